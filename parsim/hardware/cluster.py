@@ -1,0 +1,264 @@
+"""Clusters: a hardware profile times a node count (``ascend910:4x8``), a profile YAML, or an
+Ascend rank table.  Rank r sits on node r // devices_per_node, local index r % devices_per_node.
+
+Profile YAML, schema version 1 (every number cites its source in a comment in the file)::
+
+    schema_version: 1
+    name: ascend910
+    description: ...
+    device:
+      name: Ascend 910
+      memory: 32GiB
+      memory_bandwidth_gb_per_s: 1200
+      memory_efficiency: 0.8
+      peak_tflops: {fp16: 256, fp32: 64}
+      efficiency: [[1.0e8, 0.2], [1.0e10, 0.5], [1.0e12, 0.7]]   # (work FLOPs, fraction of peak)
+    node:
+      devices: 8
+      groups: [[0, 1, 2, 3], [4, 5, 6, 7]]     # optional; default one group
+      group_link: {bandwidth_gb_per_s: 30, latency_us: 5}
+      node_link: {bandwidth_gb_per_s: 32, latency_us: 10}   # needed when there are several groups
+    network:
+      nics_per_node: 8
+      nic_bandwidth_gb_per_s: 12.5
+      latency_us: 10
+    collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10}
+    nodes: 1                                   # optional default node count
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from parsim.errors import InputError
+from parsim.hardware.device import Device
+from parsim.hardware.links import LINK_CLASSES, Link
+from parsim.inputs import Fields, load_file
+
+SCHEMA_VERSION = 1
+COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
+
+
+@dataclass(frozen=True)
+class Collectives:
+    library: str                  # hccl | nccl | gloo
+    bandwidth_efficiency: float   # bus bandwidth reached, as a fraction of the link's
+    latency_s: float              # per algorithm step, on top of the link latency
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    device: Device
+    devices_per_node: int
+    groups: tuple[tuple[int, ...], ...]
+    links: tuple[tuple[str, Link], ...]     # (link class, Link)
+    nics_per_node: int
+    collectives: Collectives
+    default_nodes: int = 1
+    source: str = ""
+
+    def link(self, link_class: str) -> Link:
+        return dict(self.links)[link_class]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    profile: Profile
+    num_nodes: int
+    devices_per_node: int
+    # (host, device_id) per rank when read from a rank table; empty otherwise.
+    rank_devices: tuple[tuple[str, int], ...] = ()
+    spec: str = ""
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.devices_per_node
+
+    @property
+    def device(self) -> Device:
+        return self.profile.device
+
+    def node_of(self, rank: int) -> int:
+        return rank // self.devices_per_node
+
+    def group_of(self, rank: int) -> int:
+        # A rank table says which physical chip a rank runs on; else ranks fill devices in order.
+        local = self.rank_devices[rank][1] if self.rank_devices else rank % self.devices_per_node
+        for g, members in enumerate(self.groups):
+            if local in members:
+                return g
+        raise ValueError(f"local device {local} is in no group")
+
+    @property
+    def groups(self) -> tuple[tuple[int, ...], ...]:
+        """Groups restricted to the devices in use on each node."""
+        groups = tuple(tuple(d for d in g if d < self.devices_per_node) for g in self.profile.groups)
+        return tuple(g for g in groups if g)
+
+    def link_class(self, a: int, b: int) -> str:
+        if self.node_of(a) != self.node_of(b):
+            return "network"
+        return "group" if self.group_of(a) == self.group_of(b) else "node"
+
+    def link(self, a: int, b: int) -> Link:
+        return self.link_for(self.link_class(a, b))
+
+    def link_for(self, link_class: str) -> Link:
+        return self.profile.link(link_class)
+
+    def describe(self) -> dict:
+        p = self.profile
+        return {
+            "cluster": self.spec or f"{p.name}:{self.num_nodes}x{self.devices_per_node}",
+            "profile": p.name, "description": p.description, "world_size": self.world_size,
+            "nodes": self.num_nodes, "devices_per_node": self.devices_per_node,
+            "groups_per_node": [list(g) for g in self.groups],
+            "device": {"name": p.device.name, "memory_bytes": p.device.memory_bytes,
+                       "memory_bandwidth_bytes_per_s": p.device.memory_bandwidth_bytes_per_s,
+                       "peak_flops_per_s": dict(p.device.peak_flops_per_s)},
+            "links": {c: {"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "latency_s": link.latency_s}
+                      for c, link in p.links},
+            "nics_per_node": p.nics_per_node,
+            "collective_library": p.collectives.library,
+            "rank_devices": [list(rd) for rd in self.rank_devices],
+        }
+
+
+# ----------------------------------------------------------------------------- profiles
+
+def profiles_dir() -> Path:
+    """hardware_profiles/ of the source tree, else the copy installed with the package."""
+    env = os.environ.get("PARSIM_PROFILES")
+    if env:
+        return Path(env)
+    tree = Path(__file__).resolve().parents[2] / "hardware_profiles"
+    if tree.is_dir():
+        return tree
+    from importlib.resources import files
+    return Path(str(files("parsim") / "hardware_profiles"))
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+
+
+def _link(f: Fields, key: str) -> Link:
+    s = f.sub(key)
+    link = Link(bandwidth_bytes_per_s=s.positive_float("bandwidth_gb_per_s") * 1e9,
+                latency_s=s.get("latency_us", float, 0.0) * 1e-6, efficiency=s.fraction("efficiency", 1.0))
+    s.done()
+    return link
+
+
+def load_profile(path: str | os.PathLike) -> Profile:
+    path = os.fspath(path)
+    r = Fields(load_file(path), path)
+    version = r.get("schema_version", int, SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise r.fail("schema_version", f"this parsim reads version {SCHEMA_VERSION}, got {version}")
+    d = r.sub("device")
+    if not d.has("memory"):
+        raise d.fail("memory", "missing; a device profile must name its memory, e.g. memory: 32GiB")
+    peaks = d.sub("peak_tflops")
+    peak = tuple((k, peaks.positive_float(k) * 1e12) for k in list(peaks.data))
+    peaks.done()
+    if not any(k == "fp32" for k, _ in peak):
+        raise peaks.fail("fp32", "missing; give at least the fp32 peak")
+    eff_rows = d.get("efficiency", list, [[1.0, 1.0]])
+    try:
+        eff = tuple((float(w), float(e)) for w, e in eff_rows)
+    except (TypeError, ValueError):
+        raise d.fail("efficiency", "expected a list of [work_flops, fraction] pairs") from None
+    if any(not 0 < e <= 1 or w <= 0 for w, e in eff) or list(eff) != sorted(eff):
+        raise d.fail("efficiency", "pairs need work_flops > 0 in rising order and 0 < fraction <= 1")
+    device = Device(name=d.get("name", str), peak_flops_per_s=peak, memory_bytes=d.size_bytes("memory"),
+                    memory_bandwidth_bytes_per_s=d.positive_float("memory_bandwidth_gb_per_s") * 1e9,
+                    efficiency=eff, memory_efficiency=d.fraction("memory_efficiency", 1.0))
+    d.done()
+
+    n = r.sub("node")
+    devices = n.positive_int("devices")
+    groups = n.get("groups", list, [list(range(devices))])
+    flat = sorted(x for g in groups for x in (g if isinstance(g, list) else [None]))
+    if flat != list(range(devices)):
+        raise n.fail("groups", f"groups must partition the devices 0..{devices - 1} exactly once")
+    links = [("group", _link(n, "group_link"))]
+    if len(groups) > 1:
+        links.append(("node", _link(n, "node_link")))
+    else:
+        if n.has("node_link"):
+            links.append(("node", _link(n, "node_link")))
+        else:
+            links.append(("node", links[0][1]))
+    n.done()
+
+    net = r.sub("network", required=False)
+    nics = net.positive_int("nics_per_node", devices)
+    if net.has("nic_bandwidth_gb_per_s"):
+        # Per device, when every device of the node sends at once: the node's NICs are shared.
+        per_device = net.positive_float("nic_bandwidth_gb_per_s") * 1e9 * min(1.0, nics / devices)
+        links.append(("network", Link(per_device, net.get("latency_us", float, 0.0) * 1e-6,
+                                      net.fraction("efficiency", 1.0))))
+    else:
+        links.append(("network", links[-1][1]))
+    net.done()
+
+    c = r.sub("collective")
+    coll = Collectives(library=c.choice("library", COLLECTIVE_LIBRARIES),
+                       bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
+                       latency_s=c.get("latency_us", float, 0.0) * 1e-6)
+    c.done()
+    profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
+                      devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
+                      links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),
+                      nics_per_node=nics, collectives=coll, default_nodes=r.positive_int("nodes", 1), source=path)
+    r.done()
+    return profile
+
+
+def _profile_path(name: str) -> str:
+    path = profiles_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise InputError(f"--cluster: no hardware profile named {name!r}; choose one of "
+                         f"{', '.join(available_profiles())}, or give a profile YAML or rank-table JSON")
+    return str(path)
+
+
+_SPEC = re.compile(r"^([A-Za-z0-9_.-]+):(\d+)(?:x(\d+))?$")
+
+
+def load_cluster(spec: str) -> Cluster:
+    """``ascend910:4x8`` (nodes x devices), ``dgx-a100:16``, a profile name, a profile YAML,
+    or a rank-table JSON."""
+    if spec.endswith(".json"):
+        from parsim.hardware.ranktable import load_rank_table
+        return load_rank_table(spec)
+    if spec.endswith((".yaml", ".yml")):
+        profile = load_profile(spec)
+        return Cluster(profile, profile.default_nodes, profile.devices_per_node, spec=spec)
+    m = _SPEC.match(spec)
+    if not m and ":" not in spec:
+        profile = load_profile(_profile_path(spec))
+        return Cluster(profile, profile.default_nodes, profile.devices_per_node, spec=spec)
+    if not m:
+        raise InputError(f"--cluster: {spec!r} is not PROFILE:NODESxDEVICES (e.g. ascend910:4x8)")
+    profile = load_profile(_profile_path(m.group(1)))
+    nodes = int(m.group(2))
+    per_node = int(m.group(3)) if m.group(3) else profile.devices_per_node
+    if nodes <= 0 or per_node <= 0:
+        raise InputError(f"--cluster: {spec!r}: node and device counts must be positive")
+    if per_node > profile.devices_per_node:
+        raise InputError(f"--cluster: {spec!r}: a {profile.name} node has {profile.devices_per_node} devices, "
+                         f"not {per_node}")
+    return Cluster(profile, nodes, per_node, spec=spec)
+
+
+def with_memory(cluster: Cluster, memory_bytes: int) -> Cluster:
+    """The same cluster with a different device memory (e.g. a --max-memory cap)."""
+    device = replace(cluster.profile.device, memory_bytes=memory_bytes)
+    return replace(cluster, profile=replace(cluster.profile, device=device))

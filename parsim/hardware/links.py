@@ -1,0 +1,25 @@
+"""Links between devices, priced alpha-beta: time = latency + bytes / (bandwidth x efficiency).
+
+Link classes, from closest to farthest:
+- ``group``: inside one fully connected group (Ascend 910's 4-chip HCCS ring, NVLink/NVSwitch);
+- ``node``: inside one node, across groups (Ascend 910: PCIe between the two HCCS groups);
+- ``network``: across nodes (RoCE / InfiniBand NICs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LINK_CLASSES = ("group", "node", "network")
+
+
+@dataclass(frozen=True)
+class Link:
+    bandwidth_bytes_per_s: float   # one direction, per device
+    latency_s: float
+    efficiency: float = 1.0        # fraction of bandwidth large transfers reach
+
+    def time_s(self, nbytes: float) -> float:
+        if nbytes <= 0:
+            return 0.0
+        return self.latency_s + nbytes / (self.bandwidth_bytes_per_s * self.efficiency)

@@ -1,0 +1,159 @@
+"""Extract a LayerGraph from any torch ``nn.Module`` on the meta device.
+
+No real memory is touched: parameters and activations are meta tensors, so GPT-3 175B extracts
+on a laptop in seconds.  Each cut unit runs forward and then backward alone, on an input of the
+shape the previous unit produced:
+
+- FLOPs from ``torch.utils.flop_counter.FlopCounterMode`` (FLOPs = 2 x MACs);
+- bytes saved for backward from ``torch.autograd.graph.saved_tensors_hooks``, counted once per
+  storage, parameters and buffers excluded;
+- bytes read and written by memory-bound operators from a ``TorchDispatchMode`` over every aten op
+  that FlopCounterMode does not count (views excluded, they move nothing);
+- the boundary size from the unit's output.
+
+Identical units (same class, same repr, same input shape) are measured once.
+
+Cut units, in order:
+1. ``module.pipeline_units()`` if the module defines it (a list of (name, module));
+2. else, for an ``nn.Sequential``, its named children, where a child that is itself a Sequential
+   of blocks of one type (ResNet's ``layer1``, GPT's ``layers``) is expanded into its blocks;
+3. else the whole module is one unit (it cannot be cut).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+from parsim.model.graph import Layer, LayerGraph
+
+TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+                "int64": torch.int64, "int32": torch.int32}
+
+_FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias",
+             "lift_fresh", "_local_scalar_dense", "zeros", "ones", "full", "arange", "scalar_tensor"}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """Shape of one sample (no batch dimension) and its dtype, e.g. (3, 32, 32) float32."""
+
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def make(self, batch: int, float_dtype: torch.dtype) -> torch.Tensor:
+        dtype = TORCH_DTYPES[self.dtype]
+        if dtype.is_floating_point:
+            dtype = float_dtype
+        return torch.empty((batch, *self.shape), dtype=dtype, device="meta")
+
+
+def cut_units(module: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The modules at which a pipeline may be cut, in execution order (see module docstring)."""
+    if callable(getattr(module, "pipeline_units", None)):
+        return list(module.pipeline_units())
+    if not isinstance(module, nn.Sequential):
+        return [("model", module)]
+    units = []
+    for name, child in module.named_children():
+        kids = list(child.children()) if isinstance(child, nn.Sequential) else []
+        if len(kids) > 1 and len({type(k) for k in kids}) == 1 and not isinstance(kids[0], nn.Sequential) \
+                and any(True for _ in kids[0].parameters()):
+            units += [(f"{name}.{i}", k) for i, k in enumerate(kids)]
+        else:
+            units.append((name, child))
+    return units
+
+
+class _MemoryBoundBytes(TorchDispatchMode):
+    """Sums bytes in + bytes out of every aten op FlopCounterMode does not count."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        packet = func.overloadpacket
+        if packet not in flop_registry and not func.is_view and packet.__name__ not in _FREE_OPS:
+            leaves, _ = tree_flatten((args, kwargs, out))
+            self.bytes += sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor))
+        return out
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int]):
+    """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        key = _storage_key(t)
+        if key not in excluded:
+            saved[key] = t.untyped_storage().nbytes()
+        return t
+
+    x = x.detach().requires_grad_(needs_input_grad)
+    fwd_flops, fwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
+    with fwd_flops, fwd_bytes, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = unit(x)
+    if not isinstance(y, torch.Tensor):
+        raise TypeError(f"a cut unit must return one tensor, got {type(y).__name__}")
+    bwd_flops, bwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
+    if y.requires_grad:
+        with bwd_flops, bwd_bytes:
+            y.backward(torch.empty_like(y))
+    stats = dict(fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
+                 fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
+                 saved_bytes=sum(saved.values()), output_bytes=y.numel() * y.element_size())
+    return stats, y.detach()
+
+
+def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model", dtype: str = "fp32",
+                  batch: int = 2) -> LayerGraph:
+    """Extract the LayerGraph of ``model`` (moved to meta) for one sample of ``input_spec``.
+
+    Counts are taken on a batch of ``batch`` samples and divided by it; batch 2 keeps BatchNorm's
+    "more than one value per channel" check happy.  Terms that do not scale with the batch (a
+    causal-mask buffer, BatchNorm's running statistics) are excluded or negligible.
+    """
+    float_dtype = TORCH_DTYPES[dtype]
+    model = model.to(device="meta")
+    if float_dtype != torch.float32:
+        model = model.to(float_dtype)
+    model.train()
+    units = cut_units(model)
+    excluded = {_storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
+    seen_params: set[int] = set()
+    cache: dict[tuple, tuple[dict, torch.Tensor]] = {}
+    x = input_spec.make(batch, float_dtype)
+    input_bytes = x.numel() * x.element_size() / batch
+    layers = []
+    for i, (unit_name, unit) in enumerate(units):
+        needs_grad = i > 0 and x.is_floating_point()
+        attrs = tuple(sorted((k, v) for k, v in vars(unit).items()
+                             if not k.startswith("_") and isinstance(v, (int, float, str, bool, tuple))))
+        key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad)
+        if key not in cache:
+            cache[key] = _measure_unit(unit, x, needs_grad, excluded)
+        stats, y = cache[key]
+        params = [p for p in unit.parameters() if id(p) not in seen_params]
+        seen_params.update(id(p) for p in params)
+        count = sum(p.numel() for p in params)
+        layers.append(Layer(
+            name=unit_name,
+            fwd_flops=stats["fwd_flops"] / batch, bwd_flops=stats["bwd_flops"] / batch,
+            param_count=count, param_bytes=sum(p.numel() * p.element_size() for p in params),
+            output_bytes=stats["output_bytes"] / batch, saved_bytes=stats["saved_bytes"] / batch,
+            fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch))
+        x = torch.empty_like(y, device="meta")
+    return LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
+                      input_bytes=input_bytes)

@@ -1,0 +1,277 @@
+"""model.yaml: the versioned description of a model and its training settings.
+
+Schema version 1 (every key is checked; unknown keys are errors)::
+
+    schema_version: 1
+    name: resnet50-cifar10            # optional, defaults to the file name
+    # exactly one of model / module / layers:
+    model: resnet50                   # a built-in: resnet50 | gpt
+    args: {num_classes: 10, image_size: 32, stem: imagenet}
+    module: "pkg.mod:factory"         # any torch model: factory(**args) -> nn.Module
+    input: {shape: [3, 32, 32], dtype: float32}   # one sample, with `module`
+    layers:                           # a model that exists only on paper
+      - {name: l0, fwd_flops: 1.0e9, params: 1000000, output_bytes: 4096, saved_bytes: 16384}
+    training:
+      global_batch_size: 32
+      dtype: fp32                     # fp32 | fp16 | bf16 (fp16/bf16: mixed precision, fp32 master weights)
+      optimizer: momentum             # momentum | sgd | adam
+    parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
+      dp: 4
+      pp: 2
+      microbatches: 8
+      schedule: 1f1b
+    pipeline_stage:                   # optional: MindSpore-style `cell.pipeline_stage = k`
+      head: 0                         # a unit name, or a prefix of names ("layer1" = layer1.0..layer1.2)
+      layer1: 0
+      layer2.0..layer2.3: 0           # or an inclusive range of units
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from parsim.errors import InputError
+from parsim.inputs import Fields, load_file
+from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
+
+SCHEMA_VERSION = 1
+DTYPES = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
+
+
+@dataclass(frozen=True)
+class Training:
+    global_batch_size: int
+    dtype: str = "fp32"
+    optimizer: str = "momentum"
+
+
+@dataclass(frozen=True)
+class ParallelHint:
+    """A user's hand-chosen plan from model.yaml; any field may be None (left to the planner)."""
+
+    dp: int | None = None
+    pp: int | None = None
+    microbatches: int | None = None
+    schedule: str | None = None
+    chunks: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """How to build the torch module again (the executor needs it); kind: builtin | module | layers."""
+
+    kind: str
+    target: str
+    args: tuple = ()
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.args)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    graph: LayerGraph
+    training: Training
+    source: ModelSource
+    parallel: ParallelHint = field(default_factory=ParallelHint)
+    manual_stages: tuple[int, ...] | None = None   # stage per layer, from pipeline_stage
+    path: str = ""
+
+
+# ----------------------------------------------------------------------------- builders
+
+def _builtin(name: str, args: Fields):
+    """(module factory, InputSpec) for a built-in model; args are read strictly."""
+    from parsim.model.extract import InputSpec
+    from parsim.model.zoo import GPT_PRESETS, gpt, resnet50
+
+    if name == "resnet50":
+        num_classes = args.positive_int("num_classes", 1000)
+        size = args.positive_int("image_size", 224)
+        stem = args.choice("stem", ("imagenet", "cifar"), "imagenet")
+        args.done()
+        return (lambda: resnet50(num_classes, stem)), InputSpec((3, size, size))
+    if name == "gpt":
+        preset = args.choice("preset", tuple(GPT_PRESETS), None) if args.has("preset") else None
+        over = {}
+        for key in ("layers", "hidden", "heads", "seq_len", "vocab"):
+            if args.has(key):
+                over[key] = args.positive_int(key)
+        if args.has("dropout"):
+            over["dropout"] = args.get("dropout", float)
+        args.done()
+        if preset is None and len(over) < 5:
+            raise args.fail("preset", f"give a preset ({', '.join(GPT_PRESETS)}) or all of layers, hidden, heads, "
+                                      "seq_len, vocab")
+        base = GPT_PRESETS[preset].__dict__ if preset else {}
+        cfg = {**base, **over}
+        if cfg["hidden"] % cfg["heads"]:
+            raise args.fail("heads", f"hidden ({cfg['hidden']}) must be a multiple of heads ({cfg['heads']})")
+        return (lambda: gpt(preset, **over)), InputSpec((cfg["seq_len"],), "int64")
+    raise InputError(f"{args.source}: model: unknown built-in {name!r}; choose resnet50 or gpt, "
+                     "or give module: 'pkg.mod:factory'")
+
+
+def _import_factory(target: str, where: str):
+    if ":" not in target:
+        raise InputError(f"{where}: expected 'package.module:factory', got {target!r}")
+    mod_name, attr = target.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as e:  # any import failure is the user's path to fix
+        raise InputError(f"{where}: cannot import {mod_name!r} ({type(e).__name__}: {e}); "
+                         "check the module path and PYTHONPATH") from None
+    factory = getattr(mod, attr, None)
+    if not callable(factory):
+        raise InputError(f"{where}: {mod_name!r} has no callable {attr!r}")
+    return factory
+
+
+def build_module(source: ModelSource, where: str = "model"):
+    """The torch module for ``source`` (on the current default device)."""
+    if source.kind == "builtin":
+        factory, _ = _builtin(source.target, Fields(source.kwargs, where, "args."))
+        return factory()
+    if source.kind == "module":
+        return _import_factory(source.target, f"{where}: module")(**source.kwargs)
+    raise InputError(f"{where}: a `layers:` table describes no torch module; give model: or module: to run it")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _layers_table(rows: Any, r: Fields, dtype: str) -> tuple[Layer, ...]:
+    if not isinstance(rows, list) or not rows:
+        raise r.fail("layers", "expected a non-empty list of layer mappings")
+    layers = []
+    for i, row in enumerate(rows):
+        f = Fields(row, r.source, f"layers[{i}].")
+        name = f.get("name", str)
+        fwd = f.positive_float("fwd_flops")
+        params = f.get("params", int, 0)
+        if params < 0:
+            raise f.fail("params", f"must be >= 0, got {params}")
+        layers.append(Layer(
+            name=name, fwd_flops=fwd, bwd_flops=f.positive_float("bwd_flops", 2 * fwd),
+            param_count=params, param_bytes=params * DTYPE_BYTES[dtype],
+            output_bytes=f.positive_float("output_bytes"), saved_bytes=f.positive_float("saved_bytes"),
+            fwd_mem_bytes=f.get("fwd_mem_bytes", float, 0.0), bwd_mem_bytes=f.get("bwd_mem_bytes", float, 0.0)))
+        f.done()
+    return tuple(layers)
+
+
+def _stage_assignment(mapping: Fields, names: list[str]) -> tuple[int, ...]:
+    """Resolve `pipeline_stage` keys (names, prefixes or a..b ranges) to a stage per layer."""
+    stages: list[int | None] = [None] * len(names)
+    for key in list(mapping.data):
+        stage = mapping.get(key, int)
+        if stage < 0:
+            raise mapping.fail(key, f"stage must be >= 0, got {stage}")
+        if ".." in key:
+            first, last = key.split("..", 1)
+            if first not in names or last not in names or names.index(first) > names.index(last):
+                raise mapping.fail(key, f"range must be 'first..last' of layer names in order; layers are "
+                                        f"{names[0]} ... {names[-1]}")
+            idx = range(names.index(first), names.index(last) + 1)
+        else:
+            idx = [i for i, n in enumerate(names) if n == key or n.startswith(key + ".")]
+            if not idx:
+                raise mapping.fail(key, f"names no layer; layers are {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}")
+        for i in idx:
+            stages[i] = stage
+    missing = [n for n, s in zip(names, stages) if s is None]
+    if missing:
+        raise mapping.fail(missing[0], "has no stage; every layer needs one (as MindSpore requires for every Cell "
+                                       "with parameters)")
+    if stages[0] != 0 or any(b not in (a, a + 1) for a, b in zip(stages, stages[1:])):
+        raise InputError(f"{mapping.source}: pipeline_stage: stages must start at 0 and rise by at most 1 along "
+                         f"the layers; got {stages}")
+    return tuple(stages)  # type: ignore[arg-type]
+
+
+def load_model(path: str | os.PathLike) -> ModelSpec:
+    """Read and check a model.yaml, extract its LayerGraph on the meta device."""
+    path = os.fspath(path)
+    r = Fields(load_file(path), path)
+    version = r.get("schema_version", int, SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise r.fail("schema_version", f"this parsim reads version {SCHEMA_VERSION}, got {version}")
+    name = r.get("name", str, os.path.splitext(os.path.basename(path))[0])
+
+    t = r.sub("training")
+    training = Training(global_batch_size=t.positive_int("global_batch_size"),
+                        dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"))
+    t.done()
+
+    parallel = ParallelHint()
+    if r.has("parallel"):
+        p = r.sub("parallel")
+        parallel = ParallelHint(dp=p.positive_int("dp", None), pp=p.positive_int("pp", None),
+                                microbatches=p.positive_int("microbatches", None),
+                                schedule=p.choice("schedule", SCHEDULE_NAMES, None),
+                                chunks=p.positive_int("chunks", None))
+        p.done()
+        dp, m = parallel.dp or 1, parallel.microbatches or 1
+        if training.global_batch_size % (dp * m):
+            raise t.fail("global_batch_size", f"{training.global_batch_size} does not divide into dp={dp} x "
+                                              f"microbatches={m}; use a multiple of {dp * m}")
+
+    given = [k for k in ("model", "module", "layers") if r.has(k)]
+    if len(given) != 1:
+        raise InputError(f"{path}: give exactly one of model:, module: or layers: (found {', '.join(given) or 'none'})")
+    kind = given[0]
+    if kind == "layers":
+        layers = _layers_table(r.get("layers", list), r, training.dtype)
+        graph = LayerGraph(name, layers, training.dtype, r.positive_float("input_bytes", layers[0].output_bytes))
+        source = ModelSource("layers", name)
+    else:
+        import torch
+        from parsim.model.extract import InputSpec, extract_graph
+
+        args = r.get("args", dict, {})
+        if kind == "model":
+            target = r.get("model", str)
+            factory, input_spec = _builtin(target, Fields(args, path, "args."))
+            source = ModelSource("builtin", target, _freeze(args))
+        else:
+            target = r.get("module", str)
+            factory = _import_factory(target, f"{path}: module")
+            inp = r.sub("input")
+            shape = inp.get("shape", list)
+            if not shape or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
+                raise inp.fail("shape", f"expected a list of positive integers (one sample, no batch), got {shape}")
+            input_spec = InputSpec(tuple(shape), inp.choice("dtype", ("float32", "int64", "int32"), "float32"))
+            inp.done()
+            source = ModelSource("module", target, _freeze(args))
+            factory = (lambda f=factory, a=args: f(**a))
+        try:
+            with torch.device("meta"):
+                module = factory()
+        except InputError:
+            raise
+        except Exception as e:
+            raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: {e}); check args") from None
+        try:
+            graph = extract_graph(module, input_spec, name=name, dtype=training.dtype)
+        except Exception as e:
+            raise InputError(f"{path}: {kind}: running the model on an input of shape {list(input_spec.shape)} failed "
+                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); check input.shape") from None
+
+    manual = None
+    if r.has("pipeline_stage"):
+        manual = _stage_assignment(r.sub("pipeline_stage"), graph.names)
+    r.done()
+    return ModelSpec(name=name, graph=graph, training=training, source=source, parallel=parallel,
+                     manual_stages=manual, path=path)

@@ -1,0 +1,1 @@
+"""Things a person looks at: tables, text grids, Chrome traces, plots."""

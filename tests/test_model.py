@@ -1,0 +1,97 @@
+"""LayerGraph extraction: exact parameter and MAC counts, GPT closed forms, speed at 175B."""
+
+import time
+
+import pytest
+import torch
+
+from parsim.model.extract import InputSpec, cut_units, extract_graph
+from parsim.model.spec import load_model
+from parsim.model.zoo import GPT_PRESETS, gpt, resnet50
+
+
+def _meta(factory):
+    with torch.device("meta"):
+        return factory()
+
+
+def test_resnet50_imagenet_counts_match_torchvision():
+    g = extract_graph(_meta(lambda: resnet50(1000)), InputSpec((3, 224, 224)))
+    # torchvision model card for resnet50 (IMAGENET1K_V1): 25,557,032 params, 4.09 GFLOPS (= MACs)
+    assert g.param_count == 25_557_032
+    assert round(g.fwd_flops / 2 / 1e9, 2) == 4.09
+    # Exact: sum over conv and fc of Cout*Cin*k*k*Hout*Wout, independently by module hooks below.
+    assert g.fwd_flops == 2 * _conv_fc_macs(224, 1000, "imagenet")
+
+
+def _conv_fc_macs(size, classes, stem):
+    """MACs of conv and linear layers, from their shapes (independent of FlopCounterMode)."""
+    model = resnet50(classes, stem)
+    total = 0
+
+    def hook(m, inp, out):
+        nonlocal total
+        if isinstance(m, torch.nn.Conv2d):
+            total += out.numel() // out.shape[0] * m.in_channels // m.groups * m.kernel_size[0] * m.kernel_size[1]
+        elif isinstance(m, torch.nn.Linear):
+            total += m.in_features * m.out_features
+    for m in model.modules():
+        m.register_forward_hook(hook)
+    with torch.no_grad():
+        model.eval()(torch.zeros(1, 3, size, size))
+    return total
+
+
+@pytest.mark.parametrize("stem", ["imagenet", "cifar"])
+def test_resnet50_cifar10_variants(stem):
+    g = extract_graph(_meta(lambda: resnet50(10, stem)), InputSpec((3, 32, 32)))
+    assert g.param_count == 25_557_032 - 2048 * 1000 - 1000 + 2048 * 10 + 10 - (7 * 7 - 3 * 3) * 3 * 64 * (stem == "cifar")
+    assert g.fwd_flops == 2 * _conv_fc_macs(32, 10, stem)
+    assert g.names[0] == "head" and g.names[-1] == "fc" and len(g) == 18
+    # backward of a conv/linear is two matmuls of the forward's size, except the first layer
+    # (no grad of the image): bwd = 2 x fwd for every unit but the first.
+    for layer in g.layers[1:]:
+        assert layer.bwd_flops == pytest.approx(2 * layer.fwd_flops)
+    assert g.layers[0].bwd_flops == pytest.approx(g.layers[0].fwd_flops)
+    assert g.layers[-1].output_bytes == 10 * 4
+
+
+def test_cut_units_never_split_a_residual_block():
+    units = cut_units(_meta(lambda: resnet50(10)))
+    assert [n for n, _ in units][:5] == ["head", "layer1.0", "layer1.1", "layer1.2", "layer2.0"]
+    assert all(type(m).__name__ in ("Bottleneck", "Sequential") for _, m in units)
+
+
+@pytest.mark.parametrize("preset", ["gpt-tiny", "gpt2-small", "gpt3-175b"])
+def test_gpt_params_closed_form(preset):
+    cfg = GPT_PRESETS[preset]
+    g = extract_graph(_meta(lambda: gpt(preset)), InputSpec((cfg.seq_len,), "int64"), dtype="fp16")
+    L, h, V, s = cfg.layers, cfg.hidden, cfg.vocab, cfg.seq_len
+    # 12 L h^2 + V h, plus biases and norms (13 L h + 2 h) and learned positions (s h)
+    assert g.param_count == 12 * L * h * h + V * h + 13 * L * h + 2 * h + s * h
+    assert len(g) == L + 2
+
+
+def test_gpt_layer_flops_and_saved_activations_match_megatron():
+    cfg = GPT_PRESETS["gpt3-175b"]
+    g = extract_graph(_meta(lambda: gpt("gpt3-175b")), InputSpec((cfg.seq_len,), "int64"), dtype="fp16")
+    s, h, a = cfg.seq_len, cfg.hidden, cfg.heads
+    layer = g.layers[1]
+    # Narayanan et al. 2021 Eq. 3 per layer and sample: forward 24 s h^2 + 4 s^2 h FLOPs
+    assert layer.fwd_flops == pytest.approx(24 * s * h * h + 4 * s * s * h, rel=1e-3)
+    # Korthikanti et al. 2022: s b h (34 + 5 a s / h) bytes per layer in fp16 (b = 1 here), within 5%
+    assert layer.saved_bytes == pytest.approx(s * h * (34 + 5 * a * s / h), rel=0.05)
+
+
+def test_gpt3_175b_extracts_in_seconds():
+    t = time.perf_counter()
+    load_model("examples/gpt3_175b.yaml")
+    assert time.perf_counter() - t < 10
+
+
+def test_examples_load():
+    spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
+    assert spec.manual_stages == (0,) * 8 + (1,) * 10
+    assert spec.parallel.pp == 2 and spec.parallel.dp == 4
+    mlp = load_model("examples/mlp_module.yaml")
+    assert [layer.param_count for layer in mlp.graph.layers if layer.param_count][0] == 3 * 32 * 32 * 256 + 256
