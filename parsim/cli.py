@@ -77,6 +77,64 @@ def cmd_cluster(args) -> int:
     return 0
 
 
+def _compute_model(args, cluster, training):
+    from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+
+    analytical = AnalyticalCompute(cluster.device, training.dtype)
+    if getattr(args, "profile", None):
+        return ProfiledCompute(load_profile_table(args.profile), analytical)
+    return analytical
+
+
+def cmd_simulate(args) -> int:
+    from parsim.fileio import write_json, write_text
+    from parsim.hardware import load_cluster
+    from parsim.model.spec import load_model
+    from parsim.report.fmt import human_bytes, human_time
+    from parsim.report.timeline import action_frame, chrome_trace, timeline_grid
+    from parsim.search.resolve import resolve_config
+    from parsim.sim import simulate
+
+    spec = load_model(args.model)
+    cluster = load_cluster(args.cluster)
+    compute = _compute_model(args, cluster, spec.training)
+    cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
+                         schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement)
+    est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm)
+    if args.trace:
+        write_json(args.trace, chrome_trace(est))
+    if args.csv:
+        write_text(args.csv, action_frame(est).to_csv(index=False))
+    if args.gantt or args.memory_plot:
+        from parsim.report.plots import gantt, memory_plot
+        if args.gantt:
+            gantt(est, args.gantt)
+        if args.memory_plot:
+            memory_plot(est, args.memory_plot)
+    if args.json:
+        _print_json(est.to_json())
+        return 0
+    c = est.config
+    print(f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']} microbatches={c['microbatches']} "
+          f"(size {c['microbatch_size']}) schedule={c['schedule']}"
+          + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}")
+    print(f"split: {c['split']}")
+    print(f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
+          f"bubble {est.bubble_fraction:.1%}, exposed communication {est.exposed_comm_fraction:.1%}")
+    print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'exp.comm':>10} {'in flight':>9} "
+          f"{'activations':>12} {'peak memory':>12} {'headroom':>10}")
+    cap = cluster.device.memory_bytes
+    for r in est.ranks:
+        print(f"{r.rank:>4} {','.join(map(str, r.stages)):>8} {human_time(r.busy_s):>10} {human_time(r.bubble_s):>10} "
+              f"{human_time(r.exposed_comm_s):>10} {r.max_inflight_microbatches:>9} "
+              f"{human_bytes(r.memory.activations_bytes):>12} {human_bytes(r.peak_memory_bytes):>12} "
+              f"{human_bytes(cap - r.peak_memory_bytes):>10}")
+    print("bytes moved per step: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
+    if args.grid:
+        print(timeline_grid(est))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -90,7 +148,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("cluster", help="PROFILE:NODESxDEVICES (ascend910:2x8), a profile YAML or a rank-table JSON")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser("simulate", help="predict one training step of a parallel configuration")
+    p.add_argument("model", help="model.yaml")
+    p.add_argument("--cluster", default="ascend910:1x8", help="cluster (default ascend910:1x8)")
+    p.add_argument("--dp", type=_positive, help="data-parallel replicas (default: devices / pp)")
+    p.add_argument("--pp", type=_positive, help="pipeline ranks")
+    p.add_argument("--microbatches", type=_positive, help="micro-batches per replica")
+    p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
+    p.add_argument("--chunks", type=_positive, help="model chunks per rank (interleaved, zbh1)")
+    p.add_argument("--split", help="balanced | manual (model.yaml pipeline_stage) | boundaries e.g. 0,8,18")
+    p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
+                   help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
+    p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
+                   default="auto", help="all-reduce algorithm (default: the fastest)")
+    p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
+    p.add_argument("--trace", help="write a Chrome trace JSON (Perfetto)")
+    p.add_argument("--gantt", help="write a Gantt chart (.png or .svg)")
+    p.add_argument("--memory-plot", help="write memory over time (.png or .svg)")
+    p.add_argument("--csv", help="write per-action times as CSV")
+    p.add_argument("--grid", action="store_true", help="print the step x rank grid")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_simulate)
     return parser
+
+
+SCHEDULE_CHOICES = ("gpipe", "1f1b", "interleaved", "zbh1")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,10 @@ class Kind(str, Enum):
     REDUCE_GRAD = "REDUCE_GRAD"  # data-parallel gradient all-reduce of one bucket
     OPTIMIZER = "OPTIMIZER"
 
+    # Enum's own __hash__ is Python-level; the simulator keys dicts by (stage, kind) millions of
+    # times, so hash as the value string does (equal members have equal values).
+    __hash__ = str.__hash__
+
     @property
     def is_compute(self) -> bool:
         return self in COMPUTE
@@ -76,6 +80,13 @@ class Schedule:
     num_stages: int
     num_microbatches: int
     order: tuple[tuple[Action | None, ...], ...]
+    # True when backward is split into I and W (zero-bubble); derived from the order if not given.
+    split_backward: bool = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.split_backward is None:
+            split = any(a is not None and a.kind is Kind.I for acts in self.order for a in acts)
+            object.__setattr__(self, "split_backward", split)
 
     def rank_of(self, stage: int) -> int:
         return stage % self.num_ranks

@@ -26,19 +26,20 @@ from parsim.schedule.actions import Action, Kind, Schedule
 def gpipe(p: int, m: int) -> Schedule:
     order = tuple(tuple([Action(r, Kind.F, i) for i in range(m)] + [Action(r, Kind.B, i) for i in range(m)])
                   for r in range(p))
-    return Schedule("gpipe", p, p, m, order)
+    return Schedule("gpipe", p, p, m, order, split_backward=False)
 
 
 def one_f_one_b(p: int, m: int) -> Schedule:
     order = []
+    F, B = Kind.F, Kind.B
     for r in range(p):
         warmup = min(p - 1 - r, m)
-        acts = [Action(r, Kind.F, i) for i in range(warmup)]
+        acts = [Action(r, F, i) for i in range(warmup)]
         for i in range(m - warmup):                      # steady state: F(warmup + i), B(i)
-            acts += [Action(r, Kind.F, warmup + i), Action(r, Kind.B, i)]
-        acts += [Action(r, Kind.B, i) for i in range(m - warmup, m)]
+            acts += [Action(r, F, warmup + i), Action(r, B, i)]
+        acts += [Action(r, B, i) for i in range(m - warmup, m)]
         order.append(tuple(acts))
-    return Schedule("1f1b", p, p, m, tuple(order))
+    return Schedule("1f1b", p, p, m, tuple(order), split_backward=False)
 
 
 def _looped(p: int, m: int, v: int, warmup_factor: int, zero_bubble: bool, name: str) -> Schedule:
@@ -92,7 +93,7 @@ def _looped(p: int, m: int, v: int, warmup_factor: int, zero_bubble: bool, name:
         while zero_bubble and pending_w:                      # 4. trailing weight gradients
             weight()
         order.append(tuple(acts))
-    return Schedule(name, p, v * p, m, tuple(order))
+    return Schedule(name, p, v * p, m, tuple(order), split_backward=zero_bubble)
 
 
 def interleaved(p: int, m: int, v: int) -> Schedule:

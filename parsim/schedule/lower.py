@@ -16,35 +16,54 @@ from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.deps import dependencies
 
 
-def split_backward(schedule: Schedule) -> bool:
-    return any(a is not None and a.kind is Kind.I for acts in schedule.order for a in acts)
+def _comm_templates(schedule: Schedule) -> dict[tuple[int, Kind], tuple[tuple[Kind, ...], tuple[Kind, ...]]]:
+    """Per (stage, kind): the RECV kinds to put before such an action and the SEND kinds after it.
+
+    The RECVs come straight from the dependency rule; a SEND follows the compute whose output a
+    RECV elsewhere waits for.  The micro-batch index passes through unchanged, so one template
+    per (stage, kind) serves every micro-batch."""
+    S, split = schedule.num_stages, schedule.split_backward
+    kinds = (Kind.F, Kind.I, Kind.W) if split else (Kind.F, Kind.B)
+    recv_before: dict[tuple[int, Kind], tuple[Kind, ...]] = {}
+    sends_for: dict[tuple[int, Kind], list[Kind]] = {(s, k): [] for s in range(S) for k in kinds}
+    for s in range(S):
+        for k in kinds:
+            deps = dependencies(Action(s, k, 0), S, schedule.rank_of, lowered=True, split_backward=split,
+                                last_microbatch=schedule.num_microbatches - 1)
+            recv_before[(s, k)] = tuple(d.kind for d in deps if d.kind in (Kind.RECV_F, Kind.RECV_B))
+    for (s, k), recvs in recv_before.items():
+        for recv in recvs:
+            send = dependencies(Action(s, recv, 0), S, schedule.rank_of, lowered=True, split_backward=split,
+                                last_microbatch=schedule.num_microbatches - 1)[0]
+            producer = dependencies(send, S, schedule.rank_of, lowered=True, split_backward=split,
+                                    last_microbatch=schedule.num_microbatches - 1)[0]
+            sends_for[(producer.stage, producer.kind)].append(send.kind)
+    return {key: (recv_before[key], tuple(sends_for[key])) for key in recv_before}
 
 
 def add_send_recv(schedule: Schedule) -> Schedule:
-    split = split_backward(schedule)
-    grad = Kind.I if split else Kind.B
-    S = schedule.num_stages
+    templates = _comm_templates(schedule)
+    new = tuple.__new__
     order = []
     for acts in schedule.order:
         out: list[Action] = []
+        append = out.append
         for a in acts:
             if a is None:
                 continue
-            # RECVs this action needs, straight from the dependency rule.
-            out += [d for d in dependencies(a, S, schedule.rank_of, lowered=True, split_backward=split,
-                                            last_microbatch=schedule.num_microbatches - 1)
-                    if d.kind in (Kind.RECV_F, Kind.RECV_B)]
-            out.append(a)
-            if a.kind is Kind.F and a.stage < S - 1 and schedule.rank_of(a.stage + 1) != schedule.rank_of(a.stage):
-                out.append(Action(a.stage, Kind.SEND_F, a.microbatch))
-            if a.kind is grad and a.stage > 0 and schedule.rank_of(a.stage - 1) != schedule.rank_of(a.stage):
-                out.append(Action(a.stage, Kind.SEND_B, a.microbatch))
+            s, k, i = a
+            recvs, sends = templates.get((s, k), ((), ()))
+            for kind in recvs:
+                append(new(Action, (s, kind, i)))
+            append(a)
+            for kind in sends:
+                append(new(Action, (s, kind, i)))
         order.append(tuple(out))
     return replace(schedule, order=tuple(order))
 
 
 def add_reduce_grad(schedule: Schedule, buckets_per_stage: dict[int, int]) -> Schedule:
-    last_bwd = Kind.W if split_backward(schedule) else Kind.B
+    last_bwd = Kind.W if schedule.split_backward else Kind.B
     last = schedule.num_microbatches - 1
     order = []
     for acts in schedule.order:

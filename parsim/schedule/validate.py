@@ -14,18 +14,14 @@ from collections import Counter
 
 from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.deps import dependencies
-from parsim.schedule.lower import split_backward
 
 
 class ScheduleError(ValueError):
     pass
 
 
-def render_grid(schedule: Schedule, columns: list[list[Action | None]] | None = None,
-                mark_step: int | None = None) -> str:
-    """A step x rank text grid.  ``columns[r]`` defaults to each rank's order; ``mark_step``
-    puts an arrow on that row."""
-    columns = columns if columns is not None else [list(acts) for acts in schedule.order]
+def render_grid(columns: list[list[Action | None]], mark_step: int | None = None) -> str:
+    """A step x rank text grid, ``columns[r]`` being rank r's cells; ``mark_step`` marks that row."""
     steps = max((len(c) for c in columns), default=0)
     width = max([len(str(a)) for c in columns for a in c if a is not None] + [6])
     head = "step  " + " ".join(f"{'rank ' + str(r):>{width}}" for r in range(len(columns)))
@@ -41,7 +37,7 @@ def render_grid(schedule: Schedule, columns: list[list[Action | None]] | None = 
 
 
 def _check_counts(schedule: Schedule, lowered: bool) -> None:
-    split = split_backward(schedule)
+    split = schedule.split_backward
     needed = (Kind.F, Kind.I, Kind.W) if split else (Kind.F, Kind.B)
     seen: Counter = Counter()
     for r, acts in enumerate(schedule.order):
@@ -77,7 +73,7 @@ def validate(schedule: Schedule) -> list[list[Action | None]]:
     """Validate and return the step x rank grid of a unit-time execution (one column per rank)."""
     lowered = any(a is not None and not a.kind.is_compute for acts in schedule.order for a in acts)
     _check_counts(schedule, lowered)
-    split = split_backward(schedule)
+    split = schedule.split_backward
     buckets = Counter(a.stage for acts in schedule.order for a in acts if a is not None and a.kind is Kind.REDUCE_GRAD)
     orders = [schedule.actions(r) for r in range(schedule.num_ranks)]
     pos = [0] * schedule.num_ranks
@@ -98,7 +94,7 @@ def validate(schedule: Schedule) -> list[list[Action | None]]:
             for r, o in enumerate(orders):
                 grid[r].append(o[pos[r]] if pos[r] < len(o) else None)
             waiting = "; ".join(f"rank {r} waits at {o[pos[r]]}" for r, o in enumerate(orders) if pos[r] < len(o))
-            raise ScheduleError(f"deadlock at step {step}: {waiting}\n" + render_grid(schedule, grid, step))
+            raise ScheduleError(f"deadlock at step {step}: {waiting}\n" + render_grid(grid, step))
         for r in range(schedule.num_ranks):
             if r in ready:
                 grid[r].append(orders[r][pos[r]])

@@ -1,0 +1,105 @@
+"""Communication time, alpha-beta per link class (Hockney 1994): t = alpha + bytes / beta.
+
+Collectives over n ranks on S bytes (Thakur, Rabenseifner & Gropp 2005, "Optimization of
+Collective Communication Operations in MPICH"; bus-bandwidth factors as in nccl-tests'
+PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
+
+    ring all-reduce          2(n-1) * a + 2(n-1)/n * S / B
+    halving-doubling         2 log2(n) * a + 2(n-1)/n * S / B     (n a power of two)
+    tree (double binary)     2 log2(n) * a + 2 S / B
+    hierarchical             reduce-scatter in the node, all-reduce of S/k across nodes,
+                             all-gather in the node (k = ranks per node)
+    all-gather / reduce-scatter (ring)   (n-1) * a + (n-1)/n * S / B
+
+B is the slowest link the group crosses, times the collective library's bandwidth efficiency;
+a = link latency + the library's per-step latency.  ``auto`` takes the fastest, as NCCL's tuner does.
+"""
+
+from __future__ import annotations
+
+import math
+
+from parsim.hardware.cluster import Cluster
+from parsim.hardware.links import LINK_CLASSES
+
+ALGORITHMS = ("auto", "ring", "tree", "halving-doubling", "hierarchical")
+
+DDP_BUCKET_BYTES = 25 * 2**20   # torch DDP's default bucket_cap_mb = 25
+
+
+def group_link_class(cluster: Cluster, ranks: list[int]) -> str:
+    """The farthest link class between any two members (what a ring over them must cross)."""
+    worst = 0
+    for a in ranks[1:]:
+        worst = max(worst, LINK_CLASSES.index(cluster.link_class(ranks[0], a)))
+        if worst == len(LINK_CLASSES) - 1:
+            break
+    return LINK_CLASSES[worst]
+
+
+def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
+    return cluster.link(src, dst).time_s(nbytes)
+
+
+def _alpha_beta(cluster: Cluster, link_class: str) -> tuple[float, float]:
+    link = cluster.link_for(link_class)
+    coll = cluster.profile.collectives
+    return link.latency_s + coll.latency_s, link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
+
+
+def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: str) -> float:
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    if op in ("all_gather", "reduce_scatter"):
+        return (n - 1) * alpha + (n - 1) / n * nbytes / beta
+    steps = math.ceil(math.log2(n))
+    if algorithm == "ring":
+        return 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / beta
+    if algorithm == "halving-doubling":
+        if n & (n - 1):
+            return math.inf
+        return 2 * steps * alpha + 2 * (n - 1) / n * nbytes / beta
+    if algorithm == "tree":
+        return 2 * steps * alpha + 2 * nbytes / beta
+    raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str = "all_reduce",
+                      algorithm: str = "auto") -> float:
+    n = len(ranks)
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    if algorithm == "auto":
+        return min(collective_time_s(cluster, ranks, nbytes, op, a) for a in ALGORITHMS[1:])
+    if algorithm == "hierarchical":
+        nodes: dict[int, list[int]] = {}
+        for r in ranks:
+            nodes.setdefault(cluster.node_of(r), []).append(r)
+        k = max(len(v) for v in nodes.values())
+        if len(nodes) == 1 or k == 1 or op != "all_reduce":
+            return math.inf
+        a_in, b_in = _alpha_beta(cluster, group_link_class(cluster, next(iter(nodes.values()))))
+        a_out, b_out = _alpha_beta(cluster, "network")
+        inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
+        outer = min(_flat(len(nodes), nbytes / k, a_out, b_out, "all_reduce", a) for a in ("ring", "tree"))
+        return 2 * inner + outer
+    alpha, beta = _alpha_beta(cluster, group_link_class(cluster, ranks))
+    return _flat(n, nbytes, alpha, beta, op, algorithm)
+
+
+def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES) -> list[list[int]]:
+    """Group layers (given in backward order) into DDP-style buckets of at most ``cap_bytes``
+    (a layer larger than the cap gets a bucket of its own).  Returns layer positions per bucket."""
+    buckets: list[list[int]] = []
+    size = 0.0
+    for i, nbytes in enumerate(grad_bytes_reversed):
+        if nbytes <= 0:
+            if buckets:
+                buckets[-1].append(i)
+            continue
+        if not buckets or size + nbytes > cap_bytes:
+            buckets.append([])
+            size = 0.0
+        buckets[-1].append(i)
+        size += nbytes
+    return buckets

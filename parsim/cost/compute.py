@@ -1,0 +1,171 @@
+"""Compute time of a layer for one micro-batch: the analytical roofline or a profiled table.
+
+Both implement ``ComputeModel.layer_time_s(layer, kind, microbatch)`` with kind in F, B, I, W.
+
+Analytical (Williams et al. 2009, "Roofline"), per layer and micro-batch of b samples:
+
+    t = max(b*FLOPs / (peak * eff(b*FLOPs)), weight_bytes / BW)   matmul/conv ops: compute-bound
+                                                                  unless the weights' read dominates
+      + b*mem_bytes / (BW * mem_eff)                              memory-bound ops, by their bytes
+
+Backward splits for zero-bubble schedules: W (weight gradient) costs one matmul of the forward's
+size for a layer with parameters; I (input gradient) is the rest of B.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from parsim.errors import InputError
+from parsim.hardware.device import Device
+from parsim.inputs import Fields, load_file
+from parsim.model.graph import DTYPE_BYTES, Layer
+
+
+class ComputeModel(Protocol):
+    def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float: ...
+
+    def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float: ...
+
+
+def _split_flops(layer: Layer, kind: str) -> tuple[float, float]:
+    """(FLOPs, memory-bound bytes) per sample for kind F, B, I or W."""
+    w_flops = min(layer.fwd_flops, layer.bwd_flops) if layer.param_count else 0.0
+    if kind == "F":
+        return layer.fwd_flops, layer.fwd_mem_bytes
+    if kind == "B":
+        return layer.bwd_flops, layer.bwd_mem_bytes
+    if kind == "I":
+        return layer.bwd_flops - w_flops, layer.bwd_mem_bytes
+    if kind == "W":
+        return w_flops, 0.0
+    raise ValueError(f"kind must be F, B, I or W, got {kind!r}")
+
+
+@dataclass(frozen=True)
+class AnalyticalCompute:
+    device: Device
+    dtype: str = "fp32"
+
+    def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
+        flops, mem_bytes = _split_flops(layer, kind)
+        flops *= microbatch
+        bw = self.device.achieved_bandwidth_bytes_per_s()
+        t = 0.0
+        if flops > 0:
+            t = max(flops / self.device.achieved_flops_per_s(self.dtype, flops), layer.param_bytes / bw)
+        return t + microbatch * mem_bytes / bw
+
+    def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float:
+        # The optimizer step is element-wise: memory-bound on parameters, gradients and states.
+        return param_count * bytes_per_param_moved / self.device.achieved_bandwidth_bytes_per_s()
+
+
+# ----------------------------------------------------------------------------- profiled
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    fwd_s: tuple[float, ...]
+    bwd_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ProfileTable:
+    """Measured per-layer times per micro-batch size (``parsim profile`` writes it)::
+
+        schema_version: 1
+        kind: layer-profile
+        model: resnet50-cifar10
+        device: cpu-core          # free text: where it was measured
+        dtype: fp32
+        threads: 1
+        measured: "2026-11-22"
+        microbatch_sizes: [1, 2, 4, 8]
+        layers:
+          - {name: head, fwd_s: [...], bwd_s: [...]}    # one time per micro-batch size, median
+        optimizer_s_per_param: 2.0e-9                   # optional
+    """
+
+    microbatch_sizes: tuple[int, ...]
+    layers: tuple[tuple[str, LayerTimes], ...]
+    dtype: str = "fp32"
+    device: str = ""
+    optimizer_s_per_param: float | None = None
+
+    def times(self, name: str) -> LayerTimes:
+        table = dict(self.layers)
+        if name not in table:
+            raise InputError(f"profile: no times for layer {name!r}; profile this model again "
+                             f"(it has {', '.join(list(table)[:4])} ...)")
+        return table[name]
+
+
+def load_profile_table(path: str | os.PathLike) -> ProfileTable:
+    path = os.fspath(path)
+    r = Fields(load_file(path), path)
+    if r.get("schema_version", int, PROFILE_SCHEMA_VERSION) != PROFILE_SCHEMA_VERSION:
+        raise r.fail("schema_version", f"this parsim reads version {PROFILE_SCHEMA_VERSION}")
+    r.choice("kind", ("layer-profile",))
+    sizes = r.get("microbatch_sizes", list)
+    if not sizes or any(not isinstance(b, int) or b <= 0 for b in sizes) or sizes != sorted(set(sizes)):
+        raise r.fail("microbatch_sizes", "expected rising positive integers, e.g. [1, 2, 4, 8]")
+    layers = []
+    for i, row in enumerate(r.get("layers", list)):
+        f = Fields(row, path, f"layers[{i}].")
+        name = f.get("name", str)
+        times = []
+        for key in ("fwd_s", "bwd_s"):
+            v = f.get(key, list)
+            if len(v) != len(sizes) or any(not isinstance(x, (int, float)) or x < 0 for x in v):
+                raise f.fail(key, f"expected {len(sizes)} non-negative times, one per micro-batch size")
+            times.append(tuple(float(x) for x in v))
+        f.get("saved_bytes", list, [])  # recorded by the profiler; the graph's own counts are used
+        f.done()
+        layers.append((name, LayerTimes(*times)))
+    for key in ("model", "device", "measured"):
+        r.get(key, str, "")
+    r.get("threads", int, 1)
+    table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
+                         "", r.get("optimizer_s_per_param", float, None))
+    r.done()
+    return table
+
+
+def _interp(sizes: tuple[int, ...], values: tuple[float, ...], b: int) -> float:
+    """Linear between measured sizes; proportional to b outside them (time per sample held)."""
+    if b < sizes[0]:
+        return values[0] * b / sizes[0]
+    if b > sizes[-1]:
+        return values[-1] * b / sizes[-1]
+    return float(np.interp(b, sizes, values))
+
+
+@dataclass(frozen=True)
+class ProfiledCompute:
+    table: ProfileTable
+    fallback: AnalyticalCompute   # for the optimizer when the profile has no figure for it
+
+    def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
+        t = self.table.times(layer.name)
+        if kind == "F":
+            return _interp(self.table.microbatch_sizes, t.fwd_s, microbatch)
+        bwd = _interp(self.table.microbatch_sizes, t.bwd_s, microbatch)
+        if kind == "B":
+            return bwd
+        # I/W: split the measured backward in the ratio of their FLOPs.
+        i_flops, _ = _split_flops(layer, "I")
+        w_flops, _ = _split_flops(layer, "W")
+        share = w_flops / (i_flops + w_flops) if i_flops + w_flops else 0.0
+        return bwd * (share if kind == "W" else 1 - share)
+
+    def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float:
+        if self.table.optimizer_s_per_param is not None:
+            return param_count * self.table.optimizer_s_per_param
+        return self.fallback.optimizer_time_s(param_count, bytes_per_param_moved)

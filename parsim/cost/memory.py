@@ -1,0 +1,68 @@
+"""Memory per rank: parameters, gradients, optimizer state, activations, communication buffers.
+
+Bytes per parameter (Rajbhandari et al. 2020, "ZeRO", Sec. 3.1; mixed precision keeps fp32
+master weights in the optimizer):
+
+    dtype  optimizer   params  grads  optimizer state          total
+    fp32   sgd          4       4      0                        8
+    fp32   momentum     4       4      4 (momentum)            12
+    fp32   adam         4       4      8 (m, v)                16
+    fp16   momentum     2       2      4 + 4 (master, mom.)    12
+    fp16   adam         2       2      4 + 8 (master, m, v)    16   (ZeRO's "16 Psi")
+
+Activations: each micro-batch in flight holds its stage's saved bytes (graph's saved_bytes x
+micro-batch size) from its forward until its backward frees them (W under a split backward).
+Communication buffers: DDP copies gradients into flat buckets (torch default
+``gradient_as_bucket_view=False``), one gradient's worth when dp > 1; pipeline send and receive
+buffers hold one micro-batch's boundary activation per direction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+_STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
+_MASTER_BYTES = 4
+
+
+def bytes_per_param(dtype: str, optimizer: str) -> dict[str, int]:
+    width = 4 if dtype == "fp32" else 2
+    state = _STATE_FP32_BYTES[optimizer] + (0 if dtype == "fp32" else _MASTER_BYTES)
+    return {"params": width, "grads": width, "optimizer": state}
+
+
+def optimizer_bytes_moved_per_param(dtype: str, optimizer: str) -> float:
+    """Bytes read plus written per parameter by one optimizer step (element-wise kernels)."""
+    grad_read = 4 if dtype == "fp32" else 2
+    states_rw = 2 * _STATE_FP32_BYTES[optimizer]            # momentum / Adam m, v: read and write
+    if dtype == "fp32":
+        weights = 2 * 4                                     # read and write the fp32 parameter
+    else:
+        weights = 2 * _MASTER_BYTES + 2                     # fp32 master read/write + fp16 copy written
+    return grad_read + states_rw + weights
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float      # peak of the in-flight activations
+    comm_buffers_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.comm_buffers_bytes)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "total_bytes": self.total_bytes}
+
+
+def static_memory(param_count: int, dtype: str, optimizer: str, dp: int, boundary_bytes: float) -> dict[str, float]:
+    """Everything but activations, for a rank holding ``param_count`` parameters."""
+    b = bytes_per_param(dtype, optimizer)
+    grads = param_count * b["grads"]
+    return {"params_bytes": param_count * b["params"], "grads_bytes": grads,
+            "optimizer_bytes": param_count * b["optimizer"],
+            "comm_buffers_bytes": (grads if dp > 1 else 0.0) + 2 * boundary_bytes}

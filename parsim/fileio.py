@@ -1,0 +1,38 @@
+"""Atomic output: write to a temporary file beside the target, then rename over it, so a
+reader never sees half a file and an interrupted run loses nothing that was there."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+
+from parsim.errors import InputError
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yields a temporary path in the target's folder; renamed to ``path`` on success."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{path}: folder {folder} does not exist; create it or choose another path")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def write_json(path: str | os.PathLike, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=float) + "\n")

@@ -1,0 +1,1 @@
+"""Search: the stage partitioner (and, with the planner, the strategy search) drive the simulator."""

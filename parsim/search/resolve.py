@@ -1,0 +1,56 @@
+"""Complete a parallel configuration from what the user fixed (flags, model.yaml ``parallel:``
+and ``pipeline_stage:``) and sensible defaults; the split comes from the partitioner unless the
+user gave one."""
+
+from __future__ import annotations
+
+from parsim.cost.compute import ComputeModel
+from parsim.errors import InfeasibleError
+from parsim.hardware.cluster import Cluster
+from parsim.model.graph import LayerGraph
+from parsim.model.spec import ModelSpec
+from parsim.plan import ParallelConfig, bounds_from_assignment
+from parsim.search.partition import balanced_bounds
+
+
+def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster) -> tuple[list, list]:
+    """(forward + backward time per layer, boundary transfer time per layer) for the partitioner."""
+    link = cluster.link_for("group")
+    times = [compute.layer_time_s(layer, "F", microbatch) + compute.layer_time_s(layer, "B", microbatch)
+             for layer in graph.layers]
+    edges = [2 * link.time_s(layer.output_bytes * microbatch) for layer in graph.layers]
+    return times, edges
+
+
+def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
+                   microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner") -> ParallelConfig:
+    """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
+    "manual", or comma-separated boundaries such as "0,8,18"."""
+    hint = spec.parallel
+    pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
+    schedule = schedule or hint.schedule or "1f1b"
+    chunks = chunks or hint.chunks or (2 if schedule == "interleaved" else 1)
+    dp = dp or hint.dp or max(1, cluster.world_size // pp)
+    microbatches = microbatches or hint.microbatches or max(1, pp)
+    stages = pp * chunks
+    graph = spec.graph
+    if split is None:
+        split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
+    if split == "manual":
+        if not spec.manual_stages:
+            raise InfeasibleError(f"--split manual: {spec.path} has no pipeline_stage section")
+        bounds = bounds_from_assignment(spec.manual_stages)
+        if len(bounds) - 1 != stages:
+            raise InfeasibleError(f"--split manual: {spec.path} assigns {len(bounds) - 1} stages but pp x chunks = "
+                                  f"{stages}; change --pp or the pipeline_stage section")
+    elif split == "balanced":
+        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement)
+        b = cfg.microbatch_size(spec.training.global_batch_size)
+        times, edges = layer_costs(graph, compute, b, cluster)
+        bounds = balanced_bounds(times, stages, edges)
+    else:
+        try:
+            bounds = tuple(int(x) for x in split.split(","))
+        except ValueError:
+            raise InfeasibleError(f"--split: expected balanced, manual or boundaries like 0,8,18; got {split!r}") from None
+    return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement)

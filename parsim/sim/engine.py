@@ -1,0 +1,155 @@
+"""Discrete-event execution of a lowered schedule.
+
+Resources: one compute stream per rank; one FIFO stream per directed link between pipeline
+ranks (transfers on the same link queue, so they share its bandwidth in turn); one data-parallel
+communication stream per rank for REDUCE_GRAD buckets.
+
+Semantics (as torch.distributed.pipelining runs with isend/irecv):
+- a compute action starts when its rank is free; its inputs arrived through the RECV before it;
+- SEND posts a transfer that starts when the data is ready and the link is free; it does not
+  block the compute stream;
+- RECV blocks the compute stream until the matching transfer has arrived;
+- REDUCE_GRAD bucket k becomes ready part-way through the stage's last backward, when the
+  layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream;
+- OPTIMIZER waits for the stage's buckets, then runs on the compute stream.
+
+The engine is a work-list over ranks: a rank runs until it blocks on a RECV whose SEND has not
+been issued, and is woken when it is.  Each action is visited once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from parsim.schedule.actions import Action, Kind, Schedule
+from parsim.schedule.validate import ScheduleError
+
+# Stream names in records.
+COMPUTE, P2P, DP = "compute", "p2p", "dp"
+
+
+@dataclass
+class Costs:
+    """Per-(stage, kind) prices, the same for every micro-batch."""
+
+    compute_s: dict[tuple[int, Kind], float]                 # F, B, I, W, OPTIMIZER
+    transfer_s: dict[tuple[int, Kind], float]                # SEND_F / SEND_B of a stage
+    # REDUCE_GRAD bucket: (fraction of the last backward after which it is ready, all-reduce seconds)
+    bucket: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    # bytes a micro-batch keeps for backward on each stage, from its F until its B (W if split)
+    saved_bytes: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class Timeline:
+    """Everything the engine observed; records are (rank, action, stream, start_s, end_s)
+    (empty unless asked for)."""
+
+    records: list[tuple[int, Action, str, float, float]]
+    end_s: list[float]
+    busy_s: list[float]
+    exposed_comm_s: list[float]
+    peak_activation_bytes: list[float]
+    max_inflight: list[int]
+
+
+def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
+    R, M = schedule.num_ranks, schedule.num_microbatches
+    last_bwd = Kind.W if schedule.split_backward else Kind.B
+    orders = [schedule.actions(r) for r in range(R)]
+    pos = [0] * R
+    t_rank = [0.0] * R
+    busy = [0.0] * R
+    exposed = [0.0] * R
+    dp_free = [0.0] * R
+    link_free: dict[tuple[int, int], float] = {}
+    arrival: dict[int, tuple[float, float]] = {}     # transfer key -> (posted_s, arrived_s)
+    waiting: dict[int, int] = {}                     # transfer key -> blocked rank
+    last_bwd_span: dict[int, tuple[float, float]] = {}
+    buckets_done: dict[int, float] = {}
+    records: list[tuple[int, Action, str, float, float]] = []
+    record = records.append if keep_records else (lambda item: None)
+    act = [0.0] * R
+    peak = [0.0] * R
+    inflight = [0] * R
+    max_inflight = [0] * R
+    saved = [costs.saved_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
+    # durations as kind -> list by stage: one hash of the kind instead of a (stage, kind) tuple
+    dur: dict[Kind, list[float]] = {}
+    for (s, k), d in list(costs.compute_s.items()) + list(costs.transfer_s.items()):
+        dur.setdefault(k, [0.0] * schedule.num_stages)[s] = d
+    bucket = costs.bucket
+    rank_of = schedule.rank_of
+    F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W
+    SEND_F, SEND_B, RECV_F, RECV_B = Kind.SEND_F, Kind.SEND_B, Kind.RECV_F, Kind.RECV_B
+    stack = list(range(R - 1, -1, -1))
+    while stack:
+        r = stack.pop()
+        order, i, t = orders[r], pos[r], t_rank[r]
+        n = len(order)
+        while i < n:
+            a = order[i]
+            s, k, mb = a
+            if k is F or k is B or k is I or k is W:
+                d = dur[k][s]
+                record((r, a, COMPUTE, t, t + d))
+                if k is F:                        # saved tensors are held from forward ...
+                    act[r] += saved[s]
+                    inflight[r] += 1
+                    if act[r] > peak[r]:
+                        peak[r] = act[r]
+                    if inflight[r] > max_inflight[r]:
+                        max_inflight[r] = inflight[r]
+                elif k is last_bwd:               # ... until the backward that frees them
+                    act[r] -= saved[s]
+                    inflight[r] -= 1
+                    if mb == M - 1:
+                        last_bwd_span[s] = (t, d)
+                t += d
+                busy[r] += d
+            elif k is RECV_F or k is RECV_B:
+                key = ((s - 1) * M + mb) * 2 if k is RECV_F else ((s + 1) * M + mb) * 2 + 1
+                got = arrival.get(key)
+                if got is None:
+                    waiting[key] = r
+                    break
+                posted, arrived = got
+                if arrived > t:
+                    exposed[r] += arrived - max(t, posted)   # the rest of the wait is bubble
+                    t = arrived
+            elif k is SEND_F or k is SEND_B:
+                dst = rank_of(s + 1) if k is SEND_F else rank_of(s - 1)
+                link = (r, dst)
+                start = max(t, link_free.get(link, 0.0))
+                end = start + dur[k][s]
+                link_free[link] = end
+                key = (s * M + mb) * 2 + (k is SEND_B)
+                arrival[key] = (t, end)
+                record((r, a, P2P, start, end))
+                w = waiting.pop(key, None)
+                if w is not None:
+                    stack.append(w)
+            elif k is Kind.REDUCE_GRAD:
+                frac, d = bucket[(s, mb)]
+                b_start, b_dur = last_bwd_span[s]
+                start = max(b_start + frac * b_dur, dp_free[r])
+                dp_free[r] = start + d
+                buckets_done[s] = max(buckets_done.get(s, 0.0), start + d)
+                record((r, a, DP, start, start + d))
+            elif k is Kind.OPTIMIZER:
+                ready = buckets_done.get(s, t)
+                if ready > t:
+                    exposed[r] += ready - t
+                    t = ready
+                d = dur[k][s]
+                record((r, a, COMPUTE, t, t + d))
+                t += d
+                busy[r] += d
+            else:
+                raise ValueError(f"the engine cannot run {a}")
+            i += 1
+        pos[r], t_rank[r] = i, t
+    stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
+    if stuck:
+        raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
+    return Timeline(records, t_rank, busy, exposed, peak, max_inflight)

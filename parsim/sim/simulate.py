@@ -1,0 +1,123 @@
+"""simulate(): price a parallel configuration with the cost model and run it through the engine."""
+
+from __future__ import annotations
+
+import gc
+from collections import defaultdict
+from contextlib import contextmanager
+
+from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, p2p_time_s
+from parsim.cost.compute import AnalyticalCompute, ComputeModel
+from parsim.cost.memory import MemoryBreakdown, bytes_per_param, optimizer_bytes_moved_per_param, static_memory
+from parsim.errors import InfeasibleError
+from parsim.hardware.cluster import Cluster
+from parsim.model.graph import LayerGraph
+from parsim.model.spec import Training
+from parsim.plan import ParallelConfig
+from parsim.schedule import build_schedule, lower
+from parsim.schedule.actions import Kind
+from parsim.sim import engine
+from parsim.sim.estimate import Estimate, RankEstimate
+
+
+def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
+    """Raise InfeasibleError saying what to change; returns the micro-batch size."""
+    if cfg.world_size > cluster.world_size:
+        raise InfeasibleError(f"dp={cfg.dp} x pp={cfg.pp} x tp={cfg.tp} = {cfg.world_size} ranks, but the cluster "
+                              f"has {cluster.world_size} devices; lower dp or pp")
+    b = cfg.microbatch_size(training.global_batch_size)
+    if len(cfg.bounds) != cfg.stages + 1 or cfg.bounds[0] != 0 or cfg.bounds[-1] != len(graph) \
+            or any(x >= y for x, y in zip(cfg.bounds, cfg.bounds[1:])):
+        raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stages over {len(graph)} layers")
+    return b
+
+
+@contextmanager
+def _paused_gc():
+    """A step of p*m actions allocates ~10^5 small acyclic tuples; the cyclic collector scanning
+    them doubled simulate()'s time (benchmarks/bench_simulator.py), so it waits until we're done."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig,
+             compute: ComputeModel | None = None, *, algorithm: str = "auto", keep_timeline: bool = True) -> Estimate:
+    """Predict one training step of ``cfg``; see parsim.sim.engine for the execution semantics."""
+    with _paused_gc():
+        return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
+
+
+def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
+    b = check_config(graph, training, cluster, cfg)
+    compute = compute or AnalyticalCompute(cluster.device, training.dtype)
+    schedule = build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+    split = schedule.split_backward
+    S, layers = cfg.stages, graph.layers
+    grank = [cfg.global_rank(0, r) for r in range(cfg.pp)]          # replica 0's ranks
+    per_param = bytes_per_param(training.dtype, training.optimizer)
+    opt_moved = optimizer_bytes_moved_per_param(training.dtype, training.optimizer)
+
+    compute_s: dict = {}
+    transfer_s: dict = {}
+    bucket: dict = {}
+    buckets_per_stage: dict[int, int] = {}
+    comm_bytes: dict[str, float] = defaultdict(float)
+    kinds = ("F", "I", "W") if split else ("F", "B")
+    for s in range(S):
+        idx = cfg.stage_layers(s)
+        per_layer = {k: [compute.layer_time_s(layers[i], k, b) for i in idx] for k in kinds}
+        for k in kinds:
+            compute_s[(s, Kind(k))] = sum(per_layer[k])
+        params = sum(layers[i].param_count for i in idx)
+        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params, opt_moved)
+        me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
+        if s < S - 1:
+            nbytes = layers[idx[-1]].output_bytes * b
+            transfer_s[(s, Kind.SEND_F)] = p2p_time_s(cluster, me, next_rank, nbytes)
+            comm_bytes[cluster.link_class(me, next_rank)] += nbytes * cfg.microbatches * cfg.dp
+        if s > 0:
+            nbytes = layers[idx[0] - 1].output_bytes * b
+            transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
+            comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * cfg.dp
+        if cfg.dp > 1 and params:
+            # DDP buckets fill in backward order; bucket k is ready once its layers' gradients are.
+            group = cfg.dp_group(s % cfg.pp)
+            rev = list(reversed(idx))
+            last = per_layer["W" if split else "B"][::-1]
+            total = sum(last) or 1.0
+            grads = [layers[i].param_count * per_param["grads"] for i in rev]
+            groups = ddp_buckets(grads)
+            for k, members in enumerate(groups):
+                nbytes = sum(grads[j] for j in members)
+                ready = sum(last[: members[-1] + 1]) / total
+                bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, "all_reduce", algorithm))
+                comm_bytes[group_link_class(cluster, group)] += 2 * (cfg.dp - 1) * nbytes   # ring, all ranks
+            buckets_per_stage[s] = len(groups)
+
+    saved = {s: sum(layers[i].saved_bytes for i in cfg.stage_layers(s)) * b for s in range(S)}
+    lowered = lower(schedule, buckets_per_stage)
+    tl = engine.run(lowered, engine.Costs(compute_s, transfer_s, bucket, saved), keep_records=keep_timeline)
+    T = max(tl.end_s)
+
+    ranks = []
+    for r in range(cfg.pp):
+        stages = tuple(s for s in range(S) if s % cfg.pp == r)
+        params = sum(layers[i].param_count for s in stages for i in cfg.stage_layers(s))
+        boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
+        mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
+                              **static_memory(params, training.dtype, training.optimizer, cfg.dp, boundary))
+        busy, exposed = tl.busy_s[r], tl.exposed_comm_s[r]
+        ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
+                                  bubble_s=max(0.0, T - busy - exposed), exposed_comm_s=exposed,
+                                  memory=mem, max_inflight_microbatches=tl.max_inflight[r]))
+    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "microbatches": cfg.microbatches, "microbatch_size": b,
+              "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
+              "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
+    return Estimate(step_time_s=T, global_batch_size=training.global_batch_size, ranks=tuple(ranks),
+                    comm_bytes=dict(comm_bytes), config=config,
+                    stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None)

@@ -1,0 +1,58 @@
+"""The command line: model, cluster, simulate; --json keys; output files."""
+
+import json
+
+from parsim.cli import main
+
+
+def _json(capsys, argv):
+    assert main(argv + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_model_json(capsys):
+    d = _json(capsys, ["model", "examples/resnet50_cifar10.yaml"])
+    assert d["totals"]["param_count"] == 23_528_522 and len(d["graph"]["layers"]) == 18
+
+
+def test_cluster_json_from_rank_table(capsys):
+    d = _json(capsys, ["cluster", "examples/rank_table_16pcs.json"])
+    assert d["world_size"] == 16 and d["groups_per_node"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_simulate_json_keys_and_files(capsys, tmp_path):
+    trace, png, mem, csv = (tmp_path / n for n in ("t.json", "g.png", "m.svg", "a.csv"))
+    d = _json(capsys, ["simulate", "examples/resnet50_cifar10.yaml", "--cluster", "ascend910:1x8", "--dp", "4",
+                       "--pp", "2", "--microbatches", "8", "--schedule", "1f1b", "--trace", str(trace),
+                       "--gantt", str(png), "--memory-plot", str(mem), "--csv", str(csv)])
+    for key in ("step_time_s", "throughput_samples_per_s", "bubble_fraction", "peak_memory_bytes",
+                "memory_breakdown", "comm_bytes"):
+        assert key in d
+    assert len(d["peak_memory_bytes"]) == 2 and d["throughput_samples_per_s"] > 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["pid"] for e in events} == {0, 1} and any(e["name"] == "1B7" for e in events)
+    assert png.read_bytes()[:4] == b"\x89PNG" and mem.read_text().lstrip().startswith("<?xml")
+    assert "REDUCE_GRAD" in csv.read_text()
+
+
+def test_simulate_manual_split_from_model_yaml(capsys):
+    d = _json(capsys, ["simulate", "examples/resnet50_cifar10_seeds_split.yaml", "--cluster", "ascend910:1x8"])
+    assert d["config"]["split"] == "head..layer2.3 | layer3.0..fc" and d["config"]["dp"] == 4
+
+
+def test_simulate_text_output(capsys):
+    assert main(["simulate", "examples/resnet50_cifar10.yaml", "--pp", "2", "--dp", "1", "--microbatches", "4",
+                 "--schedule", "zbh1", "--grid"]) == 0
+    out = capsys.readouterr().out
+    assert "bubble" in out and "1W3" in out
+
+
+def test_infeasible_simulation_is_one_line(capsys):
+    assert main(["simulate", "examples/resnet50_cifar10.yaml", "--pp", "4", "--dp", "1", "--microbatches", "2",
+                 "--schedule", "interleaved", "--chunks", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "multiple of pp" in err
+    assert main(["simulate", "examples/resnet50_cifar10.yaml", "--dp", "3"]) == 2
+    assert "does not divide" in capsys.readouterr().err
+    assert main(["simulate", "examples/resnet50_cifar10.yaml", "--dp", "16", "--cluster", "ascend910:1x8"]) == 2
+    assert "lower dp or pp" in capsys.readouterr().err

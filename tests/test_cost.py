@@ -1,0 +1,86 @@
+"""Cost model: alpha-beta collectives, DDP buckets, roofline, the profiled table."""
+
+import math
+
+import pytest
+
+from parsim.cost.comm import collective_time_s, ddp_buckets, p2p_time_s
+from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+from parsim.errors import InputError
+from parsim.hardware import load_cluster
+from parsim.model.graph import Layer
+
+A100 = load_cluster("dgx-a100:4x8")
+
+
+def test_ring_allreduce_matches_bus_bandwidth_factor():
+    ranks = list(range(8))                      # one node, NVSwitch
+    S = 1e12                                    # large enough that latency vanishes
+    link = A100.link_for("group")
+    coll = A100.profile.collectives
+    beta = link.bandwidth_bytes_per_s * coll.bandwidth_efficiency
+    alpha = link.latency_s + coll.latency_s
+    t = collective_time_s(A100, ranks, S, algorithm="ring")
+    assert t == pytest.approx(2 * 7 * alpha + 2 * 7 / 8 * S / beta)
+    # nccl-tests: busbw = algbw * 2(n-1)/n, and busbw -> link bandwidth for large S
+    algbw = S / t
+    assert algbw * 2 * 7 / 8 == pytest.approx(beta, rel=1e-3)
+    ag = collective_time_s(A100, ranks, S, op="all_gather")
+    assert ag == pytest.approx(7 * alpha + 7 / 8 * S / beta)
+
+
+def test_hierarchical_wins_across_nodes_and_auto_picks_the_fastest():
+    ranks = list(range(32))
+    S = 1e9
+    times = {a: collective_time_s(A100, ranks, S, algorithm=a) for a in ("ring", "tree", "hierarchical")}
+    assert times["hierarchical"] < times["ring"]
+    assert collective_time_s(A100, ranks, S) == min(times.values())
+    assert collective_time_s(A100, [3], S) == 0.0
+    assert math.isinf(collective_time_s(A100, list(range(6)), S, algorithm="halving-doubling"))
+
+
+def test_p2p_uses_the_link_class_of_the_two_ranks():
+    c = load_cluster("ascend910:2x8")
+    S = 1e8
+    assert p2p_time_s(c, 0, 1, S) < p2p_time_s(c, 3, 4, S) < p2p_time_s(c, 7, 8, S)
+    assert p2p_time_s(c, 7, 8, S) == pytest.approx(10e-6 + S / 12.5e9)
+
+
+def test_ddp_buckets_cap_and_order():
+    mib = 2**20
+    assert ddp_buckets([10 * mib, 10 * mib, 10 * mib, 30 * mib, 0, 1 * mib]) == [[0, 1], [2], [3, 4], [5]]
+
+
+def test_roofline_is_compute_bound_for_big_matmuls_and_memory_bound_for_elementwise():
+    dev = A100.device
+    model = AnalyticalCompute(dev, "fp16")
+    big = Layer("mm", fwd_flops=2e12, bwd_flops=4e12, param_count=1, param_bytes=2, output_bytes=1, saved_bytes=1)
+    assert model.layer_time_s(big, "F", 1) == pytest.approx(2e12 / (dev.peak("fp16") * dev.compute_efficiency(2e12)))
+    relu = Layer("relu", 0.0, 0.0, 0, 0, 1, 1, fwd_mem_bytes=1e9)
+    assert model.layer_time_s(relu, "F", 4) == pytest.approx(4e9 / dev.achieved_bandwidth_bytes_per_s())
+    # a tiny matmul with big weights is bound by reading them
+    skinny = Layer("gemv", 2e6, 4e6, 10**9, 2 * 10**9, 1, 1)
+    assert model.layer_time_s(skinny, "F", 1) == pytest.approx(2e9 / dev.achieved_bandwidth_bytes_per_s())
+    # the zero-bubble split adds up to the full backward's FLOPs
+    assert model.layer_time_s(big, "I", 1) + model.layer_time_s(big, "W", 1) == pytest.approx(
+        model.layer_time_s(big, "B", 1), rel=0.05)
+
+
+def test_profiled_table_interpolates_and_extrapolates():
+    table = load_profile_table("tests/data/profile_table.yaml")
+    model = ProfiledCompute(table, AnalyticalCompute(A100.device))
+    a = Layer("a", 1.0, 2.0, 1, 4, 1, 1)
+    assert model.layer_time_s(a, "F", 2) == pytest.approx(0.016)
+    assert model.layer_time_s(a, "F", 3) == pytest.approx(0.023)       # linear between 2 and 4
+    assert model.layer_time_s(a, "B", 8) == pytest.approx(0.120)       # per-sample time held past 4
+    assert model.layer_time_s(a, "I", 4) + model.layer_time_s(a, "W", 4) == pytest.approx(0.060)
+    assert model.optimizer_time_s(1000, 12) == pytest.approx(1e-6)
+    with pytest.raises(InputError, match="no times for layer 'zzz'"):
+        model.layer_time_s(Layer("zzz", 1.0, 2.0, 0, 0, 1, 1), "F", 1)
+
+
+def test_profiled_table_rejects_bad_rows(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text(open("tests/data/profile_table.yaml").read().replace("[0.010, 0.016, 0.030]", "[0.010]"))
+    with pytest.raises(InputError, match=r"layers\[0\].fwd_s"):
+        load_profile_table(str(bad))
