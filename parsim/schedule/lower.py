@@ -42,7 +42,11 @@ def _comm_templates(schedule: Schedule) -> dict[tuple[int, Kind], tuple[tuple[Ki
 
 
 def add_send_recv(schedule: Schedule) -> Schedule:
-    templates = _comm_templates(schedule)
+    # kind -> per-stage (recvs, sends): one hash of the kind per action, no key tuple to build
+    by_kind: dict[Kind, list] = {}
+    for (s, k), template in _comm_templates(schedule).items():
+        by_kind.setdefault(k, [((), ())] * schedule.num_stages)[s] = template
+    none = [((), ())] * schedule.num_stages
     new = tuple.__new__
     order = []
     for acts in schedule.order:
@@ -52,7 +56,7 @@ def add_send_recv(schedule: Schedule) -> Schedule:
             if a is None:
                 continue
             s, k, i = a
-            recvs, sends = templates.get((s, k), ((), ()))
+            recvs, sends = by_kind.get(k, none)[s]
             for kind in recvs:
                 append(new(Action, (s, kind, i)))
             append(a)

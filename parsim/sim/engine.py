@@ -68,7 +68,6 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     last_bwd_span: dict[int, tuple[float, float]] = {}
     buckets_done: dict[int, float] = {}
     records: list[tuple[int, Action, str, float, float]] = []
-    record = records.append if keep_records else (lambda item: None)
     act = [0.0] * R
     peak = [0.0] * R
     inflight = [0] * R
@@ -81,33 +80,55 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     bucket = costs.bucket
     rank_of = schedule.rank_of
     F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W
-    SEND_F, SEND_B, RECV_F, RECV_B = Kind.SEND_F, Kind.SEND_B, Kind.RECV_F, Kind.RECV_B
+    SEND_F, RECV_F = Kind.SEND_F, Kind.RECV_F
+    COMPUTE_KINDS = frozenset((F, B, I, W))
+    SEND_KINDS = frozenset((SEND_F, Kind.SEND_B))
+    RECV_KINDS = frozenset((RECV_F, Kind.RECV_B))
     stack = list(range(R - 1, -1, -1))
     while stack:
         r = stack.pop()
         order, i, t = orders[r], pos[r], t_rank[r]
+        # this rank's counters live in locals while it runs, and are written back when it blocks
+        busy_r, exposed_r, act_r, peak_r, infl_r, maxinfl_r = busy[r], exposed[r], act[r], peak[r], inflight[r], \
+            max_inflight[r]
         n = len(order)
         while i < n:
             a = order[i]
             s, k, mb = a
-            if k is F or k is B or k is I or k is W:
+            if k in COMPUTE_KINDS:
                 d = dur[k][s]
-                record((r, a, COMPUTE, t, t + d))
+                if keep_records:
+                    records.append((r, a, COMPUTE, t, t + d))
                 if k is F:                        # saved tensors are held from forward ...
-                    act[r] += saved[s]
-                    inflight[r] += 1
-                    if act[r] > peak[r]:
-                        peak[r] = act[r]
-                    if inflight[r] > max_inflight[r]:
-                        max_inflight[r] = inflight[r]
+                    act_r += saved[s]
+                    infl_r += 1
+                    if act_r > peak_r:
+                        peak_r = act_r
+                    if infl_r > maxinfl_r:
+                        maxinfl_r = infl_r
                 elif k is last_bwd:               # ... until the backward that frees them
-                    act[r] -= saved[s]
-                    inflight[r] -= 1
+                    act_r -= saved[s]
+                    infl_r -= 1
                     if mb == M - 1:
                         last_bwd_span[s] = (t, d)
                 t += d
-                busy[r] += d
-            elif k is RECV_F or k is RECV_B:
+                busy_r += d
+            elif k in SEND_KINDS:
+                forward = k is SEND_F
+                link = (r, rank_of(s + 1) if forward else rank_of(s - 1))
+                start = link_free.get(link, 0.0)
+                if t > start:
+                    start = t
+                end = start + dur[k][s]
+                link_free[link] = end
+                key = (s * M + mb) * 2 + (not forward)
+                arrival[key] = (t, end)
+                if keep_records:
+                    records.append((r, a, P2P, start, end))
+                w = waiting.pop(key, None)
+                if w is not None:
+                    stack.append(w)
+            elif k in RECV_KINDS:
                 key = ((s - 1) * M + mb) * 2 if k is RECV_F else ((s + 1) * M + mb) * 2 + 1
                 got = arrival.get(key)
                 if got is None:
@@ -115,40 +136,32 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     break
                 posted, arrived = got
                 if arrived > t:
-                    exposed[r] += arrived - max(t, posted)   # the rest of the wait is bubble
+                    exposed_r += arrived - (posted if posted > t else t)   # the rest of the wait is bubble
                     t = arrived
-            elif k is SEND_F or k is SEND_B:
-                dst = rank_of(s + 1) if k is SEND_F else rank_of(s - 1)
-                link = (r, dst)
-                start = max(t, link_free.get(link, 0.0))
-                end = start + dur[k][s]
-                link_free[link] = end
-                key = (s * M + mb) * 2 + (k is SEND_B)
-                arrival[key] = (t, end)
-                record((r, a, P2P, start, end))
-                w = waiting.pop(key, None)
-                if w is not None:
-                    stack.append(w)
             elif k is Kind.REDUCE_GRAD:
                 frac, d = bucket[(s, mb)]
                 b_start, b_dur = last_bwd_span[s]
                 start = max(b_start + frac * b_dur, dp_free[r])
                 dp_free[r] = start + d
                 buckets_done[s] = max(buckets_done.get(s, 0.0), start + d)
-                record((r, a, DP, start, start + d))
+                if keep_records:
+                    records.append((r, a, DP, start, start + d))
             elif k is Kind.OPTIMIZER:
                 ready = buckets_done.get(s, t)
                 if ready > t:
-                    exposed[r] += ready - t
+                    exposed_r += ready - t
                     t = ready
                 d = dur[k][s]
-                record((r, a, COMPUTE, t, t + d))
+                if keep_records:
+                    records.append((r, a, COMPUTE, t, t + d))
                 t += d
-                busy[r] += d
+                busy_r += d
             else:
                 raise ValueError(f"the engine cannot run {a}")
             i += 1
         pos[r], t_rank[r] = i, t
+        busy[r], exposed[r], act[r], peak[r], inflight[r], max_inflight[r] = busy_r, exposed_r, act_r, peak_r, \
+            infl_r, maxinfl_r
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
