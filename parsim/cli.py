@@ -95,11 +95,21 @@ def cmd_simulate(args) -> int:
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
 
-    spec = load_model(args.model)
-    cluster = load_cluster(args.cluster)
-    compute = _compute_model(args, cluster, spec.training)
-    cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
-                         schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement)
+    if args.model.endswith(".json"):
+        from parsim.plan import check_plan_matches, load_plan
+
+        plan = load_plan(args.model)
+        spec = load_model(plan.model_path)
+        check_plan_matches(plan, spec, args.model)
+        cluster = load_cluster(args.cluster or plan.cluster)
+        compute = _compute_model(args, cluster, spec.training)
+        cfg = plan.config
+    else:
+        spec = load_model(args.model)
+        cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
+        compute = _compute_model(args, cluster, spec.training)
+        cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
+                             schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm)
     if args.trace:
         write_json(args.trace, chrome_trace(est))
@@ -135,6 +145,79 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _candidate_row(cand, names, cap):
+    from parsim.report.fmt import human_bytes, human_time
+
+    c, e = cand.config, cand.estimate
+    return {"": cand.label, "dp": c.dp, "pp": c.pp, "m": c.microbatches,
+            "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
+            "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
+            "bubble": f"{e.bubble_fraction:.1%}", "exp.comm": f"{e.exposed_comm_fraction:.1%}",
+            "peak mem": human_bytes(cand.peak_memory_bytes), "headroom": human_bytes(cap - cand.peak_memory_bytes)}
+
+
+def _candidate_json(cand):
+    c = cand.config
+    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "microbatches": c.microbatches,
+            "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
+            "estimate": cand.estimate.to_json()}
+
+
+def cmd_plan(args) -> int:
+    import pandas as pd
+
+    from parsim.fileio import write_json
+    from parsim.hardware import load_cluster
+    from parsim.inputs import parse_bytes
+    from parsim.model.spec import load_model
+    from parsim.plan import plan_from_candidate
+    from parsim.search.planner import Constraints, plan
+
+    spec = load_model(args.model)
+    cluster = load_cluster(args.cluster)
+    compute = _compute_model(args, cluster, spec.training)
+    cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
+    result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
+                                                      schedule=args.schedule, max_memory_bytes=cap, top=args.top),
+                  progress=None if not args.json else False)
+    chosen = result.chosen
+    plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
+    if args.output:
+        write_json(args.output, plan_json)
+    if args.json:
+        _print_json({"search_time_s": result.search_time_s, "considered": result.considered,
+                     "simulated": result.simulated, "plan": plan_json,
+                     "candidates": [_candidate_json(c) for c in result.ranked],
+                     "pareto": [_candidate_json(c) for c in result.pareto],
+                     "manual": _candidate_json(result.manual) if result.manual else None,
+                     "explanation": list(result.explanation)})
+        return 0
+    names = spec.graph.names
+    rows = [_candidate_row(c, names, result.capacity_bytes) for c in result.ranked]
+    for i, row in enumerate(rows):
+        row[""] = "*" if i == 0 else str(i + 1)
+    if result.manual:
+        rows.append(_candidate_row(result.manual, names, result.capacity_bytes))
+    print(f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
+          f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
+          f"{result.simulated} in {result.search_time_s:.2f} s")
+    with pd.option_context("display.width", 250):
+        print(pd.DataFrame(rows).to_string(index=False))
+    print("splits:")
+    shown = list(result.ranked) + ([result.manual] if result.manual else [])
+    for row, cand in zip(rows, shown):
+        print(f"  {row['']:>6}: {cand.config.describe_split(names)}")
+    for line in result.explanation:
+        print(line)
+    if len(result.pareto) > 1:
+        print("pareto (throughput vs peak memory): " + "; ".join(
+            f"dp={c.config.dp} pp={c.config.pp} m={c.config.microbatches} {c.config.schedule} "
+            f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -150,8 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("simulate", help="predict one training step of a parallel configuration")
-    p.add_argument("model", help="model.yaml")
-    p.add_argument("--cluster", default="ascend910:1x8", help="cluster (default ascend910:1x8)")
+    p.add_argument("model", help="model.yaml, or a plan.json from `parsim plan -o`")
+    p.add_argument("--cluster", help=f"cluster (default {DEFAULT_CLUSTER}, or the plan's)")
     p.add_argument("--dp", type=_positive, help="data-parallel replicas (default: devices / pp)")
     p.add_argument("--pp", type=_positive, help="pipeline ranks")
     p.add_argument("--microbatches", type=_positive, help="micro-batches per replica")
@@ -170,10 +253,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grid", action="store_true", help="print the step x rank grid")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("plan", help="search dp x pp, micro-batches, schedule and split; rank by throughput")
+    p.add_argument("model", help="model.yaml")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"cluster (default {DEFAULT_CLUSTER})")
+    p.add_argument("--dp", type=_positive)
+    p.add_argument("--pp", type=_positive)
+    p.add_argument("--microbatches", type=_positive)
+    p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
+    p.add_argument("--max-memory", help="memory per device, e.g. 24GiB (default: the device's)")
+    p.add_argument("--top", type=_positive, default=10, help="rows in the ranked table")
+    p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
+    p.add_argument("-o", "--output", help="write the chosen plan as plan.json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)
     return parser
 
 
 SCHEDULE_CHOICES = ("gpipe", "1f1b", "interleaved", "zbh1")
+DEFAULT_CLUSTER = "ascend910:1x8"   # the seeds' 8-chip Atlas 800
 
 
 def _positive(text: str) -> int:

@@ -64,3 +64,101 @@ def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:
     """(0,0,1,1,1) -> (0, 2, 5)."""
     bounds = [0] + [i for i in range(1, len(stages)) if stages[i] != stages[i - 1]] + [len(stages)]
     return tuple(bounds)
+
+
+# ----------------------------------------------------------------------------- plan.json
+
+PLAN_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``parsim plan -o plan.json`` writes and ``parsim simulate plan.json`` / ``parsim run`` read.
+
+    ``model_path`` is the model.yaml as given on the command line; ``layers`` records the layer
+    names so that a changed model is caught; ``estimate`` is the prediction at planning time."""
+
+    model_path: str
+    model_name: str
+    layers: tuple[str, ...]
+    global_batch_size: int
+    dtype: str
+    optimizer: str
+    cluster: str
+    world_size: int
+    config: ParallelConfig
+    estimate: dict
+
+    def to_json(self) -> dict:
+        c = self.config
+        return {
+            "schema_version": PLAN_SCHEMA_VERSION,
+            "kind": "parsim-plan",
+            "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
+                      "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
+            "cluster": {"spec": self.cluster, "world_size": self.world_size},
+            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "microbatches": c.microbatches, "schedule": c.schedule,
+                         "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
+                         "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
+            "estimate": self.estimate,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict, source: str) -> "Plan":
+        from parsim.errors import InputError
+        from parsim.inputs import Fields
+
+        r = Fields(d, source)
+        version = r.get("schema_version", int)
+        if version != PLAN_SCHEMA_VERSION:
+            raise r.fail("schema_version", f"this parsim reads plan version {PLAN_SCHEMA_VERSION}, got {version}; "
+                                           "plan again with this parsim")
+        r.choice("kind", ("parsim-plan",))
+        m = r.sub("model")
+        layers = tuple(m.get("layers", list))
+        model = dict(path=m.get("path", str), name=m.get("name", str), batch=m.positive_int("global_batch_size"),
+                     dtype=m.get("dtype", str), optimizer=m.get("optimizer", str))
+        m.done()
+        cl = r.sub("cluster")
+        cluster, world = cl.get("spec", str), cl.positive_int("world_size")
+        cl.done()
+        p = r.sub("parallel")
+        bounds = p.get("bounds", list)
+        cfg = ParallelConfig(dp=p.positive_int("dp"), pp=p.positive_int("pp"), microbatches=p.positive_int("microbatches"),
+                             schedule=p.get("schedule", str), chunks=p.positive_int("chunks", 1),
+                             bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
+                             tp=p.positive_int("tp", 1))
+        stages = p.get("stages", list, [])
+        p.done()
+        if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
+                or any(not isinstance(x, int) or x >= y for x, y in zip(bounds, bounds[1:]))):
+            raise InputError(f"{source}: parallel.bounds: {bounds} is not {cfg.stages} stages over {len(layers)} layers")
+        if stages and stages != [[layers[a], layers[b - 1]] for a, b in zip(bounds, bounds[1:])]:
+            raise InputError(f"{source}: parallel.stages: does not match parallel.bounds; edit one to match the other")
+        plan = cls(model["path"], model["name"], layers, model["batch"], model["dtype"], model["optimizer"],
+                   cluster, world, cfg, r.get("estimate", dict, {}))
+        r.done()
+        return plan
+
+
+def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict) -> Plan:
+    return Plan(model_path=spec.path, model_name=spec.name, layers=tuple(spec.graph.names),
+                global_batch_size=spec.training.global_batch_size, dtype=spec.training.dtype,
+                optimizer=spec.training.optimizer, cluster=cluster.spec, world_size=cluster.world_size,
+                config=cfg, estimate=estimate_json)
+
+
+def load_plan(path: str) -> Plan:
+    from parsim.inputs import load_file
+
+    return Plan.from_json(load_file(path), path)
+
+
+def check_plan_matches(plan: Plan, spec, source: str) -> None:
+    """The model must still have the layers the plan split."""
+    from parsim.errors import InputError
+
+    if tuple(spec.graph.names) != plan.layers:
+        missing = [n for n in plan.layers if n not in spec.graph.names]
+        what = f"names layers the model lacks ({', '.join(missing[:3])})" if missing else "has a different layer list"
+        raise InputError(f"{source}: model.layers: the plan {what} than {spec.path}; plan again")

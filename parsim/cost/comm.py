@@ -18,6 +18,7 @@ a = link latency + the library's per-step latency.  ``auto`` takes the fastest, 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from parsim.hardware.cluster import Cluster
 from parsim.hardware.links import LINK_CLASSES
@@ -29,12 +30,26 @@ DDP_BUCKET_BYTES = 25 * 2**20   # torch DDP's default bucket_cap_mb = 25
 
 def group_link_class(cluster: Cluster, ranks: list[int]) -> str:
     """The farthest link class between any two members (what a ring over them must cross)."""
+    return _group_shape(cluster, tuple(ranks))[0]
+
+
+@lru_cache(maxsize=4096)
+def _group_shape(cluster: Cluster, ranks: tuple[int, ...]) -> tuple[str, int, int, str]:
+    """(farthest link class, nodes spanned, most ranks on one node, link class inside a node).
+    Cached: the planner prices the same groups for every candidate and bucket."""
     worst = 0
     for a in ranks[1:]:
         worst = max(worst, LINK_CLASSES.index(cluster.link_class(ranks[0], a)))
         if worst == len(LINK_CLASSES) - 1:
             break
-    return LINK_CLASSES[worst]
+    nodes: dict[int, list[int]] = {}
+    for r in ranks:
+        nodes.setdefault(cluster.node_of(r), []).append(r)
+    first = next(iter(nodes.values()))
+    inner = 0
+    for a in first[1:]:
+        inner = max(inner, LINK_CLASSES.index(cluster.link_class(first[0], a)))
+    return LINK_CLASSES[worst], len(nodes), max(len(v) for v in nodes.values()), LINK_CLASSES[inner]
 
 
 def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
@@ -71,19 +86,16 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
         return 0.0
     if algorithm == "auto":
         return min(collective_time_s(cluster, ranks, nbytes, op, a) for a in ALGORITHMS[1:])
+    worst, n_nodes, k, inner_class = _group_shape(cluster, tuple(ranks))
     if algorithm == "hierarchical":
-        nodes: dict[int, list[int]] = {}
-        for r in ranks:
-            nodes.setdefault(cluster.node_of(r), []).append(r)
-        k = max(len(v) for v in nodes.values())
-        if len(nodes) == 1 or k == 1 or op != "all_reduce":
+        if n_nodes == 1 or k == 1 or op != "all_reduce":
             return math.inf
-        a_in, b_in = _alpha_beta(cluster, group_link_class(cluster, next(iter(nodes.values()))))
+        a_in, b_in = _alpha_beta(cluster, inner_class)
         a_out, b_out = _alpha_beta(cluster, "network")
         inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
-        outer = min(_flat(len(nodes), nbytes / k, a_out, b_out, "all_reduce", a) for a in ("ring", "tree"))
+        outer = min(_flat(n_nodes, nbytes / k, a_out, b_out, "all_reduce", a) for a in ("ring", "tree"))
         return 2 * inner + outer
-    alpha, beta = _alpha_beta(cluster, group_link_class(cluster, ranks))
+    alpha, beta = _alpha_beta(cluster, worst)
     return _flat(n, nbytes, alpha, beta, op, algorithm)
 
 

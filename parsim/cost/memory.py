@@ -66,3 +66,24 @@ def static_memory(param_count: int, dtype: str, optimizer: str, dp: int, boundar
     return {"params_bytes": param_count * b["params"], "grads_bytes": grads,
             "optimizer_bytes": param_count * b["optimizer"],
             "comm_buffers_bytes": (grads if dp > 1 else 0.0) + 2 * boundary_bytes}
+
+
+def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1) -> float:
+    """Micro-batches whose activations a stage holds at its peak (the simulator finds the exact
+    value; this closed form bounds the partitioner's memory check):
+
+    - GPipe: all m (Huang et al. 2019);
+    - 1F1B and ZB-H1: min(m, p - r) on pipeline rank r (Narayanan et al. 2021; Qi et al. 2023);
+    - looped schedules with v chunks: rank r's warm-up forwards (Megatron-LM,
+      get_forward_backward_func for interleaving: (v-1)*p + 2*(p-1-r), and one more in steady
+      state), spread over its v chunks.
+    """
+    r = stage % p
+    if schedule == "gpipe":
+        return float(m)
+    if v == 1:
+        return float(min(m, p - r))
+    factor = 2 if schedule == "interleaved" else 1
+    rounds = max(1, m // p)
+    warmup = min((v - 1) * (m // rounds) + factor * (p - 1 - r), v * m)
+    return min(float(m), (warmup + 1) / v)

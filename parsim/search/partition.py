@@ -2,46 +2,64 @@
 
 Min-max dynamic program, as PipeDream (Narayanan et al. 2019, Sec. 3.1) and Alpa's stage
 construction do: choose boundaries 0 = b0 < b1 < ... < bk = L minimising
-max_j ( sum of layer costs in stage j + the cost of sending its boundary activation ).
+max_j (time of the layers in stage j + the time to send its boundary activation),
+subject to every stage fitting device memory:
 
-    best[j][i] = min over l < i of max(best[j-1][l], cost(l, i))      O(k * L^2)
+    best[j][i] = min over l < i of max(best[j-1][l], cost(l, i)),   memory(l, i, j) <= cap
+
+Each step j is one numpy operation over the (l, i) matrix, so k stages over L layers cost
+O(k * L^2) element operations but only O(k) Python steps.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
+
+import numpy as np
 
 from parsim.errors import InfeasibleError
+
+# memory(stage index, start layer matrix, stop layer matrix) -> bytes matrix
+MemoryFn = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
+
+
+def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[float] | None = None,
+              memory: MemoryFn | None = None, capacity_bytes: float = np.inf) -> tuple[tuple[int, ...], float]:
+    """(boundaries, bottleneck time) of ``stages`` contiguous non-empty stages.
+
+    layer_cost[i]: time of layer i; boundary_cost[i]: time charged to a stage ending after layer i;
+    memory(j, A, B): bytes of stage j holding layers [A, B) (element-wise over matrices).
+    Raises InfeasibleError if no split fits ``capacity_bytes``."""
+    L = len(layer_cost)
+    if stages > L:
+        raise InfeasibleError(f"cannot cut {L} layers into {stages} pipeline stages; use pp <= {L}")
+    prefix = np.concatenate([[0.0], np.cumsum(np.asarray(layer_cost, dtype=float))])
+    edge = np.zeros(L + 1)
+    if boundary_cost is not None:
+        edge[1:L] = np.asarray(boundary_cost, dtype=float)[: L - 1]   # no transfer after the last layer
+    A, B = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")   # stage = layers [A, B)
+    valid = B > A
+    cost = np.where(valid, prefix[B] - prefix[A] + edge[B], np.inf)
+    best = np.full(L + 1, np.inf)
+    best[0] = 0.0
+    args = []
+    for j in range(stages):
+        c = cost
+        if memory is not None:
+            c = np.where(valid & (memory(j, A, B) <= capacity_bytes), cost, np.inf)
+        cand = np.maximum(best[:, None], c)          # cand[l, i]: stages so far end at l, stage j = [l, i)
+        arg = np.argmin(cand, axis=0)                # first minimum: deterministic
+        best = cand[arg, np.arange(L + 1)]
+        args.append(arg)
+    if not np.isfinite(best[L]):
+        raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
+    bounds = [L]
+    for j in range(stages - 1, -1, -1):
+        bounds.append(int(args[j][bounds[-1]]))
+    return tuple(reversed(bounds)), float(best[L])
 
 
 def balanced_bounds(layer_cost: Sequence[float], stages: int,
                     boundary_cost: Sequence[float] | None = None) -> tuple[int, ...]:
-    """Boundaries of ``stages`` contiguous, non-empty stages minimising the slowest stage.
-
-    layer_cost[i]: time of layer i (forward + backward); boundary_cost[i]: extra time charged to
-    a stage that ends after layer i (its activation transfer), 0 for the last layer."""
-    L = len(layer_cost)
-    if stages > L:
-        raise InfeasibleError(f"cannot cut {L} layers into {stages} pipeline stages; use pp <= {L}")
-    prefix = [0.0]
-    for c in layer_cost:
-        prefix.append(prefix[-1] + c)
-    edge = list(boundary_cost) if boundary_cost is not None else [0.0] * L
-
-    def cost(a: int, b: int) -> float:   # layers [a, b)
-        return prefix[b] - prefix[a] + (edge[b - 1] if b < L else 0.0)
-
-    inf = float("inf")
-    best = [[inf] * (L + 1) for _ in range(stages + 1)]
-    arg = [[0] * (L + 1) for _ in range(stages + 1)]
-    best[0][0] = 0.0
-    for j in range(1, stages + 1):
-        for i in range(j, L - (stages - j) + 1):
-            for l in range(j - 1, i):
-                v = max(best[j - 1][l], cost(l, i))
-                if v < best[j][i] - 1e-15:
-                    best[j][i], arg[j][i] = v, l
-    bounds = [L]
-    for j in range(stages, 0, -1):
-        bounds.append(arg[j][bounds[-1]])
-    return tuple(reversed(bounds))
+    """Boundaries minimising the slowest stage, without a memory limit."""
+    return partition(layer_cost, stages, boundary_cost)[0]

@@ -1,0 +1,361 @@
+"""The planner: search data x pipeline parallel strategies and rank them by simulated throughput.
+
+Search space (tensor parallelism joins as a third factor with operator sharding):
+- every factorization of the devices into dp x pp, with pp at most the number of layers;
+- every micro-batch count dividing the per-replica batch;
+- GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
+- placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
+  where pp allows) and dp-inner;
+- the split from the min-max dynamic program (parsim.search.partition), memory-constrained.
+
+Order: every candidate gets a lower bound first (its busiest rank's compute, m x (F+B), which no
+schedule can beat) and a memory bound; candidates are simulated best bound first, and the search
+stops once the bound exceeds the k-th best simulated step time.  The same input gives the same
+plan: ties break on memory, then on the configuration tuple.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from parsim.cost.comm import collective_time_s
+from parsim.cost.compute import ComputeModel
+from parsim.cost.memory import bytes_per_param, inflight_microbatches
+from parsim.errors import DoesNotFitError, InfeasibleError
+from parsim.hardware.cluster import Cluster
+from parsim.model.spec import ModelSpec
+from parsim.plan import ParallelConfig, bounds_from_assignment
+from parsim.report.fmt import human_bytes
+from parsim.report.progress import Progress
+from parsim.schedule.generators import check_feasible
+from parsim.search.partition import partition
+from parsim.search.resolve import layer_costs
+from parsim.sim import Estimate, simulate
+
+
+@dataclass(frozen=True)
+class Constraints:
+    dp: int | None = None
+    pp: int | None = None
+    microbatches: int | None = None
+    schedule: str | None = None
+    max_memory_bytes: int | None = None
+    top: int = 10
+    chunk_options: tuple[int, ...] = (2, 4)
+    placements: tuple[str, ...] = ("pp-inner", "dp-inner")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    config: ParallelConfig
+    estimate: Estimate
+    label: str = "planner"
+
+    @property
+    def peak_memory_bytes(self) -> float:
+        return max(self.estimate.peak_memory_bytes)
+
+    def key(self) -> tuple:
+        c = self.config
+        return (c.dp, c.pp, c.microbatches, c.schedule, c.chunks, c.placement, c.bounds)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    chosen: Candidate
+    ranked: tuple[Candidate, ...]
+    pareto: tuple[Candidate, ...]
+    manual: Candidate | None
+    capacity_bytes: float
+    search_time_s: float
+    considered: int
+    simulated: int
+    explanation: tuple[str, ...] = field(default=())
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, int]]:
+    out = []
+    for name in ("1f1b", "gpipe", "zbh1", "interleaved"):
+        if c.schedule and name != c.schedule:
+            continue
+        if pp == 1 and name != "1f1b" and not c.schedule:
+            continue                              # with one stage every schedule is the same
+        for v in ((1,) if name != "interleaved" else c.chunk_options):
+            if pp * v > layers:
+                continue
+            try:
+                check_feasible(name, pp, m, v)
+            except InfeasibleError:
+                continue
+            out.append((name, v))
+    return out
+
+
+class _Bounds:
+    """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
+
+    def __init__(self, spec: ModelSpec, cluster: Cluster, compute: ComputeModel):
+        g, t = spec.graph, spec.training
+        self.spec, self.cluster, self.compute = spec, cluster, compute
+        self.params = np.array([l.param_count for l in g.layers], dtype=float)
+        self.saved = np.array([l.saved_bytes for l in g.layers], dtype=float)
+        self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
+        self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
+        self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
+        per = bytes_per_param(t.dtype, t.optimizer)
+        self.static_per_param = per["params"] + per["grads"] + per["optimizer"]
+        self.grad_per_param = per["grads"]
+        self._costs: dict[int, tuple[list, list]] = {}
+        self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
+
+    def costs(self, b: int):
+        if b not in self._costs:
+            self._costs[b] = layer_costs(self.spec.graph, self.compute, b, self.cluster)
+        return self._costs[b]
+
+    def memory_fn(self, schedule, m, pp, v, b, dp):
+        pp_, sp, op = self.param_prefix, self.saved_prefix, self.out
+
+        def memory(j, A, B):
+            params = pp_[B] - pp_[A]
+            static = params * (self.static_per_param + (self.grad_per_param if dp > 1 else 0))
+            boundary = 2 * op[np.maximum(B - 1, 0)] * b
+            act = inflight_microbatches(schedule, m, pp, j, v) * b * (sp[B] - sp[A])
+            return (static + boundary + act) * v        # v chunks share one device
+        return memory
+
+    def split(self, schedule, m, pp, v, b, dp, cap):
+        """Time-optimal split if it fits, else the memory-constrained one, else None."""
+        stages = pp * v
+        times, edges = self.costs(b)
+        key = ("free", stages, b)
+        if key not in self._splits:
+            self._splits[key] = partition(times, stages, edges)
+        bounds, _ = self._splits[key]
+        mem = self.memory_fn(schedule, m, pp, v, b, dp)
+        A, B = np.array(bounds[:-1]), np.array(bounds[1:])
+        if all(mem(j, A[j], B[j]) <= cap for j in range(stages)):
+            return bounds
+        key = (schedule, m, pp, v, b, dp > 1)
+        if key not in self._splits:
+            try:
+                self._splits[key] = partition(times, stages, edges, mem, cap)
+            except InfeasibleError:
+                self._splits[key] = None
+        found = self._splits[key]
+        return found[0] if found else None
+
+    def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-layer prefix sums of F, B, I and W times."""
+        key = ("phases", b)
+        if key not in self._costs:
+            layers, c = self.spec.graph.layers, self.compute
+            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([c.layer_time_s(l, k, b) for l in layers])])
+                                     for k in ("F", "B", "I", "W"))
+        return self._costs[key]
+
+    def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
+        """A step time no schedule can beat (so the search may skip what cannot reach the top k):
+
+        - a rank computes m x (F + B) of its stages;
+        - with one chunk per rank, the bottleneck stage s waits for micro-batch 0's forward through
+          stages < s, and (with an unsplit backward) ends before the last backward through them;
+          a split backward's W may overlap that upstream tail, so it is not counted then;
+        - its gradients' all-reduce starts no earlier than its last backward, and one message of
+          all its gradients is no slower than its buckets; then the optimizer runs."""
+        Fp, Bp, Ip, Wp = self.phase_times(b)
+        m, pp = cfg.microbatches, cfg.pp
+        split = cfg.schedule == "zbh1"
+        per_rank = [0.0] * pp
+        best = 0.0
+        upstream = 0.0
+        for s in range(cfg.stages):
+            a, z = cfg.bounds[s], cfg.bounds[s + 1]
+            f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            if split:
+                bwd = min(bwd, Ip[z] - Ip[a] + Wp[z] - Wp[a])
+            per_rank[s % pp] += m * (f + bwd)
+            if cfg.chunks == 1:
+                best = max(best, upstream + m * (f + bwd))
+                upstream += f + (0.0 if split else bwd)
+            if cfg.dp > 1:
+                grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
+                ar = collective_time_s(self.cluster, cfg.dp_group(s % pp), grads)
+                best = max(best, (m - 1) * (f + bwd) + f + ar)
+        return max(best, max(per_rank))
+
+    def balanced_memory(self, schedule, m, pp, v, b, dp) -> float:
+        """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
+        bounds, _ = self._splits[("free", pp * v, b)]
+        mem = self.memory_fn(schedule, m, pp, v, b, dp)
+        return max(float(mem(j, np.array(a), np.array(z))) for j, (a, z) in enumerate(zip(bounds, bounds[1:])))
+
+    def smallest_memory(self, schedule, m, pp, v, b, dp) -> float:
+        """Peak-memory bound of the most memory-frugal split, to 1%: bisect the capacity."""
+        times, edges = self.costs(b)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp)
+        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp)
+        while hi - lo > 0.01 * hi:
+            mid = (lo + hi) / 2
+            try:
+                partition(times, pp * v, edges, mem, mid)
+                hi = mid
+            except InfeasibleError:
+                lo = mid
+        return hi
+
+
+def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tuple[str, ...]:
+    best = result_ranked[0]
+    e = best.estimate
+    lines = []
+    hot = max(e.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
+    stages = ", ".join(best.config.describe_split(names).split(" | ")[s] for s in hot.stages)
+    lines.append(f"bottleneck: pipeline rank {hot.rank} ({stages}) is busy {hot.busy_s / e.step_time_s:.0%} of the "
+                 f"step; bubble {e.bubble_fraction:.1%}, exposed communication {e.exposed_comm_fraction:.1%}; "
+                 f"peak memory {human_bytes(best.peak_memory_bytes)} of {human_bytes(cap)}")
+    rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
+                  or c.config.schedule != best.config.schedule), None)
+    if rival is not None:
+        r = rival.estimate
+
+        def per_rank(est, attr):
+            return sum(getattr(x, attr) for x in est.ranks) / len(est.ranks)
+        diffs = {"compute": per_rank(r, "busy_s") - per_rank(e, "busy_s"),
+                 "bubble": per_rank(r, "bubble_s") - per_rank(e, "bubble_s"),
+                 "exposed communication": per_rank(r, "exposed_comm_s") - per_rank(e, "exposed_comm_s")}
+        what, delta = max(diffs.items(), key=lambda kv: kv[1])
+        c = rival.config
+        lines.append(f"runner-up dp={c.dp} pp={c.pp} m={c.microbatches} {c.schedule}"
+                     f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
+                     f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
+                     f"(+{delta * 1e3:.3g} ms per rank)")
+    return tuple(lines)
+
+
+def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
+         progress: bool | None = None) -> PlanResult:
+    t0 = time.perf_counter()
+    c = constraints
+    g, batch = spec.graph, spec.training.global_batch_size
+    cap = float(min(cluster.device.memory_bytes, c.max_memory_bytes or cluster.device.memory_bytes))
+    world = cluster.world_size
+    L = len(g)
+    bnd = _Bounds(spec, cluster, compute)
+
+    pairs = []
+    for pp in divisors(world):
+        dp = world // pp
+        if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
+            continue
+        pairs.append((dp, pp))
+    if not pairs:
+        raise InfeasibleError(f"no dp x pp = {world} devices fits: dp must divide the global batch ({batch}) and "
+                              f"pp be at most {L} layers" + (" under the given --dp/--pp" if c.dp or c.pp else "")
+                              + "; change --dp/--pp, the cluster, or training.global_batch_size")
+
+    # 1. Every candidate with its split, lower bound and memory bound.
+    pending: list[tuple[float, tuple, ParallelConfig]] = []
+    misses: list[tuple[float, tuple]] = []
+    considered = 0
+    for dp, pp in pairs:
+        per_replica = batch // dp
+        for m in divisors(per_replica):
+            if c.microbatches and m != c.microbatches:
+                continue
+            b = per_replica // m
+            for schedule, v in _schedules(pp, m, L, c):
+                placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]
+                considered += len(placements)
+                bounds = bnd.split(schedule, m, pp, v, b, dp, cap)
+                if bounds is None:
+                    misses.append(((schedule, m, pp, v, b, dp)))
+                    continue
+                for placement in placements:
+                    cfg = ParallelConfig(dp, pp, m, schedule, v, bounds, placement)
+                    key = (bnd.lower_bound_s(cfg, b), -m, pp, schedule, v, placement)
+                    pending.append((key[0], key, cfg))
+    pending.sort(key=lambda x: x[1])
+
+    # 2. Simulate best bound first; stop when the bound cannot reach the top k.
+    results: list[Candidate] = []
+    over_memory: list[Candidate] = []
+    bar = Progress(len(pending), "planning", progress)
+    kth = float("inf")
+    for lb, _, cfg in pending:
+        if lb > kth:
+            break
+        est = simulate(g, spec.training, cluster, cfg, compute, keep_timeline=False)
+        cand = Candidate(cfg, est)
+        (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
+        if len(results) >= c.top:
+            kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
+        bar.step()
+    bar.close()
+    simulated = len(results) + len(over_memory)
+
+    if not results:
+        raise DoesNotFitError(_nothing_fits(spec, cap, bnd, misses, over_memory))
+    results.sort(key=lambda x: (x.estimate.step_time_s, x.peak_memory_bytes, x.key()))
+    pareto, best_mem = [], float("inf")
+    for cand in results:                           # by time; keep those that also save memory
+        if cand.peak_memory_bytes < best_mem:
+            pareto.append(cand)
+            best_mem = cand.peak_memory_bytes
+
+    manual = _manual(spec, cluster, compute, c, cap) if spec.manual_stages else None
+    ranked = tuple(results[: c.top])
+    return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
+                      search_time_s=time.perf_counter() - t0, considered=considered, simulated=simulated,
+                      explanation=_explain(list(ranked), g.names, cap))
+
+
+def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
+    """The user's pipeline_stage split, as given, with its best micro-batch count and schedule."""
+    bounds = bounds_from_assignment(spec.manual_stages)
+    pp = len(bounds) - 1
+    dp = spec.parallel.dp or cluster.world_size // pp
+    batch = spec.training.global_batch_size
+    if dp * pp > cluster.world_size or batch % dp:
+        return None
+    best = None
+    ms = [spec.parallel.microbatches] if spec.parallel.microbatches else divisors(batch // dp)
+    for m in ms:
+        for schedule, v in _schedules(pp, m, len(spec.graph), Constraints(schedule=spec.parallel.schedule,
+                                                                          chunk_options=())):
+            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner")
+            est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+            cand = Candidate(cfg, est, "manual")
+            if best is None or (est.step_time_s, cand.key()) < (best.estimate.step_time_s, best.key()):
+                best = cand
+    return best
+
+
+def _nothing_fits(spec, cap, bnd: _Bounds, misses, over_memory) -> str:
+    need, where = float("inf"), None
+    for cand in over_memory:
+        if cand.peak_memory_bytes < need:
+            need, where = cand.peak_memory_bytes, cand.config
+    # the exact smallest split (bisection) only for the few that the balanced split ranks best
+    promising = sorted(misses, key=lambda x: (bnd.balanced_memory(*x), x))[:3]
+    for schedule, m, pp, v, b, dp in promising:
+        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp)
+        if bound < need:
+            need, where = bound, ParallelConfig(dp, pp, m, schedule, v)
+    t = spec.training
+    knobs = ["more pipeline stages (a larger cluster)", "more micro-batches"]
+    if t.optimizer == "adam" or t.dtype == "fp32":
+        knobs.append("mixed precision or a lighter optimizer")
+    knobs.append("activation recomputation or tensor parallelism (coming with operator sharding)")
+    if where is None:
+        return f"no plan fits {human_bytes(cap)} per device; try {', '.join(knobs)}"
+    return (f"no plan fits {human_bytes(cap)} per device: the smallest (dp={where.dp} pp={where.pp} "
+            f"m={where.microbatches} {where.schedule}) needs {human_bytes(need)}, {human_bytes(need - cap)} more; "
+            f"try {', '.join(knobs)}")

@@ -1,0 +1,131 @@
+"""The planner: pruning is sound, choices respect constraints, plan.json is deterministic and
+round-trips, the seeds' split is a table line, and 'nothing fits' explains itself (exit 3)."""
+
+import json
+
+import pytest
+
+from parsim.cli import main
+from parsim.cost.compute import AnalyticalCompute
+from parsim.errors import DoesNotFitError
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+from parsim.search import planner
+from parsim.search.planner import Constraints, plan
+from parsim.sim import simulate
+
+
+@pytest.fixture(scope="module")
+def cifar():
+    return load_model("examples/resnet50_cifar10_seeds_split.yaml")
+
+
+def _compute(cluster, spec):
+    return AnalyticalCompute(cluster.device, spec.training.dtype)
+
+
+@pytest.mark.parametrize("cluster_spec", ["ascend910:1x8", "dgx-a100:2x8", "local-cpu"])
+def test_lower_bound_never_exceeds_the_simulated_step(cifar, cluster_spec):
+    cluster = load_cluster(cluster_spec)
+    compute = _compute(cluster, cifar)
+    bnd = planner._Bounds(cifar, cluster, compute)
+    checked = 0
+    for pp in planner.divisors(cluster.world_size):
+        dp = cluster.world_size // pp
+        if cifar.training.global_batch_size % dp or pp > len(cifar.graph):
+            continue
+        for m in planner.divisors(cifar.training.global_batch_size // dp):
+            b = cifar.training.global_batch_size // dp // m
+            for schedule, v in planner._schedules(pp, m, len(cifar.graph), Constraints()):
+                bounds = bnd.split(schedule, m, pp, v, b, dp, float("inf"))
+                for placement in ("pp-inner", "dp-inner"):
+                    cfg = planner.ParallelConfig(dp, pp, m, schedule, v, bounds, placement)
+                    est = simulate(cifar.graph, cifar.training, cluster, cfg, compute, keep_timeline=False)
+                    assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
+                    checked += 1
+    assert checked > 20
+
+
+def test_pruned_search_equals_exhaustive(cifar, monkeypatch):
+    cluster = load_cluster("ascend910:1x8")
+    pruned = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=5), progress=False)
+    monkeypatch.setattr(planner._Bounds, "lower_bound_s", lambda self, cfg, b: 0.0)
+    full = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=5), progress=False)
+    assert full.simulated > pruned.simulated
+    assert [c.key() for c in pruned.ranked] == [c.key() for c in full.ranked]
+
+
+def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
+    cluster = load_cluster("ascend910:1x8")
+    r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(pp=2, schedule="1f1b"), progress=False)
+    assert all(c.config.pp == 2 and c.config.schedule == "1f1b" and c.config.dp == 4 for c in r.ranked)
+    assert r.manual is not None and r.manual.label == "manual"
+    assert r.manual.config.bounds == (0, 8, 18)                       # evaluated as given
+    assert r.chosen.estimate.throughput_samples_per_s >= r.manual.estimate.throughput_samples_per_s
+    times = [c.estimate.step_time_s for c in r.ranked]
+    assert times == sorted(times)
+    mems = [c.peak_memory_bytes for c in r.pareto]
+    assert mems == sorted(mems, reverse=True) and r.pareto[0] is r.chosen
+    assert any("bottleneck" in line for line in r.explanation)
+
+
+def test_memory_cap_changes_the_plan_and_is_respected(cifar):
+    cluster = load_cluster("ascend910:1x8")
+    free = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3), progress=False)
+    assert len(free.pareto) >= 2
+    cap = int((free.pareto[0].peak_memory_bytes + free.pareto[1].peak_memory_bytes) / 2)
+    capped = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3, max_memory_bytes=cap), progress=False)
+    assert all(c.peak_memory_bytes <= cap for c in capped.ranked)
+    assert capped.chosen.key() != free.chosen.key()
+    assert capped.chosen.estimate.step_time_s >= free.chosen.estimate.step_time_s
+
+
+def test_nothing_fits_says_by_how_much_and_exits_3(capsys):
+    with pytest.raises(DoesNotFitError, match=r"needs .* more; try more pipeline stages"):
+        spec = load_model("examples/resnet50_cifar10.yaml")
+        cluster = load_cluster("ascend910:1x8")
+        plan(spec, cluster, _compute(cluster, spec), Constraints(max_memory_bytes=10 * 2**20), progress=False)
+    assert main(["plan", "examples/resnet50_cifar10.yaml", "--max-memory", "10MiB"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MiB more" in err
+
+
+def test_plan_json_is_deterministic_and_simulates_back(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["plan", "examples/resnet50_cifar10_seeds_split.yaml", "-o", str(a), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert main(["plan", "examples/resnet50_cifar10_seeds_split.yaml", "-o", str(b)]) == 0
+    capsys.readouterr()
+    assert a.read_bytes() == b.read_bytes()
+    assert {"search_time_s", "plan", "candidates", "pareto", "manual"} <= set(out)
+    assert out["manual"]["label"] == "manual"
+    saved = json.loads(a.read_text())
+    assert saved["schema_version"] == 1 and saved["parallel"]["stages"][0][0] == "head"
+    assert main(["simulate", str(a), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["step_time_s"] == pytest.approx(saved["estimate"]["step_time_s"])
+
+
+def _rename_layer(d, old, new):
+    """A plan made for a model whose layer `old` has since been renamed (kept consistent)."""
+    d["model"]["layers"] = [new if n == old else n for n in d["model"]["layers"]]
+    d["parallel"]["stages"] = [[new if n == old else n for n in pair] for pair in d["parallel"]["stages"]]
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda d: d.update(schema_version=99), "schema_version"),
+    (lambda d: d["parallel"].update(bounds=[0, 3]), "parallel.bounds"),
+    (lambda d: _rename_layer(d, "layer2.1", "layer2.1b"), "model.layers"),
+    (lambda d: d["parallel"].update(colour=1), "parallel.colour"),
+])
+def test_bad_plan_json_is_one_line(tmp_path, capsys, edit, words):
+    good = tmp_path / "p.json"
+    assert main(["plan", "examples/resnet50_cifar10.yaml", "-o", str(good), "--json"]) == 0
+    capsys.readouterr()
+    d = json.loads(good.read_text())
+    edit(d)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    assert main(["simulate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
