@@ -111,6 +111,9 @@ def cmd_simulate(args) -> int:
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm)
+    if args.output:
+        from parsim.plan import plan_from_candidate
+        write_json(args.output, plan_from_candidate(spec, cluster, cfg, est.to_json()).to_json())
     if args.trace:
         write_json(args.trace, chrome_trace(est))
     if args.csv:
@@ -218,6 +221,31 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    from parsim.exec.launch import launch
+    from parsim.plan import load_plan
+
+    plan = load_plan(args.plan)          # bad plans fail here, once, before any process starts
+    nproc = args.nproc or plan.config.world_size
+    if nproc != plan.config.world_size:
+        from parsim.errors import InputError
+        raise InputError(f"{args.plan}: parallel: the plan needs dp x pp = {plan.config.world_size} ranks; "
+                         f"use --nproc {plan.config.world_size}")
+    forwarded = [a for a in sys.argv[2:]] if args._argv is None else args._argv
+    skip, worker = False, []
+    for a in forwarded:                   # everything but --nproc goes to the workers
+        if skip:
+            skip = False
+            continue
+        if a == "--nproc":
+            skip = True
+            continue
+        if a.startswith("--nproc="):
+            continue
+        worker.append(a)
+    return launch(worker, nproc, args.timeout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -251,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-plot", help="write memory over time (.png or .svg)")
     p.add_argument("--csv", help="write per-action times as CSV")
     p.add_argument("--grid", action="store_true", help="print the step x rank grid")
+    p.add_argument("-o", "--output", help="write this configuration as a plan.json (for `parsim run`)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_simulate)
 
@@ -267,6 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write the chosen plan as plan.json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+
+    from parsim.run import add_run_options
+    p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")
+    add_run_options(p)
+    p.add_argument("--nproc", type=_positive, help="processes to start (default: the plan's dp x pp)")
+    p.set_defaults(func=cmd_run)
     return parser
 
 
@@ -287,6 +322,7 @@ def _positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args._argv = argv[1:] if argv is not None else None
     try:
         return args.func(args)
     except ParsimError as e:

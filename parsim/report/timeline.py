@@ -55,24 +55,30 @@ def memory_timeline(est: Estimate) -> list[list[tuple[float, float]]]:
     return out
 
 
-def chrome_trace(est: Estimate, label: str = "simulated") -> dict:
-    """Chrome trace JSON (open in Perfetto / chrome://tracing): one process per rank, threads for
-    the compute, p2p and data-parallel streams, and a memory counter."""
+def trace_from_records(records, process_names: dict[int, str], memory: list | None = None,
+                       other: dict | None = None) -> dict:
+    """Chrome trace JSON (open in Perfetto / chrome://tracing) from (rank, action, stream, start_s,
+    end_s) records: one process per pipeline rank, one thread per stream, optional memory counters.
+    The simulator and the executor both write this layout, so the two traces line up."""
     events = []
-    for rank in est.ranks:
-        events.append({"ph": "M", "name": "process_name", "pid": rank.rank,
-                       "args": {"name": f"{label} rank {rank.rank} (global {rank.global_rank}, stages "
-                                        f"{','.join(map(str, rank.stages))})"}})
+    for pid, name in sorted(process_names.items()):
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}})
         for stream, tid in STREAM_TID.items():
-            events.append({"ph": "M", "name": "thread_name", "pid": rank.rank, "tid": tid, "args": {"name": stream}})
-    for r, a, stream, start, end in _records(est):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": stream}})
+    for r, a, stream, start, end in records:
         events.append({"ph": "X", "name": str(a), "cat": a.kind.value, "pid": r, "tid": STREAM_TID[stream],
                        "ts": start * 1e6, "dur": (end - start) * 1e6,
                        "args": {"stage": a.stage, "microbatch": a.microbatch}})
-    for r, points in enumerate(memory_timeline(est)):
+    for r, points in enumerate(memory or []):
         for t, nbytes in points:
             events.append({"ph": "C", "name": "memory", "pid": r, "ts": t * 1e6, "args": {"MiB": nbytes / 2**20}})
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"config": est.config}}
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other or {}}
+
+
+def chrome_trace(est: Estimate, label: str = "simulated") -> dict:
+    names = {r.rank: f"{label} rank {r.rank} (global {r.global_rank}, stages {','.join(map(str, r.stages))})"
+             for r in est.ranks}
+    return trace_from_records(_records(est), names, memory_timeline(est), {"config": est.config})
 
 
 def timeline_grid(est: Estimate) -> str:

@@ -1,0 +1,136 @@
+"""CIFAR-10 input, as in the seeds' create_dataset: the ``cifar-10-batches-bin`` layout (one
+label byte then 3072 pixel bytes, R then G then B planes, per record), sharded by data-parallel
+rank (``num_shards``/``shard_id`` become DistributedSampler's num_replicas/rank), and the seeds'
+augmentation: random crop 32 with 4-pixel padding, horizontal flip, rescale by 1/255, normalize,
+HWC -> CHW.  Without a path, a synthetic dataset of the same shape.  Nothing is downloaded.
+
+Augmentation draws from a generator seeded by (seed, epoch, index), so a single-process reference
+reproduces exactly what every rank sees.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from parsim.errors import InputError
+from parsim.fileio import atomic_path
+
+RECORD_BYTES = 1 + 32 * 32 * 3
+# The seeds' Normalize constants (MindSpore ResNet-50 CIFAR-10 example), kept as given.
+MEAN = (0.4465, 0.4822, 0.4914)
+STD = (0.2010, 0.1994, 0.2023)
+
+
+class CifarBinary(Dataset):
+    """Records from every ``data_batch_*.bin`` (training) in ``path`` (``test_batch.bin`` with train=False)."""
+
+    def __init__(self, path: str, train: bool = True):
+        pattern = "data_batch_*.bin" if train else "test_batch.bin"
+        files = sorted(glob.glob(os.path.join(path, pattern)))
+        if not files:
+            raise InputError(f"--data: no {pattern} in {path}; point it at a cifar-10-batches-bin folder")
+        arrays = []
+        for f in files:
+            raw = np.fromfile(f, dtype=np.uint8)
+            if raw.size % RECORD_BYTES:
+                raise InputError(f"{f}: {raw.size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR records")
+            arrays.append(raw.reshape(-1, RECORD_BYTES))
+        self.records = np.concatenate(arrays)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def raw(self, i: int) -> tuple[np.ndarray, int]:
+        rec = self.records[i]
+        return rec[1:].reshape(3, 32, 32).transpose(1, 2, 0), int(rec[0])   # HWC uint8, label
+
+
+class SyntheticCifar(Dataset):
+    """Deterministic random images and labels of CIFAR-10's shape (no file needed)."""
+
+    def __init__(self, size: int = 50_000, seed: int = 0):
+        self.size, self.seed = size, seed
+
+    def __len__(self) -> int:
+        return self.size
+
+    def raw(self, i: int) -> tuple[np.ndarray, int]:
+        rng = np.random.default_rng((self.seed, i))
+        return rng.integers(0, 256, (32, 32, 3), dtype=np.uint8), int(rng.integers(0, 10))
+
+
+class Augmented(Dataset):
+    """The seeds' map operations over a raw dataset, reproducible per (seed, epoch, index)."""
+
+    def __init__(self, base, image_size: int = 32, train: bool = True, seed: int = 0):
+        self.base, self.image_size, self.train, self.seed, self.epoch = base, image_size, train, seed, 0
+        self.mean = torch.tensor(MEAN).view(3, 1, 1)
+        self.std = torch.tensor(STD).view(3, 1, 1)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        img, label = self.base.raw(i)
+        x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float()   # HWC -> CHW
+        if self.train:
+            rng = np.random.default_rng((self.seed, self.epoch, i))
+            top, left = rng.integers(0, 9, size=2)                                 # RandomCrop(32, pad 4)
+            x = torch.nn.functional.pad(x, (4, 4, 4, 4))[:, top:top + 32, left:left + 32]
+            if rng.random() < 0.5:                                                 # RandomHorizontalFlip
+                x = x.flip(2)
+        if self.image_size != 32:                                                  # the seeds' Resize
+            x = torch.nn.functional.interpolate(x[None], size=(self.image_size, self.image_size),
+                                                mode="bilinear", align_corners=False)[0]
+        x = (x / 255.0 - self.mean) / self.std                                     # Rescale, Normalize
+        return x, label
+
+
+def make_loader(data_path: str | None, batch: int, dp: int, dp_rank: int, image_size: int, seed: int,
+                synthetic_size: int = 50_000) -> tuple[DataLoader, DistributedSampler, Augmented]:
+    base = CifarBinary(data_path) if data_path else SyntheticCifar(synthetic_size, seed)
+    data = Augmented(base, image_size, train=True, seed=seed)
+    if len(data) < batch * dp:
+        raise InputError(f"--data: {len(data)} samples cannot fill one step of {batch} x dp={dp}")
+    sampler = DistributedSampler(data, num_replicas=dp, rank=dp_rank, shuffle=True, seed=seed, drop_last=True)
+    loader = DataLoader(data, batch_size=batch, sampler=sampler, drop_last=True, num_workers=0)
+    return loader, sampler, data
+
+
+def write_cifar_binary(path: str, images_hwc: np.ndarray, labels: np.ndarray) -> None:
+    """Write uint8 images (N, 32, 32, 3) and labels in the cifar-10-batches-bin record layout."""
+    images_hwc = np.asarray(images_hwc, dtype=np.uint8)
+    if images_hwc.shape[1:] != (32, 32, 3):
+        raise ValueError(f"expected (N, 32, 32, 3) images, got {images_hwc.shape}")
+    planes = images_hwc.transpose(0, 3, 1, 2).reshape(len(images_hwc), -1)
+    records = np.concatenate([np.asarray(labels, dtype=np.uint8)[:, None], planes], axis=1)
+    with atomic_path(path) as tmp:
+        records.tofile(tmp)
+
+
+def digits_as_cifar(out_dir: str, seed: int = 0) -> tuple[str, str]:
+    """scikit-learn's 8x8 digits (1797 real images) scaled to 32x32 RGB in the CIFAR layout:
+    ``data_batch_1.bin`` (1500 images) and ``test_batch.bin`` (the rest).  Needs scikit-learn."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise InputError("digits: scikit-learn is not installed; pip install -e '.[realdata]'") from None
+    d = load_digits()
+    imgs = (d.images * (255.0 / 16.0)).astype(np.uint8)                  # 0..16 -> 0..255
+    imgs = imgs.repeat(4, axis=1).repeat(4, axis=2)                        # 8x8 -> 32x32
+    imgs = np.repeat(imgs[..., None], 3, axis=3)                           # gray -> RGB
+    order = np.random.default_rng(seed).permutation(len(imgs))
+    imgs, labels = imgs[order], d.target[order]
+    os.makedirs(out_dir, exist_ok=True)
+    train, test = os.path.join(out_dir, "data_batch_1.bin"), os.path.join(out_dir, "test_batch.bin")
+    write_cifar_binary(train, imgs[:1500], labels[:1500])
+    write_cifar_binary(test, imgs[1500:], labels[1500:])
+    return train, test

@@ -1,0 +1,82 @@
+"""Process groups from the plan: backend, timeouts, the (dp, pp) DeviceMesh, and a preflight check.
+
+Backends: gloo on CPU, nccl on CUDA, hccl on Ascend when torch_npu is installed (a guarded
+import; that path is untested here, since no Ascend device is available to this project).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from parsim.errors import InputError
+from parsim.plan import ParallelConfig
+
+
+@dataclass(frozen=True)
+class Env:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+
+
+def detect_device(local_rank: int) -> tuple[torch.device, str]:
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count()), "nccl"
+    try:  # Ascend: torch_npu registers the "npu" device and the hccl backend
+        import torch_npu  # noqa: F401
+
+        if torch.npu.is_available():  # type: ignore[attr-defined]
+            return torch.device("npu", local_rank % torch.npu.device_count()), "hccl"  # type: ignore[attr-defined]
+    except ImportError:
+        pass
+    return torch.device("cpu"), "gloo"
+
+
+def init(timeout_s: float) -> Env:
+    """Join the process group described by torchrun's environment variables."""
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise InputError(f"environment: {', '.join(missing)} not set; start with `parsim run` or torchrun")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", rank))
+    device, backend = detect_device(local)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return Env(rank, world, local, device, backend)
+
+
+def mesh_for(cfg: ParallelConfig, device: torch.device):
+    """A 2-D DeviceMesh with dims named dp and pp, laid out as the plan's placement says."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    ranks = torch.arange(cfg.world_size)
+    if cfg.placement == "pp-inner":     # rank = replica * pp + pipe_rank
+        return DeviceMesh(device.type, ranks.reshape(cfg.dp, cfg.pp), mesh_dim_names=("dp", "pp"))
+    return DeviceMesh(device.type, ranks.reshape(cfg.pp, cfg.dp), mesh_dim_names=("pp", "dp"))
+
+
+def preflight(env: Env, cfg: ParallelConfig, source: str) -> None:
+    """Every rank reaches every other, and the world matches the plan."""
+    if env.world_size != cfg.world_size:
+        raise InputError(f"{source}: parallel: the plan needs dp x pp = {cfg.world_size} ranks but "
+                         f"{env.world_size} were started; use --nproc {cfg.world_size}")
+    t = torch.ones(1, device=env.device)
+    dist.all_reduce(t)
+    if int(t.item()) != env.world_size:
+        raise RuntimeError(f"preflight: all_reduce over {env.world_size} ranks gave {int(t.item())}")
+
+
+def coordinates(cfg: ParallelConfig, rank: int) -> tuple[int, int]:
+    """(replica, pipeline rank) of a global rank under the plan's placement."""
+    if cfg.placement == "pp-inner":
+        return rank // cfg.pp, rank % cfg.pp
+    return rank % cfg.dp, rank // cfg.dp

@@ -1,0 +1,87 @@
+"""A local launcher for ``parsim run --nproc N``: N processes of ``python -m parsim.run`` with
+torchrun's environment variables, one thread each.  When a rank fails, the others get the
+collective timeout to notice and stop on their own, then they are killed; the launcher prints
+the failing rank's own one-line message and exits non-zero.  On a cluster, use torchrun (see
+runners/), which sets the same variables.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            lines = [ln.strip() for ln in f if ln.strip()]
+    except OSError:
+        return ""
+    errors = [ln for ln in lines if ln.startswith("parsim: error")]
+    return (errors or lines or [""])[-1]
+
+
+def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 1) -> int:
+    port = free_port()
+    logdir = tempfile.mkdtemp(prefix="parsim-run-")
+    procs, errs = [], []
+    for r in range(nproc):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(nproc),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=str(threads),
+                   PYTHONUNBUFFERED="1")
+        err = os.path.join(logdir, f"rank{r}.err")
+        errs.append(err)
+        stderr = open(err, "w")
+        stdout = None if r == 0 else subprocess.DEVNULL
+        procs.append(subprocess.Popen([sys.executable, "-m", "parsim.run", *worker_args], env=env,
+                                      stdout=stdout, stderr=stderr))
+    failed = None          # (rank, code, time)
+    try:
+        while any(p.poll() is None for p in procs):
+            for r, p in enumerate(procs):
+                code = p.poll()
+                if code not in (None, 0) and failed is None:
+                    failed = (r, code, time.monotonic())
+            if failed and time.monotonic() - failed[2] > timeout_s:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.wait()
+        print("parsim: interrupted", file=sys.stderr)
+        return 130
+    if failed is None:
+        failed = next(((r, p.returncode, 0.0) for r, p in enumerate(procs) if p.returncode), None)
+    if failed is None:
+        return 0
+    r, code, _ = failed
+    own = _last_line(errs[r])
+    if code < 0:
+        what = f"rank {r} was killed by signal {-code}"
+    else:
+        what = own if own.startswith("parsim: error") else f"rank {r} exited with code {code}: {own}"
+    if r != 0:  # rank 0's stderr already reached the terminal
+        print(what if what.startswith("parsim: error") else f"parsim: error: {what}", file=sys.stderr)
+    elif code < 0:
+        print(f"parsim: error: {what}", file=sys.stderr)
+    others = [f"rank {i}: {_last_line(e)}" for i, e in enumerate(errs) if i != r and procs[i].returncode not in (0, None)
+              and _last_line(e)]
+    if others:
+        print("parsim: then " + "; ".join(others[:3]), file=sys.stderr)
+    return code if code > 0 else 1

@@ -1,0 +1,112 @@
+"""The single-process reference a distributed run must equal: the same model (same seed), the
+same micro-batches of every replica, the loss summed over micro-batches, gradients averaged
+over replicas as DDP does (each replica's gradient divided by dp, then summed in rank order),
+and the same momentum SGD.  Used by the tests to check the executor with assert_close."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from parsim.exec.data import make_loader
+from parsim.exec.stages import build_units
+from parsim.exec.train import LR, MOMENTUM
+from parsim.model.spec import load_model
+from parsim.plan import load_plan
+
+
+def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = None, image_size: int = 32,
+                  synthetic_size: int = 50_000) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """(loss per step, parameters by ``unit.param`` name) after ``steps`` steps."""
+    plan = load_plan(plan_path)
+    cfg = plan.config
+    spec = load_model(plan.model_path)
+    units = build_units(spec, plan, seed)
+    model = nn.Sequential(OrderedDict((n.replace(".", "_"), m) for n, m in units))
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    b = cfg.microbatch_size(plan.global_batch_size)
+    loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, image_size, seed, synthetic_size)
+               for d in range(cfg.dp)]
+    steps_per_epoch = len(loaders[0][0])
+    iters: list = [None] * cfg.dp
+    losses = []
+    for step in range(steps):
+        epoch, pos = divmod(step, steps_per_epoch)
+        grads: dict[str, torch.Tensor] = {}
+        total = 0.0
+        for d, (loader, sampler, dataset) in enumerate(loaders):
+            if pos == 0:
+                sampler.set_epoch(epoch)
+                dataset.set_epoch(epoch)
+                iters[d] = iter(loader)
+            x, y = next(iters[d])
+            model.zero_grad(set_to_none=True)
+            for xi, yi in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches)):
+                loss = F.cross_entropy(model(xi), yi)
+                loss.backward()
+                total += loss.item() / cfg.dp
+            for name, p in model.named_parameters():
+                g = p.grad / cfg.dp if cfg.dp > 1 else p.grad
+                grads[name] = g.clone() if name not in grads else grads[name] + g
+        for name, p in model.named_parameters():
+            p.grad = grads[name]
+        opt.step()
+        losses.append(total)
+    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def distributed_params(out_dir: str, world_size: int, plan_path: str) -> dict[str, torch.Tensor]:
+    """Parameters from a run's per-rank checkpoints, named as in ``reference_run`` (replica 0)."""
+    from parsim.exec import checkpoint
+    from parsim.exec.groups import coordinates
+    from parsim.exec.stages import local_stages
+
+    plan = load_plan(plan_path)
+    cfg = plan.config
+    params: dict[str, torch.Tensor] = {}
+    for rank in range(world_size):
+        replica, pipe_rank = coordinates(cfg, rank)
+        if replica:
+            continue
+        state = checkpoint.load(out_dir, rank)
+        for sd in state["stages"]:
+            for k, v in sd.items():
+                if not k.endswith(("running_mean", "running_var", "num_batches_tracked")):
+                    params[k] = v
+    return params
+
+
+def assemble_model(out_dir: str, plan_path: str, seed: int = 0) -> nn.Module:
+    """The whole model from a run's checkpoints (replica 0's stages, BatchNorm statistics too)."""
+    from parsim.exec import checkpoint
+    from parsim.exec.groups import coordinates
+
+    plan = load_plan(plan_path)
+    cfg = plan.config
+    units = build_units(load_model(plan.model_path), plan, seed)
+    model = nn.Sequential(OrderedDict((n.replace(".", "_"), m) for n, m in units))
+    state = {}
+    for rank in range(cfg.world_size):
+        replica, _ = coordinates(cfg, rank)
+        if replica == 0:
+            for sd in checkpoint.load(out_dir, rank)["stages"]:
+                state.update(sd)
+    model.load_state_dict(state)
+    return model
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data_dir: str, image_size: int = 32, batch: int = 256) -> float:
+    """Top-1 accuracy on ``test_batch.bin`` (no augmentation), BatchNorm in eval mode."""
+    from parsim.exec.data import Augmented, CifarBinary
+
+    data = Augmented(CifarBinary(data_dir, train=False), image_size, train=False)
+    model.eval()
+    correct = 0
+    for i in range(0, len(data), batch):
+        xs, ys = zip(*(data[j] for j in range(i, min(i + batch, len(data)))))
+        correct += (model(torch.stack(xs)).argmax(1) == torch.tensor(ys)).sum().item()
+    return correct / len(data)

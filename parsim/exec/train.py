@@ -1,0 +1,362 @@
+"""One rank of a training run: build this rank's stages from the plan, train, measure.
+
+Training follows the seeds:
+- Momentum SGD, lr 0.01, momentum 0.9 (``Momentum(net.infer_param_pipeline_stage(), 0.01, 0.9)``).
+  Each rank's optimizers hold only its own stages' parameters.
+- The loss of a step is the sum over micro-batches of each micro-batch's mean cross-entropy,
+  as MindSpore's PipelineCell sums micro-batch losses. torch's schedules therefore run with
+  ``scale_grads=False``.
+- Data-parallel replicas average their gradients (``gradients_mean=True``) through DDP, which
+  torch's PipelineStage drives: ``no_sync`` for all but the last micro-batch, whose backward
+  all-reduces in buckets. ZB-H1 splits the backward outside DDP's hooks, so there the gradients
+  are averaged with one all-reduce per parameter after the schedule.
+- BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
+  the global batch. A warning is printed below 16 samples.
+
+Measured, as the simulator predicts it:
+- step wall time per step, with the warm-up steps excluded from the median;
+- per-action compute times on each rank, named as the simulator names them (``1F3``);
+- peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
+  CPU it is the bytes of parameters, buffers and optimizer state held before a step, plus the
+  peak of the bytes the step allocates, from torch.profiler's memory events ("Total
+  Allocated"), measured on the last warm-up step. DDP's bucket buffers are not included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from parsim.errors import InputError
+from parsim.exec import checkpoint, groups
+from parsim.exec.data import make_loader
+from parsim.exec.stages import MULTI_STAGE, build_units, check_order_matches, local_stages, schedule_class, stage_module
+from parsim.fileio import write_json
+from parsim.model.spec import load_model
+from parsim.plan import check_plan_matches, load_plan
+from parsim.schedule import build_schedule
+from parsim.schedule.actions import Action, Kind
+
+LR, MOMENTUM = 0.01, 0.9          # the seeds' Momentum(…, 0.01, 0.9)
+BN_WARN_BELOW = 16
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    plan: str
+    steps: int = 10
+    warmup: int = 2
+    data: str | None = None
+    out: str = "runs/latest"
+    seed: int = 0
+    timeout_s: float = 300.0
+    resume: bool = False
+    dry_run: bool = False
+    json: bool = False
+    checkpoint_every: int = 0
+    synthetic_size: int = 50_000
+
+
+class Recorder:
+    """(pipeline rank, action, stream, start_s, end_s) per action of the current step."""
+
+    def __init__(self, pipe_rank: int):
+        self.pipe_rank, self.t0, self.records = pipe_rank, 0.0, []
+
+    def start(self) -> None:
+        self.t0, self.records = time.perf_counter(), []
+
+    @contextlib.contextmanager
+    def action(self, action: Action):
+        t = time.perf_counter()
+        yield
+        self.records.append((self.pipe_rank, action, "compute", t - self.t0, time.perf_counter() - self.t0))
+
+
+def instrument(stage, rec: Recorder) -> None:
+    """Time the stage's per-micro-batch calls under the simulator's action names."""
+    fwd, bwd, wgt = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
+
+    def forward_one_chunk(chunk, *args, **kwargs):
+        with rec.action(Action(stage.stage_index, Kind.F, chunk)):
+            return fwd(chunk, *args, **kwargs)
+
+    def backward_one_chunk(chunk, loss=None, full_backward=True, last_backward=False):
+        with rec.action(Action(stage.stage_index, Kind.B if full_backward else Kind.I, chunk)):
+            return bwd(chunk, loss=loss, full_backward=full_backward, last_backward=last_backward)
+
+    def backward_weight_one_chunk(chunk, last_backward=False):
+        with rec.action(Action(stage.stage_index, Kind.W, chunk)):
+            return wgt(chunk, last_backward=last_backward)
+
+    stage.forward_one_chunk = forward_one_chunk
+    stage.backward_one_chunk = backward_one_chunk
+    stage.backward_weight_one_chunk = backward_weight_one_chunk
+
+
+def _unwrap(m: nn.Module) -> nn.Module:
+    return m.module if isinstance(m, nn.parallel.DistributedDataParallel) else m
+
+
+def _static_bytes(modules, optimizers) -> int:
+    seen, total = set(), 0
+    tensors = [t for m in modules for t in list(m.parameters()) + list(m.buffers())]
+    tensors += [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)]
+    tensors += [p.grad for m in modules for p in m.parameters() if p.grad is not None]
+    for t in tensors:
+        key = t.untyped_storage().data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += t.untyped_storage().nbytes()
+    return total
+
+
+def _profiled_peak_bytes(step_fn) -> int:
+    """Peak of bytes allocated during ``step_fn`` on CPU, from torch.profiler memory events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step_fn()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    totals = [e["args"].get("Total Allocated", 0) for e in events if e.get("name") == "[memory]"]
+    return int(max(totals, default=0))
+
+
+def train(opts: RunOptions) -> int:
+    plan = load_plan(opts.plan)
+    spec = load_model(plan.model_path)
+    check_plan_matches(plan, spec, opts.plan)
+    cfg = plan.config
+    if plan.dtype != "fp32":
+        raise InputError(f"{opts.plan}: model.dtype: the executor runs fp32 plans for now (got {plan.dtype}); "
+                         "plan an fp32 model.yaml")
+    if plan.optimizer != "momentum":
+        raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
+                         f"{plan.optimizer}); set training.optimizer: momentum")
+    from parsim.model.spec import _builtin
+    from parsim.inputs import Fields
+    if spec.source.kind != "builtin" or spec.source.target != "resnet50":
+        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 for now")
+    _, input_spec = _builtin("resnet50", Fields(spec.source.kwargs, spec.path, "args."))
+    image_size = input_spec.shape[-1]
+
+    env = groups.init(opts.timeout_s)
+    try:
+        return _train(opts, plan, spec, cfg, env, image_size)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _train(opts, plan, spec, cfg, env, image_size) -> int:
+    groups.preflight(env, cfg, opts.plan)
+    mesh = groups.mesh_for(cfg, env.device)
+    dp_group, pp_group = mesh.get_group("dp"), mesh.get_group("pp")
+    replica, pipe_rank = groups.coordinates(cfg, env.rank)
+    is_root = env.rank == 0
+    b = cfg.microbatch_size(plan.global_batch_size)
+    per_replica = b * cfg.microbatches
+    if is_root and b < BN_WARN_BELOW:
+        print(f"parsim: warning: BatchNorm normalises over each micro-batch of {b} samples (not the global batch "
+              f"of {plan.global_batch_size}); below {BN_WARN_BELOW} its statistics are noisy. Use fewer micro-batches "
+              "or a larger batch.", file=sys.stderr)
+
+    units = build_units(spec, plan, opts.seed)
+    stage_ids = local_stages(cfg, pipe_rank)
+    modules = [stage_module(units, cfg, s).to(env.device) for s in stage_ids]
+    del units
+    first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
+    split_backward = cfg.schedule == "zbh1"
+    if cfg.dp > 1 and not split_backward:
+        modules = [nn.parallel.DistributedDataParallel(m, process_group=dp_group) for m in modules]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
+
+    loader = sampler = dataset = None
+    if first or last:
+        loader, sampler, dataset = make_loader(opts.data, per_replica, cfg.dp, replica, image_size, opts.seed,
+                                               opts.synthetic_size)
+    steps_per_epoch = (len(loader) if loader is not None else 0)
+    counts = torch.tensor([steps_per_epoch], device=env.device)
+    dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+    steps_per_epoch = int(counts.item())
+
+    rec = Recorder(pipe_rank)
+    sched = None
+    if cfg.pp > 1:
+        from torch.distributed.pipelining import PipelineStage
+
+        stages = [PipelineStage(m, s, cfg.stages, env.device, group=pp_group) for s, m in zip(stage_ids, modules)]
+        for st in stages:
+            instrument(st, rec)
+        cls = schedule_class(cfg.schedule)
+        sched = cls(stages if cfg.schedule in MULTI_STAGE else stages[0], cfg.microbatches,
+                    loss_fn=F.cross_entropy, scale_grads=False)
+        if cfg.schedule in MULTI_STAGE:    # these run their pipeline_order as data; check it is the plan's
+            check_order_matches(sched, build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), pipe_rank)
+
+    start = 0
+    if opts.resume:
+        state = checkpoint.load(opts.out, env.rank)
+        for m, sd in zip(modules, state["stages"]):
+            _unwrap(m).load_state_dict(sd)
+        for o, sd in zip(optimizers, state["optimizers"]):
+            o.load_state_dict(sd)
+        start = state["step"]
+    if opts.dry_run:
+        dist.barrier()
+        if is_root:
+            print(f"dry run: {opts.plan} OK: {env.world_size} ranks ({env.backend}), dp={cfg.dp} pp={cfg.pp} "
+                  f"m={cfg.microbatches} {cfg.schedule}; stages per rank built; data "
+                  f"{'synthetic' if not opts.data else opts.data}, {steps_per_epoch} steps per epoch")
+        return 0
+
+    def run_step(x, y) -> list:
+        for o in optimizers:
+            o.zero_grad(set_to_none=True)
+        losses: list = []
+        if cfg.pp == 1:
+            model = modules[0]
+            for i, (xi, yi) in enumerate(zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches))):
+                sync = contextlib.nullcontext()
+                if isinstance(model, nn.parallel.DistributedDataParallel) and i < cfg.microbatches - 1:
+                    sync = model.no_sync()
+                with sync:
+                    with rec.action(Action(0, Kind.F, i)):
+                        loss = F.cross_entropy(model(xi), yi)
+                    with rec.action(Action(0, Kind.B, i)):
+                        loss.backward()
+                losses.append(loss.detach())
+        elif first:
+            sched.step(x)
+        elif last:
+            sched.step(target=y, losses=losses)
+        else:
+            sched.step()
+        if split_backward and cfg.dp > 1:
+            for m in modules:
+                for p in m.parameters():
+                    if p.grad is not None:
+                        p.grad.div_(cfg.dp)
+                        dist.all_reduce(p.grad, group=dp_group)
+        for s, o in zip(stage_ids, optimizers):
+            with rec.action(Action(s, Kind.OPTIMIZER)):
+                o.step()
+        return losses
+
+    step_times, losses_by_step, actions = [], [], []
+    peak_bytes = None
+    it = None
+    show_bar = is_root and sys.stdout.isatty() and not opts.json
+    for step in range(start, opts.steps):
+        epoch, pos = divmod(step, steps_per_epoch)
+        if loader is not None and (pos == 0 or it is None):
+            sampler.set_epoch(epoch)
+            dataset.set_epoch(epoch)
+            it = iter(loader)
+            for _ in range(pos):          # resume mid-epoch at the same batch
+                next(it)
+        x, y = (None, None)
+        if loader is not None:
+            x, y = next(it)
+            x, y = x.to(env.device), y.to(env.device)
+        profile_memory = step == start + opts.warmup - 1 and opts.warmup >= 2
+        if env.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(env.device)
+        if profile_memory and env.device.type == "cpu":
+            static = _static_bytes(modules, optimizers) - sum(
+                p.grad.untyped_storage().nbytes() for m in modules for p in m.parameters() if p.grad is not None)
+            holder = {}
+            peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
+            losses = holder["l"]
+            peak_bytes = static + peak_step
+            dist.barrier()
+            t = float("nan")
+        else:
+            dist.barrier()                 # every rank starts the step together, as the simulator does
+            rec.start()
+            t0 = time.perf_counter()
+            losses = run_step(x, y)
+            t = time.perf_counter() - t0
+            if step >= start + opts.warmup:
+                actions = list(rec.records)
+        if env.device.type == "cuda":
+            peak_bytes = torch.cuda.max_memory_allocated(env.device)
+        step_times.append(t)
+        total = torch.tensor([float(sum(l.item() for l in losses)) / cfg.dp if last else 0.0], device=env.device)
+        dist.all_reduce(total)            # the loss travels from the last stage to rank 0
+        losses_by_step.append(total.item())
+        if is_root:
+            line = f"epoch: {epoch + 1} step: {pos + 1}, loss is {total.item():.7f}"
+            print(("\r" + line + f" [{step + 1}/{opts.steps}]") if show_bar else line, end="" if show_bar else "\n",
+                  flush=True)
+        if opts.checkpoint_every and (step + 1) % opts.checkpoint_every == 0:
+            _save(opts, env, modules, optimizers, step + 1)
+    if show_bar:
+        print()
+    _save(opts, env, modules, optimizers, opts.steps)
+    dist.barrier()                         # every rank's checkpoint is on disk
+    _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses_by_step, actions, peak_bytes, b, start,
+            image_size)
+    return 0
+
+
+def _save(opts, env, modules, optimizers, step) -> None:
+    checkpoint.save(opts.out, env.rank, {"step": step, "stages": [_unwrap(m).state_dict() for m in modules],
+                                         "optimizers": [o.state_dict() for o in optimizers]})
+
+
+def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, actions, peak_bytes, b, start,
+            image_size) -> None:
+    from parsim.report.timeline import trace_from_records
+
+    mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "peak_memory_bytes": peak_bytes,
+            "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
+    gathered = [None] * env.world_size
+    dist.all_gather_object(gathered, mine)
+    if env.rank != 0:
+        return
+    timed = [t for i, t in enumerate(step_times) if i >= opts.warmup and t == t]
+    replica0 = sorted((g for g in gathered if g["replica"] == 0), key=lambda g: g["pipe_rank"])
+    records = [(r, Action.parse(a), s, t0, t1) for g in replica0 for r, a, s, t0, t1 in g["actions"]]
+    out = {
+        "schema_version": 1, "kind": "parsim-measurement", "plan": opts.plan, "world_size": env.world_size,
+        "backend": env.backend, "device": env.device.type, "threads": torch.get_num_threads(),
+        "steps": opts.steps, "first_step": start, "warmup": opts.warmup, "step_times_s": step_times,
+        "step_time_s": statistics.median(timed) if timed else None, "loss": losses,
+        "peak_memory_bytes": [g["peak_memory_bytes"] for g in sorted(gathered, key=lambda g: g["rank"])],
+        "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
+                          "parameters + buffers + optimizer state before the step, plus the peak of "
+                          "torch.profiler 'Total Allocated' during the last warm-up step"),
+        "microbatch_size": b, "batchnorm_batch": b,
+        "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
+        "config": {"dp": cfg.dp, "pp": cfg.pp, "microbatches": cfg.microbatches, "schedule": cfg.schedule,
+                   "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement},
+    }
+    if opts.data and os.path.isfile(os.path.join(opts.data, "test_batch.bin")):
+        from parsim.exec.reference import assemble_model, evaluate
+        out["accuracy"] = evaluate(assemble_model(opts.out, opts.plan, opts.seed), opts.data, image_size)
+        if not opts.json:
+            print(f"accuracy on {os.path.join(opts.data, 'test_batch.bin')}: {out['accuracy']:.4f}")
+    os.makedirs(opts.out, exist_ok=True)
+    write_json(os.path.join(opts.out, "measured.json"), out)
+    names = {g["pipe_rank"]: f"measured rank {g['pipe_rank']} (global {g['rank']})" for g in replica0}
+    write_json(os.path.join(opts.out, "measured_trace.json"),
+               trace_from_records(records, names, None, {"config": out["config"]}))
+    if opts.json:
+        print(json.dumps({"step_time_s": out["step_time_s"], "peak_memory_bytes": out["peak_memory_bytes"],
+                          "loss": losses, "accuracy": out.get("accuracy"), "out": opts.out}, indent=2))

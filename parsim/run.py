@@ -1,0 +1,64 @@
+"""Worker entry point: ``torchrun --nproc-per-node N -m parsim.run plan.json [options]``.
+
+``parsim run plan.json --nproc N`` starts the same on this machine.  Errors are one line per rank
+on stderr; a lost peer (collective timeout) says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from parsim.errors import ParsimError
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", help="plan.json from `parsim plan -o`")
+    p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
+    p.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
+    p.add_argument("--data", help="cifar-10-batches-bin folder (default: synthetic data of the same shape)")
+    p.add_argument("--out", default="runs/latest", help="measured.json, trace and checkpoints (default runs/latest)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a lost rank stops the run")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps")
+    p.add_argument("--synthetic-size", type=int, default=50_000, help="samples in the synthetic dataset")
+    p.add_argument("--dry-run", action="store_true", help="check plan, groups, stages and data; do not train")
+    p.add_argument("--json", action="store_true", help="print the measurement summary as JSON")
+
+
+def options_from(args):
+    from parsim.exec.train import RunOptions
+
+    return RunOptions(plan=args.plan, steps=args.steps, warmup=args.warmup, data=args.data, out=args.out,
+                      seed=args.seed, timeout_s=args.timeout, resume=args.resume, dry_run=args.dry_run,
+                      json=args.json, checkpoint_every=args.checkpoint_every, synthetic_size=args.synthetic_size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    parser = argparse.ArgumentParser(prog="python -m parsim.run")
+    add_run_options(parser)
+    args = parser.parse_args(argv)
+    rank = os.environ.get("RANK", "?")
+    try:
+        import torch
+
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        from parsim.exec.train import train
+
+        return train(options_from(args))
+    except ParsimError as e:
+        print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
+        return e.exit_code
+    except (RuntimeError, ConnectionError) as e:   # gloo/nccl: a peer vanished or timed out
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        lost = any(w in str(e).lower() for w in ("timed out", "timeout", "connection", "closed", "reset by peer"))
+        what = "lost contact with a peer rank" if lost else "failed"
+        print(f"parsim: error: rank {rank}: {what}: {text[:300]}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

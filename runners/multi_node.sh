@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Several nodes with torchrun's c10d rendezvous.  Run the same command on every node:
+#   NNODES=2 NPROC_PER_NODE=8 RDZV_HOST=node0 bash runners/multi_node.sh plan.json [steps]
+# The plan must have dp x pp = NNODES x NPROC_PER_NODE.  Backend: nccl on CUDA, hccl with
+# torch_npu on Ascend (untested here), gloo on CPU.
+set -euo pipefail
+PLAN=${1:?plan.json}; STEPS=${2:-100}
+: "${NNODES:?}" "${NPROC_PER_NODE:?}" "${RDZV_HOST:?}"
+torchrun --nnodes "$NNODES" --nproc-per-node "$NPROC_PER_NODE" \
+  --rdzv-backend c10d --rdzv-endpoint "$RDZV_HOST:${RDZV_PORT:-29500}" --rdzv-id "${RDZV_ID:-parsim}" \
+  -m parsim.run "$PLAN" --steps "$STEPS" --out "${OUT:-runs/multi_node}" ${DATA_PATH:+--data "$DATA_PATH"}
