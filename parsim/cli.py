@@ -246,6 +246,46 @@ def cmd_run(args) -> int:
     return launch(worker, nproc, args.timeout)
 
 
+def cmd_profile(args) -> int:
+    from parsim.exec.runtime import configure_process
+    from parsim.fileio import write_json
+    from parsim.model.spec import load_model
+    from parsim.profile.layers import profile_layers
+
+    configure_process(args.threads)
+    spec = load_model(args.model)
+    try:
+        sizes = [int(x) for x in args.microbatch_sizes.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or any(b <= 0 for b in sizes) or sizes != sorted(set(sizes)):
+        from parsim.errors import InputError
+        raise InputError(f"--microbatch-sizes: expected rising positive integers like 1,2,4,8; got {args.microbatch_sizes!r}")
+    if sizes[0] < spec.graph.min_microbatch:
+        from parsim.errors import InputError
+        raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at "
+                         f"{spec.graph.min_microbatch}")
+    table = profile_layers(spec, sizes, args.device, args.repeats)
+    out = args.output or f"{spec.name}.profile.json"
+    write_json(out, table)
+    if args.json:
+        _print_json(table)
+    else:
+        print(f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
+              f"{table['threads']} thread(s); median of {args.repeats} -> {out}")
+        for row in table["layers"]:
+            print(f"  {row['name']:>10}  fwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["fwd_s"]) +
+                  "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms")
+    return 0
+
+
+def cmd_profile_comm(args) -> int:
+    from parsim.exec.launch import launch
+
+    worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats)]
+    return launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -296,6 +336,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write the chosen plan as plan.json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("profile", help="time each layer's forward and backward per micro-batch size")
+    p.add_argument("model", help="model.yaml")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--microbatch-sizes", default="1,2,4,8,16,32")
+    p.add_argument("--repeats", type=_positive, default=5, help="timed repeats after 2 warm-ups (median)")
+    p.add_argument("--threads", type=_positive, default=1, help="compute threads, as in a run (default 1)")
+    p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("profile-comm", help="measure links, collectives and the device; write a cluster profile")
+    p.add_argument("--nproc", type=_positive, default=2, help="processes on this machine (default 2)")
+    p.add_argument("-o", "--output", default="measured-cluster.yaml")
+    p.add_argument("--name", default="local-cpu", help="the profile's name")
+    p.add_argument("--repeats", type=_positive, default=9)
+    p.set_defaults(func=cmd_profile_comm)
 
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")

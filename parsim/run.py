@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rank = os.environ.get("RANK", "?")
     try:
-        import torch
+        from parsim.exec.runtime import configure_process
 
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         from parsim.exec.train import train
 
         return train(options_from(args))

@@ -12,9 +12,10 @@ master weights in the optimizer):
 
 Activations: each micro-batch in flight holds its stage's saved bytes (graph's saved_bytes x
 micro-batch size) from its forward until its backward frees them (W under a split backward).
-Communication buffers: DDP copies gradients into flat buckets (torch default
-``gradient_as_bucket_view=False``), one gradient's worth when dp > 1; pipeline send and receive
-buffers hold one micro-batch's boundary activation per direction.
+Communication buffers: pipeline send and receive buffers hold one micro-batch's boundary
+activation per direction.  Gradients are counted once: parsim's executor keeps them as views
+into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
+torch's default (False) would add one more gradient's worth per rank when dp > 1.
 """
 
 from __future__ import annotations
@@ -59,13 +60,13 @@ class MemoryBreakdown:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
-def static_memory(param_count: int, dtype: str, optimizer: str, dp: int, boundary_bytes: float) -> dict[str, float]:
+def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float) -> dict[str, float]:
     """Everything but activations, for a rank holding ``param_count`` parameters."""
     b = bytes_per_param(dtype, optimizer)
     grads = param_count * b["grads"]
     return {"params_bytes": param_count * b["params"], "grads_bytes": grads,
             "optimizer_bytes": param_count * b["optimizer"],
-            "comm_buffers_bytes": (grads if dp > 1 else 0.0) + 2 * boundary_bytes}
+            "comm_buffers_bytes": 2 * boundary_bytes}
 
 
 def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1) -> float:

@@ -1,4 +1,5 @@
-"""A local launcher for ``parsim run --nproc N``: N processes of ``python -m parsim.run`` with
+"""A local launcher for ``parsim run --nproc N``: N processes of ``python -m parsim.run`` (or
+another worker module, e.g. ``parsim.profile.comm``) with
 torchrun's environment variables, one thread each.  When a rank fails, the others get the
 collective timeout to notice and stop on their own, then they are killed; the launcher prints
 the failing rank's own one-line message and exits non-zero.  On a cluster, use torchrun (see
@@ -32,7 +33,8 @@ def _last_line(path: str) -> str:
     return (errors or lines or [""])[-1]
 
 
-def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 1) -> int:
+def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 1,
+           module: str = "parsim.run") -> int:
     port = free_port()
     logdir = tempfile.mkdtemp(prefix="parsim-run-")
     procs, errs = [], []
@@ -44,7 +46,7 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
         errs.append(err)
         stderr = open(err, "w")
         stdout = None if r == 0 else subprocess.DEVNULL
-        procs.append(subprocess.Popen([sys.executable, "-m", "parsim.run", *worker_args], env=env,
+        procs.append(subprocess.Popen([sys.executable, "-m", module, *worker_args], env=env,
                                       stdout=stdout, stderr=stderr))
     failed = None          # (rank, code, time)
     try:

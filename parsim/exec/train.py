@@ -17,9 +17,11 @@ Measured, as the simulator predicts it:
 - step wall time per step, with the warm-up steps excluded from the median;
 - per-action compute times on each rank, named as the simulator names them (``1F3``);
 - peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
-  CPU it is the bytes of parameters, buffers and optimizer state held before a step, plus the
-  peak of the bytes the step allocates, from torch.profiler's memory events ("Total
-  Allocated"), measured on the last warm-up step. DDP's bucket buffers are not included.
+  CPU it is the bytes of parameters, buffers, gradients and optimizer state held before a
+  step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
+  ("Total Allocated"), measured on the last warm-up step. Gradients persist between steps
+  (``zero_grad(set_to_none=False)``). Under DDP they are views into its buckets
+  (``gradient_as_bucket_view=True``), so they are counted once.
 """
 
 from __future__ import annotations
@@ -183,7 +185,9 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     split_backward = cfg.schedule == "zbh1"
     if cfg.dp > 1 and not split_backward:
-        modules = [nn.parallel.DistributedDataParallel(m, process_group=dp_group) for m in modules]
+        # gradients live in DDP's buckets (no second copy), like Megatron's contiguous grad buffer
+        modules = [nn.parallel.DistributedDataParallel(m, process_group=dp_group, gradient_as_bucket_view=True)
+                   for m in modules]
     optimizers = [torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
 
     loader = sampler = dataset = None
@@ -227,7 +231,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
 
     def run_step(x, y) -> list:
         for o in optimizers:
-            o.zero_grad(set_to_none=True)
+            o.zero_grad(set_to_none=False)   # gradients persist between steps, counted as static memory
         losses: list = []
         if cfg.pp == 1:
             model = modules[0]
@@ -278,8 +282,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
-            static = _static_bytes(modules, optimizers) - sum(
-                p.grad.untyped_storage().nbytes() for m in modules for p in m.parameters() if p.grad is not None)
+            static = _static_bytes(modules, optimizers)
             holder = {}
             peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
             losses = holder["l"]
@@ -325,11 +328,14 @@ def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, action
     from parsim.report.timeline import trace_from_records
 
     mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "peak_memory_bytes": peak_bytes,
-            "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
+            "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
     if env.rank != 0:
         return
+    # a step ends when its slowest rank does (as the simulator counts it)
+    step_times = [float("nan") if any(t != t for t in ts) else max(ts)
+                  for ts in zip(*(g["step_times_s"] for g in gathered))]
     timed = [t for i, t in enumerate(step_times) if i >= opts.warmup and t == t]
     replica0 = sorted((g for g in gathered if g["replica"] == 0), key=lambda g: g["pipe_rank"])
     records = [(r, Action.parse(a), s, t0, t1) for g in replica0 for r, a, s, t0, t1 in g["actions"]]
@@ -340,8 +346,8 @@ def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, action
         "step_time_s": statistics.median(timed) if timed else None, "loss": losses,
         "peak_memory_bytes": [g["peak_memory_bytes"] for g in sorted(gathered, key=lambda g: g["rank"])],
         "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
-                          "parameters + buffers + optimizer state before the step, plus the peak of "
-                          "torch.profiler 'Total Allocated' during the last warm-up step"),
+                          "parameters + buffers + gradients + optimizer state before the step, plus the "
+                          "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
         "microbatch_size": b, "batchnorm_batch": b,
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
         "config": {"dp": cfg.dp, "pp": cfg.pp, "microbatches": cfg.microbatches, "schedule": cfg.schedule,

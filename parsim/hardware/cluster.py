@@ -213,6 +213,11 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
                        latency_s=c.get("latency_us", float, 0.0) * 1e-6)
     c.done()
+    if r.has("measured"):        # provenance written by `parsim profile-comm`
+        prov = r.sub("measured")
+        for key in ("date", "machine", "command"):
+            prov.get(key, str, "")
+        prov.done()
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),

@@ -137,6 +137,16 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
     x = input_spec.make(batch, float_dtype)
     input_bytes = x.numel() * x.element_size() / batch
     layers = []
+    single_value: list[str] = []          # units where a BatchNorm sees one value per channel per sample
+
+    def bn_check(name):
+        def hook(module, args):
+            x = args[0]
+            if x.dim() >= 2 and x.numel() // (x.shape[0] * x.shape[1]) == 1 and name not in single_value:
+                single_value.append(name)
+        return hook
+    handles = [m.register_forward_pre_hook(bn_check(unit_name))
+               for unit_name, unit in units for m in unit.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     for i, (unit_name, unit) in enumerate(units):
         needs_grad = i > 0 and x.is_floating_point()
         attrs = tuple(sorted((k, v) for k, v in vars(unit).items()
@@ -155,5 +165,11 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             output_bytes=stats["output_bytes"] / batch, saved_bytes=stats["saved_bytes"] / batch,
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch))
         x = torch.empty_like(y, device="meta")
+    for h in handles:
+        h.remove()
+    reason = ""
+    if single_value:
+        reason = (f"BatchNorm in {', '.join(single_value[:3])} sees one value per channel per sample; "
+                  "training-mode BatchNorm needs micro-batches of at least 2 samples")
     return LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
-                      input_bytes=input_bytes)
+                      input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason)

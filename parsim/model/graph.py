@@ -45,6 +45,10 @@ class LayerGraph:
     layers: tuple[Layer, ...]
     dtype: str = "fp32"          # dtype the byte counts were taken in
     input_bytes: float = 0.0     # per sample, what the first stage reads
+    # Smallest trainable micro-batch: 2 when a BatchNorm sees one value per channel per sample
+    # (e.g. ResNet-50's layer4 at 32x32 input), since training-mode BatchNorm needs two.
+    min_microbatch: int = 1
+    min_microbatch_reason: str = ""
 
     def __post_init__(self):
         names = [layer.name for layer in self.layers]
@@ -86,13 +90,13 @@ class LayerGraph:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "dtype": self.dtype, "input_bytes": self.input_bytes,
-                "layers": [layer.to_dict() for layer in self.layers]}
+                "min_microbatch": self.min_microbatch, "layers": [layer.to_dict() for layer in self.layers]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "LayerGraph":
         keys = {f.name for f in fields(Layer)} - {"ops"}
         layers = tuple(Layer(**{k: v for k, v in row.items() if k in keys}) for row in d["layers"])
-        return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0))
+        return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))
 
     def table(self):
         """A pandas DataFrame, one row per layer."""

@@ -125,7 +125,7 @@ class _Bounds:
 
         def memory(j, A, B):
             params = pp_[B] - pp_[A]
-            static = params * (self.static_per_param + (self.grad_per_param if dp > 1 else 0))
+            static = params * self.static_per_param
             boundary = 2 * op[np.maximum(B - 1, 0)] * b
             act = inflight_microbatches(schedule, m, pp, j, v) * b * (sp[B] - sp[A])
             return (static + boundary + act) * v        # v chunks share one device
@@ -271,6 +271,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if c.microbatches and m != c.microbatches:
                 continue
             b = per_replica // m
+            if b < g.min_microbatch:
+                continue
             for schedule, v in _schedules(pp, m, L, c):
                 placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]
                 considered += len(placements)
@@ -328,6 +330,8 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     best = None
     ms = [spec.parallel.microbatches] if spec.parallel.microbatches else divisors(batch // dp)
     for m in ms:
+        if batch // dp // m < spec.graph.min_microbatch:
+            continue
         for schedule, v in _schedules(pp, m, len(spec.graph), Constraints(schedule=spec.parallel.schedule,
                                                                           chunk_options=())):
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner")

@@ -26,6 +26,9 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
         raise InfeasibleError(f"dp={cfg.dp} x pp={cfg.pp} x tp={cfg.tp} = {cfg.world_size} ranks, but the cluster "
                               f"has {cluster.world_size} devices; lower dp or pp")
     b = cfg.microbatch_size(training.global_batch_size)
+    if b < graph.min_microbatch:
+        raise InfeasibleError(f"micro-batches of {b} sample(s): {graph.min_microbatch_reason}; use fewer "
+                              f"micro-batches (at most {training.global_batch_size // (cfg.dp * graph.min_microbatch)})")
     if len(cfg.bounds) != cfg.stages + 1 or cfg.bounds[0] != 0 or cfg.bounds[-1] != len(graph) \
             or any(x >= y for x, y in zip(cfg.bounds, cfg.bounds[1:])):
         raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stages over {len(graph)} layers")
@@ -110,7 +113,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         params = sum(layers[i].param_count for s in stages for i in cfg.stage_layers(s))
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
-                              **static_memory(params, training.dtype, training.optimizer, cfg.dp, boundary))
+                              **static_memory(params, training.dtype, training.optimizer, boundary))
         busy, exposed = tl.busy_s[r], tl.exposed_comm_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
                                   bubble_s=max(0.0, T - busy - exposed), exposed_comm_s=exposed,

@@ -1,0 +1,1 @@
+"""Measuring the hardware and the model: layer profiles, communication profiles, calibration."""

@@ -1,0 +1,173 @@
+"""``parsim profile-comm``: measure this machine's links and device and write a cluster profile.
+
+Run under torchrun (``torchrun --nproc-per-node 2 -m parsim.profile.comm -o out.yaml``) or with
+``parsim profile-comm --nproc 2``.  On the backend in use it measures:
+
+- point-to-point (send then receive back, halved) between rank 0 and a rank on the same node,
+  and one on another node when there is one;
+- all-reduce over all ranks;
+
+each at message sizes from 4 KiB to 64 MiB (median of repeats), and fits t = alpha + bytes/beta
+by least squares (Hockney's model).  All-reduce is fitted as a ring (2(n-1) steps of alpha, and
+2(n-1)/n of the message at the bus bandwidth), giving the collective library's bandwidth
+efficiency relative to the point-to-point link and its extra latency per step.  Rank 0 also
+measures the device: fp32 matmul FLOP/s at sizes 64..2048 (peak and efficiency curve) and
+memory copy bandwidth.  The profile records the date, the machine and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+
+
+def _median_time(fn, repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def fit_alpha_beta(sizes, times) -> tuple[float, float]:
+    """t = alpha + size / beta, least squares on relative error (each size weighs the same,
+    so 4 KiB messages fix alpha and 64 MiB ones fix beta); returns (alpha_s, beta_bytes_per_s)."""
+    t = np.asarray(times, dtype=float)
+    A = np.stack([np.ones(len(sizes)), np.asarray(sizes, dtype=float)], axis=1) / t[:, None]
+    (alpha, inv_beta), *_ = np.linalg.lstsq(A, np.ones(len(t)), rcond=None)
+    return max(float(alpha), 0.0), 1.0 / max(float(inv_beta), 1e-15)
+
+
+def measure_device(repeats: int) -> dict:
+    points = []
+    for n in (64, 128, 256, 512, 1024, 2048):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        t = _median_time(lambda: torch.mm(a, b), repeats)
+        points.append((2.0 * n ** 3, 2.0 * n ** 3 / t))
+    peak = max(r for _, r in points)
+    x = torch.randn(16 << 20)
+    y = torch.empty_like(x)
+    copy_bw = 2 * x.numel() * 4 / _median_time(lambda: y.copy_(x), repeats)
+    return {"peak_flops_per_s": peak, "efficiency": [(w, r / peak) for w, r in points],
+            "copy_bytes_per_s": copy_bw}
+
+
+def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict:
+    out = {}
+    peers = {"group": 1 if world > 1 else None, "network": local_world if world > local_world else None}
+    for cls, peer in peers.items():
+        if peer is None:
+            continue
+        times = []
+        for nbytes in SIZES_BYTES:
+            buf = torch.ones(nbytes // 4)
+
+            def ping():
+                if rank == 0:
+                    dist.send(buf, peer)
+                    dist.recv(buf, peer)
+                elif rank == peer:
+                    dist.recv(buf, 0)
+                    dist.send(buf, 0)
+            dist.barrier()
+            times.append(_median_time(ping, repeats) / 2)
+        out[cls] = (SIZES_BYTES, times)
+    times = []
+    for nbytes in SIZES_BYTES:
+        buf = torch.ones(nbytes // 4)
+        dist.barrier()
+        times.append(_median_time(lambda: dist.all_reduce(buf), repeats))
+    out["all_reduce"] = (SIZES_BYTES, times)
+    return out
+
+
+def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
+                 memory_bytes: int, command: str) -> str:
+    today = datetime.date.today().isoformat()
+    machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
+    a_g, b_g = fit_alpha_beta(*links["group"]) if "group" in links else (0.0, 1e12)
+    n = world
+    a_ar, inv = fit_alpha_beta(*links["all_reduce"])
+    ring_bus = 2 * (n - 1) / n * inv if n > 1 else b_g      # bus bytes/s the all-reduce reached
+    eff = min(1.0, ring_bus / b_g) if n > 1 else 1.0
+    step_latency = max(0.0, a_ar / max(2 * (n - 1), 1) - a_g)
+    eff_rows = ", ".join(f"[{w:.3g}, {min(1.0, e):.3f}]" for w, e in device["efficiency"])
+    lines = [
+        f"# Measured {today} on {machine} with `{command}`",
+        f"# by parsim profile-comm: {world} ranks ({local_world} per node), backend {backend}, 1 thread per rank.",
+        "schema_version: 1",
+        f"name: {name}",
+        f"description: measured by parsim profile-comm on {today}, {backend}, {local_world} ranks per node",
+        f"measured: {{date: '{today}', machine: '{machine}', command: '{command}'}}",
+        "device:",
+        f"  name: {platform.machine()}-core",
+        f"  memory: {memory_bytes}   # machine memory / ranks per node",
+        f"  memory_bandwidth_gb_per_s: {device['copy_bytes_per_s'] / 1e9:.3f}   # measured: tensor copy, read + write",
+        "  memory_efficiency: 1.0",
+        "  peak_tflops:",
+        f"    fp32: {device['peak_flops_per_s'] / 1e12:.5f}   # measured: best fp32 matmul, n = 64..2048",
+        f"  efficiency: [{eff_rows}]   # measured: matmul FLOP/s / peak at 2n^3 FLOPs",
+        "node:",
+        f"  devices: {local_world}",
+        f"  group_link: {{bandwidth_gb_per_s: {b_g / 1e9:.4f}, latency_us: {a_g * 1e6:.1f}}}"
+        "   # measured: send/recv fit, 4 KiB..64 MiB",
+    ]
+    if "network" in links:
+        a_n, b_n = fit_alpha_beta(*links["network"])
+        lines += ["network:", "  nics_per_node: 1",
+                  f"  nic_bandwidth_gb_per_s: {b_n * local_world / 1e9:.4f}   # measured per device x devices",
+                  f"  latency_us: {a_n * 1e6:.1f}"]
+    lines.append(f"collective: {{library: {backend}, bandwidth_efficiency: {max(eff, 0.01):.3f}, "
+                 f"latency_us: {step_latency * 1e6:.1f}}}   # measured: all-reduce fitted as a ring over {n} ranks")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    from parsim.errors import ParsimError
+    from parsim.exec.runtime import configure_process
+    from parsim.fileio import write_text
+
+    p = argparse.ArgumentParser(prog="python -m parsim.profile.comm")
+    p.add_argument("-o", "--output", default="measured-cluster.yaml")
+    p.add_argument("--name", default="local-cpu")
+    p.add_argument("--repeats", type=int, default=9)
+    args = p.parse_args(argv)
+    rank = os.environ.get("RANK", "?")
+    try:
+        configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        from parsim.exec import groups
+        env = groups.init(timeout_s=120)
+    except ParsimError as e:
+        print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
+        return e.exit_code
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))
+    device = measure_device(args.repeats) if env.rank == 0 else None
+    dist.barrier()
+    links = measure_links(env.rank, env.world_size, local_world, args.repeats)
+    if env.rank == 0:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
+        command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
+        write_text(args.output, profile_yaml(args.name, device, links, env.world_size, local_world, env.backend,
+                                             memory, command))
+        print(f"wrote {args.output}")
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
