@@ -247,35 +247,37 @@ def cmd_run(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    from parsim.exec.runtime import configure_process
-    from parsim.fileio import write_json
-    from parsim.model.spec import load_model
-    from parsim.profile.layers import profile_layers
+    import json
 
-    configure_process(args.threads)
-    spec = load_model(args.model)
+    from parsim.errors import InputError
+    from parsim.exec.launch import launch
+    from parsim.model.spec import load_model
+
+    spec = load_model(args.model)          # bad input fails here, once
     try:
         sizes = [int(x) for x in args.microbatch_sizes.split(",")]
     except ValueError:
         sizes = []
     if not sizes or any(b <= 0 for b in sizes) or sizes != sorted(set(sizes)):
-        from parsim.errors import InputError
         raise InputError(f"--microbatch-sizes: expected rising positive integers like 1,2,4,8; got {args.microbatch_sizes!r}")
     if sizes[0] < spec.graph.min_microbatch:
-        from parsim.errors import InputError
-        raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at "
-                         f"{spec.graph.min_microbatch}")
-    table = profile_layers(spec, sizes, args.device, args.repeats)
+        raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
     out = args.output or f"{spec.name}.profile.json"
-    write_json(out, table)
+    code = launch([args.model, "--sizes", ",".join(map(str, sizes)), "--device", args.device,
+                   "--repeats", str(args.repeats), "-o", out], args.nproc, timeout_s=600, threads=args.threads,
+                  module="parsim.profile.layers")
+    if code:
+        return code
+    with open(out) as f:
+        table = json.load(f)
     if args.json:
         _print_json(table)
-    else:
-        print(f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
-              f"{table['threads']} thread(s); median of {args.repeats} -> {out}")
-        for row in table["layers"]:
-            print(f"  {row['name']:>10}  fwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["fwd_s"]) +
-                  "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms")
+        return 0
+    print(f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
+          f"{args.nproc} concurrent process(es) x {table['threads']} thread(s); median of {args.repeats} -> {out}")
+    for row in table["layers"]:
+        print(f"  {row['name']:>10}  fwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["fwd_s"]) +
+              "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms")
     return 0
 
 
@@ -284,6 +286,81 @@ def cmd_profile_comm(args) -> int:
 
     worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats)]
     return launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm")
+
+
+def cmd_validate(args) -> int:
+    import os
+
+    from parsim.validation import validate
+
+    if args.profile:
+        profiles = {1: args.profile}
+    else:                     # profile as the runs will run: alone, and with every core busy
+        from parsim.hardware import load_cluster
+        os.makedirs(args.out, exist_ok=True)
+        profiles = {}
+        for n in sorted({1, load_cluster(args.cluster).devices_per_node}):
+            profiles[n] = os.path.join(args.out, f"layers.{n}proc.profile.json")
+            print(f"profiling the model with {n} process(es) at once (micro-batch sizes {args.microbatch_sizes}) "
+                  f"-> {profiles[n]}", file=sys.stderr)
+            code = _profile_quietly(args.model, args.microbatch_sizes, profiles[n], n)
+            if code:
+                return code
+    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    out = validate(args.model, args.cluster, profiles, args.out, args.steps, args.set, args.timeout, args.passes,
+                   log=log)
+    table = out.pop("table")
+    if args.json:
+        _print_json(out)
+        return 0
+    import pandas as pd
+    with pd.option_context("display.width", 250):
+        print(table.to_string(index=False))
+    print(f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
+          f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
+          f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
+          f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}")
+    print(f"wrote {args.out}/validation.json, validation.csv, scatter.png, overlay_*.png")
+    return 0
+
+
+def _profile_quietly(model: str, sizes: str, out: str, nproc: int) -> int:
+    from parsim.exec.launch import launch
+
+    return launch([model, "--sizes", sizes, "--repeats", "7", "-o", out], nproc, timeout_s=600,
+                  module="parsim.profile.layers")
+
+
+def cmd_calibrate(args) -> int:
+    from parsim.cost.compute import load_profile_table
+    from parsim.fileio import write_text
+    from parsim.hardware import load_cluster
+    from parsim.model.spec import load_model
+    from parsim.profile.calibrate import calibrate, profile_yaml
+
+    spec = load_model(args.model)
+    cluster = load_cluster(args.cluster)
+    table = load_profile_table(args.profile)
+    device, report = calibrate(spec.graph, table, cluster.device, spec.training.dtype)
+    if args.output:
+        write_text(args.output, profile_yaml(cluster.profile, device, args.profile))
+    if args.json:
+        _print_json(report)
+        return 0
+    print(f"calibrated {cluster.profile.name} to {args.profile}: {report['points']} layer timings")
+    print(f"  efficiency (work FLOPs -> fraction of peak): "
+          + ", ".join(f"{w:.3g}: {e:.3f}" for w, e in report["efficiency"]))
+    print(f"  memory efficiency {report['memory_efficiency']:.3f}")
+    print(f"  fit error per layer: MAPE {report['layer_mape']:.1%}, max {report['layer_max_error']:.1%}; "
+          f"per whole forward+backward: MAPE {report['step_mape']:.1%}")
+    for row in report["per_step"]:
+        print(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
+              f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
+    if report["at_bound"]:
+        print(f"  efficiency reached 1.0 at work {report['at_bound']}: the profile's peak may be too low")
+    if args.output:
+        print(f"wrote {args.output}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -343,6 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--microbatch-sizes", default="1,2,4,8,16,32")
     p.add_argument("--repeats", type=_positive, default=5, help="timed repeats after 2 warm-ups (median)")
     p.add_argument("--threads", type=_positive, default=1, help="compute threads, as in a run (default 1)")
+    p.add_argument("--nproc", type=_positive, default=2,
+                   help="profilers running at once, as the ranks of a run share the machine (default 2)")
     p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)
@@ -353,6 +432,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="local-cpu", help="the profile's name")
     p.add_argument("--repeats", type=_positive, default=9)
     p.set_defaults(func=cmd_profile_comm)
+
+    p = sub.add_parser("calibrate", help="fit the analytical model's efficiencies to a layer profile")
+    p.add_argument("profile", help="layer profile from `parsim profile`")
+    p.add_argument("--model", required=True, help="the model.yaml the profile measured")
+    p.add_argument("--cluster", default="local-cpu", help="the profile whose device to calibrate")
+    p.add_argument("-o", "--output", help="write the calibrated cluster profile YAML")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("validate", help="predict plans, run them, and compare")
+    p.add_argument("model", nargs="?", default="examples/resnet50_cifar10_local.yaml")
+    p.add_argument("--cluster", default="local-cpu")
+    p.add_argument("--profile", help="one layer profile for every plan (default: profile the model first, "
+                                     "alone and with every core busy, and price each plan with the matching one)")
+    p.add_argument("--microbatch-sizes", default="2,4,8,16,32", help="sizes to profile when --profile is not given")
+    p.add_argument("--set", choices=("default", "quick"), default="default")
+    p.add_argument("--steps", type=_positive, default=12, help="steps per run, 3 of them warm-up (default 12)")
+    p.add_argument("--passes", type=_positive, default=1,
+                   help="run the whole set this many times in turn; medians over passes, spread reported")
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--out", default="runs/validate")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_validate)
 
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")

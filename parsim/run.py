@@ -15,7 +15,8 @@ from parsim.errors import ParsimError
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", help="plan.json from `parsim plan -o`")
     p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    p.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="steps left out of the timing; memory is measured on the last of them (default 3)")
     p.add_argument("--data", help="cifar-10-batches-bin folder (default: synthetic data of the same shape)")
     p.add_argument("--out", default="runs/latest", help="measured.json, trace and checkpoints (default runs/latest)")
     p.add_argument("--seed", type=int, default=0)

@@ -53,9 +53,9 @@ def test_matches_single_process_reference(tmp_path, capfd, name, flags):
     plan = make_plan(tmp_path, name, *flags)
     capfd.readouterr()
     out = tmp_path / "run"
-    assert run(plan, out, "--steps", "3") == 0
-    assert "epoch: 1 step: 3, loss is" in capfd.readouterr().out
-    m = assert_same_as_reference(plan, out, 3)
+    assert run(plan, out, "--steps", "4") == 0
+    assert "epoch: 1 step: 4, loss is" in capfd.readouterr().out
+    m = assert_same_as_reference(plan, out, 4)
     assert m["step_time_s"] > 0 and all(p > 0 for p in m["peak_memory_bytes"])
     kinds = {a[1].lstrip("0123456789")[0] for a in m["actions"]}
     assert {"F", "B"} <= kinds

@@ -12,7 +12,12 @@ NOTEBOOKS = sorted(pathlib.Path("notebooks").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs_and_is_stored_without_outputs(path):
+def test_notebook_runs_and_is_stored_without_outputs(path, tmp_path, monkeypatch):
+    # the validation notebook on its reduced set: 3 plans, 4 steps each, profiles of 1 repeat
+    monkeypatch.setenv("PARSIM_NB_SET", "quick")
+    monkeypatch.setenv("PARSIM_NB_STEPS", "4")
+    monkeypatch.setenv("PARSIM_NB_REPEATS", "1")
+    monkeypatch.setenv("PARSIM_NB_OUT", str(tmp_path / "nb"))
     nb = json.loads(path.read_text())
     cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert cells

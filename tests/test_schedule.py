@@ -104,6 +104,7 @@ def test_missing_action_is_named():
     (("interleaved", 4, 8, 1), "chunks >= 2"),
     (("1f1b", 4, 8, 2), "interleaved"),
     (("pipedream", 2, 2, 1), "unknown"),
+    (("1f1b", 4, 2, 1), "at least pp"),
 ])
 def test_infeasible_configurations_say_what_to_change(args, words):
     with pytest.raises(InfeasibleError, match=words):

@@ -74,6 +74,9 @@ PROFILE_SCHEMA_VERSION = 1
 class LayerTimes:
     fwd_s: tuple[float, ...]
     bwd_s: tuple[float, ...]
+    # the split backward of zero-bubble schedules, when profiled (two autograd passes)
+    bwd_input_s: tuple[float, ...] | None = None
+    bwd_weight_s: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,10 +89,12 @@ class ProfileTable:
         device: cpu-core          # free text: where it was measured
         dtype: fp32
         threads: 1
+        concurrent_processes: 2   # profilers run at once, as the ranks of a run
         measured: "2026-11-22"
         microbatch_sizes: [1, 2, 4, 8]
         layers:
           - {name: head, fwd_s: [...], bwd_s: [...]}    # one time per micro-batch size, median
+            # optional: bwd_input_s, bwd_weight_s (I and W of zero-bubble schedules), saved_bytes
         optimizer_s_per_param: 2.0e-9                   # optional
     """
 
@@ -121,8 +126,11 @@ def load_profile_table(path: str | os.PathLike) -> ProfileTable:
         f = Fields(row, path, f"layers[{i}].")
         name = f.get("name", str)
         times = []
-        for key in ("fwd_s", "bwd_s"):
-            v = f.get(key, list)
+        for key, required in (("fwd_s", True), ("bwd_s", True), ("bwd_input_s", False), ("bwd_weight_s", False)):
+            v = f.get(key, list) if required else f.get(key, list, None)
+            if v is None:
+                times.append(None)
+                continue
             if len(v) != len(sizes) or any(not isinstance(x, (int, float)) or x < 0 for x in v):
                 raise f.fail(key, f"expected {len(sizes)} non-negative times, one per micro-batch size")
             times.append(tuple(float(x) for x in v))
@@ -132,6 +140,7 @@ def load_profile_table(path: str | os.PathLike) -> ProfileTable:
     for key in ("model", "device", "measured"):
         r.get(key, str, "")
     r.get("threads", int, 1)
+    r.get("concurrent_processes", int, 1)
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          "", r.get("optimizer_s_per_param", float, None))
     r.done()
@@ -159,7 +168,9 @@ class ProfiledCompute:
         bwd = _interp(self.table.microbatch_sizes, t.bwd_s, microbatch)
         if kind == "B":
             return bwd
-        # I/W: split the measured backward in the ratio of their FLOPs.
+        if t.bwd_input_s is not None and t.bwd_weight_s is not None:    # measured as the run splits it
+            return _interp(self.table.microbatch_sizes, t.bwd_input_s if kind == "I" else t.bwd_weight_s, microbatch)
+        # I/W not profiled: split the measured backward in the ratio of their FLOPs.
         i_flops, _ = _split_flops(layer, "I")
         w_flops, _ = _split_flops(layer, "W")
         share = w_flops / (i_flops + w_flops) if i_flops + w_flops else 0.0

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -21,6 +22,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _tee(pipe, path: str, echo: bool = True) -> None:
+    with open(path, "w") as log:
+        for raw in iter(pipe.readline, b""):
+            line = raw.decode(errors="replace")
+            if echo:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            log.write(line)
+            log.flush()
 
 
 def _last_line(path: str) -> str:
@@ -34,7 +46,9 @@ def _last_line(path: str) -> str:
 
 
 def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 1,
-           module: str = "parsim.run") -> int:
+           module: str = "parsim.run", quiet: bool = False) -> int:
+    """Run ``module`` on ``nproc`` local ranks; returns the exit code.  ``quiet``: rank 0's output
+    goes to the log only (a driver such as ``parsim validate`` prints its own)."""
     port = free_port()
     logdir = tempfile.mkdtemp(prefix="parsim-run-")
     procs, errs = [], []
@@ -44,10 +58,13 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
                    PYTHONUNBUFFERED="1")
         err = os.path.join(logdir, f"rank{r}.err")
         errs.append(err)
-        stderr = open(err, "w")
-        stdout = None if r == 0 else subprocess.DEVNULL
+        stdout = None if r == 0 and not quiet else subprocess.DEVNULL
+        # rank 0 speaks to the user (stdout and stderr, live); every rank's stderr is also kept
+        stderr = subprocess.PIPE if r == 0 else open(err, "w")
         procs.append(subprocess.Popen([sys.executable, "-m", module, *worker_args], env=env,
                                       stdout=stdout, stderr=stderr))
+        if r == 0:
+            threading.Thread(target=_tee, args=(procs[0].stderr, err, not quiet), daemon=True).start()
     failed = None          # (rank, code, time)
     try:
         while any(p.poll() is None for p in procs):
@@ -68,6 +85,7 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
             p.wait()
         print("parsim: interrupted", file=sys.stderr)
         return 130
+    time.sleep(0.1)                       # let the tee thread drain rank 0's last lines
     if failed is None:
         failed = next(((r, p.returncode, 0.0) for r, p in enumerate(procs) if p.returncode), None)
     if failed is None:
@@ -78,7 +96,7 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
         what = f"rank {r} was killed by signal {-code}"
     else:
         what = own if own.startswith("parsim: error") else f"rank {r} exited with code {code}: {own}"
-    if r != 0:  # rank 0's stderr already reached the terminal
+    if r != 0 or quiet:  # rank 0's stderr already reached the terminal, unless quiet
         print(what if what.startswith("parsim: error") else f"parsim: error: {what}", file=sys.stderr)
     elif code < 0:
         print(f"parsim: error: {what}", file=sys.stderr)

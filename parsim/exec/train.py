@@ -19,7 +19,8 @@ Measured, as the simulator predicts it:
 - peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
   CPU it is the bytes of parameters, buffers, gradients and optimizer state held before a
   step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
-  ("Total Allocated"), measured on the last warm-up step. Gradients persist between steps
+  ("Total Allocated"), measured on the last warm-up step (the third step by default: DDP
+  rebuilds its buckets on the second, a one-time cost). Gradients persist between steps
   (``zero_grad(set_to_none=False)``). Under DDP they are views into its buckets
   (``gradient_as_bucket_view=True``), so they are counted once.
 """
@@ -58,7 +59,7 @@ BN_WARN_BELOW = 16
 class RunOptions:
     plan: str
     steps: int = 10
-    warmup: int = 2
+    warmup: int = 3
     data: str | None = None
     out: str = "runs/latest"
     seed: int = 0
@@ -264,6 +265,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
 
     step_times, losses_by_step, actions = [], [], []
     peak_bytes = None
+    peak_parts: dict = {}
     it = None
     show_bar = is_root and sys.stdout.isatty() and not opts.json
     for step in range(start, opts.steps):
@@ -278,7 +280,10 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
         if loader is not None:
             x, y = next(it)
             x, y = x.to(env.device), y.to(env.device)
-        profile_memory = step == start + opts.warmup - 1 and opts.warmup >= 2
+        # memory is measured on the last warm-up step, and only from the third step on: step 1
+        # builds the optimizer state, and step 2 is when DDP rebuilds its gradient buckets (old
+        # and new buckets are both alive then, ~one extra gradient's worth, never seen again)
+        profile_memory = step == start + opts.warmup - 1 and opts.warmup >= 3
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
@@ -287,6 +292,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
             peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
             losses = holder["l"]
             peak_bytes = static + peak_step
+            peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step}
             dist.barrier()
             t = float("nan")
         else:
@@ -303,18 +309,18 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
         total = torch.tensor([float(sum(l.item() for l in losses)) / cfg.dp if last else 0.0], device=env.device)
         dist.all_reduce(total)            # the loss travels from the last stage to rank 0
         losses_by_step.append(total.item())
-        if is_root:
+        if is_root:                       # with --json, stdout carries the JSON alone
             line = f"epoch: {epoch + 1} step: {pos + 1}, loss is {total.item():.7f}"
             print(("\r" + line + f" [{step + 1}/{opts.steps}]") if show_bar else line, end="" if show_bar else "\n",
-                  flush=True)
+                  flush=True, file=sys.stderr if opts.json else sys.stdout)
         if opts.checkpoint_every and (step + 1) % opts.checkpoint_every == 0:
             _save(opts, env, modules, optimizers, step + 1)
     if show_bar:
         print()
     _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
-    _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses_by_step, actions, peak_bytes, b, start,
-            image_size)
+    _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses_by_step, actions, (peak_bytes, peak_parts),
+            b, start, image_size)
     return 0
 
 
@@ -323,11 +329,13 @@ def _save(opts, env, modules, optimizers, step) -> None:
                                          "optimizers": [o.state_dict() for o in optimizers]})
 
 
-def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, actions, peak_bytes, b, start,
+def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, actions, peak, b, start,
             image_size) -> None:
     from parsim.report.timeline import trace_from_records
 
+    peak_bytes, peak_parts = peak
     mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "peak_memory_bytes": peak_bytes,
+            "peak_parts": peak_parts,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
@@ -345,6 +353,7 @@ def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, action
         "steps": opts.steps, "first_step": start, "warmup": opts.warmup, "step_times_s": step_times,
         "step_time_s": statistics.median(timed) if timed else None, "loss": losses,
         "peak_memory_bytes": [g["peak_memory_bytes"] for g in sorted(gathered, key=lambda g: g["rank"])],
+        "peak_memory_parts": [g["peak_parts"] for g in sorted(gathered, key=lambda g: g["rank"])],
         "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
                           "parameters + buffers + gradients + optimizer state before the step, plus the "
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),

@@ -22,7 +22,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       nics_per_node: 8
       nic_bandwidth_gb_per_s: 12.5
       latency_us: 10
-    collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10}
+    collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     nodes: 1                                   # optional default node count
 """
 
@@ -47,6 +47,9 @@ class Collectives:
     library: str                  # hccl | nccl | gloo
     bandwidth_efficiency: float   # bus bandwidth reached, as a fraction of the link's
     latency_s: float              # per algorithm step, on top of the link latency
+    # Share of a collective that hides behind compute (1: a separate engine, as NCCL on its own
+    # SMs; below 1: it takes cycles from compute, as gloo does on CPU cores).  profile-comm measures it.
+    overlap: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,10 @@ def load_profile(path: str | os.PathLike) -> Profile:
     c = r.sub("collective")
     coll = Collectives(library=c.choice("library", COLLECTIVE_LIBRARIES),
                        bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
-                       latency_s=c.get("latency_us", float, 0.0) * 1e-6)
+                       latency_s=c.get("latency_us", float, 0.0) * 1e-6,
+                       overlap=c.get("overlap", float, 1.0))
+    if not 0 <= coll.overlap <= 1:
+        raise c.fail("overlap", f"must be in [0, 1], got {coll.overlap}")
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")

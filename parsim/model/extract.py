@@ -163,7 +163,8 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             fwd_flops=stats["fwd_flops"] / batch, bwd_flops=stats["bwd_flops"] / batch,
             param_count=count, param_bytes=sum(p.numel() * p.element_size() for p in params),
             output_bytes=stats["output_bytes"] / batch, saved_bytes=stats["saved_bytes"] / batch,
-            fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch))
+            fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
+            max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0)))
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()

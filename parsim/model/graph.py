@@ -30,6 +30,7 @@ class Layer:
     saved_bytes: float          # per sample: tensors autograd keeps for backward
     fwd_mem_bytes: float = 0.0  # per sample, memory-bound operators, forward
     bwd_mem_bytes: float = 0.0  # per sample, memory-bound operators, backward
+    max_param_bytes: int = 0    # largest single parameter: its gradient's temporary in backward
     # Operator view for operator-level sharding (filled by a later issue); empty means unknown.
     ops: tuple = field(default=(), compare=False, repr=False)
 

@@ -3,7 +3,10 @@
 Taken the way a pipeline stage runs (``parsim.exec.runtime.configure_process``: one thread,
 the same allocator settings): the units run in sequence, each on the detached output of the one
 before (a stage boundary), forward through the chain then backward through it, with the loss
-at the end.  Each time is the median over repeats after warm-up.  The optimizer step is timed
+at the end.  Each time is the median over repeats after warm-up.  With ``--nproc N`` (default 2,
+the ranks of a run on this machine), N profilers run at once in lock-step, one per core, so
+that the caches and memory bandwidth are shared as in a run; the table is their mean.  (One
+process alone measured compute about 8-10% faster than the same stages inside a 2-rank run.)  The optimizer step is timed
 too (seconds per parameter), and saved-activation bytes are recorded per unit from
 ``saved_tensors_hooks`` on the real tensors.
 
@@ -52,8 +55,43 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
+    """I and W per unit, timed with the functions torch's zero-bubble schedules call
+    (stage_backward_input, then stage_backward_weight): two autograd passes, not one."""
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    names = [n for n, _ in units]
+    times_i = {n: [] for n in names}
+    times_w = {n: [] for n in names}
+    for _ in range(reps):
+        chain, h = [], x
+        for i, (n, m) in enumerate(units):
+            inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
+            h = m(inp)
+            chain.append((inp, h))
+        grad = None
+        for i in range(len(units) - 1, -1, -1):
+            n, m = units[i]
+            inp, out = chain[i]
+            outputs, grads = ([_loss(out, y)], None) if grad is None else ([out], [grad])
+            _sync(dev)
+            t0 = time.perf_counter()
+            grads_in, param_groups = stage_backward_input(outputs, grads, [inp] if inp.requires_grad else [],
+                                                          m.parameters())
+            _sync(dev)
+            times_i[n].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            stage_backward_weight(m.parameters(), param_groups)
+            _sync(dev)
+            times_w[n].append(time.perf_counter() - t0)
+            grad = grads_in[0] if inp.requires_grad else None
+        for _, m in units:
+            m.zero_grad(set_to_none=False)
+    return times_i, times_w
+
+
 def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, barrier=lambda: None) -> dict:
     if spec.graph.dtype != "fp32":
         raise InputError(f"{spec.path}: training.dtype: the profiler measures fp32 for now")
     dev = torch.device(device)
@@ -64,8 +102,11 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     names = [n for n, _ in units]
     fwd = {n: [] for n in names}
     bwd = {n: [] for n in names}
+    bwd_i = {n: [] for n in names}
+    bwd_w = {n: [] for n in names}
     saved = {n: [] for n in names}
     for b in sizes:
+        barrier()                      # concurrent profilers measure the same size at once
         x, y = _sample_input(spec, b, dev)
         times_f = {n: [] for n in names}
         times_b = {n: [] for n in names}
@@ -105,10 +146,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
                 grad = inp.grad if inp.requires_grad else None
             for m in (m for _, m in units):
                 m.zero_grad(set_to_none=False)
+        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev)
         for i, n in enumerate(names):
             fwd[n].append(statistics.median(times_f[n][warmup:]))
             bwd[n].append(statistics.median(times_b[n][warmup:]))
+            bwd_i[n].append(statistics.median(times_i[n][warmup:]))
+            bwd_w[n].append(statistics.median(times_w[n][warmup:]))
             saved[n].append(chain[i][2] / b)
+    barrier()
     params = [p for _, m in units for p in m.parameters()]
     opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     for p in params:
@@ -125,6 +170,69 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         "dtype": "fp32", "threads": torch.get_num_threads(),
         "measured": datetime.date.today().isoformat(),
         "microbatch_sizes": list(sizes),
-        "layers": [{"name": n, "fwd_s": fwd[n], "bwd_s": bwd[n], "saved_bytes": saved[n]} for n in names],
+        "layers": [{"name": n, "fwd_s": fwd[n], "bwd_s": bwd[n], "bwd_input_s": bwd_i[n], "bwd_weight_s": bwd_w[n],
+                    "saved_bytes": saved[n]} for n in names],
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
     }
+
+
+def mean_tables(tables: list[dict]) -> dict:
+    """The mean of concurrent profilers' tables (each already a median over repeats)."""
+    out = dict(tables[0])
+    out["layers"] = []
+    for rows in zip(*(t["layers"] for t in tables)):
+        row = dict(rows[0])
+        for key in ("fwd_s", "bwd_s"):
+            row[key] = [statistics.fmean(v) for v in zip(*(r[key] for r in rows))]
+        out["layers"].append(row)
+    out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
+    out["concurrent_processes"] = len(tables)
+    return out
+
+
+def main(argv=None) -> int:
+    """Worker: ``python -m parsim.profile.layers MODEL --sizes 2,4 -o out.json`` under the launcher."""
+    import argparse
+    import os
+    import sys
+
+    import torch.distributed as dist
+
+    from parsim.errors import ParsimError
+    from parsim.exec.runtime import configure_process
+    from parsim.fileio import write_json
+    from parsim.model.spec import load_model
+
+    p = argparse.ArgumentParser(prog="python -m parsim.profile.layers")
+    p.add_argument("model")
+    p.add_argument("--sizes", required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("-o", "--output", required=True)
+    args = p.parse_args(argv)
+    rank = os.environ.get("RANK", "0")
+    try:
+        configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        spec = load_model(args.model)
+        distributed = "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
+        if distributed:
+            from parsim.exec import groups
+            groups.init(timeout_s=600)
+        table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, args.repeats,
+                               barrier=dist.barrier if distributed else (lambda: None))
+        tables = [table]
+        if distributed:
+            tables = [None] * dist.get_world_size()
+            dist.all_gather_object(tables, table)
+            dist.destroy_process_group()
+        if rank == "0":
+            write_json(args.output, mean_tables(tables))
+    except ParsimError as e:
+        print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

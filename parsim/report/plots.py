@@ -16,26 +16,31 @@ COLORS = {"F": "#4C72B0", "B": "#DD8452", "I": "#DD8452", "W": "#C44E52", "OPTIM
 LANE = {"compute": 0.0, "p2p": 0.62, "dp": 0.62}
 
 
-def gantt(est: Estimate, path: str, title: str | None = None) -> None:
-    fig, ax = plt.subplots(figsize=(12, 0.9 + 0.7 * len(est.ranks)))
-    for r, a, stream, start, end in est.timeline.records:
+def draw_records(ax, records, num_ranks: int, span_s: float) -> None:
+    """Bars for (rank, action, stream, start_s, end_s) records: compute above, communication below."""
+    for r, a, stream, start, end in records:
         y = r + LANE[stream]
         h = 0.55 if stream == "compute" else 0.3
         ax.broken_barh([(start, end - start)], (y, h), facecolors=COLORS.get(a.kind.value, "#999999"),
                        edgecolor="white", linewidth=0.3)
-        if stream == "compute" and end - start > est.step_time_s / 60:
+        if stream == "compute" and end - start > span_s / 60:
             ax.text((start + end) / 2, y + h / 2, str(a), ha="center", va="center", fontsize=6, color="white")
-    ax.set_yticks([r + 0.3 for r in range(len(est.ranks))])
-    ax.set_yticklabels([f"rank {r}" for r in range(len(est.ranks))])
-    ax.invert_yaxis()
+    ax.set_yticks([r + 0.3 for r in range(num_ranks)])
+    ax.set_yticklabels([f"rank {r}" for r in range(num_ranks)])
+    ax.set_ylim(num_ranks, -0.1)
     ax.set_xlabel("time (s)")
+
+
+def gantt(est: Estimate, path: str, title: str | None = None) -> None:
+    fig, ax = plt.subplots(figsize=(12, 0.9 + 0.7 * len(est.ranks)))
+    draw_records(ax, est.timeline.records, len(est.ranks), est.step_time_s)
     c = est.config
     ax.set_title(title or f"{c.get('model', '')}: {c.get('schedule')} dp={c.get('dp')} pp={c.get('pp')} "
                           f"m={c.get('microbatches')}  step {est.step_time_s:.4g} s, bubble {est.bubble_fraction:.1%}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=col) for col in COLORS.values()]
     ax.legend(handles, list(COLORS), loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 def memory_plot(est: Estimate, path: str) -> None:
@@ -48,10 +53,10 @@ def memory_plot(est: Estimate, path: str) -> None:
     ax.set_title("memory over one step (static + activations in flight)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
-def _save(fig, path: str) -> None:
+def save(fig, path: str) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, format=path.rsplit(".", 1)[-1] if "." in path else "png")
     plt.close(fig)

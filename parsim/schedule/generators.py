@@ -116,6 +116,9 @@ def check_feasible(name: str, p: int, m: int, v: int = 1) -> None:
     if name in ("gpipe", "1f1b") and v != 1:
         raise InfeasibleError(f"schedule {name}: runs one chunk per rank; use --schedule interleaved for "
                               f"{v} chunks, or --chunks 1")
+    if name == "1f1b" and m < p:
+        raise InfeasibleError(f"schedule 1f1b: microbatches ({m}) must be at least pp ({p}), as torch's Schedule1F1B "
+                              f"requires; use {p} or more micro-batches, or --schedule gpipe")
     if name == "zbh1" and v > 1 and m % p:
         raise InfeasibleError(f"schedule zbh1 with {v} chunks: microbatches ({m}) must be a multiple of pp ({p}); "
                               f"try {((m + p - 1) // p) * p}")

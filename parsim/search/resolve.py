@@ -53,4 +53,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
             bounds = tuple(int(x) for x in split.split(","))
         except ValueError:
             raise InfeasibleError(f"--split: expected balanced, manual or boundaries like 0,8,18; got {split!r}") from None
+    from parsim.schedule.generators import check_feasible
+
+    check_feasible(schedule, pp, microbatches, chunks)
     return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement)

@@ -10,7 +10,9 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   block the compute stream;
 - RECV blocks the compute stream until the matching transfer has arrived;
 - REDUCE_GRAD bucket k becomes ready part-way through the stage's last backward, when the
-  layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream;
+  layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
+  communication shares the compute engine (gloo on CPU cores), the part that does not hide
+  ((1 - overlap) x its time, overlap measured by profile-comm) delays the compute stream;
 - OPTIMIZER waits for the stage's buckets, then runs on the compute stream.
 
 The engine is a work-list over ranks: a rank runs until it blocks on a RECV whose SEND has not
@@ -38,6 +40,8 @@ class Costs:
     bucket: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     # bytes a micro-batch keeps for backward on each stage, from its F until its B (W if split)
     saved_bytes: dict[int, float] = field(default_factory=dict)
+    # share of a gradient all-reduce hidden behind compute; the rest delays the compute stream
+    overlap: float = 1.0
 
 
 @dataclass
@@ -78,6 +82,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     for (s, k), d in list(costs.compute_s.items()) + list(costs.transfer_s.items()):
         dur.setdefault(k, [0.0] * schedule.num_stages)[s] = d
     bucket = costs.bucket
+    overlap = costs.overlap
     rank_of = schedule.rank_of
     F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W
     SEND_F, RECV_F = Kind.SEND_F, Kind.RECV_F
@@ -144,6 +149,10 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 start = max(b_start + frac * b_dur, dp_free[r])
                 dp_free[r] = start + d
                 buckets_done[s] = max(buckets_done.get(s, 0.0), start + d)
+                stolen = (1.0 - overlap) * d
+                if stolen:                         # cycles the collective takes from compute:
+                    t += stolen                    # exposed communication on this rank
+                    exposed_r += stolen
                 if keep_records:
                     records.append((r, a, DP, start, start + d))
             elif k is Kind.OPTIMIZER:

@@ -8,7 +8,8 @@ from contextlib import contextmanager
 
 from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, p2p_time_s
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
-from parsim.cost.memory import MemoryBreakdown, bytes_per_param, optimizer_bytes_moved_per_param, static_memory
+from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param,
+                                optimizer_bytes_moved_per_param, static_memory)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import LayerGraph
@@ -104,7 +105,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
 
     saved = {s: sum(layers[i].saved_bytes for i in cfg.stage_layers(s)) * b for s in range(S)}
     lowered = lower(schedule, buckets_per_stage)
-    tl = engine.run(lowered, engine.Costs(compute_s, transfer_s, bucket, saved), keep_records=keep_timeline)
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap)
+    tl = engine.run(lowered, costs, keep_records=keep_timeline)
     T = max(tl.end_s)
 
     ranks = []
@@ -113,6 +115,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         params = sum(layers[i].param_count for s in stages for i in cfg.stage_layers(s))
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
+                              workspace_bytes=backward_workspace_bytes(
+                                  [layers[i] for s in stages for i in cfg.stage_layers(s)], b),
                               **static_memory(params, training.dtype, training.optimizer, boundary))
         busy, exposed = tl.busy_s[r], tl.exposed_comm_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,

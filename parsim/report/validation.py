@@ -1,0 +1,128 @@
+"""Predictions against measurements: per-plan errors, overall accuracy, and the figures.
+
+Errors are signed, (predicted - measured) / measured.  MAPE is the mean of their absolute values.
+The rank correlation is Spearman's, between predicted and measured throughput.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from scipy.stats import spearmanr
+
+from parsim.schedule.actions import Action
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    dp: int
+    pp: int
+    microbatches: int
+    schedule: str
+    split: str
+    predicted_step_s: float
+    measured_step_s: float
+    predicted_peak_bytes: float
+    measured_peak_bytes: float
+    predicted_compute_frac: float
+    predicted_bubble_frac: float
+    predicted_exposed_comm_frac: float
+    measured_compute_frac: float     # busy share of the step from the measured per-action times
+    measured_spread: float = 0.0     # (slowest - fastest) / median over validation passes
+
+    @property
+    def step_error(self) -> float:
+        return (self.predicted_step_s - self.measured_step_s) / self.measured_step_s
+
+    @property
+    def memory_error(self) -> float:
+        return (self.predicted_peak_bytes - self.measured_peak_bytes) / self.measured_peak_bytes
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "step_error": self.step_error, "memory_error": self.memory_error,
+                "predicted_throughput": 1 / self.predicted_step_s, "measured_throughput": 1 / self.measured_step_s}
+
+
+def measured_compute_fraction(measured: dict) -> float:
+    """Mean over pipeline ranks of compute time / step time, from the measured actions."""
+    busy: dict[int, float] = {}
+    for r, _, stream, t0, t1 in measured["actions"]:
+        if stream == "compute":
+            busy[r] = busy.get(r, 0.0) + (t1 - t0)
+    if not busy or not measured["step_time_s"]:
+        return math.nan
+    return sum(busy.values()) / (len(busy) * measured["step_time_s"])
+
+
+def summary(rows: list[Row], pick_label: str = "planner") -> dict:
+    step = [abs(r.step_error) for r in rows]
+    mem = [abs(r.memory_error) for r in rows if r.measured_peak_bytes]
+    rho = spearmanr([1 / r.predicted_step_s for r in rows], [1 / r.measured_step_s for r in rows]).statistic \
+        if len(rows) > 2 else math.nan
+    best = min(rows, key=lambda r: r.measured_step_s)
+    pick = next((r for r in rows if r.label == pick_label), None)
+    return {
+        "mape_step_time": sum(step) / len(step),
+        "max_error_step_time": max(step),
+        "mape_peak_memory": sum(mem) / len(mem) if mem else math.nan,
+        "max_error_peak_memory": max(mem) if mem else math.nan,
+        "median_run_to_run_spread": sorted(r.measured_spread for r in rows)[len(rows) // 2],
+        "spearman_throughput": float(rho),
+        "pick_is_best": bool(pick is not None and pick.measured_step_s <= best.measured_step_s * (1 + 1e-9)),
+        "pick_gap_to_best": (pick.measured_step_s / best.measured_step_s - 1) if pick else math.nan,
+        "measured_best": best.label,
+        "plans": [r.to_dict() for r in rows],
+    }
+
+
+def table(rows: list[Row]):
+    import pandas as pd
+
+    return pd.DataFrame([{
+        "plan": r.label, "dp": r.dp, "pp": r.pp, "m": r.microbatches, "schedule": r.schedule,
+        "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
+        "err": f"{r.step_error:+.1%}", "pred MiB": round(r.predicted_peak_bytes / 2**20, 1),
+        "meas MiB": round(r.measured_peak_bytes / 2**20, 1) if r.measured_peak_bytes else None,
+        "mem err": f"{r.memory_error:+.1%}" if r.measured_peak_bytes else "",
+        "compute p/m": f"{r.predicted_compute_frac:.0%}/{r.measured_compute_frac:.0%}",
+        "bubble": f"{r.predicted_bubble_frac:.0%}", "exp.comm": f"{r.predicted_exposed_comm_frac:.0%}",
+        "spread": f"{r.measured_spread:.0%}",
+    } for r in rows])
+
+
+def scatter(rows: list[Row], path: str) -> None:
+    from parsim.report.plots import plt, save
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    xs, ys = [r.measured_step_s for r in rows], [r.predicted_step_s for r in rows]
+    lo, hi = min(xs + ys) * 0.9, max(xs + ys) * 1.1
+    ax.plot([lo, hi], [lo, hi], color="gray", lw=1, label="exact")
+    ax.fill_between([lo, hi], [lo * 0.95, hi * 0.95], [lo * 1.05, hi * 1.05], color="gray", alpha=0.15, label="±5%")
+    ax.scatter(xs, ys, zorder=3)
+    for r in rows:
+        ax.annotate(r.label, (r.measured_step_s, r.predicted_step_s), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.set(xlabel="measured step time (s)", ylabel="predicted step time (s)", xlim=(lo, hi), ylim=(lo, hi),
+           title="predicted against measured")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save(fig, path)
+
+
+def overlay(est, measured: dict, path: str, title: str) -> None:
+    """The simulated step above the measured one, on one time axis, action names lined up."""
+    from parsim.report.plots import draw_records, plt, save
+
+    records = [(r, Action.parse(a), s, t0, t1) for r, a, s, t0, t1 in measured["actions"]]
+    n = max(len(est.ranks), 1 + max((r for r, *_ in records), default=0))
+    span = max(est.step_time_s, measured["step_time_s"] or 0)
+    fig, axes = plt.subplots(2, 1, figsize=(12, 1.6 + 1.2 * n), sharex=True)
+    draw_records(axes[0], est.timeline.records, n, span)
+    axes[0].set_title(f"simulated: {est.step_time_s:.4f} s")
+    draw_records(axes[1], records, n, span)
+    axes[1].set_title(f"measured (one step after warm-up): {measured['step_time_s']:.4f} s median")
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, path)

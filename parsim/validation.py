@@ -1,0 +1,135 @@
+"""``parsim validate``: predict a set of plans with the profiled cost model, run each with the
+executor, and compare, plan by plan and overall.
+
+The default set (2 ranks x 1 thread on this 2-core machine, ResNet-50 at CIFAR-10 size):
+a single process; dp=2; pp=2 with m in {1, 2, 4, 8} under GPipe and under 1F1B; the seeds'
+split (head..layer2 | layer3..fc); and the planner's own pick.  ``quick`` keeps three of them,
+for the notebook and the test suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass
+
+from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+from parsim.errors import InfeasibleError, InputError
+from parsim.exec.launch import launch
+from parsim.fileio import write_json, write_text
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
+from parsim.report import validation as report
+from parsim.search.planner import Constraints, plan
+from parsim.search.resolve import resolve_config
+from parsim.sim import simulate
+
+SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    config: ParallelConfig
+
+
+def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None) -> list[Case]:
+    g = spec.graph
+    skipped = skipped if skipped is not None else []
+
+    def balanced(dp, pp, m, schedule):
+        return resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m, schedule=schedule,
+                              split="balanced")
+
+    cases = [Case("single", ParallelConfig(1, 1, 1, "1f1b", 1, (0, len(g)))),
+             Case("dp2", ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(g))))]
+    batch = spec.training.global_batch_size
+    for schedule in ("gpipe", "1f1b"):
+        for m in (1, 2, 4, 8):
+            try:
+                cases.append(Case(f"pp2-{schedule}-m{m}", balanced(1, 2, m, schedule)))
+            except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
+                skipped.append({"plan": f"pp2-{schedule}-m{m}", "why": str(e)})
+    seeds = load_model(SEEDS_MODEL)
+    if seeds.graph.names == g.names and seeds.manual_stages:
+        cases.append(Case("seeds", ParallelConfig(1, 2, 2, "1f1b", 1, bounds_from_assignment(seeds.manual_stages))))
+    picked = plan(spec, cluster, compute, Constraints(top=1), progress=False).chosen.config
+    cases.append(Case("planner", picked))
+    if which == "quick":
+        keep = {"dp2", "pp2-1f1b-m4", "planner"}
+        cases = [c for c in cases if c.label in keep]
+    return cases
+
+
+def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_dir: str, steps: int = 12,
+             which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print) -> dict:
+    """``profiles`` maps processes per node to the layer profile taken with that many running at
+    once: a plan with n ranks on a node is priced with the profile taken at n (cores share caches
+    and memory bandwidth), or the nearest one given."""
+    spec = load_model(model_path)
+    cluster = load_cluster(cluster_spec)
+    analytical = AnalyticalCompute(cluster.device, spec.training.dtype)
+    models = {n: ProfiledCompute(load_profile_table(path), analytical) for n, path in profiles.items()}
+
+    def compute_for(cfg: ParallelConfig):
+        n = min(cfg.world_size, cluster.devices_per_node)
+        return models[min(models, key=lambda k: (abs(k - n), -k))]
+    compute = compute_for(ParallelConfig(cluster.devices_per_node, 1, 1))
+    os.makedirs(out_dir, exist_ok=True)
+    rows, results = [], []
+    skipped: list[dict] = []
+    cases = default_cases(spec, cluster, compute, which, skipped)
+    for item in skipped:
+        log(f"skipped {item['plan']}: {item['why']}")
+    estimates = {}
+    for case in cases:
+        est = simulate(spec.graph, spec.training, cluster, case.config, compute_for(case.config))
+        estimates[case.label] = est
+        write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
+                   plan_from_candidate(spec, cluster, case.config, est.to_json()).to_json())
+    # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
+    # plan alike; a plan's measurement is its median over passes, and the spread is reported.
+    runs: dict[str, list[dict]] = {c.label: [] for c in cases}
+    for k in range(passes):
+        for i, case in enumerate(cases):
+            cfg, est = case.config, estimates[case.label]
+            run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
+            log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} "
+                f"m={cfg.microbatches} {cfg.schedule}, predicted {est.step_time_s:.4f} s ...")
+            code = launch([os.path.join(out_dir, f"{case.label}.plan.json"), "--steps", str(steps), "--out", run_dir,
+                           "--json", "--timeout", str(timeout_s)], cfg.world_size, timeout_s, module="parsim.run",
+                          quiet=True)
+            if code:
+                raise InputError(f"validate: the run of {case.label} failed (exit {code}); see {run_dir}")
+            with open(os.path.join(run_dir, "measured.json")) as f:
+                runs[case.label].append(json.load(f))
+            log(f"      measured {runs[case.label][-1]['step_time_s']:.4f} s")
+    for case in cases:
+        cfg, est, measured_runs = case.config, estimates[case.label], runs[case.label]
+        times = sorted(m["step_time_s"] for m in measured_runs)
+        measured = sorted(measured_runs, key=lambda m: m["step_time_s"])[len(measured_runs) // 2]
+        peak = [p for p in measured["peak_memory_bytes"] if p]
+        row = report.Row(
+            label=case.label, dp=cfg.dp, pp=cfg.pp, microbatches=cfg.microbatches, schedule=cfg.schedule,
+            split=cfg.describe_split(spec.graph.names), predicted_step_s=est.step_time_s,
+            measured_step_s=statistics.median(times), predicted_peak_bytes=max(est.peak_memory_bytes),
+            measured_peak_bytes=max(peak) if peak else 0.0,
+            predicted_compute_frac=sum(r.busy_s for r in est.ranks) / (len(est.ranks) * est.step_time_s),
+            predicted_bubble_frac=est.bubble_fraction, predicted_exposed_comm_frac=est.exposed_comm_fraction,
+            measured_compute_frac=report.measured_compute_fraction(measured),
+            measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0)
+        rows.append(row)
+        results.append((case, est, measured))
+    out = report.summary(rows)
+    out.update(model=model_path, cluster=cluster_spec, profiles={str(k): v for k, v in profiles.items()},
+               steps=steps, set=which, passes=passes, skipped=skipped)
+    write_json(os.path.join(out_dir, "validation.json"), out)
+    write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))
+    report.scatter(rows, os.path.join(out_dir, "scatter.png"))
+    for case, est, measured in results:
+        report.overlay(est, measured, os.path.join(out_dir, f"overlay_{case.label}.png"),
+                       f"{case.label}: {case.config.describe_split(spec.graph.names)}")
+    out["table"] = report.table(rows)
+    return out

@@ -1,0 +1,94 @@
+"""Profiling, communication fits, calibration, and the validation metrics."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from parsim.cli import main
+from parsim.cost.compute import AnalyticalCompute, load_profile_table
+from parsim.hardware import load_cluster
+from parsim.hardware.cluster import load_profile
+from parsim.model.spec import load_model
+from parsim.profile.calibrate import calibrate
+from parsim.profile.comm import fit_alpha_beta
+from parsim.report.validation import Row, summary
+
+MODEL = "examples/resnet50_cifar10_local.yaml"
+
+
+def test_alpha_beta_fit_recovers_a_known_link():
+    sizes = [4096, 65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+    alpha, beta = fit_alpha_beta(sizes, [40e-6 + s / 2.5e9 for s in sizes])
+    assert alpha == pytest.approx(40e-6, rel=1e-6) and beta == pytest.approx(2.5e9, rel=1e-6)
+
+
+def test_calibration_recovers_a_known_device(tmp_path):
+    spec = load_model(MODEL)
+    true = replace(load_cluster("local-cpu").device, memory_efficiency=0.6,
+                   efficiency=((1e6, 0.2), (1e8, 0.55), (1e10, 0.8)))
+    truth = AnalyticalCompute(true)
+    sizes = [2, 8, 32]
+    table = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": sizes,
+             "layers": [{"name": l.name, "fwd_s": [truth.layer_time_s(l, "F", b) for b in sizes],
+                         "bwd_s": [truth.layer_time_s(l, "B", b) for b in sizes]} for l in spec.graph.layers]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(table))
+    start = replace(true, efficiency=((1.0, 1.0),), memory_efficiency=1.0)
+    fitted, report = calibrate(spec.graph, load_profile_table(str(path)), start)
+    assert report["step_mape"] < 0.02 and report["layer_mape"] < 0.05
+    model = AnalyticalCompute(fitted)
+    total = sum(model.layer_time_s(l, k, 8) for l in spec.graph.layers for k in "FB")
+    assert total == pytest.approx(sum(truth.layer_time_s(l, k, 8) for l in spec.graph.layers for k in "FB"), rel=0.02)
+
+
+def test_calibrate_command_writes_a_loadable_profile(tmp_path, capsys):
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", "tests/data/profile_table.yaml", "--model", "tests/data/two_layers.yaml",
+                 "-o", str(out)]) == 0
+    assert "fit error" in capsys.readouterr().out
+    p = load_profile(str(out))
+    assert p.name == "local-cpu-calibrated" and len(p.device.efficiency) == 6
+
+
+def test_profile_command_measures_every_layer(tmp_path, capfd):
+    out = tmp_path / "p.json"
+    assert main(["profile", MODEL, "--microbatch-sizes", "2,4", "--repeats", "1", "--nproc", "1", "-o", str(out)]) == 0
+    table = load_profile_table(str(out))
+    spec = load_model(MODEL)
+    assert [n for n, _ in table.layers] == spec.graph.names
+    assert all(t > 0 for _, lt in table.layers for t in lt.fwd_s + lt.bwd_s)
+    assert table.optimizer_s_per_param and table.optimizer_s_per_param > 0
+
+
+def test_profile_rejects_sizes_below_the_batchnorm_minimum(capsys):
+    assert main(["profile", MODEL, "--microbatch-sizes", "1,2"]) == 2
+    assert "at least 2 samples" in capsys.readouterr().err
+
+
+def test_profile_comm_writes_a_measured_cluster_profile(tmp_path, capfd):
+    out = tmp_path / "c.yaml"
+    assert main(["profile-comm", "--nproc", "2", "--repeats", "2", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith("# Measured ") and "measured:" in text
+    p = load_profile(str(out))
+    assert p.devices_per_node == 2 and p.device.peak("fp32") > 1e9
+    assert 0 <= p.collectives.overlap <= 1 and p.link("group").bandwidth_bytes_per_s > 1e7
+
+
+def _row(label, pred, meas, mem_pred=100.0, mem_meas=100.0):
+    return Row(label, 1, 1, 1, "1f1b", "", pred, meas, mem_pred, mem_meas, 0.5, 0.3, 0.2, 0.5)
+
+
+def test_validation_summary_metrics():
+    rows = [_row("a", 1.1, 1.0, 110, 100), _row("b", 1.8, 2.0, 90, 100), _row("planner", 0.95, 0.9)]
+    s = summary(rows)
+    assert s["mape_step_time"] == pytest.approx((0.1 + 0.1 + 0.05 / 0.9) / 3)
+    assert s["max_error_step_time"] == pytest.approx(0.1)
+    assert s["mape_peak_memory"] == pytest.approx((0.1 + 0.1 + 0) / 3)
+    assert s["spearman_throughput"] == pytest.approx(1.0)
+    assert s["pick_is_best"] and s["measured_best"] == "planner"
+    worse = summary([_row("planner", 1.0, 1.2), _row("x", 1.0, 1.0), _row("y", 2, 2)])
+    assert not worse["pick_is_best"] and worse["pick_gap_to_best"] == pytest.approx(0.2)
+    assert math.isfinite(worse["spearman_throughput"])
