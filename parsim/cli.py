@@ -231,19 +231,9 @@ def cmd_run(args) -> int:
         from parsim.errors import InputError
         raise InputError(f"{args.plan}: parallel: the plan needs dp x pp = {plan.config.world_size} ranks; "
                          f"use --nproc {plan.config.world_size}")
-    forwarded = [a for a in sys.argv[2:]] if args._argv is None else args._argv
-    skip, worker = False, []
-    for a in forwarded:                   # everything but --nproc goes to the workers
-        if skip:
-            skip = False
-            continue
-        if a == "--nproc":
-            skip = True
-            continue
-        if a.startswith("--nproc="):
-            continue
-        worker.append(a)
-    return launch(worker, nproc, args.timeout)
+    from parsim.run import worker_argv
+
+    return launch(worker_argv(args), nproc, args.timeout)
 
 
 def cmd_profile(args) -> int:
@@ -348,7 +338,7 @@ def cmd_calibrate(args) -> int:
         _print_json(report)
         return 0
     print(f"calibrated {cluster.profile.name} to {args.profile}: {report['points']} layer timings")
-    print(f"  efficiency (work FLOPs -> fraction of peak): "
+    print("  efficiency (work FLOPs -> fraction of peak): "
           + ", ".join(f"{w:.3g}: {e:.3f}" for w, e in report["efficiency"]))
     print(f"  memory efficiency {report['memory_efficiency']:.3f}")
     print(f"  fit error per layer: MAPE {report['layer_mape']:.1%}, max {report['layer_max_error']:.1%}; "
@@ -481,7 +471,6 @@ def _positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args._argv = argv[1:] if argv is not None else None
     try:
         return args.func(args)
     except ParsimError as e:

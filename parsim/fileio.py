@@ -20,6 +20,9 @@ def atomic_path(path: str | os.PathLike):
         raise InputError(f"{path}: folder {folder} does not exist; create it or choose another path")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)          # mkstemp makes 0600; outputs get the user's usual mode
     try:
         yield tmp
         os.replace(tmp, path)

@@ -143,6 +143,13 @@ class Fields:
             return Fields({}, self.source, f"{self.prefix}{key}.")
         return Fields(self.get(key, dict), self.source, f"{self.prefix}{key}.")
 
+    def schema_version(self, expected: int, required: bool = False, hint: str = "") -> None:
+        """Reject a file written for another schema version (absent means current, unless required)."""
+        version = self.get("schema_version", int) if required else self.get("schema_version", int, expected)
+        if version != expected:
+            raise self.fail("schema_version", f"this parsim reads version {expected}, got {version}"
+                                              + (f"; {hint}" if hint else ""))
+
     def done(self) -> None:
         unknown = [k for k in self.data if k not in self._read]
         if unknown:

@@ -109,10 +109,7 @@ class Plan:
         from parsim.inputs import Fields
 
         r = Fields(d, source)
-        version = r.get("schema_version", int)
-        if version != PLAN_SCHEMA_VERSION:
-            raise r.fail("schema_version", f"this parsim reads plan version {PLAN_SCHEMA_VERSION}, got {version}; "
-                                           "plan again with this parsim")
+        r.schema_version(PLAN_SCHEMA_VERSION, required=True, hint="plan again with this parsim")
         r.choice("kind", ("parsim-plan",))
         m = r.sub("model")
         layers = tuple(m.get("layers", list))

@@ -28,6 +28,17 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the measurement summary as JSON")
 
 
+def worker_argv(args) -> list[str]:
+    """The options above, as a worker's command line (what `parsim run` hands each rank)."""
+    argv = [args.plan, "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", args.out,
+            "--seed", str(args.seed), "--timeout", str(args.timeout), "--checkpoint-every", str(args.checkpoint_every),
+            "--synthetic-size", str(args.synthetic_size)]
+    if args.data:
+        argv += ["--data", args.data]
+    argv += [flag for flag, on in (("--resume", args.resume), ("--dry-run", args.dry_run), ("--json", args.json)) if on]
+    return argv
+
+
 def options_from(args):
     from parsim.exec.train import RunOptions
 

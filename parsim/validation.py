@@ -45,7 +45,6 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
 
     cases = [Case("single", ParallelConfig(1, 1, 1, "1f1b", 1, (0, len(g)))),
              Case("dp2", ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(g))))]
-    batch = spec.training.global_batch_size
     for schedule in ("gpipe", "1f1b"):
         for m in (1, 2, 4, 8):
             try:

@@ -115,8 +115,7 @@ class ProfileTable:
 def load_profile_table(path: str | os.PathLike) -> ProfileTable:
     path = os.fspath(path)
     r = Fields(load_file(path), path)
-    if r.get("schema_version", int, PROFILE_SCHEMA_VERSION) != PROFILE_SCHEMA_VERSION:
-        raise r.fail("schema_version", f"this parsim reads version {PROFILE_SCHEMA_VERSION}")
+    r.schema_version(PROFILE_SCHEMA_VERSION, hint="profile the model again with this parsim")
     r.choice("kind", ("layer-profile",))
     sizes = r.get("microbatch_sizes", list)
     if not sizes or any(not isinstance(b, int) or b <= 0 for b in sizes) or sizes != sorted(set(sizes)):

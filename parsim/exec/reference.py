@@ -62,7 +62,6 @@ def distributed_params(out_dir: str, world_size: int, plan_path: str) -> dict[st
     """Parameters from a run's per-rank checkpoints, named as in ``reference_run`` (replica 0)."""
     from parsim.exec import checkpoint
     from parsim.exec.groups import coordinates
-    from parsim.exec.stages import local_stages
 
     plan = load_plan(plan_path)
     cfg = plan.config

@@ -151,12 +151,9 @@ def train(opts: RunOptions) -> int:
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
                          f"{plan.optimizer}); set training.optimizer: momentum")
-    from parsim.model.spec import _builtin
-    from parsim.inputs import Fields
     if spec.source.kind != "builtin" or spec.source.target != "resnet50":
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 for now")
-    _, input_spec = _builtin("resnet50", Fields(spec.source.kwargs, spec.path, "args."))
-    image_size = input_spec.shape[-1]
+    image_size = spec.input.shape[-1]
 
     env = groups.init(opts.timeout_s)
     try:

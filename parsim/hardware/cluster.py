@@ -161,9 +161,7 @@ def _link(f: Fields, key: str) -> Link:
 def load_profile(path: str | os.PathLike) -> Profile:
     path = os.fspath(path)
     r = Fields(load_file(path), path)
-    version = r.get("schema_version", int, SCHEMA_VERSION)
-    if version != SCHEMA_VERSION:
-        raise r.fail("schema_version", f"this parsim reads version {SCHEMA_VERSION}, got {version}")
+    r.schema_version(SCHEMA_VERSION)
     d = r.sub("device")
     if not d.has("memory"):
         raise d.fail("memory", "missing; a device profile must name its memory, e.g. memory: 32GiB")

@@ -83,6 +83,7 @@ class ModelSpec:
     parallel: ParallelHint = field(default_factory=ParallelHint)
     manual_stages: tuple[int, ...] | None = None   # stage per layer, from pipeline_stage
     path: str = ""
+    input: object = None                            # extract.InputSpec of one sample (None for a layers: table)
 
 
 # ----------------------------------------------------------------------------- builders
@@ -205,9 +206,7 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
     """Read and check a model.yaml, extract its LayerGraph on the meta device."""
     path = os.fspath(path)
     r = Fields(load_file(path), path)
-    version = r.get("schema_version", int, SCHEMA_VERSION)
-    if version != SCHEMA_VERSION:
-        raise r.fail("schema_version", f"this parsim reads version {SCHEMA_VERSION}, got {version}")
+    r.schema_version(SCHEMA_VERSION)
     name = r.get("name", str, os.path.splitext(os.path.basename(path))[0])
 
     t = r.sub("training")
@@ -232,6 +231,7 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
     if len(given) != 1:
         raise InputError(f"{path}: give exactly one of model:, module: or layers: (found {', '.join(given) or 'none'})")
     kind = given[0]
+    input_spec = None
     if kind == "layers":
         layers = _layers_table(r.get("layers", list), r, training.dtype)
         graph = LayerGraph(name, layers, training.dtype, r.positive_float("input_bytes", layers[0].output_bytes))
@@ -274,4 +274,4 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
         manual = _stage_assignment(r.sub("pipeline_stage"), graph.names)
     r.done()
     return ModelSpec(name=name, graph=graph, training=training, source=source, parallel=parallel,
-                     manual_stages=manual, path=path)
+                     manual_stages=manual, path=path, input=input_spec)

@@ -29,19 +29,16 @@ from parsim.model.spec import ModelSpec, build_module
 
 
 def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    from parsim.inputs import Fields
-    from parsim.model.spec import _builtin
-
-    if spec.source.kind == "builtin":
-        _, inp = _builtin(spec.source.target, Fields(spec.source.kwargs, spec.path, "args."))
-    else:
-        raise InputError(f"{spec.path}: model: profiling needs a built-in model for now (resnet50, gpt)")
-    if inp.dtype == "int64":
-        vocab = spec.graph.layers[-1].output_bytes  # not used for classification; GPT targets are tokens
-        x = torch.randint(0, 100, (b, *inp.shape), device=device)
-        return x, x.clone()
-    num_classes = int(spec.graph.layers[-1].output_bytes // {"fp32": 4}.get(spec.graph.dtype, 2))
-    return torch.randn(b, *inp.shape, device=device), torch.randint(0, num_classes, (b,), device=device)
+    """A batch of b samples and targets: images and class labels, or tokens and next tokens.
+    Class and vocabulary counts come from the last layer's output size."""
+    if spec.input is None:
+        raise InputError(f"{spec.path}: layers: a model given as a table has no module to profile")
+    per_sample = int(spec.graph.layers[-1].output_bytes // 4)          # fp32 logits per sample
+    if spec.input.dtype.startswith("int"):
+        seq = spec.input.shape[0]
+        tokens = torch.randint(0, per_sample // seq, (b, seq), device=device)
+        return tokens, tokens.roll(-1, dims=1)
+    return torch.randn(b, *spec.input.shape, device=device), torch.randint(0, per_sample, (b,), device=device)
 
 
 def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -65,7 +62,7 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
     times_w = {n: [] for n in names}
     for _ in range(reps):
         chain, h = [], x
-        for i, (n, m) in enumerate(units):
+        for i, (_, m) in enumerate(units):
             inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
             h = m(inp)
             chain.append((inp, h))
@@ -110,12 +107,12 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         x, y = _sample_input(spec, b, dev)
         times_f = {n: [] for n in names}
         times_b = {n: [] for n in names}
-        for rep in range(warmup + repeats):
+        for _ in range(warmup + repeats):
             chain = []
             h = x
             for i, (n, m) in enumerate(units):
                 inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
-                keys: dict[int, int] = {}
+                keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
                 params = {p.untyped_storage().data_ptr() for p in m.parameters()} | \
                          {t.untyped_storage().data_ptr() for t in m.buffers()}
 
@@ -159,7 +156,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     for p in params:
         p.grad = torch.zeros_like(p)
     opt_times = []
-    for rep in range(warmup + repeats):
+    for _ in range(warmup + repeats):
         t0 = time.perf_counter()
         opt.step()
         opt_times.append(time.perf_counter() - t0)

@@ -84,7 +84,7 @@ def add_reduce_grad(schedule: Schedule, buckets_per_stage: dict[int, int]) -> Sc
 
 def add_optimizer(schedule: Schedule) -> Schedule:
     order = []
-    for r, acts in enumerate(schedule.order):
+    for acts in schedule.order:
         stages = sorted({a.stage for a in acts if a is not None})
         order.append(tuple(a for a in acts if a is not None) + tuple(Action(s, Kind.OPTIMIZER) for s in stages))
     return replace(schedule, order=tuple(order))

@@ -332,7 +332,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     for m in ms:
         if batch // dp // m < spec.graph.min_microbatch:
             continue
-        for schedule, v in _schedules(pp, m, len(spec.graph), Constraints(schedule=spec.parallel.schedule,
+        for schedule, _ in _schedules(pp, m, len(spec.graph), Constraints(schedule=spec.parallel.schedule,
                                                                           chunk_options=())):
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner")
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
