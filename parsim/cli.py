@@ -275,7 +275,11 @@ def cmd_profile_comm(args) -> int:
     from parsim.exec.launch import launch
 
     worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats)]
-    return launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm")
+    code = launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm", quiet=args.json)
+    if code == 0 and args.json:
+        from parsim.hardware import load_cluster
+        _print_json(load_cluster(args.output).describe())
+    return code
 
 
 def cmd_validate(args) -> int:
@@ -421,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="measured-cluster.yaml")
     p.add_argument("--name", default="local-cpu", help="the profile's name")
     p.add_argument("--repeats", type=_positive, default=9)
+    p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
 
     p = sub.add_parser("calibrate", help="fit the analytical model's efficiencies to a layer profile")

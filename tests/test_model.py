@@ -95,3 +95,18 @@ def test_examples_load():
     assert spec.parallel.pp == 2 and spec.parallel.dp == 4
     mlp = load_model("examples/mlp_module.yaml")
     assert [layer.param_count for layer in mlp.graph.layers if layer.param_count][0] == 3 * 32 * 32 * 256 + 256
+
+
+def test_operator_view_of_layers():
+    g = extract_graph(_meta(lambda: resnet50(10)), InputSpec((3, 32, 32)))
+    kinds = [op.kind for op in g.layers[1].ops]          # layer1.0: a Bottleneck with a downsample
+    assert kinds.count("Conv2d") == 4 and kinds.count("BatchNorm") == 4
+    conv = next(op for op in g.layers[1].ops if op.kind == "Conv2d")
+    assert conv.param_inputs == (False, True) and conv.input_shapes[1] == (256, 64, 1, 1)   # downsample runs first
+    cfg = GPT_PRESETS["gpt-tiny"]
+    gg = extract_graph(_meta(lambda: gpt("gpt-tiny")), InputSpec((cfg.seq_len,), "int64"))
+    block = [op.kind for op in gg.layers[1].ops]
+    assert block.count("MatMul") == 4 and block.count("BatchMatMul") == 2
+    assert block.count("Softmax") == 1 and block.count("LayerNorm") == 2
+    qkv = next(op for op in gg.layers[1].ops if op.kind == "MatMul")
+    assert qkv.param_inputs == (False, True) and qkv.input_shapes == ((2 * 32, 64), (64, 192))

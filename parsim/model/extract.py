@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.graph import Layer, LayerGraph
+from parsim.model.graph import Layer, LayerGraph, OpInfo
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -87,11 +87,45 @@ class _MemoryBoundBytes(TorchDispatchMode):
         return out
 
 
+# aten operator -> (kind, positions of the tensor inputs that matter)
+_OP_KINDS = {
+    "mm": ("MatMul", (0, 1)), "addmm": ("MatMul", (1, 2)), "bmm": ("BatchMatMul", (0, 1)),
+    "baddbmm": ("BatchMatMul", (1, 2)), "convolution": ("Conv2d", (0, 1)),
+    "native_batch_norm": ("BatchNorm", (0,)), "_native_batch_norm_legit": ("BatchNorm", (0,)),
+    "_native_batch_norm_legit_functional": ("BatchNorm", (0,)), "native_layer_norm": ("LayerNorm", (0,)),
+    "_softmax": ("Softmax", (0,)),
+    "add": ("ElementWise", (0, 1)), "mul": ("ElementWise", (0, 1)), "sub": ("ElementWise", (0, 1)),
+    "div": ("ElementWise", (0, 1)), "relu": ("ElementWise", (0,)), "gelu": ("ElementWise", (0,)),
+    "native_dropout": ("ElementWise", (0,)), "masked_fill": ("ElementWise", (0,)),
+}
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the operators that matter for sharding, with shapes and parameter inputs."""
+
+    def __init__(self, param_keys: set[int]):
+        super().__init__()
+        self.param_keys, self.ops = param_keys, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        entry = _OP_KINDS.get(func.overloadpacket.__name__)
+        if entry is not None:
+            kind, positions = entry
+            tensors = [args[i] for i in positions if i < len(args) and isinstance(args[i], torch.Tensor)]
+            first = out[0] if isinstance(out, (tuple, list)) else out
+            self.ops.append(OpInfo(kind, func.overloadpacket.__name__, tuple(tuple(t.shape) for t in tensors),
+                                   tuple(first.shape), str(first.dtype).replace("torch.", ""),
+                                   tuple(_storage_key(t) in self.param_keys for t in tensors)))
+        return out
+
+
 def _storage_key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
 
-def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int]):
+def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int],
+                  param_keys: set[int]):
     """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
     saved: dict[int, int] = {}
 
@@ -102,8 +136,8 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
         return t
 
     x = x.detach().requires_grad_(needs_input_grad)
-    fwd_flops, fwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
-    with fwd_flops, fwd_bytes, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    fwd_flops, fwd_bytes, recorder = FlopCounterMode(display=False), _MemoryBoundBytes(), _OpRecorder(param_keys)
+    with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         y = unit(x)
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"a cut unit must return one tensor, got {type(y).__name__}")
@@ -113,7 +147,8 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
             y.backward(torch.empty_like(y))
     stats = dict(fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
-                 saved_bytes=sum(saved.values()), output_bytes=y.numel() * y.element_size())
+                 saved_bytes=sum(saved.values()), output_bytes=y.numel() * y.element_size(),
+                 ops=tuple(recorder.ops))
     return stats, y.detach()
 
 
@@ -131,7 +166,8 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
         model = model.to(float_dtype)
     model.train()
     units = cut_units(model)
-    excluded = {_storage_key(t) for t in list(model.parameters()) + list(model.buffers())}
+    param_keys = {_storage_key(t) for t in model.parameters()}
+    excluded = param_keys | {_storage_key(t) for t in model.buffers()}
     seen_params: set[int] = set()
     cache: dict[tuple, tuple[dict, torch.Tensor]] = {}
     x = input_spec.make(batch, float_dtype)
@@ -153,7 +189,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
                              if not k.startswith("_") and isinstance(v, (int, float, str, bool, tuple))))
         key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad)
         if key not in cache:
-            cache[key] = _measure_unit(unit, x, needs_grad, excluded)
+            cache[key] = _measure_unit(unit, x, needs_grad, excluded, param_keys)
         stats, y = cache[key]
         params = [p for p in unit.parameters() if id(p) not in seen_params]
         seen_params.update(id(p) for p in params)
@@ -164,7 +200,8 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             param_count=count, param_bytes=sum(p.numel() * p.element_size() for p in params),
             output_bytes=stats["output_bytes"] / batch, saved_bytes=stats["saved_bytes"] / batch,
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
-            max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0)))
+            max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
+            ops=stats["ops"]))
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()
@@ -173,4 +210,5 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
         reason = (f"BatchNorm in {', '.join(single_value[:3])} sees one value per channel per sample; "
                   "training-mode BatchNorm needs micro-batches of at least 2 samples")
     return LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
-                      input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason)
+                      input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason,
+                      extraction_batch=batch)

@@ -18,6 +18,19 @@ DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 @dataclass(frozen=True)
+class OpInfo:
+    """One operator that matters for sharding, as recorded in the forward pass on the meta device.
+    Shapes include the extraction batch (LayerGraph.extraction_batch samples)."""
+
+    kind: str                                   # MatMul | BatchMatMul | Conv2d | ElementWise | BatchNorm | LayerNorm | Softmax
+    aten: str                                   # the aten operator, e.g. "addmm"
+    input_shapes: tuple[tuple[int, ...], ...]   # tensor inputs that matter (e.g. addmm: mat1, mat2)
+    output_shape: tuple[int, ...]
+    dtype: str
+    param_inputs: tuple[bool, ...]              # which of those inputs are (views of) parameters
+
+
+@dataclass(frozen=True)
 class Layer:
     """One cut unit (ResNet: the stem, one Bottleneck, the head; GPT: one decoder block)."""
 
@@ -31,7 +44,7 @@ class Layer:
     fwd_mem_bytes: float = 0.0  # per sample, memory-bound operators, forward
     bwd_mem_bytes: float = 0.0  # per sample, memory-bound operators, backward
     max_param_bytes: int = 0    # largest single parameter: its gradient's temporary in backward
-    # Operator view for operator-level sharding (filled by a later issue); empty means unknown.
+    # Operator view for operator-level sharding (OpInfo per operator, forward order); empty if unknown.
     ops: tuple = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict:
@@ -50,6 +63,7 @@ class LayerGraph:
     # (e.g. ResNet-50's layer4 at 32x32 input), since training-mode BatchNorm needs two.
     min_microbatch: int = 1
     min_microbatch_reason: str = ""
+    extraction_batch: int = 2    # samples in the shapes of Layer.ops
 
     def __post_init__(self):
         names = [layer.name for layer in self.layers]
