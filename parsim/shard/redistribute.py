@@ -100,7 +100,7 @@ def group_ranks(device_matrix: tuple[int, ...], d: int, first_rank: int = 0) -> 
 
 
 def step_time_s(step: Step, cluster, device_matrix: tuple[int, ...], first_rank: int = 0) -> float:
-    from parsim.cost.comm import collective_time_s
+    from parsim.cost.comm import collective_time_s, group_link_class
 
     if not step.communicates:
         return 0.0
@@ -109,13 +109,8 @@ def step_time_s(step: Step, cluster, device_matrix: tuple[int, ...], first_rank:
     if op is None:   # AllToAll
         if cluster.profile.collectives.library == "gloo":
             return collective_time_s(cluster, ranks, step.bytes_per_device * step.group_size, "all_gather")
-        n = step.group_size
-        link = cluster.link_for(group_link_class_of(cluster, ranks))
-        return (n - 1) * link.latency_s + (n - 1) / n * step.bytes_per_device / link.bandwidth_bytes_per_s
+        n = step.group_size             # pairwise exchange: (n-1)/n of the local data leaves each device
+        link = cluster.link_for(group_link_class(cluster, ranks))
+        return (n - 1) * link.latency_s + (n - 1) / n * step.bytes_per_device / (link.bandwidth_bytes_per_s *
+                                                                                 link.efficiency)
     return collective_time_s(cluster, ranks, step.bytes_per_device, op)
-
-
-def group_link_class_of(cluster, ranks):
-    from parsim.cost.comm import group_link_class
-
-    return group_link_class(cluster, ranks)
