@@ -135,15 +135,17 @@ class Cluster:
 # ----------------------------------------------------------------------------- profiles
 
 def profiles_dir() -> Path:
-    """hardware_profiles/ of the source tree, else the copy installed with the package."""
+    """$PARSIM_PROFILES, else hardware_profiles/ of the source tree (editable installs), else the
+    copy a regular install puts in <prefix>/share/parsim/hardware_profiles."""
+    import sys
+
     env = os.environ.get("PARSIM_PROFILES")
     if env:
         return Path(env)
     tree = Path(__file__).resolve().parents[2] / "hardware_profiles"
     if tree.is_dir():
         return tree
-    from importlib.resources import files
-    return Path(str(files("parsim") / "hardware_profiles"))
+    return Path(sys.prefix) / "share" / "parsim" / "hardware_profiles"
 
 
 def available_profiles() -> list[str]:
