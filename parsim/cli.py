@@ -240,8 +240,8 @@ def cmd_profile(args) -> int:
     import json
 
     from parsim.errors import InputError
-    from parsim.exec.launch import launch
     from parsim.model.spec import load_model
+    from parsim.profile.layers import launch_profilers
 
     spec = load_model(args.model)          # bad input fails here, once
     try:
@@ -253,9 +253,7 @@ def cmd_profile(args) -> int:
     if sizes[0] < spec.graph.min_microbatch:
         raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
     out = args.output or f"{spec.name}.profile.json"
-    code = launch([args.model, "--sizes", ",".join(map(str, sizes)), "--device", args.device,
-                   "--repeats", str(args.repeats), "-o", out], args.nproc, timeout_s=600, threads=args.threads,
-                  module="parsim.profile.layers")
+    code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads)
     if code:
         return code
     with open(out) as f:
@@ -291,13 +289,14 @@ def cmd_validate(args) -> int:
         profiles = {1: args.profile}
     else:                     # profile as the runs will run: alone, and with every core busy
         from parsim.hardware import load_cluster
+        from parsim.profile.layers import launch_profilers
         os.makedirs(args.out, exist_ok=True)
         profiles = {}
         for n in sorted({1, load_cluster(args.cluster).devices_per_node}):
             profiles[n] = os.path.join(args.out, f"layers.{n}proc.profile.json")
             print(f"profiling the model with {n} process(es) at once (micro-batch sizes {args.microbatch_sizes}) "
                   f"-> {profiles[n]}", file=sys.stderr)
-            code = _profile_quietly(args.model, args.microbatch_sizes, profiles[n], n)
+            code = launch_profilers(args.model, args.microbatch_sizes.split(","), profiles[n], n)
             if code:
                 return code
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
@@ -316,13 +315,6 @@ def cmd_validate(args) -> int:
           f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}")
     print(f"wrote {args.out}/validation.json, validation.csv, scatter.png, overlay_*.png")
     return 0
-
-
-def _profile_quietly(model: str, sizes: str, out: str, nproc: int) -> int:
-    from parsim.exec.launch import launch
-
-    return launch([model, "--sizes", sizes, "--repeats", "7", "-o", out], nproc, timeout_s=600,
-                  module="parsim.profile.layers")
 
 
 def cmd_calibrate(args) -> int:

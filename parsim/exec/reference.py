@@ -5,14 +5,12 @@ and the same momentum SGD.  Used by the tests to check the executor with assert_
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from parsim.exec.data import make_loader
-from parsim.exec.stages import build_units
+from parsim.exec.stages import build_units, sequential
 from parsim.exec.train import LR, MOMENTUM
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
@@ -24,8 +22,8 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
     plan = load_plan(plan_path)
     cfg = plan.config
     spec = load_model(plan.model_path)
-    units = build_units(spec, plan, seed)
-    model = nn.Sequential(OrderedDict((n.replace(".", "_"), m) for n, m in units))
+    units = build_units(spec, plan, seed, plan_path)
+    model = sequential(units)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     b = cfg.microbatch_size(plan.global_batch_size)
     loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, image_size, seed, synthetic_size)
@@ -58,42 +56,31 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
     return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-def distributed_params(out_dir: str, world_size: int, plan_path: str) -> dict[str, torch.Tensor]:
-    """Parameters from a run's per-rank checkpoints, named as in ``reference_run`` (replica 0)."""
+def _replica0_state(out_dir: str, cfg) -> dict[str, torch.Tensor]:
+    """The state dicts of replica 0's stages, from the run's per-rank checkpoints, merged."""
     from parsim.exec import checkpoint
     from parsim.exec.groups import coordinates
 
-    plan = load_plan(plan_path)
-    cfg = plan.config
-    params: dict[str, torch.Tensor] = {}
-    for rank in range(world_size):
-        replica, pipe_rank = coordinates(cfg, rank)
-        if replica:
-            continue
-        state = checkpoint.load(out_dir, rank)
-        for sd in state["stages"]:
-            for k, v in sd.items():
-                if not k.endswith(("running_mean", "running_var", "num_batches_tracked")):
-                    params[k] = v
-    return params
+    state: dict[str, torch.Tensor] = {}
+    for rank in range(cfg.world_size):
+        if coordinates(cfg, rank)[0] == 0:
+            for sd in checkpoint.load(out_dir, rank)["stages"]:
+                state.update(sd)
+    return state
+
+
+def distributed_params(out_dir: str, plan_path: str) -> dict[str, torch.Tensor]:
+    """Parameters from a run's checkpoints, named as in ``reference_run`` (BatchNorm statistics,
+    which are buffers, left out)."""
+    state = _replica0_state(out_dir, load_plan(plan_path).config)
+    return {k: v for k, v in state.items() if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))}
 
 
 def assemble_model(out_dir: str, plan_path: str, seed: int = 0) -> nn.Module:
     """The whole model from a run's checkpoints (replica 0's stages, BatchNorm statistics too)."""
-    from parsim.exec import checkpoint
-    from parsim.exec.groups import coordinates
-
     plan = load_plan(plan_path)
-    cfg = plan.config
-    units = build_units(load_model(plan.model_path), plan, seed)
-    model = nn.Sequential(OrderedDict((n.replace(".", "_"), m) for n, m in units))
-    state = {}
-    for rank in range(cfg.world_size):
-        replica, _ = coordinates(cfg, rank)
-        if replica == 0:
-            for sd in checkpoint.load(out_dir, rank)["stages"]:
-                state.update(sd)
-    model.load_state_dict(state)
+    model = sequential(build_units(load_model(plan.model_path), plan, seed, plan_path))
+    model.load_state_dict(_replica0_state(out_dir, plan.config))
     return model
 
 

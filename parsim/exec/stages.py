@@ -10,10 +10,9 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from parsim.errors import InputError
 from parsim.model.extract import cut_units
 from parsim.model.spec import ModelSpec, build_module
-from parsim.plan import ParallelConfig, Plan
+from parsim.plan import ParallelConfig, Plan, check_plan_matches
 
 SCHEDULE_CLASSES = {
     "gpipe": "ScheduleGPipe",
@@ -24,16 +23,12 @@ SCHEDULE_CLASSES = {
 MULTI_STAGE = ("interleaved", "zbh1")
 
 
-def build_units(spec: ModelSpec, plan: Plan, seed: int) -> list[tuple[str, nn.Module]]:
-    """The full model's cut units, initialised identically on every rank (same seed)."""
+def build_units(spec: ModelSpec, plan: Plan, seed: int, plan_path: str = "plan") -> list[tuple[str, nn.Module]]:
+    """The full model's cut units, initialised identically on every rank (same seed), after
+    checking that they are the layers the plan split."""
+    check_plan_matches(plan, spec, plan_path)
     torch.manual_seed(seed)
-    units = cut_units(build_module(spec.source, spec.path))
-    names = tuple(n for n, _ in units)
-    if names != plan.layers:
-        missing = [n for n in plan.layers if n not in names]
-        raise InputError(f"plan: model.layers names {', '.join(missing[:3]) or 'a different order'} that the model "
-                         f"{spec.path} lacks; plan again")
-    return units
+    return cut_units(build_module(spec.source, spec.path))
 
 
 def local_stages(cfg: ParallelConfig, pipe_rank: int) -> list[int]:
@@ -41,9 +36,14 @@ def local_stages(cfg: ParallelConfig, pipe_rank: int) -> list[int]:
     return [s for s in range(cfg.stages) if s % cfg.pp == pipe_rank]
 
 
+def sequential(units: list[tuple[str, nn.Module]]) -> nn.Sequential:
+    """Units chained in order; unit "layer1.0" becomes child "layer1_0" (module names cannot hold dots),
+    so stage and whole-model state dicts share their keys."""
+    return nn.Sequential(OrderedDict((name.replace(".", "_"), m) for name, m in units))
+
+
 def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage: int) -> nn.Sequential:
-    a, b = cfg.bounds[stage], cfg.bounds[stage + 1]
-    return nn.Sequential(OrderedDict((name.replace(".", "_"), m) for name, m in units[a:b]))
+    return sequential(units[cfg.bounds[stage]:cfg.bounds[stage + 1]])
 
 
 def schedule_class(name: str):

@@ -47,7 +47,7 @@ from parsim.exec.data import make_loader
 from parsim.exec.stages import MULTI_STAGE, build_units, check_order_matches, local_stages, schedule_class, stage_module
 from parsim.fileio import write_json
 from parsim.model.spec import load_model
-from parsim.plan import check_plan_matches, load_plan
+from parsim.plan import load_plan
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
 
@@ -142,8 +142,7 @@ def _profiled_peak_bytes(step_fn) -> int:
 
 def train(opts: RunOptions) -> int:
     plan = load_plan(opts.plan)
-    spec = load_model(plan.model_path)
-    check_plan_matches(plan, spec, opts.plan)
+    spec = load_model(plan.model_path)     # build_units checks that the plan's layers are the model's
     cfg = plan.config
     if plan.dtype != "fp32":
         raise InputError(f"{opts.plan}: model.dtype: the executor runs fp32 plans for now (got {plan.dtype}); "
@@ -176,7 +175,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
               f"of {plan.global_batch_size}); below {BN_WARN_BELOW} its statistics are noisy. Use fewer micro-batches "
               "or a larger batch.", file=sys.stderr)
 
-    units = build_units(spec, plan, opts.seed)
+    units = build_units(spec, plan, opts.seed, opts.plan)
     stage_ids = local_stages(cfg, pipe_rank)
     modules = [stage_module(units, cfg, s).to(env.device) for s in stage_ids]
     del units

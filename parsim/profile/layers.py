@@ -187,6 +187,16 @@ def mean_tables(tables: list[dict]) -> dict:
     return out
 
 
+def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, device: str = "cpu",
+                     threads: int = 1, quiet: bool = False) -> int:
+    """Run ``nproc`` profilers of ``model`` at once (this module's ``main`` as the worker); rank 0
+    writes their mean table to ``out``.  Returns the exit code."""
+    from parsim.exec.launch import launch
+
+    return launch([model, "--sizes", ",".join(map(str, sizes)), "--device", device, "--repeats", str(repeats),
+                   "-o", out], nproc, timeout_s=600, threads=threads, module="parsim.profile.layers", quiet=quiet)
+
+
 def main(argv=None) -> int:
     """Worker: ``python -m parsim.profile.layers MODEL --sizes 2,4 -o out.json`` under the launcher."""
     import argparse

@@ -32,13 +32,13 @@ def action_frame(est: Estimate):
 def memory_timeline(est: Estimate) -> list[list[tuple[float, float]]]:
     """Per rank: (time_s, bytes) steps of total memory (static + activations in flight)."""
     out = []
-    split = any(a.kind is Kind.W for _, a, *_ in _records(est))
-    free_kind = Kind.W if split else Kind.B
+    records = _records(est)
+    free_kind = est.timeline.frees_activations      # the engine's own rule
     for rank in est.ranks:
         m = rank.memory
         static = m.params_bytes + m.grads_bytes + m.optimizer_bytes + m.comm_buffers_bytes
         events = []
-        for r, a, stream, start, end in _records(est):
+        for r, a, _, start, end in records:
             if r != rank.rank:
                 continue
             if a.kind is Kind.F:

@@ -55,6 +55,7 @@ class Timeline:
     exposed_comm_s: list[float]
     peak_activation_bytes: list[float]
     max_inflight: list[int]
+    frees_activations: Kind = Kind.B       # the backward kind that releases a micro-batch's activations
 
 
 def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
@@ -174,4 +175,4 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
-    return Timeline(records, t_rank, busy, exposed, peak, max_inflight)
+    return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd)
