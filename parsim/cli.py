@@ -109,8 +109,9 @@ def cmd_simulate(args) -> int:
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
         compute = _compute_model(args, cluster, spec.training)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
-                             schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement)
-    est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm)
+                             schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
+                             tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute)
+    est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
         write_json(args.output, plan_from_candidate(spec, cluster, cfg, est.to_json()).to_json())
@@ -128,7 +129,9 @@ def cmd_simulate(args) -> int:
         _print_json(est.to_json())
         return 0
     c = est.config
-    print(f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']} microbatches={c['microbatches']} "
+    print(f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
+          + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (" recompute" if c["recompute"] else "")
+          + f" microbatches={c['microbatches']} "
           f"(size {c['microbatch_size']}) schedule={c['schedule']}"
           + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}")
     print(f"split: {c['split']}")
@@ -148,11 +151,22 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _tp_flags(p) -> None:
+    from parsim.model.spec import TP_LAYOUTS
+
+    p.add_argument("--tp", type=_positive, help="tensor-parallel group size")
+    p.add_argument("--tp-layout", choices=TP_LAYOUTS,
+                   help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
+    p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
+                   help="activation recomputation (plan: tries both unless given)")
+
+
 def _candidate_row(cand, names, cap):
     from parsim.report.fmt import human_bytes, human_time
 
     c, e = cand.config, cand.estimate
-    return {"": cand.label, "dp": c.dp, "pp": c.pp, "m": c.microbatches,
+    return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
+            "recompute": "yes" if c.recompute else "", "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "exp.comm": f"{e.exposed_comm_fraction:.1%}",
@@ -161,7 +175,8 @@ def _candidate_row(cand, names, cap):
 
 def _candidate_json(cand):
     c = cand.config
-    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "microbatches": c.microbatches,
+    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout,
+            "recompute": c.recompute, "microbatches": c.microbatches,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 
@@ -181,7 +196,8 @@ def cmd_plan(args) -> int:
     compute = _compute_model(args, cluster, spec.training)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
-                                                      schedule=args.schedule, max_memory_bytes=cap, top=args.top),
+                                                      schedule=args.schedule, max_memory_bytes=cap, top=args.top,
+                                                      tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute),
                   progress=None if not args.json else False)
     chosen = result.chosen
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
@@ -374,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", help="balanced | manual (model.yaml pipeline_stage) | boundaries e.g. 0,8,18")
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
+    _tp_flags(p)
     p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
                    default="auto", help="all-reduce algorithm (default: the fastest)")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
@@ -393,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pp", type=_positive)
     p.add_argument("--microbatches", type=_positive)
     p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
+    _tp_flags(p)
     p.add_argument("--max-memory", help="memory per device, e.g. 24GiB (default: the device's)")
     p.add_argument("--top", type=_positive, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")

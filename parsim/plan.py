@@ -1,9 +1,11 @@
 """The parallel configuration of one training step: what the planner chooses, what the simulator
 prices and what the executor runs.
 
-    dp x pp devices (tp joins with operator sharding); m micro-batches per replica;
-    a schedule with v chunks per rank; a split of the layers into v*pp stages;
-    a placement of (replica, pipeline rank) on global ranks.
+    dp x pp x tp devices; m micro-batches per replica; a schedule with v chunks per rank; a split
+    of the layers into v*pp stages; a placement of (replica, pipeline rank) on global ranks, each
+    holding a tensor-parallel group of tp consecutive ranks (Megatron-LM's order: tp innermost,
+    so that a group shares a node's fastest links); the group's operator strategies (a built-in
+    layout or the model's ``shard:``); activation recomputation.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class ParallelConfig:
     # dp-inner: a stage's replicas are consecutive (MindSpore: pipeline across nodes).
     placement: str = "pp-inner"
     tp: int = 1
+    tp_layout: str = ""          # with tp > 1: "model" (model.yaml's shard:) or a parsim.shard.builtin layout
+    recompute: bool = False
 
     @property
     def stages(self) -> int:
@@ -37,13 +41,18 @@ class ParallelConfig:
     def world_size(self) -> int:
         return self.dp * self.pp * self.tp
 
-    def global_rank(self, replica: int, pipe_rank: int) -> int:
+    def global_rank(self, replica: int, pipe_rank: int, tp_rank: int = 0) -> int:
         if self.placement == "pp-inner":
-            return replica * self.pp + pipe_rank
-        return pipe_rank * self.dp + replica
+            base = replica * self.pp + pipe_rank
+        else:
+            base = pipe_rank * self.dp + replica
+        return base * self.tp + tp_rank
 
-    def dp_group(self, pipe_rank: int) -> list[int]:
-        return [self.global_rank(d, pipe_rank) for d in range(self.dp)]
+    def dp_group(self, pipe_rank: int, tp_rank: int = 0) -> list[int]:
+        return [self.global_rank(d, pipe_rank, tp_rank) for d in range(self.dp)]
+
+    def tp_group(self, replica: int, pipe_rank: int) -> list[int]:
+        return [self.global_rank(replica, pipe_rank, t) for t in range(self.tp)]
 
     def microbatch_size(self, global_batch: int) -> int:
         if global_batch % (self.dp * self.microbatches):
@@ -97,7 +106,8 @@ class Plan:
             "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
                       "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
-            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "microbatches": c.microbatches, "schedule": c.schedule,
+            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "recompute": c.recompute,
+                         "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
             "estimate": self.estimate,
@@ -124,7 +134,8 @@ class Plan:
         cfg = ParallelConfig(dp=p.positive_int("dp"), pp=p.positive_int("pp"), microbatches=p.positive_int("microbatches"),
                              schedule=p.get("schedule", str), chunks=p.positive_int("chunks", 1),
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
-                             tp=p.positive_int("tp", 1))
+                             tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
+                             recompute=p.get("recompute", bool, False))
         stages = p.get("stages", list, [])
         p.done()
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)

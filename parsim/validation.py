@@ -84,7 +84,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         log(f"skipped {item['plan']}: {item['why']}")
     estimates = {}
     for case in cases:
-        est = simulate(spec.graph, spec.training, cluster, case.config, compute_for(case.config))
+        est = simulate(spec.graph, spec.training, cluster, case.config, compute_for(case.config), strategies=spec.shard)
         estimates[case.label] = est
         write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
                    plan_from_candidate(spec, cluster, case.config, est.to_json()).to_json())

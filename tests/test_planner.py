@@ -24,28 +24,49 @@ def _compute(cluster, spec):
     return AnalyticalCompute(cluster.device, spec.training.dtype)
 
 
+@pytest.fixture(scope="module")
+def tiny_gpt(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpt") / "gpt.yaml"
+    path.write_text("schema_version: 1\nmodel: gpt\nargs: {preset: gpt-tiny}\n"
+                    "training: {global_batch_size: 16, dtype: fp16, optimizer: adam}\n")
+    return load_model(path)
+
+
+def _check_lower_bound(spec, cluster, compute, variants) -> int:
+    checked = 0
+    for tp, layout, recompute, graph in variants:
+        bnd = planner._Bounds(spec, graph, cluster, compute)
+        for pp in planner.divisors(cluster.world_size // tp):
+            dp = cluster.world_size // tp // pp
+            if spec.training.global_batch_size % dp or pp > len(graph):
+                continue
+            for m in planner.divisors(spec.training.global_batch_size // dp):
+                b = spec.training.global_batch_size // dp // m
+                if b < graph.min_microbatch:
+                    continue
+                for schedule, v in planner._schedules(pp, m, len(graph), Constraints()):
+                    bounds = bnd.split(schedule, m, pp, v, b, dp, float("inf"))
+                    for placement in ("pp-inner", "dp-inner"):
+                        cfg = planner.ParallelConfig(dp, pp, m, schedule, v, bounds, placement, tp, layout, recompute)
+                        est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+                        assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
+                        checked += 1
+    return checked
+
+
 @pytest.mark.parametrize("cluster_spec", ["ascend910:1x8", "dgx-a100:2x8", "local-cpu"])
 def test_lower_bound_never_exceeds_the_simulated_step(cifar, cluster_spec):
     cluster = load_cluster(cluster_spec)
     compute = _compute(cluster, cifar)
-    bnd = planner._Bounds(cifar, cluster, compute)
-    checked = 0
-    for pp in planner.divisors(cluster.world_size):
-        dp = cluster.world_size // pp
-        if cifar.training.global_batch_size % dp or pp > len(cifar.graph):
-            continue
-        for m in planner.divisors(cifar.training.global_batch_size // dp):
-            b = cifar.training.global_batch_size // dp // m
-            if b < cifar.graph.min_microbatch:
-                continue
-            for schedule, v in planner._schedules(pp, m, len(cifar.graph), Constraints()):
-                bounds = bnd.split(schedule, m, pp, v, b, dp, float("inf"))
-                for placement in ("pp-inner", "dp-inner"):
-                    cfg = planner.ParallelConfig(dp, pp, m, schedule, v, bounds, placement)
-                    est = simulate(cifar.graph, cifar.training, cluster, cfg, compute, keep_timeline=False)
-                    assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
-                    checked += 1
-    assert checked > 20
+    assert _check_lower_bound(cifar, cluster, compute, [(1, "", False, cifar.graph)]) > 20
+
+
+def test_lower_bound_holds_with_tensor_parallelism_and_recomputation(tiny_gpt):
+    cluster = load_cluster("dgx-a100:1x8")
+    variants = planner._variants(tiny_gpt, cluster, Constraints())
+    assert {(tp, layout, rc) for tp, layout, rc, _ in variants} >= {(1, "", False), (2, "megatron", True),
+                                                                    (8, "megatron-sp", False)}
+    assert _check_lower_bound(tiny_gpt, cluster, _compute(cluster, tiny_gpt), variants) > 100
 
 
 def test_pruned_search_equals_exhaustive(cifar, monkeypatch):
@@ -60,7 +81,7 @@ def test_pruned_search_equals_exhaustive(cifar, monkeypatch):
 def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
     cluster = load_cluster("ascend910:1x8")
     r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(pp=2, schedule="1f1b"), progress=False)
-    assert all(c.config.pp == 2 and c.config.schedule == "1f1b" and c.config.dp == 4 for c in r.ranked)
+    assert all(c.config.pp == 2 and c.config.schedule == "1f1b" and c.config.dp * c.config.tp == 4 for c in r.ranked)
     assert r.manual is not None and r.manual.label == "manual"
     assert r.manual.config.bounds == (0, 8, 18)                       # evaluated as given
     assert r.chosen.estimate.throughput_samples_per_s >= r.manual.estimate.throughput_samples_per_s

@@ -5,7 +5,8 @@ import pytest
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
 from parsim.shard.layout import Layout
-from parsim.shard.redistribute import edge, redistribute, step_time_s
+from parsim.cost.layer import redistribution_time_s as step_time_s
+from parsim.shard.redistribute import edge, redistribute
 from parsim.shard.strategy import conv2d, elementwise, layer_norm, matmul
 
 

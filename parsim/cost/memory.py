@@ -97,5 +97,7 @@ def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1)
 
 def backward_workspace_bytes(layers, microbatch: int) -> float:
     """The largest backward working set among ``layers``: one weight-gradient temporary plus the
-    output and input gradients of one micro-batch."""
-    return max((layer.max_param_bytes + 2 * layer.output_bytes * microbatch for layer in layers), default=0.0)
+    output and input gradients of one micro-batch, plus, for a recomputed layer, the activations
+    its backward re-creates (Korthikanti et al. 2022 Sec. 5: one layer's worth at a time)."""
+    return max((layer.max_param_bytes + (2 * layer.output_bytes + layer.recompute_bytes) * microbatch
+                for layer in layers), default=0.0)

@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.graph import Layer, LayerGraph, OpInfo
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -90,7 +90,7 @@ class _MemoryBoundBytes(TorchDispatchMode):
 # aten operator -> (kind, positions of the tensor inputs that matter)
 _OP_KINDS = {
     "mm": ("MatMul", (0, 1)), "addmm": ("MatMul", (1, 2)), "bmm": ("BatchMatMul", (0, 1)),
-    "baddbmm": ("BatchMatMul", (1, 2)), "convolution": ("Conv2d", (0, 1)),
+    "baddbmm": ("BatchMatMul", (1, 2)), "convolution": ("Conv2d", (0, 1)), "embedding": ("Embedding", (0,)),
     "native_batch_norm": ("BatchNorm", (0,)), "_native_batch_norm_legit": ("BatchNorm", (0,)),
     "_native_batch_norm_legit_functional": ("BatchNorm", (0,)), "native_layer_norm": ("LayerNorm", (0,)),
     "_softmax": ("Softmax", (0,)),
@@ -101,23 +101,83 @@ _OP_KINDS = {
 
 
 class _OpRecorder(TorchDispatchMode):
-    """Records the operators that matter for sharding, with shapes and parameter inputs."""
+    """Records the operators that matter for sharding: shapes, owned-parameter inputs, the module
+    that ran each, and data flow.  Every op's output storage is mapped to its producer: a
+    recorded op, or for the others (copies, concatenations) the producer of their first input
+    that has one, so that a recorded op's input is traced through views and copies."""
 
-    def __init__(self, param_keys: set[int]):
+    def __init__(self, param_keys: set[int], input_key: int):
         super().__init__()
-        self.param_keys, self.ops = param_keys, []
+        self.param_keys, self.infos = param_keys, []
+        self.producer: dict[int, int] = {input_key: FROM_LAYER_INPUT}
+        self.copies: set[int] = set()           # storages written by unrecorded ops (copies, transposes)
+        self.modules: list[str] = []
+        self.keep: list[torch.Tensor] = []     # outputs stay alive so that storage keys stay unique
+        self.seen: dict[str, int] = {}
+
+    def _from(self, t: torch.Tensor) -> int:
+        return self.producer.get(_storage_key(t), FROM_ELSEWHERE)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         entry = _OP_KINDS.get(func.overloadpacket.__name__)
-        if entry is not None:
-            kind, positions = entry
-            tensors = [args[i] for i in positions if i < len(args) and isinstance(args[i], torch.Tensor)]
-            first = out[0] if isinstance(out, (tuple, list)) else out
-            self.ops.append(OpInfo(kind, func.overloadpacket.__name__, tuple(tuple(t.shape) for t in tensors),
-                                   tuple(first.shape), str(first.dtype).replace("torch.", ""),
-                                   tuple(_storage_key(t) in self.param_keys for t in tensors)))
+        if entry is None:
+            if not func.is_view:
+                ins = [self._from(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+                source = next((i for i in ins if i != FROM_ELSEWHERE), FROM_ELSEWHERE)
+                for t in outs:
+                    self.producer.setdefault(_storage_key(t), source)
+                    self.copies.add(_storage_key(t))
+                self.keep += outs
+            return out
+        kind, positions = entry
+        aten = func.overloadpacket.__name__
+        if kind == "Embedding":
+            positions = (0,)            # the weight; the indices carry no layout worth pricing
+        tensors = [args[i] for i in positions if i < len(args) and isinstance(args[i], torch.Tensor)]
+        first = outs[0]
+        module = self.modules[-1] if self.modules else ""
+        base = f"{module}:{aten}"
+        k = self.seen.get(base, 0)
+        self.seen[base] = k + 1
+        self.infos.append(dict(kind=kind, aten=aten, input_shapes=tuple(tuple(t.shape) for t in tensors),
+                               output_shape=tuple(first.shape), dtype=str(first.dtype).replace("torch.", ""),
+                               param_inputs=tuple(_storage_key(t) in self.param_keys for t in tensors),
+                               base=base, k=k, inputs_from=tuple(self._from(t) for t in tensors),
+                               inputs_copied=tuple(_storage_key(t) in self.copies for t in tensors),
+                               out_key=_storage_key(first)))
+        for t in outs:
+            self.producer.setdefault(_storage_key(t), len(self.infos) - 1)
+        self.keep += outs
         return out
+
+    def module_hooks(self, unit: nn.Module) -> list:
+        def push(name):
+            return lambda module, args: self.modules.append(name)
+
+        def pop(module, args, output):
+            self.modules.pop()
+        handles = []
+        for name, m in unit.named_modules():
+            if name:
+                handles += [m.register_forward_pre_hook(push(name)), m.register_forward_hook(pop)]
+        return handles
+
+    def finish(self, saved: dict[int, int], output: torch.Tensor) -> tuple[tuple[OpInfo, ...], int, int]:
+        """The OpInfos, each with the saved bytes it produced (through views and copies), the op
+        producing ``output``, and the saved bytes of the layer's own input."""
+        by_producer: dict[int, int] = {}
+        for key, nbytes in saved.items():
+            src = self.producer.get(key, FROM_ELSEWHERE)
+            by_producer[src] = by_producer.get(src, 0) + nbytes
+        ops = []
+        for i, info in enumerate(self.infos):
+            base, k = info.pop("base"), info.pop("k")
+            info.pop("out_key")
+            name = base if self.seen[base] == 1 else f"{base}#{k}"
+            ops.append(OpInfo(**info, name=name, saved_bytes=by_producer.get(i, 0)))
+        return tuple(ops), self._from(output), by_producer.get(FROM_LAYER_INPUT, 0)
 
 
 def _storage_key(t: torch.Tensor) -> int:
@@ -125,7 +185,7 @@ def _storage_key(t: torch.Tensor) -> int:
 
 
 def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int],
-                  param_keys: set[int]):
+                  owned_params: set[int]):
     """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
     saved: dict[int, int] = {}
 
@@ -136,19 +196,26 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
         return t
 
     x = x.detach().requires_grad_(needs_input_grad)
-    fwd_flops, fwd_bytes, recorder = FlopCounterMode(display=False), _MemoryBoundBytes(), _OpRecorder(param_keys)
-    with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        y = unit(x)
+    fwd_flops, fwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
+    recorder = _OpRecorder(owned_params, _storage_key(x))
+    handles = recorder.module_hooks(unit)
+    try:
+        with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = unit(x)
+    finally:
+        for h in handles:
+            h.remove()
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"a cut unit must return one tensor, got {type(y).__name__}")
     bwd_flops, bwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
     if y.requires_grad:
         with bwd_flops, bwd_bytes:
             y.backward(torch.empty_like(y))
+    ops, ops_output, input_saved = recorder.finish(saved, y)
     stats = dict(fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
                  saved_bytes=sum(saved.values()), output_bytes=y.numel() * y.element_size(),
-                 ops=tuple(recorder.ops))
+                 ops=ops, ops_output=ops_output, input_saved_bytes=input_saved)
     return stats, y.detach()
 
 
@@ -166,8 +233,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
         model = model.to(float_dtype)
     model.train()
     units = cut_units(model)
-    param_keys = {_storage_key(t) for t in model.parameters()}
-    excluded = param_keys | {_storage_key(t) for t in model.buffers()}
+    excluded = {_storage_key(t) for t in model.parameters()} | {_storage_key(t) for t in model.buffers()}
     seen_params: set[int] = set()
     cache: dict[tuple, tuple[dict, torch.Tensor]] = {}
     x = input_spec.make(batch, float_dtype)
@@ -187,12 +253,12 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
         needs_grad = i > 0 and x.is_floating_point()
         attrs = tuple(sorted((k, v) for k, v in vars(unit).items()
                              if not k.startswith("_") and isinstance(v, (int, float, str, bool, tuple))))
-        key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad)
-        if key not in cache:
-            cache[key] = _measure_unit(unit, x, needs_grad, excluded, param_keys)
-        stats, y = cache[key]
         params = [p for p in unit.parameters() if id(p) not in seen_params]
         seen_params.update(id(p) for p in params)
+        key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad)
+        if key not in cache:     # owned parameters: those not tied to an earlier unit's
+            cache[key] = _measure_unit(unit, x, needs_grad, excluded, {_storage_key(p) for p in params})
+        stats, y = cache[key]
         count = sum(p.numel() for p in params)
         layers.append(Layer(
             name=unit_name,
@@ -201,7 +267,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             output_bytes=stats["output_bytes"] / batch, saved_bytes=stats["saved_bytes"] / batch,
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
             max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
-            ops=stats["ops"]))
+            ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch))
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()

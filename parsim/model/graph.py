@@ -11,23 +11,61 @@ Conventions (stated once for the whole package):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Iterable, Sequence
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
+# Where an operator input comes from, besides an earlier operator's index in Layer.ops.
+FROM_LAYER_INPUT = -1        # the layer's input: the previous layer's output
+FROM_ELSEWHERE = -2          # a parameter, a buffer or a constant
+
+
 @dataclass(frozen=True)
 class OpInfo:
     """One operator that matters for sharding, as recorded in the forward pass on the meta device.
-    Shapes include the extraction batch (LayerGraph.extraction_batch samples)."""
+    Shapes and bytes include the extraction batch (LayerGraph.extraction_batch samples)."""
 
-    kind: str                                   # MatMul | BatchMatMul | Conv2d | ElementWise | BatchNorm | LayerNorm | Softmax
+    kind: str                                   # MatMul | BatchMatMul | Conv2d | Embedding | ElementWise | BatchNorm | LayerNorm | Softmax
     aten: str                                   # the aten operator, e.g. "addmm"
     input_shapes: tuple[tuple[int, ...], ...]   # tensor inputs that matter (e.g. addmm: mat1, mat2)
     output_shape: tuple[int, ...]
     dtype: str
-    param_inputs: tuple[bool, ...]              # which of those inputs are (views of) parameters
+    param_inputs: tuple[bool, ...]              # which of those inputs are (views of) parameters this layer owns
+    name: str = ""                              # "<module path>:<aten>[#k]", module path relative to the layer
+    inputs_from: tuple[int, ...] = ()           # producer of each input: an op index or FROM_*
+    saved_bytes: int = 0                        # bytes of this op's output that autograd keeps for backward
+    inputs_copied: tuple[bool, ...] = ()        # input reached through a copy (e.g. a transpose made contiguous)
+
+    @property
+    def module(self) -> str:
+        return self.name.split(":")[0]
+
+    @property
+    def flops(self) -> float:
+        """Forward FLOPs of a contraction (2 x MACs; FLOPs convention in the module docstring),
+        0 for the others (their cost is memory traffic)."""
+        if self.kind == "MatMul":
+            (m, k), (_, n) = self.input_shapes
+            return 2.0 * m * k * n
+        if self.kind == "BatchMatMul":
+            (b, m, k), (_, _, n) = self.input_shapes
+            return 2.0 * b * m * k * n
+        if self.kind == "Conv2d":     # every output element: Ci/groups * kh * kw MACs
+            return 2.0 * _prod(self.output_shape) * _prod(self.input_shapes[1][1:])
+        return 0.0
+
+    @property
+    def output_elements(self) -> int:
+        return _prod(self.output_shape)
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
 
 
 @dataclass(frozen=True)
@@ -46,10 +84,20 @@ class Layer:
     max_param_bytes: int = 0    # largest single parameter: its gradient's temporary in backward
     # Operator view for operator-level sharding (OpInfo per operator, forward order); empty if unknown.
     ops: tuple = field(default=(), compare=False, repr=False)
+    ops_output: int = field(default=FROM_ELSEWHERE, compare=False, repr=False)   # the op producing the output
+    input_saved_bytes: float = field(default=0.0, compare=False)   # per sample: of saved_bytes, the layer's input
+    # Tensor-parallel communication per sample, set by parsim.shard.graph.shard_graph: a tuple of
+    # (phase "F" | "B" | "grad", redistribution Step, device matrix).
+    tp_comm: tuple = field(default=(), compare=False, repr=False)
+    # Activation recomputation (Chen et al. 2016; Megatron's "full" recompute): the layer keeps only
+    # its input (saved_bytes) and its backward re-runs the forward, re-creating these bytes per
+    # sample.  0 when the layer is not recomputed.
+    recompute_bytes: float = 0.0
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.pop("ops")
+        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes"):
+            d.pop(k)
         return d
 
 
@@ -64,6 +112,8 @@ class LayerGraph:
     min_microbatch: int = 1
     min_microbatch_reason: str = ""
     extraction_batch: int = 2    # samples in the shapes of Layer.ops
+    tp: int = 1                  # > 1: per-device layers of a tensor-parallel group (parsim.shard.graph)
+    recompute: bool = False      # layers recompute their activations (LayerGraph.with_recompute)
 
     def __post_init__(self):
         names = [layer.name for layer in self.layers]
@@ -100,6 +150,18 @@ class LayerGraph:
     def saved_bytes(self) -> float:
         return sum(layer.saved_bytes for layer in self.layers)
 
+    def with_recompute(self) -> "LayerGraph":
+        """Every layer recomputed in backward (Chen et al. 2016; Megatron's full recompute,
+        Narayanan et al. 2021 Sec. 3.5): a layer keeps only its input, the previous layer's
+        output (the model's input for the first), and its backward re-creates its saved bytes."""
+        if self.recompute:
+            return self
+        layers, inp = [], self.input_bytes
+        for layer in self.layers:
+            layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes))
+            inp = layer.output_bytes
+        return replace(self, layers=tuple(layers), recompute=True)
+
     def slice(self, start: int, stop: int) -> Sequence[Layer]:
         return self.layers[start:stop]
 
@@ -109,7 +171,7 @@ class LayerGraph:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LayerGraph":
-        keys = {f.name for f in fields(Layer)} - {"ops"}
+        keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes"}
         layers = tuple(Layer(**{k: v for k, v in row.items() if k in keys}) for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))
 

@@ -15,11 +15,16 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       global_batch_size: 32
       dtype: fp32                     # fp32 | fp16 | bf16 (fp16/bf16: mixed precision, fp32 master weights)
       optimizer: momentum             # momentum | sgd | adam
+      recompute: false                # activation recomputation of every layer (planner: tries both if unset)
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
       microbatches: 8
       schedule: 1f1b
+      tp: 2                           # tensor-parallel group size
+      tp_layout: megatron             # megatron | megatron-sp (the zoo's GPT) | auto (searched) | model (shard: below)
+    shard:                            # optional: per-operator strategies (MindSpore's SEMI_AUTO_PARALLEL)
+      "layers.*/fc1": [[1, 1], [1, 2]]    # <layer>/<module>[:<aten>]: split counts per input (parsim.shard.graph)
     pipeline_stage:                   # optional: MindSpore-style `cell.pipeline_stage = k`
       head: 0                         # a unit name, or a prefix of names ("layer1" = layer1.0..layer1.2)
       layer1: 0
@@ -41,6 +46,7 @@ SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
+TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class Training:
     global_batch_size: int
     dtype: str = "fp32"
     optimizer: str = "momentum"
+    recompute: bool | None = None        # None: the planner decides
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class ParallelHint:
     microbatches: int | None = None
     schedule: str | None = None
     chunks: int | None = None
+    tp: int | None = None
+    tp_layout: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,7 @@ class ModelSpec:
     manual_stages: tuple[int, ...] | None = None   # stage per layer, from pipeline_stage
     path: str = ""
     input: object = None                            # extract.InputSpec of one sample (None for a layers: table)
+    shard: dict = field(default_factory=dict)       # operator pattern -> strategy (tuple of tuples)
 
 
 # ----------------------------------------------------------------------------- builders
@@ -211,7 +221,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
 
     t = r.sub("training")
     training = Training(global_batch_size=t.positive_int("global_batch_size"),
-                        dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"))
+                        dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
+                        recompute=t.get("recompute", bool, None))
     t.done()
 
     parallel = ParallelHint()
@@ -220,7 +231,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
         parallel = ParallelHint(dp=p.positive_int("dp", None), pp=p.positive_int("pp", None),
                                 microbatches=p.positive_int("microbatches", None),
                                 schedule=p.choice("schedule", SCHEDULE_NAMES, None),
-                                chunks=p.positive_int("chunks", None))
+                                chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
+                                tp_layout=p.choice("tp_layout", TP_LAYOUTS, None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if training.global_batch_size % (dp * m):
@@ -272,6 +284,49 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
     manual = None
     if r.has("pipeline_stage"):
         manual = _stage_assignment(r.sub("pipeline_stage"), graph.names)
+    shard: dict = {}
+    if r.has("shard"):
+        shard, parallel = _shard_section(r.sub("shard"), graph, parallel)
+    elif parallel.tp_layout == "model":
+        raise InputError(f"{path}: parallel.tp_layout: 'model' needs a shard: section; add one or use megatron")
     r.done()
     return ModelSpec(name=name, graph=graph, training=training, source=source, parallel=parallel,
-                     manual_stages=manual, path=path, input=input_spec)
+                     manual_stages=manual, path=path, input=input_spec, shard=shard)
+
+
+def _shard_section(f: Fields, graph: LayerGraph, parallel: ParallelHint) -> tuple[dict, ParallelHint]:
+    """Read ``shard:`` (pattern -> strategy) and check it on the graph: every strategy must name
+    operators, divide their shapes and use the tensor-parallel group's devices, ``parallel.tp``
+    (default: the most devices any strategy uses)."""
+    from dataclasses import replace
+
+    from parsim.errors import InfeasibleError
+    from parsim.shard.graph import shard_graph
+
+    strategies = {}
+    for key in list(f.data):
+        value = f.get(key, list)
+        if not value or not all(isinstance(row, list) and row and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                      and x > 0 for x in row) for row in value):
+            raise f.fail(key, f"expected a list of split counts per input, e.g. [[1, 1], [1, 2]]; got {value}")
+        strategies[key] = tuple(tuple(row) for row in value)
+    used = max(max(_product(row) for row in s) for s in strategies.values())
+    tp = parallel.tp or used
+    if tp % used:
+        raise InputError(f"{f.source}: parallel.tp: {tp} devices, but a strategy in shard: uses {used}; "
+                         f"make tp a multiple of {used}")
+    if parallel.tp_layout not in (None, "model"):
+        raise InputError(f"{f.source}: parallel.tp_layout: {parallel.tp_layout!r} conflicts with the shard: "
+                         "section; remove one of them or set tp_layout: model")
+    try:
+        shard_graph(graph, strategies, tp)
+    except InfeasibleError as e:
+        raise InputError(f"{f.source}: shard: {e}") from None
+    return strategies, replace(parallel, tp=tp, tp_layout="model")
+
+
+def _product(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n

@@ -1,7 +1,15 @@
-"""The planner: search data x pipeline parallel strategies and rank them by simulated throughput.
+"""The planner: search data x tensor x pipeline parallel strategies and rank them by simulated
+throughput.
 
-Search space (tensor parallelism joins as a third factor with operator sharding):
-- every factorization of the devices into dp x pp, with pp at most the number of layers;
+Search space:
+- tensor parallelism: tp among the divisors of the largest fast-link group (a node's NVSwitch
+  domain, one of Ascend 910's 4-device HCCS groups), so that tensor-parallel collectives never
+  leave it (Narayanan et al. 2021, Sec. 3.3); with each tp > 1, the strategies: the model's
+  ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
+  and the searched one (parsim.shard.auto);
+- activation recomputation off and on (unless the model or a flag fixes it); on only where the
+  same candidate without it does not fit the memory bound, since recomputing is never faster;
+- every factorization of the remaining devices into dp x pp, with pp at most the number of layers;
 - every micro-batch count dividing the per-replica batch;
 - GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
 - placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
@@ -26,6 +34,8 @@ from parsim.cost.compute import ComputeModel
 from parsim.cost.memory import bytes_per_param, inflight_microbatches
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
+from parsim.cost.layer import layer_time_s
+from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes
@@ -33,6 +43,8 @@ from parsim.report.progress import Progress
 from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
 from parsim.search.resolve import layer_costs
+from parsim.shard.builtin import LAYOUTS, SEARCHED
+from parsim.shard.graph import per_device_graph
 from parsim.sim import Estimate, simulate
 
 
@@ -46,6 +58,9 @@ class Constraints:
     top: int = 10
     chunk_options: tuple[int, ...] = (2, 4)
     placements: tuple[str, ...] = ("pp-inner", "dp-inner")
+    tp: int | None = None
+    tp_layout: str | None = None
+    recompute: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -60,7 +75,8 @@ class Candidate:
 
     def key(self) -> tuple:
         c = self.config
-        return (c.dp, c.pp, c.microbatches, c.schedule, c.chunks, c.placement, c.bounds)
+        return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
+                c.bounds)
 
 
 @dataclass(frozen=True)
@@ -101,9 +117,9 @@ def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, 
 class _Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
-    def __init__(self, spec: ModelSpec, cluster: Cluster, compute: ComputeModel):
-        g, t = spec.graph, spec.training
-        self.spec, self.cluster, self.compute = spec, cluster, compute
+    def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel):
+        g, t = graph, spec.training
+        self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         self.saved = np.array([l.saved_bytes for l in g.layers], dtype=float)
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
@@ -117,7 +133,7 @@ class _Bounds:
 
     def costs(self, b: int):
         if b not in self._costs:
-            self._costs[b] = layer_costs(self.spec.graph, self.compute, b, self.cluster)
+            self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster)
         return self._costs[b]
 
     def memory_fn(self, schedule, m, pp, v, b, dp):
@@ -156,8 +172,9 @@ class _Bounds:
         """Per-layer prefix sums of F, B, I and W times."""
         key = ("phases", b)
         if key not in self._costs:
-            layers, c = self.spec.graph.layers, self.compute
-            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([c.layer_time_s(l, k, b) for l in layers])])
+            layers, c = self.graph.layers, self.compute
+            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([layer_time_s(c, l, k, b, self.cluster)
+                                                                        for l in layers])])
                                      for k in ("F", "B", "I", "W"))
         return self._costs[key]
 
@@ -222,7 +239,7 @@ def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tu
                  f"step; bubble {e.bubble_fraction:.1%}, exposed communication {e.exposed_comm_fraction:.1%}; "
                  f"peak memory {human_bytes(best.peak_memory_bytes)} of {human_bytes(cap)}")
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
-                  or c.config.schedule != best.config.schedule), None)
+                  or c.config.tp != best.config.tp or c.config.schedule != best.config.schedule), None)
     if rival is not None:
         r = rival.estimate
 
@@ -233,7 +250,7 @@ def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tu
                  "exposed communication": per_rank(r, "exposed_comm_s") - per_rank(e, "exposed_comm_s")}
         what, delta = max(diffs.items(), key=lambda kv: kv[1])
         c = rival.config
-        lines.append(f"runner-up dp={c.dp} pp={c.pp} m={c.microbatches} {c.schedule}"
+        lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp} m={c.microbatches} {c.schedule}"
                      f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
                      f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
                      f"(+{delta * 1e3:.3g} ms per rank)")
@@ -248,14 +265,18 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     cap = float(min(cluster.device.memory_bytes, c.max_memory_bytes or cluster.device.memory_bytes))
     world = cluster.world_size
     L = len(g)
-    bnd = _Bounds(spec, cluster, compute)
+    variants = _variants(spec, cluster, c)
+    if not variants:
+        raise InfeasibleError("no tensor-parallel setting applies: --tp must divide the devices and fit a node's "
+                              "fast-link group, and the layout must name the model's operators; change --tp/--tp-layout")
 
     pairs = []
-    for pp in divisors(world):
-        dp = world // pp
-        if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
-            continue
-        pairs.append((dp, pp))
+    for tp, layout, recompute, graph in variants:
+        for pp in divisors(world // tp):
+            dp = world // tp // pp
+            if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
+                continue
+            pairs.append((dp, pp, tp, layout, recompute, graph))
     if not pairs:
         raise InfeasibleError(f"no dp x pp = {world} devices fits: dp must divide the global batch ({batch}) and "
                               f"pp be at most {L} layers" + (" under the given --dp/--pp" if c.dp or c.pp else "")
@@ -263,9 +284,12 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     # 1. Every candidate with its split, lower bound and memory bound.
     pending: list[tuple[float, tuple, ParallelConfig]] = []
-    misses: list[tuple[float, tuple]] = []
+    misses: list[tuple] = []
     considered = 0
-    for dp, pp in pairs:
+    bounds_of: dict[int, _Bounds] = {}
+    fits_without_recompute: set[tuple] = set()
+    for dp, pp, tp, layout, recompute, graph in pairs:
+        bnd = bounds_of.setdefault(id(graph), _Bounds(spec, graph, cluster, compute))
         per_replica = batch // dp
         for m in divisors(per_replica):
             if c.microbatches and m != c.microbatches:
@@ -275,15 +299,20 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                 continue
             for schedule, v in _schedules(pp, m, L, c):
                 placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]
+                same = (dp, pp, tp, layout, m, schedule, v)
+                if recompute and same in fits_without_recompute:
+                    continue
                 considered += len(placements)
                 bounds = bnd.split(schedule, m, pp, v, b, dp, cap)
+                if bounds is not None and not recompute:
+                    fits_without_recompute.add(same)
                 if bounds is None:
-                    misses.append(((schedule, m, pp, v, b, dp)))
+                    misses.append((bnd, (schedule, m, pp, v, b, dp), (tp, layout, recompute)))
                     continue
                 for placement in placements:
-                    cfg = ParallelConfig(dp, pp, m, schedule, v, bounds, placement)
-                    key = (bnd.lower_bound_s(cfg, b), -m, pp, schedule, v, placement)
-                    pending.append((key[0], key, cfg))
+                    cfg = ParallelConfig(dp, pp, m, schedule, v, bounds, placement, tp, layout, recompute)
+                    key = (bnd.lower_bound_s(cfg, b), -m, pp, tp, recompute, schedule, v, placement, layout)
+                    pending.append((key[0], key, cfg, graph))
     pending.sort(key=lambda x: x[1])
 
     # 2. Simulate best bound first; stop when the bound cannot reach the top k.
@@ -291,10 +320,10 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     over_memory: list[Candidate] = []
     bar = Progress(len(pending), "planning", progress)
     kth = float("inf")
-    for lb, _, cfg in pending:
+    for lb, _, cfg, graph in pending:
         if lb > kth:
             break
-        est = simulate(g, spec.training, cluster, cfg, compute, keep_timeline=False)
+        est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
         cand = Candidate(cfg, est)
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
@@ -304,7 +333,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     simulated = len(results) + len(over_memory)
 
     if not results:
-        raise DoesNotFitError(_nothing_fits(spec, cap, bnd, misses, over_memory))
+        raise DoesNotFitError(_nothing_fits(spec, cap, misses, over_memory))
     results.sort(key=lambda x: (x.estimate.step_time_s, x.peak_memory_bytes, x.key()))
     pareto, best_mem = [], float("inf")
     for cand in results:                           # by time; keep those that also save memory
@@ -319,13 +348,48 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                       explanation=_explain(list(ranked), g.names, cap))
 
 
+def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
+    """(tp, layout, recompute, per-device graph) for every tensor-parallel setting to search."""
+    domain = max(len(g) for g in cluster.groups) if cluster.groups else cluster.devices_per_node
+    hint = spec.parallel
+    if c.tp:
+        tps = [c.tp]
+    elif hint.tp:
+        tps = [hint.tp]
+    else:
+        tps = [t for t in divisors(domain) if cluster.world_size % t == 0]
+    if spec.shard:
+        layouts = ["model"]
+    elif c.tp_layout or hint.tp_layout:
+        layouts = [c.tp_layout or hint.tp_layout]
+    else:
+        layouts = list(LAYOUTS) + [SEARCHED]
+    fixed = c.recompute if c.recompute is not None else spec.training.recompute
+    recomputes = [fixed] if fixed is not None else [False, True]
+    out = []
+    for tp in tps:
+        if cluster.world_size % tp or tp > domain:
+            continue
+        for layout in (layouts if tp > 1 else [""]):
+            for rc in recomputes:
+                try:
+                    graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training)
+                except InfeasibleError:
+                    continue             # this layout does not apply to the model (or does not divide it)
+                out.append((tp, layout, rc, graph))
+    return out
+
+
 def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     """The user's pipeline_stage split, as given, with its best micro-batch count and schedule."""
     bounds = bounds_from_assignment(spec.manual_stages)
     pp = len(bounds) - 1
-    dp = spec.parallel.dp or cluster.world_size // pp
+    tp = spec.parallel.tp or 1
+    layout = (spec.parallel.tp_layout or "megatron") if tp > 1 else ""
+    recompute = bool(spec.training.recompute)
+    dp = spec.parallel.dp or cluster.world_size // (pp * tp)
     batch = spec.training.global_batch_size
-    if dp * pp > cluster.world_size or batch % dp:
+    if dp < 1 or dp * pp * tp > cluster.world_size or batch % dp:
         return None
     best = None
     ms = [spec.parallel.microbatches] if spec.parallel.microbatches else divisors(batch // dp)
@@ -334,32 +398,37 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
             continue
         for schedule, _ in _schedules(pp, m, len(spec.graph), Constraints(schedule=spec.parallel.schedule,
                                                                           chunk_options=())):
-            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner")
-            est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute)
+            est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
+                           strategies=spec.shard)
             cand = Candidate(cfg, est, "manual")
             if best is None or (est.step_time_s, cand.key()) < (best.estimate.step_time_s, best.key()):
                 best = cand
     return best
 
 
-def _nothing_fits(spec, cap, bnd: _Bounds, misses, over_memory) -> str:
+def _nothing_fits(spec, cap, misses, over_memory) -> str:
     need, where = float("inf"), None
     for cand in over_memory:
         if cand.peak_memory_bytes < need:
             need, where = cand.peak_memory_bytes, cand.config
     # the exact smallest split (bisection) only for the few that the balanced split ranks best
-    promising = sorted(misses, key=lambda x: (bnd.balanced_memory(*x), x))[:3]
-    for schedule, m, pp, v, b, dp in promising:
+    promising = sorted(misses, key=lambda x: (x[0].balanced_memory(*x[1]), x[1], x[2]))[:3]
+    for bnd, (schedule, m, pp, v, b, dp), (tp, layout, rc) in promising:
         bound = bnd.smallest_memory(schedule, m, pp, v, b, dp)
         if bound < need:
-            need, where = bound, ParallelConfig(dp, pp, m, schedule, v)
+            need, where = bound, ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc)
     t = spec.training
     knobs = ["more pipeline stages (a larger cluster)", "more micro-batches"]
     if t.optimizer == "adam" or t.dtype == "fp32":
         knobs.append("mixed precision or a lighter optimizer")
-    knobs.append("activation recomputation or tensor parallelism (coming with operator sharding)")
+    if where is None or not where.recompute:
+        knobs.append("activation recomputation (--recompute)")
+    if where is None or where.tp == 1:
+        knobs.append("tensor parallelism (--tp with the zoo's GPT, or a model.yaml shard: section)")
     if where is None:
         return f"no plan fits {human_bytes(cap)} per device; try {', '.join(knobs)}"
-    return (f"no plan fits {human_bytes(cap)} per device: the smallest (dp={where.dp} pp={where.pp} "
+    return (f"no plan fits {human_bytes(cap)} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
+            f"{' recompute' if where.recompute else ''} "
             f"m={where.microbatches} {where.schedule}) needs {human_bytes(need)}, {human_bytes(need - cap)} more; "
             f"try {', '.join(knobs)}")

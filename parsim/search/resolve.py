@@ -5,35 +5,42 @@ user gave one."""
 from __future__ import annotations
 
 from parsim.cost.compute import ComputeModel
+from parsim.cost.layer import layer_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.search.partition import balanced_bounds
+from parsim.shard.graph import per_device_graph
 
 
 def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster) -> tuple[list, list]:
-    """(forward + backward time per layer, boundary transfer time per layer) for the partitioner."""
+    """(forward + backward time per layer, boundary transfer time per layer) for the partitioner;
+    ``graph`` is the per-device graph (parsim.shard.graph.per_device_graph)."""
     link = cluster.link_for("group")
-    times = [compute.layer_time_s(layer, "F", microbatch) + compute.layer_time_s(layer, "B", microbatch)
+    times = [layer_time_s(compute, layer, "F", microbatch, cluster) + layer_time_s(compute, layer, "B", microbatch, cluster)
              for layer in graph.layers]
     edges = [2 * link.time_s(layer.output_bytes * microbatch) for layer in graph.layers]
     return times, edges
 
 
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
-                   microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner") -> ParallelConfig:
+                   microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
+                   tp=None, tp_layout=None, recompute=None) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "manual", or comma-separated boundaries such as "0,8,18"."""
     hint = spec.parallel
     pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
     schedule = schedule or hint.schedule or "1f1b"
     chunks = chunks or hint.chunks or (2 if schedule == "interleaved" else 1)
-    dp = dp or hint.dp or max(1, cluster.world_size // pp)
+    tp = tp or hint.tp or 1
+    tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else "megatron")) if tp > 1 else ""
+    recompute = bool(recompute if recompute is not None else spec.training.recompute)
+    dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
     stages = pp * chunks
-    graph = spec.graph
+    graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training)
     if split is None:
         split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
     if split == "manual":
@@ -44,7 +51,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
             raise InfeasibleError(f"--split manual: {spec.path} assigns {len(bounds) - 1} stages but pp x chunks = "
                                   f"{stages}; change --pp or the pipeline_stage section")
     elif split == "balanced":
-        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement)
+        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute)
         b = cfg.microbatch_size(spec.training.global_batch_size)
         times, edges = layer_costs(graph, compute, b, cluster)
         bounds = balanced_bounds(times, stages, edges)
@@ -56,4 +63,4 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     from parsim.schedule.generators import check_feasible
 
     check_feasible(schedule, pp, microbatches, chunks)
-    return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement)
+    return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement, tp, tp_layout, recompute)

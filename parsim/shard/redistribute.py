@@ -9,10 +9,7 @@ On one device matrix, per device dimension d (right-counted):
 Shapes must match; layouts on different device matrices are compared after normalization
 (dimensions of size 1 dropped).
 
-Each step is priced with the cluster's alpha-beta model (parsim.cost.comm) over the ranks along
-device dimension d, laid out row-major over the device matrix from ``first_rank``.  gloo has no
-all-to-all for DTensor: it is carried out as an all_gather plus a local chunk, so it is priced
-as that all_gather of the whole dimension.
+Steps are priced by ``parsim.cost.layer.step_time_s`` on the cluster.
 """
 
 from __future__ import annotations
@@ -89,28 +86,3 @@ def _set(layout: Layout, d: int, tensor_dim: int | None, partial: bool) -> Layou
     if partial:
         parts.add(d)
     return Layout(layout.device_matrix, tuple(tmap), layout.shape, frozenset(parts))
-
-
-def group_ranks(device_matrix: tuple[int, ...], d: int, first_rank: int = 0) -> list[int]:
-    """Ranks along device dimension d (right-counted) through the first device, row-major."""
-    stride = 1
-    for k in range(d):
-        stride *= device_matrix[len(device_matrix) - 1 - k]
-    return [first_rank + i * stride for i in range(device_matrix[len(device_matrix) - 1 - d])]
-
-
-def step_time_s(step: Step, cluster, device_matrix: tuple[int, ...], first_rank: int = 0) -> float:
-    from parsim.cost.comm import collective_time_s, group_link_class
-
-    if not step.communicates:
-        return 0.0
-    ranks = group_ranks(device_matrix, step.device_dim, first_rank)
-    op = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather"}.get(step.kind)
-    if op is None:   # AllToAll
-        if cluster.profile.collectives.library == "gloo":
-            return collective_time_s(cluster, ranks, step.bytes_per_device * step.group_size, "all_gather")
-        n = step.group_size             # pairwise exchange: (n-1)/n of the local data leaves each device
-        link = cluster.link_for(group_link_class(cluster, ranks))
-        return (n - 1) * link.latency_s + (n - 1) / n * step.bytes_per_device / (link.bandwidth_bytes_per_s *
-                                                                                 link.efficiency)
-    return collective_time_s(cluster, ranks, step.bytes_per_device, op)

@@ -171,3 +171,16 @@ def cross_entropy(shape, strategy: Strategy, devices: int) -> OpSharding:
     batch = lay.tensor_map[0]
     out = Layout(dm, (), (), frozenset({batch}) if batch != -1 else frozenset())
     return OpSharding("CrossEntropy", dm, (lay,), out, (lay,), (False,))
+
+
+def embedding(w_shape, strategy: Strategy, devices: int, out_shape) -> OpSharding:
+    """Embedding lookup out[..., h] = W[idx, h], strategy ((v, c),): the vocabulary split v ways
+    (Megatron's VocabParallelEmbedding: each device looks up its rows, zeros elsewhere, so the
+    output is partial), the hidden dimension c ways (the output's last dimension split)."""
+    _check_divides("Embedding", (w_shape,), strategy)
+    (v, c), = strategy
+    dm = _with_repeat((v, c), devices, "Embedding")                 # c=0, v=1
+    w = Layout(dm, (1, 0), tuple(w_shape))
+    out_map = tuple([-1] * (len(out_shape) - 1) + [0])
+    out = Layout(dm, out_map, tuple(out_shape), frozenset({1}) if v > 1 else frozenset())
+    return OpSharding("Embedding", dm, (w,), out, (w,), (True,))

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, p2p_time_s
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
+from parsim.cost.layer import layer_time_s, tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param,
                                 optimizer_bytes_moved_per_param, static_memory)
 from parsim.errors import InfeasibleError
@@ -18,6 +19,7 @@ from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
+from parsim.shard.graph import per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 
 
@@ -50,8 +52,12 @@ def _paused_gc():
 
 
 def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig,
-             compute: ComputeModel | None = None, *, algorithm: str = "auto", keep_timeline: bool = True) -> Estimate:
-    """Predict one training step of ``cfg``; see parsim.sim.engine for the execution semantics."""
+             compute: ComputeModel | None = None, *, algorithm: str = "auto", keep_timeline: bool = True,
+             strategies: dict | None = None) -> Estimate:
+    """Predict one training step of ``cfg``; see parsim.sim.engine for the execution semantics.
+    ``graph`` is the model's (or already its per-device graph for cfg); ``strategies`` are the
+    model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
+    graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training)
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
@@ -74,20 +80,21 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     kinds = ("F", "I", "W") if split else ("F", "B")
     for s in range(S):
         idx = cfg.stage_layers(s)
-        per_layer = {k: [compute.layer_time_s(layers[i], k, b) for i in idx] for k in kinds}
+        me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
+        per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me) for i in idx] for k in kinds}
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
         params = sum(layers[i].param_count for i in idx)
-        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params, opt_moved)
-        me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
+        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params, opt_moved) + \
+            sum(tp_comm_time_s(layers[i], "grad", b, cluster, me) for i in idx)
         if s < S - 1:
             nbytes = layers[idx[-1]].output_bytes * b
             transfer_s[(s, Kind.SEND_F)] = p2p_time_s(cluster, me, next_rank, nbytes)
-            comm_bytes[cluster.link_class(me, next_rank)] += nbytes * cfg.microbatches * cfg.dp
+            comm_bytes[cluster.link_class(me, next_rank)] += nbytes * cfg.microbatches * cfg.dp * cfg.tp
         if s > 0:
             nbytes = layers[idx[0] - 1].output_bytes * b
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
-            comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * cfg.dp
+            comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * cfg.dp * cfg.tp
         if cfg.dp > 1 and params:
             # DDP buckets fill in backward order; bucket k is ready once its layers' gradients are.
             group = cfg.dp_group(s % cfg.pp)
@@ -100,8 +107,12 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 nbytes = sum(grads[j] for j in members)
                 ready = sum(last[: members[-1] + 1]) / total
                 bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, "all_reduce", algorithm))
-                comm_bytes[group_link_class(cluster, group)] += 2 * (cfg.dp - 1) * nbytes   # ring, all ranks
+                comm_bytes[group_link_class(cluster, group)] += 2 * (cfg.dp - 1) * nbytes * cfg.tp   # ring, all ranks
             buckets_per_stage[s] = len(groups)
+        if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
+            tp_bytes = sum(step.bytes_per_device * (1 if ph == "grad" else b * cfg.microbatches * (1 + cfg.recompute * (ph == "F")))
+                           for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
+            comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * cfg.tp * cfg.dp
 
     saved = {s: sum(layers[i].saved_bytes for i in cfg.stage_layers(s)) * b for s in range(S)}
     lowered = lower(schedule, buckets_per_stage)
@@ -122,7 +133,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
                                   bubble_s=max(0.0, T - busy - exposed), exposed_comm_s=exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r]))
-    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "microbatches": cfg.microbatches, "microbatch_size": b,
+    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
+              "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
     return Estimate(step_time_s=T, global_batch_size=training.global_batch_size, ranks=tuple(ranks),

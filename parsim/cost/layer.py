@@ -1,0 +1,86 @@
+"""A layer's time on one device for one micro-batch and phase: its compute (a ComputeModel), plus
+the forward it re-runs when recomputed, plus its tensor-parallel redistributions.
+
+- Recomputation (Chen et al. 2016; Megatron's full recompute): the backward (B, or I under a
+  split backward) first re-runs the forward, communication included.
+- Tensor-parallel steps (``Layer.tp_comm``, from parsim.shard.graph) run in the compute stream,
+  not overlapped: DTensor's and Megatron's tensor-parallel collectives block the next operator.
+  Forward steps go with F, backward steps with B (I under a split backward), gradient mirrors
+  with the optimizer step, once per step (Megatron's finalize_model_grads).
+- A step is priced with the cluster's alpha-beta model (parsim.cost.comm) over the ranks along
+  its device dimension, laid out row-major over its device matrix from the group's first rank.
+  gloo has no all-to-all for DTensor: it is an all_gather plus a local chunk, so it is priced as
+  that all_gather of the whole dimension.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from parsim.cost.comm import collective_time_s, group_link_class
+from parsim.cost.compute import ComputeModel
+from parsim.model.graph import Layer
+
+
+def group_ranks(device_matrix: tuple[int, ...], d: int, first_rank: int = 0) -> list[int]:
+    """Ranks along device dimension d (right-counted) through the first device, row-major."""
+    stride = 1
+    for k in range(d):
+        stride *= device_matrix[len(device_matrix) - 1 - k]
+    return [first_rank + i * stride for i in range(device_matrix[len(device_matrix) - 1 - d])]
+
+
+def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_rank: int = 0) -> float:
+    """Time of one redistribution step (parsim.shard.redistribute.Step)."""
+    if not step.communicates:
+        return 0.0
+    ranks = group_ranks(device_matrix, step.device_dim, first_rank)
+    op = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather"}.get(step.kind)
+    if op is None:   # AllToAll
+        if cluster.profile.collectives.library == "gloo":
+            return collective_time_s(cluster, ranks, step.bytes_per_device * step.group_size, "all_gather")
+        n = step.group_size             # pairwise exchange: (n-1)/n of the local data leaves each device
+        link = cluster.link_for(group_link_class(cluster, ranks))
+        return (n - 1) * link.latency_s + (n - 1) / n * step.bytes_per_device / (link.bandwidth_bytes_per_s *
+                                                                                 link.efficiency)
+    return collective_time_s(cluster, ranks, step.bytes_per_device, op)
+
+
+_MEMO: dict[tuple, tuple] = {}
+
+
+def tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int = 0) -> float:
+    """The layer's tensor-parallel steps of ``phase`` ("F", "B" per micro-batch; "grad" per step).
+    Memoized: the planner asks for the same layers at the same sizes thousands of times."""
+    key = (id(layer.tp_comm), phase, microbatch, id(cluster), first_rank)
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is layer.tp_comm and hit[1] is cluster:
+        return hit[2]
+    if len(_MEMO) > 100_000:
+        _MEMO.clear()
+    value = _tp_comm_time_s(layer, phase, microbatch, cluster, first_rank)
+    _MEMO[key] = (layer.tp_comm, cluster, value)          # holding both keeps their ids their own
+    return value
+
+
+def _tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int) -> float:
+    scale = 1 if phase == "grad" else microbatch
+    total = 0.0
+    for ph, step, matrix in layer.tp_comm:
+        if ph == phase:
+            scaled = replace(step, bytes_per_device=step.bytes_per_device * scale)
+            total += redistribution_time_s(scaled, cluster, matrix, first_rank)
+    return total
+
+
+def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
+                 first_rank: int = 0) -> float:
+    """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring)."""
+    t = compute.layer_time_s(layer, kind, microbatch)
+    if layer.recompute_bytes and kind in ("B", "I"):
+        t += compute.layer_time_s(layer, "F", microbatch)
+        if cluster is not None and layer.tp_comm:
+            t += tp_comm_time_s(layer, "F", microbatch, cluster, first_rank)
+    if cluster is not None and layer.tp_comm and kind in ("F", "B", "I"):
+        t += tp_comm_time_s(layer, "F" if kind == "F" else "B", microbatch, cluster, first_rank)
+    return t

@@ -1,0 +1,160 @@
+"""AUTO_PARALLEL: choose every operator's strategy by searching the operator graph of a model
+(or a stage) with parsim.shard.search, under the cluster's cost model.
+
+Candidates per operator (on a tensor-parallel group of t devices): replication, and every
+split of one dimension by t that divides, for each dimension the operator allows (MatMul: rows,
+columns or the contraction; BatchMatMul: also the batch; Conv2d: batch, output or input
+channels; Embedding: vocabulary or hidden; element-wise ops and normalizations: any dimension
+they do not reduce over).  Megatron's layouts are in this set.  Splitting two dimensions at once
+(2 x 4 on 8 devices) is left out to keep the graph small; MindSpore's full candidate set is every
+factorization.
+
+Costs, per micro-batch of b samples, on one device:
+- node time: the operator's forward and backward (3x the forward's FLOPs for a contraction,
+  Kaplan et al. 2020; element-wise ops: their output read and written in forward and backward)
+  over its pieces, at the device's achieved rate; plus its parameter-gradient mirror reduction
+  spread over the step's micro-batches;
+- node memory: its parameters' bytes per device under the optimizer (parsim.cost.memory), plus
+  the saved activations of its output over the output's pieces;
+- edge time: the forward and backward redistribution between the producer's output layout and the
+  consumer's input layout (parsim.shard.graph.edge_steps), priced on the group's links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from parsim.cost.layer import redistribution_time_s
+from parsim.cost.memory import bytes_per_param
+from parsim.errors import InfeasibleError
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
+from parsim.shard.graph import _CONTRACTIONS, _REDUCED_DIMS, _elem_bytes, edge_steps, op_pieces, op_sharding, ways
+from parsim.shard.redistribute import Step
+from parsim.shard.search import CostGraph, SearchResult, search
+
+
+def candidates(op: OpInfo, t: int) -> list[tuple]:
+    """Strategies to try for ``op`` on t devices (module docstring); the first is replication."""
+    ones = tuple((1,) * len(s) for s in op.input_shapes)
+    if op.kind == "MatMul":
+        out = [ones, ((t, 1), (1, 1)), ((1, 1), (1, t)), ((1, t), (t, 1))]
+    elif op.kind == "BatchMatMul":
+        out = [ones, ((t, 1, 1), (t, 1, 1)), ((1, t, 1), (1, 1, 1)), ((1, 1, 1), (1, 1, t)), ((1, 1, t), (1, t, 1))]
+    elif op.kind == "Conv2d":
+        out = [ones, ((t, 1, 1, 1), (1, 1, 1, 1)), ((1, 1, 1, 1), (t, 1, 1, 1)), ((1, t, 1, 1), (1, t, 1, 1))]
+    elif op.kind == "Embedding":
+        out = [ones, ((t, 1),), ((1, t),)]
+    else:
+        shape = op.input_shapes[0] if op.kind != "ElementWise" else op.output_shape
+        reduced = _REDUCED_DIMS.get(op.kind, lambda n: ())(len(shape))
+        out = [((1,) * len(shape),)] + [(tuple(t if d == i else 1 for d in range(len(shape))),)
+                                        for i in range(len(shape)) if i not in reduced]
+    return out
+
+
+def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch: int,
+               microbatches: int = 1) -> tuple[CostGraph, list[tuple[int, int]], list[list]]:
+    """The cost graph of ``graph``'s operators (module docstring): (graph, (layer, op) per node,
+    the shardings of each node's candidates)."""
+    device = cluster.device
+    bw = device.achieved_bandwidth_bytes_per_s()
+    per_param = sum(bytes_per_param(dtype, optimizer).values())
+    scale = microbatch / graph.extraction_batch
+    node_of: dict[tuple[int, int], int] = {}
+    where: list[tuple[int, int]] = []
+    shardings: list[list] = []
+    costs: list[list[tuple[float, float]]] = []
+    node_memo: dict[int, tuple] = {}          # identical layers share their OpInfo objects
+    for li, layer in enumerate(graph.layers):
+        for oi, op in enumerate(layer.ops):
+            node_of[(li, oi)] = len(where)
+            where.append((li, oi))
+            if id(op) in node_memo:
+                opts, node_cost = node_memo[id(op)]
+                shardings.append(opts)
+                costs.append(node_cost)
+                continue
+            opts, node_cost = [], []
+            for strategy in candidates(op, t):
+                try:
+                    sh = op_sharding(op, strategy, t)
+                except InfeasibleError:
+                    continue
+                pieces = op_pieces(sh)
+                eb = _elem_bytes(op)
+                if op.kind in _CONTRACTIONS:
+                    flops = 3 * op.flops * scale / pieces
+                    time_s = flops / device.achieved_flops_per_s(dtype, flops)
+                else:
+                    time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
+                mem = sum(_numel(op.input_shapes[j]) // ways(sh.inputs[j]) * per_param
+                          for j, p in enumerate(op.param_inputs) if p)
+                mem += op.saved_bytes * scale / ways(sh.output)
+                for j, g in sh.mirrors:
+                    for d in sorted(g.partial):
+                        step = Step("AllReduce", d, g.device_dim_size(d), _numel(g.local_shape()) * eb)
+                        time_s += redistribution_time_s(step, cluster, g.device_matrix) / microbatches
+                opts.append((strategy, sh))
+                node_cost.append((time_s, mem))
+            if not opts:
+                raise InfeasibleError(f"{layer.name}/{op.name}: no strategy divides it on {t} devices")
+            node_memo[id(op)] = (opts, node_cost)
+            shardings.append(opts)
+            costs.append(node_cost)
+    g = CostGraph(costs)
+    edge_memo: dict[tuple, list] = {}
+    for li, layer in enumerate(graph.layers):
+        for oi, op in enumerate(layer.ops):
+            v = node_of[(li, oi)]
+            for j, src in enumerate(op.inputs_from):
+                if src == FROM_ELSEWHERE:
+                    continue
+                if src == FROM_LAYER_INPUT:
+                    prev = graph.layers[li - 1] if li > 0 else None
+                    if prev is None or prev.ops_output < 0 or not prev.ops:
+                        continue
+                    u = node_of[(li - 1, prev.ops_output)]
+                else:
+                    u = node_of[(li, src)]
+                eb = _elem_bytes(op)
+                copied = op.inputs_copied[j] if j < len(op.inputs_copied) else True
+                ul, uo = where[u]
+                key = (id(graph.layers[ul].ops[uo]), id(op), j)
+                if key not in edge_memo:
+                    edge_memo[key] = [[_edge_time(p_sh.output, c_sh, j, eb, scale, cluster, copied)
+                                       for _, c_sh in shardings[v]] for _, p_sh in shardings[u]]
+                g.add_edge(u, v, edge_memo[key])
+    return g, where, shardings
+
+
+def _edge_time(src, consumer, j, eb, scale, cluster, copied) -> float:
+    if j >= len(consumer.inputs):
+        return 0.0
+    fwd, bwd, matrix = edge_steps(src, consumer.inputs[j], consumer.input_grads[j], eb, copied)
+    return sum(redistribution_time_s(replace(step, bytes_per_device=step.bytes_per_device * scale), cluster,
+                                     matrix if matrix is not None else (step.group_size,))
+               for step in fwd + bwd if step.communicates)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", optimizer: str = "momentum",
+                    microbatch: int = 1, microbatches: int = 1, cap_bytes: float | None = None,
+                    ) -> tuple[dict[str, tuple], SearchResult]:
+    """Every operator's strategy as op id -> strategy (for parsim.shard.graph.shard_graph), and the
+    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``."""
+    g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
+    result = search(g, cap_bytes)
+    if result is None:
+        raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
+    chosen = {}
+    for v, s in enumerate(result.strategies):
+        li, oi = where[v]
+        layer = graph.layers[li]
+        chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
+    return chosen, result

@@ -1,0 +1,430 @@
+"""Per-operator strategies applied to a LayerGraph: MindSpore's SEMI_AUTO_PARALLEL on parsim's
+layers.  The result is a LayerGraph of what one device of a tensor-parallel group holds and
+does, which the cost model, the simulator and the planner use unchanged, plus each layer's
+redistribution steps (``Layer.tp_comm``) that the simulator prices on the cluster.
+
+Strategies are chosen by pattern (``fnmatch``) over operator ids ``<layer>/<module>:<aten>[#k]``
+(``Layer.ops``' names), e.g. ``layers.*/fc1:addmm``; a pattern without ``:`` names a module and
+picks its contraction or normalization operators (``layers.*/fc1``), and a layer's name picks
+the layer's contractions (``fc``: ResNet's classifier); a pattern starting with
+``?`` is optional: it may name nothing, and where its strategy does not divide the operator, the
+operator follows the default rule (a built-in layout's vocabulary split of an unpadded
+vocabulary, for one).  Strategies are in the
+seeds' notation, split counts per input; for a Linear, the inputs are X [m, k] and W^T [k, n]
+(MindSpore's MatMul), so Megatron's column split is ``[[1, 1], [1, t]]`` and its row split
+``[[1, t], [t, 1]]``.
+
+Operators without a strategy follow their first input where they can (element-wise ops,
+normalizations, softmax: the producer's layout, with partial sums completed first and reduced
+dimensions gathered), and otherwise run replicated on every device of the group (contractions,
+embeddings), which is MindSpore's behaviour for operators it cannot shard.
+
+Edges.  Where producer and consumer see the tensor in the same shape on the same device
+matrix, or through views alone ([b, s, h] -> [b*s, h], ``reshape_layout``), the redistribution
+is exact (``redistribute.edge``).  Where a copy between them reorders the tensor (GPT's heads:
+[b*s, 3h] -> [b*a, s, d] through a transpose made contiguous), the two are compared by how many
+pieces they cut the tensor into ("ways"): equal ways is a local reshape, fewer ways in the
+consumer an AllGather of the ratio, more a local split, and partial sums are completed first,
+as a ReduceScatter when the consumer splits by the partial group, else an AllReduce.  This is
+the seeds' "reshape" redistribution, priced without tracking which dimension moved.
+
+Per device, a sharded layer has:
+- FLOPs: each contraction's FLOPs over its pieces (``OpInfo.flops``), the unrecorded rest whole;
+  memory-bound bytes over the pieces of the recorded non-contraction ops, weighted by size;
+- saved bytes: each op's saved output over the pieces of that op's output layout (Megatron keeps
+  activations in their producer's layout, Korthikanti et al. 2022 Sec. 4.2), the layer's input
+  over the pieces of the previous layer's output;
+- parameters: each owned parameter over the pieces of its layout; parameters no recorded op
+  reads (biases, norm weights) whole;
+- the boundary activation over the pieces of the layer's output layout.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, replace
+from typing import Mapping
+
+from parsim.errors import InfeasibleError
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo
+from parsim.shard import strategy as st
+from parsim.shard.layout import Layout
+from parsim.shard.redistribute import Step, edge
+
+Strategy = st.Strategy
+_CONTRACTIONS = ("MatMul", "BatchMatMul", "Conv2d")
+_PRIMARY = _CONTRACTIONS + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
+_REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (2, 3)}
+
+
+# ----------------------------------------------------------------------------- operators
+
+
+def op_sharding(op: OpInfo, strategy: Strategy, devices: int) -> st.OpSharding:
+    """The sharding of ``op`` under ``strategy`` (split counts per input) on ``devices``."""
+    k = op.kind
+    if k == "MatMul":
+        return st.matmul(*op.input_shapes, strategy, devices, w_is_param=op.param_inputs[1])
+    if k == "BatchMatMul":
+        return st.batch_matmul(*op.input_shapes, strategy, devices, w_is_param=op.param_inputs[1])
+    if k == "Conv2d":
+        return st.conv2d(*op.input_shapes, op.output_shape, strategy, devices)
+    if k == "Embedding":
+        return st.embedding(op.input_shapes[0], strategy, devices, op.output_shape)
+    if k == "Softmax":
+        return st.softmax(op.input_shapes[0], strategy[:1], devices)
+    if k == "LayerNorm":
+        return st.layer_norm(op.input_shapes[0], strategy[:1], devices)
+    if k == "BatchNorm":
+        return st.batch_norm(op.input_shapes[0], strategy[:1], devices)
+    sh = st.elementwise(op.output_shape, strategy[:1], devices, op=f"{op.name} (ElementWise)")
+    return _broadcast_inputs(op, sh.output)
+
+
+def _broadcast_inputs(op: OpInfo, out: Layout) -> st.OpSharding:
+    """An element-wise op's inputs take the output's layout; an input of another shape (a
+    broadcast bias, a positional table) is replicated."""
+    ins = tuple(out if tuple(s) == tuple(out.shape) else _replicated(out.device_matrix, s) for s in op.input_shapes)
+    return st.OpSharding("ElementWise", out.device_matrix, ins, out, ins, (False,) * len(ins))
+
+
+def _replicated(device_matrix, shape) -> Layout:
+    return Layout(tuple(device_matrix), (-1,) * len(shape), tuple(shape))
+
+
+def _settled(layout: Layout) -> Layout:
+    return Layout(layout.device_matrix, layout.tensor_map, layout.shape)
+
+
+def ways(layout: Layout) -> int:
+    """How many distinct pieces the layout cuts the tensor into."""
+    n = 1
+    for d in layout.tensor_map:
+        if d != -1:
+            n *= layout.device_dim_size(d)
+    return n
+
+
+def _partial_size(layout: Layout) -> int:
+    n = 1
+    for d in layout.partial:
+        n *= layout.device_dim_size(d)
+    return n
+
+
+def op_pieces(sh: st.OpSharding) -> int:
+    """Distinct pieces of the op's iteration space: the product of the device dimensions any of
+    its tensors is split or summed over (the rest of the device matrix repeats the work)."""
+    dims = set()
+    for lay in (*sh.inputs, sh.output):
+        dims |= {d for d in lay.tensor_map if d != -1} | set(lay.partial)
+    n = 1
+    for d in dims:
+        n *= sh.output.device_dim_size(d)
+    return n
+
+
+def reshape_layout(layout: Layout, shape: tuple[int, ...]) -> Layout | None:
+    """``layout`` carried through a view to ``shape`` (same element count): each split dimension
+    moves to the first dimension of its reshape group that the split divides; None if one
+    cannot be placed."""
+    if tuple(shape) == tuple(layout.shape):
+        return layout
+    groups, i, j = [], 0, 0
+    while i < len(layout.shape) or j < len(shape):
+        gi, gj, pi, pj = [i], [j], layout.shape[i] if i < len(layout.shape) else 1, shape[j] if j < len(shape) else 1
+        i, j = i + 1, j + 1
+        while pi != pj:
+            if pi < pj and i < len(layout.shape):
+                pi *= layout.shape[i]
+                gi.append(i)
+                i += 1
+            elif j < len(shape):
+                pj *= shape[j]
+                gj.append(j)
+                j += 1
+            else:
+                return None
+        groups.append((gi, [x for x in gj if x < len(shape)]))
+    tmap = [-1] * len(shape)
+    for gi, gj in groups:
+        for src in gi:
+            d = layout.tensor_map[src] if src < len(layout.shape) else -1
+            if d == -1:
+                continue
+            n = layout.device_dim_size(d)
+            dst = next((x for x in gj if tmap[x] == -1 and shape[x] % n == 0), None)
+            if dst is None:
+                return None
+            tmap[dst] = d
+    return Layout(layout.device_matrix, tuple(tmap), tuple(shape), layout.partial)
+
+
+def follow(op: OpInfo, source: Layout, devices: int) -> st.OpSharding:
+    """The sharding of an op without a strategy (module docstring)."""
+    if op.kind in _PRIMARY and op.kind not in _REDUCED_DIMS:
+        return op_sharding(op, tuple((1,) * len(s) for s in op.input_shapes), devices)
+    lay = reshape_layout(_settled(source), op.input_shapes[0])
+    if lay is None:
+        lay = _replicated(source.device_matrix, op.input_shapes[0])
+    reduced = _REDUCED_DIMS.get(op.kind, lambda n: ())(len(lay.shape))
+    if any(lay.tensor_map[i] != -1 for i in reduced):
+        lay = Layout(lay.device_matrix, tuple(-1 if i in reduced else d for i, d in enumerate(lay.tensor_map)), lay.shape)
+    if op.kind == "ElementWise":
+        return _broadcast_inputs(op, lay if tuple(lay.shape) == tuple(op.output_shape)
+                                 else _replicated(lay.device_matrix, op.output_shape))
+    if op.kind == "Softmax":
+        return st.OpSharding("Softmax", lay.device_matrix, (lay,), lay, (lay,), (False,))
+    split_dims = frozenset(d for d in lay.tensor_map if d != -1)
+    if op.kind == "LayerNorm":
+        w = Layout(lay.device_matrix, (-1,), (lay.shape[-1],))
+        return st.OpSharding("LayerNorm", lay.device_matrix, (lay,), lay,
+                             (lay, Layout(lay.device_matrix, (-1,), (lay.shape[-1],), split_dims)), (False, True))
+    c = lay.tensor_map[1]
+    batch = frozenset({lay.tensor_map[0]}) if lay.tensor_map[0] != -1 else frozenset()
+    w = Layout(lay.device_matrix, (c,), (lay.shape[1],))
+    return st.OpSharding("BatchNorm", lay.device_matrix, (lay,), lay,
+                         (lay, Layout(lay.device_matrix, (c,), (lay.shape[1],), batch)), (False, True))
+
+
+# ----------------------------------------------------------------------------- edges
+
+
+def _by_ways(src: Layout, dst: Layout, elem_bytes: int) -> list[Step]:
+    """Redistribution between layouts of different shapes or device matrices (module docstring).
+    Group ranks are taken as consecutive devices (device dimension 0)."""
+    steps, pieces = [], ways(src)
+    local = src.local_elements() * elem_bytes
+    p, want = _partial_size(src), ways(dst)
+    if p > 1 and not dst.partial:
+        if want == pieces * p:
+            steps.append(Step("ReduceScatter", 0, p, local))
+            local, pieces = local / p, want
+        else:
+            steps.append(Step("AllReduce", 0, p, local))
+    if want < pieces:
+        g = pieces // want
+        steps.append(Step("AllGather", 0, g, local * g))
+    elif want > pieces:
+        steps.append(Step("Split", 0, want // pieces, local))
+    return steps
+
+
+def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
+               through_copy: bool = False) -> tuple[list[Step], list[Step], tuple[int, ...] | None]:
+    """(forward steps, backward steps, the device matrix their device dimensions count in, or
+    None for consecutive groups) from a producer's output layout to a consumer's input.  A pure
+    view between them ([b, s, h] -> [b*s, h]) carries the layout over (``reshape_layout``); a copy
+    (a transpose made contiguous) is compared by ways (module docstring)."""
+    matrix = src.normalized().device_matrix
+    if tuple(src.shape) != tuple(dst.shape) and not through_copy:
+        moved = reshape_layout(src, dst.shape)
+        src = moved if moved is not None else src
+    if tuple(src.shape) == tuple(dst.shape) and \
+            matrix == dst.normalized().device_matrix == dst_grad.normalized().device_matrix:
+        fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
+        return fwd, bwd, matrix
+    return _by_ways(src, dst, elem_bytes), _by_ways(dst_grad, _settled(src), elem_bytes), None
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+@dataclass(frozen=True)
+class LayerSharding:
+    shardings: tuple[st.OpSharding, ...]
+    output: Layout                       # the layout of the layer's output, as the next layer sees it
+    layer: Layer                         # the per-device layer with its tp_comm
+
+
+def _elem_bytes(op: OpInfo) -> int:
+    return {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(op.dtype, 4)
+
+
+def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
+                in_layout: Layout | None) -> LayerSharding:
+    """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
+    shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output."""
+    ops = layer.ops
+    if not ops:
+        raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
+    shardings: list[st.OpSharding] = []
+    comm: list[tuple] = []
+
+    def out_of(src: int, shape) -> Layout:
+        if src == FROM_LAYER_INPUT:
+            lay = in_layout if in_layout is not None else _replicated((devices,), shape)
+            return lay
+        return shardings[src].output
+
+    for i, op in enumerate(ops):
+        srcs = [(j, s) for j, s in enumerate(op.inputs_from) if s != FROM_ELSEWHERE]
+        try:
+            sh = None
+            if i in strategies:
+                strategy, optional = strategies[i]
+                try:
+                    sh = op_sharding(op, strategy, devices)
+                except InfeasibleError:
+                    if not optional:
+                        raise
+            if sh is None:
+                first = srcs[0] if srcs else None
+                source = out_of(first[1], op.input_shapes[first[0]]) if first else _replicated((devices,), op.input_shapes[0])
+                sh = follow(op, source, devices)
+        except InfeasibleError as e:
+            raise InfeasibleError(f"{layer.name}/{op.name}: {e}") from None
+        shardings.append(sh)
+        eb = _elem_bytes(op)
+        for j, s in srcs:
+            if j >= len(sh.inputs):
+                continue
+            copied = op.inputs_copied[j] if j < len(op.inputs_copied) else True
+            fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb, copied)
+            comm += [("F", x, matrix) for x in fwd if x.communicates] + [("B", x, matrix) for x in bwd if x.communicates]
+        for j, g in sh.mirrors:           # a parameter's partial gradient: reduced once per step
+            nbytes = _numel(g.local_shape()) * eb
+            for d in sorted(g.partial):
+                comm.append(("grad", Step("AllReduce", d, g.device_dim_size(d), nbytes), g.device_matrix))
+    out_layout = out_of(layer.ops_output, ops[-1].output_shape) if layer.ops_output != FROM_ELSEWHERE \
+        else _replicated((devices,), ops[-1].output_shape)
+    return LayerSharding(tuple(shardings), out_layout,
+                         _per_device_layer(layer, shardings, comm, batch, in_layout, out_layout))
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_layout) -> Layer:
+    ops = layer.ops
+    pieces = [op_pieces(sh) for sh in shardings]
+    total_f = layer.fwd_flops * batch
+    op_f = sum(op.flops for op in ops)
+    f_ratio = (sum(op.flops / n for op, n in zip(ops, pieces)) + max(total_f - op_f, 0.0)) / total_f if total_f else 1.0
+    mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in _CONTRACTIONS]
+    m_ratio = sum(w / n for w, n in mem) / sum(w for w, _ in mem) if mem else 1.0
+    saved = sum(op.saved_bytes / ways(sh.output) for op, sh in zip(ops, shardings))
+    saved += layer.input_saved_bytes * batch / (ways(in_layout) if in_layout is not None else 1)
+    owned = [(op.input_shapes[j], sh.inputs[j]) for op, sh in zip(ops, shardings)
+             for j, p in enumerate(op.param_inputs) if p and j < len(sh.inputs)]
+    owned_count = sum(_numel(s) for s, _ in owned)
+    per_device = [_numel(s) // ways(lay) for s, lay in owned]
+    rest = max(layer.param_count - owned_count, 0)
+    count = sum(per_device) + rest
+    width = layer.param_bytes / layer.param_count if layer.param_count else 0
+    # Per sample, except gradient mirrors, which are per step.
+    tp_comm = tuple((ph, replace(step, bytes_per_device=step.bytes_per_device / (1 if ph == "grad" else batch)),
+                     dm if dm is not None else (step.group_size,))
+                    for ph, step, dm in comm)
+    return replace(layer, fwd_flops=layer.fwd_flops * f_ratio, bwd_flops=layer.bwd_flops * f_ratio,
+                   fwd_mem_bytes=layer.fwd_mem_bytes * m_ratio, bwd_mem_bytes=layer.bwd_mem_bytes * m_ratio,
+                   saved_bytes=saved / batch, param_count=count, param_bytes=int(count * width),
+                   max_param_bytes=int(max(per_device, default=0) * width) if per_device else layer.max_param_bytes,
+                   output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
+                   input_saved_bytes=layer.input_saved_bytes / (ways(in_layout) if in_layout is not None else 1))
+
+
+# ----------------------------------------------------------------------------- graphs
+
+
+def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[int, int], tuple[Strategy, bool]]:
+    """(layer index, op index) -> (strategy, optional) for every op a pattern picks; a required
+    pattern that picks nothing is an error naming it."""
+    chosen: dict[tuple[int, int], tuple[Strategy, bool]] = {}
+    exact = {f"{layer.name}/{op.name}": (li, oi) for li, layer in enumerate(graph.layers)
+             for oi, op in enumerate(layer.ops)}
+    for key, strategy in patterns.items():
+        optional = key.startswith("?")
+        pattern = key[1:] if optional else key
+        strategy = tuple(tuple(int(x) for x in s) for s in strategy)
+        hits = 0
+        if ":" in pattern and not any(c in pattern for c in "*?["):     # an operator id (the searched layouts)
+            if pattern in exact:
+                chosen[exact[pattern]] = (strategy, optional)
+                hits = 1
+        else:
+            for li, layer in enumerate(graph.layers):
+                for oi, op in enumerate(layer.ops):
+                    if ":" in pattern:
+                        ok = fnmatch.fnmatchcase(f"{layer.name}/{op.name}", pattern)
+                    else:
+                        where = f"{layer.name}/{op.module}" if op.module else layer.name   # a unit that is the module
+                        ok = op.kind in _PRIMARY and fnmatch.fnmatchcase(where, pattern) or \
+                            op.kind in _CONTRACTIONS and fnmatch.fnmatchcase(layer.name, pattern)
+                    if ok:
+                        chosen[(li, oi)] = (strategy, optional)
+                        hits += 1
+        if not hits and not optional:
+            example = next((f"{layer.name}/{op.name}" for layer in graph.layers for op in layer.ops
+                            if op.kind in _CONTRACTIONS), "")
+            raise InfeasibleError(f"{pattern!r} names no operator; operators are named "
+                                  f"<layer>/<module>:<aten>, e.g. {example!r}")
+    return chosen
+
+
+def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> LayerGraph:
+    """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``."""
+    chosen = select(graph, patterns)
+    layers, prev = [], None
+    for li, layer in enumerate(graph.layers):
+        mine = {oi: s for (l, oi), s in chosen.items() if l == li}
+        if not layer.ops:
+            layers.append(layer)
+            prev = None
+            continue
+        result = shard_layer(layer, mine, devices, graph.extraction_batch, prev)
+        layers.append(result.layer)
+        prev = result.output
+    return replace(graph, layers=tuple(layers), tp=devices)
+
+
+_PREPARED: dict[tuple, tuple[LayerGraph, LayerGraph]] = {}
+
+
+def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
+                     model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
+                     training=None) -> LayerGraph:
+    """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
+    ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
+    on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
+    parsim.shard.builtin), then recomputed if asked.  A graph already prepared for these settings
+    is returned as is; results are cached per graph (the planner asks many times)."""
+    if graph.tp == tp and graph.recompute == recompute:
+        return graph
+    if graph.tp != 1 or graph.recompute:
+        raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
+    key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
+           id(cluster) if tp_layout == "auto" else None, training if tp_layout == "auto" else None)
+    if key in _PREPARED:
+        return _PREPARED[key][1]
+    if recompute:                 # the sharded graph, then recomputed (the sharding is cached on its own)
+        out = per_device_graph(graph, tp, tp_layout, False, model_strategies, cluster, training).with_recompute()
+        _PREPARED[key] = (graph, out, cluster)
+        return out
+    out = graph
+    if tp > 1:
+        if tp_layout == "model":
+            if not model_strategies:
+                raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
+            patterns = model_strategies
+        elif tp_layout == "auto":
+            from parsim.shard.auto import auto_strategies
+
+            if cluster is None or training is None:
+                raise ValueError("the auto layout searches on a cluster for a training setup; pass both")
+            patterns, _ = auto_strategies(graph, tp, cluster, training.dtype, training.optimizer)
+        else:
+            from parsim.shard.builtin import strategies
+            patterns = strategies(tp_layout, tp)
+        try:
+            out = shard_graph(graph, patterns, tp)
+        except InfeasibleError as e:
+            raise InfeasibleError(f"tp={tp} with the {tp_layout} layout: {e}") from None
+    if len(_PREPARED) > 64:
+        _PREPARED.clear()
+    _PREPARED[key] = (graph, out, cluster)     # keeps what the key's ids name alive
+    return out

@@ -1,0 +1,271 @@
+"""Strategy search over an operator graph: MindSpore's AUTO_PARALLEL dynamic programming
+(the seeds' design document; Wang et al., "Supporting Very Large Models using Automatic
+Dataflow Graph Partitioning", EuroSys 2019 for the eliminations).
+
+A cost graph has:
+- nodes (operators), each with candidate strategies; a strategy's cost is a Pareto frontier of
+  (time, memory) points (one point to start with);
+- edges between operators, with a frontier for every pair (producer strategy, consumer
+  strategy): the redistribution's time.
+
+The graph is reduced until no edge is left:
+- **edge**: two edges between the same pair of nodes are summed into one;
+- **operator**: a node with exactly two neighbours u, w becomes an edge u-w
+  (E'[i][k] = min over j of E(u,v)[i][j] + N_v[j] + E(v,w)[j][k]);
+- **triangle**: the same when u and w are already joined; the new edge is summed into theirs;
+- **merge**: a node whose only neighbour is its producer folds into it
+  (N_u'[i] = N_u[i] + min over j of E[i][j] + N_v[j]);
+- **contract**: the same for a node whose only neighbour is its consumer;
+- **star**: a node whose neighbours all have no other neighbour takes all of them at once.
+
+"min" and "+" work on frontiers: "+" adds every pair of points, "min" takes the union, and after
+each step only the Pareto frontier of (time, memory) is kept, capped at ``keep`` points (even
+spacing in memory, with the fastest and the smallest always kept; ``keep=None`` keeps all and
+the search is exact).  Every point remembers the choices it was made of, so the reductions are
+replayed in reverse by walking the chosen point's provenance to the strategy of each operator.
+
+When nodes with three or more neighbours remain (the graph cannot be reduced), the rest is
+searched exhaustively if it has at most ``exhaustive_limit`` combinations, else by a documented
+heuristic: a greedy pass in node order that picks each node's best strategy against its already
+chosen neighbours, then coordinate-descent passes until no single change helps (MindSpore uses
+recursive bisection there; either gives a feasible, not always optimal, assignment).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Point:
+    time_s: float
+    mem_bytes: float
+    why: tuple = ()          # provenance: ("pick", node, strategy) leaves and nested tuples
+
+
+Frontier = tuple  # of Point, sorted by time
+
+
+def pareto(points, keep: int | None = None, cap: float | None = None) -> Frontier:
+    """The points no other point beats in both time and memory (ties: the first), optionally
+    over a memory cap dropped and thinned to ``keep``."""
+    pts = sorted(points, key=lambda p: (p.time_s, p.mem_bytes))
+    out, best_mem = [], float("inf")
+    for p in pts:
+        if cap is not None and p.mem_bytes > cap:
+            continue
+        if p.mem_bytes < best_mem:
+            out.append(p)
+            best_mem = p.mem_bytes
+    if keep is not None and len(out) > keep:
+        idx = {round(i * (len(out) - 1) / (keep - 1)) for i in range(keep)}
+        out = [out[i] for i in sorted(idx)]
+    return tuple(out)
+
+
+def _plus(*fronts, keep=None, cap=None) -> Frontier:
+    acc = fronts[0]
+    for f in fronts[1:]:
+        acc = pareto([Point(a.time_s + b.time_s, a.mem_bytes + b.mem_bytes, (a.why, b.why)) for a in acc for b in f],
+                     keep, cap)
+    return acc
+
+
+def _union(fronts, keep=None, cap=None) -> Frontier:
+    return pareto([p for f in fronts for p in f], keep, cap)
+
+
+@dataclass
+class CostGraph:
+    """Nodes 0..n-1; ``node_costs[v][s]`` = (time, memory) of node v under strategy s;
+    ``edges[(u, v)][i][j]`` = time of the edge under u's strategy i and v's j (u < v)."""
+
+    node_costs: list[list[tuple[float, float]]]
+    edge_costs: dict[tuple[int, int], list[list[float]]] = field(default_factory=dict)
+
+    def add_edge(self, u: int, v: int, cost: list[list[float]]) -> None:
+        if u == v:
+            raise ValueError("an edge joins two different nodes")
+        if u > v:
+            u, v, cost = v, u, [list(col) for col in zip(*cost)]
+        if (u, v) in self.edge_costs:                    # parallel edges are summed (edge elimination)
+            old = self.edge_costs[(u, v)]
+            cost = [[a + b for a, b in zip(ra, rb)] for ra, rb in zip(old, cost)]
+        self.edge_costs[(u, v)] = cost
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    strategies: tuple[int, ...]          # per node, the index of its chosen strategy
+    time_s: float
+    mem_bytes: float
+    eliminations: dict                   # how many of each elimination ran
+    exact: bool                          # False when the heuristic fallback or frontier thinning ran
+
+
+def exhaustive(graph: CostGraph, cap: float | None = None) -> tuple[tuple[int, ...], float, float] | None:
+    """The fastest assignment within ``cap`` by trying every one (the reference for tests)."""
+    best = None
+    for combo in itertools.product(*[range(len(c)) for c in graph.node_costs]):
+        t, m = _total(graph, combo)
+        if cap is not None and m > cap:
+            continue
+        if best is None or (t, m) < (best[1], best[2]):
+            best = (combo, t, m)
+    return best
+
+
+def _total(graph: CostGraph, combo) -> tuple[float, float]:
+    t = sum(graph.node_costs[v][s][0] for v, s in enumerate(combo))
+    m = sum(graph.node_costs[v][s][1] for v, s in enumerate(combo))
+    t += sum(cost[combo[u]][combo[v]] for (u, v), cost in graph.edge_costs.items())
+    return t, m
+
+
+def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
+           exhaustive_limit: int = 100_000) -> SearchResult | None:
+    """The fastest assignment within ``cap`` (module docstring); None if none fits."""
+    n = len(graph.node_costs)
+    nodes = {v: [(Point(t, m, ("pick", v, s)),) for s, (t, m) in enumerate(costs)]
+             for v, costs in enumerate(graph.node_costs)}
+    edges: dict[tuple[int, int], list[list[Frontier]]] = {
+        k: [[(Point(t, 0.0),) for t in row] for row in cost] for k, cost in graph.edge_costs.items()}
+    adj: dict[int, set[int]] = {v: set() for v in range(n)}
+    for u, v in edges:
+        adj[u].add(v)
+        adj[v].add(u)
+    counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
+    exact = keep is None
+
+    def matrix(u, v):                     # E oriented [u's strategy][v's strategy]
+        if u < v:
+            return edges[(u, v)]
+        return [list(col) for col in zip(*edges[(v, u)])]
+
+    def drop_edge(u, v):
+        edges.pop((min(u, v), max(u, v)))
+        adj[u].discard(v)
+        adj[v].discard(u)
+
+    def fold_leaf(v, u):                  # v's only neighbour is u
+        e = matrix(u, v)
+        nodes[u] = [_plus(nodes[u][i], _union([_plus(e[i][j], nodes[v][j], keep=keep, cap=cap)
+                                                for j in range(len(nodes[v]))], keep, cap), keep=keep, cap=cap)
+                    for i in range(len(nodes[u]))]
+        drop_edge(u, v)
+        del nodes[v], adj[v]
+
+    changed = True
+    while changed:
+        changed = False
+        for v in sorted(nodes):
+            if v not in nodes:
+                continue
+            nb = adj[v]
+            if len(nb) == 1:
+                (u,) = nb
+                leaves = [x for x in adj[u] if len(adj[x]) == 1]
+                if len(adj[u]) >= 2 and len(leaves) == len(adj[u]):
+                    counts["star"] += 1       # u is a star's centre: take every satellite
+                    for x in leaves:
+                        fold_leaf(x, u)
+                else:
+                    counts["merge" if u < v else "contract"] += 1   # folded into its producer / consumer
+                    fold_leaf(v, u)
+                changed = True
+            elif len(nb) == 2:
+                u, w = sorted(nb)
+                e1, e2 = matrix(u, v), matrix(v, w)
+                new = [[_union([_plus(e1[i][j], nodes[v][j], e2[j][k], keep=keep, cap=cap)
+                                for j in range(len(nodes[v]))], keep, cap)
+                        for k in range(len(nodes[w]))] for i in range(len(nodes[u]))]
+                triangle = w in adj[u]
+                counts["triangle" if triangle else "operator"] += 1
+                drop_edge(u, v)
+                drop_edge(v, w)
+                del nodes[v], adj[v]
+                if triangle:
+                    counts["edge"] += 1
+                    old = edges[(u, w)]
+                    new = [[_plus(old[i][k], new[i][k], keep=keep, cap=cap) for k in range(len(new[0]))]
+                           for i in range(len(new))]
+                edges[(u, w)] = new
+                adj[u].add(w)
+                adj[w].add(u)
+                changed = True
+
+    # What is left: isolated nodes, plus any part the eliminations could not reduce.
+    rest = [v for v in nodes if adj[v]]
+    fronts = []
+    if rest:
+        exact = exact and _product(len(nodes[v]) for v in rest) <= exhaustive_limit
+        fronts.append(_rest(rest, nodes, matrix, keep, cap, exhaustive_limit))
+    fronts += [_union(nodes[v], keep, cap) for v in nodes if not adj[v]]
+    total = _plus(*fronts, keep=keep, cap=cap)
+    if not total:
+        return None
+    point = min(total, key=lambda p: (p.time_s, p.mem_bytes))
+    strategies = [-1] * n                   # replay: walk the chosen point's provenance
+    stack = [point.why]
+    while stack:
+        why = stack.pop()
+        if not why:
+            continue
+        if why[0] == "pick":
+            strategies[why[1]] = why[2]
+        else:
+            stack.extend(why)
+    t, m = _total(graph, strategies)
+    return SearchResult(tuple(strategies), t, m, counts, exact)
+
+
+def _product(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _rest(rest: Sequence[int], nodes, matrix, keep, cap, limit) -> Frontier:
+    """The frontier of the nodes the eliminations could not remove (module docstring): every
+    combination when there are at most ``limit``, else the heuristic's one assignment."""
+    links = [(u, w) for u in rest for w in rest if u < w and w in _neighbours(u, matrix, rest)]
+
+    def frontier(assign) -> Frontier:
+        parts = [nodes[v][s] for v, s in assign.items()] + [matrix(u, w)[assign[u]][assign[w]] for u, w in links]
+        return _plus(*parts, keep=keep, cap=cap)
+
+    combos = [range(len(nodes[v])) for v in rest]
+    if _product(len(c) for c in combos) <= limit:
+        return _union([frontier(dict(zip(rest, combo))) for combo in itertools.product(*combos)], keep, cap)
+
+    def cost(assign) -> float:
+        f = frontier(assign)
+        return f[0].time_s if f else float("inf")
+
+    assign = {v: 0 for v in rest}
+    for v in rest:                           # greedy in node order, then coordinate descent
+        assign[v] = min(range(len(nodes[v])), key=lambda s: cost({**assign, v: s}))
+    improved = True
+    while improved:
+        improved = False
+        for v in rest:
+            for s in range(len(nodes[v])):
+                trial = {**assign, v: s}
+                if cost(trial) < cost(assign) - 1e-15:
+                    assign, improved = trial, True
+    return frontier(assign)
+
+
+def _neighbours(u, matrix, rest):
+    out = set()
+    for w in rest:
+        if w != u:
+            try:
+                matrix(u, w)
+                out.add(w)
+            except KeyError:
+                pass
+    return out

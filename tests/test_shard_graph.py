@@ -1,0 +1,166 @@
+"""Per-operator strategies on a LayerGraph (SEMI_AUTO): Megatron's communication per layer,
+Korthikanti's activation memory with tensor parallelism, per-device FLOPs and parameters,
+recomputation, and the simulator pricing it all on the cluster."""
+
+import pytest
+import torch
+
+from parsim.cli import main
+from parsim.cost.comm import collective_time_s
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.layer import layer_time_s, tp_comm_time_s
+from parsim.errors import InfeasibleError
+from parsim.hardware import load_cluster
+from parsim.model.extract import InputSpec, extract_graph
+from parsim.model.spec import Training, load_model
+from parsim.model.zoo.gpt import gpt
+from parsim.plan import ParallelConfig
+from parsim.shard.builtin import megatron
+from parsim.shard.graph import per_device_graph, reshape_layout, shard_graph
+from parsim.shard.layout import Layout
+from parsim.sim import simulate
+
+B, S, H, A = 2, 256, 512, 8          # extraction batch, sequence, hidden, heads
+
+
+@pytest.fixture(scope="module")
+def gpt_fp16():
+    with torch.device("meta"):
+        model = gpt(layers=2, hidden=H, heads=A, seq_len=S, vocab=1024, dropout=0.1)
+    return extract_graph(model, InputSpec((S,), "int64"), dtype="fp16", batch=B)
+
+
+def _steps(layer, phase):
+    return sorted((step.kind, step.group_size, step.bytes_per_device) for ph, step, _ in layer.tp_comm if ph == phase)
+
+
+@pytest.mark.parametrize("t", [2, 4, 8])
+def test_megatron_layout_gives_two_all_reduces_each_way(gpt_fp16, t):
+    block = shard_graph(gpt_fp16, megatron(t), t).layers[1]
+    sbh = S * H * 2                                   # per sample, fp16
+    assert _steps(block, "F") == [("AllReduce", t, sbh)] * 2
+    assert _steps(block, "B") == [("AllReduce", t, sbh)] * 2
+    assert _steps(block, "grad") == []                # norms replicated: no partial gradients
+
+
+@pytest.mark.parametrize("t", [2, 4])
+def test_sequence_parallel_gives_gathers_and_scatters_and_norm_gradient_mirrors(gpt_fp16, t):
+    block = shard_graph(gpt_fp16, megatron(t, sequence_parallel=True), t).layers[1]
+    sbh = S * H * 2
+    # Korthikanti et al. 2022, Sec. 4.2.2: each all-reduce becomes an all-gather + a reduce-scatter
+    assert _steps(block, "F") == [("AllGather", t, sbh)] * 2 + [("ReduceScatter", t, sbh)] * 2
+    assert _steps(block, "B") == [("AllGather", t, sbh)] * 2 + [("ReduceScatter", t, sbh)] * 2
+    # the two LayerNorms' weights see 1/t of the sequence: partial gradients, reduced per step
+    assert _steps(block, "grad") == [("AllReduce", t, H * 2)] * 2
+
+
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_activation_memory_matches_korthikanti_with_tensor_parallelism(gpt_fp16, t):
+    """Korthikanti et al. 2022, Eq. 2 and Sec. 4.2.2: bytes per layer per sample
+    s h (10 + 24/t + 5 a s / (h t)) with tensor parallelism, s h (34/t + 5 a s / (h t)) with
+    sequence parallelism too."""
+    full = gpt_fp16.layers[1].saved_bytes
+    five = 5 * A * S / H
+    assert full == pytest.approx(S * H * (34 + five), rel=0.01)
+    if t == 1:
+        return
+    tp = shard_graph(gpt_fp16, megatron(t), t).layers[1]
+    sp = shard_graph(gpt_fp16, megatron(t, sequence_parallel=True), t).layers[1]
+    assert tp.saved_bytes == pytest.approx(S * H * (10 + 24 / t + five / t), rel=0.01)
+    assert sp.saved_bytes == pytest.approx(S * H * (34 / t + five / t), rel=0.01)
+
+
+def test_per_device_flops_and_parameters(gpt_fp16):
+    t = 4
+    g = shard_graph(gpt_fp16, megatron(t), t)
+    block, full = g.layers[1], gpt_fp16.layers[1]
+    assert block.fwd_flops == pytest.approx(full.fwd_flops / t)       # every FLOP is in a split contraction
+    assert block.bwd_flops == pytest.approx(full.bwd_flops / t)
+    # 12 h^2 weights split t ways; biases and norm weights (13 h) stay whole
+    assert block.param_count == 12 * H * H // t + 13 * H
+    assert block.output_bytes == full.output_bytes                     # replicated between blocks
+    assert g.layers[0].param_count == 1024 * H // t + S * H            # vocabulary-parallel embedding
+    assert g.tp == t
+
+
+def test_unsplittable_strategies_say_where_and_what_would(gpt_fp16):
+    with pytest.raises(InfeasibleError, match=r"layers.0/fc1:addmm: MatMul: input 1 dimension 1 has size 2048"):
+        shard_graph(gpt_fp16, {"layers.0/fc1": ((1, 1), (1, 3))}, 3)
+    with pytest.raises(InfeasibleError, match=r"'layers.0/nope' names no operator"):
+        shard_graph(gpt_fp16, {"layers.0/nope": ((1, 1), (1, 2))}, 2)
+
+
+def test_unspecified_operators_follow_their_input_or_replicate(gpt_fp16):
+    # Only fc1 split by columns: gelu follows (no communication); fc2, replicated, needs fc1's
+    # output gathered forward, and its gradient is split back locally.
+    g = shard_graph(gpt_fp16, {"layers.0/fc1": ((1, 1), (1, 2))}, 2)
+    block = g.layers[1]
+    assert [s[0] for s in _steps(block, "F")] == ["AllGather"]
+    assert [s[0] for s in _steps(block, "B")] == ["AllReduce"]        # fc1's input gradient is partial
+
+
+def test_reshape_layout_moves_the_split_to_the_dimension_it_divides():
+    lay = Layout((4,), (0, -1, -1), (8, 32, 16))                     # [b*a, s, d] split on b*a
+    assert reshape_layout(lay, (2, 4, 32, 16)).tensor_map == (-1, 0, -1, -1)   # 2 does not split 4 ways
+    assert reshape_layout(Layout((2,), (0, -1, -1), (8, 32, 16)), (2, 4, 32, 16)).tensor_map == (0, -1, -1, -1)
+    assert reshape_layout(Layout((2,), (-1, 0), (64, 64)), (2, 32, 64)).tensor_map == (-1, -1, 0)
+
+
+def test_recomputation_trades_memory_for_a_second_forward(gpt_fp16):
+    g = gpt_fp16.with_recompute()
+    plain, rc = gpt_fp16.layers[1], g.layers[1]
+    assert rc.saved_bytes == gpt_fp16.layers[0].output_bytes           # only the layer's input is kept
+    assert rc.recompute_bytes == plain.saved_bytes
+    compute = AnalyticalCompute(load_cluster("dgx-a100").device, "fp16")
+    for kind in ("B", "I"):
+        assert layer_time_s(compute, rc, kind, 4) == pytest.approx(
+            compute.layer_time_s(plain, kind, 4) + compute.layer_time_s(plain, "F", 4))
+    assert layer_time_s(compute, rc, "F", 4) == compute.layer_time_s(plain, "F", 4)
+
+
+def test_simulator_prices_tensor_parallel_steps_on_the_group_link():
+    cluster = load_cluster("dgx-a100:1x8")
+    graph = per_device_graph(_tiny(), 4, "megatron")             # gpt-tiny has 4 heads
+    block = graph.layers[1]
+    b = 4
+    sbh = b * block.tp_comm[0][1].bytes_per_device
+    expected = 2 * collective_time_s(cluster, list(range(4)), sbh, "all_reduce")
+    assert tp_comm_time_s(block, "F", b, cluster) == pytest.approx(expected)
+    compute = AnalyticalCompute(cluster.device, "fp16")
+    assert layer_time_s(compute, block, "F", b, cluster) == pytest.approx(compute.layer_time_s(block, "F", b) + expected)
+    training = Training(global_batch_size=8, dtype="fp16", optimizer="adam")
+    cfg = ParallelConfig(dp=1, pp=1, microbatches=2, bounds=(0, len(graph)), tp=4, tp_layout="megatron")
+    est = simulate(_tiny(), training, cluster, cfg, compute)
+    single = simulate(_tiny(), training, cluster, ParallelConfig(dp=1, pp=1, microbatches=2, bounds=(0, len(graph))),
+                      compute)
+    assert est.comm_bytes["group"] > 0 and "group" not in single.comm_bytes
+    assert est.ranks[0].memory.params_bytes < single.ranks[0].memory.params_bytes / 2
+
+
+_TINY = None
+
+
+def _tiny():
+    global _TINY
+    if _TINY is None:
+        with torch.device("meta"):
+            model = gpt("gpt-tiny")
+        _TINY = extract_graph(model, InputSpec((32,), "int64"), dtype="fp16")
+    return _TINY
+
+
+def test_model_yaml_shard_section_is_priced(capsys):
+    spec = load_model("examples/mlp_semi_auto.yaml")
+    assert spec.parallel.tp == 2 and spec.parallel.tp_layout == "model"
+    assert main(["simulate", "examples/mlp_semi_auto.yaml", "--cluster", "local-cpu", "--pp", "1", "--dp", "1",
+                 "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["tp"] == 2 and out["comm_bytes"]["group"] > 0
+    g = per_device_graph(spec.graph, 2, "model", False, spec.shard)
+    unit1, unit3, unit4 = (g.layers[g.index(n)] for n in ("1", "3", "4"))
+    assert _steps(unit1, "B") == [("AllReduce", 2, 3072 * 4)]         # column split: dX is partial
+    assert _steps(unit3, "F") == [] == _steps(unit3, "B")              # row split takes the columns as they are
+    assert _steps(unit4, "F") == [("AllReduce", 2, 256 * 4)]          # the ReLU completes the row split's sum
+    assert unit1.param_count == 3072 * 256 // 2 + 256
