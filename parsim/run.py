@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
         return e.exit_code
     except (RuntimeError, ConnectionError) as e:   # gloo/nccl: a peer vanished or timed out
+        if os.environ.get("PARSIM_TRACEBACK"):     # for developers: the whole story
+            import traceback
+            traceback.print_exc()
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         lost = any(w in str(e).lower() for w in ("timed out", "timeout", "connection", "closed", "reset by peer"))
         what = "lost contact with a peer rank" if lost else "failed"

@@ -1,10 +1,13 @@
 """``parsim validate``: predict a set of plans with the profiled cost model, run each with the
 executor, and compare, plan by plan and overall.
 
-The default set (2 ranks x 1 thread on this 2-core machine, ResNet-50 at CIFAR-10 size):
+The default set (2 ranks x 1 thread on this 2-core machine), for ResNet-50 at CIFAR-10 size:
 a single process; dp=2; pp=2 with m in {1, 2, 4, 8} under GPipe and under 1F1B; the seeds'
 split (head..layer2 | layer3..fc); and the planner's own pick.  ``quick`` keeps three of them,
-for the notebook and the test suite.
+for the notebook and the test suite.  For the GPT (tensor parallelism): a single process, dp=2,
+tp=2 with m in {1, 2}, and the planner's pick among what the executor runs (pp=1, the megatron
+layout); tensor-parallel plans also compare their collectives per step, counted in the run,
+with the simulator's, which is what a run with more ranks than cores can still check.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candid
 from parsim.report import validation as report
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
+from parsim.shard.graph import collective_counts, per_device_graph
 from parsim.sim import simulate
 
 SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"
@@ -38,6 +42,16 @@ class Case:
 def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None) -> list[Case]:
     g = spec.graph
     skipped = skipped if skipped is not None else []
+    if spec.source.target == "gpt":
+        whole = (0, len(g))
+        cases = [Case("single", ParallelConfig(1, 1, 1, "1f1b", 1, whole)),
+                 Case("dp2", ParallelConfig(2, 1, 1, "1f1b", 1, whole)),
+                 Case("tp2", ParallelConfig(1, 1, 1, "1f1b", 1, whole, tp=2, tp_layout="megatron")),
+                 Case("tp2-m2", ParallelConfig(1, 1, 2, "1f1b", 1, whole, tp=2, tp_layout="megatron"))]
+        picked = plan(spec, cluster, compute, Constraints(top=1, pp=1, tp_layout="megatron", recompute=False),
+                      progress=False).chosen.config
+        cases.append(Case("planner", picked))
+        return [c for c in cases if c.label in ("dp2", "tp2", "planner")] if which == "quick" else cases
 
     def balanced(dp, pp, m, schedule):
         return resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m, schedule=schedule,
@@ -95,7 +109,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         for i, case in enumerate(cases):
             cfg, est = case.config, estimates[case.label]
             run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
-            log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} "
+            log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
                 f"m={cfg.microbatches} {cfg.schedule}, predicted {est.step_time_s:.4f} s ...")
             code = launch([os.path.join(out_dir, f"{case.label}.plan.json"), "--steps", str(steps), "--out", run_dir,
                            "--json", "--timeout", str(timeout_s)], cfg.world_size, timeout_s, module="parsim.run",
@@ -118,7 +132,11 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
             predicted_compute_frac=sum(r.busy_s for r in est.ranks) / (len(est.ranks) * est.step_time_s),
             predicted_bubble_frac=est.bubble_fraction, predicted_exposed_comm_frac=est.exposed_comm_fraction,
             measured_compute_frac=report.measured_compute_fraction(measured),
-            measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0)
+            measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
+            tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
+            predicted_collectives=report.collectives_text(collective_counts(
+                per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, cluster,
+                                 spec.training), cfg.microbatches)))
         rows.append(row)
         results.append((case, est, measured))
     out = report.summary(rows)

@@ -161,6 +161,11 @@ class ProfiledCompute:
     fallback: AnalyticalCompute   # for the optimizer when the profile has no figure for it
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
+        """The profiled time of the whole layer, times the share of it one device does under
+        tensor parallelism (``Layer.tp_share``; the profile times unsharded layers)."""
+        return layer.tp_share * self._whole_layer_s(layer, kind, microbatch)
+
+    def _whole_layer_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         t = self.table.times(layer.name)
         if kind == "F":
             return _interp(self.table.microbatch_sizes, t.fwd_s, microbatch)

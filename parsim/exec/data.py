@@ -94,10 +94,44 @@ class Augmented(Dataset):
         return x, label
 
 
-def make_loader(data_path: str | None, batch: int, dp: int, dp_rank: int, image_size: int, seed: int,
-                synthetic_size: int = 50_000) -> tuple[DataLoader, DistributedSampler, Augmented]:
-    base = CifarBinary(data_path) if data_path else SyntheticCifar(synthetic_size, seed)
-    data = Augmented(base, image_size, train=True, seed=seed)
+class SyntheticTokens(Dataset):
+    """Deterministic random token sequences for a language model: (tokens, the next tokens)."""
+
+    def __init__(self, size: int, seq_len: int, vocab: int, seed: int = 0):
+        self.size, self.seq_len, self.vocab, self.seed = size, seq_len, vocab, seed
+
+    def set_epoch(self, epoch: int) -> None:
+        pass                              # no augmentation: the same sequence every epoch
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int):
+        tokens = torch.from_numpy(np.random.default_rng((self.seed, i)).integers(0, self.vocab, self.seq_len + 1))
+        return tokens[:-1], tokens[1:]
+
+
+def input_kind(spec) -> tuple:
+    """("image", size) for the image models, ("tokens", sequence length, vocabulary) for the GPT."""
+    if spec.source.kind == "builtin" and spec.source.target == "gpt":
+        from parsim.model.spec import build_module
+
+        with torch.device("meta"):
+            cfg = build_module(spec.source, spec.path).config
+        return ("tokens", cfg.seq_len, cfg.vocab)
+    return ("image", spec.input.shape[-1])
+
+
+def make_loader(data_path: str | None, batch: int, dp: int, dp_rank: int, kind: tuple, seed: int,
+                synthetic_size: int = 50_000) -> tuple[DataLoader, DistributedSampler, Dataset]:
+    """``kind`` from ``input_kind``: CIFAR (or synthetic images), or synthetic tokens."""
+    if kind[0] == "tokens":
+        if data_path:
+            raise InputError("--data: language-model runs use synthetic tokens for now; leave --data out")
+        data = SyntheticTokens(synthetic_size, kind[1], kind[2], seed)
+    else:
+        base = CifarBinary(data_path) if data_path else SyntheticCifar(synthetic_size, seed)
+        data = Augmented(base, kind[1], train=True, seed=seed)
     if len(data) < batch * dp:
         raise InputError(f"--data: {len(data)} samples cannot fill one step of {batch} x dp={dp}")
     sampler = DistributedSampler(data, num_replicas=dp, rank=dp_rank, shuffle=True, seed=seed, drop_last=True)

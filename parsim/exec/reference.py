@@ -6,27 +6,27 @@ and the same momentum SGD.  Used by the tests to check the executor with assert_
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from parsim.exec.data import make_loader
+from parsim.exec.data import input_kind, make_loader
 from parsim.exec.stages import build_units, sequential
-from parsim.exec.train import LR, MOMENTUM
+from parsim.exec.train import LR, MOMENTUM, loss_fn
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
 
 
-def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = None, image_size: int = 32,
+def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = None,
                   synthetic_size: int = 50_000) -> tuple[list[float], dict[str, torch.Tensor]]:
     """(loss per step, parameters by ``unit.param`` name) after ``steps`` steps."""
     plan = load_plan(plan_path)
     cfg = plan.config
     spec = load_model(plan.model_path)
+    kind = input_kind(spec)
     units = build_units(spec, plan, seed, plan_path)
     model = sequential(units)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     b = cfg.microbatch_size(plan.global_batch_size)
-    loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, image_size, seed, synthetic_size)
+    loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, kind, seed, synthetic_size)
                for d in range(cfg.dp)]
     steps_per_epoch = len(loaders[0][0])
     iters: list = [None] * cfg.dp
@@ -43,7 +43,7 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
             x, y = next(iters[d])
             model.zero_grad(set_to_none=True)
             for xi, yi in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches)):
-                loss = F.cross_entropy(model(xi), yi)
+                loss = loss_fn(model(xi), yi)
                 loss.backward()
                 total += loss.item() / cfg.dp
             for name, p in model.named_parameters():
@@ -69,11 +69,13 @@ def _replica0_state(out_dir: str, cfg) -> dict[str, torch.Tensor]:
     return state
 
 
-def distributed_params(out_dir: str, plan_path: str) -> dict[str, torch.Tensor]:
-    """Parameters from a run's checkpoints, named as in ``reference_run`` (BatchNorm statistics,
-    which are buffers, left out)."""
-    state = _replica0_state(out_dir, load_plan(plan_path).config)
-    return {k: v for k, v in state.items() if not k.endswith(("running_mean", "running_var", "num_batches_tracked"))}
+def distributed_params(out_dir: str, plan_path: str, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Parameters from a run's checkpoints, named as in ``reference_run`` (buffers such as
+    BatchNorm statistics, and a tied weight's second name, left out)."""
+    plan = load_plan(plan_path)
+    state = _replica0_state(out_dir, plan.config)
+    names = {n for n, _ in sequential(build_units(load_model(plan.model_path), plan, seed, plan_path)).named_parameters()}
+    return {k: v for k, v in state.items() if k in names}
 
 
 def assemble_model(out_dir: str, plan_path: str, seed: int = 0) -> nn.Module:

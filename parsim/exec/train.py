@@ -16,6 +16,8 @@ Training follows the seeds:
 Measured, as the simulator predicts it:
 - step wall time per step, with the warm-up steps excluded from the median;
 - per-action compute times on each rank, named as the simulator names them (``1F3``);
+- with tensor parallelism, the collectives of one step (counted on the first step), to compare
+  with parsim.shard.graph.collective_counts;
 - peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
   CPU it is the bytes of parameters, buffers, gradients and optimizer state held before a
   step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
@@ -42,8 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from parsim.errors import InputError
-from parsim.exec import checkpoint, groups
-from parsim.exec.data import make_loader
+from parsim.exec import checkpoint, groups, tensor_parallel
+from parsim.exec.data import input_kind, make_loader
 from parsim.exec.stages import MULTI_STAGE, build_units, check_order_matches, local_stages, schedule_class, stage_module
 from parsim.fileio import write_json
 from parsim.model.spec import load_model
@@ -53,6 +55,11 @@ from parsim.schedule.actions import Action, Kind
 
 LR, MOMENTUM = 0.01, 0.9          # the seeds' Momentum(…, 0.01, 0.9)
 BN_WARN_BELOW = 16
+
+
+def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every prediction: an image's class, or each token's next token."""
+    return F.cross_entropy(logits.flatten(0, -2), target.flatten())
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,7 @@ def _static_bytes(modules, optimizers) -> int:
     tensors += [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)]
     tensors += [p.grad for m in modules for p in m.parameters() if p.grad is not None]
     for t in tensors:
+        t = tensor_parallel.local(t)
         key = t.untyped_storage().data_ptr()
         if key not in seen:
             seen.add(key)
@@ -150,27 +158,34 @@ def train(opts: RunOptions) -> int:
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
                          f"{plan.optimizer}); set training.optimizer: momentum")
-    if spec.source.kind != "builtin" or spec.source.target != "resnet50":
-        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 for now")
-    image_size = spec.input.shape[-1]
+    if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):
+        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
+    if spec.source.target == "gpt" and cfg.pp > 1:
+        raise InputError(f"{opts.plan}: parallel.pp: the GPT's embedding and head share a weight, which the "
+                         "executor keeps on one stage for now; plan it with pp=1")
+    tensor_parallel.check_supported(cfg, spec, opts.plan)
+    if opts.resume and cfg.tp > 1:
+        raise InputError(f"{opts.plan}: --resume: resuming tensor-parallel runs is not supported yet; run afresh")
+    kind = input_kind(spec)
 
     env = groups.init(opts.timeout_s)
     try:
-        return _train(opts, plan, spec, cfg, env, image_size)
+        return _train(opts, plan, spec, cfg, env, kind)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
 
 
-def _train(opts, plan, spec, cfg, env, image_size) -> int:
+def _train(opts, plan, spec, cfg, env, kind) -> int:
     groups.preflight(env, cfg, opts.plan)
     mesh = groups.mesh_for(cfg, env.device)
     dp_group, pp_group = mesh.get_group("dp"), mesh.get_group("pp")
     replica, pipe_rank = groups.coordinates(cfg, env.rank)
+    tp_rank = env.rank % cfg.tp
     is_root = env.rank == 0
     b = cfg.microbatch_size(plan.global_batch_size)
     per_replica = b * cfg.microbatches
-    if is_root and b < BN_WARN_BELOW:
+    if is_root and b < BN_WARN_BELOW and kind[0] == "image":
         print(f"parsim: warning: BatchNorm normalises over each micro-batch of {b} samples (not the global batch "
               f"of {plan.global_batch_size}); below {BN_WARN_BELOW} its statistics are noisy. Use fewer micro-batches "
               "or a larger batch.", file=sys.stderr)
@@ -179,9 +194,13 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
     stage_ids = local_stages(cfg, pipe_rank)
     modules = [stage_module(units, cfg, s).to(env.device) for s in stage_ids]
     del units
+    if cfg.tp > 1:
+        for m in modules:
+            tensor_parallel.parallelize(m, mesh["tp"])
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     split_backward = cfg.schedule == "zbh1"
-    if cfg.dp > 1 and not split_backward:
+    manual_dp = split_backward or cfg.tp > 1          # DDP takes neither a split backward nor DTensors
+    if cfg.dp > 1 and not manual_dp:
         # gradients live in DDP's buckets (no second copy), like Megatron's contiguous grad buffer
         modules = [nn.parallel.DistributedDataParallel(m, process_group=dp_group, gradient_as_bucket_view=True)
                    for m in modules]
@@ -189,7 +208,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
 
     loader = sampler = dataset = None
     if first or last:
-        loader, sampler, dataset = make_loader(opts.data, per_replica, cfg.dp, replica, image_size, opts.seed,
+        loader, sampler, dataset = make_loader(opts.data, per_replica, cfg.dp, replica, kind, opts.seed,
                                                opts.synthetic_size)
     steps_per_epoch = (len(loader) if loader is not None else 0)
     counts = torch.tensor([steps_per_epoch], device=env.device)
@@ -206,7 +225,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
             instrument(st, rec)
         cls = schedule_class(cfg.schedule)
         sched = cls(stages if cfg.schedule in MULTI_STAGE else stages[0], cfg.microbatches,
-                    loss_fn=F.cross_entropy, scale_grads=False)
+                    loss_fn=loss_fn, scale_grads=False)
         if cfg.schedule in MULTI_STAGE:    # these run their pipeline_order as data; check it is the plan's
             check_order_matches(sched, build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), pipe_rank)
 
@@ -221,7 +240,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
     if opts.dry_run:
         dist.barrier()
         if is_root:
-            print(f"dry run: {opts.plan} OK: {env.world_size} ranks ({env.backend}), dp={cfg.dp} pp={cfg.pp} "
+            print(f"dry run: {opts.plan} OK: {env.world_size} ranks ({env.backend}), dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
                   f"m={cfg.microbatches} {cfg.schedule}; stages per rank built; data "
                   f"{'synthetic' if not opts.data else opts.data}, {steps_per_epoch} steps per epoch")
         return 0
@@ -238,7 +257,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
                     sync = model.no_sync()
                 with sync:
                     with rec.action(Action(0, Kind.F, i)):
-                        loss = F.cross_entropy(model(xi), yi)
+                        loss = loss_fn(model(xi), yi)
                     with rec.action(Action(0, Kind.B, i)):
                         loss.backward()
                 losses.append(loss.detach())
@@ -248,12 +267,13 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
             sched.step(target=y, losses=losses)
         else:
             sched.step()
-        if split_backward and cfg.dp > 1:
+        if manual_dp and cfg.dp > 1:
             for m in modules:
                 for p in m.parameters():
                     if p.grad is not None:
-                        p.grad.div_(cfg.dp)
-                        dist.all_reduce(p.grad, group=dp_group)
+                        g = tensor_parallel.local(p.grad)
+                        g.div_(cfg.dp)
+                        dist.all_reduce(g, group=dp_group)
         for s, o in zip(stage_ids, optimizers):
             with rec.action(Action(s, Kind.OPTIMIZER)):
                 o.step()
@@ -262,6 +282,7 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
     step_times, losses_by_step, actions = [], [], []
     peak_bytes = None
     peak_parts: dict = {}
+    collectives: dict = {}
     it = None
     show_bar = is_root and sys.stdout.isatty() and not opts.json
     for step in range(start, opts.steps):
@@ -291,6 +312,12 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
             peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step}
             dist.barrier()
             t = float("nan")
+        elif step == start and cfg.tp > 1:
+            dist.barrier()                 # the first step counts the tensor-parallel collectives (untimed)
+            with tensor_parallel.CollectiveCounter() as counter:
+                losses = run_step(x, y)
+            collectives = dict(counter.counts)
+            t = float("nan")
         else:
             dist.barrier()                 # every rank starts the step together, as the simulator does
             rec.start()
@@ -302,7 +329,9 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
         if env.device.type == "cuda":
             peak_bytes = torch.cuda.max_memory_allocated(env.device)
         step_times.append(t)
-        total = torch.tensor([float(sum(l.item() for l in losses)) / cfg.dp if last else 0.0], device=env.device)
+        counts_loss = last and tp_rank == 0          # one rank of each tensor-parallel group reports
+        total = torch.tensor([float(sum(l.item() for l in losses)) / cfg.dp if counts_loss else 0.0],
+                             device=env.device)
         dist.all_reduce(total)            # the loss travels from the last stage to rank 0
         losses_by_step.append(total.item())
         if is_root:                       # with --json, stdout carries the JSON alone
@@ -315,22 +344,34 @@ def _train(opts, plan, spec, cfg, env, image_size) -> int:
         print()
     _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
-    _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses_by_step, actions, (peak_bytes, peak_parts),
-            b, start, image_size)
+    _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
+            (peak_bytes, peak_parts), b, start, kind, collectives)
     return 0
 
 
 def _save(opts, env, modules, optimizers, step) -> None:
-    checkpoint.save(opts.out, env.rank, {"step": step, "stages": [_unwrap(m).state_dict() for m in modules],
-                                         "optimizers": [o.state_dict() for o in optimizers]})
+    """Every rank writes its stages; tensor-parallel ranks write whole tensors (gathered, so every
+    rank of a group holds the model its replica trains) and their local optimizer state."""
+    stages = [{k: tensor_parallel.full(v) for k, v in _unwrap(m).state_dict().items()} for m in modules]
+    opt_states = [_local_state(o.state_dict()) for o in optimizers]
+    checkpoint.save(opts.out, env.rank, {"step": step, "stages": stages, "optimizers": opt_states})
 
 
-def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, actions, peak, b, start,
-            image_size) -> None:
+def _local_state(state):
+    if isinstance(state, dict):
+        return {k: _local_state(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_local_state(v) for v in state]
+    return tensor_parallel.local(state) if torch.is_tensor(state) else state
+
+
+def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives) -> None:
     from parsim.report.timeline import trace_from_records
 
+    pipe_rank, replica, tp_rank = where
     peak_bytes, peak_parts = peak
-    mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "peak_memory_bytes": peak_bytes,
+    mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank,
+            "peak_memory_bytes": peak_bytes,
             "peak_parts": peak_parts,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
@@ -341,7 +382,7 @@ def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, action
     step_times = [float("nan") if any(t != t for t in ts) else max(ts)
                   for ts in zip(*(g["step_times_s"] for g in gathered))]
     timed = [t for i, t in enumerate(step_times) if i >= opts.warmup and t == t]
-    replica0 = sorted((g for g in gathered if g["replica"] == 0), key=lambda g: g["pipe_rank"])
+    replica0 = sorted((g for g in gathered if g["replica"] == 0 and g["tp_rank"] == 0), key=lambda g: g["pipe_rank"])
     records = [(r, Action.parse(a), s, t0, t1) for g in replica0 for r, a, s, t0, t1 in g["actions"]]
     out = {
         "schema_version": 1, "kind": "parsim-measurement", "plan": opts.plan, "world_size": env.world_size,
@@ -353,14 +394,16 @@ def _report(opts, plan, cfg, env, pipe_rank, replica, step_times, losses, action
         "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
                           "parameters + buffers + gradients + optimizer state before the step, plus the "
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
-        "microbatch_size": b, "batchnorm_batch": b,
+        "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
+        "tp_collectives_per_step": collectives,     # rank 0's, counted on the first step
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
-        "config": {"dp": cfg.dp, "pp": cfg.pp, "microbatches": cfg.microbatches, "schedule": cfg.schedule,
+        "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout,
+                   "microbatches": cfg.microbatches, "schedule": cfg.schedule,
                    "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement},
     }
-    if opts.data and os.path.isfile(os.path.join(opts.data, "test_batch.bin")):
+    if opts.data and kind[0] == "image" and os.path.isfile(os.path.join(opts.data, "test_batch.bin")):
         from parsim.exec.reference import assemble_model, evaluate
-        out["accuracy"] = evaluate(assemble_model(opts.out, opts.plan, opts.seed), opts.data, image_size)
+        out["accuracy"] = evaluate(assemble_model(opts.out, opts.plan, opts.seed), opts.data, kind[1])
         if not opts.json:
             print(f"accuracy on {os.path.join(opts.data, 'test_batch.bin')}: {out['accuracy']:.4f}")
     os.makedirs(opts.out, exist_ok=True)

@@ -89,6 +89,10 @@ class Layer:
     # Tensor-parallel communication per sample, set by parsim.shard.graph.shard_graph: a tuple of
     # (phase "F" | "B" | "grad", redistribution Step, device matrix).
     tp_comm: tuple = field(default=(), compare=False, repr=False)
+    # Of the unsharded layer's work, the share one device of its tensor-parallel group does (its
+    # FLOPs' share; its memory-bound bytes' for a layer without FLOPs); 1.0 unsharded.  A profiled
+    # cost model, which times whole layers, scales by it.
+    tp_share: float = 1.0
     # Activation recomputation (Chen et al. 2016; Megatron's "full" recompute): the layer keeps only
     # its input (saved_bytes) and its backward re-runs the forward, re-creating these bytes per
     # sample.  0 when the layer is not recomputed.

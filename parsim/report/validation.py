@@ -31,6 +31,9 @@ class Row:
     predicted_exposed_comm_frac: float
     measured_compute_frac: float     # busy share of the step from the measured per-action times
     measured_spread: float = 0.0     # (slowest - fastest) / median over validation passes
+    tp: int = 1
+    predicted_collectives: str = ""  # tensor-parallel collectives per step and device, e.g. "all_reduce 36"
+    measured_collectives: str = ""   # the same, counted in the run
 
     @property
     def step_error(self) -> float:
@@ -43,6 +46,10 @@ class Row:
     def to_dict(self) -> dict:
         return {**asdict(self), "step_error": self.step_error, "memory_error": self.memory_error,
                 "predicted_throughput": 1 / self.predicted_step_s, "measured_throughput": 1 / self.measured_step_s}
+
+
+def collectives_text(counts: dict) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
 def measured_compute_fraction(measured: dict) -> float:
@@ -80,8 +87,10 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
 def table(rows: list[Row]):
     import pandas as pd
 
+    show_tp = any(r.tp > 1 for r in rows)
     return pd.DataFrame([{
-        "plan": r.label, "dp": r.dp, "pp": r.pp, "m": r.microbatches, "schedule": r.schedule,
+        "plan": r.label, "dp": r.dp, "pp": r.pp, **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
+        "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
         "err": f"{r.step_error:+.1%}", "pred MiB": round(r.predicted_peak_bytes / 2**20, 1),
         "meas MiB": round(r.measured_peak_bytes / 2**20, 1) if r.measured_peak_bytes else None,
@@ -89,6 +98,9 @@ def table(rows: list[Row]):
         "compute p/m": f"{r.predicted_compute_frac:.0%}/{r.measured_compute_frac:.0%}",
         "bubble": f"{r.predicted_bubble_frac:.0%}", "exp.comm": f"{r.predicted_exposed_comm_frac:.0%}",
         "spread": f"{r.measured_spread:.0%}",
+        **({"tp collectives p/m": "" if r.tp == 1 else
+            ("same: " if r.predicted_collectives == r.measured_collectives else "DIFFER: ")
+            + f"{r.predicted_collectives} / {r.measured_collectives}"} if show_tp else {}),
     } for r in rows])
 
 

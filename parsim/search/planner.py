@@ -139,11 +139,13 @@ class _Bounds:
     def memory_fn(self, schedule, m, pp, v, b, dp):
         pp_, sp, op = self.param_prefix, self.saved_prefix, self.out
 
-        def memory(j, A, B):
+        def memory(j, A, B):                            # j: a stage, or an array of stages
             params = pp_[B] - pp_[A]
             static = params * self.static_per_param
             boundary = 2 * op[np.maximum(B - 1, 0)] * b
-            act = inflight_microbatches(schedule, m, pp, j, v) * b * (sp[B] - sp[A])
+            inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)
+                        else inflight_microbatches(schedule, m, pp, j, v))
+            act = inflight * b * (sp[B] - sp[A])
             return (static + boundary + act) * v        # v chunks share one device
         return memory
 
@@ -157,7 +159,7 @@ class _Bounds:
         bounds, _ = self._splits[key]
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
-        if all(mem(j, A[j], B[j]) <= cap for j in range(stages)):
+        if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
         key = (schedule, m, pp, v, b, dp > 1)
         if key not in self._splits:
@@ -289,7 +291,9 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     bounds_of: dict[int, _Bounds] = {}
     fits_without_recompute: set[tuple] = set()
     for dp, pp, tp, layout, recompute, graph in pairs:
-        bnd = bounds_of.setdefault(id(graph), _Bounds(spec, graph, cluster, compute))
+        if id(graph) not in bounds_of:
+            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, compute)
+        bnd = bounds_of[id(graph)]
         per_replica = batch // dp
         for m in divisors(per_replica):
             if c.microbatches and m != c.microbatches:

@@ -325,6 +325,7 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
                    saved_bytes=saved / batch, param_count=count, param_bytes=int(count * width),
                    max_param_bytes=int(max(per_device, default=0) * width) if per_device else layer.max_param_bytes,
                    output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
+                   tp_share=f_ratio if total_f else m_ratio,
                    input_saved_bytes=layer.input_saved_bytes / (ways(in_layout) if in_layout is not None else 1))
 
 
@@ -379,7 +380,37 @@ def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: in
         result = shard_layer(layer, mine, devices, graph.extraction_batch, prev)
         layers.append(result.layer)
         prev = result.output
+    if prev is not None and ways(prev) * _partial_size(prev) > 1:
+        # The loss takes the whole output (logits): gathered forward, split back backward.
+        # (Megatron's vocabulary-parallel cross-entropy avoids the gather; not modelled.)
+        last, eb = graph.layers[-1], _elem_bytes(graph.layers[-1].ops[-1])
+        whole = _replicated(prev.device_matrix, prev.shape)
+        fwd, bwd, matrix = edge_steps(prev, whole, whole, eb)
+        extra = tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / graph.extraction_batch), matrix)
+                      for ph, steps in (("F", fwd), ("B", bwd)) for x in steps if x.communicates)
+        layers[-1] = replace(layers[-1], tp_comm=layers[-1].tp_comm + extra)
     return replace(graph, layers=tuple(layers), tp=devices)
+
+
+# torch.distributed functional collectives (what CommDebugMode counts) per redistribution step;
+# on gloo DTensor runs an AllToAll as an all_gather.
+COLLECTIVE_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather_into_tensor",
+                    "ReduceScatter": "reduce_scatter_tensor", "AllToAll": "all_gather_into_tensor"}
+
+
+def collective_counts(graph: LayerGraph, microbatches: int) -> dict[str, int]:
+    """Tensor-parallel collectives one device issues per step of a per-device graph: each layer's
+    forward and backward steps per micro-batch (the forward's again when recomputed), its
+    gradient mirrors once."""
+    counts: dict[str, int] = {}
+    for layer in graph.layers:
+        for ph, step, _ in layer.tp_comm:
+            if not step.communicates:
+                continue
+            n = 1 if ph == "grad" else microbatches * (2 if ph == "F" and layer.recompute_bytes else 1)
+            name = COLLECTIVE_NAMES[step.kind]
+            counts[name] = counts.get(name, 0) + n
+    return counts
 
 
 _PREPARED: dict[tuple, tuple[LayerGraph, LayerGraph]] = {}

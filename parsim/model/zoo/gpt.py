@@ -93,13 +93,15 @@ class Block(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, h)
         B, T, h = x.shape
-        a, d = self.heads, h // self.heads
-        q, k, v = self.qkv(self.ln1(x)).split(h, dim=2)
-        q, k, v = (t.view(B, T, a, d).transpose(1, 2) for t in (q, k, v))  # (B, a, T, d)
+        d = h // self.heads
+        # QKV columns are grouped per head, [q | k | v] of each head (Megatron's layout), so that a
+        # column split over t devices gives each device whole heads: a = heads / t below.
+        qkv = self.qkv(self.ln1(x))                                        # (B, T, 3h / t)
+        q, k, v = qkv.view(B, T, -1, 3 * d).transpose(1, 2).split(d, dim=-1)   # (B, a, T, d)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))            # (B, a, T, T)
         att = att.masked_fill(self.future[:T, :T], float("-inf"))
         att = self.attn_drop(F.softmax(att, dim=-1))
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, h)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, -1)         # (B, T, h / t)
         x = x + self.drop(self.proj(y))
         return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
 
@@ -130,4 +132,9 @@ def gpt(preset: str | None = None, **overrides) -> nn.Sequential:
     model.add_module("layers", nn.Sequential(*[Block(cfg) for _ in range(cfg.layers)]))
     model.add_module("head", Head(cfg, embed.wte))
     model.config = cfg
+    for m in model.modules():           # GPT-2's initialisation (Radford et al. 2019; nanoGPT's _init_weights)
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
     return model

@@ -1,0 +1,141 @@
+"""Tensor parallelism in the executor: the plan's Megatron layout applied to the zoo's GPT with
+DTensor's ``parallelize_module`` on the tensor-parallel dimension of the (dp, pp, tp) mesh.
+
+What runs is what parsim.shard.builtin prices for the "megatron" layout:
+- each Block: QKV and fc1 ``ColwiseParallel``, proj and fc2 ``RowwiseParallel``: one all-reduce
+  forward after each row split and one backward before each column split; attention on a/t heads;
+- the word embedding ``RowwiseParallel`` (vocabulary-parallel, output all-reduced) when the
+  vocabulary divides by t; the LM head, which shares that weight, then computes its vocabulary
+  slice of the logits, gathered for the loss (Megatron's mappings, written out: DTensor left
+  alone may gather the weight instead, a different plan from the one priced);
+- LayerNorms, dropouts and residual adds replicated.
+
+Data parallelism beside it: DDP does not take DTensor parameters, so with tp > 1 the gradients
+are averaged across replicas by one all-reduce per parameter's local shard after the backward
+(as with ZB-H1).  Dropout draws differ between tensor-parallel ranks inside the split regions,
+as in Megatron; runs compared with a single process use dropout 0.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+from torch import nn
+
+from parsim.errors import InputError
+
+EXECUTABLE_LAYOUTS = ("megatron",)
+
+
+def check_supported(cfg, spec, source: str) -> None:
+    if cfg.tp == 1:
+        return
+    if spec.source.kind != "builtin" or spec.source.target != "gpt":
+        raise InputError(f"{source}: parallel.tp: the executor runs tensor parallelism on the built-in gpt; "
+                         f"plan {spec.path} with tp=1")
+    if cfg.tp_layout not in EXECUTABLE_LAYOUTS:
+        raise InputError(f"{source}: parallel.tp_layout: the executor runs the {', '.join(EXECUTABLE_LAYOUTS)} "
+                         f"layout (got {cfg.tp_layout!r}); plan with --tp-layout megatron")
+
+
+def parallelize(stage: nn.Sequential, tp_mesh) -> None:
+    """Apply the Megatron layout to one stage's units, in place."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    from parsim.model.zoo.gpt import Block, Embedding, Head
+
+    t = tp_mesh.size()
+    for unit in stage.children():
+        if isinstance(unit, Block):
+            if unit.heads % t:
+                raise InputError(f"parallel.tp: {unit.heads} heads do not split over tp={t}; use a divisor")
+            parallelize_module(unit, tp_mesh, {"qkv": ColwiseParallel(), "proj": RowwiseParallel(),
+                                               "fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        elif isinstance(unit, Embedding) and unit.wte.num_embeddings % t == 0:
+            parallelize_module(unit, tp_mesh, {"wte": RowwiseParallel(input_layouts=Replicate())})
+        elif isinstance(unit, Head) and unit.wte.num_embeddings % t == 0:
+            unit.forward = _vocab_parallel_head(unit, tp_mesh)
+
+
+def _vocab_parallel_head(head, tp_mesh):
+    """The LM head on the vocabulary-split (tied) weight, as Megatron runs it: the input enters
+    through "f" (identity forward, all-reduce of its gradient backward), each device computes its
+    vocabulary slice of the logits, and the slices are gathered for the loss (backward: the local
+    slice of the gradient).  Left to DTensor, F.linear may gather the weight instead."""
+    import torch.nn.functional as F
+
+    group = tp_mesh.get_group()
+
+    def forward(x):
+        h = _CopyToGroup.apply(head.ln_f(x), group)
+        logits = F.linear(h, local(head.wte.weight))              # (B, T, V / t)
+        return _GatherLastDim.apply(logits, group)
+    return forward
+
+
+def _waited(t):
+    return funcol.wait_tensor(t) if isinstance(t, funcol.AsyncCollectiveTensor) else t
+
+
+class _CopyToGroup(torch.autograd.Function):
+    """Megatron's copy_to_tensor_model_parallel_region."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _waited(funcol.all_reduce(grad.contiguous(), "sum", ctx.group)), None
+
+
+class _GatherLastDim(torch.autograd.Function):
+    """Megatron's gather_from_tensor_model_parallel_region (last dimension)."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group, ctx.rank, ctx.n = group, dist.get_rank(group), dist.get_world_size(group)
+        return _waited(funcol.all_gather_single(x.contiguous(), x.dim() - 1, group))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.chunk(ctx.n, dim=-1)[ctx.rank].contiguous(), None
+
+
+def local(t):
+    """The local shard of a DTensor (a plain tensor as is)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def full(t):
+    """The whole tensor of a DTensor (a plain tensor as is); collective over its mesh."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+class CollectiveCounter:
+    """Counts the functional collectives DTensor issues (what CommDebugMode counts), forward and
+    backward, by name: all_reduce, all_gather_into_tensor, reduce_scatter_tensor, ..."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counts: dict[str, int] = {}
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func.namespace in ("_c10d_functional", "c10d") and not func.__name__.startswith(("wait", "_")):
+                    name = func.overloadpacket.__name__
+                    counts[name] = counts.get(name, 0) + 1
+                return func(*args, **(kwargs or {}))
+
+        self.counts, self._mode = counts, _Mode()
+
+    def __enter__(self):
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)

@@ -1,0 +1,72 @@
+"""The strategy search (AUTO_PARALLEL): MindSpore's eliminations with Pareto frontiers equal an
+exhaustive search on random small graphs; on a GPT it finds Megatron's layout by itself."""
+
+import random
+
+import pytest
+
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+from parsim.shard.auto import auto_strategies, candidates
+from parsim.shard.graph import shard_graph
+from parsim.shard.search import CostGraph, Point, exhaustive, pareto, search
+
+
+def _random_graph(rng: random.Random, n: int, fan_in: tuple[int, ...]) -> CostGraph:
+    g = CostGraph([[(rng.uniform(0, 10), rng.uniform(0, 10)) for _ in range(rng.randint(1, 3))] for _ in range(n)])
+    for v in range(1, n):
+        for u in rng.sample(range(v), min(v, rng.choice(fan_in))):
+            g.add_edge(u, v, [[rng.uniform(0, 5) for _ in g.node_costs[v]] for _ in g.node_costs[u]])
+    return g
+
+
+@pytest.mark.parametrize("fan_in", [(1,), (1, 1, 2), (1, 2, 3)], ids=["trees", "sparse", "dense"])
+def test_search_equals_exhaustive_on_random_small_graphs(fan_in):
+    rng = random.Random(len(fan_in))
+    used = set()
+    for _ in range(150):
+        g = _random_graph(rng, rng.randint(2, 7), fan_in)
+        cap = rng.choice([None, rng.uniform(5, 40)])
+        ref, got = exhaustive(g, cap), search(g, cap, keep=None)
+        if ref is None:
+            assert got is None
+            continue
+        assert got.time_s == pytest.approx(ref[1])
+        assert cap is None or got.mem_bytes <= cap
+        used |= {k for k, v in got.eliminations.items() if v}
+    expected = {"merge", "contract", "star"} if fan_in == (1,) else {"operator", "triangle", "edge", "merge", "contract"}
+    assert expected <= used
+
+
+def test_pareto_keeps_what_no_point_beats_in_both():
+    pts = [Point(1, 5), Point(2, 3), Point(3, 4), Point(4, 1), Point(1, 6)]
+    assert [(p.time_s, p.mem_bytes) for p in pareto(pts)] == [(1, 5), (2, 3), (4, 1)]
+    assert [(p.time_s, p.mem_bytes) for p in pareto(pts, cap=4)] == [(2, 3), (4, 1)]
+
+
+def test_a_memory_cap_trades_time_for_memory():
+    g = CostGraph([[(1.0, 10.0), (2.0, 1.0)], [(1.0, 10.0), (2.0, 1.0)]])
+    g.add_edge(0, 1, [[0.0, 5.0], [5.0, 0.0]])
+    assert search(g).strategies == (0, 0)
+    assert search(g, cap=12.0).strategies == (1, 1)      # 0,1 fits too but pays the edge
+    assert search(g, cap=1.5) is None
+
+
+def test_auto_layout_on_a_gpt_rediscovers_megatron():
+    spec = load_model("examples/gpt3_175b.yaml")
+    chosen, result = auto_strategies(spec.graph, 8, load_cluster("dgx-a100:1x8"), "fp16", "adam")
+    block = {k.split("/", 1)[1]: v for k, v in chosen.items() if k.startswith("layers.5/")}
+    assert block["qkv:addmm"] == block["fc1:addmm"] == ((1, 1), (1, 8))          # column splits
+    assert block["proj:addmm"] == block["fc2:addmm"] == ((1, 8), (8, 1))         # row splits
+    assert block[":bmm#0"] == block[":bmm#1"] == ((8, 1, 1), (8, 1, 1))          # heads
+    assert block["ln1:native_layer_norm"] == ((1, 8, 1),)                         # sequence parallel
+    assert sum(result.eliminations.values()) > 1000
+    per_device = shard_graph(spec.graph, chosen, 8)
+    assert per_device.layers[5].fwd_flops == pytest.approx(spec.graph.layers[5].fwd_flops / 8)
+
+
+def test_candidates_include_replication_and_megatron_splits():
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    fc1 = next(op for op in spec.graph.layers[1].ops if op.name == "fc1:addmm")
+    c = candidates(fc1, 2)
+    assert c[0] == ((1, 1), (1, 1)) and ((1, 1), (1, 2)) in c and ((1, 2), (2, 1)) in c
