@@ -3,8 +3,9 @@
     python benchmarks/bench_planner.py
 
 Goals: ResNet-50 on 1024 Ascend 910 (128 x 8) and on 64 DGX A100 nodes under 1 s each; a
-GPT-3-175B-shaped model on 1024 GPUs under 10 s.  Then how search time grows with layers and
-devices.  Medians of 3 runs.
+GPT-3-175B-shaped model on 1024 GPUs under 10 s (set before tensor parallelism, recomputation and
+the operator layouts multiplied its search space by about 20).  Then how search time grows with
+layers and devices.  Medians of 3 runs.
 """
 
 import statistics
@@ -28,7 +29,8 @@ def search(spec, cluster_spec, repeats=3):
         try:
             r = plan(spec, cluster, compute, progress=False)
             c = r.chosen.config
-            outcome = (f"dp={c.dp} pp={c.pp} m={c.microbatches} {c.schedule}; "
+            outcome = (f"dp={c.dp} tp={c.tp}{f' ({c.tp_layout})' if c.tp > 1 else ''} pp={c.pp} m={c.microbatches} "
+                       f"{c.schedule}{' recompute' if c.recompute else ''}; "
                        f"simulated {r.simulated}/{r.considered}")
         except DoesNotFitError as e:
             outcome = "nothing fits: " + str(e).split(":")[1].split(";")[0].strip()

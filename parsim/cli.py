@@ -24,6 +24,17 @@ def cmd_model(args) -> int:
 
     spec = load_model(args.model)
     g = spec.graph
+    if args.ops:
+        from parsim.shard.graph import ops_frame
+
+        frame = ops_frame(g, spec.shard)
+        if args.json:
+            _print_json(frame.to_dict(orient="records"))
+        else:
+            print(f"{spec.name}: operators at a batch of {g.extraction_batch} (ids for model.yaml's shard:; "
+                  "a Linear's inputs are X and W^T)")
+            print(frame.to_string(index=False))
+        return 0
     if args.json:
         _print_json({"name": spec.name, "training": spec.training.__dict__, "graph": g.to_dict(),
                      "totals": g.totals(), "manual_stages": spec.manual_stages})
@@ -269,7 +280,10 @@ def cmd_profile(args) -> int:
     if sizes[0] < spec.graph.min_microbatch:
         raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
     out = args.output or f"{spec.name}.profile.json"
-    code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads)
+    if args.tp > 1 and args.nproc % args.tp:
+        raise InputError(f"--tp {args.tp}: the {args.nproc} processes (--nproc) must form whole groups of {args.tp}")
+    code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads,
+                            tp=args.tp, tp_layout=args.tp_layout)
     if code:
         return code
     with open(out) as f:
@@ -301,23 +315,33 @@ def cmd_validate(args) -> int:
 
     from parsim.validation import validate
 
+    tp_profiles = {}
     if args.profile:
         profiles = {1: args.profile}
     else:                     # profile as the runs will run: alone, and with every core busy
         from parsim.hardware import load_cluster
+        from parsim.model.spec import load_model
         from parsim.profile.layers import launch_profilers
         os.makedirs(args.out, exist_ok=True)
         profiles = {}
-        for n in sorted({1, load_cluster(args.cluster).devices_per_node}):
+        per_node = load_cluster(args.cluster).devices_per_node
+        for n in sorted({1, per_node}):
             profiles[n] = os.path.join(args.out, f"layers.{n}proc.profile.json")
             print(f"profiling the model with {n} process(es) at once (micro-batch sizes {args.microbatch_sizes}) "
                   f"-> {profiles[n]}", file=sys.stderr)
             code = launch_profilers(args.model, args.microbatch_sizes.split(","), profiles[n], n)
             if code:
                 return code
+        spec = load_model(args.model)
+        if spec.source.kind == "builtin" and spec.source.target == "gpt" and per_node >= 2:   # tp=2 plans
+            tp_profiles[2] = os.path.join(args.out, "layers.tp2.profile.json")
+            print(f"profiling the tensor-parallel shards (tp=2, megatron) -> {tp_profiles[2]}", file=sys.stderr)
+            code = launch_profilers(args.model, args.microbatch_sizes.split(","), tp_profiles[2], 2, tp=2)
+            if code:
+                return code
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     out = validate(args.model, args.cluster, profiles, args.out, args.steps, args.set, args.timeout, args.passes,
-                   log=log)
+                   log=log, tp_profiles=tp_profiles)
     table = out.pop("table")
     if args.json:
         _print_json(out)
@@ -371,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("model", help="print a model's layer table")
     p.add_argument("model", help="model.yaml")
+    p.add_argument("--ops", action="store_true", help="list the operators (ids for shard: strategies) instead")
     p.add_argument("--json", action="store_true", help="print JSON on stdout")
     p.set_defaults(func=cmd_model)
 
@@ -426,6 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive, default=1, help="compute threads, as in a run (default 1)")
     p.add_argument("--nproc", type=_positive, default=2,
                    help="profilers running at once, as the ranks of a run share the machine (default 2)")
+    p.add_argument("--tp", type=_positive, default=1,
+                   help="profile the tensor-parallel shards (groups of tp of the --nproc processes)")
+    p.add_argument("--tp-layout", choices=("megatron",), default="megatron", help="the layout the executor runs")
     p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)

@@ -7,6 +7,7 @@ on stderr; a lost peer (collective timeout) says so.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from parsim.errors import ParsimError
@@ -76,4 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from parsim.exec.runtime import exit_without_teardown
+
+    exit_without_teardown(main())

@@ -77,16 +77,22 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_dir: str, steps: int = 12,
-             which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print) -> dict:
+             which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print,
+             tp_profiles: dict[int, str] | None = None) -> dict:
     """``profiles`` maps processes per node to the layer profile taken with that many running at
     once: a plan with n ranks on a node is priced with the profile taken at n (cores share caches
-    and memory bandwidth), or the nearest one given."""
+    and memory bandwidth), or the nearest one given.  ``tp_profiles`` maps a tensor-parallel
+    degree to the profile of the shards as they run (``parsim profile --tp``); a tensor-parallel
+    plan without one is priced from the unsharded layers, scaled by their share."""
     spec = load_model(model_path)
     cluster = load_cluster(cluster_spec)
     analytical = AnalyticalCompute(cluster.device, spec.training.dtype)
     models = {n: ProfiledCompute(load_profile_table(path), analytical) for n, path in profiles.items()}
+    tp_models = {t: ProfiledCompute(load_profile_table(path), analytical) for t, path in (tp_profiles or {}).items()}
 
     def compute_for(cfg: ParallelConfig):
+        if cfg.tp in tp_models:
+            return tp_models[cfg.tp]
         n = min(cfg.world_size, cluster.devices_per_node)
         return models[min(models, key=lambda k: (abs(k - n), -k))]
     compute = compute_for(ParallelConfig(cluster.devices_per_node, 1, 1))
@@ -141,6 +147,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         results.append((case, est, measured))
     out = report.summary(rows)
     out.update(model=model_path, cluster=cluster_spec, profiles={str(k): v for k, v in profiles.items()},
+               tp_profiles={str(k): v for k, v in (tp_profiles or {}).items()},
                steps=steps, set=which, passes=passes, skipped=skipped)
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))

@@ -92,3 +92,25 @@ def test_validation_summary_metrics():
     worse = summary([_row("planner", 1.0, 1.2), _row("x", 1.0, 1.0), _row("y", 2, 2)])
     assert not worse["pick_is_best"] and worse["pick_gap_to_best"] == pytest.approx(0.2)
     assert math.isfinite(worse["spearman_throughput"])
+
+
+def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_path, capsys):
+    """`parsim profile --tp 2` runs the executor's layout on 2 processes; the profiled model then
+    takes those times as they are and adds no tensor-parallel communication of its own."""
+    from parsim.cost.compute import ProfiledCompute
+    from parsim.cost.layer import layer_time_s
+    from parsim.shard.graph import per_device_graph
+
+    out = tmp_path / "tp.json"
+    assert main(["profile", "examples/gpt_tiny_local.yaml", "--tp", "2", "--microbatch-sizes", "1,2",
+                 "--repeats", "2", "-o", str(out), "--json"]) == 0
+    table = load_profile_table(str(out))
+    assert table.tp == 2 and table.tp_layout == "megatron"
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    cluster = load_cluster("local-cpu")
+    model = ProfiledCompute(table, AnalyticalCompute(cluster.device))
+    layer = per_device_graph(spec.graph, 2, "megatron").layers[1]
+    assert model.includes_tp_comm and layer.tp_comm
+    assert layer_time_s(model, layer, "F", 2, cluster) == table.times(layer.name).fwd_s[1]
+    unsharded = ProfiledCompute(replace(table, tp=1), AnalyticalCompute(cluster.device))
+    assert layer_time_s(unsharded, layer, "F", 2, cluster) > layer.tp_share * table.times(layer.name).fwd_s[1]

@@ -164,3 +164,12 @@ def test_model_yaml_shard_section_is_priced(capsys):
     assert _steps(unit3, "F") == [] == _steps(unit3, "B")              # row split takes the columns as they are
     assert _steps(unit4, "F") == [("AllReduce", 2, 256 * 4)]          # the ReLU completes the row split's sum
     assert unit1.param_count == 3072 * 256 // 2 + 256
+
+
+def test_model_ops_lists_operator_ids_and_strategies(capsys):
+    import json
+
+    assert main(["model", "examples/mlp_semi_auto.yaml", "--ops", "--json"]) == 0
+    rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["1/:addmm"]["strategy"] == "((1, 1), (1, 2))" and rows["1/:addmm"]["kind"] == "MatMul"
+    assert rows["2/:relu"]["strategy"] == ""

@@ -27,6 +27,8 @@ from parsim.model.graph import DTYPE_BYTES, Layer
 
 
 class ComputeModel(Protocol):
+    includes_tp_comm: bool        # its layer times already hold the tensor-parallel collectives
+
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float: ...
 
     def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float: ...
@@ -50,6 +52,7 @@ def _split_flops(layer: Layer, kind: str) -> tuple[float, float]:
 class AnalyticalCompute:
     device: Device
     dtype: str = "fp32"
+    includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         flops, mem_bytes = _split_flops(layer, kind)
@@ -96,6 +99,8 @@ class ProfileTable:
           - {name: head, fwd_s: [...], bwd_s: [...]}    # one time per micro-batch size, median
             # optional: bwd_input_s, bwd_weight_s (I and W of zero-bubble schedules), saved_bytes
         optimizer_s_per_param: 2.0e-9                   # optional
+        tp: 2                     # optional: times of the per-device shards, collectives included
+        tp_layout: megatron
     """
 
     microbatch_sizes: tuple[int, ...]
@@ -103,6 +108,8 @@ class ProfileTable:
     dtype: str = "fp32"
     device: str = ""
     optimizer_s_per_param: float | None = None
+    tp: int = 1
+    tp_layout: str = ""
 
     def times(self, name: str) -> LayerTimes:
         table = dict(self.layers)
@@ -141,7 +148,8 @@ def load_profile_table(path: str | os.PathLike) -> ProfileTable:
     r.get("threads", int, 1)
     r.get("concurrent_processes", int, 1)
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
-                         "", r.get("optimizer_s_per_param", float, None))
+                         "", r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
+                         r.get("tp_layout", str, ""))
     r.done()
     return table
 
@@ -160,10 +168,16 @@ class ProfiledCompute:
     table: ProfileTable
     fallback: AnalyticalCompute   # for the optimizer when the profile has no figure for it
 
+    @property
+    def includes_tp_comm(self) -> bool:
+        """A tensor-parallel profile timed the shards with their collectives."""
+        return self.table.tp > 1
+
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
-        """The profiled time of the whole layer, times the share of it one device does under
-        tensor parallelism (``Layer.tp_share``; the profile times unsharded layers)."""
-        return layer.tp_share * self._whole_layer_s(layer, kind, microbatch)
+        """The profiled time; a profile of unsharded layers is scaled by the share one device of
+        a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is."""
+        share = 1.0 if self.table.tp > 1 else layer.tp_share
+        return share * self._whole_layer_s(layer, kind, microbatch)
 
     def _whole_layer_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         t = self.table.times(layer.name)

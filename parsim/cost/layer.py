@@ -3,7 +3,8 @@ the forward it re-runs when recomputed, plus its tensor-parallel redistributions
 
 - Recomputation (Chen et al. 2016; Megatron's full recompute): the backward (B, or I under a
   split backward) first re-runs the forward, communication included.
-- Tensor-parallel steps (``Layer.tp_comm``, from parsim.shard.graph) run in the compute stream,
+- Tensor-parallel steps (``Layer.tp_comm``, from parsim.shard.graph) run in the compute stream
+  (unless the compute model's times already hold them: a tensor-parallel profile),
   not overlapped: DTensor's and Megatron's tensor-parallel collectives block the next operator.
   Forward steps go with F, backward steps with B (I under a split backward), gradient mirrors
   with the optimizer step, once per step (Megatron's finalize_model_grads).
@@ -77,10 +78,11 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
                  first_rank: int = 0) -> float:
     """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring)."""
     t = compute.layer_time_s(layer, kind, microbatch)
+    priced = cluster is not None and layer.tp_comm and not getattr(compute, "includes_tp_comm", False)
     if layer.recompute_bytes and kind in ("B", "I"):
         t += compute.layer_time_s(layer, "F", microbatch)
-        if cluster is not None and layer.tp_comm:
+        if priced:
             t += tp_comm_time_s(layer, "F", microbatch, cluster, first_rank)
-    if cluster is not None and layer.tp_comm and kind in ("F", "B", "I"):
+    if priced and kind in ("F", "B", "I"):
         t += tp_comm_time_s(layer, "F" if kind == "F" else "B", microbatch, cluster, first_rank)
     return t

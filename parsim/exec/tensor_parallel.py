@@ -76,7 +76,10 @@ def _vocab_parallel_head(head, tp_mesh):
 
 
 def _waited(t):
-    return funcol.wait_tensor(t) if isinstance(t, funcol.AsyncCollectiveTensor) else t
+    """Wait for a functional collective's result.  Always: a result that is never waited leaves
+    gloo's work pending, and the process can abort at exit ("terminate called without an active
+    exception")."""
+    return funcol.wait_tensor(t)
 
 
 class _CopyToGroup(torch.autograd.Function):
@@ -116,8 +119,10 @@ def full(t):
 
 
 class CollectiveCounter:
-    """Counts the functional collectives DTensor issues (what CommDebugMode counts), forward and
-    backward, by name: all_reduce, all_gather_into_tensor, reduce_scatter_tensor, ..."""
+    """Counts the functional collectives tensor parallelism issues (DTensor's, and the head's
+    mappings; what CommDebugMode counts), forward and backward, by name: all_reduce,
+    all_gather_into_tensor, reduce_scatter_tensor, ...  Data parallelism's gradient all-reduce
+    goes through c10d directly and is not counted."""
 
     def __init__(self):
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -126,7 +131,7 @@ class CollectiveCounter:
 
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if func.namespace in ("_c10d_functional", "c10d") and not func.__name__.startswith(("wait", "_")):
+                if func.namespace == "_c10d_functional" and not func.__name__.startswith(("wait", "_")):
                     name = func.overloadpacket.__name__
                     counts[name] = counts.get(name, 0) + 1
                 return func(*args, **(kwargs or {}))

@@ -32,7 +32,8 @@ import torch.distributed as dist
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
-def _median_time(fn, repeats: int, warmup: int = 2) -> float:
+def median_time_s(fn, repeats: int, warmup: int = 2) -> float:
+    """Median wall time of ``fn`` over ``repeats`` runs after ``warmup`` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
@@ -56,12 +57,12 @@ def measure_device(repeats: int) -> dict:
     points = []
     for n in (64, 128, 256, 512, 1024, 2048):
         a, b = torch.randn(n, n), torch.randn(n, n)
-        t = _median_time(lambda: torch.mm(a, b), repeats)
+        t = median_time_s(lambda: torch.mm(a, b), repeats)
         points.append((2.0 * n ** 3, 2.0 * n ** 3 / t))
     peak = max(r for _, r in points)
     x = torch.randn(16 << 20)
     y = torch.empty_like(x)
-    copy_bw = 2 * x.numel() * 4 / _median_time(lambda: y.copy_(x), repeats)
+    copy_bw = 2 * x.numel() * 4 / median_time_s(lambda: y.copy_(x), repeats)
     return {"peak_flops_per_s": peak, "efficiency": [(w, r / peak) for w, r in points],
             "copy_bytes_per_s": copy_bw}
 
@@ -84,13 +85,13 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict
                     dist.recv(buf, 0)
                     dist.send(buf, 0)
             dist.barrier()
-            times.append(_median_time(ping, repeats) / 2)
+            times.append(median_time_s(ping, repeats) / 2)
         out[cls] = (SIZES_BYTES, times)
     times = []
     for nbytes in SIZES_BYTES:
         buf = torch.ones(nbytes // 4)
         dist.barrier()
-        times.append(_median_time(lambda: dist.all_reduce(buf), repeats))
+        times.append(median_time_s(lambda: dist.all_reduce(buf), repeats))
     out["all_reduce"] = (SIZES_BYTES, times)
     return out
 
@@ -115,11 +116,11 @@ def measure_overlap(repeats: int) -> float:
         compute()
         work.wait()
     dist.barrier()
-    t_comp = _median_time(compute, repeats)
+    t_comp = median_time_s(compute, repeats)
     dist.barrier()
-    t_comm = _median_time(comm, repeats)
+    t_comm = median_time_s(comm, repeats)
     dist.barrier()
-    t_both = _median_time(both, repeats)
+    t_both = median_time_s(both, repeats)
     hidden = (t_comp + t_comm - t_both) / min(t_comp, t_comm)
     return float(min(1.0, max(0.0, hidden)))
 

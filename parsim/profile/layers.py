@@ -10,6 +10,11 @@ process alone measured compute about 8-10% faster than the same stages inside a 
 too (seconds per parameter), and saved-activation bytes are recorded per unit from
 ``saved_tensors_hooks`` on the real tensors.
 
+With ``--tp t`` (t processes, the executor's tensor-parallel layout), every unit is the
+per-device shard a tensor-parallel run executes, and its times include the collectives it
+issues; the table records tp and the layout, and the profiled cost model then adds no
+tensor-parallel communication of its own.  I and W are not split then (the FLOP share is used).
+
 Writes the ProfileTable format of ``parsim.cost.compute`` (the profiled cost model reads it).
 """
 
@@ -24,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from parsim.errors import InputError
+from parsim.exec.tensor_parallel import local
 from parsim.model.extract import cut_units
 from parsim.model.spec import ModelSpec, build_module
 
@@ -88,7 +94,7 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
 
 
 def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
-                   seed: int = 0, barrier=lambda: None) -> dict:
+                   seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "") -> dict:
     if spec.graph.dtype != "fp32":
         raise InputError(f"{spec.path}: training.dtype: the profiler measures fp32 for now")
     dev = torch.device(device)
@@ -96,6 +102,12 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         raise InputError("--device cuda: no CUDA device is visible; use --device cpu")
     torch.manual_seed(seed)
     units = [(n, m.to(dev).train()) for n, m in cut_units(build_module(spec.source, spec.path))]
+    tp = tp_mesh.size() if tp_mesh is not None else 1
+    if tp > 1:
+        from parsim.exec.stages import sequential
+        from parsim.exec.tensor_parallel import parallelize
+
+        parallelize(sequential(units), tp_mesh)          # the units themselves, sharded in place
     names = [n for n, _ in units]
     fwd = {n: [] for n in names}
     bwd = {n: [] for n in names}
@@ -113,13 +125,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
             for i, (n, m) in enumerate(units):
                 inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
                 keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
-                params = {p.untyped_storage().data_ptr() for p in m.parameters()} | \
-                         {t.untyped_storage().data_ptr() for t in m.buffers()}
+                params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
+                         {local(t).untyped_storage().data_ptr() for t in m.buffers()}
 
                 def pack(t, keys=keys, params=params):
-                    k = t.untyped_storage().data_ptr()
+                    t_local = local(t)               # a DTensor saves its local shard
+                    k = t_local.untyped_storage().data_ptr()
                     if k not in params:
-                        keys[k] = t.untyped_storage().nbytes()
+                        keys[k] = t_local.untyped_storage().nbytes()
                     return t
                 _sync(dev)
                 t0 = time.perf_counter()
@@ -143,15 +156,16 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
                 grad = inp.grad if inp.requires_grad else None
             for m in (m for _, m in units):
                 m.zero_grad(set_to_none=False)
-        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev)
+        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev) if tp == 1 else ({}, {})
         for i, n in enumerate(names):
             fwd[n].append(statistics.median(times_f[n][warmup:]))
             bwd[n].append(statistics.median(times_b[n][warmup:]))
-            bwd_i[n].append(statistics.median(times_i[n][warmup:]))
-            bwd_w[n].append(statistics.median(times_w[n][warmup:]))
+            if tp == 1:
+                bwd_i[n].append(statistics.median(times_i[n][warmup:]))
+                bwd_w[n].append(statistics.median(times_w[n][warmup:]))
             saved[n].append(chain[i][2] / b)
     barrier()
-    params = [p for _, m in units for p in m.parameters()]
+    params = list({id(p): p for _, m in units for p in m.parameters()}.values())   # a tied weight once
     opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     for p in params:
         p.grad = torch.zeros_like(p)
@@ -160,14 +174,16 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         t0 = time.perf_counter()
         opt.step()
         opt_times.append(time.perf_counter() - t0)
-    count = sum(p.numel() for p in params)
+    count = sum(local(p).numel() for p in params)
+    split = {"bwd_input_s": bwd_i, "bwd_weight_s": bwd_w} if tp == 1 else {}
     return {
         "schema_version": 1, "kind": "layer-profile", "model": spec.name,
+        **({"tp": tp, "tp_layout": tp_layout} if tp > 1 else {}),
         "device": f"{dev.type}: {platform.processor() or platform.machine()}",
         "dtype": "fp32", "threads": torch.get_num_threads(),
         "measured": datetime.date.today().isoformat(),
         "microbatch_sizes": list(sizes),
-        "layers": [{"name": n, "fwd_s": fwd[n], "bwd_s": bwd[n], "bwd_input_s": bwd_i[n], "bwd_weight_s": bwd_w[n],
+        "layers": [{"name": n, "fwd_s": fwd[n], "bwd_s": bwd[n], **{k: v[n] for k, v in split.items()},
                     "saved_bytes": saved[n]} for n in names],
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
     }
@@ -188,13 +204,16 @@ def mean_tables(tables: list[dict]) -> dict:
 
 
 def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, device: str = "cpu",
-                     threads: int = 1, quiet: bool = False) -> int:
+                     threads: int = 1, quiet: bool = False, tp: int = 1, tp_layout: str = "megatron") -> int:
     """Run ``nproc`` profilers of ``model`` at once (this module's ``main`` as the worker); rank 0
-    writes their mean table to ``out``.  Returns the exit code."""
+    writes their mean table to ``out``.  With tp > 1, the nproc processes form tensor-parallel
+    groups of tp.  Returns the exit code."""
     from parsim.exec.launch import launch
 
+    flags = ["--tp", str(tp), "--tp-layout", tp_layout] if tp > 1 else []
     return launch([model, "--sizes", ",".join(map(str, sizes)), "--device", device, "--repeats", str(repeats),
-                   "-o", out], nproc, timeout_s=600, threads=threads, module="parsim.profile.layers", quiet=quiet)
+                   "-o", out, *flags], nproc, timeout_s=600, threads=threads, module="parsim.profile.layers",
+                  quiet=quiet)
 
 
 def main(argv=None) -> int:
@@ -216,17 +235,32 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("-o", "--output", required=True)
+    p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--tp-layout", default="megatron")
     args = p.parse_args(argv)
     rank = os.environ.get("RANK", "0")
     try:
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         spec = load_model(args.model)
         distributed = "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
+        tp_mesh = None
         if distributed:
             from parsim.exec import groups
-            groups.init(timeout_s=600)
+            env = groups.init(timeout_s=600)
+            if args.tp > 1:
+                from parsim.exec.tensor_parallel import EXECUTABLE_LAYOUTS
+                from torch.distributed.device_mesh import init_device_mesh
+
+                if env.world_size % args.tp or args.tp_layout not in EXECUTABLE_LAYOUTS:
+                    raise InputError(f"--tp {args.tp}: needs a multiple of {args.tp} processes and a layout the "
+                                     f"executor runs ({', '.join(EXECUTABLE_LAYOUTS)})")
+                tp_mesh = init_device_mesh(env.device.type, (env.world_size // args.tp, args.tp),
+                                           mesh_dim_names=("dp", "tp"))["tp"]
+        elif args.tp > 1:
+            raise InputError(f"--tp {args.tp}: profile tensor parallelism with --nproc {args.tp}")
         table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, args.repeats,
-                               barrier=dist.barrier if distributed else (lambda: None))
+                               barrier=dist.barrier if distributed else (lambda: None), tp_mesh=tp_mesh,
+                               tp_layout=args.tp_layout)
         tables = [table]
         if distributed:
             tables = [None] * dist.get_world_size()
@@ -241,5 +275,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-    sys.exit(main())
+    from parsim.exec.runtime import exit_without_teardown
+
+    exit_without_teardown(main())

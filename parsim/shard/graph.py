@@ -459,3 +459,16 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
         _PREPARED.clear()
     _PREPARED[key] = (graph, out, cluster)     # keeps what the key's ids name alive
     return out
+
+
+def ops_frame(graph: LayerGraph, patterns: Mapping[str, Strategy] | None = None):
+    """A pandas DataFrame of every operator (its id for ``shard:`` patterns, kind, shapes at the
+    extraction batch) and the strategy ``patterns`` give it, if any."""
+    import pandas as pd
+
+    chosen = select(graph, patterns) if patterns else {}
+    return pd.DataFrame([{"op": f"{layer.name}/{op.name}", "kind": op.kind,
+                          "inputs": " ".join("x".join(map(str, s)) for s in op.input_shapes),
+                          "output": "x".join(map(str, op.output_shape)),
+                          "strategy": str(chosen[(li, oi)][0]) if (li, oi) in chosen else ""}
+                         for li, layer in enumerate(graph.layers) for oi, op in enumerate(layer.ops)])
