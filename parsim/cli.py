@@ -162,6 +162,14 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _strategy_rows(spec, cluster, cfg) -> list[dict]:
+    from parsim.shard.graph import layout_strategies, strategy_summary
+
+    patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training)
+    return [{"op": name, "strategy": str(strategy), "layers": n}
+            for name, strategy, n in strategy_summary(spec.graph, patterns)]
+
+
 def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS
 
@@ -215,8 +223,10 @@ def cmd_plan(args) -> int:
     if args.output:
         write_json(args.output, plan_json)
     if args.json:
+        c = chosen.config
         _print_json({"search_time_s": result.search_time_s, "considered": result.considered,
                      "simulated": result.simulated, "plan": plan_json,
+                     "strategies": _strategy_rows(spec, cluster, c) if c.tp > 1 else [],
                      "candidates": [_candidate_json(c) for c in result.ranked],
                      "pareto": [_candidate_json(c) for c in result.pareto],
                      "manual": _candidate_json(result.manual) if result.manual else None,
@@ -239,6 +249,14 @@ def cmd_plan(args) -> int:
         print(f"  {row['']:>6}: {cand.config.describe_split(names)}")
     for line in result.explanation:
         print(line)
+    if chosen.config.tp > 1:
+        c = chosen.config
+        rows = _strategy_rows(spec, cluster, c)
+        print(f"operator strategies of the pick (tp={c.tp}, {c.tp_layout}) that differ from data parallelism:")
+        for row in rows[:12]:
+            print(f"  {row['op']:>28}  {row['strategy']}  in {row['layers']} layer(s)")
+        if len(rows) > 12:
+            print(f"  ... {len(rows) - 12} more (--json lists all)")
     if len(result.pareto) > 1:
         print("pareto (throughput vs peak memory): " + "; ".join(
             f"dp={c.config.dp} pp={c.config.pp} m={c.config.microbatches} {c.config.schedule} "

@@ -173,3 +173,16 @@ def test_model_ops_lists_operator_ids_and_strategies(capsys):
     rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["1/:addmm"]["strategy"] == "((1, 1), (1, 2))" and rows["1/:addmm"]["kind"] == "MatMul"
     assert rows["2/:relu"]["strategy"] == ""
+
+
+def test_plan_lists_the_picks_strategies_that_differ_from_data_parallelism(capsys):
+    import json
+
+    assert main(["plan", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu", "--tp", "2", "--tp-layout",
+                 "megatron", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["plan"]["parallel"]["tp"] == 2
+    rows = {r["op"]: r for r in out["strategies"]}
+    assert rows["qkv:addmm"] == {"op": "qkv:addmm", "strategy": "((1, 1), (1, 2))", "layers": 4}
+    assert rows["fc2:addmm"]["strategy"] == "((1, 2), (2, 1))"
+    assert not any(r["op"].startswith("ln") for r in out["strategies"])      # norms stay replicated

@@ -28,7 +28,7 @@ from parsim.cost.layer import redistribution_time_s
 from parsim.cost.memory import bytes_per_param
 from parsim.errors import InfeasibleError
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
-from parsim.shard.graph import _CONTRACTIONS, _REDUCED_DIMS, _elem_bytes, edge_steps, op_pieces, op_sharding, ways
+from parsim.shard.graph import CONTRACTIONS, REDUCED_DIMS, elem_bytes, edge_steps, op_pieces, op_sharding, ways
 from parsim.shard.redistribute import Step
 from parsim.shard.search import CostGraph, SearchResult, search
 
@@ -46,7 +46,7 @@ def candidates(op: OpInfo, t: int) -> list[tuple]:
         out = [ones, ((t, 1),), ((1, t),)]
     else:
         shape = op.input_shapes[0] if op.kind != "ElementWise" else op.output_shape
-        reduced = _REDUCED_DIMS.get(op.kind, lambda n: ())(len(shape))
+        reduced = REDUCED_DIMS.get(op.kind, lambda n: ())(len(shape))
         out = [((1,) * len(shape),)] + [(tuple(t if d == i else 1 for d in range(len(shape))),)
                                         for i in range(len(shape)) if i not in reduced]
     return out
@@ -81,8 +81,8 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 except InfeasibleError:
                     continue
                 pieces = op_pieces(sh)
-                eb = _elem_bytes(op)
-                if op.kind in _CONTRACTIONS:
+                eb = elem_bytes(op)
+                if op.kind in CONTRACTIONS:
                     flops = 3 * op.flops * scale / pieces
                     time_s = flops / device.achieved_flops_per_s(dtype, flops)
                 else:
@@ -116,7 +116,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                     u = node_of[(li - 1, prev.ops_output)]
                 else:
                     u = node_of[(li, src)]
-                eb = _elem_bytes(op)
+                eb = elem_bytes(op)
                 copied = op.inputs_copied[j] if j < len(op.inputs_copied) else True
                 ul, uo = where[u]
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)

@@ -52,9 +52,9 @@ from parsim.shard.layout import Layout
 from parsim.shard.redistribute import Step, edge
 
 Strategy = st.Strategy
-_CONTRACTIONS = ("MatMul", "BatchMatMul", "Conv2d")
-_PRIMARY = _CONTRACTIONS + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
-_REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (2, 3)}
+CONTRACTIONS = ("MatMul", "BatchMatMul", "Conv2d")
+_PRIMARY = CONTRACTIONS + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
+REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (2, 3)}
 
 
 # ----------------------------------------------------------------------------- operators
@@ -162,29 +162,18 @@ def reshape_layout(layout: Layout, shape: tuple[int, ...]) -> Layout | None:
 
 def follow(op: OpInfo, source: Layout, devices: int) -> st.OpSharding:
     """The sharding of an op without a strategy (module docstring)."""
-    if op.kind in _PRIMARY and op.kind not in _REDUCED_DIMS:
+    if op.kind in _PRIMARY and op.kind not in REDUCED_DIMS:
         return op_sharding(op, tuple((1,) * len(s) for s in op.input_shapes), devices)
     lay = reshape_layout(_settled(source), op.input_shapes[0])
     if lay is None:
         lay = _replicated(source.device_matrix, op.input_shapes[0])
-    reduced = _REDUCED_DIMS.get(op.kind, lambda n: ())(len(lay.shape))
+    reduced = REDUCED_DIMS.get(op.kind, lambda n: ())(len(lay.shape))
     if any(lay.tensor_map[i] != -1 for i in reduced):
         lay = Layout(lay.device_matrix, tuple(-1 if i in reduced else d for i, d in enumerate(lay.tensor_map)), lay.shape)
     if op.kind == "ElementWise":
         return _broadcast_inputs(op, lay if tuple(lay.shape) == tuple(op.output_shape)
                                  else _replicated(lay.device_matrix, op.output_shape))
-    if op.kind == "Softmax":
-        return st.OpSharding("Softmax", lay.device_matrix, (lay,), lay, (lay,), (False,))
-    split_dims = frozenset(d for d in lay.tensor_map if d != -1)
-    if op.kind == "LayerNorm":
-        w = Layout(lay.device_matrix, (-1,), (lay.shape[-1],))
-        return st.OpSharding("LayerNorm", lay.device_matrix, (lay,), lay,
-                             (lay, Layout(lay.device_matrix, (-1,), (lay.shape[-1],), split_dims)), (False, True))
-    c = lay.tensor_map[1]
-    batch = frozenset({lay.tensor_map[0]}) if lay.tensor_map[0] != -1 else frozenset()
-    w = Layout(lay.device_matrix, (c,), (lay.shape[1],))
-    return st.OpSharding("BatchNorm", lay.device_matrix, (lay,), lay,
-                         (lay, Layout(lay.device_matrix, (c,), (lay.shape[1],), batch)), (False, True))
+    return {"Softmax": st.softmax_on, "LayerNorm": st.layer_norm_on, "BatchNorm": st.batch_norm_on}[op.kind](lay)
 
 
 # ----------------------------------------------------------------------------- edges
@@ -237,7 +226,7 @@ class LayerSharding:
     layer: Layer                         # the per-device layer with its tp_comm
 
 
-def _elem_bytes(op: OpInfo) -> int:
+def elem_bytes(op: OpInfo) -> int:
     return {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(op.dtype, 4)
 
 
@@ -275,7 +264,7 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
         except InfeasibleError as e:
             raise InfeasibleError(f"{layer.name}/{op.name}: {e}") from None
         shardings.append(sh)
-        eb = _elem_bytes(op)
+        eb = elem_bytes(op)
         for j, s in srcs:
             if j >= len(sh.inputs):
                 continue
@@ -305,7 +294,7 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
     total_f = layer.fwd_flops * batch
     op_f = sum(op.flops for op in ops)
     f_ratio = (sum(op.flops / n for op, n in zip(ops, pieces)) + max(total_f - op_f, 0.0)) / total_f if total_f else 1.0
-    mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in _CONTRACTIONS]
+    mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in CONTRACTIONS]
     m_ratio = sum(w / n for w, n in mem) / sum(w for w, _ in mem) if mem else 1.0
     saved = sum(op.saved_bytes / ways(sh.output) for op, sh in zip(ops, shardings))
     saved += layer.input_saved_bytes * batch / (ways(in_layout) if in_layout is not None else 1)
@@ -355,13 +344,13 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
                     else:
                         where = f"{layer.name}/{op.module}" if op.module else layer.name   # a unit that is the module
                         ok = op.kind in _PRIMARY and fnmatch.fnmatchcase(where, pattern) or \
-                            op.kind in _CONTRACTIONS and fnmatch.fnmatchcase(layer.name, pattern)
+                            op.kind in CONTRACTIONS and fnmatch.fnmatchcase(layer.name, pattern)
                     if ok:
                         chosen[(li, oi)] = (strategy, optional)
                         hits += 1
         if not hits and not optional:
             example = next((f"{layer.name}/{op.name}" for layer in graph.layers for op in layer.ops
-                            if op.kind in _CONTRACTIONS), "")
+                            if op.kind in CONTRACTIONS), "")
             raise InfeasibleError(f"{pattern!r} names no operator; operators are named "
                                   f"<layer>/<module>:<aten>, e.g. {example!r}")
     return chosen
@@ -383,7 +372,7 @@ def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: in
     if prev is not None and ways(prev) * _partial_size(prev) > 1:
         # The loss takes the whole output (logits): gathered forward, split back backward.
         # (Megatron's vocabulary-parallel cross-entropy avoids the gather; not modelled.)
-        last, eb = graph.layers[-1], _elem_bytes(graph.layers[-1].ops[-1])
+        last, eb = graph.layers[-1], elem_bytes(graph.layers[-1].ops[-1])
         whole = _replicated(prev.device_matrix, prev.shape)
         fwd, bwd, matrix = edge_steps(prev, whole, whole, eb)
         extra = tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / graph.extraction_batch), matrix)
@@ -413,7 +402,38 @@ def collective_counts(graph: LayerGraph, microbatches: int) -> dict[str, int]:
     return counts
 
 
-_PREPARED: dict[tuple, tuple[LayerGraph, LayerGraph]] = {}
+_PREPARED: dict[tuple, tuple] = {}
+
+
+def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategies=None, cluster=None,
+                      training=None) -> dict[str, Strategy]:
+    """The patterns -> strategies of a layout ("model", "auto" or a built-in) for tp devices."""
+    if tp_layout == "model":
+        if not model_strategies:
+            raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
+        return dict(model_strategies)
+    if tp_layout == "auto":
+        from parsim.shard.auto import auto_strategies
+
+        if cluster is None or training is None:
+            raise ValueError("the auto layout searches on a cluster for a training setup; pass both")
+        return auto_strategies(graph, tp, cluster, training.dtype, training.optimizer)[0]
+    from parsim.shard.builtin import strategies
+    return strategies(tp_layout, tp)
+
+
+def strategy_summary(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> list[tuple[str, Strategy, int]]:
+    """(operator name within its layer, strategy, number of layers) for every strategy that
+    differs from data parallelism (replication within the group), most layers first."""
+    counts: dict[tuple, int] = {}
+    rank: dict[str, int] = {}
+    for (li, oi), (strategy, _) in select(graph, patterns).items():
+        if any(c != 1 for split in strategy for c in split):
+            op = graph.layers[li].ops[oi]
+            counts[(op.name, strategy)] = counts.get((op.name, strategy), 0) + 1
+            rank[op.name] = (_PRIMARY + ("ElementWise",)).index(op.kind)     # contractions first
+    return sorted(((name, strategy, n) for (name, strategy), n in counts.items()),
+                  key=lambda x: (-x[2], rank[x[0]], x[0]))
 
 
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
@@ -438,19 +458,7 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
         return out
     out = graph
     if tp > 1:
-        if tp_layout == "model":
-            if not model_strategies:
-                raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
-            patterns = model_strategies
-        elif tp_layout == "auto":
-            from parsim.shard.auto import auto_strategies
-
-            if cluster is None or training is None:
-                raise ValueError("the auto layout searches on a cluster for a training setup; pass both")
-            patterns, _ = auto_strategies(graph, tp, cluster, training.dtype, training.optimizer)
-        else:
-            from parsim.shard.builtin import strategies
-            patterns = strategies(tp_layout, tp)
+        patterns = layout_strategies(graph, tp, tp_layout, model_strategies, cluster, training)
         try:
             out = shard_graph(graph, patterns, tp)
         except InfeasibleError as e:

@@ -140,28 +140,42 @@ def elementwise(shape, strategy: Strategy, devices: int, op: str = "ElementWise"
 
 def softmax(shape, strategy: Strategy, devices: int, axis: int = -1) -> OpSharding:
     dm, lay = _same_split("Softmax", shape, strategy[0], devices, keep_whole=(axis % len(shape),))
-    return OpSharding("Softmax", dm, (lay,), lay, (lay,), (False,))
+    return softmax_on(lay)
+
+
+def softmax_on(lay: Layout) -> OpSharding:
+    """Softmax on an input already laid out as ``lay`` (its reduced dimension whole)."""
+    return OpSharding("Softmax", lay.device_matrix, (lay,), lay, (lay,), (False,))
 
 
 def layer_norm(shape, strategy: Strategy, devices: int) -> OpSharding:
     """LayerNorm over the last dimension, with its weight [h]: the weight's gradient sums over
     every split of the other dimensions (a mirror reduction)."""
     dm, lay = _same_split("LayerNorm", shape, strategy[0], devices, keep_whole=(len(shape) - 1,))
+    return layer_norm_on(lay)
+
+
+def layer_norm_on(lay: Layout) -> OpSharding:
+    """LayerNorm on an input already laid out as ``lay`` (its last dimension whole)."""
+    dm, h = lay.device_matrix, lay.shape[-1]
     split_dims = frozenset(d for d in lay.tensor_map if d != -1)
-    weight = Layout(dm, (-1,), (shape[-1],))
-    return OpSharding("LayerNorm", dm, (lay, weight), lay,
-                      (lay, Layout(dm, (-1,), (shape[-1],), split_dims)), (False, True))
+    return OpSharding("LayerNorm", dm, (lay, Layout(dm, (-1,), (h,))), lay,
+                      (lay, Layout(dm, (-1,), (h,), split_dims)), (False, True))
 
 
 def batch_norm(shape, strategy: Strategy, devices: int) -> OpSharding:
     """BatchNorm over [N, C, H, W] with channels possibly split; statistics are per device (as in
     torch without SyncBatchNorm); the affine weight's gradient sums over the batch split."""
     dm, lay = _same_split("BatchNorm", shape, strategy[0], devices, keep_whole=(2, 3))
-    c_dim = lay.tensor_map[1]
-    weight = Layout(dm, (c_dim,), (shape[1],))
+    return batch_norm_on(lay)
+
+
+def batch_norm_on(lay: Layout) -> OpSharding:
+    """BatchNorm on an input already laid out as ``lay`` (its spatial dimensions whole)."""
+    dm, c_dim, channels = lay.device_matrix, lay.tensor_map[1], lay.shape[1]
     batch_dims = frozenset({lay.tensor_map[0]}) if lay.tensor_map[0] != -1 else frozenset()
-    return OpSharding("BatchNorm", dm, (lay, weight), lay, (lay, Layout(dm, (c_dim,), (shape[1],), batch_dims)),
-                      (False, True))
+    return OpSharding("BatchNorm", dm, (lay, Layout(dm, (c_dim,), (channels,))), lay,
+                      (lay, Layout(dm, (c_dim,), (channels,), batch_dims)), (False, True))
 
 
 def cross_entropy(shape, strategy: Strategy, devices: int) -> OpSharding:
