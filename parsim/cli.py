@@ -471,7 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profilers running at once, as the ranks of a run share the machine (default 2)")
     p.add_argument("--tp", type=_positive, default=1,
                    help="profile the tensor-parallel shards (groups of tp of the --nproc processes)")
-    p.add_argument("--tp-layout", choices=("megatron",), default="megatron", help="the layout the executor runs")
+    p.add_argument("--tp-layout", choices=("megatron", "megatron-sp"), default="megatron",
+                   help="a layout the executor runs")
     p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)

@@ -65,16 +65,17 @@ def test_matches_single_process_reference(tmp_path, capfd, name, flags):
     assert any(e.get("name") == "0F0" for e in trace["traceEvents"])
 
 
-@pytest.mark.parametrize("dp,cluster", [(1, "local-cpu"), (2, "local-cpu:2x2")])
-def test_tensor_parallel_gpt_matches_reference(tmp_path, capfd, dp, cluster):
+@pytest.mark.parametrize("dp,cluster,layout", [(1, "local-cpu", "megatron"), (1, "local-cpu", "megatron-sp"),
+                                               (2, "local-cpu:2x2", "megatron")])
+def test_tensor_parallel_gpt_matches_reference(tmp_path, capfd, dp, cluster, layout):
     """Megatron's layout with tp=2 (ColwiseParallel/RowwiseParallel blocks, a vocabulary-parallel
-    embedding and the tied head) against one process; dp=2 x tp=2 runs 4 ranks on the (dp, pp, tp)
-    mesh, more ranks than cores, so it checks values only."""
+    embedding and the tied head), and with sequence parallelism, against one process; dp=2 x tp=2
+    runs 4 ranks on the (dp, pp, tp) mesh, more ranks than cores, so it checks values only."""
     plan = str(tmp_path / "tp.json")
     assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", cluster, "--tp", "2", "--tp-layout",
-                 "megatron", "--dp", str(dp), "--pp", "1", "--microbatches", "2", "-o", plan, "--json"]) == 0
+                 layout, "--dp", str(dp), "--pp", "1", "--microbatches", "2", "-o", plan, "--json"]) == 0
     saved = json.loads(open(plan).read())
-    assert saved["parallel"]["tp"] == 2 and saved["parallel"]["tp_layout"] == "megatron"
+    assert saved["parallel"]["tp"] == 2 and saved["parallel"]["tp_layout"] == layout
     out = tmp_path / "run"
     assert run(plan, out, "--steps", "5") == 0
     m = assert_same_as_reference(plan, out, 5)
@@ -82,8 +83,12 @@ def test_tensor_parallel_gpt_matches_reference(tmp_path, capfd, dp, cluster):
     assert m["loss"][-1] < m["loss"][0]
     # the collectives that ran are the ones the simulator prices
     spec = load_model("examples/gpt_tiny_local.yaml")
-    predicted = collective_counts(per_device_graph(spec.graph, 2, "megatron"), 2)
-    assert m["tp_collectives_per_step"] == predicted == {"all_reduce": 36, "all_gather_into_tensor": 2}
+    predicted = collective_counts(per_device_graph(spec.graph, 2, layout), 2)
+    assert m["tp_collectives_per_step"] == predicted
+    if layout == "megatron":
+        assert predicted == {"all_reduce": 36, "all_gather_into_tensor": 2}
+    else:       # every all-reduce became an all-gather plus a reduce-scatter
+        assert predicted["reduce_scatter_tensor"] > 0 and "all_reduce" not in predicted
 
 
 def test_seeds_split_matches_reference(tmp_path, capfd):

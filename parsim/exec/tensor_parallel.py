@@ -10,6 +10,15 @@ What runs is what parsim.shard.builtin prices for the "megatron" layout:
   alone may gather the weight instead, a different plan from the one priced);
 - LayerNorms, dropouts and residual adds replicated.
 
+"megatron-sp" adds sequence parallelism (Korthikanti et al. 2022): between the splits every
+rank holds s/t of the sequence, so QKV and fc1 take their input ``Shard(1)`` (an all-gather
+forward, a reduce-scatter backward) and proj and fc2 give ``Shard(1)`` (a reduce-scatter, an
+all-gather); the embedding's output is reduce-scattered over the sequence with each rank adding
+its positions; the head all-gathers the sequence before its vocabulary slice.  LayerNorms and the
+position table then see a part of the sequence each, so their gradients are partial sums, summed
+over the group once per step in one flat all-reduce, as Megatron does (DTensor would leave them
+Partial).  The vocabulary must divide by t.
+
 Data parallelism beside it: DDP does not take DTensor parameters, so with tp > 1 the gradients
 are averaged across replicas by one all-reduce per parameter's local shard after the backward
 (as with ZB-H1).  Dropout draws differ between tensor-parallel ranks inside the split regions,
@@ -25,7 +34,7 @@ from torch import nn
 
 from parsim.errors import InputError
 
-EXECUTABLE_LAYOUTS = ("megatron",)
+EXECUTABLE_LAYOUTS = ("megatron", "megatron-sp")
 
 
 def check_supported(cfg, spec, source: str) -> None:
@@ -39,37 +48,80 @@ def check_supported(cfg, spec, source: str) -> None:
                          f"layout (got {cfg.tp_layout!r}); plan with --tp-layout megatron")
 
 
-def parallelize(stage: nn.Sequential, tp_mesh) -> None:
-    """Apply the Megatron layout to one stage's units, in place."""
-    from torch.distributed.tensor import Replicate
+def parallelize(stage: nn.Sequential, tp_mesh, sequence_parallel: bool = False) -> list[nn.Parameter]:
+    """Apply the Megatron layout to one stage's units, in place.  Returns the parameters whose
+    gradients are partial sums over the group (sequence parallelism), for
+    ``reduce_partial_grads`` after each backward."""
+    from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     from parsim.model.zoo.gpt import Block, Embedding, Head
 
     t = tp_mesh.size()
+    seq = Shard(1) if sequence_parallel else Replicate()
+    partial: list[nn.Parameter] = []
     for unit in stage.children():
         if isinstance(unit, Block):
             if unit.heads % t:
                 raise InputError(f"parallel.tp: {unit.heads} heads do not split over tp={t}; use a divisor")
-            parallelize_module(unit, tp_mesh, {"qkv": ColwiseParallel(), "proj": RowwiseParallel(),
-                                               "fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
-        elif isinstance(unit, Embedding) and unit.wte.num_embeddings % t == 0:
-            parallelize_module(unit, tp_mesh, {"wte": RowwiseParallel(input_layouts=Replicate())})
-        elif isinstance(unit, Head) and unit.wte.num_embeddings % t == 0:
-            unit.forward = _vocab_parallel_head(unit, tp_mesh)
+            parallelize_module(unit, tp_mesh, {
+                "qkv": ColwiseParallel(input_layouts=seq), "proj": RowwiseParallel(output_layouts=seq),
+                "fc1": ColwiseParallel(input_layouts=seq), "fc2": RowwiseParallel(output_layouts=seq)})
+            if sequence_parallel:
+                partial += [*unit.ln1.parameters(), *unit.ln2.parameters()]
+        elif isinstance(unit, (Embedding, Head)) and unit.wte.num_embeddings % t:
+            if sequence_parallel:
+                raise InputError(f"parallel.tp_layout: sequence parallelism here needs the vocabulary "
+                                 f"({unit.wte.num_embeddings}) to divide by tp={t}; pad it or use megatron")
+        elif isinstance(unit, Embedding):
+            parallelize_module(unit, tp_mesh, {"wte": RowwiseParallel(input_layouts=Replicate(), output_layouts=seq)})
+            if sequence_parallel:
+                unit.forward = _sequence_parallel_embedding(unit, tp_mesh)
+                partial += list(unit.wpe.parameters())
+        elif isinstance(unit, Head):
+            unit.forward = _vocab_parallel_head(unit, tp_mesh, sequence_parallel)
+            if sequence_parallel:
+                partial += list(unit.ln_f.parameters())
+    return partial
 
 
-def _vocab_parallel_head(head, tp_mesh):
+def reduce_partial_grads(params: list[nn.Parameter], group) -> None:
+    """Sum the partial gradients of ``params`` over the group in one flat all-reduce."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=group)
+    for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+        g.copy_(part.view_as(g))
+
+
+def _sequence_parallel_embedding(unit, tp_mesh):
+    """Word embeddings reduce-scattered over the sequence (RowwiseParallel to Shard(1)), plus this
+    rank's positions."""
+    rank = tp_mesh.get_local_rank()
+
+    def forward(idx):
+        x = unit.wte(idx)                                           # (B, T / t, h)
+        n = x.shape[1]
+        pos = torch.arange(rank * n, (rank + 1) * n, device=idx.device)
+        return unit.drop(x + unit.wpe(pos))
+    return forward
+
+
+def _vocab_parallel_head(head, tp_mesh, sequence_parallel: bool = False):
     """The LM head on the vocabulary-split (tied) weight, as Megatron runs it: the input enters
-    through "f" (identity forward, all-reduce of its gradient backward), each device computes its
-    vocabulary slice of the logits, and the slices are gathered for the loss (backward: the local
-    slice of the gradient).  Left to DTensor, F.linear may gather the weight instead."""
+    through "f" (identity forward, all-reduce of its gradient backward), or under sequence
+    parallelism is all-gathered over the sequence (reduce-scatter backward); each device computes
+    its vocabulary slice of the logits, and the slices are gathered for the loss (backward: the
+    local slice of the gradient).  Left to DTensor, F.linear may gather the weight instead."""
     import torch.nn.functional as F
 
     group = tp_mesh.get_group()
+    enter = _GatherSequence if sequence_parallel else _CopyToGroup
 
     def forward(x):
-        h = _CopyToGroup.apply(head.ln_f(x), group)
+        h = enter.apply(head.ln_f(x), group)                      # (B, T, h)
         logits = F.linear(h, local(head.wte.weight))              # (B, T, V / t)
         return _GatherLastDim.apply(logits, group)
     return forward
@@ -93,6 +145,20 @@ class _CopyToGroup(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _waited(funcol.all_reduce(grad.contiguous(), "sum", ctx.group)), None
+
+
+class _GatherSequence(torch.autograd.Function):
+    """Megatron's gather_from_sequence_parallel_region: all-gather dimension 1 forward,
+    reduce-scatter it backward (each rank's gradient is a partial sum over the vocabulary)."""
+
+    @staticmethod
+    def forward(ctx, x, group):
+        ctx.group = group
+        return _waited(funcol.all_gather_single(x.contiguous(), 1, group))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _waited(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", 1, ctx.group)), None
 
 
 class _GatherLastDim(torch.autograd.Function):

@@ -194,9 +194,10 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     stage_ids = local_stages(cfg, pipe_rank)
     modules = [stage_module(units, cfg, s).to(env.device) for s in stage_ids]
     del units
+    partial_grads: list = []          # sequence-parallel norms and positions: summed over the tp group
     if cfg.tp > 1:
         for m in modules:
-            tensor_parallel.parallelize(m, mesh["tp"])
+            partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     split_backward = cfg.schedule == "zbh1"
     manual_dp = split_backward or cfg.tp > 1          # DDP takes neither a split backward nor DTensors
@@ -267,6 +268,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             sched.step(target=y, losses=losses)
         else:
             sched.step()
+        tensor_parallel.reduce_partial_grads(partial_grads, mesh.get_group("tp"))
         if manual_dp and cfg.dp > 1:
             for m in modules:
                 for p in m.parameters():

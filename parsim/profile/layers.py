@@ -53,6 +53,13 @@ def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out, y)
 
 
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """The plain tensor holding ``t``'s bytes: a DTensor's local shard, an AsyncCollectiveTensor's
+    result."""
+    t = local(t)
+    return getattr(t, "elem", t)
+
+
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -107,7 +114,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         from parsim.exec.stages import sequential
         from parsim.exec.tensor_parallel import parallelize
 
-        parallelize(sequential(units), tp_mesh)          # the units themselves, sharded in place
+        parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
     names = [n for n, _ in units]
     fwd = {n: [] for n in names}
     bwd = {n: [] for n in names}
@@ -125,14 +132,13 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
             for i, (n, m) in enumerate(units):
                 inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
                 keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
-                params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
-                         {local(t).untyped_storage().data_ptr() for t in m.buffers()}
+                params = {_plain(p).untyped_storage().data_ptr() for p in m.parameters()} | \
+                         {_plain(t).untyped_storage().data_ptr() for t in m.buffers()}
 
                 def pack(t, keys=keys, params=params):
-                    t_local = local(t)               # a DTensor saves its local shard
-                    k = t_local.untyped_storage().data_ptr()
-                    if k not in params:
-                        keys[k] = t_local.untyped_storage().nbytes()
+                    storage = _plain(t).untyped_storage()
+                    if storage.data_ptr() not in params:
+                        keys[storage.data_ptr()] = storage.nbytes()
                     return t
                 _sync(dev)
                 t0 = time.perf_counter()

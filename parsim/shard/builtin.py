@@ -28,7 +28,8 @@ def megatron(t: int, sequence_parallel: bool = False) -> dict[str, tuple]:
     }
     if sequence_parallel:
         seq = ((1, t, 1),)
-        s.update({"?embed/:add": seq, "?embed/drop:*": seq, "layers.*/ln1": seq, "layers.*/ln2": seq, "layers.*/drop:*": seq,
+        s.update({"?embed/:add": seq, "?embed/drop:*": seq, "layers.*/ln1": seq, "layers.*/ln2": seq,
+                  "?layers.*/drop:*": seq,                     # dropouts exist only with dropout > 0
                   "?head/ln_f": seq})
     return s
 

@@ -389,14 +389,15 @@ COLLECTIVE_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather_into_ten
 
 def collective_counts(graph: LayerGraph, microbatches: int) -> dict[str, int]:
     """Tensor-parallel collectives one device issues per step of a per-device graph: each layer's
-    forward and backward steps per micro-batch (the forward's again when recomputed), its
-    gradient mirrors once."""
+    forward and backward steps per micro-batch (the forward's again when recomputed).  Gradient
+    mirrors are left out: the executor sums them in one flat all-reduce per step, as Megatron
+    does, whatever their number."""
     counts: dict[str, int] = {}
     for layer in graph.layers:
         for ph, step, _ in layer.tp_comm:
-            if not step.communicates:
+            if not step.communicates or ph == "grad":
                 continue
-            n = 1 if ph == "grad" else microbatches * (2 if ph == "F" and layer.recompute_bytes else 1)
+            n = microbatches * (2 if ph == "F" and layer.recompute_bytes else 1)
             name = COLLECTIVE_NAMES[step.kind]
             counts[name] = counts.get(name, 0) + n
     return counts

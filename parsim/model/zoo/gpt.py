@@ -78,7 +78,7 @@ class Block(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         h = cfg.hidden
-        self.heads = cfg.heads
+        self.heads, self.head_dim = cfg.heads, cfg.hidden // cfg.heads
         self.ln1 = nn.LayerNorm(h)
         self.qkv = nn.Linear(h, 3 * h)
         self.proj = nn.Linear(h, h)
@@ -91,12 +91,12 @@ class Block(nn.Module):
         self.register_buffer("future", torch.ones(cfg.seq_len, cfg.seq_len, dtype=torch.bool).triu(1),
                              persistent=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, h)
-        B, T, h = x.shape
-        d = h // self.heads
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, h), or (B, T / t, h) sequence-parallel
+        d = self.head_dim
         # QKV columns are grouped per head, [q | k | v] of each head (Megatron's layout), so that a
         # column split over t devices gives each device whole heads: a = heads / t below.
         qkv = self.qkv(self.ln1(x))                                        # (B, T, 3h / t)
+        B, T, _ = qkv.shape
         q, k, v = qkv.view(B, T, -1, 3 * d).transpose(1, 2).split(d, dim=-1)   # (B, a, T, d)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))            # (B, a, T, T)
         att = att.masked_fill(self.future[:T, :T], float("-inf"))
