@@ -9,7 +9,9 @@ shape the previous unit produced:
   storage, parameters and buffers excluded;
 - bytes read and written by memory-bound operators from a ``TorchDispatchMode`` over every aten op
   that FlopCounterMode does not count (views excluded, they move nothing);
-- the boundary size from the unit's output.
+- the boundary size from the unit's output;
+- the operator view for sharding (``Layer.ops``): the operators that matter, the module that ran
+  each, where each input came from, and which saved bytes each output accounts for.
 
 Identical units (same class, same repr, same input shape) are measured once.
 
