@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from parsim.errors import ParsimError
+from parsim.errors import InputError, ParsimError
 
 
 def _print_json(obj) -> None:
@@ -95,6 +95,19 @@ def _compute_model(args, cluster, training):
     if getattr(args, "profile", None):
         return ProfiledCompute(load_profile_table(args.profile), analytical)
     return analytical
+
+
+def _tp_compute_models(args, cluster, training) -> dict:
+    """--tp-profile tables (``parsim profile --tp``), by the (tp, layout) each was taken at."""
+    from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+
+    models = {}
+    for path in getattr(args, "tp_profile", None) or []:
+        table = load_profile_table(path)
+        if table.tp == 1:
+            raise InputError(f"{path}: tp: this profile timed unsharded layers; take one with parsim profile --tp")
+        models[(table.tp, table.tp_layout)] = ProfiledCompute(table, AnalyticalCompute(cluster.device, training.dtype))
+    return models
 
 
 def cmd_simulate(args) -> int:
@@ -217,7 +230,8 @@ def cmd_plan(args) -> int:
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute),
-                  progress=None if not args.json else False)
+                  progress=None if not args.json else False,
+                  tp_compute=_tp_compute_models(args, cluster, spec.training))
     chosen = result.chosen
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
@@ -273,8 +287,7 @@ def cmd_run(args) -> int:
     plan = load_plan(args.plan)          # bad plans fail here, once, before any process starts
     nproc = args.nproc or plan.config.world_size
     if nproc != plan.config.world_size:
-        from parsim.errors import InputError
-        raise InputError(f"{args.plan}: parallel: the plan needs dp x pp = {plan.config.world_size} ranks; "
+        raise InputError(f"{args.plan}: parallel: the plan needs dp x pp x tp = {plan.config.world_size} ranks; "
                          f"use --nproc {plan.config.world_size}")
     from parsim.run import worker_argv
 
@@ -284,7 +297,6 @@ def cmd_run(args) -> int:
 def cmd_profile(args) -> int:
     import json
 
-    from parsim.errors import InputError
     from parsim.model.spec import load_model
     from parsim.profile.layers import launch_profilers
 
@@ -457,6 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-memory", help="memory per device, e.g. 24GiB (default: the device's)")
     p.add_argument("--top", type=_positive, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
+    p.add_argument("--tp-profile", action="append",
+                   help="a profile of tensor-parallel shards (parsim profile --tp): prices that tp's candidates; "
+                        "repeatable")
     p.add_argument("-o", "--output", help="write the chosen plan as plan.json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)

@@ -39,7 +39,8 @@ class Case:
     config: ParallelConfig
 
 
-def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None) -> list[Case]:
+def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None,
+                  tp_compute: dict | None = None) -> list[Case]:
     g = spec.graph
     skipped = skipped if skipped is not None else []
     if spec.source.target == "gpt":
@@ -49,7 +50,7 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                  Case("tp2", ParallelConfig(1, 1, 1, "1f1b", 1, whole, tp=2, tp_layout="megatron")),
                  Case("tp2-m2", ParallelConfig(1, 1, 2, "1f1b", 1, whole, tp=2, tp_layout="megatron"))]
         picked = plan(spec, cluster, compute, Constraints(top=1, pp=1, tp_layout="megatron", recompute=False),
-                      progress=False).chosen.config
+                      progress=False, tp_compute=tp_compute).chosen.config
         cases.append(Case("planner", picked))
         return [c for c in cases if c.label in ("dp2", "tp2", "planner")] if which == "quick" else cases
 
@@ -91,7 +92,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     tp_models = {t: ProfiledCompute(load_profile_table(path), analytical) for t, path in (tp_profiles or {}).items()}
 
     def compute_for(cfg: ParallelConfig):
-        if cfg.tp in tp_models:
+        if cfg.tp in tp_models and tp_models[cfg.tp].table.tp_layout == cfg.tp_layout:
             return tp_models[cfg.tp]
         n = min(cfg.world_size, cluster.devices_per_node)
         return models[min(models, key=lambda k: (abs(k - n), -k))]
@@ -99,7 +100,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     os.makedirs(out_dir, exist_ok=True)
     rows, results = [], []
     skipped: list[dict] = []
-    cases = default_cases(spec, cluster, compute, which, skipped)
+    cases = default_cases(spec, cluster, compute, which, skipped,
+                          {(t, m.table.tp_layout): m for t, m in tp_models.items()})
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
     estimates = {}

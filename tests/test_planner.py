@@ -151,3 +151,22 @@ def test_bad_plan_json_is_one_line(tmp_path, capsys, edit, words):
     assert main(["simulate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
+
+
+def test_tensor_parallel_candidates_use_their_own_compute_model(tiny_gpt):
+    """`parsim plan --tp-profile`: a profile of the shards prices its (tp, layout) candidates."""
+    cluster = load_cluster("local-cpu")
+
+    class Free:            # a compute model under which megatron's tp=2 shards cost next to nothing
+        includes_tp_comm = True
+
+        def layer_time_s(self, layer, kind, microbatch):
+            return 1e-9
+
+        def optimizer_time_s(self, param_count, bytes_per_param_moved):
+            return 1e-9
+    base = _compute(cluster, tiny_gpt)
+    without = plan(tiny_gpt, cluster, base, Constraints(top=1), progress=False).chosen.config
+    picked = plan(tiny_gpt, cluster, base, Constraints(top=1), progress=False,
+                  tp_compute={(2, "megatron"): Free()}).chosen.config
+    assert (picked.tp, picked.tp_layout) == (2, "megatron") != (without.tp, without.tp_layout)

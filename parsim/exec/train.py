@@ -8,8 +8,11 @@ Training follows the seeds:
   ``scale_grads=False``.
 - Data-parallel replicas average their gradients (``gradients_mean=True``) through DDP, which
   torch's PipelineStage drives: ``no_sync`` for all but the last micro-batch, whose backward
-  all-reduces in buckets. ZB-H1 splits the backward outside DDP's hooks, so there the gradients
-  are averaged with one all-reduce per parameter after the schedule.
+  all-reduces in buckets. ZB-H1 splits the backward outside DDP's hooks, and DDP takes no
+  DTensor parameters, so under ZB-H1 or tensor parallelism the gradients are averaged with one
+  all-reduce per parameter (shard) after the schedule.
+- The GPT (the zoo's) trains on synthetic tokens, the loss over every next-token prediction;
+  tensor parallelism is parsim.exec.tensor_parallel.
 - BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
   the global batch. A warning is printed below 16 samples.
 

@@ -260,7 +260,10 @@ def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tu
 
 
 def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
-         progress: bool | None = None) -> PlanResult:
+         progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None) -> PlanResult:
+    """``tp_compute`` maps (tp, layout) to the compute model that prices those candidates (a
+    profile of the shards as they run, ``parsim profile --tp``); other candidates use ``compute``."""
+    tp_compute = tp_compute or {}
     t0 = time.perf_counter()
     c = constraints
     g, batch = spec.graph, spec.training.global_batch_size
@@ -292,7 +295,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     fits_without_recompute: set[tuple] = set()
     for dp, pp, tp, layout, recompute, graph in pairs:
         if id(graph) not in bounds_of:
-            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, compute)
+            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
         bnd = bounds_of[id(graph)]
         per_replica = batch // dp
         for m in divisors(per_replica):
@@ -327,7 +330,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     for lb, _, cfg, graph in pending:
         if lb > kth:
             break
-        est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+        est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
+                       keep_timeline=False)
         cand = Candidate(cfg, est)
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
