@@ -7,7 +7,6 @@ on stderr; a lost peer (collective timeout) says so.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from parsim.errors import ParsimError

@@ -74,7 +74,8 @@ def distributed_params(out_dir: str, plan_path: str, seed: int = 0) -> dict[str,
     BatchNorm statistics, and a tied weight's second name, left out)."""
     plan = load_plan(plan_path)
     state = _replica0_state(out_dir, plan.config)
-    names = {n for n, _ in sequential(build_units(load_model(plan.model_path), plan, seed, plan_path)).named_parameters()}
+    model = sequential(build_units(load_model(plan.model_path), plan, seed, plan_path))
+    names = {n for n, _ in model.named_parameters()}
     return {k: v for k, v in state.items() if k in names}
 
 

@@ -27,7 +27,8 @@ class OpInfo:
     """One operator that matters for sharding, as recorded in the forward pass on the meta device.
     Shapes and bytes include the extraction batch (LayerGraph.extraction_batch samples)."""
 
-    kind: str                                   # MatMul | BatchMatMul | Conv2d | Embedding | ElementWise | BatchNorm | LayerNorm | Softmax
+    # MatMul | BatchMatMul | Conv2d | Embedding | ElementWise | BatchNorm | LayerNorm | Softmax
+    kind: str
     aten: str                                   # the aten operator, e.g. "addmm"
     input_shapes: tuple[tuple[int, ...], ...]   # tensor inputs that matter (e.g. addmm: mat1, mat2)
     output_shape: tuple[int, ...]

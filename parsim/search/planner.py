@@ -273,7 +273,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     variants = _variants(spec, cluster, c)
     if not variants:
         raise InfeasibleError("no tensor-parallel setting applies: --tp must divide the devices and fit a node's "
-                              "fast-link group, and the layout must name the model's operators; change --tp/--tp-layout")
+                              "fast-link group, and the layout must name the model's operators; "
+                              "change --tp/--tp-layout")
 
     pairs = []
     for tp, layout, recompute, graph in variants:

@@ -19,8 +19,7 @@ def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, clust
     """(forward + backward time per layer, boundary transfer time per layer) for the partitioner;
     ``graph`` is the per-device graph (parsim.shard.graph.per_device_graph)."""
     link = cluster.link_for("group")
-    times = [layer_time_s(compute, layer, "F", microbatch, cluster) + layer_time_s(compute, layer, "B", microbatch, cluster)
-             for layer in graph.layers]
+    times = [sum(layer_time_s(compute, layer, k, microbatch, cluster) for k in ("F", "B")) for layer in graph.layers]
     edges = [2 * link.time_s(layer.output_bytes * microbatch) for layer in graph.layers]
     return times, edges
 

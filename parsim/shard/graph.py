@@ -169,7 +169,8 @@ def follow(op: OpInfo, source: Layout, devices: int) -> st.OpSharding:
         lay = _replicated(source.device_matrix, op.input_shapes[0])
     reduced = REDUCED_DIMS.get(op.kind, lambda n: ())(len(lay.shape))
     if any(lay.tensor_map[i] != -1 for i in reduced):
-        lay = Layout(lay.device_matrix, tuple(-1 if i in reduced else d for i, d in enumerate(lay.tensor_map)), lay.shape)
+        tmap = tuple(-1 if i in reduced else d for i, d in enumerate(lay.tensor_map))
+        lay = Layout(lay.device_matrix, tmap, lay.shape)
     if op.kind == "ElementWise":
         return _broadcast_inputs(op, lay if tuple(lay.shape) == tuple(op.output_shape)
                                  else _replicated(lay.device_matrix, op.output_shape))
@@ -259,7 +260,8 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
                         raise
             if sh is None:
                 first = srcs[0] if srcs else None
-                source = out_of(first[1], op.input_shapes[first[0]]) if first else _replicated((devices,), op.input_shapes[0])
+                source = (out_of(first[1], op.input_shapes[first[0]]) if first
+                          else _replicated((devices,), op.input_shapes[0]))
                 sh = follow(op, source, devices)
         except InfeasibleError as e:
             raise InfeasibleError(f"{layer.name}/{op.name}: {e}") from None
@@ -270,7 +272,8 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
                 continue
             copied = op.inputs_copied[j] if j < len(op.inputs_copied) else True
             fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb, copied)
-            comm += [("F", x, matrix) for x in fwd if x.communicates] + [("B", x, matrix) for x in bwd if x.communicates]
+            comm += [("F", x, matrix) for x in fwd if x.communicates]
+            comm += [("B", x, matrix) for x in bwd if x.communicates]
         for j, g in sh.mirrors:           # a parameter's partial gradient: reduced once per step
             nbytes = _numel(g.local_shape()) * eb
             for d in sorted(g.partial):
@@ -372,7 +375,7 @@ def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: in
     if prev is not None and ways(prev) * _partial_size(prev) > 1:
         # The loss takes the whole output (logits): gathered forward, split back backward.
         # (Megatron's vocabulary-parallel cross-entropy avoids the gather; not modelled.)
-        last, eb = graph.layers[-1], elem_bytes(graph.layers[-1].ops[-1])
+        eb = elem_bytes(graph.layers[-1].ops[-1])
         whole = _replicated(prev.device_matrix, prev.shape)
         fwd, bwd, matrix = edge_steps(prev, whole, whole, eb)
         extra = tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / graph.extraction_batch), matrix)

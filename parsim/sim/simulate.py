@@ -110,7 +110,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 comm_bytes[group_link_class(cluster, group)] += 2 * (cfg.dp - 1) * nbytes * cfg.tp   # ring, all ranks
             buckets_per_stage[s] = len(groups)
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
-            tp_bytes = sum(step.bytes_per_device * (1 if ph == "grad" else b * cfg.microbatches * (1 + cfg.recompute * (ph == "F")))
+            runs = {"grad": 1, "B": b * cfg.microbatches, "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
+            tp_bytes = sum(step.bytes_per_device * runs[ph]
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
             comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * cfg.tp * cfg.dp
 
