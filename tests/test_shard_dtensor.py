@@ -110,6 +110,10 @@ def _worker(rank, results, sequence_parallel):
     if rank == 0:
         results.update(found)
     dist.destroy_process_group()
+    # torch's interpreter teardown after functional collectives on gloo can abort a finished
+    # process (SIGABRT), as in the executor's workers; leave without it
+    from parsim.exec.runtime import exit_without_teardown
+    exit_without_teardown(0)
 
 
 def _run(sequence_parallel: bool) -> dict:
