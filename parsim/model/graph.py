@@ -11,6 +11,7 @@ Conventions (stated once for the whole package):
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Iterable, Sequence
 
@@ -54,19 +55,16 @@ class OpInfo:
             (b, m, k), (_, _, n) = self.input_shapes
             return 2.0 * b * m * k * n
         if self.kind == "Conv2d":     # every output element: Ci/groups * kh * kw MACs
-            return 2.0 * _prod(self.output_shape) * _prod(self.input_shapes[1][1:])
+            return 2.0 * math.prod(self.output_shape) * math.prod(self.input_shapes[1][1:])
         return 0.0
 
     @property
     def output_elements(self) -> int:
-        return _prod(self.output_shape)
+        return math.prod(self.output_shape)
 
-
-def _prod(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
+    def input_copied(self, j: int) -> bool:
+        """Whether input j reached this op through a copy (unknown counts as a copy)."""
+        return self.inputs_copied[j] if j < len(self.inputs_copied) else True
 
 
 @dataclass(frozen=True)

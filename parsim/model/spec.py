@@ -33,6 +33,7 @@ Schema version 1 (every key is checked; unknown keys are errors)::
 
 from __future__ import annotations
 
+import math
 import importlib
 import os
 from dataclasses import dataclass, field
@@ -310,7 +311,7 @@ def _shard_section(f: Fields, graph: LayerGraph, parallel: ParallelHint) -> tupl
                                                                       and x > 0 for x in row) for row in value):
             raise f.fail(key, f"expected a list of split counts per input, e.g. [[1, 1], [1, 2]]; got {value}")
         strategies[key] = tuple(tuple(row) for row in value)
-    used = max(max(_product(row) for row in s) for s in strategies.values())
+    used = max(max(math.prod(row) for row in s) for s in strategies.values())
     tp = parallel.tp or used
     if tp % used:
         raise InputError(f"{f.source}: parallel.tp: {tp} devices, but a strategy in shard: uses {used}; "
@@ -324,9 +325,3 @@ def _shard_section(f: Fields, graph: LayerGraph, parallel: ParallelHint) -> tupl
         raise InputError(f"{f.source}: shard: {e}") from None
     return strategies, replace(parallel, tp=tp, tp_layout="model")
 
-
-def _product(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n

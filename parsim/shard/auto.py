@@ -22,14 +22,15 @@ Costs, per micro-batch of b samples, on one device:
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from parsim.cost.layer import redistribution_time_s
 from parsim.cost.memory import bytes_per_param
 from parsim.errors import InfeasibleError
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
-from parsim.shard.graph import CONTRACTIONS, REDUCED_DIMS, elem_bytes, edge_steps, op_pieces, op_sharding, ways
-from parsim.shard.redistribute import Step
+from parsim.shard.graph import (CONTRACTIONS, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
+                                 op_sharding, ways)
 from parsim.shard.search import CostGraph, SearchResult, search
 
 
@@ -87,13 +88,11 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                     time_s = flops / device.achieved_flops_per_s(dtype, flops)
                 else:
                     time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
-                mem = sum(_numel(op.input_shapes[j]) // ways(sh.inputs[j]) * per_param
+                mem = sum(math.prod(op.input_shapes[j]) // ways(sh.inputs[j]) * per_param
                           for j, p in enumerate(op.param_inputs) if p)
                 mem += op.saved_bytes * scale / ways(sh.output)
-                for j, g in sh.mirrors:
-                    for d in sorted(g.partial):
-                        step = Step("AllReduce", d, g.device_dim_size(d), _numel(g.local_shape()) * eb)
-                        time_s += redistribution_time_s(step, cluster, g.device_matrix) / microbatches
+                time_s += sum(redistribution_time_s(step, cluster, matrix)
+                              for step, matrix in mirror_steps(sh, eb)) / microbatches
                 opts.append((strategy, sh))
                 node_cost.append((time_s, mem))
             if not opts:
@@ -117,11 +116,10 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 else:
                     u = node_of[(li, src)]
                 eb = elem_bytes(op)
-                copied = op.inputs_copied[j] if j < len(op.inputs_copied) else True
                 ul, uo = where[u]
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
-                    edge_memo[key] = [[_edge_time(p_sh.output, c_sh, j, eb, scale, cluster, copied)
+                    edge_memo[key] = [[_edge_time(p_sh.output, c_sh, j, eb, scale, cluster, op.input_copied(j))
                                        for _, c_sh in shardings[v]] for _, p_sh in shardings[u]]
                 g.add_edge(u, v, edge_memo[key])
     return g, where, shardings
@@ -134,13 +132,6 @@ def _edge_time(src, consumer, j, eb, scale, cluster, copied) -> float:
     return sum(redistribution_time_s(replace(step, bytes_per_device=step.bytes_per_device * scale), cluster,
                                      matrix if matrix is not None else (step.group_size,))
                for step in fwd + bwd if step.communicates)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", optimizer: str = "momentum",

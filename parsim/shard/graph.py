@@ -41,6 +41,7 @@ Per device, a sharded layer has:
 
 from __future__ import annotations
 
+import math
 import fnmatch
 from dataclasses import dataclass, replace
 from typing import Mapping
@@ -98,18 +99,11 @@ def _settled(layout: Layout) -> Layout:
 
 def ways(layout: Layout) -> int:
     """How many distinct pieces the layout cuts the tensor into."""
-    n = 1
-    for d in layout.tensor_map:
-        if d != -1:
-            n *= layout.device_dim_size(d)
-    return n
+    return math.prod(layout.device_dim_size(d) for d in layout.tensor_map if d != -1)
 
 
 def _partial_size(layout: Layout) -> int:
-    n = 1
-    for d in layout.partial:
-        n *= layout.device_dim_size(d)
-    return n
+    return math.prod(layout.device_dim_size(d) for d in layout.partial)
 
 
 def op_pieces(sh: st.OpSharding) -> int:
@@ -118,10 +112,7 @@ def op_pieces(sh: st.OpSharding) -> int:
     dims = set()
     for lay in (*sh.inputs, sh.output):
         dims |= {d for d in lay.tensor_map if d != -1} | set(lay.partial)
-    n = 1
-    for d in dims:
-        n *= sh.output.device_dim_size(d)
-    return n
+    return math.prod(sh.output.device_dim_size(d) for d in dims)
 
 
 def reshape_layout(layout: Layout, shape: tuple[int, ...]) -> Layout | None:
@@ -243,8 +234,7 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
 
     def out_of(src: int, shape) -> Layout:
         if src == FROM_LAYER_INPUT:
-            lay = in_layout if in_layout is not None else _replicated((devices,), shape)
-            return lay
+            return in_layout if in_layout is not None else _replicated((devices,), shape)
         return shardings[src].output
 
     for i, op in enumerate(ops):
@@ -270,25 +260,22 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
         for j, s in srcs:
             if j >= len(sh.inputs):
                 continue
-            copied = op.inputs_copied[j] if j < len(op.inputs_copied) else True
-            fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb, copied)
+            fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb,
+                                          op.input_copied(j))
             comm += [("F", x, matrix) for x in fwd if x.communicates]
             comm += [("B", x, matrix) for x in bwd if x.communicates]
-        for j, g in sh.mirrors:           # a parameter's partial gradient: reduced once per step
-            nbytes = _numel(g.local_shape()) * eb
-            for d in sorted(g.partial):
-                comm.append(("grad", Step("AllReduce", d, g.device_dim_size(d), nbytes), g.device_matrix))
+        comm += [("grad", step, matrix) for step, matrix in mirror_steps(sh, eb)]
     out_layout = out_of(layer.ops_output, ops[-1].output_shape) if layer.ops_output != FROM_ELSEWHERE \
         else _replicated((devices,), ops[-1].output_shape)
     return LayerSharding(tuple(shardings), out_layout,
                          _per_device_layer(layer, shardings, comm, batch, in_layout, out_layout))
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
+def mirror_steps(sh: st.OpSharding, elem_bytes: int) -> list[tuple[Step, tuple[int, ...]]]:
+    """(step, device matrix) of the reductions of the op's parameters' partial gradients: one
+    AllReduce per partial device dimension, once per step."""
+    return [(Step("AllReduce", d, g.device_dim_size(d), math.prod(g.local_shape()) * elem_bytes), g.device_matrix)
+            for _, g in sh.mirrors for d in sorted(g.partial)]
 
 
 def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_layout) -> Layer:
@@ -300,11 +287,12 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
     mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in CONTRACTIONS]
     m_ratio = sum(w / n for w, n in mem) / sum(w for w, _ in mem) if mem else 1.0
     saved = sum(op.saved_bytes / ways(sh.output) for op, sh in zip(ops, shardings))
-    saved += layer.input_saved_bytes * batch / (ways(in_layout) if in_layout is not None else 1)
+    in_ways = ways(in_layout) if in_layout is not None else 1
+    saved += layer.input_saved_bytes * batch / in_ways
     owned = [(op.input_shapes[j], sh.inputs[j]) for op, sh in zip(ops, shardings)
              for j, p in enumerate(op.param_inputs) if p and j < len(sh.inputs)]
-    owned_count = sum(_numel(s) for s, _ in owned)
-    per_device = [_numel(s) // ways(lay) for s, lay in owned]
+    owned_count = sum(math.prod(s) for s, _ in owned)
+    per_device = [math.prod(s) // ways(lay) for s, lay in owned]
     rest = max(layer.param_count - owned_count, 0)
     count = sum(per_device) + rest
     width = layer.param_bytes / layer.param_count if layer.param_count else 0
@@ -318,7 +306,7 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
                    max_param_bytes=int(max(per_device, default=0) * width) if per_device else layer.max_param_bytes,
                    output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
                    tp_share=f_ratio if total_f else m_ratio,
-                   input_saved_bytes=layer.input_saved_bytes / (ways(in_layout) if in_layout is not None else 1))
+                   input_saved_bytes=layer.input_saved_bytes / in_ways)
 
 
 # ----------------------------------------------------------------------------- graphs

@@ -33,6 +33,7 @@ recursive bisection there; either gives a feasible, not always optimal, assignme
 
 from __future__ import annotations
 
+import math
 import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -200,7 +201,7 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
     rest = [v for v in nodes if adj[v]]
     fronts = []
     if rest:
-        exact = exact and _product(len(nodes[v]) for v in rest) <= exhaustive_limit
+        exact = exact and math.prod(len(nodes[v]) for v in rest) <= exhaustive_limit
         fronts.append(_rest(rest, nodes, matrix, keep, cap, exhaustive_limit))
     fronts += [_union(nodes[v], keep, cap) for v in nodes if not adj[v]]
     total = _plus(*fronts, keep=keep, cap=cap)
@@ -221,13 +222,6 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
     return SearchResult(tuple(strategies), t, m, counts, exact)
 
 
-def _product(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
-
-
 def _rest(rest: Sequence[int], nodes, matrix, keep, cap, limit) -> Frontier:
     """The frontier of the nodes the eliminations could not remove (module docstring): every
     combination when there are at most ``limit``, else the heuristic's one assignment."""
@@ -238,7 +232,7 @@ def _rest(rest: Sequence[int], nodes, matrix, keep, cap, limit) -> Frontier:
         return _plus(*parts, keep=keep, cap=cap)
 
     combos = [range(len(nodes[v])) for v in rest]
-    if _product(len(c) for c in combos) <= limit:
+    if math.prod(len(c) for c in combos) <= limit:
         return _union([frontier(dict(zip(rest, combo))) for combo in itertools.product(*combos)], keep, cap)
 
     def cost(assign) -> float:

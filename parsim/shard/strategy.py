@@ -18,6 +18,7 @@ Only matrix-multiply-like operators contract, so only they make partial values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
@@ -41,13 +42,6 @@ class OpSharding:
         return [(i, g) for i, (g, p) in enumerate(zip(self.input_grads, self.is_param)) if p and g.partial]
 
 
-def _product(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
-
-
 def _check_divides(op: str, shapes, strategy: Strategy) -> None:
     if len(strategy) != len(shapes):
         raise InfeasibleError(f"{op}: strategy {strategy} gives {len(strategy)} inputs, the operator has {len(shapes)}")
@@ -62,7 +56,7 @@ def _check_divides(op: str, shapes, strategy: Strategy) -> None:
 
 
 def _with_repeat(matrix: tuple[int, ...], devices: int, op: str) -> tuple[int, ...]:
-    used = _product(matrix)
+    used = math.prod(matrix)
     if devices % used:
         raise InfeasibleError(f"{op}: the strategy uses {used} devices, which does not divide {devices}")
     return ((devices // used,) if devices > used else ()) + matrix     # repeated calculation on the left
