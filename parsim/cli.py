@@ -97,19 +97,6 @@ def _compute_model(args, cluster, training):
     return analytical
 
 
-def _tp_compute_models(args, cluster, training) -> dict:
-    """--tp-profile tables (``parsim profile --tp``), by the (tp, layout) each was taken at."""
-    from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
-
-    models = {}
-    for path in getattr(args, "tp_profile", None) or []:
-        table = load_profile_table(path)
-        if table.tp == 1:
-            raise InputError(f"{path}: tp: this profile timed unsharded layers; take one with parsim profile --tp")
-        models[(table.tp, table.tp_layout)] = ProfiledCompute(table, AnalyticalCompute(cluster.device, training.dtype))
-    return models
-
-
 def cmd_simulate(args) -> int:
     from parsim.fileio import write_json, write_text
     from parsim.hardware import load_cluster
@@ -216,6 +203,7 @@ def _candidate_json(cand):
 def cmd_plan(args) -> int:
     import pandas as pd
 
+    from parsim.cost.compute import AnalyticalCompute, tp_compute_models
     from parsim.fileio import write_json
     from parsim.hardware import load_cluster
     from parsim.inputs import parse_bytes
@@ -231,7 +219,8 @@ def cmd_plan(args) -> int:
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute),
                   progress=None if not args.json else False,
-                  tp_compute=_tp_compute_models(args, cluster, spec.training))
+                  tp_compute=tp_compute_models(args.tp_profile,
+                                               AnalyticalCompute(cluster.device, spec.training.dtype)))
     chosen = result.chosen
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
@@ -345,7 +334,7 @@ def cmd_validate(args) -> int:
 
     from parsim.validation import validate
 
-    tp_profiles = {}
+    tp_profiles = []
     if args.profile:
         profiles = {1: args.profile}
     else:                     # profile as the runs will run: alone, and with every core busy
@@ -364,9 +353,9 @@ def cmd_validate(args) -> int:
                 return code
         spec = load_model(args.model)
         if spec.source.kind == "builtin" and spec.source.target == "gpt" and per_node >= 2:   # tp=2 plans
-            tp_profiles[2] = os.path.join(args.out, "layers.tp2.profile.json")
-            print(f"profiling the tensor-parallel shards (tp=2, megatron) -> {tp_profiles[2]}", file=sys.stderr)
-            code = launch_profilers(args.model, args.microbatch_sizes.split(","), tp_profiles[2], 2, tp=2)
+            tp_profiles.append(os.path.join(args.out, "layers.tp2.profile.json"))
+            print(f"profiling the tensor-parallel shards (tp=2, megatron) -> {tp_profiles[0]}", file=sys.stderr)
+            code = launch_profilers(args.model, args.microbatch_sizes.split(","), tp_profiles[0], 2, tp=2)
             if code:
                 return code
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print

@@ -17,7 +17,7 @@ import os
 import statistics
 from dataclasses import dataclass
 
-from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table, tp_compute_models
 from parsim.errors import InfeasibleError, InputError
 from parsim.exec.launch import launch
 from parsim.fileio import write_json, write_text
@@ -79,29 +79,28 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_dir: str, steps: int = 12,
              which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print,
-             tp_profiles: dict[int, str] | None = None) -> dict:
+             tp_profiles: list[str] | None = None) -> dict:
     """``profiles`` maps processes per node to the layer profile taken with that many running at
     once: a plan with n ranks on a node is priced with the profile taken at n (cores share caches
-    and memory bandwidth), or the nearest one given.  ``tp_profiles`` maps a tensor-parallel
-    degree to the profile of the shards as they run (``parsim profile --tp``); a tensor-parallel
-    plan without one is priced from the unsharded layers, scaled by their share."""
+    and memory bandwidth), or the nearest one given.  ``tp_profiles`` are profiles of the shards
+    as they run (``parsim profile --tp``), each pricing the plans of its tp and layout; a
+    tensor-parallel plan without one is priced from the unsharded layers, scaled by their share."""
     spec = load_model(model_path)
     cluster = load_cluster(cluster_spec)
     analytical = AnalyticalCompute(cluster.device, spec.training.dtype)
     models = {n: ProfiledCompute(load_profile_table(path), analytical) for n, path in profiles.items()}
-    tp_models = {t: ProfiledCompute(load_profile_table(path), analytical) for t, path in (tp_profiles or {}).items()}
+    tp_models = tp_compute_models(tp_profiles, analytical)
 
     def compute_for(cfg: ParallelConfig):
-        if cfg.tp in tp_models and tp_models[cfg.tp].table.tp_layout == cfg.tp_layout:
-            return tp_models[cfg.tp]
+        if (cfg.tp, cfg.tp_layout) in tp_models:
+            return tp_models[(cfg.tp, cfg.tp_layout)]
         n = min(cfg.world_size, cluster.devices_per_node)
         return models[min(models, key=lambda k: (abs(k - n), -k))]
     compute = compute_for(ParallelConfig(cluster.devices_per_node, 1, 1))
     os.makedirs(out_dir, exist_ok=True)
     rows, results = [], []
     skipped: list[dict] = []
-    cases = default_cases(spec, cluster, compute, which, skipped,
-                          {(t, m.table.tp_layout): m for t, m in tp_models.items()})
+    cases = default_cases(spec, cluster, compute, which, skipped, tp_models)
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
     estimates = {}
@@ -149,7 +148,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         results.append((case, est, measured))
     out = report.summary(rows)
     out.update(model=model_path, cluster=cluster_spec, profiles={str(k): v for k, v in profiles.items()},
-               tp_profiles={str(k): v for k, v in (tp_profiles or {}).items()},
+               tp_profiles=list(tp_profiles or []),
                steps=steps, set=which, passes=passes, skipped=skipped)
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))

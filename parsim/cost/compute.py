@@ -198,3 +198,15 @@ class ProfiledCompute:
         if self.table.optimizer_s_per_param is not None:
             return param_count * self.table.optimizer_s_per_param
         return self.fallback.optimizer_time_s(param_count, bytes_per_param_moved)
+
+
+def tp_compute_models(paths, fallback: AnalyticalCompute) -> dict[tuple[int, str], ProfiledCompute]:
+    """Profiles of tensor-parallel shards (``parsim profile --tp``), keyed by the (tp, layout)
+    whose candidates each one prices."""
+    models = {}
+    for path in paths or []:
+        table = load_profile_table(path)
+        if table.tp == 1:
+            raise InputError(f"{path}: tp: this profile timed unsharded layers; take one with parsim profile --tp")
+        models[(table.tp, table.tp_layout)] = ProfiledCompute(table, fallback)
+    return models

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from parsim.errors import InputError
 
@@ -175,8 +176,10 @@ class _GatherLastDim(torch.autograd.Function):
 
 
 def local(t):
-    """The local shard of a DTensor (a plain tensor as is)."""
-    return t.to_local() if hasattr(t, "to_local") else t
+    """The plain tensor holding ``t``'s bytes on this rank: a DTensor's local shard, an
+    AsyncCollectiveTensor's result, a plain tensor as is."""
+    t = t.to_local() if hasattr(t, "to_local") else t
+    return getattr(t, "elem", t)
 
 
 def full(t):
@@ -184,29 +187,18 @@ def full(t):
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
-class CollectiveCounter:
+class CollectiveCounter(TorchDispatchMode):
     """Counts the functional collectives tensor parallelism issues (DTensor's, and the head's
     mappings; what CommDebugMode counts), forward and backward, by name: all_reduce,
     all_gather_into_tensor, reduce_scatter_tensor, ...  Data parallelism's gradient all-reduce
     goes through c10d directly and is not counted."""
 
     def __init__(self):
-        from torch.utils._python_dispatch import TorchDispatchMode
+        super().__init__()
+        self.counts: dict[str, int] = {}
 
-        counts: dict[str, int] = {}
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                if func.namespace == "_c10d_functional" and not func.__name__.startswith(("wait", "_")):
-                    name = func.overloadpacket.__name__
-                    counts[name] = counts.get(name, 0) + 1
-                return func(*args, **(kwargs or {}))
-
-        self.counts, self._mode = counts, _Mode()
-
-    def __enter__(self):
-        self._mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self._mode.__exit__(*exc)
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "_c10d_functional" and not func.__name__.startswith(("wait", "_")):
+            name = func.overloadpacket.__name__
+            self.counts[name] = self.counts.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))

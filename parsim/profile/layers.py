@@ -53,13 +53,6 @@ def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out, y)
 
 
-def _plain(t: torch.Tensor) -> torch.Tensor:
-    """The plain tensor holding ``t``'s bytes: a DTensor's local shard, an AsyncCollectiveTensor's
-    result."""
-    t = local(t)
-    return getattr(t, "elem", t)
-
-
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -132,11 +125,11 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
             for i, (n, m) in enumerate(units):
                 inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
                 keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
-                params = {_plain(p).untyped_storage().data_ptr() for p in m.parameters()} | \
-                         {_plain(t).untyped_storage().data_ptr() for t in m.buffers()}
+                params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
+                         {local(t).untyped_storage().data_ptr() for t in m.buffers()}
 
                 def pack(t, keys=keys, params=params):
-                    storage = _plain(t).untyped_storage()
+                    storage = local(t).untyped_storage()
                     if storage.data_ptr() not in params:
                         keys[storage.data_ptr()] = storage.nbytes()
                     return t

@@ -202,7 +202,7 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
     fronts = []
     if rest:
         exact = exact and math.prod(len(nodes[v]) for v in rest) <= exhaustive_limit
-        fronts.append(_rest(rest, nodes, matrix, keep, cap, exhaustive_limit))
+        fronts.append(_rest(rest, adj, nodes, matrix, keep, cap, exhaustive_limit))
     fronts += [_union(nodes[v], keep, cap) for v in nodes if not adj[v]]
     total = _plus(*fronts, keep=keep, cap=cap)
     if not total:
@@ -222,10 +222,10 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
     return SearchResult(tuple(strategies), t, m, counts, exact)
 
 
-def _rest(rest: Sequence[int], nodes, matrix, keep, cap, limit) -> Frontier:
+def _rest(rest: Sequence[int], adj, nodes, matrix, keep, cap, limit) -> Frontier:
     """The frontier of the nodes the eliminations could not remove (module docstring): every
     combination when there are at most ``limit``, else the heuristic's one assignment."""
-    links = [(u, w) for u in rest for w in rest if u < w and w in _neighbours(u, matrix, rest)]
+    links = [(u, w) for u in rest for w in adj[u] if u < w]
 
     def frontier(assign) -> Frontier:
         parts = [nodes[v][s] for v, s in assign.items()] + [matrix(u, w)[assign[u]][assign[w]] for u, w in links]
@@ -251,15 +251,3 @@ def _rest(rest: Sequence[int], nodes, matrix, keep, cap, limit) -> Frontier:
                 if cost(trial) < cost(assign) - 1e-15:
                     assign, improved = trial, True
     return frontier(assign)
-
-
-def _neighbours(u, matrix, rest):
-    out = set()
-    for w in rest:
-        if w != u:
-            try:
-                matrix(u, w)
-                out.add(w)
-            except KeyError:
-                pass
-    return out
