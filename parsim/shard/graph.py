@@ -402,8 +402,7 @@ def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategi
     """The patterns -> strategies of a layout ("model", "auto" or a built-in) for tp devices."""
     if tp_layout == "model":
         if not model_strategies:
-            raise InfeasibleError("tp layout 'model': the model has no shard: section; add one, or use the "
-                                  "megatron, megatron-sp or auto layout")
+            raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
         return dict(model_strategies)
     if tp_layout == "auto":
         from parsim.shard.auto import auto_strategies

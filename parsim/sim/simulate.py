@@ -27,7 +27,7 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     """Raise InfeasibleError saying what to change; returns the micro-batch size."""
     if cfg.world_size > cluster.world_size:
         raise InfeasibleError(f"dp={cfg.dp} x pp={cfg.pp} x tp={cfg.tp} = {cfg.world_size} ranks, but the cluster "
-                              f"has {cluster.world_size} devices; lower dp, pp or tp")
+                              f"has {cluster.world_size} devices; lower dp or pp")
     b = cfg.microbatch_size(training.global_batch_size)
     if b < graph.min_microbatch:
         raise InfeasibleError(f"micro-batches of {b} sample(s): {graph.min_microbatch_reason}; use fewer "
