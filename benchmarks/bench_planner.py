@@ -22,7 +22,7 @@ from parsim.search.planner import plan
 
 def search(spec, cluster_spec, repeats=3):
     cluster = load_cluster(cluster_spec)
-    compute = AnalyticalCompute(cluster.device, spec.training.dtype)
+    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
     times, outcome = [], ""
     for _ in range(repeats):
         t = time.perf_counter()

@@ -91,7 +91,7 @@ def cmd_cluster(args) -> int:
 def _compute_model(args, cluster, training):
     from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
 
-    analytical = AnalyticalCompute(cluster.device, training.dtype)
+    analytical = AnalyticalCompute.for_training(cluster.device, training)
     if getattr(args, "profile", None):
         return ProfiledCompute(load_profile_table(args.profile), analytical)
     return analytical
@@ -220,7 +220,7 @@ def cmd_plan(args) -> int:
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute),
                   progress=None if not args.json else False,
                   tp_compute=tp_compute_models(args.tp_profile,
-                                               AnalyticalCompute(cluster.device, spec.training.dtype)))
+                                               AnalyticalCompute.for_training(cluster.device, spec.training)))
     chosen = result.chosen
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
@@ -392,16 +392,28 @@ def cmd_calibrate(args) -> int:
     if args.json:
         _print_json(report)
         return 0
-    print(f"calibrated {cluster.profile.name} to {args.profile}: {report['points']} layer timings")
-    print("  efficiency (work FLOPs -> fraction of peak): "
-          + ", ".join(f"{w:.3g}: {e:.3f}" for w, e in report["efficiency"]))
+    print(f"calibrated {cluster.profile.name} to {args.profile}: {report['points']} layer timings, "
+          f"{report['model']} model")
+    if report["model"] == "kernel-level":
+        print(f"  large-GEMM efficiency {report['gemm_efficiency']:.3f}, k_half {report['k_half']:.3g}, "
+              f"launch {report['launch_s'] * 1e6:.3g} us per kernel")
+    else:
+        print("  efficiency (work FLOPs -> fraction of peak): "
+              + ", ".join(f"{w:.3g}: {e:.3f}" for w, e in report["efficiency"]))
     print(f"  memory efficiency {report['memory_efficiency']:.3f}")
     print(f"  fit error per layer: MAPE {report['layer_mape']:.1%}, max {report['layer_max_error']:.1%}; "
           f"per whole forward+backward: MAPE {report['step_mape']:.1%}")
     for row in report["per_step"]:
         print(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
               f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
-    if report["at_bound"]:
+    held = report["held_out"]
+    if held["held_out_sizes"]:
+        print(f"  held out: fitted on sizes {held['fit_sizes']}, predicting {held['held_out_sizes']}: median error "
+              f"per layer {held['median_layer_error']:.1%} (worst layer {held['max_layer_median_error']:.1%})")
+        for row in held["per_size"]:
+            print(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
+                  f"predicted {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
+    if report.get("at_bound"):
         print(f"  efficiency reached 1.0 at work {report['at_bound']}: the profile's peak may be too low")
     if args.output:
         print(f"wrote {args.output}")

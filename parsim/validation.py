@@ -87,7 +87,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     tensor-parallel plan without one is priced from the unsharded layers, scaled by their share."""
     spec = load_model(model_path)
     cluster = load_cluster(cluster_spec)
-    analytical = AnalyticalCompute(cluster.device, spec.training.dtype)
+    analytical = AnalyticalCompute.for_training(cluster.device, spec.training)
     models = {n: ProfiledCompute(load_profile_table(path), analytical) for n, path in profiles.items()}
     tp_models = tp_compute_models(tp_profiles, analytical)
 

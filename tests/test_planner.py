@@ -21,7 +21,7 @@ def cifar():
 
 
 def _compute(cluster, spec):
-    return AnalyticalCompute(cluster.device, spec.training.dtype)
+    return AnalyticalCompute.for_training(cluster.device, spec.training)
 
 
 @pytest.fixture(scope="module")

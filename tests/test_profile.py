@@ -10,6 +10,7 @@ from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute, load_profile_table
 from parsim.hardware import load_cluster
 from parsim.hardware.cluster import load_profile
+from parsim.hardware.device import KernelExecution
 from parsim.model.spec import load_model
 from parsim.profile.calibrate import calibrate
 from parsim.profile.comm import fit_alpha_beta
@@ -24,23 +25,48 @@ def test_alpha_beta_fit_recovers_a_known_link():
     assert alpha == pytest.approx(40e-6, rel=1e-6) and beta == pytest.approx(2.5e9, rel=1e-6)
 
 
-def test_calibration_recovers_a_known_device(tmp_path):
+def _synthetic_table(tmp_path, graph, truth, sizes):
+    table = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": sizes,
+             "layers": [{"name": l.name, "fwd_s": [truth.layer_time_s(l, "F", b) for b in sizes],
+                         "bwd_s": [truth.layer_time_s(l, "B", b) for b in sizes]} for l in graph.layers]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(table))
+    return load_profile_table(str(path))
+
+
+def test_calibration_recovers_a_known_kernel_level_device(tmp_path):
     spec = load_model(MODEL)
+    base = load_cluster("local-cpu").device
+    true = replace(base, memory_efficiency=0.6,
+                   kernels=KernelExecution(gemm_efficiency=0.7, k_half=200.0, launch_s=25e-6))
+    truth = AnalyticalCompute(true)
+    table = _synthetic_table(tmp_path, spec.graph, truth, [2, 4, 8, 16, 32])
+    fitted, report = calibrate(spec.graph, table, base)
+    assert report["model"] == "kernel-level"
+    assert report["step_mape"] < 0.01 and report["layer_max_error"] < 0.02
+    ex = fitted.kernels
+    assert ex.gemm_efficiency == pytest.approx(0.7, rel=0.02) and ex.k_half == pytest.approx(200, rel=0.05)
+    assert ex.launch_s == pytest.approx(25e-6, rel=0.05) and fitted.memory_efficiency == pytest.approx(0.6, rel=0.02)
+    # Fitted on sizes 2, 8, 32 only, it predicts 4 and 16 as well: the model's form is right.
+    held = report["held_out"]
+    assert held["fit_sizes"] == [2, 8, 32] and held["held_out_sizes"] == [4, 16]
+    assert held["median_layer_error"] < 0.01
+
+
+def test_calibration_recovers_a_known_roofline_device_without_kernels(tmp_path):
+    spec = load_model(MODEL)
+    graph = replace(spec.graph, layers=tuple(replace(l, kernels=()) for l in spec.graph.layers))
     true = replace(load_cluster("local-cpu").device, memory_efficiency=0.6,
                    efficiency=((1e6, 0.2), (1e8, 0.55), (1e10, 0.8)))
     truth = AnalyticalCompute(true)
-    sizes = [2, 8, 32]
-    table = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": sizes,
-             "layers": [{"name": l.name, "fwd_s": [truth.layer_time_s(l, "F", b) for b in sizes],
-                         "bwd_s": [truth.layer_time_s(l, "B", b) for b in sizes]} for l in spec.graph.layers]}
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(table))
+    table = _synthetic_table(tmp_path, graph, truth, [2, 8, 32])
     start = replace(true, efficiency=((1.0, 1.0),), memory_efficiency=1.0)
-    fitted, report = calibrate(spec.graph, load_profile_table(str(path)), start)
+    fitted, report = calibrate(graph, table, start)
+    assert report["model"] == "roofline"
     assert report["step_mape"] < 0.02 and report["layer_mape"] < 0.05
     model = AnalyticalCompute(fitted)
-    total = sum(model.layer_time_s(l, k, 8) for l in spec.graph.layers for k in "FB")
-    assert total == pytest.approx(sum(truth.layer_time_s(l, k, 8) for l in spec.graph.layers for k in "FB"), rel=0.02)
+    total = sum(model.layer_time_s(l, k, 8) for l in graph.layers for k in "FB")
+    assert total == pytest.approx(sum(truth.layer_time_s(l, k, 8) for l in graph.layers for k in "FB"), rel=0.02)
 
 
 def test_calibrate_command_writes_a_loadable_profile(tmp_path, capsys):

@@ -32,7 +32,7 @@ def eq3_flops(B, s, l, h, V):
 def megatron_39b():
     spec = load_model("examples/megatron_39b.yaml")
     cluster = load_cluster("dgx-a100:64x8")
-    return spec, cluster, AnalyticalCompute(cluster.device, spec.training.dtype)
+    return spec, cluster, AnalyticalCompute.for_training(cluster.device, spec.training)
 
 
 @pytest.fixture(scope="module")

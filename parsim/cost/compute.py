@@ -2,11 +2,18 @@
 
 Both implement ``ComputeModel.layer_time_s(layer, kind, microbatch)`` with kind in F, B, I, W.
 
-Analytical (Williams et al. 2009, "Roofline"), per layer and micro-batch of b samples:
+Analytical, per layer and micro-batch of b samples:
+
+- kernel-level (``parsim.cost.kernels``), where the device profile has a ``kernels:`` section and
+  the layer was extracted with its kernels: the sum over the layer's kernels, each GEMM priced by
+  its own shape, each memory-bound kernel by its bytes, plus a launch and dispatch cost each;
+- otherwise the layer-level roofline (Williams et al. 2009, "Roofline"):
 
     t = max(b*FLOPs / (peak * eff(b*FLOPs)), weight_bytes / BW)   matmul/conv ops: compute-bound
                                                                   unless the weights' read dominates
       + b*mem_bytes / (BW * mem_eff)                              memory-bound ops, by their bytes
+
+Either way the GEMM engine's peak comes from the numeric mode (``parsim.hardware.numerics``).
 
 Backward splits for zero-bubble schedules: W (weight gradient) costs one matmul of the forward's
 size for a layer with parameters; I (input gradient) is the rest of B.
@@ -15,13 +22,15 @@ size for a layer with parameters; I (input gradient) is the rest of B.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from parsim.errors import InputError
+from parsim.cost.kernels import layer_kernels_time_s
 from parsim.hardware.device import Device
+from parsim.hardware.numerics import MathMode, engine_rates
 from parsim.inputs import Fields, load_file
 from parsim.model.graph import DTYPE_BYTES, Layer
 
@@ -52,15 +61,45 @@ def _split_flops(layer: Layer, kind: str) -> tuple[float, float]:
 class AnalyticalCompute:
     device: Device
     dtype: str = "fp32"
+    math: MathMode | None = None  # numeric modes; None: torch's defaults for ``dtype``
     includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
+    rates: dict = field(init=False, repr=False, compare=False)   # peak FLOP/s per kernel class
+    # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
+    # same layers at the same sizes many times; holding the kernels keeps their id unique.
+    _memo: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        mode = self.math or MathMode(self.dtype)
+        if mode.dtype != self.dtype:
+            raise ValueError(f"math mode dtype {mode.dtype} != {self.dtype}")
+        object.__setattr__(self, "rates", engine_rates(self.device, mode))
+        object.__setattr__(self, "_memo", {})
+
+    @classmethod
+    def for_training(cls, device: Device, training) -> "AnalyticalCompute":
+        """The model for a model.yaml's ``training`` settings (dtype and numeric modes)."""
+        return cls(device, training.dtype, MathMode(training.dtype, training.tf32_conv, training.tf32_matmul,
+                                                    training.ascend_precision_mode))
+
+    @property
+    def kernel_level(self) -> bool:
+        return self.device.kernels is not None
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
+        if self.device.kernels is not None and layer.kernels:
+            key = (id(layer.kernels), layer.tp_share, kind, microbatch)
+            hit = self._memo.get(key)
+            if hit is None:
+                hit = self._memo[key] = (layer.kernels, layer_kernels_time_s(layer, kind, microbatch, self.device,
+                                                                            self.rates))
+            return hit[1]
         flops, mem_bytes = _split_flops(layer, kind)
         flops *= microbatch
         bw = self.device.achieved_bandwidth_bytes_per_s()
         t = 0.0
         if flops > 0:
-            t = max(flops / self.device.achieved_flops_per_s(self.dtype, flops), layer.param_bytes / bw)
+            rate = self.rates["matmul"] * self.device.compute_efficiency(flops)
+            t = max(flops / rate, layer.param_bytes / bw)
         return t + microbatch * mem_bytes / bw
 
     def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from parsim.errors import InputError
-from parsim.hardware.device import Device
+from parsim.hardware.device import Device, KernelExecution
 from parsim.hardware.links import LINK_CLASSES, Link
 from parsim.inputs import Fields, load_file
 
@@ -160,6 +160,25 @@ def _link(f: Fields, key: str) -> Link:
     return link
 
 
+def _kernel_execution(k: Fields) -> KernelExecution:
+    """The ``device.kernels`` section (parsim.hardware.device.KernelExecution)."""
+    tiles = k.get("tiles", list, [[1, 1]])
+    if not tiles or any(not isinstance(t, list) or len(t) != 2 or any(not isinstance(x, int) or x <= 0 for x in t)
+                        for t in tiles):
+        raise k.fail("tiles", "expected a list of [rows, columns] of positive integers, e.g. [[256, 128], [128, 128]]")
+    ex = KernelExecution(compute_units=k.positive_int("compute_units", 1), tiles=tuple((t[0], t[1]) for t in tiles),
+                         gemm_efficiency=k.fraction("gemm_efficiency", 1.0),
+                         k_half=k.get("k_half", (int, float), 0.0),
+                         launch_s=k.get("launch_us", (int, float), 0.0) * 1e-6,
+                         host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
+                         asynchronous=k.get("asynchronous", bool, False))
+    for key, value in (("k_half", ex.k_half), ("launch_us", ex.launch_s), ("host_dispatch_us", ex.host_dispatch_s)):
+        if value < 0:
+            raise k.fail(key, "must be >= 0")
+    k.done()
+    return ex
+
+
 def load_profile(path: str | os.PathLike) -> Profile:
     path = os.fspath(path)
     r = Fields(load_file(path), path)
@@ -181,7 +200,9 @@ def load_profile(path: str | os.PathLike) -> Profile:
         raise d.fail("efficiency", "pairs need work_flops > 0 in rising order and 0 < fraction <= 1")
     device = Device(name=d.get("name", str), peak_flops_per_s=peak, memory_bytes=d.size_bytes("memory"),
                     memory_bandwidth_bytes_per_s=d.positive_float("memory_bandwidth_gb_per_s") * 1e9,
-                    efficiency=eff, memory_efficiency=d.fraction("memory_efficiency", 1.0))
+                    efficiency=eff, memory_efficiency=d.fraction("memory_efficiency", 1.0),
+                    kernels=_kernel_execution(d.sub("kernels")) if d.has("kernels") else None,
+                    fp16_cube=d.get("fp16_cube", bool, False))
     d.done()
 
     n = r.sub("node")

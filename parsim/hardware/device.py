@@ -12,6 +12,26 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class KernelExecution:
+    """How a device runs one kernel, for the kernel-level cost model (parsim.cost.kernels).
+
+    A GEMM of M x N output in tiles of one of ``tiles`` runs in waves of ``compute_units`` tiles at a time
+    (tile and wave quantization: NVIDIA, "Matrix Multiplication Background User's Guide", 2023);
+    a short reduction dimension K cannot fill the unit's pipeline (efficiency K / (K + k_half));
+    every kernel costs ``launch_s`` on the device, and ``host_dispatch_s`` of framework time on the
+    host, which an asynchronous device (CUDA streams, Ascend task queues) overlaps with its work.
+    """
+
+    compute_units: int = 1                # SMs, AI cores, or CPU cores per rank
+    tiles: tuple[tuple[int, int], ...] = ((1, 1),)   # output tiles (rows, columns) a library chooses among
+    gemm_efficiency: float = 1.0          # fraction of peak a large, well-shaped GEMM reaches
+    k_half: float = 0.0                   # reduction length at which a GEMM runs at half that
+    launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)
+    host_dispatch_s: float = 0.0          # host time per kernel (framework and launch API)
+    asynchronous: bool = False            # host enqueues ahead of the device
+
+
+@dataclass(frozen=True)
 class Device:
     name: str
     peak_flops_per_s: tuple[tuple[str, float], ...]       # (dtype, FLOP/s), e.g. ("fp16", 3.12e14)
@@ -19,14 +39,22 @@ class Device:
     memory_bandwidth_bytes_per_s: float
     efficiency: tuple[tuple[float, float], ...] = ((1.0, 1.0),)  # (work_flops, fraction of peak)
     memory_efficiency: float = 1.0                         # fraction of memory bandwidth reached
+    kernels: KernelExecution | None = None                 # None: layers priced whole (roofline)
+    # Ascend's Cube computes in fp16: under CANN's allow_fp32_to_fp16, fp32 GEMMs run there
+    # (parsim.hardware.numerics).
+    fp16_cube: bool = False
+
+    def has_rate(self, dtype: str) -> bool:
+        return dtype in dict(self.peak_flops_per_s)
 
     def peak(self, dtype: str) -> float:
+        """Peak FLOP/s of ``dtype``'s engine.  A dtype the profile does not list raises: bf16 on a
+        device without bf16 units (V100, Ascend 910) is a user error (parsim.hardware.numerics
+        says so with what to change), never a silent fallback."""
         table = dict(self.peak_flops_per_s)
-        if dtype in table:
-            return table[dtype]
-        if dtype == "bf16" and "fp16" in table:   # same tensor-core rate on A100/H100 (datasheets)
-            return table["fp16"]
-        return table["fp32"]
+        if dtype not in table:
+            raise KeyError(f"{self.name} has no {dtype} rate (peak_tflops lists {', '.join(table)})")
+        return table[dtype]
 
     def compute_efficiency(self, work_flops: float) -> float:
         xs = [math.log10(max(w, 1.0)) for w, _ in self.efficiency]

@@ -24,6 +24,7 @@ Cut units, in order:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Kernel, Layer, LayerGraph, OpInfo
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -182,6 +183,117 @@ class _OpRecorder(TorchDispatchMode):
         return tuple(ops), self._from(output), by_producer.get(FROM_LAYER_INPUT, 0)
 
 
+def _gemm_dims(name: str, args, out) -> list[tuple[str, tuple[float, float, float, float], float]]:
+    """(phase hint, (M, N, K, groups), FLOPs) of each GEMM a contraction runs; FLOPs = 2*M*N*K*groups.
+    Convolutions are implicit GEMMs (Chetlur et al. 2014): forward M = N*Ho*Wo, N = Co/g,
+    K = Ci/g*kh*kw; backward data M = N*Ho*Wo, N = Ci/g, K = Co/g*kh*kw; backward weight
+    M = Co/g, N = Ci/g*kh*kw, K = N*Ho*Wo."""
+    def one(hint, m, n, k, g=1):
+        return hint, (float(m), float(n), float(k), float(g)), 2.0 * m * n * k * g
+    if name in ("mm", "addmm", "_scaled_mm"):
+        a, b = (args[1], args[2]) if name == "addmm" else (args[0], args[1])
+        return [one("", a.shape[0], b.shape[1], a.shape[1])]
+    if name in ("bmm", "baddbmm"):
+        a, b = (args[1], args[2]) if name == "baddbmm" else (args[0], args[1])
+        return [one("", a.shape[1], b.shape[2], a.shape[2], a.shape[0])]
+    if name in ("convolution", "_convolution"):
+        x, w = args[0], args[1]
+        g = args[8] if len(args) > 8 else 1
+        return [one("", out.shape[0] * math.prod(out.shape[2:]), w.shape[0] // g, math.prod(w.shape[1:]), g)]
+    if name == "convolution_backward":
+        grad_out, x, w = args[0], args[1], args[2]
+        g, mask = args[9], args[10]
+        co, k_w = w.shape[0], math.prod(w.shape[2:])
+        rows = []
+        if mask[0]:
+            # as FlopCounterMode counts it: the forward's work (a strided convolution's data
+            # gradient touches each output position's window once)
+            rows.append(one("I", grad_out.shape[0] * math.prod(grad_out.shape[2:]), x.shape[1] // g, co // g * k_w, g))
+        if mask[1]:
+            rows.append(one("W", co // g, w.shape[1] * k_w, grad_out.shape[0] * math.prod(grad_out.shape[2:]), g))
+        return rows
+    return []
+
+
+class _KernelRecorder(TorchDispatchMode):
+    """Every kernel a unit runs, in order: aten ops that move data (views and allocations
+    excluded), each with its FLOPs (FlopCounterMode's formulas), bytes read plus written, and for
+    contractions its GEMM shape.  ``phase`` says whether the forward or the backward runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.phase = "F"
+        self.rows: list[tuple] = []     # (phase, op, klass, flops, bytes, gemm dims or None)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        packet = func.overloadpacket
+        name = packet.__name__
+        if func.is_view or name in _FREE_OPS:
+            return out
+        leaves = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
+        nbytes = float(sum(t.numel() * t.element_size() for t in leaves))
+        if packet not in flop_registry:
+            self.rows.append((self.phase, name, "mem", 0.0, nbytes, None))
+            return out
+        klass = "conv" if "conv" in name else "attention" if "attention" in name else "matmul"
+        gemms = _gemm_dims(name, args, out if isinstance(out, torch.Tensor) else None)
+        if not gemms:                  # attention and other counted kernels: FLOPs only
+            self.rows.append((self.phase, name, klass, float(flop_registry[packet](*args, **kwargs, out_val=out)),
+                              nbytes, None))
+        for hint, dims, flops in gemms:
+            self.rows.append((hint or self.phase, name, klass, flops, nbytes / len(gemms), dims))
+        return out
+
+
+def _record_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> list[tuple]:
+    """One forward and backward of ``unit`` on ``x`` (meta), recording its kernels."""
+    for p in unit.parameters():
+        p.grad = None              # the first micro-batch's gradients are assigned, not accumulated
+    x = x.detach().requires_grad_(needs_input_grad)
+    rec = _KernelRecorder()
+    with rec:
+        y = unit(x)
+        rec.phase = "B"
+        if y.requires_grad:
+            y.backward(torch.empty_like(y))
+    for p in unit.parameters():
+        p.grad = None
+    return rec.rows
+
+
+def _affine(q_lo: float, q_hi: float, b_lo: int, b_hi: int) -> tuple[float, float]:
+    """(fixed, per sample) of a size measured at two batch sizes."""
+    per = (q_hi - q_lo) / (b_hi - b_lo)
+    return q_lo - per * b_lo, per
+
+
+def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tuple[Kernel, ...]:
+    """The unit's kernels with every size affine in the batch, from recordings at x's batch B and 2B.
+
+    A backward contraction whose K grows with the batch while M, N and the group count do not is
+    a weight gradient (phase "W"); the rest of the backward is "I"."""
+    b = x.shape[0]
+    lo = _record_kernels(unit, x, needs_input_grad)
+    hi = _record_kernels(unit, torch.empty((2 * b, *x.shape[1:]), dtype=x.dtype, device="meta"), needs_input_grad)
+    if [r[:3] for r in lo] != [r[:3] for r in hi]:
+        # The kernel sequence depends on the batch: take every size as proportional to it.
+        hi = [(r[0], r[1], r[2], 2 * r[3], 2 * r[4], None if r[5] is None else (2 * r[5][0], *r[5][1:])) for r in lo]
+    kernels = []
+    for (phase, op, klass, f_lo, by_lo, g_lo), (_, _, _, f_hi, by_hi, g_hi) in zip(lo, hi):
+        gemm = ()
+        if g_lo is not None:
+            gemm = tuple(_affine(a, c, b, 2 * b) for a, c in zip(g_lo, g_hi))
+            if phase == "B":
+                (_, m1), (_, n1), (_, k1), (_, g1) = gemm
+                phase = "W" if k1 > 0 and m1 == n1 == g1 == 0 else "I"
+        if phase == "B":
+            phase = "I"
+        kernels.append(Kernel(phase, op, klass, _affine(f_lo, f_hi, b, 2 * b), _affine(by_lo, by_hi, b, 2 * b), gemm))
+    return tuple(kernels)
+
+
 def _storage_key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
@@ -214,7 +326,8 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
         with bwd_flops, bwd_bytes:
             y.backward(torch.empty_like(y))
     ops, ops_output, input_saved = recorder.finish(saved, y)
-    stats = dict(fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
+    kernels = unit_kernels(unit, x, needs_input_grad)
+    stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
                  saved_bytes=sum(saved.values()), output_bytes=y.numel() * y.element_size(),
                  ops=ops, ops_output=ops_output, input_saved_bytes=input_saved)
@@ -269,7 +382,8 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             output_bytes=stats["output_bytes"] / batch, saved_bytes=stats["saved_bytes"] / batch,
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
             max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
-            ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch))
+            ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch,
+            kernels=stats["kernels"]))
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()

@@ -68,6 +68,43 @@ class OpInfo:
 
 
 @dataclass(frozen=True)
+class Kernel:
+    """One kernel (aten operator) of a layer's forward or backward, as extraction recorded it.
+
+    Every size is affine in the micro-batch b, stored as (fixed, per sample): q(b) = q0 + q1*b.
+    That is exact for the operators here (a convolution's implicit GEMM has M = b*Ho*Wo; a weight
+    gradient contracts over K = b*Ho*Wo; a parameter-only op does not grow with b).
+
+    - ``phase``: "F" (forward), "I" (backward work that is not a weight gradient) or "W" (a weight
+      gradient: a backward contraction whose K grows with the batch while M and N do not);
+    - ``klass``: "conv", "matmul", "attention" (compute kernels) or "mem" (memory-bound: norms,
+      activations, adds, copies); TF32 and Ascend precision modes treat conv and matmul apart;
+    - ``flops`` (FLOPs = 2 x MACs, as FlopCounterMode counts), ``bytes`` read plus written;
+    - ``gemm``: ((m0, m1), (n0, n1), (k0, k1), (g0, g1)) for GEMM-shaped kernels, () otherwise:
+      M x K times K x N, g independent such products (a batched matmul's batch, a grouped
+      convolution's groups); convolutions as implicit GEMM (Chetlur et al. 2014, "cuDNN").
+    """
+
+    phase: str
+    op: str
+    klass: str
+    flops: tuple[float, float] = (0.0, 0.0)
+    bytes: tuple[float, float] = (0.0, 0.0)
+    gemm: tuple = ()
+
+    def at(self, b: int) -> tuple[float, float]:
+        """(FLOPs, bytes) at micro-batch b."""
+        return self.flops[0] + self.flops[1] * b, self.bytes[0] + self.bytes[1] * b
+
+    def gemm_at(self, b: int) -> tuple[float, float, float, float] | None:
+        """(M, N, K, groups) at micro-batch b, or None for a kernel that is no GEMM."""
+        if not self.gemm:
+            return None
+        (m0, m1), (n0, n1), (k0, k1), (g0, g1) = self.gemm
+        return m0 + m1 * b, n0 + n1 * b, k0 + k1 * b, g0 + g1 * b
+
+
+@dataclass(frozen=True)
 class Layer:
     """One cut unit (ResNet: the stem, one Bottleneck, the head; GPT: one decoder block)."""
 
@@ -96,10 +133,13 @@ class Layer:
     # its input (saved_bytes) and its backward re-runs the forward, re-creating these bytes per
     # sample.  0 when the layer is not recomputed.
     recompute_bytes: float = 0.0
+    # Kernel view for the kernel-level cost model (parsim.cost.kernels), forward then backward;
+    # empty when unknown (an explicit layers: table), then the cost model prices the layer whole.
+    kernels: tuple = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes"):
+        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "kernels"):
             d.pop(k)
         return d
 
@@ -174,7 +214,7 @@ class LayerGraph:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LayerGraph":
-        keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes"}
+        keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes", "kernels"}
         layers = tuple(Layer(**{k: v for k, v in row.items() if k in keys}) for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))
 

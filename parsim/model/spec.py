@@ -16,6 +16,9 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       dtype: fp32                     # fp32 | fp16 | bf16 (fp16/bf16: mixed precision, fp32 master weights)
       optimizer: momentum             # momentum | sgd | adam
       recompute: false                # activation recomputation of every layer (planner: tries both if unset)
+      tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
+                                      # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
+      ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
@@ -36,7 +39,7 @@ from __future__ import annotations
 import math
 import importlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from parsim.errors import InputError
@@ -47,6 +50,7 @@ SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
+ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
 
 
@@ -56,6 +60,15 @@ class Training:
     dtype: str = "fp32"
     optimizer: str = "momentum"
     recompute: bool | None = None        # None: the planner decides
+    # Numeric modes (parsim.hardware.numerics): which engine runs fp32 convolutions and matmuls.
+    # torch defaults: torch.backends.cudnn.allow_tf32 = True, torch.backends.cuda.matmul.allow_tf32
+    # = False since torch 1.12 (torch docs, "TensorFloat-32 (TF32) on Ampere (and later) devices").
+    tf32_conv: bool = True
+    tf32_matmul: bool = False
+    # CANN's precision_mode: allow_fp32_to_fp16 runs fp32 convolutions and matmuls on the fp16 Cube
+    # where the operator has no fp32 implementation (Ascend CANN docs; the default for training
+    # per MindSpore's and the TF adapter's docs: unconfirmed for torch_npu).
+    ascend_precision_mode: str = "allow_fp32_to_fp16"
 
 
 @dataclass(frozen=True)
@@ -223,7 +236,13 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
     t = r.sub("training")
     training = Training(global_batch_size=t.positive_int("global_batch_size"),
                         dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
-                        recompute=t.get("recompute", bool, None))
+                        recompute=t.get("recompute", bool, None),
+                        ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
+                                                       "allow_fp32_to_fp16"))
+    if t.has("tf32"):
+        tf = t.sub("tf32")
+        training = replace(training, tf32_conv=tf.get("conv", bool, True), tf32_matmul=tf.get("matmul", bool, False))
+        tf.done()
     t.done()
 
     parallel = ParallelHint()

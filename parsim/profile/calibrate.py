@@ -1,55 +1,90 @@
-"""``parsim calibrate``: fit the analytical cost model's efficiency parameters to a layer profile,
-so that a device with a profile but no datasheet still gets an analytical model (which, unlike
-a profile, extrapolates to other models and sizes).
+"""``parsim calibrate``: fit the analytical cost model to a layer profile, so that a device with
+a profile but no datasheet still gets an analytical model (which, unlike a profile, extrapolates
+to other models and sizes), and say how well it predicts sizes it was not fitted on.
 
-The analytical roofline (parsim.cost.compute.AnalyticalCompute) prices a layer at b samples as
-max(b*FLOPs / (peak * eff(b*FLOPs)), weight_bytes / BW) + b*mem_bytes / (BW * mem_eff).  With
-the device's peak and bandwidth held, this fits eff at log-spaced work sizes (interpolated in
-log10 between them, as the profiles express it) and mem_eff, by least squares on
-log(predicted / measured) over every layer, kind (F, B) and micro-batch size in the profile.
+Kernel-level (``parsim.cost.kernels``), for graphs extracted with their kernels: with the device's
+peak and bandwidth held, fit four numbers -- the large-GEMM efficiency, the reduction length at
+half efficiency (k_half), the per-kernel launch cost and the memory efficiency -- by least
+squares on log(predicted / measured) over every layer, kind (F, B) and micro-batch size.
+
+Layer-level roofline (``parsim.cost.compute.AnalyticalCompute`` without kernels), for graphs
+given as ``layers:`` tables: max(b*FLOPs / (peak * eff(b*FLOPs)), weight_bytes / BW) +
+b*mem_bytes / (BW * mem_eff); fit eff at log-spaced work sizes and mem_eff the same way.
+
+Held out: ``held_out`` fits on every other profiled micro-batch size and reports the error on the
+sizes in between, per layer, which is the error a plan at an unprofiled size would see.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
 
 import numpy as np
 from scipy.optimize import least_squares
 
 from parsim.cost.compute import AnalyticalCompute, ProfileTable
-from parsim.hardware.device import Device
+from parsim.hardware.device import Device, KernelExecution
 from parsim.model.graph import LayerGraph
 
 
-def _points(graph: LayerGraph, table: ProfileTable):
+def _points(graph: LayerGraph, table: ProfileTable, sizes=None):
     rows = []
     for layer in graph.layers:
         t = table.times(layer.name)
         for j, b in enumerate(table.microbatch_sizes):
-            rows.append((layer, "F", b, t.fwd_s[j]))
-            rows.append((layer, "B", b, t.bwd_s[j]))
-    return rows
+            if sizes is None or b in sizes:
+                rows.append((layer, "F", b, t.fwd_s[j]))
+                rows.append((layer, "B", b, t.bwd_s[j]))
+    return [p for p in rows if p[3] > 0]
 
 
-def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32",
-              knots: int = 6) -> tuple[Device, dict]:
-    points = [p for p in _points(graph, table) if p[3] > 0]
+def _fit_kernels(points, device: Device, dtype: str) -> Device:
+    ex = device.kernels or KernelExecution()
+
+    def device_for(x):
+        eff, k_half, launch_us, mem_eff = x
+        return replace(device, kernels=replace(ex, gemm_efficiency=float(eff), k_half=float(k_half),
+                                               launch_s=float(launch_us) * 1e-6),
+                       memory_efficiency=float(mem_eff))
+
+    def residuals(x):
+        model = AnalyticalCompute(device_for(x), dtype)
+        return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
+
+    fit = least_squares(residuals, [0.5, 64.0, 10.0, 0.5], bounds=([1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]))
+    return device_for(fit.x)
+
+
+def _fit_roofline(points, device: Device, dtype: str, knots: int) -> Device:
     works = [(l.fwd_flops if k == "F" else l.bwd_flops) * b for l, k, b, _ in points]
     lo, hi = math.log10(max(min(w for w in works if w > 0), 1.0)), math.log10(max(works))
     grid = [10 ** x for x in np.linspace(lo, hi, knots)]
 
     def device_for(x):
         eff = tuple((w, float(e)) for w, e in zip(grid, x[:-1]))
-        return replace(device, efficiency=eff, memory_efficiency=float(x[-1]))
+        return replace(device, efficiency=eff, memory_efficiency=float(x[-1]), kernels=None)
 
     def residuals(x):
         model = AnalyticalCompute(device_for(x), dtype)
         return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
 
-    x0 = [0.5] * knots + [0.5]
-    fit = least_squares(residuals, x0, bounds=([1e-4] * (knots + 1), [1.0] * (knots + 1)))
-    calibrated = device_for(fit.x)
+    fit = least_squares(residuals, [0.5] * knots + [0.5], bounds=([1e-4] * (knots + 1), [1.0] * (knots + 1)))
+    return device_for(fit.x)
+
+
+def _fit(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str, knots: int, sizes=None) -> Device:
+    points = _points(graph, table, sizes)
+    if all(layer.kernels for layer in graph.layers):
+        return _fit_kernels(points, device, dtype)
+    return _fit_roofline(points, device, dtype, knots)
+
+
+def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32",
+              knots: int = 6) -> tuple[Device, dict]:
+    calibrated = _fit(graph, table, device, dtype, knots)
+    points = _points(graph, table)
     model = AnalyticalCompute(calibrated, dtype)
     errors = [model.layer_time_s(l, k, b) / t - 1 for l, k, b, t in points]
     per_step = []
@@ -58,16 +93,47 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
         pred = sum(model.layer_time_s(l, k, b) for l, k, bb, t in points if bb == b)
         per_step.append({"microbatch": b, "measured_s": meas, "predicted_s": pred, "error": pred / meas - 1})
     report = {
+        "model": "kernel-level" if calibrated.kernels is not None else "roofline",
         "points": len(points),
         "layer_mape": float(np.mean(np.abs(errors))),
         "layer_max_error": float(np.max(np.abs(errors))),
         "step_mape": float(np.mean([abs(r["error"]) for r in per_step])),
         "per_step": per_step,
-        "at_bound": [round(w, 1) for w, e in calibrated.efficiency if e >= 0.999],
         "memory_efficiency": calibrated.memory_efficiency,
-        "efficiency": [list(p) for p in calibrated.efficiency],
     }
+    if calibrated.kernels is not None:
+        ex = calibrated.kernels
+        report.update(gemm_efficiency=ex.gemm_efficiency, k_half=ex.k_half, launch_s=ex.launch_s)
+    else:
+        report.update(efficiency=[list(p) for p in calibrated.efficiency],
+                      at_bound=[round(w, 1) for w, e in calibrated.efficiency if e >= 0.999])
+    report["held_out"] = held_out(graph, table, device, dtype, knots)
     return calibrated, report
+
+
+def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32", knots: int = 6) -> dict:
+    """Fit on every other profiled micro-batch size (the first, third, ...), predict the others:
+    per layer, the median |error| over its held-out (kind, size) points, and per held-out size the
+    whole forward+backward's error.  Needs at least two sizes."""
+    sizes = table.microbatch_sizes
+    if len(sizes) < 2:
+        return {"fit_sizes": list(sizes), "held_out_sizes": [], "note": "needs at least two profiled sizes"}
+    fit_sizes, test_sizes = sizes[::2], sizes[1::2]
+    model = AnalyticalCompute(_fit(graph, table, device, dtype, knots, set(fit_sizes)), dtype)
+    test = _points(graph, table, set(test_sizes))
+    per_layer = {}
+    for l, k, b, t in test:
+        per_layer.setdefault(l.name, []).append(abs(model.layer_time_s(l, k, b) / t - 1))
+    layer_medians = {name: statistics.median(v) for name, v in per_layer.items()}
+    per_size = []
+    for b in test_sizes:
+        meas = sum(t for l, k, bb, t in test if bb == b)
+        pred = sum(model.layer_time_s(l, k, b) for l, k, bb, t in test if bb == b)
+        per_size.append({"microbatch": b, "measured_s": meas, "predicted_s": pred, "error": pred / meas - 1})
+    return {"fit_sizes": list(fit_sizes), "held_out_sizes": list(test_sizes),
+            "median_layer_error": statistics.median(layer_medians.values()),
+            "max_layer_median_error": max(layer_medians.values()),
+            "per_layer_median_error": layer_medians, "per_size": per_size}
 
 
 def profile_yaml(profile, device: Device, source: str) -> str:
@@ -80,7 +146,20 @@ def profile_yaml(profile, device: Device, source: str) -> str:
              f"  memory_bandwidth_gb_per_s: {device.memory_bandwidth_bytes_per_s / 1e9:.4f}",
              f"  memory_efficiency: {device.memory_efficiency:.4f}   # fitted", "  peak_tflops:"]
     lines += [f"    {k}: {v / 1e12:.6g}" for k, v in device.peak_flops_per_s]
-    lines.append("  efficiency: [" + ", ".join(f"[{w:.4g}, {e:.4f}]" for w, e in device.efficiency) + "]   # fitted")
+    lines.append("  efficiency: [" + ", ".join(f"[{w:.4g}, {e:.4f}]" for w, e in device.efficiency) + "]"
+                 + ("" if device.kernels else "   # fitted"))
+    if device.kernels is not None:
+        ex = device.kernels
+        lines += ["  kernels:                      # parsim.cost.kernels; the starred numbers are fitted",
+                  f"    compute_units: {ex.compute_units}",
+                  f"    tiles: {[list(t) for t in ex.tiles]}",
+                  f"    gemm_efficiency: {ex.gemm_efficiency:.4f}   # *",
+                  f"    k_half: {ex.k_half:.4g}   # *",
+                  f"    launch_us: {ex.launch_s * 1e6:.4g}   # *",
+                  f"    host_dispatch_us: {ex.host_dispatch_s * 1e6:.4g}",
+                  f"    asynchronous: {str(ex.asynchronous).lower()}"]
+    if device.fp16_cube:
+        lines.append("  fp16_cube: true")
     lines += ["node:", f"  devices: {profile.devices_per_node}", f"  groups: {[list(g) for g in profile.groups]}"]
     for cls, key in (("group", "group_link"), ("node", "node_link")):
         link = links[cls]

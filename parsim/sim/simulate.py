@@ -64,7 +64,7 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
 
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
-    compute = compute or AnalyticalCompute(cluster.device, training.dtype)
+    compute = compute or AnalyticalCompute.for_training(cluster.device, training)
     schedule = build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
     split = schedule.split_backward
     S, layers = cfg.stages, graph.layers

@@ -1,0 +1,98 @@
+"""Kernel-level compute time: a layer's time is the sum over the kernels it runs.
+
+Each kernel (``parsim.model.graph.Kernel``, recorded by extraction with its shape affine in the
+micro-batch) is priced on its own:
+
+- a GEMM-shaped kernel (a matmul, or a convolution as implicit GEMM) by its own shape: its
+  M x N output is cut into tiles, the tiles run in waves over the device's compute units, and the
+  last wave's idle units and the tiles' padding are paid for (tile and wave quantization: NVIDIA,
+  "Matrix Multiplication Background User's Guide", 2023); a short reduction K cannot fill the
+  unit's pipeline, taken as efficiency K / (K + k_half); a small output with a long K is split
+  over K (split-K); the best of the device's tile shapes is taken, as a library's heuristic
+  would.  The rest is the device's fraction of peak for large GEMMs.  Roofline (Williams et al.
+  2009): never faster than its bytes over the memory bandwidth.
+
+      t = max(FLOPs / (rate * gemm_efficiency * shape_efficiency(M, N, K, g)), bytes / BW)
+
+- a memory-bound kernel (norms, activations, adds, copies) by its bytes read plus written:
+  t = bytes / (BW * memory_efficiency);
+- every kernel adds ``launch_s`` on the device.  The framework's host time per kernel,
+  ``host_dispatch_s``, overlaps the device's work on asynchronous devices (a layer takes the
+  longer of the two) and adds to it on a synchronous one (CPU eager mode).
+
+The engine rate of a GEMM comes from the numeric mode (``parsim.hardware.numerics``): TF32 for
+fp32 convolutions on Ampere and later, Ascend's fp16 Cube, and so on.
+
+A tensor-parallel layer (``Layer.tp_share`` < 1) runs the same kernels, each on its share of the
+work: its compute and bytes are scaled by the share, its launch and dispatch costs are not.
+(Quantization is taken at the unsharded shape: an approximation.)
+"""
+
+from __future__ import annotations
+
+import math
+
+from parsim.hardware.device import Device, KernelExecution
+from parsim.model.graph import Kernel, Layer
+
+PHASES = {"F": ("F",), "B": ("I", "W"), "I": ("I",), "W": ("W",)}
+
+
+def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: KernelExecution) -> float:
+    """Fraction of the device's large-GEMM rate a GEMM of this shape reaches: the best over the
+    device's tile shapes and split-K factors s (a small M x N output with a long K is split into s
+    partial products summed after, as cuBLAS and CUTLASS do; CUTLASS docs, "Efficient GEMM":
+    "Parallelized Reductions") of
+
+        quant = M*N*g*s / (waves * units * tile_m * tile_n),  waves = ceil(tiles * s / units)
+        fill  = (K/s) / (K/s + k_half)
+    """
+    best = 0.0
+    for tm, tn in ex.tiles:
+        tiles = math.ceil(m / tm) * math.ceil(n / tn) * math.ceil(groups)
+        if tiles == 0:
+            return 1.0
+        s = 1
+        while True:
+            waves = math.ceil(tiles * s / ex.compute_units)
+            quant = (m * n * groups * s) / (waves * ex.compute_units * tm * tn)
+            ks = k / s
+            eff = quant * (ks / (ks + ex.k_half) if ex.k_half else 1.0)
+            best = max(best, eff)
+            if tiles * s >= ex.compute_units or ks < 2:
+                break
+            s *= 2
+    return best
+
+
+def kernel_time_s(kernel: Kernel, b: int, device: Device, rates: dict[str, float], share: float = 1.0) -> float:
+    """Device time of one kernel at micro-batch b, its launch included."""
+    ex = device.kernels
+    flops, nbytes = kernel.at(b)
+    bw = device.achieved_bandwidth_bytes_per_s()
+    t_mem = share * nbytes / bw
+    if kernel.klass == "mem" or flops <= 0:
+        return t_mem + ex.launch_s
+    rate = rates[kernel.klass] * ex.gemm_efficiency
+    dims = kernel.gemm_at(b)
+    if dims is not None:
+        rate *= gemm_shape_efficiency(*dims, ex)
+    return max(share * flops / rate, t_mem) + ex.launch_s
+
+
+def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, rates: dict[str, float]) -> float:
+    """The layer's kind (F, B, I or W) at micro-batch b: the sum over its kernels of that phase,
+    with the host's dispatch overlapped (asynchronous devices) or added (synchronous ones)."""
+    phases = PHASES[kind]
+    kernels = [k for k in layer.kernels if k.phase in phases]
+    device_s = sum(kernel_time_s(k, b, device, rates, layer.tp_share) for k in kernels)
+    host_s = len(kernels) * device.kernels.host_dispatch_s
+    return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
+
+
+def kernel_counts(layer: Layer) -> dict[str, int]:
+    """Kernels per phase (F, I, W): what a deep pipeline or a small micro-batch pays launches for."""
+    counts = {"F": 0, "I": 0, "W": 0}
+    for k in layer.kernels:
+        counts[k.phase] += 1
+    return counts

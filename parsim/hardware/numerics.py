@@ -1,0 +1,55 @@
+"""Numeric modes: which engine, at which peak rate, runs a kernel of a given class.
+
+Facts about a device (its peak table: whether it has TF32 or bf16 units; whether its matrix
+engine is an fp16 Cube) meet the training's settings (the dtype, torch's TF32 switches, CANN's
+precision mode).  Resolved once per cost model, never tested in ``if`` chains elsewhere.
+
+- Mixed precision (fp16, bf16): GEMMs run at that dtype's rate.  bf16 on a device without bf16
+  units (V100: Volta has fp16 tensor cores only, V100 datasheet; Ascend 910: fp16 Cube, Huawei
+  Ascend 910 product page) is an error that says to use fp16.
+- fp32 on NVIDIA Ampere and later: convolutions run on TF32 tensor cores when
+  ``torch.backends.cudnn.allow_tf32`` (default True), matmuls when
+  ``torch.backends.cuda.matmul.allow_tf32`` (default False since torch 1.12); torch docs, "CUDA
+  semantics: TensorFloat-32 (TF32) on Ampere (and later) devices".  Devices whose profile lists
+  no ``tf32`` rate run fp32.
+- fp32 on Ascend: under CANN's ``allow_fp32_to_fp16`` precision mode, convolutions and matmuls
+  run on the fp16 Cube (CANN docs, "precision_mode"); ``must_keep_origin_dtype`` keeps fp32.
+- Memory-bound kernels move the bytes the graph was extracted with; no engine choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parsim.errors import InputError
+from parsim.hardware.device import Device
+
+GEMM_CLASSES = ("conv", "matmul", "attention")
+
+
+@dataclass(frozen=True)
+class MathMode:
+    dtype: str = "fp32"                  # the training dtype: fp32, or fp16/bf16 mixed precision
+    tf32_conv: bool = True
+    tf32_matmul: bool = False
+    ascend_precision_mode: str = "allow_fp32_to_fp16"
+
+
+def engine_dtype(device: Device, mode: MathMode, klass: str) -> str:
+    """The peak-table key whose rate runs a ``klass`` kernel ("conv", "matmul", "attention")."""
+    if mode.dtype in ("fp16", "bf16"):
+        if not device.has_rate(mode.dtype):
+            hint = "use dtype: fp16" if mode.dtype == "bf16" and device.has_rate("fp16") else "use dtype: fp32"
+            raise InputError(f"training.dtype: {mode.dtype}: {device.name} has no {mode.dtype} units "
+                             f"(its peak_tflops list {', '.join(k for k, _ in device.peak_flops_per_s)}); {hint}")
+        return mode.dtype
+    if device.has_rate("tf32") and (mode.tf32_conv if klass == "conv" else mode.tf32_matmul):
+        return "tf32"
+    if device.fp16_cube and mode.ascend_precision_mode == "allow_fp32_to_fp16" and device.has_rate("fp16"):
+        return "fp16"
+    return "fp32"
+
+
+def engine_rates(device: Device, mode: MathMode) -> dict[str, float]:
+    """Peak FLOP/s per kernel class, resolved once."""
+    return {klass: device.peak(engine_dtype(device, mode, klass)) for klass in GEMM_CLASSES}

@@ -1,0 +1,121 @@
+"""The kernel-level cost model: extraction's kernel view, GEMM shape efficiency, launch costs, and
+the numeric modes that pick each kernel's engine."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.kernels import gemm_shape_efficiency, kernel_counts, layer_kernels_time_s
+from parsim.errors import InputError
+from parsim.hardware import load_cluster
+from parsim.hardware.device import KernelExecution
+from parsim.hardware.numerics import MathMode, engine_dtype
+from parsim.model.graph import Kernel, Layer
+from parsim.model.spec import load_model
+
+A100 = load_cluster("dgx-a100:1x1").device
+V100 = load_cluster("dgx1-v100:1x1").device
+ASCEND = load_cluster("ascend910:1x1").device
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return load_model("examples/resnet50_cifar10_local.yaml").graph
+
+
+def test_kernels_add_up_to_the_flop_counters_totals(resnet):
+    gpt = load_model("examples/gpt_tiny_local.yaml").graph
+    for graph in (resnet, gpt):
+        for layer in graph.layers:
+            fwd = sum(k.flops[1] for k in layer.kernels if k.phase == "F")
+            bwd = sum(k.flops[1] for k in layer.kernels if k.phase in "IW")
+            assert fwd == pytest.approx(layer.fwd_flops, rel=1e-9), layer.name
+            assert bwd == pytest.approx(layer.bwd_flops, rel=1e-9), layer.name
+            assert all(k.flops[0] == 0 for k in layer.kernels), layer.name   # no work independent of the batch
+
+
+def test_convolution_kernels_are_implicit_gemms_affine_in_the_batch(resnet):
+    block = resnet.layers[resnet.index("layer1.0")]
+    conv = next(k for k in block.kernels if k.phase == "F" and k.klass == "conv")
+    # layer1.0's first 1x1 conv at 32x32 input: 8x8 maps after the stem, 64 -> 64 channels
+    # (the unit's first conv is its downsample or conv1; both read 64 channels at 8x8)
+    m, n, k, g = conv.gemm_at(16)
+    assert m == 16 * 8 * 8 and k == 64 and g == 1
+    assert conv.at(16)[0] == pytest.approx(2 * m * n * k)
+    # every convolution has a weight gradient (W) whose K grows with the batch
+    counts = kernel_counts(block)
+    convs = sum(1 for x in block.kernels if x.phase == "F" and x.klass == "conv")
+    assert sum(1 for x in block.kernels if x.phase == "W") == convs == 4
+    assert counts["F"] == 16 and counts["I"] + counts["W"] == 16
+    w = next(x for x in block.kernels if x.phase == "W")
+    assert w.gemm[2][1] > 0 and w.gemm[0][1] == w.gemm[1][1] == 0
+
+
+def test_full_waves_reach_full_efficiency_and_a_partial_wave_pays_for_its_idle_units():
+    ex = KernelExecution(compute_units=4, tiles=((128, 128),))
+    assert gemm_shape_efficiency(256, 256, 4096, 1, ex) == pytest.approx(1.0)          # 4 tiles, 1 wave
+    assert gemm_shape_efficiency(5 * 128, 128, 4096, 1, ex) == pytest.approx(5 / 8)    # 5 tiles in 2 waves
+    assert gemm_shape_efficiency(64, 128, 4096, 1, replace(ex, compute_units=1)) == pytest.approx(0.5)  # padding
+
+
+def test_split_k_rescues_a_small_output_with_a_long_reduction():
+    ex = KernelExecution(compute_units=4, tiles=((128, 128),), k_half=64)
+    # one tile, K long: split 4 ways, each K/4 long
+    assert gemm_shape_efficiency(128, 128, 65536, 1, ex) == pytest.approx(16384 / (16384 + 64))
+    # one tile, K short: splitting cannot help, one unit of four works
+    assert gemm_shape_efficiency(128, 128, 64, 1, ex) == pytest.approx(max(0.25 * 0.5, 0.5 * 32 / 96, 16 / 80))
+
+
+def test_launch_costs_add_on_a_synchronous_device_and_overlap_on_an_asynchronous_one():
+    kernels = tuple(Kernel("F", "relu", "mem", bytes=(0.0, 1e3)) for _ in range(10))
+    layer = Layer("l", 0.0, 0.0, 0, 0, 0.0, 0.0, kernels=kernels)
+    dev = replace(A100, memory_efficiency=1.0, kernels=KernelExecution(launch_s=2e-6, host_dispatch_s=10e-6))
+    per_kernel = 1e3 * 4 / dev.memory_bandwidth_bytes_per_s + 2e-6
+    assert layer_kernels_time_s(layer, "F", 4, dev, {}) == pytest.approx(10 * (per_kernel + 10e-6))
+    dev = replace(dev, kernels=replace(dev.kernels, asynchronous=True))
+    assert layer_kernels_time_s(layer, "F", 4, dev, {}) == pytest.approx(max(10 * per_kernel, 10 * 10e-6))
+
+
+def test_small_microbatches_are_not_free_any_more(resnet):
+    model = AnalyticalCompute(A100, "fp16")
+    per_sample = {b: sum(model.layer_time_s(l, k, b) for l in resnet.layers for k in "FB") / b for b in (2, 256)}
+    assert per_sample[2] > 20 * per_sample[256]     # launch- and dispatch-bound at 2 samples
+
+
+def test_numeric_modes_pick_each_kernels_engine():
+    assert engine_dtype(A100, MathMode("fp32"), "conv") == "tf32"           # cudnn.allow_tf32 default on
+    assert engine_dtype(A100, MathMode("fp32"), "matmul") == "fp32"         # cuda.matmul.allow_tf32 default off
+    assert engine_dtype(A100, MathMode("fp32", tf32_matmul=True), "matmul") == "tf32"
+    assert engine_dtype(A100, MathMode("fp32", tf32_conv=False), "conv") == "fp32"
+    assert engine_dtype(V100, MathMode("fp32"), "conv") == "fp32"            # no TF32 on Volta
+    assert engine_dtype(A100, MathMode("bf16"), "matmul") == "bf16"
+    assert engine_dtype(ASCEND, MathMode("fp32"), "conv") == "fp16"          # allow_fp32_to_fp16 on the Cube
+    assert engine_dtype(ASCEND, MathMode("fp32", ascend_precision_mode="must_keep_origin_dtype"), "conv") == "fp32"
+
+
+@pytest.mark.parametrize("device", [V100, ASCEND], ids=["v100", "ascend910"])
+def test_bf16_on_a_device_without_bf16_units_is_refused_with_what_to_change(device):
+    with pytest.raises(InputError, match=r"training\.dtype: bf16: .* has no bf16 units .*use dtype: fp16"):
+        AnalyticalCompute(device, "bf16")
+
+
+def test_model_yaml_carries_the_numeric_modes(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("schema_version: 1\nlayers:\n  - {name: a, fwd_flops: 1.0e+9, params: 10, output_bytes: 4, "
+                    "saved_bytes: 4}\ntraining:\n  global_batch_size: 8\n  tf32: {conv: false, matmul: true}\n"
+                    "  ascend_precision_mode: must_keep_origin_dtype\n")
+    t = load_model(str(path)).training
+    assert (t.tf32_conv, t.tf32_matmul, t.ascend_precision_mode) == (False, True, "must_keep_origin_dtype")
+    path.write_text(path.read_text().replace("must_keep_origin_dtype", "fastest"))
+    with pytest.raises(InputError, match="ascend_precision_mode"):
+        load_model(str(path))
+
+
+def test_tf32_prices_fp32_convolutions_at_the_tensor_core_rate(resnet):
+    conv_heavy = resnet.layers[resnet.index("layer3.1")]
+    tf32 = AnalyticalCompute(A100, "fp32").layer_time_s(conv_heavy, "F", 256)
+    plain = AnalyticalCompute(A100, "fp32", MathMode("fp32", tf32_conv=False)).layer_time_s(conv_heavy, "F", 256)
+    assert plain > 2 * tf32
+    assert math.isfinite(tf32)
