@@ -34,6 +34,7 @@ from parsim.cost.compute import ComputeModel
 from parsim.cost.memory import bytes_per_param, inflight_microbatches
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
+from parsim.cost.kernels import kernel_counts
 from parsim.cost.layer import layer_time_s
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
@@ -231,14 +232,30 @@ class _Bounds:
         return hi
 
 
-def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tuple[str, ...]:
+def _busiest_rank(e: Estimate):
+    return max(e.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
+
+
+def _kernels_per_step(graph: LayerGraph, cand: Candidate) -> int:
+    """Kernels the busiest rank launches in one step: its stages' kernels (forward, backward, and
+    the forward again where recomputed) once per micro-batch."""
+    cfg = cand.config
+    layers = [graph.layers[i] for s in _busiest_rank(cand.estimate).stages for i in cfg.stage_layers(s)]
+    per_mb = sum(sum(kernel_counts(l).values()) + (kernel_counts(l)["F"] if cfg.recompute else 0) for l in layers)
+    return per_mb * cfg.microbatches
+
+
+def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float) -> tuple[str, ...]:
+    names = graph.names
     best = result_ranked[0]
     e = best.estimate
     lines = []
-    hot = max(e.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
+    hot = _busiest_rank(e)
     stages = ", ".join(best.config.describe_split(names).split(" | ")[s] for s in hot.stages)
+    kernels = _kernels_per_step(graph, best) if any(layer.kernels for layer in graph.layers) else 0
     lines.append(f"bottleneck: pipeline rank {hot.rank} ({stages}) is busy {hot.busy_s / e.step_time_s:.0%} of the "
-                 f"step; bubble {e.bubble_fraction:.1%}, exposed communication {e.exposed_comm_fraction:.1%}; "
+                 f"step{f' running {kernels:,} kernels' if kernels else ''}; bubble {e.bubble_fraction:.1%}, "
+                 f"exposed communication {e.exposed_comm_fraction:.1%}; "
                  f"peak memory {human_bytes(best.peak_memory_bytes)} of {human_bytes(cap)}")
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
                   or c.config.tp != best.config.tp or c.config.schedule != best.config.schedule), None)
@@ -252,10 +269,12 @@ def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tu
                  "exposed communication": per_rank(r, "exposed_comm_s") - per_rank(e, "exposed_comm_s")}
         what, delta = max(diffs.items(), key=lambda kv: kv[1])
         c = rival.config
+        rival_kernels = _kernels_per_step(graph, rival) if kernels else 0
         lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp} m={c.microbatches} {c.schedule}"
                      f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
                      f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
-                     f"(+{delta * 1e3:.3g} ms per rank)")
+                     f"(+{delta * 1e3:.3g} ms per rank)"
+                     f"{f'; its busiest rank runs {rival_kernels:,} kernels' if rival_kernels else ''}")
     return tuple(lines)
 
 
@@ -354,7 +373,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     ranked = tuple(results[: c.top])
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
                       search_time_s=time.perf_counter() - t0, considered=considered, simulated=simulated,
-                      explanation=_explain(list(ranked), g.names, cap))
+                      explanation=_explain(list(ranked), g, cap))
 
 
 def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
