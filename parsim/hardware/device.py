@@ -68,8 +68,5 @@ class Device:
         t = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
         return ys[i - 1] + t * (ys[i] - ys[i - 1])
 
-    def achieved_flops_per_s(self, dtype: str, work_flops: float) -> float:
-        return self.peak(dtype) * self.compute_efficiency(work_flops)
-
     def achieved_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_bytes_per_s * self.memory_efficiency

@@ -4,9 +4,11 @@ Facts about a device (its peak table: whether it has TF32 or bf16 units; whether
 engine is an fp16 Cube) meet the training's settings (the dtype, torch's TF32 switches, CANN's
 precision mode).  Resolved once per cost model, never tested in ``if`` chains elsewhere.
 
-- Mixed precision (fp16, bf16): GEMMs run at that dtype's rate.  bf16 on a device without bf16
-  units (V100: Volta has fp16 tensor cores only, V100 datasheet; Ascend 910: fp16 Cube, Huawei
-  Ascend 910 product page) is an error that says to use fp16.
+- Mixed precision (fp16, bf16): GEMMs run at that dtype's rate.  bf16 on a device with 16-bit
+  units but no bf16 ones (V100: Volta has fp16 tensor cores only, V100 datasheet; Ascend 910: fp16
+  Cube, Huawei Ascend 910 product page) is an error that says to use fp16.  A profile that lists
+  no 16-bit rate at all (a CPU's, which lists the fp32 rate profile-comm measured) prices 16-bit
+  GEMMs at its fp32 rate: a stated fallback, until a 16-bit rate is measured.
 - fp32 on NVIDIA Ampere and later: convolutions run on TF32 tensor cores when
   ``torch.backends.cudnn.allow_tf32`` (default True), matmuls when
   ``torch.backends.cuda.matmul.allow_tf32`` (default False since torch 1.12); torch docs, "CUDA
@@ -38,6 +40,8 @@ class MathMode:
 def engine_dtype(device: Device, mode: MathMode, klass: str) -> str:
     """The peak-table key whose rate runs a ``klass`` kernel ("conv", "matmul", "attention")."""
     if mode.dtype in ("fp16", "bf16"):
+        if not any(device.has_rate(d) for d in ("fp16", "bf16")):
+            return "fp32"          # a profile with no 16-bit engine (CPU): the stated fallback
         if not device.has_rate(mode.dtype):
             hint = "use dtype: fp16" if mode.dtype == "bf16" and device.has_rate("fp16") else "use dtype: fp32"
             raise InputError(f"training.dtype: {mode.dtype}: {device.name} has no {mode.dtype} units "

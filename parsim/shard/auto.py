@@ -28,6 +28,7 @@ from dataclasses import replace
 from parsim.cost.layer import redistribution_time_s
 from parsim.cost.memory import bytes_per_param
 from parsim.errors import InfeasibleError
+from parsim.hardware.numerics import MathMode, engine_rates
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
 from parsim.shard.graph import (CONTRACTIONS, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
                                  op_sharding, ways)
@@ -59,6 +60,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
     the shardings of each node's candidates)."""
     device = cluster.device
     bw = device.achieved_bandwidth_bytes_per_s()
+    rate = engine_rates(device, MathMode(dtype))["matmul"]     # the numeric mode's GEMM engine
     per_param = sum(bytes_per_param(dtype, optimizer).values())
     scale = microbatch / graph.extraction_batch
     node_of: dict[tuple[int, int], int] = {}
@@ -85,7 +87,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 eb = elem_bytes(op)
                 if op.kind in CONTRACTIONS:
                     flops = 3 * op.flops * scale / pieces
-                    time_s = flops / device.achieved_flops_per_s(dtype, flops)
+                    time_s = flops / (rate * device.compute_efficiency(flops))
                 else:
                     time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
                 mem = sum(math.prod(op.input_shapes[j]) // ways(sh.inputs[j]) * per_param
