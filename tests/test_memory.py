@@ -104,3 +104,41 @@ def test_workspace_subtracts_what_the_microbatch_already_freed():
     # a shared input is freed only with the layer that shares it, not before a's backward
     g2 = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 1, 1000, shared=200)))
     assert backward_workspace_bytes(g2, [range(0, 2)], 4) == max(1008, 10 + 800 - (300 - 200) * 4)
+
+
+def test_memory_breakdown_rows_sum_to_each_sides_total():
+    from parsim.exec.train import _static_bytes
+    from parsim.plan import ParallelConfig
+    from parsim.report.validation import memory_breakdown, memory_table
+    from parsim.sim import simulate
+
+    spec = load_model("examples/resnet50_cifar10_local.yaml")
+    cluster = load_cluster("local-cpu")
+    cfg = ParallelConfig(1, 2, 2, "1f1b", 1, (0, 8, len(spec.graph)))
+    est = simulate(spec.graph, spec.training, cluster, cfg, AnalyticalCompute(cluster.device, "fp32"))
+    # the executor's parts, from a real (small) model after one optimizer step
+    model = _blocks()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model(torch.randn(4, 8, 8, 8)).sum().backward()
+    opt.step()
+    held = _static_bytes([model], [opt])
+    param_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert held["params_bytes"] == held["grads_bytes"] == held["optimizer_bytes"] == param_bytes
+    assert held["buffers_bytes"] == sum(b.untyped_storage().nbytes() for b in model.buffers())
+    parts = [{**held, "static_bytes": sum(held.values()), "step_peak_bytes": 1000 + g} for g in range(2)]
+    measured = {"peak_memory_parts": parts, "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}
+
+    rows = memory_breakdown("pp2", est, measured)
+    assert [(r["plan"], r["rank"], r["global_rank"]) for r in rows] == [("pp2", 0, 0), ("pp2", 1, 1)]
+    for r, rank in zip(rows, est.ranks):
+        predicted = [r[f"pred_{k}_bytes"] for k in ("params", "grads", "optimizer", "activations", "workspace",
+                                                      "comm_buffers")]
+        assert sum(predicted) == pytest.approx(r["pred_total_bytes"]) == pytest.approx(rank.peak_memory_bytes)
+        assert r["pred_step_bytes"] == pytest.approx(sum(predicted[3:]))
+        meas = [r[f"meas_{k}_bytes"] for k in ("params", "grads", "optimizer", "buffers", "step")]
+        assert sum(meas) == r["meas_total_bytes"] == measured["peak_memory_bytes"][r["global_rank"]]
+        assert r["error"] == pytest.approx((r["pred_total_bytes"] - r["meas_total_bytes"]) / r["meas_total_bytes"])
+    table = memory_table(rows)
+    assert len(table) == 2 and "pred_activations_mib" in table and "meas_step_mib" in table
+    # a run without parts (CUDA) still gives the predicted side
+    assert memory_breakdown("x", est, {"peak_memory_bytes": [5.0, 6.0]})[1]["meas_step_bytes"] is None

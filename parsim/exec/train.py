@@ -122,18 +122,24 @@ def _unwrap(m: nn.Module) -> nn.Module:
     return m.module if isinstance(m, nn.parallel.DistributedDataParallel) else m
 
 
-def _static_bytes(modules, optimizers) -> int:
-    seen, total = set(), 0
-    tensors = [t for m in modules for t in list(m.parameters()) + list(m.buffers())]
-    tensors += [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)]
-    tensors += [p.grad for m in modules for p in m.parameters() if p.grad is not None]
-    for t in tensors:
-        t = tensor_parallel.local(t)
-        key = t.untyped_storage().data_ptr()
-        if key not in seen:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
-    return total
+def _static_bytes(modules, optimizers) -> dict[str, int]:
+    """Bytes held between steps, by kind, each storage once (the first kind that holds it)."""
+    kinds = {
+        "params_bytes": [p for m in modules for p in m.parameters()],
+        "buffers_bytes": [b for m in modules for b in m.buffers()],
+        "optimizer_bytes": [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)],
+        "grads_bytes": [p.grad for m in modules for p in m.parameters() if p.grad is not None],
+    }
+    seen, out = set(), {}
+    for kind, tensors in kinds.items():
+        out[kind] = 0
+        for t in tensors:
+            t = tensor_parallel.local(t)
+            key = t.untyped_storage().data_ptr()
+            if key not in seen:
+                seen.add(key)
+                out[kind] += t.untyped_storage().nbytes()
+    return out
 
 
 def _profiled_peak_bytes(step_fn) -> int:
@@ -309,12 +315,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
-            static = _static_bytes(modules, optimizers)
+            held = _static_bytes(modules, optimizers)
+            static = sum(held.values())
             holder = {}
             peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
             losses = holder["l"]
             peak_bytes = static + peak_step
-            peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step}
+            peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step, **held}
             dist.barrier()
             t = float("nan")
         elif step == start and cfg.tp > 1:
