@@ -142,3 +142,37 @@ def test_memory_breakdown_rows_sum_to_each_sides_total():
     assert len(table) == 2 and "pred_activations_mib" in table and "meas_step_mib" in table
     # a run without parts (CUDA) still gives the predicted side
     assert memory_breakdown("x", est, {"peak_memory_bytes": [5.0, 6.0]})[1]["meas_step_bytes"] is None
+
+
+def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):
+    import csv
+    import json
+    import os
+
+    from parsim import validation
+    from parsim.plan import ParallelConfig
+
+    cases = [validation.Case("pp2", ParallelConfig(1, 2, 2, "1f1b", 1, (0, 1, 2)))]
+    monkeypatch.setattr(validation, "default_cases", lambda *a, **k: cases)
+
+    def fake_run(args, nproc, timeout_s, **kw):        # what the executor writes, without running it
+        out = args[args.index("--out") + 1]
+        os.makedirs(out)
+        mib = 2**20
+        parts = [{"params_bytes": mib, "grads_bytes": mib, "optimizer_bytes": mib, "buffers_bytes": 0,
+                  "static_bytes": 3 * mib, "step_peak_bytes": mib // 2 * (g + 1)} for g in range(nproc)]
+        with open(os.path.join(out, "measured.json"), "w") as f:
+            json.dump({"step_time_s": 0.1, "actions": [], "peak_memory_parts": parts,
+                       "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}, f)
+        return 0
+    monkeypatch.setattr(validation, "launch", fake_run)
+    validation.validate("tests/data/two_layers.yaml", "local-cpu", {2: "tests/data/profile_table.yaml"},
+                        str(tmp_path), log=lambda *a: None)
+    with open(tmp_path / "validation.json") as f:
+        rows = json.load(f)["memory_breakdown"]
+    assert [(r["plan"], r["rank"], r["meas_total_bytes"]) for r in rows] == [("pp2", 0, 3.5 * 2**20), ("pp2", 1, 4 * 2**20)]
+    with open(tmp_path / "memory_breakdown.csv") as f:
+        table = list(csv.DictReader(f))
+    assert [t["plan"] for t in table] == ["pp2", "pp2"]
+    assert [float(t["meas_step_mib"]) for t in table] == [0.5, 1.0]
+    assert float(table[0]["pred_total_mib"]) == round(rows[0]["pred_total_bytes"] / 2**20, 2)
