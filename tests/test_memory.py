@@ -125,6 +125,7 @@ def test_memory_breakdown_rows_sum_to_each_sides_total():
     param_bytes = sum(p.numel() * 4 for p in model.parameters())
     assert held["params_bytes"] == held["grads_bytes"] == held["optimizer_bytes"] == param_bytes
     assert held["buffers_bytes"] == sum(b.untyped_storage().nbytes() for b in model.buffers())
+    held["inputs_bytes"] = 4 * 8 * 8 * 8 * 4
     parts = [{**held, "static_bytes": sum(held.values()), "step_peak_bytes": 1000 + g} for g in range(2)]
     measured = {"peak_memory_parts": parts, "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}
 
@@ -135,7 +136,7 @@ def test_memory_breakdown_rows_sum_to_each_sides_total():
                                                       "comm_buffers")]
         assert sum(predicted) == pytest.approx(r["pred_total_bytes"]) == pytest.approx(rank.peak_memory_bytes)
         assert r["pred_step_bytes"] == pytest.approx(sum(predicted[3:]))
-        meas = [r[f"meas_{k}_bytes"] for k in ("params", "grads", "optimizer", "buffers", "step")]
+        meas = [r[f"meas_{k}_bytes"] for k in ("params", "grads", "optimizer", "buffers", "inputs", "step")]
         assert sum(meas) == r["meas_total_bytes"] == measured["peak_memory_bytes"][r["global_rank"]]
         assert r["error"] == pytest.approx((r["pred_total_bytes"] - r["meas_total_bytes"]) / r["meas_total_bytes"])
     table = memory_table(rows)
@@ -160,7 +161,7 @@ def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):
         os.makedirs(out)
         mib = 2**20
         parts = [{"params_bytes": mib, "grads_bytes": mib, "optimizer_bytes": mib, "buffers_bytes": 0,
-                  "static_bytes": 3 * mib, "step_peak_bytes": mib // 2 * (g + 1)} for g in range(nproc)]
+                  "inputs_bytes": 0, "static_bytes": 3 * mib, "step_peak_bytes": mib // 2 * (g + 1)} for g in range(nproc)]
         with open(os.path.join(out, "measured.json"), "w") as f:
             json.dump({"step_time_s": 0.1, "actions": [], "peak_memory_parts": parts,
                        "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}, f)
@@ -176,3 +177,16 @@ def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):
     assert [t["plan"] for t in table] == ["pp2", "pp2"]
     assert [float(t["meas_step_mib"]) for t in table] == [0.5, 1.0]
     assert float(table[0]["pred_total_mib"]) == round(rows[0]["pred_total_bytes"] / 2**20, 2)
+
+
+@pytest.mark.parametrize("batch, measured_bytes", [(256, 14_647_300), (32, 18_328_068)])
+def test_resnet50_workspace_matches_the_measured_peak_above_activations(batch, measured_bytes):
+    # Measured on CPU, ResNet-50 at 32x32 (torch.profiler "Total Allocated", 3rd step, momentum
+    # SGD, 1 thread; saved bytes from saved_tensors_hooks on a forward at the same batch): the peak less the bytes autograd
+    # saved, the input batch excepted (allocated before the step) -- 462,614,024 - (451,112,452 -
+    # 3,145,728) at 256; 74,509,832 - (56,574,980 - 393,216) at 32.  Both peaks fall inside
+    # layer4.2's 3x3 convolution backward.  The old rule (layer1's working set, 33.7 MB at 256)
+    # was 130% high; what is left at 256 (2.6 MB, 0.35% of the peak) is not explained yet.
+    graph = load_model("examples/resnet50_cifar10.yaml").graph
+    predicted = backward_workspace_bytes(graph, [range(len(graph))], batch)
+    assert predicted == pytest.approx(measured_bytes, rel=0.2)

@@ -22,8 +22,8 @@ Measured, as the simulator predicts it:
 - with tensor parallelism, the collectives of one step (counted on the first step), to compare
   with parsim.shard.graph.collective_counts;
 - peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
-  CPU it is the bytes of parameters, buffers, gradients and optimizer state held before a
-  step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
+  CPU it is the bytes of parameters, buffers, gradients, optimizer state and the step's input
+  batch held before a step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
   ("Total Allocated"), measured on the last warm-up step (the third step by default: DDP
   rebuilds its buckets on the second, a one-time cost). Gradients persist between steps
   (``zero_grad(set_to_none=False)``). Under DDP they are views into its buckets
@@ -316,6 +316,9 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
             held = _static_bytes(modules, optimizers)
+            # the batch this rank read (first stage: images, last: labels) is resident during the step
+            # but allocated before it, so the profiler does not see it
+            held["inputs_bytes"] = sum(t.untyped_storage().nbytes() for t in (x, y) if t is not None)
             static = sum(held.values())
             holder = {}
             peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
@@ -404,7 +407,7 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
         "peak_memory_bytes": [g["peak_memory_bytes"] for g in sorted(gathered, key=lambda g: g["rank"])],
         "peak_memory_parts": [g["peak_parts"] for g in sorted(gathered, key=lambda g: g["rank"])],
         "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
-                          "parameters + buffers + gradients + optimizer state before the step, plus the "
+                          "parameters + buffers + gradients + optimizer state + the input batch before the step, plus the "
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
         "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
         "tp_collectives_per_step": collectives,     # rank 0's, counted on the first step

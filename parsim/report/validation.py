@@ -106,7 +106,7 @@ def table(rows: list[Row]):
 
 _PREDICTED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "workspace_bytes",
               "comm_buffers_bytes")
-_HELD = ("params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes")   # measured, between steps
+_HELD = ("params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "inputs_bytes")   # measured, before the step
 
 
 def memory_breakdown(label: str, est, measured: dict) -> list[dict]:
@@ -115,7 +115,8 @@ def memory_breakdown(label: str, est, measured: dict) -> list[dict]:
     Predicted: parameters, gradients, optimizer state (ZeRO's bytes per parameter), saved
     activations in flight, the backward's workspace and the pipeline's send/receive buffers
     (parsim.cost.memory).  Measured (the executor, on CPU): the bytes held between steps by kind
-    (parameters, gradients, optimizer state, BatchNorm's running statistics as ``buffers``), and
+    (parameters, gradients, optimizer state, BatchNorm's running statistics as ``buffers``, the
+    batch the rank read as ``inputs``), and
     ``step`` = the peak the step allocates above them, which the prediction's activations,
     workspace and buffers together stand for.  Each side's parts sum to its total; the measured
     side is empty (None) where the run reported no parts (CUDA: the allocator's peak only)."""
