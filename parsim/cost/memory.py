@@ -12,11 +12,11 @@ master weights in the optimizer):
 
 Activations: each micro-batch in flight holds its stage's saved bytes (graph's saved_bytes x
 micro-batch size) from its forward until its backward frees them (W under a split backward).
-Workspace: while a layer runs backward, the gradient of its largest weight exists as a
-temporary before it is added into ``.grad``, beside the gradients flowing in and out of the
-layer (measured on CPU: a 9 MiB temporary for layer4's 3x3 convolution in torch.profiler's
-allocation trace); the micro-batch's later layers have freed their activations by then, so the
-workspace is the largest working set less what was freed before it (backward_workspace_bytes).
+Workspace: while a weight op runs backward, weight-sized buffers exist beside ``.grad`` (two
+in a convolution's backward on CPU: 9 MiB each for layer4's 3x3 convolution in torch.profiler's
+allocation trace), with the gradients flowing in and out; the micro-batch's later operators
+and layers have freed their saved activations by then, so the workspace is the largest such
+working set less what was freed before it (backward_workspace_bytes).
 Communication buffers: pipeline send and receive buffers hold one micro-batch's boundary
 activation per direction.  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
