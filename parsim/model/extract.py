@@ -230,7 +230,7 @@ def _batch_scaled_saved_bytes(unit: nn.Module, x: torch.Tensor, saved_bytes: int
     """Of ``saved_bytes`` (saved at ``x``'s batch n), the part that grows with the batch: the unit
     runs forward again at 2n and the difference is n samples' worth.  What does not grow (BatchNorm's
     per-channel mean and inverse std., 8 bytes per channel) would otherwise be multiplied by the
-    micro-batch: 80 KiB per sample for ResNet-50 at extraction batch 2, 20 MiB at micro-batch 256."""
+    micro-batch: 80 kB per sample for ResNet-50 at extraction batch 2, 20 MB at micro-batch 256."""
     n = x.shape[0]
     x2 = torch.empty((2 * n, *x.shape[1:]), dtype=x.dtype, device=x.device).requires_grad_(x.requires_grad)
     saved: dict[int, int] = {}
