@@ -147,11 +147,13 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         rows.append(row)
         results.append((case, est, measured))
     out = report.summary(rows)
+    breakdown = [row for case, est, measured in results for row in report.memory_breakdown(case.label, est, measured)]
     out.update(model=model_path, cluster=cluster_spec, profiles={str(k): v for k, v in profiles.items()},
                tp_profiles=list(tp_profiles or []),
-               steps=steps, set=which, passes=passes, skipped=skipped)
+               steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown)
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))
+    write_text(os.path.join(out_dir, "memory_breakdown.csv"), report.memory_table(breakdown).to_csv(index=False))
     report.scatter(rows, os.path.join(out_dir, "scatter.png"))
     for case, est, measured in results:
         report.overlay(est, measured, os.path.join(out_dir, f"overlay_{case.label}.png"),

@@ -22,8 +22,8 @@ Measured, as the simulator predicts it:
 - with tensor parallelism, the collectives of one step (counted on the first step), to compare
   with parsim.shard.graph.collective_counts;
 - peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
-  CPU it is the bytes of parameters, buffers, gradients and optimizer state held before a
-  step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
+  CPU it is the bytes of parameters, buffers, gradients, optimizer state and the step's input
+  batch held before a step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
   ("Total Allocated"), measured on the last warm-up step (the third step by default: DDP
   rebuilds its buckets on the second, a one-time cost). Gradients persist between steps
   (``zero_grad(set_to_none=False)``). Under DDP they are views into its buckets
@@ -122,18 +122,24 @@ def _unwrap(m: nn.Module) -> nn.Module:
     return m.module if isinstance(m, nn.parallel.DistributedDataParallel) else m
 
 
-def _static_bytes(modules, optimizers) -> int:
-    seen, total = set(), 0
-    tensors = [t for m in modules for t in list(m.parameters()) + list(m.buffers())]
-    tensors += [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)]
-    tensors += [p.grad for m in modules for p in m.parameters() if p.grad is not None]
-    for t in tensors:
-        t = tensor_parallel.local(t)
-        key = t.untyped_storage().data_ptr()
-        if key not in seen:
-            seen.add(key)
-            total += t.untyped_storage().nbytes()
-    return total
+def _static_bytes(modules, optimizers) -> dict[str, int]:
+    """Bytes held between steps, by kind, each storage once (the first kind that holds it)."""
+    kinds = {
+        "params_bytes": [p for m in modules for p in m.parameters()],
+        "buffers_bytes": [b for m in modules for b in m.buffers()],
+        "optimizer_bytes": [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)],
+        "grads_bytes": [p.grad for m in modules for p in m.parameters() if p.grad is not None],
+    }
+    seen, out = set(), {}
+    for kind, tensors in kinds.items():
+        out[kind] = 0
+        for t in tensors:
+            t = tensor_parallel.local(t)
+            key = t.untyped_storage().data_ptr()
+            if key not in seen:
+                seen.add(key)
+                out[kind] += t.untyped_storage().nbytes()
+    return out
 
 
 def _profiled_peak_bytes(step_fn) -> int:
@@ -309,12 +315,16 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
-            static = _static_bytes(modules, optimizers)
+            held = _static_bytes(modules, optimizers)
+            # the batch this rank read (first stage: images, last: labels) is resident during the step
+            # but allocated before it, so the profiler does not see it
+            held["inputs_bytes"] = sum(t.untyped_storage().nbytes() for t in (x, y) if t is not None)
+            static = sum(held.values())
             holder = {}
             peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
             losses = holder["l"]
             peak_bytes = static + peak_step
-            peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step}
+            peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step, **held}
             dist.barrier()
             t = float("nan")
         elif step == start and cfg.tp > 1:
@@ -397,7 +407,7 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
         "peak_memory_bytes": [g["peak_memory_bytes"] for g in sorted(gathered, key=lambda g: g["rank"])],
         "peak_memory_parts": [g["peak_parts"] for g in sorted(gathered, key=lambda g: g["rank"])],
         "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
-                          "parameters + buffers + gradients + optimizer state before the step, plus the "
+                          "parameters + buffers + gradients + optimizer state + the input batch before the step, plus the "
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
         "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
         "tp_collectives_per_step": collectives,     # rank 0's, counted on the first step

@@ -6,7 +6,9 @@ shape the previous unit produced:
 
 - FLOPs from ``torch.utils.flop_counter.FlopCounterMode`` (FLOPs = 2 x MACs);
 - bytes saved for backward from ``torch.autograd.graph.saved_tensors_hooks``, counted once per
-  storage, parameters and buffers excluded;
+  storage, parameters and buffers excluded; a unit's input that the previous unit also saves as
+  its output (a ReLU keeps its result, the next convolution its input) is one tensor, recorded
+  in ``Layer.input_shared_bytes`` so that a stage counts it once;
 - bytes read and written by memory-bound operators from a ``TorchDispatchMode`` over every aten op
   that FlopCounterMode does not count (views excluded, they move nothing);
 - the boundary size from the unit's output;
@@ -329,9 +331,31 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     kernels = unit_kernels(unit, x, needs_input_grad)
     stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
-                 saved_bytes=sum(saved.values()), output_bytes=y.numel() * y.element_size(),
-                 ops=ops, ops_output=ops_output, input_saved_bytes=input_saved)
+                 saved_bytes=_batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded),
+                 output_bytes=y.numel() * y.element_size(),
+                 ops=ops, ops_output=ops_output, input_saved_bytes=input_saved,
+                 input_storage_saved_bytes=saved.get(_storage_key(x), 0),   # the input itself, no copy of it
+                 output_saved_bytes=saved.get(_storage_key(y), 0))
     return stats, y.detach()
+
+
+def _batch_scaled_saved_bytes(unit: nn.Module, x: torch.Tensor, saved_bytes: int, excluded: set[int]) -> float:
+    """Of ``saved_bytes`` (saved at ``x``'s batch n), the part that grows with the batch: the unit
+    runs forward again at 2n and the difference is n samples' worth.  What does not grow (BatchNorm's
+    per-channel mean and inverse std., 8 bytes per channel) would otherwise be multiplied by the
+    micro-batch: 80 kB per sample for ResNet-50 at extraction batch 2, 20 MB at micro-batch 256."""
+    n = x.shape[0]
+    x2 = torch.empty((2 * n, *x.shape[1:]), dtype=x.dtype, device=x.device).requires_grad_(x.requires_grad)
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        key = _storage_key(t)
+        if key not in excluded:
+            saved[key] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        unit(x2)
+    return float(sum(saved.values()) - saved_bytes)
 
 
 def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model", dtype: str = "fp32",
@@ -355,6 +379,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
     input_bytes = x.numel() * x.element_size() / batch
     layers = []
     single_value: list[str] = []          # units where a BatchNorm sees one value per channel per sample
+    prev_output_saved = 0.0               # per sample: what the previous unit saves of its own output
 
     def bn_check(name):
         def hook(module, args):
@@ -383,7 +408,10 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
             max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
             ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch,
-            kernels=stats["kernels"]))
+            kernels=stats["kernels"],
+            # the unit's input is the previous unit's output: one tensor, measured here on two storages
+            input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch)))
+        prev_output_saved = stats["output_saved_bytes"] / batch
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()

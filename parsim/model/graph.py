@@ -122,6 +122,11 @@ class Layer:
     ops: tuple = field(default=(), compare=False, repr=False)
     ops_output: int = field(default=FROM_ELSEWHERE, compare=False, repr=False)   # the op producing the output
     input_saved_bytes: float = field(default=0.0, compare=False)   # per sample: of saved_bytes, the layer's input
+    # Per sample: of input_saved_bytes, what the previous layer already saves as its own output (ResNet:
+    # a Bottleneck's last ReLU keeps its result, and the next block's convolutions keep the same tensor
+    # as their input).  One storage, so it is counted once when both layers run on one rank
+    # (LayerGraph.stage_saved_bytes); a stage's first layer keeps its own copy, the received tensor.
+    input_shared_bytes: float = field(default=0.0, compare=False)
     # Tensor-parallel communication per sample, set by parsim.shard.graph.shard_graph: a tuple of
     # (phase "F" | "B" | "grad", redistribution Step, device matrix).
     tp_comm: tuple = field(default=(), compare=False, repr=False)
@@ -139,7 +144,7 @@ class Layer:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "kernels"):
+        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels"):
             d.pop(k)
         return d
 
@@ -191,7 +196,15 @@ class LayerGraph:
 
     @property
     def saved_bytes(self) -> float:
-        return sum(layer.saved_bytes for layer in self.layers)
+        """Per sample, what the whole model keeps for backward on one rank."""
+        return self.stage_saved_bytes(0, len(self.layers))
+
+    def stage_saved_bytes(self, start: int, stop: int) -> float:
+        """Per sample, what layers [start, stop) keep for backward on one rank: each layer's saved
+        bytes, less the input a layer shares with the previous layer's saved output when both are
+        in the range (the range's first layer holds its input itself)."""
+        layers = self.layers[start:stop]
+        return sum(layer.saved_bytes for layer in layers) - sum(layer.input_shared_bytes for layer in layers[1:])
 
     def with_recompute(self) -> "LayerGraph":
         """Every layer recomputed in backward (Chen et al. 2016; Megatron's full recompute,
@@ -201,7 +214,7 @@ class LayerGraph:
             return self
         layers, inp = [], self.input_bytes
         for layer in self.layers:
-            layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes))
+            layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes, input_shared_bytes=0.0))
             inp = layer.output_bytes
         return replace(self, layers=tuple(layers), recompute=True)
 
@@ -214,7 +227,8 @@ class LayerGraph:
 
     @classmethod
     def from_dict(cls, d: dict) -> "LayerGraph":
-        keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes", "kernels"}
+        keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes",
+                                                  "input_shared_bytes", "kernels"}
         layers = tuple(Layer(**{k: v for k, v in row.items() if k in keys}) for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))
 

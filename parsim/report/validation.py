@@ -104,6 +104,50 @@ def table(rows: list[Row]):
     } for r in rows])
 
 
+_PREDICTED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "workspace_bytes",
+              "comm_buffers_bytes")
+_HELD = ("params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "inputs_bytes")   # measured, before the step
+
+
+def memory_breakdown(label: str, est, measured: dict) -> list[dict]:
+    """Predicted against measured peak memory, one row per pipeline rank of replica 0, by part.
+
+    Predicted: parameters, gradients, optimizer state (ZeRO's bytes per parameter), saved
+    activations in flight, the backward's workspace and the pipeline's send/receive buffers
+    (parsim.cost.memory).  Measured (the executor, on CPU): the bytes held between steps by kind
+    (parameters, gradients, optimizer state, BatchNorm's running statistics as ``buffers``, the
+    batch the rank read as ``inputs``), and
+    ``step`` = the peak the step allocates above them, which the prediction's activations,
+    workspace and buffers together stand for.  Each side's parts sum to its total; the measured
+    side is empty (None) where the run reported no parts (CUDA: the allocator's peak only)."""
+    parts_by_rank = measured.get("peak_memory_parts") or []
+    peaks = measured.get("peak_memory_bytes") or []
+    rows = []
+    for r in est.ranks:
+        mem = r.memory.to_dict()
+        pred = {f"pred_{k.removesuffix('_bytes')}_bytes": float(mem[k]) for k in _PREDICTED}
+        pred["pred_step_bytes"] = float(mem["activations_bytes"] + mem["workspace_bytes"] + mem["comm_buffers_bytes"])
+        g = r.global_rank
+        got = parts_by_rank[g] if g < len(parts_by_rank) and parts_by_rank[g] else {}
+        meas = {f"meas_{k.removesuffix('_bytes')}_bytes": got.get(k) for k in _HELD}
+        meas["meas_step_bytes"] = got.get("step_peak_bytes")
+        total = float(peaks[g]) if g < len(peaks) and peaks[g] else None
+        rows.append({"plan": label, "rank": r.rank, "global_rank": g, **pred, **meas,
+                     "pred_total_bytes": float(mem["total_bytes"]), "meas_total_bytes": total,
+                     "error": (mem["total_bytes"] - total) / total if total else None})
+    return rows
+
+
+def memory_table(rows: list[dict]):
+    """The breakdown in MiB, for validation's table and CSV."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for c in [c for c in df.columns if c.endswith("_bytes")]:
+        df[c.removesuffix("_bytes") + "_mib"] = (df.pop(c) / 2**20).round(2)
+    return df
+
+
 def scatter(rows: list[Row], path: str) -> None:
     from parsim.report.plots import plt, save
 

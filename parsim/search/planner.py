@@ -122,7 +122,9 @@ class _Bounds:
         g, t = graph, spec.training
         self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
-        self.saved = np.array([l.saved_bytes for l in g.layers], dtype=float)
+        # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
+        self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
+        self.saved = np.array([l.saved_bytes - l.input_shared_bytes for l in g.layers], dtype=float)
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
         self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
@@ -146,7 +148,7 @@ class _Bounds:
             boundary = 2 * op[np.maximum(B - 1, 0)] * b
             inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)
                         else inflight_microbatches(schedule, m, pp, j, v))
-            act = inflight * b * (sp[B] - sp[A])
+            act = inflight * b * (sp[B] - sp[A] + self.shared[A])
             return (static + boundary + act) * v        # v chunks share one device
         return memory
 

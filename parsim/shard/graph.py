@@ -306,7 +306,8 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
                    max_param_bytes=int(max(per_device, default=0) * width) if per_device else layer.max_param_bytes,
                    output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
                    tp_share=f_ratio if total_f else m_ratio,
-                   input_saved_bytes=layer.input_saved_bytes / in_ways)
+                   input_saved_bytes=layer.input_saved_bytes / in_ways,
+                   input_shared_bytes=layer.input_shared_bytes / in_ways)
 
 
 # ----------------------------------------------------------------------------- graphs

@@ -115,7 +115,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
             comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * cfg.tp * cfg.dp
 
-    saved = {s: sum(layers[i].saved_bytes for i in cfg.stage_layers(s)) * b for s in range(S)}
+    saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     lowered = lower(schedule, buckets_per_stage)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap)
     tl = engine.run(lowered, costs, keep_records=keep_timeline)
@@ -128,7 +128,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
                               workspace_bytes=backward_workspace_bytes(
-                                  [layers[i] for s in stages for i in cfg.stage_layers(s)], b),
+                                  graph, [cfg.stage_layers(s) for s in stages], b),
                               **static_memory(params, training.dtype, training.optimizer, boundary))
         busy, exposed = tl.busy_s[r], tl.exposed_comm_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,

@@ -1,0 +1,192 @@
+"""Predicted activation memory against bytes saved on real tensors, and the backward workspace.
+
+ResNet blocks on CPU, at two batch sizes: the extracted graph's saved bytes per stage must equal
+what autograd keeps (unique storages, parameters and buffers excluded), less BatchNorm's
+per-channel statistics, which do not grow with the batch.  Before the
+fix the graph counted a block's output twice (its ReLU saves it, the next block's convolutions
+save it again as their input) and scaled BatchNorm's per-channel statistics with the batch.
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.memory import backward_workspace_bytes
+from parsim.hardware import load_cluster
+from parsim.model.extract import InputSpec, extract_graph
+from parsim.model.graph import Layer, LayerGraph
+from parsim.model.spec import load_model
+from parsim.model.zoo.resnet import Bottleneck
+from parsim.search import planner
+
+
+def _blocks() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(Bottleneck(8, 4, stride=1), Bottleneck(16, 4), Bottleneck(16, 8, stride=2))
+
+
+def _saved_on_cpu(model: nn.Module, x: torch.Tensor) -> int:
+    """Bytes autograd keeps for backward after a forward, each storage once (what the run holds)."""
+    own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in own:
+            saved[s.data_ptr()] = s.nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(saved.values())
+
+
+@pytest.mark.parametrize("batch", [4, 32])
+def test_stage_saved_bytes_match_real_tensors(batch):
+    model = _blocks().train()
+    graph = extract_graph(_blocks(), InputSpec((8, 8, 8)), name="blocks")
+    for start, stop in [(0, 3), (1, 3), (0, 2), (2, 3)]:
+        stage = nn.Sequential(*list(model)[start:stop])
+        x = torch.randn(batch, 8, 8, 8)
+        if start:
+            with torch.no_grad():
+                x = nn.Sequential(*list(model)[:start])(x)
+        x.requires_grad_(start > 0)     # a later stage's input is a received tensor that needs a gradient
+        real = _saved_on_cpu(stage, x)
+        predicted = graph.stage_saved_bytes(start, stop) * batch
+        # what does not grow with the batch is left out: BatchNorm's saved mean and 1/std, fp32
+        constant = 8 * sum(m.num_features for m in stage.modules() if isinstance(m, nn.BatchNorm2d))
+        assert predicted == real - constant, (start, stop, predicted, real)
+
+
+def test_shared_input_is_the_previous_blocks_output():
+    graph = extract_graph(_blocks(), InputSpec((8, 8, 8)), name="blocks")
+    a, b, c = graph.layers
+    assert a.input_shared_bytes == 0                  # the model's input: no previous layer
+    assert b.input_shared_bytes == a.output_bytes     # block 0's ReLU output, saved by block 1's conv
+    assert c.input_shared_bytes == b.output_bytes
+    assert graph.stage_saved_bytes(0, 3) == pytest.approx(
+        sum(l.saved_bytes for l in graph.layers) - a.output_bytes - b.output_bytes)
+    assert graph.with_recompute().stage_saved_bytes(0, 3) == pytest.approx(
+        graph.input_bytes + a.output_bytes + b.output_bytes)
+
+
+def test_planner_stage_memory_uses_the_same_saved_bytes():
+    spec = load_model("examples/resnet50_cifar10.yaml")
+    cluster = load_cluster("local-cpu")
+    bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
+    n = len(spec.graph)
+    for A in range(n):
+        for B in range(A + 1, n + 1):
+            vectorised = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
+            assert vectorised == pytest.approx(spec.graph.stage_saved_bytes(A, B))
+    mem = bnd.memory_fn("gpipe", 1, 2, 1, 8, 1)
+    static = sum(l.param_count for l in spec.graph.layers[:5]) * 12
+    boundary = 2 * spec.graph.layers[4].output_bytes * 8
+    assert mem(0, 0, 5) == pytest.approx(static + boundary + 8 * spec.graph.stage_saved_bytes(0, 5))
+    assert np.all(mem(np.arange(2), np.array([0, 5]), np.array([5, n])) > 0)
+
+
+def _layer(name, saved, out, max_param, shared=0.0):
+    return Layer(name, 1.0, 1.0, 1, 4, output_bytes=out, saved_bytes=saved, max_param_bytes=max_param,
+                 input_shared_bytes=shared)
+
+
+def test_workspace_subtracts_what_the_microbatch_already_freed():
+    # layer a: a big working set (output grads 2 x 100 per sample) early; b frees 300 per sample first
+    g = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 1, 1000, shared=0)))
+    # b: 1000 + 2 x 1 x 4 = 1008; a: 10 + 2 x 100 x 4 - 300 x 4 = -390 -> b's
+    assert backward_workspace_bytes(g, [range(0, 2)], 4) == 1008
+    # a on a stage of its own frees nothing before it: 10 + 800
+    assert backward_workspace_bytes(g, [range(0, 1), range(1, 2)], 4) == 1008
+    assert backward_workspace_bytes(g, [range(0, 1)], 4) == 810
+    # a shared input is freed only with the layer that shares it, not before a's backward
+    g2 = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 1, 1000, shared=200)))
+    assert backward_workspace_bytes(g2, [range(0, 2)], 4) == max(1008, 10 + 800 - (300 - 200) * 4)
+
+
+def test_memory_breakdown_rows_sum_to_each_sides_total():
+    from parsim.exec.train import _static_bytes
+    from parsim.plan import ParallelConfig
+    from parsim.report.validation import memory_breakdown, memory_table
+    from parsim.sim import simulate
+
+    spec = load_model("examples/resnet50_cifar10_local.yaml")
+    cluster = load_cluster("local-cpu")
+    cfg = ParallelConfig(1, 2, 2, "1f1b", 1, (0, 8, len(spec.graph)))
+    est = simulate(spec.graph, spec.training, cluster, cfg, AnalyticalCompute(cluster.device, "fp32"))
+    # the executor's parts, from a real (small) model after one optimizer step
+    model = _blocks()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model(torch.randn(4, 8, 8, 8)).sum().backward()
+    opt.step()
+    held = _static_bytes([model], [opt])
+    param_bytes = sum(p.numel() * 4 for p in model.parameters())
+    assert held["params_bytes"] == held["grads_bytes"] == held["optimizer_bytes"] == param_bytes
+    assert held["buffers_bytes"] == sum(b.untyped_storage().nbytes() for b in model.buffers())
+    held["inputs_bytes"] = 4 * 8 * 8 * 8 * 4
+    parts = [{**held, "static_bytes": sum(held.values()), "step_peak_bytes": 1000 + g} for g in range(2)]
+    measured = {"peak_memory_parts": parts, "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}
+
+    rows = memory_breakdown("pp2", est, measured)
+    assert [(r["plan"], r["rank"], r["global_rank"]) for r in rows] == [("pp2", 0, 0), ("pp2", 1, 1)]
+    for r, rank in zip(rows, est.ranks):
+        predicted = [r[f"pred_{k}_bytes"] for k in ("params", "grads", "optimizer", "activations", "workspace",
+                                                      "comm_buffers")]
+        assert sum(predicted) == pytest.approx(r["pred_total_bytes"]) == pytest.approx(rank.peak_memory_bytes)
+        assert r["pred_step_bytes"] == pytest.approx(sum(predicted[3:]))
+        meas = [r[f"meas_{k}_bytes"] for k in ("params", "grads", "optimizer", "buffers", "inputs", "step")]
+        assert sum(meas) == r["meas_total_bytes"] == measured["peak_memory_bytes"][r["global_rank"]]
+        assert r["error"] == pytest.approx((r["pred_total_bytes"] - r["meas_total_bytes"]) / r["meas_total_bytes"])
+    table = memory_table(rows)
+    assert len(table) == 2 and "pred_activations_mib" in table and "meas_step_mib" in table
+    # a run without parts (CUDA) still gives the predicted side
+    assert memory_breakdown("x", est, {"peak_memory_bytes": [5.0, 6.0]})[1]["meas_step_bytes"] is None
+
+
+def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):
+    import csv
+    import json
+    import os
+
+    from parsim import validation
+    from parsim.plan import ParallelConfig
+
+    cases = [validation.Case("pp2", ParallelConfig(1, 2, 2, "1f1b", 1, (0, 1, 2)))]
+    monkeypatch.setattr(validation, "default_cases", lambda *a, **k: cases)
+
+    def fake_run(args, nproc, timeout_s, **kw):        # what the executor writes, without running it
+        out = args[args.index("--out") + 1]
+        os.makedirs(out)
+        mib = 2**20
+        parts = [{"params_bytes": mib, "grads_bytes": mib, "optimizer_bytes": mib, "buffers_bytes": 0,
+                  "inputs_bytes": 0, "static_bytes": 3 * mib, "step_peak_bytes": mib // 2 * (g + 1)} for g in range(nproc)]
+        with open(os.path.join(out, "measured.json"), "w") as f:
+            json.dump({"step_time_s": 0.1, "actions": [], "peak_memory_parts": parts,
+                       "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}, f)
+        return 0
+    monkeypatch.setattr(validation, "launch", fake_run)
+    validation.validate("tests/data/two_layers.yaml", "local-cpu", {2: "tests/data/profile_table.yaml"},
+                        str(tmp_path), log=lambda *a: None)
+    with open(tmp_path / "validation.json") as f:
+        rows = json.load(f)["memory_breakdown"]
+    assert [(r["plan"], r["rank"], r["meas_total_bytes"]) for r in rows] == [("pp2", 0, 3.5 * 2**20), ("pp2", 1, 4 * 2**20)]
+    with open(tmp_path / "memory_breakdown.csv") as f:
+        table = list(csv.DictReader(f))
+    assert [t["plan"] for t in table] == ["pp2", "pp2"]
+    assert [float(t["meas_step_mib"]) for t in table] == [0.5, 1.0]
+    assert float(table[0]["pred_total_mib"]) == round(rows[0]["pred_total_bytes"] / 2**20, 2)
+
+
+@pytest.mark.parametrize("batch, measured_bytes", [(256, 14_647_300), (32, 18_328_068)])
+def test_resnet50_workspace_matches_the_measured_peak_above_activations(batch, measured_bytes):
+    # Measured on CPU, ResNet-50 at 32x32 (torch.profiler "Total Allocated", 3rd step, momentum
+    # SGD, 1 thread; saved bytes from saved_tensors_hooks on a forward at the same batch): the peak less the bytes autograd
+    # saved, the input batch excepted (allocated before the step) -- 462,614,024 - (451,112,452 -
+    # 3,145,728) at 256; 74,509,832 - (56,574,980 - 393,216) at 32.  Both peaks fall inside
+    # layer4.2's 3x3 convolution backward.  The old rule (layer1's working set, 33.7 MB at 256)
+    # was 130% high; what is left at 256 (2.6 MB, 0.35% of the peak) is not explained yet.
+    graph = load_model("examples/resnet50_cifar10.yaml").graph
+    predicted = backward_workspace_bytes(graph, [range(len(graph))], batch)
+    assert predicted == pytest.approx(measured_bytes, rel=0.2)
