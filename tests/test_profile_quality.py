@@ -81,6 +81,13 @@ def test_a_fall_with_size_is_measured_again_and_confirmed_not_smoothed():
     assert got.median_s[("a", "fwd_s")] == [pytest.approx(0.072), pytest.approx(0.064)]
 
 
+def test_a_fall_inside_the_noise_is_not_a_suspect():
+    wobbly = {("a", "fwd_s"): [0.06, 0.072, 0.08], ("a", "bwd_s"): [0.144] * 3}     # spread 28%
+    measure, calls = rounds({8: [wobbly], 16: [steady(0.064)]})
+    got = measure_stably([8, 16], measure, max_remeasure=0)
+    assert calls == [8, 16] and got.nonmonotone_confirmed == {} and got.noisy[("a", "fwd_s")] == [8]
+
+
 def test_a_fall_that_does_not_repeat_is_not_confirmed():
     measure, calls = rounds({8: [steady(0.072), steady(0.05)], 16: [steady(0.064)]})
     got = measure_stably([8, 16], measure)

@@ -10,7 +10,8 @@ one round at micro-batch size b and returns every key's repeat times (warm-up al
   cannot move a step) spread more than ``threshold`` is measured again, up to ``max_remeasure``
   more rounds; each key then takes the round where it spread least.  Keys still above the
   threshold are reported noisy (every key, small ones included).
-- A layer whose F+B at the next larger size is lower by more than ``threshold`` is suspect: both
+- A layer whose F+B at the next larger size is lower by more than ``threshold`` (and more than
+  its repeats spread at either size: a fall inside the noise confirms nothing) is suspect: both
   sizes are measured once more, the rounds' repeats pooled, and if it still falls the pair is
   ``nonmonotone_confirmed``.  The times are the measurements either way: never smoothed.
 
@@ -101,11 +102,18 @@ def _fwd_plus_bwd(chosen: dict) -> dict:
 
 
 def _falling(sizes, chosen: dict, totals, threshold: float) -> dict:
-    """layer -> [(b1, b2)] of adjacent sizes whose F+B drops by more than ``threshold``."""
+    """layer -> [(b1, b2)] of adjacent sizes whose F+B drops by more than ``threshold`` and more
+    than the layer's own spread at either size (a fall inside the noise confirms nothing)."""
     per_size = {b: totals(chosen[b]) for b in sizes}
+    noise = {b: {} for b in sizes}
+    for b in sizes:
+        for key, v in chosen[b].items():
+            layer = key[0] if isinstance(key, tuple) else key
+            noise[b][layer] = max(noise[b].get(layer, 0.0), spread(v))
     out: dict = {}
     for b1, b2 in zip(sizes, sizes[1:]):
         for layer, t1 in per_size[b1].items():
-            if per_size[b2].get(layer, t1) < t1 * (1 - threshold):
+            margin = max(threshold, noise[b1].get(layer, 0.0), noise[b2].get(layer, 0.0))
+            if per_size[b2].get(layer, t1) < t1 * (1 - margin):
                 out.setdefault(layer, []).append((b1, b2))
     return out
