@@ -174,3 +174,16 @@ def test_validate_names_the_sizes_its_plans_run_and_refuses_a_profile_without_th
     msg = str(e.value)
     assert "\n" not in msg and "lacks 16, 32" in msg
     assert f"parsim profile {MODEL} --microbatch-sizes 2,4,8,16,32 --nproc 2 -o {path}" in msg
+
+
+def test_validate_keeps_the_planners_pick_to_profiled_sizes():
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.hardware import load_cluster
+    from parsim.validation import default_cases
+
+    spec, cluster = load_model(MODEL), load_cluster("local-cpu")
+    model = AnalyticalCompute(cluster.device)
+    free = default_cases(spec, cluster, model, "quick")[-1].config
+    assert free.microbatch_size(32) == 4                        # unrestricted, it runs 4 samples per micro-batch
+    kept = default_cases(spec, cluster, model, "quick", profiled_sizes=(16,))[-1].config
+    assert kept.microbatch_size(32) == 16
