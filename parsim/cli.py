@@ -586,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
             shown(message, category, *rest, **kw)
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("always", ProfileMachineWarning)
+            warnings.simplefilter("default", ProfileMachineWarning)    # once per message
             warnings.showwarning = one_line
             return args.func(args)
     except ParsimError as e:

@@ -187,3 +187,17 @@ def test_validate_keeps_the_planners_pick_to_profiled_sizes():
     assert free.microbatch_size(32) == 4                        # unrestricted, it runs 4 samples per micro-batch
     kept = default_cases(spec, cluster, model, "quick", profiled_sizes=(16,))[-1].config
     assert kept.microbatch_size(32) == 16
+
+
+def test_a_cluster_profile_measured_on_another_cpu_warns(tmp_path):
+    from parsim.hardware.cluster import load_profile
+
+    text = open("hardware_profiles/local-cpu.yaml").read()
+    assert "cpu_model" not in text                 # the shipped one names no CPU model: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_profile("hardware_profiles/local-cpu.yaml")
+    other = tmp_path / "c.yaml"
+    other.write_text(text.replace("measured: {date:", "measured: {cpu_model: 'Some Other CPU', date:"))
+    with pytest.warns(ProfileMachineWarning, match="Some Other CPU"):
+        load_profile(str(other))

@@ -14,19 +14,16 @@ size for a layer with parameters; I (input gradient) is the rest of B.
 
 from __future__ import annotations
 
-import datetime
 import os
-import platform
-import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
-from importlib import metadata
 from typing import Protocol
 
 import numpy as np
 
 from parsim.errors import InputError
 from parsim.hardware.device import Device
+from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine, warn_if_elsewhere  # noqa: F401
 from parsim.inputs import Fields, load_file
 from parsim.model.graph import DTYPE_BYTES, Layer
 
@@ -85,26 +82,6 @@ class LayerTimes:
     # the split backward of zero-bubble schedules, when profiled (two autograd passes)
     bwd_input_s: tuple[float, ...] | None = None
     bwd_weight_s: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Machine:
-    """Where a profile was measured (``parsim.profile.machine.this_machine``)."""
-    cpu_model: str = ""
-    cores: int = 0
-    torch: str = ""
-    numpy: str = ""
-    python: str = ""
-    date: str = ""
-
-    def differences(self, other: "Machine") -> list[str]:
-        """What makes timings taken on ``self`` doubtful on ``other``: the CPU model and torch version."""
-        return [f"{key} {getattr(self, key)!r} here {getattr(other, key)!r}" for key in ("cpu_model", "torch")
-                if getattr(self, key) and getattr(other, key) and getattr(self, key) != getattr(other, key)]
-
-
-class ProfileMachineWarning(UserWarning):
-    """A profile measured on another machine (CPU model or torch version): its times may not hold here."""
 
 
 @dataclass(frozen=True)
@@ -220,31 +197,8 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                          r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone))
     r.done()
     if machine is not None:
-        here = here if here is not None else this_machine()
-        diff = machine.differences(here)
-        if diff:
-            warnings.warn(f"{path}: measured on another machine ({'; '.join(diff)}): its times may not hold "
-                          f"here; profile again with parsim profile", ProfileMachineWarning, stacklevel=2)
+        warn_if_elsewhere(machine, path, here)
     return table
-
-
-def this_machine() -> Machine:
-    """This machine: CPU model (/proc/cpuinfo "model name", else ``platform.processor()``), cores,
-    and the versions that change kernels (read from the installed packages, without importing torch)."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    versions = []
-    for pkg in ("torch", "numpy"):
-        try:
-            versions.append(metadata.version(pkg))
-        except metadata.PackageNotFoundError:
-            versions.append("")
-    return Machine(cpu or platform.processor() or platform.machine(), os.cpu_count() or 0, *versions,
-                   platform.python_version(), datetime.date.today().isoformat())
 
 
 # ------------------------------------------------------------------------- coverage
