@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     import warnings
-    from parsim.cost.compute import ProfileMachineWarning
+    from parsim.hardware.machine import ProfileMachineWarning
 
     shown = warnings.showwarning
 

@@ -151,6 +151,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         estimates[case.label] = est
         write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
                    plan_from_candidate(spec, cluster, case.config, est.to_json()).to_json())
+    for name, m in [*((profiles[n], m) for n, m in models.items()), *zip(tp_profiles or [], tp_models.values())]:
+        log(f"{name}: {m.coverage().describe()}")
     # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
     # plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[dict]] = {c.label: [] for c in cases}

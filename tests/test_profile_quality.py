@@ -7,7 +7,8 @@ import warnings
 import pytest
 
 from parsim.cli import main
-from parsim.cost.compute import Machine, ProfileMachineWarning, load_profile_table, this_machine
+from parsim.cost.compute import load_profile_table
+from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine
 from parsim.errors import InputError
 from parsim.model.spec import load_model
 from parsim.profile.layers import mean_tables

@@ -23,7 +23,7 @@ import numpy as np
 
 from parsim.errors import InputError
 from parsim.hardware.device import Device
-from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine, warn_if_elsewhere  # noqa: F401
+from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
 from parsim.model.graph import DTYPE_BYTES, Layer
 

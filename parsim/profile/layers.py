@@ -31,7 +31,7 @@ from dataclasses import asdict
 import torch
 import torch.nn.functional as F
 
-from parsim.cost.compute import this_machine
+from parsim.hardware.machine import this_machine
 from parsim.errors import InputError
 from parsim.exec.tensor_parallel import local
 from parsim.model.extract import cut_units
