@@ -202,3 +202,23 @@ def test_a_cluster_profile_measured_on_another_cpu_warns(tmp_path):
     other.write_text(text.replace("measured: {date:", "measured: {cpu_model: 'Some Other CPU', date:"))
     with pytest.warns(ProfileMachineWarning, match="Some Other CPU"):
         load_profile(str(other))
+
+
+def test_a_tensor_parallel_profile_adds_the_collectives_only_where_its_fallback_prices(tmp_path):
+    from parsim.cost.compute import AnalyticalCompute, ProfiledCompute
+    from parsim.cost.layer import layer_time_s, tp_comm_time_s
+    from parsim.hardware import load_cluster
+    from parsim.shard.graph import per_device_graph
+
+    spec, cluster = load_model("examples/gpt_tiny_local.yaml"), load_cluster("local-cpu")
+    layer = per_device_graph(spec.graph, 2, "megatron").layers[1]
+    assert layer.tp_comm
+    path = tmp_path / "tp.json"
+    path.write_text(json.dumps({"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": [1, 2], "tp": 2,
+                                "tp_layout": "megatron", "layers": [{"name": n, "fwd_s": [1e-3, 2e-3],
+                                                                     "bwd_s": [2e-3, 4e-3]} for n in spec.graph.names]}))
+    fallback = AnalyticalCompute(cluster.device)
+    model = ProfiledCompute(load_profile_table(path), fallback)
+    assert layer_time_s(model, layer, "F", 2, cluster) == 2e-3                  # measured, collectives inside
+    assert layer_time_s(model, layer, "F", 8, cluster) == pytest.approx(
+        fallback.layer_time_s(layer, "F", 8) + tp_comm_time_s(layer, "F", 8, cluster, 0))

@@ -240,6 +240,10 @@ class ProfiledCompute:
         """A tensor-parallel profile timed the shards with their collectives."""
         return self.table.tp > 1
 
+    def includes_tp_comm_at(self, microbatch: int) -> bool:
+        """The collectives are in the profile's times, not in the fallback's."""
+        return self.includes_tp_comm and self.how_priced(microbatch) != FALLBACK
+
     def how_priced(self, microbatch: int) -> str:
         how = self._asked.get(microbatch)
         if how is None:
@@ -258,7 +262,8 @@ class ProfiledCompute:
         """The profiled time; a profile of unsharded layers is scaled by the share one device of
         a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is.
         Outside the profiled sizes, the fallback prices the (per-device) layer itself; for a
-        tensor-parallel profile that is the shard's compute without its collectives."""
+        tensor-parallel profile that is the shard's compute, and ``parsim.cost.layer`` adds the
+        collectives (``includes_tp_comm_at``)."""
         if self.how_priced(microbatch) == FALLBACK:
             return self.fallback.layer_time_s(layer, kind, microbatch)
         share = 1.0 if self.table.tp > 1 else layer.tp_share
