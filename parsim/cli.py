@@ -88,13 +88,22 @@ def cmd_cluster(args) -> int:
     return 0
 
 
-def _compute_model(args, cluster, training):
-    from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+def _compute_model(args, cluster, spec):
+    """The analytical model, or with --profile the profiled one, whose fallback for sizes it did
+    not measure is the analytical model calibrated to the same profile."""
+    from parsim.cost.compute import AnalyticalCompute, load_profile_table
+    from parsim.profile.calibrate import profiled_compute
 
-    analytical = AnalyticalCompute.for_training(cluster.device, training)
     if getattr(args, "profile", None):
-        return ProfiledCompute(load_profile_table(args.profile), analytical)
-    return analytical
+        return profiled_compute(load_profile_table(args.profile), spec.graph, cluster.device, spec.training.dtype)
+    return AnalyticalCompute.for_training(cluster.device, spec.training)
+
+
+def _print_coverage(models, file=None) -> None:
+    """One line per profile used: which micro-batch sizes it priced how."""
+    for name, model in models:
+        if hasattr(model, "coverage"):
+            print(f"{name}: {model.coverage().describe()}", file=file or sys.stdout)
 
 
 def cmd_simulate(args) -> int:
@@ -113,12 +122,12 @@ def cmd_simulate(args) -> int:
         spec = load_model(plan.model_path)
         check_plan_matches(plan, spec, args.model)
         cluster = load_cluster(args.cluster or plan.cluster)
-        compute = _compute_model(args, cluster, spec.training)
+        compute = _compute_model(args, cluster, spec)
         cfg = plan.config
     else:
         spec = load_model(args.model)
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
-        compute = _compute_model(args, cluster, spec.training)
+        compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute)
@@ -138,6 +147,7 @@ def cmd_simulate(args) -> int:
             memory_plot(est, args.memory_plot)
     if args.json:
         _print_json(est.to_json())
+        _print_coverage([(args.profile, compute)], sys.stderr)
         return 0
     c = est.config
     print(f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
@@ -159,6 +169,7 @@ def cmd_simulate(args) -> int:
     print("bytes moved per step: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
     if args.grid:
         print(timeline_grid(est))
+    _print_coverage([(args.profile, compute)])
     return 0
 
 
@@ -213,14 +224,14 @@ def cmd_plan(args) -> int:
 
     spec = load_model(args.model)
     cluster = load_cluster(args.cluster)
-    compute = _compute_model(args, cluster, spec.training)
+    compute = _compute_model(args, cluster, spec)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
+    tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute),
-                  progress=None if not args.json else False,
-                  tp_compute=tp_compute_models(args.tp_profile,
-                                               AnalyticalCompute.for_training(cluster.device, spec.training)))
+                  progress=None if not args.json else False, tp_compute=tp_compute)
+    used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
@@ -233,7 +244,8 @@ def cmd_plan(args) -> int:
                      "candidates": [_candidate_json(c) for c in result.ranked],
                      "pareto": [_candidate_json(c) for c in result.pareto],
                      "manual": _candidate_json(result.manual) if result.manual else None,
-                     "explanation": list(result.explanation)})
+                     "explanation": list(result.explanation),
+                     "profile_coverage": {p: m.coverage().describe() for p, m in used if hasattr(m, "coverage")}})
         return 0
     names = spec.graph.names
     rows = [_candidate_row(c, names, result.capacity_bytes) for c in result.ranked]
@@ -264,6 +276,7 @@ def cmd_plan(args) -> int:
         print("pareto (throughput vs peak memory): " + "; ".join(
             f"dp={c.config.dp} pp={c.config.pp} m={c.config.microbatches} {c.config.schedule} "
             f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
+    _print_coverage(used)
     if args.output:
         print(f"wrote {args.output}")
     return 0
@@ -302,7 +315,8 @@ def cmd_profile(args) -> int:
     if args.tp > 1 and args.nproc % args.tp:
         raise InputError(f"--tp {args.tp}: the {args.nproc} processes (--nproc) must form whole groups of {args.tp}")
     code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads,
-                            tp=args.tp, tp_layout=args.tp_layout)
+                            tp=args.tp, tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
+                            max_remeasure=args.max_remeasure)
     if code:
         return code
     with open(out) as f:
@@ -312,9 +326,19 @@ def cmd_profile(args) -> int:
         return 0
     print(f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
           f"{args.nproc} concurrent process(es) x {table['threads']} thread(s); median of {args.repeats} -> {out}")
+    machine = table.get("machine", {})
+    print(f"machine: {machine.get('cpu_model')}, {machine.get('cores')} cores, torch {machine.get('torch')}; "
+          f"spread = (max-min)/median of the repeats, worst process; proc = (max-min)/mean of the processes' F+B")
     for row in table["layers"]:
+        flags = ([f"noisy at {','.join(map(str, row['noisy']))}"] if row.get("noisy") else []) + \
+                ([f"falls {' '.join(f'{a}->{b}' for a, b in row['nonmonotone_confirmed'])} (confirmed)"]
+                 if row.get("nonmonotone_confirmed") else [])
         print(f"  {row['name']:>10}  fwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["fwd_s"]) +
-              "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms")
+              "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms | spread " +
+              " ".join(f"{max(f, b):.0%}" for f, b in zip(row["fwd_spread"], row["bwd_spread"])) + " | proc " +
+              " ".join(f"{p:.0%}" for p in row["proc_spread"]) + ("  " + "; ".join(flags) if flags else ""))
+    if table.get("remeasured"):
+        print(f"re-measured for noise above {table['noise_threshold']:.0%}: sizes {table['remeasured']}")
     return 0
 
 
@@ -341,21 +365,28 @@ def cmd_validate(args) -> int:
         from parsim.hardware import load_cluster
         from parsim.model.spec import load_model
         from parsim.profile.layers import launch_profilers
+        from parsim.validation import case_microbatch_sizes
+        spec = load_model(args.model)
+        try:
+            given = {int(x) for x in args.microbatch_sizes.split(",") if x.strip()}
+        except ValueError:
+            raise InputError(f"--microbatch-sizes: expected integers like 2,4,8; got {args.microbatch_sizes!r}")
+        # exactly the sizes the set's plans run, and the ones asked for (the planner picks among them)
+        sizes = sorted(given | set(case_microbatch_sizes(spec, args.set)))
         os.makedirs(args.out, exist_ok=True)
         profiles = {}
         per_node = load_cluster(args.cluster).devices_per_node
         for n in sorted({1, per_node}):
             profiles[n] = os.path.join(args.out, f"layers.{n}proc.profile.json")
-            print(f"profiling the model with {n} process(es) at once (micro-batch sizes {args.microbatch_sizes}) "
+            print(f"profiling the model with {n} process(es) at once (micro-batch sizes {sizes}) "
                   f"-> {profiles[n]}", file=sys.stderr)
-            code = launch_profilers(args.model, args.microbatch_sizes.split(","), profiles[n], n)
+            code = launch_profilers(args.model, sizes, profiles[n], n)
             if code:
                 return code
-        spec = load_model(args.model)
         if spec.source.kind == "builtin" and spec.source.target == "gpt" and per_node >= 2:   # tp=2 plans
             tp_profiles.append(os.path.join(args.out, "layers.tp2.profile.json"))
             print(f"profiling the tensor-parallel shards (tp=2, megatron) -> {tp_profiles[0]}", file=sys.stderr)
-            code = launch_profilers(args.model, args.microbatch_sizes.split(","), tp_profiles[0], 2, tp=2)
+            code = launch_profilers(args.model, sizes, tp_profiles[0], 2, tp=2)
             if code:
                 return code
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
@@ -489,6 +520,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile the tensor-parallel shards (groups of tp of the --nproc processes)")
     p.add_argument("--tp-layout", choices=("megatron", "megatron-sp"), default="megatron",
                    help="a layout the executor runs")
+    p.add_argument("--noise-threshold", type=float, default=0.05,
+                   help="relative spread of the repeats above which a size is measured again (default 0.05)")
+    p.add_argument("--max-remeasure", type=int, default=2,
+                   help="more rounds at most for a noisy size; still noisy rows are flagged (default 2)")
     p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)
@@ -514,7 +549,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default="local-cpu")
     p.add_argument("--profile", help="one layer profile for every plan (default: profile the model first, "
                                      "alone and with every core busy, and price each plan with the matching one)")
-    p.add_argument("--microbatch-sizes", default="2,4,8,16,32", help="sizes to profile when --profile is not given")
+    p.add_argument("--microbatch-sizes", default="2,4,8,16,32",
+                   help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
+                        "pick is kept to the profiled sizes)")
     p.add_argument("--set", choices=("default", "quick"), default="default")
     p.add_argument("--steps", type=_positive, default=12, help="steps per run, 3 of them warm-up (default 12)")
     p.add_argument("--passes", type=_positive, default=1,
@@ -549,8 +586,21 @@ def _positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    import warnings
+    from parsim.hardware.machine import ProfileMachineWarning
+
+    shown = warnings.showwarning
+
+    def one_line(message, category, *rest, **kw):      # a warning the user acts on: one line, no source
+        if issubclass(category, ProfileMachineWarning):
+            print(f"parsim: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest, **kw)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", ProfileMachineWarning)    # once per message
+            warnings.showwarning = one_line
+            return args.func(args)
     except ParsimError as e:
         print(f"parsim: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -8,6 +8,11 @@ for the notebook and the test suite.  For the GPT (tensor parallelism): a single
 tp=2 with m in {1, 2}, and the planner's pick among what the executor runs (pp=1, the megatron
 layout); tensor-parallel plans also compare their collectives per step, counted in the run,
 with the simulator's, which is what a run with more ranks than cores can still check.
+
+Every plan is priced from measured micro-batch sizes: the profiles must hold the fixed plans'
+samples per micro-batch (``case_microbatch_sizes``; ``parsim validate`` profiles exactly those,
+with --microbatch-sizes), and the planner's pick is restricted to sizes every profile measured.
+(The alternative, profiling the pick's size in a second round, could change the pick again.)
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ import os
 import statistics
 from dataclasses import dataclass
 
-from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table, tp_compute_models
+from parsim.cost.compute import AnalyticalCompute, load_profile_table, tp_compute_models
 from parsim.errors import InfeasibleError, InputError
 from parsim.exec.launch import launch
 from parsim.fileio import write_json, write_text
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
+from parsim.profile.calibrate import profiled_compute
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
 from parsim.report import validation as report
 from parsim.search.planner import Constraints, plan
@@ -39,42 +45,72 @@ class Case:
     config: ParallelConfig
 
 
+def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int]]:
+    """(label, dp, pp, microbatches, schedule, tp) of the set's plans other than the planner's pick:
+    the one table both the cases and the sizes to profile come from."""
+    if spec.source.target == "gpt":
+        shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1), ("tp2", 1, 1, 1, "1f1b", 2),
+                  ("tp2-m2", 1, 1, 2, "1f1b", 2)]
+        keep = {"dp2", "tp2"}
+    else:
+        shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1)]
+        shapes += [(f"pp2-{s}-m{m}", 1, 2, m, s, 1) for s in ("gpipe", "1f1b") for m in (1, 2, 4, 8)]
+        shapes.append(("seeds", 1, 2, 2, "1f1b", 1))
+        keep = {"dp2", "pp2-1f1b-m4"}
+    return [s for s in shapes if s[0] in keep] if which == "quick" else shapes
+
+
+def case_microbatch_sizes(spec, which: str = "default") -> list[int]:
+    """Samples per micro-batch (global batch / dp / microbatches) of the set's fixed plans: the
+    sizes a profile must have measured to price them (the planner's pick is kept to the profiled
+    sizes, ``Constraints.microbatch_sizes``)."""
+    batch = spec.training.global_batch_size
+    return sorted({batch // (dp * m) for _, dp, _, m, _, _ in _fixed_shapes(spec, which) if batch % (dp * m) == 0})
+
+
 def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None,
-                  tp_compute: dict | None = None) -> list[Case]:
+                  tp_compute: dict | None = None, profiled_sizes: tuple[int, ...] | None = None) -> list[Case]:
+    """The set's plans; the planner picks among ``profiled_sizes`` when given, so that every plan is
+    priced from measured micro-batch sizes."""
     g = spec.graph
     skipped = skipped if skipped is not None else []
-    if spec.source.target == "gpt":
-        whole = (0, len(g))
-        cases = [Case("single", ParallelConfig(1, 1, 1, "1f1b", 1, whole)),
-                 Case("dp2", ParallelConfig(2, 1, 1, "1f1b", 1, whole)),
-                 Case("tp2", ParallelConfig(1, 1, 1, "1f1b", 1, whole, tp=2, tp_layout="megatron")),
-                 Case("tp2-m2", ParallelConfig(1, 1, 2, "1f1b", 1, whole, tp=2, tp_layout="megatron"))]
-        picked = plan(spec, cluster, compute, Constraints(top=1, pp=1, tp_layout="megatron", recompute=False),
-                      progress=False, tp_compute=tp_compute).chosen.config
-        cases.append(Case("planner", picked))
-        return [c for c in cases if c.label in ("dp2", "tp2", "planner")] if which == "quick" else cases
-
-    def balanced(dp, pp, m, schedule):
-        return resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m, schedule=schedule,
-                              split="balanced")
-
-    cases = [Case("single", ParallelConfig(1, 1, 1, "1f1b", 1, (0, len(g)))),
-             Case("dp2", ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(g))))]
-    for schedule in ("gpipe", "1f1b"):
-        for m in (1, 2, 4, 8):
+    whole = (0, len(g))
+    cases = []
+    for label, dp, pp, m, schedule, tp in _fixed_shapes(spec, which):
+        if spec.source.target == "gpt":
+            cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole, tp=tp,
+                                                    tp_layout="megatron" if tp > 1 else "")))
+        elif label == "seeds":
+            seeds = load_model(SEEDS_MODEL)
+            if seeds.graph.names == g.names and seeds.manual_stages:
+                cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1,
+                                                        bounds_from_assignment(seeds.manual_stages))))
+        elif pp == 1:
+            cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole)))
+        else:
             try:
-                cases.append(Case(f"pp2-{schedule}-m{m}", balanced(1, 2, m, schedule)))
+                cases.append(Case(label, resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m,
+                                                        schedule=schedule, split="balanced")))
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
-                skipped.append({"plan": f"pp2-{schedule}-m{m}", "why": str(e)})
-    seeds = load_model(SEEDS_MODEL)
-    if seeds.graph.names == g.names and seeds.manual_stages:
-        cases.append(Case("seeds", ParallelConfig(1, 2, 2, "1f1b", 1, bounds_from_assignment(seeds.manual_stages))))
-    picked = plan(spec, cluster, compute, Constraints(top=1), progress=False).chosen.config
+                skipped.append({"plan": label, "why": str(e)})
+    extra = dict(pp=1, tp_layout="megatron", recompute=False) if spec.source.target == "gpt" else {}
+    picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
+                  progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
     cases.append(Case("planner", picked))
-    if which == "quick":
-        keep = {"dp2", "pp2-1f1b-m4", "planner"}
-        cases = [c for c in cases if c.label in keep]
     return cases
+
+
+def check_profiled_sizes(spec, which: str, model_path: str, profiles: dict[str, tuple[tuple[int, ...], str]]) -> None:
+    """Every profile (path -> (its sizes, the ``parsim profile`` flags that took it)) must hold the
+    set's micro-batch sizes; else one line naming the missing sizes and the command that adds them."""
+    need = case_microbatch_sizes(spec, which)
+    for path, (sizes, flags) in profiles.items():
+        missing = sorted(set(need) - set(sizes))
+        if missing:
+            both = ",".join(map(str, sorted(set(need) | set(sizes))))
+            raise InputError(f"{path}: microbatch_sizes: lacks {', '.join(map(str, missing))}, the samples per "
+                             f"micro-batch of the validation plans; profile them: parsim profile {model_path} "
+                             f"--microbatch-sizes {both}{flags} -o {path}")
 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_dir: str, steps: int = 12,
@@ -88,8 +124,14 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     spec = load_model(model_path)
     cluster = load_cluster(cluster_spec)
     analytical = AnalyticalCompute.for_training(cluster.device, spec.training)
-    models = {n: ProfiledCompute(load_profile_table(path), analytical) for n, path in profiles.items()}
+    tables = {n: load_profile_table(path) for n, path in profiles.items()}
     tp_models = tp_compute_models(tp_profiles, analytical)
+    check_profiled_sizes(spec, which, model_path,
+                         {**{path: (tables[n].microbatch_sizes, f" --nproc {n}") for n, path in profiles.items()},
+                          **{path: (m.table.microbatch_sizes, f" --nproc {m.table.tp} --tp {m.table.tp}")
+                             for path, m in zip(tp_profiles or [], tp_models.values())}})
+    models = {n: profiled_compute(t, spec.graph, cluster.device, spec.training.dtype) for n, t in tables.items()}
+    profiled = set.intersection(*(set(m.table.microbatch_sizes) for m in [*models.values(), *tp_models.values()]))
 
     def compute_for(cfg: ParallelConfig):
         if (cfg.tp, cfg.tp_layout) in tp_models:
@@ -100,7 +142,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     os.makedirs(out_dir, exist_ok=True)
     rows, results = [], []
     skipped: list[dict] = []
-    cases = default_cases(spec, cluster, compute, which, skipped, tp_models)
+    cases = default_cases(spec, cluster, compute, which, skipped, tp_models, tuple(sorted(profiled)))
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
     estimates = {}
@@ -109,6 +151,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         estimates[case.label] = est
         write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
                    plan_from_candidate(spec, cluster, case.config, est.to_json()).to_json())
+    for name, m in [*((profiles[n], m) for n, m in models.items()), *zip(tp_profiles or [], tp_models.values())]:
+        log(f"{name}: {m.coverage().describe()}")
     # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
     # plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[dict]] = {c.label: [] for c in cases}

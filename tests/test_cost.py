@@ -66,14 +66,23 @@ def test_roofline_is_compute_bound_for_big_matmuls_and_memory_bound_for_elementw
         model.layer_time_s(big, "B", 1), rel=0.05)
 
 
-def test_profiled_table_interpolates_and_extrapolates():
+def test_profiled_table_measures_interpolates_and_falls_back_and_says_so():
     table = load_profile_table("tests/data/profile_table.yaml")
-    model = ProfiledCompute(table, AnalyticalCompute(A100.device))
+    fallback = AnalyticalCompute(A100.device)
+    model = ProfiledCompute(table, fallback)
     a = Layer("a", 1.0, 2.0, 1, 4, 1, 1)
+    assert model.coverage().measured == ()
     assert model.layer_time_s(a, "F", 2) == pytest.approx(0.016)
     assert model.layer_time_s(a, "F", 3) == pytest.approx(0.023)       # linear between 2 and 4
-    assert model.layer_time_s(a, "B", 8) == pytest.approx(0.120)       # per-sample time held past 4
+    # outside the profiled 1..4: the fallback model, not a proportional extrapolation
+    assert model.layer_time_s(a, "B", 8) == pytest.approx(fallback.layer_time_s(a, "B", 8))
+    assert model.layer_time_s(a, "B", 8) != pytest.approx(0.120)
     assert model.layer_time_s(a, "I", 4) + model.layer_time_s(a, "W", 4) == pytest.approx(0.060)
+    cov = model.coverage()
+    assert (cov.measured, cov.interpolated, cov.fallback) == ((2, 4), (3,), (8,))
+    assert "measured 2, 4; interpolated 3; by the fallback model (outside the profiled 1..4) 8" in cov.describe()
+    # the record stays off equality, so two models of one table compare equal
+    assert model == ProfiledCompute(table, fallback)
     assert model.optimizer_time_s(1000, 12) == pytest.approx(1e-6)
     with pytest.raises(InputError, match="no times for layer 'zzz'"):
         model.layer_time_s(Layer("zzz", 1.0, 2.0, 0, 0, 1, 1), "F", 1)

@@ -86,6 +86,10 @@ def test_profile_command_measures_every_layer(tmp_path, capfd):
     assert [n for n, _ in table.layers] == spec.graph.names
     assert all(t > 0 for _, lt in table.layers for t in lt.fwd_s + lt.bwd_s)
     assert table.optimizer_s_per_param and table.optimizer_s_per_param > 0
+    raw = json.loads(out.read_text())               # where, and how repeatable
+    assert raw["machine"]["cpu_model"] and raw["machine"]["torch"] and raw["machine"]["cores"] > 0
+    assert all(len(r["fwd_spread"]) == len(r["proc_spread"]) == 2 for r in raw["layers"])
+    assert "| spread" in capfd.readouterr().out
 
 
 def test_profile_rejects_sizes_below_the_batchnorm_minimum(capsys):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -31,6 +32,7 @@ from parsim.errors import InputError
 from parsim.cost.kernels import layer_kernels_time_s
 from parsim.hardware.device import Device
 from parsim.hardware.numerics import MathMode, engine_rates
+from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
 from parsim.model.graph import DTYPE_BYTES, Layer
 
@@ -137,9 +139,18 @@ class ProfileTable:
         layers:
           - {name: head, fwd_s: [...], bwd_s: [...]}    # one time per micro-batch size, median
             # optional: bwd_input_s, bwd_weight_s (I and W of zero-bubble schedules), saved_bytes
+            # optional, repeatability (parsim.profile.repeat): fwd_spread, bwd_spread (relative
+            # spread over repeats, per size), proc_spread (over concurrent profilers, F+B, per
+            # size), noisy (sizes still above noise_threshold after re-measuring),
+            # nonmonotone_confirmed (pairs [b1, b2], b1 < b2, whose F+B fell from b1 to b2 in
+            # the first measurement and again when both were measured once more)
         optimizer_s_per_param: 2.0e-9                   # optional
         tp: 2                     # optional: times of the per-device shards, collectives included
         tp_layout: megatron
+        machine: {cpu_model: ..., cores: 2, torch: 2.5.1, numpy: ..., python: ..., date: ...}  # optional
+        noise_threshold: 0.05     # optional: relative spread above which a size was re-measured
+        max_remeasure: 2          # optional: at most this many more rounds per size
+        remeasured: [8]           # optional: sizes measured again for noise
     """
 
     microbatch_sizes: tuple[int, ...]
@@ -149,16 +160,34 @@ class ProfileTable:
     optimizer_s_per_param: float | None = None
     tp: int = 1
     tp_layout: str = ""
+    machine: Machine | None = None
+    noisy: tuple[tuple[str, int], ...] = ()                    # (layer, size) still noisy
+    nonmonotone_confirmed: tuple[tuple[str, int, int], ...] = ()   # (layer, b1, b2)
+
+    @cached_property
+    def _by_name(self) -> dict[str, LayerTimes]:
+        return dict(self.layers)
 
     def times(self, name: str) -> LayerTimes:
-        table = dict(self.layers)
+        table = self._by_name
         if name not in table:
             raise InputError(f"profile: no times for layer {name!r}; profile this model again "
                              f"(it has {', '.join(list(table)[:4])} ...)")
         return table[name]
 
 
-def load_profile_table(path: str | os.PathLike) -> ProfileTable:
+def _sizes_field(f: Fields, key: str, allowed, pairs: bool = False) -> list:
+    v = f.get(key, list, [])
+    ok = all(isinstance(b, int) and b in allowed for b in v) if not pairs else all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(b, int) and b in allowed for b in p) for p in v)
+    if not ok:
+        raise f.fail(key, "expected " + ("pairs of " if pairs else "") + "micro-batch sizes of microbatch_sizes")
+    return v
+
+
+def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> ProfileTable:
+    """Read a profile; one ``ProfileMachineWarning`` when it records a machine that differs from
+    ``here`` (default: this one) in CPU model or torch version."""
     path = os.fspath(path)
     r = Fields(load_file(path), path)
     r.schema_version(PROFILE_SCHEMA_VERSION, hint="profile the model again with this parsim")
@@ -166,7 +195,7 @@ def load_profile_table(path: str | os.PathLike) -> ProfileTable:
     sizes = r.get("microbatch_sizes", list)
     if not sizes or any(not isinstance(b, int) or b <= 0 for b in sizes) or sizes != sorted(set(sizes)):
         raise r.fail("microbatch_sizes", "expected rising positive integers, e.g. [1, 2, 4, 8]")
-    layers = []
+    layers, noisy, nonmonotone = [], [], []
     for i, row in enumerate(r.get("layers", list)):
         f = Fields(row, path, f"layers[{i}].")
         name = f.get("name", str)
@@ -180,53 +209,115 @@ def load_profile_table(path: str | os.PathLike) -> ProfileTable:
                 raise f.fail(key, f"expected {len(sizes)} non-negative times, one per micro-batch size")
             times.append(tuple(float(x) for x in v))
         f.get("saved_bytes", list, [])  # recorded by the profiler; the graph's own counts are used
+        for key in ("fwd_spread", "bwd_spread", "proc_spread"):     # repeatability, for the reader
+            v = f.get(key, list, None)
+            if v is not None and (len(v) != len(sizes) or any(not isinstance(x, (int, float)) or x < 0 for x in v)):
+                raise f.fail(key, f"expected {len(sizes)} non-negative relative spreads, one per micro-batch size")
+        noisy += [(name, b) for b in _sizes_field(f, "noisy", sizes)]
+        nonmonotone += [(name, b1, b2) for b1, b2 in _sizes_field(f, "nonmonotone_confirmed", sizes, pairs=True)]
         f.done()
         layers.append((name, LayerTimes(*times)))
     for key in ("model", "device", "measured"):
         r.get(key, str, "")
     r.get("threads", int, 1)
     r.get("concurrent_processes", int, 1)
+    r.get("noise_threshold", float, None)
+    r.get("max_remeasure", int, None)
+    _sizes_field(r, "remeasured", sizes)
+    machine = None
+    if r.has("machine"):
+        m = r.sub("machine")
+        machine = Machine(cpu_model=m.get("cpu_model", str, ""), cores=m.get("cores", int, 0),
+                          torch=m.get("torch", str, ""), numpy=m.get("numpy", str, ""),
+                          python=m.get("python", str, ""), date=m.get("date", str, ""))
+        m.done()
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          "", r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
-                         r.get("tp_layout", str, ""))
+                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone))
     r.done()
+    if machine is not None:
+        warn_if_elsewhere(machine, path, here)
     return table
 
 
-def _interp(sizes: tuple[int, ...], values: tuple[float, ...], b: int) -> float:
-    """Linear between measured sizes; proportional to b outside them (time per sample held)."""
-    if b < sizes[0]:
-        return values[0] * b / sizes[0]
-    if b > sizes[-1]:
-        return values[-1] * b / sizes[-1]
-    return float(np.interp(b, sizes, values))
+# ------------------------------------------------------------------------- coverage
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a profiled model priced the micro-batch sizes it was asked for."""
+    measured: tuple[int, ...]
+    interpolated: tuple[int, ...]
+    fallback: tuple[int, ...]
+    profiled: tuple[int, ...]          # the profile's sizes
+
+    def describe(self) -> str:
+        def sizes(v):
+            return ", ".join(map(str, v)) if v else "none"
+        lo, hi = self.profiled[0], self.profiled[-1]
+        return (f"micro-batch sizes priced: measured {sizes(self.measured)}; interpolated "
+                f"{sizes(self.interpolated)}; by the fallback model (outside the profiled {lo}..{hi}) "
+                f"{sizes(self.fallback)}")
+
+
+MEASURED, INTERPOLATED, FALLBACK = "measured", "interpolated", "fallback"
 
 
 @dataclass(frozen=True)
 class ProfiledCompute:
+    """The profile's times for the sizes it measured; linear interpolation between them (recorded:
+    real profiles are not monotone in the size, so this can be well off); ``fallback`` for sizes
+    outside the profiled range, and for the optimizer when the profile has no figure for it.
+    ``coverage()`` says which sizes were priced how."""
+
     table: ProfileTable
-    fallback: AnalyticalCompute   # for the optimizer when the profile has no figure for it
+    fallback: ComputeModel
+    # sizes asked for -> how priced; a memo of a few entries, kept off equality and hashing
+    _asked: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @property
     def includes_tp_comm(self) -> bool:
         """A tensor-parallel profile timed the shards with their collectives."""
         return self.table.tp > 1
 
+    def includes_tp_comm_at(self, microbatch: int) -> bool:
+        """The collectives are in the profile's times, not in the fallback's."""
+        return self.includes_tp_comm and self.how_priced(microbatch) != FALLBACK
+
+    def how_priced(self, microbatch: int) -> str:
+        how = self._asked.get(microbatch)
+        if how is None:
+            sizes = self.table.microbatch_sizes
+            how = (MEASURED if microbatch in sizes else
+                   INTERPOLATED if sizes[0] < microbatch < sizes[-1] else FALLBACK)
+            self._asked[microbatch] = how
+        return how
+
+    def coverage(self) -> Coverage:
+        by = {k: tuple(sorted(b for b, how in self._asked.items() if how == k))
+              for k in (MEASURED, INTERPOLATED, FALLBACK)}
+        return Coverage(by[MEASURED], by[INTERPOLATED], by[FALLBACK], self.table.microbatch_sizes)
+
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         """The profiled time; a profile of unsharded layers is scaled by the share one device of
-        a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is."""
+        a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is.
+        Outside the profiled sizes, the fallback prices the (per-device) layer itself; for a
+        tensor-parallel profile that is the shard's compute, and ``parsim.cost.layer`` adds the
+        collectives (``includes_tp_comm_at``)."""
+        if self.how_priced(microbatch) == FALLBACK:
+            return self.fallback.layer_time_s(layer, kind, microbatch)
         share = 1.0 if self.table.tp > 1 else layer.tp_share
         return share * self._whole_layer_s(layer, kind, microbatch)
 
     def _whole_layer_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         t = self.table.times(layer.name)
+        sizes = self.table.microbatch_sizes
         if kind == "F":
-            return _interp(self.table.microbatch_sizes, t.fwd_s, microbatch)
-        bwd = _interp(self.table.microbatch_sizes, t.bwd_s, microbatch)
+            return _interp(sizes, t.fwd_s, microbatch)
+        bwd = _interp(sizes, t.bwd_s, microbatch)
         if kind == "B":
             return bwd
         if t.bwd_input_s is not None and t.bwd_weight_s is not None:    # measured as the run splits it
-            return _interp(self.table.microbatch_sizes, t.bwd_input_s if kind == "I" else t.bwd_weight_s, microbatch)
+            return _interp(sizes, t.bwd_input_s if kind == "I" else t.bwd_weight_s, microbatch)
         # I/W not profiled: split the measured backward in the ratio of their FLOPs.
         i_flops, _ = _split_flops(layer, "I")
         w_flops, _ = _split_flops(layer, "W")
@@ -239,7 +330,12 @@ class ProfiledCompute:
         return self.fallback.optimizer_time_s(param_count, bytes_per_param_moved)
 
 
-def tp_compute_models(paths, fallback: AnalyticalCompute) -> dict[tuple[int, str], ProfiledCompute]:
+def _interp(sizes: tuple[int, ...], values: tuple[float, ...], b: int) -> float:
+    """Linear between measured sizes (``ProfiledCompute`` asks only inside them)."""
+    return float(np.interp(b, sizes, values))
+
+
+def tp_compute_models(paths, fallback: ComputeModel) -> dict[tuple[int, str], ProfiledCompute]:
     """Profiles of tensor-parallel shards (``parsim profile --tp``), keyed by the (tp, layout)
     whose candidates each one prices."""
     models = {}

@@ -74,11 +74,19 @@ def _tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_ra
     return total
 
 
+def includes_tp_comm(compute: ComputeModel, microbatch: int) -> bool:
+    """Whether ``compute``'s time at this size already holds the tensor-parallel collectives (a
+    tensor-parallel profile does at the sizes it measured or interpolates, not where its
+    fallback prices the shard)."""
+    at = getattr(compute, "includes_tp_comm_at", None)
+    return at(microbatch) if at is not None else getattr(compute, "includes_tp_comm", False)
+
+
 def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
                  first_rank: int = 0) -> float:
     """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring)."""
     t = compute.layer_time_s(layer, kind, microbatch)
-    priced = cluster is not None and layer.tp_comm and not getattr(compute, "includes_tp_comm", False)
+    priced = cluster is not None and layer.tp_comm and not includes_tp_comm(compute, microbatch)
     if layer.recompute_bytes and kind in ("B", "I"):
         t += compute.layer_time_s(layer, "F", microbatch)
         if priced:

@@ -36,6 +36,7 @@ from pathlib import Path
 from parsim.errors import InputError
 from parsim.hardware.device import Device, KernelExecution
 from parsim.hardware.links import LINK_CLASSES, Link
+from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
 
 SCHEMA_VERSION = 1
@@ -244,7 +245,9 @@ def load_profile(path: str | os.PathLike) -> Profile:
         prov = r.sub("measured")
         for key in ("date", "machine", "command"):
             prov.get(key, str, "")
+        recorded = Machine(cpu_model=prov.get("cpu_model", str, ""), torch=prov.get("torch", str, ""))
         prov.done()
+        warn_if_elsewhere(recorded, path)
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),

@@ -173,3 +173,13 @@ def profile_yaml(profile, device: Device, source: str) -> str:
     lines.append(f"collective: {{library: {c.library}, bandwidth_efficiency: {c.bandwidth_efficiency}, "
                  f"latency_us: {c.latency_s * 1e6:.4g}, overlap: {c.overlap}}}")
     return "\n".join(lines) + "\n"
+
+
+def profiled_compute(table: ProfileTable, graph: LayerGraph, device: Device, dtype: str = "fp32"):
+    """The profiled cost model, with the analytical model calibrated to the same profile as the
+    fallback for the sizes it did not measure.  A tensor-parallel profile timed shards, not the
+    graph's layers, so its fallback is the device's analytical model as it stands."""
+    from parsim.cost.compute import ProfiledCompute
+
+    fitted = device if table.tp > 1 else calibrate(graph, table, device, dtype)[0]
+    return ProfiledCompute(table, AnalyticalCompute(fitted, dtype))

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from parsim.hardware.machine import this_machine
+
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
 
 
@@ -129,6 +131,7 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
                  memory_bytes: int, command: str, overlap: float = 1.0) -> str:
     today = datetime.date.today().isoformat()
     machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
+    here = this_machine()
     a_g, b_g = fit_alpha_beta(*links["group"]) if "group" in links else (0.0, 1e12)
     n = world
     a_ar, inv = fit_alpha_beta(*links["all_reduce"])
@@ -142,7 +145,8 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
         "schema_version: 1",
         f"name: {name}",
         f"description: measured by parsim profile-comm on {today}, {backend}, {local_world} ranks per node",
-        f"measured: {{date: '{today}', machine: '{machine}', command: '{command}'}}",
+        f"measured: {{date: '{today}', machine: '{machine}', cpu_model: '{here.cpu_model}', torch: '{here.torch}', "
+        f"command: '{command}'}}",
         "device:",
         f"  name: {platform.machine()}-core",
         f"  memory: {memory_bytes}   # machine memory / ranks per node",

@@ -3,7 +3,9 @@
 Taken the way a pipeline stage runs (``parsim.exec.runtime.configure_process``: one thread,
 the same allocator settings): the units run in sequence, each on the detached output of the one
 before (a stage boundary), forward through the chain then backward through it, with the loss
-at the end.  Each time is the median over repeats after warm-up.  With ``--nproc N`` (default 2,
+at the end.  Each time is the median over repeats after warm-up; a size whose repeats spread
+more than 5% is measured again, and times that fall as the size grows are measured again to
+confirm (``parsim.profile.repeat``); the file records the spreads and flags.  With ``--nproc N`` (default 2,
 the ranks of a run on this machine), N profilers run at once in lock-step, one per core, so
 that the caches and memory bandwidth are shared as in a run; the table is their mean.  (One
 process alone measured compute about 8-10% faster than the same stages inside a 2-rank run.)  The optimizer step is timed
@@ -24,14 +26,17 @@ import datetime
 import platform
 import statistics
 import time
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
 
+from parsim.hardware.machine import this_machine
 from parsim.errors import InputError
 from parsim.exec.tensor_parallel import local
 from parsim.model.extract import cut_units
 from parsim.model.spec import ModelSpec, build_module
+from parsim.profile.repeat import measure_stably
 
 
 def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,8 +98,68 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
     return times_i, times_w
 
 
+def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool) -> tuple[dict, dict]:
+    """One round at micro-batch size b: {(unit, key): repeat times} for fwd_s, bwd_s (and, when
+    ``split``, bwd_input_s, bwd_weight_s), warm-up dropped; and {unit: saved bytes per sample}."""
+    x, y = _sample_input(spec, b, dev)
+    names = [n for n, _ in units]
+    times_f = {n: [] for n in names}
+    times_b = {n: [] for n in names}
+    saved = {}
+    for _ in range(warmup + repeats):
+        chain = []
+        h = x
+        for i, (n, m) in enumerate(units):
+            inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
+            keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
+            params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
+                     {local(t).untyped_storage().data_ptr() for t in m.buffers()}
+
+            def pack(t, keys=keys, params=params):
+                storage = local(t).untyped_storage()
+                if storage.data_ptr() not in params:
+                    keys[storage.data_ptr()] = storage.nbytes()
+                return t
+            _sync(dev)
+            t0 = time.perf_counter()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                h = m(inp)
+            _sync(dev)
+            times_f[n].append(time.perf_counter() - t0)
+            chain.append((inp, h))
+            saved[n] = sum(keys.values()) / b
+        grad = None
+        for i in range(len(units) - 1, -1, -1):
+            n = names[i]
+            inp, out = chain[i]
+            _sync(dev)
+            t0 = time.perf_counter()
+            if grad is None:
+                _loss(out, y).backward()
+            else:
+                out.backward(grad)
+            _sync(dev)
+            times_b[n].append(time.perf_counter() - t0)
+            grad = inp.grad if inp.requires_grad else None
+        for m in (m for _, m in units):
+            m.zero_grad(set_to_none=False)
+    out = {}
+    for n in names:
+        out[(n, "fwd_s")] = times_f[n][warmup:]
+        out[(n, "bwd_s")] = times_b[n][warmup:]
+    if split:
+        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev)
+        for n in names:
+            out[(n, "bwd_input_s")] = times_i[n][warmup:]
+            out[(n, "bwd_weight_s")] = times_w[n][warmup:]
+    return out, saved
+
+
 def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
-                   seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "") -> dict:
+                   seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "",
+                   noise_threshold: float = 0.05, max_remeasure: int = 2, agree=lambda s: s) -> dict:
+    """The profile of one process (``parsim.profile.repeat`` for the re-measuring policy; every
+    decision to measure again goes through ``agree``, the union over concurrent profilers)."""
     if spec.graph.dtype != "fp32":
         raise InputError(f"{spec.path}: training.dtype: the profiler measures fp32 for now")
     dev = torch.device(device)
@@ -109,60 +174,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
 
         parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
     names = [n for n, _ in units]
-    fwd = {n: [] for n in names}
-    bwd = {n: [] for n in names}
-    bwd_i = {n: [] for n in names}
-    bwd_w = {n: [] for n in names}
-    saved = {n: [] for n in names}
-    for b in sizes:
-        barrier()                      # concurrent profilers measure the same size at once
-        x, y = _sample_input(spec, b, dev)
-        times_f = {n: [] for n in names}
-        times_b = {n: [] for n in names}
-        for _ in range(warmup + repeats):
-            chain = []
-            h = x
-            for i, (n, m) in enumerate(units):
-                inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
-                keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
-                params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
-                         {local(t).untyped_storage().data_ptr() for t in m.buffers()}
+    saved = {}
 
-                def pack(t, keys=keys, params=params):
-                    storage = local(t).untyped_storage()
-                    if storage.data_ptr() not in params:
-                        keys[storage.data_ptr()] = storage.nbytes()
-                    return t
-                _sync(dev)
-                t0 = time.perf_counter()
-                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    h = m(inp)
-                _sync(dev)
-                times_f[n].append(time.perf_counter() - t0)
-                chain.append((inp, h, sum(keys.values())))
-            grad = None
-            for i in range(len(units) - 1, -1, -1):
-                n = names[i]
-                inp, out, _ = chain[i]
-                _sync(dev)
-                t0 = time.perf_counter()
-                if grad is None:
-                    _loss(out, y).backward()
-                else:
-                    out.backward(grad)
-                _sync(dev)
-                times_b[n].append(time.perf_counter() - t0)
-                grad = inp.grad if inp.requires_grad else None
-            for m in (m for _, m in units):
-                m.zero_grad(set_to_none=False)
-        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev) if tp == 1 else ({}, {})
-        for i, n in enumerate(names):
-            fwd[n].append(statistics.median(times_f[n][warmup:]))
-            bwd[n].append(statistics.median(times_b[n][warmup:]))
-            if tp == 1:
-                bwd_i[n].append(statistics.median(times_i[n][warmup:]))
-                bwd_w[n].append(statistics.median(times_w[n][warmup:]))
-            saved[n].append(chain[i][2] / b)
+    def measure(b):
+        barrier()                      # concurrent profilers measure the same size at once
+        times, saved[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1)
+        return times
+
+    got = measure_stably(list(sizes), measure, noise_threshold, max_remeasure, agree)
     barrier()
     params = list({id(p): p for _, m in units for p in m.parameters()}.values())   # a tied weight once
     opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
@@ -174,36 +193,68 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         opt.step()
         opt_times.append(time.perf_counter() - t0)
     count = sum(local(p).numel() for p in params)
-    split = {"bwd_input_s": bwd_i, "bwd_weight_s": bwd_w} if tp == 1 else {}
+    kinds = ("fwd_s", "bwd_s") + (("bwd_input_s", "bwd_weight_s") if tp == 1 else ())
+
+    def row(n):
+        noisy = sorted({b for k in kinds for b in got.noisy[(n, k)]})
+        return {"name": n, **{k: got.median_s[(n, k)] for k in kinds},
+                "saved_bytes": [saved[b][n] for b in sizes],
+                "fwd_spread": got.spread[(n, "fwd_s")], "bwd_spread": got.spread[(n, "bwd_s")],
+                **({"noisy": noisy} if noisy else {}),
+                **({"nonmonotone_confirmed": [list(p) for p in got.nonmonotone_confirmed[n]]}
+                   if n in got.nonmonotone_confirmed else {})}
     return {
         "schema_version": 1, "kind": "layer-profile", "model": spec.name,
         **({"tp": tp, "tp_layout": tp_layout} if tp > 1 else {}),
         "device": f"{dev.type}: {platform.processor() or platform.machine()}",
+        "machine": asdict(this_machine()),
         "dtype": "fp32", "threads": torch.get_num_threads(),
         "measured": datetime.date.today().isoformat(),
         "microbatch_sizes": list(sizes),
-        "layers": [{"name": n, "fwd_s": fwd[n], "bwd_s": bwd[n], **{k: v[n] for k, v in split.items()},
-                    "saved_bytes": saved[n]} for n in names],
+        "noise_threshold": noise_threshold, "max_remeasure": max_remeasure, "remeasured": list(got.remeasured),
+        "layers": [row(n) for n in names],
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
     }
 
 
+TIME_KEYS = ("fwd_s", "bwd_s", "bwd_input_s", "bwd_weight_s")
+
+
 def mean_tables(tables: list[dict]) -> dict:
-    """The mean of concurrent profilers' tables (each already a median over repeats)."""
+    """The mean of concurrent profilers' tables (each already a median over repeats).  Per row:
+    the repeat spreads are the worst process's, ``proc_spread`` is (max - min) / mean of the
+    processes' F+B per size, and noisy sizes and confirmed falls are those of any process."""
     out = dict(tables[0])
     out["layers"] = []
     for rows in zip(*(t["layers"] for t in tables)):
         row = dict(rows[0])
-        for key in ("fwd_s", "bwd_s"):
-            row[key] = [statistics.fmean(v) for v in zip(*(r[key] for r in rows))]
+        for key in TIME_KEYS:
+            if key in row:
+                row[key] = [statistics.fmean(v) for v in zip(*(r[key] for r in rows))]
+        for key in ("fwd_spread", "bwd_spread"):
+            if key in row:
+                row[key] = [max(v) for v in zip(*(r[key] for r in rows))]
+        totals = [[f + b for f, b in zip(r["fwd_s"], r["bwd_s"])] for r in rows]
+        row["proc_spread"] = [(max(v) - min(v)) / statistics.fmean(v) if statistics.fmean(v) > 0 else 0.0
+                              for v in zip(*totals)]
+        noisy = sorted({b for r in rows for b in r.get("noisy", [])})
+        falls = sorted({tuple(p) for r in rows for p in r.get("nonmonotone_confirmed", [])})
+        row.pop("noisy", None)
+        row.pop("nonmonotone_confirmed", None)
+        if noisy:
+            row["noisy"] = noisy
+        if falls:
+            row["nonmonotone_confirmed"] = [list(p) for p in falls]
         out["layers"].append(row)
+    out["remeasured"] = sorted({b for t in tables for b in t.get("remeasured", [])})
     out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
     out["concurrent_processes"] = len(tables)
     return out
 
 
 def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, device: str = "cpu",
-                     threads: int = 1, quiet: bool = False, tp: int = 1, tp_layout: str = "megatron") -> int:
+                     threads: int = 1, quiet: bool = False, tp: int = 1, tp_layout: str = "megatron",
+                     noise_threshold: float = 0.05, max_remeasure: int = 2) -> int:
     """Run ``nproc`` profilers of ``model`` at once (this module's ``main`` as the worker); rank 0
     writes their mean table to ``out``.  With tp > 1, the nproc processes form tensor-parallel
     groups of tp.  Returns the exit code."""
@@ -211,6 +262,7 @@ def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, 
 
     flags = ["--tp", str(tp), "--tp-layout", tp_layout] if tp > 1 else []
     return launch([model, "--sizes", ",".join(map(str, sizes)), "--device", device, "--repeats", str(repeats),
+                   "--noise-threshold", str(noise_threshold), "--max-remeasure", str(max_remeasure),
                    "-o", out, *flags], nproc, timeout_s=600, threads=threads, module="parsim.profile.layers",
                   quiet=quiet)
 
@@ -236,6 +288,8 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--tp-layout", default="megatron")
+    p.add_argument("--noise-threshold", type=float, default=0.05)
+    p.add_argument("--max-remeasure", type=int, default=2)
     args = p.parse_args(argv)
     rank = os.environ.get("RANK", "0")
     try:
@@ -257,9 +311,16 @@ def main(argv=None) -> int:
                                            mesh_dim_names=("dp", "tp"))["tp"]
         elif args.tp > 1:
             raise InputError(f"--tp {args.tp}: profile tensor parallelism with --nproc {args.tp}")
+        def agree(local: set) -> set:           # the union over the concurrent profilers
+            if not distributed:
+                return local
+            everyone = [None] * dist.get_world_size()
+            dist.all_gather_object(everyone, sorted(local))
+            return {b for part in everyone for b in part}
         table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, args.repeats,
                                barrier=dist.barrier if distributed else (lambda: None), tp_mesh=tp_mesh,
-                               tp_layout=args.tp_layout)
+                               tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
+                               max_remeasure=args.max_remeasure, agree=agree)
         tables = [table]
         if distributed:
             tables = [None] * dist.get_world_size()

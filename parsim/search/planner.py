@@ -62,6 +62,7 @@ class Constraints:
     tp: int | None = None
     tp_layout: str | None = None
     recompute: bool | None = None
+    microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if c.microbatches and m != c.microbatches:
                 continue
             b = per_replica // m
-            if b < g.min_microbatch:
+            if b < g.min_microbatch or (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
                 continue
             for schedule, v in _schedules(pp, m, L, c):
                 placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]

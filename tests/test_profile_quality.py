@@ -1,0 +1,224 @@
+"""A profile's honesty: which sizes were measured, how repeatable they were, where, and that
+validate prices its plans from measured sizes only.  No real profiling: timings are injected."""
+
+import json
+import warnings
+
+import pytest
+
+from parsim.cli import main
+from parsim.cost.compute import load_profile_table
+from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine
+from parsim.errors import InputError
+from parsim.model.spec import load_model
+from parsim.profile.layers import mean_tables
+from parsim.profile.repeat import measure_stably, spread
+
+MODEL = "examples/resnet50_cifar10_local.yaml"
+
+
+def rounds(script):
+    """measure(b) replaying ``script[b]``: a list of rounds, each {key: repeats}; records the calls."""
+    calls = []
+
+    def measure(b):
+        calls.append(b)
+        k = sum(1 for c in calls if c == b) - 1
+        return script[b][min(k, len(script[b]) - 1)]
+    return measure, calls
+
+
+def steady(t, layer="a"):
+    return {(layer, "fwd_s"): [t, t, t], (layer, "bwd_s"): [2 * t, 2 * t, 2 * t]}
+
+
+def test_spread_is_range_over_median():
+    assert spread([1.0, 1.1, 0.9]) == pytest.approx(0.2)
+    assert spread([1.0]) == 0.0
+
+
+def test_a_noisy_size_is_measured_again_and_takes_its_steadiest_round():
+    noisy = {("a", "fwd_s"): [1.0, 1.3, 1.0], ("a", "bwd_s"): [2.0, 2.0, 2.0]}
+    measure, calls = rounds({4: [noisy, steady(1.0)], 8: [steady(2.0)]})
+    got = measure_stably([4, 8], measure, threshold=0.05, max_remeasure=2)
+    assert calls == [4, 4, 8]
+    assert got.remeasured == (4,)
+    assert got.median_s[("a", "fwd_s")] == [1.0, 2.0]
+    assert got.spread[("a", "fwd_s")] == [0.0, 0.0] and got.noisy[("a", "fwd_s")] == []
+
+
+def test_a_size_that_stays_noisy_is_flagged_after_at_most_n_more_rounds():
+    noisy = {("a", "fwd_s"): [1.0, 1.3, 1.0], ("a", "bwd_s"): [2.0, 2.0, 2.0]}
+    measure, calls = rounds({4: [noisy], 8: [steady(2.0)]})
+    got = measure_stably([4, 8], measure, threshold=0.05, max_remeasure=2)
+    assert calls == [4, 4, 4, 8]
+    assert got.noisy[("a", "fwd_s")] == [4] and got.spread[("a", "fwd_s")][0] == pytest.approx(0.3)
+
+
+def test_a_tiny_noisy_row_is_flagged_but_does_not_cost_a_round():
+    r = {**steady(1.0), ("relu", "fwd_s"): [1e-4, 2e-4, 1e-4], ("relu", "bwd_s"): [1e-4] * 3}
+    measure, calls = rounds({4: [r]})
+    got = measure_stably([4], measure, threshold=0.05)
+    assert calls == [4] and got.noisy[("relu", "fwd_s")] == [4]
+
+
+def test_another_process_asking_to_remeasure_is_followed():
+    measure, calls = rounds({4: [steady(1.0)]})
+    asked = []
+
+    def agree(local):              # the other profiler found size 4 noisy once; later it agrees with us
+        asked.append(local)
+        return local | {4} if len(asked) == 1 else local
+    measure_stably([4], measure, max_remeasure=1, agree=agree)
+    assert calls == [4, 4] and asked == [set(), set()]   # noisy? (no more rounds allowed) then the fall check
+
+
+def test_a_fall_with_size_is_measured_again_and_confirmed_not_smoothed():
+    # F+B of 0.216 s at 8 and 0.192 s at 16 (as measured on this CPU), twice
+    measure, calls = rounds({8: [steady(0.072)], 16: [steady(0.064)]})
+    got = measure_stably([8, 16], measure)
+    assert calls == [8, 16, 8, 16]
+    assert got.nonmonotone_confirmed == {"a": [(8, 16)]}
+    assert got.median_s[("a", "fwd_s")] == [pytest.approx(0.072), pytest.approx(0.064)]
+
+
+def test_a_fall_inside_the_noise_is_not_a_suspect():
+    wobbly = {("a", "fwd_s"): [0.06, 0.072, 0.08], ("a", "bwd_s"): [0.144] * 3}     # spread 28%
+    measure, calls = rounds({8: [wobbly], 16: [steady(0.064)]})
+    got = measure_stably([8, 16], measure, max_remeasure=0)
+    assert calls == [8, 16] and got.nonmonotone_confirmed == {} and got.noisy[("a", "fwd_s")] == [8]
+
+
+def test_a_fall_that_does_not_repeat_is_not_confirmed():
+    measure, calls = rounds({8: [steady(0.072), steady(0.05)], 16: [steady(0.064)]})
+    got = measure_stably([8, 16], measure)
+    assert calls == [8, 16, 8, 16] and got.nonmonotone_confirmed == {}
+
+
+def row(name, f, b, **extra):
+    return {"name": name, "fwd_s": f, "bwd_s": b, "bwd_input_s": [x / 4 for x in b],
+            "bwd_weight_s": [x * 3 / 4 for x in b], "fwd_spread": [0.01, 0.02], "bwd_spread": [0.0, 0.1], **extra}
+
+
+def test_the_mean_of_concurrent_profilers_covers_every_time_and_their_disagreement():
+    one = {"layers": [row("a", [1.0, 2.0], [2.0, 4.0], noisy=[4])], "optimizer_s_per_param": 1e-9, "remeasured": [4]}
+    two = {"layers": [row("a", [1.2, 2.0], [2.4, 4.0], nonmonotone_confirmed=[[2, 4]])],
+           "optimizer_s_per_param": 3e-9}
+    out = mean_tables([one, two])
+    a = out["layers"][0]
+    assert a["fwd_s"] == pytest.approx([1.1, 2.0])
+    assert a["bwd_input_s"] == pytest.approx([0.55, 1.0])         # averaged, not the first process's
+    assert a["bwd_weight_s"] == pytest.approx([1.65, 3.0])
+    assert a["proc_spread"] == pytest.approx([0.6 / 3.3, 0.0])
+    assert a["noisy"] == [4] and a["nonmonotone_confirmed"] == [[2, 4]]
+    assert out["remeasured"] == [4] and out["concurrent_processes"] == 2
+
+
+def write_profile(path, **top):
+    data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": [1, 2, 4],
+            "layers": [{"name": "a", "fwd_s": [0.010, 0.016, 0.030], "bwd_s": [0.020, 0.034, 0.060],
+                        "fwd_spread": [0.01, 0.02, 0.01], "bwd_spread": [0.0, 0.0, 0.3], "proc_spread": [0, 0, 0],
+                        "noisy": [4], "nonmonotone_confirmed": [[1, 2]]},
+                       {"name": "b", "fwd_s": [0.001, 0.002, 0.004], "bwd_s": [0.002, 0.004, 0.008]}],
+            "optimizer_s_per_param": 1e-9, "noise_threshold": 0.05, "max_remeasure": 2, "remeasured": [4], **top}
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_new_fields_load_and_old_files_still_load_without_a_warning(tmp_path):
+    t = load_profile_table(write_profile(tmp_path / "p.json"))
+    assert t.noisy == (("a", 4),) and t.nonmonotone_confirmed == (("a", 1, 2),) and t.machine is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        old = load_profile_table("tests/data/profile_table.yaml")
+    assert old.machine is None and old.noisy == ()
+
+
+def test_a_profile_from_another_machine_warns_once_and_loads(tmp_path, capsys):
+    here = this_machine()
+    assert here.cores > 0 and here.python and here.cpu_model
+    other = {"cpu_model": "Some Other CPU", "cores": 64, "torch": "0.1", "numpy": "1", "python": "3", "date": "x"}
+    path = write_profile(tmp_path / "p.json", machine=other)
+    with pytest.warns(ProfileMachineWarning, match="Some Other CPU"):
+        load_profile_table(path)
+    same = {**other, "cpu_model": here.cpu_model, "torch": here.torch}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_profile_table(write_profile(tmp_path / "q.json", machine=same)).machine == Machine(**same)
+    # the CLI: one line on stderr, and the command goes on
+    assert main(["simulate", "tests/data/two_layers.yaml", "--cluster", "local-cpu", "--pp", "2", "--dp", "1",
+                 "--microbatches", "2", "--profile", path]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("parsim: warning:") and "another machine" in err[0]
+
+
+def test_plan_with_a_profile_says_which_sizes_were_priced_how(capsys):
+    assert main(["plan", "tests/data/two_layers.yaml", "--cluster", "local-cpu", "--tp", "1",
+                 "--profile", "tests/data/profile_table.yaml"]) == 0
+    line = [ln for ln in capsys.readouterr().out.splitlines() if "micro-batch sizes priced" in ln]
+    assert len(line) == 1
+    assert "by the fallback model (outside the profiled 1..4) 8" in line[0]    # global batch 8 on one rank
+
+
+def test_validate_names_the_sizes_its_plans_run_and_refuses_a_profile_without_them(tmp_path):
+    from parsim.validation import case_microbatch_sizes, validate
+
+    spec = load_model(MODEL)
+    assert case_microbatch_sizes(spec) == [4, 8, 16, 32]        # batch 32: single, dp2, pp2 m 1..8, seeds m2
+    assert case_microbatch_sizes(spec, "quick") == [8, 16]      # dp2, pp2-1f1b-m4
+    data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": [2, 4, 8],
+            "layers": [{"name": n, "fwd_s": [1e-3] * 3, "bwd_s": [2e-3] * 3} for n in spec.graph.names]}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError) as e:
+        validate(MODEL, "local-cpu", {2: str(path)}, str(tmp_path / "out"))
+    msg = str(e.value)
+    assert "\n" not in msg and "lacks 16, 32" in msg
+    assert f"parsim profile {MODEL} --microbatch-sizes 2,4,8,16,32 --nproc 2 -o {path}" in msg
+
+
+def test_validate_keeps_the_planners_pick_to_profiled_sizes():
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.hardware import load_cluster
+    from parsim.validation import default_cases
+
+    spec, cluster = load_model(MODEL), load_cluster("local-cpu")
+    model = AnalyticalCompute(cluster.device)
+    free = default_cases(spec, cluster, model, "quick")[-1].config
+    assert free.microbatch_size(32) == 4                        # unrestricted, it runs 4 samples per micro-batch
+    kept = default_cases(spec, cluster, model, "quick", profiled_sizes=(16,))[-1].config
+    assert kept.microbatch_size(32) == 16
+
+
+def test_a_cluster_profile_measured_on_another_cpu_warns(tmp_path):
+    from parsim.hardware.cluster import load_profile
+
+    text = open("hardware_profiles/local-cpu.yaml").read()
+    assert "cpu_model" not in text                 # the shipped one names no CPU model: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_profile("hardware_profiles/local-cpu.yaml")
+    other = tmp_path / "c.yaml"
+    other.write_text(text.replace("measured: {date:", "measured: {cpu_model: 'Some Other CPU', date:"))
+    with pytest.warns(ProfileMachineWarning, match="Some Other CPU"):
+        load_profile(str(other))
+
+
+def test_a_tensor_parallel_profile_adds_the_collectives_only_where_its_fallback_prices(tmp_path):
+    from parsim.cost.compute import AnalyticalCompute, ProfiledCompute
+    from parsim.cost.layer import layer_time_s, tp_comm_time_s
+    from parsim.hardware import load_cluster
+    from parsim.shard.graph import per_device_graph
+
+    spec, cluster = load_model("examples/gpt_tiny_local.yaml"), load_cluster("local-cpu")
+    layer = per_device_graph(spec.graph, 2, "megatron").layers[1]
+    assert layer.tp_comm
+    path = tmp_path / "tp.json"
+    path.write_text(json.dumps({"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": [1, 2], "tp": 2,
+                                "tp_layout": "megatron", "layers": [{"name": n, "fwd_s": [1e-3, 2e-3],
+                                                                     "bwd_s": [2e-3, 4e-3]} for n in spec.graph.names]}))
+    fallback = AnalyticalCompute(cluster.device)
+    model = ProfiledCompute(load_profile_table(path), fallback)
+    assert layer_time_s(model, layer, "F", 2, cluster) == 2e-3                  # measured, collectives inside
+    assert layer_time_s(model, layer, "F", 8, cluster) == pytest.approx(
+        fallback.layer_time_s(layer, "F", 8) + tp_comm_time_s(layer, "F", 8, cluster, 0))
