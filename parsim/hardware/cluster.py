@@ -24,6 +24,10 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       latency_us: 10
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     nodes: 1                                   # optional default node count
+    input_pipeline:                            # optional; absent: loading is never a bottleneck
+      overlap: true                            # loader workers run ahead of the step (DataLoader workers, DALI)
+      host_samples_per_s: 12000                # per node, shared by the node's input-reading devices
+    # or, for a loader inline in the training process:  {overlap: false, per_sample_s: 2.0e-4}
 """
 
 from __future__ import annotations
@@ -53,6 +57,20 @@ class Collectives:
 
 
 @dataclass(frozen=True)
+class InputPipeline:
+    """Reading, decoding and augmenting the input samples (priced in parsim.cost.input).
+
+    overlap true: loader workers run ahead of the step in parallel with it, delivering
+    ``host_samples_per_s`` per node, shared by the node's input-reading ranks; it shows only
+    where it is slower than compute.  overlap false: the training process loads inline,
+    ``per_sample_s`` per sample on the compute stream of the rank that reads the input."""
+
+    overlap: bool
+    host_samples_per_s: float = 0.0     # overlap true
+    per_sample_s: float = 0.0           # overlap false
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -64,6 +82,7 @@ class Profile:
     collectives: Collectives
     default_nodes: int = 1
     source: str = ""
+    input_pipeline: InputPipeline | None = None    # None: loading is not a bottleneck
 
     def link(self, link_class: str) -> Link:
         return dict(self.links)[link_class]
@@ -129,6 +148,9 @@ class Cluster:
             "nics_per_node": p.nics_per_node,
             "collective_library": p.collectives.library,
             "rank_devices": [list(rd) for rd in self.rank_devices],
+            "input_pipeline": None if p.input_pipeline is None else {
+                "overlap": p.input_pipeline.overlap, "host_samples_per_s": p.input_pipeline.host_samples_per_s,
+                "per_sample_s": p.input_pipeline.per_sample_s},
         }
 
 
@@ -158,6 +180,30 @@ def _link(f: Fields, key: str) -> Link:
                 latency_s=s.get("latency_us", float, 0.0) * 1e-6, efficiency=s.fraction("efficiency", 1.0))
     s.done()
     return link
+
+
+def _input_pipeline(r: Fields) -> InputPipeline | None:
+    if not r.has("input_pipeline"):
+        r.get("input_pipeline", dict, None)
+        return None
+    f = r.sub("input_pipeline")
+    overlap = f.get("overlap", bool)
+    if overlap:
+        if f.has("per_sample_s"):
+            raise f.fail("per_sample_s", "only for an inline loader (overlap: false); give host_samples_per_s")
+        pipe = InputPipeline(True, host_samples_per_s=f.positive_float("host_samples_per_s"))
+    else:
+        if f.has("host_samples_per_s"):
+            raise f.fail("host_samples_per_s", "only for loader workers (overlap: true); for an inline loader "
+                                               "give per_sample_s")
+        pipe = InputPipeline(False, per_sample_s=f.positive_float("per_sample_s"))
+    if f.has("measured"):        # provenance written by `parsim profile-data`
+        prov = f.sub("measured")
+        for key in ("date", "machine", "command"):
+            prov.get(key, str, "")
+        prov.done()
+    f.done()
+    return pipe
 
 
 def load_profile(path: str | os.PathLike) -> Profile:
@@ -227,7 +273,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),
-                      nics_per_node=nics, collectives=coll, default_nodes=r.positive_int("nodes", 1), source=path)
+                      nics_per_node=nics, collectives=coll, default_nodes=r.positive_int("nodes", 1), source=path,
+                      input_pipeline=_input_pipeline(r))
     r.done()
     return profile
 

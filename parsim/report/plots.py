@@ -13,7 +13,7 @@ from parsim.sim.estimate import Estimate  # noqa: E402
 
 COLORS = {"F": "#4C72B0", "B": "#DD8452", "I": "#DD8452", "W": "#C44E52", "OPTIMIZER": "#8172B3",
           "SEND_F": "#55A868", "SEND_B": "#64B5CD", "REDUCE_GRAD": "#937860"}
-LANE = {"compute": 0.0, "p2p": 0.62, "dp": 0.62}
+LANE = {"compute": 0.0, "p2p": 0.62, "dp": 0.62, "input": 0.0}
 
 
 def draw_records(ax, records, num_ranks: int, span_s: float) -> None:
