@@ -148,6 +148,13 @@ def cmd_simulate(args) -> int:
     print(f"split: {c['split']}")
     print(f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
           f"bubble {est.bubble_fraction:.1%}, exposed communication {est.exposed_comm_fraction:.1%}")
+    if est.input is not None:
+        i = est.input
+        how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
+               f"loader workers, {human_time(i['microbatch_s'])} of the node's loader per micro-batch "
+               f"({i['readers_on_node']} input rank(s) share it)")
+        print(f"input: {how}; {human_time(est.ranks[0].input_s)} of the step on rank 0"
+              + ("; the loader, not compute, sets the step" if est.input_bound else ""))
     print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'exp.comm':>10} {'in flight':>9} "
           f"{'activations':>12} {'peak memory':>12} {'headroom':>10}")
     cap = cluster.device.memory_bytes

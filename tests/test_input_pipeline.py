@@ -47,6 +47,26 @@ def test_profile_rejects_bad_sections_in_one_line(tmp_path, section, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_loader_figure_prices_only_the_input_it_was_measured_for():
+    c = load_cluster("tests/data/ideal.yaml")
+    cifar = InputPipeline(False, per_sample_s=1e-4, sample_elements=3072)
+    assert input_cost(cifar, c, [0], 8, sample_elements=3072).microbatch_s == pytest.approx(8e-4)
+    assert input_cost(cifar, c, [0], 8, sample_elements=64) is None        # e.g. a token sequence
+
+
+def test_local_cpu_loader_applies_to_the_cifar_resnet_not_the_gpt():
+    from parsim.model.spec import load_model
+    from parsim.sim import simulate
+
+    cluster = load_cluster("local-cpu")
+    assert cluster.profile.input_pipeline is not None
+    for path, priced in (("examples/resnet50_cifar10_local.yaml", True), ("examples/gpt_tiny_local.yaml", False)):
+        spec = load_model(path)
+        cfg = ParallelConfig(dp=1, pp=1, microbatches=1, schedule="1f1b", bounds=(0, len(spec.graph)))
+        e = simulate(spec.graph, spec.training, cluster, cfg)
+        assert (e.input is not None) == priced and (e.ranks[0].input_s > 0) == priced
+
+
 def _with_input(cluster, pipe):
     return replace(cluster, profile=replace(cluster.profile, input_pipeline=pipe))
 

@@ -50,6 +50,7 @@ def test_calibrate_command_writes_a_loadable_profile(tmp_path, capsys):
     assert "fit error" in capsys.readouterr().out
     p = load_profile(str(out))
     assert p.name == "local-cpu-calibrated" and len(p.device.efficiency) == 6
+    assert p.input_pipeline == load_cluster("local-cpu").profile.input_pipeline   # the loader is kept
 
 
 def test_profile_command_measures_every_layer(tmp_path, capfd):

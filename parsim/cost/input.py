@@ -28,10 +28,11 @@ class InputCost:
 
 
 def input_cost(pipeline: InputPipeline | None, cluster: Cluster, reader_ranks: list[int],
-               microbatch_size: int) -> InputCost | None:
-    """``reader_ranks``: the global ranks that read input, replica 0's first; None when the
-    profile has no input_pipeline section (loading is not a bottleneck)."""
-    if pipeline is None:
+               microbatch_size: int, sample_elements: int = 0) -> InputCost | None:
+    """``reader_ranks``: the global ranks that read input, replica 0's first; ``sample_elements``:
+    the model's input per sample.  None when the profile has no input_pipeline section, or one
+    measured for another input (loading is then not priced, as before the section existed)."""
+    if pipeline is None or (pipeline.sample_elements and pipeline.sample_elements != sample_elements):
         return None
     node = cluster.node_of(reader_ranks[0])
     readers = sum(1 for r in reader_ranks if cluster.node_of(r) == node)

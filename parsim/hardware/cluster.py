@@ -27,6 +27,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
     input_pipeline:                            # optional; absent: loading is never a bottleneck
       overlap: true                            # loader workers run ahead of the step (DataLoader workers, DALI)
       host_samples_per_s: 12000                # per node, shared by the node's input-reading devices
+      sample_elements: 150528                  # optional: the input it is for (3 x 224 x 224); others unpriced
     # or, for a loader inline in the training process:  {overlap: false, per_sample_s: 2.0e-4}
 """
 
@@ -68,6 +69,10 @@ class InputPipeline:
     overlap: bool
     host_samples_per_s: float = 0.0     # overlap true
     per_sample_s: float = 0.0           # overlap false
+    # The input the figure is for, in elements per sample (C x H x W: 3072 for CIFAR); a model
+    # whose input differs is not priced by it (a CIFAR loader says nothing about token loading).
+    # 0: every model.
+    sample_elements: int = 0
 
 
 @dataclass(frozen=True)
@@ -197,6 +202,7 @@ def _input_pipeline(r: Fields) -> InputPipeline | None:
             raise f.fail("host_samples_per_s", "only for loader workers (overlap: true); for an inline loader "
                                                "give per_sample_s")
         pipe = InputPipeline(False, per_sample_s=f.positive_float("per_sample_s"))
+    pipe = replace(pipe, sample_elements=f.positive_int("sample_elements", 0))
     if f.has("measured"):        # provenance written by `parsim profile-data`
         prov = f.sub("measured")
         for key in ("date", "machine", "command"):

@@ -14,7 +14,7 @@ from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes
                                 optimizer_bytes_moved_per_param, static_memory)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
-from parsim.model.graph import LayerGraph
+from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
@@ -120,7 +120,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     lowered = lower(schedule, buckets_per_stage)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap)
     readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
-    load = input_cost(cluster.profile.input_pipeline, cluster, readers, b)
+    load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
+                      round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
     if load is not None and not load.overlap:
         costs.input_s = load.microbatch_s
     tl = engine.run(lowered, costs, keep_records=keep_timeline)
