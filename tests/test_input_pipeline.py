@@ -54,14 +54,19 @@ def test_a_loader_figure_prices_only_the_input_it_was_measured_for():
     assert input_cost(cifar, c, [0], 8, sample_elements=64) is None        # e.g. a token sequence
 
 
-def test_local_cpu_loader_applies_to_the_cifar_resnet_not_the_gpt():
+def test_profile_data_figure_applies_to_the_cifar_resnet_not_the_gpt(tmp_path):
+    import shutil
+
+    from parsim.cli import main
     from parsim.model.spec import load_model
     from parsim.sim import simulate
 
-    cluster = load_cluster("local-cpu")
-    assert cluster.profile.input_pipeline is not None
-    for path, priced in (("examples/resnet50_cifar10_local.yaml", True), ("examples/gpt_tiny_local.yaml", False)):
-        spec = load_model(path)
+    path = tmp_path / "cpu.yaml"
+    shutil.copy("hardware_profiles/local-cpu.yaml", path)
+    assert main(["profile-data", "-o", str(path), "--samples", "16", "--batch", "8", "--repeats", "1"]) == 0
+    cluster = load_cluster(str(path))
+    for model, priced in (("examples/resnet50_cifar10_local.yaml", True), ("examples/gpt_tiny_local.yaml", False)):
+        spec = load_model(model)
         cfg = ParallelConfig(dp=1, pp=1, microbatches=1, schedule="1f1b", bounds=(0, len(spec.graph)))
         e = simulate(spec.graph, spec.training, cluster, cfg)
         assert (e.input is not None) == priced and (e.ranks[0].input_s > 0) == priced
