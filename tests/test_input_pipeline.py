@@ -138,7 +138,7 @@ def test_overlapped_loader_shared_by_replicas_on_a_node():
 def test_overlapped_loader_behind_a_pipeline():
     # p=2, m=4: compute-bound step 3 (m + p - 1) = 15; a loader at 4 s per micro-batch binds: 16
     e = _step(InputPipeline(True, host_samples_per_s=0.25), p=2)
-    assert e.input_bound and e.step_time_s >= 16.0 - 1e-9
+    assert e.input_bound and e.step_time_s == pytest.approx(16.0)
     assert e.ranks[0].input_s > 0 and e.ranks[1].input_s == 0
 
 
