@@ -158,6 +158,13 @@ def cmd_simulate(args) -> int:
     print(f"split: {c['split']}")
     print(f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
           f"bubble {est.bubble_fraction:.1%}, exposed communication {est.exposed_comm_fraction:.1%}")
+    if est.input is not None:
+        i = est.input
+        how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
+               f"loader workers, {human_time(i['microbatch_s'])} of the node's loader per micro-batch "
+               f"({i['readers_on_node']} input rank(s) share it)")
+        print(f"input: {how}; {human_time(est.ranks[0].input_s)} of the step on rank 0"
+              + ("; the loader, not compute, sets the step" if est.input_bound else ""))
     print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'exp.comm':>10} {'in flight':>9} "
           f"{'activations':>12} {'peak memory':>12} {'headroom':>10}")
     cap = cluster.device.memory_bytes
@@ -353,6 +360,23 @@ def cmd_profile_comm(args) -> int:
     return code
 
 
+def cmd_profile_data(args) -> int:
+    from parsim.profile.data import section_text, time_loader, write_section
+
+    timing = time_loader(args.data, args.samples, args.batch, args.repeats)
+    command = (f"parsim profile-data -o {args.output}" + (f" --data {args.data}" if args.data else "")
+               + f" --samples {args.samples} --batch {args.batch} --repeats {args.repeats}")
+    write_section(args.output, section_text(timing, command, f"CIFAR records in {args.data}" if args.data
+                                            else "synthetic CIFAR-shaped images"))
+    if args.json:
+        _print_json({"per_sample_s": list(timing.per_sample_s), "median_s": timing.median_s,
+                     "samples_per_s": timing.samples_per_s, "spread": timing.spread, "output": args.output})
+    else:
+        print(f"loader: {timing.median_s * 1e6:.1f} us per sample ({timing.samples_per_s:,.0f} samples/s, one thread), "
+              f"spread {timing.spread:.1%} over {args.repeats} repeats; wrote input_pipeline to {args.output}")
+    return 0
+
+
 def cmd_validate(args) -> int:
     import os
 
@@ -535,6 +559,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive, default=9)
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
+
+    p = sub.add_parser("profile-data", help="time the executor's input loader; write input_pipeline into a cluster profile")
+    p.add_argument("-o", "--output", required=True, help="the cluster profile YAML to update")
+    p.add_argument("--data", help="a cifar-10-batches-bin folder (default: synthetic CIFAR-shaped images)")
+    p.add_argument("--samples", type=_positive, default=2048, help="samples per repeat (default 2048)")
+    p.add_argument("--batch", type=_positive, default=32)
+    p.add_argument("--repeats", type=_positive, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_profile_data)
 
     p = sub.add_parser("calibrate", help="fit the analytical model's efficiencies to a layer profile")
     p.add_argument("profile", help="layer profile from `parsim profile`")

@@ -78,6 +78,16 @@ def test_calibrate_command_writes_a_loadable_profile(tmp_path, capsys):
     assert p.name == "local-cpu-calibrated" and len(p.device.efficiency) == 6
 
 
+def test_calibrate_keeps_the_input_pipeline(tmp_path):
+    cpu = tmp_path / "local-cpu.yaml"
+    cpu.write_text(open("hardware_profiles/local-cpu.yaml").read()
+                   + "input_pipeline: {overlap: false, per_sample_s: 1.25e-4, sample_elements: 3072}\n")
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", "tests/data/profile_table.yaml", "--model", "tests/data/two_layers.yaml",
+                 "--cluster", str(cpu), "-o", str(out)]) == 0
+    assert load_profile(str(out)).input_pipeline == load_profile(str(cpu)).input_pipeline
+
+
 def test_profile_command_measures_every_layer(tmp_path, capfd):
     out = tmp_path / "p.json"
     assert main(["profile", MODEL, "--microbatch-sizes", "2,4", "--repeats", "1", "--nproc", "1", "-o", str(out)]) == 0

@@ -24,6 +24,11 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       latency_us: 10
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     nodes: 1                                   # optional default node count
+    input_pipeline:                            # optional; absent: loading is never a bottleneck
+      overlap: true                            # loader workers run ahead of the step (DataLoader workers, DALI)
+      host_samples_per_s: 12000                # per node, shared by the node's input-reading devices
+      sample_elements: 150528                  # optional: the input it is for (3 x 224 x 224); others unpriced
+    # or, for a loader inline in the training process:  {overlap: false, per_sample_s: 2.0e-4}
 """
 
 from __future__ import annotations
@@ -54,6 +59,24 @@ class Collectives:
 
 
 @dataclass(frozen=True)
+class InputPipeline:
+    """Reading, decoding and augmenting the input samples (priced in parsim.cost.input).
+
+    overlap true: loader workers run ahead of the step in parallel with it, delivering
+    ``host_samples_per_s`` per node, shared by the node's input-reading ranks; it shows only
+    where it is slower than compute.  overlap false: the training process loads inline,
+    ``per_sample_s`` per sample on the compute stream of the rank that reads the input."""
+
+    overlap: bool
+    host_samples_per_s: float = 0.0     # overlap true
+    per_sample_s: float = 0.0           # overlap false
+    # The input the figure is for, in elements per sample (C x H x W: 3072 for CIFAR); a model
+    # whose input differs is not priced by it (a CIFAR loader says nothing about token loading).
+    # 0: every model.
+    sample_elements: int = 0
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -65,6 +88,7 @@ class Profile:
     collectives: Collectives
     default_nodes: int = 1
     source: str = ""
+    input_pipeline: InputPipeline | None = None    # None: loading is not a bottleneck
 
     def link(self, link_class: str) -> Link:
         return dict(self.links)[link_class]
@@ -130,6 +154,9 @@ class Cluster:
             "nics_per_node": p.nics_per_node,
             "collective_library": p.collectives.library,
             "rank_devices": [list(rd) for rd in self.rank_devices],
+            "input_pipeline": None if p.input_pipeline is None else {
+                "overlap": p.input_pipeline.overlap, "host_samples_per_s": p.input_pipeline.host_samples_per_s,
+                "per_sample_s": p.input_pipeline.per_sample_s},
         }
 
 
@@ -178,6 +205,31 @@ def _kernel_execution(k: Fields) -> KernelExecution:
             raise k.fail(key, "must be >= 0")
     k.done()
     return ex
+
+
+def _input_pipeline(r: Fields) -> InputPipeline | None:
+    if not r.has("input_pipeline"):
+        r.get("input_pipeline", dict, None)
+        return None
+    f = r.sub("input_pipeline")
+    overlap = f.get("overlap", bool)
+    if overlap:
+        if f.has("per_sample_s"):
+            raise f.fail("per_sample_s", "only for an inline loader (overlap: false); give host_samples_per_s")
+        pipe = InputPipeline(True, host_samples_per_s=f.positive_float("host_samples_per_s"))
+    else:
+        if f.has("host_samples_per_s"):
+            raise f.fail("host_samples_per_s", "only for loader workers (overlap: true); for an inline loader "
+                                               "give per_sample_s")
+        pipe = InputPipeline(False, per_sample_s=f.positive_float("per_sample_s"))
+    pipe = replace(pipe, sample_elements=f.positive_int("sample_elements", 0))
+    if f.has("measured"):        # provenance written by `parsim profile-data`
+        prov = f.sub("measured")
+        for key in ("date", "machine", "command"):
+            prov.get(key, str, "")
+        prov.done()
+    f.done()
+    return pipe
 
 
 def load_profile(path: str | os.PathLike) -> Profile:
@@ -251,7 +303,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),
-                      nics_per_node=nics, collectives=coll, default_nodes=r.positive_int("nodes", 1), source=path)
+                      nics_per_node=nics, collectives=coll, default_nodes=r.positive_int("nodes", 1), source=path,
+                      input_pipeline=_input_pipeline(r))
     r.done()
     return profile
 

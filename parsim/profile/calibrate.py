@@ -172,6 +172,13 @@ def profile_yaml(profile, device: Device, source: str) -> str:
     c = profile.collectives
     lines.append(f"collective: {{library: {c.library}, bandwidth_efficiency: {c.bandwidth_efficiency}, "
                  f"latency_us: {c.latency_s * 1e6:.4g}, overlap: {c.overlap}}}")
+    pipe = profile.input_pipeline
+    if pipe is not None:                       # as measured for the profile (parsim profile-data), unchanged
+        rate = f"host_samples_per_s: {pipe.host_samples_per_s:.6g}" if pipe.overlap else \
+            f"per_sample_s: {pipe.per_sample_s:.6g}"
+        lines.append(f"input_pipeline: {{overlap: {str(pipe.overlap).lower()}, {rate}"
+                     + (f", sample_elements: {pipe.sample_elements}" if pipe.sample_elements else "")
+                     + f"}}   # from {profile.source or profile.name}")
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ from parsim.sim.estimate import Estimate  # noqa: E402
 
 COLORS = {"F": "#4C72B0", "B": "#DD8452", "I": "#DD8452", "W": "#C44E52", "OPTIMIZER": "#8172B3",
           "SEND_F": "#55A868", "SEND_B": "#64B5CD", "REDUCE_GRAD": "#937860"}
-LANE = {"compute": 0.0, "p2p": 0.62, "dp": 0.62}
+LANE = {"compute": 0.0, "p2p": 0.62, "dp": 0.62, "input": 0.0}
 
 
 def draw_records(ax, records, num_ranks: int, span_s: float) -> None:
@@ -21,7 +21,7 @@ def draw_records(ax, records, num_ranks: int, span_s: float) -> None:
     for r, a, stream, start, end in records:
         y = r + LANE[stream]
         h = 0.55 if stream == "compute" else 0.3
-        ax.broken_barh([(start, end - start)], (y, h), facecolors=COLORS.get(a.kind.value, "#999999"),
+        ax.broken_barh([(start, end - start)], (y, h), facecolors="#999999" if stream == "input" else COLORS.get(a.kind.value, "#999999"),
                        edgecolor="white", linewidth=0.3)
         if stream == "compute" and end - start > span_s / 60:
             ax.text((start + end) / 2, y + h / 2, str(a), ha="center", va="center", fontsize=6, color="white")

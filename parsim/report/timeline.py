@@ -9,7 +9,7 @@ from __future__ import annotations
 from parsim.schedule.actions import Kind
 from parsim.sim.estimate import Estimate
 
-STREAM_TID = {"compute": 0, "p2p": 1, "dp": 2}
+STREAM_TID = {"compute": 0, "p2p": 1, "dp": 2, "input": 3}
 
 
 def _records(est: Estimate):

@@ -13,7 +13,10 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
   communication shares the compute engine (gloo on CPU cores), the part that does not hide
   ((1 - overlap) x its time, overlap measured by profile-comm) delays the compute stream;
-- OPTIMIZER waits for the stage's buckets, then runs on the compute stream.
+- OPTIMIZER waits for the stage's buckets, then runs on the compute stream;
+- input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
+  compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
+  them ready (``input_ready_s[k]``, loader workers running ahead).
 
 The engine is a work-list over ranks: a rank runs until it blocks on a RECV whose SEND has not
 been issued, and is woken when it is.  Each action is visited once.
@@ -27,7 +30,7 @@ from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.validate import ScheduleError
 
 # Stream names in records.
-COMPUTE, P2P, DP = "compute", "p2p", "dp"
+COMPUTE, P2P, DP, INPUT = "compute", "p2p", "dp", "input"   # input: inline loading before stage 0's F
 
 
 @dataclass
@@ -42,6 +45,10 @@ class Costs:
     saved_bytes: dict[int, float] = field(default_factory=dict)
     # share of a gradient all-reduce hidden behind compute; the rest delays the compute stream
     overlap: float = 1.0
+    # inline loading of one micro-batch, on the compute stream before stage 0's forward
+    input_s: float = 0.0
+    # when the overlapped loader has micro-batch k ready for stage 0's forward (empty: always)
+    input_ready_s: tuple[float, ...] = ()
 
 
 @dataclass
@@ -56,6 +63,8 @@ class Timeline:
     peak_activation_bytes: list[float]
     max_inflight: list[int]
     frees_activations: Kind = Kind.B       # the backward kind that releases a micro-batch's activations
+    input_s: list[float] = field(default_factory=list)          # per rank: loading inline + waiting on the loader
+    first_forward_s: list[float] = field(default_factory=list)  # per micro-batch: start of stage 0's forward
 
 
 def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
@@ -78,6 +87,9 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     inflight = [0] * R
     max_inflight = [0] * R
     saved = [costs.saved_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
+    input_rank = [0.0] * R
+    first_forward = [0.0] * M
+    load_s, ready_s = costs.input_s, costs.input_ready_s
     # durations as kind -> list by stage: one hash of the kind instead of a (stage, kind) tuple
     dur: dict[Kind, list[float]] = {}
     for (s, k), d in list(costs.compute_s.items()) + list(costs.transfer_s.items()):
@@ -103,6 +115,16 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
             s, k, mb = a
             if k in COMPUTE_KINDS:
                 d = dur[k][s]
+                if s == 0 and k is F:             # the micro-batch's samples enter here
+                    if ready_s and ready_s[mb] > t:
+                        input_rank[r] += ready_s[mb] - t
+                        t = ready_s[mb]
+                    if load_s:
+                        if keep_records:
+                            records.append((r, a, INPUT, t, t + load_s))
+                        t += load_s
+                        input_rank[r] += load_s
+                    first_forward[mb] = t
                 if keep_records:
                     records.append((r, a, COMPUTE, t, t + d))
                 if k is F:                        # saved tensors are held from forward ...
@@ -175,4 +197,4 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
-    return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd)
+    return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward)

@@ -17,6 +17,7 @@ class RankEstimate:
     exposed_comm_s: float
     memory: MemoryBreakdown
     max_inflight_microbatches: int
+    input_s: float = 0.0      # loading inline plus waiting on the loader (parsim.cost.input)
 
     @property
     def peak_memory_bytes(self) -> float:
@@ -32,6 +33,8 @@ class Estimate:
     config: dict = field(default_factory=dict)
     stage_saved_bytes: tuple[float, ...] = ()            # per micro-batch, held from F to B (W)
     timeline: object = field(default=None, compare=False, repr=False)   # engine.Timeline, if kept
+    input_bound: bool = False          # the overlapped loader, not compute, sets the step
+    input: dict | None = None          # parsim.cost.input.InputCost as a dict; None: not priced
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -56,11 +59,13 @@ class Estimate:
             "throughput_samples_per_s": self.throughput_samples_per_s,
             "bubble_fraction": self.bubble_fraction,
             "exposed_comm_fraction": self.exposed_comm_fraction,
+            "input_bound": self.input_bound,
+            "input": self.input,
             "peak_memory_bytes": self.peak_memory_bytes,
             "memory_breakdown": [r.memory.to_dict() for r in self.ranks],
             "comm_bytes": self.comm_bytes,
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
-                       "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s,
+                       "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s, "input_s": r.input_s,
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
         }

@@ -8,12 +8,13 @@ from contextlib import contextmanager
 
 from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, p2p_time_s
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
+from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param,
                                 optimizer_bytes_moved_per_param, static_memory)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
-from parsim.model.graph import LayerGraph
+from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
@@ -118,8 +119,21 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     lowered = lower(schedule, buckets_per_stage)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap)
+    readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
+    load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
+                      round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
+    if load is not None and not load.overlap:
+        costs.input_s = load.microbatch_s
     tl = engine.run(lowered, costs, keep_records=keep_timeline)
     T = max(tl.end_s)
+    input_bound = False
+    if load is not None and load.overlap:
+        ready = loader_ready_s(load.microbatch_s, cfg.microbatches, tl.first_forward_s, T)
+        if any(x > 0 for x in ready):      # the loader is slower than compute: run again, waiting on it
+            costs.input_ready_s = tuple(ready)
+            tl = engine.run(lowered, costs, keep_records=keep_timeline)
+            T = max(tl.end_s)
+            input_bound = True
 
     ranks = []
     for r in range(cfg.pp):
@@ -130,14 +144,16 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                               workspace_bytes=backward_workspace_bytes(
                                   graph, [cfg.stage_layers(s) for s in stages], b),
                               **static_memory(params, training.dtype, training.optimizer, boundary))
-        busy, exposed = tl.busy_s[r], tl.exposed_comm_s[r]
+        busy, exposed, inp = tl.busy_s[r], tl.exposed_comm_s[r], tl.input_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
-                                  bubble_s=max(0.0, T - busy - exposed), exposed_comm_s=exposed,
-                                  memory=mem, max_inflight_microbatches=tl.max_inflight[r]))
+                                  bubble_s=max(0.0, T - busy - exposed - inp), exposed_comm_s=exposed,
+                                  memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
               "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
     return Estimate(step_time_s=T, global_batch_size=training.global_batch_size, ranks=tuple(ranks),
-                    comm_bytes=dict(comm_bytes), config=config,
+                    comm_bytes=dict(comm_bytes), config=config, input_bound=input_bound,
+                    input=None if load is None else {"overlap": load.overlap, "microbatch_s": load.microbatch_s,
+                                                     "readers_on_node": load.readers_on_node},
                     stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None)
