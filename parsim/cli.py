@@ -436,7 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
     p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
-                   default="auto", help="all-reduce algorithm (default: the fastest)")
+                   default="auto",
+                   help="all-reduce algorithm; the cluster's library must implement it (default: the fastest it has)")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--trace", help="write a Chrome trace JSON (Perfetto)")
     p.add_argument("--gantt", help="write a Gantt chart (.png or .svg)")
