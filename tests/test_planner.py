@@ -102,6 +102,25 @@ def test_memory_cap_changes_the_plan_and_is_respected(cifar):
     assert capped.chosen.key() != free.chosen.key()
 
 
+def test_recomputation_is_tried_when_the_simulated_peak_misses_the_cap(tiny_gpt):
+    """The closed-form memory bound has no workspace term: here it says the plan fits without
+    recomputation, the simulation says it does not, and the recomputing twin must be tried."""
+    cluster = load_cluster("dgx-a100:1x2")
+    compute = _compute(cluster, tiny_gpt)
+    only = dict(tp=1, pp=2, microbatches=4, schedule="1f1b")
+    (_, _, _, graph), = [v for v in planner._variants(tiny_gpt, cluster, Constraints(**only)) if not v[2]]
+    bnd = planner._Bounds(tiny_gpt, graph, cluster, compute)
+    bounds = bnd.split("1f1b", 4, 2, 1, 4, 1, float("inf"))
+    mem = bnd.memory_fn("1f1b", 4, 2, 1, 4, 1)
+    closed = max(float(mem(j, bounds[j], bounds[j + 1])) for j in range(2))
+    cfg = planner.ParallelConfig(1, 2, 4, "1f1b", 1, bounds)
+    simulated = max(simulate(graph, tiny_gpt.training, cluster, cfg, compute, keep_timeline=False).peak_memory_bytes)
+    assert closed < simulated
+    cap = int((closed + simulated) / 2)
+    r = plan(tiny_gpt, cluster, compute, Constraints(max_memory_bytes=cap, **only), progress=False)
+    assert r.chosen.config.recompute and r.chosen.peak_memory_bytes <= cap
+
+
 def test_nothing_fits_says_by_how_much_and_exits_3(capsys):
     with pytest.raises(DoesNotFitError, match=r"needs .* more; try more pipeline stages"):
         spec = load_model("examples/resnet50_cifar10.yaml")

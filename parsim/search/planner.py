@@ -8,7 +8,8 @@ Search space:
   ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
   and the searched one (parsim.shard.auto);
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
-  same candidate without it does not fit the memory bound, since recomputing is never faster;
+  same candidate without it does not fit the memory bound or, simulated, the cap, since
+  recomputing is never faster;
 - every factorization of the remaining devices into dp x pp, with pp at most the number of layers;
 - every micro-batch count dividing the per-replica batch;
 - GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
@@ -24,8 +25,9 @@ plan: ties break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
+import heapq
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -231,6 +233,13 @@ class _Bounds:
         return hi
 
 
+def _entry(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph) -> tuple:
+    """A pending candidate, ordered by its lower bound, then by a tie-break on the configuration."""
+    key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
+           cfg.placement, cfg.tp_layout)
+    return (key[0], key, cfg, graph)
+
+
 def _explain(result_ranked: list[Candidate], names: list[str], cap: float) -> tuple[str, ...]:
     best = result_ranked[0]
     e = best.estimate
@@ -294,6 +303,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     considered = 0
     bounds_of: dict[int, _Bounds] = {}
     fits_without_recompute: set[tuple] = set()
+    twins: dict[tuple, tuple] = {}
     for dp, pp, tp, layout, recompute, graph in pairs:
         if id(graph) not in bounds_of:
             bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
@@ -309,6 +319,9 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                 placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]
                 same = (dp, pp, tp, layout, m, schedule, v)
                 if recompute and same in fits_without_recompute:
+                    # Held back: the closed form (no workspace term) says the plan fits without
+                    # recomputation; should the simulated peak say otherwise, step 2 adds it.
+                    twins[same] = (bnd, graph, b, placements)
                     continue
                 considered += len(placements)
                 bounds = bnd.split(schedule, m, pp, v, b, dp, cap)
@@ -319,16 +332,17 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                     continue
                 for placement in placements:
                     cfg = ParallelConfig(dp, pp, m, schedule, v, bounds, placement, tp, layout, recompute)
-                    key = (bnd.lower_bound_s(cfg, b), -m, pp, tp, recompute, schedule, v, placement, layout)
-                    pending.append((key[0], key, cfg, graph))
-    pending.sort(key=lambda x: x[1])
+                    pending.append(_entry(bnd, cfg, b, graph))
+    heapq.heapify(pending)
 
-    # 2. Simulate best bound first; stop when the bound cannot reach the top k.
+    # 2. Simulate best bound first; stop when the bound cannot reach the top k.  A candidate whose
+    # simulated peak misses the cap brings in its held-back recomputing twin.
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
     bar = Progress(len(pending), "planning", progress)
     kth = float("inf")
-    for lb, _, cfg, graph in pending:
+    while pending:
+        lb, _, cfg, graph = heapq.heappop(pending)
         if lb > kth:
             break
         est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
@@ -338,6 +352,19 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.step()
+        twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks),
+                         None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
+        if twin is not None:
+            tbnd, tgraph, b, placements = twin
+            considered += len(placements)
+            bounds = tbnd.split(cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp, cap)
+            if bounds is None:
+                misses.append((tbnd, (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp),
+                               (cfg.tp, cfg.tp_layout, True)))
+                continue
+            for placement in placements:
+                tcfg = replace(cfg, bounds=bounds, placement=placement, recompute=True)
+                heapq.heappush(pending, _entry(tbnd, tcfg, b, tgraph))
     bar.close()
     simulated = len(results) + len(over_memory)
 
