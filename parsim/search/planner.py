@@ -44,7 +44,7 @@ from parsim.report.fmt import human_bytes
 from parsim.report.progress import Progress
 from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
-from parsim.search.resolve import layer_costs
+from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.graph import per_device_graph
 from parsim.sim import Estimate, simulate
@@ -151,19 +151,31 @@ class _Bounds:
             return (static + boundary + act) * v        # v chunks share one device
         return memory
 
-    def split(self, schedule, m, pp, v, b, dp, cap):
-        """Time-optimal split if it fits, else the memory-constrained one, else None."""
-        stages = pp * v
-        times, edges = self.costs(b)
-        key = ("free", stages, b)
+    def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
+        """Boundary times per stage and layer, each stage's on the link to the next stage."""
+        key = ("edges", b, links)
+        if key not in self._costs:
+            self._costs[key] = boundary_costs(self.cluster, links, self.costs(b)[1])
+        return self._costs[key]
+
+    def free_split(self, stages: int, b: int, links: tuple[str, ...]) -> tuple[int, ...]:
+        key = ("free", stages, b, links)
         if key not in self._splits:
-            self._splits[key] = partition(times, stages, edges)
-        bounds, _ = self._splits[key]
+            self._splits[key] = partition(self.costs(b)[0], stages, self.edges(b, links))
+        return self._splits[key][0]
+
+    def split(self, schedule, m, pp, v, b, dp, links, cap):
+        """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
+        the link class of each stage boundary under the candidate's placement (boundary_links)."""
+        stages = pp * v
+        times = self.costs(b)[0]
+        edges = self.edges(b, links)
+        bounds = self.free_split(stages, b, links)
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
         if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
-        key = (schedule, m, pp, v, b, dp > 1)
+        key = (schedule, m, pp, v, b, dp > 1, links)
         if key not in self._splits:
             try:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
@@ -212,17 +224,17 @@ class _Bounds:
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
         return max(best, max(per_rank))
 
-    def balanced_memory(self, schedule, m, pp, v, b, dp) -> float:
+    def balanced_memory(self, schedule, m, pp, v, b, dp, links) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
-        bounds, _ = self._splits[("free", pp * v, b)]
+        bounds = self.free_split(pp * v, b, links)
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
         return max(float(mem(j, np.array(a), np.array(z))) for j, (a, z) in enumerate(zip(bounds, bounds[1:])))
 
-    def smallest_memory(self, schedule, m, pp, v, b, dp) -> float:
+    def smallest_memory(self, schedule, m, pp, v, b, dp, links) -> float:
         """Peak-memory bound of the most memory-frugal split, to 1%: bisect the capacity."""
-        times, edges = self.costs(b)
+        times, edges = self.costs(b)[0], self.edges(b, links)
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
-        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp)
+        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp, links)
         while hi - lo > 0.01 * hi:
             mid = (lo + hi) / 2
             try:
@@ -233,8 +245,17 @@ class _Bounds:
         return hi
 
 
-def _entry(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph) -> tuple:
-    """A pending candidate, ordered by its lower bound, then by a tie-break on the configuration."""
+def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):
+    """``cfg`` (without bounds) split for its placement's boundary links, as a pending entry
+    ordered by its lower bound, then by a tie-break on the configuration; None (noted in
+    ``misses``) where no split fits the memory bound."""
+    links = boundary_links(bnd.cluster, cfg)
+    args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp, links)
+    bounds = bnd.split(*args, cap)
+    if bounds is None:
+        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute)))
+        return None
+    cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
            cfg.placement, cfg.tp_layout)
     return (key[0], key, cfg, graph)
@@ -316,23 +337,20 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if b < g.min_microbatch:
                 continue
             for schedule, v in _schedules(pp, m, L, c):
-                placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]
-                same = (dp, pp, tp, layout, m, schedule, v)
-                if recompute and same in fits_without_recompute:
-                    # Held back: the closed form (no workspace term) says the plan fits without
-                    # recomputation; should the simulated peak say otherwise, step 2 adds it.
-                    twins[same] = (bnd, graph, b, placements)
-                    continue
-                considered += len(placements)
-                bounds = bnd.split(schedule, m, pp, v, b, dp, cap)
-                if bounds is not None and not recompute:
-                    fits_without_recompute.add(same)
-                if bounds is None:
-                    misses.append((bnd, (schedule, m, pp, v, b, dp), (tp, layout, recompute)))
-                    continue
-                for placement in placements:
-                    cfg = ParallelConfig(dp, pp, m, schedule, v, bounds, placement, tp, layout, recompute)
-                    pending.append(_entry(bnd, cfg, b, graph))
+                for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
+                    cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute)
+                    same = (dp, pp, tp, layout, m, schedule, v, placement)
+                    if recompute and same in fits_without_recompute:
+                        # Held back: the closed form (no workspace term) says the plan fits without
+                        # recomputation; should the simulated peak say otherwise, step 2 adds it.
+                        twins[same] = (bnd, graph, b)
+                        continue
+                    considered += 1
+                    entry = _candidate(bnd, cfg, b, graph, cap, misses)
+                    if entry is not None:
+                        pending.append(entry)
+                        if not recompute:
+                            fits_without_recompute.add(same)
     heapq.heapify(pending)
 
     # 2. Simulate best bound first; stop when the bound cannot reach the top k.  A candidate whose
@@ -352,19 +370,14 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.step()
-        twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks),
-                         None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
+        twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
+                          cfg.placement), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
         if twin is not None:
-            tbnd, tgraph, b, placements = twin
-            considered += len(placements)
-            bounds = tbnd.split(cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp, cap)
-            if bounds is None:
-                misses.append((tbnd, (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp),
-                               (cfg.tp, cfg.tp_layout, True)))
-                continue
-            for placement in placements:
-                tcfg = replace(cfg, bounds=bounds, placement=placement, recompute=True)
-                heapq.heappush(pending, _entry(tbnd, tcfg, b, tgraph))
+            tbnd, tgraph, b = twin
+            considered += 1
+            entry = _candidate(tbnd, replace(cfg, bounds=(), recompute=True), b, tgraph, cap, misses)
+            if entry is not None:
+                heapq.heappush(pending, entry)
     bar.close()
     simulated = len(results) + len(over_memory)
 
@@ -450,8 +463,8 @@ def _nothing_fits(spec, cap, misses, over_memory) -> str:
             need, where = cand.peak_memory_bytes, cand.config
     # the exact smallest split (bisection) only for the few that the balanced split ranks best
     promising = sorted(misses, key=lambda x: (x[0].balanced_memory(*x[1]), x[1], x[2]))[:3]
-    for bnd, (schedule, m, pp, v, b, dp), (tp, layout, rc) in promising:
-        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp)
+    for bnd, (schedule, m, pp, v, b, dp, links), (tp, layout, rc) in promising:
+        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp, links)
         if bound < need:
             need, where = bound, ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc)
     t = spec.training
