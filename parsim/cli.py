@@ -163,9 +163,11 @@ def cmd_simulate(args) -> int:
 
 
 def _strategy_rows(spec, cluster, cfg) -> list[dict]:
-    from parsim.shard.graph import layout_strategies, strategy_summary
+    from parsim.shard.graph import auto_memory_bytes, layout_strategies, strategy_summary
 
-    patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training)
+    patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
+                                 cfg.microbatch_size(spec.training.global_batch_size),
+                                 auto_memory_bytes(cluster, cfg.pp))
     return [{"op": name, "strategy": str(strategy), "layers": n}
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 

@@ -148,6 +148,18 @@ def test_stage_boundaries_are_priced_on_the_link_that_joins_the_stages(tiny_gpt)
     assert splits["dgx-a100:1x2"] == (0, 2, 4) and 2 not in splits["dgx-a100:2x1"]
 
 
+def test_an_auto_layout_plan_simulates_back_from_its_config_alone(tiny_gpt):
+    """The planner searches the auto layout per micro-batch size; simulate() must find the same
+    layout from the plan's configuration."""
+    cluster = load_cluster("local-cpu")
+    compute = _compute(cluster, tiny_gpt)
+    r = plan(tiny_gpt, cluster, compute, Constraints(tp=2, tp_layout="auto", top=3), progress=False)
+    for cand in r.ranked:
+        again = simulate(tiny_gpt.graph, tiny_gpt.training, cluster, cand.config, compute, keep_timeline=False)
+        assert again.step_time_s == cand.estimate.step_time_s
+        assert again.peak_memory_bytes == cand.estimate.peak_memory_bytes
+
+
 def test_nothing_fits_says_by_how_much_and_exits_3(capsys):
     with pytest.raises(DoesNotFitError, match=r"needs .* more; try more pipeline stages"):
         spec = load_model("examples/resnet50_cifar10.yaml")

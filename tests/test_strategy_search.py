@@ -9,7 +9,7 @@ import pytest
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.shard.auto import auto_strategies, candidates
-from parsim.shard.graph import shard_graph
+from parsim.shard.graph import per_device_graph, shard_graph
 from parsim.shard.search import CostGraph, Point, exhaustive, pareto, search
 
 
@@ -92,6 +92,26 @@ def test_auto_layout_on_a_gpt_rediscovers_megatron():
     assert sum(result.eliminations.values()) > 1000
     per_device = shard_graph(spec.graph, chosen, 8)
     assert per_device.layers[5].fwd_flops == pytest.approx(spec.graph.layers[5].fwd_flops / 8)
+
+
+def test_auto_layout_follows_the_microbatch_size_and_the_memory_cap(tmp_path):
+    """On gloo (110 us per message) a micro-batch of 1 is cheaper replicated; of 256 samples the
+    splits pay; a cap below the replicated layout's memory forces splits at any size."""
+    path = tmp_path / "gpt.yaml"
+    path.write_text("schema_version: 1\nmodel: gpt\nargs: {preset: gpt-tiny}\n"
+                    "training: {global_batch_size: 16, dtype: fp16, optimizer: adam}\n")
+    spec = load_model(path)
+    g, cluster, training = spec.graph, load_cluster("local-cpu"), spec.training
+
+    def per_device(microbatch, memory_bytes=None):
+        return per_device_graph(g, 2, "auto", False, None, cluster, training, microbatch, memory_bytes)
+    one, many = per_device(1), per_device(256)
+    assert one.fwd_flops == pytest.approx(g.fwd_flops) and one.param_count == g.param_count   # replicated
+    assert many.fwd_flops < 0.75 * g.fwd_flops
+    replicated_bytes = auto_strategies(g, 2, cluster, training.dtype, training.optimizer, 1)[1].mem_bytes
+    capped = per_device(1, 0.7 * replicated_bytes)
+    assert capped.param_count < 0.8 * g.param_count
+    assert per_device(1, 10 * replicated_bytes) is one         # a cap the free answer fits changes nothing
 
 
 def test_candidates_include_replication_and_megatron_splits():

@@ -6,7 +6,8 @@ Search space:
   domain, one of Ascend 910's 4-device HCCS groups), so that tensor-parallel collectives never
   leave it (Narayanan et al. 2021, Sec. 3.3); with each tp > 1, the strategies: the model's
   ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
-  and the searched one (parsim.shard.auto);
+  and the searched one (parsim.shard.auto), searched for each candidate's micro-batch size
+  within the memory of its pp devices (parsim.shard.graph.auto_memory_bytes);
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
   same candidate without it does not fit the memory bound or, simulated, the cap, since
   recomputing is never faster;
@@ -46,7 +47,7 @@ from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
-from parsim.shard.graph import per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph
 from parsim.sim import Estimate, simulate
 
 
@@ -326,9 +327,6 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     fits_without_recompute: set[tuple] = set()
     twins: dict[tuple, tuple] = {}
     for dp, pp, tp, layout, recompute, graph in pairs:
-        if id(graph) not in bounds_of:
-            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
-        bnd = bounds_of[id(graph)]
         per_replica = batch // dp
         for m in divisors(per_replica):
             if c.microbatches and m != c.microbatches:
@@ -336,6 +334,15 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             b = per_replica // m
             if b < g.min_microbatch:
                 continue
+            if layout == SEARCHED:         # searched for this micro-batch size and pp devices' memory
+                try:
+                    graph = per_device_graph(spec.graph, tp, layout, recompute, spec.shard, cluster, spec.training,
+                                             b, auto_memory_bytes(cluster, pp))
+                except InfeasibleError:
+                    continue
+            if id(graph) not in bounds_of:
+                bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
+            bnd = bounds_of[id(graph)]
             for schedule, v in _schedules(pp, m, L, c):
                 for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
                     cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute)

@@ -14,7 +14,7 @@ from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.search.partition import balanced_bounds
-from parsim.shard.graph import per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph
 
 
 def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster) -> tuple[list, list]:
@@ -60,7 +60,9 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
     stages = pp * chunks
-    graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training)
+    graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training,
+                             max(1, spec.training.global_batch_size // (dp * microbatches)),
+                             auto_memory_bytes(cluster, pp))
     if split is None:
         split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
     if split == "manual":

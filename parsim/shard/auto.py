@@ -138,14 +138,28 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
                     microbatch: int = 1, microbatches: int = 1, cap_bytes: float | None = None,
                     ) -> tuple[dict[str, tuple], SearchResult]:
     """Every operator's strategy as op id -> strategy (for parsim.shard.graph.shard_graph), and the
-    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``."""
-    g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
-    result = search(g, cap_bytes)
-    if result is None:
-        raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
-    chosen = {}
-    for v, s in enumerate(result.strategies):
-        li, oi = where[v]
-        layer = graph.layers[li]
-        chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
-    return chosen, result
+    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``.  Cached: the search
+    without a cap is run once per (graph, t, cluster, training setup, micro-batch size), and a cap
+    that its answer fits gives the same answer; only a cap it misses searches again."""
+    free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+    keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
+    for key in keys:
+        if key not in _SEARCHED:
+            if len(_SEARCHED) > 256:
+                _SEARCHED.clear()
+            g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
+            result = search(g, key[7] if len(key) > 7 else None)
+            if result is None:
+                raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
+            chosen = {}
+            for v, s in enumerate(result.strategies):
+                li, oi = where[v]
+                layer = graph.layers[li]
+                chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
+            _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
+        _, _, chosen, result = _SEARCHED[key]
+        if key is keys[-1] or result.mem_bytes <= cap_bytes:
+            return dict(chosen), result
+
+
+_SEARCHED: dict[tuple, tuple] = {}

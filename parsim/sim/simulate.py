@@ -19,7 +19,7 @@ from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
-from parsim.shard.graph import per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 
 
@@ -58,7 +58,9 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     ``graph`` is the model's (or already its per-device graph for cfg); ``strategies`` are the
     model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
-    graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training)
+    graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
+                             max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
+                             auto_memory_bytes(cluster, cfg.pp))
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
