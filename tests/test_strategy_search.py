@@ -114,6 +114,15 @@ def test_auto_layout_follows_the_microbatch_size_and_the_memory_cap(tmp_path):
     assert per_device(1, 10 * replicated_bytes) is one         # a cap the free answer fits changes nothing
 
 
+def test_auto_layout_without_operators_is_infeasible_not_a_crash():
+    from parsim.errors import InfeasibleError
+    from parsim.model.graph import Layer, LayerGraph
+
+    g = LayerGraph("bare", (Layer("a", 1.0, 2.0, 1, 2, 1.0, 1.0), Layer("b", 1.0, 2.0, 1, 2, 1.0, 1.0)))
+    with pytest.raises(InfeasibleError, match="no operator view"):
+        auto_strategies(g, 2, load_cluster("local-cpu"))
+
+
 def test_candidates_include_replication_and_megatron_splits():
     spec = load_model("examples/gpt_tiny_local.yaml")
     fc1 = next(op for op in spec.graph.layers[1].ops if op.name == "fc1:addmm")

@@ -57,6 +57,9 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                microbatches: int = 1) -> tuple[CostGraph, list[tuple[int, int]], list[list]]:
     """The cost graph of ``graph``'s operators (module docstring): (graph, (layer, op) per node,
     the shardings of each node's candidates)."""
+    if not any(layer.ops for layer in graph.layers):
+        raise InfeasibleError(f"{graph.name} has no operator view (a layers: table?); the auto layout "
+                              "searches operators")
     device = cluster.device
     bw = device.achieved_bandwidth_bytes_per_s()
     per_param = sum(bytes_per_param(dtype, optimizer).values())
