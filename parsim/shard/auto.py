@@ -148,10 +148,13 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
     for key in keys:
         if key not in _SEARCHED:
-            if len(_SEARCHED) > 256:
+            if len(_SEARCHED) > 1024:
                 _SEARCHED.clear()
             g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
-            result = search(g, key[7] if len(key) > 7 else None)
+            cap = key[7] if len(key) > 7 else None
+            # no assignment is smaller than every node's smallest candidate (edges hold no memory)
+            floor_bytes = sum(min(m for _, m in costs) for costs in g.node_costs)
+            result = search(g, cap) if cap is None or floor_bytes <= cap else None
             if result is None:
                 raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
             chosen = {}

@@ -454,11 +454,16 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     if graph.tp != 1 or graph.recompute:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
     searched = tp_layout == "auto" and tp > 1
+    if searched:
+        # Searched at the largest power of two <= the micro-batch size: each search of a GPT-3
+        # takes about 0.5 s and a planner run meets some 20 sizes per tp; the costs it weighs
+        # are linear in the size apart from latencies (a heuristic, unconfirmed by measurement).
+        microbatch = 1 << (max(1, int(microbatch)).bit_length() - 1)
     key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
            (id(cluster), training, microbatch, memory_bytes) if searched else None)
     if key in _PREPARED:
         return _PREPARED[key][1]
-    if len(_PREPARED) > 256:
+    if len(_PREPARED) > 4096:     # keys are small; the graphs they name are shared
         _PREPARED.clear()
     if recompute:                 # the sharded graph, then recomputed (the sharding is cached on its own)
         base = per_device_graph(graph, tp, tp_layout, False, model_strategies, cluster, training, microbatch,
