@@ -181,9 +181,11 @@ def cmd_simulate(args) -> int:
 
 
 def _strategy_rows(spec, cluster, cfg) -> list[dict]:
-    from parsim.shard.graph import layout_strategies, strategy_summary
+    from parsim.shard.graph import auto_memory_bytes, layout_strategies, strategy_summary
 
-    patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training)
+    patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
+                                 cfg.microbatch_size(spec.training.global_batch_size),
+                                 auto_memory_bytes(cluster, cfg.pp))
     return [{"op": name, "strategy": str(strategy), "layers": n}
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 
@@ -503,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
     p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
-                   default="auto", help="all-reduce algorithm (default: the fastest)")
+                   default="auto",
+                   help="all-reduce algorithm; the cluster's library must implement it (default: the fastest it has)")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--trace", help="write a Chrome trace JSON (Perfetto)")
     p.add_argument("--gantt", help="write a Gantt chart (.png or .svg)")

@@ -33,7 +33,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candid
 from parsim.report import validation as report
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
-from parsim.shard.graph import collective_counts, per_device_graph
+from parsim.shard.graph import auto_memory_bytes, collective_counts, per_device_graph
 from parsim.sim import simulate
 
 SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"
@@ -187,7 +187,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
             tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, cluster,
-                                 spec.training), cfg.microbatches)))
+                                 spec.training, cfg.microbatch_size(spec.training.global_batch_size),
+                                 auto_memory_bytes(cluster, cfg.pp)), cfg.microbatches)))
         rows.append(row)
         results.append((case, est, measured))
     out = report.summary(rows)

@@ -84,3 +84,11 @@ def test_no_traceback_reaches_the_shell(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "parsim.cli", "model", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_an_algorithm_the_library_lacks_is_one_line(capsys):
+    code = main(["simulate", "examples/resnet50_cifar10_seeds_split.yaml", "--cluster", "dgx-a100:1x8",
+                 "--algorithm", "halving-doubling"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "--algorithm halving-doubling" in err and "nccl" in err and "ring, tree" in err

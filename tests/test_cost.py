@@ -32,11 +32,24 @@ def test_ring_allreduce_matches_bus_bandwidth_factor():
 def test_hierarchical_wins_across_nodes_and_auto_picks_the_fastest():
     ranks = list(range(32))
     S = 1e9
-    times = {a: collective_time_s(A100, ranks, S, algorithm=a) for a in ("ring", "tree", "hierarchical")}
+    ascend = load_cluster("ascend910:4x8")             # hccl: ring, halving-doubling, hierarchical
+    times = {a: collective_time_s(ascend, ranks, S, algorithm=a) for a in ("ring", "halving-doubling", "hierarchical")}
     assert times["hierarchical"] < times["ring"]
-    assert collective_time_s(A100, ranks, S) == min(times.values())
-    assert collective_time_s(A100, [3], S) == 0.0
-    assert math.isinf(collective_time_s(A100, list(range(6)), S, algorithm="halving-doubling"))
+    assert collective_time_s(ascend, ranks, S) == min(times.values())
+    assert collective_time_s(ascend, [3], S) == 0.0
+    assert math.isinf(collective_time_s(ascend, list(range(6)), S, algorithm="halving-doubling"))
+
+
+def test_auto_takes_only_what_the_library_implements():
+    ranks, S = list(range(8)), 1e6                      # 8 ranks: halving-doubling would win
+    ring, tree = (collective_time_s(A100, ranks, S, algorithm=a) for a in ("ring", "tree"))
+    assert collective_time_s(A100, ranks, S) == min(ring, tree)    # nccl: Ring and Tree (NCCL_ALGO)
+    with pytest.raises(InputError, match="nccl does not implement it; use auto or one of ring, tree"):
+        collective_time_s(A100, ranks, S, algorithm="halving-doubling")
+    with pytest.raises(InputError, match="hccl"):
+        collective_time_s(load_cluster("ascend910:1x8"), ranks, S, algorithm="tree")
+    cpu = load_cluster("local-cpu:4x2")                 # gloo has halving-doubling, and here it wins
+    assert collective_time_s(cpu, ranks, S) == collective_time_s(cpu, ranks, S, algorithm="halving-doubling")
 
 
 def test_p2p_uses_the_link_class_of_the_two_ranks():

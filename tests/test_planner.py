@@ -45,9 +45,11 @@ def _check_lower_bound(spec, cluster, compute, variants) -> int:
                 if b < graph.min_microbatch:
                     continue
                 for schedule, v in planner._schedules(pp, m, len(graph), Constraints()):
-                    bounds = bnd.split(schedule, m, pp, v, b, dp, float("inf"))
                     for placement in ("pp-inner", "dp-inner"):
-                        cfg = planner.ParallelConfig(dp, pp, m, schedule, v, bounds, placement, tp, layout, recompute)
+                        cfg = planner.ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute)
+                        links = planner.boundary_links(cluster, cfg)
+                        bounds = bnd.split(schedule, m, pp, v, b, dp, links, float("inf"))
+                        cfg = planner.replace(cfg, bounds=bounds)
                         est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
                         assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
                         checked += 1
@@ -100,6 +102,62 @@ def test_memory_cap_changes_the_plan_and_is_respected(cifar):
     capped = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3, max_memory_bytes=cap), progress=False)
     assert all(c.peak_memory_bytes <= cap for c in capped.ranked)
     assert capped.chosen.key() != free.chosen.key()
+
+
+def test_recomputation_is_tried_when_the_simulated_peak_misses_the_cap(tiny_gpt):
+    """The closed-form memory bound has no workspace term: here it says the plan fits without
+    recomputation, the simulation says it does not, and the recomputing twin must be tried."""
+    cluster = load_cluster("dgx-a100:1x2")
+    compute = _compute(cluster, tiny_gpt)
+    only = dict(tp=1, pp=2, microbatches=4, schedule="1f1b")
+    (_, _, _, graph), = [v for v in planner._variants(tiny_gpt, cluster, Constraints(**only)) if not v[2]]
+    bnd = planner._Bounds(tiny_gpt, graph, cluster, compute)
+    bounds = bnd.split("1f1b", 4, 2, 1, 4, 1, ("group",), float("inf"))
+    mem = bnd.memory_fn("1f1b", 4, 2, 1, 4, 1)
+    closed = max(float(mem(j, bounds[j], bounds[j + 1])) for j in range(2))
+    cfg = planner.ParallelConfig(1, 2, 4, "1f1b", 1, bounds)
+    simulated = max(simulate(graph, tiny_gpt.training, cluster, cfg, compute, keep_timeline=False).peak_memory_bytes)
+    assert closed < simulated
+    cap = int((closed + simulated) / 2)
+    r = plan(tiny_gpt, cluster, compute, Constraints(max_memory_bytes=cap, **only), progress=False)
+    assert r.chosen.config.recompute and r.chosen.peak_memory_bytes <= cap
+
+
+def test_stage_boundaries_are_priced_on_the_link_that_joins_the_stages(tiny_gpt):
+    """Layer 1's output is large: cutting after it is cheap over NVSwitch (3 ms) and dear over
+    InfiniBand (40 ms, more than a layer's 13 ms), so across nodes the split moves."""
+    from dataclasses import replace
+
+    from parsim.model.graph import Layer, LayerGraph
+    from parsim.search.resolve import resolve_config
+
+    big = 500e6
+    layers = tuple(Layer(f"l{i}", 1e12, 2e12, 1000, 2000, big if i == 1 else 1e3, 1e3) for i in range(4))
+    spec = replace(tiny_gpt, graph=LayerGraph("four", layers), manual_stages=None)
+    splits = {}
+    for cs in ("dgx-a100:1x2", "dgx-a100:2x1"):
+        cluster = load_cluster(cs)
+        compute = _compute(cluster, spec)
+        cfg = resolve_config(spec, cluster, compute, dp=1, pp=2, microbatches=16)
+        r = plan(spec, cluster, compute, Constraints(pp=2, tp=1, microbatches=16, schedule="1f1b"), progress=False)
+        assert r.chosen.config.bounds == cfg.bounds
+        splits[cs] = cfg.bounds
+        if cs == "dgx-a100:2x1":       # the moved split is the faster one there
+            slow = simulate(spec.graph, spec.training, cluster, replace(cfg, bounds=splits["dgx-a100:1x2"]), compute)
+            assert r.chosen.estimate.step_time_s < slow.step_time_s
+    assert splits["dgx-a100:1x2"] == (0, 2, 4) and 2 not in splits["dgx-a100:2x1"]
+
+
+def test_an_auto_layout_plan_simulates_back_from_its_config_alone(tiny_gpt):
+    """The planner searches the auto layout per micro-batch size; simulate() must find the same
+    layout from the plan's configuration."""
+    cluster = load_cluster("local-cpu")
+    compute = _compute(cluster, tiny_gpt)
+    r = plan(tiny_gpt, cluster, compute, Constraints(tp=2, tp_layout="auto", top=3), progress=False)
+    for cand in r.ranked:
+        again = simulate(tiny_gpt.graph, tiny_gpt.training, cluster, cand.config, compute, keep_timeline=False)
+        assert again.step_time_s == cand.estimate.step_time_s
+        assert again.peak_memory_bytes == cand.estimate.peak_memory_bytes
 
 
 def test_nothing_fits_says_by_how_much_and_exits_3(capsys):

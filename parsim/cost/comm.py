@@ -12,7 +12,8 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
     all-gather / reduce-scatter (ring)   (n-1) * a + (n-1)/n * S / B
 
 B is the slowest link the group crosses, times the collective library's bandwidth efficiency;
-a = link latency + the library's per-step latency.  ``auto`` takes the fastest, as NCCL's tuner does.
+a = link latency + the library's per-step latency.  ``auto`` takes the fastest of the algorithms
+the cluster's collective library implements (LIBRARY_ALGORITHMS), as NCCL's tuner does.
 """
 
 from __future__ import annotations
@@ -20,10 +21,36 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from parsim.errors import InputError
 from parsim.hardware.cluster import Cluster
 from parsim.hardware.links import LINK_CLASSES
 
 ALGORITHMS = ("auto", "ring", "tree", "halving-doubling", "hierarchical")
+
+# All-reduce algorithms each collective library implements (of those modelled here):
+# - nccl: Ring and Tree (NCCL docs, environment variables, NCCL_ALGO; its other values CollNet,
+#   NVLS and PAT need SHARP switches or NVLink SHARP and are not modelled).
+# - hccl: ring and H-D_R (recursive halving-doubling) between servers, under a server-level
+#   stage inside each server, i.e. hierarchical (Huawei CANN docs, environment variable HCCL_ALGO,
+#   "level0" inside a server, "level1" between servers).
+# - gloo: ring (allreduce_ring.h, allreduce.cc) and halving-doubling (allreduce_halving_doubling.h)
+#   in facebookincubator/gloo; it has no tree all-reduce.
+LIBRARY_ALGORITHMS = {"nccl": ("ring", "tree"),
+                      "hccl": ("ring", "halving-doubling", "hierarchical"),
+                      "gloo": ("ring", "halving-doubling")}
+
+
+def library_algorithms(cluster: Cluster, algorithm: str = "auto") -> tuple[str, ...]:
+    """The all-reduce algorithms ``algorithm`` stands for on ``cluster`` (``auto``: every one its
+    library implements).  An explicit algorithm the library lacks is an InputError."""
+    library = cluster.profile.collectives.library
+    known = LIBRARY_ALGORITHMS[library]
+    if algorithm == "auto":
+        return known
+    if algorithm not in known:
+        raise InputError(f"--algorithm {algorithm}: the cluster's collective library {library} does not "
+                         f"implement it; use auto or one of {', '.join(known)}")
+    return (algorithm,)
 
 DDP_BUCKET_BYTES = 25 * 2**20   # torch DDP's default bucket_cap_mb = 25
 
@@ -81,22 +108,32 @@ def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: 
 
 def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str = "all_reduce",
                       algorithm: str = "auto") -> float:
+    """All-reduce under ``algorithm`` (``auto``: the fastest the cluster's library implements);
+    all-gather and reduce-scatter as rings whatever the algorithm."""
     n = len(ranks)
+    algorithms = library_algorithms(cluster, algorithm)
     if n <= 1 or nbytes <= 0:
         return 0.0
-    if algorithm == "auto":
-        return min(collective_time_s(cluster, ranks, nbytes, op, a) for a in ALGORITHMS[1:])
     worst, n_nodes, k, inner_class = _group_shape(cluster, tuple(ranks))
-    if algorithm == "hierarchical":
-        if n_nodes == 1 or k == 1 or op != "all_reduce":
-            return math.inf
-        a_in, b_in = _alpha_beta(cluster, inner_class)
-        a_out, b_out = _alpha_beta(cluster, "network")
-        inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
-        outer = min(_flat(n_nodes, nbytes / k, a_out, b_out, "all_reduce", a) for a in ("ring", "tree"))
-        return 2 * inner + outer
-    alpha, beta = _alpha_beta(cluster, worst)
-    return _flat(n, nbytes, alpha, beta, op, algorithm)
+    if op != "all_reduce":
+        return _flat(n, nbytes, *_alpha_beta(cluster, worst), op, "ring")
+    best = math.inf
+    for a in algorithms:
+        if a != "hierarchical":
+            best = min(best, _flat(n, nbytes, *_alpha_beta(cluster, worst), op, a))
+        elif n_nodes > 1 and k > 1:
+            a_in, b_in = _alpha_beta(cluster, inner_class)
+            a_out, b_out = _alpha_beta(cluster, "network")
+            inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
+            outer = min(_flat(n_nodes, nbytes / k, a_out, b_out, "all_reduce", f)
+                        for f in algorithms_flat(cluster))
+            best = min(best, 2 * inner + outer)
+    return best
+
+
+def algorithms_flat(cluster: Cluster) -> tuple[str, ...]:
+    """The library's one-level all-reduce algorithms (what hierarchical runs between nodes)."""
+    return tuple(a for a in LIBRARY_ALGORITHMS[cluster.profile.collectives.library] if a != "hierarchical")
 
 
 def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES) -> list[list[int]]:

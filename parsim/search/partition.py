@@ -27,26 +27,30 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
               memory: MemoryFn | None = None, capacity_bytes: float = np.inf) -> tuple[tuple[int, ...], float]:
     """(boundaries, bottleneck time) of ``stages`` contiguous non-empty stages.
 
-    layer_cost[i]: time of layer i; boundary_cost[i]: time charged to a stage ending after layer i;
+    layer_cost[i]: time of layer i; boundary_cost[i]: time charged to a stage ending after layer i,
+    or boundary_cost[j][i]: that time for stage j (its boundary crosses the link from stage j's
+    device to stage j+1's, which may differ from stage to stage);
     memory(j, A, B): bytes of stage j holding layers [A, B) (element-wise over matrices).
     Raises InfeasibleError if no split fits ``capacity_bytes``."""
     L = len(layer_cost)
     if stages > L:
         raise InfeasibleError(f"cannot cut {L} layers into {stages} pipeline stages; use pp <= {L}")
     prefix = np.concatenate([[0.0], np.cumsum(np.asarray(layer_cost, dtype=float))])
-    edge = np.zeros(L + 1)
+    edges = np.zeros((stages, L + 1))
     if boundary_cost is not None:
-        edge[1:L] = np.asarray(boundary_cost, dtype=float)[: L - 1]   # no transfer after the last layer
+        given = np.asarray(boundary_cost, dtype=float)
+        rows = np.broadcast_to(given, (stages, given.shape[-1])) if given.ndim == 1 else given
+        edges[:, 1:L] = rows[:stages, : L - 1]                        # no transfer after the last layer
     A, B = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")   # stage = layers [A, B)
     valid = B > A
-    cost = np.where(valid, prefix[B] - prefix[A] + edge[B], np.inf)
+    work = np.where(valid, prefix[B] - prefix[A], np.inf)
     best = np.full(L + 1, np.inf)
     best[0] = 0.0
     args = []
     for j in range(stages):
-        c = cost
+        c = work + edges[j][B] if edges[j].any() else work
         if memory is not None:
-            c = np.where(valid & (memory(j, A, B) <= capacity_bytes), cost, np.inf)
+            c = np.where(valid & (memory(j, A, B) <= capacity_bytes), c, np.inf)
         cand = np.maximum(best[:, None], c)          # cand[l, i]: stages so far end at l, stage j = [l, i)
         arg = np.argmin(cand, axis=0)                # first minimum: deterministic
         best = cand[arg, np.arange(L + 1)]

@@ -6,9 +6,11 @@ Search space:
   domain, one of Ascend 910's 4-device HCCS groups), so that tensor-parallel collectives never
   leave it (Narayanan et al. 2021, Sec. 3.3); with each tp > 1, the strategies: the model's
   ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
-  and the searched one (parsim.shard.auto);
+  and the searched one (parsim.shard.auto), searched for each candidate's micro-batch size
+  within the memory of its pp devices (parsim.shard.graph.auto_memory_bytes);
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
-  same candidate without it does not fit the memory bound, since recomputing is never faster;
+  same candidate without it does not fit the memory bound or, simulated, the cap, since
+  recomputing is never faster;
 - every factorization of the remaining devices into dp x pp, with pp at most the number of layers;
 - every micro-batch count dividing the per-replica batch;
 - GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
@@ -24,8 +26,9 @@ plan: ties break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
+import heapq
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,9 +46,9 @@ from parsim.report.fmt import human_bytes
 from parsim.report.progress import Progress
 from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
-from parsim.search.resolve import layer_costs
+from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
-from parsim.shard.graph import per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph
 from parsim.sim import Estimate, simulate
 
 
@@ -153,19 +156,31 @@ class _Bounds:
             return (static + boundary + act) * v        # v chunks share one device
         return memory
 
-    def split(self, schedule, m, pp, v, b, dp, cap):
-        """Time-optimal split if it fits, else the memory-constrained one, else None."""
-        stages = pp * v
-        times, edges = self.costs(b)
-        key = ("free", stages, b)
+    def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
+        """Boundary times per stage and layer, each stage's on the link to the next stage."""
+        key = ("edges", b, links)
+        if key not in self._costs:
+            self._costs[key] = boundary_costs(self.cluster, links, self.costs(b)[1])
+        return self._costs[key]
+
+    def free_split(self, stages: int, b: int, links: tuple[str, ...]) -> tuple[int, ...]:
+        key = ("free", stages, b, links)
         if key not in self._splits:
-            self._splits[key] = partition(times, stages, edges)
-        bounds, _ = self._splits[key]
+            self._splits[key] = partition(self.costs(b)[0], stages, self.edges(b, links))
+        return self._splits[key][0]
+
+    def split(self, schedule, m, pp, v, b, dp, links, cap):
+        """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
+        the link class of each stage boundary under the candidate's placement (boundary_links)."""
+        stages = pp * v
+        times = self.costs(b)[0]
+        edges = self.edges(b, links)
+        bounds = self.free_split(stages, b, links)
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
         if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
-        key = (schedule, m, pp, v, b, dp > 1)
+        key = (schedule, m, pp, v, b, dp > 1, links)
         if key not in self._splits:
             try:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
@@ -214,17 +229,17 @@ class _Bounds:
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
         return max(best, max(per_rank))
 
-    def balanced_memory(self, schedule, m, pp, v, b, dp) -> float:
+    def balanced_memory(self, schedule, m, pp, v, b, dp, links) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
-        bounds, _ = self._splits[("free", pp * v, b)]
+        bounds = self.free_split(pp * v, b, links)
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
         return max(float(mem(j, np.array(a), np.array(z))) for j, (a, z) in enumerate(zip(bounds, bounds[1:])))
 
-    def smallest_memory(self, schedule, m, pp, v, b, dp) -> float:
+    def smallest_memory(self, schedule, m, pp, v, b, dp, links) -> float:
         """Peak-memory bound of the most memory-frugal split, to 1%: bisect the capacity."""
-        times, edges = self.costs(b)
+        times, edges = self.costs(b)[0], self.edges(b, links)
         mem = self.memory_fn(schedule, m, pp, v, b, dp)
-        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp)
+        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp, links)
         while hi - lo > 0.01 * hi:
             mid = (lo + hi) / 2
             try:
@@ -233,6 +248,22 @@ class _Bounds:
             except InfeasibleError:
                 lo = mid
         return hi
+
+
+def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):
+    """``cfg`` (without bounds) split for its placement's boundary links, as a pending entry
+    ordered by its lower bound, then by a tie-break on the configuration; None (noted in
+    ``misses``) where no split fits the memory bound."""
+    links = boundary_links(bnd.cluster, cfg)
+    args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp, links)
+    bounds = bnd.split(*args, cap)
+    if bounds is None:
+        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute)))
+        return None
+    cfg = replace(cfg, bounds=bounds)
+    key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
+           cfg.placement, cfg.tp_layout)
+    return (key[0], key, cfg, graph)
 
 
 def _busiest_rank(e: Estimate):
@@ -316,10 +347,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     considered = 0
     bounds_of: dict[int, _Bounds] = {}
     fits_without_recompute: set[tuple] = set()
+    twins: dict[tuple, tuple] = {}
     for dp, pp, tp, layout, recompute, graph in pairs:
-        if id(graph) not in bounds_of:
-            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
-        bnd = bounds_of[id(graph)]
         per_replica = batch // dp
         for m in divisors(per_replica):
             if c.microbatches and m != c.microbatches:
@@ -327,30 +356,40 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             b = per_replica // m
             if b < g.min_microbatch or (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
                 continue
+            if layout == SEARCHED:         # searched for this micro-batch size and pp devices' memory
+                try:
+                    graph = per_device_graph(spec.graph, tp, layout, recompute, spec.shard, cluster, spec.training,
+                                             b, auto_memory_bytes(cluster, pp))
+                except InfeasibleError:
+                    continue
+            if id(graph) not in bounds_of:
+                bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
+            bnd = bounds_of[id(graph)]
             for schedule, v in _schedules(pp, m, L, c):
-                placements = c.placements if dp > 1 and pp > 1 else c.placements[:1]
-                same = (dp, pp, tp, layout, m, schedule, v)
-                if recompute and same in fits_without_recompute:
-                    continue
-                considered += len(placements)
-                bounds = bnd.split(schedule, m, pp, v, b, dp, cap)
-                if bounds is not None and not recompute:
-                    fits_without_recompute.add(same)
-                if bounds is None:
-                    misses.append((bnd, (schedule, m, pp, v, b, dp), (tp, layout, recompute)))
-                    continue
-                for placement in placements:
-                    cfg = ParallelConfig(dp, pp, m, schedule, v, bounds, placement, tp, layout, recompute)
-                    key = (bnd.lower_bound_s(cfg, b), -m, pp, tp, recompute, schedule, v, placement, layout)
-                    pending.append((key[0], key, cfg, graph))
-    pending.sort(key=lambda x: x[1])
+                for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
+                    cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute)
+                    same = (dp, pp, tp, layout, m, schedule, v, placement)
+                    if recompute and same in fits_without_recompute:
+                        # Held back: the closed form (no workspace term) says the plan fits without
+                        # recomputation; should the simulated peak say otherwise, step 2 adds it.
+                        twins[same] = (bnd, graph, b)
+                        continue
+                    considered += 1
+                    entry = _candidate(bnd, cfg, b, graph, cap, misses)
+                    if entry is not None:
+                        pending.append(entry)
+                        if not recompute:
+                            fits_without_recompute.add(same)
+    heapq.heapify(pending)
 
-    # 2. Simulate best bound first; stop when the bound cannot reach the top k.
+    # 2. Simulate best bound first; stop when the bound cannot reach the top k.  A candidate whose
+    # simulated peak misses the cap brings in its held-back recomputing twin.
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
     bar = Progress(len(pending), "planning", progress)
     kth = float("inf")
-    for lb, _, cfg, graph in pending:
+    while pending:
+        lb, _, cfg, graph = heapq.heappop(pending)
         if lb > kth:
             break
         est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
@@ -360,6 +399,14 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.step()
+        twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
+                          cfg.placement), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
+        if twin is not None:
+            tbnd, tgraph, b = twin
+            considered += 1
+            entry = _candidate(tbnd, replace(cfg, bounds=(), recompute=True), b, tgraph, cap, misses)
+            if entry is not None:
+                heapq.heappush(pending, entry)
     bar.close()
     simulated = len(results) + len(over_memory)
 
@@ -445,8 +492,8 @@ def _nothing_fits(spec, cap, misses, over_memory) -> str:
             need, where = cand.peak_memory_bytes, cand.config
     # the exact smallest split (bisection) only for the few that the balanced split ranks best
     promising = sorted(misses, key=lambda x: (x[0].balanced_memory(*x[1]), x[1], x[2]))[:3]
-    for bnd, (schedule, m, pp, v, b, dp), (tp, layout, rc) in promising:
-        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp)
+    for bnd, (schedule, m, pp, v, b, dp, links), (tp, layout, rc) in promising:
+        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp, links)
         if bound < need:
             need, where = bound, ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc)
     t = spec.training

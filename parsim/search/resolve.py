@@ -4,6 +4,8 @@ user gave one."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from parsim.cost.compute import ComputeModel
 from parsim.cost.layer import layer_time_s
 from parsim.errors import InfeasibleError
@@ -12,16 +14,35 @@ from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.search.partition import balanced_bounds
-from parsim.shard.graph import per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph
 
 
 def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster) -> tuple[list, list]:
-    """(forward + backward time per layer, boundary transfer time per layer) for the partitioner;
-    ``graph`` is the per-device graph (parsim.shard.graph.per_device_graph)."""
-    link = cluster.link_for("group")
+    """(forward + backward time per layer, bytes a stage ending after the layer sends per
+    micro-batch) for the partitioner; ``graph`` is the per-device graph
+    (parsim.shard.graph.per_device_graph)."""
     times = [sum(layer_time_s(compute, layer, k, microbatch, cluster) for k in ("F", "B")) for layer in graph.layers]
-    edges = [2 * link.time_s(layer.output_bytes * microbatch) for layer in graph.layers]
-    return times, edges
+    return times, [layer.output_bytes * microbatch for layer in graph.layers]
+
+
+def boundary_links(cluster: Cluster, cfg: ParallelConfig) -> tuple[str, ...]:
+    """The link class from each stage's device to the next stage's under cfg's placement, for
+    replica 0 as the simulator prices it (parsim.sim.simulate: SEND_F and SEND_B)."""
+    ranks = [cfg.global_rank(0, r) for r in range(cfg.pp)]
+    return tuple(cluster.link_class(ranks[s % cfg.pp], ranks[(s + 1) % cfg.pp]) for s in range(cfg.stages - 1))
+
+
+def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.ndarray:
+    """[stage, layer]: the time charged to stage s ending after a layer: its activation forward and
+    its gradient back over links[s] (the last stage sends nothing)."""
+    out = np.zeros((len(links) + 1, len(sent_bytes)))
+    rows: dict[str, list[float]] = {}
+    for s, link_class in enumerate(links):
+        if link_class not in rows:
+            link = cluster.link_for(link_class)
+            rows[link_class] = [2 * link.time_s(x) for x in sent_bytes]
+        out[s] = rows[link_class]
+    return out
 
 
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
@@ -39,7 +60,9 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
     stages = pp * chunks
-    graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training)
+    graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training,
+                             max(1, spec.training.global_batch_size // (dp * microbatches)),
+                             auto_memory_bytes(cluster, pp))
     if split is None:
         split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
     if split == "manual":
@@ -52,8 +75,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     elif split == "balanced":
         cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute)
         b = cfg.microbatch_size(spec.training.global_batch_size)
-        times, edges = layer_costs(graph, compute, b, cluster)
-        bounds = balanced_bounds(times, stages, edges)
+        times, sent = layer_costs(graph, compute, b, cluster)
+        bounds = balanced_bounds(times, stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent))
     else:
         try:
             bounds = tuple(int(x) for x in split.split(","))

@@ -58,6 +58,9 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                microbatches: int = 1) -> tuple[CostGraph, list[tuple[int, int]], list[list]]:
     """The cost graph of ``graph``'s operators (module docstring): (graph, (layer, op) per node,
     the shardings of each node's candidates)."""
+    if not any(layer.ops for layer in graph.layers):
+        raise InfeasibleError(f"{graph.name} has no operator view (a layers: table?); the auto layout "
+                              "searches operators")
     device = cluster.device
     bw = device.achieved_bandwidth_bytes_per_s()
     rate = engine_rates(device, MathMode(dtype))["matmul"]     # the numeric mode's GEMM engine
@@ -140,14 +143,31 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
                     microbatch: int = 1, microbatches: int = 1, cap_bytes: float | None = None,
                     ) -> tuple[dict[str, tuple], SearchResult]:
     """Every operator's strategy as op id -> strategy (for parsim.shard.graph.shard_graph), and the
-    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``."""
-    g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
-    result = search(g, cap_bytes)
-    if result is None:
-        raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
-    chosen = {}
-    for v, s in enumerate(result.strategies):
-        li, oi = where[v]
-        layer = graph.layers[li]
-        chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
-    return chosen, result
+    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``.  Cached: the search
+    without a cap is run once per (graph, t, cluster, training setup, micro-batch size), and a cap
+    that its answer fits gives the same answer; only a cap it misses searches again."""
+    free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+    keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
+    for key in keys:
+        if key not in _SEARCHED:
+            if len(_SEARCHED) > 1024:
+                _SEARCHED.clear()
+            g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
+            cap = key[7] if len(key) > 7 else None
+            # no assignment is smaller than every node's smallest candidate (edges hold no memory)
+            floor_bytes = sum(min(m for _, m in costs) for costs in g.node_costs)
+            result = search(g, cap) if cap is None or floor_bytes <= cap else None
+            if result is None:
+                raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
+            chosen = {}
+            for v, s in enumerate(result.strategies):
+                li, oi = where[v]
+                layer = graph.layers[li]
+                chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
+            _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
+        _, _, chosen, result = _SEARCHED[key]
+        if key is keys[-1] or result.mem_bytes <= cap_bytes:
+            return dict(chosen), result
+
+
+_SEARCHED: dict[tuple, tuple] = {}

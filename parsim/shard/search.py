@@ -19,9 +19,11 @@ The graph is reduced until no edge is left:
 - **star**: a node whose neighbours all have no other neighbour takes all of them at once.
 
 "min" and "+" work on frontiers: "+" adds every pair of points, "min" takes the union, and after
-each step only the Pareto frontier of (time, memory) is kept, capped at ``keep`` points (even
-spacing in memory, with the fastest and the smallest always kept; ``keep=None`` keeps all and
-the search is exact).  Every point remembers the choices it was made of, so the reductions are
+each step only the Pareto frontier of (time, memory) is kept, capped at ``keep`` points (evenly
+spaced along the frontier by rank, with the fastest and the smallest always kept; ``keep=None``
+keeps all and the search is exact).  Thinning never changes the answer without a memory cap
+(the fastest point survives every step) nor where no frontier outgrows ``keep``; under a cap it
+may, by about 1% at keep=16 (tests/test_strategy_search.py measures it).  Every point remembers the choices it was made of, so the reductions are
 replayed in reverse by walking the chosen point's provenance to the strategy of each operator.
 
 When nodes with three or more neighbours remain (the graph cannot be reduced), the rest is
@@ -49,9 +51,9 @@ class Point:
 Frontier = tuple  # of Point, sorted by time
 
 
-def pareto(points, keep: int | None = None, cap: float | None = None) -> Frontier:
+def pareto(points, keep: int | None = None, cap: float | None = None, thinned: list | None = None) -> Frontier:
     """The points no other point beats in both time and memory (ties: the first), optionally
-    over a memory cap dropped and thinned to ``keep``."""
+    over a memory cap dropped and thinned to ``keep`` (how many it dropped appended to ``thinned``)."""
     pts = sorted(points, key=lambda p: (p.time_s, p.mem_bytes))
     out, best_mem = [], float("inf")
     for p in pts:
@@ -62,20 +64,22 @@ def pareto(points, keep: int | None = None, cap: float | None = None) -> Frontie
             best_mem = p.mem_bytes
     if keep is not None and len(out) > keep:
         idx = {round(i * (len(out) - 1) / (keep - 1)) for i in range(keep)}
+        if thinned is not None:
+            thinned.append(len(out) - len(idx))
         out = [out[i] for i in sorted(idx)]
     return tuple(out)
 
 
-def _plus(*fronts, keep=None, cap=None) -> Frontier:
+def _plus(*fronts, keep=None, cap=None, thinned=None) -> Frontier:
     acc = fronts[0]
     for f in fronts[1:]:
         acc = pareto([Point(a.time_s + b.time_s, a.mem_bytes + b.mem_bytes, (a.why, b.why)) for a in acc for b in f],
-                     keep, cap)
+                     keep, cap, thinned)
     return acc
 
 
-def _union(fronts, keep=None, cap=None) -> Frontier:
-    return pareto([p for f in fronts for p in f], keep, cap)
+def _union(fronts, keep=None, cap=None, thinned=None) -> Frontier:
+    return pareto([p for f in fronts for p in f], keep, cap, thinned)
 
 
 @dataclass
@@ -103,7 +107,7 @@ class SearchResult:
     time_s: float
     mem_bytes: float
     eliminations: dict                   # how many of each elimination ran
-    exact: bool                          # False when the heuristic fallback or frontier thinning ran
+    exact: bool                          # False when the heuristic fallback ran, or thinning dropped points under a cap
 
 
 def exhaustive(graph: CostGraph, cap: float | None = None) -> tuple[tuple[int, ...], float, float] | None:
@@ -138,7 +142,8 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
         adj[u].add(v)
         adj[v].add(u)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
-    exact = keep is None
+    exact = True
+    thinned: list[int] = []               # points the thinning dropped, per thinning
 
     def matrix(u, v):                     # E oriented [u's strategy][v's strategy]
         if u < v:
@@ -152,8 +157,8 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
 
     def fold_leaf(v, u):                  # v's only neighbour is u
         e = matrix(u, v)
-        nodes[u] = [_plus(nodes[u][i], _union([_plus(e[i][j], nodes[v][j], keep=keep, cap=cap)
-                                                for j in range(len(nodes[v]))], keep, cap), keep=keep, cap=cap)
+        nodes[u] = [_plus(nodes[u][i], _union([_plus(e[i][j], nodes[v][j], keep=keep, cap=cap, thinned=thinned)
+                                                for j in range(len(nodes[v]))], keep, cap, thinned), keep=keep, cap=cap, thinned=thinned)
                     for i in range(len(nodes[u]))]
         drop_edge(u, v)
         del nodes[v], adj[v]
@@ -179,8 +184,8 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
             elif len(nb) == 2:
                 u, w = sorted(nb)
                 e1, e2 = matrix(u, v), matrix(v, w)
-                new = [[_union([_plus(e1[i][j], nodes[v][j], e2[j][k], keep=keep, cap=cap)
-                                for j in range(len(nodes[v]))], keep, cap)
+                new = [[_union([_plus(e1[i][j], nodes[v][j], e2[j][k], keep=keep, cap=cap, thinned=thinned)
+                                for j in range(len(nodes[v]))], keep, cap, thinned)
                         for k in range(len(nodes[w]))] for i in range(len(nodes[u]))]
                 triangle = w in adj[u]
                 counts["triangle" if triangle else "operator"] += 1
@@ -190,7 +195,7 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
                 if triangle:
                     counts["edge"] += 1
                     old = edges[(u, w)]
-                    new = [[_plus(old[i][k], new[i][k], keep=keep, cap=cap) for k in range(len(new[0]))]
+                    new = [[_plus(old[i][k], new[i][k], keep=keep, cap=cap, thinned=thinned) for k in range(len(new[0]))]
                            for i in range(len(new))]
                 edges[(u, w)] = new
                 adj[u].add(w)
@@ -202,9 +207,9 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
     fronts = []
     if rest:
         exact = exact and math.prod(len(nodes[v]) for v in rest) <= exhaustive_limit
-        fronts.append(_rest(rest, adj, nodes, matrix, keep, cap, exhaustive_limit))
-    fronts += [_union(nodes[v], keep, cap) for v in nodes if not adj[v]]
-    total = _plus(*fronts, keep=keep, cap=cap)
+        fronts.append(_rest(rest, adj, nodes, matrix, keep, cap, exhaustive_limit, thinned))
+    fronts += [_union(nodes[v], keep, cap, thinned) for v in nodes if not adj[v]]
+    total = _plus(*fronts, keep=keep, cap=cap, thinned=thinned)
     if not total:
         return None
     point = min(total, key=lambda p: (p.time_s, p.mem_bytes))
@@ -219,21 +224,23 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
         else:
             stack.extend(why)
     t, m = _total(graph, strategies)
-    return SearchResult(tuple(strategies), t, m, counts, exact)
+    # Thinning keeps each frontier's fastest point and "+" and "min" carry the fastest through,
+    # so without a cap it never changes the answer; under one it may drop the point that wins.
+    return SearchResult(tuple(strategies), t, m, counts, exact and (cap is None or not thinned))
 
 
-def _rest(rest: Sequence[int], adj, nodes, matrix, keep, cap, limit) -> Frontier:
+def _rest(rest: Sequence[int], adj, nodes, matrix, keep, cap, limit, thinned) -> Frontier:
     """The frontier of the nodes the eliminations could not remove (module docstring): every
     combination when there are at most ``limit``, else the heuristic's one assignment."""
     links = [(u, w) for u in rest for w in adj[u] if u < w]
 
     def frontier(assign) -> Frontier:
         parts = [nodes[v][s] for v, s in assign.items()] + [matrix(u, w)[assign[u]][assign[w]] for u, w in links]
-        return _plus(*parts, keep=keep, cap=cap)
+        return _plus(*parts, keep=keep, cap=cap, thinned=thinned)
 
     combos = [range(len(nodes[v])) for v in rest]
     if math.prod(len(c) for c in combos) <= limit:
-        return _union([frontier(dict(zip(rest, combo))) for combo in itertools.product(*combos)], keep, cap)
+        return _union([frontier(dict(zip(rest, combo))) for combo in itertools.product(*combos)], keep, cap, thinned)
 
     def cost(assign) -> float:
         f = frontier(assign)

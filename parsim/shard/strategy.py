@@ -172,15 +172,6 @@ def batch_norm_on(lay: Layout) -> OpSharding:
                       (lay, Layout(dm, (c_dim,), (channels,), batch_dims)), (False, True))
 
 
-def cross_entropy(shape, strategy: Strategy, devices: int) -> OpSharding:
-    """Mean cross-entropy of logits [N, C]: classes whole; with the batch split the per-device
-    sums are partial, completed by an AllReduce of the (scalar) loss."""
-    dm, lay = _same_split("CrossEntropy", shape, strategy[0], devices, keep_whole=(1,))
-    batch = lay.tensor_map[0]
-    out = Layout(dm, (), (), frozenset({batch}) if batch != -1 else frozenset())
-    return OpSharding("CrossEntropy", dm, (lay,), out, (lay,), (False,))
-
-
 def embedding(w_shape, strategy: Strategy, devices: int, out_shape) -> OpSharding:
     """Embedding lookup out[..., h] = W[idx, h], strategy ((v, c),): the vocabulary split v ways
     (Megatron's VocabParallelEmbedding: each device looks up its rows, zeros elsewhere, so the

@@ -6,7 +6,7 @@ import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
-from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, p2p_time_s
+from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, library_algorithms, p2p_time_s
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
@@ -20,7 +20,7 @@ from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
-from parsim.shard.graph import per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 
 
@@ -58,7 +58,10 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     """Predict one training step of ``cfg``; see parsim.sim.engine for the execution semantics.
     ``graph`` is the model's (or already its per-device graph for cfg); ``strategies`` are the
     model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
-    graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training)
+    library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
+    graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
+                             max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
+                             auto_memory_bytes(cluster, cfg.pp))
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
