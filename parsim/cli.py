@@ -429,6 +429,8 @@ def cmd_validate(args) -> int:
           f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
           f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
           f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}")
+    print(f"calibrated analytical model: step-time MAPE {out['mape_step_time_analytical']:.1%}, "
+          f"max error {out['max_error_step_time_analytical']:.1%}")
     print(f"wrote {args.out}/validation.json, validation.csv, scatter.png, overlay_*.png")
     return 0
 

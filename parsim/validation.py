@@ -93,7 +93,8 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                                                         schedule=schedule, split="balanced")))
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
-    extra = dict(pp=1, tp_layout="megatron", recompute=False) if spec.source.target == "gpt" else {}
+    # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout, pp=1), no recomputation
+    extra = dict(pp=1, tp_layout="megatron", recompute=False) if spec.source.target == "gpt" else dict(tp=1, recompute=False)
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
                   progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
     cases.append(Case("planner", picked))
@@ -145,10 +146,15 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     cases = default_cases(spec, cluster, compute, which, skipped, tp_models, tuple(sorted(profiled)))
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
-    estimates = {}
+    estimates, analytical_s = {}, {}
     for case in cases:
-        est = simulate(spec.graph, spec.training, cluster, case.config, compute_for(case.config), strategies=spec.shard)
+        model = compute_for(case.config)
+        est = simulate(spec.graph, spec.training, cluster, case.config, model, strategies=spec.shard)
         estimates[case.label] = est
+        # Beside it, the analytical model calibrated to the same profile (its fallback), for every
+        # size: how far a plan nobody profiled would be off.
+        analytical_s[case.label] = simulate(spec.graph, spec.training, cluster, case.config, model.fallback,
+                                            strategies=spec.shard, keep_timeline=False).step_time_s
         write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
                    plan_from_candidate(spec, cluster, case.config, est.to_json()).to_json())
     for name, m in [*((profiles[n], m) for n, m in models.items()), *zip(tp_profiles or [], tp_models.values())]:
@@ -177,6 +183,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
         peak = [p for p in measured["peak_memory_bytes"] if p]
         row = report.Row(
             label=case.label, dp=cfg.dp, pp=cfg.pp, microbatches=cfg.microbatches, schedule=cfg.schedule,
+            analytical_step_s=analytical_s[case.label],
             split=cfg.describe_split(spec.graph.names), predicted_step_s=est.step_time_s,
             measured_step_s=statistics.median(times), predicted_peak_bytes=max(est.peak_memory_bytes),
             measured_peak_bytes=max(peak) if peak else 0.0,

@@ -34,6 +34,11 @@ class Row:
     tp: int = 1
     predicted_collectives: str = ""  # tensor-parallel collectives per step and device, e.g. "all_reduce 36"
     measured_collectives: str = ""   # the same, counted in the run
+    analytical_step_s: float = math.nan   # the analytical model calibrated to the profile, beside it
+
+    @property
+    def analytical_step_error(self) -> float:
+        return (self.analytical_step_s - self.measured_step_s) / self.measured_step_s
 
     @property
     def step_error(self) -> float:
@@ -45,6 +50,7 @@ class Row:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "step_error": self.step_error, "memory_error": self.memory_error,
+                "analytical_step_error": self.analytical_step_error,
                 "predicted_throughput": 1 / self.predicted_step_s, "measured_throughput": 1 / self.measured_step_s}
 
 
@@ -70,9 +76,12 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
         if len(rows) > 2 else math.nan
     best = min(rows, key=lambda r: r.measured_step_s)
     pick = next((r for r in rows if r.label == pick_label), None)
+    analytical = [abs(r.analytical_step_error) for r in rows if not math.isnan(r.analytical_step_s)]
     return {
         "mape_step_time": sum(step) / len(step),
         "max_error_step_time": max(step),
+        "mape_step_time_analytical": sum(analytical) / len(analytical) if analytical else math.nan,
+        "max_error_step_time_analytical": max(analytical) if analytical else math.nan,
         "mape_peak_memory": sum(mem) / len(mem) if mem else math.nan,
         "max_error_peak_memory": max(mem) if mem else math.nan,
         "median_run_to_run_spread": sorted(r.measured_spread for r in rows)[len(rows) // 2],
@@ -92,7 +101,9 @@ def table(rows: list[Row]):
         "plan": r.label, "dp": r.dp, "pp": r.pp, **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
         "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
-        "err": f"{r.step_error:+.1%}", "pred MiB": round(r.predicted_peak_bytes / 2**20, 1),
+        "err": f"{r.step_error:+.1%}",
+        "analyt. s": round(r.analytical_step_s, 4), "analyt. err": f"{r.analytical_step_error:+.1%}",
+        "pred MiB": round(r.predicted_peak_bytes / 2**20, 1),
         "meas MiB": round(r.measured_peak_bytes / 2**20, 1) if r.measured_peak_bytes else None,
         "mem err": f"{r.memory_error:+.1%}" if r.measured_peak_bytes else "",
         "compute p/m": f"{r.predicted_compute_frac:.0%}/{r.measured_compute_frac:.0%}",
