@@ -94,7 +94,8 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
     # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout, pp=1), no recomputation
-    extra = dict(pp=1, tp_layout="megatron", recompute=False) if spec.source.target == "gpt" else dict(tp=1, recompute=False)
+    extra = (dict(pp=1, tp_layout="megatron", recompute=False) if spec.source.target == "gpt"
+             else dict(tp=1, recompute=False))
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
                   progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
     cases.append(Case("planner", picked))

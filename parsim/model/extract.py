@@ -300,17 +300,22 @@ def _storage_key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
 
-def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int],
-                  owned_params: set[int]):
-    """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
-    saved: dict[int, int] = {}
-
+def _saved_bytes_packer(saved: dict[int, int], excluded: set[int]):
+    """A saved_tensors_hooks pack function recording each saved storage's bytes once (storages in
+    ``excluded``, parameters and buffers, left out)."""
     def pack(t: torch.Tensor):
         key = _storage_key(t)
         if key not in excluded:
             saved[key] = t.untyped_storage().nbytes()
         return t
+    return pack
 
+
+def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int],
+                  owned_params: set[int]):
+    """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
+    saved: dict[int, int] = {}
+    pack = _saved_bytes_packer(saved, excluded)
     x = x.detach().requires_grad_(needs_input_grad)
     fwd_flops, fwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
     recorder = _OpRecorder(owned_params, _storage_key(x))
@@ -347,13 +352,7 @@ def _batch_scaled_saved_bytes(unit: nn.Module, x: torch.Tensor, saved_bytes: int
     n = x.shape[0]
     x2 = torch.empty((2 * n, *x.shape[1:]), dtype=x.dtype, device=x.device).requires_grad_(x.requires_grad)
     saved: dict[int, int] = {}
-
-    def pack(t: torch.Tensor):
-        key = _storage_key(t)
-        if key not in excluded:
-            saved[key] = t.untyped_storage().nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(_saved_bytes_packer(saved, excluded), lambda t: t):
         unit(x2)
     return float(sum(saved.values()) - saved_bytes)
 
