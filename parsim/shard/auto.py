@@ -145,29 +145,40 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     """Every operator's strategy as op id -> strategy (for parsim.shard.graph.shard_graph), and the
     search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``.  Cached: the search
     without a cap is run once per (graph, t, cluster, training setup, micro-batch size), and a cap
-    that its answer fits gives the same answer; only a cap it misses searches again."""
+    that its answer fits gives the same answer; only a cap it misses searches again.  A cap below
+    the least memory any assignment can take is refused before any search, and the cost graph is
+    built once for every cap."""
     free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+    if len(_SEARCHED) > 1024:
+        _SEARCHED.clear()
+        _COST_GRAPHS.clear()
+    if free_key not in _COST_GRAPHS:       # one cost graph serves every cap (a GPT-3 plan meets ~10)
+        g = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
+        # no assignment is smaller than every node's smallest candidate (edges hold no memory)
+        floor_bytes = sum(min(m for _, m in costs) for costs in g[0].node_costs)
+        _COST_GRAPHS[free_key] = (graph, cluster, g, floor_bytes)   # kept alive: the key holds their ids
+    _, _, (g, where, shardings), floor_bytes = _COST_GRAPHS[free_key]
+    infeasible = InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes")
+    if cap_bytes is not None and floor_bytes > cap_bytes:
+        raise infeasible                   # before the search without a cap, which could not help
     keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
     for key in keys:
         if key not in _SEARCHED:
-            if len(_SEARCHED) > 1024:
-                _SEARCHED.clear()
-            g, where, shardings = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
-            cap = key[7] if len(key) > 7 else None
-            # no assignment is smaller than every node's smallest candidate (edges hold no memory)
-            floor_bytes = sum(min(m for _, m in costs) for costs in g.node_costs)
-            result = search(g, cap) if cap is None or floor_bytes <= cap else None
-            if result is None:
-                raise InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes:.4g} bytes")
-            chosen = {}
-            for v, s in enumerate(result.strategies):
-                li, oi = where[v]
-                layer = graph.layers[li]
-                chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
+            result = search(g, key[7] if len(key) > 7 else None)
+            chosen = None
+            if result is not None:
+                chosen = {}
+                for v, s in enumerate(result.strategies):
+                    li, oi = where[v]
+                    layer = graph.layers[li]
+                    chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
             _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
         _, _, chosen, result = _SEARCHED[key]
+        if result is None:
+            raise infeasible
         if key is keys[-1] or result.mem_bytes <= cap_bytes:
             return dict(chosen), result
 
 
 _SEARCHED: dict[tuple, tuple] = {}
+_COST_GRAPHS: dict[tuple, tuple] = {}
