@@ -277,6 +277,8 @@ def cmd_plan(args) -> int:
         c = chosen.config
         rows = _strategy_rows(spec, cluster, c)
         print(f"operator strategies of the pick (tp={c.tp}, {c.tp_layout}) that differ from data parallelism:")
+        if not rows:
+            print("  none: every operator is replicated over the group")
         for row in rows[:12]:
             print(f"  {row['op']:>28}  {row['strategy']}  in {row['layers']} layer(s)")
         if len(rows) > 12:
@@ -391,14 +393,13 @@ def cmd_validate(args) -> int:
         from parsim.hardware import load_cluster
         from parsim.model.spec import load_model
         from parsim.profile.layers import launch_profilers
-        from parsim.validation import case_microbatch_sizes
+        from parsim.validation import sizes_to_profile
         spec = load_model(args.model)
         try:
             given = {int(x) for x in args.microbatch_sizes.split(",") if x.strip()}
         except ValueError:
             raise InputError(f"--microbatch-sizes: expected integers like 2,4,8; got {args.microbatch_sizes!r}")
-        # exactly the sizes the set's plans run, and the ones asked for (the planner picks among them)
-        sizes = sorted(given | set(case_microbatch_sizes(spec, args.set)))
+        sizes = sizes_to_profile(spec, given, args.set)
         os.makedirs(args.out, exist_ok=True)
         profiles = {}
         per_node = load_cluster(args.cluster).devices_per_node
@@ -427,7 +428,8 @@ def cmd_validate(args) -> int:
         print(table.to_string(index=False))
     print(f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
           f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
-          f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
+          + (f"(the same plan as {', '.join(out['pick_same_as'])}) " if out['pick_same_as'] else "")
+          + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
           f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}")
     print(f"calibrated analytical model: step-time MAPE {out['mape_step_time_analytical']:.1%}, "
           f"max error {out['max_error_step_time_analytical']:.1%}")

@@ -102,6 +102,14 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     return cases
 
 
+def sizes_to_profile(spec, asked, which: str = "default") -> list[int]:
+    """What ``parsim validate`` profiles: exactly the sizes the set's plans run, and those asked
+    for (the planner's pick chooses among them) that a plan could run: none larger than the
+    global batch."""
+    batch = spec.training.global_batch_size
+    return sorted({b for b in asked if b <= batch} | set(case_microbatch_sizes(spec, which)))
+
+
 def check_profiled_sizes(spec, which: str, model_path: str, profiles: dict[str, tuple[tuple[int, ...], str]]) -> None:
     """Every profile (path -> (its sizes, the ``parsim profile`` flags that took it)) must hold the
     set's micro-batch sizes; else one line naming the missing sizes and the command that adds them."""

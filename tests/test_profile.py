@@ -129,9 +129,17 @@ def test_validation_summary_metrics():
     assert s["mape_peak_memory"] == pytest.approx((0.1 + 0.1 + 0) / 3)
     assert s["spearman_throughput"] == pytest.approx(1.0)
     assert s["pick_is_best"] and s["measured_best"] == "planner"
-    worse = summary([_row("planner", 1.0, 1.2), _row("x", 1.0, 1.0), _row("y", 2, 2)])
+    worse = summary([_row("planner", 1.0, 1.2), _row("x", 1.05, 1.0), _row("y", 2, 2)])
     assert not worse["pick_is_best"] and worse["pick_gap_to_best"] == pytest.approx(0.2)
-    assert math.isfinite(worse["spearman_throughput"])
+    assert math.isfinite(worse["spearman_throughput"]) and worse["pick_same_as"] == []
+
+
+def test_a_pick_that_is_one_of_the_sets_plans_is_judged_by_its_faster_run():
+    """The planner picked dp2 itself: the two runs of one plan differ by noise, not by plan."""
+    twin = summary([_row("planner", 1.0, 1.2), _row("dp2", 1.0, 1.1), _row("y", 2, 2)])
+    assert twin["pick_same_as"] == ["dp2"] and twin["pick_is_best"] and twin["pick_gap_to_best"] == 0
+    other = summary([_row("planner", 1.0, 1.2), _row("dp2", 1.0, 1.1), _row("y", 1.1, 1.0)])
+    assert not other["pick_is_best"] and other["pick_gap_to_best"] == pytest.approx(0.1)
 
 
 def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_path, capsys):

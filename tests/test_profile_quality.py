@@ -161,11 +161,13 @@ def test_plan_with_a_profile_says_which_sizes_were_priced_how(capsys):
 
 
 def test_validate_names_the_sizes_its_plans_run_and_refuses_a_profile_without_them(tmp_path):
-    from parsim.validation import case_microbatch_sizes, validate
+    from parsim.validation import case_microbatch_sizes, sizes_to_profile, validate
 
     spec = load_model(MODEL)
     assert case_microbatch_sizes(spec) == [4, 8, 16, 32]        # batch 32: single, dp2, pp2 m 1..8, seeds m2
     assert case_microbatch_sizes(spec, "quick") == [8, 16]      # dp2, pp2-1f1b-m4
+    # the sizes asked for besides them, but none a batch of 32 cannot hold
+    assert sizes_to_profile(spec, {2, 64}) == [2, 4, 8, 16, 32]
     data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": [2, 4, 8],
             "layers": [{"name": n, "fwd_s": [1e-3] * 3, "bwd_s": [2e-3] * 3} for n in spec.graph.names]}
     path = tmp_path / "p.json"
