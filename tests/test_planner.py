@@ -94,6 +94,29 @@ def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
     assert any("bottleneck" in line for line in r.explanation)
 
 
+def test_a_pick_whose_layout_replicates_everything_is_called_what_it_is(cifar):
+    """On one Ascend server the searched layout for ResNet-50 at CIFAR size, batch 128 on one
+    pipeline of 2, replicates every operator over the tp=4 group (sharing the work costs more in
+    communication than it saves): the explanation must say the plan leaves devices idle, not pass
+    it off as tensor parallelism."""
+    from parsim.shard.graph import auto_memory_bytes, per_device_graph, replicates_every_operator
+
+    cluster = load_cluster("ascend910:1x8")
+    r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3, dp=1, pp=2, tp=4, tp_layout="auto",
+                                                                   microbatches=1), progress=False)
+    c = r.chosen.config
+    graph = per_device_graph(cifar.graph, 4, "auto", False, cifar.shard, cluster, cifar.training, 128,
+                             auto_memory_bytes(cluster, 2))
+    assert graph.tp == 4 and replicates_every_operator(graph)
+    said = [line for line in r.explanation if "replicates every operator" in line]
+    assert len(said) == 1 and "dp=1 pp=2 on 2 of the 8 devices, the rest idle" in said[0]
+    # under a memory cap the replicated layout cannot meet, the search splits operators
+    tight = per_device_graph(cifar.graph, 4, "auto", False, cifar.shard, cluster, cifar.training, 128,
+                             sum(layer.param_bytes for layer in cifar.graph.layers) * 4)
+    assert not replicates_every_operator(tight)
+    assert replicates_every_operator(cifar.graph) and c.tp == 4
+
+
 def test_memory_cap_changes_the_plan_and_is_respected(cifar):
     cluster = load_cluster("ascend910:1x8")
     free = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3), progress=False)

@@ -48,7 +48,7 @@ from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
-from parsim.shard.graph import auto_memory_bytes, per_device_graph
+from parsim.shard.graph import auto_memory_bytes, per_device_graph, replicates_every_operator
 from parsim.sim import Estimate, simulate
 
 
@@ -279,11 +279,21 @@ def _kernels_per_step(graph: LayerGraph, cand: Candidate) -> int:
     return per_mb * cfg.microbatches
 
 
-def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float) -> tuple[str, ...]:
+def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float, replicated: set = frozenset(),
+             everything: list[Candidate] = (), world: int = 0) -> tuple[str, ...]:
     names = graph.names
     best = result_ranked[0]
     e = best.estimate
     lines = []
+    if best.key() in replicated:
+        c = best.config
+        divided = next((x for x in everything if x.key() not in replicated), None)
+        lines.append(f"the pick's {c.tp_layout} layout replicates every operator over its tp={c.tp} group: the group's "
+                     f"{c.tp} devices repeat the same work, so it is dp={c.dp} pp={c.pp} on {c.dp * c.pp} of the "
+                     f"{world} devices, the rest idle"
+                     + (f"; every plan that divides the work over all {world} is slower here (the fastest, "
+                        f"dp={divided.config.dp} pp={divided.config.pp} tp={divided.config.tp}, by "
+                        f"{divided.estimate.step_time_s / e.step_time_s - 1:.1%})" if divided is not None else ""))
     hot = _busiest_rank(e)
     stages = ", ".join(best.config.describe_split(names).split(" | ")[s] for s in hot.stages)
     kernels = _kernels_per_step(graph, best) if any(layer.kernels for layer in graph.layers) else 0
@@ -386,6 +396,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     # simulated peak misses the cap brings in its held-back recomputing twin.
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
+    replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
     bar = Progress(len(pending), "planning", progress)
     kth = float("inf")
     while pending:
@@ -395,6 +406,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
                        keep_timeline=False)
         cand = Candidate(cfg, est)
+        if cfg.tp > 1 and replicates_every_operator(graph):
+            replicated.add(cand.key())
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
@@ -423,7 +436,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     ranked = tuple(results[: c.top])
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
                       search_time_s=time.perf_counter() - t0, considered=considered, simulated=simulated,
-                      explanation=_explain(list(ranked), g, cap))
+                      explanation=_explain(list(ranked), g, cap, replicated, results, world))
 
 
 def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:

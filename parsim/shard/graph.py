@@ -432,6 +432,13 @@ def strategy_summary(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> lis
                   key=lambda x: (-x[2], rank[x[0]], x[0]))
 
 
+def replicates_every_operator(graph: LayerGraph) -> bool:
+    """A per-device graph whose layout split no operator: every device of the tensor-parallel
+    group holds every parameter and computes the whole micro-batch, with nothing to exchange (the
+    searched layout may choose this where communication costs more than the work it would share)."""
+    return all(layer.tp_share >= 1 - 1e-9 and not layer.tp_comm for layer in graph.layers)
+
+
 def auto_memory_bytes(cluster, pp: int) -> float:
     """The auto layout's memory cap for the whole model's operators on one device of each group:
     the device memory of the pp devices its stages share (the operator graph counts parameters,
