@@ -5,13 +5,14 @@
 Goals: ResNet-50 on 1024 Ascend 910 (128 x 8) and on 64 DGX A100 nodes under 1 s each; a
 GPT-3-175B-shaped model on 1024 GPUs under 10 s (set before tensor parallelism, recomputation and
 the operator layouts multiplied its search space by about 20).  Then how search time grows with
-layers and devices.  Medians of 3 runs.
+layers and devices.  Medians of 3 cold runs, each in a fresh process as `parsim plan` runs.
 """
 
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
-import time
 
 from parsim.cost.compute import AnalyticalCompute
 from parsim.errors import DoesNotFitError
@@ -20,22 +21,30 @@ from parsim.model.spec import load_model
 from parsim.search.planner import plan
 
 
-def search(spec, cluster_spec, repeats=3):
+def _one(model_path: str, cluster_spec: str) -> dict:
+    """One search in this process (run in a fresh interpreter by ``search``)."""
+    spec = load_model(model_path)
     cluster = load_cluster(cluster_spec)
     compute = AnalyticalCompute.for_training(cluster.device, spec.training)
-    times, outcome = [], ""
+    try:
+        r = plan(spec, cluster, compute, progress=False)
+    except DoesNotFitError as e:
+        return {"search_time_s": float("nan"), "outcome": "nothing fits: " + str(e).split(":")[1].split(";")[0].strip()}
+    c = r.chosen.config
+    return {"search_time_s": r.search_time_s,
+            "outcome": (f"dp={c.dp} tp={c.tp}{f' ({c.tp_layout})' if c.tp > 1 else ''} pp={c.pp} m={c.microbatches} "
+                        f"{c.schedule}{' recompute' if c.recompute else ''}; simulated {r.simulated}/{r.considered}")}
+
+
+def search(model_path: str, cluster_spec: str, repeats: int = 3):
+    """Median search_time_s over ``repeats`` cold runs: each in a fresh interpreter, as `parsim plan`
+    runs, so that no memo (strategy searches, sharded graphs, kernel prices) carries over."""
+    runs = []
     for _ in range(repeats):
-        t = time.perf_counter()
-        try:
-            r = plan(spec, cluster, compute, progress=False)
-            c = r.chosen.config
-            outcome = (f"dp={c.dp} tp={c.tp}{f' ({c.tp_layout})' if c.tp > 1 else ''} pp={c.pp} m={c.microbatches} "
-                       f"{c.schedule}{' recompute' if c.recompute else ''}; "
-                       f"simulated {r.simulated}/{r.considered}")
-        except DoesNotFitError as e:
-            outcome = "nothing fits: " + str(e).split(":")[1].split(";")[0].strip()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times), outcome
+        out = subprocess.run([sys.executable, __file__, "--one", model_path, cluster_spec], check=True,
+                             capture_output=True, text=True).stdout
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    return statistics.median(r["search_time_s"] for r in runs), runs[-1]["outcome"]
 
 
 def gpt_yaml(layers, batch=512):
@@ -47,9 +56,12 @@ def gpt_yaml(layers, batch=512):
 
 
 if __name__ == "__main__":
-    resnet = load_model("examples/resnet50_imagenet.yaml")
-    gpt3 = load_model("examples/gpt3_175b.yaml")
-    print("goals:")
+    if sys.argv[1:2] == ["--one"]:
+        print(json.dumps(_one(sys.argv[2], sys.argv[3])))
+        sys.exit(0)
+    resnet = "examples/resnet50_imagenet.yaml"
+    gpt3 = "examples/gpt3_175b.yaml"
+    print("goals (cold: each search in a fresh process):")
     for label, spec, cluster, goal in [("ResNet-50, 1024 Ascend 910", resnet, "ascend910:128x8", 1),
                                        ("ResNet-50, 64 DGX A100 nodes", resnet, "dgx-a100:64x8", 1),
                                        ("GPT-3 175B, 1024 A100", gpt3, "dgx-a100:128x8", 10)]:
@@ -63,6 +75,6 @@ if __name__ == "__main__":
         sys.stdout.flush()
     print("growth with layers (GPT, hidden 2048, batch 512, 128 A100):")
     for layers in (12, 24, 48, 96):
-        t, outcome = search(load_model(gpt_yaml(layers)), "dgx-a100:16x8")
+        t, outcome = search(gpt_yaml(layers), "dgx-a100:16x8")
         print(f"  {layers:3d} layers  {t:6.3f} s  {outcome}")
         sys.stdout.flush()
