@@ -11,7 +11,9 @@ processes, then run every plan N times in turn):
 - d: the GPT with tensor parallelism (`examples/gpt_small_local.yaml`).
 Sets b-d were not used to develop the cost model.  Goals (issue 12): profiled step-time MAPE <= 5%,
 max error <= 10%, peak-memory MAPE <= 10% on each set; calibrated analytical MAPE <= 10% on a, b.
-Set a takes about 10 minutes with 3 passes, b about 40.
+With 3 passes, measured 2026-11-23 on the 2-core machine: a takes about 7 minutes, b 18, c 19,
+d 3.  Run nothing else on the machine meanwhile: a profile taken beside other work is worth less
+than any model (README, "What limits the accuracy here").
 """
 
 import argparse
