@@ -32,9 +32,12 @@ def steady(t, layer="a"):
     return {(layer, "fwd_s"): [t, t, t], (layer, "bwd_s"): [2 * t, 2 * t, 2 * t]}
 
 
-def test_spread_is_range_over_median():
+def test_spread_is_range_over_median_below_five_repeats_and_interquartile_from_five():
     assert spread([1.0, 1.1, 0.9]) == pytest.approx(0.2)
     assert spread([1.0]) == 0.0
+    # one repeat slowed by a neighbour: the range would say 100%, the quartiles say the median held
+    assert spread([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0]) == 0.0
+    assert spread([1.0, 1.1, 1.2, 1.3, 1.4]) == pytest.approx((1.3 - 1.1) / 1.2)
 
 
 def test_a_noisy_size_is_measured_again_and_takes_its_steadiest_round():

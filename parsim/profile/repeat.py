@@ -5,7 +5,7 @@ policy is tested without a clock.
 A *key* is one timed quantity of one layer, e.g. ``("layer3", "fwd_s")``.  ``measure(b)`` runs
 one round at micro-batch size b and returns every key's repeat times (warm-up already dropped).
 
-- spread = (max - min) / median over a round's repeats.
+- spread = interquartile range / median over a round's repeats (range / median below 5 repeats).
 - A size whose keys that matter (median at least ``MATTERS`` of the round's total; a 20 µs ReLU
   cannot move a step) spread more than ``threshold`` is measured again, up to ``max_remeasure``
   more rounds; each key then takes the round where it spread least.  Keys still above the
@@ -29,11 +29,19 @@ MATTERS = 0.01          # share of a size's total time below which a key does no
 
 
 def spread(samples: list[float]) -> float:
-    """(max - min) / median of repeat times; 0 for fewer than two."""
+    """Relative spread of repeat times: with five or more, the interquartile range over the median,
+    so that one repeat slowed by a neighbour's burst moves it little (the range over the median
+    flagged every row of every profile taken on the 2-core machine on 2026-11-23, quiet or not);
+    with fewer, (max - min) / median; 0 for fewer than two."""
     if len(samples) < 2:
         return 0.0
     med = statistics.median(samples)
-    return (max(samples) - min(samples)) / med if med > 0 else 0.0
+    if med <= 0:
+        return 0.0
+    if len(samples) >= 5:
+        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+        return (q3 - q1) / med
+    return (max(samples) - min(samples)) / med
 
 
 @dataclass(frozen=True)
