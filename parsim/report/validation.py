@@ -84,8 +84,8 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
     pick = next((r for r in rows if r.label == pick_label), None)
     # The pick may be one of the set's own plans, run twice under two labels; the faster of its two
     # runs is then the pick's measurement, not a better plan (the other is run-to-run noise).
-    twins = [r for r in rows if pick is not None and r is not pick and r.same_plan(pick)]
-    if pick is not None and twins:
+    twins = [r for r in rows if r is not pick and r.same_plan(pick)] if pick is not None else []
+    if twins:
         pick = min([pick] + twins, key=lambda r: r.measured_step_s)
     analytical = [abs(r.analytical_step_error) for r in rows if not math.isnan(r.analytical_step_s)]
     return {

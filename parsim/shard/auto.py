@@ -149,7 +149,7 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     the least memory any assignment can take is refused before any search, and the cost graph is
     built once for every cap."""
     free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
-    if len(_SEARCHED) > 1024:
+    if len(_SEARCHED) > 1024 or len(_COST_GRAPHS) > 1024:   # a cost graph refused by its floor has no search
         _SEARCHED.clear()
         _COST_GRAPHS.clear()
     if free_key not in _COST_GRAPHS:       # one cost graph serves every cap (a GPT-3 plan meets ~10)
@@ -158,9 +158,9 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
         floor_bytes = sum(min(m for _, m in costs) for costs in g[0].node_costs)
         _COST_GRAPHS[free_key] = (graph, cluster, g, floor_bytes)   # kept alive: the key holds their ids
     _, _, (g, where, shardings), floor_bytes = _COST_GRAPHS[free_key]
-    infeasible = InfeasibleError(f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes")
+    infeasible = f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes"
     if cap_bytes is not None and floor_bytes > cap_bytes:
-        raise infeasible                   # before the search without a cap, which could not help
+        raise InfeasibleError(infeasible)  # before the search without a cap, which could not help
     keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
     for key in keys:
         if key not in _SEARCHED:
@@ -175,7 +175,7 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
             _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
         _, _, chosen, result = _SEARCHED[key]
         if result is None:
-            raise infeasible
+            raise InfeasibleError(infeasible)
         if key is keys[-1] or result.mem_bytes <= cap_bytes:
             return dict(chosen), result
 
