@@ -1,7 +1,9 @@
 """Published GPU throughput against the kernel-level analytical model: NVIDIA's
 DeepLearningExamples ResNet-50 v1.5 for PyTorch (README, "Training performance results",
-pytorch-21.03 NGC container; batch sizes from its configs.yml: 256 per GPU, except 112 for V100
-FP32).  Synthetic-free: the published runs read ImageNet through DALI.
+pytorch-21.03 NGC container).  From the same example's configs.yml: 256 samples per GPU, except
+112 for V100 FP32; AMP runs with ``memory_format: nhwc`` (torch.channels_last), TF32 and FP32 in
+torch's default NCHW; ImageNet JPEGs read by the ``pytorch`` data backend with 16 loader workers
+per GPU on DGX A100 and 8 on DGX-1.
 
     python benchmarks/bench_published.py
 
@@ -55,7 +57,8 @@ def throughput(graph, profile: str, precision: str, gpus: int, batch: int, gemm_
         device = replace(device, kernels=replace(device.kernels, gemm_efficiency=gemm_efficiency))
         cluster = replace(cluster, profile=replace(cluster.profile, device=device))
     dtype = "fp16" if precision == "amp" else "fp32"
-    training = Training(global_batch_size=batch * gpus, dtype=dtype, optimizer="momentum")
+    memory_format = "channels_last" if precision == "amp" else "nchw"      # configs.yml, as above
+    training = Training(global_batch_size=batch * gpus, dtype=dtype, optimizer="momentum", memory_format=memory_format)
     compute = AnalyticalCompute.for_training(device, training)
     cfg = ParallelConfig(gpus, 1, 1, "1f1b", 1, (0, len(graph)))
     est = simulate(graph, training, cluster, cfg, compute, keep_timeline=False)

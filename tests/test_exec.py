@@ -100,6 +100,16 @@ def test_seeds_split_matches_reference(tmp_path, capfd):
     assert_same_as_reference(plan, out, 3)
 
 
+def test_channels_last_runs_nhwc_and_matches_reference(tmp_path, capfd):
+    model = tmp_path / "resnet_nhwc.yaml"
+    model.write_text(open(MODEL).read() + "  memory_format: channels_last\n")
+    plan = make_plan(tmp_path, "nhwc", "--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b",
+                     model=str(model))
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "2") == 0
+    assert_same_as_reference(plan, out, 2)
+
+
 def test_resume_continues_with_identical_parameters(tmp_path, capfd):
     plan = make_plan(tmp_path, "p", "--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b")
     straight, halves = tmp_path / "straight", tmp_path / "halves"

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.kernels import gemm_shape_efficiency, kernel_counts, layer_kernels_time_s
+from parsim.cost.kernels import gemm_shape_efficiency, kernel_counts, kernel_time_s, layer_kernels_time_s
 from parsim.errors import InputError
 from parsim.hardware import load_cluster
 from parsim.hardware.device import KernelExecution
-from parsim.hardware.numerics import MathMode, engine_dtype
+from parsim.hardware.numerics import MathMode, engine_dtype, engines
 from parsim.model.graph import Kernel, Layer
 from parsim.model.spec import load_model
 
@@ -105,9 +105,14 @@ def test_model_yaml_carries_the_numeric_modes(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text("schema_version: 1\nlayers:\n  - {name: a, fwd_flops: 1.0e+9, params: 10, output_bytes: 4, "
                     "saved_bytes: 4}\ntraining:\n  global_batch_size: 8\n  tf32: {conv: false, matmul: true}\n"
-                    "  ascend_precision_mode: must_keep_origin_dtype\n")
+                    "  ascend_precision_mode: must_keep_origin_dtype\n  memory_format: channels_last\n")
     t = load_model(str(path)).training
     assert (t.tf32_conv, t.tf32_matmul, t.ascend_precision_mode) == (False, True, "must_keep_origin_dtype")
+    assert t.memory_format == "channels_last"
+    with pytest.raises(InputError, match="memory_format"):
+        path.write_text(path.read_text().replace("channels_last", "nhwc"))
+        load_model(str(path))
+    path.write_text(path.read_text().replace("nhwc", "channels_last"))
     path.write_text(path.read_text().replace("must_keep_origin_dtype", "fastest"))
     with pytest.raises(InputError, match="ascend_precision_mode"):
         load_model(str(path))
@@ -115,7 +120,33 @@ def test_model_yaml_carries_the_numeric_modes(tmp_path):
 
 def test_tf32_prices_fp32_convolutions_at_the_tensor_core_rate(resnet):
     conv_heavy = resnet.layers[resnet.index("layer3.1")]
-    tf32 = AnalyticalCompute(A100, "fp32").layer_time_s(conv_heavy, "F", 256)
-    plain = AnalyticalCompute(A100, "fp32", MathMode("fp32", tf32_conv=False)).layer_time_s(conv_heavy, "F", 256)
+    channels_last = MathMode("fp32", channels_last=True)     # no layout transposes: the rate alone
+    tf32 = AnalyticalCompute(A100, "fp32", channels_last).layer_time_s(conv_heavy, "F", 256)
+    plain = AnalyticalCompute(A100, "fp32", replace(channels_last, tf32_conv=False)).layer_time_s(conv_heavy, "F", 256)
     assert plain > 2 * tf32
     assert math.isfinite(tf32)
+
+
+def test_engines_carry_their_own_efficiency_and_the_nchw_transposes():
+    a100 = engines(A100, MathMode("fp32"))
+    ex = A100.kernels
+    assert (a100["conv"].dtype, a100["conv"].efficiency, a100["conv"].nchw_transposes) == ("tf32", ex.gemm_efficiency, True)
+    # fp32 matmuls stay on the CUDA cores (TF32 off for matmul): the vector efficiency, no layout cost
+    assert (a100["matmul"].dtype, a100["matmul"].efficiency, a100["matmul"].nchw_transposes) == \
+        ("fp32", ex.vector_gemm_efficiency, False)
+    assert not engines(A100, MathMode("fp16", channels_last=True))["conv"].nchw_transposes
+    v100 = engines(V100, MathMode("fp32"))["conv"]          # Volta: fp32 convolutions on CUDA cores, NCHW native
+    assert (v100.dtype, v100.efficiency, v100.nchw_transposes) == ("fp32", V100.kernels.vector_gemm_efficiency, False)
+    assert engines(V100, MathMode("fp16"))["conv"].nchw_transposes
+    # a device with one engine (a CPU profile lists fp32 only): its GEMM efficiency, whatever else is set
+    cpu = replace(load_cluster("local-cpu:1x1").device,
+                  kernels=KernelExecution(gemm_efficiency=0.6, vector_gemm_efficiency=0.9, nhwc_matrix_engine=True))
+    e = engines(cpu, MathMode("fp32"))["conv"]
+    assert (e.dtype, e.efficiency) == ("fp32", 0.6)
+
+
+def test_an_nchw_tensor_core_convolution_pays_a_read_and_write_of_its_activations():
+    conv = Kernel("F", "convolution", "conv", flops=(0.0, 1e9), bytes=(1e5, 1e6), gemm=((0, 4096), (256, 0), (576, 0), (1, 0)))
+    nchw, nhwc = (engines(A100, MathMode("fp16", channels_last=c)) for c in (False, True))
+    extra = kernel_time_s(conv, 8, A100, nchw) - kernel_time_s(conv, 8, A100, nhwc)
+    assert extra == pytest.approx(2 * 8 * 1e6 / A100.achieved_bandwidth_bytes_per_s())    # weights are not transposed

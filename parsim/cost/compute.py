@@ -31,7 +31,7 @@ import numpy as np
 from parsim.errors import InputError
 from parsim.cost.kernels import layer_kernels_time_s
 from parsim.hardware.device import Device
-from parsim.hardware.numerics import MathMode, engine_rates
+from parsim.hardware.numerics import MathMode, engines
 from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
 from parsim.model.graph import DTYPE_BYTES, Layer
@@ -65,7 +65,7 @@ class AnalyticalCompute:
     dtype: str = "fp32"
     math: MathMode | None = None  # numeric modes; None: torch's defaults for ``dtype``
     includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
-    rates: dict = field(init=False, repr=False, compare=False)   # peak FLOP/s per kernel class
+    engines: dict = field(init=False, repr=False, compare=False)   # Engine per GEMM kernel class
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
     _memo: dict = field(init=False, repr=False, compare=False)
@@ -74,14 +74,15 @@ class AnalyticalCompute:
         mode = self.math or MathMode(self.dtype)
         if mode.dtype != self.dtype:
             raise ValueError(f"math mode dtype {mode.dtype} != {self.dtype}")
-        object.__setattr__(self, "rates", engine_rates(self.device, mode))
+        object.__setattr__(self, "engines", engines(self.device, mode))
         object.__setattr__(self, "_memo", {})
 
     @classmethod
     def for_training(cls, device: Device, training) -> "AnalyticalCompute":
         """The model for a model.yaml's ``training`` settings (dtype and numeric modes)."""
         return cls(device, training.dtype, MathMode(training.dtype, training.tf32_conv, training.tf32_matmul,
-                                                    training.ascend_precision_mode))
+                                                    training.ascend_precision_mode,
+                                                    training.memory_format == "channels_last"))
 
     @property
     def kernel_level(self) -> bool:
@@ -93,14 +94,14 @@ class AnalyticalCompute:
             hit = self._memo.get(key)
             if hit is None:
                 hit = self._memo[key] = (layer.kernels, layer_kernels_time_s(layer, kind, microbatch, self.device,
-                                                                            self.rates))
+                                                                            self.engines))
             return hit[1]
         flops, mem_bytes = _split_flops(layer, kind)
         flops *= microbatch
         bw = self.device.achieved_bandwidth_bytes_per_s()
         t = 0.0
         if flops > 0:
-            rate = self.rates["matmul"] * self.device.compute_efficiency(flops)
+            rate = self.engines["matmul"].rate_flops_per_s * self.device.compute_efficiency(flops)
             t = max(flops / rate, layer.param_bytes / bw)
         return t + microbatch * mem_bytes / bw
 

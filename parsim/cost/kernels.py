@@ -12,7 +12,8 @@ micro-batch) is priced on its own:
   would.  The rest is the device's fraction of peak for large GEMMs.  Roofline (Williams et al.
   2009): never faster than its bytes over the memory bandwidth.
 
-      t = max(FLOPs / (rate * gemm_efficiency * shape_efficiency(M, N, K, g)), bytes / BW)
+      t = max(FLOPs / (rate * efficiency * shape_efficiency(M, N, K, g)), bytes / BW)
+          + 2 * activation_bytes / BW     NCHW layout transposes, on an NHWC-only matrix engine
 
 - a memory-bound kernel (norms, activations, adds, copies) by its bytes read plus written:
   t = bytes / (BW * memory_efficiency);
@@ -20,8 +21,11 @@ micro-batch) is priced on its own:
   ``host_dispatch_s``, overlaps the device's work on asynchronous devices (a layer takes the
   longer of the two) and adds to it on a synchronous one (CPU eager mode).
 
-The engine rate of a GEMM comes from the numeric mode (``parsim.hardware.numerics``): TF32 for
-fp32 convolutions on Ampere and later, Ascend's fp16 Cube, and so on.
+The engine of a GEMM comes from the numeric mode (``parsim.hardware.numerics.Engine``): its rate
+(TF32 for fp32 convolutions on Ampere and later, Ascend's fp16 Cube, and so on), its large-GEMM
+efficiency (matrix engine or vector units), and whether a convolution there pays the transposes of
+NCHW activations into the NHWC its tensor cores take and back: every activation operand (the part
+of its bytes that grows with the batch) is read and written once more.
 
 A tensor-parallel layer (``Layer.tp_share`` < 1) runs the same kernels, each on its share of the
 work: its compute and bytes are scaled by the share, its launch and dispatch costs are not.
@@ -33,6 +37,7 @@ from __future__ import annotations
 import math
 
 from parsim.hardware.device import Device, KernelExecution
+from parsim.hardware.numerics import Engine
 from parsim.model.graph import Kernel, Layer
 
 PHASES = {"F": ("F",), "B": ("I", "W"), "I": ("I",), "W": ("W",)}
@@ -65,7 +70,7 @@ def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: Kerne
     return best
 
 
-def kernel_time_s(kernel: Kernel, b: int, device: Device, rates: dict[str, float], share: float = 1.0) -> float:
+def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Engine], share: float = 1.0) -> float:
     """Device time of one kernel at micro-batch b, its launch included."""
     ex = device.kernels
     flops, nbytes = kernel.at(b)
@@ -73,19 +78,23 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, rates: dict[str, float
     t_mem = share * nbytes / bw
     if kernel.klass == "mem" or flops <= 0:
         return t_mem + ex.launch_s
-    rate = rates[kernel.klass] * ex.gemm_efficiency
+    engine = engines[kernel.klass]
+    rate = engine.rate_flops_per_s * engine.efficiency
     dims = kernel.gemm_at(b)
     if dims is not None:
         rate *= gemm_shape_efficiency(*dims, ex)
-    return max(share * flops / rate, t_mem) + ex.launch_s
+    t = max(share * flops / rate, t_mem)
+    if engine.nchw_transposes:
+        t += 2 * share * kernel.bytes[1] * b / bw
+    return t + ex.launch_s
 
 
-def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, rates: dict[str, float]) -> float:
+def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engines: dict[str, Engine]) -> float:
     """The layer's kind (F, B, I or W) at micro-batch b: the sum over its kernels of that phase,
     with the host's dispatch overlapped (asynchronous devices) or added (synchronous ones)."""
     phases = PHASES[kind]
     kernels = [k for k in layer.kernels if k.phase in phases]
-    device_s = sum(kernel_time_s(k, b, device, rates, layer.tp_share) for k in kernels)
+    device_s = sum(kernel_time_s(k, b, device, engines, layer.tp_share) for k in kernels)
     host_s = len(kernels) * device.kernels.host_dispatch_s
     return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
 

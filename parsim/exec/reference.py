@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from parsim.exec.data import input_kind, make_loader
-from parsim.exec.stages import build_units, sequential
+from parsim.exec.stages import build_units, in_memory_format, memory_format, sequential
 from parsim.exec.train import LR, MOMENTUM, loss_fn
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
@@ -23,7 +23,8 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
     spec = load_model(plan.model_path)
     kind = input_kind(spec)
     units = build_units(spec, plan, seed, plan_path)
-    model = sequential(units)
+    fmt = memory_format(spec)
+    model = sequential(units).to(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     b = cfg.microbatch_size(plan.global_batch_size)
     loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, kind, seed, synthetic_size)
@@ -41,6 +42,7 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
                 dataset.set_epoch(epoch)
                 iters[d] = iter(loader)
             x, y = next(iters[d])
+            x = in_memory_format(x, fmt)
             model.zero_grad(set_to_none=True)
             for xi, yi in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches)):
                 loss = loss_fn(model(xi), yi)

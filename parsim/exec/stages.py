@@ -31,6 +31,38 @@ def build_units(spec: ModelSpec, plan: Plan, seed: int, plan_path: str = "plan")
     return cut_units(build_module(spec.source, spec.path))
 
 
+def memory_format(spec: ModelSpec) -> torch.memory_format:
+    """``training.memory_format``: torch.channels_last (NHWC) or torch's default NCHW.  Only 4-d
+    tensors (convolution weights and images) have a layout to choose; the rest are unaffected."""
+    return torch.channels_last if spec.training.memory_format == "channels_last" else torch.contiguous_format
+
+
+def in_memory_format(x: torch.Tensor | None, fmt: torch.memory_format) -> torch.Tensor | None:
+    """An input batch in the run's memory format (images only: 4-d)."""
+    return x.contiguous(memory_format=fmt) if x is not None and x.dim() == 4 else x
+
+
+class _DenseBoundary(torch.autograd.Function):
+    """Identity whose forward output and backward gradient are both made dense in torch's default
+    layout: what crosses a pipeline boundary (gloo, like NCCL, sends contiguous buffers only)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous()
+
+
+class DenseBoundary(nn.Module):
+    """A channels_last stage's first and last module: activations sent to the next stage and
+    gradients sent back to the previous one leave in NCHW (one layout copy each way)."""
+
+    def forward(self, x):
+        return _DenseBoundary.apply(x) if x.dim() == 4 else x
+
+
 def local_stages(cfg: ParallelConfig, pipe_rank: int) -> list[int]:
     """Stage indices this pipeline rank holds (looped placement: s % pp == pipe_rank)."""
     return [s for s in range(cfg.stages) if s % cfg.pp == pipe_rank]
@@ -42,8 +74,14 @@ def sequential(units: list[tuple[str, nn.Module]]) -> nn.Sequential:
     return nn.Sequential(OrderedDict((name.replace(".", "_"), m) for name, m in units))
 
 
-def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage: int) -> nn.Sequential:
-    return sequential(units[cfg.bounds[stage]:cfg.bounds[stage + 1]])
+def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage: int,
+                 fmt: torch.memory_format = torch.contiguous_format) -> nn.Sequential:
+    """Stage ``stage``'s units; under channels_last with pp > 1, between boundary modules that send
+    NCHW (they hold no parameters, so the state dict's keys are the units' own)."""
+    chosen = units[cfg.bounds[stage]:cfg.bounds[stage + 1]]
+    if fmt == torch.channels_last and cfg.pp > 1:
+        chosen = [("boundary_in", DenseBoundary()), *chosen, ("boundary_out", DenseBoundary())]
+    return sequential(chosen).to(memory_format=fmt)
 
 
 def schedule_class(name: str):

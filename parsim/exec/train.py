@@ -49,7 +49,8 @@ from torch import nn
 from parsim.errors import InputError
 from parsim.exec import checkpoint, groups, tensor_parallel
 from parsim.exec.data import input_kind, make_loader
-from parsim.exec.stages import MULTI_STAGE, build_units, check_order_matches, local_stages, schedule_class, stage_module
+from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
+                                 memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
@@ -201,7 +202,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
 
     units = build_units(spec, plan, opts.seed, opts.plan)
     stage_ids = local_stages(cfg, pipe_rank)
-    modules = [stage_module(units, cfg, s).to(env.device) for s in stage_ids]
+    fmt = memory_format(spec)
+    modules = [stage_module(units, cfg, s, fmt).to(env.device) for s in stage_ids]
     del units
     partial_grads: list = []          # sequence-parallel norms and positions: summed over the tp group
     if cfg.tp > 1:
@@ -307,7 +309,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         x, y = (None, None)
         if loader is not None:
             x, y = next(it)
-            x, y = x.to(env.device), y.to(env.device)
+            x, y = in_memory_format(x.to(env.device), fmt), y.to(env.device)
         # memory is measured on the last warm-up step, and only from the third step on: step 1
         # builds the optimizer state, and step 2 is when DDP rebuilds its gradient buckets (old
         # and new buckets are both alive then, ~one extra gradient's worth, never seen again)

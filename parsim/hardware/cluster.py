@@ -199,7 +199,9 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          k_half=k.get("k_half", (int, float), 0.0),
                          launch_s=k.get("launch_us", (int, float), 0.0) * 1e-6,
                          host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
-                         asynchronous=k.get("asynchronous", bool, False))
+                         asynchronous=k.get("asynchronous", bool, False),
+                         vector_gemm_efficiency=k.fraction("vector_gemm_efficiency", None),
+                         nhwc_matrix_engine=k.get("nhwc_matrix_engine", bool, False))
     for key, value in (("k_half", ex.k_half), ("launch_us", ex.launch_s), ("host_dispatch_us", ex.host_dispatch_s)):
         if value < 0:
             raise k.fail(key, "must be >= 0")

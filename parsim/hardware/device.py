@@ -29,6 +29,10 @@ class KernelExecution:
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)
     host_dispatch_s: float = 0.0          # host time per kernel (framework and launch API)
     asynchronous: bool = False            # host enqueues ahead of the device
+    # fp32 GEMMs on the vector units (CUDA cores) of a device that also has a matrix engine reach
+    # their own fraction of the fp32 peak; None: gemm_efficiency (parsim.hardware.numerics)
+    vector_gemm_efficiency: float | None = None
+    nhwc_matrix_engine: bool = False      # matrix-engine convolutions take NHWC: NCHW is transposed around each
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,18 @@ precision mode).  Resolved once per cost model, never tested in ``if`` chains el
 - fp32 on Ascend: under CANN's ``allow_fp32_to_fp16`` precision mode, convolutions and matmuls
   run on the fp16 Cube (CANN docs, "precision_mode"); ``must_keep_origin_dtype`` keeps fp32.
 - Memory-bound kernels move the bytes the graph was extracted with; no engine choice.
+
+An ``Engine`` also carries what the kernel model needs beyond the peak:
+
+- its large-GEMM efficiency.  A device with a matrix engine (tensor cores, the Cube) runs fp32
+  GEMMs on its vector units when no TF32 or fp16 path is taken; those reach a different fraction
+  of their own peak (``kernels.vector_gemm_efficiency``) than the matrix engine does
+  (``kernels.gemm_efficiency``).  A device with one engine (a CPU profile) has one efficiency.
+- whether a convolution pays layout transposes.  NVIDIA's tensor cores take NHWC; torch's default
+  memory format is NCHW (contiguous), and cuDNN then transposes the activations into NHWC and
+  back around each tensor-core convolution (NVIDIA, "Convolutional Layers User's Guide",
+  "Tensor Layouts In Memory: NCHW vs NHWC", 2023).  ``training.memory_format: channels_last``
+  avoids them.  CUDA-core (vector) convolutions run NCHW natively.
 """
 
 from __future__ import annotations
@@ -35,6 +47,17 @@ class MathMode:
     tf32_conv: bool = True
     tf32_matmul: bool = False
     ascend_precision_mode: str = "allow_fp32_to_fp16"
+    channels_last: bool = False          # torch.channels_last activations (NHWC); torch's default is NCHW
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The engine that runs one kernel class's GEMMs under a numeric mode."""
+
+    dtype: str                           # the peak-table key (fp16, bf16, tf32, fp32)
+    rate_flops_per_s: float              # its peak
+    efficiency: float                    # fraction of that peak a large, well-shaped GEMM reaches
+    nchw_transposes: bool = False        # a convolution here transposes NCHW activations to NHWC and back
 
 
 def engine_dtype(device: Device, mode: MathMode, klass: str) -> str:
@@ -54,6 +77,18 @@ def engine_dtype(device: Device, mode: MathMode, klass: str) -> str:
     return "fp32"
 
 
-def engine_rates(device: Device, mode: MathMode) -> dict[str, float]:
-    """Peak FLOP/s per kernel class, resolved once."""
-    return {klass: device.peak(engine_dtype(device, mode, klass)) for klass in GEMM_CLASSES}
+def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
+    """The engine of each GEMM kernel class ("conv", "matmul", "attention"), resolved once."""
+    ex = device.kernels
+    matrix_engine = any(device.has_rate(d) for d in ("fp16", "bf16", "tf32"))
+    out = {}
+    for klass in GEMM_CLASSES:
+        dtype = engine_dtype(device, mode, klass)
+        vector = dtype == "fp32" and matrix_engine          # fp32 on CUDA cores / the Vector unit
+        eff = 1.0
+        if ex is not None:
+            eff = ex.vector_gemm_efficiency if vector and ex.vector_gemm_efficiency is not None else ex.gemm_efficiency
+        transposes = (ex is not None and ex.nhwc_matrix_engine and not vector and klass == "conv"
+                      and not mode.channels_last)
+        out[klass] = Engine(dtype, device.peak(dtype), eff, transposes)
+    return out

@@ -19,6 +19,7 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
                                       # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
+      memory_format: nchw             # | channels_last (torch.channels_last: NHWC, what tensor cores take)
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
@@ -50,6 +51,7 @@ SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
+MEMORY_FORMATS = ("nchw", "channels_last")
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
 
@@ -69,6 +71,9 @@ class Training:
     # where the operator has no fp32 implementation (Ascend CANN docs; the default for training
     # per MindSpore's and the TF adapter's docs: unconfirmed for torch_npu).
     ascend_precision_mode: str = "allow_fp32_to_fp16"
+    # torch's default is NCHW (torch.contiguous_format); channels_last is NHWC.  On NVIDIA tensor
+    # cores an NCHW convolution pays transposes (parsim.hardware.numerics).
+    memory_format: str = "nchw"
 
 
 @dataclass(frozen=True)
@@ -238,7 +243,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
                         dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
                         recompute=t.get("recompute", bool, None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
-                                                       "allow_fp32_to_fp16"))
+                                                       "allow_fp32_to_fp16"),
+                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"))
     if t.has("tf32"):
         tf = t.sub("tf32")
         training = replace(training, tf32_conv=tf.get("conv", bool, True), tf32_matmul=tf.get("matmul", bool, False))

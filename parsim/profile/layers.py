@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from parsim.hardware.machine import this_machine
 from parsim.errors import InputError
+from parsim.exec.stages import in_memory_format, memory_format
 from parsim.exec.tensor_parallel import local
 from parsim.model.extract import cut_units
 from parsim.model.spec import ModelSpec, build_module
@@ -49,7 +50,8 @@ def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.
         seq = spec.input.shape[0]
         tokens = torch.randint(0, per_sample // seq, (b, seq), device=device)
         return tokens, tokens.roll(-1, dims=1)
-    return torch.randn(b, *spec.input.shape, device=device), torch.randint(0, per_sample, (b,), device=device)
+    images = in_memory_format(torch.randn(b, *spec.input.shape, device=device), memory_format(spec))
+    return images, torch.randint(0, per_sample, (b,), device=device)
 
 
 def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -166,7 +168,8 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device is visible; use --device cpu")
     torch.manual_seed(seed)
-    units = [(n, m.to(dev).train()) for n, m in cut_units(build_module(spec.source, spec.path))]
+    units = [(n, m.to(dev, memory_format=memory_format(spec)).train())     # the run's layout, as it runs
+             for n, m in cut_units(build_module(spec.source, spec.path))]
     tp = tp_mesh.size() if tp_mesh is not None else 1
     if tp > 1:
         from parsim.exec.stages import sequential

@@ -28,7 +28,7 @@ from dataclasses import replace
 from parsim.cost.layer import redistribution_time_s
 from parsim.cost.memory import bytes_per_param
 from parsim.errors import InfeasibleError
-from parsim.hardware.numerics import MathMode, engine_rates
+from parsim.hardware.numerics import MathMode, engines
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
 from parsim.shard.graph import (CONTRACTIONS, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
                                  op_sharding, ways)
@@ -63,7 +63,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                               "searches operators")
     device = cluster.device
     bw = device.achieved_bandwidth_bytes_per_s()
-    rate = engine_rates(device, MathMode(dtype))["matmul"]     # the numeric mode's GEMM engine
+    rate = engines(device, MathMode(dtype))["matmul"].rate_flops_per_s     # the numeric mode's GEMM engine
     per_param = sum(bytes_per_param(dtype, optimizer).values())
     scale = microbatch / graph.extraction_batch
     node_of: dict[tuple[int, int], int] = {}
