@@ -592,7 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--microbatch-sizes", default="2,4,8,16,32",
                    help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
                         "pick is kept to the profiled sizes)")
-    p.add_argument("--set", choices=("default", "quick"), default="default")
+    p.add_argument("--set", choices=("default", "quick", "schedules"), default="default",
+                   help="plans to run: the full set, a quick three, or pp=2 m=4 under 1F1B, interleaved and ZB-H1")
     p.add_argument("--steps", type=_positive, default=12, help="steps per run, 3 of them warm-up (default 12)")
     p.add_argument("--passes", type=_positive, default=1,
                    help="run the whole set this many times in turn; medians over passes, spread reported")

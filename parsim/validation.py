@@ -2,9 +2,11 @@
 executor, and compare, plan by plan and overall.
 
 The default set (2 ranks x 1 thread on this 2-core machine), for ResNet-50 at CIFAR-10 size:
-a single process; dp=2; pp=2 with m in {1, 2, 4, 8} under GPipe and under 1F1B; the seeds'
-split (head..layer2 | layer3..fc); and the planner's own pick.  ``quick`` keeps three of them,
-for the notebook and the test suite.  For the GPT (tensor parallelism): a single process, dp=2,
+a single process; dp=2; pp=2 with m in {1, 2, 4, 8} under GPipe and under 1F1B; pp=2, m=4 under
+interleaved 1F1B (v = 2) and under ZB-H1; the seeds' split (head..layer2 | layer3..fc); and the
+planner's own pick.  ``quick`` keeps three of them,
+for the notebook and the test suite; ``schedules`` keeps pp=2, m=4 under 1F1B, interleaved and
+ZB-H1 (plus the pick).  For the GPT (tensor parallelism): a single process, dp=2,
 tp=2 with m in {1, 2}, and the planner's pick among what the executor runs (pp=1, the megatron
 layout); tensor-parallel plans also compare their collectives per step, counted in the run,
 with the simulator's, which is what a run with more ranks than cores can still check.
@@ -55,9 +57,13 @@ def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int]]
     else:
         shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1)]
         shapes += [(f"pp2-{s}-m{m}", 1, 2, m, s, 1) for s in ("gpipe", "1f1b") for m in (1, 2, 4, 8)]
+        # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
+        shapes += [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1)]
         shapes.append(("seeds", 1, 2, 2, "1f1b", 1))
         keep = {"dp2", "pp2-1f1b-m4"}
-    return [s for s in shapes if s[0] in keep] if which == "quick" else shapes
+    if which == "schedules":       # the pipeline schedules side by side at one size (ResNet-50)
+        keep = {"pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"}
+    return [s for s in shapes if s[0] in keep] if which in ("quick", "schedules") else shapes
 
 
 def case_microbatch_sizes(spec, which: str = "default") -> list[int]:
@@ -90,7 +96,8 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
         else:
             try:
                 cases.append(Case(label, resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m,
-                                                        schedule=schedule, split="balanced")))
+                                                        schedule=schedule, split="balanced",
+                                                        chunks=2 if schedule == "interleaved" else None)))
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
     # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout, pp=1), no recomputation

@@ -46,10 +46,19 @@ def assert_same_as_reference(plan, out, steps):
     return measured
 
 
+def assert_grad_buckets_as_simulated(plan, measured):
+    """The data-parallel all-reduces that ran, per stage, count and bytes, are the simulator's."""
+    predicted = json.loads(open(plan).read())["estimate"]["grad_buckets_bytes"]
+    assert measured["grad_buckets_bytes"] == predicted
+    return predicted
+
+
 @pytest.mark.parametrize("name,flags", [
     ("dp2", ["--dp", "2", "--pp", "1", "--microbatches", "2"]),
     ("gpipe", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "gpipe"]),
     ("1f1b", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
+    ("interleaved", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "interleaved", "--chunks", "2"]),
+    ("zbh1", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "zbh1"]),
 ])
 def test_matches_single_process_reference(tmp_path, capfd, name, flags):
     plan = make_plan(tmp_path, name, *flags)
@@ -59,8 +68,12 @@ def test_matches_single_process_reference(tmp_path, capfd, name, flags):
     assert "epoch: 1 step: 4, loss is" in capfd.readouterr().out
     m = assert_same_as_reference(plan, out, 4)
     assert m["step_time_s"] > 0 and all(p > 0 for p in m["peak_memory_bytes"])
+    buckets = assert_grad_buckets_as_simulated(plan, m)
+    if "dp2" in name:       # ResNet-50's 94 MiB of fp32 gradients in 25 MiB buckets
+        assert len(buckets[0]) == 5 and sum(buckets[0]) == 4 * sum(
+            layer.param_count for layer in load_model(MODEL).graph.layers)
     kinds = {a[1].lstrip("0123456789")[0] for a in m["actions"]}
-    assert {"F", "B"} <= kinds
+    assert {"F", "I", "W"} <= kinds if name == "zbh1" else {"F", "B"} <= kinds     # a split backward: I and W
     trace = json.loads((out / "measured_trace.json").read_text())
     assert any(e.get("name") == "0F0" for e in trace["traceEvents"])
 
@@ -85,10 +98,24 @@ def test_tensor_parallel_gpt_matches_reference(tmp_path, capfd, dp, cluster, lay
     spec = load_model("examples/gpt_tiny_local.yaml")
     predicted = collective_counts(per_device_graph(spec.graph, 2, layout), 2)
     assert m["tp_collectives_per_step"] == predicted
+    assert_grad_buckets_as_simulated(plan, m)          # dp=2: the tp shards' gradients, in the simulator's buckets
     if layout == "megatron":
         assert predicted == {"all_reduce": 36, "all_gather_into_tensor": 2}
     else:       # every all-reduce became an all-gather plus a reduce-scatter
         assert predicted["reduce_scatter_tensor"] > 0 and "all_reduce" not in predicted
+
+
+def test_split_backward_with_data_parallelism_matches_reference(tmp_path, capfd):
+    """ZB-H1 (weight gradients in their own W steps) with dp=2 x pp=2: each bucket's all-reduce
+    starts from the W steps' gradient hooks.  4 ranks on 2 cores: values and buckets only."""
+    plan = str(tmp_path / "zb.json")
+    assert main(["simulate", MODEL, "--cluster", "local-cpu:2x2", "--dp", "2", "--pp", "2", "--microbatches", "4",
+                 "--schedule", "zbh1", "-o", plan, "--json"]) == 0
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "3") == 0
+    m = assert_same_as_reference(plan, out, 3)
+    buckets = assert_grad_buckets_as_simulated(plan, m)
+    assert all(buckets)                      # both stages reduce
 
 
 def test_seeds_split_matches_reference(tmp_path, capfd):

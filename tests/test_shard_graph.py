@@ -76,8 +76,10 @@ def test_per_device_flops_and_parameters(gpt_fp16):
     block, full = g.layers[1], gpt_fp16.layers[1]
     assert block.fwd_flops == pytest.approx(full.fwd_flops / t)       # every FLOP is in a split contraction
     assert block.bwd_flops == pytest.approx(full.bwd_flops / t)
-    # 12 h^2 weights split t ways; biases and norm weights (13 h) stay whole
-    assert block.param_count == 12 * H * H // t + 13 * H
+    # 12 h^2 weights split t ways, and the column-parallel biases with them (qkv 3h, fc1 4h: Megatron's
+    # ColumnParallelLinear holds output_size_per_partition of its bias); the row-parallel biases (2h)
+    # and the two norms' weights and biases (4h) stay whole
+    assert block.param_count == 12 * H * H // t + 7 * H // t + 6 * H
     assert block.output_bytes == full.output_bytes                     # replicated between blocks
     assert g.layers[0].param_count == 1024 * H // t + S * H            # vocabulary-parallel embedding
     assert g.tp == t
@@ -163,7 +165,7 @@ def test_model_yaml_shard_section_is_priced(capsys):
     assert _steps(unit1, "B") == [("AllReduce", 2, 3072 * 4)]         # column split: dX is partial
     assert _steps(unit3, "F") == [] == _steps(unit3, "B")              # row split takes the columns as they are
     assert _steps(unit4, "F") == [("AllReduce", 2, 256 * 4)]          # the ReLU completes the row split's sum
-    assert unit1.param_count == 3072 * 256 // 2 + 256
+    assert unit1.param_count == 3072 * 256 // 2 + 256 // 2          # the bias splits with the columns
 
 
 def test_model_ops_lists_operator_ids_and_strategies(capsys):

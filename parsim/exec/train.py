@@ -6,11 +6,10 @@ Training follows the seeds:
 - The loss of a step is the sum over micro-batches of each micro-batch's mean cross-entropy,
   as MindSpore's PipelineCell sums micro-batch losses. torch's schedules therefore run with
   ``scale_grads=False``.
-- Data-parallel replicas average their gradients (``gradients_mean=True``) through DDP, which
-  torch's PipelineStage drives: ``no_sync`` for all but the last micro-batch, whose backward
-  all-reduces in buckets. ZB-H1 splits the backward outside DDP's hooks, and DDP takes no
-  DTensor parameters, so under ZB-H1 or tensor parallelism the gradients are averaged with one
-  all-reduce per parameter (shard) after the schedule.
+- Data-parallel replicas average their gradients (``gradients_mean=True``) in the buckets the
+  simulator prices, each all-reduce started from gradient hooks as soon as its gradients are
+  final (parsim.exec.grad_sync): the same mechanism under every schedule, a split backward
+  (ZB-H1) and tensor parallelism included.
 - The GPT (the zoo's) trains on synthetic tokens, the loss over every next-token prediction;
   tensor parallelism is parsim.exec.tensor_parallel.
 - BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
@@ -25,9 +24,11 @@ Measured, as the simulator predicts it:
   CPU it is the bytes of parameters, buffers, gradients, optimizer state and the step's input
   batch held before a step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
   ("Total Allocated"), measured on the last warm-up step (the third step by default: DDP
-  rebuilds its buckets on the second, a one-time cost). Gradients persist between steps
-  (``zero_grad(set_to_none=False)``). Under DDP they are views into its buckets
-  (``gradient_as_bucket_view=True``), so they are counted once.
+  builds its optimizer state on the first). Gradients persist between steps
+  (``zero_grad(set_to_none=False)``). With dp > 1 they are views into their buckets' flat
+  buffers, so they are counted once;
+- with dp > 1, the bytes of each gradient all-reduce issued per step, per stage, to compare with
+  the simulator's ``grad_buckets_bytes``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from torch import nn
 from parsim.errors import InputError
 from parsim.exec import checkpoint, groups, tensor_parallel
 from parsim.exec.data import input_kind, make_loader
+from parsim.exec.grad_sync import GradBuckets
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
@@ -117,10 +119,6 @@ def instrument(stage, rec: Recorder) -> None:
     stage.forward_one_chunk = forward_one_chunk
     stage.backward_one_chunk = backward_one_chunk
     stage.backward_weight_one_chunk = backward_weight_one_chunk
-
-
-def _unwrap(m: nn.Module) -> nn.Module:
-    return m.module if isinstance(m, nn.parallel.DistributedDataParallel) else m
 
 
 def _static_bytes(modules, optimizers) -> dict[str, int]:
@@ -210,12 +208,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
-    split_backward = cfg.schedule == "zbh1"
-    manual_dp = split_backward or cfg.tp > 1          # DDP takes neither a split backward nor DTensors
-    if cfg.dp > 1 and not manual_dp:
-        # gradients live in DDP's buckets (no second copy), like Megatron's contiguous grad buffer
-        modules = [nn.parallel.DistributedDataParallel(m, process_group=dp_group, gradient_as_bucket_view=True)
-                   for m in modules]
+    grad_syncs = [GradBuckets(m, dp_group, cfg.dp, cfg.microbatches) for m in modules] if cfg.dp > 1 else []
     optimizers = [torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
 
     loader = sampler = dataset = None
@@ -245,7 +238,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if opts.resume:
         state = checkpoint.load(opts.out, env.rank)
         for m, sd in zip(modules, state["stages"]):
-            _unwrap(m).load_state_dict(sd)
+            m.load_state_dict(sd)
         for o, sd in zip(optimizers, state["optimizers"]):
             o.load_state_dict(sd)
         start = state["step"]
@@ -257,6 +250,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
                   f"{'synthetic' if not opts.data else opts.data}, {steps_per_epoch} steps per epoch")
         return 0
 
+    dp_buckets: list = []             # the last step's gradient all-reduces, bytes each, per local stage
+
     def run_step(x, y) -> list:
         for o in optimizers:
             o.zero_grad(set_to_none=False)   # gradients persist between steps, counted as static memory
@@ -264,14 +259,10 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if cfg.pp == 1:
             model = modules[0]
             for i, (xi, yi) in enumerate(zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches))):
-                sync = contextlib.nullcontext()
-                if isinstance(model, nn.parallel.DistributedDataParallel) and i < cfg.microbatches - 1:
-                    sync = model.no_sync()
-                with sync:
-                    with rec.action(Action(0, Kind.F, i)):
-                        loss = loss_fn(model(xi), yi)
-                    with rec.action(Action(0, Kind.B, i)):
-                        loss.backward()
+                with rec.action(Action(0, Kind.F, i)):
+                    loss = loss_fn(model(xi), yi)
+                with rec.action(Action(0, Kind.B, i)):
+                    loss.backward()
                 losses.append(loss.detach())
         elif first:
             sched.step(x)
@@ -279,14 +270,11 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             sched.step(target=y, losses=losses)
         else:
             sched.step()
+        # the dp mean before the tp sum of partial gradients: both are linear, so they commute
+        issued = [sync.finish() for sync in grad_syncs]
+        if issued:
+            dp_buckets[:] = issued
         tensor_parallel.reduce_partial_grads(partial_grads, mesh.get_group("tp"))
-        if manual_dp and cfg.dp > 1:
-            for m in modules:
-                for p in m.parameters():
-                    if p.grad is not None:
-                        g = tensor_parallel.local(p.grad)
-                        g.div_(cfg.dp)
-                        dist.all_reduce(g, group=dp_group)
         for s, o in zip(stage_ids, optimizers):
             with rec.action(Action(s, Kind.OPTIMIZER)):
                 o.step()
@@ -362,14 +350,14 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
     _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
-            (peak_bytes, peak_parts), b, start, kind, collectives)
+            (peak_bytes, peak_parts), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)))
     return 0
 
 
 def _save(opts, env, modules, optimizers, step) -> None:
     """Every rank writes its stages; tensor-parallel ranks write whole tensors (gathered, so every
     rank of a group holds the model its replica trains) and their local optimizer state."""
-    stages = [{k: tensor_parallel.full(v) for k, v in _unwrap(m).state_dict().items()} for m in modules]
+    stages = [{k: tensor_parallel.full(v) for k, v in m.state_dict().items()} for m in modules]
     opt_states = [_local_state(o.state_dict()) for o in optimizers]
     checkpoint.save(opts.out, env.rank, {"step": step, "stages": stages, "optimizers": opt_states})
 
@@ -382,14 +370,15 @@ def _local_state(state):
     return tensor_parallel.local(state) if torch.is_tensor(state) else state
 
 
-def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives) -> None:
+def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives,
+            grad_buckets) -> None:
     from parsim.report.timeline import trace_from_records
 
     pipe_rank, replica, tp_rank = where
     peak_bytes, peak_parts = peak
     mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank,
             "peak_memory_bytes": peak_bytes,
-            "peak_parts": peak_parts,
+            "peak_parts": peak_parts, "grad_buckets_bytes": grad_buckets,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
@@ -413,6 +402,9 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
         "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
         "tp_collectives_per_step": collectives,     # rank 0's, counted on the first step
+        # replica 0's (tp rank 0's) data-parallel all-reduces per stage, bytes each, on the last step
+        "grad_buckets_bytes": [next((g["grad_buckets_bytes"][s] for g in replica0 if s in g["grad_buckets_bytes"]), [])
+                               for s in range(cfg.stages)],
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
         "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout,
                    "microbatches": cfg.microbatches, "schedule": cfg.schedule,

@@ -293,6 +293,14 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
              for j, p in enumerate(op.param_inputs) if p and j < len(sh.inputs)]
     owned_count = sum(math.prod(s) for s, _ in owned)
     per_device = [math.prod(s) // ways(lay) for s, lay in owned]
+    # A linear's bias is addmm's first operand, which the operator view leaves out; it is added to
+    # the output, so it is split as the output's last dimension is (column-parallel) and whole
+    # otherwise (a row-parallel output is summed first, then biased).
+    for op, sh in zip(ops, shardings):
+        if op.aten == "addmm" and any(op.param_inputs):
+            n, d = op.output_shape[-1], sh.output.tensor_map[-1]
+            owned_count += n
+            per_device.append(n // (sh.output.device_dim_size(d) if d != -1 else 1))
     rest = max(layer.param_count - owned_count, 0)
     count = sum(per_device) + rest
     width = layer.param_bytes / layer.param_count if layer.param_count else 0

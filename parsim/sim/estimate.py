@@ -35,6 +35,9 @@ class Estimate:
     timeline: object = field(default=None, compare=False, repr=False)   # engine.Timeline, if kept
     input_bound: bool = False          # the overlapped loader, not compute, sets the step
     input: dict | None = None          # parsim.cost.input.InputCost as a dict; None: not priced
+    # per stage, the data-parallel gradient all-reduces it issues per step, bytes each, in launch
+    # order (parsim.cost.comm.ddp_buckets); what parsim.exec.grad_sync runs
+    grad_buckets_bytes: tuple[tuple[float, ...], ...] = ()
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -64,6 +67,7 @@ class Estimate:
             "peak_memory_bytes": self.peak_memory_bytes,
             "memory_breakdown": [r.memory.to_dict() for r in self.ranks],
             "comm_bytes": self.comm_bytes,
+            "grad_buckets_bytes": [list(b) for b in self.grad_buckets_bytes],
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
                        "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s, "input_s": r.input_s,
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],

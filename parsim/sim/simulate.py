@@ -80,6 +80,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     transfer_s: dict = {}
     bucket: dict = {}
     buckets_per_stage: dict[int, int] = {}
+    bucket_bytes: dict[int, tuple[float, ...]] = {}
     comm_bytes: dict[str, float] = defaultdict(float)
     kinds = ("F", "I", "W") if split else ("F", "B")
     for s in range(S):
@@ -107,8 +108,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             total = sum(last) or 1.0
             grads = [layers[i].param_count * per_param["grads"] for i in rev]
             groups = ddp_buckets(grads)
+            bucket_bytes[s] = tuple(sum(grads[j] for j in members) for members in groups)
             for k, members in enumerate(groups):
-                nbytes = sum(grads[j] for j in members)
+                nbytes = bucket_bytes[s][k]
                 ready = sum(last[: members[-1] + 1]) / total
                 bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, "all_reduce", algorithm))
                 comm_bytes[group_link_class(cluster, group)] += 2 * (cfg.dp - 1) * nbytes * cfg.tp   # ring, all ranks
@@ -159,4 +161,5 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     comm_bytes=dict(comm_bytes), config=config, input_bound=input_bound,
                     input=None if load is None else {"overlap": load.overlap, "microbatch_s": load.microbatch_s,
                                                      "readers_on_node": load.readers_on_node},
-                    stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None)
+                    stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None,
+                    grad_buckets_bytes=tuple(bucket_bytes.get(s, ()) for s in range(S)))

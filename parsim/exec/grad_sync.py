@@ -1,0 +1,111 @@
+"""Data-parallel gradient synchronisation: the buckets the simulator prices, run.
+
+One mechanism for every plan with dp > 1, whatever its schedule (a split backward under ZB-H1 or
+not) and whether its parameters are DTensors (tensor parallelism) or plain:
+
+- **Buckets.** A stage's cut units in backward order are grouped by ``parsim.cost.comm.ddp_buckets``
+  into buckets of at most 25 MiB of gradients (torch DDP's ``bucket_cap_mb``). That is the rule
+  ``parsim.sim.simulate`` prices (``Estimate.grad_buckets_bytes``): same units, same cap, same
+  order, so the all-reduces that run are the ones predicted, bucket for bucket.
+- **Started as gradients become ready.** A post-accumulate-grad hook counts each parameter's
+  accumulations. A parameter is final after one accumulation per micro-batch: its B step, or its
+  W step under a split backward. When every parameter of a bucket is final, the bucket's
+  all-reduce starts asynchronously, overlapping the backward that is still running, as DDP's
+  reducer does.
+- **In place.** Each bucket's gradients are views into one flat buffer, like DDP's
+  ``gradient_as_bucket_view`` and Megatron's contiguous gradient buffer, so the gradients are
+  held once and reduced without a copy. The buffer is divided by dp before the sum, which is
+  ``gradients_mean`` (the seeds'). DTensor parameters (tensor parallelism) keep DTensor
+  gradients whose local shards are those views.
+- ``finish()`` starts any bucket still waiting (a parameter that got no gradient this step) and
+  waits for all of them, before the optimizer.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from parsim.cost.comm import ddp_buckets
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+class GradBuckets:
+    """One stage module's gradients, all-reduced over ``group`` in the simulator's buckets."""
+
+    def __init__(self, stage: nn.Module, group, dp: int, microbatches: int):
+        self.group, self.dp, self.microbatches = group, dp, microbatches
+        # in backward order; a parameter shared by two units (the GPT's tied embedding and head)
+        # belongs to the later one, where its gradient is final last... no: where it is first
+        # met going backward, i.e. the later unit
+        seen: set = set()
+        units = []
+        for unit in list(stage.children())[::-1]:
+            units.append([p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))])
+        sizes = [sum(_local(p).numel() * p.element_size() for p in params) for params in units]
+        self.params: list[list[nn.Parameter]] = [[p for i in members for p in units[i]]
+                                                 for members in ddp_buckets(sizes)]
+        self.params = [ps for ps in self.params if ps]
+        self.bucket_of: dict[nn.Parameter, int] = {}
+        self.flat: list[torch.Tensor] = []
+        for k, params in enumerate(self.params):
+            flat = torch.zeros(sum(_local(p).numel() for p in params), dtype=params[0].dtype,
+                               device=_local(params[0]).device)
+            offset = 0
+            for p in params:
+                shard = _local(p)
+                view = flat[offset:offset + shard.numel()].view_as(shard)
+                p.grad = _as_grad(p, view)
+                offset += shard.numel()
+                self.bucket_of[p] = k
+                p.register_post_accumulate_grad_hook(self._accumulated)
+            self.flat.append(flat)
+        self.handles: list = [None] * len(self.params)
+        self._reset()
+        self.issued_bytes: list[int] = []          # this step's all-reduces, bytes each, in launch order
+
+    def _reset(self) -> None:
+        self.count = {p: 0 for p in self.bucket_of}
+        self.waiting = [len(ps) for ps in self.params]
+        self.handles = [None] * len(self.params)
+
+    def _accumulated(self, p: nn.Parameter) -> None:
+        self.count[p] += 1
+        if self.count[p] == self.microbatches:
+            k = self.bucket_of[p]
+            self.waiting[k] -= 1
+            if self.waiting[k] == 0:
+                self._start(k)
+
+    def _start(self, k: int) -> None:
+        flat = self.flat[k]
+        flat.div_(self.dp)
+        self.handles[k] = dist.all_reduce(flat, group=self.group, async_op=True)
+        self.issued_bytes.append(flat.numel() * flat.element_size())
+
+    def finish(self) -> list[int]:
+        """Wait for every bucket of this step (starting any a missing gradient held back); the
+        bytes of each all-reduce issued, in launch order."""
+        for k, handle in enumerate(self.handles):
+            if handle is None:
+                self._start(k)
+        for handle in self.handles:
+            handle.wait()
+        issued, self.issued_bytes = self.issued_bytes, []
+        self._reset()
+        return issued
+
+
+def _as_grad(p: nn.Parameter, view: torch.Tensor) -> torch.Tensor:
+    """A gradient for ``p`` whose storage is ``view``: a DTensor parameter gets a DTensor with the
+    same mesh and placements."""
+    if hasattr(p, "to_local"):
+        from torch.distributed.tensor import DTensor
+
+        return DTensor.from_local(view, p.device_mesh, p.placements, run_check=False,
+                                  shape=p.shape, stride=p.stride())
+    return view
