@@ -39,13 +39,11 @@ class GradBuckets:
 
     def __init__(self, stage: nn.Module, group, dp: int, microbatches: int):
         self.group, self.dp, self.microbatches = group, dp, microbatches
-        # in backward order; a parameter shared by two units (the GPT's tied embedding and head)
-        # belongs to the later one, where its gradient is final last... no: where it is first
-        # met going backward, i.e. the later unit
+        # A parameter two units share (the GPT's tied embedding and head) belongs to the first, as
+        # extraction counts it (parsim.model.extract); autograd accumulates it once per backward.
         seen: set = set()
-        units = []
-        for unit in list(stage.children())[::-1]:
-            units.append([p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))])
+        units = [[p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))]
+                 for unit in stage.children()][::-1]                   # backward order
         sizes = [sum(_local(p).numel() * p.element_size() for p in params) for params in units]
         self.params: list[list[nn.Parameter]] = [[p for i in members for p in units[i]]
                                                  for members in ddp_buckets(sizes)]

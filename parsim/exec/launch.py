@@ -68,9 +68,12 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
     failed = None          # (rank, code, time)
     try:
         while any(p.poll() is None for p in procs):
-            for r, p in enumerate(procs):
-                code = p.poll()
-                if code not in (None, 0) and failed is None:
+            if failed is None:
+                # the first failure is the cause; within one poll round, a rank killed by a signal
+                # comes before ranks that exited because a peer vanished (gloo's "connection closed")
+                down = [(r, p.poll()) for r, p in enumerate(procs) if p.poll() not in (None, 0)]
+                if down:
+                    r, code = min(down, key=lambda rc: (rc[1] >= 0, rc[0]))
                     failed = (r, code, time.monotonic())
             if failed and time.monotonic() - failed[2] > timeout_s:
                 for p in procs:

@@ -23,8 +23,8 @@ Measured, as the simulator predicts it:
 - peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
   CPU it is the bytes of parameters, buffers, gradients, optimizer state and the step's input
   batch held before a step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
-  ("Total Allocated"), measured on the last warm-up step (the third step by default: DDP
-  builds its optimizer state on the first). Gradients persist between steps
+  ("Total Allocated"), measured on the last warm-up step (the third step by default: the
+  first builds the optimizer state). Gradients persist between steps
   (``zero_grad(set_to_none=False)``). With dp > 1 they are views into their buckets' flat
   buffers, so they are counted once;
 - with dp > 1, the bytes of each gradient all-reduce issued per step, per stage, to compare with
@@ -299,8 +299,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             x, y = next(it)
             x, y = in_memory_format(x.to(env.device), fmt), y.to(env.device)
         # memory is measured on the last warm-up step, and only from the third step on: step 1
-        # builds the optimizer state, and step 2 is when DDP rebuilds its gradient buckets (old
-        # and new buckets are both alive then, ~one extra gradient's worth, never seen again)
+        # builds the optimizer state
         profile_memory = step == start + opts.warmup - 1 and opts.warmup >= 3
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
