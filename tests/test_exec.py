@@ -1,7 +1,7 @@
 """The executor on CPU with 2 gloo processes, one thread each, against a single-process reference.
 
 Each run trains ResNet-50 (CIFAR-10 shape) for a few steps on synthetic data; these tests take
-about a minute and a half together on the 2-core machine.
+about two and a half minutes together on the 2-core machine.
 """
 
 import json
