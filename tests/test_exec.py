@@ -69,7 +69,7 @@ def test_matches_single_process_reference(tmp_path, capfd, name, flags):
     m = assert_same_as_reference(plan, out, 4)
     assert m["step_time_s"] > 0 and all(p > 0 for p in m["peak_memory_bytes"])
     buckets = assert_grad_buckets_as_simulated(plan, m)
-    if "dp2" in name:       # ResNet-50's 94 MiB of fp32 gradients in 25 MiB buckets
+    if "dp2" in name:       # ResNet-50's 94.1 MB (89.8 MiB) of fp32 gradients in 25 MiB buckets
         assert len(buckets[0]) == 5 and sum(buckets[0]) == 4 * sum(
             layer.param_count for layer in load_model(MODEL).graph.layers)
     kinds = {a[1].lstrip("0123456789")[0] for a in m["actions"]}

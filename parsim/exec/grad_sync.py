@@ -28,10 +28,7 @@ import torch.distributed as dist
 from torch import nn
 
 from parsim.cost.comm import ddp_buckets
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
+from parsim.exec.tensor_parallel import local
 
 
 class GradBuckets:
@@ -44,25 +41,24 @@ class GradBuckets:
         seen: set = set()
         units = [[p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))]
                  for unit in stage.children()][::-1]                   # backward order
-        sizes = [sum(_local(p).numel() * p.element_size() for p in params) for params in units]
+        sizes = [sum(local(p).numel() * p.element_size() for p in params) for params in units]
+        # every bucket holds a unit with gradient bytes (ddp_buckets opens none for an empty unit)
         self.params: list[list[nn.Parameter]] = [[p for i in members for p in units[i]]
                                                  for members in ddp_buckets(sizes)]
-        self.params = [ps for ps in self.params if ps]
         self.bucket_of: dict[nn.Parameter, int] = {}
         self.flat: list[torch.Tensor] = []
         for k, params in enumerate(self.params):
-            flat = torch.zeros(sum(_local(p).numel() for p in params), dtype=params[0].dtype,
-                               device=_local(params[0]).device)
+            flat = torch.zeros(sum(local(p).numel() for p in params), dtype=params[0].dtype,
+                               device=local(params[0]).device)
             offset = 0
             for p in params:
-                shard = _local(p)
+                shard = local(p)
                 view = flat[offset:offset + shard.numel()].view_as(shard)
                 p.grad = _as_grad(p, view)
                 offset += shard.numel()
                 self.bucket_of[p] = k
                 p.register_post_accumulate_grad_hook(self._accumulated)
             self.flat.append(flat)
-        self.handles: list = [None] * len(self.params)
         self._reset()
         self.issued_bytes: list[int] = []          # this step's all-reduces, bytes each, in launch order
 

@@ -71,7 +71,7 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
             if failed is None:
                 # the first failure is the cause; within one poll round, a rank killed by a signal
                 # comes before ranks that exited because a peer vanished (gloo's "connection closed")
-                down = [(r, p.poll()) for r, p in enumerate(procs) if p.poll() not in (None, 0)]
+                down = [(r, code) for r, code in ((r, p.poll()) for r, p in enumerate(procs)) if code not in (None, 0)]
                 if down:
                     r, code = min(down, key=lambda rc: (rc[1] >= 0, rc[0]))
                     failed = (r, code, time.monotonic())
