@@ -49,21 +49,19 @@ class Case:
 def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int]]:
     """(label, dp, pp, microbatches, schedule, tp) of the set's plans other than the planner's pick:
     the one table both the cases and the sizes to profile come from."""
+    # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
+    schedules = [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1)]
     if spec.source.target == "gpt":
-        if which == "schedules":
-            raise InputError(f"{spec.path}: --set schedules compares pipeline schedules, and the executor runs the "
-                             "GPT with pp=1 for now; use --set default or --set quick")
+        # pp=2 splits the tied embedding and head over two ranks (parsim.exec.grad_sync.TiedGrads)
         shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1), ("tp2", 1, 1, 1, "1f1b", 2),
-                  ("tp2-m2", 1, 1, 2, "1f1b", 2)]
-        keep = {"dp2", "tp2"}
+                  ("tp2-m2", 1, 1, 2, "1f1b", 2), ("pp2-1f1b-m4", 1, 2, 4, "1f1b", 1), *schedules]
+        keep = {"dp2", "tp2", "pp2-1f1b-m4"}
     else:
         shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1)]
         shapes += [(f"pp2-{s}-m{m}", 1, 2, m, s, 1) for s in ("gpipe", "1f1b") for m in (1, 2, 4, 8)]
-        # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
-        shapes += [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1)]
-        shapes.append(("seeds", 1, 2, 2, "1f1b", 1))
+        shapes += [*schedules, ("seeds", 1, 2, 2, "1f1b", 1)]
         keep = {"dp2", "pp2-1f1b-m4"}
-    if which == "schedules":       # the pipeline schedules side by side at one size (ResNet-50)
+    if which == "schedules":       # the pipeline schedules side by side at one size
         keep = {"pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"}
     return [s for s in shapes if s[0] in keep] if which in ("quick", "schedules") else shapes
 
@@ -85,16 +83,14 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     whole = (0, len(g))
     cases = []
     for label, dp, pp, m, schedule, tp in _fixed_shapes(spec, which):
-        if spec.source.target == "gpt":
-            cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole, tp=tp,
-                                                    tp_layout="megatron" if tp > 1 else "")))
-        elif label == "seeds":
+        if label == "seeds":
             seeds = load_model(SEEDS_MODEL)
             if seeds.graph.names == g.names and seeds.manual_stages:
                 cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1,
                                                         bounds_from_assignment(seeds.manual_stages))))
         elif pp == 1:
-            cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole)))
+            cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole, tp=tp,
+                                                    tp_layout="megatron" if tp > 1 else "")))
         else:
             try:
                 cases.append(Case(label, resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m,
@@ -102,8 +98,8 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                                                         chunks=2 if schedule == "interleaved" else None)))
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
-    # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout, pp=1), no recomputation
-    extra = (dict(pp=1, tp_layout="megatron", recompute=False) if spec.source.target == "gpt"
+    # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout), no recomputation
+    extra = (dict(tp_layout="megatron", recompute=False) if spec.source.target == "gpt"
              else dict(tp=1, recompute=False))
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
                   progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config

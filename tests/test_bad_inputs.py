@@ -92,11 +92,3 @@ def test_an_algorithm_the_library_lacks_is_one_line(capsys):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert "--algorithm halving-doubling" in err and "nccl" in err and "ring, tree" in err
-
-
-def test_the_schedules_set_on_the_gpt_is_one_line(tmp_path, capsys):
-    code = main(["validate", "examples/gpt_tiny_local.yaml", "--set", "schedules", "--out", str(tmp_path / "v")])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1
-    assert "--set schedules" in err and "pp=1" in err and "--set default" in err
-    assert not (tmp_path / "v").exists()          # refused before anything is profiled or written

@@ -105,6 +105,31 @@ def test_tensor_parallel_gpt_matches_reference(tmp_path, capfd, dp, cluster, lay
         assert predicted["reduce_scatter_tensor"] > 0 and "all_reduce" not in predicted
 
 
+@pytest.mark.parametrize("name,cluster,flags", [
+    ("pp2", "local-cpu", ["--pp", "2", "--microbatches", "4"]),
+    ("pp2-tp2", "local-cpu:2x2", ["--pp", "2", "--tp", "2", "--tp-layout", "megatron", "--microbatches", "2"]),
+])
+def test_gpt_pipeline_keeps_the_tied_embedding_in_step(tmp_path, capfd, name, cluster, flags):
+    """The GPT with pp=2: the head on the last stage holds a copy of the word embedding, whose
+    gradient is summed with the first stage's after the backward (Megatron's embedding group), so
+    the run equals one process with the tied weight; the all-reduce that ran is the simulator's.
+    pp=2 x tp=2 runs 4 ranks on 2 cores: values only."""
+    plan = str(tmp_path / f"{name}.json")
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", cluster, "--dp", "1", *flags,
+                 "-o", plan, "--json"]) == 0
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "4") == 0
+    m = assert_same_as_reference(plan, out, 4)
+    predicted = json.loads(open(plan).read())["estimate"]["tied_grad_bytes"]
+    tp = 2 if "tp2" in name else 1
+    vocab, hidden = 512, 64                              # gpt-tiny
+    assert predicted == {"0": vocab * hidden * 4 / tp, "1": vocab * hidden * 4 / tp}   # fp32, vocabulary-split
+    assert m["tied_grad_bytes"] == predicted
+    from parsim.exec import checkpoint
+    first, last = checkpoint.load(str(out), 0)["stages"][0], checkpoint.load(str(out), tp)["stages"][0]
+    torch.testing.assert_close(last["head.wte.weight"], first["embed.wte.weight"], rtol=0, atol=0)
+
+
 def test_split_backward_with_data_parallelism_matches_reference(tmp_path, capfd):
     """ZB-H1 (weight gradients in their own W steps) with dp=2 x pp=2: each bucket's all-reduce
     starts from the W steps' gradient hooks.  4 ranks on 2 cores: values and buckets only."""

@@ -109,3 +109,15 @@ def test_missing_action_is_named():
 def test_infeasible_configurations_say_what_to_change(args, words):
     with pytest.raises(InfeasibleError, match=words):
         build_schedule(*args)
+
+
+def test_tied_reduction_lowers_before_the_optimizer_and_validates():
+    """REDUCE_TIED (a tied weight's gradient summed over the stages holding it) follows the dp
+    buckets and precedes the optimizer; it parses back from its text."""
+    lowered = lower(build_schedule("interleaved", 2, 4, 2), {0: 2, 3: 1}, tied_stages=(0, 3))
+    validate(lowered)
+    rank0 = [str(a) for a in lowered.actions(0)]
+    assert rank0[-3:] == ["0REDUCE_TIED", "0OPTIMIZER", "2OPTIMIZER"]
+    assert rank0.index("0REDUCE_GRAD1") < rank0.index("0REDUCE_TIED")
+    assert [str(a) for a in lowered.actions(1)][-3:] == ["3REDUCE_TIED", "1OPTIMIZER", "3OPTIMIZER"]
+    assert Action.parse("3REDUCE_TIED") == Action(3, Kind.REDUCE_TIED)

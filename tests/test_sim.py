@@ -128,3 +128,26 @@ def test_transfers_share_a_link():
     assert all(b[0] >= a[1] - 1e-9 for a, b in zip(sends, sends[1:]))       # never two at once
     assert any(start > f_end[mb] + 0.5 for start, _, mb in sends)           # some waited for the link
     assert e.step_time_s > 4 * 2.0                                           # link-bound
+
+
+def test_gpt_pipeline_holds_and_reduces_a_copy_of_the_tied_embedding():
+    """pp=2 puts the GPT's head, which computes its logits with the word embedding's weight, on
+    the last stage: that rank holds a copy (weights, gradient and optimizer state), and the two
+    copies' gradients are all-reduced between the first and last stage after the backward, both
+    ranks starting it together (Megatron's embedding group).  pp=1 holds the weight once."""
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    g, cluster = spec.graph, load_cluster("local-cpu:1x2")
+    vocab, hidden = 512, 64
+    per = sum(bytes_per_param("fp32", "momentum").values())
+    one = simulate(g, spec.training, cluster, ParallelConfig(dp=1, pp=1, microbatches=4, bounds=(0, 6)))
+    assert one.tied_grad_bytes == {} and one.ranks[0].memory.params_bytes == 4 * g.param_count
+    e = simulate(g, spec.training, cluster, ParallelConfig(dp=1, pp=2, microbatches=4, bounds=(0, 3, 6)))
+    first = sum(layer.param_count for layer in g.layers[:3])
+    last = sum(layer.param_count for layer in g.layers[3:]) + vocab * hidden
+    assert [r.memory.params_bytes + r.memory.grads_bytes + r.memory.optimizer_bytes for r in e.ranks] == \
+        [first * per, last * per]
+    assert e.tied_grad_bytes == {0: vocab * hidden * 4, 1: vocab * hidden * 4}
+    tied = [r for r in e.timeline.records if r[1].kind is Kind.REDUCE_TIED]
+    assert sorted(r[0] for r in tied) == [0, 1] and tied[0][3] == tied[1][3] > 0
+    opt = {r[0]: r[3] for r in e.timeline.records if r[1].kind is Kind.OPTIMIZER}
+    assert all(opt[r[0]] >= r[4] for r in tied)            # the optimizer steps the summed gradient

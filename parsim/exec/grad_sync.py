@@ -19,6 +19,14 @@ not) and whether its parameters are DTensors (tensor parallelism) or plain:
   gradients whose local shards are those views.
 - ``finish()`` starts any bucket still waiting (a parameter that got no gradient this step) and
   waits for all of them, before the optimizer.
+
+A weight two cut units share (the GPT's word embedding, used again by its LM head) is one
+parameter when both units sit on one rank, and autograd sums its two gradients. When pp > 1
+puts them on different pipeline ranks, each rank holds a copy (built from the same seed, so
+equal), and ``TiedGrads`` sums the copies' gradients over those ranks after the data-parallel
+buckets, so that both copies take the same step: Megatron's embedding group
+(megatron/core/distributed/finalize_model_grads.py, ``_allreduce_word_embedding_grads``). The
+simulator prices the same all-reduce (Kind.REDUCE_TIED, ``Estimate.tied_grad_bytes``).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import torch.distributed as dist
 from torch import nn
 
 from parsim.cost.comm import ddp_buckets
+from parsim.errors import InputError
 from parsim.exec.tensor_parallel import local
 
 
@@ -103,3 +112,62 @@ def _as_grad(p: nn.Parameter, view: torch.Tensor) -> torch.Tensor:
         return DTensor.from_local(view, p.device_mesh, p.placements, run_check=False,
                                   shape=p.shape, stride=p.stride())
     return view
+
+
+def tied_holders(units: list[tuple[str, nn.Module]]) -> list[list[tuple[int, str]]]:
+    """Each parameter more than one cut unit holds: (unit index, its name in a stage module) per
+    holder, the owner (the first) first.  Stage modules name unit "layers.3" "layers_3"
+    (parsim.exec.stages.sequential)."""
+    holders: dict[int, list[tuple[int, str]]] = {}
+    for u, (unit_name, unit) in enumerate(units):
+        for name, p in unit.named_parameters():
+            holders.setdefault(id(p), []).append((u, f"{unit_name.replace('.', '_')}.{name}"))
+    return [h for h in holders.values() if len(h) > 1]
+
+
+class TiedGrads:
+    """The tied weights whose holders sit on different pipeline ranks: their gradients summed
+    over those ranks of each (replica, tensor-parallel rank), once per step."""
+
+    def __init__(self, holders: list[list[tuple[int, str]]], cfg, stage_ids: list[int],
+                 modules: list[nn.Module], coords: tuple[int, int, int], plan_path: str = "plan"):
+        replica, pipe_rank, tp_rank = coords
+        stage_of = [s for s in range(cfg.stages) for _ in cfg.stage_layers(s)]
+        self.reductions: list[tuple[int, nn.Parameter, object]] = []   # (stage, parameter, group)
+        for held in holders:
+            stages = sorted({stage_of[u] for u, _ in held})
+            pipe_ranks = sorted({s % cfg.pp for s in stages})
+            if len(pipe_ranks) == 1:
+                continue                       # one parameter on one rank: autograd sums its uses
+            if len(pipe_ranks) != len(stages):
+                raise InputError(f"{plan_path}: parallel.bounds: two stages on one pipeline rank hold copies of "
+                                 f"{held[0][1]}, which the executor cannot keep equal; move the boundaries")
+            for d in range(cfg.dp):            # every rank creates every group, in the same order
+                for t in range(cfg.tp):
+                    group = dist.new_group([cfg.global_rank(d, r, t) for r in pipe_ranks])
+                    if (d, t) != (replica, tp_rank) or pipe_rank not in pipe_ranks:
+                        continue
+                    for s, module in zip(stage_ids, modules):
+                        if s not in stages:
+                            continue
+                        params = dict(module.named_parameters(remove_duplicate=False))
+                        name = next(n for u, n in held if stage_of[u] == s and n in params)
+                        self.reductions.append((s, params[name], group))
+
+    @property
+    def stages(self) -> list[int]:
+        return [s for s, _, _ in self.reductions]
+
+    def reduce(self, stage: int) -> int:
+        """Sum ``stage``'s tied gradients over their groups; the bytes all-reduced."""
+        nbytes = 0
+        for s, p, group in self.reductions:
+            if s == stage:
+                if hasattr(p, "placements") and p.grad.placements != p.placements:
+                    # the embedding's backward leaves its DTensor gradient replicated; take this
+                    # rank's vocabulary slice (no communication), the slice its copy holds
+                    p.grad = p.grad.redistribute(p.device_mesh, p.placements)
+                grad = local(p.grad)
+                dist.all_reduce(grad, group=group)
+                nbytes += grad.numel() * grad.element_size()
+        return nbytes

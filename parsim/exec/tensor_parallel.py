@@ -5,8 +5,8 @@ What runs is what parsim.shard.builtin prices for the "megatron" layout:
 - each Block: QKV and fc1 ``ColwiseParallel``, proj and fc2 ``RowwiseParallel``: one all-reduce
   forward after each row split and one backward before each column split; attention on a/t heads;
 - the word embedding ``RowwiseParallel`` (vocabulary-parallel, output all-reduced) when the
-  vocabulary divides by t; the LM head, which shares that weight, then computes its vocabulary
-  slice of the logits, gathered for the loss (Megatron's mappings, written out: DTensor left
+  vocabulary divides by t; the LM head, which shares that weight (its copy, split the same way,
+  on the last stage when pp > 1), then computes its vocabulary slice of the logits, gathered for the loss (Megatron's mappings, written out: DTensor left
   alone may gather the weight instead, a different plan from the one priced);
 - LayerNorms, dropouts and residual adds replicated.
 
@@ -19,9 +19,8 @@ position table then see a part of the sequence each, so their gradients are part
 over the group once per step in one flat all-reduce, as Megatron does (DTensor would leave them
 Partial).  The vocabulary must divide by t.
 
-Data parallelism beside it: DDP does not take DTensor parameters, so with tp > 1 the gradients
-are averaged across replicas by one all-reduce per parameter's local shard after the backward
-(as with ZB-H1).  Dropout draws differ between tensor-parallel ranks inside the split regions,
+Data parallelism beside it: the gradients' local shards are averaged across replicas in
+parsim.exec.grad_sync's buckets, as for any plan.  Dropout draws differ between tensor-parallel ranks inside the split regions,
 as in Megatron; runs compared with a single process use dropout 0.
 """
 
@@ -80,6 +79,8 @@ def parallelize(stage: nn.Sequential, tp_mesh, sequence_parallel: bool = False) 
                 unit.forward = _sequence_parallel_embedding(unit, tp_mesh)
                 partial += list(unit.wpe.parameters())
         elif isinstance(unit, Head):
+            if not hasattr(unit.wte.weight, "to_local"):   # its stage lacks the embedding (pp > 1): its copy
+                parallelize_module(unit, tp_mesh, {"wte": RowwiseParallel(input_layouts=Replicate())})
             unit.forward = _vocab_parallel_head(unit, tp_mesh, sequence_parallel)
             if sequence_parallel:
                 partial += list(unit.ln_f.parameters())

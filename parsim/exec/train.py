@@ -50,7 +50,7 @@ from torch import nn
 from parsim.errors import InputError
 from parsim.exec import checkpoint, groups, tensor_parallel
 from parsim.exec.data import input_kind, make_loader
-from parsim.exec.grad_sync import GradBuckets
+from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
@@ -94,10 +94,10 @@ class Recorder:
         self.t0, self.records = time.perf_counter(), []
 
     @contextlib.contextmanager
-    def action(self, action: Action):
+    def action(self, action: Action, stream: str = "compute"):
         t = time.perf_counter()
         yield
-        self.records.append((self.pipe_rank, action, "compute", t - self.t0, time.perf_counter() - self.t0))
+        self.records.append((self.pipe_rank, action, stream, t - self.t0, time.perf_counter() - self.t0))
 
 
 def instrument(stage, rec: Recorder) -> None:
@@ -168,9 +168,6 @@ def train(opts: RunOptions) -> int:
                          f"{plan.optimizer}); set training.optimizer: momentum")
     if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
-    if spec.source.target == "gpt" and cfg.pp > 1:
-        raise InputError(f"{opts.plan}: parallel.pp: the GPT's embedding and head share a weight, which the "
-                         "executor keeps on one stage for now; plan it with pp=1")
     tensor_parallel.check_supported(cfg, spec, opts.plan)
     if opts.resume and cfg.tp > 1:
         raise InputError(f"{opts.plan}: --resume: resuming tensor-parallel runs is not supported yet; run afresh")
@@ -202,6 +199,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     stage_ids = local_stages(cfg, pipe_rank)
     fmt = memory_format(spec)
     modules = [stage_module(units, cfg, s, fmt).to(env.device) for s in stage_ids]
+    holders = tied_holders(units)
     del units
     partial_grads: list = []          # sequence-parallel norms and positions: summed over the tp group
     if cfg.tp > 1:
@@ -209,6 +207,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     grad_syncs = [GradBuckets(m, dp_group, cfg.dp, cfg.microbatches) for m in modules] if cfg.dp > 1 else []
+    tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
+    tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
     optimizers = [torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
 
     loader = sampler = dataset = None
@@ -274,6 +274,9 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         issued = [sync.finish() for sync in grad_syncs]
         if issued:
             dp_buckets[:] = issued
+        for s in tied.stages:             # after the dp buckets, as Megatron's finalize_model_grads
+            with rec.action(Action(s, Kind.REDUCE_TIED), stream="dp"):
+                tied_bytes[s] = tied.reduce(s)
         tensor_parallel.reduce_partial_grads(partial_grads, mesh.get_group("tp"))
         for s, o in zip(stage_ids, optimizers):
             with rec.action(Action(s, Kind.OPTIMIZER)):
@@ -349,7 +352,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
     _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
-            (peak_bytes, peak_parts), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)))
+            (peak_bytes, peak_parts), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)), tied_bytes)
     return 0
 
 
@@ -370,14 +373,14 @@ def _local_state(state):
 
 
 def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives,
-            grad_buckets) -> None:
+            grad_buckets, tied_bytes) -> None:
     from parsim.report.timeline import trace_from_records
 
     pipe_rank, replica, tp_rank = where
     peak_bytes, peak_parts = peak
     mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank,
             "peak_memory_bytes": peak_bytes,
-            "peak_parts": peak_parts, "grad_buckets_bytes": grad_buckets,
+            "peak_parts": peak_parts, "grad_buckets_bytes": grad_buckets, "tied_grad_bytes": tied_bytes,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
@@ -404,6 +407,8 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
         # replica 0's (tp rank 0's) data-parallel all-reduces per stage, bytes each, on the last step
         "grad_buckets_bytes": [next((g["grad_buckets_bytes"][s] for g in replica0 if s in g["grad_buckets_bytes"]), [])
                                for s in range(cfg.stages)],
+        # replica 0's (tp rank 0's) all-reduce of tied weights' gradients across stages, bytes per stage
+        "tied_grad_bytes": {str(s): n for g in replica0 for s, n in sorted(g["tied_grad_bytes"].items())},
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
         "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout,
                    "microbatches": cfg.microbatches, "schedule": cfg.schedule,

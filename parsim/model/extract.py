@@ -111,9 +111,9 @@ class _OpRecorder(TorchDispatchMode):
     recorded op, or for the others (copies, concatenations) the producer of their first input
     that has one, so that a recorded op's input is traced through views and copies."""
 
-    def __init__(self, param_keys: set[int], input_key: int):
+    def __init__(self, param_keys: set[int], input_key: int, tied_keys: frozenset[int] = frozenset()):
         super().__init__()
-        self.param_keys, self.infos = param_keys, []
+        self.param_keys, self.tied_keys, self.infos = param_keys, tied_keys, []
         self.producer: dict[int, int] = {input_key: FROM_LAYER_INPUT}
         self.copies: set[int] = set()           # storages written by unrecorded ops (copies, transposes)
         self.modules: list[str] = []
@@ -149,6 +149,7 @@ class _OpRecorder(TorchDispatchMode):
         self.infos.append(dict(kind=kind, aten=aten, input_shapes=tuple(tuple(t.shape) for t in tensors),
                                output_shape=tuple(first.shape), dtype=str(first.dtype).replace("torch.", ""),
                                param_inputs=tuple(_storage_key(t) in self.param_keys for t in tensors),
+                               tied_inputs=tuple(_storage_key(t) in self.tied_keys for t in tensors),
                                base=base, k=k, inputs_from=tuple(self._from(t) for t in tensors),
                                inputs_copied=tuple(_storage_key(t) in self.copies for t in tensors),
                                out_key=_storage_key(first)))
@@ -318,7 +319,8 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     pack = _saved_bytes_packer(saved, excluded)
     x = x.detach().requires_grad_(needs_input_grad)
     fwd_flops, fwd_bytes = FlopCounterMode(display=False), _MemoryBoundBytes()
-    recorder = _OpRecorder(owned_params, _storage_key(x))
+    tied = frozenset(_storage_key(p) for p in unit.parameters()) - owned_params
+    recorder = _OpRecorder(owned_params, _storage_key(x), tied)
     handles = recorder.module_hooks(unit)
     try:
         with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -372,7 +374,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
     model.train()
     units = cut_units(model)
     excluded = {_storage_key(t) for t in model.parameters()} | {_storage_key(t) for t in model.buffers()}
-    seen_params: set[int] = set()
+    owner_of: dict[int, str] = {}          # id of a parameter -> the first unit that uses it
     cache: dict[tuple, tuple[dict, torch.Tensor]] = {}
     x = input_spec.make(batch, float_dtype)
     input_bytes = x.numel() * x.element_size() / batch
@@ -392,9 +394,13 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
         needs_grad = i > 0 and x.is_floating_point()
         attrs = tuple(sorted((k, v) for k, v in vars(unit).items()
                              if not k.startswith("_") and isinstance(v, (int, float, str, bool, tuple))))
-        params = [p for p in unit.parameters() if id(p) not in seen_params]
-        seen_params.update(id(p) for p in params)
-        key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad)
+        params = [p for p in unit.parameters() if id(p) not in owner_of]
+        tied: dict[str, int] = {}          # parameters an earlier unit owns, by owner
+        for p in unit.parameters():
+            if id(p) in owner_of:
+                tied[owner_of[id(p)]] = tied.get(owner_of[id(p)], 0) + p.numel()
+        owner_of.update((id(p), unit_name) for p in params)
+        key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad, tuple(tied))
         if key not in cache:     # owned parameters: those not tied to an earlier unit's
             cache[key] = _measure_unit(unit, x, needs_grad, excluded, {_storage_key(p) for p in params})
         stats, y = cache[key]
@@ -407,7 +413,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
             max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
             ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch,
-            kernels=stats["kernels"],
+            kernels=stats["kernels"], tied=tuple(tied.items()),
             # the unit's input is the previous unit's output: one tensor, measured here on two storages
             input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch)))
         prev_output_saved = stats["output_saved_bytes"] / batch

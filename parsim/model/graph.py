@@ -39,6 +39,7 @@ class OpInfo:
     inputs_from: tuple[int, ...] = ()           # producer of each input: an op index or FROM_*
     saved_bytes: int = 0                        # bytes of this op's output that autograd keeps for backward
     inputs_copied: tuple[bool, ...] = ()        # input reached through a copy (e.g. a transpose made contiguous)
+    tied_inputs: tuple[bool, ...] = ()          # which inputs are parameters an earlier layer owns (Layer.tied)
 
     @property
     def module(self) -> str:
@@ -141,6 +142,11 @@ class Layer:
     # Kernel view for the kernel-level cost model (parsim.cost.kernels), forward then backward;
     # empty when unknown (an explicit layers: table), then the cost model prices the layer whole.
     kernels: tuple = field(default=(), compare=False, repr=False)
+    # Parameters this layer uses that an earlier layer owns (counted in that layer's param_count):
+    # (owner's name, parameters), per device under tensor parallelism.  The GPT's head computes its
+    # logits with the word embedding's weight.  A stage that holds this layer without its owner
+    # keeps a copy (LayerGraph.held_param_count).
+    tied: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -186,6 +192,25 @@ class LayerGraph:
     def param_bytes(self) -> int:
         return sum(layer.param_bytes for layer in self.layers)
 
+    def held_param_count(self, held: Iterable[int]) -> int:
+        """Parameters one device holds for the layers at indices ``held``: their own, plus one copy
+        of each tied weight whose owner is not among them.  Megatron keeps the word embedding on
+        both the first and the last pipeline stage and all-reduces its gradient between the two
+        (Shoeybi et al. 2019, Sec. 3; megatron/core/distributed/finalize_model_grads.py,
+        _allreduce_word_embedding_grads); parsim's executor does the same
+        (parsim.exec.grad_sync.TiedGrads)."""
+        held = set(held)
+        copies: dict[str, int] = {}
+        for i in held:
+            for owner, n in self.tied_copies(i, held):
+                copies[owner] = max(copies.get(owner, 0), n)
+        return sum(self.layers[i].param_count for i in held) + sum(copies.values())
+
+    def tied_copies(self, i: int, held: set[int]) -> list[tuple[str, int]]:
+        """(owner, parameters) of layer i's tied weights whose owner is not in ``held``: the copy
+        a device holding layer i without the owner keeps."""
+        return [(owner, n) for owner, n in self.layers[i].tied if self.index(owner) not in held]
+
     @property
     def fwd_flops(self) -> float:
         return sum(layer.fwd_flops for layer in self.layers)
@@ -229,7 +254,8 @@ class LayerGraph:
     def from_dict(cls, d: dict) -> "LayerGraph":
         keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes",
                                                   "input_shared_bytes", "kernels"}
-        layers = tuple(Layer(**{k: v for k, v in row.items() if k in keys}) for row in d["layers"])
+        layers = tuple(Layer(**{k: (tuple(map(tuple, v)) if k == "tied" else v) for k, v in row.items() if k in keys})
+                       for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))
 
     def table(self):

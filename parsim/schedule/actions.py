@@ -1,7 +1,7 @@
 """Actions and schedules, in torch.distributed.pipelining's text format.
 
 An action is ``(stage, kind, microbatch)`` and prints as ``1F3`` (stage 1, forward, micro-batch 3),
-``0SEND_B2``, ``3REDUCE_GRAD0`` (bucket 0) or ``2OPTIMIZER``; ``Action.parse`` reads it back.
+``0SEND_B2``, ``3REDUCE_GRAD0`` (bucket 0), ``3REDUCE_TIED`` or ``2OPTIMIZER``; ``Action.parse`` reads it back.
 A schedule maps each pipeline rank to its ordered list of actions.
 
 Index conventions (as Megatron states its own at the top of schedules.py):
@@ -31,6 +31,7 @@ class Kind(str, Enum):
     SEND_B = "SEND_B"
     RECV_B = "RECV_B"
     REDUCE_GRAD = "REDUCE_GRAD"  # data-parallel gradient all-reduce of one bucket
+    REDUCE_TIED = "REDUCE_TIED"  # a tied weight's gradient, all-reduced between the stages holding a copy
     OPTIMIZER = "OPTIMIZER"
 
     # Enum's own __hash__ is Python-level; the simulator keys dicts by (stage, kind) millions of
@@ -47,13 +48,13 @@ class Kind(str, Enum):
 
 
 COMPUTE = frozenset({Kind.F, Kind.B, Kind.I, Kind.W, Kind.OPTIMIZER})
-_PATTERN = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|REDUCE_GRAD|OPTIMIZER|F|B|I|W)(\d*)$")
+_PATTERN = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|REDUCE_GRAD|REDUCE_TIED|OPTIMIZER|F|B|I|W)(\d*)$")
 
 
 class Action(NamedTuple):
     stage: int
     kind: Kind
-    microbatch: int | None = None   # bucket index for REDUCE_GRAD; None for OPTIMIZER
+    microbatch: int | None = None   # bucket index for REDUCE_GRAD; None for REDUCE_TIED and OPTIMIZER
 
     def __str__(self) -> str:
         return f"{self.stage}{self.kind.value}{'' if self.microbatch is None else self.microbatch}"

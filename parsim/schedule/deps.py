@@ -16,11 +16,14 @@ def backward_kinds(split: bool) -> tuple[Kind, ...]:
 
 
 def dependencies(a: Action, num_stages: int, rank_of, *, lowered: bool, split_backward: bool,
-                 last_microbatch: int, buckets: int = 0) -> list[Action]:
+                 last_microbatch: int, buckets: int = 0, tied: bool = False) -> list[Action]:
     """The actions ``a`` must wait for.
 
     rank_of(stage) -> rank; split_backward: the schedule uses I/W instead of B;
-    last_microbatch: m - 1; buckets: REDUCE_GRAD buckets per stage (0 without data parallel).
+    last_microbatch: m - 1; buckets: REDUCE_GRAD buckets per stage (0 without data parallel);
+    tied: the stage has a REDUCE_TIED.  REDUCE_TIED is a collective of the stages holding the
+    tied weight: here it waits for its own stage's gradients; the simulator also makes it wait
+    for its partners (parsim.sim.engine).
     """
     s, k, i = a
     grad = Kind.I if split_backward else Kind.B
@@ -50,8 +53,10 @@ def dependencies(a: Action, num_stages: int, rank_of, *, lowered: bool, split_ba
         return [Action(s + 1, Kind.SEND_B, i)]
     if k is Kind.REDUCE_GRAD:
         return [Action(s, last_bwd, last_microbatch)]
-    if k is Kind.OPTIMIZER:
-        if buckets:
+    if k is Kind.REDUCE_TIED or (k is Kind.OPTIMIZER and not tied):
+        if buckets:      # Megatron reduces a tied gradient over the pipeline after the dp buckets
             return [Action(s, Kind.REDUCE_GRAD, b) for b in range(buckets)]
         return [Action(s, last_bwd, last_microbatch)]
+    if k is Kind.OPTIMIZER:
+        return [Action(s, Kind.REDUCE_TIED)]
     raise ValueError(f"unknown action kind {k}")

@@ -5,12 +5,16 @@ torch.distributed.pipelining's ``_add_send_recv`` and ``_add_reduce_grad``).
   the compute that needs it (only where the two stages sit on different ranks).
 - ``add_reduce_grad``: after a stage's last backward (B, or W when split), one REDUCE_GRAD per
   gradient bucket, as DDP issues them while that backward runs.
+- ``add_reduce_tied``: one REDUCE_TIED per stage that holds a copy of a tied weight (the GPT's
+  word embedding on the first and last stage), at the end of its rank's list: Megatron's
+  embedding-gradient all-reduce, after the dp buckets and before the optimizer.
 - ``add_optimizer``: one OPTIMIZER per stage at the end of its rank's list.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Iterable
 
 from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.deps import dependencies
@@ -82,6 +86,15 @@ def add_reduce_grad(schedule: Schedule, buckets_per_stage: dict[int, int]) -> Sc
     return replace(schedule, order=tuple(order))
 
 
+def add_reduce_tied(schedule: Schedule, tied_stages: Iterable[int]) -> Schedule:
+    tied = set(tied_stages)
+    order = []
+    for acts in schedule.order:
+        stages = sorted({a.stage for a in acts if a is not None} & tied)
+        order.append(tuple(a for a in acts if a is not None) + tuple(Action(s, Kind.REDUCE_TIED) for s in stages))
+    return replace(schedule, order=tuple(order))
+
+
 def add_optimizer(schedule: Schedule) -> Schedule:
     order = []
     for acts in schedule.order:
@@ -90,7 +103,10 @@ def add_optimizer(schedule: Schedule) -> Schedule:
     return replace(schedule, order=tuple(order))
 
 
-def lower(schedule: Schedule, buckets_per_stage: dict[int, int] | None = None) -> Schedule:
-    """All passes: send/recv, gradient reduction (when buckets are given), optimizer."""
+def lower(schedule: Schedule, buckets_per_stage: dict[int, int] | None = None,
+          tied_stages: Iterable[int] = ()) -> Schedule:
+    """All passes: send/recv, gradient reduction (when buckets are given), tied-gradient
+    reduction (on ``tied_stages``), optimizer."""
     out = add_reduce_grad(schedule, buckets_per_stage) if buckets_per_stage else schedule
-    return add_optimizer(add_send_recv(out))
+    out = add_send_recv(out)
+    return add_optimizer(add_reduce_tied(out, tied_stages) if tied_stages else out)

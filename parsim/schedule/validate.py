@@ -75,6 +75,7 @@ def validate(schedule: Schedule) -> list[list[Action | None]]:
     _check_counts(schedule, lowered)
     split = schedule.split_backward
     buckets = Counter(a.stage for acts in schedule.order for a in acts if a is not None and a.kind is Kind.REDUCE_GRAD)
+    tied = {a.stage for acts in schedule.order for a in acts if a is not None and a.kind is Kind.REDUCE_TIED}
     orders = [schedule.actions(r) for r in range(schedule.num_ranks)]
     pos = [0] * schedule.num_ranks
     done: set[Action] = set()
@@ -86,7 +87,8 @@ def validate(schedule: Schedule) -> list[list[Action | None]]:
             if pos[r] < len(o):
                 a = o[pos[r]]
                 deps = dependencies(a, schedule.num_stages, schedule.rank_of, lowered=lowered, split_backward=split,
-                                    last_microbatch=schedule.num_microbatches - 1, buckets=buckets[a.stage])
+                                    last_microbatch=schedule.num_microbatches - 1, buckets=buckets[a.stage],
+                                    tied=a.stage in tied)
                 if all(d in done for d in deps):
                     ready.append(r)
         if not ready:

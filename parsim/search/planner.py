@@ -131,6 +131,9 @@ class _Bounds:
         self.saved = np.array([l.saved_bytes - l.input_shared_bytes for l in g.layers], dtype=float)
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
         self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
+        # (user, owner, parameters) of each tied weight: a stage holding the user without the owner
+        # keeps a copy (LayerGraph.held_param_count)
+        self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
         per = bytes_per_param(t.dtype, t.optimizer)
         self.static_per_param = per["params"] + per["grads"] + per["optimizer"]
@@ -148,6 +151,8 @@ class _Bounds:
 
         def memory(j, A, B):                            # j: a stage, or an array of stages
             params = pp_[B] - pp_[A]
+            for u, o, n in self.tied:
+                params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
             static = params * self.static_per_param
             boundary = 2 * op[np.maximum(B - 1, 0)] * b
             inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)

@@ -303,6 +303,13 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
             per_device.append(n // (sh.output.device_dim_size(d) if d != -1 else 1))
     rest = max(layer.param_count - owned_count, 0)
     count = sum(per_device) + rest
+    # A tied weight is split as the op using it here splits it (the GPT's head: the vocabulary-
+    # parallel embedding weight), so its copy on another stage shrinks by the same share.
+    tied_whole = [math.prod(op.input_shapes[j]) for op in ops for j, t in enumerate(op.tied_inputs) if t]
+    tied_local = [math.prod(op.input_shapes[j]) // ways(sh.inputs[j])
+                  for op, sh in zip(ops, shardings) for j, t in enumerate(op.tied_inputs) if t]
+    share = sum(tied_local) / sum(tied_whole) if tied_whole else 1.0
+    tied = tuple((owner, round(n * share)) for owner, n in layer.tied)
     width = layer.param_bytes / layer.param_count if layer.param_count else 0
     # Per sample, except gradient mirrors, which are per step.
     tp_comm = tuple((ph, replace(step, bytes_per_device=step.bytes_per_device / (1 if ph == "grad" else batch)),
@@ -315,7 +322,7 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
                    output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
                    tp_share=f_ratio if total_f else m_ratio,
                    input_saved_bytes=layer.input_saved_bytes / in_ways,
-                   input_shared_bytes=layer.input_shared_bytes / in_ways)
+                   input_shared_bytes=layer.input_shared_bytes / in_ways, tied=tied)
 
 
 # ----------------------------------------------------------------------------- graphs

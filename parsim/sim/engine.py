@@ -13,6 +13,10 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
   communication shares the compute engine (gloo on CPU cores), the part that does not hide
   ((1 - overlap) x its time, overlap measured by profile-comm) delays the compute stream;
+- REDUCE_TIED (a tied weight's gradient, Megatron's embedding-gradient all-reduce between the
+  first and last stage) waits for the stage's buckets, then for every stage of its group to
+  reach its own REDUCE_TIED (a blocking collective), and holds the compute stream while it runs;
+  the wait for the partners is idle time, the all-reduce exposed communication;
 - OPTIMIZER waits for the stage's buckets, then runs on the compute stream;
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
@@ -49,6 +53,8 @@ class Costs:
     input_s: float = 0.0
     # when the overlapped loader has micro-batch k ready for stage 0's forward (empty: always)
     input_ready_s: tuple[float, ...] = ()
+    # REDUCE_TIED per stage: (group, all-reduce seconds); a group's stages run it together
+    tied: dict[int, tuple[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,6 +108,12 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     COMPUTE_KINDS = frozenset((F, B, I, W))
     SEND_KINDS = frozenset((SEND_F, Kind.SEND_B))
     RECV_KINDS = frozenset((RECV_F, Kind.RECV_B))
+    tied = costs.tied
+    tied_size: dict[str, int] = {}                   # group -> its stages (one REDUCE_TIED each)
+    for g, _ in tied.values():
+        tied_size[g] = tied_size.get(g, 0) + 1
+    tied_arrived: dict[str, dict[int, float]] = {}   # group -> stage -> when it reached REDUCE_TIED
+    tied_waiting: dict[str, list[int]] = {}          # group -> ranks blocked on it
     stack = list(range(R - 1, -1, -1))
     while stack:
         r = stack.pop()
@@ -178,6 +190,24 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     exposed_r += stolen
                 if keep_records:
                     records.append((r, a, DP, start, start + d))
+            elif k is Kind.REDUCE_TIED:
+                g, d = tied[s]
+                arrived = tied_arrived.setdefault(g, {})
+                if s not in arrived:
+                    ready = buckets_done.get(s, t)
+                    if ready > t:
+                        exposed_r += ready - t
+                        t = ready
+                    arrived[s] = t
+                if len(arrived) < tied_size[g]:
+                    tied_waiting.setdefault(g, []).append(r)
+                    break
+                stack.extend(tied_waiting.pop(g, ()))
+                start = max(arrived.values())      # the wait for the partners: idle
+                if keep_records:
+                    records.append((r, a, DP, start, start + d))
+                t = start + d
+                exposed_r += d
             elif k is Kind.OPTIMIZER:
                 ready = buckets_done.get(s, t)
                 if ready > t:

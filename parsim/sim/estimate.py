@@ -38,6 +38,9 @@ class Estimate:
     # per stage, the data-parallel gradient all-reduces it issues per step, bytes each, in launch
     # order (parsim.cost.comm.ddp_buckets); what parsim.exec.grad_sync runs
     grad_buckets_bytes: tuple[tuple[float, ...], ...] = ()
+    # per stage holding a copy of a tied weight, the bytes of its gradient all-reduced between the
+    # stages that hold it (Kind.REDUCE_TIED); what parsim.exec.grad_sync.TiedGrads runs
+    tied_grad_bytes: dict[int, float] = field(default_factory=dict)
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -68,6 +71,7 @@ class Estimate:
             "memory_breakdown": [r.memory.to_dict() for r in self.ranks],
             "comm_bytes": self.comm_bytes,
             "grad_buckets_bytes": [list(b) for b in self.grad_buckets_bytes],
+            "tied_grad_bytes": {str(s): b for s, b in self.tied_grad_bytes.items()},
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
                        "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s, "input_s": r.input_s,
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],

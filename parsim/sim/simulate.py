@@ -66,6 +66,25 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
 
+def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[int, ...], int]]:
+    """(group, stages, parameters per device) of each tied weight whose copies sit on more than
+    one pipeline rank: the owner's stage and the stages of the layers holding a copy
+    (LayerGraph.tied_copies).  Its gradient is summed over them once per step (Megatron's
+    embedding group)."""
+    stage_of = {i: s for s in range(cfg.stages) for i in cfg.stage_layers(s)}
+    groups: dict[str, tuple[list[int], int]] = {}
+    for i in range(len(graph.layers)):
+        for owner, count in graph.tied_copies(i, held[stage_of[i] % cfg.pp]):
+            stages, _ = groups.setdefault(owner, ([stage_of[graph.index(owner)]], count))
+            if count and stage_of[i] not in stages:
+                stages.append(stage_of[i])
+    out = [(owner, tuple(stages), count) for owner, (stages, count) in groups.items() if len(stages) > 1]
+    in_two = [s for s in range(cfg.stages) if sum(s in st for _, st, _ in out) > 1]
+    if in_two:       # the engine keeps one REDUCE_TIED per stage; the zoo's models tie one weight
+        raise ValueError(f"stage {in_two[0]} holds copies of two tied weights; parsim prices one per stage")
+    return out
+
+
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
@@ -76,6 +95,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     per_param = bytes_per_param(training.dtype, training.optimizer)
     opt_moved = optimizer_bytes_moved_per_param(training.dtype, training.optimizer)
 
+    # layers each pipeline rank holds, for the copies of tied weights (LayerGraph.held_param_count)
+    held = [{i for s in range(S) if s % cfg.pp == r for i in cfg.stage_layers(s)} for r in range(cfg.pp)]
+    tied = tied_reductions(graph, cfg, held)
     compute_s: dict = {}
     transfer_s: dict = {}
     bucket: dict = {}
@@ -89,7 +111,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me) for i in idx] for k in kinds}
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
-        params = sum(layers[i].param_count for i in idx)
+        mine = held[s % cfg.pp]
+        own = [layers[i].param_count + sum(n for _, n in graph.tied_copies(i, mine)) for i in idx]   # with copies
+        params = sum(own)
         compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params, opt_moved) + \
             sum(tp_comm_time_s(layers[i], "grad", b, cluster, me) for i in idx)
         if s < S - 1:
@@ -106,7 +130,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             rev = list(reversed(idx))
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
-            grads = [layers[i].param_count * per_param["grads"] for i in rev]
+            grads = [own[i - idx.start] * per_param["grads"] for i in rev]
             groups = ddp_buckets(grads)
             bucket_bytes[s] = tuple(sum(grads[j] for j in members) for members in groups)
             for k, members in enumerate(groups):
@@ -121,9 +145,17 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
             comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * cfg.tp * cfg.dp
 
+    tied_s = {}
+    for group, stages, count in tied:     # every (replica, tp rank) runs its own, at once
+        ranks = [grank[s % cfg.pp] for s in stages]
+        nbytes = count * per_param["grads"]
+        secs = collective_time_s(cluster, ranks, nbytes, "all_reduce", algorithm)
+        tied_s.update((s, (group, secs)) for s in stages)
+        n = len(ranks)
+        comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * cfg.dp * cfg.tp   # ring, all ranks
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
-    lowered = lower(schedule, buckets_per_stage)
-    costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap)
+    lowered = lower(schedule, buckets_per_stage, tied_s)
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap, tied=tied_s)
     readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
     load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
                       round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
@@ -143,7 +175,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     ranks = []
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
-        params = sum(layers[i].param_count for s in stages for i in cfg.stage_layers(s))
+        params = graph.held_param_count(held[r])
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
                               workspace_bytes=backward_workspace_bytes(
@@ -162,4 +194,5 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     input=None if load is None else {"overlap": load.overlap, "microbatch_s": load.microbatch_s,
                                                      "readers_on_node": load.readers_on_node},
                     stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None,
-                    grad_buckets_bytes=tuple(bucket_bytes.get(s, ()) for s in range(S)))
+                    grad_buckets_bytes=tuple(bucket_bytes.get(s, ()) for s in range(S)),
+                    tied_grad_bytes={s: count * per_param["grads"] for _, stages, count in tied for s in stages})
