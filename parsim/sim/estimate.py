@@ -106,7 +106,8 @@ class Estimate:
             "comm_bytes": self.comm_bytes,
             "grad_buckets_bytes": [list(b) for b in self.grad_buckets_bytes],
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
-                       "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s, "exposed_comm_s": r.exposed_comm_s, "input_s": r.input_s,
+                       "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s, "exposed_comm_s": r.exposed_comm_s,
+                       "input_s": r.input_s,
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
         }
