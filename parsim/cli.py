@@ -157,7 +157,8 @@ def cmd_simulate(args) -> int:
           + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}")
     print(f"split: {c['split']}")
     print(f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
-          f"bubble {est.bubble_fraction:.1%}, exposed communication {est.exposed_comm_fraction:.1%}")
+          f"bubble {est.bubble_fraction:.1%}, waiting on other ranks {est.sync_wait_fraction:.1%}, "
+          f"exposed communication {est.exposed_comm_fraction:.1%}")
     if est.input is not None:
         i = est.input
         how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
@@ -165,12 +166,12 @@ def cmd_simulate(args) -> int:
                f"({i['readers_on_node']} input rank(s) share it)")
         print(f"input: {how}; {human_time(est.ranks[0].input_s)} of the step on rank 0"
               + ("; the loader, not compute, sets the step" if est.input_bound else ""))
-    print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'exp.comm':>10} {'in flight':>9} "
+    print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'sync wait':>10} {'exp.comm':>10} {'in flight':>9} "
           f"{'activations':>12} {'peak memory':>12} {'headroom':>10}")
     cap = cluster.device.memory_bytes
     for r in est.ranks:
         print(f"{r.rank:>4} {','.join(map(str, r.stages)):>8} {human_time(r.busy_s):>10} {human_time(r.bubble_s):>10} "
-              f"{human_time(r.exposed_comm_s):>10} {r.max_inflight_microbatches:>9} "
+              f"{human_time(r.sync_wait_s):>10} {human_time(r.exposed_comm_s):>10} {r.max_inflight_microbatches:>9} "
               f"{human_bytes(r.memory.activations_bytes):>12} {human_bytes(r.peak_memory_bytes):>12} "
               f"{human_bytes(cap - r.peak_memory_bytes):>10}")
     print("bytes moved per step: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
@@ -208,7 +209,8 @@ def _candidate_row(cand, names, cap):
             "recompute": "yes" if c.recompute else "", "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
-            "bubble": f"{e.bubble_fraction:.1%}", "exp.comm": f"{e.exposed_comm_fraction:.1%}",
+            "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
+            "exp.comm": f"{e.exposed_comm_fraction:.1%}",
             "peak mem": human_bytes(cand.peak_memory_bytes), "headroom": human_bytes(cap - cand.peak_memory_bytes)}
 
 

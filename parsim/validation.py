@@ -203,6 +203,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
             measured_peak_bytes=max(peak) if peak else 0.0,
             predicted_compute_frac=sum(r.busy_s for r in est.ranks) / (len(est.ranks) * est.step_time_s),
             predicted_bubble_frac=est.bubble_fraction, predicted_exposed_comm_frac=est.exposed_comm_fraction,
+            predicted_sync_wait_frac=est.sync_wait_fraction,
             measured_compute_frac=report.measured_compute_fraction(measured),
             measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
             tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),

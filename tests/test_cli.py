@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from parsim.cli import main
 
 
@@ -25,9 +27,15 @@ def test_simulate_json_keys_and_files(capsys, tmp_path):
     d = _json(capsys, ["simulate", "examples/resnet50_cifar10.yaml", "--cluster", "ascend910:1x8", "--dp", "4",
                        "--pp", "2", "--microbatches", "8", "--schedule", "1f1b", "--trace", str(trace),
                        "--gantt", str(png), "--memory-plot", str(mem), "--csv", str(csv)])
-    for key in ("step_time_s", "throughput_samples_per_s", "bubble_fraction", "peak_memory_bytes",
-                "memory_breakdown", "comm_bytes"):
+    for key in ("step_time_s", "throughput_samples_per_s", "bubble_fraction", "sync_wait_fraction",
+                "exposed_comm_fraction", "peak_memory_bytes", "memory_breakdown", "comm_bytes"):
         assert key in d
+    for r in d["ranks"]:     # each rank's step, by cause (parsim.sim.estimate.RankEstimate)
+        parts = ("busy_s", "input_s", "exposed_comm_s", "bubble_s", "sync_wait_s")
+        assert sum(r[k] for k in parts) == pytest.approx(d["step_time_s"], rel=1e-9)
+    assert d["bubble_fraction"] == pytest.approx(sum(r["bubble_s"] for r in d["ranks"]) / (2 * d["step_time_s"]))
+    assert d["sync_wait_fraction"] == pytest.approx(sum(r["sync_wait_s"] for r in d["ranks"]) / (2 * d["step_time_s"]))
+    assert d["sync_wait_fraction"] > d["bubble_fraction"]    # rank 0 waits on rank 1's gradient all-reduce
     assert len(d["peak_memory_bytes"]) == 2 and d["throughput_samples_per_s"] > 0
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1} and any(e["name"] == "1B7" for e in events)
@@ -45,6 +53,8 @@ def test_simulate_text_output(capsys):
                  "--schedule", "zbh1", "--grid"]) == 0
     out = capsys.readouterr().out
     assert "bubble" in out and "1W3" in out
+    header = next(line for line in out.splitlines() if line.split()[:1] == ["rank"])
+    assert header.split()[:6] == ["rank", "stages", "busy", "bubble", "sync", "wait"]
 
 
 def test_infeasible_simulation_is_one_line(capsys):

@@ -12,7 +12,7 @@ from parsim.hardware import load_cluster
 from parsim.hardware.cluster import InputPipeline, load_profile
 from parsim.model.spec import Training
 from parsim.plan import ParallelConfig
-from tests.test_sim import IDEAL, UnitCost, uniform_graph
+from tests.test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
 
 IDEAL_TEXT = open("tests/data/ideal.yaml").read()
 
@@ -115,6 +115,8 @@ def test_inline_loading_adds_per_microbatch_on_the_input_rank():
     e2 = _step(InputPipeline(False, per_sample_s=0.5), p=2)
     assert e2.ranks[0].input_s == pytest.approx(4 * 0.5) and e2.ranks[1].input_s == 0
     assert e2.step_time_s > 3 * (4 + 2 - 1)
+    assert_step_adds_up(e)                                   # loading is input, not idle
+    assert_step_adds_up(e2)
 
 
 @pytest.mark.parametrize("rate,expected", [(1.0, 4.0 * 3), (0.5, 4 * 2.0), (0.25, 4 * 4.0), (0.2, 4 * 5.0)])
@@ -125,6 +127,7 @@ def test_overlapped_loader_is_max_of_compute_and_load(rate, expected):
     assert e.input_bound == (4 / rate > 12.0)
     if e.input_bound:
         assert e.ranks[0].input_s == pytest.approx(e.step_time_s - 12.0)
+    assert_step_adds_up(e)
 
 
 def test_overlapped_loader_shared_by_replicas_on_a_node():

@@ -91,7 +91,9 @@ def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
     assert times == sorted(times)
     mems = [c.peak_memory_bytes for c in r.pareto]
     assert mems == sorted(mems, reverse=True) and r.pareto[0] is r.chosen
-    assert any("bottleneck" in line for line in r.explanation)
+    e = r.chosen.estimate
+    said = next(line for line in r.explanation if "bottleneck" in line)
+    assert f"bubble {e.bubble_fraction:.1%}, waiting on other ranks {e.sync_wait_fraction:.1%}" in said
 
 
 def test_a_pick_whose_layout_replicates_everything_is_called_what_it_is(cifar):

@@ -1,5 +1,5 @@
 """Simulator: closed forms (bubble, activations in flight), Megatron's activation memory,
-the seeds' split, communication overlap and memory accounting."""
+the seeds' split, communication overlap, idle time by its cause and memory accounting."""
 
 from dataclasses import dataclass
 
@@ -12,18 +12,21 @@ from parsim.model.spec import Training, load_model
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.schedule.actions import Kind
 from parsim.search.partition import balanced_bounds
+from parsim.search.resolve import resolve_config
 from parsim.sim import simulate
 
 
 @dataclass(frozen=True)
 class UnitCost:
-    """F = 1, B = 2 (I = W = 1) per layer, free optimizer: uniform stages for closed forms."""
+    """F = 1, B = 2 (I = W = 1) per layer, optimizer_s per stage (free by default): uniform stages for closed forms."""
+
+    optimizer_s: float = 0.0
 
     def layer_time_s(self, layer, kind, microbatch):
         return {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0}[kind]
 
     def optimizer_time_s(self, param_count, bytes_per_param_moved):
-        return 0.0
+        return self.optimizer_s
 
 
 IDEAL = load_cluster("tests/data/ideal.yaml")
@@ -34,21 +37,54 @@ def uniform_graph(n_layers=8, saved=100.0, params=10):
                                        for i in range(n_layers)))
 
 
-def run(p, m, schedule="1f1b", v=1, dp=1, layers_per_stage=1):
+def run(p, m, schedule="1f1b", v=1, dp=1, layers_per_stage=1, optimizer_s=0.0):
     g = uniform_graph(p * v * layers_per_stage)
     cfg = ParallelConfig(dp=dp, pp=p, microbatches=m, schedule=schedule, chunks=v,
                          bounds=tuple(range(0, len(g) + 1, layers_per_stage)))
-    return simulate(g, Training(global_batch_size=m * dp), IDEAL, cfg, UnitCost())
+    return simulate(g, Training(global_batch_size=m * dp), IDEAL, cfg, UnitCost(optimizer_s))
+
+
+def assert_step_adds_up(e):
+    """Every rank's step is busy + input + exposed communication + bubble + waiting on others."""
+    for r in e.ranks:
+        parts = (r.busy_s, r.input_s, r.exposed_comm_s, r.bubble_s, r.sync_wait_s)
+        assert min(parts) >= -1e-12 * e.step_time_s, r
+        assert sum(parts) == pytest.approx(e.step_time_s, rel=1e-9), r
+    # the rank the step waits for waits on no one; the engine's busy time is its compute records
+    assert min(r.sync_wait_s for r in e.ranks) == pytest.approx(0.0, abs=1e-12 * e.step_time_s)
+    for r in e.ranks:
+        compute = sum(end - start for rank, a, stream, start, end in e.timeline.records
+                      if rank == r.rank and stream == "compute")
+        assert r.busy_s == pytest.approx(compute, rel=1e-9)
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize("p,m", [(1, 1), (2, 4), (4, 4), (4, 8), (4, 16), (8, 32), (3, 7), (4, 2)])
-def test_gpipe_and_1f1b_bubble_closed_form(schedule, p, m):
+@pytest.mark.parametrize("dp", [1, 2])
+def test_gpipe_and_1f1b_bubble_closed_form(schedule, p, m, dp):
     if schedule == "1f1b" and m < p:
         pytest.skip("torch's Schedule1F1B needs m >= p")
-    e = run(p, m, schedule)
+    e = run(p, m, schedule, dp=dp)          # dp=2: the gradient all-reduce is free on the ideal cluster
     assert e.bubble_fraction == pytest.approx((p - 1) / (m + p - 1))
     assert e.step_time_s == pytest.approx(3 * (m + p - 1))
+    # every rank idles (p-1)(F+B): warm-up before its first forward, cool-down after its last
+    # backward; with free communication and optimizer, none of it is waiting on others
+    assert [r.bubble_s for r in e.ranks] == pytest.approx([3.0 * (p - 1)] * p)
+    assert e.sync_wait_fraction == pytest.approx(0.0, abs=1e-9)
+    assert_step_adds_up(e)
+
+
+@pytest.mark.parametrize("p,m", [(2, 4), (4, 8), (3, 7)])
+def test_optimizer_of_the_last_rank_is_waited_on_not_bubble(p, m):
+    # 1F1B, F=1, B=2, optimizer 0.5 per stage: rank 0 ends the pipeline (its last B) at
+    # D = 3(m+p-1) and the step at D + 0.5.  Rank r > 0 ends its last B at D - 2r, steps its
+    # optimizer within the cool-down, and then waits 0.5 for rank 0's optimizer: its idle
+    # (p-1)(F+B) splits into 3(p-1) - 0.5 of bubble and 0.5 of waiting on others.
+    e = run(p, m, optimizer_s=0.5)
+    assert e.step_time_s == pytest.approx(3 * (m + p - 1) + 0.5)
+    assert [r.bubble_s for r in e.ranks] == pytest.approx([3.0 * (p - 1)] + [3.0 * (p - 1) - 0.5] * (p - 1))
+    assert [r.sync_wait_s for r in e.ranks] == pytest.approx([0.0] + [0.5] * (p - 1))
+    assert_step_adds_up(e)
 
 
 @pytest.mark.parametrize("p,m,v", [(2, 4, 2), (4, 8, 2), (4, 8, 4), (4, 16, 2), (2, 8, 3)])
@@ -56,6 +92,8 @@ def test_interleaved_bubble_closed_form(p, m, v):
     # each chunk is 1/v of a rank's work: (p-1)/(v m + p - 1)  (Narayanan et al. 2021, Sec. 2.2)
     e = run(p, m, "interleaved", v)
     assert e.bubble_fraction == pytest.approx((p - 1) / (v * m + p - 1))
+    assert e.sync_wait_fraction == pytest.approx(0.0, abs=1e-9)
+    assert_step_adds_up(e)
 
 
 @pytest.mark.parametrize("p,m", [(2, 4), (4, 4), (4, 8), (8, 16), (4, 2)])
@@ -151,3 +189,54 @@ def test_gpt_pipeline_holds_and_reduces_a_copy_of_the_tied_embedding():
     assert sorted(r[0] for r in tied) == [0, 1] and tied[0][3] == tied[1][3] > 0
     opt = {r[0]: r[3] for r in e.timeline.records if r[1].kind is Kind.OPTIMIZER}
     assert all(opt[r[0]] >= r[4] for r in tied)            # the optimizer steps the summed gradient
+    assert_step_adds_up(e)
+
+
+RESNET = load_model("examples/resnet50_cifar10.yaml")
+ASCEND = load_cluster("ascend910:1x8")
+
+
+def _resnet(**plan):
+    from parsim.cost.compute import AnalyticalCompute
+    compute = AnalyticalCompute.for_training(ASCEND.device, RESNET.training)
+    cfg = resolve_config(RESNET, ASCEND, compute, split="balanced", **plan)
+    return simulate(RESNET.graph, RESNET.training, ASCEND, cfg, compute)
+
+
+@pytest.mark.parametrize("plan", [
+    dict(dp=4, pp=2, microbatches=4, schedule="1f1b"),          # dp x pp, gradient all-reduces
+    dict(dp=4, pp=2, microbatches=4, schedule="gpipe"),
+    dict(dp=2, pp=2, microbatches=4, schedule="interleaved", chunks=2),
+    dict(dp=2, pp=4, microbatches=8, schedule="zbh1"),
+    dict(dp=8, pp=1, microbatches=2),                          # pp = 1: no pipeline, all-reduce only
+], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_step_adds_up_by_cause(plan):
+    e = _resnet(**plan)
+    assert_step_adds_up(e)
+    if plan["pp"] == 1:     # one rank, nothing to wait for: busy or its own exposed all-reduce
+        assert e.ranks[0].bubble_s == 0 and e.ranks[0].sync_wait_s == 0
+        assert e.ranks[0].exposed_comm_s > 0
+
+
+def test_link_bound_step_adds_up():
+    # transfers queue on the link: the wait for a SEND's peer is bubble, the queue and transfer exposed
+    g = LayerGraph("wide", tuple(Layer(f"l{i}", 1.0, 2.0, 0, 0, 7e9, 1.0) for i in range(2)))
+    cfg = ParallelConfig(dp=1, pp=2, microbatches=4, schedule="gpipe", bounds=(0, 1, 2))
+    assert_step_adds_up(simulate(g, Training(4), load_cluster("local-cpu"), cfg, UnitCost()))
+
+
+def test_resnet_dp4_pp2_bubble_falls_with_m_while_rank0_waits_on_rank1s_allreduce():
+    # Stage 1 (layer3.1..fc) holds most of the parameters: rank 0 finishes its optimizer, then
+    # idles while rank 1's gradient all-reduce runs.  That idle is waiting on others, not bubble.
+    runs = {m: _resnet(dp=4, pp=2, microbatches=m, schedule="1f1b") for m in (2, 4, 8)}
+    bubbles = [runs[m].bubble_fraction for m in (2, 4, 8)]
+    assert bubbles[0] > bubbles[1] > bubbles[2]
+    for m, e in runs.items():
+        assert_step_adds_up(e)
+        r0, r1 = e.ranks
+        # rank 0 waits from its optimizer's end to the end of rank 1's, which ends the step
+        opt_end = {r: end for r, a, _, _, end in e.timeline.records if a.kind is Kind.OPTIMIZER}
+        assert e.step_time_s == pytest.approx(opt_end[1])
+        assert r0.sync_wait_s == pytest.approx(opt_end[1] - opt_end[0])
+        assert r0.sync_wait_s > 3 * r0.bubble_s and r1.sync_wait_s == 0
+        assert e.sync_wait_fraction > e.bubble_fraction

@@ -36,7 +36,8 @@ def gantt(est: Estimate, path: str, title: str | None = None) -> None:
     draw_records(ax, est.timeline.records, len(est.ranks), est.step_time_s)
     c = est.config
     ax.set_title(title or f"{c.get('model', '')}: {c.get('schedule')} dp={c.get('dp')} pp={c.get('pp')} "
-                          f"m={c.get('microbatches')}  step {est.step_time_s:.4g} s, bubble {est.bubble_fraction:.1%}")
+                          f"m={c.get('microbatches')}  step {est.step_time_s:.4g} s, bubble {est.bubble_fraction:.1%}, "
+                          f"sync wait {est.sync_wait_fraction:.1%}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=col) for col in COLORS.values()]
     ax.legend(handles, list(COLORS), loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()

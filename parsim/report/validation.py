@@ -2,6 +2,12 @@
 
 Errors are signed, (predicted - measured) / measured.  MAPE is the mean of their absolute values.
 The rank correlation is Spearman's, between predicted and measured throughput.
+
+The step's shares (compute, bubble, waiting on other ranks, exposed communication;
+parsim.sim.estimate.RankEstimate) are predicted; only compute has a measured counterpart.  The
+executor times each rank's F, B, I and W on that rank's own clock and nothing else, so the rest
+of its step cannot be told apart: a RECV's wait for its peer (bubble) from the transfer itself
+(exposed), nor the optimizer and the gradient all-reduce from waiting on another rank's.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ class Row:
     predicted_collectives: str = ""  # tensor-parallel collectives per step and device, e.g. "all_reduce 36"
     measured_collectives: str = ""   # the same, counted in the run
     analytical_step_s: float = math.nan   # the analytical model calibrated to the profile, beside it
+    predicted_sync_wait_frac: float = 0.0  # idle after the rank's own work, waiting on other ranks
 
     def same_plan(self, other: "Row") -> bool:
         """The same configuration, predicted alike (a set's plan that the planner also picked)."""
@@ -119,7 +126,8 @@ def table(rows: list[Row]):
         "meas MiB": round(r.measured_peak_bytes / 2**20, 1) if r.measured_peak_bytes else None,
         "mem err": f"{r.memory_error:+.1%}" if r.measured_peak_bytes else "",
         "compute p/m": f"{r.predicted_compute_frac:.0%}/{r.measured_compute_frac:.0%}",
-        "bubble": f"{r.predicted_bubble_frac:.0%}", "exp.comm": f"{r.predicted_exposed_comm_frac:.0%}",
+        "bubble": f"{r.predicted_bubble_frac:.0%}", "sync wait": f"{r.predicted_sync_wait_frac:.0%}",
+        "exp.comm": f"{r.predicted_exposed_comm_frac:.0%}",
         "spread": f"{r.measured_spread:.0%}",
         **({"tp collectives p/m": "" if r.tp == 1 else
             ("same: " if r.predicted_collectives == r.measured_collectives else "DIFFER: ")

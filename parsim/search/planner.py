@@ -304,6 +304,7 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float, repl
     kernels = _kernels_per_step(graph, best) if any(layer.kernels for layer in graph.layers) else 0
     lines.append(f"bottleneck: pipeline rank {hot.rank} ({stages}) is busy {hot.busy_s / e.step_time_s:.0%} of the "
                  f"step{f' running {kernels:,} kernels' if kernels else ''}; bubble {e.bubble_fraction:.1%}, "
+                 f"waiting on other ranks {e.sync_wait_fraction:.1%}, "
                  f"exposed communication {e.exposed_comm_fraction:.1%}; "
                  f"peak memory {human_bytes(best.peak_memory_bytes)} of {human_bytes(cap)}")
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
@@ -315,6 +316,7 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float, repl
             return sum(getattr(x, attr) for x in est.ranks) / len(est.ranks)
         diffs = {"compute": per_rank(r, "busy_s") - per_rank(e, "busy_s"),
                  "bubble": per_rank(r, "bubble_s") - per_rank(e, "bubble_s"),
+                 "waiting on other ranks": per_rank(r, "sync_wait_s") - per_rank(e, "sync_wait_s"),
                  "exposed communication": per_rank(r, "exposed_comm_s") - per_rank(e, "exposed_comm_s")}
         what, delta = max(diffs.items(), key=lambda kv: kv[1])
         c = rival.config

@@ -22,6 +22,11 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
 
+Every moment of a rank's compute stream, from 0 to ``end_s``, is one of: busy (a compute action
+or the optimizer), input, exposed communication (a RECV's transfer time, a bucket's stolen cycles,
+the optimizer waiting on its buckets) or idle (a RECV waiting for the peer to reach its SEND, or
+a REDUCE_TIED waiting for its partners: ``collective_waits``).
+
 The engine is a work-list over ranks: a rank runs until it blocks on a RECV whose SEND has not
 been issued, and is woken when it is.  Each action is visited once.
 """
@@ -71,6 +76,10 @@ class Timeline:
     frees_activations: Kind = Kind.B       # the backward kind that releases a micro-batch's activations
     input_s: list[float] = field(default_factory=list)          # per rank: loading inline + waiting on the loader
     first_forward_s: list[float] = field(default_factory=list)  # per micro-batch: start of stage 0's forward
+    idle_s: list[float] = field(default_factory=list)           # per rank: RECVs waiting for the peer's SEND
+    last_compute_end_s: list[float] = field(default_factory=list)   # per rank: end of its last F, B, I or W
+    # per rank: (start, end) of each wait at a REDUCE_TIED for the other stages of its group
+    collective_waits: list[list[tuple[float, float]]] = field(default_factory=list)
 
 
 def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
@@ -81,6 +90,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     t_rank = [0.0] * R
     busy = [0.0] * R
     exposed = [0.0] * R
+    idle = [0.0] * R
+    last_compute = [0.0] * R
     dp_free = [0.0] * R
     link_free: dict[tuple[int, int], float] = {}
     arrival: dict[int, tuple[float, float]] = {}     # transfer key -> (posted_s, arrived_s)
@@ -114,6 +125,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         tied_size[g] = tied_size.get(g, 0) + 1
     tied_arrived: dict[str, dict[int, float]] = {}   # group -> stage -> when it reached REDUCE_TIED
     tied_waiting: dict[str, list[int]] = {}          # group -> ranks blocked on it
+    waits: list[list[tuple[float, float]]] = [[] for _ in range(R)]
     stack = list(range(R - 1, -1, -1))
     while stack:
         r = stack.pop()
@@ -121,6 +133,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         # this rank's counters live in locals while it runs, and are written back when it blocks
         busy_r, exposed_r, act_r, peak_r, infl_r, maxinfl_r = busy[r], exposed[r], act[r], peak[r], inflight[r], \
             max_inflight[r]
+        idle_r, last_r = idle[r], last_compute[r]
         n = len(order)
         while i < n:
             a = order[i]
@@ -153,6 +166,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                         last_bwd_span[s] = (t, d)
                 t += d
                 busy_r += d
+                last_r = t
             elif k in SEND_KINDS:
                 forward = k is SEND_F
                 link = (r, rank_of(s + 1) if forward else rank_of(s - 1))
@@ -176,7 +190,10 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     break
                 posted, arrived = got
                 if arrived > t:
-                    exposed_r += arrived - (posted if posted > t else t)   # the rest of the wait is bubble
+                    if posted > t:                 # waiting for the peer to reach its SEND: idle
+                        idle_r += posted - t
+                        t = posted
+                    exposed_r += arrived - t       # the transfer itself (and its queue on the link)
                     t = arrived
             elif k is Kind.REDUCE_GRAD:
                 frac, d = bucket[(s, mb)]
@@ -204,6 +221,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     break
                 stack.extend(tied_waiting.pop(g, ()))
                 start = max(arrived.values())      # the wait for the partners: idle
+                if start > arrived[s]:
+                    waits[r].append((arrived[s], start))
                 if keep_records:
                     records.append((r, a, DP, start, start + d))
                 t = start + d
@@ -224,7 +243,9 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         pos[r], t_rank[r] = i, t
         busy[r], exposed[r], act[r], peak[r], inflight[r], max_inflight[r] = busy_r, exposed_r, act_r, peak_r, \
             infl_r, maxinfl_r
+        idle[r], last_compute[r] = idle_r, last_r
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
-    return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward)
+    return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,
+                    last_compute, waits)

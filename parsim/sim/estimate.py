@@ -9,11 +9,38 @@ from parsim.cost.memory import MemoryBreakdown
 
 @dataclass(frozen=True)
 class RankEstimate:
+    """One pipeline rank's step, split by what the rank is doing:
+
+        busy_s + input_s + exposed_comm_s + bubble_s + sync_wait_s == step_time_s
+
+    - busy_s: its compute actions (F, B, I, W) and optimizer steps;
+    - input_s: loading samples inline, or waiting on the overlapped loader (stage 0's rank only);
+    - exposed_comm_s: its own communication that compute does not hide: a received activation or
+      gradient in transit (or queued on the link), the cycles a gradient all-reduce takes from the
+      compute engine, the optimizer waiting on its stage's all-reduces;
+    - bubble_s, the pipeline bubble: idle while the pipeline still has forward or backward work,
+      i.e. before the last F/B/I/W on any rank ends (the "drain").  It holds the warm-up fill
+      before the rank's first compute, the stalls between its actions waiting for a peer to send,
+      and the cool-down after its own last backward until the drain;
+    - sync_wait_s, waiting on others: idle after the drain and after the rank's own work
+      (backward, gradient all-reduce, optimizer) has ended, until the step ends: the time it
+      waits for other ranks' gradient all-reduces and optimizer steps, because the step ends
+      when the last rank finishes.
+
+    Idle before the first compute is bubble, not waiting on others: it is warm-up fill, and the
+    closed form (p-1)/(m+p-1) (GPipe, Huang et al. 2019; 1F1B, Narayanan et al. 2021) counts it
+    together with the cool-down.  Counting a rank's cool-down (after its own last action) as
+    bubble up to the drain, not as waiting on others, keeps that closed form exact for uniform
+    stages; only the idle a faster gradient synchronisation or optimizer step elsewhere would
+    remove is sync wait.
+    """
+
     rank: int                 # pipeline rank (replica 0; replicas are symmetric)
     global_rank: int
     stages: tuple[int, ...]
     busy_s: float
-    bubble_s: float
+    bubble_s: float           # idle before the pipeline drains (see above)
+    sync_wait_s: float        # idle after the drain and the rank's own work: waiting on others
     exposed_comm_s: float
     memory: MemoryBreakdown
     max_inflight_microbatches: int
@@ -46,14 +73,23 @@ class Estimate:
     def throughput_samples_per_s(self) -> float:
         return self.global_batch_size / self.step_time_s
 
+    def _share(self, attr: str) -> float:
+        return sum(getattr(r, attr) for r in self.ranks) / (len(self.ranks) * self.step_time_s)
+
     @property
     def bubble_fraction(self) -> float:
-        """Idle share of the step, not waiting on communication, averaged over pipeline ranks."""
-        return sum(r.bubble_s for r in self.ranks) / (len(self.ranks) * self.step_time_s)
+        """The pipeline bubble's share of the step, averaged over pipeline ranks (RankEstimate.bubble_s)."""
+        return self._share("bubble_s")
+
+    @property
+    def sync_wait_fraction(self) -> float:
+        """The share of the step ranks wait, their own work done, on other ranks' gradient
+        all-reduces and optimizer steps, averaged over pipeline ranks (RankEstimate.sync_wait_s)."""
+        return self._share("sync_wait_s")
 
     @property
     def exposed_comm_fraction(self) -> float:
-        return sum(r.exposed_comm_s for r in self.ranks) / (len(self.ranks) * self.step_time_s)
+        return self._share("exposed_comm_s")
 
     @property
     def peak_memory_bytes(self) -> list[float]:
@@ -64,6 +100,7 @@ class Estimate:
             "step_time_s": self.step_time_s,
             "throughput_samples_per_s": self.throughput_samples_per_s,
             "bubble_fraction": self.bubble_fraction,
+            "sync_wait_fraction": self.sync_wait_fraction,
             "exposed_comm_fraction": self.exposed_comm_fraction,
             "input_bound": self.input_bound,
             "input": self.input,
@@ -73,7 +110,8 @@ class Estimate:
             "grad_buckets_bytes": [list(b) for b in self.grad_buckets_bytes],
             "tied_grad_bytes": {str(s): b for s, b in self.tied_grad_bytes.items()},
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
-                       "bubble_s": r.bubble_s, "exposed_comm_s": r.exposed_comm_s, "input_s": r.input_s,
+                       "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s, "exposed_comm_s": r.exposed_comm_s,
+                       "input_s": r.input_s,
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
         }

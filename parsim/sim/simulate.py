@@ -85,6 +85,25 @@ def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[i
     return out
 
 
+def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
+    """Per rank, (pipeline bubble, waiting on others) in seconds, as RankEstimate defines them.
+
+    The step ends at T, when the last rank does; the pipeline drains at D, when the last F, B, I
+    or W on any rank does.  A rank ending at e idles in RECVs (tl.idle_s, all before its last
+    compute, so before D), then from e until T: the part before D is the cool-down, bubble;
+    the rest, T - max(e, D), is waiting on others.  After its last compute a rank reduces
+    gradients and steps the optimizer, which the engine counts as exposed or busy; the one idle
+    there is a REDUCE_TIED waiting for its partners (tl.collective_waits), split at D the same
+    way: the part before the drain is bubble, the rest waiting on others."""
+    T, D = max(tl.end_s), max(tl.last_compute_end_s)
+    bubble, sync = [], []
+    for idle, e, waits in zip(tl.idle_s, tl.end_s, tl.collective_waits):
+        before = sum(max(0.0, min(b, D) - a) for a, b in waits)
+        bubble.append(idle + max(0.0, D - e) + before)
+        sync.append(T - max(e, D) + sum(b - a for a, b in waits) - before)
+    return bubble, sync
+
+
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
@@ -172,6 +191,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             T = max(tl.end_s)
             input_bound = True
 
+    bubble, sync_wait = idle_by_cause(tl)
     ranks = []
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
@@ -183,7 +203,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                               **static_memory(params, training.dtype, training.optimizer, boundary))
         busy, exposed, inp = tl.busy_s[r], tl.exposed_comm_s[r], tl.input_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
-                                  bubble_s=max(0.0, T - busy - exposed - inp), exposed_comm_s=exposed,
+                                  bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
               "microbatches": cfg.microbatches, "microbatch_size": b,
