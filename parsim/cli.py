@@ -79,6 +79,10 @@ def cmd_cluster(args) -> int:
     peaks = ", ".join(f"{k} {human_si(v, 'FLOP/s')}" for k, v in dev["peak_flops_per_s"].items())
     print(f"  device {dev['name']}: {human_bytes(dev['memory_bytes'])} at "
           f"{human_si(dev['memory_bandwidth_bytes_per_s'], 'B/s')}; peak {peaks}")
+    res = dev["memory_reserved"]
+    print(f"  usable memory {human_bytes(dev['usable_memory_bytes'])}: less {human_bytes(res['runtime_context_bytes'])} "
+          f"runtime context and {human_bytes(res['collective_buffers_bytes'])} collective buffers, then "
+          f"{res['fragmentation_fraction']:.0%} fragmentation")
     print(f"  groups per node: {d['groups_per_node']}; NICs per node: {d['nics_per_node']}")
     for cls, link in d["links"].items():
         print(f"  link {cls:8s} {human_si(link['bandwidth_bytes_per_s'], 'B/s'):>12s} per direction, "
@@ -110,7 +114,7 @@ def cmd_simulate(args) -> int:
     from parsim.fileio import write_json, write_text
     from parsim.hardware import load_cluster
     from parsim.model.spec import load_model
-    from parsim.report.fmt import human_bytes, human_time
+    from parsim.report.fmt import human_bytes, human_time, memory_margin
     from parsim.report.timeline import action_frame, chrome_trace, timeline_grid
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
@@ -168,12 +172,13 @@ def cmd_simulate(args) -> int:
               + ("; the loader, not compute, sets the step" if est.input_bound else ""))
     print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'sync wait':>10} {'exp.comm':>10} {'in flight':>9} "
           f"{'activations':>12} {'peak memory':>12} {'headroom':>10}")
-    cap = cluster.device.memory_bytes
+    cap = cluster.device.usable_memory_bytes
     for r in est.ranks:
         print(f"{r.rank:>4} {','.join(map(str, r.stages)):>8} {human_time(r.busy_s):>10} {human_time(r.bubble_s):>10} "
               f"{human_time(r.sync_wait_s):>10} {human_time(r.exposed_comm_s):>10} {r.max_inflight_microbatches:>9} "
               f"{human_bytes(r.memory.activations_bytes):>12} {human_bytes(r.peak_memory_bytes):>12} "
               f"{human_bytes(cap - r.peak_memory_bytes):>10}")
+    print("memory: " + memory_margin(max(est.peak_memory_bytes), cluster.device))
     print("bytes moved per step: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
     if args.grid:
         print(timeline_grid(est))
@@ -251,6 +256,7 @@ def cmd_plan(args) -> int:
         c = chosen.config
         _print_json({"search_time_s": result.search_time_s, "considered": result.considered,
                      "simulated": result.simulated, "plan": plan_json,
+                     "capacity_bytes": result.capacity_bytes, "margin_bytes": result.margin_bytes,
                      "strategies": _strategy_rows(spec, cluster, c) if c.tp > 1 else [],
                      "candidates": [_candidate_json(c) for c in result.ranked],
                      "pareto": [_candidate_json(c) for c in result.pareto],
@@ -531,7 +537,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--microbatches", type=_positive)
     p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
     _tp_flags(p)
-    p.add_argument("--max-memory", help="memory per device, e.g. 24GiB (default: the device's)")
+    p.add_argument("--max-memory", help="memory per device, e.g. 24GiB, taken as given (default: the device's usable "
+                                        "memory: its capacity less the profile's memory_reserved)")
     p.add_argument("--top", type=_positive, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--tp-profile", action="append",

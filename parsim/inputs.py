@@ -29,8 +29,8 @@ _SIZE_UNITS = {
 }
 
 
-def parse_bytes(text: str | int | float, where: str = "size") -> int:
-    """'24GiB' -> 25769803776; plain numbers are bytes."""
+def parse_bytes(text: str | int | float, where: str = "size", allow_zero: bool = False) -> int:
+    """'24GiB' -> 25769803776; plain numbers are bytes.  Zero only where ``allow_zero``."""
     if isinstance(text, bool):
         raise InputError(f"{where}: expected a size such as 24GiB, got {text!r}")
     if isinstance(text, (int, float)):
@@ -40,8 +40,8 @@ def parse_bytes(text: str | int | float, where: str = "size") -> int:
         if not m or m.group(2).lower() not in _SIZE_UNITS:
             raise InputError(f"{where}: expected a size such as 24GiB or 80GB, got {text!r}")
         value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
-    if value <= 0:
-        raise InputError(f"{where}: must be positive, got {text!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InputError(f"{where}: must be {'>= 0' if allow_zero else 'positive'}, got {text!r}")
     return int(value)
 
 
@@ -121,11 +121,11 @@ class Fields:
             raise self.fail(key, f"must be in (0, 1], got {value}")
         return value
 
-    def size_bytes(self, key: str, default: Any = _MISSING) -> int:
+    def size_bytes(self, key: str, default: Any = _MISSING, allow_zero: bool = False) -> int:
         value = self.get(key, (int, float, str), default)
         if value is default:
             return value
-        return parse_bytes(value, self.where(key))
+        return parse_bytes(value, self.where(key), allow_zero)
 
     def choice(self, key: str, options: Iterable[str], default: Any = _MISSING) -> str:
         options = tuple(options)

@@ -55,6 +55,7 @@ def test_simulate_text_output(capsys):
     assert "bubble" in out and "1W3" in out
     header = next(line for line in out.splitlines() if line.split()[:1] == ["rank"])
     assert header.split()[:6] == ["rank", "stages", "busy", "bubble", "sync", "wait"]
+    assert "memory: peak " in out and " GiB usable (32.00 GiB raw less " in out and "fragmentation): margin " in out
 
 
 def test_infeasible_simulation_is_one_line(capsys):
@@ -66,3 +67,24 @@ def test_infeasible_simulation_is_one_line(capsys):
     assert "does not divide" in capsys.readouterr().err
     assert main(["simulate", "examples/resnet50_cifar10.yaml", "--dp", "16", "--cluster", "ascend910:1x8"]) == 2
     assert "lower dp or pp" in capsys.readouterr().err
+
+
+def test_plan_reports_its_margin_against_the_usable_memory_or_the_cap_given(capsys):
+    from parsim.hardware import load_cluster
+    from parsim.report.fmt import human_bytes
+
+    usable = load_cluster("ascend910:1x8").device.usable_memory_bytes
+    argv = ["plan", "examples/resnet50_cifar10_seeds_split.yaml", "--tp", "1", "--top", "2"]
+    d = _json(capsys, argv)
+    peak = max(d["candidates"][0]["estimate"]["peak_memory_bytes"])
+    assert d["capacity_bytes"] == usable and d["margin_bytes"] == usable - peak > 0
+    assert any(x == f"memory: peak {human_bytes(peak)} of {human_bytes(usable)} usable (32.00 GiB raw less 381.47 MiB "
+               f"runtime context and 1.49 GiB collective buffers, then 15% fragmentation): margin "
+               f"{human_bytes(usable - peak)}" for x in d["explanation"])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"memory: peak {human_bytes(peak)} of {human_bytes(usable)} usable (32.00 GiB raw less " in out
+    assert f"margin {human_bytes(usable - peak)}" in out
+    d = _json(capsys, argv + ["--max-memory", "1GiB"])
+    assert d["capacity_bytes"] == 2**30 and d["margin_bytes"] == 2**30 - peak
+    assert any(x.startswith("memory: ") and "of the 1.00 GiB cap given" in x for x in d["explanation"])

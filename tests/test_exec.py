@@ -68,6 +68,7 @@ def test_matches_single_process_reference(tmp_path, capfd, name, flags):
     assert "epoch: 1 step: 4, loss is" in capfd.readouterr().out
     m = assert_same_as_reference(plan, out, 4)
     assert m["step_time_s"] > 0 and all(p > 0 for p in m["peak_memory_bytes"])
+    assert m["peak_memory_reserved_bytes"] is None is m["allocator_fragmentation"]   # CPU: no caching allocator
     buckets = assert_grad_buckets_as_simulated(plan, m)
     if "dp2" in name:       # ResNet-50's 94.1 MB (89.8 MiB) of fp32 gradients in 25 MiB buckets
         assert len(buckets[0]) == 5 and sum(buckets[0]) == 4 * sum(

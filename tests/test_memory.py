@@ -192,3 +192,16 @@ def test_resnet50_workspace_matches_the_measured_peak_above_activations(batch, m
     graph = load_model("examples/resnet50_cifar10.yaml").graph
     predicted = backward_workspace_bytes(graph, [range(len(graph))], batch)
     assert predicted == pytest.approx(measured_bytes, rel=0.2)
+
+
+def test_a_cuda_run_reports_reserved_against_allocated():
+    """measured.json on CUDA: per rank the caching allocator's pool at its peak beside the tensors'
+    peak, and the unused share, 1 - allocated / reserved, what a profile's fragmentation_fraction
+    stands for.  On CPU (no caching allocator) both are null.  The CUDA branch of the run that
+    feeds it (torch.cuda.max_memory_reserved after each step) is not exercised here: no GPU."""
+    from parsim.exec.train import reserved_against_allocated
+
+    out = reserved_against_allocated([60 * 2**30, 3 * 2**30], [80 * 2**30, 3 * 2**30])
+    assert out == {"peak_memory_reserved_bytes": [80 * 2**30, 3 * 2**30], "allocator_fragmentation": [0.25, 0.0]}
+    assert reserved_against_allocated([1000, 2000], [None, None]) == {"peak_memory_reserved_bytes": None,
+                                                                       "allocator_fragmentation": None}

@@ -2,14 +2,17 @@
 round-trips, the seeds' split is a table line, and 'nothing fits' explains itself (exit 3)."""
 
 import json
+from dataclasses import replace
 
 import pytest
+import yaml
 
 from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute
 from parsim.errors import DoesNotFitError
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
+from parsim.report.fmt import human_bytes
 from parsim.search import planner
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
@@ -127,6 +130,45 @@ def test_memory_cap_changes_the_plan_and_is_respected(cifar):
     capped = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3, max_memory_bytes=cap), progress=False)
     assert all(c.peak_memory_bytes <= cap for c in capped.ranked)
     assert capped.chosen.key() != free.chosen.key()
+
+
+def _ascend_with_memory(tmp_path, memory_bytes: int, runtime_context_bytes: int = 0) -> str:
+    """The ascend910 profile with another raw capacity and runtime context (no buffers, no fragmentation)."""
+    d = yaml.safe_load(open("hardware_profiles/ascend910.yaml"))
+    d["device"]["memory"] = memory_bytes
+    d["device"]["memory_reserved"] = {"runtime_context": runtime_context_bytes, "collective_buffers": 0,
+                                      "fragmentation_fraction": 0.0}
+    path = tmp_path / f"ascend-{memory_bytes}-{runtime_context_bytes}.yaml"
+    path.write_text(yaml.safe_dump(d))
+    return str(path)
+
+
+def test_a_plan_that_fits_the_raw_capacity_but_not_the_usable_memory_is_refused(cifar, tmp_path):
+    """The fastest plan fits the device's raw memory; with a runtime context reserved the usable
+    memory falls just below its peak, and the planner must pick what a cap there would pick.
+    --max-memory at the raw capacity is taken as given and brings the first pick back."""
+    fixed = Constraints(tp=1, top=3)                   # no searched layouts: a key means one graph, one peak
+    big = load_cluster("ascend910:1x8")
+    free = plan(cifar, big, _compute(big, cifar), fixed, progress=False)
+    peak = free.chosen.peak_memory_bytes
+    raw, usable = int(peak * 1.1), int(peak) - 1
+    exact = load_cluster(_ascend_with_memory(tmp_path, raw))
+    fits_raw = plan(cifar, exact, _compute(exact, cifar), fixed, progress=False)
+    assert fits_raw.chosen.key() == free.chosen.key() and fits_raw.capacity_bytes == raw
+
+    reserved = load_cluster(_ascend_with_memory(tmp_path, raw, raw - usable))
+    assert reserved.device.usable_memory_bytes == usable < peak <= raw
+    r = plan(cifar, reserved, _compute(reserved, cifar), fixed, progress=False)
+    capped = plan(cifar, big, _compute(big, cifar), replace(fixed, max_memory_bytes=usable), progress=False)
+    assert r.capacity_bytes == usable and r.chosen.key() == capped.chosen.key() != free.chosen.key()
+    assert all(c.peak_memory_bytes <= usable for c in r.ranked) and r.margin_bytes >= 0
+    line = next(x for x in r.explanation if x.startswith("memory: "))
+    assert f"of {human_bytes(usable)} usable ({human_bytes(raw)} raw less {human_bytes(raw - usable)} " \
+           "runtime context)" in line and line.endswith(f"margin {human_bytes(r.margin_bytes)}")
+
+    given = plan(cifar, reserved, _compute(reserved, cifar), replace(fixed, max_memory_bytes=raw), progress=False)
+    assert given.capacity_bytes == raw and given.chosen.key() == free.chosen.key()
+    assert f"of the {human_bytes(raw)} cap given" in next(x for x in given.explanation if x.startswith("memory: "))
 
 
 def test_recomputation_is_tried_when_the_simulated_peak_misses_the_cap(tiny_gpt):

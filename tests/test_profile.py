@@ -76,6 +76,7 @@ def test_calibrate_command_writes_a_loadable_profile(tmp_path, capsys):
     assert "fit error" in capsys.readouterr().out
     p = load_profile(str(out))
     assert p.name == "local-cpu-calibrated" and len(p.device.efficiency) == 6
+    assert p.device.reserve == load_profile("hardware_profiles/local-cpu.yaml").device.reserve    # kept as given
 
 
 def test_calibrate_keeps_the_input_pipeline(tmp_path):
@@ -115,6 +116,9 @@ def test_profile_comm_writes_a_measured_cluster_profile(tmp_path, capfd):
     p = load_profile(str(out))
     assert p.devices_per_node == 2 and p.device.peak("fp32") > 1e9
     assert 0 <= p.collectives.overlap <= 1 and p.link("group").bandwidth_bytes_per_s > 1e7
+    r = p.device.reserve             # a rank's own footprint (python + torch: hundreds of MiB), nothing else
+    assert 50 * 2**20 < r.runtime_context_bytes < p.device.memory_bytes
+    assert r.collective_buffers_bytes == 0 and r.fragmentation_fraction == 0
 
 
 def _row(label, pred, meas, mem_pred=100.0, mem_meas=100.0):

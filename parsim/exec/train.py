@@ -20,7 +20,9 @@ Measured, as the simulator predicts it:
 - per-action compute times on each rank, named as the simulator names them (``1F3``);
 - with tensor parallelism, the collectives of one step (counted on the first step), to compare
   with parsim.shard.graph.collective_counts;
-- peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``). On
+- peak memory per rank. On CUDA it comes from the allocator (``max_memory_allocated``), with
+  the caching allocator's pool at its peak beside it (``max_memory_reserved``): what the pool
+  holds beyond the tensors is the fragmentation a profile's ``memory_reserved`` allows for. On
   CPU it is the bytes of parameters, buffers, gradients, optimizer state and the step's input
   batch held before a step, plus the peak of the bytes the step allocates, from torch.profiler's memory events
   ("Total Allocated"), measured on the last warm-up step (the third step by default: the
@@ -45,7 +47,6 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 
 from parsim.errors import InputError
 from parsim.exec import checkpoint, groups, tensor_parallel
@@ -286,6 +287,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     step_times, losses_by_step, actions = [], [], []
     peak_bytes = None
     peak_parts: dict = {}
+    reserved_bytes = None                  # CUDA only: the caching allocator's pool at its peak
     collectives: dict = {}
     it = None
     show_bar = is_root and sys.stdout.isatty() and not opts.json
@@ -335,6 +337,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
                 actions = list(rec.records)
         if env.device.type == "cuda":
             peak_bytes = torch.cuda.max_memory_allocated(env.device)
+            reserved_bytes = torch.cuda.max_memory_reserved(env.device)
         step_times.append(t)
         counts_loss = last and tp_rank == 0          # one rank of each tensor-parallel group reports
         total = torch.tensor([float(sum(l.item() for l in losses)) / cfg.dp if counts_loss else 0.0],
@@ -352,8 +355,20 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
     _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
-            (peak_bytes, peak_parts), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)), tied_bytes)
+            (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)),
+            tied_bytes)
     return 0
+
+
+def reserved_against_allocated(allocated: list, reserved: list) -> dict:
+    """measured.json's CUDA memory fields: per rank the caching allocator's pool at its peak
+    (``max_memory_reserved``) and the share of it no tensor held at the peak, 1 - allocated /
+    reserved, the quantity a profile's ``memory_reserved.fragmentation_fraction`` stands for.
+    None where not measured (CPU: no caching allocator)."""
+    if any(r is None for r in reserved):
+        return {"peak_memory_reserved_bytes": None, "allocator_fragmentation": None}
+    return {"peak_memory_reserved_bytes": list(reserved),
+            "allocator_fragmentation": [1.0 - a / r if r else 0.0 for a, r in zip(allocated, reserved)]}
 
 
 def _save(opts, env, modules, optimizers, step) -> None:
@@ -377,9 +392,9 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
     from parsim.report.timeline import trace_from_records
 
     pipe_rank, replica, tp_rank = where
-    peak_bytes, peak_parts = peak
+    peak_bytes, peak_parts, reserved_bytes = peak
     mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank,
-            "peak_memory_bytes": peak_bytes,
+            "peak_memory_bytes": peak_bytes, "peak_reserved_bytes": reserved_bytes,
             "peak_parts": peak_parts, "grad_buckets_bytes": grad_buckets, "tied_grad_bytes": tied_bytes,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
@@ -392,14 +407,17 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
     timed = [t for i, t in enumerate(step_times) if i >= opts.warmup and t == t]
     replica0 = sorted((g for g in gathered if g["replica"] == 0 and g["tp_rank"] == 0), key=lambda g: g["pipe_rank"])
     records = [(r, Action.parse(a), s, t0, t1) for g in replica0 for r, a, s, t0, t1 in g["actions"]]
+    by_rank = sorted(gathered, key=lambda g: g["rank"])
     out = {
         "schema_version": 1, "kind": "parsim-measurement", "plan": opts.plan, "world_size": env.world_size,
         "backend": env.backend, "device": env.device.type, "threads": torch.get_num_threads(),
         "steps": opts.steps, "first_step": start, "warmup": opts.warmup, "step_times_s": step_times,
         "step_time_s": statistics.median(timed) if timed else None, "loss": losses,
-        "peak_memory_bytes": [g["peak_memory_bytes"] for g in sorted(gathered, key=lambda g: g["rank"])],
-        "peak_memory_parts": [g["peak_parts"] for g in sorted(gathered, key=lambda g: g["rank"])],
-        "memory_method": ("torch.cuda.max_memory_allocated" if env.device.type == "cuda" else
+        "peak_memory_bytes": [g["peak_memory_bytes"] for g in by_rank],
+        "peak_memory_parts": [g["peak_parts"] for g in by_rank],
+        **reserved_against_allocated([g["peak_memory_bytes"] for g in by_rank], [g["peak_reserved_bytes"] for g in by_rank]),
+        "memory_method": ("torch.cuda.max_memory_allocated (reserved: torch.cuda.max_memory_reserved)"
+                          if env.device.type == "cuda" else
                           "parameters + buffers + gradients + optimizer state + the input batch before the step, plus the "
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
         "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
@@ -426,4 +444,10 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
                trace_from_records(records, names, None, {"config": out["config"]}))
     if opts.json:
         print(json.dumps({"step_time_s": out["step_time_s"], "peak_memory_bytes": out["peak_memory_bytes"],
+                          "peak_memory_reserved_bytes": out["peak_memory_reserved_bytes"],
                           "loss": losses, "accuracy": out.get("accuracy"), "out": opts.out}, indent=2))
+    elif out["peak_memory_reserved_bytes"] is not None:
+        from parsim.report.fmt import human_bytes
+        print("peak memory per rank, allocated / reserved by the caching allocator (unused share of its pool): "
+              + ", ".join(f"{human_bytes(a)} / {human_bytes(r)} ({f:.1%})" for a, r, f in
+                          zip(out["peak_memory_bytes"], out["peak_memory_reserved_bytes"], out["allocator_fragmentation"])))

@@ -13,6 +13,10 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       memory_efficiency: 0.8
       peak_tflops: {fp16: 256, fp32: 64}
       efficiency: [[1.0e8, 0.2], [1.0e10, 0.5], [1.0e12, 0.7]]   # (work FLOPs, fraction of peak)
+      memory_reserved:                         # optional; absent: nothing reserved (MemoryReserve)
+        runtime_context: 400MB                 # device runtime (CUDA context, CANN), before any tensor
+        collective_buffers: 1600MB             # the communicators' buffers a rank holds (NCCL, HCCL)
+        fragmentation_fraction: 0.15           # share of the allocator's pool lost at the peak
     node:
       devices: 8
       groups: [[0, 1, 2, 3], [4, 5, 6, 7]]     # optional; default one group
@@ -39,7 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from parsim.errors import InputError
-from parsim.hardware.device import Device, KernelExecution
+from parsim.hardware.device import Device, KernelExecution, MemoryReserve
 from parsim.hardware.links import LINK_CLASSES, Link
 from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
@@ -147,6 +151,10 @@ class Cluster:
             "nodes": self.num_nodes, "devices_per_node": self.devices_per_node,
             "groups_per_node": [list(g) for g in self.groups],
             "device": {"name": p.device.name, "memory_bytes": p.device.memory_bytes,
+                       "usable_memory_bytes": p.device.usable_memory_bytes,
+                       "memory_reserved": {"runtime_context_bytes": p.device.reserve.runtime_context_bytes,
+                                           "collective_buffers_bytes": p.device.reserve.collective_buffers_bytes,
+                                           "fragmentation_fraction": p.device.reserve.fragmentation_fraction},
                        "memory_bandwidth_bytes_per_s": p.device.memory_bandwidth_bytes_per_s,
                        "peak_flops_per_s": dict(p.device.peak_flops_per_s)},
             "links": {c: {"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "latency_s": link.latency_s}
@@ -209,6 +217,25 @@ def _kernel_execution(k: Fields) -> KernelExecution:
     return ex
 
 
+def _memory_reserve(d: Fields, memory_bytes: int) -> MemoryReserve:
+    """The ``device.memory_reserved`` section (parsim.hardware.device.MemoryReserve)."""
+    if not d.has("memory_reserved"):
+        d.get("memory_reserved", dict, None)
+        return MemoryReserve()
+    m = d.sub("memory_reserved")
+    reserve = MemoryReserve(runtime_context_bytes=m.size_bytes("runtime_context", 0, allow_zero=True),
+                            collective_buffers_bytes=m.size_bytes("collective_buffers", 0, allow_zero=True),
+                            fragmentation_fraction=m.get("fragmentation_fraction", float, 0.0))
+    if not 0 <= reserve.fragmentation_fraction < 1:
+        raise m.fail("fragmentation_fraction", f"must be in [0, 1), got {reserve.fragmentation_fraction}")
+    taken = reserve.runtime_context_bytes + reserve.collective_buffers_bytes
+    if taken >= memory_bytes:
+        raise m.fail("runtime_context", f"runtime_context + collective_buffers = {taken:,} bytes leave nothing of "
+                                        f"the device's {memory_bytes:,}; they must sum to less than device.memory")
+    m.done()
+    return reserve
+
+
 def _input_pipeline(r: Fields) -> InputPipeline | None:
     if not r.has("input_pipeline"):
         r.get("input_pipeline", dict, None)
@@ -253,7 +280,9 @@ def load_profile(path: str | os.PathLike) -> Profile:
         raise d.fail("efficiency", "expected a list of [work_flops, fraction] pairs") from None
     if any(not 0 < e <= 1 or w <= 0 for w, e in eff) or list(eff) != sorted(eff):
         raise d.fail("efficiency", "pairs need work_flops > 0 in rising order and 0 < fraction <= 1")
-    device = Device(name=d.get("name", str), peak_flops_per_s=peak, memory_bytes=d.size_bytes("memory"),
+    memory_bytes = d.size_bytes("memory")
+    device = Device(name=d.get("name", str), peak_flops_per_s=peak, memory_bytes=memory_bytes,
+                    reserve=_memory_reserve(d, memory_bytes),
                     memory_bandwidth_bytes_per_s=d.positive_float("memory_bandwidth_gb_per_s") * 1e9,
                     efficiency=eff, memory_efficiency=d.fraction("memory_efficiency", 1.0),
                     kernels=_kernel_execution(d.sub("kernels")) if d.has("kernels") else None,
@@ -346,9 +375,3 @@ def load_cluster(spec: str) -> Cluster:
         raise InputError(f"--cluster: {spec!r}: a {profile.name} node has {profile.devices_per_node} devices, "
                          f"not {per_node}")
     return Cluster(profile, nodes, per_node, spec=spec)
-
-
-def with_memory(cluster: Cluster, memory_bytes: int) -> Cluster:
-    """The same cluster with a different device memory (e.g. a --max-memory cap)."""
-    device = replace(cluster.profile.device, memory_bytes=memory_bytes)
-    return replace(cluster, profile=replace(cluster.profile, device=device))

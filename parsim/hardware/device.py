@@ -2,6 +2,10 @@
 
 Efficiency follows Calculon's habit (calculon/processor.py): a table of (work size, fraction of
 peak) points, interpolated linearly in log10(work size) and held flat outside the table.
+
+Memory: of the device's raw capacity, a training process's tensors get only what the runtime
+context and the collective library leave, less what its allocator loses to fragmentation
+(``MemoryReserve``, ``Device.usable_memory_bytes``, the one place that rule lives).
 """
 
 from __future__ import annotations
@@ -36,6 +40,25 @@ class KernelExecution:
 
 
 @dataclass(frozen=True)
+class MemoryReserve:
+    """Device memory a training process cannot give to its tensors (a profile's ``memory_reserved``).
+
+    The runtime context (CUDA context, CANN runtime) and the collective library's communicator
+    buffers (NCCL, HCCL) are allocated outside the framework's caching allocator, so they come off
+    the top; what is left is the allocator's pool, of which ``fragmentation_fraction`` is lost at
+    the peak: 1 - max allocated / max reserved, what ``parsim run`` measures on CUDA."""
+
+    runtime_context_bytes: int = 0
+    collective_buffers_bytes: int = 0
+    fragmentation_fraction: float = 0.0
+
+    def usable_bytes(self, capacity_bytes: float) -> float:
+        """usable = (capacity - runtime context - collective buffers) x (1 - fragmentation)."""
+        pool = capacity_bytes - self.runtime_context_bytes - self.collective_buffers_bytes
+        return pool * (1.0 - self.fragmentation_fraction)
+
+
+@dataclass(frozen=True)
 class Device:
     name: str
     peak_flops_per_s: tuple[tuple[str, float], ...]       # (dtype, FLOP/s), e.g. ("fp16", 3.12e14)
@@ -47,6 +70,19 @@ class Device:
     # Ascend's Cube computes in fp16: under CANN's allow_fp32_to_fp16, fp32 GEMMs run there
     # (parsim.hardware.numerics).
     fp16_cube: bool = False
+    reserve: MemoryReserve = MemoryReserve()              # nothing reserved unless the profile says
+
+    @property
+    def usable_memory_bytes(self) -> float:
+        """What the planner and the simulator's reports hold a plan's peak to (MemoryReserve)."""
+        return self.reserve.usable_bytes(self.memory_bytes)
+
+    def memory_cap_bytes(self, max_memory_bytes: int | None = None) -> float:
+        """The bound a plan's peak memory must keep: an explicit cap (``--max-memory``) as given,
+        up to the raw capacity; else the usable memory."""
+        if max_memory_bytes:
+            return float(min(self.memory_bytes, max_memory_bytes))
+        return self.usable_memory_bytes
 
     def has_rate(self, dtype: str) -> bool:
         return dtype in dict(self.peak_flops_per_s)

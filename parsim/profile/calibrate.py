@@ -143,6 +143,9 @@ def profile_yaml(profile, device: Device, source: str) -> str:
              "schema_version: 1", f"name: {profile.name}-calibrated",
              f"description: {profile.description} (efficiency calibrated from {source})", "device:",
              f"  name: {device.name}", f"  memory: {device.memory_bytes}",
+             f"  memory_reserved: {{runtime_context: {device.reserve.runtime_context_bytes}, "
+             f"collective_buffers: {device.reserve.collective_buffers_bytes}, "
+             f"fragmentation_fraction: {device.reserve.fragmentation_fraction}}}   # from {profile.source or profile.name}",
              f"  memory_bandwidth_gb_per_s: {device.memory_bandwidth_bytes_per_s / 1e9:.4f}",
              f"  memory_efficiency: {device.memory_efficiency:.4f}   # fitted", "  peak_tflops:"]
     lines += [f"    {k}: {v / 1e12:.6g}" for k, v in device.peak_flops_per_s]

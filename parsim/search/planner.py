@@ -42,7 +42,7 @@ from parsim.cost.layer import layer_time_s
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
-from parsim.report.fmt import human_bytes
+from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import Progress
 from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
@@ -90,11 +90,16 @@ class PlanResult:
     ranked: tuple[Candidate, ...]
     pareto: tuple[Candidate, ...]
     manual: Candidate | None
-    capacity_bytes: float
+    capacity_bytes: float          # the cap: the device's usable memory, or --max-memory as given
     search_time_s: float
     considered: int
     simulated: int
     explanation: tuple[str, ...] = field(default=())
+
+    @property
+    def margin_bytes(self) -> float:
+        """What the pick leaves of the cap at its peak."""
+        return self.capacity_bytes - self.chosen.peak_memory_bytes
 
 
 def divisors(n: int) -> list[int]:
@@ -284,8 +289,9 @@ def _kernels_per_step(graph: LayerGraph, cand: Candidate) -> int:
     return per_mb * cfg.microbatches
 
 
-def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float, replicated: set = frozenset(),
+def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str, replicated: set = frozenset(),
              everything: list[Candidate] = (), world: int = 0) -> tuple[str, ...]:
+    """``memory_line``: the pick's peak against the cap (parsim.report.fmt.memory_margin)."""
     names = graph.names
     best = result_ranked[0]
     e = best.estimate
@@ -305,8 +311,8 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, cap: float, repl
     lines.append(f"bottleneck: pipeline rank {hot.rank} ({stages}) is busy {hot.busy_s / e.step_time_s:.0%} of the "
                  f"step{f' running {kernels:,} kernels' if kernels else ''}; bubble {e.bubble_fraction:.1%}, "
                  f"waiting on other ranks {e.sync_wait_fraction:.1%}, "
-                 f"exposed communication {e.exposed_comm_fraction:.1%}; "
-                 f"peak memory {human_bytes(best.peak_memory_bytes)} of {human_bytes(cap)}")
+                 f"exposed communication {e.exposed_comm_fraction:.1%}")
+    lines.append("memory: " + memory_line)
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
                   or c.config.tp != best.config.tp or c.config.schedule != best.config.schedule), None)
     if rival is not None:
@@ -337,7 +343,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     t0 = time.perf_counter()
     c = constraints
     g, batch = spec.graph, spec.training.global_batch_size
-    cap = float(min(cluster.device.memory_bytes, c.max_memory_bytes or cluster.device.memory_bytes))
+    cap = cluster.device.memory_cap_bytes(c.max_memory_bytes)    # usable memory, or --max-memory as given
     world = cluster.world_size
     L = len(g)
     variants = _variants(spec, cluster, c)
@@ -431,7 +437,10 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     simulated = len(results) + len(over_memory)
 
     if not results:
-        raise DoesNotFitError(_nothing_fits(spec, cap, misses, over_memory))
+        raise DoesNotFitError(_nothing_fits(spec, cap, misses, over_memory,
+                                            "" if c.max_memory_bytes else
+                                            f" usable ({human_bytes(cluster.device.memory_bytes)} raw, less the "
+                                            f"profile's memory_reserved)"))
     results.sort(key=lambda x: (x.estimate.step_time_s, x.peak_memory_bytes, x.key()))
     pareto, best_mem = [], float("inf")
     for cand in results:                           # by time; keep those that also save memory
@@ -443,7 +452,9 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     ranked = tuple(results[: c.top])
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
                       search_time_s=time.perf_counter() - t0, considered=considered, simulated=simulated,
-                      explanation=_explain(list(ranked), g, cap, replicated, results, world))
+                      explanation=_explain(list(ranked), g,
+                                           memory_margin(ranked[0].peak_memory_bytes, cluster.device, c.max_memory_bytes),
+                                           replicated, results, world))
 
 
 def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
@@ -505,7 +516,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     return best
 
 
-def _nothing_fits(spec, cap, misses, over_memory) -> str:
+def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
     need, where = float("inf"), None
     for cand in over_memory:
         if cand.peak_memory_bytes < need:
@@ -525,8 +536,8 @@ def _nothing_fits(spec, cap, misses, over_memory) -> str:
     if where is None or where.tp == 1:
         knobs.append("tensor parallelism (--tp with the zoo's GPT, or a model.yaml shard: section)")
     if where is None:
-        return f"no plan fits {human_bytes(cap)} per device; try {', '.join(knobs)}"
-    return (f"no plan fits {human_bytes(cap)} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
+        return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
+    return (f"no plan fits {human_bytes(cap)}{usable} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
             f"{' recompute' if where.recompute else ''} "
             f"m={where.microbatches} {where.schedule}) needs {human_bytes(need)}, {human_bytes(need - cap)} more; "
             f"try {', '.join(knobs)}")

@@ -458,8 +458,9 @@ def auto_memory_bytes(cluster, pp: int) -> float:
     """The auto layout's memory cap for the whole model's operators on one device of each group:
     the device memory of the pp devices its stages share (the operator graph counts parameters,
     optimizer state and one micro-batch's saved activations; the split and the activations of
-    the other micro-batches in flight are the planner's to fit)."""
-    return cluster.device.memory_bytes * pp
+    the other micro-batches in flight are the planner's to fit).  The usable memory, not a
+    --max-memory cap: a plan's layout must follow from its configuration and cluster alone."""
+    return cluster.device.usable_memory_bytes * pp
 
 
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
