@@ -1,7 +1,7 @@
 """The single-process reference a distributed run must equal: the same model (same seed), the
 same micro-batches of every replica, the loss summed over micro-batches, gradients averaged
 over replicas as DDP does (each replica's gradient divided by dp, then summed in rank order),
-and the same momentum SGD.  Used by the tests to check the executor with assert_close."""
+and the same momentum SGD, in the plan's dtype (bf16: fp32 master weights, parsim.exec.precision).  Used by the tests to check the executor with assert_close."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from parsim.exec.data import input_kind, make_loader
+from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
 from parsim.exec.stages import build_units, in_memory_format, memory_format, sequential
 from parsim.exec.train import LR, MOMENTUM, loss_fn
 from parsim.model.spec import load_model
@@ -24,8 +25,9 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
     kind = input_kind(spec)
     units = build_units(spec, plan, seed, plan_path)
     fmt = memory_format(spec)
-    model = sequential(units).to(memory_format=fmt)
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    dtype = TORCH_DTYPES[plan.dtype]
+    model = sequential(units).to(dtype=dtype, memory_format=fmt)
+    opt = MasterWeightSGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     b = cfg.microbatch_size(plan.global_batch_size)
     loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, kind, seed, synthetic_size)
                for d in range(cfg.dp)]
@@ -43,6 +45,8 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
                 iters[d] = iter(loader)
             x, y = next(iters[d])
             x = in_memory_format(x, fmt)
+            if x.is_floating_point():
+                x = x.to(dtype)
             model.zero_grad(set_to_none=True)
             for xi, yi in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches)):
                 loss = loss_fn(model(xi), yi)

@@ -49,7 +49,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from parsim.errors import InputError
-from parsim.exec import checkpoint, groups, tensor_parallel
+from parsim.exec import checkpoint, groups, precision, tensor_parallel
 from parsim.exec.data import input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
@@ -65,8 +65,9 @@ BN_WARN_BELOW = 16
 
 
 def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every prediction: an image's class, or each token's next token."""
-    return F.cross_entropy(logits.flatten(0, -2), target.flatten())
+    """Mean cross-entropy over every prediction: an image's class, or each token's next token;
+    in fp32 whatever the model's dtype (parsim.exec.precision)."""
+    return F.cross_entropy(logits.flatten(0, -2).float(), target.flatten())
 
 
 @dataclass(frozen=True)
@@ -161,9 +162,6 @@ def train(opts: RunOptions) -> int:
     plan = load_plan(opts.plan)
     spec = load_model(plan.model_path)     # build_units checks that the plan's layers are the model's
     cfg = plan.config
-    if plan.dtype != "fp32":
-        raise InputError(f"{opts.plan}: model.dtype: the executor runs fp32 plans for now (got {plan.dtype}); "
-                         "plan an fp32 model.yaml")
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
                          f"{plan.optimizer}); set training.optimizer: momentum")
@@ -184,6 +182,8 @@ def train(opts: RunOptions) -> int:
 
 def _train(opts, plan, spec, cfg, env, kind) -> int:
     groups.preflight(env, cfg, opts.plan)
+    precision.check_supported(plan.dtype, env.device, opts.plan)
+    dtype = precision.TORCH_DTYPES[plan.dtype]
     mesh = groups.mesh_for(cfg, env.device)
     dp_group, pp_group = mesh.get_group("dp"), mesh.get_group("pp")
     replica, pipe_rank = groups.coordinates(cfg, env.rank)
@@ -199,7 +199,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     units = build_units(spec, plan, opts.seed, opts.plan)
     stage_ids = local_stages(cfg, pipe_rank)
     fmt = memory_format(spec)
-    modules = [stage_module(units, cfg, s, fmt).to(env.device) for s in stage_ids]
+    modules = [stage_module(units, cfg, s, fmt).to(env.device, dtype) for s in stage_ids]
     holders = tied_holders(units)
     del units
     partial_grads: list = []          # sequence-parallel norms and positions: summed over the tp group
@@ -210,7 +210,12 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     grad_syncs = [GradBuckets(m, dp_group, cfg.dp, cfg.microbatches) for m in modules] if cfg.dp > 1 else []
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
-    optimizers = [torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
+    optimizers = [precision.MasterWeightSGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
+    scaler = precision.DynamicLossScaler() if plan.dtype == "fp16" else None
+    loss_scale = [1.0]                # this step's; fp16 multiplies the loss by it before the backward
+
+    def scaled_loss(logits, target):
+        return loss_fn(logits, target) * loss_scale[0]
 
     loader = sampler = dataset = None
     if first or last:
@@ -231,7 +236,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             instrument(st, rec)
         cls = schedule_class(cfg.schedule)
         sched = cls(stages if cfg.schedule in MULTI_STAGE else stages[0], cfg.microbatches,
-                    loss_fn=loss_fn, scale_grads=False)
+                    loss_fn=scaled_loss, scale_grads=False)
         if cfg.schedule in MULTI_STAGE:    # these run their pipeline_order as data; check it is the plan's
             check_order_matches(sched, build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), pipe_rank)
 
@@ -242,6 +247,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             m.load_state_dict(sd)
         for o, sd in zip(optimizers, state["optimizers"]):
             o.load_state_dict(sd)
+        if scaler is not None:
+            scaler.scale = loss_scale[0] = optimizers[0].scale
         start = state["step"]
     if opts.dry_run:
         dist.barrier()
@@ -261,7 +268,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             model = modules[0]
             for i, (xi, yi) in enumerate(zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches))):
                 with rec.action(Action(0, Kind.F, i)):
-                    loss = loss_fn(model(xi), yi)
+                    loss = scaled_loss(model(xi), yi)
                 with rec.action(Action(0, Kind.B, i)):
                     loss.backward()
                 losses.append(loss.detach())
@@ -271,6 +278,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             sched.step(target=y, losses=losses)
         else:
             sched.step()
+        losses = [loss / loss_scale[0] for loss in losses]
         # the dp mean before the tp sum of partial gradients: both are linear, so they commute
         issued = [sync.finish() for sync in grad_syncs]
         if issued:
@@ -279,9 +287,18 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             with rec.action(Action(s, Kind.REDUCE_TIED), stream="dp"):
                 tied_bytes[s] = tied.reduce(s)
         tensor_parallel.reduce_partial_grads(partial_grads, mesh.get_group("tp"))
+        take = True
+        if scaler is not None:            # every rank skips an overflowed step together
+            finite = torch.tensor([float(all(o.grads_finite() for o in optimizers))], device=env.device)
+            dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+            take = scaler.update(bool(finite.item()))
         for s, o in zip(stage_ids, optimizers):
+            o.scale = loss_scale[0]
             with rec.action(Action(s, Kind.OPTIMIZER)):
-                o.step()
+                if take:
+                    o.step()
+        if scaler is not None:
+            loss_scale[0] = scaler.scale
         return losses
 
     step_times, losses_by_step, actions = [], [], []
@@ -303,6 +320,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if loader is not None:
             x, y = next(it)
             x, y = in_memory_format(x.to(env.device), fmt), y.to(env.device)
+            if x.is_floating_point():
+                x = x.to(dtype)           # images in the model's dtype; tokens stay integers
         # memory is measured on the last warm-up step, and only from the third step on: step 1
         # builds the optimizer state
         profile_memory = step == start + opts.warmup - 1 and opts.warmup >= 3

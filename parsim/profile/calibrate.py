@@ -24,6 +24,7 @@ from dataclasses import replace
 import numpy as np
 from scipy.optimize import least_squares
 
+from parsim.errors import InputError
 from parsim.cost.compute import AnalyticalCompute, ProfileTable
 from parsim.hardware.device import Device, KernelExecution
 from parsim.model.graph import LayerGraph
@@ -191,5 +192,8 @@ def profiled_compute(table: ProfileTable, graph: LayerGraph, device: Device, dty
     graph's layers, so its fallback is the device's analytical model as it stands."""
     from parsim.cost.compute import ProfiledCompute
 
+    if table.dtype != graph.dtype:
+        raise InputError(f"--profile: dtype: the profile timed the model in {table.dtype}, but it trains in "
+                         f"{graph.dtype}; profile it again with parsim profile")
     fitted = device if table.tp > 1 else calibrate(graph, table, device, dtype)[0]
     return ProfiledCompute(table, AnalyticalCompute(fitted, dtype))

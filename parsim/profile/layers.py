@@ -29,13 +29,16 @@ import time
 from dataclasses import asdict
 
 import torch
-import torch.nn.functional as F
 
 from parsim.hardware.machine import this_machine
 from parsim.errors import InputError
+from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
+from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format
 from parsim.exec.tensor_parallel import local
+from parsim.exec.train import loss_fn
 from parsim.model.extract import cut_units
+from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import ModelSpec, build_module
 from parsim.profile.repeat import measure_stably
 
@@ -45,19 +48,18 @@ def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.
     Class and vocabulary counts come from the last layer's output size."""
     if spec.input is None:
         raise InputError(f"{spec.path}: layers: a model given as a table has no module to profile")
-    per_sample = int(spec.graph.layers[-1].output_bytes // 4)          # fp32 logits per sample
+    per_sample = int(spec.graph.layers[-1].output_bytes // DTYPE_BYTES[spec.graph.dtype])   # logits per sample
     if spec.input.dtype.startswith("int"):
         seq = spec.input.shape[0]
         tokens = torch.randint(0, per_sample // seq, (b, seq), device=device)
         return tokens, tokens.roll(-1, dims=1)
-    images = in_memory_format(torch.randn(b, *spec.input.shape, device=device), memory_format(spec))
+    images = in_memory_format(torch.randn(b, *spec.input.shape, device=device, dtype=TORCH_DTYPES[spec.graph.dtype]),
+                              memory_format(spec))
     return images, torch.randint(0, per_sample, (b,), device=device)
 
 
 def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    if out.dim() == 3:            # (B, T, V) language-model logits
-        return F.cross_entropy(out.flatten(0, 1), y.flatten())
-    return F.cross_entropy(out, y)
+    return loss_fn(out, y)        # the executor's: in fp32, over every prediction
 
 
 def _sync(device) -> None:
@@ -162,13 +164,13 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
                    noise_threshold: float = 0.05, max_remeasure: int = 2, agree=lambda s: s) -> dict:
     """The profile of one process (``parsim.profile.repeat`` for the re-measuring policy; every
     decision to measure again goes through ``agree``, the union over concurrent profilers)."""
-    if spec.graph.dtype != "fp32":
-        raise InputError(f"{spec.path}: training.dtype: the profiler measures fp32 for now")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device is visible; use --device cpu")
+    check_precision(spec.graph.dtype, dev, spec.path)
+    dtype = TORCH_DTYPES[spec.graph.dtype]
     torch.manual_seed(seed)
-    units = [(n, m.to(dev, memory_format=memory_format(spec)).train())     # the run's layout, as it runs
+    units = [(n, m.to(dev, dtype, memory_format=memory_format(spec)).train())     # the run's dtype and layout
              for n, m in cut_units(build_module(spec.source, spec.path))]
     tp = tp_mesh.size() if tp_mesh is not None else 1
     if tp > 1:
@@ -187,7 +189,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     got = measure_stably(list(sizes), measure, noise_threshold, max_remeasure, agree)
     barrier()
     params = list({id(p): p for _, m in units for p in m.parameters()}.values())   # a tied weight once
-    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    opt = MasterWeightSGD(params, lr=0.01, momentum=0.9)       # the run's optimizer (fp32 masters if mixed)
     for p in params:
         p.grad = torch.zeros_like(p)
     opt_times = []
@@ -211,7 +213,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         **({"tp": tp, "tp_layout": tp_layout} if tp > 1 else {}),
         "device": f"{dev.type}: {platform.processor() or platform.machine()}",
         "machine": asdict(this_machine()),
-        "dtype": "fp32", "threads": torch.get_num_threads(),
+        "dtype": spec.graph.dtype, "threads": torch.get_num_threads(),
         "measured": datetime.date.today().isoformat(),
         "microbatch_sizes": list(sizes),
         "noise_threshold": noise_threshold, "max_remeasure": max_remeasure, "remeasured": list(got.remeasured),

@@ -1,0 +1,133 @@
+"""Mixed precision in the executor, as parsim.cost.memory prices it (Micikevicius et al. 2018;
+Rajbhandari et al. 2020, Sec. 3.1; Megatron-LM's Float16Module with its fp32 "main" parameters):
+
+- the model's parameters, gradients and activations are in the training dtype (bf16 or fp16):
+  2 bytes each, the bytes extraction measured (the model runs in that dtype there too);
+- the optimizer keeps an fp32 master copy of every parameter and its momentum in fp32, steps
+  the masters with the gradients cast to fp32, and copies the result back into the model;
+- the loss is taken in fp32 (the logits are cast up first), as Megatron's vocab-parallel and
+  torch's autocast losses are;
+- fp16 (CUDA only) multiplies the loss by a dynamic scale before the backward, so that small
+  gradients do not flush to zero, and divides the master gradients by it; a step whose
+  gradients overflowed is skipped and the scale halved (DynamicLossScaler).
+
+Not torch's autocast: autocast keeps fp32 parameters and gradients (4 bytes each) and casts the
+weights at every use, a different memory and communication footprint from the one priced (there
+the data-parallel buckets carry 2-byte gradients).  The model is cast once instead, and no op
+runs in fp32 but the loss, BatchNorm's running statistics (bf16 on CPU, as its kernel keeps
+them in the parameters' dtype) and the optimizer.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from parsim.errors import InputError
+from parsim.exec.tensor_parallel import local
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_supported(dtype: str, device: torch.device, source: str) -> None:
+    """fp32 and bf16 run everywhere; fp16 needs CUDA (its CPU kernels are partial and slow)."""
+    if dtype not in TORCH_DTYPES:
+        raise InputError(f"{source}: model.dtype: the executor runs fp32, bf16 and fp16 (got {dtype!r})")
+    if dtype == "fp16" and device.type != "cuda":
+        raise InputError(f"{source}: model.dtype: fp16 runs on CUDA only (this run is on {device.type}); "
+                         "plan bf16 instead")
+
+
+class MasterWeightSGD:
+    """Momentum SGD on fp32 master copies of a low-precision model's parameters: torch.optim.SGD's
+    update (no dampening, no Nesterov, no weight decay: buf = momentum * buf + g, w -= lr * buf,
+    the first buf = g).  For an fp32 model it is torch.optim.SGD on the parameters themselves.
+
+    ``step()`` casts one parameter's gradient at a time to fp32 (so the fp32 gradient is a
+    transient the size of one parameter, not held), divides out the loss scale, steps that
+    master and writes it back into the model, rounded to the model's dtype."""
+
+    def __init__(self, params, lr: float, momentum: float):
+        self.params = [p for p in params if p.requires_grad]
+        self.lr, self.momentum = lr, momentum
+        self.mixed = any(p.dtype != torch.float32 for p in self.params)
+        self.inner = None if self.mixed else torch.optim.SGD(self.params, lr=lr, momentum=momentum)
+        self.masters = [local(p).detach().float().clone() for p in self.params] if self.mixed else []
+        self.buffers: list[torch.Tensor | None] = [None] * len(self.masters)
+        self.scale = 1.0               # the loss scale the gradients carry (DynamicLossScaler)
+
+    @property
+    def state(self) -> dict:
+        """Tensors held between steps, by parameter: the master copy and the momentum."""
+        if not self.mixed:
+            return self.inner.state
+        return {i: {"master": m, **({"momentum_buffer": b} if b is not None else {})}
+                for i, (m, b) in enumerate(zip(self.masters, self.buffers))}
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
+
+    def grads_finite(self) -> bool:
+        """No inf or NaN in any gradient."""
+        return all(bool(torch.isfinite(local(p.grad)).all()) for p in self.params if p.grad is not None)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        if not self.mixed:
+            self.inner.step()
+            return
+        for k, (p, m) in enumerate(zip(self.params, self.masters)):
+            if p.grad is None:
+                continue
+            g = local(p.grad).float()
+            if self.scale != 1.0:
+                g.div_(self.scale)
+            if self.buffers[k] is None:
+                self.buffers[k] = g
+            else:
+                self.buffers[k].mul_(self.momentum).add_(g)
+            m.add_(self.buffers[k], alpha=-self.lr)
+            local(p).copy_(m)
+
+    def state_dict(self) -> dict:
+        if not self.mixed:
+            return {"inner": self.inner.state_dict()}
+        return {"masters": self.masters, "buffers": self.buffers, "scale": self.scale}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not self.mixed:
+            self.inner.load_state_dict(state["inner"])
+            return
+        for m, saved in zip(self.masters, state["masters"]):
+            m.copy_(saved)
+        self.buffers = [None if b is None else b.clone() for b in state["buffers"]]
+        self.scale = state["scale"]
+
+
+class DynamicLossScaler:
+    """Dynamic loss scaling for fp16 (Micikevicius et al. 2018, Sec. 3.2; the defaults of
+    Megatron-LM's DynamicGradScaler: initial scale 2^32, halved on an overflow after a
+    hysteresis of 2, doubled after 1000 clean steps, never below 1)."""
+
+    def __init__(self, initial: float = 2.0 ** 32, growth_interval: int = 1000, hysteresis: int = 2,
+                 min_scale: float = 1.0):
+        self.scale, self.growth_interval, self.hysteresis, self.min_scale = initial, growth_interval, hysteresis, \
+            min_scale
+        self._clean, self._left = 0, hysteresis
+
+    def update(self, finite: bool) -> bool:
+        """Record one step's overflow check; True when the step may be taken."""
+        if finite:
+            self._clean += 1
+            if self._clean == self.growth_interval:
+                self.scale, self._clean, self._left = self.scale * 2, 0, self.hysteresis
+            return True
+        self._clean = 0
+        self._left -= 1
+        if self._left <= 0:
+            self.scale = max(self.min_scale, self.scale / 2)
+        return False
