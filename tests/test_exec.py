@@ -189,8 +189,14 @@ def test_channels_last_runs_nhwc_and_matches_reference(tmp_path, capfd):
     assert_same_as_reference(plan, out, 2)
 
 
-def test_resume_continues_with_identical_parameters(tmp_path, capfd):
-    plan = make_plan(tmp_path, "p", "--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b")
+@pytest.mark.parametrize("model,flags", [
+    (MODEL, ["--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b"]),
+    # tensor-parallel ranks load whole tensors and keep their shards; momentum comes back as DTensors
+    ("examples/gpt_tiny_local.yaml", ["--dp", "1", "--pp", "1", "--tp", "2", "--tp-layout", "megatron",
+                                      "--microbatches", "2"]),
+], ids=["resnet-pp2", "gpt-tp2"])
+def test_resume_continues_with_identical_parameters(tmp_path, capfd, model, flags):
+    plan = make_plan(tmp_path, "p", *flags, model=model)
     straight, halves = tmp_path / "straight", tmp_path / "halves"
     assert run(plan, straight, "--steps", "4") == 0
     assert run(plan, halves, "--steps", "2") == 0

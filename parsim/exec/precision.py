@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from parsim.errors import InputError
-from parsim.exec.tensor_parallel import local
+from parsim.exec.tensor_parallel import as_dtensor_like, local
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -99,8 +99,16 @@ class MasterWeightSGD:
         return {"masters": self.masters, "buffers": self.buffers, "scale": self.scale}
 
     def load_state_dict(self, state: dict) -> None:
+        """Load what ``state_dict`` gave, or its local shards (checkpoints keep tensor-parallel
+        ranks' momentum as local tensors): those become DTensors again, laid out as their
+        parameters."""
         if not self.mixed:
             self.inner.load_state_dict(state["inner"])
+            for p in self.params:
+                st = self.inner.state.get(p, {})
+                for k, v in st.items():
+                    if torch.is_tensor(v):
+                        st[k] = as_dtensor_like(v, p)
             return
         for m, saved in zip(self.masters, state["masters"]):
             m.copy_(saved)

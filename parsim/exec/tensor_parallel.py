@@ -188,6 +188,29 @@ def full(t):
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
+def load_whole(module: nn.Module, state: dict) -> None:
+    """Load a state dict of whole tensors (as checkpoints hold them, parsim.exec.train._save) into
+    ``module``, whose parameters may be DTensors: each rank keeps its own shards of them, cut
+    locally from the whole tensor (no communication)."""
+    from torch.distributed.tensor import distribute_tensor
+
+    own = module.state_dict()
+    module.load_state_dict({k: distribute_tensor(v.to(own[k].device), own[k].device_mesh, own[k].placements,
+                                                 src_data_rank=None) if hasattr(own[k], "placements") else v
+                            for k, v in state.items()})
+
+
+def as_dtensor_like(t: torch.Tensor, param) -> torch.Tensor:
+    """A local shard ``t`` (an optimizer state tensor as checkpoints hold it) as a DTensor laid
+    out like ``param``; a plain tensor for a plain parameter."""
+    if not hasattr(param, "placements") or hasattr(t, "placements") or t.shape != local(param).shape:
+        return t
+    from torch.distributed.tensor import DTensor
+
+    return DTensor.from_local(t, param.device_mesh, param.placements, run_check=False, shape=param.shape,
+                              stride=param.stride())
+
+
 class CollectiveCounter(TorchDispatchMode):
     """Counts the functional collectives tensor parallelism issues (DTensor's, and the head's
     mappings; what CommDebugMode counts), forward and backward, by name: all_reduce,

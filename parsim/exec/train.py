@@ -168,8 +168,6 @@ def train(opts: RunOptions) -> int:
     if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
     tensor_parallel.check_supported(cfg, spec, opts.plan)
-    if opts.resume and cfg.tp > 1:
-        raise InputError(f"{opts.plan}: --resume: resuming tensor-parallel runs is not supported yet; run afresh")
     kind = input_kind(spec)
 
     env = groups.init(opts.timeout_s)
@@ -244,7 +242,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if opts.resume:
         state = checkpoint.load(opts.out, env.rank)
         for m, sd in zip(modules, state["stages"]):
-            m.load_state_dict(sd)
+            tensor_parallel.load_whole(m, sd)        # whole tensors in, this rank's shards kept
         for o, sd in zip(optimizers, state["optimizers"]):
             o.load_state_dict(sd)
         if scaler is not None:
