@@ -127,8 +127,8 @@ def cmd_simulate(args) -> int:
         compute = _compute_model(args, cluster, spec)
         cfg = plan.config
     else:
-        spec = load_model(args.model)
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
+        spec = load_model(args.model)
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
@@ -235,8 +235,8 @@ def cmd_plan(args) -> int:
 
     check_output(args.output, "-o")
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
+    cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
     spec = load_model(args.model)
-    cluster = load_cluster(args.cluster)
     compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
