@@ -11,6 +11,8 @@ import json
 import sys
 
 from parsim.errors import InputError, ParsimError
+from parsim.inputs import (nonnegative_float_arg, nonnegative_int_arg, positive_float_arg, positive_int_arg,
+                           rising_sizes_arg)
 
 
 def _print_json(obj) -> None:
@@ -111,7 +113,7 @@ def _print_coverage(models, file=None) -> None:
 
 
 def cmd_simulate(args) -> int:
-    from parsim.fileio import write_json, write_text
+    from parsim.fileio import check_output, write_json, write_text
     from parsim.hardware import load_cluster
     from parsim.model.spec import load_model
     from parsim.report.fmt import human_bytes, human_time, memory_margin
@@ -119,18 +121,18 @@ def cmd_simulate(args) -> int:
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
 
+    for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
+        check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     if args.model.endswith(".json"):
-        from parsim.plan import check_plan_matches, load_plan
+        from parsim.plan import load_plan_and_model
 
-        plan = load_plan(args.model)
-        spec = load_model(plan.model_path)
-        check_plan_matches(plan, spec, args.model)
+        plan, spec = load_plan_and_model(args.model)
         cluster = load_cluster(args.cluster or plan.cluster)
         compute = _compute_model(args, cluster, spec)
         cfg = plan.config
     else:
-        spec = load_model(args.model)
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
+        spec = load_model(args.model)
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
@@ -199,7 +201,7 @@ def _strategy_rows(spec, cluster, cfg) -> list[dict]:
 def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS
 
-    p.add_argument("--tp", type=_positive, help="tensor-parallel group size")
+    p.add_argument("--tp", type=positive_int_arg, help="tensor-parallel group size")
     p.add_argument("--tp-layout", choices=TP_LAYOUTS,
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
     p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
@@ -231,17 +233,18 @@ def cmd_plan(args) -> int:
     import pandas as pd
 
     from parsim.cost.compute import AnalyticalCompute, tp_compute_models
-    from parsim.fileio import write_json
+    from parsim.fileio import check_output, write_json
     from parsim.hardware import load_cluster
     from parsim.inputs import parse_bytes
     from parsim.model.spec import load_model
     from parsim.plan import plan_from_candidate
     from parsim.search.planner import Constraints, plan
 
-    spec = load_model(args.model)
-    cluster = load_cluster(args.cluster)
-    compute = _compute_model(args, cluster, spec)
+    check_output(args.output, "-o")
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
+    cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
+    spec = load_model(args.model)
+    compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
@@ -303,9 +306,10 @@ def cmd_plan(args) -> int:
 
 def cmd_run(args) -> int:
     from parsim.exec.launch import launch
-    from parsim.plan import load_plan
+    from parsim.exec.train import check_run
+    from parsim.run import options_from
 
-    plan = load_plan(args.plan)          # bad plans fail here, once, before any process starts
+    plan, _, _ = check_run(options_from(args))    # bad input fails here, once, before any process starts
     nproc = args.nproc or plan.config.world_size
     if nproc != plan.config.world_size:
         raise InputError(f"{args.plan}: parallel: the plan needs dp x pp x tp = {plan.config.world_size} ranks; "
@@ -318,19 +322,16 @@ def cmd_run(args) -> int:
 def cmd_profile(args) -> int:
     import json
 
+    from parsim.fileio import check_output
     from parsim.model.spec import load_model
     from parsim.profile.layers import launch_profilers
 
     spec = load_model(args.model)          # bad input fails here, once
-    try:
-        sizes = [int(x) for x in args.microbatch_sizes.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or any(b <= 0 for b in sizes) or sizes != sorted(set(sizes)):
-        raise InputError(f"--microbatch-sizes: expected rising positive integers like 1,2,4,8; got {args.microbatch_sizes!r}")
+    sizes = args.microbatch_sizes
     if sizes[0] < spec.graph.min_microbatch:
         raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
     out = args.output or f"{spec.name}.profile.json"
+    check_output(out, "-o")
     if args.tp > 1 and args.nproc % args.tp:
         raise InputError(f"--tp {args.tp}: the {args.nproc} processes (--nproc) must form whole groups of {args.tp}")
     code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads,
@@ -363,7 +364,9 @@ def cmd_profile(args) -> int:
 
 def cmd_profile_comm(args) -> int:
     from parsim.exec.launch import launch
+    from parsim.fileio import check_output
 
+    check_output(args.output, "-o")
     worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats)]
     code = launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm", quiet=args.json)
     if code == 0 and args.json:
@@ -373,8 +376,9 @@ def cmd_profile_comm(args) -> int:
 
 
 def cmd_profile_data(args) -> int:
-    from parsim.profile.data import section_text, time_loader, write_section
+    from parsim.profile.data import check_target, section_text, time_loader, write_section
 
+    check_target(args.output)         # before the timing, which takes a while
     timing = time_loader(args.data, args.samples, args.batch, args.repeats)
     command = (f"parsim profile-data -o {args.output}" + (f" --data {args.data}" if args.data else "")
                + f" --samples {args.samples} --batch {args.batch} --repeats {args.repeats}")
@@ -403,14 +407,10 @@ def cmd_validate(args) -> int:
         from parsim.profile.layers import launch_profilers
         from parsim.validation import sizes_to_profile
         spec = load_model(args.model)
-        try:
-            given = {int(x) for x in args.microbatch_sizes.split(",") if x.strip()}
-        except ValueError:
-            raise InputError(f"--microbatch-sizes: expected integers like 2,4,8; got {args.microbatch_sizes!r}")
-        sizes = sizes_to_profile(spec, given, args.set)
+        per_node = load_cluster(args.cluster).devices_per_node
+        sizes = sizes_to_profile(spec, set(args.microbatch_sizes), args.set)
         os.makedirs(args.out, exist_ok=True)
         profiles = {}
-        per_node = load_cluster(args.cluster).devices_per_node
         for n in sorted({1, per_node}):
             profiles[n] = os.path.join(args.out, f"layers.{n}proc.profile.json")
             print(f"profiling the model with {n} process(es) at once (micro-batch sizes {sizes}) "
@@ -447,11 +447,12 @@ def cmd_validate(args) -> int:
 
 def cmd_calibrate(args) -> int:
     from parsim.cost.compute import load_profile_table
-    from parsim.fileio import write_text
+    from parsim.fileio import check_output, write_text
     from parsim.hardware import load_cluster
     from parsim.model.spec import load_model
     from parsim.profile.calibrate import calibrate, profile_yaml
 
+    check_output(args.output, "-o")
     spec = load_model(args.model)
     cluster = load_cluster(args.cluster)
     table = load_profile_table(args.profile)
@@ -490,7 +491,7 @@ def cmd_calibrate(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="parsim", description="Simulate and plan parallel training.")
+    parser = _Parser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("model", help="print a model's layer table")
@@ -507,11 +508,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="predict one training step of a parallel configuration")
     p.add_argument("model", help="model.yaml, or a plan.json from `parsim plan -o`")
     p.add_argument("--cluster", help=f"cluster (default {DEFAULT_CLUSTER}, or the plan's)")
-    p.add_argument("--dp", type=_positive, help="data-parallel replicas (default: devices / pp)")
-    p.add_argument("--pp", type=_positive, help="pipeline ranks")
-    p.add_argument("--microbatches", type=_positive, help="micro-batches per replica")
+    p.add_argument("--dp", type=positive_int_arg, help="data-parallel replicas (default: devices / pp)")
+    p.add_argument("--pp", type=positive_int_arg, help="pipeline ranks")
+    p.add_argument("--microbatches", type=positive_int_arg, help="micro-batches per replica")
     p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
-    p.add_argument("--chunks", type=_positive, help="model chunks per rank (interleaved, zbh1)")
+    p.add_argument("--chunks", type=positive_int_arg, help="model chunks per rank (interleaved, zbh1)")
     p.add_argument("--split", help="balanced | manual (model.yaml pipeline_stage) | boundaries e.g. 0,8,18")
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
@@ -532,14 +533,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="search dp x pp, micro-batches, schedule and split; rank by throughput")
     p.add_argument("model", help="model.yaml")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"cluster (default {DEFAULT_CLUSTER})")
-    p.add_argument("--dp", type=_positive)
-    p.add_argument("--pp", type=_positive)
-    p.add_argument("--microbatches", type=_positive)
+    p.add_argument("--dp", type=positive_int_arg)
+    p.add_argument("--pp", type=positive_int_arg)
+    p.add_argument("--microbatches", type=positive_int_arg)
     p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
     _tp_flags(p)
     p.add_argument("--max-memory", help="memory per device, e.g. 24GiB, taken as given (default: the device's usable "
                                         "memory: its capacity less the profile's memory_reserved)")
-    p.add_argument("--top", type=_positive, default=10, help="rows in the ranked table")
+    p.add_argument("--top", type=positive_int_arg, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--tp-profile", action="append",
                    help="a profile of tensor-parallel shards (parsim profile --tp): prices that tp's candidates; "
@@ -551,37 +552,37 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help="time each layer's forward and backward per micro-batch size")
     p.add_argument("model", help="model.yaml")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--microbatch-sizes", default="1,2,4,8,16,32")
-    p.add_argument("--repeats", type=_positive, default=5, help="timed repeats after 2 warm-ups (median)")
-    p.add_argument("--threads", type=_positive, default=1, help="compute threads, as in a run (default 1)")
-    p.add_argument("--nproc", type=_positive, default=2,
+    p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="1,2,4,8,16,32")
+    p.add_argument("--repeats", type=positive_int_arg, default=5, help="timed repeats after 2 warm-ups (median)")
+    p.add_argument("--threads", type=positive_int_arg, default=1, help="compute threads, as in a run (default 1)")
+    p.add_argument("--nproc", type=positive_int_arg, default=2,
                    help="profilers running at once, as the ranks of a run share the machine (default 2)")
-    p.add_argument("--tp", type=_positive, default=1,
+    p.add_argument("--tp", type=positive_int_arg, default=1,
                    help="profile the tensor-parallel shards (groups of tp of the --nproc processes)")
     p.add_argument("--tp-layout", choices=("megatron", "megatron-sp"), default="megatron",
                    help="a layout the executor runs")
-    p.add_argument("--noise-threshold", type=float, default=0.05,
+    p.add_argument("--noise-threshold", type=nonnegative_float_arg, default=0.05,
                    help="relative spread of the repeats above which a size is measured again (default 0.05)")
-    p.add_argument("--max-remeasure", type=int, default=2,
+    p.add_argument("--max-remeasure", type=nonnegative_int_arg, default=2,
                    help="more rounds at most for a noisy size; still noisy rows are flagged (default 2)")
     p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("profile-comm", help="measure links, collectives and the device; write a cluster profile")
-    p.add_argument("--nproc", type=_positive, default=2, help="processes on this machine (default 2)")
+    p.add_argument("--nproc", type=positive_int_arg, default=2, help="processes on this machine (default 2)")
     p.add_argument("-o", "--output", default="measured-cluster.yaml")
     p.add_argument("--name", default="local-cpu", help="the profile's name")
-    p.add_argument("--repeats", type=_positive, default=9)
+    p.add_argument("--repeats", type=positive_int_arg, default=9)
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
 
     p = sub.add_parser("profile-data", help="time the executor's input loader; write input_pipeline into a cluster profile")
     p.add_argument("-o", "--output", required=True, help="the cluster profile YAML to update")
     p.add_argument("--data", help="a cifar-10-batches-bin folder (default: synthetic CIFAR-shaped images)")
-    p.add_argument("--samples", type=_positive, default=2048, help="samples per repeat (default 2048)")
-    p.add_argument("--batch", type=_positive, default=32)
-    p.add_argument("--repeats", type=_positive, default=5)
+    p.add_argument("--samples", type=positive_int_arg, default=2048, help="samples per repeat (default 2048)")
+    p.add_argument("--batch", type=positive_int_arg, default=32)
+    p.add_argument("--repeats", type=positive_int_arg, default=5)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile_data)
 
@@ -598,15 +599,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default="local-cpu")
     p.add_argument("--profile", help="one layer profile for every plan (default: profile the model first, "
                                      "alone and with every core busy, and price each plan with the matching one)")
-    p.add_argument("--microbatch-sizes", default="2,4,8,16,32",
+    p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="2,4,8,16,32",
                    help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
                         "pick is kept to the profiled sizes)")
     p.add_argument("--set", choices=("default", "quick", "schedules"), default="default",
                    help="plans to run: the full set, a quick three, or pp=2 m=4 under 1F1B, interleaved and ZB-H1")
-    p.add_argument("--steps", type=_positive, default=12, help="steps per run, 3 of them warm-up (default 12)")
-    p.add_argument("--passes", type=_positive, default=1,
+    p.add_argument("--steps", type=positive_int_arg, default=12, help="steps per run, 3 of them warm-up (default 12)")
+    p.add_argument("--passes", type=positive_int_arg, default=1,
                    help="run the whole set this many times in turn; medians over passes, spread reported")
-    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--timeout", type=positive_float_arg, default=300.0, help="seconds a run may take (default 300)")
     p.add_argument("--out", default="runs/validate")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
@@ -614,7 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")
     add_run_options(p)
-    p.add_argument("--nproc", type=_positive, help="processes to start (default: the plan's dp x pp)")
+    p.add_argument("--nproc", type=positive_int_arg, help="processes to start (default: the plan's dp x pp)")
     p.set_defaults(func=cmd_run)
     return parser
 
@@ -623,19 +624,14 @@ SCHEDULE_CHOICES = ("gpipe", "1f1b", "interleaved", "zbh1")
 DEFAULT_CLUSTER = "ascend910:1x8"   # the seeds' 8-chip Atlas 800
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad flag or value as one line (a user error, exit 2) instead of the usage."""
+
+    def error(self, message: str):
+        raise InputError(f"{message} (see {self.prog} --help)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     import warnings
     from parsim.hardware.machine import ProfileMachineWarning
 
@@ -647,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shown(message, category, *rest, **kw)
     try:
+        args = build_parser().parse_args(argv)
         with warnings.catch_warnings():
             warnings.simplefilter("default", ProfileMachineWarning)    # once per message
             warnings.showwarning = one_line

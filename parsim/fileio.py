@@ -11,13 +11,26 @@ from contextlib import contextmanager
 from parsim.errors import InputError
 
 
+def check_output(path: str | os.PathLike | None, flag: str = "") -> None:
+    """An output path must be in an existing folder and not be a folder itself; commands check
+    theirs before the work that fills them (``flag``: the option that named it)."""
+    if path is None:
+        return
+    path = os.fspath(path)
+    where = f"{flag} {path}" if flag else path
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{where}: folder {folder} does not exist; create it or choose another path")
+    if os.path.isdir(path):
+        raise InputError(f"{where}: is a folder; give a file name")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yields a temporary path in the target's folder; renamed to ``path`` on success."""
     path = os.fspath(path)
+    check_output(path)
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(f"{path}: folder {folder} does not exist; create it or choose another path")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
     os.close(fd)
     umask = os.umask(0)

@@ -1,7 +1,9 @@
-"""Strict reading of user files (model.yaml, hardware profiles, rank tables).
+"""Strict reading of user input: files (model.yaml, plan.json, layer profiles, hardware
+profiles, rank tables) and command-line values.
 
-Every rule about what a field may hold lives here once: unknown keys, wrong types and
-non-positive sizes are rejected with one line naming the file and the field.
+Every rule about what a file or a field may hold lives here once: a missing, binary, empty,
+oversized or truncated file, unknown keys, wrong types, non-finite numbers and sizes out of
+range are rejected with one line naming the file and the field.
 
     r = Fields(data, source="examples/m.yaml")
     batch = r.positive_int("global_batch_size")
@@ -11,7 +13,9 @@ non-positive sizes are rejected with one line naming the file and the field.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import re
 from typing import Any, Iterable
@@ -21,6 +25,12 @@ import yaml
 from parsim.errors import InputError
 
 _MISSING = object()
+
+# The largest file parsim reads.  Its inputs are a few KiB to a few MiB: the biggest is a rank
+# table at the cluster bound (parsim.hardware.cluster.MAX_WORLD_SIZE ranks of about 70 bytes
+# each, 70 MiB).  Anything larger is another file given by mistake (a checkpoint, a dataset),
+# refused before it is read into memory.
+MAX_FILE_BYTES = 256 * 2**20
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -40,24 +50,143 @@ def parse_bytes(text: str | int | float, where: str = "size", allow_zero: bool =
         if not m or m.group(2).lower() not in _SIZE_UNITS:
             raise InputError(f"{where}: expected a size such as 24GiB or 80GB, got {text!r}")
         value = float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    if not math.isfinite(value):
+        raise InputError(f"{where}: expected a finite size such as 24GiB, got {text!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise InputError(f"{where}: must be {'>= 0' if allow_zero else 'positive'}, got {text!r}")
     return int(value)
 
 
-def load_file(path: str | os.PathLike) -> Any:
-    """Read a YAML or JSON file; a missing or unparsable file is an InputError."""
+def read_text(path: str | os.PathLike, what: str = "") -> str:
+    """A user file's text.  Missing, a folder, over MAX_FILE_BYTES, not UTF-8 text (a binary
+    file) or empty is an InputError naming the file; ``what`` (e.g. "a model.yaml") says what was
+    expected there."""
     path = os.fspath(path)
+    expected = f"; expected {what}" if what else ""
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a folder, not a file{expected}")
     if not os.path.isfile(path):
         raise InputError(f"{path}: file not found; check the path")
+    size = os.path.getsize(path)
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: {size / 2**20:,.0f} MiB, larger than any parsim input ({MAX_FILE_BYTES // 2**20} "
+                         f"MiB at most){expected}; is it the right file?")
     try:
-        with open(path, encoding="utf-8") as f:
-            if path.endswith(".json"):
-                return json.load(f)
-            return yaml.safe_load(f)
-    except (yaml.YAMLError, json.JSONDecodeError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"{path}: not valid {'JSON' if path.endswith('.json') else 'YAML'}: {first}") from None
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot be read ({e.strerror}); check its permissions") from None
+    nul = raw.find(b"\0")                          # UTF-16 or binary data
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")   # a byte-order mark, as some editors write, is fine
+        if nul >= 0:
+            raise UnicodeDecodeError("utf-8", raw, nul, nul + 1, "NUL byte")
+    except UnicodeDecodeError as e:
+        at, why = (nul, "NUL byte") if 0 <= nul < e.start else (e.start, e.reason)
+        raise InputError(f"{path}: not a text file (byte 0x{raw[at]:02x} at offset {at}: {why}){expected}; "
+                         "is it the right file?") from None
+    if not text.strip():
+        raise InputError(f"{path}: the file is empty{expected}")
+    return text
+
+
+def load_file(path: str | os.PathLike, what: str = "") -> Any:
+    """Read a YAML or JSON file (by its extension) through ``read_text``; a file that does not
+    parse is an InputError naming the line, and one that ends mid-way says it looks truncated."""
+    path = os.fspath(path)
+    text = read_text(path, what)
+    is_json = path.endswith(".json")
+    try:
+        return json.loads(text) if is_json else yaml.safe_load(text)
+    except json.JSONDecodeError as e:
+        where, problem, at = f"line {e.lineno} column {e.colno}", e.msg, e.pos
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark else "somewhere"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        at = mark.index if mark else 0
+    ends_early = at >= len(text.rstrip()) or (is_json and _unclosed_json(text))
+    raise InputError(f"{path}: not valid {'JSON' if is_json else 'YAML'} at {where}: {problem}"
+                     + ("; the file ends early: is it truncated?" if ends_early else "")
+                     + (f" (expected {what})" if what and not ends_early else ""))
+
+
+def _unclosed_json(text: str) -> bool:
+    """Whether JSON text stops inside a string or with brackets open: the mark of a file cut short."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+    return in_string or depth > 0
+
+
+# ------------------------------------------------------------------------- command-line values
+
+def positive_int_arg(text: str) -> int:
+    """argparse type: an integer > 0."""
+    value = _int_arg(text, "a positive integer")
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def nonnegative_int_arg(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = _int_arg(text, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def positive_float_arg(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds, thresholds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+    return value
+
+
+def nonnegative_float_arg(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _int_arg(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def rising_sizes_arg(text: str) -> list[int]:
+    """argparse type: '1,2,4,8' -> [1, 2, 4, 8], rising positive integers."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values) or values != sorted(set(values)):
+        raise argparse.ArgumentTypeError(f"expected rising positive integers like 1,2,4,8; got {text!r}")
+    return values
 
 
 def _type_name(types: tuple[type, ...]) -> str:
@@ -101,12 +230,17 @@ class Fields:
             value, ok = float(value), True
         if not ok:
             raise self.fail(key, f"expected {_type_name(types)}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(key, f"expected a finite number, got {value!r}")
         return value
 
-    def positive_int(self, key: str, default: Any = _MISSING) -> int:
+    def positive_int(self, key: str, default: Any = _MISSING, at_most: int | None = None, why: str = "") -> int:
+        """``at_most``: the largest sensible value, refused above with ``why`` (where the bound comes from)."""
         value = self.get(key, int, default)
         if value is not None and value is not default and value <= 0:
             raise self.fail(key, f"must be a positive integer, got {value}")
+        if at_most is not None and value is not None and value is not default and value > at_most:
+            raise self.fail(key, f"{value:,} is more than {at_most:,}{f' ({why})' if why else ''}")
         return value
 
     def positive_float(self, key: str, default: Any = _MISSING) -> float:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
+from parsim.model.graph import DTYPE_BYTES
+from parsim.schedule.generators import SCHEDULES
 
 PLACEMENTS = ("pp-inner", "dp-inner")
 
@@ -124,7 +126,7 @@ class Plan:
         m = r.sub("model")
         layers = tuple(m.get("layers", list))
         model = dict(path=m.get("path", str), name=m.get("name", str), batch=m.positive_int("global_batch_size"),
-                     dtype=m.get("dtype", str), optimizer=m.get("optimizer", str))
+                     dtype=m.choice("dtype", tuple(DTYPE_BYTES)), optimizer=m.get("optimizer", str))
         m.done()
         cl = r.sub("cluster")
         cluster, world = cl.get("spec", str), cl.positive_int("world_size")
@@ -132,7 +134,7 @@ class Plan:
         p = r.sub("parallel")
         bounds = p.get("bounds", list)
         cfg = ParallelConfig(dp=p.positive_int("dp"), pp=p.positive_int("pp"), microbatches=p.positive_int("microbatches"),
-                             schedule=p.get("schedule", str), chunks=p.positive_int("chunks", 1),
+                             schedule=p.choice("schedule", SCHEDULES), chunks=p.positive_int("chunks", 1),
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
                              tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
                              recompute=p.get("recompute", bool, False))
@@ -159,14 +161,37 @@ def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict)
 def load_plan(path: str) -> Plan:
     from parsim.inputs import load_file
 
-    return Plan.from_json(load_file(path), path)
+    return Plan.from_json(load_file(path, "a plan.json from parsim plan -o"), path)
+
+
+def load_plan_and_model(path: str):
+    """(Plan, ModelSpec): the plan and the model.yaml it names, checked to match."""
+    import os
+
+    from parsim.errors import InputError
+    from parsim.model.spec import load_model
+
+    plan = load_plan(path)
+    if not os.path.isfile(plan.model_path):
+        raise InputError(f"{path}: model.path: {plan.model_path} not found; run from the folder the plan was made "
+                         "in, or correct model.path")
+    spec = load_model(plan.model_path)
+    check_plan_matches(plan, spec, path)
+    return plan, spec
 
 
 def check_plan_matches(plan: Plan, spec, source: str) -> None:
-    """The model must still have the layers the plan split."""
+    """The model must still have the layers the plan split, and the batch, dtype and optimizer it
+    was planned for."""
     from parsim.errors import InputError
 
     if tuple(spec.graph.names) != plan.layers:
         missing = [n for n in plan.layers if n not in spec.graph.names]
         what = f"names layers the model lacks ({', '.join(missing[:3])})" if missing else "has a different layer list"
         raise InputError(f"{source}: model.layers: the plan {what} than {spec.path}; plan again")
+    t = spec.training
+    for key, planned, now in (("global_batch_size", plan.global_batch_size, t.global_batch_size),
+                              ("dtype", plan.dtype, t.dtype), ("optimizer", plan.optimizer, t.optimizer)):
+        if planned != now:
+            raise InputError(f"{source}: model.{key}: the plan was made for {planned}, but {spec.path} has "
+                             f"training.{key}: {now}; plan again")

@@ -10,20 +10,21 @@ import argparse
 import sys
 
 from parsim.errors import ParsimError
+from parsim.inputs import nonnegative_int_arg, positive_float_arg, positive_int_arg
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("plan", help="plan.json from `parsim plan -o`")
-    p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    p.add_argument("--warmup", type=int, default=3,
+    p.add_argument("--steps", type=positive_int_arg, default=10, help="training steps (default 10)")
+    p.add_argument("--warmup", type=nonnegative_int_arg, default=3,
                    help="steps left out of the timing; memory is measured on the last of them (default 3)")
     p.add_argument("--data", help="cifar-10-batches-bin folder (default: synthetic data of the same shape)")
     p.add_argument("--out", default="runs/latest", help="measured.json, trace and checkpoints (default runs/latest)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a lost rank stops the run")
+    p.add_argument("--timeout", type=positive_float_arg, default=300.0, help="seconds before a lost rank stops the run")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --out")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="also checkpoint every N steps")
-    p.add_argument("--synthetic-size", type=int, default=50_000, help="samples in the synthetic dataset")
+    p.add_argument("--checkpoint-every", type=nonnegative_int_arg, default=0, help="also checkpoint every N steps")
+    p.add_argument("--synthetic-size", type=positive_int_arg, default=50_000, help="samples in the synthetic dataset")
     p.add_argument("--dry-run", action="store_true", help="check plan, groups, stages and data; do not train")
     p.add_argument("--json", action="store_true", help="print the measurement summary as JSON")
 

@@ -59,6 +59,12 @@ def _check_lower_bound(spec, cluster, compute, variants) -> int:
     return checked
 
 
+def test_divisors_rising_and_in_square_root_steps():
+    assert all(planner.divisors(n) == [d for d in range(1, n + 1) if n % d == 0] for n in range(1, 2000))
+    assert planner.divisors(2**40) == [2**k for k in range(41)]      # 2^20 steps, not 2^40
+    assert planner.divisors(999_999_000_001) == [1, 999_999_000_001]  # a prime near 10^12
+
+
 @pytest.mark.parametrize("cluster_spec", ["ascend910:1x8", "dgx-a100:2x8", "local-cpu"])
 def test_lower_bound_never_exceeds_the_simulated_step(cifar, cluster_spec):
     cluster = load_cluster(cluster_spec)

@@ -164,6 +164,7 @@ class ProfileTable:
     machine: Machine | None = None
     noisy: tuple[tuple[str, int], ...] = ()                    # (layer, size) still noisy
     nonmonotone_confirmed: tuple[tuple[str, int, int], ...] = ()   # (layer, b1, b2)
+    source: str = ""                   # the file it was read from
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -172,7 +173,7 @@ class ProfileTable:
     def times(self, name: str) -> LayerTimes:
         table = self._by_name
         if name not in table:
-            raise InputError(f"profile: no times for layer {name!r}; profile this model again "
+            raise InputError(f"{self.source or 'profile'}: layers: no times for layer {name!r}; profile this model again "
                              f"(it has {', '.join(list(table)[:4])} ...)")
         return table[name]
 
@@ -190,7 +191,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
     """Read a profile; one ``ProfileMachineWarning`` when it records a machine that differs from
     ``here`` (default: this one) in CPU model or torch version."""
     path = os.fspath(path)
-    r = Fields(load_file(path), path)
+    r = Fields(load_file(path, "a layer profile from parsim profile"), path)
     r.schema_version(PROFILE_SCHEMA_VERSION, hint="profile the model again with this parsim")
     r.choice("kind", ("layer-profile",))
     sizes = r.get("microbatch_sizes", list)
@@ -234,7 +235,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
         m.done()
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          "", r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
-                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone))
+                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path)
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)

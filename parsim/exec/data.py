@@ -26,21 +26,40 @@ MEAN = (0.4465, 0.4822, 0.4914)
 STD = (0.2010, 0.1994, 0.2023)
 
 
+def cifar_files(path: str, train: bool = True) -> list[tuple[str, int]]:
+    """(file, records) of every ``data_batch_*.bin`` in ``path`` (``test_batch.bin`` with
+    train=False), counted from the file sizes without reading them."""
+    pattern = "data_batch_*.bin" if train else "test_batch.bin"
+    files = sorted(glob.glob(os.path.join(path, pattern)))
+    if not files:
+        raise InputError(f"--data: no {pattern} in {path}; point it at a cifar-10-batches-bin folder")
+    out = []
+    for f in files:
+        size = os.path.getsize(f)
+        if size % RECORD_BYTES:
+            raise InputError(f"{f}: {size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR records")
+        out.append((f, size // RECORD_BYTES))
+    return out
+
+
+def check_data(data_path: str | None, kind: tuple, global_batch: int, synthetic_size: int) -> None:
+    """The run's dataset must exist and fill one step; checked from file sizes, so that ``parsim
+    run`` can refuse it before starting any process."""
+    if kind[0] == "tokens" and data_path:
+        raise InputError("--data: language-model runs use synthetic tokens for now; leave --data out")
+    samples = sum(n for _, n in cifar_files(data_path)) if data_path else synthetic_size
+    if samples < global_batch:
+        where = f"--data {data_path}" if data_path else "--synthetic-size"
+        raise InputError(f"{where}: {samples} samples cannot fill one step of the global batch ({global_batch}); "
+                         f"give at least {global_batch}")
+
+
 class CifarBinary(Dataset):
     """Records from every ``data_batch_*.bin`` (training) in ``path`` (``test_batch.bin`` with train=False)."""
 
     def __init__(self, path: str, train: bool = True):
-        pattern = "data_batch_*.bin" if train else "test_batch.bin"
-        files = sorted(glob.glob(os.path.join(path, pattern)))
-        if not files:
-            raise InputError(f"--data: no {pattern} in {path}; point it at a cifar-10-batches-bin folder")
-        arrays = []
-        for f in files:
-            raw = np.fromfile(f, dtype=np.uint8)
-            if raw.size % RECORD_BYTES:
-                raise InputError(f"{f}: {raw.size} bytes is not a whole number of {RECORD_BYTES}-byte CIFAR records")
-            arrays.append(raw.reshape(-1, RECORD_BYTES))
-        self.records = np.concatenate(arrays)
+        self.records = np.concatenate([np.fromfile(f, dtype=np.uint8).reshape(-1, RECORD_BYTES)
+                                       for f, _ in cifar_files(path, train)])
 
     def __len__(self) -> int:
         return len(self.records)
@@ -125,15 +144,12 @@ def input_kind(spec) -> tuple:
 def make_loader(data_path: str | None, batch: int, dp: int, dp_rank: int, kind: tuple, seed: int,
                 synthetic_size: int = 50_000) -> tuple[DataLoader, DistributedSampler, Dataset]:
     """``kind`` from ``input_kind``: CIFAR (or synthetic images), or synthetic tokens."""
+    check_data(data_path, kind, batch * dp, synthetic_size)
     if kind[0] == "tokens":
-        if data_path:
-            raise InputError("--data: language-model runs use synthetic tokens for now; leave --data out")
         data = SyntheticTokens(synthetic_size, kind[1], kind[2], seed)
     else:
         base = CifarBinary(data_path) if data_path else SyntheticCifar(synthetic_size, seed)
         data = Augmented(base, kind[1], train=True, seed=seed)
-    if len(data) < batch * dp:
-        raise InputError(f"--data: {len(data)} samples cannot fill one step of {batch} x dp={dp}")
     sampler = DistributedSampler(data, num_replicas=dp, rank=dp_rank, shuffle=True, seed=seed, drop_last=True)
     loader = DataLoader(data, batch_size=batch, sampler=sampler, drop_last=True, num_workers=0)
     return loader, sampler, data

@@ -50,13 +50,12 @@ import torch.nn.functional as F
 
 from parsim.errors import InputError
 from parsim.exec import checkpoint, groups, precision, tensor_parallel
-from parsim.exec.data import input_kind, make_loader
+from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
-from parsim.model.spec import load_model
-from parsim.plan import load_plan
+from parsim.plan import load_plan_and_model
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
 
@@ -158,9 +157,11 @@ def _profiled_peak_bytes(step_fn) -> int:
     return int(max(totals, default=0))
 
 
-def train(opts: RunOptions) -> int:
-    plan = load_plan(opts.plan)
-    spec = load_model(plan.model_path)     # build_units checks that the plan's layers are the model's
+def check_run(opts: RunOptions):
+    """(plan, spec, input kind) once everything a run can check without starting a process holds:
+    the plan, its model, what the executor supports, the data.  ``parsim run`` calls it before it
+    launches anything; each rank calls it again."""
+    plan, spec = load_plan_and_model(opts.plan)
     cfg = plan.config
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
@@ -169,6 +170,13 @@ def train(opts: RunOptions) -> int:
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
     tensor_parallel.check_supported(cfg, spec, opts.plan)
     kind = input_kind(spec)
+    check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)
+    return plan, spec, kind
+
+
+def train(opts: RunOptions) -> int:
+    plan, spec, kind = check_run(opts)
+    cfg = plan.config
 
     env = groups.init(opts.timeout_s)
     try:

@@ -50,6 +50,13 @@ from parsim.inputs import Fields, load_file
 
 SCHEMA_VERSION = 1
 COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
+# The largest cluster parsim models, in devices: the one bound on every cluster it reads (a spec,
+# a profile's nodes x devices, a rank table).  The largest published training run used 16,384
+# H100 GPUs (Llama 3 405B: Dubey et al. 2024, "The Llama 3 Herd of Models", Sec. 3.3.1); 2^20
+# leaves 64x headroom.  Above it a spec is a typo (ascend910:99999999999x8), refused before
+# anything is sized by it.
+MAX_WORLD_SIZE = 2**20
+_BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
 
 
 @dataclass(frozen=True)
@@ -263,7 +270,7 @@ def _input_pipeline(r: Fields) -> InputPipeline | None:
 
 def load_profile(path: str | os.PathLike) -> Profile:
     path = os.fspath(path)
-    r = Fields(load_file(path), path)
+    r = Fields(load_file(path, "a hardware profile YAML"), path)
     r.schema_version(SCHEMA_VERSION)
     d = r.sub("device")
     if not d.has("memory"):
@@ -290,7 +297,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
     d.done()
 
     n = r.sub("node")
-    devices = n.positive_int("devices")
+    devices = n.positive_int("devices", at_most=MAX_WORLD_SIZE, why=_BOUND)
     groups = n.get("groups", list, [list(range(devices))])
     flat = sorted(x for g in groups for x in (g if isinstance(g, list) else [None]))
     if flat != list(range(devices)):
@@ -334,7 +341,9 @@ def load_profile(path: str | os.PathLike) -> Profile:
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),
-                      nics_per_node=nics, collectives=coll, default_nodes=r.positive_int("nodes", 1), source=path,
+                      nics_per_node=nics, collectives=coll, source=path,
+                      default_nodes=r.positive_int("nodes", 1, at_most=MAX_WORLD_SIZE // devices,
+                                                   why=f"{devices} devices each; {_BOUND}"),
                       input_pipeline=_input_pipeline(r))
     r.done()
     return profile
@@ -346,6 +355,13 @@ def _profile_path(name: str) -> str:
         raise InputError(f"--cluster: no hardware profile named {name!r}; choose one of "
                          f"{', '.join(available_profiles())}, or give a profile YAML or rank-table JSON")
     return str(path)
+
+
+def check_world_size(devices: int, where: str) -> None:
+    """The one check of MAX_WORLD_SIZE, for clusters not read through Fields."""
+    if devices > MAX_WORLD_SIZE:
+        raise InputError(f"{where}: {devices:,} devices; {_BOUND} (2^20, 64x the largest published training "
+                         "run); use fewer nodes")
 
 
 _SPEC = re.compile(r"^([A-Za-z0-9_.-]+):(\d+)(?:x(\d+))?$")
@@ -374,4 +390,5 @@ def load_cluster(spec: str) -> Cluster:
     if per_node > profile.devices_per_node:
         raise InputError(f"--cluster: {spec!r}: a {profile.name} node has {profile.devices_per_node} devices, "
                          f"not {per_node}")
+    check_world_size(nodes * per_node, f"--cluster {spec}")
     return Cluster(profile, nodes, per_node, spec=spec)

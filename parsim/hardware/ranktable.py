@@ -11,7 +11,7 @@ Devices take the ``ascend910`` profile unless the table names another in ``"pars
 from __future__ import annotations
 
 from parsim.errors import InputError
-from parsim.hardware.cluster import Cluster, _profile_path, load_profile
+from parsim.hardware.cluster import Cluster, _profile_path, check_world_size, load_profile
 from parsim.inputs import load_file
 
 
@@ -23,7 +23,7 @@ def _int(value, where: str) -> int:
 
 
 def load_rank_table(path: str) -> Cluster:
-    data = load_file(path)
+    data = load_file(path, "an Ascend rank-table JSON")
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object with server_count and server_list")
     for key in ("server_list",):
@@ -62,6 +62,7 @@ def load_rank_table(path: str) -> Cluster:
                                  f"(0..{profile.devices_per_node - 1})")
             ranks[rank] = (str(server.get("server_id", s)), device_id)
     world = len(ranks)
+    check_world_size(world, f"{path}: server_list")
     if sorted(ranks) != list(range(world)):
         raise InputError(f"{path}: rank_id: ranks must be 0..{world - 1} exactly once")
     assert per_node is not None

@@ -54,6 +54,11 @@ SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
+# The largest global batch parsim takes, in samples.  The largest published ones are 65,536 (BERT
+# with LAMB: You et al. 2020, "Large Batch Optimization for Deep Learning") and 81,920 (ResNet-50
+# on ImageNet: Yamazaki et al. 2019, "Yet Another Accelerated SGD"); 2^20 leaves 12x headroom.
+# The planner enumerates the divisors of the batch, so the bound also bounds its search.
+MAX_GLOBAL_BATCH = 2**20
 
 
 @dataclass(frozen=True)
@@ -234,12 +239,14 @@ def _stage_assignment(mapping: Fields, names: list[str]) -> tuple[int, ...]:
 def load_model(path: str | os.PathLike) -> ModelSpec:
     """Read and check a model.yaml, extract its LayerGraph on the meta device."""
     path = os.fspath(path)
-    r = Fields(load_file(path), path)
+    r = Fields(load_file(path, "a model.yaml"), path)
     r.schema_version(SCHEMA_VERSION)
     name = r.get("name", str, os.path.splitext(os.path.basename(path))[0])
 
     t = r.sub("training")
-    training = Training(global_batch_size=t.positive_int("global_batch_size"),
+    batch = t.positive_int("global_batch_size", at_most=MAX_GLOBAL_BATCH,
+                           why="2^20 samples, 12x the largest published training batch")
+    training = Training(global_batch_size=batch,
                         dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
                         recompute=t.get("recompute", bool, None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,

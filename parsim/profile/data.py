@@ -111,17 +111,24 @@ def replace_section(text: str, section: str) -> str:
     return body + section
 
 
-def write_section(path: str, section: str) -> None:
-    """Update the profile at ``path`` atomically; the result must load as a profile."""
-    from parsim.fileio import atomic_path
+def check_target(path: str) -> None:
+    """The profile to update must exist and load; ``parsim profile-data`` checks it before timing."""
     from parsim.hardware.cluster import load_profile
 
     if not os.path.isfile(path):
         raise InputError(f"-o {path}: no cluster profile there to update; give an existing profile YAML "
                          f"(e.g. one written by parsim profile-comm, or a copy of hardware_profiles/local-cpu.yaml)")
     load_profile(path)                         # a broken profile is reported under its own name
-    with open(path, encoding="utf-8") as f:
-        text = replace_section(f.read(), section)
+
+
+def write_section(path: str, section: str) -> None:
+    """Update the profile at ``path`` atomically; the result must load as a profile."""
+    from parsim.fileio import atomic_path
+    from parsim.hardware.cluster import load_profile
+    from parsim.inputs import read_text
+
+    check_target(path)
+    text = replace_section(read_text(path), section)
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)

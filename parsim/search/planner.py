@@ -27,6 +27,7 @@ plan: ties break on memory, then on the configuration tuple.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -103,7 +104,26 @@ class PlanResult:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n, rising, in O(sqrt n) steps."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def check_usable(spec: ModelSpec, cluster: Cluster, c: Constraints) -> None:
+    """Refuse at once a cluster larger than the model can use: dp divides the global batch into
+    micro-batches the model can run, pp is at most the cut units and tp at most the largest
+    fast-link group (or the tp given), so no plan has more ranks than their product; the search is
+    never sized by the cluster alone."""
+    batch, units, least = spec.training.global_batch_size, len(spec.graph), spec.graph.min_microbatch
+    dp = batch // least
+    tp = c.tp or spec.parallel.tp or _tp_domain(cluster)
+    usable = dp * units * tp
+    if cluster.world_size > usable:
+        raise InfeasibleError(f"--cluster {cluster.spec}: {cluster.world_size:,} devices, but {spec.path or spec.name} "
+                              f"can use at most {usable:,}: dp at most {dp} (the global batch {batch}"
+                              + (f" in micro-batches of at least {least}" if least > 1 else "")
+                              + f") x pp at most its {units} cut units x tp at most {tp}; choose a cluster of at most "
+                              f"{usable:,} devices or raise training.global_batch_size")
 
 
 def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, int]]:
@@ -346,6 +366,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     cap = cluster.device.memory_cap_bytes(c.max_memory_bytes)    # usable memory, or --max-memory as given
     world = cluster.world_size
     L = len(g)
+    check_usable(spec, cluster, c)
     variants = _variants(spec, cluster, c)
     if not variants:
         raise InfeasibleError("no tensor-parallel setting applies: --tp must divide the devices and fit a node's "
@@ -459,7 +480,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
 def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
     """(tp, layout, recompute, per-device graph) for every tensor-parallel setting to search."""
-    domain = max(len(g) for g in cluster.groups) if cluster.groups else cluster.devices_per_node
+    domain = _tp_domain(cluster)
     hint = spec.parallel
     if c.tp:
         tps = [c.tp]
@@ -487,6 +508,11 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
                     continue             # this layout does not apply to the model (or does not divide it)
                 out.append((tp, layout, rc, graph))
     return out
+
+
+def _tp_domain(cluster: Cluster) -> int:
+    """The largest fast-link group: tensor-parallel groups stay inside one."""
+    return max(len(g) for g in cluster.groups) if cluster.groups else cluster.devices_per_node
 
 
 def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:

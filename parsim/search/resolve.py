@@ -60,6 +60,10 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
     stages = pp * chunks
+    if stages > len(spec.graph):
+        raise InfeasibleError(f"--pp {pp}" + (f" x --chunks {chunks}" if chunks > 1 else "") + f": {stages} pipeline "
+                              f"stages, but {spec.path or spec.name} has {len(spec.graph)} cut units; use at most "
+                              f"{len(spec.graph)}")
     graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training,
                              max(1, spec.training.global_batch_size // (dp * microbatches)),
                              auto_memory_bytes(cluster, pp))
