@@ -11,7 +11,9 @@ master weights in the optimizer):
     fp16   adam         2       2      4 + 8 (master, m, v)    16   (ZeRO's "16 Psi")
 
 Activations: each micro-batch in flight holds its stage's saved bytes (graph's saved_bytes x
-micro-batch size) from its forward until its backward frees them (W under a split backward).
+micro-batch size) from its forward until its backward frees them (W under a split backward);
+under a split backward its I also keeps the weight operators' output gradients for its W
+(Layer.w_held_bytes, torch's stage_backward_input).
 Workspace: while a weight op runs backward, weight-sized buffers exist beside ``.grad`` (two
 in a convolution's backward on CPU: 9 MiB each for layer4's 3x3 convolution in torch.profiler's
 allocation trace), with the gradients flowing in and out; the micro-batch's later operators
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+
+from parsim.model.graph import ELEMENT_BYTES
 
 _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
 _MASTER_BYTES = 4
@@ -103,7 +107,6 @@ def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1)
 # allocation trace), the weight gradient and a second weight-sized one.  Other kinds (a matmul's
 # weight gradient before it is added into .grad): one, unconfirmed.
 _WEIGHT_BUFFERS = {"Conv2d": 2}
-_DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
 
 
 def _op_working_sets(layer, extraction_batch: int):
@@ -117,7 +120,7 @@ def _op_working_sets(layer, extraction_batch: int):
         weights = [j for j, p in enumerate(op.param_inputs) if p]
         if not weights:
             continue
-        width = _DTYPE_BYTES.get(op.dtype, 4)
+        width = ELEMENT_BYTES.get(op.dtype, 4)
         weight_bytes = max(math.prod(op.input_shapes[j]) for j in weights) * width
         grads = (math.prod(op.input_shapes[0]) + op.output_elements) * width / extraction_batch
         freed = sum(o.saved_bytes for o in ops[k:]) / extraction_batch

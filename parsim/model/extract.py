@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Kernel, Layer, LayerGraph, OpInfo
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Kernel, Layer, LayerGraph, OpInfo, weight_output_bytes
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -413,7 +413,7 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
             fwd_mem_bytes=stats["fwd_mem_bytes"] / batch, bwd_mem_bytes=stats["bwd_mem_bytes"] / batch,
             max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
             ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch,
-            kernels=stats["kernels"], tied=tuple(tied.items()),
+            kernels=stats["kernels"], tied=tuple(tied.items()), w_held_bytes=weight_output_bytes(stats["ops"]) / batch,
             # the unit's input is the previous unit's output: one tensor, measured here on two storages
             input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch)))
         prev_output_saved = stats["output_saved_bytes"] / batch

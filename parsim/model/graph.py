@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Iterable, Sequence
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
 
 
 # Where an operator input comes from, besides an earlier operator's index in Layer.ops.
@@ -66,6 +67,15 @@ class OpInfo:
     def input_copied(self, j: int) -> bool:
         """Whether input j reached this op through a copy (unknown counts as a copy)."""
         return self.inputs_copied[j] if j < len(self.inputs_copied) else True
+
+
+def weight_output_bytes(ops, ways=lambda k: 1) -> float:
+    """Bytes of the outputs of the operators that take a weight (the layer's own or a tied one) and
+    a tensor from its data path (an embedding's integer indices carry no gradient, so it is left
+    out), op k's divided by ``ways(k)``, its output's split on one device.  Their gradients are
+    what a split backward holds from I to W (Layer.w_held_bytes)."""
+    return sum(op.output_elements * ELEMENT_BYTES.get(op.dtype, 4) / ways(k) for k, op in enumerate(ops)
+               if (any(op.param_inputs) or any(op.tied_inputs)) and op.kind != "Embedding")
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,12 @@ class Layer:
     # logits with the word embedding's weight.  A stage that holds this layer without its owner
     # keeps a copy (LayerGraph.held_param_count).
     tied: tuple[tuple[str, int], ...] = ()
+    # Per sample, under a split backward: the gradients of the outputs of the layer's weight
+    # operators, which the input-gradient step (I) keeps for the weight-gradient step (W) of the
+    # same micro-batch.  torch's stage_backward_input holds them at the nodes where a weight's path
+    # meets the input's (pipelining/_backward.py, the param groups' "intermediates"); Qi et al.
+    # 2023 (zero bubble), Sec. 2: W needs the output gradient.  Held from I until W.
+    w_held_bytes: float = field(default=0.0, compare=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)

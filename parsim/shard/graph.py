@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from parsim.errors import InfeasibleError
-from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
 from parsim.shard import strategy as st
 from parsim.shard.layout import Layout
 from parsim.shard.redistribute import Step, edge
@@ -322,7 +322,8 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
                    output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
                    tp_share=f_ratio if total_f else m_ratio,
                    input_saved_bytes=layer.input_saved_bytes / in_ways,
-                   input_shared_bytes=layer.input_shared_bytes / in_ways, tied=tied)
+                   input_shared_bytes=layer.input_shared_bytes / in_ways, tied=tied,
+                   w_held_bytes=weight_output_bytes(ops, lambda k: ways(shardings[k].output)) / batch)
 
 
 # ----------------------------------------------------------------------------- graphs

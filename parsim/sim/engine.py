@@ -28,7 +28,8 @@ the optimizer waiting on its buckets) or idle (a RECV waiting for the peer to re
 a REDUCE_TIED waiting for its partners: ``collective_waits``).
 
 The engine is a work-list over ranks: a rank runs until it blocks on a RECV whose SEND has not
-been issued, and is woken when it is.  Each action is visited once.
+been issued, or on a REDUCE_TIED its partners have not reached, and is woken when it is.  Each
+action is visited once (a REDUCE_TIED that waited, twice).
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class Costs:
     input_ready_s: tuple[float, ...] = ()
     # REDUCE_TIED per stage: (group, all-reduce seconds); a group's stages run it together
     tied: dict[int, tuple[str, float]] = field(default_factory=dict)
+    # under a split backward, bytes a micro-batch's I keeps for its W on each stage (the weight
+    # operators' output gradients, Layer.w_held_bytes)
+    w_held_bytes: dict[int, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,6 +108,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     inflight = [0] * R
     max_inflight = [0] * R
     saved = [costs.saved_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
+    w_held = [costs.w_held_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
     input_rank = [0.0] * R
     first_forward = [0.0] * M
     load_s, ready_s = costs.input_s, costs.input_ready_s
@@ -159,8 +164,12 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                         peak_r = act_r
                     if infl_r > maxinfl_r:
                         maxinfl_r = infl_r
+                elif k is I:                      # I keeps the output gradients W needs ...
+                    act_r += w_held[s]
+                    if act_r > peak_r:
+                        peak_r = act_r
                 elif k is last_bwd:               # ... until the backward that frees them
-                    act_r -= saved[s]
+                    act_r -= saved[s] + w_held[s]      # w_held: 0 unless split
                     infl_r -= 1
                     if mb == M - 1:
                         last_bwd_span[s] = (t, d)

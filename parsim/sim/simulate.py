@@ -174,7 +174,14 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * cfg.dp * cfg.tp   # ring, all ranks
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     lowered = lower(schedule, buckets_per_stage, tied_s)
-    costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap, tied=tied_s)
+    # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
+    # arrived for the stage's output and, except on the first stage (whose I is empty: its W runs
+    # the whole backward), the weight operators' output gradients (PipelineStage.backward_one_chunk).
+    w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
+                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
+              for s in range(S)} if split else {}
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap, tied=tied_s,
+                         w_held_bytes=w_held)
     readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
     load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
                       round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
