@@ -149,26 +149,25 @@ def nonnegative_int_arg(text: str) -> int:
     return value
 
 
-def positive_float_arg(text: str) -> float:
-    """argparse type: a finite number > 0 (seconds, thresholds)."""
+def _float_arg(text: str, allow_zero: bool) -> float:
+    what = "a number >= 0" if allow_zero else "a positive number"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise argparse.ArgumentTypeError(f"expected a finite {what.removeprefix('a ')}, got {text!r}")
     return value
+
+
+def positive_float_arg(text: str) -> float:
+    """argparse type: a finite number > 0 (seconds, thresholds)."""
+    return _float_arg(text, allow_zero=False)
 
 
 def nonnegative_float_arg(text: str) -> float:
     """argparse type: a finite number >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
+    return _float_arg(text, allow_zero=True)
 
 
 def _int_arg(text: str, what: str) -> int:
