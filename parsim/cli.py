@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from parsim.errors import InputError, ParsimError
@@ -241,6 +242,7 @@ def cmd_plan(args) -> int:
     from parsim.search.planner import Constraints, plan
 
     check_output(args.output, "-o")
+    validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
     spec = load_model(args.model)
@@ -255,6 +257,9 @@ def cmd_plan(args) -> int:
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
         write_json(args.output, plan_json)
+    if args.report:
+        _write_plan_report(args.report, spec, cluster, result,
+                           tp_compute.get((chosen.config.tp, chosen.config.tp_layout), compute), validation)
     if args.json:
         c = chosen.config
         _print_json({"search_time_s": result.search_time_s, "considered": result.considered,
@@ -268,14 +273,8 @@ def cmd_plan(args) -> int:
                      "profile_coverage": {p: m.coverage().describe() for p, m in used if hasattr(m, "coverage")}})
         return 0
     names = spec.graph.names
-    rows = [_candidate_row(c, names, result.capacity_bytes) for c in result.ranked]
-    for i, row in enumerate(rows):
-        row[""] = "*" if i == 0 else str(i + 1)
-    if result.manual:
-        rows.append(_candidate_row(result.manual, names, result.capacity_bytes))
-    print(f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
-          f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
-          f"{result.simulated} in {result.search_time_s:.2f} s")
+    rows = _plan_rows(result, names)
+    print(_plan_header(spec, cluster, result))
     with pd.option_context("display.width", 250):
         print(pd.DataFrame(rows).to_string(index=False))
     print("splits:")
@@ -301,7 +300,52 @@ def cmd_plan(args) -> int:
     _print_coverage(used)
     if args.output:
         print(f"wrote {args.output}")
+    if args.report:
+        print(f"wrote {os.path.join(args.report, 'report.html')}")
     return 0
+
+
+def _plan_header(spec, cluster, result) -> str:
+    return (f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
+            f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
+            f"{result.simulated} in {result.search_time_s:.2f} s")
+
+
+def _plan_rows(result, names) -> list[dict]:
+    """The ranked table's rows: the pick (*), the rest by rank, then the model.yaml split's."""
+    rows = [_candidate_row(c, names, result.capacity_bytes) for c in result.ranked]
+    for i, row in enumerate(rows):
+        row[""] = "*" if i == 0 else str(i + 1)
+    if result.manual:
+        rows.append(_candidate_row(result.manual, names, result.capacity_bytes))
+    return rows
+
+
+def _report_inputs(args) -> dict | None:
+    """--report's folder and --validation's file, checked before the search; the validation read."""
+    from parsim.fileio import check_output_folder
+
+    if args.validation and not args.report:
+        raise InputError(f"--validation {args.validation}: only the report shows it; add --report DIR")
+    check_output_folder(args.report, "--report")
+    if not args.validation:
+        return None
+    from parsim.report.validation import load_validation
+    return load_validation(args.validation)
+
+
+def _write_plan_report(folder, spec, cluster, result, compute, validation) -> None:
+    """DIR/report.html (parsim.report.html), with the pick simulated again to keep its timeline."""
+    from parsim.fileio import write_text
+    from parsim.report.html import plan_report
+    from parsim.sim import simulate
+
+    est = simulate(spec.graph, spec.training, cluster, result.chosen.config, compute, strategies=spec.shard)
+    page = plan_report(result, model=spec.name, cluster=cluster.spec, header=_plan_header(spec, cluster, result),
+                       rows=_plan_rows(result, spec.graph.names), names=spec.graph.names, estimate=est,
+                       validation=validation)
+    os.makedirs(folder, exist_ok=True)
+    write_text(os.path.join(folder, "report.html"), page)
 
 
 def cmd_run(args) -> int:
@@ -546,6 +590,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a profile of tensor-parallel shards (parsim profile --tp): prices that tp's candidates; "
                         "repeatable")
     p.add_argument("-o", "--output", help="write the chosen plan as plan.json")
+    p.add_argument("--report", metavar="DIR",
+                   help="write DIR/report.html, one self-contained page: the pick, the explanation, the table, "
+                        "the pick's Gantt chart, memory and bubble, and its expected error (--validation)")
+    p.add_argument("--validation", metavar="FILE",
+                   help="a validation.json from parsim validate: the report shows its errors")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)
 

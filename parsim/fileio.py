@@ -25,6 +25,22 @@ def check_output(path: str | os.PathLike | None, flag: str = "") -> None:
         raise InputError(f"{where}: is a folder; give a file name")
 
 
+def check_output_folder(path: str | os.PathLike | None, flag: str = "") -> None:
+    """An output folder (``--report DIR``) is a writable folder, or a new name in one; the
+    writer creates it, so a command that fails before writing leaves nothing behind."""
+    if path is None:
+        return
+    path = os.fspath(path)
+    where = f"{flag} {path}" if flag else path
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"{where}: is a file, not a folder; give a folder to write into")
+    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{where}: folder {folder} does not exist; create it or choose another path")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{where}: folder {folder} is not writable; choose another folder")
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike):
     """Yields a temporary path in the target's folder; renamed to ``path`` on success."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from parsim.cost.compute import AnalyticalCompute, load_profile_table, tp_compute_models
 from parsim.errors import InfeasibleError, InputError
 from parsim.exec.launch import launch
 from parsim.fileio import write_json, write_text
 from parsim.hardware import load_cluster
+from parsim.hardware.machine import this_machine
 from parsim.model.spec import load_model
 from parsim.profile.calibrate import profiled_compute
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
@@ -217,7 +218,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
     breakdown = [row for case, est, measured in results for row in report.memory_breakdown(case.label, est, measured)]
     out.update(model=model_path, cluster=cluster_spec, profiles={str(k): v for k, v in profiles.items()},
                tp_profiles=list(tp_profiles or []),
-               steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown)
+               steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown,
+               machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))
     write_text(os.path.join(out_dir, "memory_breakdown.csv"), report.memory_table(breakdown).to_csv(index=False))

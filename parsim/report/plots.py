@@ -1,11 +1,16 @@
-"""Matplotlib figures: a Gantt chart of the step and memory over time, per rank."""
+"""Matplotlib figures: a Gantt chart of the step, memory over time, and where each rank's step
+goes.  Each ``*_figure`` builds a figure; ``save`` writes it to a file, ``png_bytes`` renders it
+in memory (for the plan report's page)."""
 
 from __future__ import annotations
+
+import io
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import PercentFormatter  # noqa: E402
 
 from parsim.fileio import atomic_path  # noqa: E402
 from parsim.report.timeline import memory_timeline  # noqa: E402
@@ -32,6 +37,10 @@ def draw_records(ax, records, num_ranks: int, span_s: float) -> None:
 
 
 def gantt(est: Estimate, path: str, title: str | None = None) -> None:
+    save(gantt_figure(est, title), path)
+
+
+def gantt_figure(est: Estimate, title: str | None = None):
     fig, ax = plt.subplots(figsize=(12, 0.9 + 0.7 * len(est.ranks)))
     draw_records(ax, est.timeline.records, len(est.ranks), est.step_time_s)
     c = est.config
@@ -41,10 +50,14 @@ def gantt(est: Estimate, path: str, title: str | None = None) -> None:
     handles = [plt.Rectangle((0, 0), 1, 1, color=col) for col in COLORS.values()]
     ax.legend(handles, list(COLORS), loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()
-    save(fig, path)
+    return fig
 
 
 def memory_plot(est: Estimate, path: str) -> None:
+    save(memory_figure(est), path)
+
+
+def memory_figure(est: Estimate):
     fig, ax = plt.subplots(figsize=(10, 4))
     for r, points in enumerate(memory_timeline(est)):
         ts, bs = zip(*points)
@@ -54,7 +67,43 @@ def memory_plot(est: Estimate, path: str) -> None:
     ax.set_title("memory over one step (static + activations in flight)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    save(fig, path)
+    return fig
+
+
+# The parts of a rank's step, which add up to it (parsim.sim.estimate.RankEstimate), and their colours.
+SHARES = (("busy", "busy_s", "#4C72B0"), ("input", "input_s", "#999999"),
+          ("exposed communication", "exposed_comm_s", "#55A868"), ("bubble", "bubble_s", "#DD8452"),
+          ("waiting on other ranks", "sync_wait_s", "#C44E52"))
+
+
+def shares_figure(est: Estimate):
+    """One bar per pipeline rank: its step split by cause, as shares of the step."""
+    height_in = 1.6 + 0.45 * len(est.ranks)
+    fig, ax = plt.subplots(figsize=(10, height_in))
+    left = [0.0] * len(est.ranks)
+    for label, attr, color in SHARES:
+        part = [getattr(r, attr) / est.step_time_s for r in est.ranks]
+        ax.barh([r.rank for r in est.ranks], part, left=left, color=color, label=label, height=0.6)
+        left = [a + b for a, b in zip(left, part)]
+    ax.set_yticks([r.rank for r in est.ranks])
+    ax.set_yticklabels([f"rank {r.rank}" for r in est.ranks])
+    ax.set_ylim(len(est.ranks) - 0.5, -0.5)
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_xlabel("share of the step")
+    ax.set_title(f"where each rank's step goes (mean over ranks: bubble {est.bubble_fraction:.1%}, "
+                 f"waiting {est.sync_wait_fraction:.1%}, exposed comm. {est.exposed_comm_fraction:.1%})")
+    fig.legend(fontsize=7, ncol=len(SHARES), loc="lower center")
+    fig.tight_layout(rect=(0, 0.3 / height_in, 1, 1))        # the legend's strip at the bottom
+    return fig
+
+
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes, rendered in memory; the figure is closed."""
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=100, format="png")
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def save(fig, path: str) -> None:

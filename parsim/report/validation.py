@@ -213,3 +213,48 @@ def overlay(est, measured: dict, path: str, title: str) -> None:
     fig.suptitle(title)
     fig.tight_layout()
     save(fig, path)
+
+
+def load_validation(path: str) -> dict:
+    """A validation.json from ``parsim validate``, checked for what a plan report shows of it: the
+    set's errors and, per plan, its shape and errors.  Returned as read, with ``path`` and
+    ``machine`` (where it was measured: the file's own record, or, for a file written before
+    validate recorded it, that of the first layer profile it lists still readable, as recorded or
+    beside the file; ``machine_from`` then names that profile)."""
+    import json
+    import os
+
+    from parsim.errors import InputError
+    from parsim.inputs import Fields, load_file
+
+    data = load_file(path, "a validation.json from parsim validate")
+    hint = "; pass the validation.json that parsim validate wrote"
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object{hint}")
+    for key in ("mape_step_time", "max_error_step_time", "mape_peak_memory"):
+        if isinstance(data.get(key), bool) or not isinstance(data.get(key), (int, float)):
+            raise InputError(f"{path}: {key}: missing or not a number{hint}")
+    if not isinstance(data.get("plans"), list) or not data["plans"]:
+        raise InputError(f"{path}: plans: missing or empty{hint}")
+    for i, p in enumerate(data["plans"]):
+        f = Fields(p, path, f"plans[{i}].")
+        f.get("label", str), f.get("schedule", str), f.get("step_error", float)
+        f.positive_int("dp"), f.positive_int("pp"), f.positive_float("predicted_step_s")
+        f.positive_float("measured_step_s")
+    out = {**data, "path": path, "machine_from": ""}
+    if not isinstance(out.get("machine"), dict):
+        out["machine"] = None
+        profiles = list((data.get("profiles") or {}).values()) + list(data.get("tp_profiles") or [])
+        for recorded in profiles:
+            for where in (recorded, os.path.join(os.path.dirname(path), os.path.basename(str(recorded)))):
+                try:
+                    with open(where) as fh:
+                        machine = json.load(fh).get("machine")
+                except (OSError, ValueError, TypeError, AttributeError):
+                    continue
+                if isinstance(machine, dict):
+                    out["machine"], out["machine_from"] = machine, where
+                    break
+            if out["machine"]:
+                break
+    return out
