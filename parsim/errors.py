@@ -24,3 +24,10 @@ class DoesNotFitError(ParsimError):
     """No candidate fits device memory (exit code 3)."""
 
     exit_code = 3
+
+
+class RunError(ParsimError):
+    """A training run that stopped on a fault it names: a disk that filled, a loss that is not
+    finite, a rank that hung (exit code 1)."""
+
+    exit_code = 1

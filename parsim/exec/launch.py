@@ -2,8 +2,10 @@
 another worker module, e.g. ``parsim.profile.comm``) with
 torchrun's environment variables, one thread each.  When a rank fails, the others get the
 collective timeout to notice and stop on their own, then they are killed; the launcher prints
-the failing rank's own one-line message and exits non-zero.  On a cluster, use torchrun (see
-runners/), which sets the same variables.
+the failing rank's own one-line message and exits non-zero.  When the failure is a rank that
+timed out waiting for a peer that hung (alive, but silent), the ranks' progress beats
+(parsim.exec.heartbeat) name the hung rank, which is killed at once.  On a cluster, use
+torchrun (see runners/), which sets the same variables.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from parsim.exec import heartbeat
 
 
 def free_port() -> int:
@@ -45,17 +49,26 @@ def _last_line(path: str) -> str:
     return (errors or lines or [""])[-1]
 
 
+def _same(a: str, b: str) -> bool:
+    """Two ranks' lines that say the same thing (every rank stops on a NaN loss with one message)."""
+    def strip(line):
+        rest = line.removeprefix("parsim: error: ")
+        return rest.split(": ", 1)[1] if rest.startswith("rank ") and ": " in rest else rest
+    return strip(a) == strip(b)
+
+
 def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 1,
            module: str = "parsim.run", quiet: bool = False) -> int:
     """Run ``module`` on ``nproc`` local ranks; returns the exit code.  ``quiet``: rank 0's output
     goes to the log only (a driver such as ``parsim validate`` prints its own)."""
     port = free_port()
     logdir = tempfile.mkdtemp(prefix="parsim-run-")
+    started_s = time.time()
     procs, errs = [], []
     for r in range(nproc):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(nproc),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=str(threads),
-                   PYTHONUNBUFFERED="1")
+                   PYTHONUNBUFFERED="1", **{heartbeat.ENV: logdir})
         err = os.path.join(logdir, f"rank{r}.err")
         errs.append(err)
         stdout = None if r == 0 and not quiet else subprocess.DEVNULL
@@ -66,6 +79,7 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
         if r == 0:
             threading.Thread(target=_tee, args=(procs[0].stderr, err, not quiet), daemon=True).start()
     failed = None          # (rank, code, time)
+    hung = None            # (rank, its last beat, seconds since it)
     try:
         while any(p.poll() is None for p in procs):
             if failed is None:
@@ -75,6 +89,13 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
                 if down:
                     r, code = min(down, key=lambda rc: (rc[1] >= 0, rc[0]))
                     failed = (r, code, time.monotonic())
+            if failed and hung is None:
+                beats = {r: heartbeat.read(logdir, r) for r in range(nproc)}
+                h = heartbeat.laggard(beats, failed[0], [r for r, p in enumerate(procs) if p.poll() is None],
+                                      time.time(), timeout_s, started_s)
+                if h is not None:
+                    hung = (h, beats[h], time.time() - (beats[h].time_s if beats[h] else started_s))
+                    procs[h].kill()
             if failed and time.monotonic() - failed[2] > timeout_s:
                 for p in procs:
                     if p.poll() is None:
@@ -99,12 +120,23 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
         what = f"rank {r} was killed by signal {-code}"
     else:
         what = own if own.startswith("parsim: error") else f"rank {r} exited with code {code}: {own}"
-    if r != 0 or quiet:  # rank 0's stderr already reached the terminal, unless quiet
+    # rank 0's stderr reached the terminal live (unless quiet): the cause, or the same message
+    shown = not quiet and code >= 0 and (r == 0 or _same(_last_line(errs[0]), what))
+    if hung is not None:
+        h, beat, age_s = hung
+        since = f"since it reached {beat.what}" if beat else "since it started"
+        print(f"parsim: error: rank {h} hung: no progress for {age_s:.0f} s {since}; rank {r} gave up waiting for "
+              f"it after --timeout {timeout_s:g} s", file=sys.stderr)
+    elif not shown:
         print(what if what.startswith("parsim: error") else f"parsim: error: {what}", file=sys.stderr)
-    elif code < 0:
-        print(f"parsim: error: {what}", file=sys.stderr)
-    others = [f"rank {i}: {_last_line(e)}" for i, e in enumerate(errs) if i != r and procs[i].returncode not in (0, None)
-              and _last_line(e)]
+    others = []
+    for i, e in enumerate(errs):
+        line = _last_line(e)
+        if procs[i].returncode in (0, None) or not line or (i == r and (shown or hung is None)):
+            continue                      # no message, or the cause's own, already printed
+        if hung is None and _same(line, what):
+            continue                      # every rank stopping with the same message (a NaN loss)
+        others.append(f"rank {i}: {line}")
     if others:
         print("parsim: then " + "; ".join(others[:3]), file=sys.stderr)
     return code if code > 0 else 1

@@ -63,15 +63,17 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
 
 
 def _replica0_state(out_dir: str, cfg) -> dict[str, torch.Tensor]:
-    """The state dicts of replica 0's stages, from the run's per-rank checkpoints, merged."""
+    """The state dicts of replica 0's stages, from the run's per-rank checkpoints of the newest
+    step that verifies on all of them, merged."""
     from parsim.exec import checkpoint
     from parsim.exec.groups import coordinates
 
+    ranks = [rank for rank in range(cfg.world_size) if coordinates(cfg, rank)[0] == 0]
+    step, _ = checkpoint.agree([checkpoint.scan(out_dir, rank) for rank in ranks], out_dir)
     state: dict[str, torch.Tensor] = {}
-    for rank in range(cfg.world_size):
-        if coordinates(cfg, rank)[0] == 0:
-            for sd in checkpoint.load(out_dir, rank)["stages"]:
-                state.update(sd)
+    for rank in ranks:
+        for sd in checkpoint.load(out_dir, rank, step)["stages"]:
+            state.update(sd)
     return state
 
 

@@ -14,6 +14,8 @@ Training follows the seeds:
   tensor parallelism is parsim.exec.tensor_parallel.
 - BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
   the global batch. A warning is printed below 16 samples.
+- A step whose loss is NaN or infinite stops every rank before it is checkpointed (check_loss);
+  --resume starts from the newest checkpoint that verifies on every rank (parsim.exec.checkpoint).
 
 Measured, as the simulator predicts it:
 - step wall time per step, with the warm-up steps excluded from the median;
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -48,8 +51,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from parsim.errors import InputError
-from parsim.exec import checkpoint, groups, precision, tensor_parallel
+from parsim.errors import InputError, RunError
+from parsim.exec import checkpoint, faults, groups, heartbeat, precision, tensor_parallel
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
@@ -187,6 +190,8 @@ def train(opts: RunOptions) -> int:
 
 
 def _train(opts, plan, spec, cfg, env, kind) -> int:
+    beats = heartbeat.Beats(env.rank)     # the points every rank passes, for the launcher to name a hung one
+    beats.beat("start-up")
     groups.preflight(env, cfg, opts.plan)
     precision.check_supported(plan.dtype, env.device, opts.plan)
     dtype = precision.TORCH_DTYPES[plan.dtype]
@@ -246,16 +251,17 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if cfg.schedule in MULTI_STAGE:    # these run their pipeline_order as data; check it is the plan's
             check_order_matches(sched, build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), pipe_rank)
 
-    start = 0
+    start = saved = 0                     # saved: the step of the newest checkpoint on disk (0: none)
     if opts.resume:
-        state = checkpoint.load(opts.out, env.rank)
+        beats.beat("the resume check")
+        state = _resume_state(opts, env)
         for m, sd in zip(modules, state["stages"]):
             tensor_parallel.load_whole(m, sd)        # whole tensors in, this rank's shards kept
         for o, sd in zip(optimizers, state["optimizers"]):
             o.load_state_dict(sd)
         if scaler is not None:
             scaler.scale = loss_scale[0] = optimizers[0].scale
-        start = state["step"]
+        start = saved = state["step"]
     if opts.dry_run:
         dist.barrier()
         if is_root:
@@ -315,6 +321,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     it = None
     show_bar = is_root and sys.stdout.isatty() and not opts.json
     for step in range(start, opts.steps):
+        n = step + 1                      # the step's number, from 1, as the log counts
         epoch, pos = divmod(step, steps_per_epoch)
         if loader is not None and (pos == 0 or it is None):
             sampler.set_epoch(epoch)
@@ -328,6 +335,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             x, y = in_memory_format(x.to(env.device), fmt), y.to(env.device)
             if x.is_floating_point():
                 x = x.to(dtype)           # images in the model's dtype; tokens stay integers
+        if faults.injected("hang", n, env.rank):          # test hook: a rank that stops answering
+            time.sleep(10 ** 6)
+        if faults.injected("nan", n, env.rank):           # test hook: a step whose loss is NaN
+            with torch.no_grad():
+                for p in (p for m in modules for p in m.parameters()):
+                    tensor_parallel.local(p).fill_(float("nan"))
+        beats.beat(f"step {n}'s barrier")
         # memory is measured on the last warm-up step, and only from the third step on: step 1
         # builds the optimizer state
         profile_memory = step == start + opts.warmup - 1 and opts.warmup >= 3
@@ -365,19 +379,27 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             reserved_bytes = torch.cuda.max_memory_reserved(env.device)
         step_times.append(t)
         counts_loss = last and tp_rank == 0          # one rank of each tensor-parallel group reports
-        total = torch.tensor([float(sum(l.item() for l in losses)) / cfg.dp if counts_loss else 0.0],
-                             device=env.device)
+        mine = float(sum(l.item() for l in losses)) / cfg.dp if counts_loss else 0.0
+        # the step's loss, then per rank 1 where its loss is NaN and 2 where it is infinite
+        total = torch.zeros(1 + env.world_size, device=env.device)
+        total[0] = mine
+        total[1 + env.rank] = 0.0 if math.isfinite(mine) else 1.0 if math.isnan(mine) else 2.0
+        beats.beat(f"step {n}'s loss all-reduce")
         dist.all_reduce(total)            # the loss travels from the last stage to rank 0
-        losses_by_step.append(total.item())
+        losses_by_step.append(total[0].item())
         if is_root:                       # with --json, stdout carries the JSON alone
-            line = f"epoch: {epoch + 1} step: {pos + 1}, loss is {total.item():.7f}"
-            print(("\r" + line + f" [{step + 1}/{opts.steps}]") if show_bar else line, end="" if show_bar else "\n",
+            line = f"epoch: {epoch + 1} step: {pos + 1}, loss is {total[0].item():.7f}"
+            print(("\r" + line + f" [{n}/{opts.steps}]") if show_bar else line, end="" if show_bar else "\n",
                   flush=True, file=sys.stderr if opts.json else sys.stdout)
-        if opts.checkpoint_every and (step + 1) % opts.checkpoint_every == 0:
-            _save(opts, env, modules, optimizers, step + 1)
+        check_loss(n, total[1:].tolist(), cfg, saved)    # every rank stops together, before checkpointing it
+        if opts.checkpoint_every and n % opts.checkpoint_every == 0:
+            beats.beat(f"step {n}'s checkpoint")
+            saved = _save(opts, env, modules, optimizers, n)
     if show_bar:
         print()
-    _save(opts, env, modules, optimizers, opts.steps)
+    beats.beat("the final checkpoint")
+    if saved != opts.steps:
+        _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
     _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
             (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)),
@@ -396,12 +418,43 @@ def reserved_against_allocated(allocated: list, reserved: list) -> dict:
             "allocator_fragmentation": [1.0 - a / r if r else 0.0 for a, r in zip(allocated, reserved)]}
 
 
-def _save(opts, env, modules, optimizers, step) -> None:
+def check_loss(step: int, flags: list[float], cfg, saved: int) -> None:
+    """Stop on a step whose loss is not finite, naming the step and the rank that computed it
+    (``flags``: per rank, 1 for NaN, 2 for infinite).  Every rank has the flags from the step's
+    all-reduce, so every rank stops here, before the step is checkpointed."""
+    bad = [(r, int(f)) for r, f in enumerate(flags) if f]
+    if not bad:
+        return
+    r, f = bad[0]
+    replica, pipe_rank = groups.coordinates(cfg, r)
+    others = f" (and on rank{'s' if len(bad) > 2 else ''} {', '.join(str(b) for b, _ in bad[1:])})" if bad[1:] else ""
+    kept = (f"the checkpoint of step {saved} is the last one, --resume continues from it" if saved else
+            "no checkpoint was written before it (--checkpoint-every N keeps one every N steps)")
+    raise RunError(f"step {step}: the loss is {'nan' if f == 1 else 'inf'} on rank {r}{others}, the last pipeline "
+                   f"stage (pipeline rank {pipe_rank}) of replica {replica}; the run stopped before saving the step: "
+                   f"{kept}")
+
+
+def _resume_state(opts, env) -> dict:
+    """This rank's checkpoint of the newest step that verifies on every rank; rank 0 names, in one
+    line, any newer checkpoint passed over (corrupt, truncated, missing)."""
+    scans = [None] * env.world_size
+    dist.all_gather_object(scans, checkpoint.scan(opts.out, env.rank))
+    step, passed_over = checkpoint.agree(scans, opts.out)
+    if passed_over and env.rank == 0:
+        print(f"parsim: warning: {passed_over}", file=sys.stderr)
+    state = checkpoint.load(opts.out, env.rank, step)
+    checkpoint.drop_after(opts.out, env.rank, step)
+    return state
+
+
+def _save(opts, env, modules, optimizers, step) -> int:
     """Every rank writes its stages; tensor-parallel ranks write whole tensors (gathered, so every
     rank of a group holds the model its replica trains) and their local optimizer state."""
     stages = [{k: tensor_parallel.full(v) for k, v in m.state_dict().items()} for m in modules]
     opt_states = [_local_state(o.state_dict()) for o in optimizers]
-    checkpoint.save(opts.out, env.rank, {"step": step, "stages": stages, "optimizers": opt_states})
+    checkpoint.save(opts.out, env.rank, step, {"step": step, "stages": stages, "optimizers": opt_states})
+    return step
 
 
 def _local_state(state):
