@@ -333,7 +333,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
         except InputError:
             raise
         except Exception as e:
-            raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: {e}); check args") from None
+            raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())}); check args") from None
         try:
             graph = extract_graph(module, input_spec, name=name, dtype=training.dtype)
         except Exception as e:
