@@ -4,9 +4,11 @@ Schema version 1 (every key is checked; unknown keys are errors)::
 
     schema_version: 1
     name: resnet50-cifar10            # optional, defaults to the file name
-    # exactly one of model / module / layers:
+    # exactly one of model / module / hf / layers:
     model: resnet50                   # a built-in: resnet50 | gpt
     args: {num_classes: 10, image_size: 32, stem: imagenet}
+    hf: llama3_8b/config.json         # a Hugging Face config.json (relative to this file) or its fields
+                                      # inline; args: {seq_len: 8192} (parsim.model.hf; needs the [hf] extra)
     module: "pkg.mod:factory"         # any torch model: factory(**args) -> nn.Module
     input: {shape: [3, 32, 32], dtype: float32}   # one sample, with `module`
     layers:                           # a model that exists only on paper
@@ -96,7 +98,8 @@ class ParallelHint:
 
 @dataclass(frozen=True)
 class ModelSource:
-    """How to build the torch module again (the executor needs it); kind: builtin | module | layers."""
+    """How to build the torch module again (the executor needs it); kind: builtin | module | hf | layers
+    (hf: ``target`` is the config's JSON text, ``args`` the sequence length)."""
 
     kind: str
     target: str
@@ -154,6 +157,22 @@ def _builtin(name: str, args: Fields):
                      "or give module: 'pkg.mod:factory'")
 
 
+def _hf(r: Fields, args: Fields, path: str):
+    """(module factory, InputSpec, ModelSource) of ``hf:`` (parsim.model.hf)."""
+    import json
+
+    from parsim.model.extract import InputSpec
+    from parsim.model.hf import causal_lm, read_config, require_transformers
+
+    cfg = read_config(r.get("hf", (str, dict)), os.path.dirname(os.path.abspath(path)), path)
+    default = cfg.get("max_position_embeddings")
+    seq_len = args.positive_int("seq_len", default) if default else args.positive_int("seq_len")
+    args.done()
+    require_transformers(path)
+    source = ModelSource("hf", json.dumps(cfg, sort_keys=True), (("seq_len", seq_len),))
+    return (lambda: causal_lm(cfg, seq_len)), InputSpec((seq_len,), "int64"), source
+
+
 def _import_factory(target: str, where: str):
     if ":" not in target:
         raise InputError(f"{where}: expected 'package.module:factory', got {target!r}")
@@ -176,7 +195,11 @@ def build_module(source: ModelSource, where: str = "model"):
         return factory()
     if source.kind == "module":
         return _import_factory(source.target, f"{where}: module")(**source.kwargs)
-    raise InputError(f"{where}: a `layers:` table describes no torch module; give model: or module: to run it")
+    if source.kind == "hf":
+        from parsim.model.hf import causal_lm
+
+        return causal_lm(source.target, source.kwargs["seq_len"])
+    raise InputError(f"{where}: a `layers:` table describes no torch module; give model:, module: or hf: to run it")
 
 
 def _freeze(value: Any) -> Any:
@@ -272,9 +295,10 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
             raise t.fail("global_batch_size", f"{training.global_batch_size} does not divide into dp={dp} x "
                                               f"microbatches={m}; use a multiple of {dp * m}")
 
-    given = [k for k in ("model", "module", "layers") if r.has(k)]
+    given = [k for k in ("model", "module", "hf", "layers") if r.has(k)]
     if len(given) != 1:
-        raise InputError(f"{path}: give exactly one of model:, module: or layers: (found {', '.join(given) or 'none'})")
+        raise InputError(f"{path}: give exactly one of model:, module:, hf: or layers: "
+                         f"(found {', '.join(given) or 'none'})")
     kind = given[0]
     input_spec = None
     if kind == "layers":
@@ -290,6 +314,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
             target = r.get("model", str)
             factory, input_spec = _builtin(target, Fields(args, path, "args."))
             source = ModelSource("builtin", target, _freeze(args))
+        elif kind == "hf":
+            factory, input_spec, source = _hf(r, Fields(args, path, "args."), path)
         else:
             target = r.get("module", str)
             factory = _import_factory(target, f"{path}: module")
@@ -307,7 +333,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
         except InputError:
             raise
         except Exception as e:
-            raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: {e}); check args") from None
+            raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())}); check args") from None
         try:
             graph = extract_graph(module, input_spec, name=name, dtype=training.dtype)
         except Exception as e:

@@ -231,6 +231,7 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
     shardings: list[st.OpSharding] = []
     comm: list[tuple] = []
+    charged: set[tuple] = set()          # (source, phase, step, device matrix) already in comm
 
     def out_of(src: int, shape) -> Layout:
         if src == FROM_LAYER_INPUT:
@@ -262,8 +263,14 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
                 continue
             fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb,
                                           op.input_copied(j))
-            comm += [("F", x, matrix) for x in fwd if x.communicates]
-            comm += [("B", x, matrix) for x in bwd if x.communicates]
+            # One tensor read by several consumers is redistributed once for all that need the same
+            # step (a partial sum completed once), and their gradients are summed locally and reduced
+            # once: Megatron's fused QKV and gate/up projections take one backward all-reduce.
+            for ph, steps in (("F", fwd), ("B", bwd)):
+                for x in steps:
+                    if x.communicates and (s, ph, x, matrix) not in charged:
+                        charged.add((s, ph, x, matrix))
+                        comm.append((ph, x, matrix))
         comm += [("grad", step, matrix) for step, matrix in mirror_steps(sh, eb)]
     out_layout = out_of(layer.ops_output, ops[-1].output_shape) if layer.ops_output != FROM_ELSEWHERE \
         else _replicated((devices,), ops[-1].output_shape)
@@ -431,7 +438,7 @@ def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategi
         return auto_strategies(graph, tp, cluster, training.dtype, training.optimizer, microbatch,
                                cap_bytes=memory_bytes)[0]
     from parsim.shard.builtin import strategies
-    return strategies(tp_layout, tp)
+    return strategies(tp_layout, tp, graph)
 
 
 def strategy_summary(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> list[tuple[str, Strategy, int]]:

@@ -1,0 +1,187 @@
+"""Hugging Face causal LMs as parsim models: ``hf:`` in model.yaml.
+
+``hf:`` is a path to a Hugging Face ``config.json`` (relative to the model.yaml) or the same
+fields inline; ``args: {seq_len: N}`` is the training sequence length (default: the config's
+``max_position_embeddings``).  The model is built by ``transformers`` (the optional extra
+``[hf]``) on whatever device is current, the meta device for extraction, with eager attention:
+explicit ``QK^T``, softmax and ``AV`` operators, so that attention's FLOPs, its saved scores
+(Korthikanti et al. 2022, Sec. 4.1, without flash attention) and its heads appear in the operator
+view that tensor parallelism shards.
+
+Cut units (thin wrappers whose submodules keep the Hugging Face names, so operator ids read
+``layers.3/self_attn.q_proj:mm``):
+- ``embed``: ``embed_tokens``, token ids (B, T) -> (B, T, h);
+- ``layers.i``: one decoder layer, (B, T, h) -> (B, T, h).  Rotary position embeddings live on
+  the model, not the layer (transformers passes ``position_embeddings=(cos, sin)`` into each
+  layer), so cos, sin and the causal mask for T positions are computed once, as buffers of the
+  model, and handed to every layer;
+- ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V).
+
+Any architecture with Llama's layout (``model.embed_tokens``, ``model.layers``, ``model.norm``,
+``model.rotary_emb``, ``lm_head``: Llama, Mistral, Qwen2) is accepted; ``llama_param_count`` is
+the closed form for Llama's blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+from torch import nn
+
+from parsim.errors import InputError
+
+INSTALL = "pip install -e '.[hf]'"
+_LLAMA_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def read_config(value, base_dir: str, where: str) -> dict:
+    """The config fields of ``hf:``: a path to a config.json (relative to ``base_dir``) or a mapping."""
+    from parsim.inputs import load_file
+
+    if isinstance(value, str):
+        path = value if os.path.isabs(value) else os.path.join(base_dir, value)
+        cfg = load_file(path, "a Hugging Face config.json")
+        where = path
+    elif isinstance(value, dict):
+        cfg = dict(value)
+    else:
+        raise InputError(f"{where}: hf: expected a path to a config.json or a mapping of its fields, "
+                         f"got {type(value).__name__}")
+    if not isinstance(cfg, dict):
+        raise InputError(f"{where}: expected a JSON object of config fields")
+    if "model_type" not in cfg:
+        raise InputError(f"{where}: hf: model_type: missing; add the architecture, e.g. \"model_type\": \"llama\"")
+    missing = [k for k in _LLAMA_KEYS if k not in cfg]
+    if missing:
+        raise InputError(f"{where}: hf: {missing[0]}: missing; a decoder needs {', '.join(_LLAMA_KEYS)}")
+    for k in _LLAMA_KEYS + ("num_key_value_heads",):
+        if k in cfg and (not isinstance(cfg[k], int) or isinstance(cfg[k], bool) or cfg[k] <= 0):
+            raise InputError(f"{where}: hf: {k}: expected a positive integer, got {cfg[k]!r}")
+    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    if cfg["hidden_size"] % heads and "head_dim" not in cfg:
+        raise InputError(f"{where}: hf: num_attention_heads: {heads} does not divide hidden_size "
+                         f"{cfg['hidden_size']}; give head_dim or change the head count")
+    if heads % kv:
+        raise InputError(f"{where}: hf: num_key_value_heads: {kv} does not divide num_attention_heads {heads}")
+    return cfg
+
+
+def require_transformers(where: str = "model"):
+    """The ``transformers`` package, or an InputError saying how to install it."""
+    try:
+        import transformers
+    except ImportError:
+        raise InputError(f"{where}: hf: needs the transformers package, which is not installed; install it "
+                         f"with {INSTALL}") from None
+    return transformers
+
+
+def llama_param_count(cfg: dict) -> int:
+    """Parameters of a Llama decoder from its config (no biases, ``attention_bias``/``mlp_bias`` false):
+    embeddings V h + per layer [attention q, o: 2 h (a d); k, v: 2 h (g d); SwiGLU 3 h I; two
+    RMSNorms 2 h] + final RMSNorm h + an untied head V h, with a heads of d = h / a and g KV heads
+    (Touvron et al. 2023; Dubey et al. 2024, Table 3)."""
+    h, inter, L, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    a = cfg["num_attention_heads"]
+    g = cfg.get("num_key_value_heads") or a
+    d = cfg.get("head_dim") or h // a
+    layer = 2 * h * a * d + 2 * h * g * d + 3 * h * inter + 2 * h
+    head = 0 if cfg.get("tie_word_embeddings", False) else V * h
+    return V * h + L * layer + h + head
+
+
+class _Positions(nn.Module):
+    """cos, sin (1, T, d) of the rotary embedding and the causal mask (1, 1, T, T) for T positions,
+    computed once per model as transformers' model forward does, and read by every layer."""
+
+    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int):
+        super().__init__()
+        probe = torch.empty(1, seq_len, head_dim)
+        cos, sin = rotary(probe, torch.arange(seq_len)[None])
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", torch.full((seq_len, seq_len), float("-inf")).triu(1)[None, None],
+                             persistent=False)
+
+    def take(self, t: int):
+        return (self.cos[:, :t], self.sin[:, :t]), self.mask[..., :t, :t]
+
+
+class _Adopt(nn.Module):
+    """A cut unit whose submodules are another module's children under their own names."""
+
+    def __init__(self, **children: nn.Module):
+        super().__init__()
+        for name, child in children.items():
+            self.add_module(name, child)
+
+
+class Embed(_Adopt):
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:        # (B, T) -> (B, T, h)
+        return self.embed_tokens(ids)
+
+
+class Decoder(_Adopt):
+    """One decoder layer, given the model's rotary cos/sin and causal mask."""
+
+    def __init__(self, layer: nn.Module, positions: _Positions):
+        super().__init__(**dict(layer.named_children()))
+        object.__setattr__(self, "_layer", layer)        # not a child: its children are ours
+        object.__setattr__(self, "_positions", positions)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
+        pos, mask = self._positions.take(x.shape[1])
+        return self._layer(x, attention_mask=mask.to(x.dtype), position_embeddings=pos)
+
+
+class Head(_Adopt):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:          # (B, T, h) -> (B, T, V)
+        return self.lm_head(self.norm(x))
+
+
+class CausalLM(nn.Module):
+    """A transformers causal LM cut into ``embed``, ``layers.0`` ... ``layers.{L-1}``, ``head``."""
+
+    def __init__(self, hf_model: nn.Module, seq_len: int):
+        super().__init__()
+        self.hf = hf_model
+        inner, cfg = hf_model.model, hf_model.config
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len)
+        self.config = cfg
+        units = [("embed", Embed(embed_tokens=inner.embed_tokens))]
+        units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]
+        units.append(("head", Head(norm=inner.norm, lm_head=hf_model.lm_head)))
+        object.__setattr__(self, "_units", units)
+
+    def pipeline_units(self) -> list[tuple[str, nn.Module]]:
+        return list(self._units)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = ids
+        for _, unit in self._units:
+            x = unit(x)
+        return x
+
+
+def causal_lm(config: str | dict, seq_len: int) -> CausalLM:
+    """The model for ``config`` (a dict of config.json fields, or their JSON text) at ``seq_len``."""
+    tf = require_transformers()
+    fields = json.loads(config) if isinstance(config, str) else dict(config)
+    model_type = fields.pop("model_type")
+    for k in ("architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path"):
+        fields.pop(k, None)
+    try:
+        cfg = tf.AutoConfig.for_model(model_type, **fields)
+    except ValueError as e:
+        raise InputError(f"hf: model_type: {model_type!r} is unknown to transformers {tf.__version__} ({e})") from None
+    cfg._attn_implementation = "eager"
+    model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    inner = getattr(model, "model", None)
+    if not all(hasattr(inner, a) for a in ("embed_tokens", "layers", "norm", "rotary_emb")) \
+            or not hasattr(model, "lm_head"):
+        raise InputError(f"hf: model_type: {model_type!r} is not laid out like Llama (model.embed_tokens, "
+                         "model.layers, model.norm, model.rotary_emb, lm_head); parsim cuts only such decoders")
+    return CausalLM(model, seq_len)

@@ -1,0 +1,173 @@
+"""hf: in model.yaml: Hugging Face causal LMs (Llama 3) extracted on the meta device, their exact
+parameter counts and FLOPs against closed forms, and Megatron's tensor-parallel layout for GQA,
+SwiGLU and RMSNorm."""
+
+import builtins
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from parsim.errors import InputError
+from parsim.model.spec import load_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "tests", "data", "hf_tiny_llama.yaml")
+TINY_CFG = os.path.join(ROOT, "tests", "data", "hf_tiny_llama", "config.json")
+
+
+def _cfg(name):
+    with open(os.path.join(ROOT, "examples", name, "config.json")) as f:
+        return json.load(f)
+
+
+def test_without_transformers_hf_says_how_to_install_it(monkeypatch):
+    real = builtins.__import__
+
+    def no_transformers(name, *args, **kwargs):
+        if name == "transformers" or name.startswith("transformers."):
+            raise ImportError("No module named 'transformers'")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_transformers)
+    with pytest.raises(InputError) as e:
+        load_model(TINY)
+    msg = str(e.value)
+    assert "\n" not in msg and TINY in msg and "pip install -e '.[hf]'" in msg
+
+
+@pytest.mark.parametrize("name, published_b", [("llama3_8b", 8.03), ("llama3_70b", 70.6), ("llama3_405b", 405.9)])
+def test_llama3_closed_form_matches_published_counts(name, published_b):
+    from parsim.model.hf import llama_param_count
+
+    c = _cfg(name)
+    h, inter, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
+    a, g = c["num_attention_heads"], c["num_key_value_heads"]
+    # V h (embeddings) + L [2 h^2 (q, o) + 2 h (h / a) g (k, v) + 3 h I (SwiGLU) + 2 h] + h + V h (untied head)
+    assert llama_param_count(c) == V * h + L * (2 * h * h + 2 * h * (h // a) * g + 3 * h * inter + 2 * h) + h + V * h
+    # Dubey et al. 2024 (Table 3; model cards): 8.03B, 70.6B, 405.9B, to the digits published
+    assert round(llama_param_count(c) / 1e9, 2 if published_b < 10 else 1) == published_b
+    assert llama_param_count(c) == {"llama3_8b": 8_030_261_248, "llama3_70b": 70_553_706_496,
+                                    "llama3_405b": 405_853_388_800}[name]
+
+
+def _flops_closed_form(c, seq_len):
+    """Forward FLOPs of one sequence: 2 x MACs of every matmul weight (layers and head; the
+    embedding is a lookup) per token, plus attention's QK^T and AV, 4 s h per token per layer
+    (Narayanan et al. 2021, Eq. 3: 24 B s l h^2 (1 + s / 6h + ...) per pass; with GQA and SwiGLU the
+    weights change, the attention term does not)."""
+    from parsim.model.hf import llama_param_count
+
+    h, L, V = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    matmul_params = llama_param_count(c) - V * h - (2 * L + 1) * h      # no embedding, no norms
+    return 2 * matmul_params * seq_len + 4 * L * seq_len * seq_len * h
+
+
+def test_tiny_llama_extracts_exactly():
+    pytest.importorskip("transformers")
+    from parsim.model.hf import llama_param_count
+
+    spec = load_model(TINY)
+    g = spec.graph
+    with open(TINY_CFG) as f:
+        c = json.load(f)
+    assert g.names == ["embed", "layers.0", "layers.1", "head"]
+    assert g.param_count == llama_param_count(c) == 125_248
+    # exact: FlopCounterMode counts every matmul and the attention bmm's, nothing else
+    assert g.fwd_flops == pytest.approx(_flops_closed_form(c, 16), rel=1e-12)
+    # backward: 2x forward for every unit with an input gradient (all but the embedding's lookup)
+    assert g.layers[0].fwd_flops == g.layers[0].bwd_flops == 0
+    for layer in g.layers[1:]:
+        assert layer.bwd_flops == pytest.approx(2 * layer.fwd_flops, rel=1e-12)
+    # the config's 4 heads and 2 KV heads are read back from the operators
+    from parsim.shard.builtin import attention_heads
+    assert attention_heads(g) == (4, 2)
+
+
+def test_inline_fields_equal_the_config_file(tmp_path):
+    pytest.importorskip("transformers")
+    with open(TINY_CFG) as f:
+        c = json.load(f)
+    p = tmp_path / "inline.yaml"
+    # yaml.safe_dump writes 1e-05 as 1.0e-05, which YAML reads as a float (1e-05 it reads as a string)
+    p.write_text(yaml.safe_dump({"schema_version": 1, "hf": c, "args": {"seq_len": 16},
+                                 "training": {"global_batch_size": 8}}))
+    a, b = load_model(p).graph, load_model(TINY).graph
+    assert a.param_count == b.param_count and a.fwd_flops == b.fwd_flops
+
+
+def test_bad_hf_fields_are_one_line_errors(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("schema_version: 1\nhf: {model_type: llama, hidden_size: 64, intermediate_size: 8, "
+                 "num_hidden_layers: 1, num_attention_heads: 4, num_key_value_heads: 3, vocab_size: 8}\n"
+                 "training: {global_batch_size: 8}\n")
+    with pytest.raises(InputError, match="num_key_value_heads: 3 does not divide num_attention_heads 4"):
+        load_model(p)
+    p.write_text("schema_version: 1\nhf: missing/config.json\ntraining: {global_batch_size: 8}\n")
+    with pytest.raises(InputError, match="missing/config.json"):
+        load_model(p)
+
+
+@pytest.mark.parametrize("t", [2, 4])
+def test_tiny_llama_megatron_per_device_params(t):
+    pytest.importorskip("transformers")
+    from parsim.shard.graph import per_device_graph
+
+    g = load_model(TINY).graph
+    h, inter, V, d, kv = 64, 176, 256, 16, 2
+    dev = per_device_graph(g, t, "megatron")
+    # q, o by t; k, v: 2 KV heads split by min(t, 2), replicated beyond; SwiGLU by t; RMSNorms whole
+    assert dev.layers[1].param_count == 2 * h * h // t + 2 * h * kv * d // min(t, kv) + 3 * h * inter // t + 2 * h
+    assert dev.layers[0].param_count == V * h // t            # vocabulary-parallel embedding
+    assert dev.layers[-1].param_count == h + V * h // t        # final norm whole, head by columns
+    # one forward all-reduce after o_proj and after down_proj; one backward before q/k/v (fused in
+    # Megatron) and one before gate/up; and layers.0 completes the vocabulary-parallel embedding
+    comm = [(ph, s.kind) for ph, s, _ in dev.layers[2].tp_comm if ph != "grad" and s.group_size == t]
+    assert comm == [("B", "AllReduce"), ("F", "AllReduce"), ("B", "AllReduce"), ("F", "AllReduce")]
+
+
+def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():
+    pytest.importorskip("transformers")
+    from parsim.shard.graph import per_device_graph
+
+    spec = load_model(os.path.join(ROOT, "examples", "llama3_8b.yaml"))
+    c = _cfg("llama3_8b")
+    h, inter, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
+    d, kv = h // c["num_attention_heads"], c["num_key_value_heads"]
+    assert spec.graph.fwd_flops == pytest.approx(_flops_closed_form(c, 8192), rel=1e-12)   # 158.14 TFLOP
+    assert round(spec.graph.fwd_flops / 1e12, 2) == 158.14
+    for t in (8, 16):
+        dev = per_device_graph(spec.graph, t, "megatron")
+        # q, o split by t; k, v: 8 KV heads split by 8 (t=8), each replicated twice at t=16
+        layer = 2 * h * h // t + 2 * h * (kv * d) // min(t, kv) + 3 * h * inter // t + 2 * h
+        assert [x.param_count for x in dev.layers[1:-1]] == [layer] * L
+        assert dev.param_count == V * h // t + L * layer + h + V * h // t
+    assert per_device_graph(spec.graph, 16, "megatron").layers[1].param_count - \
+        (2 * h * h // 16 + 3 * h * inter // 16 + 2 * h) == 2 * h * d      # one KV head of k and v per device
+
+
+def test_gqa_tp_that_neither_divides_nor_is_divided_by_kv_heads_is_refused():
+    pytest.importorskip("transformers")
+    from parsim.errors import InfeasibleError
+    from parsim.shard.builtin import llama
+
+    with pytest.raises(InfeasibleError, match="KV heads"):
+        llama(3, 12, 8)
+    with pytest.raises(InfeasibleError, match="attention heads"):
+        llama(8, 4, 2)
+
+
+def test_cli_model_prints_the_exact_count_and_simulate_runs_tp8():
+    pytest.importorskip("transformers")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-m", "parsim.cli", "model", "examples/llama3_8b.yaml"], cwd=ROOT,
+                         env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "total: 8,030,261,248 parameters" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "parsim.cli", "simulate", "examples/llama3_8b.yaml",
+                          "--cluster", "dgx-h100:1x8", "--tp", "8", "--tp-layout", "megatron"], cwd=ROOT,
+                         env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "tp=8" in out.stdout or "tp 8" in out.stdout
