@@ -185,3 +185,14 @@ def test_zero_in_plan_json_model_yaml_and_cli(tmp_path, capsys):
     y.write_text(y.read_text().replace("zero: 5", "zero: 1").replace("dp: 4", "dp: 1"))
     assert main(["simulate", str(y), "--cluster", "dgx-a100:1x8"]) != 0
     assert "nothing to shard" in capsys.readouterr().err
+
+
+def test_the_executor_refuses_a_zero_plan_before_launching(tmp_path, capsys):
+    """Not run yet (README, ZeRO): refused in one line, never run as zero 0 in its place."""
+    out = tmp_path / "plan.json"
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:1x2", "--dp", "2", "--pp", "1",
+                 "--microbatches", "1", "--zero", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--nproc", "2", "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallel.zero" in err and "--zero 0" in err
