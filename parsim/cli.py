@@ -137,7 +137,7 @@ def cmd_simulate(args) -> int:
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
-                             tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute)
+                             tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
@@ -159,7 +159,7 @@ def cmd_simulate(args) -> int:
     c = est.config
     print(f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
           + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (" recompute" if c["recompute"] else "")
-          + f" microbatches={c['microbatches']} "
+          + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
           f"(size {c['microbatch_size']}) schedule={c['schedule']}"
           + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}")
     print(f"split: {c['split']}")
@@ -200,13 +200,16 @@ def _strategy_rows(spec, cluster, cfg) -> list[dict]:
 
 
 def _tp_flags(p) -> None:
-    from parsim.model.spec import TP_LAYOUTS
+    from parsim.model.spec import TP_LAYOUTS, ZERO_STAGES
 
     p.add_argument("--tp", type=positive_int_arg, help="tensor-parallel group size")
     p.add_argument("--tp-layout", choices=TP_LAYOUTS,
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
     p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
                    help="activation recomputation (plan: tries both unless given)")
+    p.add_argument("--zero", type=int, choices=ZERO_STAGES,
+                   help="ZeRO stage over the dp ranks: 0 none, 1 optimizer state, 2 and gradients, 3 and "
+                        "parameters (plan: searched unless given)")
 
 
 def _candidate_row(cand, names, cap):
@@ -214,7 +217,7 @@ def _candidate_row(cand, names, cap):
 
     c, e = cand.config, cand.estimate
     return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "recompute": "yes" if c.recompute else "", "m": c.microbatches,
+            "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -225,7 +228,7 @@ def _candidate_row(cand, names, cap):
 def _candidate_json(cand):
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout,
-            "recompute": c.recompute, "microbatches": c.microbatches,
+            "recompute": c.recompute, "zero": c.zero, "microbatches": c.microbatches,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 
@@ -250,7 +253,8 @@ def cmd_plan(args) -> int:
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
-                                                      tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute),
+                                                      tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
+                                                      zero=args.zero),
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen

@@ -260,11 +260,12 @@ class Fields:
             return value
         return parse_bytes(value, self.where(key), allow_zero)
 
-    def choice(self, key: str, options: Iterable[str], default: Any = _MISSING) -> str:
+    def choice(self, key: str, options: Iterable[str] | Iterable[int], default: Any = _MISSING) -> str | int:
+        """One of ``options`` (strings, or integers such as ZeRO's stages 0..3)."""
         options = tuple(options)
-        value = self.get(key, str, default)
+        value = self.get(key, type(options[0]), default)
         if value is not default and value not in options:
-            raise self.fail(key, f"must be one of {', '.join(options)}; got {value!r}")
+            raise self.fail(key, f"must be one of {', '.join(map(str, options))}; got {value!r}")
         return value
 
     def sub(self, key: str, required: bool = True) -> "Fields":

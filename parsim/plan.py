@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES
+from parsim.model.spec import ZERO_STAGES
 from parsim.schedule.generators import SCHEDULES
 
 PLACEMENTS = ("pp-inner", "dp-inner")
@@ -34,6 +35,9 @@ class ParallelConfig:
     tp: int = 1
     tp_layout: str = ""          # with tp > 1: "model" (model.yaml's shard:) or a parsim.shard.builtin layout
     recompute: bool = False
+    # ZeRO stage over the dp ranks (Rajbhandari et al. 2020): 0 none; 1 optimizer state sharded;
+    # 2 and gradients; 3 and parameters (parsim.cost.memory.zero_fractions)
+    zero: int = 0
 
     @property
     def stages(self) -> int:
@@ -109,7 +113,7 @@ class Plan:
                       "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
             "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "recompute": c.recompute,
-                         "microbatches": c.microbatches, "schedule": c.schedule,
+                         "zero": c.zero, "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
             "estimate": self.estimate,
@@ -137,7 +141,8 @@ class Plan:
                              schedule=p.choice("schedule", SCHEDULES), chunks=p.positive_int("chunks", 1),
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
                              tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
-                             recompute=p.get("recompute", bool, False))
+                             recompute=p.get("recompute", bool, False),
+                             zero=p.choice("zero", ZERO_STAGES, 0))
         stages = p.get("stages", list, [])
         p.done()
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)

@@ -136,6 +136,30 @@ def algorithms_flat(cluster: Cluster) -> tuple[str, ...]:
     return tuple(a for a in LIBRARY_ALGORITHMS[cluster.profile.collectives.library] if a != "hierarchical")
 
 
+def shard_padded_bytes(nbytes: float, element_bytes: int, n: int) -> float:
+    """A flat buffer of ``nbytes`` padded so that ``n`` ranks hold equal shards (what a
+    reduce-scatter or all-gather of it moves: torch's reduce_scatter_tensor and
+    all_gather_into_tensor take equal shards)."""
+    elements = round(nbytes / element_bytes)
+    return -(-elements // n) * n * element_bytes
+
+
+def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap: float) -> float:
+    """Exposed time of per-layer parameter all-gathers prefetched one layer ahead (ZeRO-3; torch
+    FSDP2's implicit prefetch: layer i+1's all-gather is issued as layer i's compute starts),
+    layers in the order they run: the first layer's gather waits in full; each later one is
+    hidden behind the previous layer's compute up to that compute's length, and of the hidden
+    part (1 - overlap) still takes compute cycles (a library sharing the compute engine, gloo on
+    CPU cores; ``overlap`` as profile-comm measures it)."""
+    if not gathers_s:
+        return 0.0
+    exposed = gathers_s[0]
+    for g, c in zip(gathers_s[1:], computes_s):
+        hidden = min(g, c)
+        exposed += g - hidden + (1.0 - overlap) * hidden
+    return exposed
+
+
 def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES) -> list[list[int]]:
     """Group layers (given in backward order) into DDP-style buckets of at most ``cap_bytes``
     (a layer larger than the cap gets a bucket of its own).  Returns layer positions per bucket."""

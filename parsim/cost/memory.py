@@ -23,6 +23,12 @@ Communication buffers: pipeline send and receive buffers hold one micro-batch's 
 activation per direction.  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
 torch's default (False) would add one more gradient's worth per rank when dp > 1.
+
+ZeRO (Rajbhandari et al. 2020, Sec. 5.1, Fig. 1: (2 + 2 + K) Psi per rank at stage 0, then
+(2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd and (2 + 2 + K) Psi / Nd at stages 1, 2, 3):
+stage 1 shards the optimizer state over the dp ranks, stage 2 the gradients too, stage 3 the
+parameters too (zero_fractions).  What a sharded rank holds beyond its shards (the bucket being
+reduce-scattered, the gathered layers of stage 3) is added by the simulator.
 """
 
 from __future__ import annotations
@@ -40,6 +46,13 @@ def bytes_per_param(dtype: str, optimizer: str) -> dict[str, int]:
     width = 4 if dtype == "fp32" else 2
     state = _STATE_FP32_BYTES[optimizer] + (0 if dtype == "fp32" else _MASTER_BYTES)
     return {"params": width, "grads": width, "optimizer": state}
+
+
+def zero_fractions(zero: int, dp: int) -> dict[str, float]:
+    """The share of each static kind a rank holds under ZeRO stage ``zero`` over ``dp`` ranks
+    (ZeRO Sec. 5.1: optimizer state from stage 1, gradients from 2, parameters from 3)."""
+    return {"params": 1 / dp if zero >= 3 else 1.0, "grads": 1 / dp if zero >= 2 else 1.0,
+            "optimizer": 1 / dp if zero >= 1 else 1.0}
 
 
 def optimizer_bytes_moved_per_param(dtype: str, optimizer: str) -> float:
@@ -71,12 +84,15 @@ class MemoryBreakdown:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
-def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float) -> dict[str, float]:
-    """Everything but activations, for a rank holding ``param_count`` parameters."""
+def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,
+                  zero: int = 0, dp: int = 1) -> dict[str, float]:
+    """Everything but activations, for a rank holding ``param_count`` parameters (its shards of
+    them under ZeRO stage ``zero`` over ``dp`` ranks)."""
     b = bytes_per_param(dtype, optimizer)
-    grads = param_count * b["grads"]
-    return {"params_bytes": param_count * b["params"], "grads_bytes": grads,
-            "optimizer_bytes": param_count * b["optimizer"],
+    f = zero_fractions(zero, dp)
+    return {"params_bytes": param_count * b["params"] * f["params"],
+            "grads_bytes": param_count * b["grads"] * f["grads"],
+            "optimizer_bytes": param_count * b["optimizer"] * f["optimizer"],
             "comm_buffers_bytes": 2 * boundary_bytes}
 
 

@@ -169,6 +169,9 @@ def check_run(opts: RunOptions):
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
                          f"{plan.optimizer}); set training.optimizer: momentum")
+    if cfg.zero:       # priced by parsim.sim, not yet run here: refuse rather than run zero 0 in its place
+        raise InputError(f"{opts.plan}: parallel.zero: the executor does not run ZeRO stage {cfg.zero} yet; plan "
+                         "with --zero 0 to run it")
     if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
     tensor_parallel.check_supported(cfg, spec, opts.plan)

@@ -29,6 +29,7 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       schedule: 1f1b
       tp: 2                           # tensor-parallel group size
       tp_layout: megatron             # megatron | megatron-sp (the zoo's GPT) | auto (searched) | model (shard: below)
+      zero: 1                         # ZeRO stage 0..3 over the dp ranks (planner: searched if unset)
     shard:                            # optional: per-operator strategies (MindSpore's SEMI_AUTO_PARALLEL)
       "layers.*/fc1": [[1, 1], [1, 2]]    # <layer>/<module>[:<aten>]: split counts per input (parsim.shard.graph)
     pipeline_stage:                   # optional: MindSpore-style `cell.pipeline_stage = k`
@@ -55,6 +56,7 @@ OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
+ZERO_STAGES = (0, 1, 2, 3)   # ZeRO: none; optimizer state; + gradients; + parameters (Rajbhandari et al. 2020)
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
 # The largest global batch parsim takes, in samples.  The largest published ones are 65,536 (BERT
 # with LAMB: You et al. 2020, "Large Batch Optimization for Deep Learning") and 81,920 (ResNet-50
@@ -94,6 +96,7 @@ class ParallelHint:
     chunks: int | None = None
     tp: int | None = None
     tp_layout: str | None = None
+    zero: int | None = None         # ZeRO stage 0..3 (parsim.plan.ParallelConfig.zero); None: searched
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,8 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
                                 microbatches=p.positive_int("microbatches", None),
                                 schedule=p.choice("schedule", SCHEDULE_NAMES, None),
                                 chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
-                                tp_layout=p.choice("tp_layout", TP_LAYOUTS, None))
+                                tp_layout=p.choice("tp_layout", TP_LAYOUTS, None),
+                                zero=p.choice("zero", ZERO_STAGES, None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if training.global_batch_size % (dp * m):

@@ -8,6 +8,9 @@ Search space:
   ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
   and the searched one (parsim.shard.auto), searched for each candidate's micro-batch size
   within the memory of its pp devices (parsim.shard.graph.auto_memory_bytes);
+- ZeRO stages 0-3 where dp > 1 (unless the model or --zero fixes it; zero 3 not under ZB-H1's
+  split backward), each priced by the simulator, its memory bound shrunk per stage
+  (parsim.cost.memory.zero_fractions);
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
   same candidate without it does not fit the memory bound or, simulated, the cap, since
   recomputing is never faster;
@@ -33,9 +36,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsim.cost.comm import collective_time_s
+from parsim.cost.comm import DDP_BUCKET_BYTES, collective_time_s
 from parsim.cost.compute import ComputeModel
-from parsim.cost.memory import bytes_per_param, inflight_microbatches
+from parsim.cost.memory import bytes_per_param, inflight_microbatches, zero_fractions
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
@@ -67,6 +70,7 @@ class Constraints:
     tp_layout: str | None = None
     recompute: bool | None = None
     microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
+    zero: int | None = None                          # ZeRO stage; None: searched (0-3 where dp > 1)
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Candidate:
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds)
+                c.bounds, c.zero)
 
 
 @dataclass(frozen=True)
@@ -160,8 +164,7 @@ class _Bounds:
         # keeps a copy (LayerGraph.held_param_count)
         self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
-        per = bytes_per_param(t.dtype, t.optimizer)
-        self.static_per_param = per["params"] + per["grads"] + per["optimizer"]
+        self.per_param = per = bytes_per_param(t.dtype, t.optimizer)
         self.grad_per_param = per["grads"]
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
@@ -171,14 +174,21 @@ class _Bounds:
             self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster)
         return self._costs[b]
 
-    def memory_fn(self, schedule, m, pp, v, b, dp):
+    def memory_fn(self, schedule, m, pp, v, b, dp, zero=0):
+        """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
+        (zero_fractions), plus, from stage 2, the bucket being reduce-scattered (at most DDP's cap;
+        ZeRO-3's gathered layers are left to the simulated peak)."""
         pp_, sp, op = self.param_prefix, self.saved_prefix, self.out
+        f = zero_fractions(zero, dp)
+        static_per_param = sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
 
         def memory(j, A, B):                            # j: a stage, or an array of stages
             params = pp_[B] - pp_[A]
             for u, o, n in self.tied:
                 params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
-            static = params * self.static_per_param
+            static = params * static_per_param
+            if zero >= 2:
+                static = static + np.minimum(params * self.grad_per_param, DDP_BUCKET_BYTES)
             boundary = 2 * op[np.maximum(B - 1, 0)] * b
             inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)
                         else inflight_microbatches(schedule, m, pp, j, v))
@@ -199,18 +209,18 @@ class _Bounds:
             self._splits[key] = partition(self.costs(b)[0], stages, self.edges(b, links))
         return self._splits[key][0]
 
-    def split(self, schedule, m, pp, v, b, dp, links, cap):
+    def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
         """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
         the link class of each stage boundary under the candidate's placement (boundary_links)."""
         stages = pp * v
         times = self.costs(b)[0]
         edges = self.edges(b, links)
         bounds = self.free_split(stages, b, links)
-        mem = self.memory_fn(schedule, m, pp, v, b, dp)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
         if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
-        key = (schedule, m, pp, v, b, dp > 1, links)
+        key = (schedule, m, pp, v, b, dp if zero else dp > 1, zero, links)
         if key not in self._splits:
             try:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
@@ -255,21 +265,23 @@ class _Bounds:
                 upstream += f + (0.0 if split else bwd)
             if cfg.dp > 1:
                 grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
-                ar = collective_time_s(self.cluster, cfg.dp_group(s % pp), grads)
+                # ZeRO: reduce-scatter (and a later all-gather, not counted)
+                ar = collective_time_s(self.cluster, cfg.dp_group(s % pp), grads,
+                                       "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
         return max(best, max(per_rank))
 
-    def balanced_memory(self, schedule, m, pp, v, b, dp, links) -> float:
+    def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
         bounds = self.free_split(pp * v, b, links)
-        mem = self.memory_fn(schedule, m, pp, v, b, dp)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         return max(float(mem(j, np.array(a), np.array(z))) for j, (a, z) in enumerate(zip(bounds, bounds[1:])))
 
-    def smallest_memory(self, schedule, m, pp, v, b, dp, links) -> float:
+    def smallest_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the most memory-frugal split, to 1%: bisect the capacity."""
         times, edges = self.costs(b)[0], self.edges(b, links)
-        mem = self.memory_fn(schedule, m, pp, v, b, dp)
-        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp, links)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp, links, zero)
         while hi - lo > 0.01 * hi:
             mid = (lo + hi) / 2
             try:
@@ -286,13 +298,13 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
     ``misses``) where no split fits the memory bound."""
     links = boundary_links(bnd.cluster, cfg)
     args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp, links)
-    bounds = bnd.split(*args, cap)
+    bounds = bnd.split(*args, cap, zero=cfg.zero)
     if bounds is None:
-        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute)))
+        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute, cfg.zero)))
         return None
     cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
-           cfg.placement, cfg.tp_layout)
+           cfg.placement, cfg.tp_layout, cfg.zero)
     return (key[0], key, cfg, graph)
 
 
@@ -409,21 +421,20 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if id(graph) not in bounds_of:
                 bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
             bnd = bounds_of[id(graph)]
-            for schedule, v in _schedules(pp, m, L, c):
-                for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
-                    cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute)
-                    same = (dp, pp, tp, layout, m, schedule, v, placement)
-                    if recompute and same in fits_without_recompute:
-                        # Held back: the closed form (no workspace term) says the plan fits without
-                        # recomputation; should the simulated peak say otherwise, step 2 adds it.
-                        twins[same] = (bnd, graph, b)
-                        continue
-                    considered += 1
-                    entry = _candidate(bnd, cfg, b, graph, cap, misses)
-                    if entry is not None:
-                        pending.append(entry)
-                        if not recompute:
-                            fits_without_recompute.add(same)
+            for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec):
+                cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero)
+                same = (dp, pp, tp, layout, m, schedule, v, placement, zero)
+                if recompute and same in fits_without_recompute:
+                    # Held back: the closed form (no workspace term) says the plan fits without
+                    # recomputation; should the simulated peak say otherwise, step 2 adds it.
+                    twins[same] = (bnd, graph, b)
+                    continue
+                considered += 1
+                entry = _candidate(bnd, cfg, b, graph, cap, misses)
+                if entry is not None:
+                    pending.append(entry)
+                    if not recompute:
+                        fits_without_recompute.add(same)
     heapq.heapify(pending)
 
     # 2. Simulate best bound first; stop when the bound cannot reach the top k.  A candidate whose
@@ -447,7 +458,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.step()
         twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
-                          cfg.placement), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
+                          cfg.placement, cfg.zero), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
         if twin is not None:
             tbnd, tgraph, b = twin
             considered += 1
@@ -510,6 +521,19 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
     return out
 
 
+def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec):
+    """(schedule, chunks, placement, zero) for each schedule: the placements where both dp and pp
+    exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp > 1
+    (zero 3 not under a split backward: parsim.sim.simulate refuses it)."""
+    fixed = c.zero if c.zero is not None else spec.parallel.zero
+    for schedule, v in schedules:
+        for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
+            for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if dp > 1 else (0,)):
+                if (zero and dp == 1) or (zero == 3 and schedule == "zbh1"):
+                    continue
+                yield schedule, v, placement, zero
+
+
 def _tp_domain(cluster: Cluster) -> int:
     """The largest fast-link group: tensor-parallel groups stay inside one."""
     return max(len(g) for g in cluster.groups) if cluster.groups else cluster.devices_per_node
@@ -523,6 +547,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     layout = (spec.parallel.tp_layout or "megatron") if tp > 1 else ""
     recompute = bool(spec.training.recompute)
     dp = spec.parallel.dp or cluster.world_size // (pp * tp)
+    zero = (spec.parallel.zero or 0) if dp > 1 else 0
     batch = spec.training.global_batch_size
     if dp < 1 or dp * pp * tp > cluster.world_size or batch % dp:
         return None
@@ -533,7 +558,9 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
             continue
         for schedule, _ in _schedules(pp, m, len(spec.graph), Constraints(schedule=spec.parallel.schedule,
                                                                           chunk_options=())):
-            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute)
+            if zero == 3 and schedule == "zbh1":
+                continue
+            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero)
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
                            strategies=spec.shard)
             cand = Candidate(cfg, est, "manual")
@@ -548,11 +575,11 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
         if cand.peak_memory_bytes < need:
             need, where = cand.peak_memory_bytes, cand.config
     # the exact smallest split (bisection) only for the few that the balanced split ranks best
-    promising = sorted(misses, key=lambda x: (x[0].balanced_memory(*x[1]), x[1], x[2]))[:3]
-    for bnd, (schedule, m, pp, v, b, dp, links), (tp, layout, rc) in promising:
-        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp, links)
+    promising = sorted(misses, key=lambda x: (x[0].balanced_memory(*x[1], x[2][3]), x[1], x[2]))[:3]
+    for bnd, (schedule, m, pp, v, b, dp, links), (tp, layout, rc, zero) in promising:
+        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp, links, zero)
         if bound < need:
-            need, where = bound, ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc)
+            need, where = bound, ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc, zero)
     t = spec.training
     knobs = ["more pipeline stages (a larger cluster)", "more micro-batches"]
     if t.optimizer == "adam" or t.dtype == "fp32":

@@ -47,7 +47,7 @@ def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.n
 
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
-                   tp=None, tp_layout=None, recompute=None) -> ParallelConfig:
+                   tp=None, tp_layout=None, recompute=None, zero=None) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "manual", or comma-separated boundaries such as "0,8,18"."""
     hint = spec.parallel
@@ -59,6 +59,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     recompute = bool(recompute if recompute is not None else spec.training.recompute)
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
+    zero = zero if zero is not None else (hint.zero or 0)
     stages = pp * chunks
     if stages > len(spec.graph):
         raise InfeasibleError(f"--pp {pp}" + (f" x --chunks {chunks}" if chunks > 1 else "") + f": {stages} pipeline "
@@ -77,7 +78,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
             raise InfeasibleError(f"--split manual: {spec.path} assigns {len(bounds) - 1} stages but pp x chunks = "
                                   f"{stages}; change --pp or the pipeline_stage section")
     elif split == "balanced":
-        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute)
+        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute, zero)
         b = cfg.microbatch_size(spec.training.global_batch_size)
         times, sent = layer_costs(graph, compute, b, cluster)
         bounds = balanced_bounds(times, stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent))
@@ -89,4 +90,5 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     from parsim.schedule.generators import check_feasible
 
     check_feasible(schedule, pp, microbatches, chunks)
-    return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement, tp, tp_layout, recompute)
+    return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement, tp, tp_layout, recompute,
+                          zero)

@@ -18,6 +18,13 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   reach its own REDUCE_TIED (a blocking collective), and holds the compute stream while it runs;
   the wait for the partners is idle time, the all-reduce exposed communication;
 - OPTIMIZER waits for the stage's buckets, then runs on the compute stream;
+- ZeRO (parsim.plan.ParallelConfig.zero): stage >= 2 reduce-scatters the buckets after every
+  micro-batch's last backward, not only the last one (``buckets_every_microbatch``: the
+  gradients are kept as shards, so each micro-batch's must leave the full buffer); stages 1-2
+  all-gather the updated parameter shards after OPTIMIZER (``after_optimizer_s``, exposed: not
+  overlapped with the next step's forward); stage 3 gathers each layer's parameters before its
+  forward and backward, prefetched one layer ahead, and the part compute does not hide delays
+  the compute action (``gather_s``, exposed communication);
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
@@ -64,6 +71,12 @@ class Costs:
     # under a split backward, bytes a micro-batch's I keeps for its W on each stage (the weight
     # operators' output gradients, Layer.w_held_bytes)
     w_held_bytes: dict[int, float] = field(default_factory=dict)
+    # ZeRO >= 2: the buckets run after every micro-batch's last backward (reduce-scatters)
+    buckets_every_microbatch: bool = False
+    # ZeRO 1-2: all-gather of the updated parameter shards after a stage's OPTIMIZER, exposed
+    after_optimizer_s: dict[int, float] = field(default_factory=dict)
+    # ZeRO 3: exposed parameter all-gather before each (stage, F/B) (what prefetching does not hide)
+    gather_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
 
 
 @dataclass
@@ -117,6 +130,14 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     for (s, k), d in list(costs.compute_s.items()) + list(costs.transfer_s.items()):
         dur.setdefault(k, [0.0] * schedule.num_stages)[s] = d
     bucket = costs.bucket
+    every_mb: dict[int, list[tuple[float, float]]] = {}    # stage -> its buckets, when run per micro-batch
+    if costs.buckets_every_microbatch:
+        for (s_, k_), v_ in sorted(bucket.items()):
+            every_mb.setdefault(s_, []).append(v_)
+    gather: dict[Kind, list[float]] = {}
+    for (s_, k_), d_ in costs.gather_s.items():
+        gather.setdefault(k_, [0.0] * schedule.num_stages)[s_] = d_
+    after_opt = costs.after_optimizer_s
     overlap = costs.overlap
     rank_of = schedule.rank_of
     F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W
@@ -155,6 +176,12 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                         t += load_s
                         input_rank[r] += load_s
                     first_forward[mb] = t
+                g = gather[k][s] if k in gather else 0.0
+                if g:                             # ZeRO-3: parameters not yet gathered
+                    if keep_records:
+                        records.append((r, a, DP, t, t + g))
+                    t += g
+                    exposed_r += g
                 if keep_records:
                     records.append((r, a, COMPUTE, t, t + d))
                 if k is F:                        # saved tensors are held from forward ...
@@ -173,6 +200,22 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     infl_r -= 1
                     if mb == M - 1:
                         last_bwd_span[s] = (t, d)
+                    elif s in every_mb:           # ZeRO >= 2: this micro-batch's reduce-scatters
+                        stolen = 0.0
+                        for j, (frac, dd) in enumerate(every_mb[s]):
+                            start = max(t + frac * d, dp_free[r])
+                            dp_free[r] = start + dd
+                            buckets_done[s] = max(buckets_done.get(s, 0.0), start + dd)
+                            stolen += (1.0 - overlap) * dd
+                            if keep_records:
+                                records.append((r, Action(s, Kind.REDUCE_GRAD, j), DP, start, start + dd))
+                        exposed_r += stolen       # cycles the collectives take, after this backward
+                        t += d
+                        busy_r += d
+                        last_r = t
+                        t += stolen
+                        i += 1
+                        continue
                 t += d
                 busy_r += d
                 last_r = t
@@ -246,6 +289,12 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     records.append((r, a, COMPUTE, t, t + d))
                 t += d
                 busy_r += d
+                g = after_opt.get(s, 0.0)
+                if g:                             # ZeRO 1-2: gather the updated parameter shards
+                    if keep_records:
+                        records.append((r, a, DP, t, t + g))
+                    t += g
+                    exposed_r += g
             else:
                 raise ValueError(f"the engine cannot run {a}")
             i += 1

@@ -68,6 +68,10 @@ class Estimate:
     # per stage holding a copy of a tied weight, the bytes of its gradient all-reduced between the
     # stages that hold it (Kind.REDUCE_TIED); what parsim.exec.grad_sync.TiedGrads runs
     tied_grad_bytes: dict[int, float] = field(default_factory=dict)
+    # ZeRO (config["zero"] > 0): per stage, each collective one rank issues on its dp group per
+    # step, (op, bytes) with op reduce_scatter or all_gather, bytes the full (padded) buffer;
+    # what parsim.exec.zero counts
+    sharded_collectives: tuple[tuple[tuple[str, float], ...], ...] = ()
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -109,6 +113,7 @@ class Estimate:
             "comm_bytes": self.comm_bytes,
             "grad_buckets_bytes": [list(b) for b in self.grad_buckets_bytes],
             "tied_grad_bytes": {str(s): b for s, b in self.tied_grad_bytes.items()},
+            "sharded_collectives": [[list(c) for c in st] for st in self.sharded_collectives],
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
                        "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s, "exposed_comm_s": r.exposed_comm_s,
                        "input_s": r.input_s,

@@ -6,7 +6,8 @@ import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
-from parsim.cost.comm import collective_time_s, ddp_buckets, group_link_class, library_algorithms, p2p_time_s
+from parsim.cost.comm import (DDP_BUCKET_BYTES, collective_time_s, ddp_buckets, group_link_class,
+                              library_algorithms, p2p_time_s, prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
@@ -33,6 +34,9 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     if b < graph.min_microbatch:
         raise InfeasibleError(f"micro-batches of {b} sample(s): {graph.min_microbatch_reason}; use fewer "
                               f"micro-batches (at most {training.global_batch_size // (cfg.dp * graph.min_microbatch)})")
+    if cfg.zero and cfg.dp == 1:
+        raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel ranks, but dp=1 leaves nothing to "
+                              "shard; use zero 0 or dp > 1")
     if len(cfg.bounds) != cfg.stages + 1 or cfg.bounds[0] != 0 or cfg.bounds[-1] != len(graph) \
             or any(x >= y for x, y in zip(cfg.bounds, cfg.bounds[1:])):
         raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stages over {len(graph)} layers")
@@ -109,6 +113,10 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
     schedule = build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
     split = schedule.split_backward
+    if cfg.zero == 3 and split:
+        raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
+                              "would be held from I to W); use zero <= 2 or another schedule")
+    zero, dp, m = cfg.zero, cfg.dp, cfg.microbatches
     S, layers = cfg.stages, graph.layers
     grank = [cfg.global_rank(0, r) for r in range(cfg.pp)]          # replica 0's ranks
     per_param = bytes_per_param(training.dtype, training.optimizer)
@@ -123,6 +131,15 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     buckets_per_stage: dict[int, int] = {}
     bucket_bytes: dict[int, tuple[float, ...]] = {}
     comm_bytes: dict[str, float] = defaultdict(float)
+    # ZeRO: per stage, each collective a rank issues per step, (op, bytes); after-optimizer and
+    # per-(stage, kind) gathers; per stage, the gathered parameters' working set (ZeRO-3)
+    sharded: dict[int, list[tuple[str, float]]] = defaultdict(list)
+    after_opt: dict[int, float] = {}
+    gather_s: dict = {}
+    reduce_buffer_bytes: dict[int, float] = {}     # the full bucket being reduce-scattered
+    gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
+    width = per_param["grads"]          # bytes per gradient (and parameter) element
+    overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
     for s in range(S):
         idx = cfg.stage_layers(s)
@@ -133,7 +150,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         mine = held[s % cfg.pp]
         own = [layers[i].param_count + sum(n for _, n in graph.tied_copies(i, mine)) for i in idx]   # with copies
         params = sum(own)
-        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params, opt_moved) + \
+        # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
+        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params / dp if zero else params, opt_moved) + \
             sum(tp_comm_time_s(layers[i], "grad", b, cluster, me) for i in idx)
         if s < S - 1:
             nbytes = layers[idx[-1]].output_bytes * b
@@ -150,14 +168,37 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
             grads = [own[i - idx.start] * per_param["grads"] for i in rev]
-            groups = ddp_buckets(grads)
-            bucket_bytes[s] = tuple(sum(grads[j] for j in members) for members in groups)
+            # ZeRO-3 reduce-scatters each layer's gradients (an FSDP unit per layer), others DDP buckets
+            groups = ddp_buckets(grads, 0 if zero == 3 else DDP_BUCKET_BYTES)
+            sizes = tuple(sum(grads[j] for j in members) for members in groups)
+            bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
+            link = group_link_class(cluster, group)
+            # ZeRO >= 1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half; >= 2
+            # after every micro-batch (engine.Costs.buckets_every_microbatch)
+            op, runs = ("reduce_scatter", m if zero >= 2 else 1) if zero else ("all_reduce", 1)
             for k, members in enumerate(groups):
                 nbytes = bucket_bytes[s][k]
                 ready = sum(last[: members[-1] + 1]) / total
-                bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, "all_reduce", algorithm))
-                comm_bytes[group_link_class(cluster, group)] += 2 * (cfg.dp - 1) * nbytes * cfg.tp   # ring, all ranks
+                bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
+                comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp * runs   # ring, all ranks
             buckets_per_stage[s] = len(groups)
+            if zero:
+                sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * runs
+                reduce_buffer_bytes[s] = max(sizes)
+            if zero in (1, 2):   # the updated shards, gathered bucket by bucket after the optimizer
+                after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
+                comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
+                sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
+            if zero == 3:        # each layer's parameters before its forward and its backward
+                layer_bytes = [shard_padded_bytes(n * per_param["params"], width, dp) for n in own]
+                g = [collective_time_s(cluster, group, x, "all_gather") for x in layer_bytes]
+                gather_s[(s, Kind.F)] = prefetched_gather_s(g, per_layer["F"], overlap)
+                gather_s[(s, Kind.B)] = prefetched_gather_s(g[::-1], per_layer["B"][::-1], overlap)
+                comm_bytes[link] += 2 * m * (dp - 1) * sum(layer_bytes) * cfg.tp
+                sharded[s] += [("all_gather", x) for x in layer_bytes if x] * (2 * m)
+                # the working set: the running and the prefetched layer's full parameters
+                pairs = [a + b for a, b in zip(own, own[1:])] or own
+                gathered_bytes[s] = max(pairs) * per_param["params"]
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
             runs = {"grad": 1, "B": b * cfg.microbatches, "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
             tp_bytes = sum(step.bytes_per_device * runs[ph]
@@ -180,8 +221,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
-    costs = engine.Costs(compute_s, transfer_s, bucket, saved, cluster.profile.collectives.overlap, tied=tied_s,
-                         w_held_bytes=w_held)
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
+                         buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s)
     readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
     load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
                       round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
@@ -204,16 +245,21 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
         params = graph.held_param_count(held[r])
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
+        static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp)
+        if zero >= 2:       # the full bucket being reduce-scattered, beside the gradient shards
+            static["comm_buffers_bytes"] += max((reduce_buffer_bytes.get(s, 0.0) for s in stages), default=0.0)
+        if zero == 3:       # the running and prefetched layers' full parameters, beside the shards
+            static["params_bytes"] += max((gathered_bytes.get(s, 0.0) for s in stages), default=0.0)
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
                               workspace_bytes=backward_workspace_bytes(
                                   graph, [cfg.stage_layers(s) for s in stages], b),
-                              **static_memory(params, training.dtype, training.optimizer, boundary))
+                              **static)
         busy, exposed, inp = tl.busy_s[r], tl.exposed_comm_s[r], tl.input_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
                                   bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
-              "microbatches": cfg.microbatches, "microbatch_size": b,
+              "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
     return Estimate(step_time_s=T, global_batch_size=training.global_batch_size, ranks=tuple(ranks),
@@ -222,4 +268,5 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                                                      "readers_on_node": load.readers_on_node},
                     stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None,
                     grad_buckets_bytes=tuple(bucket_bytes.get(s, ()) for s in range(S)),
+                    sharded_collectives=tuple(tuple(sharded.get(s, ())) for s in range(S)),
                     tied_grad_bytes={s: count * per_param["grads"] for _, stages, count in tied for s in stages})

@@ -1,0 +1,198 @@
+"""ZeRO stages 0-3 (Rajbhandari et al. 2020): memory per rank, the collectives priced, the
+planner's search over them, and the configuration's inputs (plan.json, model.yaml, CLI)."""
+
+import json
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from parsim.cli import main
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.comm import collective_time_s, prefetched_gather_s, shard_padded_bytes
+from parsim.cost.memory import bytes_per_param
+from parsim.errors import InfeasibleError
+from parsim.hardware import load_cluster
+from parsim.model.spec import Training, load_model
+from parsim.plan import ParallelConfig
+from parsim.search import planner
+from parsim.search.planner import Constraints, plan
+from parsim.sim import simulate
+
+from test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
+
+A100 = load_cluster("dgx-a100:1x8")
+
+
+def _run(zero, dp=4, m=1, pp=1, n_layers=4, params=1000, cluster=IDEAL, training=None):
+    g = uniform_graph(n_layers, params=params)
+    per = n_layers // pp
+    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=m, bounds=tuple(range(0, n_layers + 1, per)), zero=zero)
+    return g, cfg, simulate(g, training or Training(dp * m, "fp16", "adam"), cluster, cfg, UnitCost(1.0))
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_memory_per_rank_is_zeros_table(zero):
+    """ZeRO Sec. 5.1, fp16 + Adam (K = 12), Psi parameters over Nd = 4 ranks: (2 + 2 + K) Psi,
+    (2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd, (2 + 2 + K) Psi / Nd; plus, from stage 2,
+    the bucket being reduce-scattered, and at stage 3 the two gathered layers' parameters."""
+    g, cfg, e = _run(zero)
+    psi, nd = 4 * 1000, 4
+    mem = e.ranks[0].memory
+    expected = {0: 16 * psi, 1: 4 * psi + 12 * psi / nd, 2: 2 * psi + 14 * psi / nd, 3: 16 * psi / nd}[zero]
+    assert mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes == pytest.approx(
+        expected + (2 * 2 * 1000 if zero == 3 else 0))                    # two layers of 1000 params, 2 bytes
+    # stages 1-2: one bucket, all 4 layers' fp16 gradients; stage 3: one layer's (an FSDP unit)
+    bucket = 2 * 1000 if zero == 3 else 2 * psi
+    boundary = 2 * 8.0                                                 # uniform_graph: 8-byte outputs, b = 1
+    assert mem.comm_buffers_bytes == pytest.approx(boundary + (bucket if zero >= 2 else 0))
+
+
+def test_collectives_counted_per_stage_and_bytes_moved():
+    dp, m = 4, 3
+    width = bytes_per_param("fp16", "adam")["grads"]
+    for zero in (1, 2, 3):
+        g, cfg, e = _run(zero, dp=dp, m=m, params=1001, cluster=A100)
+        assert e.config["zero"] == zero
+        layer = shard_padded_bytes(1001 * width, width, dp)            # 1001 elements padded to 1004
+        assert layer == 1004 * width
+        got = Counter(e.sharded_collectives[0])
+        if zero < 3:
+            bucket = shard_padded_bytes(4 * 1001 * width, width, dp)
+            assert e.grad_buckets_bytes == ((bucket,),)
+            assert got == Counter({("reduce_scatter", bucket): 1 if zero == 1 else m, ("all_gather", bucket): 1})
+            moved = (dp - 1) * bucket * ((1 if zero == 1 else m) + 1)
+        else:                    # one reduce-scatter per layer and micro-batch, two gathers per layer
+            assert e.grad_buckets_bytes == ((layer,) * 4,)
+            assert got == Counter({("reduce_scatter", layer): 4 * m, ("all_gather", layer): 8 * m})
+            moved = (dp - 1) * layer * 12 * m
+        assert sum(e.comm_bytes.values()) == pytest.approx(moved)
+        assert_step_adds_up(e)
+        js = e.to_json()
+        assert Counter(tuple(c) for c in js["sharded_collectives"][0]) == got and js["config"]["zero"] == zero
+    assert _run(0, cluster=A100)[2].sharded_collectives == ((),)
+
+
+def test_zero1_exposes_the_parameter_gather_after_a_sharded_optimizer():
+    """pp = 1, m = 1: the step is forward, backward, the buckets' tail, the optimizer (1 s per
+    stage with UnitCost, the same whatever the shard: the engine takes its price), then at stage
+    1-2 the all-gather of the updated shards on the compute stream."""
+    _, _, e0 = _run(0, cluster=A100, params=10**6)
+    g, cfg, e1 = _run(1, cluster=A100, params=10**6)
+    bucket = e1.grad_buckets_bytes[0][0]
+    ag = collective_time_s(A100, cfg.dp_group(0), bucket, "all_gather")
+    rs = collective_time_s(A100, cfg.dp_group(0), bucket, "reduce_scatter")
+    ar = collective_time_s(A100, cfg.dp_group(0), e0.grad_buckets_bytes[0][0], "all_reduce")
+    overlap = A100.profile.collectives.overlap
+    # the one bucket is ready at the backward's end; its time delays the optimizer, its stolen
+    # cycles already count inside it
+    assert e0.step_time_s == pytest.approx(4 + 8 + ar + 1.0)
+    assert e1.step_time_s == pytest.approx(4 + 8 + rs + 1.0 + ag)
+    assert e1.ranks[0].exposed_comm_s == pytest.approx(rs + ag)
+    assert overlap >= 0
+
+
+def test_prefetch_hides_a_gather_behind_the_previous_layer():
+    assert prefetched_gather_s([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], 1.0) == 1.0      # only the first waits
+    assert prefetched_gather_s([1.0, 3.0], [2.0, 2.0], 1.0) == 2.0                # 1 + (3 - 2)
+    assert prefetched_gather_s([1.0, 3.0], [2.0, 2.0], 0.25) == pytest.approx(1 + 1 + 0.75 * 2)
+    assert prefetched_gather_s([], [], 0.5) == 0.0
+
+
+def test_zero3_gathers_delay_each_forward_and_backward():
+    g, cfg, e = _run(3, cluster=A100, params=10**6, m=2)
+    layer = e.grad_buckets_bytes[0][0]
+    t = collective_time_s(A100, cfg.dp_group(0), layer, "all_gather")
+    overlap = A100.profile.collectives.overlap
+    per_pass = prefetched_gather_s([t] * 4, [1.0] * 4, overlap)     # F: 1 s per layer (UnitCost)
+    gathers = [(a, end - start) for rank, a, stream, start, end in e.timeline.records
+               if stream == "dp" and a.kind.value in ("F", "B")]
+    assert len(gathers) == 2 * 2 and all(d == pytest.approx(per_pass) for _, d in gathers)
+    assert_step_adds_up(e)
+
+
+def test_zero_needs_data_parallel_ranks_and_an_unsplit_backward_at_stage_3():
+    with pytest.raises(InfeasibleError, match="dp=1 leaves nothing to shard"):
+        _run(1, dp=1)
+    g = uniform_graph(4)
+    cfg = ParallelConfig(dp=2, pp=2, microbatches=2, schedule="zbh1", bounds=(0, 2, 4), zero=3)
+    with pytest.raises(InfeasibleError, match="zero=3 with zbh1"):
+        simulate(g, Training(4), IDEAL, cfg, UnitCost())
+
+
+def test_planner_searches_zero_and_its_pruning_stays_exact(monkeypatch):
+    spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
+    cluster = load_cluster("ascend910:1x8")
+    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
+    c = Constraints(top=8, tp=1, pp=4)
+    pruned = plan(spec, cluster, compute, c, progress=False)
+    monkeypatch.setattr(planner._Bounds, "lower_bound_s", lambda self, cfg, b: 0.0)
+    full = plan(spec, cluster, compute, c, progress=False)
+    assert full.simulated > pruned.simulated
+    assert [x.key() for x in pruned.ranked] == [x.key() for x in full.ranked]
+    assert len({x.config.zero for x in full.ranked}) > 1
+    fixed = plan(spec, cluster, compute, replace(c, zero=2), progress=False)
+    assert {x.config.zero for x in fixed.ranked} == {2}
+
+
+def test_lower_bound_holds_under_every_zero_stage():
+    spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
+    compute = AnalyticalCompute.for_training(A100.device, spec.training)
+    bnd = planner._Bounds(spec, spec.graph, A100, compute)
+    checked = 0
+    for dp, pp in ((8, 1), (4, 2), (2, 4)):
+        for m in (1, 2, 4):
+            b = spec.training.global_batch_size // dp // m
+            for schedule, _ in planner._schedules(pp, m, len(spec.graph), Constraints(chunk_options=())):
+                for zero in (1, 2, 3):
+                    if zero == 3 and schedule == "zbh1":
+                        continue
+                    cfg = ParallelConfig(dp, pp, m, schedule, zero=zero)
+                    links = planner.boundary_links(A100, cfg)
+                    cfg = replace(cfg, bounds=bnd.split(schedule, m, pp, 1, b, dp, links, float("inf"), zero=zero))
+                    est = simulate(spec.graph, spec.training, A100, cfg, compute, keep_timeline=False)
+                    assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
+                    checked += 1
+    assert checked > 40
+
+
+def test_zero_in_plan_json_model_yaml_and_cli(tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "dgx-a100:1x8", "--dp", "4", "--pp", "2",
+                 "--microbatches", "2", "--zero", "2", "-o", str(out)]) == 0
+    assert "zero=2" in capsys.readouterr().out
+    d = json.loads(out.read_text())
+    assert d["parallel"]["zero"] == 2 and d["estimate"]["config"]["zero"] == 2
+    del d["parallel"]["zero"]                              # plans written before ZeRO read as zero 0
+    out.write_text(json.dumps(d))
+    assert main(["simulate", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["zero"] == 0
+    d["parallel"]["zero"] = 4
+    out.write_text(json.dumps(d))
+    assert main(["simulate", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallel.zero" in err and "0, 1, 2, 3" in err
+
+    y = tmp_path / "m.yaml"
+    y.write_text("schema_version: 1\nmodel: gpt\nargs: {preset: gpt-tiny}\ntraining: {global_batch_size: 8}\n"
+                 "parallel: {dp: 4, pp: 2, microbatches: 2, zero: 3}\n")
+    assert main(["simulate", str(y), "--cluster", "dgx-a100:1x8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["zero"] == 3
+    y.write_text(y.read_text().replace("zero: 3", "zero: 5"))
+    assert main(["simulate", str(y), "--cluster", "dgx-a100:1x8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallel.zero" in err
+    y.write_text(y.read_text().replace("zero: 5", "zero: 1").replace("dp: 4", "dp: 1"))
+    assert main(["simulate", str(y), "--cluster", "dgx-a100:1x8"]) != 0
+    assert "nothing to shard" in capsys.readouterr().err
+
+
+def test_the_executor_refuses_a_zero_plan_before_launching(tmp_path, capsys):
+    """Not run yet (README, ZeRO): refused in one line, never run as zero 0 in its place."""
+    out = tmp_path / "plan.json"
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:1x2", "--dp", "2", "--pp", "1",
+                 "--microbatches", "1", "--zero", "1", "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(out), "--nproc", "2", "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallel.zero" in err and "--zero 0" in err
