@@ -99,9 +99,10 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                                                         chunks=2 if schedule == "interleaved" else None)))
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
-    # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout), no recomputation
-    extra = (dict(tp_layout="megatron", recompute=False) if spec.source.target == "gpt"
-             else dict(tp=1, recompute=False))
+    # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout), no
+    # recomputation, no ZeRO
+    extra = (dict(tp_layout="megatron", recompute=False, zero=0) if spec.source.target == "gpt"
+             else dict(tp=1, recompute=False, zero=0))
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
                   progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
     cases.append(Case("planner", picked))
