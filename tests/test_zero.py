@@ -187,12 +187,18 @@ def test_zero_in_plan_json_model_yaml_and_cli(tmp_path, capsys):
     assert "nothing to shard" in capsys.readouterr().err
 
 
-def test_the_executor_refuses_a_zero_plan_before_launching(tmp_path, capsys):
-    """Not run yet (README, ZeRO): refused in one line, never run as zero 0 in its place."""
+@pytest.mark.parametrize("flags,why", [
+    (["--dp", "2", "--pp", "1", "--microbatches", "1", "--zero", "2"], "runs ZeRO stages 0 and 1"),
+    (["--dp", "2", "--pp", "1", "--microbatches", "1", "--zero", "3"], "runs ZeRO stages 0 and 1"),
+    (["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], "tied weight copied over pipeline stages"),
+])
+def test_the_executor_refuses_what_it_does_not_run_before_launching(tmp_path, capsys, flags, why):
+    """ZeRO 2 and 3, and ZeRO 1 with the GPT's embedding copied over pipeline stages, are priced
+    but not run (README, ZeRO): refused in one line, never run as another stage in their place."""
     out = tmp_path / "plan.json"
-    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:1x2", "--dp", "2", "--pp", "1",
-                 "--microbatches", "1", "--zero", "1", "-o", str(out)]) == 0
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:2x2", *flags,
+                 "-o", str(out)]) == 0
     capsys.readouterr()
-    assert main(["run", str(out), "--nproc", "2", "--steps", "1"]) == 2
+    assert main(["run", str(out), "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "parallel.zero" in err and "--zero 0" in err
+    assert len(err.splitlines()) == 1 and "parallel.zero" in err and why in err

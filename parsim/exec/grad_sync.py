@@ -20,6 +20,14 @@ not) and whether its parameters are DTensors (tensor parallelism) or plain:
 - ``finish()`` starts any bucket still waiting (a parameter that got no gradient this step) and
   waits for all of them, before the optimizer.
 
+**ZeRO stage 1** (``zero=1``; Rajbhandari et al. 2020; Megatron's distributed optimizer): the
+same buckets, padded to a multiple of dp, are reduce-scattered instead of all-reduced, each rank
+keeping the summed gradients of its 1/dp slice of every bucket; the parameters are views into
+flat buffers laid out like the gradients', so the optimizer steps only this rank's slices
+(``shard_params``: its optimizer state is 1/dp of the whole) and ``gather_params`` all-gathers
+the updated slices back into every rank's parameters.  The simulator prices the same
+collectives, bucket for bucket (``Estimate.sharded_collectives``).
+
 A weight two cut units share (the GPT's word embedding, used again by its LM head) is one
 parameter when both units sit on one rank, and autograd sums its two gradients. When pp > 1
 puts them on different pipeline ranks, each rank holds a copy (built from the same seed, so
@@ -43,8 +51,8 @@ from parsim.exec.tensor_parallel import local
 class GradBuckets:
     """One stage module's gradients, all-reduced over ``group`` in the simulator's buckets."""
 
-    def __init__(self, stage: nn.Module, group, dp: int, microbatches: int):
-        self.group, self.dp, self.microbatches = group, dp, microbatches
+    def __init__(self, stage: nn.Module, group, dp: int, microbatches: int, zero: int = 0):
+        self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
         # A parameter two units share (the GPT's tied embedding and head) belongs to the first, as
         # extraction counts it (parsim.model.extract); autograd accumulates it once per backward.
         seen: set = set()
@@ -56,20 +64,34 @@ class GradBuckets:
                                                  for members in ddp_buckets(sizes)]
         self.bucket_of: dict[nn.Parameter, int] = {}
         self.flat: list[torch.Tensor] = []
+        self.flat_params: list[torch.Tensor] = []  # ZeRO: the parameters' storage, laid out as the gradients
+        self.rank = dist.get_rank(group) if zero else 0
         for k, params in enumerate(self.params):
-            flat = torch.zeros(sum(local(p).numel() for p in params), dtype=params[0].dtype,
-                               device=local(params[0]).device)
+            n = sum(local(p).numel() for p in params)
+            if zero:
+                if any(hasattr(p, "to_local") for p in params):
+                    raise InputError("parallel.zero: the executor runs ZeRO with tp=1 only; plan tp=1 or zero 0")
+                n += -n % dp                        # equal slices for the reduce-scatter and all-gather
+                flat_params = torch.zeros(n, dtype=params[0].dtype, device=params[0].device)
+            flat = torch.zeros(n, dtype=params[0].dtype, device=local(params[0]).device)
             offset = 0
             for p in params:
                 shard = local(p)
                 view = flat[offset:offset + shard.numel()].view_as(shard)
                 p.grad = _as_grad(p, view)
+                if zero:
+                    held = flat_params[offset:offset + shard.numel()].view_as(shard)
+                    held.copy_(p.data)
+                    p.data = held
                 offset += shard.numel()
                 self.bucket_of[p] = k
                 p.register_post_accumulate_grad_hook(self._accumulated)
             self.flat.append(flat)
+            if zero:
+                self.flat_params.append(flat_params)
         self._reset()
-        self.issued_bytes: list[int] = []          # this step's all-reduces, bytes each, in launch order
+        self.issued_bytes: list[int] = []          # this step's gradient reductions, bytes each, in launch order
+        self.issued: list[tuple[str, int]] = []    # ZeRO: (collective, bytes) of this step, in launch order
 
     def _reset(self) -> None:
         self.count = {p: 0 for p in self.bucket_of}
@@ -84,11 +106,44 @@ class GradBuckets:
             if self.waiting[k] == 0:
                 self._start(k)
 
+    def _slice(self, flat: torch.Tensor) -> torch.Tensor:
+        size = flat.numel() // self.dp
+        return flat[self.rank * size:(self.rank + 1) * size]
+
     def _start(self, k: int) -> None:
         flat = self.flat[k]
         flat.div_(self.dp)
-        self.handles[k] = dist.all_reduce(flat, group=self.group, async_op=True)
-        self.issued_bytes.append(flat.numel() * flat.element_size())
+        nbytes = flat.numel() * flat.element_size()
+        if self.zero:            # in place: this rank's slice of the buffer receives the sum
+            self.handles[k] = dist.reduce_scatter_single(self._slice(flat), flat, group=self.group, async_op=True)
+            self.issued.append(("reduce_scatter", nbytes))
+        else:
+            self.handles[k] = dist.all_reduce(flat, group=self.group, async_op=True)
+        self.issued_bytes.append(nbytes)
+
+    def shard_params(self) -> list[nn.Parameter]:
+        """ZeRO: this rank's slice of every bucket's parameters, each with its slice of the summed
+        gradients: what its optimizer steps (in place, in the parameters' storage)."""
+        shards = []
+        for flat_params, flat in zip(self.flat_params, self.flat):
+            shard = nn.Parameter(self._slice(flat_params))
+            shard.grad = self._slice(flat)
+            shards.append(shard)
+        return shards
+
+    def gather_params(self) -> None:
+        """ZeRO, after the optimizer: every rank's updated slices into every rank's parameters,
+        bucket by bucket; then the gradient buffers are cleared for the next step (the optimizer,
+        which holds only this rank's slices, clears only those)."""
+        for flat_params, flat in zip(self.flat_params, self.flat):
+            dist.all_gather_single(flat_params, self._slice(flat_params), group=self.group)
+            self.issued.append(("all_gather", flat_params.numel() * flat_params.element_size()))
+            flat.zero_()
+
+    def take_issued(self) -> list[tuple[str, int]]:
+        """ZeRO: this step's (collective, bytes), in launch order, and start a new list."""
+        issued, self.issued = self.issued, []
+        return issued
 
     def finish(self) -> list[int]:
         """Wait for every bucket of this step (starting any a missing gradient held back); the

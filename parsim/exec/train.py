@@ -169,9 +169,18 @@ def check_run(opts: RunOptions):
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
                          f"{plan.optimizer}); set training.optimizer: momentum")
-    if cfg.zero:       # priced by parsim.sim, not yet run here: refuse rather than run zero 0 in its place
-        raise InputError(f"{opts.plan}: parallel.zero: the executor does not run ZeRO stage {cfg.zero} yet; plan "
-                         "with --zero 0 to run it")
+    if cfg.zero > 1:   # priced by parsim.sim, not yet run here: refuse rather than run another stage in its place
+        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO stages 0 and 1 (got {cfg.zero}); plan "
+                         "with --zero 0 or 1 to run it")
+    if cfg.zero and cfg.tp > 1:
+        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO with tp=1 only; plan with --zero 0 "
+                         "or tp=1")
+    g = spec.graph
+    rank_of = {i: s % cfg.pp for s in range(cfg.stages) for i in cfg.stage_layers(s)}
+    if cfg.zero and any(rank_of[i] != rank_of[g.index(owner)] for i, layer in enumerate(g.layers) for owner, _ in layer.tied):
+        # each rank's slice of a bucket covers other elements of the tied weight on each stage
+        raise InputError(f"{opts.plan}: parallel.zero: ZeRO with a tied weight copied over pipeline stages (the "
+                         "GPT's embedding at pp > 1) is priced but not run; plan with --zero 0 or pp=1")
     if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
     tensor_parallel.check_supported(cfg, spec, opts.plan)
@@ -221,10 +230,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
-    grad_syncs = [GradBuckets(m, dp_group, cfg.dp, cfg.microbatches) for m in modules] if cfg.dp > 1 else []
+    grad_syncs = [GradBuckets(m, dp_group, cfg.dp, cfg.microbatches, cfg.zero) for m in modules] if cfg.dp > 1 else []
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
-    optimizers = [precision.MasterWeightSGD(m.parameters(), lr=LR, momentum=MOMENTUM) for m in modules]
+    # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params)
+    held = [sync.shard_params() for sync in grad_syncs] if cfg.zero else [m.parameters() for m in modules]
+    optimizers = [precision.MasterWeightSGD(params, lr=LR, momentum=MOMENTUM) for params in held]
+    sharded: list = []                # ZeRO: the last step's (collective, bytes) per local stage
     scaler = precision.DynamicLossScaler() if plan.dtype == "fp16" else None
     loss_scale = [1.0]                # this step's; fp16 multiplies the loss by it before the backward
 
@@ -312,6 +324,10 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             with rec.action(Action(s, Kind.OPTIMIZER)):
                 if take:
                     o.step()
+        if cfg.zero:                      # the updated slices to every replica, after the optimizer
+            for sync in grad_syncs:
+                sync.gather_params()
+            sharded[:] = [sync.take_issued() for sync in grad_syncs]
         if scaler is not None:
             loss_scale[0] = scaler.scale
         return losses
@@ -405,8 +421,9 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
     _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
-            (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives, dict(zip(stage_ids, dp_buckets)),
-            tied_bytes)
+            (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
+            {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
+             "sharded_collectives": dict(zip(stage_ids, sharded))})
     return 0
 
 
@@ -469,14 +486,14 @@ def _local_state(state):
 
 
 def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives,
-            grad_buckets, tied_bytes) -> None:
+            comm: dict) -> None:
     from parsim.report.timeline import trace_from_records
 
     pipe_rank, replica, tp_rank = where
     peak_bytes, peak_parts, reserved_bytes = peak
     mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank,
             "peak_memory_bytes": peak_bytes, "peak_reserved_bytes": reserved_bytes,
-            "peak_parts": peak_parts, "grad_buckets_bytes": grad_buckets, "tied_grad_bytes": tied_bytes,
+            "peak_parts": peak_parts, **comm,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
     gathered = [None] * env.world_size
     dist.all_gather_object(gathered, mine)
@@ -506,6 +523,9 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
         # replica 0's (tp rank 0's) data-parallel all-reduces per stage, bytes each, on the last step
         "grad_buckets_bytes": [next((g["grad_buckets_bytes"][s] for g in replica0 if s in g["grad_buckets_bytes"]), [])
                                for s in range(cfg.stages)],
+        # ZeRO: replica 0's reduce-scatters and all-gathers per stage, [collective, bytes] in launch order
+        "sharded_collectives": [next(([list(c) for c in g["sharded_collectives"][s]] for g in replica0
+                                      if s in g["sharded_collectives"]), []) for s in range(cfg.stages)],
         # replica 0's (tp rank 0's) all-reduce of tied weights' gradients across stages, bytes per stage
         "tied_grad_bytes": {str(s): n for g in replica0 for s, n in sorted(g["tied_grad_bytes"].items())},
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
