@@ -189,7 +189,8 @@ def cmd_simulate(args) -> int:
 
 
 def _strategy_rows(spec, cluster, cfg) -> list[dict]:
-    from parsim.shard.graph import auto_memory_bytes, layout_strategies, strategy_summary
+    from parsim.shard.graph import strategy_summary
+    from parsim.shard.prepare import auto_memory_bytes, layout_strategies
 
     patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
                                  cfg.microbatch_size(spec.training.global_batch_size),

@@ -46,12 +46,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from parsim.errors import InputError
 from parsim.exec import checkpoint, groups, precision, tensor_parallel
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
+from parsim.exec.objective import LR, MOMENTUM, loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
@@ -59,14 +59,7 @@ from parsim.plan import load_plan_and_model
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
 
-LR, MOMENTUM = 0.01, 0.9          # the seeds' Momentum(…, 0.01, 0.9)
 BN_WARN_BELOW = 16
-
-
-def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every prediction: an image's class, or each token's next token;
-    in fp32 whatever the model's dtype (parsim.exec.precision)."""
-    return F.cross_entropy(logits.flatten(0, -2).float(), target.flatten())
 
 
 @dataclass(frozen=True)

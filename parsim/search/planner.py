@@ -7,7 +7,7 @@ Search space:
   leave it (Narayanan et al. 2021, Sec. 3.3); with each tp > 1, the strategies: the model's
   ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
   and the searched one (parsim.shard.auto), searched for each candidate's micro-batch size
-  within the memory of its pp devices (parsim.shard.graph.auto_memory_bytes);
+  within the memory of its pp devices (parsim.shard.prepare.auto_memory_bytes);
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
   same candidate without it does not fit the memory bound or, simulated, the cap, since
   recomputing is never faster;
@@ -49,7 +49,8 @@ from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
-from parsim.shard.graph import auto_memory_bytes, per_device_graph, replicates_every_operator
+from parsim.shard.graph import replicates_every_operator
+from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim import Estimate, simulate
 
 
