@@ -56,6 +56,7 @@ from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, i
                                  memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
 from parsim.plan import load_plan_and_model
+from parsim.report.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
 
@@ -306,7 +307,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     reserved_bytes = None                  # CUDA only: the caching allocator's pool at its peak
     collectives: dict = {}
     it = None
-    show_bar = is_root and sys.stdout.isatty() and not opts.json
+    bar = progress_bar(opts.steps, "training", rank=env.rank, initial=start, unit="step")
     for step in range(start, opts.steps):
         epoch, pos = divmod(step, steps_per_epoch)
         if loader is not None and (pos == 0 or it is None):
@@ -364,12 +365,11 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         losses_by_step.append(total.item())
         if is_root:                       # with --json, stdout carries the JSON alone
             line = f"epoch: {epoch + 1} step: {pos + 1}, loss is {total.item():.7f}"
-            print(("\r" + line + f" [{step + 1}/{opts.steps}]") if show_bar else line, end="" if show_bar else "\n",
-                  flush=True, file=sys.stderr if opts.json else sys.stdout)
+            print_above(line, sys.stderr if opts.json else sys.stdout)
+        bar.update()
         if opts.checkpoint_every and (step + 1) % opts.checkpoint_every == 0:
             _save(opts, env, modules, optimizers, step + 1)
-    if show_bar:
-        print()
+    bar.close()
     _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
     _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,

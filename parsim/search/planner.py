@@ -44,7 +44,7 @@ from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
-from parsim.report.progress import Progress
+from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
@@ -359,7 +359,9 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
 def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
          progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None) -> PlanResult:
     """``tp_compute`` maps (tp, layout) to the compute model that prices those candidates (a
-    profile of the shards as they run, ``parsim profile --tp``); other candidates use ``compute``."""
+    profile of the shards as they run, ``parsim profile --tp``); other candidates use ``compute``.
+    ``progress``: a bar of the simulations on stderr (None: where stderr is a terminal,
+    parsim.report.progress)."""
     tp_compute = tp_compute or {}
     t0 = time.perf_counter()
     c = constraints
@@ -432,7 +434,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
     replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
-    bar = Progress(len(pending), "planning", progress)
+    bar = progress_bar(len(pending), "planning", progress, unit="plan")
     kth = float("inf")
     while pending:
         lb, _, cfg, graph = heapq.heappop(pending)
@@ -446,7 +448,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
-        bar.step()
+        bar.update()
         twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
                           cfg.placement), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
         if twin is not None:
@@ -455,6 +457,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             entry = _candidate(tbnd, replace(cfg, bounds=(), recompute=True), b, tgraph, cap, misses)
             if entry is not None:
                 heapq.heappush(pending, entry)
+                bar.total += 1
     bar.close()
     simulated = len(results) + len(over_memory)
 
