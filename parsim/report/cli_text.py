@@ -139,19 +139,30 @@ def plan_result_json(result, plan: dict, strategies: list[dict], models) -> dict
             "profile_coverage": {p: m.coverage().describe() for p, m in models if hasattr(m, "coverage")}}
 
 
-def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
-    """``parsim plan``: the ranked table, the splits, the explanation, the pick's operator
-    strategies (``strategies``: op, strategy, layers) and the Pareto front."""
-    import pandas as pd
+def plan_header(spec, cluster, result) -> str:
+    """The first line of ``parsim plan``: the model, the cluster and the search."""
+    return (f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
+            f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
+            f"{result.simulated} in {result.search_time_s:.2f} s")
 
+
+def plan_rows(result) -> list[dict]:
+    """The ranked table's rows: the pick (*), the rest by rank, then the model.yaml split's."""
     rows = [candidate_row(c, result.capacity_bytes) for c in result.ranked]
     for i, row in enumerate(rows):
         row[""] = "*" if i == 0 else str(i + 1)
     if result.manual:
         rows.append(candidate_row(result.manual, result.capacity_bytes))
-    lines = [f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
-             f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
-             f"{result.simulated} in {result.search_time_s:.2f} s"]
+    return rows
+
+
+def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
+    """``parsim plan``: the ranked table, the splits, the explanation, the pick's operator
+    strategies (``strategies``: op, strategy, layers) and the Pareto front."""
+    import pandas as pd
+
+    rows = plan_rows(result)
+    lines = [plan_header(spec, cluster, result)]
     with pd.option_context("display.width", 250):
         lines.append(pd.DataFrame(rows).to_string(index=False))
     lines.append("splits:")
