@@ -21,9 +21,14 @@ def _print_json(obj) -> None:
     sys.stdout.write("\n")
 
 
+def _print_lines(lines, file=None) -> None:
+    for line in lines:
+        print(line, file=file or sys.stdout)
+
+
 def cmd_model(args) -> int:
     from parsim.model.spec import load_model
-    from parsim.report.fmt import human_bytes, human_si
+    from parsim.report.cli_text import model_lines, ops_lines
 
     spec = load_model(args.model)
     g = spec.graph
@@ -34,64 +39,25 @@ def cmd_model(args) -> int:
         if args.json:
             _print_json(frame.to_dict(orient="records"))
         else:
-            print(f"{spec.name}: operators at a batch of {g.extraction_batch} (ids for model.yaml's shard:; "
-                  "a Linear's inputs are X and W^T)")
-            print(frame.to_string(index=False))
+            _print_lines(ops_lines(spec, frame))
         return 0
     if args.json:
         _print_json({"name": spec.name, "training": spec.training.__dict__, "graph": g.to_dict(),
                      "totals": g.totals(), "manual_stages": spec.manual_stages})
         return 0
-    df = g.table()
-    if spec.manual_stages:
-        df.insert(1, "stage", spec.manual_stages)
-    show = df.assign(
-        params=df.param_count.map(lambda v: f"{v:,}"),
-        fwd_flops=df.fwd_flops.map(lambda v: human_si(v, "FLOP")),
-        bwd_flops=df.bwd_flops.map(lambda v: human_si(v, "FLOP")),
-        output=df.output_bytes.map(human_bytes), saved=df.saved_bytes.map(human_bytes),
-        mem_bound=(df.fwd_mem_bytes + df.bwd_mem_bytes).map(human_bytes))
-    cols = ["name"] + (["stage"] if spec.manual_stages else []) + ["params", "fwd_flops", "bwd_flops", "output",
-                                                                   "saved", "mem_bound"]
-    print(f"{spec.name}: {len(g)} cut units, dtype {g.dtype}, per sample "
-          "(FLOPs = 2 x MACs; output = boundary activation; saved = kept for backward; "
-          "mem_bound = bytes moved by memory-bound ops, fwd + bwd)")
-    print(show[cols].to_string(index=False))
-    t = g.totals()
-    print(f"total: {t['param_count']:,} parameters ({human_bytes(t['param_bytes'])}), "
-          f"forward {human_si(t['fwd_flops_per_sample'], 'FLOP')} ({human_si(t['fwd_flops_per_sample'] / 2, 'MAC')}), "
-          f"backward {human_si(t['bwd_flops_per_sample'], 'FLOP')}, "
-          f"saved activations {human_bytes(t['saved_bytes_per_sample'])} per sample; "
-          f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}")
+    _print_lines(model_lines(spec))
     return 0
 
 
 def cmd_cluster(args) -> int:
     from parsim.hardware import load_cluster
-    from parsim.report.fmt import human_bytes, human_si, human_time
+    from parsim.report.cli_text import cluster_lines
 
-    c = load_cluster(args.cluster)
-    d = c.describe()
+    d = load_cluster(args.cluster).describe()
     if args.json:
         _print_json(d)
         return 0
-    print(f"{d['cluster']}: {d['description']}")
-    print(f"  {d['nodes']} node(s) x {d['devices_per_node']} devices = {d['world_size']} ranks; "
-          f"collectives: {d['collective_library']}")
-    dev = d["device"]
-    peaks = ", ".join(f"{k} {human_si(v, 'FLOP/s')}" for k, v in dev["peak_flops_per_s"].items())
-    print(f"  device {dev['name']}: {human_bytes(dev['memory_bytes'])} at "
-          f"{human_si(dev['memory_bandwidth_bytes_per_s'], 'B/s')}; peak {peaks}")
-    res = dev["memory_reserved"]
-    print(f"  usable memory {human_bytes(dev['usable_memory_bytes'])}: less {human_bytes(res['runtime_context_bytes'])} "
-          f"runtime context and {human_bytes(res['collective_buffers_bytes'])} collective buffers, then "
-          f"{res['fragmentation_fraction']:.0%} fragmentation")
-    print(f"  groups per node: {d['groups_per_node']}; NICs per node: {d['nics_per_node']}")
-    for cls, link in d["links"].items():
-        print(f"  link {cls:8s} {human_si(link['bandwidth_bytes_per_s'], 'B/s'):>12s} per direction, "
-              f"latency {human_time(link['latency_s'])}")
-    if d["rank_devices"]:
-        print("  rank -> (server, device_id): " + ", ".join(f"{r}->{tuple(x)}" for r, x in enumerate(d["rank_devices"])))
+    _print_lines(cluster_lines(d))
     return 0
 
 
@@ -108,17 +74,17 @@ def _compute_model(args, cluster, spec):
 
 def _print_coverage(models, file=None) -> None:
     """One line per profile used: which micro-batch sizes it priced how."""
-    for name, model in models:
-        if hasattr(model, "coverage"):
-            print(f"{name}: {model.coverage().describe()}", file=file or sys.stdout)
+    from parsim.report.cli_text import coverage_lines
+
+    _print_lines(coverage_lines(models), file)
 
 
 def cmd_simulate(args) -> int:
     from parsim.fileio import check_output, write_json, write_text
     from parsim.hardware import load_cluster
     from parsim.model.spec import load_model
-    from parsim.report.fmt import human_bytes, human_time, memory_margin
-    from parsim.report.timeline import action_frame, chrome_trace, timeline_grid
+    from parsim.report.cli_text import simulate_lines
+    from parsim.report.timeline import action_frame, chrome_trace
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
 
@@ -156,41 +122,14 @@ def cmd_simulate(args) -> int:
         _print_json(est.to_json())
         _print_coverage([(args.profile, compute)], sys.stderr)
         return 0
-    c = est.config
-    print(f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
-          + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (" recompute" if c["recompute"] else "")
-          + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
-          f"(size {c['microbatch_size']}) schedule={c['schedule']}"
-          + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}")
-    print(f"split: {c['split']}")
-    print(f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
-          f"bubble {est.bubble_fraction:.1%}, waiting on other ranks {est.sync_wait_fraction:.1%}, "
-          f"exposed communication {est.exposed_comm_fraction:.1%}")
-    if est.input is not None:
-        i = est.input
-        how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
-               f"loader workers, {human_time(i['microbatch_s'])} of the node's loader per micro-batch "
-               f"({i['readers_on_node']} input rank(s) share it)")
-        print(f"input: {how}; {human_time(est.ranks[0].input_s)} of the step on rank 0"
-              + ("; the loader, not compute, sets the step" if est.input_bound else ""))
-    print(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'sync wait':>10} {'exp.comm':>10} {'in flight':>9} "
-          f"{'activations':>12} {'peak memory':>12} {'headroom':>10}")
-    cap = cluster.device.usable_memory_bytes
-    for r in est.ranks:
-        print(f"{r.rank:>4} {','.join(map(str, r.stages)):>8} {human_time(r.busy_s):>10} {human_time(r.bubble_s):>10} "
-              f"{human_time(r.sync_wait_s):>10} {human_time(r.exposed_comm_s):>10} {r.max_inflight_microbatches:>9} "
-              f"{human_bytes(r.memory.activations_bytes):>12} {human_bytes(r.peak_memory_bytes):>12} "
-              f"{human_bytes(cap - r.peak_memory_bytes):>10}")
-    print("memory: " + memory_margin(max(est.peak_memory_bytes), cluster.device))
-    print("bytes moved per step: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
-    if args.grid:
-        print(timeline_grid(est))
+    _print_lines(simulate_lines(spec, cluster, est, args.grid))
     _print_coverage([(args.profile, compute)])
     return 0
 
 
 def _strategy_rows(spec, cluster, cfg) -> list[dict]:
-    from parsim.shard.graph import auto_memory_bytes, layout_strategies, strategy_summary
+    from parsim.shard.graph import strategy_summary
+    from parsim.shard.prepare import auto_memory_bytes, layout_strategies
 
     patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
                                  cfg.microbatch_size(spec.training.global_batch_size),
@@ -212,36 +151,14 @@ def _tp_flags(p) -> None:
                         "parameters (plan: searched unless given)")
 
 
-def _candidate_row(cand, names, cap):
-    from parsim.report.fmt import human_bytes, human_time
-
-    c, e = cand.config, cand.estimate
-    return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
-            "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
-            "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
-            "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
-            "exp.comm": f"{e.exposed_comm_fraction:.1%}",
-            "peak mem": human_bytes(cand.peak_memory_bytes), "headroom": human_bytes(cap - cand.peak_memory_bytes)}
-
-
-def _candidate_json(cand):
-    c = cand.config
-    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout,
-            "recompute": c.recompute, "zero": c.zero, "microbatches": c.microbatches,
-            "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
-            "estimate": cand.estimate.to_json()}
-
-
 def cmd_plan(args) -> int:
-    import pandas as pd
-
     from parsim.cost.compute import AnalyticalCompute, tp_compute_models
     from parsim.fileio import check_output, write_json
     from parsim.hardware import load_cluster
     from parsim.inputs import parse_bytes
     from parsim.model.spec import load_model
     from parsim.plan import plan_from_candidate
+    from parsim.report.cli_text import plan_lines, plan_result_json
     from parsim.search.planner import Constraints, plan
 
     check_output(args.output, "-o")
@@ -264,65 +181,17 @@ def cmd_plan(args) -> int:
     if args.report:
         _write_plan_report(args.report, spec, cluster, result,
                            tp_compute.get((chosen.config.tp, chosen.config.tp_layout), compute), validation)
+    strategies = _strategy_rows(spec, cluster, chosen.config) if chosen.config.tp > 1 else []
     if args.json:
-        c = chosen.config
-        _print_json({"search_time_s": result.search_time_s, "considered": result.considered,
-                     "simulated": result.simulated, "plan": plan_json,
-                     "capacity_bytes": result.capacity_bytes, "margin_bytes": result.margin_bytes,
-                     "strategies": _strategy_rows(spec, cluster, c) if c.tp > 1 else [],
-                     "candidates": [_candidate_json(c) for c in result.ranked],
-                     "pareto": [_candidate_json(c) for c in result.pareto],
-                     "manual": _candidate_json(result.manual) if result.manual else None,
-                     "explanation": list(result.explanation),
-                     "profile_coverage": {p: m.coverage().describe() for p, m in used if hasattr(m, "coverage")}})
+        _print_json(plan_result_json(result, plan_json, strategies, used))
         return 0
-    names = spec.graph.names
-    rows = _plan_rows(result, names)
-    print(_plan_header(spec, cluster, result))
-    with pd.option_context("display.width", 250):
-        print(pd.DataFrame(rows).to_string(index=False))
-    print("splits:")
-    shown = list(result.ranked) + ([result.manual] if result.manual else [])
-    for row, cand in zip(rows, shown):
-        print(f"  {row['']:>6}: {cand.config.describe_split(names)}")
-    for line in result.explanation:
-        print(line)
-    if chosen.config.tp > 1:
-        c = chosen.config
-        rows = _strategy_rows(spec, cluster, c)
-        print(f"operator strategies of the pick (tp={c.tp}, {c.tp_layout}) that differ from data parallelism:")
-        if not rows:
-            print("  none: every operator is replicated over the group")
-        for row in rows[:12]:
-            print(f"  {row['op']:>28}  {row['strategy']}  in {row['layers']} layer(s)")
-        if len(rows) > 12:
-            print(f"  ... {len(rows) - 12} more (--json lists all)")
-    if len(result.pareto) > 1:
-        print("pareto (throughput vs peak memory): " + "; ".join(
-            f"dp={c.config.dp} pp={c.config.pp} m={c.config.microbatches} {c.config.schedule} "
-            f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
+    _print_lines(plan_lines(spec, cluster, result, strategies))
     _print_coverage(used)
     if args.output:
         print(f"wrote {args.output}")
     if args.report:
         print(f"wrote {os.path.join(args.report, 'report.html')}")
     return 0
-
-
-def _plan_header(spec, cluster, result) -> str:
-    return (f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
-            f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
-            f"{result.simulated} in {result.search_time_s:.2f} s")
-
-
-def _plan_rows(result, names) -> list[dict]:
-    """The ranked table's rows: the pick (*), the rest by rank, then the model.yaml split's."""
-    rows = [_candidate_row(c, names, result.capacity_bytes) for c in result.ranked]
-    for i, row in enumerate(rows):
-        row[""] = "*" if i == 0 else str(i + 1)
-    if result.manual:
-        rows.append(_candidate_row(result.manual, names, result.capacity_bytes))
-    return rows
 
 
 def _report_inputs(args) -> dict | None:
@@ -341,13 +210,13 @@ def _report_inputs(args) -> dict | None:
 def _write_plan_report(folder, spec, cluster, result, compute, validation) -> None:
     """DIR/report.html (parsim.report.html), with the pick simulated again to keep its timeline."""
     from parsim.fileio import write_text
+    from parsim.report.cli_text import plan_header, plan_rows
     from parsim.report.html import plan_report
     from parsim.sim import simulate
 
     est = simulate(spec.graph, spec.training, cluster, result.chosen.config, compute, strategies=spec.shard)
-    page = plan_report(result, model=spec.name, cluster=cluster.spec, header=_plan_header(spec, cluster, result),
-                       rows=_plan_rows(result, spec.graph.names), names=spec.graph.names, estimate=est,
-                       validation=validation)
+    page = plan_report(result, model=spec.name, cluster=cluster.spec, header=plan_header(spec, cluster, result),
+                       rows=plan_rows(result), names=spec.graph.names, estimate=est, validation=validation)
     os.makedirs(folder, exist_ok=True)
     write_text(os.path.join(folder, "report.html"), page)
 
@@ -373,6 +242,7 @@ def cmd_profile(args) -> int:
     from parsim.fileio import check_output
     from parsim.model.spec import load_model
     from parsim.profile.layers import launch_profilers
+    from parsim.report.cli_text import profile_lines
 
     spec = load_model(args.model)          # bad input fails here, once
     sizes = args.microbatch_sizes
@@ -392,21 +262,7 @@ def cmd_profile(args) -> int:
     if args.json:
         _print_json(table)
         return 0
-    print(f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
-          f"{args.nproc} concurrent process(es) x {table['threads']} thread(s); median of {args.repeats} -> {out}")
-    machine = table.get("machine", {})
-    print(f"machine: {machine.get('cpu_model')}, {machine.get('cores')} cores, torch {machine.get('torch')}; "
-          f"spread = (max-min)/median of the repeats, worst process; proc = (max-min)/mean of the processes' F+B")
-    for row in table["layers"]:
-        flags = ([f"noisy at {','.join(map(str, row['noisy']))}"] if row.get("noisy") else []) + \
-                ([f"falls {' '.join(f'{a}->{b}' for a, b in row['nonmonotone_confirmed'])} (confirmed)"]
-                 if row.get("nonmonotone_confirmed") else [])
-        print(f"  {row['name']:>10}  fwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["fwd_s"]) +
-              "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms | spread " +
-              " ".join(f"{max(f, b):.0%}" for f, b in zip(row["fwd_spread"], row["bwd_spread"])) + " | proc " +
-              " ".join(f"{p:.0%}" for p in row["proc_spread"]) + ("  " + "; ".join(flags) if flags else ""))
-    if table.get("remeasured"):
-        print(f"re-measured for noise above {table['noise_threshold']:.0%}: sizes {table['remeasured']}")
+    _print_lines(profile_lines(spec, table, sizes, args.nproc, args.repeats, out))
     return 0
 
 
@@ -425,6 +281,7 @@ def cmd_profile_comm(args) -> int:
 
 def cmd_profile_data(args) -> int:
     from parsim.profile.data import check_target, section_text, time_loader, write_section
+    from parsim.report.cli_text import profile_data_line
 
     check_target(args.output)         # before the timing, which takes a while
     timing = time_loader(args.data, args.samples, args.batch, args.repeats)
@@ -436,14 +293,14 @@ def cmd_profile_data(args) -> int:
         _print_json({"per_sample_s": list(timing.per_sample_s), "median_s": timing.median_s,
                      "samples_per_s": timing.samples_per_s, "spread": timing.spread, "output": args.output})
     else:
-        print(f"loader: {timing.median_s * 1e6:.1f} us per sample ({timing.samples_per_s:,.0f} samples/s, one thread), "
-              f"spread {timing.spread:.1%} over {args.repeats} repeats; wrote input_pipeline to {args.output}")
+        print(profile_data_line(timing, args.repeats, args.output))
     return 0
 
 
 def cmd_validate(args) -> int:
     import os
 
+    from parsim.report.cli_text import validate_lines
     from parsim.validation import validate
 
     tp_profiles = []
@@ -479,17 +336,7 @@ def cmd_validate(args) -> int:
     if args.json:
         _print_json(out)
         return 0
-    import pandas as pd
-    with pd.option_context("display.width", 250):
-        print(table.to_string(index=False))
-    print(f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
-          f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
-          + (f"(the same plan as {', '.join(out['pick_same_as'])}) " if out['pick_same_as'] else "")
-          + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
-          f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}")
-    print(f"calibrated analytical model: step-time MAPE {out['mape_step_time_analytical']:.1%}, "
-          f"max error {out['max_error_step_time_analytical']:.1%}")
-    print(f"wrote {args.out}/validation.json, validation.csv, scatter.png, overlay_*.png")
+    _print_lines(validate_lines(table, out, args.out))
     return 0
 
 
@@ -499,6 +346,7 @@ def cmd_calibrate(args) -> int:
     from parsim.hardware import load_cluster
     from parsim.model.spec import load_model
     from parsim.profile.calibrate import calibrate, profile_yaml
+    from parsim.report.cli_text import calibrate_lines
 
     check_output(args.output, "-o")
     spec = load_model(args.model)
@@ -510,29 +358,7 @@ def cmd_calibrate(args) -> int:
     if args.json:
         _print_json(report)
         return 0
-    print(f"calibrated {cluster.profile.name} to {args.profile}: {report['points']} layer timings, "
-          f"{report['model']} model")
-    if report["model"] == "kernel-level":
-        print(f"  large-GEMM efficiency {report['gemm_efficiency']:.3f}, k_half {report['k_half']:.3g}, "
-              f"launch {report['launch_s'] * 1e6:.3g} us per kernel")
-    else:
-        print("  efficiency (work FLOPs -> fraction of peak): "
-              + ", ".join(f"{w:.3g}: {e:.3f}" for w, e in report["efficiency"]))
-    print(f"  memory efficiency {report['memory_efficiency']:.3f}")
-    print(f"  fit error per layer: MAPE {report['layer_mape']:.1%}, max {report['layer_max_error']:.1%}; "
-          f"per whole forward+backward: MAPE {report['step_mape']:.1%}")
-    for row in report["per_step"]:
-        print(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
-              f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
-    held = report["held_out"]
-    if held["held_out_sizes"]:
-        print(f"  held out: fitted on sizes {held['fit_sizes']}, predicting {held['held_out_sizes']}: median error "
-              f"per layer {held['median_layer_error']:.1%} (worst layer {held['max_layer_median_error']:.1%})")
-        for row in held["per_size"]:
-            print(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
-                  f"predicted {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
-    if report.get("at_bound"):
-        print(f"  efficiency reached 1.0 at work {report['at_bound']}: the profile's peak may be too low")
+    _print_lines(calibrate_lines(cluster.profile.name, args.profile, report))
     if args.output:
         print(f"wrote {args.output}")
     return 0

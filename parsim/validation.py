@@ -35,7 +35,8 @@ from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candid
 from parsim.report import validation as report
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
-from parsim.shard.graph import auto_memory_bytes, collective_counts, per_device_graph
+from parsim.shard.graph import collective_counts
+from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim import simulate
 
 SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"

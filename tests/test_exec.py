@@ -17,7 +17,8 @@ import torch
 from parsim.cli import main
 from parsim.exec.reference import distributed_params, reference_run
 from parsim.model.spec import load_model
-from parsim.shard.graph import collective_counts, per_device_graph
+from parsim.shard.graph import collective_counts
+from parsim.shard.prepare import per_device_graph
 
 MODEL = "examples/resnet50_cifar10_local.yaml"
 SEEDS = "examples/resnet50_cifar10_seeds_split.yaml"

@@ -113,7 +113,7 @@ def test_bad_hf_fields_are_one_line_errors(tmp_path):
 @pytest.mark.parametrize("t", [2, 4])
 def test_tiny_llama_megatron_per_device_params(t):
     pytest.importorskip("transformers")
-    from parsim.shard.graph import per_device_graph
+    from parsim.shard.prepare import per_device_graph
 
     g = load_model(TINY).graph
     h, inter, V, d, kv = 64, 176, 256, 16, 2
@@ -130,7 +130,7 @@ def test_tiny_llama_megatron_per_device_params(t):
 
 def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():
     pytest.importorskip("transformers")
-    from parsim.shard.graph import per_device_graph
+    from parsim.shard.prepare import per_device_graph
 
     spec = load_model(os.path.join(ROOT, "examples", "llama3_8b.yaml"))
     c = _cfg("llama3_8b")

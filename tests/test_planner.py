@@ -110,7 +110,8 @@ def test_a_pick_whose_layout_replicates_everything_is_called_what_it_is(cifar):
     pipeline of 2, replicates every operator over the tp=4 group (sharing the work costs more in
     communication than it saves): the explanation must say the plan leaves devices idle, not pass
     it off as tensor parallelism."""
-    from parsim.shard.graph import auto_memory_bytes, per_device_graph, replicates_every_operator
+    from parsim.shard.graph import replicates_every_operator
+    from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
     cluster = load_cluster("ascend910:1x8")
     r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3, dp=1, pp=2, tp=4, tp_layout="auto",

@@ -151,7 +151,7 @@ def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_pat
     takes those times as they are and adds no tensor-parallel communication of its own."""
     from parsim.cost.compute import ProfiledCompute
     from parsim.cost.layer import layer_time_s
-    from parsim.shard.graph import per_device_graph
+    from parsim.shard.prepare import per_device_graph
 
     out = tmp_path / "tp.json"
     assert main(["profile", "examples/gpt_tiny_local.yaml", "--tp", "2", "--microbatch-sizes", "1,2",

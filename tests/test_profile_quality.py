@@ -213,7 +213,7 @@ def test_a_tensor_parallel_profile_adds_the_collectives_only_where_its_fallback_
     from parsim.cost.compute import AnalyticalCompute, ProfiledCompute
     from parsim.cost.layer import layer_time_s, tp_comm_time_s
     from parsim.hardware import load_cluster
-    from parsim.shard.graph import per_device_graph
+    from parsim.shard.prepare import per_device_graph
 
     spec, cluster = load_model("examples/gpt_tiny_local.yaml"), load_cluster("local-cpu")
     layer = per_device_graph(spec.graph, 2, "megatron").layers[1]

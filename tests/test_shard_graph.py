@@ -16,7 +16,8 @@ from parsim.model.spec import Training, load_model
 from parsim.model.zoo.gpt import gpt
 from parsim.plan import ParallelConfig
 from parsim.shard.builtin import megatron
-from parsim.shard.graph import per_device_graph, reshape_layout, shard_graph
+from parsim.shard.graph import reshape_layout, shard_graph
+from parsim.shard.prepare import per_device_graph
 from parsim.shard.layout import Layout
 from parsim.sim import simulate
 

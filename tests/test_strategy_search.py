@@ -9,7 +9,8 @@ import pytest
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.shard.auto import auto_strategies, candidates
-from parsim.shard.graph import per_device_graph, shard_graph
+from parsim.shard.graph import shard_graph
+from parsim.shard.prepare import per_device_graph
 from parsim.shard.search import CostGraph, Point, exhaustive, pareto, search
 
 

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 
 from parsim.exec.data import input_kind, make_loader
+from parsim.exec.objective import LR, MOMENTUM, loss_fn
 from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
 from parsim.exec.stages import build_units, in_memory_format, memory_format, sequential
-from parsim.exec.train import LR, MOMENTUM, loss_fn
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
 

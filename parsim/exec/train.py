@@ -49,27 +49,21 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from parsim.errors import InputError, RunError
 from parsim.exec import checkpoint, faults, groups, heartbeat, precision, tensor_parallel
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
+from parsim.exec.objective import LR, MOMENTUM, loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, schedule_class, stage_module)
 from parsim.fileio import write_json
 from parsim.plan import load_plan_and_model
+from parsim.report.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
 
-LR, MOMENTUM = 0.01, 0.9          # the seeds' Momentum(…, 0.01, 0.9)
 BN_WARN_BELOW = 16
-
-
-def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every prediction: an image's class, or each token's next token;
-    in fp32 whatever the model's dtype (parsim.exec.precision)."""
-    return F.cross_entropy(logits.flatten(0, -2).float(), target.flatten())
 
 
 @dataclass(frozen=True)
@@ -338,7 +332,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     reserved_bytes = None                  # CUDA only: the caching allocator's pool at its peak
     collectives: dict = {}
     it = None
-    show_bar = is_root and sys.stdout.isatty() and not opts.json
+    bar = progress_bar(opts.steps, "training", rank=env.rank, initial=start, unit="step")
     for step in range(start, opts.steps):
         n = step + 1                      # the step's number, from 1, as the log counts
         epoch, pos = divmod(step, steps_per_epoch)
@@ -408,14 +402,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         losses_by_step.append(total[0].item())
         if is_root:                       # with --json, stdout carries the JSON alone
             line = f"epoch: {epoch + 1} step: {pos + 1}, loss is {total[0].item():.7f}"
-            print(("\r" + line + f" [{n}/{opts.steps}]") if show_bar else line, end="" if show_bar else "\n",
-                  flush=True, file=sys.stderr if opts.json else sys.stdout)
+            print_above(line, sys.stderr if opts.json else sys.stdout)
+        bar.update()
         check_loss(n, total[1:].tolist(), cfg, saved)    # every rank stops together, before checkpointing it
         if opts.checkpoint_every and n % opts.checkpoint_every == 0:
             beats.beat(f"step {n}'s checkpoint")
             saved = _save(opts, env, modules, optimizers, n)
-    if show_bar:
-        print()
+    bar.close()
     beats.beat("the final checkpoint")
     if saved != opts.steps:
         _save(opts, env, modules, optimizers, opts.steps)

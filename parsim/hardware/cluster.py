@@ -1,5 +1,6 @@
 """Clusters: a hardware profile times a node count (``ascend910:4x8``), a profile YAML, or an
-Ascend rank table.  Rank r sits on node r // devices_per_node, local index r % devices_per_node.
+Ascend rank table (parsim.hardware.ranktable; parsim.hardware.load reads every form).  Rank r
+sits on node r // devices_per_node, local index r % devices_per_node.
 
 Profile YAML, schema version 1 (every number cites its source in a comment in the file)::
 
@@ -38,7 +39,6 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -349,7 +349,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
     return profile
 
 
-def _profile_path(name: str) -> str:
+def profile_path(name: str) -> str:
     path = profiles_dir() / f"{name}.yaml"
     if not path.is_file():
         raise InputError(f"--cluster: no hardware profile named {name!r}; choose one of "
@@ -362,33 +362,3 @@ def check_world_size(devices: int, where: str) -> None:
     if devices > MAX_WORLD_SIZE:
         raise InputError(f"{where}: {devices:,} devices; {_BOUND} (2^20, 64x the largest published training "
                          "run); use fewer nodes")
-
-
-_SPEC = re.compile(r"^([A-Za-z0-9_.-]+):(\d+)(?:x(\d+))?$")
-
-
-def load_cluster(spec: str) -> Cluster:
-    """``ascend910:4x8`` (nodes x devices), ``dgx-a100:16``, a profile name, a profile YAML,
-    or a rank-table JSON."""
-    if spec.endswith(".json"):
-        from parsim.hardware.ranktable import load_rank_table
-        return load_rank_table(spec)
-    if spec.endswith((".yaml", ".yml")):
-        profile = load_profile(spec)
-        return Cluster(profile, profile.default_nodes, profile.devices_per_node, spec=spec)
-    m = _SPEC.match(spec)
-    if not m and ":" not in spec:
-        profile = load_profile(_profile_path(spec))
-        return Cluster(profile, profile.default_nodes, profile.devices_per_node, spec=spec)
-    if not m:
-        raise InputError(f"--cluster: {spec!r} is not PROFILE:NODESxDEVICES (e.g. ascend910:4x8)")
-    profile = load_profile(_profile_path(m.group(1)))
-    nodes = int(m.group(2))
-    per_node = int(m.group(3)) if m.group(3) else profile.devices_per_node
-    if nodes <= 0 or per_node <= 0:
-        raise InputError(f"--cluster: {spec!r}: node and device counts must be positive")
-    if per_node > profile.devices_per_node:
-        raise InputError(f"--cluster: {spec!r}: a {profile.name} node has {profile.devices_per_node} devices, "
-                         f"not {per_node}")
-    check_world_size(nodes * per_node, f"--cluster {spec}")
-    return Cluster(profile, nodes, per_node, spec=spec)

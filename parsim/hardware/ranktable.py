@@ -11,7 +11,7 @@ Devices take the ``ascend910`` profile unless the table names another in ``"pars
 from __future__ import annotations
 
 from parsim.errors import InputError
-from parsim.hardware.cluster import Cluster, _profile_path, check_world_size, load_profile
+from parsim.hardware.cluster import Cluster, check_world_size, load_profile, profile_path
 from parsim.inputs import load_file
 
 
@@ -35,7 +35,7 @@ def load_rank_table(path: str) -> Cluster:
     count = _int(data.get("server_count", len(servers)), f"{path}: server_count")
     if count != len(servers):
         raise InputError(f"{path}: server_count: says {count} but server_list has {len(servers)} servers")
-    profile = load_profile(_profile_path(data.get("parsim_profile", "ascend910")))
+    profile = load_profile(profile_path(data.get("parsim_profile", "ascend910")))
     ranks: dict[int, tuple[str, int]] = {}
     per_node = None
     for s, server in enumerate(servers):

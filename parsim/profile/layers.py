@@ -32,11 +32,11 @@ import torch
 
 from parsim.hardware.machine import this_machine
 from parsim.errors import InputError
+from parsim.exec.objective import loss_fn
 from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
 from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format
 from parsim.exec.tensor_parallel import local
-from parsim.exec.train import loss_fn
 from parsim.model.extract import cut_units
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import ModelSpec, build_module

@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import io
 
-import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import PercentFormatter
 
-matplotlib.use("Agg")  # files only; no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import PercentFormatter  # noqa: E402
-
-from parsim.fileio import atomic_path  # noqa: E402
-from parsim.report.timeline import memory_timeline  # noqa: E402
-from parsim.sim.estimate import Estimate  # noqa: E402
+from parsim.fileio import atomic_path
+from parsim.report.timeline import memory_timeline
+from parsim.sim.estimate import Estimate
 
 COLORS = {"F": "#4C72B0", "B": "#DD8452", "I": "#DD8452", "W": "#C44E52", "OPTIMIZER": "#8172B3",
-          "SEND_F": "#55A868", "SEND_B": "#64B5CD", "REDUCE_GRAD": "#937860"}
+          "SEND_F": "#55A868", "SEND_B": "#64B5CD", "REDUCE_GRAD": "#937860", "REDUCE_TIED": "#DA8BC3"}
 LANE = {"compute": 0.0, "p2p": 0.62, "dp": 0.62, "input": 0.0}
+
+
+def subplots(*grid, figsize: tuple[float, float], **options):
+    """(figure, axes) as ``pyplot.subplots`` gives them, but outside pyplot: these figures are
+    written to files, never shown, and the caller's backend (a notebook's inline plots) is left
+    as it is; no backend is chosen at import (Matplotlib's advice for figures made in a library
+    or a server, "Embedding in a web application server")."""
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*grid, **options)
 
 
 def draw_records(ax, records, num_ranks: int, span_s: float) -> None:
@@ -41,13 +48,13 @@ def gantt(est: Estimate, path: str, title: str | None = None) -> None:
 
 
 def gantt_figure(est: Estimate, title: str | None = None):
-    fig, ax = plt.subplots(figsize=(12, 0.9 + 0.7 * len(est.ranks)))
+    fig, ax = subplots(figsize=(12, 0.9 + 0.7 * len(est.ranks)))
     draw_records(ax, est.timeline.records, len(est.ranks), est.step_time_s)
     c = est.config
     ax.set_title(title or f"{c.get('model', '')}: {c.get('schedule')} dp={c.get('dp')} pp={c.get('pp')} "
                           f"m={c.get('microbatches')}  step {est.step_time_s:.4g} s, bubble {est.bubble_fraction:.1%}, "
                           f"sync wait {est.sync_wait_fraction:.1%}")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=col) for col in COLORS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=col) for col in COLORS.values()]
     ax.legend(handles, list(COLORS), loc="upper right", fontsize=7, ncol=4)
     fig.tight_layout()
     return fig
@@ -58,7 +65,7 @@ def memory_plot(est: Estimate, path: str) -> None:
 
 
 def memory_figure(est: Estimate):
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = subplots(figsize=(10, 4))
     for r, points in enumerate(memory_timeline(est)):
         ts, bs = zip(*points)
         ax.step(ts, [b / 2**30 for b in bs], where="post", label=f"rank {r}")
@@ -79,7 +86,7 @@ SHARES = (("busy", "busy_s", "#4C72B0"), ("input", "input_s", "#999999"),
 def shares_figure(est: Estimate):
     """One bar per pipeline rank: its step split by cause, as shares of the step."""
     height_in = 1.6 + 0.45 * len(est.ranks)
-    fig, ax = plt.subplots(figsize=(10, height_in))
+    fig, ax = subplots(figsize=(10, height_in))
     left = [0.0] * len(est.ranks)
     for label, attr, color in SHARES:
         part = [getattr(r, attr) / est.step_time_s for r in est.ranks]
@@ -99,14 +106,12 @@ def shares_figure(est: Estimate):
 
 
 def png_bytes(fig) -> bytes:
-    """The figure as PNG bytes, rendered in memory; the figure is closed."""
+    """The figure as PNG bytes, rendered in memory (a Figure outside pyplot needs no closing)."""
     buf = io.BytesIO()
     fig.savefig(buf, dpi=100, format="png")
-    plt.close(fig)
     return buf.getvalue()
 
 
 def save(fig, path: str) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=120, format=path.rsplit(".", 1)[-1] if "." in path else "png")
-    plt.close(fig)

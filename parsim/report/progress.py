@@ -1,28 +1,24 @@
-"""A one-line progress bar on stderr, shown only when stdout is a terminal."""
+"""Progress bars (tqdm) on stderr, the one rule for them: rank 0 only, and only where stderr is a
+terminal, so that logs, pipes, notebooks and the other ranks never receive one."""
 
 from __future__ import annotations
 
 import sys
-import time
+
+from tqdm import tqdm
 
 
-class Progress:
-    def __init__(self, total: int, label: str, enabled: bool | None = None):
-        self.total, self.label, self.done = max(total, 1), label, 0
-        self.enabled = sys.stdout.isatty() if enabled is None else enabled
-        self._last = 0.0
+def progress_bar(total: int, label: str, enabled: bool | None = None, rank: int = 0, **options) -> tqdm:
+    """A bar over ``total`` units; ``enabled`` None follows the rule above, True or False forces
+    it (on rank 0).  ``options`` go to tqdm (``initial``, ``unit``)."""
+    on = rank == 0 and (sys.stderr.isatty() if enabled is None else enabled)
+    return tqdm(total=total, desc=label, file=sys.stderr, disable=not on, leave=False, dynamic_ncols=True,
+                **options)
 
-    def step(self, n: int = 1) -> None:
-        self.done += n
-        now = time.monotonic()
-        if self.enabled and (now - self._last > 0.1 or self.done >= self.total):
-            self._last = now
-            frac = min(1.0, self.done / self.total)
-            bar = "#" * int(30 * frac)
-            sys.stderr.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total}")
-            sys.stderr.flush()
 
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+def print_above(line: str, file=None) -> None:
+    """Print one line, unchanged, above any bar on the screen (tqdm clears the bar, the line is
+    printed and flushed, the bar is drawn again below it)."""
+    file = file or sys.stdout
+    with tqdm.external_write_mode(file=file):
+        print(line, file=file, flush=True)

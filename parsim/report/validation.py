@@ -180,9 +180,9 @@ def memory_table(rows: list[dict]):
 
 
 def scatter(rows: list[Row], path: str) -> None:
-    from parsim.report.plots import plt, save
+    from parsim.report.plots import save, subplots
 
-    fig, ax = plt.subplots(figsize=(5.5, 5))
+    fig, ax = subplots(figsize=(5.5, 5))
     xs, ys = [r.measured_step_s for r in rows], [r.predicted_step_s for r in rows]
     lo, hi = min(xs + ys) * 0.9, max(xs + ys) * 1.1
     ax.plot([lo, hi], [lo, hi], color="gray", lw=1, label="exact")
@@ -200,12 +200,12 @@ def scatter(rows: list[Row], path: str) -> None:
 
 def overlay(est, measured: dict, path: str, title: str) -> None:
     """The simulated step above the measured one, on one time axis, action names lined up."""
-    from parsim.report.plots import draw_records, plt, save
+    from parsim.report.plots import draw_records, save, subplots
 
     records = [(r, Action.parse(a), s, t0, t1) for r, a, s, t0, t1 in measured["actions"]]
     n = max(len(est.ranks), 1 + max((r for r, *_ in records), default=0))
     span = max(est.step_time_s, measured["step_time_s"] or 0)
-    fig, axes = plt.subplots(2, 1, figsize=(12, 1.6 + 1.2 * n), sharex=True)
+    fig, axes = subplots(2, 1, figsize=(12, 1.6 + 1.2 * n), sharex=True)
     draw_records(axes[0], est.timeline.records, n, span)
     axes[0].set_title(f"simulated: {est.step_time_s:.4f} s")
     draw_records(axes[1], records, n, span)

@@ -7,7 +7,7 @@ Search space:
   leave it (Narayanan et al. 2021, Sec. 3.3); with each tp > 1, the strategies: the model's
   ``shard:`` section if it has one, else the built-in layouts that apply (parsim.shard.builtin)
   and the searched one (parsim.shard.auto), searched for each candidate's micro-batch size
-  within the memory of its pp devices (parsim.shard.graph.auto_memory_bytes);
+  within the memory of its pp devices (parsim.shard.prepare.auto_memory_bytes);
 - ZeRO stages 0-3 where dp > 1 (unless the model or --zero fixes it; zero 3 not under ZB-H1's
   split backward), each priced by the simulator, its memory bound shrunk per stage
   (parsim.cost.memory.zero_fractions);
@@ -47,12 +47,13 @@ from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
-from parsim.report.progress import Progress
+from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
-from parsim.shard.graph import auto_memory_bytes, per_device_graph, replicates_every_operator
+from parsim.shard.graph import replicates_every_operator
+from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim import Estimate, simulate
 
 
@@ -370,7 +371,9 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
 def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
          progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None) -> PlanResult:
     """``tp_compute`` maps (tp, layout) to the compute model that prices those candidates (a
-    profile of the shards as they run, ``parsim profile --tp``); other candidates use ``compute``."""
+    profile of the shards as they run, ``parsim profile --tp``); other candidates use ``compute``.
+    ``progress``: a bar of the simulations on stderr (None: where stderr is a terminal,
+    parsim.report.progress)."""
     tp_compute = tp_compute or {}
     t0 = time.perf_counter()
     c = constraints
@@ -442,7 +445,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
     replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
-    bar = Progress(len(pending), "planning", progress)
+    bar = progress_bar(len(pending), "planning", progress, unit="plan")
     kth = float("inf")
     while pending:
         lb, _, cfg, graph = heapq.heappop(pending)
@@ -456,7 +459,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
-        bar.step()
+        bar.update()
         twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
                           cfg.placement, cfg.zero), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
         if twin is not None:
@@ -465,6 +468,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             entry = _candidate(tbnd, replace(cfg, bounds=(), recompute=True), b, tgraph, cap, misses)
             if entry is not None:
                 heapq.heappush(pending, entry)
+                bar.total += 1
     bar.close()
     simulated = len(results) + len(over_memory)
 

@@ -14,13 +14,13 @@ from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.search.partition import balanced_bounds
-from parsim.shard.graph import auto_memory_bytes, per_device_graph
+from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
 
 def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster) -> tuple[list, list]:
     """(forward + backward time per layer, bytes a stage ending after the layer sends per
     micro-batch) for the partitioner; ``graph`` is the per-device graph
-    (parsim.shard.graph.per_device_graph)."""
+    (parsim.shard.prepare.per_device_graph)."""
     times = [sum(layer_time_s(compute, layer, k, microbatch, cluster) for k in ("F", "B")) for layer in graph.layers]
     return times, [layer.output_bytes * microbatch for layer in graph.layers]
 

@@ -21,7 +21,7 @@ from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
-from parsim.shard.graph import auto_memory_bytes, per_device_graph
+from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 
 

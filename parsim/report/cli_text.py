@@ -1,0 +1,259 @@
+"""What the ``parsim`` commands print: each function takes what a command computed and returns its
+text as lines (or, for ``--json``, the object to dump); parsim.cli prints them."""
+
+from __future__ import annotations
+
+from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
+
+
+def ops_lines(spec, frame) -> list[str]:
+    """``parsim model --ops``: every operator (parsim.shard.graph.ops_frame)."""
+    return [f"{spec.name}: operators at a batch of {spec.graph.extraction_batch} (ids for model.yaml's shard:; "
+            "a Linear's inputs are X and W^T)",
+            frame.to_string(index=False)]
+
+
+def model_lines(spec) -> list[str]:
+    """``parsim model``: the layer table and the totals."""
+    g = spec.graph
+    df = g.table()
+    if spec.manual_stages:
+        df.insert(1, "stage", spec.manual_stages)
+    show = df.assign(
+        params=df.param_count.map(lambda v: f"{v:,}"),
+        fwd_flops=df.fwd_flops.map(lambda v: human_si(v, "FLOP")),
+        bwd_flops=df.bwd_flops.map(lambda v: human_si(v, "FLOP")),
+        output=df.output_bytes.map(human_bytes), saved=df.saved_bytes.map(human_bytes),
+        mem_bound=(df.fwd_mem_bytes + df.bwd_mem_bytes).map(human_bytes))
+    cols = ["name"] + (["stage"] if spec.manual_stages else []) + ["params", "fwd_flops", "bwd_flops", "output",
+                                                                   "saved", "mem_bound"]
+    t = g.totals()
+    return [f"{spec.name}: {len(g)} cut units, dtype {g.dtype}, per sample "
+            "(FLOPs = 2 x MACs; output = boundary activation; saved = kept for backward; "
+            "mem_bound = bytes moved by memory-bound ops, fwd + bwd)",
+            show[cols].to_string(index=False),
+            f"total: {t['param_count']:,} parameters ({human_bytes(t['param_bytes'])}), "
+            f"forward {human_si(t['fwd_flops_per_sample'], 'FLOP')} ({human_si(t['fwd_flops_per_sample'] / 2, 'MAC')}), "
+            f"backward {human_si(t['bwd_flops_per_sample'], 'FLOP')}, "
+            f"saved activations {human_bytes(t['saved_bytes_per_sample'])} per sample; "
+            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"]
+
+
+def cluster_lines(d: dict) -> list[str]:
+    """``parsim cluster``: a cluster's ``describe()``."""
+    dev = d["device"]
+    peaks = ", ".join(f"{k} {human_si(v, 'FLOP/s')}" for k, v in dev["peak_flops_per_s"].items())
+    res = dev["memory_reserved"]
+    lines = [f"{d['cluster']}: {d['description']}",
+             f"  {d['nodes']} node(s) x {d['devices_per_node']} devices = {d['world_size']} ranks; "
+             f"collectives: {d['collective_library']}",
+             f"  device {dev['name']}: {human_bytes(dev['memory_bytes'])} at "
+             f"{human_si(dev['memory_bandwidth_bytes_per_s'], 'B/s')}; peak {peaks}",
+             f"  usable memory {human_bytes(dev['usable_memory_bytes'])}: less "
+             f"{human_bytes(res['runtime_context_bytes'])} runtime context and "
+             f"{human_bytes(res['collective_buffers_bytes'])} collective buffers, then "
+             f"{res['fragmentation_fraction']:.0%} fragmentation",
+             f"  groups per node: {d['groups_per_node']}; NICs per node: {d['nics_per_node']}"]
+    for cls, link in d["links"].items():
+        lines.append(f"  link {cls:8s} {human_si(link['bandwidth_bytes_per_s'], 'B/s'):>12s} per direction, "
+                     f"latency {human_time(link['latency_s'])}")
+    if d["rank_devices"]:
+        lines.append("  rank -> (server, device_id): "
+                     + ", ".join(f"{r}->{tuple(x)}" for r, x in enumerate(d["rank_devices"])))
+    return lines
+
+
+def coverage_lines(models) -> list[str]:
+    """One line per (name, compute model) that is a profile: which micro-batch sizes it priced how."""
+    return [f"{name}: {model.coverage().describe()}" for name, model in models if hasattr(model, "coverage")]
+
+
+def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
+    """``parsim simulate``: the configuration, the step, per-rank times and memory."""
+    from parsim.report.timeline import timeline_grid
+
+    c = est.config
+    lines = [f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
+             + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (" recompute" if c["recompute"] else "")
+             + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
+             f"(size {c['microbatch_size']}) schedule={c['schedule']}"
+             + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
+             f"split: {c['split']}",
+             f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
+             f"bubble {est.bubble_fraction:.1%}, waiting on other ranks {est.sync_wait_fraction:.1%}, "
+             f"exposed communication {est.exposed_comm_fraction:.1%}"]
+    if est.input is not None:
+        i = est.input
+        how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
+               f"loader workers, {human_time(i['microbatch_s'])} of the node's loader per micro-batch "
+               f"({i['readers_on_node']} input rank(s) share it)")
+        lines.append(f"input: {how}; {human_time(est.ranks[0].input_s)} of the step on rank 0"
+                     + ("; the loader, not compute, sets the step" if est.input_bound else ""))
+    lines.append(f"{'rank':>4} {'stages':>8} {'busy':>10} {'bubble':>10} {'sync wait':>10} {'exp.comm':>10} "
+                 f"{'in flight':>9} {'activations':>12} {'peak memory':>12} {'headroom':>10}")
+    cap = cluster.device.usable_memory_bytes
+    for r in est.ranks:
+        lines.append(f"{r.rank:>4} {','.join(map(str, r.stages)):>8} {human_time(r.busy_s):>10} "
+                     f"{human_time(r.bubble_s):>10} {human_time(r.sync_wait_s):>10} {human_time(r.exposed_comm_s):>10} "
+                     f"{r.max_inflight_microbatches:>9} {human_bytes(r.memory.activations_bytes):>12} "
+                     f"{human_bytes(r.peak_memory_bytes):>12} {human_bytes(cap - r.peak_memory_bytes):>10}")
+    lines.append("memory: " + memory_margin(max(est.peak_memory_bytes), cluster.device))
+    lines.append("bytes moved per step: "
+                 + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
+    if grid:
+        lines.append(timeline_grid(est))
+    return lines
+
+
+def candidate_row(cand, cap_bytes: float) -> dict:
+    """A planner candidate as a row of the ranked table (strings as shown)."""
+    c, e = cand.config, cand.estimate
+    return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
+            "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
+            "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
+            "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
+            "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
+            "exp.comm": f"{e.exposed_comm_fraction:.1%}",
+            "peak mem": human_bytes(cand.peak_memory_bytes), "headroom": human_bytes(cap_bytes - cand.peak_memory_bytes)}
+
+
+def candidate_json(cand) -> dict:
+    c = cand.config
+    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout,
+            "recompute": c.recompute, "zero": c.zero, "microbatches": c.microbatches,
+            "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
+            "estimate": cand.estimate.to_json()}
+
+
+def plan_result_json(result, plan: dict, strategies: list[dict], models) -> dict:
+    """``parsim plan --json``: the search, the chosen plan (its plan.json), every ranked candidate.
+    ``models``: (name, compute model) of the profiles used."""
+    return {"search_time_s": result.search_time_s, "considered": result.considered,
+            "simulated": result.simulated, "plan": plan,
+            "capacity_bytes": result.capacity_bytes, "margin_bytes": result.margin_bytes,
+            "strategies": strategies,
+            "candidates": [candidate_json(c) for c in result.ranked],
+            "pareto": [candidate_json(c) for c in result.pareto],
+            "manual": candidate_json(result.manual) if result.manual else None,
+            "explanation": list(result.explanation),
+            "profile_coverage": {p: m.coverage().describe() for p, m in models if hasattr(m, "coverage")}}
+
+
+def plan_header(spec, cluster, result) -> str:
+    """The first line of ``parsim plan``: the model, the cluster and the search."""
+    return (f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
+            f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
+            f"{result.simulated} in {result.search_time_s:.2f} s")
+
+
+def plan_rows(result) -> list[dict]:
+    """The ranked table's rows: the pick (*), the rest by rank, then the model.yaml split's."""
+    rows = [candidate_row(c, result.capacity_bytes) for c in result.ranked]
+    for i, row in enumerate(rows):
+        row[""] = "*" if i == 0 else str(i + 1)
+    if result.manual:
+        rows.append(candidate_row(result.manual, result.capacity_bytes))
+    return rows
+
+
+def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
+    """``parsim plan``: the ranked table, the splits, the explanation, the pick's operator
+    strategies (``strategies``: op, strategy, layers) and the Pareto front."""
+    import pandas as pd
+
+    rows = plan_rows(result)
+    lines = [plan_header(spec, cluster, result)]
+    with pd.option_context("display.width", 250):
+        lines.append(pd.DataFrame(rows).to_string(index=False))
+    lines.append("splits:")
+    shown = list(result.ranked) + ([result.manual] if result.manual else [])
+    for row, cand in zip(rows, shown):
+        lines.append(f"  {row['']:>6}: {cand.config.describe_split(spec.graph.names)}")
+    lines.extend(result.explanation)
+    c = result.chosen.config
+    if c.tp > 1:
+        lines.append(f"operator strategies of the pick (tp={c.tp}, {c.tp_layout}) that differ from data parallelism:")
+        if not strategies:
+            lines.append("  none: every operator is replicated over the group")
+        for row in strategies[:12]:
+            lines.append(f"  {row['op']:>28}  {row['strategy']}  in {row['layers']} layer(s)")
+        if len(strategies) > 12:
+            lines.append(f"  ... {len(strategies) - 12} more (--json lists all)")
+    if len(result.pareto) > 1:
+        lines.append("pareto (throughput vs peak memory): " + "; ".join(
+            f"dp={c.config.dp} pp={c.config.pp} m={c.config.microbatches} {c.config.schedule} "
+            f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
+    return lines
+
+
+def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) -> list[str]:
+    """``parsim profile``: per layer, forward and backward times per size, and their spreads."""
+    machine = table.get("machine", {})
+    lines = [f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
+             f"{nproc} concurrent process(es) x {table['threads']} thread(s); median of {repeats} -> {out}",
+             f"machine: {machine.get('cpu_model')}, {machine.get('cores')} cores, torch {machine.get('torch')}; "
+             f"spread = (max-min)/median of the repeats, worst process; proc = (max-min)/mean of the processes' F+B"]
+    for row in table["layers"]:
+        flags = ([f"noisy at {','.join(map(str, row['noisy']))}"] if row.get("noisy") else []) + \
+                ([f"falls {' '.join(f'{a}->{b}' for a, b in row['nonmonotone_confirmed'])} (confirmed)"]
+                 if row.get("nonmonotone_confirmed") else [])
+        lines.append(f"  {row['name']:>10}  fwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["fwd_s"]) +
+                     "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms | spread " +
+                     " ".join(f"{max(f, b):.0%}" for f, b in zip(row["fwd_spread"], row["bwd_spread"])) + " | proc " +
+                     " ".join(f"{p:.0%}" for p in row["proc_spread"]) + ("  " + "; ".join(flags) if flags else ""))
+    if table.get("remeasured"):
+        lines.append(f"re-measured for noise above {table['noise_threshold']:.0%}: sizes {table['remeasured']}")
+    return lines
+
+
+def profile_data_line(timing, repeats: int, output: str) -> str:
+    """``parsim profile-data``: the loader's time per sample."""
+    return (f"loader: {timing.median_s * 1e6:.1f} us per sample ({timing.samples_per_s:,.0f} samples/s, one thread), "
+            f"spread {timing.spread:.1%} over {repeats} repeats; wrote input_pipeline to {output}")
+
+
+def validate_lines(table, out: dict, out_dir: str) -> list[str]:
+    """``parsim validate``: the per-plan table and the summary metrics (parsim.report.validation)."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 250):
+        lines = [table.to_string(index=False)]
+    lines.append(
+        f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
+        f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
+        + (f"(the same plan as {', '.join(out['pick_same_as'])}) " if out['pick_same_as'] else "")
+        + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
+        f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}")
+    lines.append(f"calibrated analytical model: step-time MAPE {out['mape_step_time_analytical']:.1%}, "
+                 f"max error {out['max_error_step_time_analytical']:.1%}")
+    lines.append(f"wrote {out_dir}/validation.json, validation.csv, scatter.png, overlay_*.png")
+    return lines
+
+
+def calibrate_lines(profile_name: str, profile_path: str, report: dict) -> list[str]:
+    """``parsim calibrate``: the fitted efficiencies and the fit's errors, in and out of sample."""
+    lines = [f"calibrated {profile_name} to {profile_path}: {report['points']} layer timings, "
+             f"{report['model']} model"]
+    if report["model"] == "kernel-level":
+        lines.append(f"  large-GEMM efficiency {report['gemm_efficiency']:.3f}, k_half {report['k_half']:.3g}, "
+                     f"launch {report['launch_s'] * 1e6:.3g} us per kernel")
+    else:
+        lines.append("  efficiency (work FLOPs -> fraction of peak): "
+                     + ", ".join(f"{w:.3g}: {e:.3f}" for w, e in report["efficiency"]))
+    lines.append(f"  memory efficiency {report['memory_efficiency']:.3f}")
+    lines.append(f"  fit error per layer: MAPE {report['layer_mape']:.1%}, max {report['layer_max_error']:.1%}; "
+                 f"per whole forward+backward: MAPE {report['step_mape']:.1%}")
+    for row in report["per_step"]:
+        lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
+                     f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
+    held = report["held_out"]
+    if held["held_out_sizes"]:
+        lines.append(f"  held out: fitted on sizes {held['fit_sizes']}, predicting {held['held_out_sizes']}: "
+                     f"median error per layer {held['median_layer_error']:.1%} "
+                     f"(worst layer {held['max_layer_median_error']:.1%})")
+        for row in held["per_size"]:
+            lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
+                         f"predicted {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
+    if report.get("at_bound"):
+        lines.append(f"  efficiency reached 1.0 at work {report['at_bound']}: the profile's peak may be too low")
+    return lines

@@ -1,0 +1,90 @@
+"""The graph one device of a plan runs: a layout's strategies chosen (the model's ``shard:``,
+parsim.shard.builtin's, or searched by parsim.shard.auto), applied by parsim.shard.graph, then
+recomputed if asked; cached, since the planner asks for the same graphs many times."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from parsim.errors import InfeasibleError
+from parsim.model.graph import LayerGraph
+from parsim.shard import builtin
+from parsim.shard.auto import auto_strategies
+from parsim.shard.graph import Strategy, shard_graph
+
+_PREPARED: dict[tuple, tuple] = {}
+
+
+def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategies=None, cluster=None,
+                      training=None, microbatch: int = 1, memory_bytes: float | None = None) -> dict[str, Strategy]:
+    """The patterns -> strategies of a layout ("model", "auto" or a built-in) for tp devices;
+    "auto" is searched for micro-batches of ``microbatch`` samples within ``memory_bytes``
+    (auto_memory_bytes) for the model's operators on one device of each tensor-parallel group."""
+    if tp_layout == "model":
+        if not model_strategies:
+            raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
+        return dict(model_strategies)
+    if tp_layout == "auto":
+        if cluster is None or training is None:
+            raise ValueError("the auto layout searches on a cluster for a training setup; pass both")
+        return auto_strategies(graph, tp, cluster, training.dtype, training.optimizer, microbatch,
+                               cap_bytes=memory_bytes)[0]
+    return builtin.strategies(tp_layout, tp, graph)
+
+
+def auto_memory_bytes(cluster, pp: int) -> float:
+    """The auto layout's memory cap for the whole model's operators on one device of each group:
+    the device memory of the pp devices its stages share (the operator graph counts parameters,
+    optimizer state and one micro-batch's saved activations; the split and the activations of
+    the other micro-batches in flight are the planner's to fit).  The usable memory, not a
+    --max-memory cap: a plan's layout must follow from its configuration and cluster alone."""
+    return cluster.device.usable_memory_bytes * pp
+
+
+def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
+                     model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
+                     training=None, microbatch: int = 1, memory_bytes: float | None = None) -> LayerGraph:
+    """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
+    ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
+    on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
+    parsim.shard.builtin; for ``microbatch`` samples within ``memory_bytes``, see
+    layout_strategies), then recomputed if asked.  A graph already prepared for these settings
+    is returned as is; results are cached per graph (the planner asks many times), and settings
+    that give the same strategies share one graph."""
+    if graph.tp == tp and graph.recompute == recompute:
+        return graph
+    if graph.tp != 1 or graph.recompute:
+        raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
+    searched = tp_layout == "auto" and tp > 1
+    if searched:
+        # Searched at the largest power of two <= the micro-batch size: each search of a GPT-3
+        # takes about 0.5 s and a planner run meets some 20 sizes per tp; the costs it weighs
+        # are linear in the size apart from latencies (a heuristic, unconfirmed by measurement).
+        microbatch = 1 << (max(1, int(microbatch)).bit_length() - 1)
+    key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
+           (id(cluster), training, microbatch, memory_bytes) if searched else None)
+    if key in _PREPARED:
+        return _PREPARED[key][1]
+    if len(_PREPARED) > 4096:     # keys are small; the graphs they name are shared
+        _PREPARED.clear()
+    if recompute:                 # the sharded graph, then recomputed (the sharding is cached on its own)
+        base = per_device_graph(graph, tp, tp_layout, False, model_strategies, cluster, training, microbatch,
+                                memory_bytes)
+        again = ("recomputed", id(base))
+        if again not in _PREPARED:
+            _PREPARED[again] = (base, base.with_recompute(), None)
+        _PREPARED[key] = (graph, _PREPARED[again][1], cluster)
+        return _PREPARED[key][1]
+    out = graph
+    if tp > 1:
+        patterns = layout_strategies(graph, tp, tp_layout, model_strategies, cluster, training, microbatch,
+                                     memory_bytes)
+        same = ("sharded", id(graph), tp, tuple(sorted(patterns.items())))
+        if same not in _PREPARED:
+            try:
+                _PREPARED[same] = (graph, shard_graph(graph, patterns, tp), None)
+            except InfeasibleError as e:
+                raise InfeasibleError(f"tp={tp} with the {tp_layout} layout: {e}") from None
+        out = _PREPARED[same][1]
+    _PREPARED[key] = (graph, out, cluster)     # keeps what the key's ids name alive
+    return out
