@@ -80,15 +80,20 @@ def test_gpt3_175b_on_1024_a100_fits_with_three_factors():
     assert memory.endswith(f"margin {human_bytes(result.margin_bytes)}") and " usable (74.51 GiB raw less " in memory
     print(f"{c.dp=} {c.tp=} {c.pp=} {c.schedule=}: {memory}")
     assert any("bottleneck" in line for line in result.explanation)
-    # without tensor parallelism nothing fits the usable memory, recomputing or not (the smallest
-    # plan misses it by about 2 GiB); given the raw 80 GB as the cap, one fits by recomputing, and
-    # the pick is faster than it
+    # without tensor parallelism and without ZeRO nothing fits the usable memory, recomputing or
+    # not (the smallest plan misses it by about 2 GiB); given the raw 80 GB as the cap, one fits by
+    # recomputing; sharding the optimizer state over dp (ZeRO-1) fits one into the usable memory;
+    # the pick is faster than both
+    fp16 = AnalyticalCompute(cluster.device, "fp16")
     with pytest.raises(DoesNotFitError, match="usable"):
-        plan(spec, cluster, AnalyticalCompute(cluster.device, "fp16"), Constraints(top=1, tp=1), progress=False)
-    no_tp = plan(spec, cluster, AnalyticalCompute(cluster.device, "fp16"),
-                 Constraints(top=1, tp=1, max_memory_bytes=cluster.device.memory_bytes), progress=False)
-    assert result.chosen.estimate.step_time_s < no_tp.chosen.estimate.step_time_s
+        plan(spec, cluster, fp16, Constraints(top=1, tp=1, zero=0), progress=False)
+    no_tp = plan(spec, cluster, fp16, Constraints(top=1, tp=1, zero=0, max_memory_bytes=cluster.device.memory_bytes),
+                 progress=False)
     assert no_tp.chosen.config.recompute                # which fits only by recomputing
+    sharded = plan(spec, cluster, fp16, Constraints(top=1, tp=1), progress=False)
+    assert sharded.chosen.config.zero >= 1 and sharded.chosen.peak_memory_bytes <= sharded.capacity_bytes
+    assert result.chosen.estimate.step_time_s < min(no_tp.chosen.estimate.step_time_s,
+                                                    sharded.chosen.estimate.step_time_s)
 
 
 def test_gpt3_175b_without_tensor_parallelism_or_recomputation_does_not_fit():
