@@ -9,15 +9,14 @@ Prints, per size, the median time of each dtype over repeats and the bf16 / fp32
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+import two_ranks        # benchmarks/two_ranks.py, beside this script
 
 SIZES_BYTES = (8 << 20, 48 << 20)      # a 25 MiB-class bucket, and ResNet-50's bf16 gradients
 ROUNDS, REPEATS = 3, 5
@@ -47,10 +46,7 @@ def _worker(rank: int, init: str, out: str) -> None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "out.txt")
-        mp.spawn(_worker, args=(f"file://{os.path.join(d, 'init')}", out), nprocs=2)
-        sys.stdout.write(open(out).read())
+    sys.stdout.write(two_ranks.run(_worker))
     return 0
 
 

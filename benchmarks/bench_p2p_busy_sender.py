@@ -13,15 +13,14 @@ Prints the median post-to-arrival time of each case over 15 sends.
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+import two_ranks        # benchmarks/two_ranks.py, beside this script
 
 BOUNDARY_ELEMENTS = 65536             # 256 KiB of fp32: batch 2 x 128 tokens x 256 hidden
 COMPUTE_S, SENDS = 0.03, 30
@@ -61,10 +60,7 @@ def _worker(rank: int, init: str, out: str) -> None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "out.txt")
-        mp.spawn(_worker, args=(f"file://{os.path.join(d, 'init')}", out), nprocs=2)
-        sys.stdout.write(open(out).read())
+    sys.stdout.write(two_ranks.run(_worker))
     return 0
 
 
