@@ -10,7 +10,6 @@ Prints, per size, the median time of each dtype over repeats and the bf16 / fp32
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 
 import torch
@@ -45,10 +44,5 @@ def _worker(rank: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def main() -> int:
-    sys.stdout.write(two_ranks.run(_worker))
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(two_ranks.main(_worker))

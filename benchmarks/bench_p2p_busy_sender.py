@@ -14,7 +14,6 @@ Prints the median post-to-arrival time of each case over 15 sends.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 
 import torch
@@ -59,10 +58,5 @@ def _worker(rank: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def main() -> int:
-    sys.stdout.write(two_ranks.run(_worker))
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(two_ranks.main(_worker))

@@ -70,6 +70,14 @@ class ParallelConfig:
     def stage_layers(self, stage: int) -> range:
         return range(self.bounds[stage], self.bounds[stage + 1])
 
+    def layer_stages(self) -> list[int]:
+        """The stage of each layer."""
+        return [s for s in range(self.stages) for _ in self.stage_layers(s)]
+
+    def rank_layers(self, pipe_rank: int) -> set[int]:
+        """The layers a pipeline rank holds: those of its stages (s % pp == pipe_rank)."""
+        return {i for s in range(pipe_rank, self.stages, self.pp) for i in self.stage_layers(s)}
+
     def describe_split(self, names: list[str]) -> str:
         return " | ".join(f"{names[a]}..{names[b - 1]}" if b - a > 1 else names[a]
                           for a, b in zip(self.bounds, self.bounds[1:]))

@@ -187,7 +187,7 @@ class TiedGrads:
     def __init__(self, holders: list[list[tuple[int, str]]], cfg, stage_ids: list[int],
                  modules: list[nn.Module], coords: tuple[int, int, int], plan_path: str = "plan"):
         replica, pipe_rank, tp_rank = coords
-        stage_of = [s for s in range(cfg.stages) for _ in cfg.stage_layers(s)]
+        stage_of = cfg.layer_stages()
         self.reductions: list[tuple[int, nn.Parameter, object]] = []   # (stage, parameter, group)
         for held in holders:
             stages = sorted({stage_of[u] for u, _ in held})

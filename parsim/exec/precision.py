@@ -13,9 +13,9 @@ Rajbhandari et al. 2020, Sec. 3.1; Megatron-LM's Float16Module with its fp32 "ma
 
 Not torch's autocast: autocast keeps fp32 parameters and gradients (4 bytes each) and casts the
 weights at every use, a different memory and communication footprint from the one priced (there
-the data-parallel buckets carry 2-byte gradients).  The model is cast once instead, and no op
-runs in fp32 but the loss, BatchNorm's running statistics (bf16 on CPU, as its kernel keeps
-them in the parameters' dtype) and the optimizer.
+the data-parallel buckets carry 2-byte gradients).  The model is cast once instead, its
+buffers (BatchNorm's running statistics) with it, and only the loss and the optimizer run in
+fp32.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ class MasterWeightSGD:
         for k, (p, m) in enumerate(zip(self.params, self.masters)):
             if p.grad is None:
                 continue
-            g = local(p.grad).float()
+            g = local(p.grad).to(torch.float32, copy=True)   # a copy even of an fp32 gradient: it
+            # becomes the momentum and is scaled in place, so it must not alias the gradient buffer
             if self.scale != 1.0:
                 g.div_(self.scale)
             if self.buffers[k] is None:

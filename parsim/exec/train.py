@@ -169,10 +169,9 @@ def check_run(opts: RunOptions):
     if cfg.zero and cfg.tp > 1:
         raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO with tp=1 only; plan with --zero 0 "
                          "or tp=1")
-    g = spec.graph
-    rank_of = {i: s % cfg.pp for s in range(cfg.stages) for i in cfg.stage_layers(s)}
-    if cfg.zero and any(rank_of[i] != rank_of[g.index(owner)] for i, layer in enumerate(g.layers) for owner, _ in layer.tied):
-        # each rank's slice of a bucket covers other elements of the tied weight on each stage
+    held = [cfg.rank_layers(r) for r in range(cfg.pp)]
+    if cfg.zero and any(spec.graph.tied_copies(i, layers) for layers in held for i in layers):
+        # a tied weight copied over ranks: each rank's slice of a bucket covers other elements of it on each stage
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO with a tied weight copied over pipeline stages (the "
                          "GPT's embedding at pp > 1) is priced but not run; plan with --zero 0 or pp=1")
     if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):

@@ -75,7 +75,7 @@ def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[i
     one pipeline rank: the owner's stage and the stages of the layers holding a copy
     (LayerGraph.tied_copies).  Its gradient is summed over them once per step (Megatron's
     embedding group)."""
-    stage_of = {i: s for s in range(cfg.stages) for i in cfg.stage_layers(s)}
+    stage_of = cfg.layer_stages()
     groups: dict[str, tuple[list[int], int]] = {}
     for i in range(len(graph.layers)):
         for owner, count in graph.tied_copies(i, held[stage_of[i] % cfg.pp]):
@@ -123,7 +123,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     opt_moved = optimizer_bytes_moved_per_param(training.dtype, training.optimizer)
 
     # layers each pipeline rank holds, for the copies of tied weights (LayerGraph.held_param_count)
-    held = [{i for s in range(S) if s % cfg.pp == r for i in cfg.stage_layers(s)} for r in range(cfg.pp)]
+    held = [cfg.rank_layers(r) for r in range(cfg.pp)]
     tied = tied_reductions(graph, cfg, held)
     compute_s: dict = {}
     transfer_s: dict = {}
