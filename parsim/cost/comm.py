@@ -176,3 +176,13 @@ def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_
         buckets[-1].append(i)
         size += nbytes
     return buckets
+
+
+def fsdp_units(param_counts: list[int], tied: list[bool]) -> list[list[int]]:
+    """The FSDP units ZeRO-2 and -3 shard a stage into, its layers given in forward order: first
+    the root unit, the layers that share a parameter with another layer of the stage (FSDP2 keeps
+    a shared parameter in the unit of the modules' common ancestor, here the stage module), then
+    one unit per other layer that holds parameters, in order (torchtitan's one unit per block).
+    Layer positions per unit; the root may be empty.  What parsim.exec.fsdp wraps."""
+    root = [i for i, t in enumerate(tied) if t]
+    return [root] + [[i] for i, (n, t) in enumerate(zip(param_counts, tied)) if n and not t]

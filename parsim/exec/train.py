@@ -51,7 +51,7 @@ import torch
 import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
-from parsim.exec import checkpoint, faults, groups, heartbeat, precision, tensor_parallel
+from parsim.exec import checkpoint, faults, fsdp, groups, heartbeat, precision, tensor_parallel
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.objective import LR, MOMENTUM, loss_fn
@@ -163,12 +163,12 @@ def check_run(opts: RunOptions):
     if plan.optimizer != "momentum":
         raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
                          f"{plan.optimizer}); set training.optimizer: momentum")
-    if cfg.zero > 1:   # priced by parsim.sim, not yet run here: refuse rather than run another stage in its place
-        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO stages 0 and 1 (got {cfg.zero}); plan "
-                         "with --zero 0 or 1 to run it")
-    if cfg.zero and cfg.tp > 1:
-        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO with tp=1 only; plan with --zero 0 "
-                         "or tp=1")
+    if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
+        raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
+                         "plan with --zero 1 or --pp 1")
+    if cfg.zero == 1 and cfg.tp > 1:
+        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO-1 with tp=1 only; plan with --zero 0, "
+                         "2 or 3, or tp=1")
     held = [cfg.rank_layers(r) for r in range(cfg.pp)]
     if cfg.zero and any(spec.graph.tied_copies(i, layers) for layers in held for i in layers):
         # a tied weight copied over ranks: each rank's slice of a bucket covers other elements of it on each stage
@@ -223,11 +223,16 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
-    grad_syncs = [GradBuckets(m, dp_group, cfg.dp, cfg.microbatches, cfg.zero) for m in modules] if cfg.dp > 1 else []
+    if cfg.zero >= 2:                 # FSDP2's units; it reduce-scatters and gathers itself (parsim.exec.fsdp)
+        for m in modules:
+            fsdp.shard_stage(m, mesh["dp"], cfg.zero)
+    grad_syncs = ([GradBuckets(m, dp_group, cfg.dp, cfg.microbatches, cfg.zero) for m in modules]
+                  if cfg.dp > 1 and cfg.zero < 2 else [])
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
-    # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params)
-    held = [sync.shard_params() for sync in grad_syncs] if cfg.zero else [m.parameters() for m in modules]
+    # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params);
+    # ZeRO 2-3: its shards of FSDP2's sharded parameters
+    held = [sync.shard_params() for sync in grad_syncs] if cfg.zero == 1 else [m.parameters() for m in modules]
     optimizers = [precision.MasterWeightSGD(params, lr=LR, momentum=MOMENTUM) for params in held]
     sharded: list = []                # ZeRO: the last step's (collective, bytes) per local stage
     scaler = precision.DynamicLossScaler() if plan.dtype == "fp16" else None
@@ -287,6 +292,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if cfg.pp == 1:
             model = modules[0]
             for i, (xi, yi) in enumerate(zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches))):
+                fsdp.before_microbatch(model, cfg.zero, i, cfg.microbatches)
                 with rec.action(Action(0, Kind.F, i)):
                     loss = scaled_loss(model(xi), yi)
                 with rec.action(Action(0, Kind.B, i)):
@@ -317,7 +323,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             with rec.action(Action(s, Kind.OPTIMIZER)):
                 if take:
                     o.step()
-        if cfg.zero:                      # the updated slices to every replica, after the optimizer
+        if cfg.zero == 1:                 # the updated slices to every replica, after the optimizer
             for sync in grad_syncs:
                 sync.gather_params()
             sharded[:] = [sync.take_issued() for sync in grad_syncs]
@@ -372,11 +378,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step, **held}
             dist.barrier()
             t = float("nan")
-        elif step == start and cfg.tp > 1:
-            dist.barrier()                 # the first step counts the tensor-parallel collectives (untimed)
-            with tensor_parallel.CollectiveCounter() as counter:
+        elif step == start and (cfg.tp > 1 or cfg.zero >= 2):
+            dist.barrier()                 # the first step counts the tp and FSDP collectives (untimed)
+            with tensor_parallel.CollectiveCounter() as counter, fsdp.ShardedCollectives() as issued:
                 losses = run_step(x, y)
-            collectives = dict(counter.counts)
+            collectives = dict(counter.counts) if cfg.tp > 1 else {}
+            if cfg.zero >= 2:              # pp=1: one stage
+                sharded[:] = [issued.take()]
             t = float("nan")
         else:
             dist.barrier()                 # every rank starts the step together, as the simulator does

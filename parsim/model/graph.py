@@ -227,6 +227,18 @@ class LayerGraph:
         a device holding layer i without the owner keeps."""
         return [(owner, n) for owner, n in self.layers[i].tied if self.index(owner) not in held]
 
+    def sharing(self, held: Iterable[int]) -> set[int]:
+        """Of the layers at indices ``held``, those that share a weight with another of them: a
+        tied weight's owner and its users, when both are held (one parameter, which FSDP keeps in
+        their common ancestor's unit: parsim.cost.comm.fsdp_units)."""
+        held = set(held)
+        out: set[int] = set()
+        for i in held:
+            for owner, _ in self.layers[i].tied:
+                if self.index(owner) in held:
+                    out |= {i, self.index(owner)}
+        return out
+
     @property
     def fwd_flops(self) -> float:
         return sum(layer.fwd_flops for layer in self.layers)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsim.cost.comm import DDP_BUCKET_BYTES, collective_time_s
+from parsim.cost.comm import collective_time_s
 from parsim.cost.compute import ComputeModel
 from parsim.cost.memory import bytes_per_param, inflight_microbatches, zero_fractions
 from parsim.errors import DoesNotFitError, InfeasibleError
@@ -167,6 +167,7 @@ class _Bounds:
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
         self.per_param = per = bytes_per_param(t.dtype, t.optimizer)
         self.grad_per_param = per["grads"]
+        self.largest_unit_grad_bytes = float(self.params.max(initial=0.0)) * per["grads"]
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
 
@@ -177,8 +178,9 @@ class _Bounds:
 
     def memory_fn(self, schedule, m, pp, v, b, dp, zero=0):
         """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
-        (zero_fractions), plus, from stage 2, the bucket being reduce-scattered (at most DDP's cap;
-        ZeRO-3's gathered layers are left to the simulated peak)."""
+        (zero_fractions), plus, from stage 2, the FSDP unit being reduce-scattered (the largest
+        layer's gradients: stages 2-3 run with pp=1, so the stage is the whole model; ZeRO-3's
+        gathered layers are left to the simulated peak)."""
         pp_, sp, op = self.param_prefix, self.saved_prefix, self.out
         f = zero_fractions(zero, dp)
         static_per_param = sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
@@ -189,7 +191,7 @@ class _Bounds:
                 params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
             static = params * static_per_param
             if zero >= 2:
-                static = static + np.minimum(params * self.grad_per_param, DDP_BUCKET_BYTES)
+                static = static + np.minimum(params * self.grad_per_param, self.largest_unit_grad_bytes)
             boundary = 2 * op[np.maximum(B - 1, 0)] * b
             inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)
                         else inflight_microbatches(schedule, m, pp, j, v))
@@ -528,12 +530,12 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
 def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec):
     """(schedule, chunks, placement, zero) for each schedule: the placements where both dp and pp
     exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp > 1
-    (zero 3 not under a split backward: parsim.sim.simulate refuses it)."""
+    (2-3 only where pp = 1, and 3 not under a split backward: parsim.sim.simulate refuses them)."""
     fixed = c.zero if c.zero is not None else spec.parallel.zero
     for schedule, v in schedules:
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
             for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if dp > 1 else (0,)):
-                if (zero and dp == 1) or (zero == 3 and schedule == "zbh1"):
+                if (zero and dp == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1"):
                     continue
                 yield schedule, v, placement, zero
 

@@ -18,13 +18,14 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   reach its own REDUCE_TIED (a blocking collective), and holds the compute stream while it runs;
   the wait for the partners is idle time, the all-reduce exposed communication;
 - OPTIMIZER waits for the stage's buckets, then runs on the compute stream;
-- ZeRO (parsim.plan.ParallelConfig.zero): stage >= 2 reduce-scatters the buckets after every
-  micro-batch's last backward, not only the last one (``buckets_every_microbatch``: the
-  gradients are kept as shards, so each micro-batch's must leave the full buffer); stages 1-2
-  all-gather the updated parameter shards after OPTIMIZER (``after_optimizer_s``, exposed: not
-  overlapped with the next step's forward); stage 3 gathers each layer's parameters before its
-  forward and backward, prefetched one layer ahead, and the part compute does not hide delays
-  the compute action (``gather_s``, exposed communication);
+- ZeRO (parsim.plan.ParallelConfig.zero): stage 1 all-gathers the updated parameter shards
+  after OPTIMIZER (``after_optimizer_s``, exposed: not overlapped with the next step's forward);
+  stages 2-3 (FSDP2's units) reduce-scatter their buckets after every micro-batch's last
+  backward, not only the last one (``buckets_every_microbatch``: the gradients are kept as
+  shards, so each micro-batch's must leave the full buffer), and gather each unit's parameters
+  before its forward, prefetched one unit ahead, the part compute does not hide delaying the
+  compute action (``gather_s``, exposed communication): stage 2 before the step's first forward
+  only (``gather_first_microbatch_only``), stage 3 before every forward and backward;
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
@@ -75,8 +76,10 @@ class Costs:
     buckets_every_microbatch: bool = False
     # ZeRO 1-2: all-gather of the updated parameter shards after a stage's OPTIMIZER, exposed
     after_optimizer_s: dict[int, float] = field(default_factory=dict)
-    # ZeRO 3: exposed parameter all-gather before each (stage, F/B) (what prefetching does not hide)
+    # ZeRO 2-3: exposed parameter all-gather before each (stage, F/B) (what prefetching does not hide)
     gather_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
+    # ZeRO 2: the gathered parameters are kept over the step's micro-batches: gather before the first only
+    gather_first_microbatch_only: bool = False
 
 
 @dataclass
@@ -137,6 +140,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     gather: dict[Kind, list[float]] = {}
     for (s_, k_), d_ in costs.gather_s.items():
         gather.setdefault(k_, [0.0] * schedule.num_stages)[s_] = d_
+    gather_once = costs.gather_first_microbatch_only
     after_opt = costs.after_optimizer_s
     overlap = costs.overlap
     rank_of = schedule.rank_of
@@ -176,8 +180,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                         t += load_s
                         input_rank[r] += load_s
                     first_forward[mb] = t
-                g = gather[k][s] if k in gather else 0.0
-                if g:                             # ZeRO-3: parameters not yet gathered
+                g = gather[k][s] if k in gather and (mb == 0 or not gather_once) else 0.0
+                if g:                             # ZeRO 2-3: parameters not yet gathered
                     if keep_records:
                         records.append((r, a, DP, t, t + g))
                     t += g

@@ -6,7 +6,7 @@ import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
-from parsim.cost.comm import (DDP_BUCKET_BYTES, collective_time_s, ddp_buckets, group_link_class,
+from parsim.cost.comm import (DDP_BUCKET_BYTES, collective_time_s, ddp_buckets, fsdp_units, group_link_class,
                               library_algorithms, p2p_time_s, prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.input import input_cost, loader_ready_s
@@ -37,6 +37,12 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     if cfg.zero and cfg.dp == 1:
         raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel ranks, but dp=1 leaves nothing to "
                               "shard; use zero 0 or dp > 1")
+    if cfg.zero >= 2 and cfg.pp > 1:
+        # DeepSpeed's pipeline engine asserts zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2
+        # and ZeRO-3 are incompatible with pipeline parallelism" (deepspeed/runtime/pipe/engine.py), and
+        # Megatron shards with pp only as its distributed optimizer (ZeRO-1)
+        raise InfeasibleError(f"zero={cfg.zero} with pp={cfg.pp}: ZeRO-2 and -3 run without pipeline parallelism, as in "
+                              "DeepSpeed and Megatron; use zero 1 or pp=1")
     if len(cfg.bounds) != cfg.stages + 1 or cfg.bounds[0] != 0 or cfg.bounds[-1] != len(graph) \
             or any(x >= y for x, y in zip(cfg.bounds, cfg.bounds[1:])):
         raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stages over {len(graph)} layers")
@@ -162,43 +168,69 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
             comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * cfg.dp * cfg.tp
         if cfg.dp > 1 and params:
-            # DDP buckets fill in backward order; bucket k is ready once its layers' gradients are.
             group = cfg.dp_group(s % cfg.pp)
-            rev = list(reversed(idx))
+            link = group_link_class(cluster, group)
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
-            grads = [own[i - idx.start] * per_param["grads"] for i in rev]
-            # ZeRO-3 reduce-scatters each layer's gradients (an FSDP unit per layer), others DDP buckets
-            groups = ddp_buckets(grads, 0 if zero == 3 else DDP_BUCKET_BYTES)
-            sizes = tuple(sum(grads[j] for j in members) for members in groups)
-            bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
-            link = group_link_class(cluster, group)
-            # ZeRO >= 1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half; >= 2
-            # after every micro-batch (engine.Costs.buckets_every_microbatch)
-            op, runs = ("reduce_scatter", m if zero >= 2 else 1) if zero else ("all_reduce", 1)
-            for k, members in enumerate(groups):
-                nbytes = bucket_bytes[s][k]
-                ready = sum(last[: members[-1] + 1]) / total
-                bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
-                comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp * runs   # ring, all ranks
-            buckets_per_stage[s] = len(groups)
-            if zero:
-                sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * runs
+            if zero >= 2:        # FSDP2's units (parsim.exec.fsdp), reduce-scattered every micro-batch
+                shared = graph.sharing(idx)
+                units = fsdp_units(own, [i in shared for i in idx])
+                sizes = tuple(sum(own[i] for i in u) * per_param["grads"] for u in units)
+                unit_bytes = tuple(shard_padded_bytes(x, width, dp) for x in sizes)
+                # backward order: each unit after its layer's backward, the root's after the whole one
+                order = [k for k in range(len(units) - 1, 0, -1)] + ([0] if units[0] else [])
+                bucket_bytes[s] = tuple(unit_bytes[k] for k in order)
+                for pos, k in enumerate(order):
+                    ready = 1.0 if k == 0 else sum(last[: len(idx) - units[k][0]]) / total
+                    bucket[(s, pos)] = (ready, collective_time_s(cluster, group, unit_bytes[k], "reduce_scatter",
+                                                                 algorithm))
+                buckets_per_stage[s] = len(order)
+                comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
+                sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
                 reduce_buffer_bytes[s] = max(sizes)
-            if zero in (1, 2):   # the updated shards, gathered bucket by bucket after the optimizer
-                after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
-                comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
-                sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
-            if zero == 3:        # each layer's parameters before its forward and its backward
-                layer_bytes = [shard_padded_bytes(n * per_param["params"], width, dp) for n in own]
-                g = [collective_time_s(cluster, group, x, "all_gather") for x in layer_bytes]
-                gather_s[(s, Kind.F)] = prefetched_gather_s(g, per_layer["F"], overlap)
-                gather_s[(s, Kind.B)] = prefetched_gather_s(g[::-1], per_layer["B"][::-1], overlap)
-                comm_bytes[link] += 2 * m * (dp - 1) * sum(layer_bytes) * cfg.tp
-                sharded[s] += [("all_gather", x) for x in layer_bytes if x] * (2 * m)
-                # the working set: the running and the prefetched layer's full parameters
-                pairs = [a + b for a, b in zip(own, own[1:])] or own
-                gathered_bytes[s] = max(pairs) * per_param["params"]
+                # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
+                # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
+                # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
+                gathers = [collective_time_s(cluster, group, x, "all_gather") for x in unit_bytes]
+                own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
+                fwd = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
+                root_s = gathers[0] if units[0] else 0.0
+                fwd[0] += root_s
+                gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap)
+                runs_f = 1 if zero == 2 else m
+                comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * runs_f
+                sharded[s] += [("all_gather", x) for x in unit_bytes if x] * runs_f
+                if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
+                    bwd = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))][::-1]
+                    bwd[0] += root_s
+                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap)
+                    comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * m
+                    sharded[s] += [("all_gather", x) for x in unit_bytes if x] * m
+                    # the working set: the root's parameters, held through its forward and its backward,
+                    # and the running and the prefetched unit's
+                    full = [sum(own[i] for i in u) * per_param["params"] for u in units]
+                    pairs = [a + b for a, b in zip(full[1:], full[2:])] or full[1:] or [0.0]
+                    gathered_bytes[s] = full[0] + max(pairs)
+            else:
+                # DDP buckets fill in backward order; bucket k is ready once its layers' gradients are.
+                rev = list(reversed(idx))
+                grads = [own[i - idx.start] * per_param["grads"] for i in rev]
+                groups = ddp_buckets(grads, DDP_BUCKET_BYTES)
+                sizes = tuple(sum(grads[j] for j in members) for members in groups)
+                bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
+                # ZeRO-1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half
+                op = "reduce_scatter" if zero else "all_reduce"
+                for k, members in enumerate(groups):
+                    nbytes = bucket_bytes[s][k]
+                    ready = sum(last[: members[-1] + 1]) / total
+                    bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
+                    comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
+                buckets_per_stage[s] = len(groups)
+                if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
+                    sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
+                    after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
+                    comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
+                    sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
             runs = {"grad": 1, "B": b * cfg.microbatches, "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
             tp_bytes = sum(step.bytes_per_device * runs[ph]
@@ -222,7 +254,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
-                         buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s)
+                         buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
+                         gather_first_microbatch_only=zero == 2)
     readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
     load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
                       round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))

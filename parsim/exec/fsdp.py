@@ -1,0 +1,78 @@
+"""ZeRO stages 2 and 3, run by torch FSDP2 (``torch.distributed.fsdp.fully_shard``).
+
+A stage module's cut units become FSDP units on the data-parallel mesh, one unit per cut unit,
+as torchtitan wraps each transformer block; units that share a parameter (the GPT's tied
+embedding and head, on one rank) are left to the stage module's own root unit, which FSDP2
+lets hold a parameter two submodules share. Which layers form which unit is
+``parsim.cost.comm.fsdp_units``: the rule the simulator prices, so that the collectives that run
+are the ones predicted, unit for unit.
+
+- **ZeRO-3** (``reshard_after_forward=True``, FSDP's FULL_SHARD): a unit's parameters are
+  all-gathered before its forward and again before its backward, and freed after each; its
+  gradients are reduce-scattered after its backward, every micro-batch.
+- **ZeRO-2** (``reshard_after_forward=False``, FSDP's SHARD_GRAD_OP, torchtitan's ZeRO-2): a
+  unit's parameters are all-gathered before the step's first forward and kept until the last
+  micro-batch's backward (``set_reshard_after_backward``, FSDP2's gradient-accumulation switch);
+  its gradients are reduce-scattered after every micro-batch's backward, each rank keeping the
+  sum of its shard.
+
+The root unit keeps its parameters gathered from its forward through its backward under either
+stage (FSDP2 sets a root's ``reshard_after_forward`` to False: its parameters are needed again
+at once). FSDP2 averages the reduce-scattered gradients over the mesh, which is the seeds'
+``gradients_mean``. The optimizer steps the sharded parameters (DTensors, ``Shard(0)``), so its
+state is 1/dp of the whole.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from parsim.cost.comm import fsdp_units
+
+# c10d's ops, as FSDP2 issues them, by the collective the simulator names
+_OPS = {"_allgather_base_": "all_gather", "_reduce_scatter_base_": "reduce_scatter"}
+
+
+def shard_stage(module: nn.Module, mesh, zero: int) -> None:
+    """Wrap ``module``'s cut units (its children, in order) as ``fsdp_units`` groups them, then
+    the module itself as the root unit."""
+    from torch.distributed.fsdp import fully_shard
+
+    units = list(module.children())
+    holders: dict[int, set[int]] = {}          # parameter -> the units holding it
+    for i, unit in enumerate(units):
+        for p in unit.parameters():
+            holders.setdefault(id(p), set()).add(i)
+    shared = {i for held in holders.values() if len(held) > 1 for i in held}
+    sizes = [sum(p.numel() for p in u.parameters()) for u in units]
+    for (i,) in fsdp_units(sizes, [i in shared for i in range(len(units))])[1:]:
+        fully_shard(units[i], mesh=mesh, reshard_after_forward=zero == 3)
+    fully_shard(module, mesh=mesh, reshard_after_forward=zero == 3)
+
+
+def before_microbatch(module: nn.Module, zero: int, i: int, microbatches: int) -> None:
+    """ZeRO-2: keep the gathered parameters over the step's micro-batches, freeing them after the
+    last one's backward."""
+    if zero == 2:
+        module.set_reshard_after_backward(i == microbatches - 1, recurse=True)
+
+
+class ShardedCollectives(TorchDispatchMode):
+    """The collectives FSDP2 issues, (op, bytes of the full buffer), in launch order: an
+    all-gather's output, a reduce-scatter's input; the quantities ``Estimate.sharded_collectives``
+    prices."""
+
+    def __init__(self):
+        super().__init__()
+        self.issued: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "c10d" and func.overloadpacket.__name__ in _OPS:
+            whole = args[0] if func.overloadpacket.__name__ == "_allgather_base_" else args[1]
+            self.issued.append((_OPS[func.overloadpacket.__name__], whole.numel() * whole.element_size()))
+        return func(*args, **(kwargs or {}))
+
+    def take(self) -> list[tuple[str, int]]:
+        issued, self.issued = self.issued, []
+        return issued
