@@ -79,7 +79,7 @@ def read_fabric(net: Fields) -> Fabric:
         spine: {oversubscription: 1.0, latency_us: 1}   # optional with pod_nodes
     """
     rail = net.get("rail_optimized", bool, False)
-    pod_nodes = net.positive_int("pod_nodes", 0)
+    pod_nodes = net.positive_int("pod_nodes", None) or 0
     fabric = Fabric(rail_optimized=rail, pod_nodes=pod_nodes)
     if net.has("spine"):
         if not pod_nodes:
