@@ -159,11 +159,20 @@ class Cluster:
     def span_class(self, ranks) -> str:
         """The farthest link class between any two of ``ranks`` (what a ring over them crosses):
         the one place a tier is decided; link_class and parsim.cost.comm ask it."""
-        nodes = {self.node_of(r) for r in ranks}
-        if len(nodes) > 1:
-            fabric = self.profile.fabric
-            return fabric.tier(nodes, {self.rail_of(r) for r in ranks} if fabric.rail_optimized else ())
-        return "group" if len({self.group_of(r) for r in ranks}) == 1 else "node"
+        per_node = self.devices_per_node
+        first = ranks[0] // per_node                    # node_of, inline and in plain loops: the planner
+        for r in ranks:                                 # asks for every stage boundary of every candidate
+            if r // per_node != first:
+                fabric = self.profile.fabric
+                if not fabric.tiered:
+                    return "network"
+                return fabric.tier({r // per_node for r in ranks},
+                                   {self.rail_of(r) for r in ranks} if fabric.rail_optimized else ())
+        group = self.group_of(ranks[0])
+        for r in ranks[1:]:
+            if self.group_of(r) != group:
+                return "node"
+        return "group"
 
     def link_class(self, a: int, b: int) -> str:
         return self.span_class((a, b))
