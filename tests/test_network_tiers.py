@@ -50,8 +50,8 @@ def test_the_tier_of_a_group_is_the_farthest_of_any_two_members():
     assert group_link_class(POD, [_rank(n, 4) for n in range(32)]) == "network"       # a tp=8 dp group in one SU
     assert group_link_class(POD, [_rank(n, 4) for n in range(64)]) == "spine"         # ... across both SUs
     assert group_link_class(POD, list(range(16))) == "rail"                           # two whole nodes
-    # Neither member is on another rail than rank 0's node-mate... but 0 and 9 are: the farthest
-    # pair need not include the first rank.
+    # The first rank (node 0, rail 1) is one node or one rail from each other member, but ranks 0
+    # and 9 differ in both: the farthest pair need not include the first rank.
     assert group_link_class(POD, [_rank(0, 1), _rank(0, 0), _rank(1, 1)]) == "rail"
     assert group_link_class(POD, [_rank(0, 1), _rank(1, 1), _rank(33, 1)]) == "spine"
 
