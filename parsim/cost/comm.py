@@ -11,9 +11,10 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
                              all-gather in the node (k = ranks per node)
     all-gather / reduce-scatter (ring)   (n-1) * a + (n-1)/n * S / B
 
-B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the collective library's bandwidth efficiency;
-a = link latency + the library's per-step latency.  ``auto`` takes the fastest of the algorithms
-the cluster's collective library implements (LIBRARY_ALGORITHMS), as NCCL's tuner does.
+B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
+collective library's bandwidth efficiency; a = link latency + the library's per-step latency.
+``auto`` takes the fastest of the algorithms the cluster's collective library implements
+(LIBRARY_ALGORITHMS), as NCCL's tuner does.
 """
 
 from __future__ import annotations

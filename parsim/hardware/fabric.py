@@ -12,8 +12,8 @@ Between ranks on different nodes, nearest first:
   Library 2.12", 2022, Fig. 1).  NCCL does not cross rails in the network: since 2.12 its PXN
   writes the data over NVLink into the GPU of the sending node that sits on the receiver's rail,
   whose NIC sends it (same blog post; on by default: NCCL_PXN_DISABLE defaults to 0, NCCL's
-  environment-variable docs and src/graph/paths.cc).  Priced as that path: the node link's latency plus the network's, at the slower of the two
-  bandwidths (the NIC's).
+  environment-variable docs and src/graph/paths.cc).  Priced as that path: the node link's
+  latency plus the network's, at the slower of the two bandwidths (the NIC's).
 - ``spine``: nodes in different pods: leaf, spine, leaf.  A spine with oversubscription o has 1/o
   of the uplink bandwidth its leaves have downlinks, so when every GPU sends across pods at once,
   as data-parallel rings over pods do, each gets the NIC's bandwidth / o; the extra switch hops add
