@@ -11,9 +11,10 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
                              all-gather in the node (k = ranks per node)
     all-gather / reduce-scatter (ring)   (n-1) * a + (n-1)/n * S / B
 
-B is the slowest link the group crosses, times the collective library's bandwidth efficiency;
-a = link latency + the library's per-step latency.  ``auto`` takes the fastest of the algorithms
-the cluster's collective library implements (LIBRARY_ALGORITHMS), as NCCL's tuner does.
+B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
+collective library's bandwidth efficiency; a = link latency + the library's per-step latency.
+``auto`` takes the fastest of the algorithms the cluster's collective library implements
+(LIBRARY_ALGORITHMS), as NCCL's tuner does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from functools import lru_cache
 
 from parsim.errors import InputError
 from parsim.hardware.cluster import Cluster
-from parsim.hardware.links import LINK_CLASSES
 
 ALGORITHMS = ("auto", "ring", "tree", "halving-doubling", "hierarchical")
 
@@ -64,19 +64,11 @@ def group_link_class(cluster: Cluster, ranks: list[int]) -> str:
 def _group_shape(cluster: Cluster, ranks: tuple[int, ...]) -> tuple[str, int, int, str]:
     """(farthest link class, nodes spanned, most ranks on one node, link class inside a node).
     Cached: the planner prices the same groups for every candidate and bucket."""
-    worst = 0
-    for a in ranks[1:]:
-        worst = max(worst, LINK_CLASSES.index(cluster.link_class(ranks[0], a)))
-        if worst == len(LINK_CLASSES) - 1:
-            break
     nodes: dict[int, list[int]] = {}
     for r in ranks:
         nodes.setdefault(cluster.node_of(r), []).append(r)
     first = next(iter(nodes.values()))
-    inner = 0
-    for a in first[1:]:
-        inner = max(inner, LINK_CLASSES.index(cluster.link_class(first[0], a)))
-    return LINK_CLASSES[worst], len(nodes), max(len(v) for v in nodes.values()), LINK_CLASSES[inner]
+    return cluster.span_class(ranks), len(nodes), max(len(v) for v in nodes.values()), cluster.span_class(first)
 
 
 def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
@@ -123,7 +115,7 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
             best = min(best, _flat(n, nbytes, *_alpha_beta(cluster, worst), op, a))
         elif n_nodes > 1 and k > 1:
             a_in, b_in = _alpha_beta(cluster, inner_class)
-            a_out, b_out = _alpha_beta(cluster, "network")
+            a_out, b_out = _alpha_beta(cluster, worst)     # the tiers between nodes (network, rail, spine)
             inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
             outer = min(_flat(n_nodes, nbytes / k, a_out, b_out, "all_reduce", f)
                         for f in algorithms_flat(cluster))

@@ -27,6 +27,9 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       nics_per_node: 8
       nic_bandwidth_gb_per_s: 12.5
       latency_us: 10
+      rail_optimized: true                     # optional tiers (parsim.hardware.fabric): NIC i on leaf i
+      pod_nodes: 32                            # nodes under one set of leaves
+      spine: {oversubscription: 1.0, latency_us: 1}   # across pods
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     nodes: 1                                   # optional default node count
     input_pipeline:                            # optional; absent: loading is never a bottleneck
@@ -34,6 +37,10 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       host_samples_per_s: 12000                # per node, shared by the node's input-reading devices
       sample_elements: 150528                  # optional: the input it is for (3 x 224 x 224); others unpriced
     # or, for a loader inline in the training process:  {overlap: false, per_sample_s: 2.0e-4}
+
+A profile may start from another in the same folder: ``extends: dgx-h100`` takes that file's
+sections, and each top-level key given here replaces the base's whole key (``network:`` all of it).
+It names itself (``name:``); the base may not extend a third.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from pathlib import Path
 
 from parsim.errors import InputError
 from parsim.hardware.device import Device, KernelExecution, MemoryReserve
+from parsim.hardware.fabric import Fabric, read_fabric
 from parsim.hardware.links import LINK_CLASSES, Link
 from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
@@ -100,6 +108,7 @@ class Profile:
     default_nodes: int = 1
     source: str = ""
     input_pipeline: InputPipeline | None = None    # None: loading is not a bottleneck
+    fabric: Fabric = Fabric()                      # the tiers above the NICs; default one tier
 
     def link(self, link_class: str) -> Link:
         return dict(self.links)[link_class]
@@ -125,9 +134,17 @@ class Cluster:
     def node_of(self, rank: int) -> int:
         return rank // self.devices_per_node
 
+    def local_of(self, rank: int) -> int:
+        """The device index on its node: a rank table says which physical chip a rank runs on;
+        else ranks fill devices in order."""
+        return self.rank_devices[rank][1] if self.rank_devices else rank % self.devices_per_node
+
+    def rail_of(self, rank: int) -> int:
+        """The NIC, and so the rail, a rank's traffic leaves on: its device's share of the NICs."""
+        return self.local_of(rank) * self.profile.nics_per_node // self.profile.devices_per_node
+
     def group_of(self, rank: int) -> int:
-        # A rank table says which physical chip a rank runs on; else ranks fill devices in order.
-        local = self.rank_devices[rank][1] if self.rank_devices else rank % self.devices_per_node
+        local = self.local_of(rank)
         for g, members in enumerate(self.groups):
             if local in members:
                 return g
@@ -139,10 +156,26 @@ class Cluster:
         groups = tuple(tuple(d for d in g if d < self.devices_per_node) for g in self.profile.groups)
         return tuple(g for g in groups if g)
 
+    def span_class(self, ranks) -> str:
+        """The farthest link class between any two of ``ranks`` (what a ring over them crosses):
+        the one place a tier is decided; link_class and parsim.cost.comm ask it."""
+        per_node = self.devices_per_node
+        first = ranks[0] // per_node                    # node_of, inline and in plain loops: the planner
+        for r in ranks:                                 # asks for every stage boundary of every candidate
+            if r // per_node != first:
+                fabric = self.profile.fabric
+                if not fabric.tiered:
+                    return "network"
+                return fabric.tier({r // per_node for r in ranks},
+                                   {self.rail_of(r) for r in ranks} if fabric.rail_optimized else ())
+        group = self.group_of(ranks[0])
+        for r in ranks[1:]:
+            if self.group_of(r) != group:
+                return "node"
+        return "group"
+
     def link_class(self, a: int, b: int) -> str:
-        if self.node_of(a) != self.node_of(b):
-            return "network"
-        return "group" if self.group_of(a) == self.group_of(b) else "node"
+        return self.span_class((a, b))
 
     def link(self, a: int, b: int) -> Link:
         return self.link_for(self.link_class(a, b))
@@ -167,6 +200,7 @@ class Cluster:
             "links": {c: {"bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "latency_s": link.latency_s}
                       for c, link in p.links},
             "nics_per_node": p.nics_per_node,
+            "fabric": p.fabric.describe(),
             "collective_library": p.collectives.library,
             "rank_devices": [list(rd) for rd in self.rank_devices],
             "input_pipeline": None if p.input_pipeline is None else {
@@ -268,9 +302,30 @@ def _input_pipeline(r: Fields) -> InputPipeline | None:
     return pipe
 
 
+def _extended(raw: dict, path: str) -> dict:
+    """``raw`` over the profile it ``extends`` (validated first, so its own errors name its file)."""
+    r = Fields(raw, path)
+    name = r.get("extends", str)
+    base = Path(path).parent / f"{name}.yaml"
+    if not base.is_file():
+        others = sorted(p.stem for p in Path(path).parent.glob("*.yaml") if p.stem != Path(path).stem)
+        raise r.fail("extends", f"no profile {name}.yaml beside this file; name one of {', '.join(others) or 'none'}")
+    if not r.has("name"):
+        raise r.fail("name", "missing; a profile that extends another names itself")
+    base_raw = load_file(base, "a hardware profile YAML")
+    if isinstance(base_raw, dict) and "extends" in base_raw:
+        raise r.fail("extends", f"{name} itself extends {base_raw['extends']!r}; extend a profile that "
+                                "extends none")
+    load_profile(base)
+    return {**base_raw, **{k: v for k, v in raw.items() if k != "extends"}}
+
+
 def load_profile(path: str | os.PathLike) -> Profile:
     path = os.fspath(path)
-    r = Fields(load_file(path, "a hardware profile YAML"), path)
+    raw = load_file(path, "a hardware profile YAML")
+    if isinstance(raw, dict) and "extends" in raw:
+        raw = _extended(raw, path)
+    r = Fields(raw, path)
     r.schema_version(SCHEMA_VERSION)
     d = r.sub("device")
     if not d.has("memory"):
@@ -321,6 +376,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
                                       net.fraction("efficiency", 1.0))))
     else:
         links.append(("network", links[-1][1]))
+    fabric = read_fabric(net)
+    links += fabric.links(links[1][1], links[2][1])
     net.done()
 
     c = r.sub("collective")
@@ -344,7 +401,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
                       nics_per_node=nics, collectives=coll, source=path,
                       default_nodes=r.positive_int("nodes", 1, at_most=MAX_WORLD_SIZE // devices,
                                                    why=f"{devices} devices each; {_BOUND}"),
-                      input_pipeline=_input_pipeline(r))
+                      input_pipeline=_input_pipeline(r), fabric=fabric)
     r.done()
     return profile
 

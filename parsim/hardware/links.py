@@ -3,14 +3,20 @@
 Link classes, from closest to farthest:
 - ``group``: inside one fully connected group (Ascend 910's 4-chip HCCS ring, NVLink/NVSwitch);
 - ``node``: inside one node, across groups (Ascend 910: PCIe between the two HCCS groups);
-- ``network``: across nodes (RoCE / InfiniBand NICs).
+- ``network``: across nodes (RoCE / InfiniBand NICs); in a multi-tier fabric, two nodes of one
+  pod on one rail: NIC, one leaf switch, NIC;
+- ``rail``: two nodes of one pod on different rails of a rail-optimised fabric (NCCL's PXN: an
+  NVLink hop to the GPU on the right rail, then its NIC);
+- ``spine``: nodes in different pods: leaf, spine, leaf, at the spine's oversubscription.
+The last two exist only in profiles that describe the tiers (parsim.hardware.fabric); a one-tier
+profile's links are the first three, as before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-LINK_CLASSES = ("group", "node", "network")
+LINK_CLASSES = ("group", "node", "network", "rail", "spine")
 
 
 @dataclass(frozen=True)

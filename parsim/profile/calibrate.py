@@ -173,6 +173,12 @@ def profile_yaml(profile, device: Device, source: str) -> str:
     lines += ["network:", f"  nics_per_node: {profile.nics_per_node}",
               f"  nic_bandwidth_gb_per_s: {net.bandwidth_bytes_per_s * profile.devices_per_node / min(profile.nics_per_node, profile.devices_per_node) / 1e9:.6g}",
               f"  latency_us: {net.latency_s * 1e6:.4g}", f"  efficiency: {net.efficiency}"]
+    fabric = profile.fabric             # the tiers above the NICs (parsim.hardware.fabric), unchanged
+    if fabric.rail_optimized:
+        lines.append("  rail_optimized: true")
+    if fabric.pod_nodes:
+        lines += [f"  pod_nodes: {fabric.pod_nodes}", f"  spine: {{oversubscription: {fabric.oversubscription}, "
+                  f"latency_us: {fabric.spine_latency_s * 1e6:.4g}}}"]
     c = profile.collectives
     lines.append(f"collective: {{library: {c.library}, bandwidth_efficiency: {c.bandwidth_efficiency}, "
                  f"latency_us: {c.latency_s * 1e6:.4g}, overlap: {c.overlap}}}")

@@ -3,6 +3,7 @@ text as lines (or, for ``--json``, the object to dump); parsim.cli prints them."
 
 from __future__ import annotations
 
+from parsim.hardware.links import LINK_CLASSES
 from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
 
 
@@ -57,6 +58,13 @@ def cluster_lines(d: dict) -> list[str]:
     for cls, link in d["links"].items():
         lines.append(f"  link {cls:8s} {human_si(link['bandwidth_bytes_per_s'], 'B/s'):>12s} per direction, "
                      f"latency {human_time(link['latency_s'])}")
+    f = d["fabric"]
+    if f["rail_optimized"] or f["pod_nodes"]:
+        lines.append("  network tiers: " + "; ".join(
+            ([f"rail-optimised ({d['nics_per_node']} rails; another rail via NVLink first, NCCL's PXN)"]
+             if f["rail_optimized"] else [])
+            + ([f"pods of {f['pod_nodes']} nodes, spine oversubscribed {f['oversubscription']:g}:1 "
+                f"(+{human_time(f['spine_latency_s'])})"] if f["pod_nodes"] else [])))
     if d["rank_devices"]:
         lines.append("  rank -> (server, device_id): "
                      + ", ".join(f"{r}->{tuple(x)}" for r, x in enumerate(d["rank_devices"])))
@@ -98,11 +106,16 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
                      f"{r.max_inflight_microbatches:>9} {human_bytes(r.memory.activations_bytes):>12} "
                      f"{human_bytes(r.peak_memory_bytes):>12} {human_bytes(cap - r.peak_memory_bytes):>10}")
     lines.append("memory: " + memory_margin(max(est.peak_memory_bytes), cluster.device))
-    lines.append("bytes moved per step: "
-                 + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(est.comm_bytes.items())))
+    lines.append(comm_bytes_line(est))
     if grid:
         lines.append(timeline_grid(est))
     return lines
+
+
+def comm_bytes_line(est, what: str = "bytes moved per step") -> str:
+    """The bytes an estimate moves per step over each link class, nearest first (a spine shows here)."""
+    return f"{what}: " + ", ".join(f"{k} {human_bytes(est.comm_bytes[k])}" for k in
+                                    sorted(est.comm_bytes, key=LINK_CLASSES.index))
 
 
 def candidate_row(cand, cap_bytes: float) -> dict:
@@ -170,6 +183,8 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     for row, cand in zip(rows, shown):
         lines.append(f"  {row['']:>6}: {cand.config.describe_split(spec.graph.names)}")
     lines.extend(result.explanation)
+    if result.chosen.estimate.comm_bytes:
+        lines.append(comm_bytes_line(result.chosen.estimate, "the pick's bytes moved per step"))
     c = result.chosen.config
     if c.tp > 1:
         lines.append(f"operator strategies of the pick (tp={c.tp}, {c.tp_layout}) that differ from data parallelism:")

@@ -1,0 +1,307 @@
+"""Multi-tier networks (parsim.hardware.fabric): rail-optimised leaves, PXN across rails, a spine
+between pods at its oversubscription; one-tier profiles priced exactly as before."""
+
+import itertools
+import json
+import math
+import shutil
+
+import pytest
+import yaml
+
+from parsim.cli import main
+from parsim.cost.comm import collective_time_s, group_link_class, p2p_time_s
+from parsim.hardware import load_cluster
+from parsim.hardware.cluster import available_profiles, load_profile
+from parsim.hardware.links import Link
+from parsim.profile.calibrate import profile_yaml
+
+TIERED = {"dgx-h100-superpod", "dgx-h100-roce"}
+POD = load_cluster("dgx-h100-superpod:64x8")        # two scalable units of 32 nodes, 8 rails
+
+
+def _raw(name: str) -> dict:
+    return yaml.safe_load(open(f"hardware_profiles/{name}.yaml"))
+
+
+def _rank(node: int, local: int) -> int:
+    return node * 8 + local
+
+
+# ------------------------------------------------------------------------------- tiers of pairs and groups
+
+@pytest.mark.parametrize("a,b,tier", [
+    ((0, 0), (0, 7), "group"),           # one node: NVSwitch
+    ((0, 0), (1, 0), "network"),         # one SU, rail 0: one leaf
+    ((5, 3), (31, 3), "network"),        # the SU's first and last node, rail 3
+    ((0, 0), (1, 1), "rail"),            # one SU, rails 0 and 1: PXN
+    ((0, 7), (31, 0), "rail"),
+    ((0, 0), (32, 0), "spine"),          # SU 0 and SU 1 on one rail
+    ((31, 2), (32, 5), "spine"),         # neighbouring nodes in different SUs, different rails
+])
+def test_the_tier_of_a_pair(a, b, tier):
+    assert POD.link_class(_rank(*a), _rank(*b)) == tier
+    assert POD.link_class(_rank(*b), _rank(*a)) == tier
+    assert group_link_class(POD, [_rank(*a), _rank(*b)]) == tier
+
+
+def test_the_tier_of_a_group_is_the_farthest_of_any_two_members():
+    assert group_link_class(POD, list(range(8))) == "group"
+    assert group_link_class(POD, [_rank(n, 4) for n in range(32)]) == "network"       # a tp=8 dp group in one SU
+    assert group_link_class(POD, [_rank(n, 4) for n in range(64)]) == "spine"         # ... across both SUs
+    assert group_link_class(POD, list(range(16))) == "rail"                           # two whole nodes
+    # The first rank (node 0, rail 1) is one node or one rail from each other member, but ranks 0
+    # and 9 differ in both: the farthest pair need not include the first rank.
+    assert group_link_class(POD, [_rank(0, 1), _rank(0, 0), _rank(1, 1)]) == "rail"
+    assert group_link_class(POD, [_rank(0, 1), _rank(1, 1), _rank(33, 1)]) == "spine"
+
+
+def test_sixteen_thousand_gpus_in_64_scalable_units():
+    big = load_cluster("dgx-h100-superpod:2048x8")
+    assert big.world_size == 16384 == load_cluster("dgx-h100-superpod").world_size    # the profile's nodes
+    last = big.world_size - 1
+    assert big.link_class(0, last) == "spine"
+    assert big.link_class(last - 8 * 31, last) == "network"        # SU 63's first and last node, rail 7
+    assert big.link_class(last - 8 * 32, last) == "spine"          # SU 62's last node
+    assert big.node_of(last) // big.profile.fabric.pod_nodes == 63
+
+
+def test_the_roce_fabric_has_pods_of_3072_gpus_and_no_rails():
+    c = load_cluster("dgx-h100-roce")
+    raw = _raw("dgx-h100-roce")["network"]
+    assert c.world_size == 16384 and c.profile.fabric.pod_nodes * 8 == 3072
+    assert c.link_class(_rank(0, 0), _rank(1, 1)) == "network"     # a top-of-rack fabric: no rails to cross
+    assert c.link_class(_rank(0, 0), _rank(383, 7)) == "network"
+    assert c.link_class(_rank(383, 0), _rank(384, 0)) == "spine"
+    spine, net = c.link_for("spine"), c.link_for("network")
+    assert spine.bandwidth_bytes_per_s == net.bandwidth_bytes_per_s / raw["spine"]["oversubscription"]
+    assert net.efficiency == spine.efficiency == raw["efficiency"] < 1
+    assert "rail" not in dict(c.profile.links)
+
+
+# ------------------------------------------------------------------------------- prices
+
+def test_rail_is_the_pxn_path_and_spine_the_nic_over_the_oversubscription():
+    raw = _raw("dgx-h100-superpod")["network"]
+    base = _raw("dgx-h100")["node"]["group_link"]
+    S = 3e8
+    nic = raw["nic_bandwidth_gb_per_s"] * 1e9
+    same_rail = p2p_time_s(POD, _rank(0, 0), _rank(1, 0), S)
+    assert same_rail == pytest.approx(raw["latency_us"] * 1e-6 + S / nic)
+    # PXN: NVLink to the GPU on the receiver's rail, then its NIC; the NIC is the narrower
+    assert p2p_time_s(POD, _rank(0, 0), _rank(1, 1), S) == pytest.approx(
+        (base["latency_us"] + raw["latency_us"]) * 1e-6 + S / min(nic, base["bandwidth_gb_per_s"] * 1e9))
+    assert p2p_time_s(POD, _rank(0, 0), _rank(32, 0), S) == pytest.approx(
+        (raw["latency_us"] + raw["spine"]["latency_us"]) * 1e-6 + S * raw["spine"]["oversubscription"] / nic)
+
+
+def _pods_profile(folder, oversubscription: float, name: str = "pods") -> None:
+    """Two-node pods over a copy of dgx-h100 (through ``extends``), spine at ``oversubscription``."""
+    shutil.copy("hardware_profiles/dgx-h100.yaml", folder / "dgx-h100.yaml")
+    (folder / f"{name}.yaml").write_text(f"""extends: dgx-h100
+name: {name}
+network:
+  nics_per_node: 8
+  nic_bandwidth_gb_per_s: 50
+  latency_us: 5
+  rail_optimized: true
+  pod_nodes: 2
+  spine: {{oversubscription: {oversubscription}, latency_us: 1.5}}
+""")
+
+
+@pytest.mark.parametrize("op,algorithm", [("all_reduce", "ring"), ("all_reduce", "tree"), ("all_gather", "ring"),
+                                          ("reduce_scatter", "ring")])
+def test_collective_time_across_pods_grows_with_oversubscription_by_the_closed_form(tmp_path, monkeypatch,
+                                                                                   op, algorithm):
+    monkeypatch.setenv("PARSIM_PROFILES", str(tmp_path))
+    across = [_rank(n, 2) for n in range(6)]           # rail 2 of six nodes: three pods
+    inside = [_rank(0, 2), _rank(1, 2)]                # one pod
+    n, S = len(across), 4e9
+    times, bandwidth_term, in_pod = {}, {}, set()
+    for o in (1.0, 2.0, 3.5, 7.0):
+        _pods_profile(tmp_path, o, f"pods{int(o * 10)}")
+        c = load_cluster(f"pods{int(o * 10)}:6x8")
+        coll, net = c.profile.collectives, c.link_for("network")
+        alpha = net.latency_s + 1.5e-6 + coll.latency_s
+        beta = net.bandwidth_bytes_per_s * net.efficiency * coll.bandwidth_efficiency / o
+        steps, bus = {("all_reduce", "ring"): (2 * (n - 1), 2 * (n - 1) / n),
+                      ("all_reduce", "tree"): (2 * math.ceil(math.log2(n)), 2.0),
+                      ("all_gather", "ring"): (n - 1, (n - 1) / n),
+                      ("reduce_scatter", "ring"): (n - 1, (n - 1) / n)}[(op, algorithm)]
+        bandwidth_term[o] = bus * S / beta
+        times[o] = collective_time_s(c, across, S, op, algorithm)
+        assert times[o] == pytest.approx(steps * alpha + bandwidth_term[o], rel=1e-12)
+        in_pod.add(collective_time_s(c, inside, S, op, algorithm))
+    for o, t in times.items():     # only the bandwidth term grows, in proportion to the oversubscription
+        assert t - times[1.0] == pytest.approx((o - 1) * bandwidth_term[1.0], rel=1e-9)
+    assert len(in_pod) == 1                            # inside a pod the spine plays no part
+
+
+# ------------------------------------------------------------------------------- one-tier profiles unchanged
+
+def _old_link_class(c, a, b) -> str:
+    """The rule before tiers (main at 822fa00, Cluster.link_class), written out."""
+    if c.node_of(a) != c.node_of(b):
+        return "network"
+    return "group" if c.group_of(a) == c.group_of(b) else "node"
+
+
+def _old_group_class(c, ranks) -> str:
+    """Before tiers (parsim.cost.comm._group_shape): the farthest class from the first rank."""
+    order = ("group", "node", "network")
+    return order[max([0] + [order.index(_old_link_class(c, ranks[0], r)) for r in ranks[1:]])]
+
+
+ONE_TIER = ["ascend910:3x8", "ascend910:2x4", "dgx-a100:3x8", "dgx-h100:5x8", "dgx-h100:2x4", "dgx1-v100:2x8",
+            "local-cpu:3x2", "tests/data/rank_table_16pcs.json"]
+
+
+def test_only_the_new_profiles_have_tiers():
+    for name in available_profiles():
+        p = load_cluster(name).profile
+        assert p.fabric.tiered == (name in TIERED), name
+        assert [cls for cls, _ in p.links] == (["group", "node", "network", "rail", "spine"] if p.fabric.rail_optimized
+                                               else ["group", "node", "network", "spine"] if p.fabric.tiered
+                                               else ["group", "node", "network"]), name
+
+
+@pytest.mark.parametrize("spec", ONE_TIER)
+def test_one_tier_profiles_keep_every_class_and_price(spec):
+    c = load_cluster(spec)
+    n = c.world_size
+    for a, b in itertools.product(range(n), repeat=2):
+        assert c.link_class(a, b) == _old_link_class(c, a, b), (a, b)
+    raw = yaml.safe_load(open(c.profile.source))
+    net = raw.get("network", {})
+    if "nic_bandwidth_gb_per_s" in net:     # the network link as read before: NICs shared by the node's devices
+        per_device = net["nic_bandwidth_gb_per_s"] * 1e9 * min(1.0, net.get("nics_per_node", c.profile.devices_per_node)
+                                                                / c.profile.devices_per_node)
+        assert c.link_for("network") == Link(per_device, net.get("latency_us", 0.0) * 1e-6, net.get("efficiency", 1.0))
+    coll, S = c.profile.collectives, 2.5e8
+    groups = [list(range(n)), list(range(0, n, 2)), list(range(0, n, c.devices_per_node)), [n - 1, 0, 1],
+              list(range(1, n, 3)), [0, 1]]
+    for g in groups:
+        cls = _old_group_class(c, g)
+        assert group_link_class(c, g) == cls
+        link, k = c.link_for(cls), len(g)
+        alpha = link.latency_s + coll.latency_s
+        beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
+        assert collective_time_s(c, g, S, "all_reduce", "ring") == pytest.approx(
+            2 * (k - 1) * alpha + 2 * (k - 1) / k * S / beta, rel=1e-12)
+        assert collective_time_s(c, g, S, "all_gather") == pytest.approx(
+            (k - 1) * alpha + (k - 1) / k * S / beta, rel=1e-12)
+
+
+def test_hierarchical_between_nodes_is_still_the_network_link_on_one_tier():
+    c = load_cluster("ascend910:4x8")
+    S, coll = 1e9, c.profile.collectives
+    inner, outer = c.link_for("node"), c.link_for("network")       # 8 ranks per node span both HCCS groups
+
+    def ab(link):
+        return link.latency_s + coll.latency_s, link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
+    (a_in, b_in), (a_out, b_out) = ab(inner), ab(outer)
+    rs = 7 * a_in + 7 / 8 * S / b_in
+    ring4 = 2 * 3 * a_out + 2 * 3 / 4 * (S / 8) / b_out
+    hd4 = 2 * 2 * a_out + 2 * 3 / 4 * (S / 8) / b_out
+    assert collective_time_s(c, list(range(32)), S, algorithm="hierarchical") == pytest.approx(
+        2 * rs + min(ring4, hd4), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------- reading, describing, writing
+
+def test_extends_takes_the_base_and_replaces_whole_sections():
+    sp, base = load_profile("hardware_profiles/dgx-h100-superpod.yaml"), load_profile("hardware_profiles/dgx-h100.yaml")
+    assert sp.device == base.device and sp.collectives == base.collectives and sp.groups == base.groups
+    assert dict(sp.links)["group"] == dict(base.links)["group"] and sp.name == "dgx-h100-superpod"
+    assert sp.default_nodes == 2048 and base.default_nodes == 1
+
+
+def test_cluster_describes_its_tiers(capsys):
+    assert main(["cluster", "dgx-h100-superpod:64x8", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fabric"] == {"rail_optimized": True, "pod_nodes": 32, "oversubscription": 1.0, "spine_latency_s": 1e-6}
+    assert set(d["links"]) == {"group", "node", "network", "rail", "spine"}
+    assert main(["cluster", "dgx-h100-roce:2x8"]) == 0
+    assert "network tiers: pods of 384 nodes, spine oversubscribed 7:1" in capsys.readouterr().out
+    assert main(["cluster", "dgx-h100:2x8"]) == 0
+    assert "network tiers" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(TIERED))
+def test_calibrate_writes_the_tiers_back(tmp_path, name):
+    p = load_profile(f"hardware_profiles/{name}.yaml")
+    out = tmp_path / "cal.yaml"
+    out.write_text(profile_yaml(p, p.device, "x.json"))
+    again = load_profile(out)
+    assert again.fabric == p.fabric and again.links == p.links
+
+
+PAPER_MODEL = """schema_version: 1
+layers:
+  - {name: a, fwd_flops: 2.0e+8, params: 1000, output_bytes: 4096, saved_bytes: 16384}
+  - {name: b, fwd_flops: 2.0e+7, params: 100, output_bytes: 40, saved_bytes: 4096}
+training: {global_batch_size: 8}
+"""
+
+
+def test_simulate_and_plan_show_the_spine(tmp_path, monkeypatch, capsys):
+    """dp=2 over two nodes in two pods: the gradient all-reduce (1,100 fp32 parameters, one DDP
+    bucket) moves 2 (n-1) x 4,400 bytes over the spine, all ranks together."""
+    monkeypatch.setenv("PARSIM_PROFILES", str(tmp_path))
+    _pods_profile(tmp_path, 4.0)
+    (tmp_path / "pods.yaml").write_text((tmp_path / "pods.yaml").read_text().replace("pod_nodes: 2", "pod_nodes: 1"))
+    (tmp_path / "m.yaml").write_text(PAPER_MODEL)
+    argv = ["simulate", str(tmp_path / "m.yaml"), "--cluster", "pods:2x1", "--dp", "2", "--pp", "1"]
+    assert main(argv + ["--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["comm_bytes"] == {"spine": 2 * (2 - 1) * 1100 * 4}
+    assert main(argv) == 0
+    assert "bytes moved per step: spine 8.59 KiB" in capsys.readouterr().out
+    assert main(["plan", str(tmp_path / "m.yaml"), "--cluster", "pods:2x1", "--dp", "2", "--pp", "1"]) == 0
+    assert "the pick's bytes moved per step: spine 8.59 KiB" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------- bad tier fields: one line
+
+NET = """  nics_per_node: 8
+  nic_bandwidth_gb_per_s: 50
+"""
+
+
+@pytest.mark.parametrize("network,words", [
+    (NET + "  spine: {oversubscription: 2}\n", ["p.yaml: network.spine", "needs pod_nodes"]),
+    (NET + "  pod_nodes: 32\n  spine: {oversubscription: 0.5}\n",
+     ["network.spine.oversubscription", "must be >= 1", "got 0.5"]),
+    (NET + "  pod_nodes: 32\n  spine: {latency_us: -1}\n", ["network.spine.latency_us", ">= 0"]),
+    (NET + "  pod_nodes: 32\n  spine: {ratio: 2}\n", ["network.spine.ratio", "unknown key", "oversubscription"]),
+    (NET + "  pod_nodes: 0\n", ["network.pod_nodes", "positive integer"]),
+    (NET + "  rail_optimized: yes please\n", ["network.rail_optimized", "true or false"]),
+    ("  nics_per_node: 8\n  pod_nodes: 32\n", ["network.pod_nodes", "nic_bandwidth_gb_per_s"]),
+    ("  nics_per_node: 8\n  rail_optimized: true\n", ["network.rail_optimized", "nic_bandwidth_gb_per_s"]),
+], ids=["spine without pods", "undersubscribed spine", "negative spine latency", "unknown spine key",
+        "zero pod nodes", "rails not a boolean", "pods without nic bandwidth", "rails without nic bandwidth"])
+def test_bad_tier_fields_give_one_line(tmp_path, capsys, network, words):
+    shutil.copy("hardware_profiles/dgx-h100.yaml", tmp_path / "dgx-h100.yaml")
+    (tmp_path / "p.yaml").write_text("extends: dgx-h100\nname: p\nnetwork:\n" + network)
+    assert main(["cluster", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("parsim: error: "), err
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("extends: nosuch\nname: p\n", ["p.yaml: extends", "no profile nosuch.yaml beside this file", "dgx-h100"]),
+    ("extends: dgx-h100\n", ["p.yaml: name", "names itself"]),
+    ("extends: p\nname: p\n", ["p.yaml: extends", "p itself extends 'p'"]),
+    ("extends: [dgx-h100]\nname: p\n", ["p.yaml: extends", "expected a string"]),
+], ids=["missing base", "no name", "extends itself", "not a name"])
+def test_bad_extends_gives_one_line(tmp_path, capsys, text, words):
+    shutil.copy("hardware_profiles/dgx-h100.yaml", tmp_path / "dgx-h100.yaml")
+    (tmp_path / "p.yaml").write_text(text)
+    assert main(["cluster", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    for w in words:
+        assert w in err, (w, err)
