@@ -195,6 +195,8 @@ def test_zero1_shards_the_optimizer_and_runs_the_priced_collectives(tmp_path, ca
     ("gpt-dp2-zero3", "examples/gpt_tiny_local.yaml", 3, 3),
     # one step: FSDP2 reduce-scatters bf16 gradients with its own rounding (one bf16 ulp in three steps)
     ("gpt-bf16-dp2-zero3", "examples/gpt_tiny_local_bf16.yaml", 3, 1),
+    # FSDP2 over DTensor's tensor-parallel shards (2-D, as torchtitan): 4 ranks on 2 cores, values only
+    ("gpt-dp2-tp2-zero3", "examples/gpt_tiny_local.yaml", 3, 1),
 ])
 def test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives(tmp_path, capfd, name, model, zero, steps):
     """ZeRO stages 2 and 3 through torch FSDP2, two micro-batches: values equal the single-process
@@ -202,7 +204,8 @@ def test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives(tmp_path, capf
     interleaves with its prefetching) are the simulator's, unit for unit; between steps a rank
     holds half the gradients and half the optimizer state, and at stage 3 half the parameters
     (the memory model adds the gathered working set to those), as priced."""
-    plan = make_plan(tmp_path, name, "--dp", "2", "--pp", "1", "--microbatches", "2", "--zero", str(zero),
+    tp = ["--tp", "2", "--cluster", "local-cpu:2x2"] if "tp2" in name else []
+    plan = make_plan(tmp_path, name, "--dp", "2", "--pp", "1", "--microbatches", "2", "--zero", str(zero), *tp,
                      model=model)
     out = tmp_path / "run"
     assert run(plan, out, "--steps", str(steps)) == 0
