@@ -41,20 +41,42 @@ def _points(graph: LayerGraph, table: ProfileTable, sizes=None):
     return [p for p in rows if p[3] > 0]
 
 
-def _fit_kernels(points, device: Device, dtype: str) -> Device:
-    ex = device.kernels or KernelExecution()
+# Rows per sample at which a CPU's per-sample GEMM efficiency is fitted (slow_conv2d, parsim.cost.
+# conv_backend): ResNet's 1x1 convolutions see 64, 16, 4 and 1 output positions per image at 32x32.
+PER_SAMPLE_KNOTS = (1.0, 4.0, 16.0, 64.0)
+
+
+def _cpu_threads(table: ProfileTable) -> int:
+    """Intra-op threads of a profile taken on a CPU (``parsim profile`` writes ``device: "cpu: ..."``),
+    0 for an accelerator's."""
+    return table.threads if table.device.startswith("cpu") else 0
+
+
+def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> Device:
+    """Least squares on log(predicted / measured).  Every device: large-GEMM efficiency, k_half,
+    launch (us) and memory efficiency.  A CPU (torch eager) adds oneDNN's weight-reorder rate
+    (GB/s) and slow_conv2d's per-sample GEMM efficiency at ``PER_SAMPLE_KNOTS``."""
+    ex = replace(device.kernels or KernelExecution(), cpu_threads=cpu_threads)
 
     def device_for(x):
-        eff, k_half, launch_us, mem_eff = x
+        eff, k_half, launch_us, mem_eff = x[:4]
+        cpu = {}
+        if cpu_threads:
+            cpu = dict(weight_touch_bytes_per_s=float(x[4]) * 1e9,
+                       per_sample_gemm_efficiency=tuple((r, float(e)) for r, e in zip(PER_SAMPLE_KNOTS, x[5:])))
         return replace(device, kernels=replace(ex, gemm_efficiency=float(eff), k_half=float(k_half),
-                                               launch_s=float(launch_us) * 1e-6),
+                                               launch_s=float(launch_us) * 1e-6, **cpu),
                        memory_efficiency=float(mem_eff))
 
     def residuals(x):
         model = AnalyticalCompute(device_for(x), dtype)
         return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
 
-    fit = least_squares(residuals, [0.5, 64.0, 10.0, 0.5], bounds=([1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]))
+    x0, lo, hi = [0.5, 64.0, 10.0, 0.5], [1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]
+    if cpu_threads:
+        knots = len(PER_SAMPLE_KNOTS)
+        x0, lo, hi = x0 + [5.0] + [0.3] * knots, lo + [0.1] + [1e-3] * knots, hi + [1000.0] + [1.0] * knots
+    fit = least_squares(residuals, x0, bounds=(lo, hi))
     return device_for(fit.x)
 
 
@@ -78,7 +100,7 @@ def _fit_roofline(points, device: Device, dtype: str, knots: int) -> Device:
 def _fit(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str, knots: int, sizes=None) -> Device:
     points = _points(graph, table, sizes)
     if all(layer.kernels for layer in graph.layers):
-        return _fit_kernels(points, device, dtype)
+        return _fit_kernels(points, device, dtype, _cpu_threads(table))
     return _fit_roofline(points, device, dtype, knots)
 
 
