@@ -12,7 +12,12 @@ given as ``layers:`` tables: max(b*FLOPs / (peak * eff(b*FLOPs)), weight_bytes /
 b*mem_bytes / (BW * mem_eff); fit eff at log-spaced work sizes and mem_eff the same way.
 
 Held out: ``held_out`` fits on every other profiled micro-batch size and reports the error on the
-sizes in between, per layer, which is the error a plan at an unprofiled size would see.
+sizes in between, per layer, which is the error a plan at an unprofiled size would see; then the
+same with the two halves swapped.  Nothing is fitted on the sizes it is judged on.
+
+On a CPU (a profile whose ``device`` says ``cpu``), a convolution runs where torch sends it
+(``parsim.cost.conv_backend``), and the fit adds five numbers shared by every layer: oneDNN's
+weight-reorder rate and slow_conv2d's per-sample GEMM efficiency at 1, 4, 16 and 64 rows.
 """
 
 from __future__ import annotations
@@ -127,6 +132,9 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
     if calibrated.kernels is not None:
         ex = calibrated.kernels
         report.update(gemm_efficiency=ex.gemm_efficiency, k_half=ex.k_half, launch_s=ex.launch_s)
+        if ex.cpu_threads:
+            report.update(weight_touch_bytes_per_s=ex.weight_touch_bytes_per_s,
+                          per_sample_gemm_efficiency=[list(p) for p in ex.per_sample_gemm_efficiency])
     else:
         report.update(efficiency=[list(p) for p in calibrated.efficiency],
                       at_bound=[round(w, 1) for w, e in calibrated.efficiency if e >= 0.999])
@@ -134,14 +142,10 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
     return calibrated, report
 
 
-def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32", knots: int = 6) -> dict:
-    """Fit on every other profiled micro-batch size (the first, third, ...), predict the others:
-    per layer, the median |error| over its held-out (kind, size) points, and per held-out size the
-    whole forward+backward's error.  Needs at least two sizes."""
-    sizes = table.microbatch_sizes
-    if len(sizes) < 2:
-        return {"fit_sizes": list(sizes), "held_out_sizes": [], "note": "needs at least two profiled sizes"}
-    fit_sizes, test_sizes = sizes[::2], sizes[1::2]
+def held_out_split(graph: LayerGraph, table: ProfileTable, fit_sizes, test_sizes, device: Device,
+                   dtype: str = "fp32", knots: int = 6) -> dict:
+    """Fit on ``fit_sizes`` only, predict ``test_sizes``: per layer, the median |error| over its
+    held-out (kind, size) points, and per held-out size the whole forward+backward's error."""
     model = AnalyticalCompute(_fit(graph, table, device, dtype, knots, set(fit_sizes)), dtype)
     test = _points(graph, table, set(test_sizes))
     per_layer = {}
@@ -157,6 +161,18 @@ def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str 
             "median_layer_error": statistics.median(layer_medians.values()),
             "max_layer_median_error": max(layer_medians.values()),
             "per_layer_median_error": layer_medians, "per_size": per_size}
+
+
+def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32", knots: int = 6) -> dict:
+    """The held-out protocol: fit on every other profiled micro-batch size (the first, third, ...),
+    predict the others (``held_out_split``); then the other way round (``swapped``: fit on the
+    second, fourth, ..., predict the first, third, ...).  Needs at least two sizes."""
+    sizes = table.microbatch_sizes
+    if len(sizes) < 2:
+        return {"fit_sizes": list(sizes), "held_out_sizes": [], "note": "needs at least two profiled sizes"}
+    out = held_out_split(graph, table, sizes[::2], sizes[1::2], device, dtype, knots)
+    out["swapped"] = held_out_split(graph, table, sizes[1::2], sizes[::2], device, dtype, knots)
+    return out
 
 
 def profile_yaml(profile, device: Device, source: str) -> str:
@@ -184,6 +200,11 @@ def profile_yaml(profile, device: Device, source: str) -> str:
                   f"    launch_us: {ex.launch_s * 1e6:.4g}   # *",
                   f"    host_dispatch_us: {ex.host_dispatch_s * 1e6:.4g}",
                   f"    asynchronous: {str(ex.asynchronous).lower()}"]
+        if ex.cpu_threads:
+            lines += [f"    cpu_threads: {ex.cpu_threads}",
+                      f"    weight_touch_gb_per_s: {ex.weight_touch_bytes_per_s / 1e9:.4g}   # *",
+                      "    per_sample_gemm_efficiency: ["
+                      + ", ".join(f"[{r:.4g}, {e:.4f}]" for r, e in ex.per_sample_gemm_efficiency) + "]   # *"]
     if device.fp16_cube:
         lines.append("  fp16_cube: true")
     lines += ["node:", f"  devices: {profile.devices_per_node}", f"  groups: {[list(g) for g in profile.groups]}"]
