@@ -12,7 +12,7 @@ from parsim.hardware import load_cluster
 from parsim.hardware.cluster import load_profile
 from parsim.hardware.device import KernelExecution
 from parsim.model.spec import load_model
-from parsim.profile.calibrate import calibrate
+from parsim.profile.calibrate import calibrate, held_out, held_out_split
 from parsim.profile.comm import fit_alpha_beta
 from parsim.report.validation import Row, summary
 
@@ -25,8 +25,8 @@ def test_alpha_beta_fit_recovers_a_known_link():
     assert alpha == pytest.approx(40e-6, rel=1e-6) and beta == pytest.approx(2.5e9, rel=1e-6)
 
 
-def _synthetic_table(tmp_path, graph, truth, sizes):
-    table = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": sizes,
+def _synthetic_table(tmp_path, graph, truth, sizes, **fields):
+    table = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": sizes, **fields,
              "layers": [{"name": l.name, "fwd_s": [truth.layer_time_s(l, "F", b) for b in sizes],
                          "bwd_s": [truth.layer_time_s(l, "B", b) for b in sizes]} for l in graph.layers]}
     path = tmp_path / "t.json"
@@ -51,6 +51,65 @@ def test_calibration_recovers_a_known_kernel_level_device(tmp_path):
     held = report["held_out"]
     assert held["fit_sizes"] == [2, 8, 32] and held["held_out_sizes"] == [4, 16]
     assert held["median_layer_error"] < 0.01
+
+
+CPU_TRUTH = dict(gemm_efficiency=0.8, k_half=40.0, launch_s=12e-6, cpu_threads=1, weight_touch_bytes_per_s=6e9,
+                 per_sample_gemm_efficiency=((1.0, 0.25), (4.0, 0.07), (16.0, 0.6), (64.0, 0.9)))
+
+
+def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
+    """A profile taken on a CPU: torch's backend rule (parsim.cost.conv_backend) sends the 1x1
+    convolutions under 16 samples to per-sample GEMMs, whose efficiency at 1, 4, 16 and 64 rows
+    (layer4, layer3, layer2, layer1 at 32x32) and oneDNN's weight-reorder rate are recovered."""
+    spec = load_model(MODEL)
+    base = load_cluster("local-cpu").device
+    true = replace(base, memory_efficiency=0.5, kernels=KernelExecution(**CPU_TRUTH))
+    table = _synthetic_table(tmp_path, spec.graph, AnalyticalCompute(true), [2, 4, 8, 16, 32],
+                             device="cpu: x86_64", threads=1)
+    fitted, report = calibrate(spec.graph, table, base)
+    ex = fitted.kernels
+    assert ex.cpu_threads == 1 and report["layer_max_error"] < 0.01
+    assert ex.gemm_efficiency == pytest.approx(0.8, rel=0.02) and ex.k_half == pytest.approx(40, rel=0.05)
+    assert ex.launch_s == pytest.approx(12e-6, rel=0.05) and fitted.memory_efficiency == pytest.approx(0.5, rel=0.02)
+    assert ex.weight_touch_bytes_per_s == pytest.approx(6e9, rel=0.05)
+    for (rows, e), (want_rows, want) in zip(ex.per_sample_gemm_efficiency, CPU_TRUTH["per_sample_gemm_efficiency"]):
+        assert rows == want_rows and e == pytest.approx(want, rel=0.05)
+    held = report["held_out"]
+    assert held["median_layer_error"] < 0.01 and held["swapped"]["median_layer_error"] < 0.01
+
+
+def test_held_out_never_fits_on_the_sizes_it_is_judged_on(tmp_path):
+    """Both splits of the protocol: fitted on one half of the sizes, its predictions of the other
+    half do not move when that half's measurements are replaced by nonsense."""
+    spec = load_model(MODEL)
+    base = load_cluster("local-cpu").device
+    truth = AnalyticalCompute(replace(base, memory_efficiency=0.6,
+                                      kernels=KernelExecution(gemm_efficiency=0.7, k_half=200.0, launch_s=25e-6)))
+    sizes = [2, 4, 8, 16]
+    clean = _synthetic_table(tmp_path, spec.graph, truth, sizes)
+    for fit_sizes, test_sizes in (([2, 8], [4, 16]), ([4, 16], [2, 8])):
+        spoiled_truth = _Scaled(truth, set(test_sizes), 3.0)
+        spoiled = _synthetic_table(tmp_path, spec.graph, spoiled_truth, sizes)
+        a = held_out_split(spec.graph, clean, fit_sizes, test_sizes, base)
+        b = held_out_split(spec.graph, spoiled, fit_sizes, test_sizes, base)
+        assert a["fit_sizes"] == fit_sizes and a["held_out_sizes"] == test_sizes
+        assert a["median_layer_error"] < 0.01              # the model's own form, predicted
+        for ra, rb in zip(a["per_size"], b["per_size"]):   # same fit: same predictions, judged on 3x the times
+            assert rb["predicted_s"] == pytest.approx(ra["predicted_s"], rel=1e-9)
+            assert rb["measured_s"] == pytest.approx(3 * ra["measured_s"])
+    report = held_out(spec.graph, clean, base)
+    assert (report["fit_sizes"], report["held_out_sizes"]) == ([2, 8], [4, 16])
+    assert (report["swapped"]["fit_sizes"], report["swapped"]["held_out_sizes"]) == ([4, 16], [2, 8])
+
+
+class _Scaled:
+    """A cost model's times, multiplied at some sizes."""
+
+    def __init__(self, model, sizes, factor):
+        self.model, self.sizes, self.factor = model, sizes, factor
+
+    def layer_time_s(self, layer, kind, b):
+        return self.model.layer_time_s(layer, kind, b) * (self.factor if b in self.sizes else 1.0)
 
 
 def test_calibration_recovers_a_known_roofline_device_without_kernels(tmp_path):

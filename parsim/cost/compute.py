@@ -165,6 +165,7 @@ class ProfileTable:
     noisy: tuple[tuple[str, int], ...] = ()                    # (layer, size) still noisy
     nonmonotone_confirmed: tuple[tuple[str, int, int], ...] = ()   # (layer, b1, b2)
     source: str = ""                   # the file it was read from
+    threads: int = 1                   # intra-op threads per process it was measured with
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -219,9 +220,10 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
         nonmonotone += [(name, b1, b2) for b1, b2 in _sizes_field(f, "nonmonotone_confirmed", sizes, pairs=True)]
         f.done()
         layers.append((name, LayerTimes(*times)))
-    for key in ("model", "device", "measured"):
+    for key in ("model", "measured"):
         r.get(key, str, "")
-    r.get("threads", int, 1)
+    device = r.get("device", str, "")
+    threads = r.get("threads", int, 1)
     r.get("concurrent_processes", int, 1)
     r.get("noise_threshold", float, None)
     r.get("max_remeasure", int, None)
@@ -234,8 +236,8 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                           python=m.get("python", str, ""), date=m.get("date", str, ""))
         m.done()
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
-                         "", r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
-                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path)
+                         device, r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
+                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads)
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import math
 
-from parsim.hardware.device import Device, KernelExecution
+from parsim.cost.conv_backend import SLOW2D, cpu_conv_backend, per_sample_dims, per_sample_rows
+from parsim.hardware.device import Device, KernelExecution, log_interp
 from parsim.hardware.numerics import Engine
 from parsim.model.graph import Kernel, Layer
 
@@ -81,12 +82,42 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     engine = engines[kernel.klass]
     rate = engine.rate_flops_per_s * engine.efficiency
     dims = kernel.gemm_at(b)
+    if ex.cpu_threads and kernel.conv is not None and dims is not None:
+        return _cpu_conv_time_s(kernel, b, dims, device, engine, share, t_mem) + ex.launch_s
     if dims is not None:
         rate *= gemm_shape_efficiency(*dims, ex)
     t = max(share * flops / rate, t_mem)
     if engine.nchw_transposes:
         t += 2 * share * kernel.bytes[1] * b / bw
     return t + ex.launch_s
+
+
+def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engine, share: float,
+                     t_mem: float) -> float:
+    """A convolution in torch eager on a CPU, where torch sends it (parsim.cost.conv_backend):
+
+    - slow_conv2d: b GEMMs of one sample each, at the device's per-sample GEMM efficiency for
+      their rows (MKL's sgemm runs a 4-column product at a few percent of peak, a 64-column one
+      near it), or as any GEMM of that shape when the device has no such table;
+    - oneDNN: one call over the batch whose kernels block the rows of one image at a time (a
+      direct convolution walks each image's output positions; oneDNN's ``jit`` and ``jit_1x1``
+      implementations), so the shape efficiency is taken at one sample's GEMM; the call also
+      reorders the weights (and their gradient) between torch's layout and oneDNN's blocked one
+      into a freshly allocated buffer, ``weight_touch_bytes_per_s`` (ONEDNN_VERBOSE lists a
+      weight reorder beside every convolution of an NCHW model).
+    """
+    ex = device.kernels
+    flops = share * kernel.at(b)[0]
+    groups = max(1, round(dims[3]))
+    one = per_sample_dims(kernel)
+    if cpu_conv_backend(kernel.conv, groups, b, ex.cpu_threads) == SLOW2D:
+        eff = (log_interp(ex.per_sample_gemm_efficiency, per_sample_rows(kernel)) if ex.per_sample_gemm_efficiency
+               else engine.efficiency * gemm_shape_efficiency(*one, ex))
+        return max(flops / (engine.rate_flops_per_s * eff), t_mem)
+    t = max(flops / (engine.rate_flops_per_s * engine.efficiency * gemm_shape_efficiency(*one, ex)), t_mem)
+    if ex.weight_touch_bytes_per_s:
+        t += share * kernel.bytes[0] / ex.weight_touch_bytes_per_s
+    return t
 
 
 def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engines: dict[str, Engine]) -> float:

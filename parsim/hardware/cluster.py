@@ -237,6 +237,15 @@ def _link(f: Fields, key: str) -> Link:
     return link
 
 
+def _points_field(k: Fields, key: str) -> tuple[tuple[float, float], ...]:
+    """A list of [size, fraction] pairs with rising sizes and fractions in (0, 1]."""
+    v = k.get(key, list, [])
+    if any(not isinstance(p, list) or len(p) != 2 or not all(isinstance(x, (int, float)) for x in p)
+           or p[0] <= 0 or not 0 < p[1] <= 1 for p in v) or [p[0] for p in v] != sorted(set(p[0] for p in v)):
+        raise k.fail(key, "expected [[rows, fraction of peak], ...] with rising rows and fractions in (0, 1]")
+    return tuple((float(a), float(e)) for a, e in v)
+
+
 def _kernel_execution(k: Fields) -> KernelExecution:
     """The ``device.kernels`` section (parsim.hardware.device.KernelExecution)."""
     tiles = k.get("tiles", list, [[1, 1]])
@@ -250,8 +259,12 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
                          asynchronous=k.get("asynchronous", bool, False),
                          vector_gemm_efficiency=k.fraction("vector_gemm_efficiency", None),
-                         nhwc_matrix_engine=k.get("nhwc_matrix_engine", bool, False))
-    for key, value in (("k_half", ex.k_half), ("launch_us", ex.launch_s), ("host_dispatch_us", ex.host_dispatch_s)):
+                         nhwc_matrix_engine=k.get("nhwc_matrix_engine", bool, False),
+                         cpu_threads=k.get("cpu_threads", int, 0),
+                         per_sample_gemm_efficiency=_points_field(k, "per_sample_gemm_efficiency"),
+                         weight_touch_bytes_per_s=k.get("weight_touch_gb_per_s", (int, float), 0.0) * 1e9)
+    for key, value in (("k_half", ex.k_half), ("launch_us", ex.launch_s), ("host_dispatch_us", ex.host_dispatch_s),
+                       ("cpu_threads", ex.cpu_threads), ("weight_touch_gb_per_s", ex.weight_touch_bytes_per_s)):
         if value < 0:
             raise k.fail(key, "must be >= 0")
     k.done()

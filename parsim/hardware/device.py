@@ -15,6 +15,20 @@ import math
 from dataclasses import dataclass
 
 
+def log_interp(points: tuple[tuple[float, float], ...], x: float) -> float:
+    """The (size, value) table at size x: linear in log10(size), flat outside the table."""
+    xs = [math.log10(max(w, 1.0)) for w, _ in points]
+    ys = [e for _, e in points]
+    lx = math.log10(max(x, 1.0))
+    if lx <= xs[0]:
+        return ys[0]
+    if lx >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, lx)
+    t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return ys[i - 1] + t * (ys[i] - ys[i - 1])
+
+
 @dataclass(frozen=True)
 class KernelExecution:
     """How a device runs one kernel, for the kernel-level cost model (parsim.cost.kernels).
@@ -37,6 +51,14 @@ class KernelExecution:
     # their own fraction of the fp32 peak; None: gemm_efficiency (parsim.hardware.numerics)
     vector_gemm_efficiency: float | None = None
     nhwc_matrix_engine: bool = False      # matrix-engine convolutions take NHWC: NCHW is transposed around each
+    # torch eager on a CPU with this many intra-op threads (0: not a CPU).  A convolution then runs
+    # where torch sends it (parsim.cost.conv_backend): oneDNN, which reorders its weights into a
+    # fresh buffer every call, or a loop of one GEMM per sample (slow_conv2d).
+    cpu_threads: int = 0
+    # slow_conv2d's per-sample GEMMs: (rows per sample, fraction of peak) points, interpolated in
+    # log(rows) and flat outside; () prices them as any GEMM of their shape
+    per_sample_gemm_efficiency: tuple[tuple[float, float], ...] = ()
+    weight_touch_bytes_per_s: float = 0.0     # oneDNN's weight reorders per call; 0: not priced
 
 
 @dataclass(frozen=True)
@@ -97,16 +119,7 @@ class Device:
         return table[dtype]
 
     def compute_efficiency(self, work_flops: float) -> float:
-        xs = [math.log10(max(w, 1.0)) for w, _ in self.efficiency]
-        ys = [e for _, e in self.efficiency]
-        x = math.log10(max(work_flops, 1.0))
-        if x <= xs[0]:
-            return ys[0]
-        if x >= xs[-1]:
-            return ys[-1]
-        i = bisect.bisect_right(xs, x)
-        t = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
-        return ys[i - 1] + t * (ys[i] - ys[i - 1])
+        return log_interp(self.efficiency, work_flops)
 
     def achieved_bandwidth_bytes_per_s(self) -> float:
         return self.memory_bandwidth_bytes_per_s * self.memory_efficiency

@@ -35,7 +35,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Kernel, Layer, LayerGraph, OpInfo, weight_output_bytes
+from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
+                                 weight_output_bytes)
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -218,6 +219,17 @@ def _gemm_dims(name: str, args, out) -> list[tuple[str, tuple[float, float, floa
     return []
 
 
+def _conv_window(name: str, args) -> ConvWindow | None:
+    """The window of a convolution (forward or backward), as aten's schema lays out its arguments."""
+    if name in ("convolution", "_convolution"):
+        x, w, stride, dilation, transposed = args[0], args[1], args[3], args[5], args[6]
+    elif name == "convolution_backward":
+        x, w, stride, dilation, transposed = args[1], args[2], args[4], args[6], args[7]
+    else:
+        return None
+    return ConvWindow(tuple(w.shape[2:]), tuple(stride), tuple(dilation), bool(transposed), math.prod(x.shape[1:]))
+
+
 class _KernelRecorder(TorchDispatchMode):
     """Every kernel a unit runs, in order: aten ops that move data (views and allocations
     excluded), each with its FLOPs (FlopCounterMode's formulas), bytes read plus written, and for
@@ -226,7 +238,7 @@ class _KernelRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.phase = "F"
-        self.rows: list[tuple] = []     # (phase, op, klass, flops, bytes, gemm dims or None)
+        self.rows: list[tuple] = []     # (phase, op, klass, flops, bytes, gemm dims or None, ConvWindow or None)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -238,15 +250,16 @@ class _KernelRecorder(TorchDispatchMode):
         leaves = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
         nbytes = float(sum(t.numel() * t.element_size() for t in leaves))
         if packet not in flop_registry:
-            self.rows.append((self.phase, name, "mem", 0.0, nbytes, None))
+            self.rows.append((self.phase, name, "mem", 0.0, nbytes, None, None))
             return out
         klass = "conv" if "conv" in name else "attention" if "attention" in name else "matmul"
         gemms = _gemm_dims(name, args, out if isinstance(out, torch.Tensor) else None)
+        window = _conv_window(name, args)
         if not gemms:                  # attention and other counted kernels: FLOPs only
             self.rows.append((self.phase, name, klass, float(flop_registry[packet](*args, **kwargs, out_val=out)),
-                              nbytes, None))
+                              nbytes, None, window))
         for hint, dims, flops in gemms:
-            self.rows.append((hint or self.phase, name, klass, flops, nbytes / len(gemms), dims))
+            self.rows.append((hint or self.phase, name, klass, flops, nbytes / len(gemms), dims, window))
         return out
 
 
@@ -282,9 +295,10 @@ def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tu
     hi = _record_kernels(unit, torch.empty((2 * b, *x.shape[1:]), dtype=x.dtype, device="meta"), needs_input_grad)
     if [r[:3] for r in lo] != [r[:3] for r in hi]:
         # The kernel sequence depends on the batch: take every size as proportional to it.
-        hi = [(r[0], r[1], r[2], 2 * r[3], 2 * r[4], None if r[5] is None else (2 * r[5][0], *r[5][1:])) for r in lo]
+        hi = [(r[0], r[1], r[2], 2 * r[3], 2 * r[4], None if r[5] is None else (2 * r[5][0], *r[5][1:]), r[6])
+              for r in lo]
     kernels = []
-    for (phase, op, klass, f_lo, by_lo, g_lo), (_, _, _, f_hi, by_hi, g_hi) in zip(lo, hi):
+    for (phase, op, klass, f_lo, by_lo, g_lo, window), (_, _, _, f_hi, by_hi, g_hi, _) in zip(lo, hi):
         gemm = ()
         if g_lo is not None:
             gemm = tuple(_affine(a, c, b, 2 * b) for a, c in zip(g_lo, g_hi))
@@ -293,7 +307,8 @@ def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tu
                 phase = "W" if k1 > 0 and m1 == n1 == g1 == 0 else "I"
         if phase == "B":
             phase = "I"
-        kernels.append(Kernel(phase, op, klass, _affine(f_lo, f_hi, b, 2 * b), _affine(by_lo, by_hi, b, 2 * b), gemm))
+        kernels.append(Kernel(phase, op, klass, _affine(f_lo, f_hi, b, 2 * b), _affine(by_lo, by_hi, b, 2 * b), gemm,
+                              window))
     return tuple(kernels)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
@@ -78,6 +78,17 @@ def weight_output_bytes(ops, ways=lambda k: 1) -> float:
                if (any(op.param_inputs) or any(op.tied_inputs)) and op.kind != "Embedding")
 
 
+class ConvWindow(NamedTuple):
+    """A convolution's window, as the operator was called: what a library chooses its algorithm
+    by besides the GEMM shape (``parsim.cost.conv_backend``)."""
+
+    kernel: tuple[int, ...]        # (kh, kw)
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    transposed: bool
+    input_elements: int            # per sample: C_in x H x W
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One kernel (aten operator) of a layer's forward or backward, as extraction recorded it.
@@ -93,7 +104,8 @@ class Kernel:
     - ``flops`` (FLOPs = 2 x MACs, as FlopCounterMode counts), ``bytes`` read plus written;
     - ``gemm``: ((m0, m1), (n0, n1), (k0, k1), (g0, g1)) for GEMM-shaped kernels, () otherwise:
       M x K times K x N, g independent such products (a batched matmul's batch, a grouped
-      convolution's groups); convolutions as implicit GEMM (Chetlur et al. 2014, "cuDNN").
+      convolution's groups); convolutions as implicit GEMM (Chetlur et al. 2014, "cuDNN");
+    - ``conv``: the convolution's window (``ConvWindow``) for convolution kernels, else None.
     """
 
     phase: str
@@ -102,6 +114,7 @@ class Kernel:
     flops: tuple[float, float] = (0.0, 0.0)
     bytes: tuple[float, float] = (0.0, 0.0)
     gemm: tuple = ()
+    conv: ConvWindow | None = None
 
     def at(self, b: int) -> tuple[float, float]:
         """(FLOPs, bytes) at micro-batch b."""

@@ -12,7 +12,12 @@ given as ``layers:`` tables: max(b*FLOPs / (peak * eff(b*FLOPs)), weight_bytes /
 b*mem_bytes / (BW * mem_eff); fit eff at log-spaced work sizes and mem_eff the same way.
 
 Held out: ``held_out`` fits on every other profiled micro-batch size and reports the error on the
-sizes in between, per layer, which is the error a plan at an unprofiled size would see.
+sizes in between, per layer, which is the error a plan at an unprofiled size would see; then the
+same with the two halves swapped.  Nothing is fitted on the sizes it is judged on.
+
+On a CPU (a profile whose ``device`` says ``cpu``), a convolution runs where torch sends it
+(``parsim.cost.conv_backend``), and the fit adds five numbers shared by every layer: oneDNN's
+weight-reorder rate and slow_conv2d's per-sample GEMM efficiency at 1, 4, 16 and 64 rows.
 """
 
 from __future__ import annotations
@@ -41,20 +46,42 @@ def _points(graph: LayerGraph, table: ProfileTable, sizes=None):
     return [p for p in rows if p[3] > 0]
 
 
-def _fit_kernels(points, device: Device, dtype: str) -> Device:
-    ex = device.kernels or KernelExecution()
+# Rows per sample at which a CPU's per-sample GEMM efficiency is fitted (slow_conv2d, parsim.cost.
+# conv_backend): ResNet's 1x1 convolutions see 64, 16, 4 and 1 output positions per image at 32x32.
+PER_SAMPLE_KNOTS = (1.0, 4.0, 16.0, 64.0)
+
+
+def _cpu_threads(table: ProfileTable) -> int:
+    """Intra-op threads of a profile taken on a CPU (``parsim profile`` writes ``device: "cpu: ..."``),
+    0 for an accelerator's."""
+    return table.threads if table.device.startswith("cpu") else 0
+
+
+def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> Device:
+    """Least squares on log(predicted / measured).  Every device: large-GEMM efficiency, k_half,
+    launch (us) and memory efficiency.  A CPU (torch eager) adds oneDNN's weight-reorder rate
+    (GB/s) and slow_conv2d's per-sample GEMM efficiency at ``PER_SAMPLE_KNOTS``."""
+    ex = replace(device.kernels or KernelExecution(), cpu_threads=cpu_threads)
 
     def device_for(x):
-        eff, k_half, launch_us, mem_eff = x
+        eff, k_half, launch_us, mem_eff = x[:4]
+        cpu = {}
+        if cpu_threads:
+            cpu = dict(weight_touch_bytes_per_s=float(x[4]) * 1e9,
+                       per_sample_gemm_efficiency=tuple((r, float(e)) for r, e in zip(PER_SAMPLE_KNOTS, x[5:])))
         return replace(device, kernels=replace(ex, gemm_efficiency=float(eff), k_half=float(k_half),
-                                               launch_s=float(launch_us) * 1e-6),
+                                               launch_s=float(launch_us) * 1e-6, **cpu),
                        memory_efficiency=float(mem_eff))
 
     def residuals(x):
         model = AnalyticalCompute(device_for(x), dtype)
         return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
 
-    fit = least_squares(residuals, [0.5, 64.0, 10.0, 0.5], bounds=([1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]))
+    x0, lo, hi = [0.5, 64.0, 10.0, 0.5], [1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]
+    if cpu_threads:
+        knots = len(PER_SAMPLE_KNOTS)
+        x0, lo, hi = x0 + [5.0] + [0.3] * knots, lo + [0.1] + [1e-3] * knots, hi + [1000.0] + [1.0] * knots
+    fit = least_squares(residuals, x0, bounds=(lo, hi))
     return device_for(fit.x)
 
 
@@ -78,7 +105,7 @@ def _fit_roofline(points, device: Device, dtype: str, knots: int) -> Device:
 def _fit(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str, knots: int, sizes=None) -> Device:
     points = _points(graph, table, sizes)
     if all(layer.kernels for layer in graph.layers):
-        return _fit_kernels(points, device, dtype)
+        return _fit_kernels(points, device, dtype, _cpu_threads(table))
     return _fit_roofline(points, device, dtype, knots)
 
 
@@ -105,6 +132,9 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
     if calibrated.kernels is not None:
         ex = calibrated.kernels
         report.update(gemm_efficiency=ex.gemm_efficiency, k_half=ex.k_half, launch_s=ex.launch_s)
+        if ex.cpu_threads:
+            report.update(weight_touch_bytes_per_s=ex.weight_touch_bytes_per_s,
+                          per_sample_gemm_efficiency=[list(p) for p in ex.per_sample_gemm_efficiency])
     else:
         report.update(efficiency=[list(p) for p in calibrated.efficiency],
                       at_bound=[round(w, 1) for w, e in calibrated.efficiency if e >= 0.999])
@@ -112,14 +142,10 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
     return calibrated, report
 
 
-def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32", knots: int = 6) -> dict:
-    """Fit on every other profiled micro-batch size (the first, third, ...), predict the others:
-    per layer, the median |error| over its held-out (kind, size) points, and per held-out size the
-    whole forward+backward's error.  Needs at least two sizes."""
-    sizes = table.microbatch_sizes
-    if len(sizes) < 2:
-        return {"fit_sizes": list(sizes), "held_out_sizes": [], "note": "needs at least two profiled sizes"}
-    fit_sizes, test_sizes = sizes[::2], sizes[1::2]
+def held_out_split(graph: LayerGraph, table: ProfileTable, fit_sizes, test_sizes, device: Device,
+                   dtype: str = "fp32", knots: int = 6) -> dict:
+    """Fit on ``fit_sizes`` only, predict ``test_sizes``: per layer, the median |error| over its
+    held-out (kind, size) points, and per held-out size the whole forward+backward's error."""
     model = AnalyticalCompute(_fit(graph, table, device, dtype, knots, set(fit_sizes)), dtype)
     test = _points(graph, table, set(test_sizes))
     per_layer = {}
@@ -135,6 +161,18 @@ def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str 
             "median_layer_error": statistics.median(layer_medians.values()),
             "max_layer_median_error": max(layer_medians.values()),
             "per_layer_median_error": layer_medians, "per_size": per_size}
+
+
+def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32", knots: int = 6) -> dict:
+    """The held-out protocol: fit on every other profiled micro-batch size (the first, third, ...),
+    predict the others (``held_out_split``); then the other way round (``swapped``: fit on the
+    second, fourth, ..., predict the first, third, ...).  Needs at least two sizes."""
+    sizes = table.microbatch_sizes
+    if len(sizes) < 2:
+        return {"fit_sizes": list(sizes), "held_out_sizes": [], "note": "needs at least two profiled sizes"}
+    out = held_out_split(graph, table, sizes[::2], sizes[1::2], device, dtype, knots)
+    out["swapped"] = held_out_split(graph, table, sizes[1::2], sizes[::2], device, dtype, knots)
+    return out
 
 
 def profile_yaml(profile, device: Device, source: str) -> str:
@@ -162,6 +200,11 @@ def profile_yaml(profile, device: Device, source: str) -> str:
                   f"    launch_us: {ex.launch_s * 1e6:.4g}   # *",
                   f"    host_dispatch_us: {ex.host_dispatch_s * 1e6:.4g}",
                   f"    asynchronous: {str(ex.asynchronous).lower()}"]
+        if ex.cpu_threads:
+            lines += [f"    cpu_threads: {ex.cpu_threads}",
+                      f"    weight_touch_gb_per_s: {ex.weight_touch_bytes_per_s / 1e9:.4g}   # *",
+                      "    per_sample_gemm_efficiency: ["
+                      + ", ".join(f"[{r:.4g}, {e:.4f}]" for r, e in ex.per_sample_gemm_efficiency) + "]   # *"]
     if device.fp16_cube:
         lines.append("  fp16_cube: true")
     lines += ["node:", f"  devices: {profile.devices_per_node}", f"  groups: {[list(g) for g in profile.groups]}"]

@@ -261,14 +261,19 @@ def calibrate_lines(profile_name: str, profile_path: str, report: dict) -> list[
     for row in report["per_step"]:
         lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
                      f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
+    if report.get("weight_touch_bytes_per_s"):
+        lines.append(f"  CPU convolutions: oneDNN weight reorders at {report['weight_touch_bytes_per_s'] / 1e9:.3g} GB/s; "
+                     "slow_conv2d per-sample GEMMs (rows: fraction of peak) "
+                     + ", ".join(f"{r:g}: {e:.3f}" for r, e in report["per_sample_gemm_efficiency"]))
     held = report["held_out"]
-    if held["held_out_sizes"]:
-        lines.append(f"  held out: fitted on sizes {held['fit_sizes']}, predicting {held['held_out_sizes']}: "
-                     f"median error per layer {held['median_layer_error']:.1%} "
-                     f"(worst layer {held['max_layer_median_error']:.1%})")
-        for row in held["per_size"]:
-            lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
-                         f"predicted {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
+    for split in (held, held.get("swapped")):
+        if split and split["held_out_sizes"]:
+            lines.append(f"  held out: fitted on sizes {split['fit_sizes']}, predicting {split['held_out_sizes']}: "
+                         f"median error per layer {split['median_layer_error']:.1%} "
+                         f"(worst layer {split['max_layer_median_error']:.1%})")
+            for row in split["per_size"]:
+                lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
+                             f"predicted {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
     if report.get("at_bound"):
         lines.append(f"  efficiency reached 1.0 at work {report['at_bound']}: the profile's peak may be too low")
     return lines

@@ -1,0 +1,80 @@
+"""torch's CPU convolution backend rule (parsim.cost.conv_backend) against torch itself, and its
+pricing in the kernel-level model."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from parsim.cost.conv_backend import ONEDNN, SLOW2D, cpu_conv_backend, per_sample_dims, per_sample_rows
+from parsim.cost.kernels import kernel_time_s
+from parsim.hardware import load_cluster
+from parsim.hardware.device import KernelExecution
+from parsim.hardware.numerics import MathMode, engines
+from parsim.model.graph import ConvWindow, Kernel
+from parsim.model.spec import load_model
+
+# (C_in, C_out, kernel, stride, dilation, H, groups)
+SHAPES = [(1024, 256, 1, 1, 1, 2, 1), (64, 256, 1, 1, 1, 8, 1), (256, 512, 1, 2, 1, 4, 1), (64, 64, 3, 1, 1, 8, 1),
+          (3, 64, 7, 2, 1, 32, 1), (8, 8, 1, 1, 2, 4, 1), (16, 16, 1, 1, 1, 4, 4), (4, 4, 3, 1, 1, 2, 1),
+          (3, 8, 5, 1, 1, 4, 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_backend_rule_matches_torch(threads):
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("torch built without oneDNN")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for cin, cout, k, s, d, h, g in SHAPES:
+            w = torch.empty(cout, cin // g, k, k)
+            for b in (1, 2, 8, 15, 16, 17, 32):
+                x = torch.empty(b, cin, h, h)
+                got = torch._C._select_conv_backend(x, w, None, [s, s], [k // 2, k // 2], [d, d], False, [0, 0], g,
+                                                    None)
+                want = {ONEDNN: "Mkldnn", SLOW2D: "Slow2d"}[cpu_conv_backend(ConvWindow((k, k), (s, s), (d, d), False,
+                                                                                        cin * h * h), g, b, threads)]
+                if want == "Slow2d" and d > 1:
+                    want = "SlowDilated2d"        # torch's own slow path for a dilated window
+                assert got.name == want, (cin, cout, k, s, d, h, g, b, threads, got)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_extraction_records_each_convolution_window():
+    graph = load_model("examples/resnet50_cifar10_local.yaml").graph
+    stem = [k for k in graph.layers[0].kernels if k.klass == "conv"]
+    assert {k.conv for k in stem} == {ConvWindow((7, 7), (2, 2), (1, 1), False, 3 * 32 * 32)}
+    block = [k.conv.kernel for k in graph.layers[1].kernels if k.phase == "F" and k.klass == "conv"]
+    assert block == [(1, 1), (1, 1), (3, 3), (1, 1)]           # downsample first, as extraction records it
+    assert all(k.conv is None for k in graph.layers[-1].kernels)   # the head's matmuls have no window
+
+
+LAYER3_1X1 = Kernel("F", "convolution", "conv", flops=(0.0, 2.0 * 4 * 1024 * 256), bytes=(1024 * 256 * 4, 4 * 1280 * 4),
+                    gemm=((0, 4), (256, 0), (1024, 0), (1, 0)), conv=ConvWindow((1, 1), (1, 1), (1, 1), False, 4096))
+
+
+def _cpu(**kw):
+    base = load_cluster("local-cpu").device
+    ex = KernelExecution(gemm_efficiency=0.8, k_half=0.0, cpu_threads=1, **kw)
+    return replace(base, kernels=ex, memory_efficiency=1.0)
+
+
+def test_slow2d_prices_one_gemm_per_sample_at_its_rows_efficiency():
+    dev = _cpu(per_sample_gemm_efficiency=((1.0, 0.2), (4.0, 0.05), (16.0, 0.8)))
+    eng = engines(dev, MathMode("fp32"))
+    assert per_sample_dims(LAYER3_1X1) == (4, 256, 1024, 1) and per_sample_rows(LAYER3_1X1) == 4
+    peak = dev.peak("fp32")
+    for b in (2, 8):       # slow_conv2d: b GEMMs of 4 rows at 5% of peak
+        assert kernel_time_s(LAYER3_1X1, b, dev, eng) == pytest.approx(LAYER3_1X1.at(b)[0] / (0.05 * peak))
+    # at 16 samples oneDNN runs it: the large-GEMM efficiency, plus nothing for reorders here
+    assert kernel_time_s(LAYER3_1X1, 16, dev, eng) == pytest.approx(LAYER3_1X1.at(16)[0] / (0.8 * peak))
+
+
+def test_onednn_pays_its_weight_reorder_every_call():
+    dev = _cpu(weight_touch_bytes_per_s=5e9)
+    eng = engines(dev, MathMode("fp32"))
+    flops = LAYER3_1X1.at(32)[0]
+    assert kernel_time_s(LAYER3_1X1, 32, dev, eng) == pytest.approx(flops / (0.8 * dev.peak("fp32"))
+                                                                    + 1024 * 256 * 4 / 5e9)
