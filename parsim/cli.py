@@ -481,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="2,4,8,16,32",
                    help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
                         "pick is kept to the profiled sizes)")
-    p.add_argument("--set", choices=("default", "quick", "schedules"), default="default",
-                   help="plans to run: the full set, a quick three, or pp=2 m=4 under 1F1B, interleaved and ZB-H1")
+    p.add_argument("--set", choices=("default", "quick", "schedules", "zero"), default="default",
+                   help="plans to run: the full set, a quick three, pp=2 m=4 under 1F1B, interleaved and ZB-H1, "
+                        "or dp=2 m=2 under ZeRO 0-3")
     p.add_argument("--steps", type=positive_int_arg, default=12, help="steps per run, 3 of them warm-up (default 12)")
     p.add_argument("--passes", type=positive_int_arg, default=1,
                    help="run the whole set this many times in turn; medians over passes, spread reported")

@@ -48,9 +48,11 @@ class Case:
     config: ParallelConfig
 
 
-def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int]]:
-    """(label, dp, pp, microbatches, schedule, tp) of the set's plans other than the planner's pick:
-    the one table both the cases and the sizes to profile come from."""
+def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int]]:
+    """(label, dp, pp, microbatches, schedule, tp, zero) of the set's plans other than the
+    planner's pick: the one table both the cases and the sizes to profile come from."""
+    if which == "zero":            # ZeRO 0-3 side by side: dp=2, two micro-batches (reduce-scatters per micro-batch)
+        return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, z) for z in (0, 1, 2, 3)]
     # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
     schedules = [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1)]
     if spec.source.target == "gpt":
@@ -65,6 +67,7 @@ def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int]]
         keep = {"dp2", "pp2-1f1b-m4"}
     if which == "schedules":       # the pipeline schedules side by side at one size
         keep = {"pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"}
+    shapes = [(*shape, 0) for shape in shapes]
     return [s for s in shapes if s[0] in keep] if which in ("quick", "schedules") else shapes
 
 
@@ -73,7 +76,7 @@ def case_microbatch_sizes(spec, which: str = "default") -> list[int]:
     sizes a profile must have measured to price them (the planner's pick is kept to the profiled
     sizes, ``Constraints.microbatch_sizes``)."""
     batch = spec.training.global_batch_size
-    return sorted({batch // (dp * m) for _, dp, _, m, _, _ in _fixed_shapes(spec, which) if batch % (dp * m) == 0})
+    return sorted({batch // (dp * m) for _, dp, _, m, _, _, _ in _fixed_shapes(spec, which) if batch % (dp * m) == 0})
 
 
 def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None,
@@ -84,7 +87,7 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     skipped = skipped if skipped is not None else []
     whole = (0, len(g))
     cases = []
-    for label, dp, pp, m, schedule, tp in _fixed_shapes(spec, which):
+    for label, dp, pp, m, schedule, tp, zero in _fixed_shapes(spec, which):
         if label == "seeds":
             seeds = load_model(SEEDS_MODEL)
             if seeds.graph.names == g.names and seeds.manual_stages:
@@ -92,7 +95,7 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                                                         bounds_from_assignment(seeds.manual_stages))))
         elif pp == 1:
             cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole, tp=tp,
-                                                    tp_layout="megatron" if tp > 1 else "")))
+                                                    tp_layout="megatron" if tp > 1 else "", zero=zero)))
         else:
             try:
                 cases.append(Case(label, resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m,
@@ -101,9 +104,10 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
     # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout), no
-    # recomputation, no ZeRO
-    extra = (dict(tp_layout="megatron", recompute=False, zero=0) if spec.source.target == "gpt"
-             else dict(tp=1, recompute=False, zero=0))
+    # recomputation; ZeRO searched in the zero set only (the other sets keep the plans they were measured on)
+    zero = dict(zero=None if which == "zero" else 0)
+    extra = (dict(tp_layout="megatron", recompute=False, **zero) if spec.source.target == "gpt"
+             else dict(tp=1, recompute=False, **zero))
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
                   progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
     cases.append(Case("planner", picked))

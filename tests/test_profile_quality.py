@@ -227,3 +227,20 @@ def test_a_tensor_parallel_profile_adds_the_collectives_only_where_its_fallback_
     assert layer_time_s(model, layer, "F", 2, cluster) == 2e-3                  # measured, collectives inside
     assert layer_time_s(model, layer, "F", 8, cluster) == pytest.approx(
         fallback.layer_time_s(layer, "F", 8) + tp_comm_time_s(layer, "F", 8, cluster, 0))
+
+
+def test_validate_zero_set_runs_each_stage_beside_plain_data_parallelism():
+    """``parsim validate --set zero``: dp=2 with two micro-batches under ZeRO 0, 1, 2 and 3 (the
+    micro-batch size of all four: one profile prices them), and the planner's pick with ZeRO
+    searched, among the profiled sizes."""
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.hardware import load_cluster
+    from parsim.validation import case_microbatch_sizes, default_cases
+
+    spec, cluster = load_model(MODEL), load_cluster("local-cpu")
+    cases = default_cases(spec, cluster, AnalyticalCompute(cluster.device), "zero", profiled_sizes=(8, 16))
+    assert [c.label for c in cases] == ["dp2-m2", "dp2-m2-zero1", "dp2-m2-zero2", "dp2-m2-zero3", "planner"]
+    assert [(c.config.dp, c.config.pp, c.config.microbatches, c.config.zero) for c in cases[:4]] == \
+        [(2, 1, 2, z) for z in range(4)]
+    assert case_microbatch_sizes(spec, "zero") == [8]
+    assert cases[-1].config.microbatch_size(32) in (8, 16)
