@@ -23,7 +23,8 @@ def eq3_flops(B, s, l, h, V):
 
 def describe(cfg) -> str:
     return (f"dp={cfg.dp} tp={cfg.tp} ({cfg.tp_layout or '-'}) pp={cfg.pp} m={cfg.microbatches} {cfg.schedule}"
-            f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
+            f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
+            f"{f' ZeRO-{cfg.zero}' if cfg.zero else ''}")
 
 
 if __name__ == "__main__":
