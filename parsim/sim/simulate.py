@@ -142,7 +142,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     sharded: dict[int, list[tuple[str, float]]] = defaultdict(list)
     after_opt: dict[int, float] = {}
     gather_s: dict = {}
-    reduce_buffer_bytes: dict[int, float] = {}     # the full bucket being reduce-scattered
+    reduce_buffer_bytes: dict[int, float] = {}     # ZeRO 2-3: the gradients of the units being reduce-scattered
     gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
     width = per_param["grads"]          # bytes per gradient (and parameter) element
     overlap = cluster.profile.collectives.overlap
@@ -187,7 +187,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 buckets_per_stage[s] = len(order)
                 comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
                 sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
-                reduce_buffer_bytes[s] = max(sizes)
+                # a unit's unsharded gradients, as its backward makes them, beside the previous unit's
+                # reduce-scatter input, which FSDP2 keeps until the next reduce-scatter is issued
+                # (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, ReduceScatterState)
+                back = [sizes[k] for k in order]
+                reduce_buffer_bytes[s] = max([a + b for a, b in zip(back, back[1:])] or back)
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
@@ -279,8 +283,10 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         params = graph.held_param_count(held[r])
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
         static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp)
-        if zero >= 2:       # the full bucket being reduce-scattered, beside the gradient shards
+        if zero >= 2:       # the units' gradients being reduce-scattered, beside the gradient shards
             static["comm_buffers_bytes"] += max((reduce_buffer_bytes.get(s, 0.0) for s in stages), default=0.0)
+        if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
+            static["params_bytes"] *= 1 + 1 / dp
         if zero == 3:       # the running and prefetched layers' full parameters, beside the shards
             static["params_bytes"] += max((gathered_bytes.get(s, 0.0) for s in stages), default=0.0)
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
