@@ -22,8 +22,12 @@ from parsim.exec.reference import distributed_params, reference_run
 from parsim.exec.train import RunOptions, check_run
 
 CLUSTER = "local-cpu:1x2"
-EXAMPLES = sorted(glob.glob("examples/*local*.yaml")) + ["examples/mlp_module.yaml", "examples/mlp_semi_auto.yaml",
-                                                          "examples/resnet50_cifar10_seeds_split.yaml"]
+# The examples for local clusters, and the two module: MLPs.  Left out for time (the suite's budget):
+# resnet50_cifar10_stem3x3_local and resnet50_cifar10_seeds_split, ResNet-50 again with another stem
+# or split, which give the same kinds as resnet50_cifar10_local.
+SAME_KINDS = ("examples/resnet50_cifar10_stem3x3_local.yaml",)
+EXAMPLES = [f for f in sorted(glob.glob("examples/*local*.yaml")) if f not in SAME_KINDS] + \
+    ["examples/mlp_module.yaml", "examples/mlp_semi_auto.yaml"]
 ONE = ["--dp", "1", "--pp", "1"]
 KINDS = {
     "dp": ["--dp", "2", "--pp", "1"],
@@ -49,6 +53,7 @@ RUN_ELSEWHERE = {
     "dp": "tests/test_exec.py::test_matches_single_process_reference",
     "pp-gpipe": "tests/test_exec.py::test_matches_single_process_reference",
     "pp-1f1b": "tests/test_exec.py::test_matches_single_process_reference",
+    "pp-interleaved": "tests/test_exec.py::test_matches_single_process_reference",
     "pp-zbh1": "tests/test_exec.py::test_matches_single_process_reference",
     "tp-megatron": "tests/test_exec.py::test_tensor_parallel_gpt_matches_reference",
     "tp-megatron-sp": "tests/test_exec.py::test_tensor_parallel_gpt_matches_reference",
@@ -61,9 +66,6 @@ RUNS = {
     "bf16-dp2-zero1-recompute": ("examples/gpt_tiny_local_bf16.yaml",
                                  ["--dp", "2", "--pp", "1", "--microbatches", "2", "--zero", "1", "--recompute"],
                                  {"dp", "zero1", "recompute"}),
-    "pp2-interleaved-tied": ("examples/gpt_tiny_local.yaml",
-                             ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "interleaved",
-                              "--chunks", "2"], {"pp-interleaved"}),
     "pp2-zbh1-recompute": ("examples/gpt_tiny_local.yaml",
                            ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "zbh1", "--recompute"],
                            {"pp-zbh1", "recompute"}),

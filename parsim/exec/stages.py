@@ -99,18 +99,25 @@ def _checkpointed(forward, unit: nn.Module, *args):
     from torch.utils.checkpoint import checkpoint
 
     return checkpoint(forward, *args, use_reentrant=False,
-                      context_fn=lambda: (contextlib.nullcontext(), _statistics_kept(unit)))
+                      context_fn=lambda: (contextlib.nullcontext(), _StatisticsKept(unit)))
 
 
-@contextlib.contextmanager
-def _statistics_kept(unit: nn.Module):
+class _StatisticsKept:
     """The recomputed forward leaves the unit's buffers (BatchNorm's running statistics and batch
-    count) as they were: the step updates them once."""
-    saved = [b.detach().clone() for b in unit.buffers()]
-    yield
-    with torch.no_grad():
-        for b, s in zip(unit.buffers(), saved):
-            b.copy_(s)
+    count) as they were: the step updates them once.  Re-entrant: a split backward (ZB-H1's I
+    and W) recomputes twice."""
+
+    def __init__(self, unit: nn.Module):
+        self.unit, self.saved = unit, []
+
+    def __enter__(self):
+        self.saved = [b.detach().clone() for b in self.unit.buffers()]
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for b, s in zip(self.unit.buffers(), self.saved):
+                b.copy_(s)
+        return False
 
 
 def schedule_class(name: str):
