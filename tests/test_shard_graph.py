@@ -163,7 +163,11 @@ def test_model_yaml_shard_section_is_priced(capsys):
     assert out["config"]["tp"] == 2 and out["comm_bytes"]["group"] > 0
     g = per_device_graph(spec.graph, 2, "model", False, spec.shard)
     unit1, unit3, unit4 = (g.layers[g.index(n)] for n in ("1", "3", "4"))
-    assert _steps(unit1, "B") == [("AllReduce", 2, 3072 * 4)]         # column split: dX is partial
+    # a column split's dX is partial, but unit 1's input (the images, through a Flatten) takes no
+    # gradient: no backward all-reduce leaves it (Megatron's "f" runs only where autograd needs dX)
+    assert _steps(unit1, "B") == []
+    later = per_device_graph(spec.graph, 2, "model", False, {"5": ((1, 1), (1, 2))})
+    assert _steps(later.layers[later.index("5")], "B") == [("AllReduce", 2, 256 * 4)]   # after a weight: it does
     assert _steps(unit3, "F") == [] == _steps(unit3, "B")              # row split takes the columns as they are
     assert _steps(unit4, "F") == [("AllReduce", 2, 256 * 4)]          # the ReLU completes the row split's sum
     assert unit1.param_count == 3072 * 256 // 2 + 256 // 2          # the bias splits with the columns

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 LR, MOMENTUM = 0.01, 0.9          # the seeds' Momentum(…, 0.01, 0.9)
+ADAM_LR = 1e-3                    # training.optimizer: adam; Kingma & Ba 2015's default (torch's too), betas (0.9, 0.999)
 
 
 def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

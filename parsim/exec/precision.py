@@ -46,11 +46,15 @@ class MasterWeightSGD:
     transient the size of one parameter, not held), divides out the loss scale, steps that
     master and writes it back into the model, rounded to the model's dtype."""
 
-    def __init__(self, params, lr: float, momentum: float):
+    def __init__(self, params, lr: float, momentum: float, inner=None):
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.momentum = lr, momentum
         self.mixed = any(p.dtype != torch.float32 for p in self.params)
-        self.inner = None if self.mixed else torch.optim.SGD(self.params, lr=lr, momentum=momentum)
+        if inner is not None and self.mixed:
+            raise ValueError("a torch optimizer in place of SGD steps fp32 parameters only")
+        # fp32: torch's SGD, or the optimizer given (``make_optimizer``: Adam)
+        self.inner = None if self.mixed else inner(self.params) if inner is not None else \
+            torch.optim.SGD(self.params, lr=lr, momentum=momentum)
         self.masters = [local(p).detach().float().clone() for p in self.params] if self.mixed else []
         self.buffers: list[torch.Tensor | None] = [None] * len(self.masters)
         self.scale = 1.0               # the loss scale the gradients carry (DynamicLossScaler)
@@ -115,6 +119,24 @@ class MasterWeightSGD:
             m.copy_(saved)
         self.buffers = [None if b is None else b.clone() for b in state["buffers"]]
         self.scale = state["scale"]
+
+
+def make_optimizer(kind: str, params) -> MasterWeightSGD:
+    """The optimizer of ``training.optimizer`` (parsim.exec.objective's settings): momentum SGD
+    (the seeds'), plain SGD, or Adam on fp32 parameters (``check_optimizer``)."""
+    from parsim.exec.objective import ADAM_LR, LR, MOMENTUM
+
+    if kind == "adam":
+        # foreach=False: one parameter at a time, as DTensor parameters of different layouts need
+        return MasterWeightSGD(params, LR, MOMENTUM, lambda ps: torch.optim.Adam(ps, lr=ADAM_LR, foreach=False))
+    return MasterWeightSGD(params, LR, MOMENTUM if kind == "momentum" else 0.0)
+
+
+def check_optimizer(kind: str, dtype: str, source: str) -> None:
+    """Adam runs on fp32 models; with master weights (bf16, fp16) it is priced but not run."""
+    if kind == "adam" and dtype != "fp32":
+        raise InputError(f"{source}: model.optimizer: Adam runs with fp32 (got {dtype}); the executor keeps fp32 "
+                         "master weights for momentum SGD only: set training.dtype: fp32 or optimizer: momentum")
 
 
 class DynamicLossScaler:

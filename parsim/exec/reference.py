@@ -1,7 +1,7 @@
 """The single-process reference a distributed run must equal: the same model (same seed), the
 same micro-batches of every replica, the loss summed over micro-batches, gradients averaged
 over replicas as DDP does (each replica's gradient divided by dp, then summed in rank order),
-and the same momentum SGD, in the plan's dtype (bf16: fp32 master weights, parsim.exec.precision).  Used by the tests to check the executor with assert_close."""
+and the same optimizer (the plan's: momentum SGD, SGD or Adam), in the plan's dtype (bf16: fp32 master weights, parsim.exec.precision).  Used by the tests to check the executor with assert_close."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from parsim.exec.data import input_kind, make_loader
-from parsim.exec.objective import LR, MOMENTUM, loss_fn
-from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
+from parsim.exec.objective import loss_fn
+from parsim.exec.precision import TORCH_DTYPES, make_optimizer
 from parsim.exec.stages import build_units, in_memory_format, memory_format, sequential
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
@@ -27,7 +27,7 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
     fmt = memory_format(spec)
     dtype = TORCH_DTYPES[plan.dtype]
     model = sequential(units).to(dtype=dtype, memory_format=fmt)
-    opt = MasterWeightSGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    opt = make_optimizer(plan.optimizer, model.parameters())
     b = cfg.microbatch_size(plan.global_batch_size)
     loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, kind, seed, synthetic_size)
                for d in range(cfg.dp)]

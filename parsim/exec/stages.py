@@ -5,6 +5,8 @@ schedule (whose order tests/test_schedule.py proves equal to parsim.schedule's).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections import OrderedDict
 
 import torch
@@ -82,6 +84,40 @@ def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage:
     if fmt == torch.channels_last and cfg.pp > 1:
         chosen = [("boundary_in", DenseBoundary()), *chosen, ("boundary_out", DenseBoundary())]
     return sequential(chosen).to(memory_format=fmt)
+
+
+def recompute_units(stage: nn.Sequential) -> None:
+    """Full activation recomputation, as the simulator prices it (LayerGraph.with_recompute;
+    Megatron's full recompute): each unit keeps only its input, and its backward runs its forward
+    again (torch.utils.checkpoint, non-reentrant, with the forward's random state), collectives
+    included.  BatchNorm's running statistics are left as the first forward set them."""
+    for unit in stage.children():
+        unit.forward = functools.partial(_checkpointed, unit.forward, unit)
+
+
+def _checkpointed(forward, unit: nn.Module, *args):
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(forward, *args, use_reentrant=False,
+                      context_fn=lambda: (contextlib.nullcontext(), _StatisticsKept(unit)))
+
+
+class _StatisticsKept:
+    """The recomputed forward leaves the unit's buffers (BatchNorm's running statistics and batch
+    count) as they were: the step updates them once.  Re-entrant: a split backward (ZB-H1's I
+    and W) recomputes twice."""
+
+    def __init__(self, unit: nn.Module):
+        self.unit, self.saved = unit, []
+
+    def __enter__(self):
+        self.saved = [b.detach().clone() for b in self.unit.buffers()]
+
+    def __exit__(self, *exc):
+        with torch.no_grad():
+            for b, s in zip(self.unit.buffers(), self.saved):
+                b.copy_(s)
+        return False
 
 
 def schedule_class(name: str):

@@ -33,19 +33,26 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from parsim.errors import InputError
+from parsim.exec import op_parallel
 
 EXECUTABLE_LAYOUTS = ("megatron", "megatron-sp")
 
 
-def check_supported(cfg, spec, source: str) -> None:
+def check_supported(plan, spec, source: str) -> None:
+    cfg = plan.config
     if cfg.tp == 1:
         return
+    if cfg.tp_layout in op_parallel.LAYOUTS:            # per-operator DTensor plans, any model
+        from parsim.hardware import load_cluster
+
+        op_parallel.check_supported(spec, plan, load_cluster(plan.cluster), source)
+        return
     if spec.source.kind != "builtin" or spec.source.target != "gpt":
-        raise InputError(f"{source}: parallel.tp: the executor runs tensor parallelism on the built-in gpt; "
-                         f"plan {spec.path} with tp=1")
+        raise InputError(f"{source}: parallel.tp: the executor runs the {', '.join(EXECUTABLE_LAYOUTS)} layouts on "
+                         f"the built-in gpt; plan {spec.path} with --tp-layout auto or model, or tp=1")
     if cfg.tp_layout not in EXECUTABLE_LAYOUTS:
-        raise InputError(f"{source}: parallel.tp_layout: the executor runs the {', '.join(EXECUTABLE_LAYOUTS)} "
-                         f"layout (got {cfg.tp_layout!r}); plan with --tp-layout megatron")
+        raise InputError(f"{source}: parallel.tp_layout: the executor runs the "
+                         f"{', '.join(EXECUTABLE_LAYOUTS + op_parallel.LAYOUTS)} layouts (got {cfg.tp_layout!r})")
 
 
 def parallelize(stage: nn.Sequential, tp_mesh, sequence_parallel: bool = False) -> list[nn.Parameter]:
@@ -88,14 +95,39 @@ def parallelize(stage: nn.Sequential, tp_mesh, sequence_parallel: bool = False) 
 
 
 def reduce_partial_grads(params: list[nn.Parameter], group) -> None:
-    """Sum the partial gradients of ``params`` over the group in one flat all-reduce."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
+    """Sum the partial gradients of ``params`` over the group in one flat all-reduce.  A DTensor
+    gradient kept ``Partial`` (``expect_partial``) is then laid out as its parameter."""
+    held = [p for p in params if p.grad is not None]
+    if not held:
         return
+    grads = [local(p.grad) for p in held]
     flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat, group=group)
-    for g, part in zip(grads, flat.split([g.numel() for g in grads])):
+    for p, g, part in zip(held, grads, flat.split([g.numel() for g in grads])):
         g.copy_(part.view_as(g))
+        if hasattr(p, "placements") and tuple(p.grad.placements) != tuple(p.placements):
+            p.grad = _dtensor_on(g, p, p.placements)
+
+
+def expect_partial(params: list[nn.Parameter]) -> None:
+    """Before a step's backward: the gradients of DTensor parameters whose gradients are partial
+    sums over the group (``partial_grad_placements``, parsim.exec.op_parallel) are laid out
+    ``Partial``, on the same storage, so that each micro-batch accumulates locally and
+    ``reduce_partial_grads`` sums them once per step (a replicated gradient would make DTensor
+    all-reduce every micro-batch's partial sum as it arrives)."""
+    for p in params:
+        want = getattr(p, "partial_grad_placements", None)
+        if want is None:
+            continue
+        g = local(p.grad) if p.grad is not None else torch.zeros_like(local(p))
+        p.grad = _dtensor_on(g, p, want)
+
+
+def _dtensor_on(t: torch.Tensor, param, placements):
+    from torch.distributed.tensor import DTensor
+
+    return DTensor.from_local(t, param.device_mesh, placements, run_check=False, shape=param.shape,
+                              stride=param.stride())
 
 
 def _sequence_parallel_embedding(unit, tp_mesh):

@@ -1,7 +1,8 @@
 """One rank of a training run: build this rank's stages from the plan, train, measure.
 
 Training follows the seeds:
-- Momentum SGD, lr 0.01, momentum 0.9 (``Momentum(net.infer_param_pipeline_stage(), 0.01, 0.9)``).
+- Momentum SGD, lr 0.01, momentum 0.9 (``Momentum(net.infer_param_pipeline_stage(), 0.01, 0.9)``),
+  or the model's ``training.optimizer`` (plain SGD; Adam, lr 1e-3, on fp32 models).
   Each rank's optimizers hold only its own stages' parameters.
 - The loss of a step is the sum over micro-batches of each micro-batch's mean cross-entropy,
   as MindSpore's PipelineCell sums micro-batch losses. torch's schedules therefore run with
@@ -11,7 +12,10 @@ Training follows the seeds:
   final (parsim.exec.grad_sync): the same mechanism under every schedule, a split backward
   (ZB-H1) and tensor parallelism included.
 - The GPT (the zoo's) trains on synthetic tokens, the loss over every next-token prediction;
-  tensor parallelism is parsim.exec.tensor_parallel.
+  tensor parallelism is parsim.exec.tensor_parallel (Megatron's layouts) or
+  parsim.exec.op_parallel (the model's and the searched per-operator layouts).
+- ``recompute``: every cut unit is checkpointed (torch.utils.checkpoint), the simulator's full
+  recomputation (LayerGraph.with_recompute).
 - BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
   the global batch. A warning is printed below 16 samples.
 - A step whose loss is NaN or infinite stops every rank before it is checkpointed (check_loss);
@@ -51,12 +55,12 @@ import torch
 import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
-from parsim.exec import checkpoint, faults, fsdp, groups, heartbeat, precision, tensor_parallel
+from parsim.exec import checkpoint, faults, fsdp, groups, heartbeat, op_parallel, precision, tensor_parallel
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
-from parsim.exec.objective import LR, MOMENTUM, loss_fn
+from parsim.exec.objective import loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
-                                 memory_format, schedule_class, stage_module)
+                                 memory_format, recompute_units, schedule_class, stage_module)
 from parsim.fileio import write_json
 from parsim.plan import load_plan_and_model
 from parsim.report.progress import print_above, progress_bar
@@ -160,26 +164,36 @@ def check_run(opts: RunOptions):
     launches anything; each rank calls it again."""
     plan, spec = load_plan_and_model(opts.plan)
     cfg = plan.config
-    if plan.optimizer != "momentum":
-        raise InputError(f"{opts.plan}: model.optimizer: the executor runs the seeds' momentum SGD (got "
-                         f"{plan.optimizer}); set training.optimizer: momentum")
+    precision.check_optimizer(plan.optimizer, plan.dtype, opts.plan)
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
                          "plan with --zero 1 or --pp 1")
     if cfg.zero == 1 and cfg.tp > 1:
         raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO-1 with tp=1 only; plan with --zero 0, "
                          "2 or 3, or tp=1")
+    if cfg.zero and cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:
+        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO under tensor parallelism with the "
+                         f"Megatron layouts only (got {cfg.tp_layout}); plan with --zero 0 or --tp-layout megatron")
     held = [cfg.rank_layers(r) for r in range(cfg.pp)]
     if cfg.zero and any(spec.graph.tied_copies(i, layers) for layers in held for i in layers):
         # a tied weight copied over ranks: each rank's slice of a bucket covers other elements of it on each stage
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO with a tied weight copied over pipeline stages (the "
                          "GPT's embedding at pp > 1) is priced but not run; plan with --zero 0 or pp=1")
-    if spec.source.kind != "builtin" or spec.source.target not in ("resnet50", "gpt"):
-        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt for now")
-    tensor_parallel.check_supported(cfg, spec, opts.plan)
+    check_trainable(spec)
+    tensor_parallel.check_supported(plan, spec, opts.plan)
     kind = input_kind(spec)
     check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)
     return plan, spec, kind
+
+
+def check_trainable(spec) -> None:
+    """The built-in resnet50 and gpt, and ``module:`` models fed CIFAR-shaped images."""
+    if spec.source.kind == "builtin" and spec.source.target in ("resnet50", "gpt"):
+        return
+    shape = tuple(spec.input.shape)
+    if spec.source.kind != "module" or len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2]:
+        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt, and module: models "
+                         f"taking CIFAR-shaped images [3, S, S] (got {spec.source.kind} with input {list(shape)})")
 
 
 def train(opts: RunOptions) -> int:
@@ -219,9 +233,14 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     holders = tied_holders(units)
     del units
     partial_grads: list = []          # sequence-parallel norms and positions: summed over the tp group
-    if cfg.tp > 1:
+    if cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:          # per-operator DTensor plans (pp=1)
+        partial_grads += op_parallel.parallelize_stage(modules[0], spec, plan, mesh["tp"], dtype)
+    elif cfg.tp > 1:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
+    if cfg.recompute:
+        for m in modules:
+            recompute_units(m)
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     if cfg.zero >= 2:                 # FSDP2's units; it reduce-scatters and gathers itself (parsim.exec.fsdp)
         for m in modules:
@@ -233,7 +252,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params);
     # ZeRO 2-3: its shards of FSDP2's sharded parameters
     held = [sync.shard_params() for sync in grad_syncs] if cfg.zero == 1 else [m.parameters() for m in modules]
-    optimizers = [precision.MasterWeightSGD(params, lr=LR, momentum=MOMENTUM) for params in held]
+    optimizers = [precision.make_optimizer(plan.optimizer, params) for params in held]
     sharded: list = []                # ZeRO: the last step's (collective, bytes) per local stage
     scaler = precision.DynamicLossScaler() if plan.dtype == "fp16" else None
     loss_scale = [1.0]                # this step's; fp16 multiplies the loss by it before the backward
@@ -288,6 +307,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     def run_step(x, y) -> list:
         for o in optimizers:
             o.zero_grad(set_to_none=False)   # gradients persist between steps, counted as static memory
+        tensor_parallel.expect_partial(partial_grads)
         losses: list = []
         if cfg.pp == 1:
             model = modules[0]

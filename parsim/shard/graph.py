@@ -223,9 +223,11 @@ def elem_bytes(op: OpInfo) -> int:
 
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
-                in_layout: Layout | None) -> LayerSharding:
+                in_layout: Layout | None, input_grad: bool = True) -> LayerSharding:
     """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
-    shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output."""
+    shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output;
+    ``input_grad``: whether the layer's input carries a gradient back (else no backward step
+    leaves the layer through its input)."""
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
@@ -266,6 +268,8 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
             # One tensor read by several consumers is redistributed once for all that need the same
             # step (a partial sum completed once), and their gradients are summed locally and reduced
             # once: Megatron's fused QKV and gate/up projections take one backward all-reduce.
+            if s == FROM_LAYER_INPUT and not input_grad:
+                bwd = []
             for ph, steps in (("F", fwd), ("B", bwd)):
                 for x in steps:
                     if x.communicates and (s, ph, x, matrix) not in charged:
@@ -371,19 +375,30 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
     return chosen
 
 
+def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> list[LayerSharding | None]:
+    """Each layer of ``graph`` sharded by ``patterns`` on groups of ``devices`` (None for a layer
+    without an operator view): what the simulator prices (``shard_graph``) and the executor runs
+    (parsim.exec.op_parallel).  A layer's input carries a gradient only after a layer with
+    parameters: before one (the images through a Flatten), no backward step leaves it."""
+    chosen = select(graph, patterns)
+    out, prev, grads = [], None, False
+    for li, layer in enumerate(graph.layers):
+        if not layer.ops:
+            out.append(None)
+            prev = None
+        else:
+            mine = {oi: s for (l, oi), s in chosen.items() if l == li}
+            out.append(shard_layer(layer, mine, devices, graph.extraction_batch, prev, input_grad=grads))
+            prev = out[-1].output
+        grads = grads or layer.param_count > 0 or bool(layer.tied)
+    return out
+
+
 def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> LayerGraph:
     """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``."""
-    chosen = select(graph, patterns)
-    layers, prev = [], None
-    for li, layer in enumerate(graph.layers):
-        mine = {oi: s for (l, oi), s in chosen.items() if l == li}
-        if not layer.ops:
-            layers.append(layer)
-            prev = None
-            continue
-        result = shard_layer(layer, mine, devices, graph.extraction_batch, prev)
-        layers.append(result.layer)
-        prev = result.output
+    shardings = layer_shardings(graph, patterns, devices)
+    layers = [layer if s is None else s.layer for layer, s in zip(graph.layers, shardings)]
+    prev = shardings[-1].output if shardings and shardings[-1] is not None else None
     if prev is not None and ways(prev) * _partial_size(prev) > 1:
         # The loss takes the whole output (logits): gathered forward, split back backward.
         # (Megatron's vocabulary-parallel cross-entropy avoids the gather; not modelled.)

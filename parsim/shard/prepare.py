@@ -41,6 +41,25 @@ def auto_memory_bytes(cluster, pp: int) -> float:
     return cluster.device.usable_memory_bytes * pp
 
 
+def searched_microbatch(microbatch: int) -> int:
+    """The micro-batch size the auto layout is searched at: the largest power of two <= the size.
+    Each search of a GPT-3 takes about 0.5 s and a planner run meets some 20 sizes per tp; the
+    costs it weighs are linear in the size apart from latencies (a heuristic, unconfirmed by
+    measurement)."""
+    return 1 << (max(1, int(microbatch)).bit_length() - 1)
+
+
+def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training) -> dict[str, Strategy]:
+    """The patterns a configuration's layout gives, as ``parsim.sim.simulate`` prices them (its
+    micro-batch size from the global batch, the auto layout's memory from the cluster): what the
+    executor runs."""
+    microbatch = max(1, training.global_batch_size // (cfg.dp * cfg.microbatches))
+    if cfg.tp_layout == "auto":
+        microbatch = searched_microbatch(microbatch)
+    return layout_strategies(graph, cfg.tp, cfg.tp_layout, model_strategies, cluster, training, microbatch,
+                             auto_memory_bytes(cluster, cfg.pp))
+
+
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
                      training=None, microbatch: int = 1, memory_bytes: float | None = None) -> LayerGraph:
@@ -57,10 +76,7 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
     searched = tp_layout == "auto" and tp > 1
     if searched:
-        # Searched at the largest power of two <= the micro-batch size: each search of a GPT-3
-        # takes about 0.5 s and a planner run meets some 20 sizes per tp; the costs it weighs
-        # are linear in the size apart from latencies (a heuristic, unconfirmed by measurement).
-        microbatch = 1 << (max(1, int(microbatch)).bit_length() - 1)
+        microbatch = searched_microbatch(microbatch)
     key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
            (id(cluster), training, microbatch, memory_bytes) if searched else None)
     if key in _PREPARED:

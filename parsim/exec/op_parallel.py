@@ -1,0 +1,331 @@
+"""Per-operator tensor parallelism: the ``model`` and ``auto`` layouts (parsim.shard) run as DTensor
+programs on the tensor-parallel dimension of the (dp, pp, tp) mesh.
+
+The plan gives every operator of a layer's operator view (``Layer.ops``) a sharding
+(``parsim.shard.graph.layer_shardings``): the layouts of its inputs, its output and their
+gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
+
+- **parameters** are distributed (``distribute_tensor``) as the operator that reads them lays them
+  out: a Linear's weight is W^T [k, n] transposed, so a column split is ``Shard(0)`` and a row
+  split ``Shard(1)``, as in ColwiseParallel/RowwiseParallel; its bias splits with the output's
+  last dimension; an embedding's weight as its layout says; a parameter no recorded operator lays
+  out (norm weights, a row split's bias) is replicated;
+- **activations**: each cut unit runs on DTensors under a ``TorchFunctionMode`` that lines the
+  unit's torch calls up, in order, with the layer's recorded operators (``F.linear`` with addmm or
+  mm, ``matmul`` with bmm, ``F.layer_norm`` with native_layer_norm, ...), and before each call
+  redistributes the operator's activation inputs to the layouts the plan gives them, carried from
+  the recorded shape ([b*s, h]) to the call's ([b, s, h]) by ``reshape_layout``.  Where the
+  producer's layout already agrees there is nothing to do; where it does not, ``redistribute`` runs
+  the collective the simulator prices (parsim.shard.redistribute: a partial sum completed by an
+  all-reduce, a split gathered, a replicated tensor split locally), and autograd runs its reverse
+  in the backward.  DTensor's propagation computes each output (a split contraction gives
+  ``Partial``), which is the plan's output layout for every operator parsim shards;
+- the loss takes the whole logits: the stage's output is made ``Replicate`` (all-gathered or
+  all-reduced, as ``shard_graph`` prices it) and local;
+- a parameter whose gradient is a partial sum (a "mirror": a weight read by an operator whose
+  rows are split, a norm over a split batch) keeps a ``Partial`` gradient through the step's
+  micro-batches and is summed over the group once per step, in the one flat all-reduce
+  ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors.
+
+Limits, refused in one line before launching (``check_supported``): pipeline parallelism with
+these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices);
+convolutions and BatchNorm split at all (DTensor runs convolutions batch-split with a replicated
+weight only); a parameter two operators lay out differently.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from parsim.errors import InputError, RunError
+
+LAYOUTS = ("model", "auto")
+Tensor = torch.Tensor
+
+# torch function -> the kind extraction records for it (parsim.model.extract._OP_KINDS), and which of
+# its arguments are the recorded inputs, in the recorded order ("W^T": a Linear's weight, transposed).
+_CALLS: dict = {}
+for _f in (torch.matmul, Tensor.matmul, Tensor.__matmul__):
+    _CALLS[_f] = ("matmul", (0, 1))
+_CALLS[F.linear] = ("MatMul", (0, "W^T"))
+_CALLS[F.embedding] = ("Embedding", ("W",))
+_CALLS[F.layer_norm] = ("LayerNorm", (0,))
+_CALLS[F.conv2d] = ("Conv2d", (0, "W"))
+_CALLS[F.batch_norm] = ("BatchNorm", (0,))
+for _f in (F.softmax, torch.softmax, Tensor.softmax):
+    _CALLS[_f] = ("Softmax", (0,))
+for _aten, _fs, _pos in (("add", (Tensor.__add__, Tensor.__radd__, Tensor.add, torch.add), (0, 1)),
+                         ("mul", (Tensor.__mul__, Tensor.__rmul__, Tensor.mul, torch.mul), (0, 1)),
+                         ("sub", (Tensor.__sub__, Tensor.sub, torch.sub), (0, 1)),
+                         ("div", (Tensor.__truediv__, Tensor.div, torch.div), (0, 1)),
+                         ("relu", (F.relu, torch.relu, Tensor.relu), (0,)), ("gelu", (F.gelu,), (0,)),
+                         ("masked_fill", (Tensor.masked_fill,), (0,)),
+                         ("native_dropout", (torch.native_dropout,), (0,))):
+    for _f in _fs:
+        _CALLS[_f] = (_aten, _pos)
+
+
+def _kind_of(func, args) -> tuple[str, str, tuple] | None:
+    """(kind, aten name or "", recorded-input roles) of a call extraction records, else None."""
+    entry = _CALLS.get(func)
+    if entry is None:
+        return None
+    name, roles = entry
+    if name == "matmul":
+        batched = args[0].dim() > 2 and args[1].dim() > 2
+        return ("BatchMatMul" if batched else "MatMul"), "", roles
+    if name in ("MatMul", "Embedding", "LayerNorm", "Conv2d", "BatchNorm", "Softmax"):
+        return name, "", roles
+    return "ElementWise", name, roles
+
+
+def _recorded_shape(kind: str, role, t) -> tuple[int, ...]:
+    """The shape extraction recorded for argument ``t`` of a call: a Linear's input as [m, k], a
+    batched matmul's operands as [B, m, k], a Linear's weight as W^T."""
+    shape = tuple(t.shape)
+    if role == "W^T":
+        return shape[::-1]
+    if kind == "MatMul" and len(shape) > 2:
+        return (math.prod(shape[:-1]), shape[-1])
+    if kind == "BatchMatMul":
+        return (math.prod(shape[:-2]), *shape[-2:])
+    return shape
+
+
+def _placements(layout, recorded_shape, shape, where: str):
+    """DTensor placements of ``layout`` (a one-dimension split over the whole group, or none) on
+    a tensor of ``shape`` that the operator view saw as ``recorded_shape`` (same elements)."""
+    from torch.distributed.tensor import Replicate
+
+    from parsim.shard.graph import reshape_layout
+    from parsim.shard.layout import Layout
+
+    lay = layout.normalized()
+    if not lay.device_matrix:
+        return [Replicate()]
+    try:
+        moved = reshape_layout(Layout(lay.device_matrix, lay.tensor_map, tuple(recorded_shape), lay.partial),
+                               tuple(shape))
+    except Exception as e:       # InfeasibleError: the run's batch does not split as planned
+        raise RunError(f"{where}: {e}") from None
+    if moved is None:
+        raise RunError(f"{where}: the layout {layout.tensor_map} of {recorded_shape} has no counterpart on {shape}")
+    return moved.to_dtensor()
+
+
+def _as_weight(layout, role):
+    """Placements of a parameter in ``role`` under its operator's input layout."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    out = []
+    for p in layout.normalized().to_dtensor() if layout.normalized().device_matrix else [Replicate()]:
+        if role == "W^T" and isinstance(p, Shard):
+            p = Shard(1 - p.dim)
+        out.append(p)
+    return out
+
+
+class _GradAs(torch.autograd.Function):
+    """Identity forward; backward, the gradient laid out as the producer's output (its partial sums
+    settled): where an operator's input gradient is a partial sum (a column split's dX), it is
+    completed at that edge, as parsim.shard.redistribute prices it (Megatron's "f"), instead of
+    travelling on as ``Partial`` until DTensor needs it whole."""
+
+    @staticmethod
+    def forward(ctx, x, placements):
+        ctx.placements = tuple(placements)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if tuple(grad.placements) != ctx.placements:
+            grad = grad.redistribute(grad.device_mesh, ctx.placements)
+        return grad, None
+
+
+class _Lineup(TorchFunctionMode):
+    """Runs one unit's calls against its layer's operators (module docstring).  ``params`` on a
+    probe (plain tensors): records, per recorded call, which parameters it reads in which role."""
+
+    def __init__(self, unit_name: str, ops, shardings, mesh, probe: dict | None = None):
+        super().__init__()
+        self.unit, self.ops, self.shardings, self.mesh, self.probe = unit_name, ops, shardings, mesh, probe
+        self.k = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        from torch.distributed.tensor import Replicate
+
+        kwargs = kwargs or {}
+        found = _kind_of(func, args)
+        if found is None or self.ops is None:
+            return func(*self._uniform(args), **kwargs)
+        kind, aten, roles = found
+        if self.k >= len(self.ops):
+            raise RunError(f"{self.unit}: a {kind} call beyond the {len(self.ops)} operators extraction recorded; "
+                           "the model's forward differs from its operator view")
+        op, sh = self.ops[self.k], self.shardings[self.k]
+        if op.kind != kind or (kind == "ElementWise" and op.aten != aten):
+            raise RunError(f"{self.unit}: call {self.k} is a {aten or kind}, but extraction recorded "
+                           f"{op.name} ({op.kind}) there; the model's forward differs from its operator view")
+        self.k += 1
+        args = list(args)
+        for j, role in enumerate(roles):
+            if isinstance(role, str):
+                idx = 1
+                if self.probe is not None and idx < len(args) and isinstance(args[idx], nn.Parameter):
+                    self.probe.setdefault(args[idx], []).append((f"{self.unit}/{op.name}", role, sh.inputs[j],
+                                                                 sh.input_grads[j]))
+                    bias = args[2] if len(args) > 2 else kwargs.get("bias")
+                    if role == "W^T" and isinstance(bias, nn.Parameter):
+                        self.probe.setdefault(bias, []).append((f"{self.unit}/{op.name}", "bias", sh.output,
+                                                                sh.input_grads[j]))
+                continue
+            if self.probe is None and role < len(args) and hasattr(args[role], "redistribute") \
+                    and j < len(sh.inputs):
+                a = args[role]
+                target = _placements(sh.inputs[j], _recorded_shape(kind, role, a), a.shape, f"{self.unit}/{op.name}")
+                a = _GradAs.apply(a, [Replicate() if q.is_partial() else q for q in a.placements])
+                if tuple(a.placements) != tuple(target):
+                    a = a.redistribute(self.mesh, target)
+                args[role] = a
+        if self.probe is not None and kind in ("LayerNorm", "BatchNorm"):
+            for t in (*args[2:4], kwargs.get("weight"), kwargs.get("bias")):
+                if isinstance(t, nn.Parameter):
+                    self.probe.setdefault(t, []).append((f"{self.unit}/{op.name}", "norm", None,
+                                                         sh.input_grads[1] if len(sh.input_grads) > 1 else None))
+        return func(*self._uniform(args), **kwargs)
+
+    def _uniform(self, args):
+        """Plain tensors beside DTensors (a mask buffer, positions) enter as replicated DTensors."""
+        if self.probe is not None or not any(hasattr(a, "placements") for a in args):
+            return args
+        from torch.distributed.tensor import DTensor, Replicate
+
+        return [DTensor.from_local(a, self.mesh, [Replicate()], run_check=False)
+                if isinstance(a, torch.Tensor) and not hasattr(a, "placements") and a.dim() > 0 else a for a in args]
+
+    def done(self) -> None:
+        if self.ops is not None and self.k != len(self.ops):
+            raise RunError(f"{self.unit}: {self.k} calls lined up with {len(self.ops)} recorded operators; the "
+                           "model's forward differs from its operator view")
+
+
+def unit_shardings(spec, plan, cluster) -> list:
+    """Per layer of the model: its LayerSharding under the plan's layout, or None (no operators)."""
+    from parsim.shard.graph import layer_shardings
+    from parsim.shard.prepare import plan_strategies
+
+    cfg = plan.config
+    patterns = plan_strategies(spec.graph, cfg, spec.shard, cluster, spec.training)
+    return layer_shardings(spec.graph, patterns, cfg.tp)
+
+
+def check_supported(spec, plan, cluster, source: str) -> None:
+    """What the executor cannot run of a model/auto plan, refused in one line (module docstring)."""
+    cfg = plan.config
+    if cfg.pp > 1:
+        raise InputError(f"{source}: parallel.pp: the {cfg.tp_layout} layout runs with pp=1 (its stage boundaries "
+                         "would carry split activations); plan pp=1 or --tp-layout megatron")
+    for sharding, layer in zip(unit_shardings(spec, plan, cluster), spec.graph.layers):
+        if sharding is None:
+            continue
+        for op, sh in zip(layer.ops, sharding.shardings):
+            where = f"{source}: parallel.tp_layout: {layer.name}/{op.name}"
+            for lay in (*sh.inputs, sh.output):
+                dm = lay.normalized().device_matrix
+                if dm and dm != (cfg.tp,):
+                    raise InputError(f"{where} splits over {dm} devices, not the whole tp={cfg.tp} group; the "
+                                     "executor runs one-dimension splits over the group")
+            if op.kind in ("Conv2d", "BatchNorm") and any(lay.normalized().device_matrix for lay in sh.inputs):
+                raise InputError(f"{where}: a split {op.kind} is priced but not run (DTensor runs convolutions "
+                                 "batch-split with a replicated weight only); plan tp=1")
+
+
+def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh, example: torch.Tensor) -> list:
+    """Lay out ``stage`` (the whole model: pp=1) per ``shardings`` (one per unit, ``unit_shardings``),
+    in place; returns the parameters whose gradients are partial sums over the group, for
+    ``reduce_partial_grads`` after each backward.  ``example``: an input batch, run once on the
+    plain model to find which parameter each operator reads."""
+    from torch.distributed.tensor import Partial, Replicate, distribute_tensor
+
+    children = list(stage.children())
+    probe: dict = {}
+    buffers = [b.detach().clone() for b in stage.buffers()]
+    with torch.no_grad():
+        x = example
+        for name, unit, sharding in zip(units, children, shardings):
+            with _Lineup(name, sharding.layer.ops if sharding else None,
+                         sharding.shardings if sharding else None, tp_mesh, probe) as mode:
+                x = unit(x)
+            mode.done()
+    for b, saved in zip(stage.buffers(), buffers):
+        b.copy_(saved)                  # the probe's BatchNorm statistics undone
+
+    placements, partial = {}, []
+    for p, uses in probe.items():
+        laid = {tuple(_as_weight(lay, role) if role not in ("bias", "norm") else
+                      _bias(lay) if role == "bias" else [Replicate()]) for _, role, lay, _ in uses}
+        if len(laid) > 1:
+            raise RunError(f"parallel.tp_layout: {', '.join(u[0] for u in uses)} lay one parameter out "
+                           f"differently ({sorted(map(str, laid))}); the executor keeps one layout per parameter")
+        placements[p] = list(laid.pop())
+        if any(g is not None and g.partial for _, _, _, g in uses):
+            partial.append(p)
+    replaced: dict = {}
+    for module in stage.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            if p not in replaced:
+                where = placements.get(p, [Replicate()])
+                replaced[p] = nn.Parameter(distribute_tensor(p.data, tp_mesh, where), requires_grad=p.requires_grad)
+            module._parameters[name] = replaced[p]
+    mirrors = [replaced[p] for p in partial]
+    for name, unit, sharding in zip(units, children, shardings):
+        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, unit is children[-1])
+    for p in mirrors:                           # read by tensor_parallel.expect_partial
+        p.partial_grad_placements = [Partial() if isinstance(q, Replicate) else q for q in p.placements]
+    return mirrors
+
+
+def _bias(out_layout):
+    from torch.distributed.tensor import Replicate, Shard
+
+    lay = out_layout.normalized()
+    split_last = lay.device_matrix and lay.tensor_map[-1] != -1
+    return [Shard(0)] if split_last else [Replicate()]
+
+
+def _on_dtensors(unit, name, sharding, mesh, last: bool):
+    from torch.distributed.tensor import DTensor, Replicate
+
+    inner = unit.forward
+    ops = sharding.layer.ops if sharding else None
+    shardings = sharding.shardings if sharding else None
+
+    def forward(x):
+        if not isinstance(x, DTensor):          # the stage's input: the model's, whole on every rank
+            x = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+        with _Lineup(name, ops, shardings, mesh) as mode:
+            y = inner(x)
+        mode.done()
+        if last:                                # the loss takes the whole logits
+            y = y.redistribute(mesh, [Replicate()]).to_local()
+        return y
+    return forward
+
+
+def parallelize_stage(stage: nn.Sequential, spec, plan, tp_mesh, dtype: torch.dtype) -> list:
+    """``parallelize`` for the plan's one stage (pp=1: every layer), probed with two samples of
+    the model's input."""
+    from parsim.hardware import load_cluster
+
+    shardings = unit_shardings(spec, plan, load_cluster(plan.cluster))
+    device = next(stage.parameters()).device
+    example = torch.zeros(spec.input.make(2, dtype).shape, dtype=spec.input.make(2, dtype).dtype, device=device)
+    return parallelize(stage, list(spec.graph.names), shardings, tp_mesh, example)
