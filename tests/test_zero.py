@@ -34,18 +34,18 @@ def _run(zero, dp=4, m=1, pp=1, n_layers=4, params=1000, cluster=IDEAL, training
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 def test_memory_per_rank_is_zeros_table(zero):
     """ZeRO Sec. 5.1, fp16 + Adam (K = 12), Psi parameters over Nd = 4 ranks: (2 + 2 + K) Psi,
-    (2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd, (2 + 2 + K) Psi / Nd; plus, from stage 2,
-    the bucket being reduce-scattered, and at stage 3 the two gathered layers' parameters."""
+    (2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd, (2 + 2 + K) Psi / Nd; plus what FSDP2
+    holds besides: at stage 2 its shards of the parameters (2 Psi / Nd) beside the unsharded
+    copies, at stage 3 two gathered layers' parameters, and from stage 2 two layers' unsharded
+    gradients (the running unit's and the reduce-scatter input of the one before)."""
     g, cfg, e = _run(zero)
     psi, nd = 4 * 1000, 4
     mem = e.ranks[0].memory
     expected = {0: 16 * psi, 1: 4 * psi + 12 * psi / nd, 2: 2 * psi + 14 * psi / nd, 3: 16 * psi / nd}[zero]
-    assert mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes == pytest.approx(
-        expected + (2 * 2 * 1000 if zero == 3 else 0))                    # two layers of 1000 params, 2 bytes
-    # stages 2-3: one layer's fp16 gradients (an FSDP unit, parsim.cost.comm.fsdp_units)
-    bucket = 2 * 1000
+    besides = {2: 2 * psi / nd, 3: 2 * 2 * 1000}.get(zero, 0)          # 1000 params a layer, 2 bytes
+    assert mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes == pytest.approx(expected + besides)
     boundary = 2 * 8.0                                                 # uniform_graph: 8-byte outputs, b = 1
-    assert mem.comm_buffers_bytes == pytest.approx(boundary + (bucket if zero >= 2 else 0))
+    assert mem.comm_buffers_bytes == pytest.approx(boundary + (2 * 2 * 1000 if zero >= 2 else 0))
 
 
 def test_collectives_counted_per_stage_and_bytes_moved():
