@@ -16,8 +16,9 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   the sender waits, about 4 ms when it computes, on the 2-core local-cpu).  The sender's next
   compute decides, so a transfer stays pending until then; a sender that waits on a RECV first
   decides it by when that RECV lets it compute; one that reaches OPTIMIZER, REDUCE_TIED or the end
-  of its list waits on its sends (torch does at the end of a schedule step), as does one blocked
-  on a RECV that needs another pending transfer (the engine finds no rank to run).  A delayed
+  of its list waits on its sends (torch does at the end of a schedule step); when every rank is
+  blocked, a sender blocked on a pending transfer computes no earlier than that transfer's
+  undelayed arrival, which settles its own that arrive by then (``unblock``).  A delayed
   transfer holds its link until it arrives (a pair's messages arrive in order);
 - RECV blocks the compute stream until the matching transfer has arrived;
 - REDUCE_GRAD bucket k becomes ready part-way through the stage's last backward, when the
@@ -174,10 +175,16 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     # (action, key, posted_s, start_s, undelayed end_s, link)
     pending: list[list[tuple[Action, int, float, float, float, tuple[int, int]]]] = [[] for _ in range(R)]
 
-    def settle(r: int, computes_at: float | None) -> None:
+    def settle(r: int, computes_at: float | None, idle_until: float | None = None) -> None:
         """Decide rank r's pending transfers: delayed if it starts computing at ``computes_at``
-        before they would have arrived, else (None: it waits on them) as priced."""
-        for a, key, posted, start, end, link in pending[r]:
+        before they would have arrived, else (None: it waits on them) as priced; with
+        ``idle_until``, only those that arrive by then (the rank cannot compute before it)."""
+        keep = []
+        for item in pending[r]:
+            a, key, posted, start, end, link = item
+            if idle_until is not None and end > idle_until:
+                keep.append(item)
+                continue
             arrived = end
             if computes_at is not None and computes_at < end and posted + delay > end:
                 arrived = posted + delay
@@ -189,7 +196,21 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
             w = waiting.pop(key, None)
             if w is not None:
                 stack.append(w)
-        pending[r] = []
+        pending[r] = keep
+
+    def unblock() -> None:
+        """Every rank is blocked, some on transfers still pending: a blocked sender computes
+        no earlier than the transfer it waits for arrives undelayed, so its own transfers that
+        arrive by then are settled as waited on; if none is, all are (a cycle of waits)."""
+        ends = {it[1]: it[4] for q in range(R) for it in pending[q]}
+        before = sum(map(len, pending))
+        for key, q in list(waiting.items()):
+            if pending[q]:
+                settle(q, None, max(t_rank[q], ends.get(key, t_rank[q])))
+        if sum(map(len, pending)) == before:
+            for q in range(R):
+                if pending[q]:
+                    settle(q, None)
 
     stack = list(range(R - 1, -1, -1))
     while stack:
@@ -353,10 +374,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         idle[r], last_compute[r] = idle_r, last_r
         if i == n and pending[r]:                 # its list done: the step waits on its sends
             settle(r, None)
-        if not stack and delay:                   # every rank blocked: a pending sender waits on its sends
-            for q in range(R):
-                if pending[q]:
-                    settle(q, None)
+        if not stack and delay and any(pending):  # every rank blocked, some on a pending transfer
+            unblock()
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
