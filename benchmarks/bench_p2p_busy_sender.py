@@ -13,45 +13,20 @@ Prints the median post-to-arrival time of each case over 15 sends.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 import torch.distributed as dist
 
 import two_ranks        # benchmarks/two_ranks.py, beside this script
+from parsim.profile.comm import measure_busy_sender     # the measurement parsim profile-comm writes
 
-BOUNDARY_ELEMENTS = 65536             # 256 KiB of fp32: batch 2 x 128 tokens x 256 hidden
 COMPUTE_S, SENDS = 0.03, 30
-
-
-def _compute(a: torch.Tensor, seconds: float) -> None:
-    t = time.perf_counter()
-    while time.perf_counter() - t < seconds:
-        a @ a
 
 
 def _worker(rank: int, init: str, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-    x, a = torch.ones(BOUNDARY_ELEMENTS), torch.randn(384, 384)
-    arrived: dict[str, list[float]] = {"idle": [], "busy": []}
-    for k in range(SENDS):
-        mode = "busy" if k % 2 else "idle"
-        dist.barrier()
-        t0 = time.perf_counter()
-        if rank == 0:
-            work = dist.isend(x, 1)
-            if mode == "busy":
-                _compute(a, COMPUTE_S)
-            work.wait()
-        else:
-            dist.recv(x, 0)
-            arrived[mode].append(time.perf_counter() - t0)
-            _compute(a, COMPUTE_S)          # the receiving stage computes next, as in a pipeline
-        dist.barrier()
+    idle, busy = measure_busy_sender(rank, 1, SENDS, COMPUTE_S)
     if rank == 1:
-        idle, busy = (statistics.median(arrived[m]) for m in ("idle", "busy"))
         with open(out, "w") as f:
             f.write(f"256 KiB send, post to arrival: sender idle {idle * 1e3:.2f} ms, sender computing "
                     f"{busy * 1e3:.2f} ms ({busy / idle:.1f}x)\n")

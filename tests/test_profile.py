@@ -13,7 +13,7 @@ from parsim.hardware.cluster import load_profile
 from parsim.hardware.device import KernelExecution
 from parsim.model.spec import load_model
 from parsim.profile.calibrate import calibrate, held_out, held_out_split
-from parsim.profile.comm import fit_alpha_beta
+from parsim.profile.comm import fit_alpha_beta, profile_yaml
 from parsim.report.validation import Row, summary
 
 MODEL = "examples/resnet50_cifar10_local.yaml"
@@ -175,9 +175,23 @@ def test_profile_comm_writes_a_measured_cluster_profile(tmp_path, capfd):
     p = load_profile(str(out))
     assert p.devices_per_node == 2 and p.device.peak("fp32") > 1e9
     assert 0 <= p.collectives.overlap <= 1 and p.link("group").bandwidth_bytes_per_s > 1e7
+    assert "busy_sender_delay_us" in text and 0 < p.collectives.busy_sender_delay_s < 1.0
     r = p.device.reserve             # a rank's own footprint (python + torch: hundreds of MiB), nothing else
     assert 50 * 2**20 < r.runtime_context_bytes < p.device.memory_bytes
     assert r.collective_buffers_bytes == 0 and r.fragmentation_fraction == 0
+
+
+def test_profile_comm_writes_the_busy_sender_delay_the_simulator_reads(tmp_path):
+    """profile_yaml writes measure_busy_sender's busy median in microseconds; load_profile reads it
+    back in seconds; a profile without the field (every GPU and Ascend one) reads 0."""
+    sizes = [4 << 10, 64 << 20]
+    links = {"group": (sizes, [1e-4 + n / 2e9 for n in sizes]), "all_reduce": (sizes, [2e-4 + n / 1e9 for n in sizes])}
+    device = {"peak_flops_per_s": 1e11, "efficiency": [(1e6, 0.5), (1e9, 1.0)], "copy_bytes_per_s": 2e10}
+    out = tmp_path / "c.yaml"
+    out.write_text(profile_yaml("t", device, links, 2, 2, "gloo", 1 << 30, "parsim profile-comm", 0.1, 0,
+                                busy_sender_s=(2.5e-4, 4.2e-3)))
+    assert load_profile(str(out)).collectives.busy_sender_delay_s == pytest.approx(4.2e-3)
+    assert load_profile("hardware_profiles/dgx-h100.yaml").collectives.busy_sender_delay_s == 0.0
 
 
 def _row(label, pred, meas, mem_pred=100.0, mem_meas=100.0):

@@ -266,3 +266,60 @@ def test_split_backward_holds_output_gradients_from_i_to_w():
     flat = replace(g, layers=tuple(replace(layer, w_held_bytes=0.0) for layer in g.layers))
     base = simulate(flat, spec.training, cluster, cfg)
     assert e.ranks[1].memory.activations_bytes > base.ranks[1].memory.activations_bytes
+
+
+def _toy_run(rank0, rank1, delay_s, f_s=(10.0, 1.0), b_s=(2.0, 2.0), transfer_s=0.5):
+    """Two ranks, stage r on rank r, the given per-rank action lists (parsed), run by the engine."""
+    from parsim.schedule.actions import Action, Schedule
+    from parsim.sim import engine
+    order = tuple(tuple(Action.parse(a) for a in acts.split()) for acts in (rank0, rank1))
+    schedule = Schedule("toy", 2, 2, 2, order)
+    costs = engine.Costs({(s, k): d for s in range(2) for k, d in ((Kind.F, f_s[s]), (Kind.B, b_s[s]))},
+                         {(0, Kind.SEND_F): transfer_s, (1, Kind.SEND_B): transfer_s}, busy_sender_delay_s=delay_s)
+    tl = engine.run(schedule, costs)
+    return {str(a): (start, end) for r, a, stream, start, end in tl.records if stream in ("compute", "p2p")}, tl
+
+
+def test_a_busy_senders_transfer_arrives_post_plus_the_delay():
+    """Closed form: rank 0 posts 0SEND_F0 at 10 (its F0: 10 s) and goes straight on to 0F1, so
+    the transfer (0.5 s) arrives at post + delay = 13, not 10.5; 0SEND_F1, posted at 20 with
+    nothing left to compute, arrives as priced, at 20.5."""
+    recs, tl = _toy_run("0F0 0SEND_F0 0F1 0SEND_F1", "1RECV_F0 1F0 1RECV_F1 1F1", delay_s=3.0)
+    assert recs["0SEND_F0"] == (10.0, 13.0) and recs["1F0"] == (13.0, 14.0)
+    assert recs["0SEND_F1"] == (20.0, 20.5) and recs["1F1"] == (20.5, 21.5)
+    assert tl.end_s == [20.0, 21.5]
+    recs0, tl0 = _toy_run("0F0 0SEND_F0 0F1 0SEND_F1", "1RECV_F0 1F0 1RECV_F1 1F1", delay_s=0.0)
+    assert recs0["0SEND_F0"] == (10.0, 10.5) and recs0["1F0"] == (10.5, 11.5)     # absent: as before
+    short, _ = _toy_run("0F0 0SEND_F0 0F1 0SEND_F1", "1RECV_F0 1F0 1RECV_F1 1F1", delay_s=0.2)
+    assert short["0SEND_F0"] == (10.0, 10.5)                 # a delay under the transfer changes nothing
+
+
+def test_a_sender_that_waits_gets_its_transfer_as_priced():
+    """Rank 0 posts 0SEND_F0 at 10 and then waits on 0RECV_B0 (rank 1's F0 + B0 come first):
+    it computes again only at 13.5 (10.5 + 1 + 2), after the transfer arrived, so the transfer
+    is as priced, 10.5, whatever the delay; rank 1's 1SEND_B0 is its last action (waited on)."""
+    for delay in (0.0, 3.0):
+        recs, tl = _toy_run("0F0 0SEND_F0 0RECV_B0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0", delay_s=delay)
+        assert recs["0SEND_F0"] == (10.0, 10.5) and recs["1F0"] == (10.5, 11.5)
+        assert recs["1SEND_B0"] == (13.5, 14.0) and recs["0B0"] == (14.0, 16.0)
+        assert tl.end_s == [16.0, 13.5]
+
+
+def test_a_busy_sender_decides_after_waiting_on_a_receive():
+    """The sender's next compute decides, after any RECV wait.  F: 10 s on stage 0, 1 s on stage 1;
+    B 2 s; transfers 0.5 s; delay 3 s.  Rank 0: 0SEND_F0 posted at 10, 0F1 at once: arrives 13.
+    Rank 1: F0 13-14, B0 14-16, 1SEND_B0 posted at 16, then waits on 1RECV_F1, whose data is posted
+    at 20: it computes again after 16.5, so 1SEND_B0 arrives as priced.  Rank 0 posts 0SEND_F1 at
+    20 and computes 0B0 at once (its data arrived at 16.5): 0SEND_F1 arrives 23, 1F1 runs 23-24.
+    With F of 1 s on stage 0: 0SEND_F0 (1, 4); rank 0 posts 0SEND_F1 at 2 and waits on 0RECV_B0
+    until rank 1's 1SEND_B0, posted at 7: as priced, behind 0SEND_F0 on the link (held until 4):
+    4.5; rank 1 computes 1F1 at 7, before its
+    1SEND_B0 would arrive (7.5): that one arrives at 7 + 3 = 10, and 0B0 runs 10-12."""
+    r0, r1 = "0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1"
+    recs, _ = _toy_run(r0, r1, delay_s=3.0)
+    assert recs["0SEND_F0"] == (10.0, 13.0) and recs["1SEND_B0"] == (16.0, 16.5)
+    assert recs["0B0"] == (20.0, 22.0) and recs["0SEND_F1"] == (20.0, 23.0) and recs["1F1"] == (23.0, 24.0)
+    recs, tl = _toy_run(r0, r1, delay_s=3.0, f_s=(1.0, 1.0))
+    assert recs["0SEND_F0"] == (1.0, 4.0) and recs["0SEND_F1"] == (4.0, 4.5)
+    assert recs["1F0"] == (4.0, 5.0) and recs["1SEND_B0"] == (7.0, 10.0) and recs["1F1"] == (7.0, 8.0)
+    assert recs["0B0"] == (10.0, 12.0) and tl.end_s == [12.0, 8.0]

@@ -31,6 +31,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       pod_nodes: 32                            # nodes under one set of leaves
       spine: {oversubscription: 1.0, latency_us: 1}   # across pods
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
+    # collective.busy_sender_delay_us: optional, 0 if absent (Collectives.busy_sender_delay_s)
     nodes: 1                                   # optional default node count
     input_pipeline:                            # optional; absent: loading is never a bottleneck
       overlap: true                            # loader workers run ahead of the step (DataLoader workers, DALI)
@@ -75,6 +76,16 @@ class Collectives:
     # Share of a collective that hides behind compute (1: a separate engine, as NCCL on its own
     # SMs; below 1: it takes cycles from compute, as gloo does on CPU cores).  profile-comm measures it.
     overlap: float = 1.0
+    # A point-to-point transfer whose sender goes straight on computing arrives no earlier than
+    # this after its post (parsim.sim.engine prices it).  gloo on CPU moves the data on an I/O
+    # thread that shares the cores with the compute threads, so it waits for a core: on the 2-core
+    # local-cpu, a 256 KiB send arrives 0.2-0.3 ms after its post when the sender waits, about 4 ms
+    # when it computes (benchmarks/bench_p2p_busy_sender.py, README): one scheduler tick of that
+    # machine's kernel (CONFIG_HZ=250 in /proc/config.gz).
+    # profile-comm measures it.  0 (absent) for GPUs and Ascend: NCCL's and HCCL's transfers run on
+    # the device's own engines (NCCL's P2P kernels on their own SMs, copy engines; Ascend's SDMA
+    # and RoCE NIC), whatever the sender's compute stream does next.
+    busy_sender_delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -397,9 +408,14 @@ def load_profile(path: str | os.PathLike) -> Profile:
     coll = Collectives(library=c.choice("library", COLLECTIVE_LIBRARIES),
                        bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
                        latency_s=c.get("latency_us", float, 0.0) * 1e-6,
-                       overlap=c.get("overlap", float, 1.0))
+                       overlap=c.get("overlap", float, 1.0),
+                       busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6)
     if not 0 <= coll.overlap <= 1:
         raise c.fail("overlap", f"must be in [0, 1], got {coll.overlap}")
+    if not 0 <= coll.busy_sender_delay_s <= 1.0:
+        # the delay is a scheduler's wait for a core, milliseconds (one 250 Hz tick: 4 ms); a second is
+        # no scheduling delay but a unit slip (the field is in microseconds)
+        raise c.fail("busy_sender_delay_us", f"must be in [0, 1e6] microseconds, got {coll.busy_sender_delay_s * 1e6:g}")
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")

@@ -12,7 +12,9 @@ by least squares (Hockney's model).  All-reduce is fitted as a ring (2(n-1) step
 2(n-1)/n of the message at the bus bandwidth), giving the collective library's bandwidth
 efficiency relative to the point-to-point link and its extra latency per step.  Rank 0 also
 measures the device: fp32 matmul FLOP/s at sizes 64..2048 (peak and efficiency curve) and
-memory copy bandwidth.  The profile records the date, the machine and the command.
+memory copy bandwidth.  It also measures how late a point-to-point send arrives when its sender
+goes straight on computing (``measure_busy_sender``; gloo moves the data on an I/O thread that
+shares the cores with compute).  The profile records the date, the machine and the command.
 """
 
 from __future__ import annotations
@@ -98,6 +100,45 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict
     return out
 
 
+BUSY_SENDER_BYTES = 256 << 10      # one pipeline boundary of the small GPT: batch 2 x 128 tokens x 256 hidden, fp32
+
+
+def compute_for(a: torch.Tensor, seconds: float) -> None:
+    """Matmuls on ``a`` for ``seconds`` of wall time: a rank that goes on computing."""
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        a @ a
+
+
+def measure_busy_sender(rank: int, peer: int, sends: int, compute_s: float = 0.01) -> tuple[float, float]:
+    """Post to arrival of a ``BUSY_SENDER_BYTES`` send from rank 0 to ``peer`` when the sender then
+    waits (idle) and when it goes straight on computing ``compute_s`` of matmuls (busy), as torch's
+    ``_PipelineScheduleRuntime`` does after a SEND; the two alternate, so their ratio holds on a noisy
+    machine.  A barrier before each send aligns the ranks' clocks: the receiver times the arrival
+    from it, then computes as the next pipeline stage would.  Every rank of the group calls it;
+    returns (idle_s, busy_s), the medians over ``sends`` // 2 sends each, on every rank."""
+    x, a = torch.ones(BUSY_SENDER_BYTES // 4), torch.randn(384, 384)
+    arrived: dict[str, list[float]] = {"idle": [], "busy": []}
+    for k in range(sends):
+        mode = "busy" if k % 2 else "idle"
+        dist.barrier()
+        t0 = time.perf_counter()
+        if rank == 0:
+            work = dist.isend(x, peer)
+            if mode == "busy":
+                compute_for(a, compute_s)
+            work.wait()
+        elif rank == peer:
+            dist.recv(x, 0)
+            arrived[mode].append(time.perf_counter() - t0)
+            compute_for(a, compute_s)
+        dist.barrier()
+    medians = torch.tensor([statistics.median(arrived[m]) if arrived[m] else 0.0 for m in ("idle", "busy")],
+                           dtype=torch.float64)
+    dist.broadcast(medians, src=peer)             # the receiver timed them
+    return float(medians[0]), float(medians[1])
+
+
 def measure_overlap(repeats: int) -> float:
     """How much of an all-reduce hides behind compute on this machine, in [0, 1]:
     (t_compute + t_comm - t_both) / min(t_compute, t_comm), with t_both an async all-reduce
@@ -138,7 +179,9 @@ def resident_bytes() -> int:
 
 
 def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
-                 memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0) -> str:
+                 memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0,
+                 busy_sender_s: tuple[float, float] = (0.0, 0.0)) -> str:
+    """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender."""
     today = datetime.date.today().isoformat()
     machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
     here = this_machine()
@@ -178,9 +221,13 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
         lines += ["network:", "  nics_per_node: 1",
                   f"  nic_bandwidth_gb_per_s: {b_n * local_world / 1e9:.4f}   # measured per device x devices",
                   f"  latency_us: {a_n * 1e6:.1f}"]
+    idle_s, busy_s = busy_sender_s
     lines.append(f"collective: {{library: {backend}, bandwidth_efficiency: {max(eff, 0.01):.3f}, "
-                 f"latency_us: {step_latency * 1e6:.1f}, overlap: {overlap:.2f}}}"
+                 f"latency_us: {step_latency * 1e6:.1f}, overlap: {overlap:.2f}, "
+                 f"busy_sender_delay_us: {busy_s * 1e6:.0f}}}"
                  f"   # measured: all-reduce fitted as a ring over {n} ranks; overlap: share hidden behind compute")
+    lines.append(f"  # busy_sender_delay_us: measured: post to arrival of a {BUSY_SENDER_BYTES >> 10} KiB send whose sender "
+                 f"goes on computing (median; {idle_s * 1e6:.0f} us when it waits)")
     return "\n".join(lines) + "\n"
 
 
@@ -208,11 +255,12 @@ def main(argv=None) -> int:
     dist.barrier()
     links = measure_links(env.rank, env.world_size, local_world, args.repeats)
     overlap = measure_overlap(args.repeats) if env.world_size > 1 else 1.0
+    busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
         write_text(args.output, profile_yaml(args.name, device, links, env.world_size, local_world, env.backend,
-                                             memory, command, overlap, runtime_bytes))
+                                             memory, command, overlap, runtime_bytes, busy_sender))
         print(f"wrote {args.output}")
     dist.barrier()
     dist.destroy_process_group()

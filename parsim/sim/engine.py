@@ -8,6 +8,18 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
 - a compute action starts when its rank is free; its inputs arrived through the RECV before it;
 - SEND posts a transfer that starts when the data is ready and the link is free; it does not
   block the compute stream;
+- a busy sender (``busy_sender_delay_s``, Collectives.busy_sender_delay_s, measured by
+  profile-comm; 0 for GPUs and Ascend): where the library moves the data on threads that share
+  the cores with compute (gloo on CPU), a transfer whose sender starts its next compute action
+  (F, B, I, W) before the transfer would have arrived arrives no earlier than its post + the
+  delay: the I/O thread waits for a core (benchmarks/bench_p2p_busy_sender.py: 0.2-0.3 ms when
+  the sender waits, about 4 ms when it computes, on the 2-core local-cpu).  The sender's next
+  compute decides, so a transfer stays pending until then; a sender that waits on a RECV first
+  decides it by when that RECV lets it compute; one that reaches OPTIMIZER, REDUCE_TIED or the end
+  of its list waits on its sends (torch does at the end of a schedule step); when every rank is
+  blocked, a sender blocked on a pending transfer computes no earlier than that transfer's
+  undelayed arrival, which settles its own that arrive by then (``unblock``).  A delayed
+  transfer holds its link until it arrives (a pair's messages arrive in order);
 - RECV blocks the compute stream until the matching transfer has arrived;
 - REDUCE_GRAD bucket k becomes ready part-way through the stage's last backward, when the
   layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
@@ -80,6 +92,8 @@ class Costs:
     gather_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
     # ZeRO 2: the gathered parameters are kept over the step's micro-batches: gather before the first only
     gather_first_microbatch_only: bool = False
+    # a transfer whose sender computes next arrives no earlier than post + this (Collectives.busy_sender_delay_s)
+    busy_sender_delay_s: float = 0.0
 
 
 @dataclass
@@ -156,6 +170,48 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     tied_arrived: dict[str, dict[int, float]] = {}   # group -> stage -> when it reached REDUCE_TIED
     tied_waiting: dict[str, list[int]] = {}          # group -> ranks blocked on it
     waits: list[list[tuple[float, float]]] = [[] for _ in range(R)]
+    delay = costs.busy_sender_delay_s
+    # per rank: transfers posted whose arrival waits on what the sender does next (delay > 0 only):
+    # (action, key, posted_s, start_s, undelayed end_s, link)
+    pending: list[list[tuple[Action, int, float, float, float, tuple[int, int]]]] = [[] for _ in range(R)]
+
+    def settle(r: int, computes_at: float | None, idle_until: float | None = None) -> None:
+        """Decide rank r's pending transfers: delayed if it starts computing at ``computes_at``
+        before they would have arrived, else (None: it waits on them) as priced; with
+        ``idle_until``, only those that arrive by then (the rank cannot compute before it)."""
+        keep = []
+        for item in pending[r]:
+            a, key, posted, start, end, link = item
+            if idle_until is not None and end > idle_until:
+                keep.append(item)
+                continue
+            arrived = end
+            if computes_at is not None and computes_at < end and posted + delay > end:
+                arrived = posted + delay
+                if arrived > link_free[link]:
+                    link_free[link] = arrived
+            arrival[key] = (posted, arrived)
+            if keep_records:
+                records.append((r, a, P2P, start, arrived))
+            w = waiting.pop(key, None)
+            if w is not None:
+                stack.append(w)
+        pending[r] = keep
+
+    def unblock() -> None:
+        """Every rank is blocked, some on transfers still pending: a blocked sender computes
+        no earlier than the transfer it waits for arrives undelayed, so its own transfers that
+        arrive by then are settled as waited on; if none is, all are (a cycle of waits)."""
+        ends = {it[1]: it[4] for q in range(R) for it in pending[q]}
+        before = sum(map(len, pending))
+        for key, q in list(waiting.items()):
+            if pending[q]:
+                settle(q, None, max(t_rank[q], ends.get(key, t_rank[q])))
+        if sum(map(len, pending)) == before:
+            for q in range(R):
+                if pending[q]:
+                    settle(q, None)
+
     stack = list(range(R - 1, -1, -1))
     while stack:
         r = stack.pop()
@@ -170,6 +226,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
             s, k, mb = a
             if k in COMPUTE_KINDS:
                 d = dur[k][s]
+                if pending[r]:                    # this rank's sends: does it compute before they arrive?
+                    settle(r, max(t, ready_s[mb]) if s == 0 and k is F and ready_s else t)
                 if s == 0 and k is F:             # the micro-batch's samples enter here
                     if ready_s and ready_s[mb] > t:
                         input_rank[r] += ready_s[mb] - t
@@ -232,6 +290,10 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 end = start + dur[k][s]
                 link_free[link] = end
                 key = (s * M + mb) * 2 + (not forward)
+                if delay:                         # decided at the sender's next compute or wait
+                    pending[r].append((a, key, t, start, end, link))
+                    i += 1
+                    continue
                 arrival[key] = (t, end)
                 if keep_records:
                     records.append((r, a, P2P, start, end))
@@ -264,6 +326,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 if keep_records:
                     records.append((r, a, DP, start, start + d))
             elif k is Kind.REDUCE_TIED:
+                if pending[r]:                    # a blocking collective: the sends go while it waits
+                    settle(r, None)
                 g, d = tied[s]
                 arrived = tied_arrived.setdefault(g, {})
                 if s not in arrived:
@@ -284,6 +348,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 t = start + d
                 exposed_r += d
             elif k is Kind.OPTIMIZER:
+                if pending[r]:                    # torch waits on a step's sends before it returns
+                    settle(r, None)
                 ready = buckets_done.get(s, t)
                 if ready > t:
                     exposed_r += ready - t
@@ -306,6 +372,10 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         busy[r], exposed[r], act[r], peak[r], inflight[r], max_inflight[r] = busy_r, exposed_r, act_r, peak_r, \
             infl_r, maxinfl_r
         idle[r], last_compute[r] = idle_r, last_r
+        if i == n and pending[r]:                 # its list done: the step waits on its sends
+            settle(r, None)
+        if not stack and delay and any(pending):  # every rank blocked, some on a pending transfer
+            unblock()
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")

@@ -259,7 +259,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
               for s in range(S)} if split else {}
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
-                         gather_first_microbatch_only=zero == 2)
+                         gather_first_microbatch_only=zero == 2,
+                         busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
     readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
     load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
                       round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
