@@ -204,3 +204,23 @@ def test_cli_model_prints_the_exact_count_and_simulate_runs_tp8():
                          env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "tp=8" in out.stdout or "tp 8" in out.stdout
+
+
+def test_tiny_llama_sdpa_megatron_tp4_replicates_each_kv_head_and_sums_its_gradient():
+    """tp=4 over 2 KV heads with fused attention: q, o, SwiGLU split 4 ways, k and v 2 ways (each
+    KV head on 2 devices, as Megatron replicates beyond the KV-head count), attention on one query
+    head per device; the forward needs no collective inside attention, the backward sums each
+    replicated head's dK and dV over its 2 copies (s d fp32 bytes each per sample)."""
+    pytest.importorskip("transformers")
+    from parsim.shard.prepare import per_device_graph
+
+    g = load_model(TINY).graph
+    h, inter, s, d, a, kv, t = 64, 176, 16, 16, 4, 2, 4
+    dev = per_device_graph(g, t, "megatron").layers[2]          # layers.1 (layers.0 completes the embedding)
+    matmul = 2 * s * (2 * h * a * d // t + 2 * h * kv * d // kv + 3 * h * inter // t)
+    assert dev.fwd_flops == matmul + 4 * s * s * a * d / 2 / t
+    fwd = [(st.kind, st.group_size) for ph, st, _ in dev.tp_comm if ph == "F"]
+    assert fwd == [("AllReduce", t), ("AllReduce", t)]                  # after o_proj and down_proj
+    pairs = [(st.kind, st.group_size, st.bytes_per_device) for ph, st, _ in dev.tp_comm
+             if ph == "B" and st.group_size == t // kv and st.bytes_per_device == s * d * 4]
+    assert pairs == [("AllReduce", 2, s * d * 4)] * 2                    # dK and dV over each head's 2 copies
