@@ -156,7 +156,9 @@ class _OpRecorder(TorchDispatchMode):
                                param_inputs=tuple(_storage_key(t) in self.param_keys for t in tensors),
                                tied_inputs=tuple(_storage_key(t) in self.tied_keys for t in tensors),
                                base=base, k=k, inputs_from=tuple(self._from(t) for t in tensors),
-                               inputs_copied=tuple(_storage_key(t) in self.copies for t in tensors),
+                               # a copy, or a view that reorders (a transpose: not contiguous)
+                               inputs_copied=tuple(_storage_key(t) in self.copies or not t.is_contiguous()
+                                                   for t in tensors),
                                causal=kind == "Attention" and len(args) > 4 and bool(args[4]),
                                out_key=_storage_key(first)))
         for t in outs:
