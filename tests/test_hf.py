@@ -53,37 +53,70 @@ def test_llama3_closed_form_matches_published_counts(name, published_b):
                                     "llama3_405b": 405_853_388_800}[name]
 
 
-def _flops_closed_form(c, seq_len):
-    """Forward FLOPs of one sequence: 2 x MACs of every matmul weight (layers and head; the
-    embedding is a lookup) per token, plus attention's QK^T and AV, 4 s h per token per layer
+def _attention_flops(c, seq_len, attn="sdpa"):
+    """Forward FLOPs of attention's QK^T and AV over one sequence, 4 s h per token per layer
     (Narayanan et al. 2021, Eq. 3: 24 B s l h^2 (1 + s / 6h + ...) per pass; with GQA and SwiGLU the
-    weights change, the attention term does not)."""
+    weights change, the attention term does not); fused causal attention computes half of the
+    score blocks (Dao 2023, Sec. 4.1)."""
+    full = 4 * c["num_hidden_layers"] * seq_len * seq_len * c["hidden_size"]
+    return full // 2 if attn == "sdpa" else full
+
+
+def _flops_closed_form(c, seq_len, attn="sdpa"):
+    """Forward FLOPs of one sequence: 2 x MACs of every matmul weight (layers and head; the
+    embedding is a lookup) per token, plus attention's (_attention_flops)."""
     from parsim.model.hf import llama_param_count
 
     h, L, V = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
     matmul_params = llama_param_count(c) - V * h - (2 * L + 1) * h      # no embedding, no norms
-    return 2 * matmul_params * seq_len + 4 * L * seq_len * seq_len * h
+    return 2 * matmul_params * seq_len + _attention_flops(c, seq_len, attn)
 
 
-def test_tiny_llama_extracts_exactly():
+def _tiny(tmp_path, attn):
+    """The tiny Llama with ``attn_implementation: attn``."""
+    d = yaml.safe_load(open(TINY))
+    d["hf"], d["args"] = TINY_CFG, {**d["args"], "attn_implementation": attn}
+    p = tmp_path / f"tiny_{attn}.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return load_model(p).graph
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_tiny_llama_extracts_exactly(tmp_path, attn):
     pytest.importorskip("transformers")
     from parsim.model.hf import llama_param_count
 
-    spec = load_model(TINY)
-    g = spec.graph
+    g = _tiny(tmp_path, attn)
     with open(TINY_CFG) as f:
         c = json.load(f)
     assert g.names == ["embed", "layers.0", "layers.1", "head"]
     assert g.param_count == llama_param_count(c) == 125_248
-    # exact: FlopCounterMode counts every matmul and the attention bmm's, nothing else
-    assert g.fwd_flops == pytest.approx(_flops_closed_form(c, 16), rel=1e-12)
-    # backward: 2x forward for every unit with an input gradient (all but the embedding's lookup)
+    # exact: FlopCounterMode counts every matmul and attention (eager's bmm's, or the fused kernel)
+    assert g.fwd_flops == pytest.approx(_flops_closed_form(c, 16, attn), rel=1e-12)
+    # backward: 2x forward for every unit with an input gradient (all but the embedding's lookup),
+    # fused attention's 2.5x (recomputed QK^T and four gradient GEMMs)
     assert g.layers[0].fwd_flops == g.layers[0].bwd_flops == 0
+    att = _attention_flops(c, 16, attn) / c["num_hidden_layers"]
     for layer in g.layers[1:]:
-        assert layer.bwd_flops == pytest.approx(2 * layer.fwd_flops, rel=1e-12)
+        extra = 0.5 * att if attn == "sdpa" and layer.name.startswith("layers.") else 0
+        assert layer.bwd_flops == pytest.approx(2 * layer.fwd_flops + extra, rel=1e-12)
     # the config's 4 heads and 2 KV heads are read back from the operators
     from parsim.shard.builtin import attention_heads
     assert attention_heads(g) == (4, 2)
+
+
+def test_tiny_llama_sdpa_saves_no_scores(tmp_path):
+    """Fused attention (the default) keeps Q, K and V of its 2 KV heads, the output and the fp32
+    logsumexp; eager keeps the probabilities (a s^2) and the KV heads repeated to 4, and the
+    same rest: per layer and sample, eager - sdpa = 4 a s^2 + 4 * 2 (a - g) s d - 4 a s bytes."""
+    pytest.importorskip("transformers")
+    eager, sdpa = _tiny(tmp_path, "eager"), _tiny(tmp_path, "sdpa")
+    a, g, s, d = 4, 2, 16, 16
+    for le, ls in zip(eager.layers[1:-1], sdpa.layers[1:-1]):
+        assert le.saved_bytes - ls.saved_bytes == 4 * a * s * s + 4 * 2 * (a - g) * s * d - 4 * a * s
+    assert eager.layers[0].saved_bytes == sdpa.layers[0].saved_bytes
+    assert eager.layers[-1].saved_bytes == sdpa.layers[-1].saved_bytes
+    assert load_model(TINY).graph.saved_bytes == sdpa.saved_bytes        # sdpa is the default
 
 
 def test_inline_fields_equal_the_config_file(tmp_path):
@@ -136,8 +169,8 @@ def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():
     c = _cfg("llama3_8b")
     h, inter, L, V = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"], c["vocab_size"]
     d, kv = h // c["num_attention_heads"], c["num_key_value_heads"]
-    assert spec.graph.fwd_flops == pytest.approx(_flops_closed_form(c, 8192), rel=1e-12)   # 158.14 TFLOP
-    assert round(spec.graph.fwd_flops / 1e12, 2) == 158.14
+    assert spec.graph.fwd_flops == pytest.approx(_flops_closed_form(c, 8192), rel=1e-12)   # 140.55 TFLOP
+    assert round(spec.graph.fwd_flops / 1e12, 2) == 140.55       # sdpa: causal attention's half
     for t in (8, 16):
         dev = per_device_graph(spec.graph, t, "megatron")
         # q, o split by t; k, v: 8 KV heads split by 8 (t=8), each replicated twice at t=16
@@ -171,3 +204,23 @@ def test_cli_model_prints_the_exact_count_and_simulate_runs_tp8():
                          env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "tp=8" in out.stdout or "tp 8" in out.stdout
+
+
+def test_tiny_llama_sdpa_megatron_tp4_replicates_each_kv_head_and_sums_its_gradient():
+    """tp=4 over 2 KV heads with fused attention: q, o, SwiGLU split 4 ways, k and v 2 ways (each
+    KV head on 2 devices, as Megatron replicates beyond the KV-head count), attention on one query
+    head per device; the forward needs no collective inside attention, the backward sums each
+    replicated head's dK and dV over its 2 copies (s d fp32 bytes each per sample)."""
+    pytest.importorskip("transformers")
+    from parsim.shard.prepare import per_device_graph
+
+    g = load_model(TINY).graph
+    h, inter, s, d, a, kv, t = 64, 176, 16, 16, 4, 2, 4
+    dev = per_device_graph(g, t, "megatron").layers[2]          # layers.1 (layers.0 completes the embedding)
+    matmul = 2 * s * (2 * h * a * d // t + 2 * h * kv * d // kv + 3 * h * inter // t)
+    assert dev.fwd_flops == matmul + 4 * s * s * a * d / 2 / t
+    fwd = [(st.kind, st.group_size) for ph, st, _ in dev.tp_comm if ph == "F"]
+    assert fwd == [("AllReduce", t), ("AllReduce", t)]                  # after o_proj and down_proj
+    pairs = [(st.kind, st.group_size, st.bytes_per_device) for ph, st, _ in dev.tp_comm
+             if ph == "B" and st.group_size == t // kv and st.bytes_per_device == s * d * 4]
+    assert pairs == [("AllReduce", 2, s * d * 4)] * 2                    # dK and dV over each head's 2 copies

@@ -111,3 +111,38 @@ def test_operator_view_of_layers():
     assert block.count("Softmax") == 1 and block.count("LayerNorm") == 2
     qkv = next(op for op in gg.layers[1].ops if op.kind == "MatMul")
     assert qkv.param_inputs == (False, True) and qkv.input_shapes == ((2 * 32, 64), (64, 192))
+
+
+def test_gpt_sdpa_is_one_fused_kernel_with_flash_attention_costs():
+    """attention: sdpa (parsim.model.attention): the same parameters; attention's FLOPs halved by
+    the causal mask, its backward 2.5x (Dao 2023); the eager s x s tensors (probabilities and
+    their dropout's output in fp16, its 1-byte mask: Korthikanti et al. 2022's 5 a s^2 per layer
+    and sample) no longer saved, the fp32 logsumexp (4 a s) saved instead; one forward and one
+    backward kernel reading Q, K, V (and O, dO) instead of eager's dozen."""
+    cfg = GPT_PRESETS["gpt3-175b"]
+    s, h, a = cfg.seq_len, cfg.hidden, cfg.heads
+    graphs = {att: extract_graph(_meta(lambda: gpt("gpt3-175b", layers=2, attention=att)),
+                                 InputSpec((s,), "int64"), dtype="fp16") for att in ("eager", "sdpa")}
+    eager, sdpa = graphs["eager"], graphs["sdpa"]
+    assert sdpa.param_count == eager.param_count
+    le, ls = eager.layers[1], sdpa.layers[1]
+    assert ls.fwd_flops == le.fwd_flops - 2 * s * s * h == 24 * s * h * h + 2 * s * s * h
+    assert ls.bwd_flops == 48 * s * h * h + 2.5 * 2 * s * s * h
+    assert le.saved_bytes - ls.saved_bytes == 5 * a * s * s - 4 * a * s
+    # Korthikanti et al. with flash attention: 34 s b h, plus the logsumexp; 32 KiB above it, as
+    # eager is above its closed form (test above)
+    assert ls.saved_bytes - (34 * s * h + 4 * a * s) == le.saved_bytes - s * h * (34 + 5 * a * s / h) == 32768
+    fused = [k for k in ls.kernels if k.klass == "attention"]
+    assert [(k.phase, k.op) for k in fused] == [("F", "_scaled_dot_product_flash_attention_for_cpu"),
+                                                ("I", "_scaled_dot_product_flash_attention_for_cpu_backward")]
+    assert [k.flops[1] for k in fused] == [2 * s * s * h, 5 * s * s * h]
+    # bytes per sample: Q, K, V, O in fp16 and the logsumexp forward; backward reads dO, Q, K, V,
+    # O and the logsumexp and writes dQ, dK, dV
+    assert [k.bytes[1] for k in fused] == [4 * 2 * s * h + 4 * a * s, 8 * 2 * s * h + 4 * a * s]
+    assert not any(k.klass == "attention" for k in le.kernels)
+    # the forward: LayerNorm, QKV, attention, projection, dropout, residual add, then the MLP's six
+    assert [k.op for k in ls.kernels if k.phase == "F"] == [
+        "native_layer_norm", "addmm", "_scaled_dot_product_flash_attention_for_cpu", "addmm", "native_dropout",
+        "add", "native_layer_norm", "addmm", "gelu", "addmm", "native_dropout", "add"]
+    # eager's softmax alone reads and writes the a s^2 scores
+    assert next(k.bytes[1] for k in le.kernels if k.op == "_softmax") == 2 * 2 * a * s * s

@@ -193,3 +193,28 @@ def test_plan_lists_the_picks_strategies_that_differ_from_data_parallelism(capsy
     assert rows["qkv:addmm"] == {"op": "qkv:addmm", "strategy": "((1, 1), (1, 2))", "layers": 4}
     assert rows["fc2:addmm"]["strategy"] == "((1, 2), (2, 1))"
     assert not any(r["op"].startswith("ln") for r in out["strategies"])      # norms stay replicated
+
+
+def test_megatron_gpt_with_fused_attention_splits_it_by_heads():
+    """attention: sdpa: the fused operator is split by heads like eager's two batched matmuls;
+    the same collectives, the per-device FLOPs and attention's saved output halved at t=2."""
+    import torch
+
+    from parsim.model.extract import InputSpec, extract_graph
+    from parsim.model.zoo import gpt
+    from parsim.shard.builtin import strategies
+
+    graphs = {}
+    for att in ("eager", "sdpa"):
+        with torch.device("meta"):
+            m = gpt("gpt-tiny", dropout=0.0, attention=att)
+        graphs[att] = extract_graph(m, InputSpec((32,), "int64"))
+    sdpa = graphs["sdpa"]
+    assert "layers.*/:_scaled_dot_product_flash_attention_for_cpu" in strategies("megatron", 2, sdpa)
+    dev = {att: shard_graph(g, strategies("megatron", 2, g), 2) for att, g in graphs.items()}
+    comm = {att: [(ph, s.kind, s.group_size, s.bytes_per_device) for ph, s, _ in d.layers[1].tp_comm]
+            for att, d in dev.items()}
+    assert comm["sdpa"] == comm["eager"]
+    assert dev["sdpa"].layers[1].fwd_flops == sdpa.layers[1].fwd_flops / 2
+    attn = next(op for op in sdpa.layers[1].ops if op.kind == "Attention")
+    assert attn.causal and attn.flops == 4 * 2 * 4 * 32 * 32 * 16 / 2        # b=2, a=4, s=32, d=16

@@ -129,3 +129,40 @@ def test_candidates_include_replication_and_megatron_splits():
     fc1 = next(op for op in spec.graph.layers[1].ops if op.name == "fc1:addmm")
     c = candidates(fc1, 2)
     assert c[0] == ((1, 1), (1, 1)) and ((1, 1), (1, 2)) in c and ((1, 2), (2, 1)) in c
+
+
+def test_auto_search_handles_a_llama_block_with_gqa_and_swiglu(tmp_path):
+    """A Llama-style block (32 heads over 2 KV heads, SwiGLU, fused attention) on t=8 > 2 KV heads:
+    Megatron's strategies for it are among the candidates (k/v projections split by the KV-head
+    count, gate/up by columns, attention by heads with each KV head on t/2 devices); the search
+    splits attention by heads with K and V split 2 ways, splits gate and up alike, runs no more
+    FLOPs per device than Megatron, and its layout shards the graph into valid collectives."""
+    pytest.importorskip("transformers")
+    import yaml
+
+    from parsim.hardware import load_cluster
+    from parsim.model.spec import load_model
+    from parsim.shard.auto import candidates, kv_head_paths
+    from parsim.shard.builtin import strategies
+    from parsim.shard.graph import collective_counts, select, shard_graph
+
+    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 2,
+           "num_attention_heads": 32, "num_key_value_heads": 2, "vocab_size": 8192, "tie_word_embeddings": False}
+    p = tmp_path / "llama.yaml"
+    p.write_text(yaml.safe_dump({"schema_version": 1, "hf": cfg, "args": {"seq_len": 8192},
+                                 "training": {"global_batch_size": 8, "dtype": "bf16", "optimizer": "adam"}}))
+    g, t = load_model(p).graph, 8
+    megatron = strategies("megatron", t, g)
+    layer = g.layers[2]
+    kv = kv_head_paths(layer.ops, t)
+    for (li, oi), (strategy, _) in select(g, megatron).items():
+        if li == 2:
+            assert strategy in candidates(layer.ops[oi], t, kv.get(oi, 0)), layer.ops[oi].name
+    auto, _ = auto_strategies(g, t, load_cluster("dgx-h100:1x8"), "bf16", "adam", 1)
+    mine = {k.split("/", 1)[1]: v for k, v in auto.items() if k.startswith("layers.1/")}
+    assert mine["self_attn:_scaled_dot_product_flash_attention_for_cpu"] == ((1, 8, 1, 1), (1, 2, 1, 1), (1, 2, 1, 1))
+    assert mine["mlp.gate_proj:mm"] == mine["mlp.up_proj:mm"] != ((1, 1), (1, 1))
+    a, m = shard_graph(g, auto, t), shard_graph(g, megatron, t)
+    assert a.layers[2].fwd_flops <= m.layers[2].fwd_flops
+    assert all(t % step.group_size == 0 for layer in a.layers for _, step, _ in layer.tp_comm)
+    assert collective_counts(a, 1)

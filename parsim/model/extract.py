@@ -35,12 +35,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
+from parsim.model.attention import FUSED_OP, fused_on_meta, register_flop_formulas
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                 "int64": torch.int64, "int32": torch.int32}
+
+register_flop_formulas()     # fused attention's FLOPs (parsim.model.attention), before any count
 
 _FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias",
              "lift_fresh", "_local_scalar_dense", "zeros", "ones", "full", "arange", "scalar_tensor"}
@@ -103,6 +106,7 @@ _OP_KINDS = {
     "add": ("ElementWise", (0, 1)), "mul": ("ElementWise", (0, 1)), "sub": ("ElementWise", (0, 1)),
     "div": ("ElementWise", (0, 1)), "relu": ("ElementWise", (0,)), "gelu": ("ElementWise", (0,)),
     "native_dropout": ("ElementWise", (0,)), "masked_fill": ("ElementWise", (0,)),
+    FUSED_OP: ("Attention", (0, 1, 2)),
 }
 
 
@@ -152,7 +156,10 @@ class _OpRecorder(TorchDispatchMode):
                                param_inputs=tuple(_storage_key(t) in self.param_keys for t in tensors),
                                tied_inputs=tuple(_storage_key(t) in self.tied_keys for t in tensors),
                                base=base, k=k, inputs_from=tuple(self._from(t) for t in tensors),
-                               inputs_copied=tuple(_storage_key(t) in self.copies for t in tensors),
+                               # a copy, or a view that reorders (a transpose: not contiguous)
+                               inputs_copied=tuple(_storage_key(t) in self.copies or not t.is_contiguous()
+                                                   for t in tensors),
+                               causal=kind == "Attention" and len(args) > 4 and bool(args[4]),
                                out_key=_storage_key(first)))
         for t in outs:
             self.producer.setdefault(_storage_key(t), len(self.infos) - 1)
@@ -381,7 +388,14 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
     Counts are taken on a batch of ``batch`` samples and divided by it; batch 2 keeps BatchNorm's
     "more than one value per channel" check happy.  Terms that do not scale with the batch (a
     causal-mask buffer, BatchNorm's running statistics) are excluded or negligible.
+    ``scaled_dot_product_attention`` is recorded as the fused kernel a GPU runs
+    (parsim.model.attention.fused_on_meta).
     """
+    with fused_on_meta():
+        return _extract(model, input_spec, name, dtype, batch)
+
+
+def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, batch: int) -> LayerGraph:
     float_dtype = TORCH_DTYPES[dtype]
     model = model.to(device="meta")
     if float_dtype != torch.float32:

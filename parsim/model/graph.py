@@ -15,6 +15,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Iterable, NamedTuple, Sequence
 
+from parsim.model.attention import fused_attention_flops
+
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
 
@@ -29,7 +31,8 @@ class OpInfo:
     """One operator that matters for sharding, as recorded in the forward pass on the meta device.
     Shapes and bytes include the extraction batch (LayerGraph.extraction_batch samples)."""
 
-    # MatMul | BatchMatMul | Conv2d | Embedding | ElementWise | BatchNorm | LayerNorm | Softmax
+    # MatMul | BatchMatMul | Conv2d | Embedding | ElementWise | BatchNorm | LayerNorm | Softmax |
+    # Attention (fused: inputs Q [b, h, s, d], K and V [b, g, s, d]; parsim.model.attention)
     kind: str
     aten: str                                   # the aten operator, e.g. "addmm"
     input_shapes: tuple[tuple[int, ...], ...]   # tensor inputs that matter (e.g. addmm: mat1, mat2)
@@ -41,6 +44,7 @@ class OpInfo:
     saved_bytes: int = 0                        # bytes of this op's output that autograd keeps for backward
     inputs_copied: tuple[bool, ...] = ()        # input reached through a copy (e.g. a transpose made contiguous)
     tied_inputs: tuple[bool, ...] = ()          # which inputs are parameters an earlier layer owns (Layer.tied)
+    causal: bool = False                        # Attention: causally masked (half the score blocks)
 
     @property
     def module(self) -> str:
@@ -48,8 +52,8 @@ class OpInfo:
 
     @property
     def flops(self) -> float:
-        """Forward FLOPs of a contraction (2 x MACs; FLOPs convention in the module docstring),
-        0 for the others (their cost is memory traffic)."""
+        """Forward FLOPs of a contraction or fused attention (2 x MACs; FLOPs convention in the
+        module docstring), 0 for the others (their cost is memory traffic)."""
         if self.kind == "MatMul":
             (m, k), (_, n) = self.input_shapes
             return 2.0 * m * k * n
@@ -58,6 +62,9 @@ class OpInfo:
             return 2.0 * b * m * k * n
         if self.kind == "Conv2d":     # every output element: Ci/groups * kh * kw MACs
             return 2.0 * math.prod(self.output_shape) * math.prod(self.input_shapes[1][1:])
+        if self.kind == "Attention":
+            (b, h, s_q, d), (_, _, s_k, _) = self.input_shapes[:2]
+            return fused_attention_flops(b, h, s_q, s_k, d, self.causal)
         return 0.0
 
     @property

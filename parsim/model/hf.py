@@ -3,10 +3,15 @@
 ``hf:`` is a path to a Hugging Face ``config.json`` (relative to the model.yaml) or the same
 fields inline; ``args: {seq_len: N}`` is the training sequence length (default: the config's
 ``max_position_embeddings``).  The model is built by ``transformers`` (the optional extra
-``[hf]``) on whatever device is current, the meta device for extraction, with eager attention:
-explicit ``QK^T``, softmax and ``AV`` operators, so that attention's FLOPs, its saved scores
-(Korthikanti et al. 2022, Sec. 4.1, without flash attention) and its heads appear in the operator
-view that tensor parallelism shards.
+``[hf]``) on whatever device is current, the meta device for extraction, with the attention of
+``args: {attn_implementation: sdpa | eager}`` (parsim.model.attention):
+- ``sdpa`` (transformers' default): ``scaled_dot_product_attention`` with ``is_causal`` and, for
+  grouped KV heads, ``enable_gqa`` (transformers passes both when no mask is given, which is why
+  the layers get none), extracted as one fused kernel that saves Q, K, V, the output and the
+  logsumexp;
+- ``eager``: explicit ``QK^T``, softmax and ``AV`` operators over the repeated KV heads, with the
+  s x s scores saved (Korthikanti et al. 2022, Sec. 4.1, without flash attention).
+Either way attention's FLOPs and heads appear in the operator view that tensor parallelism shards.
 
 Cut units (thin wrappers whose submodules keep the Hugging Face names, so operator ids read
 ``layers.3/self_attn.q_proj:mm``):
@@ -31,6 +36,7 @@ import torch
 from torch import nn
 
 from parsim.errors import InputError
+from parsim.model.attention import KINDS
 
 INSTALL = "pip install -e '.[hf]'"
 _LLAMA_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -93,20 +99,22 @@ def llama_param_count(cfg: dict) -> int:
 
 
 class _Positions(nn.Module):
-    """cos, sin (1, T, d) of the rotary embedding and the causal mask (1, 1, T, T) for T positions,
-    computed once per model as transformers' model forward does, and read by every layer."""
+    """cos, sin (1, T, d) of the rotary embedding and, for eager attention, the causal mask
+    (1, 1, T, T) for T positions, computed once per model as transformers' model forward does,
+    and read by every layer (fused attention takes ``is_causal`` instead of a mask)."""
 
-    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int):
+    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int, causal_mask: bool):
         super().__init__()
         probe = torch.empty(1, seq_len, head_dim)
         cos, sin = rotary(probe, torch.arange(seq_len)[None])
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        self.register_buffer("mask", torch.full((seq_len, seq_len), float("-inf")).triu(1)[None, None],
-                             persistent=False)
+        mask = torch.full((seq_len, seq_len), float("-inf")).triu(1)[None, None] if causal_mask else None
+        self.register_buffer("mask", mask, persistent=False)
 
-    def take(self, t: int):
-        return (self.cos[:, :t], self.sin[:, :t]), self.mask[..., :t, :t]
+    def take(self, t: int, dtype: torch.dtype):
+        mask = None if self.mask is None else self.mask[..., :t, :t].to(dtype)
+        return (self.cos[:, :t], self.sin[:, :t]), mask
 
 
 class _Adopt(nn.Module):
@@ -132,8 +140,8 @@ class Decoder(_Adopt):
         object.__setattr__(self, "_positions", positions)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
-        pos, mask = self._positions.take(x.shape[1])
-        return self._layer(x, attention_mask=mask.to(x.dtype), position_embeddings=pos)
+        pos, mask = self._positions.take(x.shape[1], x.dtype)
+        return self._layer(x, attention_mask=mask, position_embeddings=pos)
 
 
 class Head(_Adopt):
@@ -149,7 +157,7 @@ class CausalLM(nn.Module):
         self.hf = hf_model
         inner, cfg = hf_model.model, hf_model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len)
+        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager")
         self.config = cfg
         units = [("embed", Embed(embed_tokens=inner.embed_tokens))]
         units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]
@@ -166,8 +174,9 @@ class CausalLM(nn.Module):
         return x
 
 
-def causal_lm(config: str | dict, seq_len: int) -> CausalLM:
-    """The model for ``config`` (a dict of config.json fields, or their JSON text) at ``seq_len``."""
+def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa") -> CausalLM:
+    """The model for ``config`` (a dict of config.json fields, or their JSON text) at ``seq_len``,
+    with ``attn_implementation`` (parsim.model.attention.KINDS) attention."""
     tf = require_transformers()
     fields = json.loads(config) if isinstance(config, str) else dict(config)
     model_type = fields.pop("model_type")
@@ -177,8 +186,11 @@ def causal_lm(config: str | dict, seq_len: int) -> CausalLM:
         cfg = tf.AutoConfig.for_model(model_type, **fields)
     except ValueError as e:
         raise InputError(f"hf: model_type: {model_type!r} is unknown to transformers {tf.__version__} ({e})") from None
-    cfg._attn_implementation = "eager"
-    model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    if attn_implementation not in KINDS:
+        raise InputError(f"hf: args.attn_implementation: must be one of {', '.join(KINDS)}; "
+                         f"got {attn_implementation!r}")
+    cfg._attn_implementation = attn_implementation
+    model = tf.AutoModelForCausalLM.from_config(cfg, attn_implementation=attn_implementation)
     inner = getattr(model, "model", None)
     if not all(hasattr(inner, a) for a in ("embed_tokens", "layers", "norm", "rotary_emb")) \
             or not hasattr(model, "lm_head"):

@@ -7,8 +7,11 @@ Schema version 1 (every key is checked; unknown keys are errors)::
     # exactly one of model / module / hf / layers:
     model: resnet50                   # a built-in: resnet50 | gpt
     args: {num_classes: 10, image_size: 32, stem: imagenet}
+                                      # gpt: {preset: gpt3-175b, attention: eager | sdpa} (sdpa: fused
+                                      # attention, parsim.model.attention; default eager)
     hf: llama3_8b/config.json         # a Hugging Face config.json (relative to this file) or its fields
-                                      # inline; args: {seq_len: 8192} (parsim.model.hf; needs the [hf] extra)
+                                      # inline; args: {seq_len: 8192, attn_implementation: sdpa | eager}
+                                      # (default sdpa; parsim.model.hf; needs the [hf] extra)
     module: "pkg.mod:factory"         # any torch model: factory(**args) -> nn.Module
     input: {shape: [3, 32, 32], dtype: float32}   # one sample, with `module`
     layers:                           # a model that exists only on paper
@@ -48,6 +51,7 @@ from typing import Any
 
 from parsim.errors import InputError
 from parsim.inputs import Fields, load_file
+from parsim.model.attention import KINDS as ATTENTION_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 
 SCHEMA_VERSION = 1
@@ -147,6 +151,8 @@ def _builtin(name: str, args: Fields):
                 over[key] = args.positive_int(key)
         if args.has("dropout"):
             over["dropout"] = args.get("dropout", float)
+        if args.has("attention"):
+            over["attention"] = args.choice("attention", ATTENTION_KINDS)
         args.done()
         if preset is None and len(over) < 5:
             raise args.fail("preset", f"give a preset ({', '.join(GPT_PRESETS)}) or all of layers, hidden, heads, "
@@ -170,10 +176,11 @@ def _hf(r: Fields, args: Fields, path: str):
     cfg = read_config(r.get("hf", (str, dict)), os.path.dirname(os.path.abspath(path)), path)
     default = cfg.get("max_position_embeddings")
     seq_len = args.positive_int("seq_len", default) if default else args.positive_int("seq_len")
+    attn = args.choice("attn_implementation", ATTENTION_KINDS, "sdpa")     # transformers' default
     args.done()
     require_transformers(path)
-    source = ModelSource("hf", json.dumps(cfg, sort_keys=True), (("seq_len", seq_len),))
-    return (lambda: causal_lm(cfg, seq_len)), InputSpec((seq_len,), "int64"), source
+    source = ModelSource("hf", json.dumps(cfg, sort_keys=True), (("attn_implementation", attn), ("seq_len", seq_len)))
+    return (lambda: causal_lm(cfg, seq_len, attn)), InputSpec((seq_len,), "int64"), source
 
 
 def _import_factory(target: str, where: str):
@@ -201,7 +208,7 @@ def build_module(source: ModelSource, where: str = "model"):
     if source.kind == "hf":
         from parsim.model.hf import causal_lm
 
-        return causal_lm(source.target, source.kwargs["seq_len"])
+        return causal_lm(source.target, source.kwargs["seq_len"], source.kwargs["attn_implementation"])
     raise InputError(f"{where}: a `layers:` table describes no torch module; give model:, module: or hf: to run it")
 
 

@@ -4,14 +4,16 @@
 Candidates per operator (on a tensor-parallel group of t devices): replication, and every
 split of one dimension by t that divides, for each dimension the operator allows (MatMul: rows,
 columns or the contraction; BatchMatMul: also the batch; Conv2d: batch, output or input
-channels; Embedding: vocabulary or hidden; element-wise ops and normalizations: any dimension
+channels; Embedding: vocabulary or hidden; fused Attention: batch or heads, its KV heads split
+up to their count and replicated beyond, the K and V projections (and rotary) also split by the
+KV-head count, as Megatron's GQA layout; element-wise ops and normalizations: any dimension
 they do not reduce over).  Megatron's layouts are in this set.  Splitting two dimensions at once
 (2 x 4 on 8 devices) is left out to keep the graph small; MindSpore's full candidate set is every
 factorization.
 
 Costs, per micro-batch of b samples, on one device:
 - node time: the operator's forward and backward (3x the forward's FLOPs for a contraction,
-  Kaplan et al. 2020; element-wise ops: their output read and written in forward and backward)
+  Kaplan et al. 2020; 3.5x for fused attention, parsim.model.attention; element-wise ops: their output read and written in forward and backward)
   over its pieces, at the device's achieved rate; plus its parameter-gradient mirror reduction
   spread over the step's micro-batches;
 - node memory: its parameters' bytes per device under the optimizer (parsim.cost.memory), plus
@@ -30,14 +32,41 @@ from parsim.cost.memory import bytes_per_param
 from parsim.errors import InfeasibleError
 from parsim.hardware.numerics import MathMode, engines
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
-from parsim.shard.graph import (CONTRACTIONS, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
+from parsim.model.attention import BACKWARD_RATIO
+from parsim.shard.graph import (COMPUTE, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
                                  op_sharding, ways)
 from parsim.shard.search import CostGraph, SearchResult, search
 
 
-def candidates(op: OpInfo, t: int) -> list[tuple]:
-    """Strategies to try for ``op`` on t devices (module docstring); the first is replication."""
+def kv_head_paths(ops, t: int) -> dict[int, int]:
+    """Op index -> g for the operators that make a fused attention's K and V from fewer KV heads
+    g than t devices (t a multiple of g): the projection and the element-wise ops after it
+    (rotary).  They may also split by g, replicated t / g times, as Megatron lays out GQA beyond
+    the KV-head count (parsim.shard.strategy.attention)."""
+    out: dict[int, int] = {}
+    for op in ops:
+        g = op.input_shapes[1][1] if op.kind == "Attention" else 0
+        if not g or g >= t or t % g:
+            continue
+        todo = [op.inputs_from[j] for j in (1, 2) if j < len(op.inputs_from)]
+        while todo:
+            i = todo.pop()
+            if i < 0 or i in out or ops[i].kind not in ("MatMul", "ElementWise"):
+                continue
+            out[i] = g
+            if ops[i].kind == "ElementWise":
+                todo += list(ops[i].inputs_from)
+    return out
+
+
+def candidates(op: OpInfo, t: int, kv_heads: int = 0) -> list[tuple]:
+    """Strategies to try for ``op`` on t devices (module docstring); the first is replication.
+    ``kv_heads``: the op makes K or V of that many heads (kv_head_paths), also split that many ways."""
     ones = tuple((1,) * len(s) for s in op.input_shapes)
+    if kv_heads and op.kind == "MatMul":
+        return candidates(op, t) + [((1, 1), (1, kv_heads))]
+    if kv_heads and op.kind == "ElementWise" and len(op.output_shape) == 4:
+        return candidates(op, t) + [((1, kv_heads, 1, 1),)]
     if op.kind == "MatMul":
         out = [ones, ((t, 1), (1, 1)), ((1, 1), (1, t)), ((1, t), (t, 1))]
     elif op.kind == "BatchMatMul":
@@ -46,6 +75,9 @@ def candidates(op: OpInfo, t: int) -> list[tuple]:
         out = [ones, ((t, 1, 1, 1), (1, 1, 1, 1)), ((1, 1, 1, 1), (t, 1, 1, 1)), ((1, t, 1, 1), (1, t, 1, 1))]
     elif op.kind == "Embedding":
         out = [ones, ((t, 1),), ((1, t),)]
+    elif op.kind == "Attention":          # batch, or heads: KV heads by t up to their count, replicated beyond
+        kv = min(t, op.input_shapes[1][1])
+        out = [ones, ((t, 1, 1, 1),) * 3, ((1, t, 1, 1), (1, kv, 1, 1), (1, kv, 1, 1))]
     else:
         shape = op.input_shapes[0] if op.kind != "ElementWise" else op.output_shape
         reduced = REDUCED_DIMS.get(op.kind, lambda n: ())(len(shape))
@@ -72,6 +104,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
     costs: list[list[tuple[float, float]]] = []
     node_memo: dict[int, tuple] = {}          # identical layers share their OpInfo objects
     for li, layer in enumerate(graph.layers):
+        kv = kv_head_paths(layer.ops, t)
         for oi, op in enumerate(layer.ops):
             node_of[(li, oi)] = len(where)
             where.append((li, oi))
@@ -81,15 +114,15 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 costs.append(node_cost)
                 continue
             opts, node_cost = [], []
-            for strategy in candidates(op, t):
+            for strategy in candidates(op, t, kv.get(oi, 0)):
                 try:
                     sh = op_sharding(op, strategy, t)
                 except InfeasibleError:
                     continue
                 pieces = op_pieces(sh)
                 eb = elem_bytes(op)
-                if op.kind in CONTRACTIONS:
-                    flops = 3 * op.flops * scale / pieces
+                if op.kind in COMPUTE:
+                    flops = (1 + (BACKWARD_RATIO if op.kind == "Attention" else 2)) * op.flops * scale / pieces
                     time_s = flops / (rate * device.compute_efficiency(flops))
                 else:
                     time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B

@@ -5,7 +5,7 @@ from Hugging Face configs (parsim.model.hf: GQA, SwiGLU, RMSNorm; Hugging Face m
 Shoeybi et al. 2019 ("Megatron-LM", Sec. 3): the QKV and first MLP projections are split by
 columns, the attention projection and second MLP projection by rows, so a block needs one
 all-reduce forward after each row split and one backward before each column split; attention
-runs on a/t heads per device.  The embedding and the LM head are split by vocabulary where the
+runs on a/t heads per device (eager's two batched matmuls, or the fused attention operator).  The embedding and the LM head are split by vocabulary where the
 vocabulary divides (Megatron pads it to a multiple of 128 t; an unpadded one stays replicated:
 the optional "?" patterns of parsim.shard.graph).
 Korthikanti et al. 2022 (Sec. 4.2.2), sequence parallelism: the LayerNorms and dropouts between
@@ -23,16 +23,32 @@ row-split; RMSNorms replicated, or under megatron-sp on s/t of the sequence.
 from __future__ import annotations
 
 from parsim.errors import InfeasibleError
+from parsim.model.attention import FUSED_OP
 
 LAYOUTS = ("megatron", "megatron-sp")
 SEARCHED = "auto"          # every operator's strategy searched (parsim.shard.auto)
 
 
-def megatron(t: int, sequence_parallel: bool = False) -> dict[str, tuple]:
-    col, row, heads = ((1, 1), (1, t)), ((1, t), (t, 1)), ((t, 1, 1), (t, 1, 1))
+def fused_attention(graph) -> bool:
+    """Whether ``graph``'s attention is the fused operator (parsim.model.attention) rather than
+    eager's two batched matmuls."""
+    return graph is not None and any(op.kind == "Attention" for layer in graph.layers for op in layer.ops)
+
+
+def _heads(where: str, t: int, kv_heads: int, fused: bool) -> dict[str, tuple]:
+    """Attention split by heads: eager's QK^T and AV batched matmuls (over batch x heads), or the
+    fused operator's Q by t and K, V by t up to the KV-head count (parsim.shard.strategy.attention)."""
+    if fused:
+        kv = (1, min(t, kv_heads), 1, 1)
+        return {f"layers.*/{where}:{FUSED_OP}": ((1, t, 1, 1), kv, kv)}
+    return {f"layers.*/{where}:bmm#0": ((t, 1, 1), (t, 1, 1)), f"layers.*/{where}:bmm#1": ((t, 1, 1), (t, 1, 1))}
+
+
+def megatron(t: int, sequence_parallel: bool = False, fused: bool = False) -> dict[str, tuple]:
+    col, row = ((1, 1), (1, t)), ((1, t), (t, 1))
     s = {
         "?embed/wte:embedding": ((t, 1),),
-        "layers.*/qkv": col, "layers.*/:bmm#0": heads, "layers.*/:bmm#1": heads, "layers.*/proj": row,
+        "layers.*/qkv": col, **_heads("", t, t, fused), "layers.*/proj": row,
         "layers.*/fc1": col, "layers.*/fc2": row,
         "?head/:mm": col,
     }
@@ -46,19 +62,19 @@ def megatron(t: int, sequence_parallel: bool = False) -> dict[str, tuple]:
 
 def attention_heads(graph) -> tuple[int, int] | None:
     """(query heads, KV heads) of a Llama-style graph's first decoder layer, from its operators:
-    q_proj's and k_proj's output widths over the head dimension (the last of QK^T's first input);
-    None for a graph without Hugging Face attention projections."""
+    q_proj's and k_proj's output widths over the head dimension (the last of QK^T's first input,
+    or of fused attention's Q); None for a graph without Hugging Face attention projections."""
     for layer in graph.layers:
         by = {op.name.split(":")[0]: op for op in layer.ops if op.kind in ("MatMul", "BatchMatMul")}
         q, k = by.get("self_attn.q_proj"), by.get("self_attn.k_proj")
-        qk = next((op for op in layer.ops if op.name == "self_attn:bmm#0"), None)
+        qk = next((op for op in layer.ops if op.name in ("self_attn:bmm#0", f"self_attn:{FUSED_OP}")), None)
         if q is not None and k is not None and qk is not None:
             d = qk.input_shapes[0][-1]
             return q.input_shapes[1][1] // d, k.input_shapes[1][1] // d
     return None
 
 
-def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False) -> dict[str, tuple]:
+def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fused: bool = False) -> dict[str, tuple]:
     """Megatron's layout for a Llama-style decoder of ``heads`` query and ``kv_heads`` KV heads."""
     if heads % t:
         raise InfeasibleError(f"tp={t} does not divide the {heads} attention heads; Megatron splits whole heads")
@@ -66,12 +82,12 @@ def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False) ->
         raise InfeasibleError(f"tp={t} and the {kv_heads} KV heads: one must divide the other (Megatron splits "
                               "KV heads by tp, or replicates each over tp / KV heads devices)")
     g = min(t, kv_heads)                 # KV-head groups across the tp devices; t / g copies of each
-    col, row, heads_split = ((1, 1), (1, t)), ((1, t), (t, 1)), ((t, 1, 1), (t, 1, 1))
+    col, row = ((1, 1), (1, t)), ((1, t), (t, 1))
     kv = ((1, 1), (1, g))
     s = {
         "?embed/embed_tokens:embedding": ((t, 1),),
         "layers.*/self_attn.q_proj": col, "layers.*/self_attn.k_proj": kv, "layers.*/self_attn.v_proj": kv,
-        "layers.*/self_attn:bmm#0": heads_split, "layers.*/self_attn:bmm#1": heads_split,
+        **_heads("self_attn", t, kv_heads, fused),
         "layers.*/self_attn.o_proj": row,
         "layers.*/mlp.gate_proj": col, "layers.*/mlp.up_proj": col, "layers.*/mlp.down_proj": row,
         "?head/lm_head": col,
@@ -88,8 +104,8 @@ def strategies(layout: str, t: int, graph=None) -> dict[str, tuple]:
     GPT unless the graph has Hugging Face attention projections)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown tensor-parallel layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
-    sp = layout == "megatron-sp"
+    sp, fused = layout == "megatron-sp", fused_attention(graph)
     found = attention_heads(graph) if graph is not None else None
     if found is not None:
-        return llama(t, *found, sequence_parallel=sp)
-    return megatron(t, sequence_parallel=sp)
+        return llama(t, *found, sequence_parallel=sp, fused=fused)
+    return megatron(t, sequence_parallel=sp, fused=fused)

@@ -54,7 +54,8 @@ from parsim.shard.redistribute import Step, edge
 
 Strategy = st.Strategy
 CONTRACTIONS = ("MatMul", "BatchMatMul", "Conv2d")
-_PRIMARY = CONTRACTIONS + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
+COMPUTE = CONTRACTIONS + ("Attention",)       # operators priced by FLOPs (OpInfo.flops), not bytes
+_PRIMARY = COMPUTE + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
 REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (2, 3)}
 
 
@@ -70,6 +71,8 @@ def op_sharding(op: OpInfo, strategy: Strategy, devices: int) -> st.OpSharding:
         return st.batch_matmul(*op.input_shapes, strategy, devices, w_is_param=op.param_inputs[1])
     if k == "Conv2d":
         return st.conv2d(*op.input_shapes, op.output_shape, strategy, devices)
+    if k == "Attention":
+        return st.attention(*op.input_shapes, strategy, devices)
     if k == "Embedding":
         return st.embedding(op.input_shapes[0], strategy, devices, op.output_shape)
     if k == "Softmax":
@@ -108,10 +111,12 @@ def _partial_size(layout: Layout) -> int:
 
 def op_pieces(sh: st.OpSharding) -> int:
     """Distinct pieces of the op's iteration space: the product of the device dimensions any of
-    its tensors is split or summed over (the rest of the device matrix repeats the work)."""
+    its tensors is split or summed over (the rest of the device matrix repeats the work); tensors
+    on another device matrix (fused attention's replicated KV heads) follow the output's."""
     dims = set()
     for lay in (*sh.inputs, sh.output):
-        dims |= {d for d in lay.tensor_map if d != -1} | set(lay.partial)
+        if lay.device_matrix == sh.output.device_matrix:
+            dims |= {d for d in lay.tensor_map if d != -1} | set(lay.partial)
     return math.prod(sh.output.device_dim_size(d) for d in dims)
 
 
@@ -295,7 +300,7 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
     total_f = layer.fwd_flops * batch
     op_f = sum(op.flops for op in ops)
     f_ratio = (sum(op.flops / n for op, n in zip(ops, pieces)) + max(total_f - op_f, 0.0)) / total_f if total_f else 1.0
-    mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in CONTRACTIONS]
+    mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in COMPUTE]
     m_ratio = sum(w / n for w, n in mem) / sum(w for w, _ in mem) if mem else 1.0
     saved = sum(op.saved_bytes / ways(sh.output) for op, sh in zip(ops, shardings))
     in_ways = ways(in_layout) if in_layout is not None else 1

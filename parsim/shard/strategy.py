@@ -183,3 +183,39 @@ def embedding(w_shape, strategy: Strategy, devices: int, out_shape) -> OpShardin
     out_map = tuple([-1] * (len(out_shape) - 1) + [0])
     out = Layout(dm, out_map, tuple(out_shape), frozenset({1}) if v > 1 else frozenset())
     return OpSharding("Embedding", dm, (w,), out, (w,), (True,))
+
+
+def attention(q_shape, k_shape, v_shape, strategy: Strategy, devices: int) -> OpSharding:
+    """Fused attention O[b, h, s, d] = softmax(Q K^T) V, Q of h query heads, K and V of g KV heads
+    (h / g query heads read each; parsim.model.attention), strategy ((n, a, 1, 1), (n, c, 1, 1),
+    (n, c, 1, 1)): the batch split n ways, the query heads a ways and the KV heads c = min(a, g)
+    ways; sequence and head dimension whole (each device's heads are whole attentions).
+
+    Q and O lie on the device matrix [n, a].  Beyond the KV-head count (a > g) each KV head is
+    replicated r = a / g times (Megatron's rule for tp > num_query_groups): K and V lie on
+    [r, n, g], split by g and repeated on the left as a column-split K projection's output is
+    (``_with_repeat``), so they arrive without communication; their gradients are partial over
+    r (each copy holds the part its own query heads contribute) and are summed on the way back."""
+    _check_divides("Attention", (q_shape, k_shape, v_shape), strategy)
+    (n, a, sq, dq), (nk, c, sk, dk), (nv, cv, sv, dv) = strategy
+    if (sq, dq, sk, dk, sv, dv) != (1,) * 6:
+        raise InfeasibleError("Attention: split only the batch and the heads; use 1 for the sequence and head size")
+    if not n == nk == nv or c != cv:
+        raise InfeasibleError("Attention: split the batch alike in Q, K and V, and K's heads as V's")
+    g = k_shape[1]
+    if c != min(a, g) or a % c:
+        raise InfeasibleError(f"Attention: {a} query-head pieces read {min(a, g)} KV-head pieces of the {g} KV "
+                              f"heads; split K and V {min(a, g)} ways")
+    r = a // c
+    dm = _with_repeat((n, a), devices, "Attention")              # a=0, n=1
+    q = Layout(dm, (1, 0, -1, -1), tuple(q_shape))
+    out = Layout(dm, (1, 0, -1, -1), tuple(q_shape[:3]) + (v_shape[3],))
+    if r == 1:
+        k, v = Layout(dm, (1, 0, -1, -1), tuple(k_shape)), Layout(dm, (1, 0, -1, -1), tuple(v_shape))
+        dk, dv_ = k, v
+    else:
+        dm_kv = dm[:-2] + (r, n, c)                              # c=0, n=1, r=2
+        k, v = Layout(dm_kv, (1, 0, -1, -1), tuple(k_shape)), Layout(dm_kv, (1, 0, -1, -1), tuple(v_shape))
+        dk = Layout(dm_kv, (1, 0, -1, -1), tuple(k_shape), frozenset({2}))
+        dv_ = Layout(dm_kv, (1, 0, -1, -1), tuple(v_shape), frozenset({2}))
+    return OpSharding("Attention", dm, (q, k, v), out, (q, dk, dv_), (False, False, False))

@@ -1,7 +1,9 @@
 """A GPT-style decoder (Radford et al. 2019; Brown et al. 2020), written the way Megatron-LM lays
 out a layer so that its saved activations match Korthikanti et al. 2022, Sec. 4.1:
 pre-LayerNorm, fused QKV projection, explicit softmax attention with dropout, a 4h GeLU MLP, and
-dropout on both residual branches.  Embedding and LM head share one weight.
+dropout on both residual branches.  Embedding and LM head share one weight.  ``attention="sdpa"``
+runs attention (with its dropout) as one ``F.scaled_dot_product_attention`` instead, the fused
+kernel Megatron-LM trains with (parsim.model.attention); parameters are the same.
 
 Parameters: 12*L*h^2 + 13*L*h (layers: QKV 3h^2+3h, proj h^2+h, fc1 4h^2+4h, fc2 4h^2+h, two
 LayerNorms 4h) + V*h (tied word embedding) + s*h (positions) + 2h (final LayerNorm).
@@ -18,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from parsim.model.attention import KINDS
+
 
 @dataclass(frozen=True)
 class GPTConfig:
@@ -28,6 +32,7 @@ class GPTConfig:
     vocab: int
     dropout: float = 0.1
     ffn_mult: int = 4
+    attention: str = "eager"      # eager | sdpa (parsim.model.attention.KINDS)
 
     def param_count(self) -> int:
         L, h, V, s = self.layers, self.hidden, self.vocab, self.seq_len
@@ -85,11 +90,15 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(h)
         self.fc1 = nn.Linear(h, cfg.ffn_mult * h)
         self.fc2 = nn.Linear(cfg.ffn_mult * h, h)
-        self.attn_drop = Dropout(cfg.dropout)
         self.drop = Dropout(cfg.dropout)
-        # True above the diagonal: the future positions a token may not attend to.
-        self.register_buffer("future", torch.ones(cfg.seq_len, cfg.seq_len, dtype=torch.bool).triu(1),
-                             persistent=False)
+        self.fused = cfg.attention == "sdpa"
+        if self.fused:
+            self.attn_dropout = cfg.dropout
+        else:
+            self.attn_drop = Dropout(cfg.dropout)
+            # True above the diagonal: the future positions a token may not attend to.
+            self.register_buffer("future", torch.ones(cfg.seq_len, cfg.seq_len, dtype=torch.bool).triu(1),
+                                 persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, h), or (B, T / t, h) sequence-parallel
         d = self.head_dim
@@ -98,10 +107,14 @@ class Block(nn.Module):
         qkv = self.qkv(self.ln1(x))                                        # (B, T, 3h / t)
         B, T, _ = qkv.shape
         q, k, v = qkv.view(B, T, -1, 3 * d).transpose(1, 2).split(d, dim=-1)   # (B, a, T, d)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))            # (B, a, T, T)
-        att = att.masked_fill(self.future[:T, :T], float("-inf"))
-        att = self.attn_drop(F.softmax(att, dim=-1))
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, -1)         # (B, T, h / t)
+        if self.fused:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
+                                               is_causal=True)            # (B, a, T, d)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))        # (B, a, T, T)
+            att = att.masked_fill(self.future[:T, :T], float("-inf"))
+            y = self.attn_drop(F.softmax(att, dim=-1)) @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, -1)                 # (B, T, h / t)
         x = x + self.drop(self.proj(y))
         return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
 
@@ -126,6 +139,8 @@ def gpt(preset: str | None = None, **overrides) -> nn.Sequential:
         cfg = GPTConfig(**overrides)
     if cfg.hidden % cfg.heads:
         raise ValueError(f"hidden ({cfg.hidden}) must be a multiple of heads ({cfg.heads})")
+    if cfg.attention not in KINDS:
+        raise ValueError(f"unknown attention {cfg.attention!r}; choose one of {', '.join(KINDS)}")
     model = nn.Sequential()
     embed = Embedding(cfg)
     model.add_module("embed", embed)

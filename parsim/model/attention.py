@@ -1,0 +1,84 @@
+"""Attention as a model is trained: eager (explicit QK^T, softmax, AV) or fused (FlashAttention).
+
+``KINDS`` is the option of the zoo GPT (``args: {attention: ...}``) and of ``hf:``
+(``args: {attn_implementation: ...}``, transformers' name):
+
+- ``eager``: the s x s scores and probabilities are separate kernels and are saved for backward
+  (Korthikanti et al. 2022, Sec. 4.1, without flash attention);
+- ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention``, which Megatron-LM, torchtitan
+  and transformers (its default) train with: one fused kernel forward and one backward
+  (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023).  It saves Q, K, V, the output
+  and the per-row logsumexp (fp32, b x h x s) and recomputes the scores in backward; with grouped
+  KV heads (GQA) it reads K and V once per KV head.
+
+What torch dispatches (torch 2.13): on CPU, ``aten._scaled_dot_product_flash_attention_for_cpu``
+(and its ``_backward``) when dropout is 0, the decomposed math path otherwise; on the meta
+device, where parsim extracts, always the decomposed math path (QK^T, softmax, AV as separate
+ops: eager's operators and saved bytes).  ``fused_on_meta`` therefore routes the call on meta
+tensors to the fused CPU operator, which has meta kernels and an autograd formula, accepts
+GQA's fewer KV heads and a dropout probability (as the CUDA kernels do: a fused dropout keeps
+its RNG state, no mask), so that extraction records what a GPU runs: one kernel each way.
+
+FLOPs (FLOPs = 2 x MACs): forward QK^T and AV, 4 b h s_q s_k d; backward 2.5x that, the
+recomputed QK^T plus the four gradient GEMMs (torch.utils.flop_counter.sdpa_flop_count and
+sdpa_backward_flop_count); with causal masking half of each, as FlashAttention-2 counts it
+(Dao 2023, Sec. 4.1; ``flops()`` in its benchmarks/benchmark_flash_attention.py:
+4 * batch * seqlen^2 * nheads * headdim // (2 if causal else 1), backward 2.5x).
+"""
+
+from __future__ import annotations
+
+KINDS = ("eager", "sdpa")
+FUSED_OP = "_scaled_dot_product_flash_attention_for_cpu"          # aten's name, forward
+FUSED_BACKWARD_OP = FUSED_OP + "_backward"
+BACKWARD_RATIO = 2.5           # backward / forward FLOPs of fused attention (module docstring)
+
+
+def fused_attention_flops(b: int, h: int, s_q: int, s_k: int, d: int, causal: bool) -> float:
+    """Forward FLOPs of fused attention over b x h heads of d (QK^T and AV), halved when causal."""
+    return 4.0 * b * h * s_q * s_k * d / (2 if causal else 1)
+
+
+def register_flop_formulas() -> None:
+    """FlopCounterMode's formulas for the fused CPU operator (torch counts the CUDA ones only)."""
+    import torch
+    from torch.utils.flop_counter import (flop_registry, register_flop_formula, sdpa_backward_flop_count,
+                                          sdpa_flop_count)
+
+    fwd, bwd = getattr(torch.ops.aten, FUSED_OP), getattr(torch.ops.aten, FUSED_BACKWARD_OP)
+    if fwd in flop_registry:
+        return
+
+    @register_flop_formula(fwd)
+    def _forward(query, key, value, dropout_p=0.0, is_causal=False, *args, out_shape=None, **kwargs) -> int:
+        return sdpa_flop_count(query, key, value) // (2 if is_causal else 1)
+
+    @register_flop_formula(bwd)
+    def _backward(grad_out, query, key, value, out, logsumexp, dropout_p=0.0, is_causal=False, *args,
+                  out_shape=None, **kwargs) -> int:
+        return sdpa_backward_flop_count(grad_out, query, key, value) // (2 if is_causal else 1)
+
+
+def fused_on_meta():
+    """A TorchFunctionMode under which ``scaled_dot_product_attention`` on meta tensors runs as
+    the fused operator (module docstring); other calls pass through."""
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    register_flop_formulas()
+    fused = getattr(torch.ops.aten, FUSED_OP)
+
+    class _Fused(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is not F.scaled_dot_product_attention or not args[0].is_meta:
+                return func(*args, **kwargs)
+            q, k, v = args[:3]
+            rest = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"), args[3:]), **kwargs)
+            if k.shape[1] != q.shape[1] and not rest.get("enable_gqa", False):
+                return func(*args, **kwargs)           # torch's own error for mismatched heads
+            return fused(q, k, v, float(rest.get("dropout_p", 0.0)), bool(rest.get("is_causal", False)),
+                         attn_mask=rest.get("attn_mask"), scale=rest.get("scale"))[0]
+
+    return _Fused()
