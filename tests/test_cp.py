@@ -248,3 +248,107 @@ def test_cli_takes_cp_and_refuses_bad_values_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--cp 3" in err and "use cp in 1, 2, 4" in err
     assert math.isclose(saved["estimate"]["cp_ring_bytes"][0], 4 * 3 * 2 * 64 * 8 * 32 * 4 * 8)
+
+
+# ----------------------------------------------------------------------------- the executor's pieces
+
+from parsim.exec import context_parallel as cpx          # noqa: E402
+
+
+def _plain_attention(q, k, v):
+    """The zoo GPT's causal attention (Block.attend without dropout)."""
+    s = q.shape[2]
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    att = att.masked_fill(torch.ones(s, s, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(att, -1) @ v
+
+
+def test_zigzag_split_and_merge():
+    assert cpx.zigzag_positions(16, 2, 0).tolist() == [0, 1, 2, 3, 12, 13, 14, 15]
+    assert cpx.zigzag_positions(16, 2, 1).tolist() == [4, 5, 6, 7, 8, 9, 10, 11]
+    for cp in (1, 2, 4):
+        held = torch.cat([cpx.zigzag_positions(32, cp, r) for r in range(cp)])
+        assert sorted(held.tolist()) == list(range(32))                   # every token once
+        x = torch.randn(3, 32, 5)
+        parts = [cpx.split_sequence(x, cp, r) for r in range(cp)]
+        assert all(p.shape == (3, 32 // cp, 5) for p in parts)
+        assert torch.equal(cpx.merge_sequence(parts), x)
+    with pytest.raises(ValueError):
+        cpx.zigzag_positions(12, 4, 0)
+
+
+def test_online_softmax_merge_equals_softmax_over_all_keys():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 6, 4, dtype=torch.float64) for _ in range(3))
+    whole = torch.softmax(q @ k.transpose(-2, -1) * 0.5, -1) @ v
+    a, la = cpx.block_attention(q, k[:, :, :2], v[:, :, :2], False, 0.5)
+    b, lb = cpx.block_attention(q, k[:, :, 2:], v[:, :, 2:], False, 0.5)
+    out, lse = cpx.merge(a, la, b, lb)
+    torch.testing.assert_close(out, whole)
+    torch.testing.assert_close(lse, torch.logsumexp(q @ k.transpose(-2, -1) * 0.5, -1))
+    # the first merge starts from nothing: lse -inf, output 0
+    start, l0 = cpx.merge(torch.zeros_like(a), torch.full_like(la, float("-inf")), a, la)
+    torch.testing.assert_close(start, a) and torch.testing.assert_close(l0, la)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_ring_steps_forward_and_backward_equal_plain_causal_attention(cp):
+    """Every rank's steps, in ring order, run in one process: the blocks of step_blocks merged by
+    the online softmax give plain attention's output at the rank's positions, and the blocks'
+    gradients, each K, V chunk's summed over the ranks that held it, give plain attention's."""
+    torch.manual_seed(1)
+    s, d = 32, 8
+    q, k, v = (torch.randn(2, 3, s, d, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    dout = torch.randn(2, 3, s, d, dtype=torch.float64)
+    ref = _plain_attention(q, k, v)
+    ref.backward(dout)
+    scale, T, n = 1 / math.sqrt(d), s // cp, s // (2 * cp)
+    local = [[cpx.split_sequence(t.detach(), cp, r, dim=2) for t in (q, k, v, dout)] for r in range(cp)]
+    outs, dqs, dks, dvs = [], [], [torch.zeros(2, 3, T, d, dtype=torch.float64) for _ in range(cp)], []
+    dvs = [torch.zeros_like(x) for x in dks]
+    for r in range(cp):
+        qr, _, _, dr = local[r]
+        out, lse = torch.zeros_like(qr), torch.full(qr.shape[:-1], float("-inf"), dtype=torch.float64)
+        pos_q = cpx.zigzag_positions(s, cp, r)
+        for step in range(cp):
+            j = (r - step) % cp
+            qs, ks, causal = cpx.step_blocks(r, j, T)
+            if not causal:      # no mask needed: every key of the block precedes every query
+                pos_k = cpx.zigzag_positions(s, cp, j)
+                assert (pos_k[ks].unsqueeze(0) < pos_q[qs].unsqueeze(1)).all()
+                assert len(pos_q[qs]) * len(pos_k[ks]) == 2 * n * n          # two blocks: balanced
+            o, l = cpx.block_attention(qr[:, :, qs], local[j][1][:, :, ks], local[j][2][:, :, ks], causal, scale)
+            out[:, :, qs], lse[:, :, qs] = cpx.merge(out[:, :, qs], lse[:, :, qs], o, l)
+        outs.append(out)
+        delta = (dr * out).sum(-1)
+        dq = torch.zeros_like(qr)
+        for step in range(cp):
+            j = (r - step) % cp
+            qs, ks, causal = cpx.step_blocks(r, j, T)
+            a, b, c = cpx._block_backward(qr[:, :, qs], local[j][1][:, :, ks], local[j][2][:, :, ks], dr[:, :, qs],
+                                          lse[:, :, qs], delta[:, :, qs], causal, scale)
+            dq[:, :, qs] += a
+            dks[j][:, :, ks] += b
+            dvs[j][:, :, ks] += c
+        dqs.append(dq)
+    torch.testing.assert_close(cpx.merge_sequence(outs, dim=2), ref.detach())
+    torch.testing.assert_close(cpx.merge_sequence(dqs, dim=2), q.grad)
+    torch.testing.assert_close(cpx.merge_sequence(dks, dim=2), k.grad)
+    torch.testing.assert_close(cpx.merge_sequence(dvs, dim=2), v.grad)
+
+
+def test_executor_refuses_what_it_does_not_run(gpt, resnet):
+    from parsim.errors import InputError
+
+    L = len(gpt.graph)
+    cpx.check_supported(ParallelConfig(1, 1, 1, bounds=(0, L), cp=2), gpt, "p.json")      # runs
+    for cfg, words in ((ParallelConfig(1, 2, 2, bounds=(0, 2, L), cp=2), "pp=2"),
+                       (ParallelConfig(1, 1, 1, bounds=(0, L), tp=2, tp_layout="megatron", cp=2), "tp=2"),
+                       (ParallelConfig(1, 1, 1, bounds=(0, L), zero=1, cp=2), "zero=1")):
+        with pytest.raises(InputError, match=f"p.json: parallel.cp: .*{words}"):
+            cpx.check_supported(cfg, gpt, "p.json")
+    with pytest.raises(InputError, match="built-in gpt"):
+        cpx.check_supported(ParallelConfig(1, 1, 1, bounds=(0, len(resnet.graph)), cp=2), resnet, "p.json")
+    dropout = replace(gpt, source=replace(gpt.source, args=(("preset", "gpt-tiny"),)))    # the preset's 0.1
+    with pytest.raises(InputError, match="args.dropout.*0.1.*set args.dropout: 0.0"):
+        cpx.check_supported(ParallelConfig(1, 1, 1, bounds=(0, L), cp=2), dropout, "p.json")

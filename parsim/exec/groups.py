@@ -80,3 +80,16 @@ def preflight(env: Env, cfg: ParallelConfig, source: str) -> None:
 def coordinates(cfg: ParallelConfig, rank: int) -> tuple[int, int]:
     """(replica, pipeline rank) of a global rank under the plan's placement (ParallelConfig.coordinates)."""
     return cfg.coordinates(rank)[:2]
+
+
+def grad_group(cfg: ParallelConfig, pipe_rank: int, tp_rank: int):
+    """The process group of the dp x cp ranks this rank averages gradients over
+    (ParallelConfig.grad_group).  Every rank creates every such group, in the same order, as
+    dist.new_group requires."""
+    mine = None
+    for p in range(cfg.pp):
+        for t in range(cfg.tp):
+            group = dist.new_group(cfg.grad_group(p, t))
+            if (p, t) == (pipe_rank, tp_rank):
+                mine = group
+    return mine
