@@ -352,3 +352,14 @@ def test_executor_refuses_what_it_does_not_run(gpt, resnet):
     dropout = replace(gpt, source=replace(gpt.source, args=(("preset", "gpt-tiny"),)))    # the preset's 0.1
     with pytest.raises(InputError, match="args.dropout.*0.1.*set args.dropout: 0.0"):
         cpx.check_supported(ParallelConfig(1, 1, 1, bounds=(0, L), cp=2), dropout, "p.json")
+
+
+def test_the_gpt_validation_set_measures_cp2(gpt):
+    from parsim.validation import default_cases
+
+    cluster = load_cluster("local-cpu")
+    cases = {c.label: c.config for c in default_cases(gpt, cluster, AnalyticalCompute.for_training(
+        cluster.device, gpt.training))}
+    assert (cases["cp2"].cp, cases["cp2"].dp, cases["cp2"].pp, cases["cp2"].world_size) == (2, 1, 1, 2)
+    assert cases["planner"].cp == 1                      # the pick among what the executor runs with others
+    cpx.check_supported(cases["cp2"], gpt, "cp2.plan.json")   # the executor runs it
