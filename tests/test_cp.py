@@ -224,13 +224,23 @@ def test_world_and_bad_cp_are_refused(gpt, resnet):
 
 # ----------------------------------------------------------------------------- the planner
 
-def test_planner_searches_cp_for_attention_models_only(gpt, resnet):
+def test_planner_searches_cp_for_long_sequences_with_attention_only(gpt, resnet, tmp_path):
+    from parsim.search.planner import CP_SEARCH_MIN_TOKENS
+
+    long = tmp_path / "long.yaml"          # a small GPT over 8,192 tokens: the shortest the search splits
+    long.write_text(f"schema_version: 1\nmodel: gpt\nargs: {{layers: 2, hidden: 64, heads: 4, "
+                    f"seq_len: {CP_SEARCH_MIN_TOKENS}, vocab: 512, dropout: 0.0}}\n"
+                    "training: {global_batch_size: 8, dtype: fp16, optimizer: adam}\n")
+    spec = load_model(long)
     cluster = load_cluster("dgx-a100:1x8")
-    compute = AnalyticalCompute.for_training(cluster.device, gpt.training)
-    r = plan(gpt, cluster, compute, Constraints(top=200, tp=1, pp=1, microbatches=1, zero=0, recompute=False),
+    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
+    r = plan(spec, cluster, compute, Constraints(top=200, tp=1, pp=1, microbatches=1, zero=0, recompute=False),
              progress=False)
     assert {c.config.cp for c in r.ranked} == {1, 2, 4, 8}                 # dp x cp = 8 devices
     assert all(c.config.dp * c.config.cp == 8 for c in r.ranked)
+    # shorter sequences are not split unless asked (gpt_small_local: 128 tokens)
+    short = plan(gpt, cluster, compute, Constraints(top=50, tp=1), progress=False)
+    assert {c.config.cp for c in short.ranked} == {1}
     fixed = plan(gpt, cluster, compute, Constraints(top=50, cp=2, tp=1), progress=False)
     assert {c.config.cp for c in fixed.ranked} == {2}
     rn = plan(resnet, load_cluster("local-cpu"), AnalyticalCompute.for_training(cluster.device, resnet.training),

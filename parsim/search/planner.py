@@ -14,8 +14,9 @@ Search space:
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
   same candidate without it does not fit the memory bound or, simulated, the cap, since
   recomputing is never faster;
-- context parallelism (cp; parsim.cost.context) for models with attention: cp in 1, 2, 4, ... up to
-  CP_SEARCH_MAX while 2 x cp divides the sequence (Megatron's zigzag chunks), unless fixed;
+- context parallelism (cp; parsim.cost.context) for models with attention over at least
+  CP_SEARCH_MIN_TOKENS tokens: cp in 1, 2, 4, ... up to CP_SEARCH_MAX while 2 x cp divides the
+  sequence (Megatron's zigzag chunks), unless fixed;
 - every factorization of the remaining devices into dp x pp, with pp at most the number of layers;
 - every micro-batch count dividing the per-replica batch;
 - GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
@@ -78,9 +79,14 @@ class Constraints:
     cp: int | None = None                            # context-parallel size; None: searched (models with attention)
 
 
-# The largest cp the search tries unless told: Llama 3 405B's long-context training used cp=16
-# (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4, at 131,072 tokens).
+# The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and
+# only for sequences of at least 8,192 tokens.  Llama 3 405B trained at 8,192 tokens with cp=1 and
+# at 131,072 with cp=16 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4); below 8,192
+# tokens each cp value would multiply the search for plans data parallelism mostly covers
+# (tests/test_published.py's GPT-3 175B plans at 2,048 tokens on 1,024 GPUs, searching cp up to 16,
+# had not finished after 13 minutes; about 80 s without cp).
 CP_SEARCH_MAX = 16
+CP_SEARCH_MIN_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -546,12 +552,14 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
 
 def _cp_options(spec: ModelSpec, c: Constraints) -> list[int]:
     """The cp values to search: the one fixed (--cp, then model.yaml), else 1, 2, 4, ... up to
-    CP_SEARCH_MAX while 2 x cp divides the sequence; 1 for a model without attention."""
+    CP_SEARCH_MAX while 2 x cp divides a sequence of at least CP_SEARCH_MIN_TOKENS; 1 for a model
+    without attention or with shorter sequences."""
     fixed = c.cp or spec.parallel.cp
     if fixed:
         check_cp(spec.graph, fixed, f"--cp {fixed}")
         return [fixed]
-    return cp_options(sequence_length(spec.graph), CP_SEARCH_MAX)
+    s = sequence_length(spec.graph)
+    return cp_options(s, CP_SEARCH_MAX) if s and s >= CP_SEARCH_MIN_TOKENS else [1]
 
 
 def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, cp: int = 1):
@@ -623,6 +631,8 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
         knobs.append("activation recomputation (--recompute)")
     if where is None or where.tp == 1:
         knobs.append("tensor parallelism (--tp with the zoo's GPT, or a model.yaml shard: section)")
+    if (where is None or where.cp == 1) and sequence_length(spec.graph):
+        knobs.append("context parallelism (--cp)")
     if where is None:
         return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
     return (f"no plan fits {human_bytes(cap)}{usable} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
