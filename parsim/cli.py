@@ -103,7 +103,8 @@ def cmd_simulate(args) -> int:
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
-                             tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero)
+                             tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
+                             cp=args.cp)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
@@ -142,6 +143,9 @@ def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS, ZERO_STAGES
 
     p.add_argument("--tp", type=positive_int_arg, help="tensor-parallel group size")
+    p.add_argument("--cp", type=positive_int_arg,
+                   help="context-parallel group size: each rank holds s/cp tokens of a sequence, attention by a "
+                        "K,V ring (models with attention; plan: searched unless given)")
     p.add_argument("--tp-layout", choices=TP_LAYOUTS,
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
     p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
@@ -171,7 +175,7 @@ def cmd_plan(args) -> int:
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
-                                                      zero=args.zero),
+                                                      zero=args.zero, cp=args.cp),
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
@@ -229,7 +233,7 @@ def cmd_run(args) -> int:
     plan, _, _ = check_run(options_from(args))    # bad input fails here, once, before any process starts
     nproc = args.nproc or plan.config.world_size
     if nproc != plan.config.world_size:
-        raise InputError(f"{args.plan}: parallel: the plan needs dp x pp x tp = {plan.config.world_size} ranks; "
+        raise InputError(f"{args.plan}: parallel: the plan needs dp x pp x cp x tp = {plan.config.world_size} ranks; "
                          f"use --nproc {plan.config.world_size}")
     from parsim.run import worker_argv
 

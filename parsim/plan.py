@@ -1,11 +1,16 @@
 """The parallel configuration of one training step: what the planner chooses, what the simulator
 prices and what the executor runs.
 
-    dp x pp x tp devices; m micro-batches per replica; a schedule with v chunks per rank; a split
-    of the layers into v*pp stages; a placement of (replica, pipeline rank) on global ranks, each
-    holding a tensor-parallel group of tp consecutive ranks (Megatron-LM's order: tp innermost,
-    so that a group shares a node's fastest links); the group's operator strategies (a built-in
+    dp x pp x cp x tp devices; m micro-batches per replica; a schedule with v chunks per rank; a
+    split of the layers into v*pp stages; a placement of (replica, pipeline rank) on global ranks,
+    each holding cp context-parallel ranks of tp consecutive ranks each (Megatron-LM's default
+    order "tp-cp-ep-dp-pp", megatron/core/parallel_state.py: tp innermost, so that a group shares
+    a node's fastest links, then cp); the tensor-parallel group's operator strategies (a built-in
     layout or the model's ``shard:``); activation recomputation.
+
+    Context parallelism (cp; Megatron-LM's context_parallel, Liu et al. 2023 "Ring Attention"):
+    each of a cp group's ranks holds s/cp tokens of every sequence and the same parameters, so
+    gradients are averaged over the dp x cp ranks (``grad_group``).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class ParallelConfig:
     # ZeRO stage over the dp ranks (Rajbhandari et al. 2020): 0 none; 1 optimizer state sharded;
     # 2 and gradients; 3 and parameters (parsim.cost.memory.zero_fractions)
     zero: int = 0
+    cp: int = 1                  # context-parallel group size: each rank holds s/cp tokens of a sequence
 
     @property
     def stages(self) -> int:
@@ -45,20 +51,43 @@ class ParallelConfig:
 
     @property
     def world_size(self) -> int:
-        return self.dp * self.pp * self.tp
+        return self.dp * self.pp * self.cp * self.tp
 
-    def global_rank(self, replica: int, pipe_rank: int, tp_rank: int = 0) -> int:
+    @property
+    def grad_ranks(self) -> int:
+        """Ranks holding the same parameters, over which gradients are averaged (and ZeRO shards):
+        dp x cp (Megatron's data-parallel group "with cp")."""
+        return self.dp * self.cp
+
+    def global_rank(self, replica: int, pipe_rank: int, tp_rank: int = 0, cp_rank: int = 0) -> int:
+        """The one place for the rank layout: tp innermost, then cp, then (replica, pipeline rank)
+        by placement."""
         if self.placement == "pp-inner":
             base = replica * self.pp + pipe_rank
         else:
             base = pipe_rank * self.dp + replica
-        return base * self.tp + tp_rank
+        return (base * self.cp + cp_rank) * self.tp + tp_rank
 
-    def dp_group(self, pipe_rank: int, tp_rank: int = 0) -> list[int]:
-        return [self.global_rank(d, pipe_rank, tp_rank) for d in range(self.dp)]
+    def coordinates(self, rank: int) -> tuple[int, int, int, int]:
+        """(replica, pipeline rank, tp rank, cp rank) of a global rank: global_rank's inverse."""
+        base, cp_rank, tp_rank = rank // (self.cp * self.tp), rank // self.tp % self.cp, rank % self.tp
+        if self.placement == "pp-inner":
+            return base // self.pp, base % self.pp, tp_rank, cp_rank
+        return base % self.dp, base // self.dp, tp_rank, cp_rank
 
-    def tp_group(self, replica: int, pipe_rank: int) -> list[int]:
-        return [self.global_rank(replica, pipe_rank, t) for t in range(self.tp)]
+    def dp_group(self, pipe_rank: int, tp_rank: int = 0, cp_rank: int = 0) -> list[int]:
+        return [self.global_rank(d, pipe_rank, tp_rank, cp_rank) for d in range(self.dp)]
+
+    def tp_group(self, replica: int, pipe_rank: int, cp_rank: int = 0) -> list[int]:
+        return [self.global_rank(replica, pipe_rank, t, cp_rank) for t in range(self.tp)]
+
+    def cp_group(self, replica: int, pipe_rank: int, tp_rank: int = 0) -> list[int]:
+        """The ring of a context-parallel group, in ring order (cp rank 0, 1, ...)."""
+        return [self.global_rank(replica, pipe_rank, tp_rank, c) for c in range(self.cp)]
+
+    def grad_group(self, pipe_rank: int, tp_rank: int = 0) -> list[int]:
+        """The dp x cp ranks a stage's gradients are averaged over (``grad_ranks``)."""
+        return [self.global_rank(d, pipe_rank, tp_rank, c) for d in range(self.dp) for c in range(self.cp)]
 
     def microbatch_size(self, global_batch: int) -> int:
         if global_batch % (self.dp * self.microbatches):
@@ -120,7 +149,7 @@ class Plan:
             "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
                       "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
-            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "recompute": c.recompute,
+            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout, "recompute": c.recompute,
                          "zero": c.zero, "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -150,7 +179,7 @@ class Plan:
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
                              tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
                              recompute=p.get("recompute", bool, False),
-                             zero=p.choice("zero", ZERO_STAGES, 0))
+                             zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1))
         stages = p.get("stages", list, [])
         p.done()
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
@@ -202,6 +231,14 @@ def check_plan_matches(plan: Plan, spec, source: str) -> None:
         missing = [n for n in plan.layers if n not in spec.graph.names]
         what = f"names layers the model lacks ({', '.join(missing[:3])})" if missing else "has a different layer list"
         raise InputError(f"{source}: model.layers: the plan {what} than {spec.path}; plan again")
+    if plan.config.cp > 1:
+        from parsim.errors import InfeasibleError
+        from parsim.model.attention import check_cp
+
+        try:
+            check_cp(spec.graph, plan.config.cp, f"{source}: parallel.cp: {plan.config.cp}")
+        except InfeasibleError as e:
+            raise InputError(str(e)) from None
     t = spec.training
     for key, planned, now in (("global_batch_size", plan.global_batch_size, t.global_batch_size),
                               ("dtype", plan.dtype, t.dtype), ("optimizer", plan.optimizer, t.optimizer)):

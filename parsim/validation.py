@@ -6,8 +6,9 @@ a single process; dp=2; pp=2 with m in {1, 2, 4, 8} under GPipe and under 1F1B; 
 interleaved 1F1B (v = 2) and under ZB-H1; the seeds' split (head..layer2 | layer3..fc); and the
 planner's own pick.  ``quick`` keeps three of them, for the notebook and the test suite;
 ``schedules`` keeps pp=2, m=4 under 1F1B, interleaved and ZB-H1 (plus the pick).  For the GPT (tensor parallelism): a single process, dp=2,
-tp=2 with m in {1, 2}, and the planner's pick among what the executor runs (pp=1, the megatron
-layout); tensor-parallel plans also compare their collectives per step, counted in the run,
+tp=2 with m in {1, 2}, cp=2 (context parallelism: the K, V ring, parsim.exec.context_parallel), and
+the planner's pick among what the executor runs (pp=1, the megatron layout, cp=1); tensor-parallel
+plans also compare their collectives per step, counted in the run,
 with the simulator's, which is what a run with more ranks than cores can still check.
 
 Every plan is priced from measured micro-batch sizes: the profiles must hold the fixed plans'
@@ -48,22 +49,23 @@ class Case:
     config: ParallelConfig
 
 
-def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int]]:
-    """(label, dp, pp, microbatches, schedule, tp, zero) of the set's plans other than the
+def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int, int]]:
+    """(label, dp, pp, microbatches, schedule, tp, cp, zero) of the set's plans other than the
     planner's pick: the one table both the cases and the sizes to profile come from."""
     if which == "zero":            # ZeRO 0-3 side by side: dp=2, two micro-batches (reduce-scatters per micro-batch)
-        return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, z) for z in (0, 1, 2, 3)]
+        return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, 1, z) for z in (0, 1, 2, 3)]
     # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
-    schedules = [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1)]
+    schedules = [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1, 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1, 1)]
     if spec.source.target == "gpt":
         # pp=2 splits the tied embedding and head over two ranks (parsim.exec.grad_sync.TiedGrads)
-        shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1), ("tp2", 1, 1, 1, "1f1b", 2),
-                  ("tp2-m2", 1, 1, 2, "1f1b", 2), ("pp2-1f1b-m4", 1, 2, 4, "1f1b", 1), *schedules]
+        shapes = [("single", 1, 1, 1, "1f1b", 1, 1), ("dp2", 2, 1, 1, "1f1b", 1, 1), ("tp2", 1, 1, 1, "1f1b", 2, 1),
+                  ("tp2-m2", 1, 1, 2, "1f1b", 2, 1), ("cp2", 1, 1, 1, "1f1b", 1, 2),
+                  ("pp2-1f1b-m4", 1, 2, 4, "1f1b", 1, 1), *schedules]
         keep = {"dp2", "tp2", "pp2-1f1b-m4"}
     else:
-        shapes = [("single", 1, 1, 1, "1f1b", 1), ("dp2", 2, 1, 1, "1f1b", 1)]
-        shapes += [(f"pp2-{s}-m{m}", 1, 2, m, s, 1) for s in ("gpipe", "1f1b") for m in (1, 2, 4, 8)]
-        shapes += [*schedules, ("seeds", 1, 2, 2, "1f1b", 1)]
+        shapes = [("single", 1, 1, 1, "1f1b", 1, 1), ("dp2", 2, 1, 1, "1f1b", 1, 1)]
+        shapes += [(f"pp2-{s}-m{m}", 1, 2, m, s, 1, 1) for s in ("gpipe", "1f1b") for m in (1, 2, 4, 8)]
+        shapes += [*schedules, ("seeds", 1, 2, 2, "1f1b", 1, 1)]
         keep = {"dp2", "pp2-1f1b-m4"}
     if which == "schedules":       # the pipeline schedules side by side at one size
         keep = {"pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"}
@@ -76,7 +78,7 @@ def case_microbatch_sizes(spec, which: str = "default") -> list[int]:
     sizes a profile must have measured to price them (the planner's pick is kept to the profiled
     sizes, ``Constraints.microbatch_sizes``)."""
     batch = spec.training.global_batch_size
-    return sorted({batch // (dp * m) for _, dp, _, m, _, _, _ in _fixed_shapes(spec, which) if batch % (dp * m) == 0})
+    return sorted({batch // (dp * m) for _, dp, _, m, *_ in _fixed_shapes(spec, which) if batch % (dp * m) == 0})
 
 
 def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None,
@@ -87,7 +89,7 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     skipped = skipped if skipped is not None else []
     whole = (0, len(g))
     cases = []
-    for label, dp, pp, m, schedule, tp, zero in _fixed_shapes(spec, which):
+    for label, dp, pp, m, schedule, tp, cp, zero in _fixed_shapes(spec, which):
         if label == "seeds":
             seeds = load_model(SEEDS_MODEL)
             if seeds.graph.names == g.names and seeds.manual_stages:
@@ -95,7 +97,7 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                                                         bounds_from_assignment(seeds.manual_stages))))
         elif pp == 1:
             cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole, tp=tp,
-                                                    tp_layout="megatron" if tp > 1 else "", zero=zero)))
+                                                    tp_layout="megatron" if tp > 1 else "", cp=cp, zero=zero)))
         else:
             try:
                 cases.append(Case(label, resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m,
@@ -104,8 +106,9 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
     # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout), no
-    # recomputation; ZeRO searched in the zero set only (the other sets keep the plans they were measured on)
-    zero = dict(zero=None if which == "zero" else 0)
+    # recomputation, no context parallelism (its fixed plan measures it); ZeRO searched in the zero set
+    # only (the other sets keep the plans they were measured on)
+    zero = dict(zero=None if which == "zero" else 0, cp=1)
     extra = (dict(tp_layout="megatron", recompute=False, **zero) if spec.source.target == "gpt"
              else dict(tp=1, recompute=False, **zero))
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
@@ -188,6 +191,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
             cfg, est = case.config, estimates[case.label]
             run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
             log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
+                f"cp={cfg.cp} "
                 f"m={cfg.microbatches} {cfg.schedule}, predicted {est.step_time_s:.4f} s ...")
             code = launch([os.path.join(out_dir, f"{case.label}.plan.json"), "--steps", str(steps), "--out", run_dir,
                            "--json", "--timeout", str(timeout_s)], cfg.world_size, timeout_s, module="parsim.run",

@@ -143,6 +143,25 @@ def test_per_operator_layouts_match_reference(tmp_path, capfd, name, model, flag
     assert m["tp_collectives_per_step"] == predicted == expected
 
 
+def test_context_parallel_gpt_matches_reference(tmp_path, capfd):
+    """cp=2 on 2 ranks (parsim.exec.context_parallel): each rank trains on its zigzag half of every
+    sequence, attention by a ring of K, V (and dK, dV) sends, gradients averaged over the cp ranks
+    in the simulator's buckets; loss and parameters equal one process's, and the ring sent the
+    bytes the simulator counts."""
+    plan = str(tmp_path / "cp.json")
+    assert main(["simulate", "examples/gpt_small_local.yaml", "--cluster", "local-cpu", "--dp", "1", "--cp", "2",
+                 "--microbatches", "2", "-o", plan, "--json"]) == 0
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "2", "--warmup", "1") == 0
+    m = assert_same_as_reference(plan, out, 2)
+    assert m["config"]["cp"] == 2 and m["world_size"] == 2 and m["step_time_s"] > 0
+    predicted = json.loads(open(plan).read())["estimate"]["cp_ring_bytes"]
+    # 4 blocks x 2 micro-batches x (K, V forward; K, V and dK, dV backward) of 4 sequences' 64 tokens x
+    # 8 heads x 32, fp32
+    assert m["cp_ring_bytes"] == predicted == [4 * 2 * 3 * (2 * 4 * 64 * 8 * 32 * 4)]
+    assert_grad_buckets_as_simulated(plan, m)          # over the 2 cp ranks
+
+
 @pytest.mark.parametrize("name,cluster,flags", [
     ("pp2", "local-cpu", ["--pp", "2", "--microbatches", "4"]),
     ("pp2-tp2", "local-cpu:2x2", ["--pp", "2", "--tp", "2", "--tp-layout", "megatron", "--microbatches", "2"]),

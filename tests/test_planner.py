@@ -39,8 +39,9 @@ def _check_lower_bound(spec, cluster, compute, variants) -> int:
     checked = 0
     for tp, layout, recompute, graph in variants:
         bnd = planner._Bounds(spec, graph, cluster, compute)
-        for pp in planner.divisors(cluster.world_size // tp):
-            dp = cluster.world_size // tp // pp
+        cp = graph.cp                                   # context parallelism: the variant's graph holds it
+        for pp in planner.divisors(cluster.world_size // (tp * cp)):
+            dp = cluster.world_size // (tp * cp) // pp
             if spec.training.global_batch_size % dp or pp > len(graph):
                 continue
             for m in planner.divisors(spec.training.global_batch_size // dp):
@@ -49,9 +50,10 @@ def _check_lower_bound(spec, cluster, compute, variants) -> int:
                     continue
                 for schedule, v in planner._schedules(pp, m, len(graph), Constraints()):
                     for placement in ("pp-inner", "dp-inner"):
-                        cfg = planner.ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute)
+                        cfg = planner.ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute,
+                                                     cp=cp)
                         links = planner.boundary_links(cluster, cfg)
-                        bounds = bnd.split(schedule, m, pp, v, b, dp, links, float("inf"))
+                        bounds = bnd.split(schedule, m, pp, v, b, cfg.grad_ranks, links, float("inf"))
                         cfg = planner.replace(cfg, bounds=bounds)
                         est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
                         assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
@@ -185,7 +187,7 @@ def test_recomputation_is_tried_when_the_simulated_peak_misses_the_cap(tiny_gpt)
     recomputation, the simulation says it does not, and the recomputing twin must be tried."""
     cluster = load_cluster("dgx-a100:1x2")
     compute = _compute(cluster, tiny_gpt)
-    only = dict(tp=1, pp=2, microbatches=4, schedule="1f1b")
+    only = dict(tp=1, cp=1, pp=2, microbatches=4, schedule="1f1b")
     (_, _, _, graph), = [v for v in planner._variants(tiny_gpt, cluster, Constraints(**only)) if not v[2]]
     bnd = planner._Bounds(tiny_gpt, graph, cluster, compute)
     bounds = bnd.split("1f1b", 4, 2, 1, 4, 1, ("group",), float("inf"))

@@ -45,7 +45,7 @@ class ComputeModel(Protocol):
     def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float: ...
 
 
-def _split_flops(layer: Layer, kind: str) -> tuple[float, float]:
+def split_flops(layer: Layer, kind: str) -> tuple[float, float]:
     """(FLOPs, memory-bound bytes) per sample for kind F, B, I or W."""
     w_flops = min(layer.fwd_flops, layer.bwd_flops) if layer.param_count else 0.0
     if kind == "F":
@@ -90,13 +90,13 @@ class AnalyticalCompute:
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         if self.device.kernels is not None and layer.kernels:
-            key = (id(layer.kernels), layer.tp_share, kind, microbatch)
+            key = (id(layer.kernels), layer.tp_share, layer.seq_share, kind, microbatch)
             hit = self._memo.get(key)
             if hit is None:
                 hit = self._memo[key] = (layer.kernels, layer_kernels_time_s(layer, kind, microbatch, self.device,
                                                                             self.engines))
             return hit[1]
-        flops, mem_bytes = _split_flops(layer, kind)
+        flops, mem_bytes = split_flops(layer, kind)
         flops *= microbatch
         bw = self.device.achieved_bandwidth_bytes_per_s()
         t = 0.0
@@ -303,13 +303,15 @@ class ProfiledCompute:
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         """The profiled time; a profile of unsharded layers is scaled by the share one device of
-        a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is.
+        a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is;
+        either by the share of each sequence one device of a context-parallel group holds
+        (``Layer.seq_share``, 1/cp: parsim.cost.context).
         Outside the profiled sizes, the fallback prices the (per-device) layer itself; for a
         tensor-parallel profile that is the shard's compute, and ``parsim.cost.layer`` adds the
         collectives (``includes_tp_comm_at``)."""
         if self.how_priced(microbatch) == FALLBACK:
             return self.fallback.layer_time_s(layer, kind, microbatch)
-        share = 1.0 if self.table.tp > 1 else layer.tp_share
+        share = (1.0 if self.table.tp > 1 else layer.tp_share) * layer.seq_share
         return share * self._whole_layer_s(layer, kind, microbatch)
 
     def _whole_layer_s(self, layer: Layer, kind: str, microbatch: int) -> float:
@@ -323,8 +325,8 @@ class ProfiledCompute:
         if t.bwd_input_s is not None and t.bwd_weight_s is not None:    # measured as the run splits it
             return _interp(sizes, t.bwd_input_s if kind == "I" else t.bwd_weight_s, microbatch)
         # I/W not profiled: split the measured backward in the ratio of their FLOPs.
-        i_flops, _ = _split_flops(layer, "I")
-        w_flops, _ = _split_flops(layer, "W")
+        i_flops, _ = split_flops(layer, "I")
+        w_flops, _ = split_flops(layer, "W")
         share = w_flops / (i_flops + w_flops) if i_flops + w_flops else 0.0
         return bwd * (share if kind == "W" else 1 - share)
 

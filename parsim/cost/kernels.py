@@ -29,7 +29,9 @@ of its bytes that grows with the batch) is read and written once more.
 
 A tensor-parallel layer (``Layer.tp_share`` < 1) runs the same kernels, each on its share of the
 work: its compute and bytes are scaled by the share, its launch and dispatch costs are not.
-(Quantization is taken at the unsharded shape: an approximation.)
+(Quantization is taken at the unsharded shape: an approximation.)  A context-parallel layer
+(``Layer.seq_share`` = 1/cp, parsim.cost.context) is scaled the same way: s/cp tokens of each
+sequence.
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engine
     with the host's dispatch overlapped (asynchronous devices) or added (synchronous ones)."""
     phases = PHASES[kind]
     kernels = [k for k in layer.kernels if k.phase in phases]
-    device_s = sum(kernel_time_s(k, b, device, engines, layer.tp_share) for k in kernels)
+    share = layer.tp_share * layer.seq_share
+    device_s = sum(kernel_time_s(k, b, device, engines, share) for k in kernels)
     host_s = len(kernels) * device.kernels.host_dispatch_s
     return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
 

@@ -162,8 +162,9 @@ def backward_workspace_bytes(graph, stages, microbatch: int) -> float:
     for r in stages:
         for i in r:
             layer = graph.layers[i]
-            # a tensor-parallel layer's ops describe the unsharded layer: its per-device numbers only
-            sets = list(_op_working_sets(layer, graph.extraction_batch)) if graph.tp == 1 else []
+            # a tensor-parallel layer's ops describe the unsharded layer: its per-device numbers only;
+            # a context-parallel rank holds 1/cp of each sample's tokens (parsim.cost.context)
+            sets = list(_op_working_sets(layer, graph.extraction_batch * graph.cp)) if graph.tp == 1 else []
             if not sets:
                 sets = [(layer.max_param_bytes, 2 * layer.output_bytes)]
             freed = 0.0

@@ -1,4 +1,4 @@
-"""Process groups from the plan: backend, timeouts, the (dp, pp, tp) DeviceMesh, and a preflight check.
+"""Process groups from the plan: backend, timeouts, the (dp, pp, cp, tp) DeviceMesh, and a preflight check.
 
 Backends: gloo on CPU, nccl on CUDA, hccl on Ascend when torch_npu is installed (a guarded
 import; that path is untested here, since no Ascend device is available to this project).
@@ -55,20 +55,21 @@ def init(timeout_s: float) -> Env:
 
 
 def mesh_for(cfg: ParallelConfig, device: torch.device):
-    """A 3-D DeviceMesh with dims named dp, pp and tp, laid out as the plan says: tp innermost
-    (consecutive ranks, parsim.plan.ParallelConfig.global_rank), then pp or dp by placement."""
+    """A 4-D DeviceMesh with dims named dp, pp, cp and tp, laid out as the plan says: tp innermost
+    (consecutive ranks, parsim.plan.ParallelConfig.global_rank), then cp, then pp or dp by placement."""
     from torch.distributed.device_mesh import DeviceMesh
 
     ranks = torch.arange(cfg.world_size)
-    if cfg.placement == "pp-inner":     # rank = (replica * pp + pipe_rank) * tp + tp_rank
-        return DeviceMesh(device.type, ranks.reshape(cfg.dp, cfg.pp, cfg.tp), mesh_dim_names=("dp", "pp", "tp"))
-    return DeviceMesh(device.type, ranks.reshape(cfg.pp, cfg.dp, cfg.tp), mesh_dim_names=("pp", "dp", "tp"))
+    if cfg.placement == "pp-inner":     # rank = ((replica * pp + pipe_rank) * cp + cp_rank) * tp + tp_rank
+        return DeviceMesh(device.type, ranks.reshape(cfg.dp, cfg.pp, cfg.cp, cfg.tp),
+                          mesh_dim_names=("dp", "pp", "cp", "tp"))
+    return DeviceMesh(device.type, ranks.reshape(cfg.pp, cfg.dp, cfg.cp, cfg.tp), mesh_dim_names=("pp", "dp", "cp", "tp"))
 
 
 def preflight(env: Env, cfg: ParallelConfig, source: str) -> None:
     """Every rank reaches every other, and the world matches the plan."""
     if env.world_size != cfg.world_size:
-        raise InputError(f"{source}: parallel: the plan needs dp x pp x tp = {cfg.world_size} ranks but "
+        raise InputError(f"{source}: parallel: the plan needs dp x pp x cp x tp = {cfg.world_size} ranks but "
                          f"{env.world_size} were started; use --nproc {cfg.world_size}")
     t = torch.ones(1, device=env.device)
     dist.all_reduce(t)
@@ -77,8 +78,18 @@ def preflight(env: Env, cfg: ParallelConfig, source: str) -> None:
 
 
 def coordinates(cfg: ParallelConfig, rank: int) -> tuple[int, int]:
-    """(replica, pipeline rank) of a global rank under the plan's placement."""
-    base = rank // cfg.tp
-    if cfg.placement == "pp-inner":
-        return base // cfg.pp, base % cfg.pp
-    return base % cfg.dp, base // cfg.dp
+    """(replica, pipeline rank) of a global rank under the plan's placement (ParallelConfig.coordinates)."""
+    return cfg.coordinates(rank)[:2]
+
+
+def grad_group(cfg: ParallelConfig, pipe_rank: int, tp_rank: int):
+    """The process group of the dp x cp ranks this rank averages gradients over
+    (ParallelConfig.grad_group).  Every rank creates every such group, in the same order, as
+    dist.new_group requires."""
+    mine = None
+    for p in range(cfg.pp):
+        for t in range(cfg.tp):
+            group = dist.new_group(cfg.grad_group(p, t))
+            if (p, t) == (pipe_rank, tp_rank):
+                mine = group
+    return mine

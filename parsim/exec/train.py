@@ -13,7 +13,9 @@ Training follows the seeds:
   (ZB-H1) and tensor parallelism included.
 - The GPT (the zoo's) trains on synthetic tokens, the loss over every next-token prediction;
   tensor parallelism is parsim.exec.tensor_parallel (Megatron's layouts) or
-  parsim.exec.op_parallel (the model's and the searched per-operator layouts).
+  parsim.exec.op_parallel (the model's and the searched per-operator layouts); context
+  parallelism (each rank of a cp group on its zigzag tokens of every sequence, gradients averaged
+  over dp x cp) parsim.exec.context_parallel.
 - ``recompute``: every cut unit is checkpointed (torch.utils.checkpoint), the simulator's full
   recomputation (LayerGraph.with_recompute).
 - BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
@@ -55,7 +57,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
-from parsim.exec import checkpoint, faults, fsdp, groups, heartbeat, op_parallel, precision, tensor_parallel
+from parsim.exec import (checkpoint, context_parallel, faults, fsdp, groups, heartbeat, op_parallel, precision,
+                         tensor_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.objective import loss_fn
@@ -181,6 +184,7 @@ def check_run(opts: RunOptions):
                          "GPT's embedding at pp > 1) is priced but not run; plan with --zero 0 or pp=1")
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
+    context_parallel.check_supported(cfg, spec, opts.plan)
     kind = input_kind(spec)
     check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)
     return plan, spec, kind
@@ -216,8 +220,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     dtype = precision.TORCH_DTYPES[plan.dtype]
     mesh = groups.mesh_for(cfg, env.device)
     dp_group, pp_group = mesh.get_group("dp"), mesh.get_group("pp")
-    replica, pipe_rank = groups.coordinates(cfg, env.rank)
-    tp_rank = env.rank % cfg.tp
+    replica, pipe_rank, tp_rank, cp_rank = cfg.coordinates(env.rank)
     is_root = env.rank == 0
     b = cfg.microbatch_size(plan.global_batch_size)
     per_replica = b * cfg.microbatches
@@ -241,12 +244,19 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if cfg.recompute:
         for m in modules:
             recompute_units(m)
+    ring = None
+    if cfg.cp > 1:
+        ring = context_parallel.Ring(cfg.cp_group(replica, pipe_rank, tp_rank), env.rank, mesh.get_group("cp"))
+        for m in modules:
+            context_parallel.parallelize(m, ring, kind[1])        # kind: ("tokens", seq_len, vocab)
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     if cfg.zero >= 2:                 # FSDP2's units; it reduce-scatters and gathers itself (parsim.exec.fsdp)
         for m in modules:
             fsdp.shard_stage(m, mesh["dp"], cfg.zero)
-    grad_syncs = ([GradBuckets(m, dp_group, cfg.dp, cfg.microbatches, cfg.zero) for m in modules]
-                  if cfg.dp > 1 and cfg.zero < 2 else [])
+    # gradients averaged over the dp x cp ranks holding the same parameters (ParallelConfig.grad_group)
+    grad_group = dp_group if cfg.cp == 1 else groups.grad_group(cfg, pipe_rank, tp_rank)
+    grad_syncs = ([GradBuckets(m, grad_group, cfg.grad_ranks, cfg.microbatches, cfg.zero) for m in modules]
+                  if cfg.grad_ranks > 1 and cfg.zero < 2 else [])
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
     # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params);
@@ -298,13 +308,17 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         dist.barrier()
         if is_root:
             print(f"dry run: {opts.plan} OK: {env.world_size} ranks ({env.backend}), dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
+                  f"cp={cfg.cp} "
                   f"m={cfg.microbatches} {cfg.schedule}; stages per rank built; data "
                   f"{'synthetic' if not opts.data else opts.data}, {steps_per_epoch} steps per epoch")
         return 0
 
     dp_buckets: list = []             # the last step's gradient all-reduces, bytes each, per local stage
+    ring_bytes: list = []             # cp: the last step's bytes sent around the ring
 
     def run_step(x, y) -> list:
+        if ring is not None:
+            ring.sent_bytes = 0
         for o in optimizers:
             o.zero_grad(set_to_none=False)   # gradients persist between steps, counted as static memory
         tensor_parallel.expect_partial(partial_grads)
@@ -349,6 +363,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             sharded[:] = [sync.take_issued() for sync in grad_syncs]
         if scaler is not None:
             loss_scale[0] = scaler.scale
+        if ring is not None:
+            ring_bytes[:] = [ring.sent_bytes]
         return losses
 
     step_times, losses_by_step, actions = [], [], []
@@ -373,6 +389,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             x, y = in_memory_format(x.to(env.device), fmt), y.to(env.device)
             if x.is_floating_point():
                 x = x.to(dtype)           # images in the model's dtype; tokens stay integers
+            if ring is not None:          # this rank's zigzag tokens of every sequence, and their targets
+                x, y = (context_parallel.split_sequence(t, cfg.cp, ring.rank) for t in (x, y))
         if faults.injected("hang", n, env.rank):          # test hook: a rank that stops answering
             time.sleep(10 ** 6)
         if faults.injected("nan", n, env.rank):           # test hook: a step whose loss is NaN
@@ -419,7 +437,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             reserved_bytes = torch.cuda.max_memory_reserved(env.device)
         step_times.append(t)
         counts_loss = last and tp_rank == 0          # one rank of each tensor-parallel group reports
-        mine = float(sum(l.item() for l in losses)) / cfg.dp if counts_loss else 0.0
+        # each cp rank's loss is the mean over its tokens: the step's is their mean
+        mine = float(sum(l.item() for l in losses)) / cfg.grad_ranks if counts_loss else 0.0
         # the step's loss, then per rank 1 where its loss is NaN and 2 where it is infinite
         total = torch.zeros(1 + env.world_size, device=env.device)
         total[0] = mine
@@ -440,10 +459,11 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if saved != opts.steps:
         _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
-    _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank), step_times, losses_by_step, actions,
+    _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank, cp_rank), step_times, losses_by_step, actions,
             (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
             {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
-             "sharded_collectives": dict(zip(stage_ids, sharded))})
+             "sharded_collectives": dict(zip(stage_ids, sharded)),
+             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes))})
     return 0
 
 
@@ -509,9 +529,9 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
             comm: dict) -> None:
     from parsim.report.timeline import trace_from_records
 
-    pipe_rank, replica, tp_rank = where
+    pipe_rank, replica, tp_rank, cp_rank = where
     peak_bytes, peak_parts, reserved_bytes = peak
-    mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank,
+    mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank, "cp_rank": cp_rank,
             "peak_memory_bytes": peak_bytes, "peak_reserved_bytes": reserved_bytes,
             "peak_parts": peak_parts, **comm,
             "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
@@ -523,7 +543,8 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
     step_times = [float("nan") if any(t != t for t in ts) else max(ts)
                   for ts in zip(*(g["step_times_s"] for g in gathered))]
     timed = [t for i, t in enumerate(step_times) if i >= opts.warmup and t == t]
-    replica0 = sorted((g for g in gathered if g["replica"] == 0 and g["tp_rank"] == 0), key=lambda g: g["pipe_rank"])
+    replica0 = sorted((g for g in gathered if g["replica"] == 0 and g["tp_rank"] == 0 and g["cp_rank"] == 0),
+                      key=lambda g: g["pipe_rank"])
     records = [(r, Action.parse(a), s, t0, t1) for g in replica0 for r, a, s, t0, t1 in g["actions"]]
     by_rank = sorted(gathered, key=lambda g: g["rank"])
     out = {
@@ -548,8 +569,11 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
                                       if s in g["sharded_collectives"]), []) for s in range(cfg.stages)],
         # replica 0's (tp rank 0's) all-reduce of tied weights' gradients across stages, bytes per stage
         "tied_grad_bytes": {str(s): n for g in replica0 for s, n in sorted(g["tied_grad_bytes"].items())},
+        # cp: replica 0's (tp and cp rank 0's) bytes sent around its ring per stage, on the last step
+        "cp_ring_bytes": [next((g["cp_ring_bytes"][s] for g in replica0 if s in g["cp_ring_bytes"]), 0)
+                          for s in range(cfg.stages)],
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
-        "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout,
+        "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout,
                    "microbatches": cfg.microbatches, "schedule": cfg.schedule,
                    "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement},
     }

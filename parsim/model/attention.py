@@ -24,9 +24,20 @@ recomputed QK^T plus the four gradient GEMMs (torch.utils.flop_counter.sdpa_flop
 sdpa_backward_flop_count); with causal masking half of each, as FlashAttention-2 counts it
 (Dao 2023, Sec. 4.1; ``flops()`` in its benchmarks/benchmark_flash_attention.py:
 4 * batch * seqlen^2 * nheads * headdim // (2 if causal else 1), backward 2.5x).
+
+Context parallelism finds a layer's attention from its operators (``attention_of``): what it
+splits over the sequence (parsim.cost.context prices it, parsim.exec.context_parallel runs it).
+Eager attention records QK^T as a parameter-free batched matmul (B*a, T, d) x (B*a, d, T) and AV
+as the next one, (B*a, T, T) x (B*a, T, d) (the zoo's GPT, Hugging Face's eager attention); fused
+attention one ``Attention`` operator.  A model with neither (a ResNet, a ``layers:`` table) has
+no sequence to split.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from parsim.errors import InfeasibleError
 
 KINDS = ("eager", "sdpa")
 FUSED_OP = "_scaled_dot_product_flash_attention_for_cpu"          # aten's name, forward
@@ -82,3 +93,72 @@ def fused_on_meta():
                          attn_mask=rest.get("attn_mask"), scale=rest.get("scale"))[0]
 
     return _Fused()
+
+
+@dataclass(frozen=True)
+class Attention:
+    """A layer's attention, per sample, unsharded."""
+
+    seq_len: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    fwd_flops: float            # QK^T and AV: eager as FlopCounterMode counts them (the masked half included), fused halved when causal
+
+
+def attention_of(layer, extraction_batch: int) -> Attention | None:
+    """The layer's attention (a parsim.model.graph.Layer's) from its operators, or None: a fused
+    ``Attention`` operator, Q [b, h, s, d] and K [b, g, s, d]; or QK^T, a parameter-free batched
+    matmul (B*a, T, d) x (B*a, d, T), and AV the next one, (B*a, T, T) x (B*a, T, d).  Eager KV
+    heads (grouped-query attention) from the K and Q projections' widths where the layer names
+    them (Hugging Face's ``k_proj``, ``q_proj``); else as many as query heads (the zoo's GPT)."""
+    ops = layer.ops
+    for op in ops:
+        if op.kind == "Attention":
+            (_, h, s, d), (_, g, _, _) = op.input_shapes[:2]
+            return Attention(s, h, g, d, op.flops / extraction_batch)
+    bmms = [op for op in ops if op.kind == "BatchMatMul" and not any(op.param_inputs) and not any(op.tied_inputs)]
+    for qk, av in zip(bmms, bmms[1:]):
+        (bq, t, d), (bk, dk, t2) = qk.input_shapes
+        if t != t2 or d != dk or tuple(av.input_shapes[0][-2:]) != (t, t) or av.input_shapes[1][-1] != d:
+            continue
+        heads = bq // extraction_batch
+        widths = {op.module.rsplit(".", 1)[-1]: op.output_shape[-1] for op in ops if op.kind == "MatMul"}
+        kv = heads * widths["k_proj"] // widths["q_proj"] if "k_proj" in widths and "q_proj" in widths else heads
+        flops = sum(op.flops for op in bmms) / extraction_batch
+        return Attention(t, heads, kv, d, flops)
+    return None
+
+
+def sequence_length(graph) -> int | None:
+    """Tokens per sequence of the first attention layer; None for a model without attention."""
+    for layer in graph.layers:
+        found = attention_of(layer, graph.extraction_batch)
+        if found is not None:
+            return found.seq_len
+    return None
+
+
+def check_cp(graph, cp: int, where: str = "") -> int:
+    """The sequence length, when cp can split it: the model has attention over a sequence and
+    the sequence cuts into 2 x cp equal chunks (Megatron's zigzag); else InfeasibleError saying
+    what to change, starting with ``where`` (default "cp=N")."""
+    s = sequence_length(graph)
+    if cp == 1:
+        return s or 0
+    where = where or f"cp={cp}"
+    if s is None:
+        raise InfeasibleError(f"{where}: {graph.name} has no attention over a sequence to split; use cp 1")
+    if s % (2 * cp):
+        raise InfeasibleError(f"{where}: the {s}-token sequence does not cut into 2 x cp = {2 * cp} equal chunks "
+                              f"(the zigzag split); use cp in {', '.join(map(str, cp_options(s)))}")
+    return s
+
+
+def cp_options(seq_len: int | None, at_most: int | None = None) -> list[int]:
+    """cp = 1, 2, 4, ... while 2 x cp divides the sequence (and cp <= ``at_most``); [1] without one."""
+    out, c = [1], 2
+    while seq_len and seq_len % (2 * c) == 0 and (at_most is None or c <= at_most):
+        out.append(c)
+        c *= 2
+    return out

@@ -183,10 +183,19 @@ class Layer:
     # meets the input's (pipelining/_backward.py, the param groups' "intermediates"); Qi et al.
     # 2023 (zero bubble), Sec. 2: W needs the output gradient.  Held from I until W.
     w_held_bytes: float = field(default=0.0, compare=False)
+    # Context parallelism (parsim.cost.context.context_parallel_graph): the share of each sequence's
+    # tokens one device holds, 1/cp (a profiled or kernel-level cost model scales by it, as by
+    # tp_share); per sample, the bytes of the K and V chunks one step of the attention's ring sends
+    # from one device, and the attention's forward FLOPs on one device (QK^T and AV, what the
+    # ring's steps share); both 0 for a layer without attention or without context parallelism.
+    seq_share: float = 1.0
+    cp_kv_bytes: float = field(default=0.0, compare=False)
+    attention_flops: float = field(default=0.0, compare=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels"):
+        for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels",
+                  "seq_share", "cp_kv_bytes", "attention_flops"):
             d.pop(k)
         return d
 
@@ -204,6 +213,7 @@ class LayerGraph:
     extraction_batch: int = 2    # samples in the shapes of Layer.ops
     tp: int = 1                  # > 1: per-device layers of a tensor-parallel group (parsim.shard.graph)
     recompute: bool = False      # layers recompute their activations (LayerGraph.with_recompute)
+    cp: int = 1                  # > 1: per-device layers of a context-parallel group (s/cp tokens per sequence)
 
     def __post_init__(self):
         names = [layer.name for layer in self.layers]

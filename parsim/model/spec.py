@@ -33,6 +33,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       tp: 2                           # tensor-parallel group size
       tp_layout: megatron             # megatron | megatron-sp (the zoo's GPT) | auto (searched) | model (shard: below)
       zero: 1                         # ZeRO stage 0..3 over the dp ranks (planner: searched if unset)
+      cp: 2                           # context-parallel group size: s/cp tokens per rank, ring attention
+                                      # (models with attention; 2 x cp must divide the sequence)
     shard:                            # optional: per-operator strategies (MindSpore's SEMI_AUTO_PARALLEL)
       "layers.*/fc1": [[1, 1], [1, 2]]    # <layer>/<module>[:<aten>]: split counts per input (parsim.shard.graph)
     pipeline_stage:                   # optional: MindSpore-style `cell.pipeline_stage = k`
@@ -49,7 +51,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from parsim.errors import InputError
+from parsim.errors import InfeasibleError, InputError
 from parsim.inputs import Fields, load_file
 from parsim.model.attention import KINDS as ATTENTION_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
@@ -101,6 +103,7 @@ class ParallelHint:
     tp: int | None = None
     tp_layout: str | None = None
     zero: int | None = None         # ZeRO stage 0..3 (parsim.plan.ParallelConfig.zero); None: searched
+    cp: int | None = None           # context-parallel group size (parsim.plan.ParallelConfig.cp); None: searched
 
 
 @dataclass(frozen=True)
@@ -299,7 +302,7 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
                                 schedule=p.choice("schedule", SCHEDULE_NAMES, None),
                                 chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
                                 tp_layout=p.choice("tp_layout", TP_LAYOUTS, None),
-                                zero=p.choice("zero", ZERO_STAGES, None))
+                                zero=p.choice("zero", ZERO_STAGES, None), cp=p.positive_int("cp", None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if training.global_batch_size % (dp * m):
@@ -352,6 +355,13 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
             raise InputError(f"{path}: {kind}: running the model on an input of shape {list(input_spec.shape)} failed "
                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); check input.shape") from None
 
+    if parallel.cp and parallel.cp > 1:
+        from parsim.model.attention import check_cp
+
+        try:
+            check_cp(graph, parallel.cp, f"{path}: parallel.cp: {parallel.cp}")
+        except InfeasibleError as e:
+            raise InputError(str(e)) from None
     manual = None
     if r.has("pipeline_stage"):
         manual = _stage_assignment(r.sub("pipeline_stage"), graph.names)
@@ -371,7 +381,6 @@ def _shard_section(f: Fields, graph: LayerGraph, parallel: ParallelHint) -> tupl
     (default: the most devices any strategy uses)."""
     from dataclasses import replace
 
-    from parsim.errors import InfeasibleError
     from parsim.shard.graph import shard_graph
 
     strategies = {}

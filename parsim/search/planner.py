@@ -14,6 +14,9 @@ Search space:
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
   same candidate without it does not fit the memory bound or, simulated, the cap, since
   recomputing is never faster;
+- context parallelism (cp; parsim.cost.context) for models with attention over at least
+  CP_SEARCH_MIN_TOKENS tokens: cp in 1, 2, 4, ... up to CP_SEARCH_MAX while 2 x cp divides the
+  sequence (Megatron's zigzag chunks), unless fixed;
 - every factorization of the remaining devices into dp x pp, with pp at most the number of layers;
 - every micro-batch count dividing the per-replica batch;
 - GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
@@ -43,6 +46,7 @@ from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
 from parsim.cost.layer import layer_time_s
+from parsim.model.attention import check_cp, cp_options, sequence_length
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
@@ -72,6 +76,17 @@ class Constraints:
     recompute: bool | None = None
     microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
     zero: int | None = None                          # ZeRO stage; None: searched (0-3 where dp > 1)
+    cp: int | None = None                            # context-parallel size; None: searched (models with attention)
+
+
+# The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and
+# only for sequences of at least 8,192 tokens.  Llama 3 405B trained at 8,192 tokens with cp=1 and
+# at 131,072 with cp=16 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4); below 8,192
+# tokens each cp value would multiply the search for plans data parallelism mostly covers
+# (tests/test_published.py's GPT-3 175B plans at 2,048 tokens on 1,024 GPUs, searching cp up to 16,
+# had not finished after 13 minutes; about 80 s without cp).
+CP_SEARCH_MAX = 16
+CP_SEARCH_MIN_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -87,7 +102,7 @@ class Candidate:
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds, c.zero)
+                c.bounds, c.zero, c.cp)
 
 
 @dataclass(frozen=True)
@@ -122,12 +137,14 @@ def check_usable(spec: ModelSpec, cluster: Cluster, c: Constraints) -> None:
     batch, units, least = spec.training.global_batch_size, len(spec.graph), spec.graph.min_microbatch
     dp = batch // least
     tp = c.tp or spec.parallel.tp or _tp_domain(cluster)
-    usable = dp * units * tp
+    cp = _cp_options(spec, c)[-1]
+    usable = dp * units * tp * cp
     if cluster.world_size > usable:
         raise InfeasibleError(f"--cluster {cluster.spec}: {cluster.world_size:,} devices, but {spec.path or spec.name} "
                               f"can use at most {usable:,}: dp at most {dp} (the global batch {batch}"
                               + (f" in micro-batches of at least {least}" if least > 1 else "")
-                              + f") x pp at most its {units} cut units x tp at most {tp}; choose a cluster of at most "
+                              + f") x pp at most its {units} cut units x tp at most {tp}"
+                              + (f" x cp at most {cp}" if cp > 1 else "") + "; choose a cluster of at most "
                               f"{usable:,} devices or raise training.global_batch_size")
 
 
@@ -266,10 +283,10 @@ class _Bounds:
             if cfg.chunks == 1:
                 best = max(best, upstream + m * (f + bwd))
                 upstream += f + (0.0 if split else bwd)
-            if cfg.dp > 1:
+            if cfg.grad_ranks > 1:
                 grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
-                ar = collective_time_s(self.cluster, cfg.dp_group(s % pp), grads,
+                ar = collective_time_s(self.cluster, cfg.grad_group(s % pp), grads,
                                        "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
         return max(best, max(per_rank))
@@ -300,14 +317,15 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
     ordered by its lower bound, then by a tie-break on the configuration; None (noted in
     ``misses``) where no split fits the memory bound."""
     links = boundary_links(bnd.cluster, cfg)
-    args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.dp, links)
+    # memory: ZeRO shards over the dp x cp ranks holding the same parameters
+    args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.grad_ranks, links)
     bounds = bnd.split(*args, cap, zero=cfg.zero)
     if bounds is None:
-        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute, cfg.zero)))
+        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute, cfg.zero, cfg.cp)))
         return None
     cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
-           cfg.placement, cfg.tp_layout, cfg.zero)
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp)
     return (key[0], key, cfg, graph)
 
 
@@ -349,7 +367,8 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
                  f"exposed communication {e.exposed_comm_fraction:.1%}")
     lines.append("memory: " + memory_line)
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
-                  or c.config.tp != best.config.tp or c.config.schedule != best.config.schedule), None)
+                  or c.config.tp != best.config.tp or c.config.cp != best.config.cp
+                  or c.config.schedule != best.config.schedule), None)
     if rival is not None:
         r = rival.estimate
 
@@ -362,7 +381,8 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
         what, delta = max(diffs.items(), key=lambda kv: kv[1])
         c = rival.config
         rival_kernels = _kernels_per_step(graph, rival) if kernels else 0
-        lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp} m={c.microbatches} {c.schedule}"
+        lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp}{f' cp={c.cp}' if c.cp > 1 else ''} m={c.microbatches} "
+                     f"{c.schedule}"
                      f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
                      f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
                      f"(+{delta * 1e3:.3g} ms per rank)"
@@ -392,8 +412,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     pairs = []
     for tp, layout, recompute, graph in variants:
-        for pp in divisors(world // tp):
-            dp = world // tp // pp
+        for pp in divisors(world // (tp * graph.cp)):
+            dp = world // (tp * graph.cp) // pp
             if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
                 continue
             pairs.append((dp, pp, tp, layout, recompute, graph))
@@ -420,15 +440,15 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if layout == SEARCHED:         # searched for this micro-batch size and pp devices' memory
                 try:
                     graph = per_device_graph(spec.graph, tp, layout, recompute, spec.shard, cluster, spec.training,
-                                             b, auto_memory_bytes(cluster, pp))
+                                             b, auto_memory_bytes(cluster, pp), cp=graph.cp)
                 except InfeasibleError:
                     continue
             if id(graph) not in bounds_of:
                 bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
             bnd = bounds_of[id(graph)]
-            for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec):
-                cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero)
-                same = (dp, pp, tp, layout, m, schedule, v, placement, zero)
+            for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, graph.cp):
+                cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, graph.cp)
+                same = (dp, pp, tp, layout, m, schedule, v, placement, zero, graph.cp)
                 if recompute and same in fits_without_recompute:
                     # Held back: the closed form (no workspace term) says the plan fits without
                     # recomputation; should the simulated peak say otherwise, step 2 adds it.
@@ -463,7 +483,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.update()
         twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
-                          cfg.placement, cfg.zero), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
+                          cfg.placement, cfg.zero, cfg.cp), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
         if twin is not None:
             tbnd, tgraph, b = twin
             considered += 1
@@ -496,7 +516,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
 
 def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
-    """(tp, layout, recompute, per-device graph) for every tensor-parallel setting to search."""
+    """(tp, layout, recompute, per-device graph) for every tensor- and context-parallel setting to
+    search; the graph's ``cp`` is the candidate's cp."""
     domain = _tp_domain(cluster)
     hint = spec.parallel
     if c.tp:
@@ -513,29 +534,47 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
         layouts = list(LAYOUTS) + [SEARCHED]
     fixed = c.recompute if c.recompute is not None else spec.training.recompute
     recomputes = [fixed] if fixed is not None else [False, True]
+    cps = _cp_options(spec, c)
     out = []
     for tp in tps:
         if cluster.world_size % tp or tp > domain:
             continue
         for layout in (layouts if tp > 1 else [""]):
             for rc in recomputes:
-                try:
-                    graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training)
-                except InfeasibleError:
-                    continue             # this layout does not apply to the model (or does not divide it)
-                out.append((tp, layout, rc, graph))
+                for cp in cps:
+                    if cluster.world_size % (tp * cp):
+                        continue
+                    try:
+                        graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training, cp=cp)
+                    except InfeasibleError:
+                        continue             # this layout does not apply to the model (or does not divide it)
+                    out.append((tp, layout, rc, graph))
     return out
 
 
-def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec):
+def _cp_options(spec: ModelSpec, c: Constraints) -> list[int]:
+    """The cp values to search: the one fixed (--cp, then model.yaml), else 1, 2, 4, ... up to
+    CP_SEARCH_MAX while 2 x cp divides a sequence of at least CP_SEARCH_MIN_TOKENS; 1 for a model
+    without attention or with shorter sequences."""
+    fixed = c.cp or spec.parallel.cp
+    if fixed:
+        check_cp(spec.graph, fixed, f"--cp {fixed}")
+        return [fixed]
+    s = sequence_length(spec.graph)
+    return cp_options(s, CP_SEARCH_MAX) if s and s >= CP_SEARCH_MIN_TOKENS else [1]
+
+
+def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, cp: int = 1):
     """(schedule, chunks, placement, zero) for each schedule: the placements where both dp and pp
-    exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp > 1
-    (2-3 only where pp = 1, and 3 not under a split backward: parsim.sim.simulate refuses them)."""
+    exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp x cp
+    > 1, the ranks it shards over (2-3 only where pp = 1, and 3 not under a split backward:
+    parsim.sim.simulate refuses them)."""
     fixed = c.zero if c.zero is not None else spec.parallel.zero
+    shards = dp * cp
     for schedule, v in schedules:
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
-            for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if dp > 1 else (0,)):
-                if (zero and dp == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1"):
+            for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if shards > 1 else (0,)):
+                if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1"):
                     continue
                 yield schedule, v, placement, zero
 
@@ -549,13 +588,13 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     """The user's pipeline_stage split, as given, with its best micro-batch count and schedule."""
     bounds = bounds_from_assignment(spec.manual_stages)
     pp = len(bounds) - 1
-    tp = spec.parallel.tp or 1
+    tp, cp = spec.parallel.tp or 1, spec.parallel.cp or 1
     layout = (spec.parallel.tp_layout or "megatron") if tp > 1 else ""
     recompute = bool(spec.training.recompute)
-    dp = spec.parallel.dp or cluster.world_size // (pp * tp)
-    zero = (spec.parallel.zero or 0) if dp > 1 else 0
+    dp = spec.parallel.dp or cluster.world_size // (pp * tp * cp)
+    zero = (spec.parallel.zero or 0) if dp * cp > 1 else 0
     batch = spec.training.global_batch_size
-    if dp < 1 or dp * pp * tp > cluster.world_size or batch % dp:
+    if dp < 1 or dp * pp * tp * cp > cluster.world_size or batch % dp:
         return None
     best = None
     ms = [spec.parallel.microbatches] if spec.parallel.microbatches else divisors(batch // dp)
@@ -566,7 +605,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
                                                                           chunk_options=())):
             if zero == 3 and schedule == "zbh1":
                 continue
-            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero)
+            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp)
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
                            strategies=spec.shard)
             cand = Candidate(cfg, est, "manual")
@@ -582,10 +621,11 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
             need, where = cand.peak_memory_bytes, cand.config
     # the exact smallest split (bisection) only for the few that the balanced split ranks best
     promising = sorted(misses, key=lambda x: (x[0].balanced_memory(*x[1], x[2][3]), x[1], x[2]))[:3]
-    for bnd, (schedule, m, pp, v, b, dp, links), (tp, layout, rc, zero) in promising:
-        bound = bnd.smallest_memory(schedule, m, pp, v, b, dp, links, zero)
+    for bnd, (schedule, m, pp, v, b, shards, links), (tp, layout, rc, zero, cp) in promising:
+        bound = bnd.smallest_memory(schedule, m, pp, v, b, shards, links, zero)
         if bound < need:
-            need, where = bound, ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc, zero)
+            need, where = bound, ParallelConfig(shards // cp, pp, m, schedule, v, (), "pp-inner", tp, layout, rc, zero,
+                                                cp)
     t = spec.training
     knobs = ["more pipeline stages (a larger cluster)", "more micro-batches"]
     if t.optimizer == "adam" or t.dtype == "fp32":
@@ -594,6 +634,8 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
         knobs.append("activation recomputation (--recompute)")
     if where is None or where.tp == 1:
         knobs.append("tensor parallelism (--tp with the zoo's GPT, or a model.yaml shard: section)")
+    if (where is None or where.cp == 1) and sequence_length(spec.graph):
+        knobs.append("context parallelism (--cp)")
     if where is None:
         return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
     return (f"no plan fits {human_bytes(cap)}{usable} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"

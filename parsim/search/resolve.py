@@ -10,6 +10,7 @@ from parsim.cost.compute import ComputeModel
 from parsim.cost.layer import layer_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
+from parsim.model.attention import check_cp
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
@@ -47,7 +48,7 @@ def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.n
 
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
-                   tp=None, tp_layout=None, recompute=None, zero=None) -> ParallelConfig:
+                   tp=None, tp_layout=None, recompute=None, zero=None, cp=None) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "manual", or comma-separated boundaries such as "0,8,18"."""
     hint = spec.parallel
@@ -57,7 +58,9 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     tp = tp or hint.tp or 1
     tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else "megatron")) if tp > 1 else ""
     recompute = bool(recompute if recompute is not None else spec.training.recompute)
-    dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp))
+    cp = cp or hint.cp or 1
+    check_cp(spec.graph, cp, f"--cp {cp}")
+    dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
     zero = zero if zero is not None else (hint.zero or 0)
     stages = pp * chunks
@@ -67,7 +70,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                               f"{len(spec.graph)}")
     graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training,
                              max(1, spec.training.global_batch_size // (dp * microbatches)),
-                             auto_memory_bytes(cluster, pp))
+                             auto_memory_bytes(cluster, pp), cp=cp)
     if split is None:
         split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
     if split == "manual":
@@ -78,7 +81,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
             raise InfeasibleError(f"--split manual: {spec.path} assigns {len(bounds) - 1} stages but pp x chunks = "
                                   f"{stages}; change --pp or the pipeline_stage section")
     elif split == "balanced":
-        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute, zero)
+        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute, zero, cp)
         b = cfg.microbatch_size(spec.training.global_batch_size)
         times, sent = layer_costs(graph, compute, b, cluster)
         bounds = balanced_bounds(times, stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent))
@@ -91,4 +94,4 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
 
     check_feasible(schedule, pp, microbatches, chunks)
     return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement, tp, tp_layout, recompute,
-                          zero)
+                          zero, cp)

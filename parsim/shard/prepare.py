@@ -1,11 +1,13 @@
 """The graph one device of a plan runs: a layout's strategies chosen (the model's ``shard:``,
 parsim.shard.builtin's, or searched by parsim.shard.auto), applied by parsim.shard.graph, then
-recomputed if asked; cached, since the planner asks for the same graphs many times."""
+recomputed if asked, then cut to s/cp tokens of each sequence under context parallelism
+(parsim.cost.context); cached, since the planner asks for the same graphs many times."""
 
 from __future__ import annotations
 
 from typing import Mapping
 
+from parsim.cost.context import context_parallel_graph
 from parsim.errors import InfeasibleError
 from parsim.model.graph import LayerGraph
 from parsim.shard import builtin
@@ -62,18 +64,27 @@ def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training)
 
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
-                     training=None, microbatch: int = 1, memory_bytes: float | None = None) -> LayerGraph:
+                     training=None, microbatch: int = 1, memory_bytes: float | None = None,
+                     cp: int = 1) -> LayerGraph:
     """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
     ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
     on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
     parsim.shard.builtin; for ``microbatch`` samples within ``memory_bytes``, see
-    layout_strategies), then recomputed if asked.  A graph already prepared for these settings
+    layout_strategies), then recomputed if asked, then one rank's of a context-parallel group of
+    ``cp`` (parsim.cost.context.context_parallel_graph).  A graph already prepared for these settings
     is returned as is; results are cached per graph (the planner asks many times), and settings
     that give the same strategies share one graph."""
-    if graph.tp == tp and graph.recompute == recompute:
+    if graph.tp == tp and graph.recompute == recompute and graph.cp == cp:
         return graph
-    if graph.tp != 1 or graph.recompute:
+    if graph.tp != 1 or graph.recompute or graph.cp != 1:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
+    if cp > 1:                    # the tp-sharded, recomputed graph (cached on its own), then its tokens / cp
+        base = per_device_graph(graph, tp, tp_layout, recompute, model_strategies, cluster, training, microbatch,
+                                memory_bytes)
+        again = ("context", id(base), cp)
+        if again not in _PREPARED:
+            _PREPARED[again] = (base, context_parallel_graph(base, cp), None)
+        return _PREPARED[again][1]
     searched = tp_layout == "auto" and tp > 1
     if searched:
         microbatch = searched_microbatch(microbatch)

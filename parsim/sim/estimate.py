@@ -72,6 +72,10 @@ class Estimate:
     # step, (op, bytes) with op reduce_scatter or all_gather, bytes the full (padded) buffer;
     # what parsim.exec.zero counts
     sharded_collectives: tuple[tuple[tuple[str, float], ...], ...] = ()
+    # context parallelism (config["cp"] > 1): per stage, the bytes one rank sends around its cp ring
+    # per step, K and V forward, K, V, dK and dV backward (parsim.cost.context.ring_sent_bytes);
+    # what parsim.exec.context_parallel counts
+    cp_ring_bytes: tuple[float, ...] = ()
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -114,6 +118,7 @@ class Estimate:
             "grad_buckets_bytes": [list(b) for b in self.grad_buckets_bytes],
             "tied_grad_bytes": {str(s): b for s, b in self.tied_grad_bytes.items()},
             "sharded_collectives": [[list(c) for c in st] for st in self.sharded_collectives],
+            "cp_ring_bytes": list(self.cp_ring_bytes),
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
                        "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s, "exposed_comm_s": r.exposed_comm_s,
                        "input_s": r.input_s,

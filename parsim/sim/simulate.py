@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from parsim.cost.comm import (DDP_BUCKET_BYTES, collective_time_s, ddp_buckets, fsdp_units, group_link_class,
                               library_algorithms, p2p_time_s, prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
+from parsim.cost.context import ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param,
@@ -28,15 +29,16 @@ from parsim.sim.estimate import Estimate, RankEstimate
 def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
     """Raise InfeasibleError saying what to change; returns the micro-batch size."""
     if cfg.world_size > cluster.world_size:
-        raise InfeasibleError(f"dp={cfg.dp} x pp={cfg.pp} x tp={cfg.tp} = {cfg.world_size} ranks, but the cluster "
-                              f"has {cluster.world_size} devices; lower dp or pp")
+        cp = f" x cp={cfg.cp}" if cfg.cp > 1 else ""
+        raise InfeasibleError(f"dp={cfg.dp} x pp={cfg.pp}{cp} x tp={cfg.tp} = {cfg.world_size} ranks, but the cluster "
+                              f"has {cluster.world_size} devices; lower dp{', pp or cp' if cp else ' or pp'}")
     b = cfg.microbatch_size(training.global_batch_size)
     if b < graph.min_microbatch:
         raise InfeasibleError(f"micro-batches of {b} sample(s): {graph.min_microbatch_reason}; use fewer "
                               f"micro-batches (at most {training.global_batch_size // (cfg.dp * graph.min_microbatch)})")
-    if cfg.zero and cfg.dp == 1:
-        raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel ranks, but dp=1 leaves nothing to "
-                              "shard; use zero 0 or dp > 1")
+    if cfg.zero and cfg.grad_ranks == 1:
+        raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel (x context-parallel) ranks, but "
+                              "dp=cp=1 leaves nothing to shard; use zero 0 or dp > 1")
     if cfg.zero >= 2 and cfg.pp > 1:
         # DeepSpeed's pipeline engine asserts zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2
         # and ZeRO-3 are incompatible with pipeline parallelism" (deepspeed/runtime/pipe/engine.py), and
@@ -71,7 +73,7 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp))
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp)
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
@@ -122,7 +124,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
                               "would be held from I to W); use zero <= 2 or another schedule")
-    zero, dp, m = cfg.zero, cfg.dp, cfg.microbatches
+    # gradients (and ZeRO's shards) over the dp x cp ranks holding the same parameters
+    zero, dp, m = cfg.zero, cfg.grad_ranks, cfg.microbatches
+    cp, replicas = cfg.cp, cfg.dp * cfg.cp * cfg.tp       # ranks per pipeline rank
     S, layers = cfg.stages, graph.layers
     grank = [cfg.global_rank(0, r) for r in range(cfg.pp)]          # replica 0's ranks
     per_param = bytes_per_param(training.dtype, training.optimizer)
@@ -147,10 +151,21 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     width = per_param["grads"]          # bytes per gradient (and parameter) element
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
+    ring_bytes: dict[int, float] = {}                 # cp: per stage, bytes one rank sends around its ring per step
+    ring_buffers: dict[int, float] = {}               # cp: per stage, the largest layer's chunks in flight
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
         per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me) for i in idx] for k in kinds}
+        if cp > 1:         # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
+            ring = cfg.cp_group(0, s % cfg.pp)
+            link = cluster.link_for(group_link_class(cluster, ring))
+            for k in kinds:
+                per_layer[k] = [t + ring_exposed_s(compute, layers[i], k, b, cp, link, overlap)
+                                for t, i in zip(per_layer[k], idx)]
+            ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
+            ring_buffers[s] = max(ring_buffer_bytes(layers[i], b) for i in idx)
+            comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
         mine = held[s % cfg.pp]
@@ -162,13 +177,13 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if s < S - 1:
             nbytes = layers[idx[-1]].output_bytes * b
             transfer_s[(s, Kind.SEND_F)] = p2p_time_s(cluster, me, next_rank, nbytes)
-            comm_bytes[cluster.link_class(me, next_rank)] += nbytes * cfg.microbatches * cfg.dp * cfg.tp
+            comm_bytes[cluster.link_class(me, next_rank)] += nbytes * cfg.microbatches * replicas
         if s > 0:
             nbytes = layers[idx[0] - 1].output_bytes * b
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
-            comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * cfg.dp * cfg.tp
-        if cfg.dp > 1 and params:
-            group = cfg.dp_group(s % cfg.pp)
+            comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * replicas
+        if dp > 1 and params:            # dp: the dp x cp ranks holding the stage's parameters
+            group = cfg.grad_group(s % cfg.pp)
             link = group_link_class(cluster, group)
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
@@ -239,7 +254,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             runs = {"grad": 1, "B": b * cfg.microbatches, "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
             tp_bytes = sum(step.bytes_per_device * runs[ph]
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
-            comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * cfg.tp * cfg.dp
+            comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
 
     tied_s = {}
     for group, stages, count in tied:     # every (replica, tp rank) runs its own, at once
@@ -248,7 +263,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         secs = collective_time_s(cluster, ranks, nbytes, "all_reduce", algorithm)
         tied_s.update((s, (group, secs)) for s in stages)
         n = len(ranks)
-        comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * cfg.dp * cfg.tp   # ring, all ranks
+        comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     lowered = lower(schedule, buckets_per_stage, tied_s)
     # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
@@ -261,7 +276,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
-    readers = [cfg.global_rank(d, 0, t) for d in range(cfg.dp) for t in range(cfg.tp)]   # stage 0 reads input
+    readers = [cfg.global_rank(d, 0, t, c) for d in range(cfg.dp) for c in range(cp)
+               for t in range(cfg.tp)]                                      # stage 0 reads input
     load = input_cost(cluster.profile.input_pipeline, cluster, readers, b,
                       round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
     if load is not None and not load.overlap:
@@ -288,6 +304,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             static["comm_buffers_bytes"] += max((reduce_buffer_bytes.get(s, 0.0) for s in stages), default=0.0)
         if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
             static["params_bytes"] *= 1 + 1 / dp
+        if cp > 1:          # the K, V (and dK, dV) chunks of the ring in flight
+            static["comm_buffers_bytes"] += max(ring_buffers[s] for s in stages)
         if zero == 3:       # the running and prefetched layers' full parameters, beside the shards
             static["params_bytes"] += max((gathered_bytes.get(s, 0.0) for s in stages), default=0.0)
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
@@ -298,7 +316,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
                                   bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
-    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
+    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
@@ -309,4 +327,5 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     stage_saved_bytes=tuple(saved[s] for s in range(S)), timeline=tl if keep_timeline else None,
                     grad_buckets_bytes=tuple(bucket_bytes.get(s, ()) for s in range(S)),
                     sharded_collectives=tuple(tuple(sharded.get(s, ())) for s in range(S)),
+                    cp_ring_bytes=tuple(ring_bytes.get(s, 0.0) for s in range(S)),
                     tied_grad_bytes={s: count * per_param["grads"] for _, stages, count in tied for s in stages})

@@ -75,8 +75,11 @@ class Embedding(nn.Module):
         self.drop = Dropout(cfg.dropout)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:  # idx: (B, T) -> (B, T, h)
-        pos = torch.arange(idx.shape[1], device=idx.device)
-        return self.drop(self.wte(idx) + self.wpe(pos))
+        return self.drop(self.wte(idx) + self.wpe(self.positions(idx.shape[1], idx.device)))
+
+    def positions(self, n: int, device) -> torch.Tensor:
+        """The positions of the n tokens this device holds: 0..n-1 (context parallelism holds others)."""
+        return torch.arange(n, device=device)
 
 
 class Block(nn.Module):
@@ -107,16 +110,21 @@ class Block(nn.Module):
         qkv = self.qkv(self.ln1(x))                                        # (B, T, 3h / t)
         B, T, _ = qkv.shape
         q, k, v = qkv.view(B, T, -1, 3 * d).transpose(1, 2).split(d, dim=-1)   # (B, a, T, d)
-        if self.fused:
-            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
-                                               is_causal=True)            # (B, a, T, d)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))        # (B, a, T, T)
-            att = att.masked_fill(self.future[:T, :T], float("-inf"))
-            y = self.attn_drop(F.softmax(att, dim=-1)) @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, -1)                 # (B, T, h / t)
+        y = self.attend(q, k, v).transpose(1, 2).contiguous().view(B, T, -1)    # (B, T, h / t)
         x = x + self.drop(self.proj(y))
         return x + self.drop(self.fc2(F.gelu(self.fc1(self.ln2(x)))))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal softmax attention of (B, a, T, d) queries, keys and values, eager or fused
+        (parsim.model.attention); context parallelism replaces it with a ring over the sequence
+        (parsim.exec.context_parallel)."""
+        if self.fused:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
+                                                  is_causal=True)
+        T = q.shape[2]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, a, T, T)
+        att = att.masked_fill(self.future[:T, :T], float("-inf"))
+        return self.attn_drop(F.softmax(att, dim=-1)) @ v
 
 
 class Head(nn.Module):

@@ -1,0 +1,129 @@
+"""Context parallelism (cp) priced: the sequence split over a ring of cp ranks.
+
+As Megatron-LM runs it (docs: "context_parallel" in the Megatron Core developer guide;
+megatron/core/transformer/dot_product_attention / TransformerEngine's
+``AttnFuncWithCPAndKVP2P``), after Liu et al. 2023, "Ring Attention with Blockwise Transformers
+for Near-Infinite Context", and torch.distributed.tensor.experimental.context_parallel:
+
+- **Tokens.** Each rank of a cp group holds s/cp tokens of every sequence, through every layer:
+  its linear layers, norms and activations work on s/cp tokens, so every per-sample FLOP, byte
+  and saved activation of every layer is divided by cp (``context_parallel_graph``).  Attention's
+  score work too: a rank's s/cp queries meet all s keys, 1/cp of the s x s scores.  Under causal
+  masking Megatron cuts the sequence into 2 x cp chunks and gives rank r chunks r and 2cp-1-r
+  (zigzag), so every rank and every ring step does the same share of the masked work: the
+  attention's time on a rank is 1/cp of the whole, in cp equal chunks.
+- **The ring.** K and V of each attention layer travel around the ring: cp - 1 steps in the
+  forward, each sending the rank's current K and V chunk (2 x b x s/cp x kv_heads x head_dim
+  elements) to the next rank while it computes attention against the chunk it holds; in the
+  backward cp - 1 steps that send K and V again and the dK, dV accumulated for them.  A step
+  takes max(chunk compute, transfer) (Megatron overlaps each step's send and receive with the
+  previous chunk's attention), so a layer's ring exposes (cp - 1) x max(0, transfer - chunk)
+  beyond its compute; a library that shares the compute engine (gloo on CPU cores) also takes
+  (1 - overlap) of the hidden part (``ring_exposed_s``; the cluster profile's collectives
+  ``overlap``, as parsim.cost.comm.prefetched_gather_s).  A recomputed layer's backward runs the
+  forward's ring again.
+- **Parameters** are replicated over cp, so gradients are averaged over the dp x cp ranks
+  (parsim.plan.ParallelConfig.grad_group): the same buckets over a larger group.
+- **Memory.** Activations / cp (above), plus the chunks in flight during a layer's ring: the
+  K, V chunk being received beside the one being used, and in the backward the dK, dV being
+  received and sent beside them: 4 chunks of 2 x b x s/cp x kv_heads x head_dim elements
+  (``ring_buffer_bytes``).
+
+The attention is found from the model's operators (parsim.model.attention): a pair of
+parameter-free batched matmuls QK^T (..., T, d) x (..., d, T) and AV.  A model without one (a
+ResNet, a ``layers:`` table) has no sequence to split, and refuses cp > 1.
+
+Approximations: a ring step's compute is the layer's time for its kind times the attention's
+share of the layer's FLOPs, over cp; kernels keep their unsplit shapes at 1/cp of the work (as
+tensor parallelism's share does, parsim.cost.kernels), so a chunk's GEMM efficiency is not
+priced apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from parsim.cost.compute import split_flops
+from parsim.model.attention import attention_of, check_cp
+from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
+
+KINDS_WITH_RING = ("F", "B", "I")          # W (weight gradients) has no attention
+
+
+def context_parallel_graph(graph: LayerGraph, cp: int) -> LayerGraph:
+    """The per-device graph of one rank of a cp group: every per-sample quantity / cp (the module
+    docstring), and each attention layer's ring: its K and V chunk bytes per sample on this
+    device (KV heads split by tensor parallelism up to their count, replicated beyond, as
+    parsim.shard.builtin splits them) and its forward attention FLOPs on this device."""
+    if cp == 1:
+        return graph
+    if graph.cp != 1:
+        raise ValueError("context_parallel_graph takes a graph without context parallelism")
+    check_cp(graph, cp)
+    width = DTYPE_BYTES[graph.dtype]
+    layers = []
+    for layer in graph.layers:
+        att = attention_of(layer, graph.extraction_batch)
+        kv_bytes = flops = 0.0
+        if att is not None:
+            kv_heads = att.kv_heads * max(layer.tp_share, 1 / att.kv_heads)
+            kv_bytes = 2 * (att.seq_len / cp) * kv_heads * att.head_dim * width
+            flops = att.fwd_flops * layer.tp_share / cp
+        tp_comm = tuple((ph, replace(step, bytes_per_device=step.bytes_per_device / (1 if ph == "grad" else cp)), dm)
+                        for ph, step, dm in layer.tp_comm)
+        layers.append(replace(
+            layer, fwd_flops=layer.fwd_flops / cp, bwd_flops=layer.bwd_flops / cp,
+            fwd_mem_bytes=layer.fwd_mem_bytes / cp, bwd_mem_bytes=layer.bwd_mem_bytes / cp,
+            output_bytes=layer.output_bytes / cp, saved_bytes=layer.saved_bytes / cp,
+            input_saved_bytes=layer.input_saved_bytes / cp, input_shared_bytes=layer.input_shared_bytes / cp,
+            recompute_bytes=layer.recompute_bytes / cp, w_held_bytes=layer.w_held_bytes / cp, tp_comm=tp_comm,
+            seq_share=layer.seq_share / cp, cp_kv_bytes=kv_bytes, attention_flops=flops))
+    return replace(graph, layers=tuple(layers), input_bytes=graph.input_bytes / cp, cp=cp)
+
+
+def _attention_share(layer: Layer, kind: str) -> float:
+    """The attention's share of the layer's FLOPs in phase ``kind`` (its backward is twice its
+    forward, all of it input gradients: I)."""
+    flops, _ = split_flops(layer, kind)
+    attention = layer.attention_flops * (1 if kind == "F" else 0 if kind == "W" else 2)
+    return min(1.0, attention / flops) if flops else 0.0
+
+
+def ring_steps_bytes(layer: Layer, kind: str, microbatch: int) -> float:
+    """Bytes one ring step of ``kind`` sends from one device: the K and V chunk forward; K, V and
+    their gradients backward."""
+    return layer.cp_kv_bytes * microbatch * (1 if kind == "F" else 2)
+
+
+def ring_sent_bytes(layer: Layer, kind: str, microbatch: int, cp: int) -> float:
+    """Bytes one device sends around the ring in the layer's ``kind`` for one micro-batch (cp - 1
+    steps; a recomputed layer's backward runs the forward's ring again)."""
+    if cp == 1 or not layer.cp_kv_bytes or kind not in KINDS_WITH_RING:
+        return 0.0
+    sent = (cp - 1) * ring_steps_bytes(layer, kind, microbatch)
+    if layer.recompute_bytes and kind != "F":
+        sent += (cp - 1) * ring_steps_bytes(layer, "F", microbatch)
+    return sent
+
+
+def ring_exposed_s(compute, layer: Layer, kind: str, microbatch: int, cp: int, link, overlap: float = 1.0) -> float:
+    """What the ring adds to the layer's ``kind`` on one micro-batch beyond its compute: cp - 1
+    steps, each max(chunk, transfer) where the compute alone would take the chunk, plus
+    (1 - overlap) of the hidden transfer (module docstring).  ``compute``: the ComputeModel whose
+    layer time the chunks divide; ``link`` (parsim.hardware.links.Link): between ring neighbours.
+    A recomputed layer's backward adds the forward's ring."""
+    if cp == 1 or not layer.cp_kv_bytes or kind not in KINDS_WITH_RING:
+        return 0.0
+
+    def exposed(k: str) -> float:
+        chunk = compute.layer_time_s(layer, k, microbatch) * _attention_share(layer, k) / cp
+        transfer = link.time_s(ring_steps_bytes(layer, k, microbatch))
+        hidden = min(chunk, transfer)
+        return (cp - 1) * (transfer - hidden + (1.0 - overlap) * hidden)
+
+    return exposed(kind) + (exposed("F") if layer.recompute_bytes and kind != "F" else 0.0)
+
+
+def ring_buffer_bytes(layer: Layer, microbatch: int) -> float:
+    """The chunks in flight during the layer's backward ring (module docstring): 4 K, V chunks."""
+    return 4 * layer.cp_kv_bytes * microbatch
