@@ -5,7 +5,7 @@ one line) or accepted by `parsim run`'s pre-launch check (parsim.exec.train.chec
 runs here combine the kinds no other test runs, each equal to the single-process reference, and
 the others name the multi-process test that runs them.
 
-Kinds: dp; pp with each schedule; tp with each layout; recompute; ZeRO stages 1-3; bf16 and the
+Kinds: dp; pp with each schedule; tp with each layout; recompute; ZeRO stages 1-3; cp; bf16 and the
 optimizers come from the examples themselves (gpt_tiny_local_bf16, the mlp's Adam).
 """
 
@@ -39,6 +39,7 @@ KINDS = {
        for layout in ("megatron", "megatron-sp", "auto", "model")},
     "recompute": ["--dp", "2", "--pp", "1", "--recompute"],
     **{f"zero{z}": ["--dp", "2", "--pp", "1", "--zero", str(z)] for z in (1, 2, 3)},
+    "cp": ["--dp", "1", "--pp", "1", "--cp", "2"],
 }
 # What `parsim run` still refuses of what the planner writes: each is an expected failure (strict:
 # once it runs, the test says so and the entry goes).
@@ -60,6 +61,7 @@ RUN_ELSEWHERE = {
     "zero1": "tests/test_exec.py::test_zero1_shards_the_optimizer_and_runs_the_priced_collectives",
     "zero2": "tests/test_exec.py::test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives",
     "zero3": "tests/test_exec.py::test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives",
+    "cp": "tests/test_exec.py::test_context_parallel_gpt_matches_reference",
 }
 # one-step runs here: (model, flags, the kinds they cover)
 RUNS = {
@@ -104,7 +106,7 @@ def test_every_plan_the_planner_writes_passes_runs_check(tmp_path, capsys, kind)
             continue
         written.append(example)
         saved = json.loads(open(plan).read())["parallel"]
-        assert saved["dp"] * saved["pp"] * saved["tp"] == 2
+        assert saved["dp"] * saved["pp"] * saved["tp"] * saved.get("cp", 1) == 2
         why = _gap(example, kind)
         try:
             check_run(RunOptions(plan=plan, synthetic_size=256))
