@@ -27,10 +27,17 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   micro-batches and is summed over the group once per step, in the one flat all-reduce
   ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors.
 
+- convolutions and BatchNorm, which DTensor's propagation does not run split by channels, are
+  computed on the local shards (``_LOCAL``): an output-channel split gives this rank's channels
+  (``Shard(1)``), an input-channel split a ``Partial`` sum; BatchNorm's statistics are per
+  channel, so its channel split is local, and its weight, bias and running statistics (DTensor
+  buffers) split with the channels.  The strategies never split BatchNorm's batch
+  (parsim.shard.strategy.batch_norm).  Pooling runs on the local shard too.
+
 Limits, refused in one line before launching (``check_supported``): pipeline parallelism with
-these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices);
-convolutions and BatchNorm split at all (DTensor runs convolutions batch-split with a replicated
-weight only); a parameter two operators lay out differently.
+these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices); a
+parameter two operators lay out differently.  When the model is laid out or first run: a
+convolution with a bias split by input channels, a grouped convolution split at all.
 """
 
 from __future__ import annotations
@@ -180,7 +187,7 @@ def _conv_local(func, args, kwargs, sh, mesh, where: str):
     gradients (a partial dX under an output-channel split, summed at the producer's edge)."""
     from torch.distributed.tensor import DTensor
 
-    if _arg(args, kwargs, 6, "groups", 1) != 1 and sh.device_matrix:
+    if _arg(args, kwargs, 6, "groups", 1) != 1 and any(d != -1 for lay in sh.inputs for d in lay.tensor_map):
         raise RunError(f"{where}: a grouped convolution split over the group is not run; plan tp=1")
     x = _local(args[0], _dt(sh.input_grads[0]))
     w = _local(args[1], _as_weight(sh.input_grads[1], "W"))
