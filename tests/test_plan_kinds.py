@@ -43,10 +43,7 @@ KINDS = {
 }
 # What `parsim run` still refuses of what the planner writes: each is an expected failure (strict:
 # once it runs, the test says so and the entry goes).
-GAPS = {
-    ("resnet", "tp-auto"): "ResNet-50's searched layout splits convolutions and BatchNorm by channels, which "
-                           "DTensor does not run (parsim.exec.op_parallel)",
-}
+GAPS: dict = {}
 # kinds run by other multi-process tests, each against the single-process reference
 RUN_ELSEWHERE = {
     "dp": "tests/test_exec.py::test_matches_single_process_reference",

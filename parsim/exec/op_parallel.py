@@ -27,15 +27,23 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   micro-batches and is summed over the group once per step, in the one flat all-reduce
   ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors.
 
+- convolutions and BatchNorm, which DTensor's propagation does not run split by channels, are
+  computed on the local shards (``_LOCAL``): an output-channel split gives this rank's channels
+  (``Shard(1)``), an input-channel split a ``Partial`` sum; BatchNorm's statistics are per
+  channel, so its channel split is local, and its weight, bias and running statistics (DTensor
+  buffers) split with the channels.  The strategies never split BatchNorm's batch
+  (parsim.shard.strategy.batch_norm).  Pooling runs on the local shard too.
+
 Limits, refused in one line before launching (``check_supported``): pipeline parallelism with
-these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices);
-convolutions and BatchNorm split at all (DTensor runs convolutions batch-split with a replicated
-weight only); a parameter two operators lay out differently.
+these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices); a
+parameter two operators lay out differently.  When the model is laid out or first run: a
+convolution with a bias split by input channels, a grouped convolution split at all.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -118,16 +126,125 @@ def _placements(layout, recorded_shape, shape, where: str):
     return moved.to_dtensor()
 
 
+def _dt(layout) -> list:
+    """DTensor placements of ``layout`` as it stands (a split over the whole group, or none)."""
+    from torch.distributed.tensor import Replicate
+
+    lay = layout.normalized()
+    return lay.to_dtensor() if lay.device_matrix else [Replicate()]
+
+
 def _as_weight(layout, role):
     """Placements of a parameter in ``role`` under its operator's input layout."""
-    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor import Shard
 
     out = []
-    for p in layout.normalized().to_dtensor() if layout.normalized().device_matrix else [Replicate()]:
+    for p in _dt(layout):
         if role == "W^T" and isinstance(p, Shard):
             p = Shard(1 - p.dim)
         out.append(p)
     return out
+
+
+def _arg(args, kwargs, i: int, name: str, default=None):
+    return args[i] if i < len(args) else kwargs.get(name, default)
+
+
+def _rest(args, kwargs, first: int, names: tuple[str, ...]) -> tuple[tuple, dict]:
+    """The call's arguments after position ``first``, less the keywords ``names`` handled apart."""
+    return tuple(args[first:]), {k: v for k, v in kwargs.items() if k not in names}
+
+
+def _local(t, grad_placements):
+    """The local shard of DTensor ``t`` whose gradient is laid out ``grad_placements``; a plain
+    tensor (a buffer, None) as is."""
+    return t.to_local(grad_placements=grad_placements) if hasattr(t, "to_local") else t
+
+
+def _conv_per_channel(args, kwargs, sh):
+    """A convolution's bias: split as its weight's output channels, its gradient partial where the
+    weight's is (a batch split).  A bias under an input-channel split would be added to each
+    partial sum: refused."""
+    from parsim.shard.layout import Layout
+
+    bias = _arg(args, kwargs, 2, "bias")
+    if bias is None:
+        return []
+    w, dw = sh.inputs[1], sh.input_grads[1]
+    if sh.output.partial:
+        raise RunError("parallel.tp_layout: a convolution with a bias split by input channels (its partial sums "
+                       "would each add the bias); the executor runs bias-free ones, as ResNet's")
+    return [(bias, Layout(w.device_matrix, w.tensor_map[:1], w.shape[:1]),
+             Layout(dw.device_matrix, dw.tensor_map[:1], dw.shape[:1], dw.partial))]
+
+
+def _conv_local(func, args, kwargs, sh, mesh, where: str):
+    """F.conv2d on the local shards (Megatron's column and row splits, written for convolutions):
+    output channels split (weight Shard(0)): this rank's channels of Y, ``Shard(1)``; input
+    channels split (X and the weight Shard(1)): a partial sum of Y, ``Partial``, completed where the
+    plan's next layout asks (an all-reduce or a reduce-scatter); the batch split: this rank's
+    samples.  The input's and the weight's gradients leave laid out as the plan's input
+    gradients (a partial dX under an output-channel split, summed at the producer's edge)."""
+    from torch.distributed.tensor import DTensor
+
+    if _arg(args, kwargs, 6, "groups", 1) != 1 and any(d != -1 for lay in sh.inputs for d in lay.tensor_map):
+        raise RunError(f"{where}: a grouped convolution split over the group is not run; plan tp=1")
+    x = _local(args[0], _dt(sh.input_grads[0]))
+    w = _local(args[1], _as_weight(sh.input_grads[1], "W"))
+    bias = _arg(args, kwargs, 2, "bias")
+    bias = _local(bias, _dt(_conv_per_channel(args, kwargs, sh)[0][2])) if bias is not None else None
+    rest, kw = _rest(args, kwargs, 3, ("bias",))
+    return DTensor.from_local(func(x, w, bias, *rest, **kw), mesh, _dt(sh.output), run_check=False)
+
+
+def _bn_per_channel(args, kwargs, sh):
+    """BatchNorm's running statistics, weight and bias: split as its channels."""
+    names = ("running_mean", "running_var", "weight", "bias")
+    return [(_arg(args, kwargs, i + 1, n), sh.inputs[1], sh.input_grads[1] if i >= 2 else None)
+            for i, n in enumerate(names)]
+
+
+def _bn_local(func, args, kwargs, sh, mesh, where: str):
+    """F.batch_norm on the local channels: per-channel statistics, so this rank's channels come out
+    as one device's would, and its running statistics (DTensor buffers split alike) are updated
+    in place on their local shard.  The batch is never split (parsim.shard.strategy.batch_norm)."""
+    from torch.distributed.tensor import DTensor
+
+    if sh.inputs[0].normalized().device_matrix and sh.inputs[0].tensor_map[0] != -1:
+        raise RunError(f"{where}: BatchNorm over a split batch is not run (its statistics would differ per rank)")
+    x = _local(args[0], _dt(sh.input_grads[0]))
+    stats = [getattr(t, "_local_tensor", t) for t, _, _ in _bn_per_channel(args, kwargs, sh)[:2]]
+    affine = [_local(t, _dt(sh.input_grads[1])) for t, _, _ in _bn_per_channel(args, kwargs, sh)[2:]]
+    rest, kw = _rest(args, kwargs, 5, ("running_mean", "running_var", "weight", "bias"))
+    return DTensor.from_local(func(x, *stats, *affine, *rest, **kw), mesh, _dt(sh.output), run_check=False)
+
+
+class _LocalOp(NamedTuple):
+    per_channel: object        # (args, kwargs, sharding) -> [(tensor, layout, gradient layout)] beside the inputs
+    run: object                # (func, args, kwargs, sharding, mesh, where) -> the output DTensor
+
+
+# operators DTensor's propagation does not run split (convolutions by channels, BatchNorm by
+# channels): computed on the local shards, as the plan lays them out
+_LOCAL = {"Conv2d": _LocalOp(_conv_per_channel, _conv_local), "BatchNorm": _LocalOp(_bn_per_channel, _bn_local)}
+
+
+# pooling (not recorded: it holds no parameters and moves no data between samples or channels)
+# computed on the local shard whatever the batch or channel split; DTensor has no strategy for
+# some of its paths (a 1 x 1 adaptive average pool is an in-place as_strided_)
+_POOLS = (F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, F.adaptive_max_pool2d)
+
+
+def _pool_local(func, args, kwargs, where: str):
+    from torch.distributed.tensor import DTensor, Shard
+
+    x = args[0]
+    if any(isinstance(p, Shard) and p.dim >= 2 for p in x.placements) or any(p.is_partial() for p in x.placements):
+        raise RunError(f"{where}: pooling over a spatially split or partial input is not run")
+    y = func(x.to_local(), *args[1:], **kwargs)
+    if isinstance(y, tuple):                                    # (values, indices)
+        return tuple(DTensor.from_local(t, x.device_mesh, x.placements, run_check=False) for t in y)
+    return DTensor.from_local(y, x.device_mesh, x.placements, run_check=False)
 
 
 class _GradAs(torch.autograd.Function):
@@ -161,6 +278,8 @@ class _Lineup(TorchFunctionMode):
         from torch.distributed.tensor import Replicate
 
         kwargs = kwargs or {}
+        if func in _POOLS and self.probe is None and hasattr(args[0], "to_local"):
+            return _pool_local(func, args, kwargs, self.unit)
         found = _kind_of(func, args)
         if found is None or self.ops is None:
             return func(*self._uniform(args), **kwargs)
@@ -193,11 +312,17 @@ class _Lineup(TorchFunctionMode):
                 if tuple(a.placements) != tuple(target):
                     a = a.redistribute(self.mesh, target)
                 args[role] = a
-        if self.probe is not None and kind in ("LayerNorm", "BatchNorm"):
+        if self.probe is not None and kind == "LayerNorm":
             for t in (*args[2:4], kwargs.get("weight"), kwargs.get("bias")):
                 if isinstance(t, nn.Parameter):
                     self.probe.setdefault(t, []).append((f"{self.unit}/{op.name}", "norm", None,
                                                          sh.input_grads[1] if len(sh.input_grads) > 1 else None))
+        if self.probe is not None and kind in _LOCAL:
+            for t, lay, grad in _LOCAL[kind].per_channel(args, kwargs, sh):
+                if isinstance(t, torch.Tensor):
+                    self.probe.setdefault(t, []).append((f"{self.unit}/{op.name}", "W", lay, grad))
+        if self.probe is None and kind in _LOCAL:
+            return _LOCAL[kind].run(func, args, kwargs, sh, self.mesh, f"{self.unit}/{op.name}")
         return func(*self._uniform(args), **kwargs)
 
     def _uniform(self, args):
@@ -241,9 +366,6 @@ def check_supported(spec, plan, cluster, source: str) -> None:
                 if dm and dm != (cfg.tp,):
                     raise InputError(f"{where} splits over {dm} devices, not the whole tp={cfg.tp} group; the "
                                      "executor runs one-dimension splits over the group")
-            if op.kind in ("Conv2d", "BatchNorm") and any(lay.normalized().device_matrix for lay in sh.inputs):
-                raise InputError(f"{where}: a split {op.kind} is priced but not run (DTensor runs convolutions "
-                                 "batch-split with a replicated weight only); plan tp=1")
 
 
 def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh, example: torch.Tensor) -> list:
@@ -285,6 +407,9 @@ def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh
                 where = placements.get(p, [Replicate()])
                 replaced[p] = nn.Parameter(distribute_tensor(p.data, tp_mesh, where), requires_grad=p.requires_grad)
             module._parameters[name] = replaced[p]
+        for name, b in list(module._buffers.items()):        # BatchNorm's running statistics
+            if b is not None and b in placements:
+                module._buffers[name] = distribute_tensor(b, tp_mesh, placements[b])
     mirrors = [replaced[p] for p in partial]
     for name, unit, sharding in zip(units, children, shardings):
         unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, unit is children[-1])

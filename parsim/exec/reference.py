@@ -17,8 +17,9 @@ from parsim.plan import load_plan
 
 
 def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = None,
-                  synthetic_size: int = 50_000) -> tuple[list[float], dict[str, torch.Tensor]]:
-    """(loss per step, parameters by ``unit.param`` name) after ``steps`` steps."""
+                  synthetic_size: int = 50_000, buffers: bool = False) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """(loss per step, parameters by ``unit.param`` name) after ``steps`` steps; ``buffers``: the
+    buffers too (BatchNorm's running statistics)."""
     plan = load_plan(plan_path)
     cfg = plan.config
     spec = load_model(plan.model_path)
@@ -59,7 +60,8 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
             p.grad = grads[name]
         opt.step()
         losses.append(total)
-    return losses, {n: p.detach().clone() for n, p in model.named_parameters()}
+    named = [*model.named_parameters(), *(model.named_buffers() if buffers else ())]
+    return losses, {n: p.detach().clone() for n, p in named}
 
 
 def _replica0_state(out_dir: str, cfg) -> dict[str, torch.Tensor]:

@@ -56,7 +56,10 @@ Strategy = st.Strategy
 CONTRACTIONS = ("MatMul", "BatchMatMul", "Conv2d")
 COMPUTE = CONTRACTIONS + ("Attention",)       # operators priced by FLOPs (OpInfo.flops), not bytes
 _PRIMARY = COMPUTE + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
-REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (2, 3)}
+# dimensions an operator reduces over, which no strategy splits.  BatchNorm's statistics are over
+# N, H and W: a batch split would need them all-reduced (MindSpore's BatchNorm does, 2 x C floats
+# forward and back), which parsim neither prices nor runs, so the batch stays whole (strategy.batch_norm)
+REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (0, 2, 3)}
 
 
 # ----------------------------------------------------------------------------- operators

@@ -158,18 +158,23 @@ def layer_norm_on(lay: Layout) -> OpSharding:
 
 
 def batch_norm(shape, strategy: Strategy, devices: int) -> OpSharding:
-    """BatchNorm over [N, C, H, W] with channels possibly split; statistics are per device (as in
-    torch without SyncBatchNorm); the affine weight's gradient sums over the batch split."""
-    dm, lay = _same_split("BatchNorm", shape, strategy[0], devices, keep_whole=(2, 3))
+    """BatchNorm over [N, C, H, W], its channels possibly split: each device normalises its
+    channels with their own statistics, the same as one device's (Ioffe & Szegedy 2015: the
+    statistics are per channel, over N, H and W).  The batch is never split: statistics over
+    part of it would differ per device unless all-reduced (MindSpore's BatchNorm all-reduces the
+    mean and variance, 2 x C floats, forward and again backward), which parsim does not price."""
+    dm, lay = _same_split("BatchNorm", shape, strategy[0], devices, keep_whole=(0, 2, 3))
     return batch_norm_on(lay)
 
 
 def batch_norm_on(lay: Layout) -> OpSharding:
-    """BatchNorm on an input already laid out as ``lay`` (its spatial dimensions whole)."""
+    """BatchNorm on an input already laid out as ``lay`` (only its channels split): the affine
+    weight, bias and running statistics [C] split as the channels, no gradient partial."""
+    if any(d != -1 for i, d in enumerate(lay.tensor_map) if i != 1):
+        raise InfeasibleError(f"BatchNorm: only the channels split, got the layout {lay.tensor_map}")
     dm, c_dim, channels = lay.device_matrix, lay.tensor_map[1], lay.shape[1]
-    batch_dims = frozenset({lay.tensor_map[0]}) if lay.tensor_map[0] != -1 else frozenset()
     return OpSharding("BatchNorm", dm, (lay, Layout(dm, (c_dim,), (channels,))), lay,
-                      (lay, Layout(dm, (c_dim,), (channels,), batch_dims)), (False, True))
+                      (lay, Layout(dm, (c_dim,), (channels,))), (False, True))
 
 
 def embedding(w_shape, strategy: Strategy, devices: int, out_shape) -> OpSharding:
