@@ -30,6 +30,7 @@ plan: ties break on memory, then on the configuration tuple.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
+from parsim.search.bound import floor_s
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
@@ -72,6 +74,7 @@ class Constraints:
     recompute: bool | None = None
     microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
     zero: int | None = None                          # ZeRO stage; None: searched (0-3 where dp > 1)
+    prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,47 @@ def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, 
     return out
 
 
+GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in plan()'s branch and bound
+
+
+class _StageMemory:
+    """memory(j, A, B): the closed-form peak bytes of stage j holding layers [A, B) (j, A, B
+    scalars or arrays, element-wise), v chunks on one device:
+
+        (params x static bytes per param [+ ZeRO-2/3's bucket] + 2 x boundary activation x b
+         + in-flight micro-batches of stage j x b x stage saved bytes) x v
+
+    The partitioner asks for every stage over the same (A, B) matrices: the stage-independent
+    parts are computed once per matrix pair."""
+
+    def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: list[float]):
+        self.bnd, self.static_per_param, self.zero, self.b, self.v = bnd, static_per_param, zero, b, v
+        self.inflight = np.array(inflight)
+        self._last: tuple | None = None          # (A, B, static + boundary, stage saved bytes)
+
+    def _parts(self, A, B):
+        last = self._last
+        if last is not None and last[0] is A and last[1] is B:
+            return last[2], last[3]
+        bnd = self.bnd
+        params = bnd.param_prefix[B] - bnd.param_prefix[A]
+        for u, o, n in bnd.tied:
+            params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
+        static = params * self.static_per_param
+        if self.zero >= 2:
+            static = static + np.minimum(params * bnd.grad_per_param, DDP_BUCKET_BYTES)
+        boundary = 2 * bnd.out[np.maximum(B - 1, 0)] * self.b
+        saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
+        if isinstance(A, np.ndarray):
+            self._last = (A, B, static + boundary, saved)
+        return static + boundary, saved
+
+    def __call__(self, j, A, B):
+        base, saved = self._parts(A, B)
+        inflight = self.inflight[j] if np.ndim(j) else float(self.inflight[j])
+        return (base + inflight * self.b * saved) * self.v
+
+
 class _Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
@@ -175,27 +219,14 @@ class _Bounds:
             self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster)
         return self._costs[b]
 
-    def memory_fn(self, schedule, m, pp, v, b, dp, zero=0):
+    def memory_fn(self, schedule, m, pp, v, b, dp, zero=0) -> "_StageMemory":
         """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
         (zero_fractions), plus, from stage 2, the bucket being reduce-scattered (at most DDP's cap;
         ZeRO-3's gathered layers are left to the simulated peak)."""
-        pp_, sp, op = self.param_prefix, self.saved_prefix, self.out
         f = zero_fractions(zero, dp)
         static_per_param = sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
-
-        def memory(j, A, B):                            # j: a stage, or an array of stages
-            params = pp_[B] - pp_[A]
-            for u, o, n in self.tied:
-                params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
-            static = params * static_per_param
-            if zero >= 2:
-                static = static + np.minimum(params * self.grad_per_param, DDP_BUCKET_BYTES)
-            boundary = 2 * op[np.maximum(B - 1, 0)] * b
-            inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)
-                        else inflight_microbatches(schedule, m, pp, j, v))
-            act = inflight * b * (sp[B] - sp[A] + self.shared[A])
-            return (static + boundary + act) * v        # v chunks share one device
-        return memory
+        inflight = [inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)]
+        return _StageMemory(self, static_per_param, zero, b, v, inflight)
 
     def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
         """Boundary times per stage and layer, each stage's on the link to the next stage."""
@@ -388,69 +419,100 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                               "fast-link group, and the layout must name the model's operators; "
                               "change --tp/--tp-layout")
 
-    pairs = []
-    for tp, layout, recompute, graph in variants:
-        for pp in divisors(world // tp):
-            dp = world // tp // pp
-            if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
-                continue
-            pairs.append((dp, pp, tp, layout, recompute, graph))
-    if not pairs:
+    families = list(_families(spec, cluster, c, variants))
+    if not families:
         raise InfeasibleError(f"no dp x pp = {world} devices fits: dp must divide the global batch ({batch}) and "
                               f"pp be at most {L} layers" + (" under the given --dp/--pp" if c.dp or c.pp else "")
                               + "; change --dp/--pp, the cluster, or training.global_batch_size")
+    twin_graphs = {(tp, layout): graph for tp, layout, recompute, graph in variants if not recompute}
 
-    # 1. Every candidate with its split, lower bound and memory bound.
-    pending: list[tuple[float, tuple, ParallelConfig]] = []
+    # Branch and bound over three kinds of entry, best bound first (parsim.search.bound):
+    #   GRAPH     a searched-layout family whose per-device graph is not built yet (bound 0);
+    #   FLOOR     a candidate without a split, bounded by its floor (bound.floor_s);
+    #   SPLIT     a candidate with its memory-constrained split, bounded by lower_bound_s.
+    # Every bound is at most the simulated step time of every candidate it stands for, so the
+    # search may stop when the best bound left exceeds the k-th best simulated step: what it skips
+    # cannot reach the top k (Constraints.prune=False simulates everything, for tests).
+    heap: list[tuple] = []
+    order = itertools.count()                   # ties: first pushed first; payloads never compared
+    bounds_of: dict[int, _Bounds] = {}
     misses: list[tuple] = []
     considered = 0
-    bounds_of: dict[int, _Bounds] = {}
-    fits_without_recompute: set[tuple] = set()
-    twins: dict[tuple, tuple] = {}
-    for dp, pp, tp, layout, recompute, graph in pairs:
-        per_replica = batch // dp
-        for m in divisors(per_replica):
-            if c.microbatches and m != c.microbatches:
-                continue
-            b = per_replica // m
-            if b < g.min_microbatch or (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
-                continue
-            if layout == SEARCHED:         # searched for this micro-batch size and pp devices' memory
-                try:
-                    graph = per_device_graph(spec.graph, tp, layout, recompute, spec.shard, cluster, spec.training,
-                                             b, auto_memory_bytes(cluster, pp))
-                except InfeasibleError:
-                    continue
-            if id(graph) not in bounds_of:
-                bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
-            bnd = bounds_of[id(graph)]
-            for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec):
-                cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero)
-                same = (dp, pp, tp, layout, m, schedule, v, placement, zero)
-                if recompute and same in fits_without_recompute:
-                    # Held back: the closed form (no workspace term) says the plan fits without
-                    # recomputation; should the simulated peak say otherwise, step 2 adds it.
-                    twins[same] = (bnd, graph, b)
-                    continue
-                considered += 1
-                entry = _candidate(bnd, cfg, b, graph, cap, misses)
-                if entry is not None:
-                    pending.append(entry)
-                    if not recompute:
-                        fits_without_recompute.add(same)
-    heapq.heapify(pending)
 
-    # 2. Simulate best bound first; stop when the bound cannot reach the top k.  A candidate whose
-    # simulated peak misses the cap brings in its held-back recomputing twin.
+    def bounds_for(tp, layout, graph) -> _Bounds:
+        if id(graph) not in bounds_of:
+            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
+        return bounds_of[id(graph)]
+
+    def searched_graph(tp, recompute, b, pp) -> LayerGraph | None:
+        """The searched layout for this micro-batch size and pp devices' memory; None if none fits."""
+        try:
+            return per_device_graph(spec.graph, tp, SEARCHED, recompute, spec.shard, cluster, spec.training,
+                                    b, auto_memory_bytes(cluster, pp))
+        except InfeasibleError:
+            return None
+
+    def bound_family(tp, layout, recompute, graph, dp, pp, m, b):
+        nonlocal considered
+        bnd = bounds_for(tp, layout, graph)
+        phases = bnd.phase_times(b)
+        for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec):
+            cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero)
+            considered += 1
+            heapq.heappush(heap, (floor_s(*phases, m, pp, v, schedule == "zbh1"), next(order), FLOOR,
+                                  (cfg, bnd, graph, b)))
+
+    def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
+        """Whether the candidate's twin without recomputation has a split within the closed-form
+        memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
+        graph = (searched_graph(cfg.tp, False, b, cfg.pp) if cfg.tp_layout == SEARCHED
+                 else twin_graphs.get((cfg.tp, cfg.tp_layout)))
+        if graph is None:
+            return False
+        twin = replace(cfg, recompute=False)
+        return bounds_for(cfg.tp, cfg.tp_layout, graph).split(
+            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
+            zero=twin.zero) is not None
+
+    for tp, layout, recompute, graph, dp, pp, m, b in families:
+        if graph is None:
+            heapq.heappush(heap, (0.0, next(order), GRAPH, (tp, layout, recompute, dp, pp, m, b)))
+        else:
+            bound_family(tp, layout, recompute, graph, dp, pp, m, b)
+
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
     replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
-    bar = progress_bar(len(pending), "planning", progress, unit="plan")
+    held: dict[tuple, tuple] = {}          # recomputing candidates whose twin fits without (by its key)
+    released: set[tuple] = set()           # keys whose twin without recomputation missed the cap, simulated
+    bar = progress_bar(0, "planning", progress, unit="plan")
     kth = float("inf")
-    while pending:
-        lb, _, cfg, graph = heapq.heappop(pending)
-        if lb > kth:
+    while heap:
+        bound, _, kind, item = heapq.heappop(heap)
+        if bound > kth and c.prune:
             break
+        if kind == GRAPH:
+            tp, layout, recompute, dp, pp, m, b = item
+            graph = searched_graph(tp, recompute, b, pp)
+            if graph is not None:
+                bound_family(tp, layout, recompute, graph, dp, pp, m, b)
+            continue
+        if kind == FLOOR:
+            cfg, bnd, graph, b = item
+            same = _twin_key(cfg)
+            if cfg.recompute and c.recompute is None and spec.training.recompute is None and same not in released \
+                    and fits_without_recompute(cfg, b):
+                # Held back: the closed form (no workspace term) says the plan fits without
+                # recomputation; should the simulated peak say otherwise, it comes back.
+                held[same] = (bound, cfg, bnd, graph, b)
+                continue
+            entry = _candidate(bnd, cfg, b, graph, cap, misses)
+            if entry is not None:
+                lb, _, cfg, graph = entry
+                heapq.heappush(heap, (max(bound, lb), next(order), SPLIT, (cfg, graph)))
+                bar.total += 1
+            continue
+        cfg, graph = item
         est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
                        keep_timeline=False)
         cand = Candidate(cfg, est)
@@ -460,15 +522,12 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.update()
-        twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
-                          cfg.placement, cfg.zero), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
-        if twin is not None:
-            tbnd, tgraph, b = twin
-            considered += 1
-            entry = _candidate(tbnd, replace(cfg, bounds=(), recompute=True), b, tgraph, cap, misses)
-            if entry is not None:
-                heapq.heappush(pending, entry)
-                bar.total += 1
+        if cand.peak_memory_bytes > cap and not cfg.recompute:
+            same = _twin_key(cfg)
+            released.add(same)
+            if same in held:
+                tbound, tcfg, tbnd, tgraph, tb = held.pop(same)
+                heapq.heappush(heap, (tbound, next(order), FLOOR, (tcfg, tbnd, tgraph, tb)))
     bar.close()
     simulated = len(results) + len(over_memory)
 
@@ -536,6 +595,32 @@ def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec)
                 if (zero and dp == 1) or (zero == 3 and schedule == "zbh1"):
                     continue
                 yield schedule, v, placement, zero
+
+
+def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
+    """The search space, the one place it is enumerated: (tp, layout, recompute, graph, dp, pp,
+    m, b) for every tensor-parallel setting (``variants``), factorization of the rest of the
+    devices into dp x pp, and micro-batch count m of b samples; graph is None for the searched
+    layout, whose graph depends on b and pp (planner.plan searches it when the family comes up).
+    Each family's candidates are its schedules, placements and ZeRO stages (_zero_variants)."""
+    batch, world, L = spec.training.global_batch_size, cluster.world_size, len(spec.graph)
+    for tp, layout, recompute, graph in variants:
+        for pp in divisors(world // tp):
+            dp = world // tp // pp
+            if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
+                continue
+            per_replica = batch // dp
+            for m in divisors(per_replica):
+                b = per_replica // m
+                if (c.microbatches and m != c.microbatches) or b < spec.graph.min_microbatch or \
+                        (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
+                    continue
+                yield tp, layout, recompute, (None if layout == SEARCHED else graph), dp, pp, m, b
+
+
+def _twin_key(cfg: ParallelConfig) -> tuple:
+    """What a candidate shares with its twin that differs only in recomputation."""
+    return (cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks, cfg.placement, cfg.zero)
 
 
 def _tp_domain(cluster: Cluster) -> int:

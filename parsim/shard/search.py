@@ -54,6 +54,10 @@ Frontier = tuple  # of Point, sorted by time
 def pareto(points, keep: int | None = None, cap: float | None = None, thinned: list | None = None) -> Frontier:
     """The points no other point beats in both time and memory (ties: the first), optionally
     over a memory cap dropped and thinned to ``keep`` (how many it dropped appended to ``thinned``)."""
+    if keep == 1 and cap is None:                # the fastest alone (the least memory among equals)
+        if not points:
+            return ()
+        return (min(points, key=lambda p: (p.time_s, p.mem_bytes)),)    # first of equals, as sorted's
     pts = sorted(points, key=lambda p: (p.time_s, p.mem_bytes))
     out, best_mem = [], float("inf")
     for p in pts:
@@ -131,8 +135,14 @@ def _total(graph: CostGraph, combo) -> tuple[float, float]:
 
 def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
            exhaustive_limit: int = 100_000) -> SearchResult | None:
-    """The fastest assignment within ``cap`` (module docstring); None if none fits."""
+    """The fastest assignment within ``cap`` (module docstring); None if none fits.  Without a cap
+    (and ``keep`` not None) every frontier keeps its first point alone: the fastest, least memory
+    among equals, is what "+" and "min" carry to the answer (a sum of points no faster is no
+    faster: rounding is monotone), so the answer is the same at a fraction of the work
+    (tests/test_strategy_search.py compares the two on the zoo's graphs)."""
     n = len(graph.node_costs)
+    if cap is None and keep is not None:
+        keep = 1
     nodes = {v: [(Point(t, m, ("pick", v, s)),) for s, (t, m) in enumerate(costs)]
              for v, costs in enumerate(graph.node_costs)}
     edges: dict[tuple[int, int], list[list[Frontier]]] = {

@@ -1,0 +1,51 @@
+"""A candidate's step-time floor before it has a split: the planner's first, cheapest bound.
+
+The planner's branch and bound (parsim.search.planner.plan) prices a candidate in three steps,
+each dearer and tighter than the last:
+
+1. this floor, from per-layer prefix sums alone (no split, no memory check);
+2. its memory-constrained split and the split's lower bound (planner._Bounds.lower_bound_s);
+3. the simulation.
+
+A candidate goes a step further only when its bound is at most the k-th best simulated step so
+far, so each bound must never exceed the next: floor <= lower_bound_s(any split) <= simulated.
+lower_bound_s of a split into stages s = [A_s, B_s) (v chunks on each of pp ranks, m
+micro-batches, w_s = the stage's F + backward, its backward min(B, I + W) under a split
+backward) is at least each of:
+
+- per rank: m x sum of w_s over the rank's stages.  The ranks share the total T = sum of w over
+  all layers, so the busiest carries at least m T / pp; and it carries at least one stage, whose
+  w is at least the heaviest layer's;
+- with one chunk per rank, the last stage [A, L): U(A) + m (P(L) - P(A)), U the prefix of what
+  the bound counts upstream (F + B; F alone under a split backward, u_i <= w_i) and P the prefix
+  of w.  Raising A by one layer i changes it by u_i - m w_i <= 0, so it is least with the last
+  layer alone: U(L - 1) + m w_(L-1), whatever the split.
+
+Each is a sum of the same per-layer times the lower bound reads, so the floor needs no compute
+model of its own; tests/test_planner.py checks floor <= lower_bound_s <= simulated on small
+searches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Rounding: prefix differences are not bit-equal to the split's own sums.
+_SLACK = 1 - 1e-9
+
+
+def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, pp: int, v: int,
+            split_backward: bool) -> float:
+    """The floor above for m micro-batches on pp ranks of v chunks; F, B, I, W: per-layer prefix
+    sums (length L + 1) of each phase's time at the candidate's micro-batch size."""
+    f = np.diff(F)
+    bwd = np.diff(B)
+    if split_backward:
+        bwd = np.minimum(bwd, np.diff(I) + np.diff(W))
+    w = f + bwd
+    total = float(w.sum())
+    floor = m * max(total / pp, float(w.max()))
+    if v == 1:
+        upstream = f if split_backward else f + np.diff(B)
+        floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
+    return floor * _SLACK
