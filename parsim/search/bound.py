@@ -21,6 +21,12 @@ backward) is at least each of:
   of w.  Raising A by one layer i changes it by u_i - m w_i <= 0, so it is least with the last
   layer alone: U(L - 1) + m w_(L-1), whatever the split.
 
+The memory floor: the closed-form peak of a split (planner._StageMemory) charges stage j
+(static bytes per parameter x its parameters + boundary and in-flight activations, all >= 0) x v
+on its device.  The pp v stages hold every parameter at least once (a tied weight's copy adds),
+so the fullest holds at least P / (pp v) of them, and x v that is P / pp: when P / pp x the
+static bytes per parameter exceeds the cap, no split fits and the partitioner need not run.
+
 Each is a sum of the same per-layer times the lower bound reads, so the floor needs no compute
 model of its own; tests/test_planner.py checks floor <= lower_bound_s <= simulated on small
 searches.
@@ -49,3 +55,9 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
         upstream = f if split_backward else f + np.diff(B)
         floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
     return floor * _SLACK
+
+
+def memory_floor_bytes(params: float, static_bytes_per_param: float, pp: int) -> float:
+    """The least closed-form stage peak any split of ``params`` parameters over pp ranks can have
+    (above: the static bytes of the fullest rank alone)."""
+    return params * static_bytes_per_param / pp * _SLACK

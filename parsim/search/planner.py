@@ -50,7 +50,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
-from parsim.search.bound import floor_s
+from parsim.search.bound import floor_s, memory_floor_bytes
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
@@ -223,10 +223,14 @@ class _Bounds:
         """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
         (zero_fractions), plus, from stage 2, the bucket being reduce-scattered (at most DDP's cap;
         ZeRO-3's gathered layers are left to the simulated peak)."""
-        f = zero_fractions(zero, dp)
-        static_per_param = sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
         inflight = [inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)]
-        return _StageMemory(self, static_per_param, zero, b, v, inflight)
+        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, inflight)
+
+    def static_per_param(self, dp: int, zero: int) -> float:
+        """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
+        state, each shrunk by its ZeRO share (zero_fractions)."""
+        f = zero_fractions(zero, dp)
+        return sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
 
     def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
         """Boundary times per stage and layer, each stage's on the link to the next stage."""
@@ -244,6 +248,8 @@ class _Bounds:
     def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
         """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
         the link class of each stage boundary under the candidate's placement (boundary_links)."""
+        if memory_floor_bytes(self.param_prefix[-1], self.static_per_param(dp, zero), pp) > cap:
+            return None                      # no split can fit: the partitioner need not look
         stages = pp * v
         times = self.costs(b)[0]
         edges = self.edges(b, links)
@@ -413,7 +419,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     world = cluster.world_size
     L = len(g)
     check_usable(spec, cluster, c)
-    variants = _variants(spec, cluster, c)
+    variants = _variants(spec, cluster, c, build_searched=False)
     if not variants:
         raise InfeasibleError("no tensor-parallel setting applies: --tp must divide the devices and fit a node's "
                               "fast-link group, and the layout must name the model's operators; "
@@ -552,8 +558,11 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                                            replicated, results, world))
 
 
-def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
-    """(tp, layout, recompute, per-device graph) for every tensor-parallel setting to search."""
+def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
+              build_searched: bool = True) -> list[tuple[int, str, bool, LayerGraph | None]]:
+    """(tp, layout, recompute, per-device graph) for every tensor-parallel setting to search;
+    without ``build_searched`` the searched layout's graph is None (plan() searches it per
+    micro-batch size), and it applies wherever the model has an operator view."""
     domain = _tp_domain(cluster)
     hint = spec.parallel
     if c.tp:
@@ -576,6 +585,10 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
             continue
         for layout in (layouts if tp > 1 else [""]):
             for rc in recomputes:
+                if layout == SEARCHED and not build_searched:
+                    if any(layer.ops for layer in spec.graph.layers):
+                        out.append((tp, layout, rc, None))
+                    continue
                 try:
                     graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training)
                 except InfeasibleError:
@@ -601,7 +614,7 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
     """The search space, the one place it is enumerated: (tp, layout, recompute, graph, dp, pp,
     m, b) for every tensor-parallel setting (``variants``), factorization of the rest of the
     devices into dp x pp, and micro-batch count m of b samples; graph is None for the searched
-    layout, whose graph depends on b and pp (planner.plan searches it when the family comes up).
+    layout, whose graph depends on b and pp (plan() searches it when the family comes up).
     Each family's candidates are its schedules, placements and ZeRO stages (_zero_variants)."""
     batch, world, L = spec.training.global_batch_size, cluster.world_size, len(spec.graph)
     for tp, layout, recompute, graph in variants:
@@ -615,7 +628,7 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
                 if (c.microbatches and m != c.microbatches) or b < spec.graph.min_microbatch or \
                         (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
                     continue
-                yield tp, layout, recompute, (None if layout == SEARCHED else graph), dp, pp, m, b
+                yield tp, layout, recompute, graph, dp, pp, m, b
 
 
 def _twin_key(cfg: ParallelConfig) -> tuple:

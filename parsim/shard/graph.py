@@ -223,12 +223,29 @@ def elem_bytes(op: OpInfo) -> int:
 
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
-                in_layout: Layout | None) -> LayerSharding:
+                in_layout: Layout | None, memo: dict | None = None) -> LayerSharding:
     """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
-    shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output."""
+    shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output.
+    ``memo``: one graph's layers that share their operators (a GPT's identical blocks) share
+    the operators' shardings and steps, worked out once (the caller keeps the layers alive)."""
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
+    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout)
+    if memo is not None and key in memo:
+        shardings, comm, out_layout = memo[key]
+        return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, comm, batch, in_layout,
+                                                                      out_layout))
+    shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout)
+    if memo is not None:
+        memo[key] = (shardings, comm, out_layout)
+    return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, comm, batch, in_layout,
+                                                                  out_layout))
+
+
+def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None) -> tuple[tuple, list, Layout]:
+    """(each op's sharding, the layer's redistribution steps, its output layout)."""
+    ops = layer.ops
     shardings: list[st.OpSharding] = []
     comm: list[tuple] = []
     charged: set[tuple] = set()          # (source, phase, step, device matrix) already in comm
@@ -274,8 +291,7 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
         comm += [("grad", step, matrix) for step, matrix in mirror_steps(sh, eb)]
     out_layout = out_of(layer.ops_output, ops[-1].output_shape) if layer.ops_output != FROM_ELSEWHERE \
         else _replicated((devices,), ops[-1].output_shape)
-    return LayerSharding(tuple(shardings), out_layout,
-                         _per_device_layer(layer, shardings, comm, batch, in_layout, out_layout))
+    return tuple(shardings), comm, out_layout
 
 
 def mirror_steps(sh: st.OpSharding, elem_bytes: int) -> list[tuple[Step, tuple[int, ...]]]:
@@ -374,14 +390,14 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
 def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> LayerGraph:
     """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``."""
     chosen = select(graph, patterns)
-    layers, prev = [], None
+    layers, prev, memo = [], None, {}
     for li, layer in enumerate(graph.layers):
         mine = {oi: s for (l, oi), s in chosen.items() if l == li}
         if not layer.ops:
             layers.append(layer)
             prev = None
             continue
-        result = shard_layer(layer, mine, devices, graph.extraction_batch, prev)
+        result = shard_layer(layer, mine, devices, graph.extraction_batch, prev, memo)
         layers.append(result.layer)
         prev = result.output
     if prev is not None and ways(prev) * _partial_size(prev) > 1:
