@@ -22,10 +22,19 @@ backward) is at least each of:
   layer alone: U(L - 1) + m w_(L-1), whatever the split.
 
 The memory floor: the closed-form peak of a split (planner._StageMemory) charges stage j
-(static bytes per parameter x its parameters + boundary and in-flight activations, all >= 0) x v
-on its device.  The pp v stages hold every parameter at least once (a tied weight's copy adds),
-so the fullest holds at least P / (pp v) of them, and x v that is P / pp: when P / pp x the
-static bytes per parameter exceeds the cap, no split fits and the partitioner need not run.
+
+    mem_j = v (static_j + boundary_j + n_j b saved_j),   every term >= 0,
+
+n_j its in-flight micro-batches.  Over the pp v stages the static bytes add up to at least
+P x the static bytes per parameter (every parameter is held at least once; a tied weight's copy
+adds) and the saved bytes to at least S, the whole model's (the stage sums telescope, and what a
+stage's first layer shares with its input only adds).  The fullest stage holds at least the
+average, so max_j mem_j >= P static / pp; and it holds at least any weighted mean, here with
+weights (1 / n_j) / H, H = sum of 1 / n_j, which cancels the in-flight counts:
+
+    max_j mem_j >= v (P static / (H max_j n_j) + b S / H).
+
+When the larger of the two exceeds the cap, no split fits and the partitioner need not run.
 
 Each is a sum of the same per-layer times the lower bound reads, so the floor needs no compute
 model of its own; tests/test_planner.py checks floor <= lower_bound_s <= simulated on small
@@ -57,7 +66,12 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
     return floor * _SLACK
 
 
-def memory_floor_bytes(params: float, static_bytes_per_param: float, pp: int) -> float:
-    """The least closed-form stage peak any split of ``params`` parameters over pp ranks can have
-    (above: the static bytes of the fullest rank alone)."""
-    return params * static_bytes_per_param / pp * _SLACK
+def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,
+                       b: int, v: int) -> float:
+    """The least closed-form stage peak any split can have (above): ``params`` and ``saved_bytes``
+    (per sample) of the whole model, ``inflight`` the in-flight micro-batches of each of the pp v
+    stages, b samples per micro-batch."""
+    pp = len(inflight) / v
+    static = params * static_bytes_per_param
+    h = sum(1 / n for n in inflight)
+    return max(static / pp, v * (static / (h * max(inflight)) + b * saved_bytes / h)) * _SLACK

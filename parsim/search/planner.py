@@ -213,6 +213,7 @@ class _Bounds:
         self.grad_per_param = per["grads"]
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
+        self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
 
     def costs(self, b: int):
         if b not in self._costs:
@@ -248,13 +249,16 @@ class _Bounds:
     def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
         """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
         the link class of each stage boundary under the candidate's placement (boundary_links)."""
-        if memory_floor_bytes(self.param_prefix[-1], self.static_per_param(dp, zero), pp) > cap:
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)    # what a fit depends on: not links
+        if fits_key in self._unfit or memory_floor_bytes(
+                self.param_prefix[-1], mem.static_per_param, self.saved_prefix[-1] + self.shared[0], mem.inflight,
+                b, v) > cap:
             return None                      # no split can fit: the partitioner need not look
         stages = pp * v
         times = self.costs(b)[0]
         edges = self.edges(b, links)
         bounds = self.free_split(stages, b, links)
-        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
         if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
@@ -264,6 +268,7 @@ class _Bounds:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
             except InfeasibleError:
                 self._splits[key] = None
+                self._unfit.add(fits_key)
         found = self._splits[key]
         return found[0] if found else None
 
