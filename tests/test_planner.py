@@ -14,6 +14,7 @@ from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.report.fmt import human_bytes
 from parsim.search import planner
+from parsim.search.bound import floor_s
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
 
@@ -54,7 +55,10 @@ def _check_lower_bound(spec, cluster, compute, variants) -> int:
                         bounds = bnd.split(schedule, m, pp, v, b, dp, links, float("inf"))
                         cfg = planner.replace(cfg, bounds=bounds)
                         est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
-                        assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
+                        lb = bnd.lower_bound_s(cfg, b)
+                        assert lb <= est.step_time_s * (1 + 1e-9), cfg
+                        # the split-free floor the search bounds a candidate by first
+                        assert floor_s(*bnd.phase_times(b), m, pp, v, schedule == "zbh1") <= lb, cfg
                         checked += 1
     return checked
 

@@ -41,6 +41,7 @@ Per device, a sharded layer has:
 
 from __future__ import annotations
 
+import functools
 import math
 import fnmatch
 from dataclasses import dataclass, replace
@@ -191,12 +192,15 @@ def _by_ways(src: Layout, dst: Layout, elem_bytes: int) -> list[Step]:
     return steps
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
                through_copy: bool = False) -> tuple[list[Step], list[Step], tuple[int, ...] | None]:
     """(forward steps, backward steps, the device matrix their device dimensions count in, or
     None for consecutive groups) from a producer's output layout to a consumer's input.  A pure
     view between them ([b, s, h] -> [b*s, h]) carries the layout over (``reshape_layout``); a copy
-    (a transpose made contiguous) is compared by ways (module docstring)."""
+    (a transpose made contiguous) is compared by ways (module docstring).  Cached (layouts are
+    values; the auto layout's cost graphs ask for the same pairs at every micro-batch size): the
+    lists are shared, read them only."""
     matrix = src.normalized().device_matrix
     if tuple(src.shape) != tuple(dst.shape) and not through_copy:
         moved = reshape_layout(src, dst.shape)
