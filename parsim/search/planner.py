@@ -309,10 +309,17 @@ class _Bounds:
             if cfg.dp > 1:
                 grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
-                ar = collective_time_s(self.cluster, cfg.dp_group(s % pp), grads,
-                                       "reduce_scatter" if cfg.zero else "all_reduce")
+                ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
         return max(best, max(per_rank))
+
+    def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
+        """collective_time_s over the pipeline rank's dp group, memoized: the group's ranks follow
+        from (dp, pp, tp, placement) alone, and a group of thousands is slow to list."""
+        key = ("collective", cfg.dp, cfg.pp, cfg.tp, cfg.placement, pipe_rank, nbytes, op)
+        if key not in self._costs:
+            self._costs[key] = collective_time_s(self.cluster, cfg.dp_group(pipe_rank), nbytes, op)
+        return self._costs[key]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
