@@ -78,3 +78,27 @@ def test_pruned_search_ranks_what_the_exhaustive_search_ranks(path, cluster_spec
     assert [x.key() for x in pruned.ranked] == [x.key() for x in full.ranked]
     assert [x.estimate.step_time_s for x in pruned.ranked] == [x.estimate.step_time_s for x in full.ranked]
     assert pruned.chosen.key() == full.chosen.key()
+
+
+def test_every_ranks_last_compute_is_the_backward_of_its_first_stage():
+    """What lower_bound_s's head-and-tail term rests on: with an unsplit backward, each rank ends
+    on the backward of its chunk-0 stage, so that micro-batch's backward through the stages before
+    it still follows."""
+    from parsim.errors import InfeasibleError
+    from parsim.schedule.actions import Kind
+    from parsim.schedule.generators import build_schedule
+
+    checked = 0
+    for name in ("gpipe", "1f1b", "interleaved"):
+        for p, m, v in itertools.product((1, 2, 3, 4, 8), (1, 2, 3, 4, 8, 16, 24), (1, 2, 3, 4)):
+            if (v > 1) != (name == "interleaved"):
+                continue
+            try:
+                schedule = build_schedule(name, p, m, v)
+            except InfeasibleError:
+                continue
+            for r in range(p):
+                last = [a for a in schedule.actions(r) if a.kind in (Kind.F, Kind.B)][-1]
+                assert (last.kind, last.stage) == (Kind.B, r), (name, p, m, v, r)
+                checked += 1
+    assert checked > 300

@@ -290,16 +290,27 @@ class _Bounds:
           stages < s, and (with an unsplit backward) ends before the last backward through them;
           a split backward's W may overlap that upstream tail, so it is not counted then;
         - its gradients' all-reduce starts no earlier than its last backward, and one message of
-          all its gradients is no slower than its buckets; then the optimizer runs."""
+          all its gradients is no slower than its buckets; then the optimizer runs;
+        - with any number of chunks, rank r's first action is a forward of one of its stages,
+          which waits for that micro-batch's forward through stages 0..r-1 (those before it in
+          chunk 0), and then the rank computes all its work: head_r + its m x (F + B); with an
+          unsplit backward its last action is the backward of its chunk-0 stage r (every
+          generator's order: tests/test_search_bound.py), after which that micro-batch's
+          backward through stages r-1..0 still runs: + tail_r."""
         Fp, Bp, Ip, Wp = self.phase_times(b)
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
         per_rank = [0.0] * pp
+        head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
+        tail = [0.0] * pp                   # its backward through them (unsplit backward only)
         best = 0.0
         upstream = 0.0
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            if s + 1 < pp:
+                head[s + 1] = head[s] + f
+                tail[s + 1] = tail[s] + (0.0 if split else bwd)
             if split:
                 bwd = min(bwd, Ip[z] - Ip[a] + Wp[z] - Wp[a])
             per_rank[s % pp] += m * (f + bwd)
@@ -311,7 +322,7 @@ class _Bounds:
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
-        return max(best, max(per_rank))
+        return max(best, max(h + busy + t for h, busy, t in zip(head, per_rank, tail)))
 
     def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
         """collective_time_s over the pipeline rank's dp group, memoized: the group's ranks follow
