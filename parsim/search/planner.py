@@ -21,10 +21,13 @@ Search space:
   where pp allows) and dp-inner;
 - the split from the min-max dynamic program (parsim.search.partition), memory-constrained.
 
-Order: every candidate gets a lower bound first (its busiest rank's compute, m x (F+B), which no
-schedule can beat) and a memory bound; candidates are simulated best bound first, and the search
-stops once the bound exceeds the k-th best simulated step time.  The same input gives the same
-plan: ties break on memory, then on the configuration tuple.
+Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
+a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
+split and that split's lower bound (_Bounds.lower_bound_s: no schedule beats it), then the
+simulation; the searched layout's graph is built only when its family comes up.  The search
+stops once the best bound left exceeds the k-th best simulated step time, so it ranks what the
+exhaustive search (Constraints.prune=False) ranks.  The same input gives the same plan: ties
+break on memory, then on the configuration tuple.
 """
 
 from __future__ import annotations
