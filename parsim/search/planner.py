@@ -104,7 +104,7 @@ class PlanResult:
     manual: Candidate | None
     capacity_bytes: float          # the cap: the device's usable memory, or --max-memory as given
     search_time_s: float
-    considered: int
+    considered: int                # the candidates in the search space (those of every family)
     simulated: int
     explanation: tuple[str, ...] = field(default=())
 
@@ -469,7 +469,6 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     order = itertools.count()                   # ties: first pushed first; payloads never compared
     bounds_of: dict[int, _Bounds] = {}
     misses: list[tuple] = []
-    considered = 0
 
     def bounds_for(tp, layout, graph) -> _Bounds:
         if id(graph) not in bounds_of:
@@ -484,13 +483,14 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         except InfeasibleError:
             return None
 
+    def members(dp, pp, m):
+        return list(_zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec))
+
     def bound_family(tp, layout, recompute, graph, dp, pp, m, b):
-        nonlocal considered
         bnd = bounds_for(tp, layout, graph)
         phases = bnd.phase_times(b)
-        for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec):
+        for schedule, v, placement, zero in members(dp, pp, m):
             cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero)
-            considered += 1
             heapq.heappush(heap, (floor_s(*phases, m, pp, v, schedule == "zbh1"), next(order), FLOOR,
                                   (cfg, bnd, graph, b)))
 
@@ -506,6 +506,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
             zero=twin.zero) is not None
 
+    considered = sum(len(members(dp, pp, m)) for _, _, _, _, dp, pp, m, _ in families)   # the search space
     for tp, layout, recompute, graph, dp, pp, m, b in families:
         if graph is None:
             heapq.heappush(heap, (0.0, next(order), GRAPH, (tp, layout, recompute, dp, pp, m, b)))
@@ -517,7 +518,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
     held: dict[tuple, tuple] = {}          # recomputing candidates whose twin fits without (by its key)
     released: set[tuple] = set()           # keys whose twin without recomputation missed the cap, simulated
-    bar = progress_bar(0, "planning", progress, unit="plan")
+    bar = progress_bar(considered, "planning", progress, unit="plan")    # simulations, of at most every candidate
     kth = float("inf")
     while heap:
         bound, _, kind, item = heapq.heappop(heap)
@@ -542,7 +543,6 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if entry is not None:
                 lb, _, cfg, graph = entry
                 heapq.heappush(heap, (max(bound, lb), next(order), SPLIT, (cfg, graph)))
-                bar.total += 1
             continue
         cfg, graph = item
         est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
