@@ -13,6 +13,7 @@ O(k * L^2) element operations but only O(k) Python steps.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -41,8 +42,7 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
         given = np.asarray(boundary_cost, dtype=float)
         rows = np.broadcast_to(given, (stages, given.shape[-1])) if given.ndim == 1 else given
         edges[:, 1:L] = rows[:stages, : L - 1]                        # no transfer after the last layer
-    A, B = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")   # stage = layers [A, B)
-    valid = B > A
+    A, B, valid = _grid(L)
     work = np.where(valid, prefix[B] - prefix[A], np.inf)
     best = np.full(L + 1, np.inf)
     best[0] = 0.0
@@ -61,6 +61,17 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
     for j in range(stages - 1, -1, -1):
         bounds.append(int(args[j][bounds[-1]]))
     return tuple(reversed(bounds)), float(best[L])
+
+
+@functools.lru_cache(maxsize=64)
+def _grid(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A, B, B > A) over every (start, stop) layer pair: a stage = layers [A, B); read-only, shared
+    by every call on L layers (a memory function may key its own work on these arrays)."""
+    A, B = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")
+    valid = B > A
+    for x in (A, B, valid):
+        x.flags.writeable = False
+    return A, B, valid
 
 
 def balanced_bounds(layer_cost: Sequence[float], stages: int,

@@ -24,15 +24,19 @@ Search space:
   where pp allows) and dp-inner;
 - the split from the min-max dynamic program (parsim.search.partition), memory-constrained.
 
-Order: every candidate gets a lower bound first (its busiest rank's compute, m x (F+B), which no
-schedule can beat) and a memory bound; candidates are simulated best bound first, and the search
-stops once the bound exceeds the k-th best simulated step time.  The same input gives the same
-plan: ties break on memory, then on the configuration tuple.
+Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
+a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
+split and that split's lower bound (_Bounds.lower_bound_s: no schedule beats it), then the
+simulation; the searched layout's graph is built only when its family comes up.  The search
+stops once the best bound left exceeds the k-th best simulated step time, so it ranks what the
+exhaustive search (Constraints.prune=False) ranks.  The same input gives the same plan: ties
+break on memory, then on the configuration tuple.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from dataclasses import dataclass, field, replace
@@ -53,6 +57,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
+from parsim.search.bound import floor_s, memory_floor_bytes
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
@@ -77,6 +82,7 @@ class Constraints:
     microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
     zero: int | None = None                          # ZeRO stage; None: searched (0-3 where dp > 1)
     cp: int | None = None                            # context-parallel size; None: searched (models with attention)
+    prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
 
 
 # The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and
@@ -113,7 +119,7 @@ class PlanResult:
     manual: Candidate | None
     capacity_bytes: float          # the cap: the device's usable memory, or --max-memory as given
     search_time_s: float
-    considered: int
+    considered: int                # the candidates in the search space (those of every family)
     simulated: int
     explanation: tuple[str, ...] = field(default=())
 
@@ -166,6 +172,47 @@ def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, 
     return out
 
 
+GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in plan()'s branch and bound
+
+
+class _StageMemory:
+    """memory(j, A, B): the closed-form peak bytes of stage j holding layers [A, B) (j, A, B
+    scalars or arrays, element-wise), v chunks on one device:
+
+        (params x static bytes per param [+ ZeRO-2/3's bucket] + 2 x boundary activation x b
+         + in-flight micro-batches of stage j x b x stage saved bytes) x v
+
+    The partitioner asks for every stage over the same (A, B) matrices: the stage-independent
+    parts are computed once per matrix pair."""
+
+    def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: list[float]):
+        self.bnd, self.static_per_param, self.zero, self.b, self.v = bnd, static_per_param, zero, b, v
+        self.inflight = np.array(inflight)
+        self._last: tuple | None = None          # (A, B, static + boundary, stage saved bytes)
+
+    def _parts(self, A, B):
+        last = self._last
+        if last is not None and last[0] is A and last[1] is B:
+            return last[2], last[3]
+        bnd = self.bnd
+        params = bnd.param_prefix[B] - bnd.param_prefix[A]
+        for u, o, n in bnd.tied:
+            params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
+        static = params * self.static_per_param
+        if self.zero >= 2:
+            static = static + np.minimum(params * bnd.grad_per_param, bnd.largest_unit_grad_bytes)
+        boundary = 2 * bnd.out[np.maximum(B - 1, 0)] * self.b
+        saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
+        if isinstance(A, np.ndarray):
+            self._last = (A, B, static + boundary, saved)
+        return static + boundary, saved
+
+    def __call__(self, j, A, B):
+        base, saved = self._parts(A, B)
+        inflight = self.inflight[j] if np.ndim(j) else float(self.inflight[j])
+        return (base + inflight * self.b * saved) * self.v
+
+
 class _Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
@@ -187,34 +234,26 @@ class _Bounds:
         self.largest_unit_grad_bytes = float(self.params.max(initial=0.0)) * per["grads"]
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
+        self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
 
     def costs(self, b: int):
         if b not in self._costs:
             self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster)
         return self._costs[b]
 
-    def memory_fn(self, schedule, m, pp, v, b, dp, zero=0):
+    def memory_fn(self, schedule, m, pp, v, b, dp, zero=0) -> "_StageMemory":
         """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
         (zero_fractions), plus, from stage 2, the FSDP unit being reduce-scattered (the largest
         layer's gradients: stages 2-3 run with pp=1, so the stage is the whole model; ZeRO-3's
         gathered layers are left to the simulated peak)."""
-        pp_, sp, op = self.param_prefix, self.saved_prefix, self.out
-        f = zero_fractions(zero, dp)
-        static_per_param = sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
+        inflight = [inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)]
+        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, inflight)
 
-        def memory(j, A, B):                            # j: a stage, or an array of stages
-            params = pp_[B] - pp_[A]
-            for u, o, n in self.tied:
-                params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
-            static = params * static_per_param
-            if zero >= 2:
-                static = static + np.minimum(params * self.grad_per_param, self.largest_unit_grad_bytes)
-            boundary = 2 * op[np.maximum(B - 1, 0)] * b
-            inflight = (np.array([inflight_microbatches(schedule, m, pp, k, v) for k in j]) if np.ndim(j)
-                        else inflight_microbatches(schedule, m, pp, j, v))
-            act = inflight * b * (sp[B] - sp[A] + self.shared[A])
-            return (static + boundary + act) * v        # v chunks share one device
-        return memory
+    def static_per_param(self, dp: int, zero: int) -> float:
+        """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
+        state, each shrunk by its ZeRO share (zero_fractions)."""
+        f = zero_fractions(zero, dp)
+        return sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
 
     def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
         """Boundary times per stage and layer, each stage's on the link to the next stage."""
@@ -232,11 +271,16 @@ class _Bounds:
     def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
         """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
         the link class of each stage boundary under the candidate's placement (boundary_links)."""
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)    # what a fit depends on: not links
+        if fits_key in self._unfit or memory_floor_bytes(
+                self.param_prefix[-1], mem.static_per_param, self.saved_prefix[-1] + self.shared[0], mem.inflight,
+                b, v) > cap:
+            return None                      # no split can fit: the partitioner need not look
         stages = pp * v
         times = self.costs(b)[0]
         edges = self.edges(b, links)
         bounds = self.free_split(stages, b, links)
-        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
         if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
@@ -246,6 +290,7 @@ class _Bounds:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
             except InfeasibleError:
                 self._splits[key] = None
+                self._unfit.add(fits_key)
         found = self._splits[key]
         return found[0] if found else None
 
@@ -267,16 +312,27 @@ class _Bounds:
           stages < s, and (with an unsplit backward) ends before the last backward through them;
           a split backward's W may overlap that upstream tail, so it is not counted then;
         - its gradients' all-reduce starts no earlier than its last backward, and one message of
-          all its gradients is no slower than its buckets; then the optimizer runs."""
+          all its gradients is no slower than its buckets; then the optimizer runs;
+        - with any number of chunks, rank r's first action is a forward of one of its stages,
+          which waits for that micro-batch's forward through stages 0..r-1 (those before it in
+          chunk 0), and then the rank computes all its work: head_r + its m x (F + B); with an
+          unsplit backward its last action is the backward of its chunk-0 stage r (every
+          generator's order: tests/test_search_bound.py), after which that micro-batch's
+          backward through stages r-1..0 still runs: + tail_r."""
         Fp, Bp, Ip, Wp = self.phase_times(b)
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
         per_rank = [0.0] * pp
+        head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
+        tail = [0.0] * pp                   # its backward through them (unsplit backward only)
         best = 0.0
         upstream = 0.0
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            if s + 1 < pp:
+                head[s + 1] = head[s] + f
+                tail[s + 1] = tail[s] + (0.0 if split else bwd)
             if split:
                 bwd = min(bwd, Ip[z] - Ip[a] + Wp[z] - Wp[a])
             per_rank[s % pp] += m * (f + bwd)
@@ -286,10 +342,18 @@ class _Bounds:
             if cfg.grad_ranks > 1:
                 grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
-                ar = collective_time_s(self.cluster, cfg.grad_group(s % pp), grads,
-                                       "reduce_scatter" if cfg.zero else "all_reduce")
+                ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar)
-        return max(best, max(per_rank))
+        return max(best, max(h + busy + t for h, busy, t in zip(head, per_rank, tail)))
+
+    def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
+        """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), memoized: the
+        group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of thousands is
+        slow to list."""
+        key = ("collective", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank, nbytes, op)
+        if key not in self._costs:
+            self._costs[key] = collective_time_s(self.cluster, cfg.grad_group(pipe_rank), nbytes, op)
+        return self._costs[key]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
@@ -404,75 +468,106 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     world = cluster.world_size
     L = len(g)
     check_usable(spec, cluster, c)
-    variants = _variants(spec, cluster, c)
+    variants = _variants(spec, cluster, c, build_searched=False)
     if not variants:
         raise InfeasibleError("no tensor-parallel setting applies: --tp must divide the devices and fit a node's "
                               "fast-link group, and the layout must name the model's operators; "
                               "change --tp/--tp-layout")
 
-    pairs = []
-    for tp, layout, recompute, graph in variants:
-        for pp in divisors(world // (tp * graph.cp)):
-            dp = world // (tp * graph.cp) // pp
-            if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
-                continue
-            pairs.append((dp, pp, tp, layout, recompute, graph))
-    if not pairs:
+    families = list(_families(spec, cluster, c, variants))
+    if not families:
         raise InfeasibleError(f"no dp x pp = {world} devices fits: dp must divide the global batch ({batch}) and "
                               f"pp be at most {L} layers" + (" under the given --dp/--pp" if c.dp or c.pp else "")
                               + "; change --dp/--pp, the cluster, or training.global_batch_size")
+    twin_graphs = {(tp, layout, cp): graph for tp, layout, recompute, cp, graph in variants if not recompute}
 
-    # 1. Every candidate with its split, lower bound and memory bound.
-    pending: list[tuple[float, tuple, ParallelConfig]] = []
-    misses: list[tuple] = []
-    considered = 0
+    # Branch and bound over three kinds of entry, best bound first (parsim.search.bound):
+    #   GRAPH     a searched-layout family whose per-device graph is not built yet (bound 0);
+    #   FLOOR     a candidate without a split, bounded by its floor (bound.floor_s);
+    #   SPLIT     a candidate with its memory-constrained split, bounded by lower_bound_s.
+    # Every bound is at most the simulated step time of every candidate it stands for, so the
+    # search may stop when the best bound left exceeds the k-th best simulated step: what it skips
+    # cannot reach the top k (Constraints.prune=False simulates everything, for tests).
+    heap: list[tuple] = []
+    order = itertools.count()                   # ties: first pushed first; payloads never compared
     bounds_of: dict[int, _Bounds] = {}
-    fits_without_recompute: set[tuple] = set()
-    twins: dict[tuple, tuple] = {}
-    for dp, pp, tp, layout, recompute, graph in pairs:
-        per_replica = batch // dp
-        for m in divisors(per_replica):
-            if c.microbatches and m != c.microbatches:
-                continue
-            b = per_replica // m
-            if b < g.min_microbatch or (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
-                continue
-            if layout == SEARCHED:         # searched for this micro-batch size and pp devices' memory
-                try:
-                    graph = per_device_graph(spec.graph, tp, layout, recompute, spec.shard, cluster, spec.training,
-                                             b, auto_memory_bytes(cluster, pp), cp=graph.cp)
-                except InfeasibleError:
-                    continue
-            if id(graph) not in bounds_of:
-                bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
-            bnd = bounds_of[id(graph)]
-            for schedule, v, placement, zero in _zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, graph.cp):
-                cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, graph.cp)
-                same = (dp, pp, tp, layout, m, schedule, v, placement, zero, graph.cp)
-                if recompute and same in fits_without_recompute:
-                    # Held back: the closed form (no workspace term) says the plan fits without
-                    # recomputation; should the simulated peak say otherwise, step 2 adds it.
-                    twins[same] = (bnd, graph, b)
-                    continue
-                considered += 1
-                entry = _candidate(bnd, cfg, b, graph, cap, misses)
-                if entry is not None:
-                    pending.append(entry)
-                    if not recompute:
-                        fits_without_recompute.add(same)
-    heapq.heapify(pending)
+    misses: list[tuple] = []
 
-    # 2. Simulate best bound first; stop when the bound cannot reach the top k.  A candidate whose
-    # simulated peak misses the cap brings in its held-back recomputing twin.
+    def bounds_for(tp, layout, graph) -> _Bounds:
+        if id(graph) not in bounds_of:
+            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
+        return bounds_of[id(graph)]
+
+    def searched_graph(tp, recompute, b, pp, cp) -> LayerGraph | None:
+        """The searched layout for this micro-batch size and pp devices' memory; None if none fits."""
+        try:
+            return per_device_graph(spec.graph, tp, SEARCHED, recompute, spec.shard, cluster, spec.training,
+                                    b, auto_memory_bytes(cluster, pp), cp=cp)
+        except InfeasibleError:
+            return None
+
+    def members(dp, pp, m, cp):
+        return list(_zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, cp))
+
+    def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b):
+        bnd = bounds_for(tp, layout, graph)
+        phases = bnd.phase_times(b)
+        for schedule, v, placement, zero in members(dp, pp, m, cp):
+            cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
+            heapq.heappush(heap, (floor_s(*phases, m, pp, v, schedule == "zbh1"), next(order), FLOOR,
+                                  (cfg, bnd, graph, b)))
+
+    def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
+        """Whether the candidate's twin without recomputation has a split within the closed-form
+        memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
+        graph = (searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
+                 else twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
+        if graph is None:
+            return False
+        twin = replace(cfg, recompute=False)
+        return bounds_for(cfg.tp, cfg.tp_layout, graph).split(
+            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
+            zero=twin.zero) is not None
+
+    considered = sum(len(members(dp, pp, m, cp)) for _, _, _, cp, _, dp, pp, m, _ in families)   # the search space
+    for tp, layout, recompute, cp, graph, dp, pp, m, b in families:
+        if graph is None:
+            heapq.heappush(heap, (0.0, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
+        else:
+            bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
+
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
     replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
-    bar = progress_bar(len(pending), "planning", progress, unit="plan")
+    held: dict[tuple, tuple] = {}          # recomputing candidates whose twin fits without (by its key)
+    released: set[tuple] = set()           # keys whose twin without recomputation missed the cap, simulated
+    bar = progress_bar(considered, "planning", progress, unit="plan")    # simulations, of at most every candidate
     kth = float("inf")
-    while pending:
-        lb, _, cfg, graph = heapq.heappop(pending)
-        if lb > kth:
+    while heap:
+        bound, _, kind, item = heapq.heappop(heap)
+        if bound > kth and c.prune:
             break
+        if kind == GRAPH:
+            tp, layout, recompute, cp, dp, pp, m, b = item
+            graph = searched_graph(tp, recompute, b, pp, cp)
+            if graph is not None:
+                bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
+            continue
+        if kind == FLOOR:
+            cfg, bnd, graph, b = item
+            same = _twin_key(cfg)
+            if cfg.recompute and c.recompute is None and spec.training.recompute is None and same not in released \
+                    and fits_without_recompute(cfg, b):
+                # Held back: the closed form (no workspace term) says the plan fits without
+                # recomputation; should the simulated peak say otherwise, it comes back.
+                held[same] = (bound, cfg, bnd, graph, b)
+                continue
+            entry = _candidate(bnd, cfg, b, graph, cap, misses)
+            if entry is not None:
+                lb, _, cfg, graph = entry
+                heapq.heappush(heap, (max(bound, lb), next(order), SPLIT, (cfg, graph)))
+            continue
+        cfg, graph = item
         est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
                        keep_timeline=False)
         cand = Candidate(cfg, est)
@@ -482,15 +577,12 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.update()
-        twin = twins.pop((cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks,
-                          cfg.placement, cfg.zero, cfg.cp), None) if cand.peak_memory_bytes > cap and not cfg.recompute else None
-        if twin is not None:
-            tbnd, tgraph, b = twin
-            considered += 1
-            entry = _candidate(tbnd, replace(cfg, bounds=(), recompute=True), b, tgraph, cap, misses)
-            if entry is not None:
-                heapq.heappush(pending, entry)
-                bar.total += 1
+        if cand.peak_memory_bytes > cap and not cfg.recompute:
+            same = _twin_key(cfg)
+            released.add(same)
+            if same in held:
+                tbound, tcfg, tbnd, tgraph, tb = held.pop(same)
+                heapq.heappush(heap, (tbound, next(order), FLOOR, (tcfg, tbnd, tgraph, tb)))
     bar.close()
     simulated = len(results) + len(over_memory)
 
@@ -515,9 +607,11 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                                            replicated, results, world))
 
 
-def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[int, str, bool, LayerGraph]]:
-    """(tp, layout, recompute, per-device graph) for every tensor- and context-parallel setting to
-    search; the graph's ``cp`` is the candidate's cp."""
+def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
+              build_searched: bool = True) -> list[tuple[int, str, bool, int, LayerGraph | None]]:
+    """(tp, layout, recompute, cp, per-device graph) for every tensor- and context-parallel
+    setting to search; without ``build_searched`` the searched layout's graph is None (plan()
+    searches it per micro-batch size), and it applies wherever the model has an operator view."""
     domain = _tp_domain(cluster)
     hint = spec.parallel
     if c.tp:
@@ -544,11 +638,15 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints) -> list[tuple[i
                 for cp in cps:
                     if cluster.world_size % (tp * cp):
                         continue
+                    if layout == SEARCHED and not build_searched:
+                        if any(layer.ops for layer in spec.graph.layers):
+                            out.append((tp, layout, rc, cp, None))
+                        continue
                     try:
                         graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training, cp=cp)
                     except InfeasibleError:
                         continue             # this layout does not apply to the model (or does not divide it)
-                    out.append((tp, layout, rc, graph))
+                    out.append((tp, layout, rc, cp, graph))
     return out
 
 
@@ -577,6 +675,33 @@ def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec,
                 if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1"):
                     continue
                 yield schedule, v, placement, zero
+
+
+def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
+    """The search space, the one place it is enumerated: (tp, layout, recompute, cp, graph, dp,
+    pp, m, b) for every tensor- and context-parallel setting (``variants``), factorization of the
+    rest of the devices into dp x pp, and micro-batch count m of b samples; graph is None for the
+    searched layout, whose graph depends on b and pp (plan() searches it when the family comes
+    up).  Each family's candidates are its schedules, placements and ZeRO stages (_zero_variants)."""
+    batch, world, L = spec.training.global_batch_size, cluster.world_size, len(spec.graph)
+    for tp, layout, recompute, cp, graph in variants:
+        for pp in divisors(world // (tp * cp)):
+            dp = world // (tp * cp) // pp
+            if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
+                continue
+            per_replica = batch // dp
+            for m in divisors(per_replica):
+                b = per_replica // m
+                if (c.microbatches and m != c.microbatches) or b < spec.graph.min_microbatch or \
+                        (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
+                    continue
+                yield tp, layout, recompute, cp, graph, dp, pp, m, b
+
+
+def _twin_key(cfg: ParallelConfig) -> tuple:
+    """What a candidate shares with its twin that differs only in recomputation."""
+    return (cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks, cfg.placement, cfg.zero,
+            cfg.cp)
 
 
 def _tp_domain(cluster: Cluster) -> int:

@@ -41,6 +41,7 @@ Per device, a sharded layer has:
 
 from __future__ import annotations
 
+import functools
 import math
 import fnmatch
 from dataclasses import dataclass, replace
@@ -199,12 +200,15 @@ def _by_ways(src: Layout, dst: Layout, elem_bytes: int) -> list[Step]:
     return steps
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
                through_copy: bool = False) -> tuple[list[Step], list[Step], tuple[int, ...] | None]:
     """(forward steps, backward steps, the device matrix their device dimensions count in, or
     None for consecutive groups) from a producer's output layout to a consumer's input.  A pure
     view between them ([b, s, h] -> [b*s, h]) carries the layout over (``reshape_layout``); a copy
-    (a transpose made contiguous) is compared by ways (module docstring)."""
+    (a transpose made contiguous) is compared by ways (module docstring).  Cached (layouts are
+    values; the auto layout's cost graphs ask for the same pairs at every micro-batch size): the
+    lists are shared, read them only."""
     matrix = src.normalized().device_matrix
     if tuple(src.shape) != tuple(dst.shape) and not through_copy:
         moved = reshape_layout(src, dst.shape)
@@ -231,14 +235,32 @@ def elem_bytes(op: OpInfo) -> int:
 
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
-                in_layout: Layout | None, input_grad: bool = True) -> LayerSharding:
+                in_layout: Layout | None, input_grad: bool = True, memo: dict | None = None) -> LayerSharding:
     """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
     shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output;
     ``input_grad``: whether the layer's input carries a gradient back (else no backward step
-    leaves the layer through its input)."""
+    leaves the layer through its input).  ``memo``: one graph's layers that share their operators
+    (a GPT's identical blocks) share the operators' shardings and steps, worked out once (the
+    caller keeps the layers alive)."""
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
+    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad)
+    if memo is not None and key in memo:
+        shardings, comm, out_layout = memo[key]
+        return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, comm, batch, in_layout,
+                                                                      out_layout))
+    shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
+    if memo is not None:
+        memo[key] = (shardings, comm, out_layout)
+    return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, comm, batch, in_layout,
+                                                                  out_layout))
+
+
+def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
+               input_grad: bool) -> tuple[tuple, list, Layout]:
+    """(each op's sharding, the layer's redistribution steps, its output layout)."""
+    ops = layer.ops
     shardings: list[st.OpSharding] = []
     comm: list[tuple] = []
     charged: set[tuple] = set()          # (source, phase, step, device matrix) already in comm
@@ -286,8 +308,7 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
         comm += [("grad", step, matrix) for step, matrix in mirror_steps(sh, eb)]
     out_layout = out_of(layer.ops_output, ops[-1].output_shape) if layer.ops_output != FROM_ELSEWHERE \
         else _replicated((devices,), ops[-1].output_shape)
-    return LayerSharding(tuple(shardings), out_layout,
-                         _per_device_layer(layer, shardings, comm, batch, in_layout, out_layout))
+    return tuple(shardings), comm, out_layout
 
 
 def mirror_steps(sh: st.OpSharding, elem_bytes: int) -> list[tuple[Step, tuple[int, ...]]]:
@@ -389,14 +410,14 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
     (parsim.exec.op_parallel).  A layer's input carries a gradient only after a layer with
     parameters: before one (the images through a Flatten), no backward step leaves it."""
     chosen = select(graph, patterns)
-    out, prev, grads = [], None, False
+    out, prev, grads, memo = [], None, False, {}
     for li, layer in enumerate(graph.layers):
         if not layer.ops:
             out.append(None)
             prev = None
         else:
             mine = {oi: s for (l, oi), s in chosen.items() if l == li}
-            out.append(shard_layer(layer, mine, devices, graph.extraction_batch, prev, input_grad=grads))
+            out.append(shard_layer(layer, mine, devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
             prev = out[-1].output
         grads = grads or layer.param_count > 0 or bool(layer.tied)
     return out

@@ -40,6 +40,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Point:
@@ -54,6 +56,10 @@ Frontier = tuple  # of Point, sorted by time
 def pareto(points, keep: int | None = None, cap: float | None = None, thinned: list | None = None) -> Frontier:
     """The points no other point beats in both time and memory (ties: the first), optionally
     over a memory cap dropped and thinned to ``keep`` (how many it dropped appended to ``thinned``)."""
+    if keep == 1 and cap is None:                # the fastest alone (the least memory among equals)
+        if not points:
+            return ()
+        return (min(points, key=lambda p: (p.time_s, p.mem_bytes)),)    # first of equals, as sorted's
     pts = sorted(points, key=lambda p: (p.time_s, p.mem_bytes))
     out, best_mem = [], float("inf")
     for p in pts:
@@ -131,8 +137,17 @@ def _total(graph: CostGraph, combo) -> tuple[float, float]:
 
 def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
            exhaustive_limit: int = 100_000) -> SearchResult | None:
-    """The fastest assignment within ``cap`` (module docstring); None if none fits."""
+    """The fastest assignment within ``cap`` (module docstring); None if none fits.  Without a cap
+    (and ``keep`` not None) every frontier keeps its first point alone: the fastest, least memory
+    among equals, is what "+" and "min" carry to the answer (a sum of points no faster is no
+    faster: rounding is monotone), so the answer is the same at a fraction of the work
+    (tests/test_strategy_search.py compares the two on the zoo's graphs)."""
     n = len(graph.node_costs)
+    if cap is None and keep is not None:
+        fast = _fastest(graph)
+        if fast is not None:
+            return fast
+        keep = 1
     nodes = {v: [(Point(t, m, ("pick", v, s)),) for s, (t, m) in enumerate(costs)]
              for v, costs in enumerate(graph.node_costs)}
     edges: dict[tuple[int, int], list[list[Frontier]]] = {
@@ -258,3 +273,104 @@ def _rest(rest: Sequence[int], adj, nodes, matrix, keep, cap, limit, thinned) ->
                 if cost(trial) < cost(assign) - 1e-15:
                     assign, improved = trial, True
     return frontier(assign)
+
+
+def _lexmin(t: np.ndarray, m: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(time, memory, index) of the least (time, memory) along ``axis``, the first of equals: what
+    pareto(..., keep=1) keeps of points listed in index order."""
+    t_min = t.min(axis=axis, keepdims=True)
+    tied = t == t_min
+    m_tied = np.where(tied, m, np.inf)
+    m_min = m_tied.min(axis=axis, keepdims=True)
+    idx = (tied & (m_tied == m_min)).argmax(axis=axis)
+    return np.squeeze(t_min, axis), np.squeeze(m_min, axis), idx
+
+
+def _fastest(graph: CostGraph) -> SearchResult | None:
+    """search(graph) without a cap, each frontier its first point, as numpy arrays: the same
+    eliminations in the same order and the same sums in the same order, so the same answer; the
+    choices are recorded per elimination and replayed backwards.  None where eliminations leave an
+    irreducible rest (search's generic path handles it)."""
+    n = len(graph.node_costs)
+    nt = {v: np.array([c[0] for c in costs]) for v, costs in enumerate(graph.node_costs)}
+    nm = {v: np.array([c[1] for c in costs]) for v, costs in enumerate(graph.node_costs)}
+    et = {k: np.array(cost, dtype=float) for k, cost in graph.edge_costs.items()}
+    em = {k: np.zeros_like(x) for k, x in et.items()}
+    adj: dict[int, set[int]] = {v: set() for v in range(n)}
+    for u, v in et:
+        adj[u].add(v)
+        adj[v].add(u)
+    counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
+    records: list[tuple] = []             # ("fold", v, u, j per u-strategy) / ("op", v, u, w, j per (i, k))
+
+    def matrix(u, v):                     # (time, memory) oriented [u's strategy][v's strategy]
+        if u < v:
+            return et[(u, v)], em[(u, v)]
+        return et[(v, u)].T, em[(v, u)].T
+
+    def drop_edge(u, v):
+        k = (min(u, v), max(u, v))
+        del et[k], em[k]
+        adj[u].discard(v)
+        adj[v].discard(u)
+
+    def fold_leaf(v, u):                  # nodes[u][i] += min over j of E[i][j] + N_v[j]
+        e_t, e_m = matrix(u, v)
+        bt, bm, j = _lexmin(e_t + nt[v][None, :], e_m + nm[v][None, :], 1)
+        nt[u], nm[u] = nt[u] + bt, nm[u] + bm
+        records.append(("fold", v, u, j))
+        drop_edge(u, v)
+        del nt[v], nm[v], adj[v]
+
+    changed = True
+    while changed:
+        changed = False
+        for v in sorted(nt):
+            if v not in nt:
+                continue
+            nb = adj[v]
+            if len(nb) == 1:
+                (u,) = nb
+                leaves = [x for x in adj[u] if len(adj[x]) == 1]
+                if len(adj[u]) >= 2 and len(leaves) == len(adj[u]):
+                    counts["star"] += 1
+                    for x in leaves:
+                        fold_leaf(x, u)
+                else:
+                    counts["merge" if u < v else "contract"] += 1
+                    fold_leaf(v, u)
+                changed = True
+            elif len(nb) == 2:
+                u, w = sorted(nb)
+                (t1, m1), (t2, m2) = matrix(u, v), matrix(v, w)
+                # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
+                st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
+                sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
+                new_t, new_m, j = _lexmin(st, sm, 1)
+                records.append(("op", v, u, w, j))
+                triangle = w in adj[u]
+                counts["triangle" if triangle else "operator"] += 1
+                drop_edge(u, v)
+                drop_edge(v, w)
+                del nt[v], nm[v], adj[v]
+                if triangle:
+                    counts["edge"] += 1
+                    new_t, new_m = et[(u, w)] + new_t, em[(u, w)] + new_m
+                et[(u, w)], em[(u, w)] = new_t, new_m
+                adj[u].add(w)
+                adj[w].add(u)
+                changed = True
+    if any(adj[v] for v in nt):
+        return None
+    strategies = [-1] * n
+    for v in nt:                          # isolated: each its own fastest
+        strategies[v] = int(_lexmin(nt[v], nm[v], 0)[2])
+    for rec in reversed(records):         # an eliminated node's choice given its neighbours'
+        if rec[0] == "fold":
+            _, v, u, j = rec
+            strategies[v] = int(j[strategies[u]])
+        else:
+            _, v, u, w, j = rec
+            strategies[v] = int(j[strategies[u], strategies[w]])
+    t, m = _total(graph, strategies)
+    return SearchResult(tuple(strategies), t, m, counts, True)

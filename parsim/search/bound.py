@@ -1,0 +1,77 @@
+"""A candidate's step-time floor before it has a split: the planner's first, cheapest bound.
+
+The planner's branch and bound (parsim.search.planner.plan) prices a candidate in three steps,
+each dearer and tighter than the last:
+
+1. this floor, from per-layer prefix sums alone (no split, no memory check);
+2. its memory-constrained split and the split's lower bound (planner._Bounds.lower_bound_s);
+3. the simulation.
+
+A candidate goes a step further only when its bound is at most the k-th best simulated step so
+far, so each bound must never exceed the next: floor <= lower_bound_s(any split) <= simulated.
+lower_bound_s of a split into stages s = [A_s, B_s) (v chunks on each of pp ranks, m
+micro-batches, w_s = the stage's F + backward, its backward min(B, I + W) under a split
+backward) is at least each of:
+
+- per rank: m x sum of w_s over the rank's stages.  The ranks share the total T = sum of w over
+  all layers, so the busiest carries at least m T / pp; and it carries at least one stage, whose
+  w is at least the heaviest layer's;
+- with one chunk per rank, the last stage [A, L): U(A) + m (P(L) - P(A)), U the prefix of what
+  the bound counts upstream (F + B; F alone under a split backward, u_i <= w_i) and P the prefix
+  of w.  Raising A by one layer i changes it by u_i - m w_i <= 0, so it is least with the last
+  layer alone: U(L - 1) + m w_(L-1), whatever the split.
+
+The memory floor: the closed-form peak of a split (planner._StageMemory) charges stage j
+
+    mem_j = v (static_j + boundary_j + n_j b saved_j),   every term >= 0,
+
+n_j its in-flight micro-batches.  Over the pp v stages the static bytes add up to at least
+P x the static bytes per parameter (every parameter is held at least once; a tied weight's copy
+adds) and the saved bytes to at least S, the whole model's (the stage sums telescope, and what a
+stage's first layer shares with its input only adds).  The fullest stage holds at least the
+average, so max_j mem_j >= P static / pp; and it holds at least any weighted mean, here with
+weights (1 / n_j) / H, H = sum of 1 / n_j, which cancels the in-flight counts:
+
+    max_j mem_j >= v (P static / (H max_j n_j) + b S / H).
+
+When the larger of the two exceeds the cap, no split fits and the partitioner need not run.
+
+Each is a sum of the same per-layer times the lower bound reads, so the floor needs no compute
+model of its own; tests/test_planner.py checks floor <= lower_bound_s <= simulated on small
+searches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Rounding: prefix differences are not bit-equal to the split's own sums.
+_SLACK = 1 - 1e-9
+
+
+def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, pp: int, v: int,
+            split_backward: bool) -> float:
+    """The floor above for m micro-batches on pp ranks of v chunks; F, B, I, W: per-layer prefix
+    sums (length L + 1) of each phase's time at the candidate's micro-batch size."""
+    f = np.diff(F)
+    bwd = np.diff(B)
+    if split_backward:
+        bwd = np.minimum(bwd, np.diff(I) + np.diff(W))
+    w = f + bwd
+    total = float(w.sum())
+    floor = m * max(total / pp, float(w.max()))
+    if v == 1:
+        upstream = f if split_backward else f + np.diff(B)
+        floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
+    return floor * _SLACK
+
+
+def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,
+                       b: int, v: int) -> float:
+    """The least closed-form stage peak any split can have (above): ``params`` and ``saved_bytes``
+    (per sample) of the whole model, ``inflight`` the in-flight micro-batches of each of the pp v
+    stages, b samples per micro-batch."""
+    pp = len(inflight) / v
+    static = params * static_bytes_per_param
+    h = sum(1 / n for n in inflight)
+    return max(static / pp, v * (static / (h * max(inflight)) + b * saved_bytes / h)) * _SLACK

@@ -1,0 +1,104 @@
+"""The planner's branch and bound (parsim.search.bound, planner.plan): the memory floor is below
+every split's closed-form peak, the strategy search without a cap gives the frontier search's
+answer, and the pruned search ranks exactly what the exhaustive one ranks.  (floor <=
+lower_bound_s <= simulated: tests/test_planner.py's lower-bound checks.)"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from parsim.cost.compute import AnalyticalCompute
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+from parsim.search import planner
+from parsim.search.bound import memory_floor_bytes
+from parsim.search.planner import Constraints, plan
+from parsim.shard.auto import cost_graph
+from parsim.shard.search import _fastest, search
+
+
+def _compute(cluster, spec):
+    return AnalyticalCompute.for_training(cluster.device, spec.training)
+
+
+def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split():
+    spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
+    cluster = load_cluster("ascend910:1x8")
+    bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
+    L = len(spec.graph)
+    checked = 0
+    for schedule, m, pp, v, b, dp, zero in [("1f1b", 8, 4, 1, 4, 2, 0), ("gpipe", 4, 2, 1, 16, 1, 0),
+                                             ("interleaved", 8, 2, 2, 2, 4, 1), ("zbh1", 4, 3, 1, 8, 2, 2),
+                                             ("1f1b", 1, 2, 1, 64, 8, 3)]:
+        mem = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)
+        floor = memory_floor_bytes(bnd.param_prefix[-1], mem.static_per_param, bnd.saved_prefix[-1] + bnd.shared[0],
+                                   mem.inflight, b, v)
+        least = np.inf
+        for cuts in itertools.combinations(range(1, L), pp * v - 1):
+            bounds = (0, *cuts, L)
+            peak = max(float(mem(j, bounds[j], bounds[j + 1])) for j in range(pp * v))
+            least = min(least, peak)
+            checked += 1
+        assert floor <= least
+        assert floor > 0.3 * least         # and not vacuous: within about 3x of the tightest split
+    assert checked > 1000
+
+
+@pytest.mark.parametrize("path", ["examples/gpt_tiny_local.yaml", "examples/resnet50_cifar10.yaml"])
+def test_uncapped_strategy_search_in_numpy_equals_the_frontier_search(path):
+    spec = load_model(path)
+    cluster = load_cluster("dgx-a100:1x8")
+    t = spec.training
+    for tp in (2, 4, 8):
+        for b in (1, 3, 32):
+            g, _, _ = cost_graph(spec.graph, tp, cluster, t.dtype, t.optimizer, b)
+            fast = _fastest(g)
+            assert fast is not None            # the zoo's graphs reduce completely
+            frontier = search(g, cap=float("inf"))          # a cap that drops nothing: the frontier path
+            assert fast.strategies == frontier.strategies and fast.eliminations == frontier.eliminations
+            assert search(g) == fast
+
+
+@pytest.mark.parametrize("path, cluster_spec, only", [
+    ("examples/resnet50_cifar10.yaml", "dgx-a100:8x8", {}),                 # 64 A100s
+    ("examples/resnet50_cifar10.yaml", "ascend910:8x8", {"tp": 1}),         # 64 Ascend 910s
+    ("examples/resnet50_cifar10.yaml", "ascend910:1x8", {"tp": 2}),         # the searched layout per size
+    ("examples/gpt_tiny_local.yaml", "dgx-a100:1x8", {}),
+    ("examples/gpt_small_local.yaml", "dgx-a100:2x8", {}),
+])
+def test_pruned_search_ranks_what_the_exhaustive_search_ranks(path, cluster_spec, only):
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec)
+    c = Constraints(top=8, **only)
+    pruned = plan(spec, cluster, _compute(cluster, spec), c, progress=False)
+    full = plan(spec, cluster, _compute(cluster, spec), Constraints(top=8, prune=False, **only), progress=False)
+    assert pruned.simulated < full.simulated / 2
+    assert pruned.considered == full.considered
+    assert [x.key() for x in pruned.ranked] == [x.key() for x in full.ranked]
+    assert [x.estimate.step_time_s for x in pruned.ranked] == [x.estimate.step_time_s for x in full.ranked]
+    assert pruned.chosen.key() == full.chosen.key()
+
+
+def test_every_ranks_last_compute_is_the_backward_of_its_first_stage():
+    """What lower_bound_s's head-and-tail term rests on: with an unsplit backward, each rank ends
+    on the backward of its chunk-0 stage, so that micro-batch's backward through the stages before
+    it still follows."""
+    from parsim.errors import InfeasibleError
+    from parsim.schedule.actions import Kind
+    from parsim.schedule.generators import build_schedule
+
+    checked = 0
+    for name in ("gpipe", "1f1b", "interleaved"):
+        for p, m, v in itertools.product((1, 2, 3, 4, 8), (1, 2, 3, 4, 8, 16, 24), (1, 2, 3, 4)):
+            if (v > 1) != (name == "interleaved"):
+                continue
+            try:
+                schedule = build_schedule(name, p, m, v)
+            except InfeasibleError:
+                continue
+            for r in range(p):
+                last = [a for a in schedule.actions(r) if a.kind in (Kind.F, Kind.B)][-1]
+                assert (last.kind, last.stage) == (Kind.B, r), (name, p, m, v, r)
+                checked += 1
+    assert checked > 300
