@@ -70,7 +70,7 @@ class Estimate:
     tied_grad_bytes: dict[int, float] = field(default_factory=dict)
     # ZeRO (config["zero"] > 0): per stage, each collective one rank issues on its dp group per
     # step, (op, bytes) with op reduce_scatter or all_gather, bytes the full (padded) buffer;
-    # what parsim.exec.zero counts
+    # what the executor counts (parsim.exec.grad_sync at stage 1, parsim.exec.fsdp at stages 2-3)
     sharded_collectives: tuple[tuple[tuple[str, float], ...], ...] = ()
     # context parallelism (config["cp"] > 1): per stage, the bytes one rank sends around its cp ring
     # per step, K and V forward, K, V, dK and dV backward (parsim.cost.context.ring_sent_bytes);
