@@ -213,3 +213,13 @@ def test_the_executor_refuses_what_it_does_not_run_before_launching(tmp_path, ca
     assert main(["run", str(out), "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "parallel.zero" in err and why in err
+
+
+def test_gloo_reduce_scatters_as_a_whole_all_reduce():
+    """torch's gloo backend runs reduce_scatter_tensor as an all-reduce of the whole buffer
+    (ProcessGroupGloo::reduce_scatter_tensor_coalesced); NCCL runs a ring reduce-scatter, half an
+    all-reduce's bytes."""
+    cpu, group, nbytes = load_cluster("local-cpu"), [0, 1], 64 * 2**20
+    assert collective_time_s(cpu, group, nbytes, "reduce_scatter") == collective_time_s(cpu, group, nbytes, "all_reduce")
+    rs, ar = (collective_time_s(A100, group, nbytes, op) for op in ("reduce_scatter", "all_reduce"))
+    assert rs < 0.6 * ar

@@ -38,6 +38,11 @@ ALGORITHMS = ("auto", "ring", "tree", "halving-doubling", "hierarchical")
 LIBRARY_ALGORITHMS = {"nccl": ("ring", "tree"),
                       "hccl": ("ring", "halving-doubling", "hierarchical"),
                       "gloo": ("ring", "halving-doubling")}
+# Libraries whose reduce-scatter is an all-reduce of the whole buffer, each rank then keeping its
+# chunk: torch's ProcessGroupGloo::reduce_scatter_tensor_coalesced (behind _reduce_scatter_base,
+# what reduce_scatter_tensor and FSDP2 call) all-reduces a copy of the input and copies out
+# the rank's chunk, so it takes an all-reduce's time, not half of it.
+REDUCE_SCATTER_BY_ALL_REDUCE = ("gloo",)
 
 
 def library_algorithms(cluster: Cluster, algorithm: str = "auto") -> tuple[str, ...]:
@@ -101,11 +106,14 @@ def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: 
 def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str = "all_reduce",
                       algorithm: str = "auto") -> float:
     """All-reduce under ``algorithm`` (``auto``: the fastest the cluster's library implements);
-    all-gather and reduce-scatter as rings whatever the algorithm."""
+    all-gather and reduce-scatter as rings whatever the algorithm, but a reduce-scatter on a
+    library that runs it as an all-reduce (REDUCE_SCATTER_BY_ALL_REDUCE) as that all-reduce."""
     n = len(ranks)
     algorithms = library_algorithms(cluster, algorithm)
     if n <= 1 or nbytes <= 0:
         return 0.0
+    if op == "reduce_scatter" and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
+        op = "all_reduce"
     worst, n_nodes, k, inner_class = _group_shape(cluster, tuple(ranks))
     if op != "all_reduce":
         return _flat(n, nbytes, *_alpha_beta(cluster, worst), op, "ring")
