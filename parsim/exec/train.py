@@ -194,7 +194,7 @@ def check_trainable(spec) -> None:
     """The built-in resnet50 and gpt, and ``module:`` models fed CIFAR-shaped images."""
     if spec.source.kind == "builtin" and spec.source.target in ("resnet50", "gpt"):
         return
-    shape = tuple(spec.input.shape)
+    shape = tuple(spec.input.shape) if spec.input is not None else ()
     if spec.source.kind != "module" or len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2]:
         raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt, and module: models "
                          f"taking CIFAR-shaped images [3, S, S] (got {spec.source.kind} with input {list(shape)})")
