@@ -74,7 +74,7 @@ def test_divisors_rising_and_in_square_root_steps():
 def test_lower_bound_never_exceeds_the_simulated_step(cifar, cluster_spec):
     cluster = load_cluster(cluster_spec)
     compute = _compute(cluster, cifar)
-    assert _check_lower_bound(cifar, cluster, compute, [(1, "", False, cifar.graph)]) > 20
+    assert _check_lower_bound(cifar, cluster, compute, [(1, "", False, 1, cifar.graph)]) > 20
 
 
 def test_lower_bound_holds_with_tensor_parallelism_and_recomputation(tiny_gpt):
