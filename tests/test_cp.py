@@ -227,7 +227,7 @@ def test_world_and_bad_cp_are_refused(gpt, resnet):
 def test_planner_searches_cp_for_long_sequences_with_attention_only(gpt, resnet, tmp_path):
     from parsim.search.planner import CP_SEARCH_MIN_TOKENS
 
-    long = tmp_path / "long.yaml"          # a small GPT over 8,192 tokens: the shortest the search splits
+    long = tmp_path / "long.yaml"          # a small GPT over 16,384 tokens: the shortest the search splits
     long.write_text(f"schema_version: 1\nmodel: gpt\nargs: {{layers: 2, hidden: 64, heads: 4, "
                     f"seq_len: {CP_SEARCH_MIN_TOKENS}, vocab: 512, dropout: 0.0}}\n"
                     "training: {global_batch_size: 8, dtype: fp16, optimizer: adam}\n")

@@ -86,13 +86,15 @@ class Constraints:
 
 
 # The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and
-# only for sequences of at least 8,192 tokens.  Llama 3 405B trained at 8,192 tokens with cp=1 and
-# at 131,072 with cp=16 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4); below 8,192
+# only for sequences longer than 8,192 tokens.  Llama 3 405B trained at 8,192 tokens with cp=1 and
+# at 131,072 with cp=16 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 4); up to 8,192
 # tokens each cp value would multiply the search for plans data parallelism mostly covers
 # (tests/test_published.py's GPT-3 175B plans at 2,048 tokens on 1,024 GPUs, searching cp up to 16,
-# had not finished after 13 minutes; about 80 s without cp).
+# had not finished after 13 minutes, about 80 s without cp; Llama 3 405B at 8,192 tokens on
+# 16,384 H100s, 113 s with cp searched against 5.4 s without, python benchmarks/bench_planner.py
+# --goals, 2026-11-24).
 CP_SEARCH_MAX = 16
-CP_SEARCH_MIN_TOKENS = 8192
+CP_SEARCH_MIN_TOKENS = 16384
 
 
 @dataclass(frozen=True)
