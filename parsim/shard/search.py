@@ -178,44 +178,21 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
         drop_edge(u, v)
         del nodes[v], adj[v]
 
-    changed = True
-    while changed:
-        changed = False
-        for v in sorted(nodes):
-            if v not in nodes:
-                continue
-            nb = adj[v]
-            if len(nb) == 1:
-                (u,) = nb
-                leaves = [x for x in adj[u] if len(adj[x]) == 1]
-                if len(adj[u]) >= 2 and len(leaves) == len(adj[u]):
-                    counts["star"] += 1       # u is a star's centre: take every satellite
-                    for x in leaves:
-                        fold_leaf(x, u)
-                else:
-                    counts["merge" if u < v else "contract"] += 1   # folded into its producer / consumer
-                    fold_leaf(v, u)
-                changed = True
-            elif len(nb) == 2:
-                u, w = sorted(nb)
-                e1, e2 = matrix(u, v), matrix(v, w)
-                new = [[_union([_plus(e1[i][j], nodes[v][j], e2[j][k], keep=keep, cap=cap, thinned=thinned)
-                                for j in range(len(nodes[v]))], keep, cap, thinned)
-                        for k in range(len(nodes[w]))] for i in range(len(nodes[u]))]
-                triangle = w in adj[u]
-                counts["triangle" if triangle else "operator"] += 1
-                drop_edge(u, v)
-                drop_edge(v, w)
-                del nodes[v], adj[v]
-                if triangle:
-                    counts["edge"] += 1
-                    old = edges[(u, w)]
-                    new = [[_plus(old[i][k], new[i][k], keep=keep, cap=cap, thinned=thinned) for k in range(len(new[0]))]
-                           for i in range(len(new))]
-                edges[(u, w)] = new
-                adj[u].add(w)
-                adj[w].add(u)
-                changed = True
+    def eliminate(u, v, w, triangle):      # v between u and w: E[u][w] (+)= min over j of E1 + N_v + E2
+        e1, e2 = matrix(u, v), matrix(v, w)
+        new = [[_union([_plus(e1[i][j], nodes[v][j], e2[j][k], keep=keep, cap=cap, thinned=thinned)
+                        for j in range(len(nodes[v]))], keep, cap, thinned)
+                for k in range(len(nodes[w]))] for i in range(len(nodes[u]))]
+        drop_edge(u, v)
+        drop_edge(v, w)
+        del nodes[v], adj[v]
+        if triangle:
+            old = edges[(u, w)]
+            new = [[_plus(old[i][k], new[i][k], keep=keep, cap=cap, thinned=thinned) for k in range(len(new[0]))]
+                   for i in range(len(new))]
+        edges[(u, w)] = new
+
+    _eliminate(nodes, adj, counts, fold_leaf, eliminate)
 
     # What is left: isolated nodes, plus any part the eliminations could not reduce.
     rest = [v for v in nodes if adj[v]]
@@ -275,6 +252,41 @@ def _rest(rest: Sequence[int], adj, nodes, matrix, keep, cap, limit, thinned) ->
     return frontier(assign)
 
 
+def _eliminate(nodes, adj: dict[int, set[int]], counts: dict[str, int], fold_leaf, eliminate) -> None:
+    """The eliminations both searches make, in one order (module docstring), until none applies:
+    a node with one neighbour is folded into it (``fold_leaf(v, u)``; every satellite of a star's
+    centre at once), a node with two is eliminated into an edge between them (``eliminate(u, v,
+    w, triangle)``, ``triangle``: u and w already share one, which the new edge adds to).  The
+    callbacks do the arithmetic and remove v from ``nodes`` and ``adj``; this counts each kind."""
+    changed = True
+    while changed:
+        changed = False
+        for v in sorted(nodes):
+            if v not in nodes:
+                continue
+            nb = adj[v]
+            if len(nb) == 1:
+                (u,) = nb
+                leaves = [x for x in adj[u] if len(adj[x]) == 1]
+                if len(adj[u]) >= 2 and len(leaves) == len(adj[u]):
+                    counts["star"] += 1       # u is a star's centre: take every satellite
+                    for x in leaves:
+                        fold_leaf(x, u)
+                else:
+                    counts["merge" if u < v else "contract"] += 1   # folded into its producer / consumer
+                    fold_leaf(v, u)
+                changed = True
+            elif len(nb) == 2:
+                u, w = sorted(nb)
+                triangle = w in adj[u]
+                counts["triangle" if triangle else "operator"] += 1
+                counts["edge"] += triangle
+                eliminate(u, v, w, triangle)
+                adj[u].add(w)
+                adj[w].add(u)
+                changed = True
+
+
 def _lexmin(t: np.ndarray, m: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, memory, index) of the least (time, memory) along ``axis``, the first of equals: what
     pareto(..., keep=1) keeps of points listed in index order."""
@@ -322,44 +334,21 @@ def _fastest(graph: CostGraph) -> SearchResult | None:
         drop_edge(u, v)
         del nt[v], nm[v], adj[v]
 
-    changed = True
-    while changed:
-        changed = False
-        for v in sorted(nt):
-            if v not in nt:
-                continue
-            nb = adj[v]
-            if len(nb) == 1:
-                (u,) = nb
-                leaves = [x for x in adj[u] if len(adj[x]) == 1]
-                if len(adj[u]) >= 2 and len(leaves) == len(adj[u]):
-                    counts["star"] += 1
-                    for x in leaves:
-                        fold_leaf(x, u)
-                else:
-                    counts["merge" if u < v else "contract"] += 1
-                    fold_leaf(v, u)
-                changed = True
-            elif len(nb) == 2:
-                u, w = sorted(nb)
-                (t1, m1), (t2, m2) = matrix(u, v), matrix(v, w)
-                # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
-                st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
-                sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
-                new_t, new_m, j = _lexmin(st, sm, 1)
-                records.append(("op", v, u, w, j))
-                triangle = w in adj[u]
-                counts["triangle" if triangle else "operator"] += 1
-                drop_edge(u, v)
-                drop_edge(v, w)
-                del nt[v], nm[v], adj[v]
-                if triangle:
-                    counts["edge"] += 1
-                    new_t, new_m = et[(u, w)] + new_t, em[(u, w)] + new_m
-                et[(u, w)], em[(u, w)] = new_t, new_m
-                adj[u].add(w)
-                adj[w].add(u)
-                changed = True
+    def eliminate(u, v, w, triangle):
+        (t1, m1), (t2, m2) = matrix(u, v), matrix(v, w)
+        # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
+        st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
+        sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
+        new_t, new_m, j = _lexmin(st, sm, 1)
+        records.append(("op", v, u, w, j))
+        drop_edge(u, v)
+        drop_edge(v, w)
+        del nt[v], nm[v], adj[v]
+        if triangle:
+            new_t, new_m = et[(u, w)] + new_t, em[(u, w)] + new_m
+        et[(u, w)], em[(u, w)] = new_t, new_m
+
+    _eliminate(nt, adj, counts, fold_leaf, eliminate)
     if any(adj[v] for v in nt):
         return None
     strategies = [-1] * n

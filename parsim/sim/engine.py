@@ -175,6 +175,15 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     # (action, key, posted_s, start_s, undelayed end_s, link)
     pending: list[list[tuple[Action, int, float, float, float, tuple[int, int]]]] = [[] for _ in range(R)]
 
+    def deliver(r: int, a: Action, key: int, posted: float, start: float, arrived: float) -> None:
+        """A transfer of rank r's arrives: recorded, and the rank blocked on its RECV woken."""
+        arrival[key] = (posted, arrived)
+        if keep_records:
+            records.append((r, a, P2P, start, arrived))
+        w = waiting.pop(key, None)
+        if w is not None:
+            stack.append(w)
+
     def settle(r: int, computes_at: float | None, idle_until: float | None = None) -> None:
         """Decide rank r's pending transfers: delayed if it starts computing at ``computes_at``
         before they would have arrived, else (None: it waits on them) as priced; with
@@ -190,12 +199,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 arrived = posted + delay
                 if arrived > link_free[link]:
                     link_free[link] = arrived
-            arrival[key] = (posted, arrived)
-            if keep_records:
-                records.append((r, a, P2P, start, arrived))
-            w = waiting.pop(key, None)
-            if w is not None:
-                stack.append(w)
+            deliver(r, a, key, posted, start, arrived)
         pending[r] = keep
 
     def unblock() -> None:
@@ -294,12 +298,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     pending[r].append((a, key, t, start, end, link))
                     i += 1
                     continue
-                arrival[key] = (t, end)
-                if keep_records:
-                    records.append((r, a, P2P, start, end))
-                w = waiting.pop(key, None)
-                if w is not None:
-                    stack.append(w)
+                deliver(r, a, key, t, start, end)
             elif k in RECV_KINDS:
                 key = ((s - 1) * M + mb) * 2 if k is RECV_F else ((s + 1) * M + mb) * 2 + 1
                 got = arrival.get(key)
