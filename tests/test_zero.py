@@ -219,7 +219,40 @@ def test_gloo_reduce_scatters_as_a_whole_all_reduce():
     """torch's gloo backend runs reduce_scatter_tensor as an all-reduce of the whole buffer
     (ProcessGroupGloo::reduce_scatter_tensor_coalesced); NCCL runs a ring reduce-scatter, half an
     all-reduce's bytes."""
-    cpu, group, nbytes = load_cluster("local-cpu"), [0, 1], 64 * 2**20
+    cpu, group, nbytes = _with_collectives(load_cluster("local-cpu"), op_fits=()), [0, 1], 64 * 2**20
     assert collective_time_s(cpu, group, nbytes, "reduce_scatter") == collective_time_s(cpu, group, nbytes, "all_reduce")
     rs, ar = (collective_time_s(A100, group, nbytes, op) for op in ("reduce_scatter", "all_reduce"))
     assert rs < 0.6 * ar
+
+
+def _with_collectives(cluster, **fields):
+    return replace(cluster, profile=replace(cluster.profile, collectives=replace(cluster.profile.collectives, **fields)))
+
+
+def test_a_measured_all_gather_and_reduce_scatter_fit_prices_them():
+    """Where profile-comm fitted an op, it is priced as a ring at that op's own latency and
+    efficiency, (n-1)(a_link + a_op) + (n-1)/n S / (B_link e_op), whatever the library."""
+    cpu = _with_collectives(load_cluster("local-cpu"), op_fits=(("all_gather", 1e-4, 0.25), ("reduce_scatter", 2e-4, 0.125)))
+    link = cpu.link(0, 1)
+    bw = link.bandwidth_bytes_per_s * link.efficiency
+    for op, a, e in cpu.profile.collectives.op_fits:
+        for n, group in ((2, [0, 1]), (4, [0, 1, 2, 3])):
+            want = (n - 1) * (link.latency_s + a) + (n - 1) / n * 2**24 / (bw * e)
+            assert collective_time_s(cpu, group, 2**24, op) == pytest.approx(want)
+    assert collective_time_s(cpu, [0, 1], 2**24, "all_reduce") == collective_time_s(
+        _with_collectives(cpu, op_fits=()), [0, 1], 2**24, "all_reduce")        # the all-reduce keeps its own
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_fsdp_host_overhead_adds_per_unit_and_collective(zero):
+    """FSDP2's per-unit host time (Collectives.fsdp_*_overhead_s) lands on the compute stream:
+    ZeRO-2 gathers each of the 4 units once per step and reduce-scatters each every micro-batch
+    (4 + 4m overheads); ZeRO-3 gathers before every forward and backward too (3 x 4m)."""
+    x, m, units = 1e-3, 3, 4
+    base = _with_collectives(IDEAL, fsdp_gather_overhead_s=0.0, fsdp_reduce_scatter_overhead_s=0.0)
+    slow = _with_collectives(IDEAL, fsdp_gather_overhead_s=x, fsdp_reduce_scatter_overhead_s=2 * x)
+    _, _, e0 = _run(zero, dp=2, m=m, cluster=base)
+    _, _, e1 = _run(zero, dp=2, m=m, cluster=slow)
+    gathers = units * (1 if zero == 2 else 2 * m)
+    assert e1.step_time_s - e0.step_time_s == pytest.approx(gathers * x + units * m * 2 * x)
+    assert_step_adds_up(e1)

@@ -106,15 +106,24 @@ def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: 
 def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str = "all_reduce",
                       algorithm: str = "auto") -> float:
     """All-reduce under ``algorithm`` (``auto``: the fastest the cluster's library implements);
-    all-gather and reduce-scatter as rings whatever the algorithm, but a reduce-scatter on a
-    library that runs it as an all-reduce (REDUCE_SCATTER_BY_ALL_REDUCE) as that all-reduce."""
+    all-gather and reduce-scatter as rings whatever the algorithm: at the alpha and efficiency
+    profile-comm measured for the op (Collectives.op_fit) where it did, else at the all-reduce's,
+    and a reduce-scatter on a library that runs it as an all-reduce (REDUCE_SCATTER_BY_ALL_REDUCE)
+    as that all-reduce."""
     n = len(ranks)
     algorithms = library_algorithms(cluster, algorithm)
     if n <= 1 or nbytes <= 0:
         return 0.0
-    if op == "reduce_scatter" and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
-        op = "all_reduce"
+    coll = cluster.profile.collectives
+    fit = coll.op_fit(op) if op != "all_reduce" else None
     worst, n_nodes, k, inner_class = _group_shape(cluster, tuple(ranks))
+    if fit is not None:           # measured as the library runs it: the ring formula at its own alpha, beta
+        link = cluster.link_for(worst)
+        step_latency_s, efficiency = fit
+        return _flat(n, nbytes, link.latency_s + step_latency_s,
+                     link.bandwidth_bytes_per_s * link.efficiency * efficiency, op, "ring")
+    if op == "reduce_scatter" and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
+        op = "all_reduce"
     if op != "all_reduce":
         return _flat(n, nbytes, *_alpha_beta(cluster, worst), op, "ring")
     best = math.inf

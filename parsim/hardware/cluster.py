@@ -86,6 +86,27 @@ class Collectives:
     # the device's own engines (NCCL's P2P kernels on their own SMs, copy engines; Ascend's SDMA
     # and RoCE NIC), whatever the sender's compute stream does next.
     busy_sender_delay_s: float = 0.0
+    # All-gather and reduce-scatter as the library runs them, when profile-comm measured them:
+    # (latency_s per ring step on top of the link's, bandwidth_efficiency against the ring
+    # formula) per op; absent, they are priced as rings at the all-reduce's efficiency (and a
+    # gloo reduce-scatter as its all-reduce, parsim.cost.comm.REDUCE_SCATTER_BY_ALL_REDUCE).
+    # gloo's are far off the ring: on local-cpu its all_gather_into_tensor took as long as an
+    # all-reduce of the same output, its reduce_scatter_tensor about twice that (README, ZeRO).
+    op_fits: tuple[tuple[str, float, float], ...] = ()
+    # Per FSDP2 unit, the host time a parameter all-gather and a gradient reduce-scatter add to
+    # the forward or backward that issues them, beyond the collective itself (FSDP2's pre- and
+    # post-hooks, copy-in and copy-out, and on CPU the hand-off to gloo's worker thread and back).
+    # profile-comm measures it with units too small to move data; 0 (absent) for GPUs and
+    # Ascend, where the host issues work ahead of the device and the hooks hide behind kernels.
+    fsdp_gather_overhead_s: float = 0.0
+    fsdp_reduce_scatter_overhead_s: float = 0.0
+
+    def op_fit(self, op: str) -> tuple[float, float] | None:
+        """(latency_s, bandwidth_efficiency) measured for ``op``, or None."""
+        return next(((a, e) for o, a, e in self.op_fits if o == op), None)
+
+
+COLLECTIVE_FIT_OPS = ("all_gather", "reduce_scatter")
 
 
 @dataclass(frozen=True)
@@ -218,6 +239,24 @@ class Cluster:
                 "overlap": p.input_pipeline.overlap, "host_samples_per_s": p.input_pipeline.host_samples_per_s,
                 "per_sample_s": p.input_pipeline.per_sample_s},
         }
+
+
+def _op_fit(c, op: str) -> tuple[str, float, float]:
+    """collective.<op>: {latency_us, bandwidth_efficiency}, as profile-comm writes them."""
+    f = c.sub(op)
+    fit = (op, f.get("latency_us", float, 0.0) * 1e-6, f.fraction("bandwidth_efficiency"))
+    if fit[1] < 0:
+        raise f.fail("latency_us", f"must be >= 0, got {fit[1] * 1e6:g}")
+    f.done()
+    return fit
+
+
+def _microseconds(c, key: str) -> float:
+    """A per-event host overhead in microseconds, as seconds; at most a second (a unit slip above)."""
+    us = c.get(key, float, 0.0)
+    if not 0 <= us <= 1e6:
+        raise c.fail(key, f"must be in [0, 1e6] microseconds, got {us:g}")
+    return us * 1e-6
 
 
 # ----------------------------------------------------------------------------- profiles
@@ -409,7 +448,10 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
                        latency_s=c.get("latency_us", float, 0.0) * 1e-6,
                        overlap=c.get("overlap", float, 1.0),
-                       busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6)
+                       busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6,
+                       op_fits=tuple(_op_fit(c, op) for op in COLLECTIVE_FIT_OPS if c.has(op)),
+                       fsdp_gather_overhead_s=_microseconds(c, "fsdp_gather_overhead_us"),
+                       fsdp_reduce_scatter_overhead_s=_microseconds(c, "fsdp_reduce_scatter_overhead_us"))
     if not 0 <= coll.overlap <= 1:
         raise c.fail("overlap", f"must be in [0, 1], got {coll.overlap}")
     if not 0 <= coll.busy_sender_delay_s <= 1.0:

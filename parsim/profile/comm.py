@@ -5,7 +5,8 @@ Run under torchrun (``torchrun --nproc-per-node 2 -m parsim.profile.comm -o out.
 
 - point-to-point (send then receive back, halved) between rank 0 and a rank on the same node,
   and one on another node when there is one;
-- all-reduce over all ranks;
+- all-reduce over all ranks, and all-gather and reduce-scatter (ZeRO's collectives) as the
+  library runs them, each fitted as a ring at its own latency and efficiency;
 
 each at message sizes from 4 KiB to 64 MiB (median of repeats), and fits t = alpha + bytes/beta
 by least squares (Hockney's model).  All-reduce is fitted as a ring (2(n-1) steps of alpha, and
@@ -14,7 +15,8 @@ efficiency relative to the point-to-point link and its extra latency per step.  
 measures the device: fp32 matmul FLOP/s at sizes 64..2048 (peak and efficiency curve) and
 memory copy bandwidth.  It also measures how late a point-to-point send arrives when its sender
 goes straight on computing (``measure_busy_sender``; gloo moves the data on an I/O thread that
-shares the cores with compute).  The profile records the date, the machine and the command.
+shares the cores with compute), and the host time torch FSDP2 adds per unit around its
+collectives (``measure_fsdp_overhead``).  The profile records the date, the machine and the command.
 """
 
 from __future__ import annotations
@@ -97,7 +99,80 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict
         dist.barrier()
         times.append(median_time_s(lambda: dist.all_reduce(buf), repeats))
     out["all_reduce"] = (SIZES_BYTES, times)
+    if world > 1:      # ZeRO's collectives as the library runs them (sizes: the whole gathered / reduced buffer)
+        for op in ("all_gather", "reduce_scatter"):
+            times = []
+            for nbytes in SIZES_BYTES:
+                full = torch.ones(nbytes // 4 // world * world)
+                part = torch.ones(full.numel() // world)
+                run = ((lambda: dist.all_gather_into_tensor(full, part)) if op == "all_gather"
+                       else (lambda: dist.reduce_scatter_tensor(part, full)))
+                dist.barrier()
+                times.append(median_time_s(run, repeats))
+            out[op] = (SIZES_BYTES, times)
     return out
+
+
+FSDP_UNITS = 16
+FSDP_UNIT_BYTES = 4 << 10      # small enough that the collectives move next to nothing
+
+
+def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
+    """Host time FSDP2 adds per unit to the forward that all-gathers it and to the backward that
+    reduce-scatters it, beyond the collectives themselves: (gather_s, reduce_scatter_s).
+
+    A chain of FSDP_UNITS units of one 4 KiB parameter each, with next to no compute, is timed
+    three ways: plain, under ``fully_shard`` keeping parameters gathered after the forward
+    (ZeRO-2: the forward gathers, the backward reduce-scatters) and resharding them (ZeRO-3: the
+    backward gathers again).  Per unit, the forward's excess over the plain chain less one
+    all-gather of the unit, and the ZeRO-2 backward's less one reduce-scatter, timed alone."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (world,))
+    numel = FSDP_UNIT_BYTES // 4
+
+    class Unit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(numel))
+
+        def forward(self, x):
+            return x * self.w[0]
+
+    def chain(reshard: bool | None) -> torch.nn.Sequential:
+        units = [Unit() for _ in range(FSDP_UNITS)]
+        model = torch.nn.Sequential(*units)
+        if reshard is not None:
+            for u in units:
+                fully_shard(u, mesh=mesh, reshard_after_forward=reshard)
+            fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        return model
+
+    x = torch.ones(4)
+
+    def phases(model) -> tuple[float, float]:
+        fwd, bwd = [], []
+        for i in range(repeats + 2):
+            dist.barrier()
+            t0 = time.perf_counter()
+            y = model(x).sum()
+            t1 = time.perf_counter()
+            y.backward()
+            t2 = time.perf_counter()
+            if i >= 2:
+                fwd.append(t1 - t0)
+                bwd.append(t2 - t1)
+        return statistics.median(fwd), statistics.median(bwd)
+
+    f0, b0 = phases(chain(None))
+    f2, b2 = phases(chain(False))
+    full, part = torch.ones(numel // world * world), torch.ones(numel // world)
+    dist.barrier()
+    ag = median_time_s(lambda: dist.all_gather_into_tensor(full, part), repeats)
+    dist.barrier()
+    rs = median_time_s(lambda: dist.reduce_scatter_tensor(part, full), repeats)
+    return max(0.0, (f2 - f0) / FSDP_UNITS - ag), max(0.0, (b2 - b0) / FSDP_UNITS - rs)
 
 
 BUSY_SENDER_BYTES = 256 << 10      # one pipeline boundary of the small GPT: batch 2 x 128 tokens x 256 hidden, fp32
@@ -180,8 +255,10 @@ def resident_bytes() -> int:
 
 def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
                  memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0,
-                 busy_sender_s: tuple[float, float] = (0.0, 0.0)) -> str:
-    """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender."""
+                 busy_sender_s: tuple[float, float] = (0.0, 0.0),
+                 fsdp_overhead_s: tuple[float, float] = (0.0, 0.0)) -> str:
+    """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender;
+    ``fsdp_overhead_s``: (gather, reduce-scatter) per unit from measure_fsdp_overhead."""
     today = datetime.date.today().isoformat()
     machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
     here = this_machine()
@@ -222,12 +299,26 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
                   f"  nic_bandwidth_gb_per_s: {b_n * local_world / 1e9:.4f}   # measured per device x devices",
                   f"  latency_us: {a_n * 1e6:.1f}"]
     idle_s, busy_s = busy_sender_s
+    ops = ""
+    for op in ("all_gather", "reduce_scatter"):
+        if op in links and n > 1:       # each as a ring: (n-1) steps, (n-1)/n of the buffer at the bus bandwidth
+            a_op, b_op = fit_alpha_beta(*links[op])
+            op_eff = min(1.0, (n - 1) / n * b_op / b_g)
+            ops += (f", {op}: {{bandwidth_efficiency: {max(op_eff, 0.001):.4f}, "
+                    f"latency_us: {max(0.0, a_op / (n - 1) - a_g) * 1e6:.1f}}}")
+    gather_s, scatter_s = fsdp_overhead_s
     lines.append(f"collective: {{library: {backend}, bandwidth_efficiency: {max(eff, 0.01):.3f}, "
                  f"latency_us: {step_latency * 1e6:.1f}, overlap: {overlap:.2f}, "
-                 f"busy_sender_delay_us: {busy_s * 1e6:.0f}}}"
+                 f"busy_sender_delay_us: {busy_s * 1e6:.0f}{ops}, "
+                 f"fsdp_gather_overhead_us: {gather_s * 1e6:.0f}, fsdp_reduce_scatter_overhead_us: {scatter_s * 1e6:.0f}}}"
                  f"   # measured: all-reduce fitted as a ring over {n} ranks; overlap: share hidden behind compute")
     lines.append(f"  # busy_sender_delay_us: measured: post to arrival of a {BUSY_SENDER_BYTES >> 10} KiB send whose sender "
                  f"goes on computing (median; {idle_s * 1e6:.0f} us when it waits)")
+    if ops:
+        lines.append("  # all_gather, reduce_scatter: all_gather_into_tensor and reduce_scatter_tensor fitted as rings, "
+                     "4 KiB..64 MiB of gathered / reduced buffer")
+    lines.append(f"  # fsdp_*_overhead_us: measured: per FSDP2 unit, beyond its collective ({FSDP_UNITS} units of "
+                 f"{FSDP_UNIT_BYTES >> 10} KiB, no compute; parsim.profile.comm.measure_fsdp_overhead)")
     return "\n".join(lines) + "\n"
 
 
@@ -256,11 +347,12 @@ def main(argv=None) -> int:
     links = measure_links(env.rank, env.world_size, local_world, args.repeats)
     overlap = measure_overlap(args.repeats) if env.world_size > 1 else 1.0
     busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
+    fsdp = measure_fsdp_overhead(env.world_size, args.repeats) if env.world_size > 1 else (0.0, 0.0)
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
         write_text(args.output, profile_yaml(args.name, device, links, env.world_size, local_world, env.backend,
-                                             memory, command, overlap, runtime_bytes, busy_sender))
+                                             memory, command, overlap, runtime_bytes, busy_sender, fsdp))
         print(f"wrote {args.output}")
     dist.barrier()
     dist.destroy_process_group()

@@ -37,7 +37,8 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   shards, so each micro-batch's must leave the full buffer), and gather each unit's parameters
   before its forward, prefetched one unit ahead, the part compute does not hide delaying the
   compute action (``gather_s``, exposed communication): stage 2 before the step's first forward
-  only (``gather_first_microbatch_only``), stage 3 before every forward and backward;
+  only (``gather_first_microbatch_only``), stage 3 before every forward and backward; FSDP2's
+  per-unit host time around the reduce-scatters (``hooks_s``) before every backward;
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
@@ -92,6 +93,9 @@ class Costs:
     gather_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
     # ZeRO 2: the gathered parameters are kept over the step's micro-batches: gather before the first only
     gather_first_microbatch_only: bool = False
+    # ZeRO 2-3: host time on the compute stream before each (stage, F/B), every micro-batch (FSDP2's
+    # per-unit hooks around the reduce-scatters its backward issues), exposed communication
+    hooks_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
     # a transfer whose sender computes next arrives no earlier than post + this (Collectives.busy_sender_delay_s)
     busy_sender_delay_s: float = 0.0
 
@@ -155,6 +159,9 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     for (s_, k_), d_ in costs.gather_s.items():
         gather.setdefault(k_, [0.0] * schedule.num_stages)[s_] = d_
     gather_once = costs.gather_first_microbatch_only
+    hooks: dict[Kind, list[float]] = {}
+    for (s_, k_), d_ in costs.hooks_s.items():
+        hooks.setdefault(k_, [0.0] * schedule.num_stages)[s_] = d_
     after_opt = costs.after_optimizer_s
     overlap = costs.overlap
     rank_of = schedule.rank_of
@@ -243,6 +250,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                         input_rank[r] += load_s
                     first_forward[mb] = t
                 g = gather[k][s] if k in gather and (mb == 0 or not gather_once) else 0.0
+                if k in hooks:
+                    g += hooks[k][s]
                 if g:                             # ZeRO 2-3: parameters not yet gathered
                     if keep_records:
                         records.append((r, a, DP, t, t + g))

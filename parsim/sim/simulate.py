@@ -146,6 +146,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     sharded: dict[int, list[tuple[str, float]]] = defaultdict(list)
     after_opt: dict[int, float] = {}
     gather_s: dict = {}
+    hooks_s: dict = {}                             # ZeRO 2-3: FSDP2's per-unit host time, every micro-batch
     reduce_buffer_bytes: dict[int, float] = {}     # ZeRO 2-3: the gradients of the units being reduce-scattered
     gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
     width = per_param["grads"]          # bytes per gradient (and parameter) element
@@ -215,14 +216,22 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 fwd = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
                 fwd[0] += root_s
-                gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap)
+                # FSDP2's host time per unit around its collectives (Collectives.fsdp_*_overhead_s):
+                # on the compute stream, so not hidden by prefetching; every micro-batch's backward
+                # reduce-scatters every unit
+                colls = cluster.profile.collectives
+                gathered = sum(1 for u in units if u)
+                gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + \
+                    gathered * colls.fsdp_gather_overhead_s
+                hooks_s[(s, Kind.B)] = len(order) * colls.fsdp_reduce_scatter_overhead_s
                 runs_f = 1 if zero == 2 else m
                 comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in unit_bytes if x] * runs_f
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))][::-1]
                     bwd[0] += root_s
-                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap)
+                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + \
+                        gathered * colls.fsdp_gather_overhead_s
                     comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * m
                     sharded[s] += [("all_gather", x) for x in unit_bytes if x] * m
                     # the working set: the root's parameters, held through its forward and its backward,
@@ -274,7 +283,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
               for s in range(S)} if split else {}
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
-                         gather_first_microbatch_only=zero == 2,
+                         gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
     readers = [cfg.global_rank(d, 0, t, c) for d in range(cfg.dp) for c in range(cp)
                for t in range(cfg.tp)]                                      # stage 0 reads input
