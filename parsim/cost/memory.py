@@ -143,11 +143,13 @@ def _op_working_sets(layer, extraction_batch: int):
         yield _WEIGHT_BUFFERS.get(op.kind, 1) * weight_bytes, grads + layer.output_bytes - freed
 
 
-def backward_workspace_bytes(graph, stages, microbatch: int) -> float:
+def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[int, float] | None = None) -> float:
     """What a rank's backward adds above its activations' peak: the largest, over the layers of
     ``stages`` (layer ranges of ``graph``), of one layer's backward working set, less what that
     micro-batch has already freed -- the saved bytes of the layers after it in its stage, whose
-    backward ran first (autograd releases a node's saved tensors once it has run).  A layer's
+    backward ran first (autograd releases a node's saved tensors once it has run).  ``held_bytes``
+    (layer -> bytes): what else is live while that layer's backward runs (ZeRO 2-3's unsharded
+    gradients of the units being reduce-scattered), added to its working set.  A layer's
     working set is the largest of its weight ops' (_op_working_sets), or, for a layer without an
     operator view, one weight-gradient temporary plus its output and input gradients; a
     recomputed layer adds the activations its backward re-creates (Korthikanti et al. 2022
@@ -170,6 +172,7 @@ def backward_workspace_bytes(graph, stages, microbatch: int) -> float:
             freed = 0.0
             if i + 1 < r.stop:
                 freed = graph.stage_saved_bytes(i + 1, r.stop) - graph.layers[i + 1].input_shared_bytes
+            held = held_bytes.get(i, 0.0) if held_bytes else 0.0
             for per_step, per_sample in sets:
-                worst = max(worst, per_step + (per_sample + layer.recompute_bytes - freed) * microbatch)
+                worst = max(worst, held + per_step + (per_sample + layer.recompute_bytes - freed) * microbatch)
     return worst

@@ -147,7 +147,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     after_opt: dict[int, float] = {}
     gather_s: dict = {}
     hooks_s: dict = {}                             # ZeRO 2-3: FSDP2's per-unit host time, every micro-batch
-    reduce_buffer_bytes: dict[int, float] = {}     # ZeRO 2-3: the gradients of the units being reduce-scattered
+    reduce_buffer_bytes: dict[int, dict] = {}      # ZeRO 2-3: per layer, the unsharded gradients live in its backward
     gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
     width = per_param["grads"]          # bytes per gradient (and parameter) element
     overlap = cluster.profile.collectives.overlap
@@ -203,11 +203,19 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 buckets_per_stage[s] = len(order)
                 comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
                 sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
-                # a unit's unsharded gradients, as its backward makes them, beside the previous unit's
-                # reduce-scatter input, which FSDP2 keeps until the next reduce-scatter is issued
-                # (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py, ReduceScatterState)
-                back = [sizes[k] for k in order]
-                reduce_buffer_bytes[s] = max([a + b for a, b in zip(back, back[1:])] or back)
+                # while a layer's backward runs: its unit's unsharded gradients, as the backward makes
+                # them, the previous unit's reduce-scatter input, which FSDP2 keeps until the next
+                # reduce-scatter is issued (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py,
+                # ReduceScatterState), and the root's, reduce-scattered after the whole backward
+                # (the GPT's tied head makes its gradient first); the backward's peak takes them
+                # layer by layer, beside the activations not yet freed (backward_workspace_bytes)
+                unit_of = {u[0]: k for k, u in enumerate(units) if k}
+                held_grads, previous = {}, 0.0
+                for p in range(len(idx) - 1, -1, -1):
+                    mine = sizes[unit_of[p]] if p in unit_of else 0.0
+                    held_grads[idx[p]] = sizes[0] + mine + previous
+                    previous = mine or previous
+                reduce_buffer_bytes[s] = held_grads
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
@@ -309,8 +317,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         params = graph.held_param_count(held[r])
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
         static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp)
-        if zero >= 2:       # the units' gradients being reduce-scattered, beside the gradient shards
-            static["comm_buffers_bytes"] += max((reduce_buffer_bytes.get(s, 0.0) for s in stages), default=0.0)
+        ranges = [cfg.stage_layers(s) for s in stages]
+        workspace = backward_workspace_bytes(graph, ranges, b)
+        if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
+            held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
+            static["comm_buffers_bytes"] += backward_workspace_bytes(graph, ranges, b, held_grads) - workspace
         if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
             static["params_bytes"] *= 1 + 1 / dp
         if cp > 1:          # the K, V (and dK, dV) chunks of the ring in flight
@@ -318,8 +329,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if zero == 3:       # the running and prefetched layers' full parameters, beside the shards
             static["params_bytes"] += max((gathered_bytes.get(s, 0.0) for s in stages), default=0.0)
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
-                              workspace_bytes=backward_workspace_bytes(
-                                  graph, [cfg.stage_layers(s) for s in stages], b),
+                              workspace_bytes=workspace,
                               **static)
         busy, exposed, inp = tl.busy_s[r], tl.exposed_comm_s[r], tl.input_s[r]
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
