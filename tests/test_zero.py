@@ -257,3 +257,18 @@ def test_fsdp_host_overhead_adds_per_unit_and_collective(zero):
     gathers = units * (1 if zero == 2 else 2 * m)
     assert e1.step_time_s - e0.step_time_s == pytest.approx(gathers * x + units * m * 2 * x)
     assert_step_adds_up(e1)
+
+
+@pytest.mark.parametrize("library", ["gloo", "nccl"])
+def test_zero1_on_gloo_holds_every_buckets_copy_after_the_backward(library):
+    """gloo reduce-scatters a copy of each bucket, and the executor waits on the buckets after the
+    backward: at that moment, with the activations freed, every copy is live.  The rank's peak is
+    the larger of the backward's (activations + workspace) and the copies'; NCCL keeps none."""
+    cluster = _with_collectives(IDEAL, library=library)
+    _, _, e = _run(1, dp=2, params=10**5, cluster=cluster)        # 4 layers x 10^5 params, fp16 gradients
+    mem = e.ranks[0].memory
+    boundary = 2 * 8.0
+    grads = 4 * 2 * 10**5
+    assert grads > mem.activations_bytes + mem.workspace_bytes > 0
+    extra = grads - mem.activations_bytes - mem.workspace_bytes if library == "gloo" else 0.0
+    assert mem.comm_buffers_bytes == pytest.approx(boundary + extra)

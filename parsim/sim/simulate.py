@@ -6,7 +6,7 @@ import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
-from parsim.cost.comm import (DDP_BUCKET_BYTES, collective_time_s, ddp_buckets, fsdp_units, group_link_class,
+from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets, fsdp_units, group_link_class,
                               library_algorithms, p2p_time_s, prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.context import ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
@@ -149,6 +149,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     hooks_s: dict = {}                             # ZeRO 2-3: FSDP2's per-unit host time, every micro-batch
     reduce_buffer_bytes: dict[int, dict] = {}      # ZeRO 2-3: per layer, the unsharded gradients live in its backward
     gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
+    end_copies_bytes: dict[int, float] = {}        # ZeRO-1 on gloo: the buckets' copies at the backward's end
     width = per_param["grads"]          # bytes per gradient (and parameter) element
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
@@ -262,6 +263,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
                     comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
                 buckets_per_stage[s] = len(groups)
+                if zero == 1 and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
+                    # the library reduce-scatters a copy of each bucket (cost.comm), and the executor
+                    # waits on the buckets only after the backward (parsim.exec.grad_sync.finish):
+                    # every copy is live then, when the activations are freed
+                    end_copies_bytes[s] = sum(bucket_bytes[s])
                 if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
                     sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
                     after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
@@ -322,6 +328,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
             static["comm_buffers_bytes"] += backward_workspace_bytes(graph, ranges, b, held_grads) - workspace
+        copies = max((end_copies_bytes.get(s, 0.0) for s in stages), default=0.0)
+        if copies:          # a second peak, after the backward: counted where it exceeds the first
+            static["comm_buffers_bytes"] += max(0.0, copies - tl.peak_activation_bytes[r] - workspace)
         if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
             static["params_bytes"] *= 1 + 1 / dp
         if cp > 1:          # the K, V (and dK, dV) chunks of the ring in flight
