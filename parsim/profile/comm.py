@@ -115,17 +115,19 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict
 
 FSDP_UNITS = 16
 FSDP_UNIT_BYTES = 4 << 10      # small enough that the collectives move next to nothing
+FSDP_UNIT_DIM = 256            # a 256^3 matmul forward, two backward: about 0.3 and 0.6 ms at 100 GFLOP/s
 
 
 def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
     """Host time FSDP2 adds per unit to the forward that all-gathers it and to the backward that
     reduce-scatters it, beyond the collectives themselves: (gather_s, reduce_scatter_s).
 
-    A chain of FSDP_UNITS units of one 4 KiB parameter each, with next to no compute, is timed
-    three ways: plain, under ``fully_shard`` keeping parameters gathered after the forward
-    (ZeRO-2: the forward gathers, the backward reduce-scatters) and resharding them (ZeRO-3: the
-    backward gathers again).  Per unit, the forward's excess over the plain chain less one
-    all-gather of the unit, and the ZeRO-2 backward's less one reduce-scatter, timed alone."""
+    A chain of FSDP_UNITS units of one 4 KiB parameter each, each running about a millisecond of
+    matmuls (as a run's units compute while the next unit's gather is in flight: on CPU, gloo's
+    worker thread then waits for a core, as a busy sender's transfer does), is timed plain and
+    under ``fully_shard`` keeping parameters gathered after the forward (ZeRO-2: the forward
+    gathers, the backward reduce-scatters).  Per unit, the forward's excess over the plain chain
+    less one all-gather of the unit, and the backward's less one reduce-scatter, timed alone."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -136,9 +138,10 @@ def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
         def __init__(self):
             super().__init__()
             self.w = torch.nn.Parameter(torch.ones(numel))
+            self.a = torch.randn(FSDP_UNIT_DIM, FSDP_UNIT_DIM) / FSDP_UNIT_DIM ** 0.5    # not sharded
 
         def forward(self, x):
-            return x * self.w[0]
+            return torch.tanh(x @ self.a) * self.w[0]
 
     def chain(reshard: bool | None) -> torch.nn.Sequential:
         units = [Unit() for _ in range(FSDP_UNITS)]
@@ -149,7 +152,7 @@ def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
             fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
         return model
 
-    x = torch.ones(4)
+    x = torch.randn(FSDP_UNIT_DIM, FSDP_UNIT_DIM)
 
     def phases(model) -> tuple[float, float]:
         fwd, bwd = [], []
@@ -318,7 +321,7 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
         lines.append("  # all_gather, reduce_scatter: all_gather_into_tensor and reduce_scatter_tensor fitted as rings, "
                      "4 KiB..64 MiB of gathered / reduced buffer")
     lines.append(f"  # fsdp_*_overhead_us: measured: per FSDP2 unit, beyond its collective ({FSDP_UNITS} units of "
-                 f"{FSDP_UNIT_BYTES >> 10} KiB, no compute; parsim.profile.comm.measure_fsdp_overhead)")
+                 f"{FSDP_UNIT_BYTES >> 10} KiB computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
     return "\n".join(lines) + "\n"
 
 
