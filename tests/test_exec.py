@@ -266,6 +266,9 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
 @pytest.mark.parametrize("name,model,flags", [
     ("resnet-dp2", MODEL, ["--dp", "2", "--pp", "1", "--microbatches", "2"]),
     ("gpt-bf16-dp2", "examples/gpt_tiny_local_bf16.yaml", ["--dp", "2", "--pp", "1", "--microbatches", "2"]),
+    # over DTensor's tensor-parallel shards: each rank's buckets hold its local shards (4 ranks, values only)
+    ("gpt-dp2-tp2", "examples/gpt_tiny_local.yaml",
+     ["--dp", "2", "--pp", "1", "--microbatches", "2", "--tp", "2", "--cluster", "local-cpu:2x2"]),
 ])
 def test_zero1_shards_the_optimizer_and_runs_the_priced_collectives(tmp_path, capfd, name, model, flags):
     """ZeRO stage 1: the buckets are reduce-scattered, each rank steps its slice of every bucket

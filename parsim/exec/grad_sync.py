@@ -25,8 +25,10 @@ same buckets, padded to a multiple of dp, are reduce-scattered instead of all-re
 keeping the summed gradients of its 1/dp slice of every bucket; the parameters are views into
 flat buffers laid out like the gradients', so the optimizer steps only this rank's slices
 (``shard_params``: its optimizer state is 1/dp of the whole) and ``gather_params`` all-gathers
-the updated slices back into every rank's parameters.  The simulator prices the same
-collectives, bucket for bucket (``Estimate.sharded_collectives``).
+the updated slices back into every rank's parameters.  Under tensor parallelism the buckets
+hold each rank's local shards, and a DTensor parameter is re-made on its slot of the flat
+buffer.  The simulator prices the same collectives, bucket for bucket
+(``Estimate.sharded_collectives``).
 
 A weight two cut units share (the GPT's word embedding, used again by its LM head) is one
 parameter when both units sit on one rank, and autograd sums its two gradients. When pp > 1
@@ -69,20 +71,23 @@ class GradBuckets:
         for k, params in enumerate(self.params):
             n = sum(local(p).numel() for p in params)
             if zero:
-                if any(hasattr(p, "to_local") for p in params):
-                    raise InputError("parallel.zero: the executor runs ZeRO with tp=1 only; plan tp=1 or zero 0")
                 n += -n % dp                        # equal slices for the reduce-scatter and all-gather
-                flat_params = torch.zeros(n, dtype=params[0].dtype, device=params[0].device)
+                flat_params = torch.zeros(n, dtype=params[0].dtype, device=local(params[0]).device)
             flat = torch.zeros(n, dtype=params[0].dtype, device=local(params[0]).device)
             offset = 0
             for p in params:
                 shard = local(p)
                 view = flat[offset:offset + shard.numel()].view_as(shard)
-                p.grad = _as_grad(p, view)
                 if zero:
                     held = flat_params[offset:offset + shard.numel()].view_as(shard)
-                    held.copy_(p.data)
-                    p.data = held
+                    with torch.no_grad():
+                        held.copy_(shard)
+                    if hasattr(p, "to_local"):
+                        # a DTensor keeps its local shard in an attribute: swap in one on this storage
+                        torch.utils.swap_tensors(p, nn.Parameter(_on_storage(p, held), p.requires_grad))
+                    else:
+                        p.data = held
+                p.grad = _on_storage(p, view)
                 offset += shard.numel()
                 self.bucket_of[p] = k
                 p.register_post_accumulate_grad_hook(self._accumulated)
@@ -158,9 +163,9 @@ class GradBuckets:
         return issued
 
 
-def _as_grad(p: nn.Parameter, view: torch.Tensor) -> torch.Tensor:
-    """A gradient for ``p`` whose storage is ``view``: a DTensor parameter gets a DTensor with the
-    same mesh and placements."""
+def _on_storage(p: nn.Parameter, view: torch.Tensor) -> torch.Tensor:
+    """A tensor like ``p`` (its gradient; under ZeRO its data) whose storage is ``view``: a DTensor
+    parameter gets a DTensor with the same mesh and placements."""
     if hasattr(p, "to_local"):
         from torch.distributed.tensor import DTensor
 
