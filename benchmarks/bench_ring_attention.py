@@ -10,7 +10,9 @@ of the shared machine fall on every case alike; the figures are medians over the
   what the simulator prices per rank (the profiled layer's time / cp, parsim.cost.context);
 - ``ring, no comm``: RingAttention with its transfers replaced by local copies: the ring's own
   compute (zigzag blocks, online-softmax merge, the backward's recomputed scores);
-- ``ring, gloo``: RingAttention as the executor runs it;
+- ``ring, gloo``: RingAttention as the executor runs it, with the time its rank spends posting
+  and waiting on its K,V and dK,dV messages (``TimedRing``);
+- ``block, ...``: the same three inside a whole GPT block (norms, projections, MLP);
 - the ring's transfer of one K,V chunk (2 x 8 x 8 x 64 x 32 fp32, 1 MiB) alone: posted then
   waited on (``idle``), and posted then followed by a ring step's blocks before the wait
   (``busy``: the forward's pattern), with the wait that follows the blocks.
@@ -107,20 +109,26 @@ def _worker(rank: int, init: str, out: str, rounds: int = ROUNDS) -> None:
         return [torch.randn(B, HEADS, t, HEAD_DIM, requires_grad=True) for _ in range(3)]
     whole, part = qkv(SEQ), qkv(SEQ // CP)
     grad_whole, grad_part = torch.randn_like(whole[0]), torch.randn_like(part[0])
-    def cases_gloo(q, k, v):
+
+    def on_gloo(q, k, v):
         return cpx.RingAttention.apply(q, k, v, gloo)
+
+    def on_local(q, k, v):
+        return cpx.RingAttention.apply(q, k, v, local)
     block = Block(cfg)
-    ring_block = Block(cfg)
-    ring_block.load_state_dict(block.state_dict())
-    ring_block.attend = cases_gloo
+    local_block, ring_block = Block(cfg), Block(cfg)
+    for other, attend in ((local_block, on_local), (ring_block, on_gloo)):
+        other.load_state_dict(block.state_dict())
+        other.attend = attend
     x_whole = torch.randn(B, SEQ, HEADS * HEAD_DIM, requires_grad=True)
     x_part = torch.randn(B, SEQ // CP, HEADS * HEAD_DIM, requires_grad=True)
     cases = {
         "block, eager T=s / cp": (block, [x_whole], torch.randn_like(x_whole), CP),
+        "block, ring no comm": (local_block, [x_part], torch.randn_like(x_part), 1),
         "block, ring gloo": (ring_block, [x_part], torch.randn_like(x_part), 1),
         "eager T=s / cp": (eager, whole, grad_whole, CP),
-        "ring, no comm": (lambda q, k, v: cpx.RingAttention.apply(q, k, v, local), part, grad_part, 1),
-        "ring, gloo": (cases_gloo, part, grad_part, 1),
+        "ring, no comm": (on_local, part, grad_part, 1),
+        "ring, gloo": (on_gloo, part, grad_part, 1),
     }
     kv = torch.stack(part).detach().contiguous()[:2]            # one K,V chunk, 1 MiB
     # one forward ring step's blocks (two (s/2cp)^2 blocks and the merge), the compute a busy sender goes on with

@@ -27,7 +27,7 @@ for Near-Infinite Context", and torch.distributed.tensor.experimental.context_pa
   profile-comm; 0 on GPUs and Ascend): the rule parsim.sim.engine applies to a pipeline send
   whose sender computes next, since gloo moves the data on an I/O thread that waits for a core.
   The last dK, dV hop is priced the same way: on the 2-core local-cpu, posting it and waiting on
-  it took 4.7-5.6 ms a layer at 1 MiB (benchmarks/bench_ring_attention.py, "dK,dV post" +
+  it took 4.7-6.3 ms a layer at 1 MiB (benchmarks/bench_ring_attention.py, "dK,dV post" +
   "dK,dV wait", 2026-11-24), where the link alone prices 0.48 ms and the delay 4 ms
   (``ring_exposed_s``).  A recomputed layer's backward runs the forward's ring again.
 - **Parameters** are replicated over cp, so gradients are averaged over the dp x cp ranks
@@ -63,7 +63,8 @@ from parsim.model.attention import attention_of, check_cp
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 
 KINDS_WITH_RING = ("F", "B", "I")          # W (weight gradients) has no attention
-LSE_BYTES = 4          # a query row's log-sum-exp, fp32 (FlashAttention's softmax_lse; the executor's in the model dtype)
+# a query row's log-sum-exp: fp32 (FlashAttention's softmax_lse); the executor keeps it in the model dtype
+LSE_BYTES = 4
 
 
 def context_parallel_graph(graph: LayerGraph, cp: int) -> LayerGraph:
