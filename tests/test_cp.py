@@ -135,6 +135,9 @@ def test_a_cp_rank_holds_s_over_cp_tokens_of_every_layer(gpt, cp):
     # tensor parallelism first (heads / tp), then cp
     tc = per_device_graph(g, 2, "megatron", cp=cp)
     assert tc.layers[1].cp_kv_bytes == block.cp_kv_bytes / 2
+    t2 = per_device_graph(g, 2, "megatron").layers[1]                     # 4 heads a device
+    assert tc.layers[1].saved_bytes == pytest.approx((t2.saved_bytes + 4 * 128 * (32 * 4 + 4) - 4 * 128 * 128 * 4) / cp,
+                                                     rel=1e-12)
     assert tc.layers[1].tp_comm and all(
         s.bytes_per_device == w.bytes_per_device / (1 if ph == "grad" else cp)
         for (ph, s, _), (_, w, _) in zip(tc.layers[1].tp_comm, per_device_graph(g, 2, "megatron").layers[1].tp_comm))
