@@ -12,6 +12,7 @@ import torch
 from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, ProfileTable, LayerTimes
 from parsim.cost.context import context_parallel_graph, ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
+from parsim.cost.memory import backward_workspace_bytes
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
 from parsim.hardware.links import Link
@@ -81,6 +82,8 @@ def test_attention_found_from_the_operators(gpt, resnet):
     # QK^T and AV: 2 x (2 s s d) per head, 8 heads
     assert (att.seq_len, att.heads, att.kv_heads, att.head_dim) == (128, 8, 8, 32)
     assert att.fwd_flops == 2 * 8 * (2 * 128 * 128 * 32)
+    # what eager attention keeps of its s x s tensors: the softmax's fp32 probabilities, 8 heads
+    assert att.scores_saved_bytes == 8 * 128 * 128 * 4
     assert attention_of(g.layers[0], g.extraction_batch) is None          # the embedding
     assert sequence_length(g) == 128 and sequence_length(resnet.graph) is None
     assert cp_options(128) == [1, 2, 4, 8, 16, 32, 64] and cp_options(128, 16)[-1] == 16 and cp_options(None) == [1]
@@ -111,20 +114,30 @@ def test_a_cp_rank_holds_s_over_cp_tokens_of_every_layer(gpt, cp):
     assert c.cp == cp and per_device_graph(g, cp=cp) is c                  # cached
     assert c.input_bytes == g.input_bytes / cp
     for whole, part in zip(g.layers, c.layers):
-        for f in ("fwd_flops", "bwd_flops", "fwd_mem_bytes", "bwd_mem_bytes", "output_bytes", "saved_bytes",
+        for f in ("fwd_flops", "bwd_flops", "fwd_mem_bytes", "bwd_mem_bytes", "output_bytes",
                   "input_saved_bytes", "input_shared_bytes", "w_held_bytes"):
             assert getattr(part, f) == getattr(whole, f) / cp, f
         assert (part.param_count, part.param_bytes, part.seq_share) == (whole.param_count, whole.param_bytes, 1 / cp)
+        # the flash-style ring keeps each query row's output (32 fp32) and log-sum-exp (fp32), not
+        # the eager layer's probabilities (s x s per head)
+        ring = 8 * 128 * (32 * 4 + 4) - 8 * 128 * 128 * 4 if part.cp_kv_bytes else 0
+        assert part.saved_bytes == (whole.saved_bytes + ring) / cp
     block = c.layers[1]
     assert block.cp_kv_bytes == 2 * (128 / cp) * 8 * 32 * 4                # fp32 K and V of a chunk, per sample
     assert block.attention_flops == 2 * 8 * (2 * 128 * 128 * 32) / cp
     assert c.layers[0].cp_kv_bytes == 0 == c.layers[-1].cp_kv_bytes
     # recomputed, then cut: its saved input is the previous layer's output over cp
     r = per_device_graph(g, recompute=True, cp=cp)
-    assert r.layers[2].saved_bytes == g.layers[1].output_bytes / cp and r.layers[2].recompute_bytes > 0
+    assert r.layers[2].saved_bytes == g.layers[1].output_bytes / cp
+    # ... and what its backward re-creates is the ring's, not the scores
+    whole_r = per_device_graph(g, recompute=True).layers[2]
+    assert r.layers[2].recompute_bytes == (whole_r.recompute_bytes + 8 * 128 * (32 * 4 + 4) - 8 * 128 * 128 * 4) / cp
     # tensor parallelism first (heads / tp), then cp
     tc = per_device_graph(g, 2, "megatron", cp=cp)
     assert tc.layers[1].cp_kv_bytes == block.cp_kv_bytes / 2
+    t2 = per_device_graph(g, 2, "megatron").layers[1]                     # 4 heads a device
+    assert tc.layers[1].saved_bytes == pytest.approx((t2.saved_bytes + 4 * 128 * (32 * 4 + 4) - 4 * 128 * 128 * 4) / cp,
+                                                     rel=1e-12)
     assert tc.layers[1].tp_comm and all(
         s.bytes_per_device == w.bytes_per_device / (1 if ph == "grad" else cp)
         for (ph, s, _), (_, w, _) in zip(tc.layers[1].tp_comm, per_device_graph(g, 2, "megatron").layers[1].tp_comm))
@@ -155,26 +168,60 @@ class _Fixed:
         return self.t
 
 
-@pytest.mark.parametrize("kind,steps_bytes", [("F", 1), ("B", 2), ("I", 2), ("W", 0)])
+@pytest.mark.parametrize("kind", ["F", "B", "I", "W"])
 @pytest.mark.parametrize("overlap", [1.0, 0.25])
-def test_ring_step_is_the_longer_of_chunk_and_transfer(gpt, kind, steps_bytes, overlap):
+@pytest.mark.parametrize("delay", [0.0, 4e-3])
+def test_ring_messages_hide_behind_chunks_and_the_last_dkv_hop_does_not(gpt, kind, overlap, delay):
+    """Forward: cp - 1 K,V messages, each behind a chunk.  Backward: K,V behind the first chunk,
+    K,V with a dK,dV behind the next cp - 2, the last dK,dV after the last chunk, exposed whole.
+    A message arrives after the link's time, and no earlier than the busy-sender delay after its
+    post; a chunk hides max(0, arrival - chunk) of it, less (1 - overlap) of the part hidden."""
     cp, b = 4, 3
     layer = per_device_graph(gpt.graph, cp=cp).layers[1]
     kv = 2 * (128 / cp) * 8 * 32 * 4 * b
-    assert ring_sent_bytes(layer, kind, b, cp) == (cp - 1) * steps_bytes * kv
+    assert ring_sent_bytes(layer, kind, b, cp) == (cp - 1) * {"F": 1, "B": 2, "I": 2, "W": 0}[kind] * kv
     share = {"F": layer.attention_flops / layer.fwd_flops,
              "B": 2 * layer.attention_flops / layer.bwd_flops,
              "I": 2 * layer.attention_flops / (layer.bwd_flops - layer.fwd_flops), "W": 0}[kind]
-    for t, bandwidth in ((1e-3, 1e9), (1e-3, 1e12)):       # transfer longer than a chunk, then shorter
+    for t, bandwidth in ((1e-3, 1e9), (1e-3, 1e12), (0.5, 1e9)):     # transfer longer, shorter, and a long chunk
         link = Link(bandwidth, 5e-6)
-        chunk, transfer = t * share / cp, (5e-6 + steps_bytes * kv / bandwidth) if steps_bytes else 0.0
-        hidden = min(chunk, transfer)
-        want = (cp - 1) * (transfer - hidden + (1 - overlap) * hidden) if steps_bytes else 0.0
-        assert ring_exposed_s(_Fixed(t), layer, kind, b, cp, link, overlap) == pytest.approx(want, rel=1e-12)
+        chunk, one, two = t * share / cp, 5e-6 + kv / bandwidth, 5e-6 + 2 * kv / bandwidth
+
+        def behind(transfer):
+            return max(0.0, max(transfer, delay) - chunk) + (1 - overlap) * min(chunk, transfer)
+        want = {"F": (cp - 1) * behind(one), "W": 0.0}.get(kind)
+        if want is None:
+            want = behind(one) + (cp - 2) * behind(two) + max(one, delay)
+        assert ring_exposed_s(_Fixed(t), layer, kind, b, cp, link, overlap, delay) == pytest.approx(want, rel=1e-12)
     assert ring_buffer_bytes(layer, b) == 4 * kv
     # a recomputed layer's backward runs the forward's ring again
     rc = per_device_graph(gpt.graph, recompute=True, cp=cp).layers[1]
     assert ring_sent_bytes(rc, "B", b, cp) == (cp - 1) * 3 * kv
+    link = Link(1e9, 5e-6)
+    assert ring_exposed_s(_Fixed(1e-3), rc, "B", b, cp, link, overlap, delay) == pytest.approx(
+        ring_exposed_s(_Fixed(1e-3), layer, "B", b, cp, link, overlap, delay)
+        + ring_exposed_s(_Fixed(1e-3), layer, "F", b, cp, link, overlap, delay), rel=1e-12)
+
+
+def test_ring_at_cp2_on_the_local_cpu_in_closed_form():
+    """The validation set's cp=2 plan on local-cpu: a 1 MiB K,V message per block forward, and
+    backward a K,V message behind the first chunk and the dK,dV hop after the second: with the
+    profile's 4 ms busy-sender delay, each message costs about that delay."""
+    cluster = load_cluster("local-cpu")
+    col = cluster.profile.collectives
+    assert col.busy_sender_delay_s == 4e-3
+    layer = per_device_graph(load_model(GPT).graph, cp=2).layers[1]
+    link = cluster.link_for("group")
+    one = link.time_s(layer.cp_kv_bytes * 8)
+    assert layer.cp_kv_bytes * 8 == 1 << 20 and one < 1e-3
+    t = 12e-3
+    chunk_f = t * layer.attention_flops / layer.fwd_flops / 2
+    chunk_b = t * 2 * layer.attention_flops / layer.bwd_flops / 2
+    ov = col.overlap
+    assert ring_exposed_s(_Fixed(t), layer, "F", 8, 2, link, ov, 4e-3) == pytest.approx(
+        4e-3 - chunk_f + (1 - ov) * min(chunk_f, one), rel=1e-12)
+    assert ring_exposed_s(_Fixed(t), layer, "B", 8, 2, link, ov, 4e-3) == pytest.approx(
+        4e-3 - chunk_b + (1 - ov) * min(chunk_b, one) + 4e-3, rel=1e-12)
 
 
 def test_simulator_prices_the_ring_and_the_larger_gradient_group(gpt):
@@ -186,10 +233,10 @@ def test_simulator_prices_the_ring_and_the_larger_gradient_group(gpt):
     g = per_device_graph(gpt.graph, cp=2)
     b = 4
     link = cluster.link_for("group")
-    overlap = cluster.profile.collectives.overlap
+    overlap, delay = cluster.profile.collectives.overlap, cluster.profile.collectives.busy_sender_delay_s
     for kind in (Kind.F, Kind.B):
         want = sum(compute.layer_time_s(layer, kind.value, b)
-                   + ring_exposed_s(compute, layer, kind.value, b, 2, link, overlap) for layer in g.layers)
+                   + ring_exposed_s(compute, layer, kind.value, b, 2, link, overlap, delay) for layer in g.layers)
         got = [e - s for r, a, _, s, e in est.timeline.records if a.kind == kind and a.microbatch == 0]
         assert got == [pytest.approx(want, rel=1e-9)]
     # per step: 4 blocks x 2 micro-batches x (one K,V step forward + K,V and dK,dV backward)
@@ -201,11 +248,21 @@ def test_simulator_prices_the_ring_and_the_larger_gradient_group(gpt):
     assert est.grad_buckets_bytes == dp2.grad_buckets_bytes and est.grad_buckets_bytes[0]
     grads = sum(est.grad_buckets_bytes[0])
     assert est.comm_bytes["group"] == 2 * grads + 2 * est.cp_ring_bytes[0]     # ring all-reduce and both rings
-    # memory: half of each micro-batch's activations, the ring's chunks in flight beside them
+    # memory: half of each micro-batch's activations, less each block's probabilities (s x s per
+    # head, fp32) for the ring's output and log-sum-exp per query row
     one = simulate(gpt.graph, gpt.training, cluster, ParallelConfig(1, 1, 2, bounds=(0, L)), compute)
-    assert est.stage_saved_bytes[0] == one.stage_saved_bytes[0] / 2
-    # the boundary buffers (half the tokens' logits) and the ring's four K, V chunks
-    assert est.ranks[0].memory.comm_buffers_bytes == one.ranks[0].memory.comm_buffers_bytes / 2 + 4 * kv
+    ring = 4 * (8 * 128 * (32 * 4 + 4) - 8 * 128 * 128 * 4)
+    assert est.stage_saved_bytes[0] == pytest.approx((one.stage_saved_bytes[0] + ring * b) / 2, rel=1e-12)
+    # the boundary buffers (half the tokens' logits); the ring's four K, V chunks are a working set of
+    # a block's backward, not held beside every activation (here the head's working set is larger)
+    assert est.ranks[0].memory.comm_buffers_bytes == one.ranks[0].memory.comm_buffers_bytes / 2
+    no_ring = replace(g, layers=tuple(replace(x, cp_kv_bytes=0.0) for x in g.layers))
+    assert est.ranks[0].memory.workspace_bytes == backward_workspace_bytes(no_ring, [range(L)], b)
+    block = g.layers[1]
+    for mb in (1, 4, 64):       # a stage of one block: its weight ops' working sets or its ring's, the larger
+        chunks = (4 * block.cp_kv_bytes + block.output_bytes) * mb        # K,V, dK,dV and the gradient in
+        assert backward_workspace_bytes(g, [range(1, 2)], mb) == max(
+            chunks, backward_workspace_bytes(no_ring, [range(1, 2)], mb))
     assert est.ranks[0].memory.params_bytes == one.ranks[0].memory.params_bytes
     # ZeRO shards over dp x cp: dp=1 cp=2 shards the optimizer state in two
     z = simulate(gpt.graph, gpt.training, cluster, replace(cfg, zero=1), compute)

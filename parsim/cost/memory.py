@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from parsim.cost.context import ring_buffer_bytes
 from parsim.model.graph import ELEMENT_BYTES
 
 _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
@@ -159,7 +160,12 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
     micro-batch 256 and 18.1 MB at 32, both inside layer4.2's 3x3 convolution backward (two
     9.4 MB weight buffers, activation gradients, less layer4.2's later and fc's freed
     activations); this predicts 12.1 and 18.0 MB.  Counting layer1's 33.7 MB working set on top
-    of every activation, as before, over-predicted the peak by 3% at 256."""
+    of every activation, as before, over-predicted the peak by 3% at 256.
+
+    Context parallelism: a layer's ring (parsim.cost.context.ring_buffer_bytes) is one more such
+    working set, alive in that layer's backward only.  Counted on top of every activation, as
+    before, it over-predicted the GPT's cp=2 peak (examples/gpt_small_local.yaml) by 4 MiB: the
+    ring of the last block runs after the head's backward has freed more than it holds."""
     worst = 0.0
     for r in stages:
         for i in r:
@@ -169,6 +175,8 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
             sets = list(_op_working_sets(layer, graph.extraction_batch * graph.cp)) if graph.tp == 1 else []
             if not sets:
                 sets = [(layer.max_param_bytes, 2 * layer.output_bytes)]
+            if layer.cp_kv_bytes:         # the ring's K, V and dK, dV chunks, beside the gradient entering
+                sets.append((0.0, ring_buffer_bytes(layer, 1) + layer.output_bytes))
             freed = 0.0
             if i + 1 < r.stop:
                 freed = graph.stage_saved_bytes(i + 1, r.stop) - graph.layers[i + 1].input_shared_bytes

@@ -104,6 +104,9 @@ class Attention:
     kv_heads: int
     head_dim: int
     fwd_flops: float            # QK^T and AV: eager as FlopCounterMode counts them (the masked half included), fused halved when causal
+    # bytes autograd keeps of the s x s tensors eager attention makes between QK^T and AV (the
+    # softmax's probabilities; a dropout mask): what flash-style attention recomputes instead; 0 fused
+    scores_saved_bytes: float = 0.0
 
 
 def attention_of(layer, extraction_batch: int) -> Attention | None:
@@ -126,7 +129,9 @@ def attention_of(layer, extraction_batch: int) -> Attention | None:
         widths = {op.module.rsplit(".", 1)[-1]: op.output_shape[-1] for op in ops if op.kind == "MatMul"}
         kv = heads * widths["k_proj"] // widths["q_proj"] if "k_proj" in widths and "q_proj" in widths else heads
         flops = sum(op.flops for op in bmms) / extraction_batch
-        return Attention(t, heads, kv, d, flops)
+        first, last = (next(i for i, op in enumerate(ops) if op is x) for x in (qk, av))
+        scores = sum(op.saved_bytes for op in ops[first + 1:last]) / extraction_batch
+        return Attention(t, heads, kv, d, flops, scores)
     return None
 
 

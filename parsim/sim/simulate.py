@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets, fsdp_units, group_link_class,
                               library_algorithms, p2p_time_s, prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
-from parsim.cost.context import ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
+from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param,
@@ -154,7 +154,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
     ring_bytes: dict[int, float] = {}                 # cp: per stage, bytes one rank sends around its ring per step
-    ring_buffers: dict[int, float] = {}               # cp: per stage, the largest layer's chunks in flight
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
@@ -162,11 +161,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if cp > 1:         # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
             ring = cfg.cp_group(0, s % cfg.pp)
             link = cluster.link_for(group_link_class(cluster, ring))
+            delay = cluster.profile.collectives.busy_sender_delay_s
             for k in kinds:
-                per_layer[k] = [t + ring_exposed_s(compute, layers[i], k, b, cp, link, overlap)
+                per_layer[k] = [t + ring_exposed_s(compute, layers[i], k, b, cp, link, overlap, delay)
                                 for t, i in zip(per_layer[k], idx)]
             ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
-            ring_buffers[s] = max(ring_buffer_bytes(layers[i], b) for i in idx)
             comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
@@ -333,8 +332,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             static["comm_buffers_bytes"] += max(0.0, copies - tl.peak_activation_bytes[r] - workspace)
         if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
             static["params_bytes"] *= 1 + 1 / dp
-        if cp > 1:          # the K, V (and dK, dV) chunks of the ring in flight
-            static["comm_buffers_bytes"] += max(ring_buffers[s] for s in stages)
         if zero == 3:       # the running and prefetched layers' full parameters, beside the shards
             static["params_bytes"] += max((gathered_bytes.get(s, 0.0) for s in stages), default=0.0)
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
