@@ -195,13 +195,12 @@ def test_zero_in_plan_json_model_yaml_and_cli(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags,why,edit", [
-    (["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], "tied weight copied over pipeline stages", None),
     # a plan edited by hand: parsim writes none (parsim.sim refuses ZeRO-2 and -3 with pp > 1)
     (["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], "ZeRO-2 runs with pp=1 only", 2),
 ])
 def test_the_executor_refuses_what_it_does_not_run_before_launching(tmp_path, capsys, flags, why, edit):
-    """ZeRO-1 with the GPT's embedding copied over pipeline stages is priced but not run (README,
-    ZeRO): refused in one line, never run as another stage in its place."""
+    """What parsim never writes and the executor does not run (ZeRO-2 and -3 with pp > 1): refused
+    in one line, never run as another stage in its place."""
     out = tmp_path / "plan.json"
     assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:2x2", *flags,
                  "-o", str(out)]) == 0

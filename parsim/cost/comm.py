@@ -169,17 +169,23 @@ def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap
     return exposed
 
 
-def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES) -> list[list[int]]:
+def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES,
+                alone: frozenset[int] = frozenset()) -> list[list[int]]:
     """Group layers (given in backward order) into DDP-style buckets of at most ``cap_bytes``
-    (a layer larger than the cap gets a bucket of its own).  Returns layer positions per bucket."""
+    (a layer larger than the cap gets a bucket of its own).  Returns layer positions per bucket.
+    The positions in ``alone`` get a bucket of their own too: under ZeRO-1, a weight tied over
+    pipeline stages, so that every stage holding it slices it the same way over the dp ranks and
+    the slices' gradients can be summed over the stages after the reduce-scatter (Megatron's
+    distributed optimizer, megatron/core/distributed/param_and_grad_buffer.py: shared embedding
+    parameters go into a separate bucket)."""
     buckets: list[list[int]] = []
     size = 0.0
     for i, nbytes in enumerate(grad_bytes_reversed):
-        if nbytes <= 0:
+        if nbytes <= 0 and i not in alone:
             if buckets:
                 buckets[-1].append(i)
             continue
-        if not buckets or size + nbytes > cap_bytes:
+        if not buckets or size + nbytes > cap_bytes or i in alone or buckets[-1][-1] in alone:
             buckets.append([])
             size = 0.0
         buckets[-1].append(i)

@@ -53,17 +53,26 @@ from parsim.exec.tensor_parallel import local
 class GradBuckets:
     """One stage module's gradients, all-reduced over ``group`` in the simulator's buckets."""
 
-    def __init__(self, stage: nn.Module, group, dp: int, microbatches: int, zero: int = 0):
+    def __init__(self, stage: nn.Module, group, dp: int, microbatches: int, zero: int = 0,
+                 tied: frozenset = frozenset()):
         self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
         # A parameter two units share (the GPT's tied embedding and head) belongs to the first, as
         # extraction counts it (parsim.model.extract); autograd accumulates it once per backward.
+        # Under ZeRO-1 a weight tied over pipeline ranks (``tied``) is an entry after the rest of
+        # its unit, in a bucket of its own (ddp_buckets' ``alone``), as the simulator prices it.
         seen: set = set()
-        units = [[p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))]
-                 for unit in stage.children()][::-1]                   # backward order
-        sizes = [sum(local(p).numel() * p.element_size() for p in params) for params in units]
-        # every bucket holds a unit with gradient bytes (ddp_buckets opens none for an empty unit)
-        self.params: list[list[nn.Parameter]] = [[p for i in members for p in units[i]]
-                                                 for members in ddp_buckets(sizes)]
+        entries: list[tuple[list[nn.Parameter], bool]] = []
+        for unit in list(stage.children())[::-1]:                      # backward order
+            params = [p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))]
+            alone = [p for p in params if zero and p in tied]
+            entries.append(([p for p in params if not (zero and p in tied)], False))
+            if alone:
+                entries.append((alone, True))
+        sizes = [sum(local(p).numel() * p.element_size() for p in params) for params, _ in entries]
+        alone = frozenset(j for j, (_, is_tied) in enumerate(entries) if is_tied)
+        # every bucket holds an entry with gradient bytes (ddp_buckets opens none for an empty one)
+        self.params: list[list[nn.Parameter]] = [[p for j in members for p in entries[j][0]]
+                                                 for members in ddp_buckets(sizes, alone=alone)]
         self.bucket_of: dict[nn.Parameter, int] = {}
         self.flat: list[torch.Tensor] = []
         self.flat_params: list[torch.Tensor] = []  # ZeRO: the parameters' storage, laid out as the gradients

@@ -174,11 +174,6 @@ def check_run(opts: RunOptions):
     if cfg.zero and cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:
         raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO under tensor parallelism with the "
                          f"Megatron layouts only (got {cfg.tp_layout}); plan with --zero 0 or --tp-layout megatron")
-    held = [cfg.rank_layers(r) for r in range(cfg.pp)]
-    if cfg.zero and any(spec.graph.tied_copies(i, layers) for layers in held for i in layers):
-        # a tied weight copied over ranks: each rank's slice of a bucket covers other elements of it on each stage
-        raise InputError(f"{opts.plan}: parallel.zero: ZeRO with a tied weight copied over pipeline stages (the "
-                         "GPT's embedding at pp > 1) is priced but not run; plan with --zero 0 or pp=1")
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
     context_parallel.check_supported(cfg, spec, opts.plan)
@@ -252,9 +247,11 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             fsdp.shard_stage(m, mesh["dp"], cfg.zero)
     # gradients averaged over the dp x cp ranks holding the same parameters (ParallelConfig.grad_group)
     grad_group = dp_group if cfg.cp == 1 else groups.grad_group(cfg, pipe_rank, tp_rank)
-    grad_syncs = ([GradBuckets(m, grad_group, cfg.grad_ranks, cfg.microbatches, cfg.zero) for m in modules]
-                  if cfg.grad_ranks > 1 and cfg.zero < 2 else [])
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
+    grad_syncs = ([GradBuckets(m, grad_group, cfg.grad_ranks, cfg.microbatches, cfg.zero,
+                               frozenset(p for t, p, _ in tied.reductions if t == s))
+                   for s, m in zip(stage_ids, modules)]
+                  if cfg.grad_ranks > 1 and cfg.zero < 2 else [])
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
     # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params);
     # ZeRO 2-3: its shards of FSDP2's sharded parameters

@@ -97,6 +97,19 @@ def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[i
     return out
 
 
+def tied_layers(graph, cfg, held: list[set[int]], tied) -> dict[int, int]:
+    """Layer -> parameters of the weight tied over pipeline ranks it holds (``tied`` from
+    tied_reductions): the owner's layer and each layer holding a copy."""
+    stage_of = cfg.layer_stages()
+    out = {}
+    for owner, stages, count in tied:
+        for i in range(len(graph.layers)):
+            copies = graph.tied_copies(i, held[stage_of[i] % cfg.pp])
+            if stage_of[i] in stages and (i == graph.index(owner) or any(o == owner for o, _ in copies)):
+                out[i] = count
+    return out
+
+
 def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
     """Per rank, (pipeline bubble, waiting on others) in seconds, as RankEstimate defines them.
 
@@ -135,6 +148,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     # layers each pipeline rank holds, for the copies of tied weights (LayerGraph.held_param_count)
     held = [cfg.rank_layers(r) for r in range(cfg.pp)]
     tied = tied_reductions(graph, cfg, held)
+    tied_count = tied_layers(graph, cfg, held, tied)
     compute_s: dict = {}
     transfer_s: dict = {}
     bucket: dict = {}
@@ -249,16 +263,24 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     gathered_bytes[s] = full[0] + max(pairs)
             else:
                 # DDP buckets fill in backward order; bucket k is ready once its layers' gradients are.
-                rev = list(reversed(idx))
-                grads = [own[i - idx.start] * per_param["grads"] for i in rev]
-                groups = ddp_buckets(grads, DDP_BUCKET_BYTES)
+                # Under ZeRO-1 a weight tied over pipeline stages is an entry of its own, after the
+                # rest of its layer, in a bucket of its own (ddp_buckets' ``alone``)
+                entries = []                                 # (layer position in backward order, params, tied)
+                for p, i in enumerate(reversed(idx)):
+                    n_tied = tied_count.get(i, 0) if zero else 0
+                    entries.append((p, own[i - idx.start] - n_tied, False))
+                    if n_tied:
+                        entries.append((p, n_tied, True))
+                position = [p for p, _, _ in entries]
+                grads = [n * per_param["grads"] for _, n, _ in entries]
+                groups = ddp_buckets(grads, DDP_BUCKET_BYTES, frozenset(j for j, e in enumerate(entries) if e[2]))
                 sizes = tuple(sum(grads[j] for j in members) for members in groups)
                 bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
                 # ZeRO-1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half
                 op = "reduce_scatter" if zero else "all_reduce"
                 for k, members in enumerate(groups):
                     nbytes = bucket_bytes[s][k]
-                    ready = sum(last[: members[-1] + 1]) / total
+                    ready = sum(last[: position[members[-1]] + 1]) / total
                     bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
                     comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
                 buckets_per_stage[s] = len(groups)
