@@ -127,3 +127,17 @@ def test_onednn_backward_reorders_at_their_own_rate():
     for phase, rate in (("F", 20e9), ("I", 4e9), ("W", 4e9)):
         k = replace(LAYER3_1X1, phase=phase)
         assert kernel_time_s(k, 32, dev, eng) == pytest.approx(k.at(32)[0] / (0.8 * peak) + 1024 * 256 * 4 / rate)
+
+
+def test_onednn_convolutions_fill_their_reduction_at_their_own_k_half():
+    """A weight gradient of layer4's 1x1 (K = one image's single row): oneDNN's conv_k_half, not
+    the matmul library's k_half; without a conv_k_half, k_half."""
+    w = Kernel("W", "convolution_backward", "conv", flops=(0.0, 2.0 * 2048 * 512), gemm=((2048, 0), (512, 0), (0, 1), (1, 0)),
+               conv=ConvWindow((1, 1), (1, 1), (1, 1), False, 512, (0, 0), (1, 1)))
+    dev = _cpu()
+    dev = replace(dev, kernels=replace(dev.kernels, k_half=100.0, conv_k_half=3.0))
+    eng = engines(dev, MathMode("fp32"))
+    flops, peak = w.at(64)[0], dev.peak("fp32")
+    assert kernel_time_s(w, 64, dev, eng) == pytest.approx(flops / (0.8 * peak * 1 / (1 + 3.0)))
+    dev = replace(dev, kernels=replace(dev.kernels, conv_k_half=0.0))
+    assert kernel_time_s(w, 64, dev, eng) == pytest.approx(flops / (0.8 * peak * 1 / (1 + 100.0)))

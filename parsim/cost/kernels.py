@@ -43,6 +43,7 @@ sequence.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from parsim.cost.conv_backend import SLOW2D, cpu_conv_backend, per_sample_dims, per_sample_rows, valid_tap_fraction
 from parsim.hardware.device import Device, KernelExecution, log_interp
@@ -122,7 +123,9 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
       near it), or as any GEMM of that shape when the device has no such table;
     - oneDNN: one call over the batch whose kernels block the rows of one image at a time (a
       direct convolution walks each image's output positions; oneDNN's ``jit`` and ``jit_1x1``
-      implementations), so the shape efficiency is taken at one sample's GEMM, and only the
+      implementations), so the shape efficiency is taken at one sample's GEMM (with oneDNN's own
+      ``conv_k_half`` where the device has one: a weight gradient's K is one image's Ho*Wo, and
+      its kernels are not the matmul library's), and only the
       window taps inside the input are computed (``valid_tap_fraction``); the call also
       reorders the weights between torch's layout and oneDNN's blocked one into a freshly
       allocated buffer, ``weight_touch_bytes_per_s`` (ONEDNN_VERBOSE lists a weight reorder beside
@@ -142,7 +145,8 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
                else engine.efficiency * gemm_shape_efficiency(*one, ex))
         return max(flops / (engine.rate_flops_per_s * eff), t_mem)
     flops *= valid_tap_fraction(kernel.conv)
-    t = max(flops / (engine.rate_flops_per_s * engine.efficiency * gemm_shape_efficiency(*one, ex)), t_mem)
+    shape = gemm_shape_efficiency(*one, replace(ex, k_half=ex.conv_k_half) if ex.conv_k_half else ex)
+    t = max(flops / (engine.rate_flops_per_s * engine.efficiency * shape), t_mem)
     rate = ex.weight_touch_bytes_per_s
     if kernel.phase != "F" and ex.backward_weight_touch_bytes_per_s:
         rate = ex.backward_weight_touch_bytes_per_s

@@ -279,6 +279,7 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          gemm_efficiency=k.fraction("gemm_efficiency", 1.0),
                          k_half=k.get("k_half", (int, float), 0.0),
                          m_half=k.get("m_half", (int, float), 0.0),
+                         conv_k_half=k.get("conv_k_half", (int, float), 0.0),
                          launch_s=k.get("launch_us", (int, float), 0.0) * 1e-6,
                          host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
                          asynchronous=k.get("asynchronous", bool, False),
@@ -290,7 +291,8 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          backward_weight_touch_bytes_per_s=k.get("backward_weight_touch_gb_per_s", (int, float),
                                                                  0.0) * 1e9,
                          memory_family_efficiency=_memory_families(k))
-    for key, value in (("k_half", ex.k_half), ("m_half", ex.m_half), ("launch_us", ex.launch_s),
+    for key, value in (("k_half", ex.k_half), ("m_half", ex.m_half), ("conv_k_half", ex.conv_k_half),
+                       ("launch_us", ex.launch_s),
                        ("host_dispatch_us", ex.host_dispatch_s), ("cpu_threads", ex.cpu_threads),
                        ("weight_touch_gb_per_s", ex.weight_touch_bytes_per_s),
                        ("backward_weight_touch_gb_per_s", ex.backward_weight_touch_bytes_per_s)):

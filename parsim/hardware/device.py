@@ -59,6 +59,9 @@ class KernelExecution:
     # slow_conv2d's per-sample GEMMs: (rows per sample, fraction of peak) points, interpolated in
     # log(rows) and flat outside; () prices them as any GEMM of their shape
     per_sample_gemm_efficiency: tuple[tuple[float, float], ...] = ()
+    # oneDNN's convolution kernels' own k_half (a weight gradient's K there is one image's Ho*Wo;
+    # matmuls go to another library's kernels); 0: k_half
+    conv_k_half: float = 0.0
     weight_touch_bytes_per_s: float = 0.0     # oneDNN's weight reorders per forward call; 0: not priced
     # ... and per backward call (weights into the backward-data layout, their gradient back to
     # torch's); 0: at weight_touch_bytes_per_s

@@ -18,7 +18,8 @@ same with the two halves swapped.  Nothing is fitted on the sizes it is judged o
 On a CPU (a profile whose ``device`` says ``cpu``), a convolution runs where torch sends it
 (``parsim.cost.conv_backend``), and the fit adds numbers shared by every layer: oneDNN's
 weight-reorder rates in the forward and in the backward, slow_conv2d's per-sample GEMM efficiency
-at 1, 4, 16 and 64 rows, the rows at which a GEMM runs at half its efficiency (m_half), and the
+at 1, 4, 16 and 64 rows, the rows at which a GEMM runs at half its efficiency (m_half), oneDNN's
+own reduction length at half efficiency (conv_k_half: a weight gradient's K is one image's rows), the
 fraction of the memory bandwidth each family of memory-bound kernels reaches (norms and pooling,
 forward and backward, ``parsim.cost.kernels.memory_family``; the graph's own families only).
 """
@@ -68,7 +69,8 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
     """Least squares on log(predicted / measured).  Every device: large-GEMM efficiency, k_half,
     launch (us) and memory efficiency.  A CPU (torch eager) adds oneDNN's weight-reorder rates
     (GB/s, forward and backward), slow_conv2d's per-sample GEMM efficiency at ``PER_SAMPLE_KNOTS``,
-    m_half, and the bandwidth fraction of each of ``MEMORY_FAMILIES`` that the layers run."""
+    m_half, oneDNN's own k_half (conv_k_half), and the bandwidth fraction of each of
+    ``MEMORY_FAMILIES`` that the layers run."""
     ex = replace(device.kernels or KernelExecution(), cpu_threads=cpu_threads)
     ops = {k.op for layer, _, _, _ in points for k in layer.kernels if k.klass == "mem"}
     families = [f for f in MEMORY_FAMILIES if any(memory_family(op) == f for op in ops)] if cpu_threads else []
@@ -82,7 +84,8 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
             cpu = dict(weight_touch_bytes_per_s=float(x[4]) * 1e9,
                        per_sample_gemm_efficiency=tuple((r, float(e)) for r, e in zip(PER_SAMPLE_KNOTS, x[5:5 + knots])),
                        backward_weight_touch_bytes_per_s=float(rest[0]) * 1e9, m_half=float(rest[1]),
-                       memory_family_efficiency=tuple((f, float(e)) for f, e in zip(families, rest[2:])))
+                       conv_k_half=float(rest[2]),
+                       memory_family_efficiency=tuple((f, float(e)) for f, e in zip(families, rest[3:])))
         return replace(device, kernels=replace(ex, gemm_efficiency=float(eff), k_half=float(k_half),
                                                launch_s=float(launch_us) * 1e-6, **cpu),
                        memory_efficiency=float(mem_eff))
@@ -94,9 +97,9 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
     x0, lo, hi = [0.5, 64.0, 10.0, 0.5], [1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]
     if cpu_threads:       # family fractions up to 4: a kernel whose tensors stay in cache beats the copy rate
         nf = len(families)
-        x0 = x0 + [5.0] + [0.3] * knots + [5.0, 4.0] + [0.5] * nf
-        lo = lo + [0.1] + [1e-3] * knots + [0.1, 0.0] + [1e-3] * nf
-        hi = hi + [1000.0] + [1.0] * knots + [1000.0, 1e4] + [4.0] * nf
+        x0 = x0 + [5.0] + [0.3] * knots + [5.0, 4.0, 4.0] + [0.5] * nf
+        lo = lo + [0.1] + [1e-3] * knots + [0.1, 0.0, 1e-3] + [1e-3] * nf
+        hi = hi + [1000.0] + [1.0] * knots + [1000.0, 1e4, 8192.0] + [4.0] * nf
     fit = least_squares(residuals, x0, bounds=(lo, hi))
     return device_for(fit.x)
 
@@ -151,7 +154,8 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
         if ex.cpu_threads:
             report.update(weight_touch_bytes_per_s=ex.weight_touch_bytes_per_s,
                           backward_weight_touch_bytes_per_s=ex.backward_weight_touch_bytes_per_s,
-                          m_half=ex.m_half, memory_family_efficiency=[list(p) for p in ex.memory_family_efficiency],
+                          m_half=ex.m_half, conv_k_half=ex.conv_k_half,
+                          memory_family_efficiency=[list(p) for p in ex.memory_family_efficiency],
                           per_sample_gemm_efficiency=[list(p) for p in ex.per_sample_gemm_efficiency])
     else:
         report.update(efficiency=[list(p) for p in calibrated.efficiency],
@@ -223,6 +227,7 @@ def profile_yaml(profile, device: Device, source: str) -> str:
                       f"    weight_touch_gb_per_s: {ex.weight_touch_bytes_per_s / 1e9:.4g}   # *",
                       f"    backward_weight_touch_gb_per_s: {ex.backward_weight_touch_bytes_per_s / 1e9:.4g}   # *",
                       f"    m_half: {ex.m_half:.4g}   # *",
+                      f"    conv_k_half: {ex.conv_k_half:.4g}   # *",
                       "    memory_family_efficiency: {"
                       + ", ".join(f"{f}: {e:.4f}" for f, e in ex.memory_family_efficiency) + "}   # *",
                       "    per_sample_gemm_efficiency: ["
