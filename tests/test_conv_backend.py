@@ -132,7 +132,8 @@ def test_onednn_backward_reorders_at_their_own_rate():
 def test_onednn_convolutions_fill_their_reduction_at_their_own_k_half():
     """A weight gradient of layer4's 1x1 (K = one image's single row): oneDNN's conv_k_half, not
     the matmul library's k_half; without a conv_k_half, k_half."""
-    w = Kernel("W", "convolution_backward", "conv", flops=(0.0, 2.0 * 2048 * 512), gemm=((2048, 0), (512, 0), (0, 1), (1, 0)),
+    w = Kernel("W", "convolution_backward", "conv", flops=(0.0, 2.0 * 2048 * 512),
+               gemm=((2048, 0), (512, 0), (0, 1), (1, 0)),
                conv=ConvWindow((1, 1), (1, 1), (1, 1), False, 512, (0, 0), (1, 1)))
     dev = _cpu()
     dev = replace(dev, kernels=replace(dev.kernels, k_half=100.0, conv_k_half=3.0))

@@ -58,7 +58,8 @@ def test_calibration_recovers_a_known_kernel_level_device(tmp_path):
 CPU_TRUTH = dict(gemm_efficiency=0.8, k_half=40.0, launch_s=12e-6, cpu_threads=1, weight_touch_bytes_per_s=6e9,
                  per_sample_gemm_efficiency=((1.0, 0.25), (4.0, 0.07), (16.0, 0.6), (64.0, 0.9)),
                  backward_weight_touch_bytes_per_s=3e9, m_half=2.0, conv_k_half=8.0,
-                 memory_family_efficiency=(("norm", 0.3), ("norm_backward", 1.5), ("pool", 0.05), ("pool_backward", 2.0)))
+                 memory_family_efficiency=(("norm", 0.3), ("norm_backward", 1.5), ("pool", 0.05),
+                                           ("pool_backward", 2.0)))
 
 
 def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
@@ -77,7 +78,8 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     assert ex.gemm_efficiency == pytest.approx(0.8, rel=0.02) and ex.k_half == pytest.approx(40, rel=0.05)
     assert ex.launch_s == pytest.approx(12e-6, rel=0.05) and fitted.memory_efficiency == pytest.approx(0.5, rel=0.02)
     assert ex.weight_touch_bytes_per_s == pytest.approx(6e9, rel=0.05)
-    assert ex.backward_weight_touch_bytes_per_s == pytest.approx(3e9, rel=0.05) and ex.m_half == pytest.approx(2, rel=0.05)
+    assert ex.backward_weight_touch_bytes_per_s == pytest.approx(3e9, rel=0.05)
+    assert ex.m_half == pytest.approx(2, rel=0.05)
     assert ex.conv_k_half == pytest.approx(8, rel=0.05)
     assert [f for f, _ in ex.memory_family_efficiency] == [f for f, _ in CPU_TRUTH["memory_family_efficiency"]]
     for (_, e), (_, want) in zip(ex.memory_family_efficiency, CPU_TRUTH["memory_family_efficiency"]):
@@ -90,7 +92,8 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     out = tmp_path / "cal.yaml"
     out.write_text(calibrated_yaml(load_profile("hardware_profiles/local-cpu.yaml"), fitted, "t.json"))
     back = load_profile(str(out)).device.kernels
-    assert back.m_half == pytest.approx(ex.m_half, rel=1e-3) and back.conv_k_half == pytest.approx(ex.conv_k_half, rel=1e-3)
+    assert back.m_half == pytest.approx(ex.m_half, rel=1e-3)
+    assert back.conv_k_half == pytest.approx(ex.conv_k_half, rel=1e-3)
     assert back.backward_weight_touch_bytes_per_s == pytest.approx(ex.backward_weight_touch_bytes_per_s, rel=1e-3)
     assert [f for f, _ in back.memory_family_efficiency] == [f for f, _ in ex.memory_family_efficiency]
     assert [e for _, e in back.memory_family_efficiency] == pytest.approx([e for _, e in ex.memory_family_efficiency],
@@ -100,7 +103,8 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
 def test_a_memory_family_must_be_one_the_model_knows(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(open("hardware_profiles/local-cpu.yaml").read().replace(
-        "  memory_efficiency: 1.0\n", "  memory_efficiency: 1.0\n  kernels: {memory_family_efficiency: {softmax: 0.5}}\n"))
+        "  memory_efficiency: 1.0\n",
+        "  memory_efficiency: 1.0\n  kernels: {memory_family_efficiency: {softmax: 0.5}}\n"))
     with pytest.raises(InputError, match="memory_family_efficiency.*softmax"):
         load_profile(str(bad))
 

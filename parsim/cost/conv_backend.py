@@ -13,21 +13,21 @@ else to ``slow_conv2d`` (aten/src/ATen/native/ConvolutionMM2d.cpp), which loops 
 and runs one BLAS GEMM each (MKL's sgemm on x86 builds).  ``tests/test_conv_backend.py`` checks
 this rule against torch's own ``torch._C._select_conv_backend``.
 
-oneDNN's direct convolutions (``jit:avx512_core``, ``jit_1x1``) compute only the window taps that
-fall inside the input: their JIT kernels clip each output position's filter rows and columns at
-the input's borders (oneDNN src/cpu/x64/jit_avx512_common_conv_kernel.cpp, the top/bottom and
-left/right overflow bounds of the window loops; read from the design, not confirmed line by line
-here), whereas FlopCounterMode counts every tap, padding included.  On small maps that is most of the work: a 3x3 convolution with padding 1 on a 1x1 map
-(ResNet-50's layer4 at 32x32) runs one tap of nine.  Measured on this machine (torch 2.13,
-``ONEDNN_VERBOSE=1``, one thread, layer4's 3x3 at 64 samples): 302 MFLOP as counted in 1.47 ms,
-205 GFLOP/s, twice the core's 93 GFLOP/s peak, which only the skipped taps explain.
-``valid_tap_fraction`` is the share of counted taps that are computed.  slow_conv2d's im2col
-copies the zeros and multiplies them: all taps.
-
 So a 1x1 convolution at a micro-batch under 16, one thread per process, is b GEMMs of one
 sample's rows each: on ResNet-50's 2x2 maps (layer3) four rows, which MKL runs at a few percent of
 peak, while the same convolution at 16 samples runs in oneDNN near peak.  That is the step in a
 CPU profile between micro-batch 8 and 16.
+
+oneDNN's direct convolutions (``jit:avx512_core``, ``jit_1x1``) compute only the window taps that
+fall inside the input: their JIT kernels clip each output position's filter rows and columns at
+the input's borders (oneDNN src/cpu/x64/jit_avx512_common_conv_kernel.cpp, the top/bottom and
+left/right overflow bounds of the window loops; read from the design, not confirmed line by line
+here), whereas FlopCounterMode counts every tap, padding included.  On small maps that is most of
+the work: a 3x3 convolution with padding 1 on a 1x1 map (ResNet-50's layer4 at 32x32) runs one tap
+of nine.  Measured on this machine (torch 2.13, ``ONEDNN_VERBOSE=1``, one thread, layer4's 3x3 at
+64 samples): 302 MFLOP as counted in 1.47 ms, 205 GFLOP/s, twice the core's 93 GFLOP/s peak, which
+only the skipped taps explain.  ``valid_tap_fraction`` is the share of counted taps that are
+computed.  slow_conv2d's im2col copies the zeros and multiplies them: all taps.
 """
 
 from __future__ import annotations

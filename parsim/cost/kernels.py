@@ -97,7 +97,7 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     bw = device.achieved_bandwidth_bytes_per_s()
     t_mem = share * nbytes / bw
     if kernel.klass == "mem" or flops <= 0:
-        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op)) if ex.memory_family_efficiency else None
+        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op))
         if family is not None:
             t_mem = share * nbytes / (device.memory_bandwidth_bytes_per_s * family)
         return t_mem + ex.launch_s

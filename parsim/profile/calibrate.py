@@ -82,7 +82,8 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
         if cpu_threads:
             rest = x[5 + knots:]
             cpu = dict(weight_touch_bytes_per_s=float(x[4]) * 1e9,
-                       per_sample_gemm_efficiency=tuple((r, float(e)) for r, e in zip(PER_SAMPLE_KNOTS, x[5:5 + knots])),
+                       per_sample_gemm_efficiency=tuple((r, float(e))
+                                                        for r, e in zip(PER_SAMPLE_KNOTS, x[5:5 + knots])),
                        backward_weight_touch_bytes_per_s=float(rest[0]) * 1e9, m_half=float(rest[1]),
                        conv_k_half=float(rest[2]),
                        memory_family_efficiency=tuple((f, float(e)) for f, e in zip(families, rest[3:])))
