@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.kernels import gemm_shape_efficiency, kernel_counts, kernel_time_s, layer_kernels_time_s
+from parsim.cost.kernels import (gemm_shape_efficiency, kernel_counts, kernel_time_s, layer_kernels_time_s,
+                                  memory_family)
 from parsim.errors import InputError
 from parsim.hardware import load_cluster
 from parsim.hardware.device import KernelExecution
@@ -66,6 +67,32 @@ def test_split_k_rescues_a_small_output_with_a_long_reduction():
     assert gemm_shape_efficiency(128, 128, 65536, 1, ex) == pytest.approx(16384 / (16384 + 64))
     # one tile, K short: splitting cannot help, one unit of four works
     assert gemm_shape_efficiency(128, 128, 64, 1, ex) == pytest.approx(max(0.25 * 0.5, 0.5 * 32 / 96, 16 / 80))
+
+
+def test_few_rows_halve_a_gemm_at_m_half_in_each_phase_own_shape():
+    """M / (M + m_half) times K / (K + k_half): a forward (or data gradient) of one image's 1x1 map
+    has M = 1 row, its weight gradient K = 1; each pays its own half-saturation."""
+    ex = KernelExecution(m_half=1.5, k_half=4.0)
+    assert gemm_shape_efficiency(1, 512, 2048, 1, ex) == pytest.approx(1 / 2.5 * 2048 / 2052)   # F: M = 1
+    assert gemm_shape_efficiency(2048, 512, 1, 1, ex) == pytest.approx(2048 / 2049.5 * 1 / 5)  # W: K = 1
+    assert gemm_shape_efficiency(3, 64, 1e12, 1, replace(ex, m_half=3.0)) == pytest.approx(0.5)  # M = m_half
+    assert gemm_shape_efficiency(1, 64, 1e12, 1, replace(ex, m_half=0.0)) == pytest.approx(1.0)  # 0: rows never limit
+
+
+def test_memory_bound_kernels_run_at_their_familys_bandwidth():
+    """A batch norm or a max-pool at its family's fraction of the bandwidth, forward and backward
+    apart; an activation (no family of its own) at the device's memory efficiency."""
+    assert [memory_family(op) for op in ("native_batch_norm", "native_batch_norm_backward", "native_layer_norm",
+                                         "max_pool2d_with_indices", "max_pool2d_with_indices_backward",
+                                         "relu", "threshold_backward", "add")] == \
+        ["norm", "norm_backward", "norm", "pool", "pool_backward", "elementwise", "elementwise", "elementwise"]
+    ex = KernelExecution(launch_s=1e-6, memory_family_efficiency=(("norm", 0.25), ("pool_backward", 2.0)))
+    dev = replace(A100, memory_efficiency=0.5, kernels=ex)
+    bw = dev.memory_bandwidth_bytes_per_s
+    for op, frac in (("native_batch_norm", 0.25), ("max_pool2d_with_indices_backward", 2.0), ("relu", 0.5),
+                     ("native_batch_norm_backward", 0.5)):
+        k = Kernel("F", op, "mem", bytes=(100.0, 1e6))
+        assert kernel_time_s(k, 8, dev, {}) == pytest.approx((100 + 8e6) / (bw * frac) + 1e-6), op
 
 
 def test_launch_costs_add_on_a_synchronous_device_and_overlap_on_an_asynchronous_one():

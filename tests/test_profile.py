@@ -13,7 +13,9 @@ from parsim.hardware import load_cluster
 from parsim.hardware.cluster import load_profile
 from parsim.hardware.device import KernelExecution
 from parsim.model.spec import load_model
+from parsim.errors import InputError
 from parsim.profile.calibrate import calibrate, held_out, held_out_split
+from parsim.profile.calibrate import profile_yaml as calibrated_yaml
 from parsim.profile.comm import fit_alpha_beta, profile_yaml
 from parsim.report.validation import Row, summary
 
@@ -55,13 +57,17 @@ def test_calibration_recovers_a_known_kernel_level_device(tmp_path):
 
 
 CPU_TRUTH = dict(gemm_efficiency=0.8, k_half=40.0, launch_s=12e-6, cpu_threads=1, weight_touch_bytes_per_s=6e9,
-                 per_sample_gemm_efficiency=((1.0, 0.25), (4.0, 0.07), (16.0, 0.6), (64.0, 0.9)))
+                 per_sample_gemm_efficiency=((1.0, 0.25), (4.0, 0.07), (16.0, 0.6), (64.0, 0.9)),
+                 backward_weight_touch_bytes_per_s=3e9, m_half=2.0, conv_k_half=8.0,
+                 memory_family_efficiency=(("norm", 0.3), ("norm_backward", 1.5), ("pool", 0.05),
+                                           ("pool_backward", 2.0)))
 
 
 def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     """A profile taken on a CPU: torch's backend rule (parsim.cost.conv_backend) sends the 1x1
     convolutions under 16 samples to per-sample GEMMs, whose efficiency at 1, 4, 16 and 64 rows
-    (layer4, layer3, layer2, layer1 at 32x32) and oneDNN's weight-reorder rate are recovered."""
+    (layer4, layer3, layer2, layer1 at 32x32), oneDNN's weight-reorder rates (forward, backward),
+    the GEMM rows at half efficiency and each memory-bound family's bandwidth are recovered."""
     spec = load_model(MODEL)
     base = load_cluster("local-cpu").device
     true = replace(base, memory_efficiency=0.5, kernels=KernelExecution(**CPU_TRUTH))
@@ -73,10 +79,35 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     assert ex.gemm_efficiency == pytest.approx(0.8, rel=0.02) and ex.k_half == pytest.approx(40, rel=0.05)
     assert ex.launch_s == pytest.approx(12e-6, rel=0.05) and fitted.memory_efficiency == pytest.approx(0.5, rel=0.02)
     assert ex.weight_touch_bytes_per_s == pytest.approx(6e9, rel=0.05)
+    assert ex.backward_weight_touch_bytes_per_s == pytest.approx(3e9, rel=0.05)
+    assert ex.m_half == pytest.approx(2, rel=0.05)
+    assert ex.conv_k_half == pytest.approx(8, rel=0.05)
+    assert [f for f, _ in ex.memory_family_efficiency] == [f for f, _ in CPU_TRUTH["memory_family_efficiency"]]
+    for (_, e), (_, want) in zip(ex.memory_family_efficiency, CPU_TRUTH["memory_family_efficiency"]):
+        assert e == pytest.approx(want, rel=0.05)
     for (rows, e), (want_rows, want) in zip(ex.per_sample_gemm_efficiency, CPU_TRUTH["per_sample_gemm_efficiency"]):
         assert rows == want_rows and e == pytest.approx(want, rel=0.05)
     held = report["held_out"]
     assert held["median_layer_error"] < 0.01 and held["swapped"]["median_layer_error"] < 0.01
+    # The calibrated profile carries every fitted number, and loads back to the same device.
+    out = tmp_path / "cal.yaml"
+    out.write_text(calibrated_yaml(load_profile("hardware_profiles/local-cpu.yaml"), fitted, "t.json"))
+    back = load_profile(str(out)).device.kernels
+    assert back.m_half == pytest.approx(ex.m_half, rel=1e-3)
+    assert back.conv_k_half == pytest.approx(ex.conv_k_half, rel=1e-3)
+    assert back.backward_weight_touch_bytes_per_s == pytest.approx(ex.backward_weight_touch_bytes_per_s, rel=1e-3)
+    assert [f for f, _ in back.memory_family_efficiency] == [f for f, _ in ex.memory_family_efficiency]
+    assert [e for _, e in back.memory_family_efficiency] == pytest.approx([e for _, e in ex.memory_family_efficiency],
+                                                                          rel=1e-3)
+
+
+def test_a_memory_family_must_be_one_the_model_knows(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(open("hardware_profiles/local-cpu.yaml").read().replace(
+        "  memory_efficiency: 1.0\n",
+        "  memory_efficiency: 1.0\n  kernels: {memory_family_efficiency: {softmax: 0.5}}\n"))
+    with pytest.raises(InputError, match="memory_family_efficiency.*softmax"):
+        load_profile(str(bad))
 
 
 def test_held_out_never_fits_on_the_sizes_it_is_judged_on(tmp_path):

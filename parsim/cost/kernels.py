@@ -7,7 +7,9 @@ micro-batch) is priced on its own:
   M x N output is cut into tiles, the tiles run in waves over the device's compute units, and the
   last wave's idle units and the tiles' padding are paid for (tile and wave quantization: NVIDIA,
   "Matrix Multiplication Background User's Guide", 2023); a short reduction K cannot fill the
-  unit's pipeline, taken as efficiency K / (K + k_half); a small output with a long K is split
+  unit's pipeline, taken as efficiency K / (K + k_half), and few rows M cannot fill its register
+  tile's rows, M / (M + m_half) (each phase's own M and K: a weight gradient's K is the
+  batch-grown dimension, a forward's and a data gradient's M is); a small output with a long K is split
   over K (split-K); the best of the device's tile shapes is taken, as a library's heuristic
   would.  The rest is the device's fraction of peak for large GEMMs.  Roofline (Williams et al.
   2009): never faster than its bytes over the memory bandwidth.
@@ -16,7 +18,11 @@ micro-batch) is priced on its own:
           + 2 * activation_bytes / BW     NCHW layout transposes, on an NHWC-only matrix engine
 
 - a memory-bound kernel (norms, activations, adds, copies) by its bytes read plus written:
-  t = bytes / (BW * memory_efficiency);
+  t = bytes / (BW * memory_efficiency), at its family's own fraction of the bandwidth where the
+  device has one (``memory_family``: a batch norm's statistics and a max-pool's window compares
+  run below the bandwidth a copy reaches, torch.profiler on this CPU: max_pool2d_with_indices
+  12 ms and native_batch_norm 3.6 ms against clamp_min's 1.1 ms on the same 64 x 64 x 16 x 16
+  tensor);
 - every kernel adds ``launch_s`` on the device.  The framework's host time per kernel,
   ``host_dispatch_s``, overlaps the device's work on asynchronous devices (a layer takes the
   longer of the two) and adds to it on a synchronous one (CPU eager mode).
@@ -37,8 +43,9 @@ sequence.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from parsim.cost.conv_backend import SLOW2D, cpu_conv_backend, per_sample_dims, per_sample_rows
+from parsim.cost.conv_backend import SLOW2D, cpu_conv_backend, per_sample_dims, per_sample_rows, valid_tap_fraction
 from parsim.hardware.device import Device, KernelExecution, log_interp
 from parsim.hardware.numerics import Engine
 from parsim.model.graph import Kernel, Layer
@@ -53,9 +60,10 @@ def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: Kerne
     "Parallelized Reductions") of
 
         quant = M*N*g*s / (waves * units * tile_m * tile_n),  waves = ceil(tiles * s / units)
-        fill  = (K/s) / (K/s + k_half)
+        fill  = (K/s) / (K/s + k_half) * M / (M + m_half)
     """
     best = 0.0
+    m_fill = m / (m + ex.m_half) if ex.m_half else 1.0
     for tm, tn in ex.tiles:
         tiles = math.ceil(m / tm) * math.ceil(n / tn) * math.ceil(groups)
         if tiles == 0:
@@ -65,12 +73,21 @@ def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: Kerne
             waves = math.ceil(tiles * s / ex.compute_units)
             quant = (m * n * groups * s) / (waves * ex.compute_units * tm * tn)
             ks = k / s
-            eff = quant * (ks / (ks + ex.k_half) if ex.k_half else 1.0)
+            eff = quant * (ks / (ks + ex.k_half) if ex.k_half else 1.0) * m_fill
             best = max(best, eff)
             if tiles * s >= ex.compute_units or ks < 2:
                 break
             s *= 2
     return best
+
+
+def memory_family(op: str) -> str:
+    """A memory-bound aten operator's family: "norm" (batch, layer, group norms), "pool" (max and
+    average pooling), each with "_backward" for its gradient kernel, else "elementwise"."""
+    family = "norm" if "norm" in op else "pool" if "pool" in op else "elementwise"
+    if family != "elementwise" and op.endswith("_backward"):
+        family += "_backward"
+    return family
 
 
 def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Engine], share: float = 1.0) -> float:
@@ -80,6 +97,9 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     bw = device.achieved_bandwidth_bytes_per_s()
     t_mem = share * nbytes / bw
     if kernel.klass == "mem" or flops <= 0:
+        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op))
+        if family is not None:
+            t_mem = share * nbytes / (device.memory_bandwidth_bytes_per_s * family)
         return t_mem + ex.launch_s
     engine = engines[kernel.klass]
     rate = engine.rate_flops_per_s * engine.efficiency
@@ -103,10 +123,18 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
       near it), or as any GEMM of that shape when the device has no such table;
     - oneDNN: one call over the batch whose kernels block the rows of one image at a time (a
       direct convolution walks each image's output positions; oneDNN's ``jit`` and ``jit_1x1``
-      implementations), so the shape efficiency is taken at one sample's GEMM; the call also
-      reorders the weights (and their gradient) between torch's layout and oneDNN's blocked one
-      into a freshly allocated buffer, ``weight_touch_bytes_per_s`` (ONEDNN_VERBOSE lists a
-      weight reorder beside every convolution of an NCHW model).
+      implementations), so the shape efficiency is taken at one sample's GEMM (with oneDNN's own
+      ``conv_k_half`` where the device has one: a weight gradient's K is one image's Ho*Wo, and
+      its kernels are not the matmul library's), and only the
+      window taps inside the input are computed (``valid_tap_fraction``); the call also
+      reorders the weights between torch's layout and oneDNN's blocked one into a freshly
+      allocated buffer, ``weight_touch_bytes_per_s`` (ONEDNN_VERBOSE lists a weight reorder beside
+      every convolution of an NCHW model), and a backward call reorders them into the
+      backward-data layout and their gradient back into torch's, at
+      ``backward_weight_touch_bytes_per_s`` (ONEDNN_VERBOSE on this machine, layer4's block at 64
+      samples: 11.9 ms of gradient reorders and 4.0 ms of weight reorders for 17.8 MB of weights,
+      against 5.0 ms of reorders in the forward).  Its weight bytes are split evenly between
+      the data-gradient (I) and weight-gradient (W) kernels, as extraction splits them.
     """
     ex = device.kernels
     flops = share * kernel.at(b)[0]
@@ -116,9 +144,14 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
         eff = (log_interp(ex.per_sample_gemm_efficiency, per_sample_rows(kernel)) if ex.per_sample_gemm_efficiency
                else engine.efficiency * gemm_shape_efficiency(*one, ex))
         return max(flops / (engine.rate_flops_per_s * eff), t_mem)
-    t = max(flops / (engine.rate_flops_per_s * engine.efficiency * gemm_shape_efficiency(*one, ex)), t_mem)
-    if ex.weight_touch_bytes_per_s:
-        t += share * kernel.bytes[0] / ex.weight_touch_bytes_per_s
+    flops *= valid_tap_fraction(kernel.conv)
+    shape = gemm_shape_efficiency(*one, replace(ex, k_half=ex.conv_k_half) if ex.conv_k_half else ex)
+    t = max(flops / (engine.rate_flops_per_s * engine.efficiency * shape), t_mem)
+    rate = ex.weight_touch_bytes_per_s
+    if kernel.phase != "F" and ex.backward_weight_touch_bytes_per_s:
+        rate = ex.backward_weight_touch_bytes_per_s
+    if rate:
+        t += share * kernel.bytes[0] / rate
     return t
 
 

@@ -296,6 +296,18 @@ def _points_field(k: Fields, key: str) -> tuple[tuple[float, float], ...]:
     return tuple((float(a), float(e)) for a, e in v)
 
 
+def _memory_families(k: Fields) -> tuple[tuple[str, float], ...]:
+    """``memory_family_efficiency``: {family: fraction of the memory bandwidth}, families as
+    parsim.cost.kernels.memory_family names them."""
+    v = k.get("memory_family_efficiency", dict, {})
+    known = ("norm", "norm_backward", "pool", "pool_backward", "elementwise")
+    for fam, e in v.items():
+        if fam not in known or not isinstance(e, (int, float)) or not e > 0:
+            raise k.fail("memory_family_efficiency", f"expected {{family: fraction > 0}} with families among "
+                                                     f"{', '.join(known)}; got {fam}: {e}")
+    return tuple((fam, float(e)) for fam, e in v.items())
+
+
 def _kernel_execution(k: Fields) -> KernelExecution:
     """The ``device.kernels`` section (parsim.hardware.device.KernelExecution)."""
     tiles = k.get("tiles", list, [[1, 1]])
@@ -305,6 +317,8 @@ def _kernel_execution(k: Fields) -> KernelExecution:
     ex = KernelExecution(compute_units=k.positive_int("compute_units", 1), tiles=tuple((t[0], t[1]) for t in tiles),
                          gemm_efficiency=k.fraction("gemm_efficiency", 1.0),
                          k_half=k.get("k_half", (int, float), 0.0),
+                         m_half=k.get("m_half", (int, float), 0.0),
+                         conv_k_half=k.get("conv_k_half", (int, float), 0.0),
                          launch_s=k.get("launch_us", (int, float), 0.0) * 1e-6,
                          host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
                          asynchronous=k.get("asynchronous", bool, False),
@@ -312,9 +326,15 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          nhwc_matrix_engine=k.get("nhwc_matrix_engine", bool, False),
                          cpu_threads=k.get("cpu_threads", int, 0),
                          per_sample_gemm_efficiency=_points_field(k, "per_sample_gemm_efficiency"),
-                         weight_touch_bytes_per_s=k.get("weight_touch_gb_per_s", (int, float), 0.0) * 1e9)
-    for key, value in (("k_half", ex.k_half), ("launch_us", ex.launch_s), ("host_dispatch_us", ex.host_dispatch_s),
-                       ("cpu_threads", ex.cpu_threads), ("weight_touch_gb_per_s", ex.weight_touch_bytes_per_s)):
+                         weight_touch_bytes_per_s=k.get("weight_touch_gb_per_s", (int, float), 0.0) * 1e9,
+                         backward_weight_touch_bytes_per_s=k.get("backward_weight_touch_gb_per_s", (int, float),
+                                                                 0.0) * 1e9,
+                         memory_family_efficiency=_memory_families(k))
+    for key, value in (("k_half", ex.k_half), ("m_half", ex.m_half), ("conv_k_half", ex.conv_k_half),
+                       ("launch_us", ex.launch_s),
+                       ("host_dispatch_us", ex.host_dispatch_s), ("cpu_threads", ex.cpu_threads),
+                       ("weight_touch_gb_per_s", ex.weight_touch_bytes_per_s),
+                       ("backward_weight_touch_gb_per_s", ex.backward_weight_touch_bytes_per_s)):
         if value < 0:
             raise k.fail(key, "must be >= 0")
     k.done()

@@ -44,6 +44,7 @@ class KernelExecution:
     tiles: tuple[tuple[int, int], ...] = ((1, 1),)   # output tiles (rows, columns) a library chooses among
     gemm_efficiency: float = 1.0          # fraction of peak a large, well-shaped GEMM reaches
     k_half: float = 0.0                   # reduction length at which a GEMM runs at half that
+    m_half: float = 0.0                   # rows (M) at which a GEMM runs at half that; 0: rows never limit
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)
     host_dispatch_s: float = 0.0          # host time per kernel (framework and launch API)
     asynchronous: bool = False            # host enqueues ahead of the device
@@ -58,7 +59,17 @@ class KernelExecution:
     # slow_conv2d's per-sample GEMMs: (rows per sample, fraction of peak) points, interpolated in
     # log(rows) and flat outside; () prices them as any GEMM of their shape
     per_sample_gemm_efficiency: tuple[tuple[float, float], ...] = ()
-    weight_touch_bytes_per_s: float = 0.0     # oneDNN's weight reorders per call; 0: not priced
+    # oneDNN's convolution kernels' own k_half (a weight gradient's K there is one image's Ho*Wo;
+    # matmuls go to another library's kernels); 0: k_half
+    conv_k_half: float = 0.0
+    weight_touch_bytes_per_s: float = 0.0     # oneDNN's weight reorders per forward call; 0: not priced
+    # ... and per backward call (weights into the backward-data layout, their gradient back to
+    # torch's); 0: at weight_touch_bytes_per_s
+    backward_weight_touch_bytes_per_s: float = 0.0
+    # Memory-bound kernels by family (parsim.cost.kernels.memory_family: "norm", "norm_backward",
+    # "pool", "pool_backward"): (family, fraction of the memory bandwidth) pairs; a family not listed
+    # runs at the device's memory_efficiency.  Above 1 where the tensors stay in cache.
+    memory_family_efficiency: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

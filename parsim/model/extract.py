@@ -229,12 +229,13 @@ def _gemm_dims(name: str, args, out) -> list[tuple[str, tuple[float, float, floa
 def _conv_window(name: str, args) -> ConvWindow | None:
     """The window of a convolution (forward or backward), as aten's schema lays out its arguments."""
     if name in ("convolution", "_convolution"):
-        x, w, stride, dilation, transposed = args[0], args[1], args[3], args[5], args[6]
+        x, w, stride, padding, dilation, transposed = args[0], args[1], args[3], args[4], args[5], args[6]
     elif name == "convolution_backward":
-        x, w, stride, dilation, transposed = args[1], args[2], args[4], args[6], args[7]
+        x, w, stride, padding, dilation, transposed = args[1], args[2], args[4], args[5], args[6], args[7]
     else:
         return None
-    return ConvWindow(tuple(w.shape[2:]), tuple(stride), tuple(dilation), bool(transposed), math.prod(x.shape[1:]))
+    return ConvWindow(tuple(w.shape[2:]), tuple(stride), tuple(dilation), bool(transposed), math.prod(x.shape[1:]),
+                      tuple(padding), tuple(x.shape[2:]))
 
 
 class _KernelRecorder(TorchDispatchMode):

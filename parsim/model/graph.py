@@ -94,6 +94,8 @@ class ConvWindow(NamedTuple):
     dilation: tuple[int, ...]
     transposed: bool
     input_elements: int            # per sample: C_in x H x W
+    padding: tuple[int, ...] = ()  # per spatial dimension; () unknown (taken as no taps skipped)
+    input_hw: tuple[int, ...] = () # the input's spatial sizes (H, W)
 
 
 @dataclass(frozen=True)

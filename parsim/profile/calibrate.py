@@ -16,8 +16,12 @@ sizes in between, per layer, which is the error a plan at an unprofiled size wou
 same with the two halves swapped.  Nothing is fitted on the sizes it is judged on.
 
 On a CPU (a profile whose ``device`` says ``cpu``), a convolution runs where torch sends it
-(``parsim.cost.conv_backend``), and the fit adds five numbers shared by every layer: oneDNN's
-weight-reorder rate and slow_conv2d's per-sample GEMM efficiency at 1, 4, 16 and 64 rows.
+(``parsim.cost.conv_backend``), and the fit adds numbers shared by every layer: oneDNN's
+weight-reorder rates in the forward and in the backward, slow_conv2d's per-sample GEMM efficiency
+at 1, 4, 16 and 64 rows, the rows at which a GEMM runs at half its efficiency (m_half), oneDNN's
+own reduction length at half efficiency (conv_k_half: a weight gradient's K is one image's rows), the
+fraction of the memory bandwidth each family of memory-bound kernels reaches (norms and pooling,
+forward and backward, ``parsim.cost.kernels.memory_family``; the graph's own families only).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from scipy.optimize import least_squares
 
 from parsim.errors import InputError
 from parsim.cost.compute import AnalyticalCompute, ProfileTable
+from parsim.cost.kernels import memory_family
 from parsim.hardware.device import Device, KernelExecution
 from parsim.model.graph import LayerGraph
 
@@ -49,6 +54,9 @@ def _points(graph: LayerGraph, table: ProfileTable, sizes=None):
 # Rows per sample at which a CPU's per-sample GEMM efficiency is fitted (slow_conv2d, parsim.cost.
 # conv_backend): ResNet's 1x1 convolutions see 64, 16, 4 and 1 output positions per image at 32x32.
 PER_SAMPLE_KNOTS = (1.0, 4.0, 16.0, 64.0)
+# Memory-bound kernel families with a fitted bandwidth fraction of their own on a CPU; the rest
+# (activations, adds, copies) run at the device's memory efficiency.
+MEMORY_FAMILIES = ("norm", "norm_backward", "pool", "pool_backward")
 
 
 def _cpu_threads(table: ProfileTable) -> int:
@@ -59,16 +67,26 @@ def _cpu_threads(table: ProfileTable) -> int:
 
 def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> Device:
     """Least squares on log(predicted / measured).  Every device: large-GEMM efficiency, k_half,
-    launch (us) and memory efficiency.  A CPU (torch eager) adds oneDNN's weight-reorder rate
-    (GB/s) and slow_conv2d's per-sample GEMM efficiency at ``PER_SAMPLE_KNOTS``."""
+    launch (us) and memory efficiency.  A CPU (torch eager) adds oneDNN's weight-reorder rates
+    (GB/s, forward and backward), slow_conv2d's per-sample GEMM efficiency at ``PER_SAMPLE_KNOTS``,
+    m_half, oneDNN's own k_half (conv_k_half), and the bandwidth fraction of each of
+    ``MEMORY_FAMILIES`` that the layers run."""
     ex = replace(device.kernels or KernelExecution(), cpu_threads=cpu_threads)
+    ops = {k.op for layer, _, _, _ in points for k in layer.kernels if k.klass == "mem"}
+    families = [f for f in MEMORY_FAMILIES if any(memory_family(op) == f for op in ops)] if cpu_threads else []
+    knots = len(PER_SAMPLE_KNOTS)
 
     def device_for(x):
         eff, k_half, launch_us, mem_eff = x[:4]
         cpu = {}
         if cpu_threads:
+            rest = x[5 + knots:]
             cpu = dict(weight_touch_bytes_per_s=float(x[4]) * 1e9,
-                       per_sample_gemm_efficiency=tuple((r, float(e)) for r, e in zip(PER_SAMPLE_KNOTS, x[5:])))
+                       per_sample_gemm_efficiency=tuple((r, float(e))
+                                                        for r, e in zip(PER_SAMPLE_KNOTS, x[5:5 + knots])),
+                       backward_weight_touch_bytes_per_s=float(rest[0]) * 1e9, m_half=float(rest[1]),
+                       conv_k_half=float(rest[2]),
+                       memory_family_efficiency=tuple((f, float(e)) for f, e in zip(families, rest[3:])))
         return replace(device, kernels=replace(ex, gemm_efficiency=float(eff), k_half=float(k_half),
                                                launch_s=float(launch_us) * 1e-6, **cpu),
                        memory_efficiency=float(mem_eff))
@@ -78,9 +96,11 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
         return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
 
     x0, lo, hi = [0.5, 64.0, 10.0, 0.5], [1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]
-    if cpu_threads:
-        knots = len(PER_SAMPLE_KNOTS)
-        x0, lo, hi = x0 + [5.0] + [0.3] * knots, lo + [0.1] + [1e-3] * knots, hi + [1000.0] + [1.0] * knots
+    if cpu_threads:       # family fractions up to 4: a kernel whose tensors stay in cache beats the copy rate
+        nf = len(families)
+        x0 = x0 + [5.0] + [0.3] * knots + [5.0, 4.0, 4.0] + [0.5] * nf
+        lo = lo + [0.1] + [1e-3] * knots + [0.1, 0.0, 1e-3] + [1e-3] * nf
+        hi = hi + [1000.0] + [1.0] * knots + [1000.0, 1e4, 8192.0] + [4.0] * nf
     fit = least_squares(residuals, x0, bounds=(lo, hi))
     return device_for(fit.x)
 
@@ -134,6 +154,9 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
         report.update(gemm_efficiency=ex.gemm_efficiency, k_half=ex.k_half, launch_s=ex.launch_s)
         if ex.cpu_threads:
             report.update(weight_touch_bytes_per_s=ex.weight_touch_bytes_per_s,
+                          backward_weight_touch_bytes_per_s=ex.backward_weight_touch_bytes_per_s,
+                          m_half=ex.m_half, conv_k_half=ex.conv_k_half,
+                          memory_family_efficiency=[list(p) for p in ex.memory_family_efficiency],
                           per_sample_gemm_efficiency=[list(p) for p in ex.per_sample_gemm_efficiency])
     else:
         report.update(efficiency=[list(p) for p in calibrated.efficiency],
@@ -203,6 +226,11 @@ def profile_yaml(profile, device: Device, source: str) -> str:
         if ex.cpu_threads:
             lines += [f"    cpu_threads: {ex.cpu_threads}",
                       f"    weight_touch_gb_per_s: {ex.weight_touch_bytes_per_s / 1e9:.4g}   # *",
+                      f"    backward_weight_touch_gb_per_s: {ex.backward_weight_touch_bytes_per_s / 1e9:.4g}   # *",
+                      f"    m_half: {ex.m_half:.4g}   # *",
+                      f"    conv_k_half: {ex.conv_k_half:.4g}   # *",
+                      "    memory_family_efficiency: {"
+                      + ", ".join(f"{f}: {e:.4f}" for f, e in ex.memory_family_efficiency) + "}   # *",
                       "    per_sample_gemm_efficiency: ["
                       + ", ".join(f"[{r:.4g}, {e:.4f}]" for r, e in ex.per_sample_gemm_efficiency) + "]   # *"]
     if device.fp16_cube:

@@ -264,9 +264,15 @@ def calibrate_lines(profile_name: str, profile_path: str, report: dict) -> list[
         lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
                      f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
     if report.get("weight_touch_bytes_per_s"):
-        lines.append(f"  CPU convolutions: oneDNN weight reorders at {report['weight_touch_bytes_per_s'] / 1e9:.3g} GB/s; "
+        lines.append(f"  CPU convolutions: oneDNN weight reorders at {report['weight_touch_bytes_per_s'] / 1e9:.3g} GB/s "
+                     f"(backward {report['backward_weight_touch_bytes_per_s'] / 1e9:.3g} GB/s), "
+                     f"GEMM rows at half efficiency {report['m_half']:.3g}, "
+                     f"oneDNN's k_half {report['conv_k_half']:.3g}; "
                      "slow_conv2d per-sample GEMMs (rows: fraction of peak) "
                      + ", ".join(f"{r:g}: {e:.3f}" for r, e in report["per_sample_gemm_efficiency"]))
+        if report["memory_family_efficiency"]:
+            lines.append("  memory-bound kernels by family (fraction of the memory bandwidth): "
+                         + ", ".join(f"{f} {e:.3f}" for f, e in report["memory_family_efficiency"]))
     held = report["held_out"]
     for split in (held, held.get("swapped")):
         if split and split["held_out_sizes"]:
