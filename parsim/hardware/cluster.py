@@ -32,6 +32,9 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       spine: {oversubscription: 1.0, latency_us: 1}   # across pods
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     # collective.busy_sender_delay_us: optional, 0 if absent (Collectives.busy_sender_delay_s)
+    # collective.dtypes: optional, per training dtype other than fp32, its own all-reduce fit and
+    #   overlap (DtypeCollectives), e.g. dtypes: {bf16: {bandwidth_efficiency: 0.4, latency_us: 120, overlap: 0.05}};
+    #   the three fields above are fp32's, and any dtype's not listed
     nodes: 1                                   # optional default node count
     input_pipeline:                            # optional; absent: loading is never a bottleneck
       overlap: true                            # loader workers run ahead of the step (DataLoader workers, DALI)
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from parsim.errors import InputError
@@ -59,6 +63,9 @@ from parsim.inputs import Fields, load_file
 
 SCHEMA_VERSION = 1
 COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
+# The training dtypes besides fp32 (parsim.model.spec.DTYPES; hardware does not import model, a
+# test keeps the two equal): those collective.dtypes may list.
+REDUCED_DTYPES = ("fp16", "bf16")
 # The largest cluster parsim models, in devices: the one bound on every cluster it reads (a spec,
 # a profile's nodes x devices, a rank table).  The largest published training run used 16,384
 # H100 GPUs (Llama 3 405B: Dubey et al. 2024, "The Llama 3 Herd of Models", Sec. 3.3.1); 2^20
@@ -66,6 +73,19 @@ COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
 # anything is sized by it.
 MAX_WORLD_SIZE = 2**20
 _BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
+
+
+@dataclass(frozen=True)
+class DtypeCollectives:
+    """One training dtype's all-reduce fit and overlap, where they differ from fp32's.  gloo on CPU
+    reduces bf16 with scalar code (torch's ProcessGroupGloo sums c10::BFloat16 element by element),
+    so its all-reduce of 48 MiB takes 1.25-1.34x as long as fp32's of the same bytes
+    (benchmarks/bench_allreduce_dtypes.py, README), and it takes more of the cores that the bf16
+    backward it overlaps runs on.  profile-comm measures both per dtype (``--dtypes``)."""
+
+    bandwidth_efficiency: float
+    latency_s: float
+    overlap: float
 
 
 @dataclass(frozen=True)
@@ -86,6 +106,21 @@ class Collectives:
     # the device's own engines (NCCL's P2P kernels on their own SMs, copy engines; Ascend's SDMA
     # and RoCE NIC), whatever the sender's compute stream does next.
     busy_sender_delay_s: float = 0.0
+    # Per training dtype other than fp32: its own fit and overlap (the three fields above are fp32's,
+    # and those of any dtype not listed).  Empty for a profile measured in fp32 only.
+    dtypes: tuple[tuple[str, DtypeCollectives], ...] = ()
+
+    def for_dtype(self, dtype: str) -> "Collectives":
+        """The collectives of a run whose gradients and compute are in ``dtype`` (the executor casts
+        the model: parsim.exec.precision): that dtype's fit and overlap where measured, else these.
+        Every collective of the run takes them, all-gathers included (profile-comm fits the
+        all-reduce alone, in every dtype).  Resolved once: the result lists no dtypes, so resolving
+        it again returns it."""
+        fit = dict(self.dtypes).get(dtype)
+        if fit is None:
+            return self
+        return replace(self, bandwidth_efficiency=fit.bandwidth_efficiency, latency_s=fit.latency_s,
+                       overlap=fit.overlap, dtypes=())
 
 
 @dataclass(frozen=True)
@@ -194,6 +229,12 @@ class Cluster:
     def link_for(self, link_class: str) -> Link:
         return self.profile.link(link_class)
 
+    def for_dtype(self, dtype: str) -> "Cluster":
+        """This cluster with its collectives priced for a run in ``dtype`` (Collectives.for_dtype);
+        itself where the profile has nothing for that dtype.  The same object for the same
+        (cluster, dtype), so the cost model's caches keyed on a cluster keep hitting."""
+        return self if not self.profile.collectives.dtypes else _for_dtype(self, dtype)
+
     def describe(self) -> dict:
         p = self.profile
         return {
@@ -218,6 +259,14 @@ class Cluster:
                 "overlap": p.input_pipeline.overlap, "host_samples_per_s": p.input_pipeline.host_samples_per_s,
                 "per_sample_s": p.input_pipeline.per_sample_s},
         }
+
+
+@lru_cache(maxsize=64)
+def _for_dtype(cluster: Cluster, dtype: str) -> Cluster:
+    coll = cluster.profile.collectives.for_dtype(dtype)
+    if coll is cluster.profile.collectives:
+        return cluster
+    return replace(cluster, profile=replace(cluster.profile, collectives=coll))
 
 
 # ----------------------------------------------------------------------------- profiles
@@ -326,6 +375,43 @@ def _input_pipeline(r: Fields) -> InputPipeline | None:
     return pipe
 
 
+def dtypes_flow(fits: tuple[tuple[str, DtypeCollectives], ...]) -> str:
+    """``collective.dtypes`` as the last entry of the collective section's flow mapping (what
+    _dtype_collectives reads), with a leading ", "; empty for none."""
+    if not fits:
+        return ""
+    rows = ", ".join(f"{d}: {{bandwidth_efficiency: {f.bandwidth_efficiency:.3f}, latency_us: {f.latency_s * 1e6:.1f}, "
+                     f"overlap: {f.overlap:.2f}}}" for d, f in fits)
+    return f", dtypes: {{{rows}}}"
+
+
+def _dtype_collectives(c: Fields) -> tuple[tuple[str, DtypeCollectives], ...]:
+    """The ``collective.dtypes`` section: per training dtype other than fp32, its all-reduce fit
+    and overlap, every field given (what profile-comm writes)."""
+    if not c.has("dtypes"):
+        c.get("dtypes", dict, None)
+        return ()
+    section = c.sub("dtypes")
+    out = []
+    for dtype in list(section.data):
+        if dtype == "fp32":
+            raise section.fail(dtype, "fp32's fit is the collective section's own bandwidth_efficiency, latency_us "
+                                      "and overlap; list only other dtypes here")
+        if dtype not in REDUCED_DTYPES:
+            raise section.fail(dtype, f"not a training dtype; list {' or '.join(REDUCED_DTYPES)}")
+        f = section.sub(dtype)
+        fit = DtypeCollectives(bandwidth_efficiency=f.fraction("bandwidth_efficiency"),
+                               latency_s=f.get("latency_us", float) * 1e-6, overlap=f.get("overlap", float))
+        if fit.latency_s < 0:
+            raise f.fail("latency_us", f"must be >= 0, got {fit.latency_s * 1e6:g}")
+        if not 0 <= fit.overlap <= 1:
+            raise f.fail("overlap", f"must be in [0, 1], got {fit.overlap}")
+        f.done()
+        out.append((dtype, fit))
+    section.done()
+    return tuple(out)
+
+
 def _extended(raw: dict, path: str) -> dict:
     """``raw`` over the profile it ``extends`` (validated first, so its own errors name its file)."""
     r = Fields(raw, path)
@@ -409,7 +495,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
                        latency_s=c.get("latency_us", float, 0.0) * 1e-6,
                        overlap=c.get("overlap", float, 1.0),
-                       busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6)
+                       busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6,
+                       dtypes=_dtype_collectives(c))
     if not 0 <= coll.overlap <= 1:
         raise c.fail("overlap", f"must be in [0, 1], got {coll.overlap}")
     if not 0 <= coll.busy_sender_delay_s <= 1.0:
