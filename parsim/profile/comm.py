@@ -5,12 +5,16 @@ Run under torchrun (``torchrun --nproc-per-node 2 -m parsim.profile.comm -o out.
 
 - point-to-point (send then receive back, halved) between rank 0 and a rank on the same node,
   and one on another node when there is one;
-- all-reduce over all ranks;
+- all-reduce over all ranks, in each dtype of ``--dtypes`` (default fp32,bf16; the same bytes,
+  the dtypes taking turns);
 
 each at message sizes from 4 KiB to 64 MiB (median of repeats), and fits t = alpha + bytes/beta
 by least squares (Hockney's model).  All-reduce is fitted as a ring (2(n-1) steps of alpha, and
 2(n-1)/n of the message at the bus bandwidth), giving the collective library's bandwidth
-efficiency relative to the point-to-point link and its extra latency per step.  Rank 0 also
+efficiency relative to the point-to-point link and its extra latency per step: fp32's in the
+collective section's own fields, each other dtype's under ``collective.dtypes`` with the share of
+an all-reduce that hides behind compute in that dtype (``measure_overlap``; gloo sums bf16 with
+scalar code on the cores the bf16 backward runs on).  Rank 0 also
 measures the device: fp32 matmul FLOP/s at sizes 64..2048 (peak and efficiency curve) and
 memory copy bandwidth.  It also measures how late a point-to-point send arrives when its sender
 goes straight on computing (``measure_busy_sender``; gloo moves the data on an I/O thread that
@@ -95,13 +99,21 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int, dtypes:
             dist.barrier()
             times.append(median_time_s(ping, repeats) / 2)
         out[cls] = (SIZES_BYTES, times)
-    for dtype in dtypes:
-        times = []
-        for nbytes in SIZES_BYTES:
-            buf = torch.ones(nbytes // _element_bytes(dtype), dtype=TORCH_DTYPES[dtype])
-            dist.barrier()
-            times.append(median_time_s(lambda: dist.all_reduce(buf), repeats))
-        out[all_reduce_key(dtype)] = (SIZES_BYTES, times)
+    per_dtype: dict[str, list[float]] = {d: [] for d in dtypes}
+    for nbytes in SIZES_BYTES:             # the dtypes take turns at each size: a drifting load shifts them alike
+        bufs = {d: torch.ones(nbytes // _element_bytes(d), dtype=TORCH_DTYPES[d]) for d in dtypes}
+        samples: dict[str, list[float]] = {d: [] for d in dtypes}
+        for d in dtypes:                   # warm-up
+            dist.all_reduce(bufs[d])
+        for _ in range(repeats):
+            for d in dtypes:
+                dist.barrier()
+                t = time.perf_counter()
+                dist.all_reduce(bufs[d])
+                samples[d].append(time.perf_counter() - t)
+        for d in dtypes:
+            per_dtype[d].append(statistics.median(samples[d]))
+    out.update((all_reduce_key(d), (SIZES_BYTES, per_dtype[d])) for d in dtypes)
     return out
 
 
@@ -157,7 +169,8 @@ def measure_overlap(repeats: int, dtype: str = "fp32") -> float:
     """How much of an all-reduce hides behind compute on this machine, in [0, 1] (hidden_share
     of overlap_times), both in ``dtype``: a bf16 run's buckets overlap its bf16 backward.  On a
     GPU with NCCL it is near 1; on CPU, gloo's reduction runs on the cores that also compute."""
-    return hidden_share(*overlap_times(repeats, dtype))
+    # the median of the repeats' shares (clamping commutes with the median: it is monotone)
+    return statistics.median(hidden_share(*times) for times in overlap_times(repeats, dtype))
 
 
 def hidden_share(t_comp_s: float, t_comm_s: float, t_both_s: float) -> float:
@@ -167,13 +180,13 @@ def hidden_share(t_comp_s: float, t_comm_s: float, t_both_s: float) -> float:
     return float(min(1.0, max(0.0, hidden)))
 
 
-def overlap_times(repeats: int, dtype: str = "fp32") -> tuple[float, float, float]:
-    """Medians of (compute alone, all-reduce alone, both), s: the all-reduce is 16 MiB, the compute
+def overlap_times(repeats: int, dtype: str = "fp32") -> list[tuple[float, float, float]]:
+    """Per repeat, (compute alone, all-reduce alone, both), s: the all-reduce is 16 MiB, the compute
     matmuls of 512 x 512 for about twice its time (so the all-reduce fits inside, and the compute's
     own noise stays of the all-reduce's order: bf16 matmuls run several times faster than fp32's
     on a CPU with bf16 units), both in ``dtype``; both launches the all-reduce asynchronously, then
-    computes, then waits.  The three take turns in each repeat, so that a machine whose load
-    drifts (other jobs on the cores) shifts all three alike."""
+    computes, then waits.  The three run back to back in each repeat, so that a machine whose load
+    drifts (other jobs on the cores) shifts the three of a repeat alike."""
     a, b = torch.randn(512, 512, dtype=TORCH_DTYPES[dtype]), torch.randn(512, 512, dtype=TORCH_DTYPES[dtype])
     buf = torch.ones((16 << 20) // _element_bytes(dtype), dtype=TORCH_DTYPES[dtype])
     dist.barrier()
@@ -196,15 +209,16 @@ def overlap_times(repeats: int, dtype: str = "fp32") -> tuple[float, float, floa
     for fn in fns:                                  # warm-up
         dist.barrier()
         fn()
-    times: list[list[float]] = [[], [], []]
+    samples = []
     for _ in range(repeats):
-        for fn, out in zip(fns, times):
+        times = []
+        for fn in fns:
             dist.barrier()
             t = time.perf_counter()
             fn()
-            out.append(time.perf_counter() - t)
-    comp, comm_s, both_s = (statistics.median(t) for t in times)
-    return comp, comm_s, both_s
+            times.append(time.perf_counter() - t)
+        samples.append(tuple(times))
+    return samples
 
 
 def resident_bytes() -> int:
