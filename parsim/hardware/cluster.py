@@ -77,11 +77,12 @@ _BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
 
 @dataclass(frozen=True)
 class DtypeCollectives:
-    """One training dtype's all-reduce fit and overlap, where they differ from fp32's.  gloo on CPU
-    reduces bf16 with scalar code (torch's ProcessGroupGloo sums c10::BFloat16 element by element),
-    so its all-reduce of 48 MiB takes 1.25-1.34x as long as fp32's of the same bytes
-    (benchmarks/bench_allreduce_dtypes.py, README), and it takes more of the cores that the bf16
-    backward it overlaps runs on.  profile-comm measures both per dtype (``--dtypes``)."""
+    """One training dtype's all-reduce fit and overlap, where they differ from fp32's.  gloo sums
+    with its generic loop, c[i] = a[i] + b[i] (gloo/math.h, ``sum<T>``, which torch's
+    ProcessGroupGloo instantiates per dtype); for c10::BFloat16 each + converts both elements to
+    float and back, so on CPU its all-reduce of 48 MiB takes 1.25-1.34x as long as fp32's of the
+    same bytes (benchmarks/bench_allreduce_dtypes.py, README), on the cores the bf16 backward it
+    overlaps runs on.  profile-comm measures both per dtype (``--dtypes``)."""
 
     bandwidth_efficiency: float
     latency_s: float
