@@ -113,3 +113,15 @@ def test_profile_comm_refuses_bad_dtypes_in_one_line(capsys, dtypes):
     assert main(["profile-comm", "--dtypes", dtypes, "-o", "/tmp/never-written.yaml"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--dtypes {dtypes}" in err and "fp32 first" in err
+
+
+def test_calibrate_keeps_the_dtypes(tmp_path):
+    cpu = tmp_path / "local-cpu.yaml"
+    cpu.write_text(open("hardware_profiles/local-cpu.yaml").read().replace(
+        "busy_sender_delay_us: 4000}", "busy_sender_delay_us: 4000, dtypes: {bf16: {bandwidth_efficiency: 0.417, "
+                                       "latency_us: 119.0, overlap: 0.05}}}"))
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", "tests/data/profile_table.yaml", "--model", "tests/data/two_layers.yaml",
+                 "--cluster", str(cpu), "-o", str(out)]) == 0
+    kept = load_profile(str(out)).collectives.dtypes
+    assert kept == load_profile(str(cpu)).collectives.dtypes and kept[0][1].overlap == 0.05
