@@ -165,6 +165,13 @@ def measure_busy_sender(rank: int, peer: int, sends: int, compute_s: float = 0.0
     return float(medians[0]), float(medians[1])
 
 
+# Compute per all-reduce in measure_overlap: a bucket reduces under a backward several times its
+# length (ResNet-50 on local-cpu, bf16 dp=2: a 105.8 ms backward over buckets of 12-16 ms,
+# README), so the all-reduce runs wholly inside the compute, as there; the 40 fp32 matmuls the
+# fp32 overlap was first measured with (0.08, local-cpu.yaml) were about 10x its 16 MiB.
+OVERLAP_COMPUTE_RATIO = 8
+
+
 def measure_overlap(repeats: int, dtype: str = "fp32") -> float:
     """How much of an all-reduce hides behind compute on this machine, in [0, 1] (hidden_share
     of overlap_times), both in ``dtype``: a bf16 run's buckets overlap its bf16 backward.  On a
@@ -182,17 +189,16 @@ def hidden_share(t_comp_s: float, t_comm_s: float, t_both_s: float) -> float:
 
 def overlap_times(repeats: int, dtype: str = "fp32") -> list[tuple[float, float, float]]:
     """Per repeat, (compute alone, all-reduce alone, both), s: the all-reduce is 16 MiB, the compute
-    matmuls of 512 x 512 for about twice its time (so the all-reduce fits inside, and the compute's
-    own noise stays of the all-reduce's order: bf16 matmuls run several times faster than fp32's
-    on a CPU with bf16 units), both in ``dtype``; both launches the all-reduce asynchronously, then
-    computes, then waits.  The three run back to back in each repeat, so that a machine whose load
+    matmuls of 512 x 512 for about OVERLAP_COMPUTE_RATIO times its time, both in ``dtype`` (a fixed
+    count would not do: bf16 matmuls run several times faster than fp32's on a CPU with bf16
+    units); both launches the all-reduce asynchronously, then computes, then waits.  The three run back to back in each repeat, so that a machine whose load
     drifts (other jobs on the cores) shifts the three of a repeat alike."""
     a, b = torch.randn(512, 512, dtype=TORCH_DTYPES[dtype]), torch.randn(512, 512, dtype=TORCH_DTYPES[dtype])
     buf = torch.ones((16 << 20) // _element_bytes(dtype), dtype=TORCH_DTYPES[dtype])
     dist.barrier()
     ratio = torch.tensor([median_time_s(lambda: dist.all_reduce(buf), 3) / median_time_s(lambda: torch.mm(a, b), 5)])
     dist.all_reduce(ratio, op=dist.ReduceOp.MAX)        # every rank runs the same matmuls
-    matmuls = max(1, round(2 * float(ratio)))
+    matmuls = max(1, round(OVERLAP_COMPUTE_RATIO * float(ratio)))
 
     def compute():
         for _ in range(matmuls):
