@@ -273,14 +273,10 @@ def cmd_profile(args) -> int:
 def cmd_profile_comm(args) -> int:
     from parsim.exec.launch import launch
     from parsim.fileio import check_output
-    from parsim.hardware.cluster import REDUCED_DTYPES
+    from parsim.hardware.cluster import measured_dtypes
 
     check_output(args.output, "-o")
-    dtypes = args.dtypes.split(",")
-    known = ("fp32",) + REDUCED_DTYPES
-    if dtypes[0] != "fp32" or len(set(dtypes)) != len(dtypes) or not set(dtypes) <= set(known):
-        raise InputError(f"--dtypes {args.dtypes}: give fp32 first (the profile's default fit), then any of "
-                         f"{', '.join(REDUCED_DTYPES)}, comma-separated, each once (e.g. fp32,bf16)")
+    measured_dtypes(args.dtypes)
     worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats), "--dtypes", args.dtypes]
     code = launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm", quiet=args.json)
     if code == 0 and args.json:

@@ -376,6 +376,16 @@ def _input_pipeline(r: Fields) -> InputPipeline | None:
     return pipe
 
 
+def measured_dtypes(text: str) -> tuple[str, ...]:
+    """profile-comm's ``--dtypes``: fp32 first (the collective section's own fit), then any of
+    REDUCED_DTYPES, each once; else an InputError saying so."""
+    dtypes = tuple(text.split(","))
+    if dtypes[0] != "fp32" or len(set(dtypes)) != len(dtypes) or not set(dtypes) <= {"fp32", *REDUCED_DTYPES}:
+        raise InputError(f"--dtypes {text}: give fp32 first (the profile's default fit), then any of "
+                         f"{', '.join(REDUCED_DTYPES)}, comma-separated, each once (e.g. fp32,bf16)")
+    return dtypes
+
+
 def dtypes_flow(fits: tuple[tuple[str, DtypeCollectives], ...]) -> str:
     """``collective.dtypes`` as the last entry of the collective section's flow mapping (what
     _dtype_collectives reads), with a leading ", "; empty for none."""

@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from parsim.exec.precision import TORCH_DTYPES
-from parsim.hardware.cluster import DtypeCollectives, dtypes_flow
+from parsim.hardware.cluster import DtypeCollectives, dtypes_flow, measured_dtypes
 from parsim.hardware.machine import this_machine
 
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -318,9 +318,9 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--dtypes", default="fp32,bf16", help="all-reduce and overlap measured in each (fp32 first)")
     args = p.parse_args(argv)
-    dtypes = tuple(args.dtypes.split(","))
     rank = os.environ.get("RANK", "?")
     try:
+        dtypes = measured_dtypes(args.dtypes)
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         from parsim.exec import groups
         env = groups.init(timeout_s=120)
