@@ -273,9 +273,11 @@ def cmd_profile(args) -> int:
 def cmd_profile_comm(args) -> int:
     from parsim.exec.launch import launch
     from parsim.fileio import check_output
+    from parsim.hardware.cluster import measured_dtypes
 
     check_output(args.output, "-o")
-    worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats)]
+    measured_dtypes(args.dtypes)
+    worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats), "--dtypes", args.dtypes]
     code = launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm", quiet=args.json)
     if code == 0 and args.json:
         from parsim.hardware import load_cluster
@@ -457,6 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="measured-cluster.yaml")
     p.add_argument("--name", default="local-cpu", help="the profile's name")
     p.add_argument("--repeats", type=positive_int_arg, default=9)
+    p.add_argument("--dtypes", default="fp32,bf16",
+                   help="dtypes to fit the all-reduce and measure the overlap in, fp32 first (default fp32,bf16)")
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
 

@@ -140,6 +140,37 @@ CASES = [
     case("profile: busy-sender delay in seconds", f"cluster {D}/p.yaml",
          {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, busy_sender_delay_us: 4.0e+9}")},
          ["p.yaml", "collective.busy_sender_delay_us", "[0, 1e6] microseconds"]),
+    case("profile: fp32 under collective.dtypes", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {fp32: {bandwidth_efficiency: 0.5, "
+                                                           "latency_us: 10, overlap: 0.1}}}")},
+         ["p.yaml", "collective.dtypes.fp32", "list only other dtypes"]),
+    case("profile: an unknown dtype under collective.dtypes", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf61: {bandwidth_efficiency: 0.5, "
+                                                           "latency_us: 10, overlap: 0.1}}}")},
+         ["p.yaml", "collective.dtypes.bf61", "not a training dtype", "fp16 or bf16"]),
+    case("profile: a dtype's fit without its overlap", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
+                                                           "latency_us: 10}}}")},
+         ["p.yaml", "collective.dtypes.bf16.overlap", "missing"]),
+    case("profile: a dtype's overlap above 1", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
+                                                           "latency_us: 10, overlap: 8}}}")},
+         ["p.yaml", "collective.dtypes.bf16.overlap", "[0, 1]", "8"]),
+    case("profile: a dtype's efficiency of 0", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0, "
+                                                           "latency_us: 10, overlap: 0.1}}}")},
+         ["p.yaml", "collective.dtypes.bf16.bandwidth_efficiency", "(0, 1]"]),
+    case("profile: a dtype's negative latency", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
+                                                           "latency_us: -3, overlap: 0.1}}}")},
+         ["p.yaml", "collective.dtypes.bf16.latency_us", ">= 0", "-3"]),
+    case("profile: a dtype's unknown key", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
+                                                           "latency_us: 10, overlap: 0.1, speed: 3}}}")},
+         ["p.yaml", "collective.dtypes.bf16.speed", "unknown key"]),
+    case("profile: dtypes not a mapping", f"cluster {D}/p.yaml",
+         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: [bf16]}")},
+         ["p.yaml", "collective.dtypes", "expected a mapping"]),
     case("profile: bad size", f"cluster {D}/p.yaml", {"p.yaml": GOOD_PROFILE.replace("1GiB", "lots")},
          ["device.memory", "24GiB"]),
     case("profile: infinite size", f"cluster {D}/p.yaml", {"p.yaml": GOOD_PROFILE.replace("1GiB", "1e400GiB")},
@@ -219,6 +250,7 @@ CASES = [
     case("profile: negative noise threshold", f"profile {D}/m.yaml --noise-threshold=-1", M, ["--noise-threshold", "-1"]),
     case("profile-comm: output folder missing", f"profile-comm -o {D}/no/c.yaml", {}, ["-o", "no/c.yaml", "does not exist"]),
     case("profile-comm: zero processes", "profile-comm --nproc 0", {}, ["--nproc", "positive"]),
+    case("profile-comm: dtypes without fp32 first", "profile-comm --dtypes bf16", {}, ["--dtypes bf16", "fp32 first"]),
     case("profile-data: binary profile", f"profile-data -o {D}/p.yaml", {"p.yaml": BINARY}, ["p.yaml", "not a text file"]),
     case("profile-data: no profile to update", f"profile-data -o {D}/p.yaml", {}, ["-o", "p.yaml", "no cluster profile"]),
     case("calibrate: binary layer profile", f"calibrate {D}/lp.json --model {D}/m.yaml --cluster tests/data/ideal.yaml",

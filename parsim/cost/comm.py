@@ -13,6 +13,8 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
 
 B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
 collective library's bandwidth efficiency; a = link latency + the library's per-step latency.
+Both as profile-comm fitted them in the run's dtype: the cluster a simulation gets is resolved
+for it (Cluster.for_dtype; gloo's bf16 all-reduce is slower per byte than its fp32 one).
 ``auto`` takes the fastest of the algorithms the cluster's collective library implements
 (LIBRARY_ALGORITHMS), as NCCL's tuner does.
 """

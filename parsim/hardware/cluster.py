@@ -32,6 +32,9 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       spine: {oversubscription: 1.0, latency_us: 1}   # across pods
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     # collective.busy_sender_delay_us: optional, 0 if absent (Collectives.busy_sender_delay_s)
+    # collective.dtypes: optional, per training dtype other than fp32, its own all-reduce fit and
+    #   overlap (DtypeCollectives), e.g. dtypes: {bf16: {bandwidth_efficiency: 0.4, latency_us: 120, overlap: 0.05}};
+    #   the three fields above are fp32's, and any dtype's not listed
     nodes: 1                                   # optional default node count
     input_pipeline:                            # optional; absent: loading is never a bottleneck
       overlap: true                            # loader workers run ahead of the step (DataLoader workers, DALI)
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from parsim.errors import InputError
@@ -59,6 +63,9 @@ from parsim.inputs import Fields, load_file
 
 SCHEMA_VERSION = 1
 COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
+# The training dtypes besides fp32 (parsim.model.spec.DTYPES; hardware does not import model, a
+# test keeps the two equal): those collective.dtypes may list.
+REDUCED_DTYPES = ("fp16", "bf16")
 # The largest cluster parsim models, in devices: the one bound on every cluster it reads (a spec,
 # a profile's nodes x devices, a rank table).  The largest published training run used 16,384
 # H100 GPUs (Llama 3 405B: Dubey et al. 2024, "The Llama 3 Herd of Models", Sec. 3.3.1); 2^20
@@ -66,6 +73,20 @@ COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
 # anything is sized by it.
 MAX_WORLD_SIZE = 2**20
 _BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
+
+
+@dataclass(frozen=True)
+class DtypeCollectives:
+    """One training dtype's all-reduce fit and overlap, where they differ from fp32's.  gloo sums
+    with its generic loop, c[i] = a[i] + b[i] (gloo/math.h, ``sum<T>``, which torch's
+    ProcessGroupGloo instantiates per dtype); for c10::BFloat16 each + converts both elements to
+    float and back, so on CPU its all-reduce of 48 MiB takes 1.25-1.34x as long as fp32's of the
+    same bytes (benchmarks/bench_allreduce_dtypes.py, README), on the cores the bf16 backward it
+    overlaps runs on.  profile-comm measures both per dtype (``--dtypes``)."""
+
+    bandwidth_efficiency: float
+    latency_s: float
+    overlap: float
 
 
 @dataclass(frozen=True)
@@ -100,6 +121,23 @@ class Collectives:
     # Ascend, where the host issues work ahead of the device and the hooks hide behind kernels.
     fsdp_gather_overhead_s: float = 0.0
     fsdp_reduce_scatter_overhead_s: float = 0.0
+    # Per training dtype other than fp32: its own all-reduce fit and overlap (bandwidth_efficiency,
+    # latency_s and overlap above are fp32's, and those of any dtype not listed).  Empty for a
+    # profile measured in fp32 only.
+    dtypes: tuple[tuple[str, DtypeCollectives], ...] = ()
+
+    def for_dtype(self, dtype: str) -> "Collectives":
+        """The collectives of a run whose gradients and compute are in ``dtype`` (the executor casts
+        the model: parsim.exec.precision): that dtype's fit and overlap where measured, else these.
+        Every collective of the run takes them, all-gathers included, but those with a measured
+        fit of their own (op_fits, measured in fp32: an all-gather sums nothing, so its dtype
+        changes only its bytes).  Resolved once: the result lists no dtypes, so resolving it
+        again returns it."""
+        fit = dict(self.dtypes).get(dtype)
+        if fit is None:
+            return self
+        return replace(self, bandwidth_efficiency=fit.bandwidth_efficiency, latency_s=fit.latency_s,
+                       overlap=fit.overlap, dtypes=())
 
     def op_fit(self, op: str) -> tuple[float, float] | None:
         """(latency_s, bandwidth_efficiency) measured for ``op``, or None."""
@@ -215,6 +253,12 @@ class Cluster:
     def link_for(self, link_class: str) -> Link:
         return self.profile.link(link_class)
 
+    def for_dtype(self, dtype: str) -> "Cluster":
+        """This cluster with its collectives priced for a run in ``dtype`` (Collectives.for_dtype);
+        itself where the profile has nothing for that dtype.  The same object for the same
+        (cluster, dtype), so the cost model's caches keyed on a cluster keep hitting."""
+        return self if not self.profile.collectives.dtypes else _for_dtype(self, dtype)
+
     def describe(self) -> dict:
         p = self.profile
         return {
@@ -257,6 +301,14 @@ def _microseconds(c, key: str) -> float:
     if not 0 <= us <= 1e6:
         raise c.fail(key, f"must be in [0, 1e6] microseconds, got {us:g}")
     return us * 1e-6
+
+
+@lru_cache(maxsize=64)
+def _for_dtype(cluster: Cluster, dtype: str) -> Cluster:
+    coll = cluster.profile.collectives.for_dtype(dtype)
+    if coll is cluster.profile.collectives:
+        return cluster
+    return replace(cluster, profile=replace(cluster.profile, collectives=coll))
 
 
 # ----------------------------------------------------------------------------- profiles
@@ -385,6 +437,53 @@ def _input_pipeline(r: Fields) -> InputPipeline | None:
     return pipe
 
 
+def measured_dtypes(text: str) -> tuple[str, ...]:
+    """profile-comm's ``--dtypes``: fp32 first (the collective section's own fit), then any of
+    REDUCED_DTYPES, each once; else an InputError saying so."""
+    dtypes = tuple(text.split(","))
+    if dtypes[0] != "fp32" or len(set(dtypes)) != len(dtypes) or not set(dtypes) <= {"fp32", *REDUCED_DTYPES}:
+        raise InputError(f"--dtypes {text}: give fp32 first (the profile's default fit), then any of "
+                         f"{', '.join(REDUCED_DTYPES)}, comma-separated, each once (e.g. fp32,bf16)")
+    return dtypes
+
+
+def dtypes_flow(fits: tuple[tuple[str, DtypeCollectives], ...]) -> str:
+    """``collective.dtypes`` as the last entry of the collective section's flow mapping (what
+    _dtype_collectives reads), with a leading ", "; empty for none."""
+    if not fits:
+        return ""
+    rows = ", ".join(f"{d}: {{bandwidth_efficiency: {f.bandwidth_efficiency:.3f}, latency_us: {f.latency_s * 1e6:.1f}, "
+                     f"overlap: {f.overlap:.2f}}}" for d, f in fits)
+    return f", dtypes: {{{rows}}}"
+
+
+def _dtype_collectives(c: Fields) -> tuple[tuple[str, DtypeCollectives], ...]:
+    """The ``collective.dtypes`` section: per training dtype other than fp32, its all-reduce fit
+    and overlap, every field given (what profile-comm writes)."""
+    if not c.has("dtypes"):
+        c.get("dtypes", dict, None)
+        return ()
+    section = c.sub("dtypes")
+    out = []
+    for dtype in list(section.data):
+        if dtype == "fp32":
+            raise section.fail(dtype, "fp32's fit is the collective section's own bandwidth_efficiency, latency_us "
+                                      "and overlap; list only other dtypes here")
+        if dtype not in REDUCED_DTYPES:
+            raise section.fail(dtype, f"not a training dtype; list {' or '.join(REDUCED_DTYPES)}")
+        f = section.sub(dtype)
+        fit = DtypeCollectives(bandwidth_efficiency=f.fraction("bandwidth_efficiency"),
+                               latency_s=f.get("latency_us", float) * 1e-6, overlap=f.get("overlap", float))
+        if fit.latency_s < 0:
+            raise f.fail("latency_us", f"must be >= 0, got {fit.latency_s * 1e6:g}")
+        if not 0 <= fit.overlap <= 1:
+            raise f.fail("overlap", f"must be in [0, 1], got {fit.overlap}")
+        f.done()
+        out.append((dtype, fit))
+    section.done()
+    return tuple(out)
+
+
 def _extended(raw: dict, path: str) -> dict:
     """``raw`` over the profile it ``extends`` (validated first, so its own errors name its file)."""
     r = Fields(raw, path)
@@ -471,7 +570,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6,
                        op_fits=tuple(_op_fit(c, op) for op in COLLECTIVE_FIT_OPS if c.has(op)),
                        fsdp_gather_overhead_s=_microseconds(c, "fsdp_gather_overhead_us"),
-                       fsdp_reduce_scatter_overhead_s=_microseconds(c, "fsdp_reduce_scatter_overhead_us"))
+                       fsdp_reduce_scatter_overhead_s=_microseconds(c, "fsdp_reduce_scatter_overhead_us"),
+                       dtypes=_dtype_collectives(c))
     if not 0 <= coll.overlap <= 1:
         raise c.fail("overlap", f"must be in [0, 1], got {coll.overlap}")
     if not 0 <= coll.busy_sender_delay_s <= 1.0:

@@ -5,13 +5,17 @@ Run under torchrun (``torchrun --nproc-per-node 2 -m parsim.profile.comm -o out.
 
 - point-to-point (send then receive back, halved) between rank 0 and a rank on the same node,
   and one on another node when there is one;
-- all-reduce over all ranks, and all-gather and reduce-scatter (ZeRO's collectives) as the
+- all-reduce over all ranks, in each dtype of ``--dtypes`` (default fp32,bf16; the same bytes,
+  the dtypes taking turns), and all-gather and reduce-scatter (ZeRO's collectives) as the
   library runs them, each fitted as a ring at its own latency and efficiency;
 
 each at message sizes from 4 KiB to 64 MiB (median of repeats), and fits t = alpha + bytes/beta
 by least squares (Hockney's model).  All-reduce is fitted as a ring (2(n-1) steps of alpha, and
 2(n-1)/n of the message at the bus bandwidth), giving the collective library's bandwidth
-efficiency relative to the point-to-point link and its extra latency per step.  Rank 0 also
+efficiency relative to the point-to-point link and its extra latency per step: fp32's in the
+collective section's own fields, each other dtype's under ``collective.dtypes`` with the share of
+an all-reduce that hides behind compute in that dtype (``measure_overlap``; gloo sums bf16 with
+scalar code on the cores the bf16 backward runs on).  Rank 0 also
 measures the device: fp32 matmul FLOP/s at sizes 64..2048 (peak and efficiency curve) and
 memory copy bandwidth.  It also measures how late a point-to-point send arrives when its sender
 goes straight on computing (``measure_busy_sender``; gloo moves the data on an I/O thread that
@@ -33,6 +37,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from parsim.exec.precision import TORCH_DTYPES
+from parsim.hardware.cluster import DtypeCollectives, dtypes_flow, measured_dtypes
 from parsim.hardware.machine import this_machine
 
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -73,7 +79,9 @@ def measure_device(repeats: int) -> dict:
             "copy_bytes_per_s": copy_bw}
 
 
-def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict:
+def measure_links(rank: int, world: int, local_world: int, repeats: int, dtypes: tuple[str, ...] = ("fp32",)) -> dict:
+    """Point-to-point times per link class, and all-reduce times in each of ``dtypes`` (the same
+    bytes in each: a bucket holds bytes, whatever its dtype)."""
     out = {}
     peers = {"group": 1 if world > 1 else None, "network": local_world if world > local_world else None}
     for cls, peer in peers.items():
@@ -93,12 +101,21 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict
             dist.barrier()
             times.append(median_time_s(ping, repeats) / 2)
         out[cls] = (SIZES_BYTES, times)
-    times = []
-    for nbytes in SIZES_BYTES:
-        buf = torch.ones(nbytes // 4)
-        dist.barrier()
-        times.append(median_time_s(lambda: dist.all_reduce(buf), repeats))
-    out["all_reduce"] = (SIZES_BYTES, times)
+    per_dtype: dict[str, list[float]] = {d: [] for d in dtypes}
+    for nbytes in SIZES_BYTES:             # the dtypes take turns at each size: a drifting load shifts them alike
+        bufs = {d: torch.ones(nbytes // _element_bytes(d), dtype=TORCH_DTYPES[d]) for d in dtypes}
+        samples: dict[str, list[float]] = {d: [] for d in dtypes}
+        for d in dtypes:                   # warm-up
+            dist.all_reduce(bufs[d])
+        for _ in range(repeats):
+            for d in dtypes:
+                dist.barrier()
+                t = time.perf_counter()
+                dist.all_reduce(bufs[d])
+                samples[d].append(time.perf_counter() - t)
+        for d in dtypes:
+            per_dtype[d].append(statistics.median(samples[d]))
+    out.update((all_reduce_key(d), (SIZES_BYTES, per_dtype[d])) for d in dtypes)
     if world > 1:      # ZeRO's collectives as the library runs them (sizes: the whole gathered / reduced buffer)
         for op in ("all_gather", "reduce_scatter"):
             times = []
@@ -111,6 +128,15 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int) -> dict
                 times.append(median_time_s(run, repeats))
             out[op] = (SIZES_BYTES, times)
     return out
+
+
+def all_reduce_key(dtype: str) -> str:
+    """measure_links' key for the all-reduce times in ``dtype``: "all_reduce" for fp32."""
+    return "all_reduce" if dtype == "fp32" else f"all_reduce_{dtype}"
+
+
+def _element_bytes(dtype: str) -> int:
+    return torch.empty((), dtype=TORCH_DTYPES[dtype]).element_size()
 
 
 FSDP_UNITS = 16
@@ -217,16 +243,43 @@ def measure_busy_sender(rank: int, peer: int, sends: int, compute_s: float = 0.0
     return float(medians[0]), float(medians[1])
 
 
-def measure_overlap(repeats: int) -> float:
-    """How much of an all-reduce hides behind compute on this machine, in [0, 1]:
-    (t_compute + t_comm - t_both) / min(t_compute, t_comm), with t_both an async all-reduce
-    of 16 MiB launched while each rank runs matmuls.  On a GPU with NCCL it is near 1; on CPU,
-    gloo's reduction runs on the cores that also compute."""
-    a, b = torch.randn(512, 512), torch.randn(512, 512)
-    buf = torch.ones(4 << 20)
+# Compute per all-reduce in measure_overlap: a bucket reduces under a backward several times its
+# length (ResNet-50 on local-cpu, bf16 dp=2: a 105.8 ms backward over buckets of 12-16 ms,
+# README), so the all-reduce runs wholly inside the compute, as there; the 40 fp32 matmuls the
+# fp32 overlap was first measured with (0.08, local-cpu.yaml) were about 10x its 16 MiB.
+OVERLAP_COMPUTE_RATIO = 8
+
+
+def measure_overlap(repeats: int, dtype: str = "fp32") -> float:
+    """How much of an all-reduce hides behind compute on this machine, in [0, 1] (hidden_share
+    of overlap_times), both in ``dtype``: a bf16 run's buckets overlap its bf16 backward.  On a
+    GPU with NCCL it is near 1; on CPU, gloo's reduction runs on the cores that also compute."""
+    # the median of the repeats' shares (clamping commutes with the median: it is monotone)
+    return statistics.median(hidden_share(*times) for times in overlap_times(repeats, dtype))
+
+
+def hidden_share(t_comp_s: float, t_comm_s: float, t_both_s: float) -> float:
+    """(t_compute + t_comm - t_both) / min(t_compute, t_comm), clamped to [0, 1]: 1 when running
+    both takes no longer than the longer alone, 0 when it takes their sum (or more)."""
+    hidden = (t_comp_s + t_comm_s - t_both_s) / min(t_comp_s, t_comm_s)
+    return float(min(1.0, max(0.0, hidden)))
+
+
+def overlap_times(repeats: int, dtype: str = "fp32") -> list[tuple[float, float, float]]:
+    """Per repeat, (compute alone, all-reduce alone, both), s: the all-reduce is 16 MiB, the compute
+    matmuls of 512 x 512 for about OVERLAP_COMPUTE_RATIO times its time, both in ``dtype`` (a fixed
+    count would not do: bf16 matmuls run several times faster than fp32's on a CPU with bf16
+    units); both launches the all-reduce asynchronously, then computes, then waits.  The three run back to back in each repeat, so that a machine whose load
+    drifts (other jobs on the cores) shifts the three of a repeat alike."""
+    a, b = torch.randn(512, 512, dtype=TORCH_DTYPES[dtype]), torch.randn(512, 512, dtype=TORCH_DTYPES[dtype])
+    buf = torch.ones((16 << 20) // _element_bytes(dtype), dtype=TORCH_DTYPES[dtype])
+    dist.barrier()
+    ratio = torch.tensor([median_time_s(lambda: dist.all_reduce(buf), 3) / median_time_s(lambda: torch.mm(a, b), 5)])
+    dist.all_reduce(ratio, op=dist.ReduceOp.MAX)        # every rank runs the same matmuls
+    matmuls = max(1, round(OVERLAP_COMPUTE_RATIO * float(ratio)))
 
     def compute():
-        for _ in range(40):
+        for _ in range(matmuls):
             torch.mm(a, b)
 
     def comm():
@@ -236,14 +289,20 @@ def measure_overlap(repeats: int) -> float:
         work = dist.all_reduce(buf, async_op=True)
         compute()
         work.wait()
-    dist.barrier()
-    t_comp = median_time_s(compute, repeats)
-    dist.barrier()
-    t_comm = median_time_s(comm, repeats)
-    dist.barrier()
-    t_both = median_time_s(both, repeats)
-    hidden = (t_comp + t_comm - t_both) / min(t_comp, t_comm)
-    return float(min(1.0, max(0.0, hidden)))
+    fns = (compute, comm, both)
+    for fn in fns:                                  # warm-up
+        dist.barrier()
+        fn()
+    samples = []
+    for _ in range(repeats):
+        times = []
+        for fn in fns:
+            dist.barrier()
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        samples.append(tuple(times))
+    return samples
 
 
 def resident_bytes() -> int:
@@ -258,19 +317,21 @@ def resident_bytes() -> int:
 
 def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
                  memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0,
-                 busy_sender_s: tuple[float, float] = (0.0, 0.0),
+                 busy_sender_s: tuple[float, float] = (0.0, 0.0), dtype_overlaps: dict[str, float] | None = None,
                  fsdp_overhead_s: tuple[float, float] = (0.0, 0.0)) -> str:
     """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender;
+    ``overlap``: fp32's; ``dtype_overlaps``: each other dtype measured, its overlap (its all-reduce
+    times in ``links`` under all_reduce_key), written as ``collective.dtypes``;
     ``fsdp_overhead_s``: (gather, reduce-scatter) per unit from measure_fsdp_overhead."""
+    dtype_overlaps = dtype_overlaps or {}
     today = datetime.date.today().isoformat()
     machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
     here = this_machine()
     a_g, b_g = fit_alpha_beta(*links["group"]) if "group" in links else (0.0, 1e12)
     n = world
-    a_ar, inv = fit_alpha_beta(*links["all_reduce"])
-    ring_bus = 2 * (n - 1) / n * inv if n > 1 else b_g      # bus bytes/s the all-reduce reached
-    eff = min(1.0, ring_bus / b_g) if n > 1 else 1.0
-    step_latency = max(0.0, a_ar / max(2 * (n - 1), 1) - a_g)
+    eff, step_latency = ring_fit(links["all_reduce"], n, a_g, b_g)
+    fits = tuple((dtype, DtypeCollectives(*ring_fit(links[all_reduce_key(dtype)], n, a_g, b_g), overlap=o))
+                 for dtype, o in dtype_overlaps.items())
     eff_rows = ", ".join(f"[{w:.3g}, {min(1.0, e):.3f}]" for w, e in device["efficiency"])
     lines = [
         f"# Measured {today} on {machine} with `{command}`",
@@ -304,15 +365,13 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     idle_s, busy_s = busy_sender_s
     ops = ""
     for op in ("all_gather", "reduce_scatter"):
-        if op in links and n > 1:       # each as a ring: (n-1) steps, (n-1)/n of the buffer at the bus bandwidth
-            a_op, b_op = fit_alpha_beta(*links[op])
-            op_eff = min(1.0, (n - 1) / n * b_op / b_g)
-            ops += (f", {op}: {{bandwidth_efficiency: {max(op_eff, 0.001):.4f}, "
-                    f"latency_us: {max(0.0, a_op / (n - 1) - a_g) * 1e6:.1f}}}")
+        if op in links and n > 1:
+            op_eff, op_latency = ring_fit(links[op], n, a_g, b_g, op)
+            ops += f", {op}: {{bandwidth_efficiency: {op_eff:.4f}, latency_us: {op_latency * 1e6:.1f}}}"
     gather_s, scatter_s = fsdp_overhead_s
-    lines.append(f"collective: {{library: {backend}, bandwidth_efficiency: {max(eff, 0.01):.3f}, "
+    lines.append(f"collective: {{library: {backend}, bandwidth_efficiency: {eff:.3f}, "
                  f"latency_us: {step_latency * 1e6:.1f}, overlap: {overlap:.2f}, "
-                 f"busy_sender_delay_us: {busy_s * 1e6:.0f}{ops}, "
+                 f"busy_sender_delay_us: {busy_s * 1e6:.0f}{ops}{dtypes_flow(fits)}, "
                  f"fsdp_gather_overhead_us: {gather_s * 1e6:.0f}, fsdp_reduce_scatter_overhead_us: {scatter_s * 1e6:.0f}}}"
                  f"   # measured: all-reduce fitted as a ring over {n} ranks; overlap: share hidden behind compute")
     lines.append(f"  # busy_sender_delay_us: measured: post to arrival of a {BUSY_SENDER_BYTES >> 10} KiB send whose sender "
@@ -322,7 +381,26 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
                      "4 KiB..64 MiB of gathered / reduced buffer")
     lines.append(f"  # fsdp_*_overhead_us: measured: per FSDP2 unit, beyond its collective ({FSDP_UNITS} units of "
                  f"{FSDP_UNIT_BYTES >> 10} KiB computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
+    if fits:
+        lines.append(f"  # dtypes: {', '.join(d for d, _ in fits)}'s own all-reduce fit (the same bytes, "
+                     f"{SIZES_BYTES[0] >> 10} KiB..{SIZES_BYTES[-1] >> 20} MiB) and overlap under matmuls in that dtype; "
+                     "the fields before it are fp32's")
     return "\n".join(lines) + "\n"
+
+
+def ring_fit(sizes_times: tuple[list[int], list[float]], n: int, a_g: float, b_g: float,
+             op: str = "all_reduce") -> tuple[float, float]:
+    """A collective's times over ``n`` ranks fitted as a ring against the point-to-point link
+    (a_g s, b_g bytes/s): an all-reduce takes 2(n-1) steps of alpha and moves 2(n-1)/n of the
+    message at the bus bandwidth, an all-gather or reduce-scatter (n-1) and (n-1)/n of the whole
+    buffer.  (bandwidth efficiency relative to the link, in [0.01, 1]; the library's latency per
+    step, s)."""
+    a_ar, inv = fit_alpha_beta(*sizes_times)
+    if n <= 1:
+        return 1.0, 0.0
+    steps = 2 if op == "all_reduce" else 1
+    ring_bus = steps * (n - 1) / n * inv               # bus bytes/s the collective reached
+    return min(1.0, max(ring_bus / b_g, 0.01)), max(0.0, a_ar / (steps * (n - 1)) - a_g)
 
 
 def main(argv=None) -> int:
@@ -334,9 +412,11 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", default="measured-cluster.yaml")
     p.add_argument("--name", default="local-cpu")
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--dtypes", default="fp32,bf16", help="all-reduce and overlap measured in each (fp32 first)")
     args = p.parse_args(argv)
     rank = os.environ.get("RANK", "?")
     try:
+        dtypes = measured_dtypes(args.dtypes)
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         from parsim.exec import groups
         env = groups.init(timeout_s=120)
@@ -347,15 +427,16 @@ def main(argv=None) -> int:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))
     device = measure_device(args.repeats) if env.rank == 0 else None
     dist.barrier()
-    links = measure_links(env.rank, env.world_size, local_world, args.repeats)
-    overlap = measure_overlap(args.repeats) if env.world_size > 1 else 1.0
+    links = measure_links(env.rank, env.world_size, local_world, args.repeats, dtypes)
+    overlaps = {d: measure_overlap(args.repeats, d) if env.world_size > 1 else 1.0 for d in dtypes}
     busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
     fsdp = measure_fsdp_overhead(env.world_size, args.repeats) if env.world_size > 1 else (0.0, 0.0)
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
         write_text(args.output, profile_yaml(args.name, device, links, env.world_size, local_world, env.backend,
-                                             memory, command, overlap, runtime_bytes, busy_sender, fsdp))
+                                             memory, command, overlaps["fp32"], runtime_bytes, busy_sender,
+                                             {d: o for d, o in overlaps.items() if d != "fp32"}, fsdp))
         print(f"wrote {args.output}")
     dist.barrier()
     dist.destroy_process_group()

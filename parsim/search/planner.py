@@ -464,6 +464,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     parsim.report.progress)."""
     tp_compute = tp_compute or {}
     t0 = time.perf_counter()
+    cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     c = constraints
     g, batch = spec.graph, spec.training.global_batch_size
     cap = cluster.device.memory_cap_bytes(c.max_memory_bytes)    # usable memory, or --max-memory as given

@@ -71,6 +71,7 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     ``graph`` is the model's (or already its per-device graph for cfg); ``strategies`` are the
     model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
+    cluster = cluster.for_dtype(training.dtype)     # its collectives' fit and overlap in the run's dtype
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
                              auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp)
