@@ -294,3 +294,22 @@ def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_pat
     assert layer_time_s(model, layer, "F", 2, cluster) == table.times(layer.name).fwd_s[1]
     unsharded = ProfiledCompute(replace(table, tp=1), AnalyticalCompute(cluster.device))
     assert layer_time_s(unsharded, layer, "F", 2, cluster) > layer.tp_share * table.times(layer.name).fwd_s[1]
+
+
+def test_the_collective_section_round_trips_every_field(tmp_path):
+    """collectives_flow, which profile-comm and calibrate both write, holds every field
+    load_profile reads back: nothing measured is dropped when a profile is calibrated."""
+    from parsim.hardware.cluster import Collectives, DtypeCollectives, collectives_flow
+    coll = Collectives(library="gloo", bandwidth_efficiency=0.5, latency_s=1e-4, overlap=0.08, busy_sender_delay_s=4e-3,
+                       op_fits=(("all_gather", 2e-4, 0.25), ("reduce_scatter", 0.0, 0.125)),
+                       fsdp_gather_overhead_s=1.5e-3, fsdp_reduce_scatter_overhead_s=2e-3,
+                       dtypes=(("bf16", DtypeCollectives(bandwidth_efficiency=0.4, latency_s=1e-4, overlap=0.0)),))
+    text = open("hardware_profiles/local-cpu.yaml").read().splitlines()
+    text = [f"collective: {collectives_flow(coll)}" if line.startswith("collective:") else line for line in text]
+    out = tmp_path / "c.yaml"
+    out.write_text("\n".join(text) + "\n")
+    back = load_profile(str(out)).collectives
+    assert collectives_flow(back) == collectives_flow(coll)           # every field, as written
+    assert back.op_fit("reduce_scatter") == pytest.approx((0.0, 0.125))
+    assert (back.busy_sender_delay_s, back.fsdp_gather_overhead_s) == pytest.approx((4e-3, 1.5e-3))
+    assert back.for_dtype("bf16").overlap == 0.0

@@ -447,6 +447,20 @@ def measured_dtypes(text: str) -> tuple[str, ...]:
     return dtypes
 
 
+def collectives_flow(c: Collectives) -> str:
+    """The ``collective:`` section as one flow mapping, every field load_profile reads from it (what
+    profile-comm and calibrate write)."""
+    parts = [f"library: {c.library}", f"bandwidth_efficiency: {c.bandwidth_efficiency:.4g}",
+             f"latency_us: {c.latency_s * 1e6:.4g}", f"overlap: {c.overlap:.3g}"]
+    if c.busy_sender_delay_s:
+        parts.append(f"busy_sender_delay_us: {c.busy_sender_delay_s * 1e6:.0f}")
+    parts += [f"{op}: {{bandwidth_efficiency: {e:.4g}, latency_us: {a * 1e6:.4g}}}" for op, a, e in c.op_fits]
+    if c.fsdp_gather_overhead_s or c.fsdp_reduce_scatter_overhead_s:
+        parts += [f"fsdp_gather_overhead_us: {c.fsdp_gather_overhead_s * 1e6:.0f}",
+                  f"fsdp_reduce_scatter_overhead_us: {c.fsdp_reduce_scatter_overhead_s * 1e6:.0f}"]
+    return "{" + ", ".join(parts) + dtypes_flow(c.dtypes) + "}"
+
+
 def dtypes_flow(fits: tuple[tuple[str, DtypeCollectives], ...]) -> str:
     """``collective.dtypes`` as the last entry of the collective section's flow mapping (what
     _dtype_collectives reads), with a leading ", "; empty for none."""

@@ -37,7 +37,7 @@ from parsim.errors import InputError
 from parsim.cost.compute import AnalyticalCompute, ProfileTable
 from parsim.cost.kernels import memory_family
 from parsim.hardware.device import Device, KernelExecution
-from parsim.hardware.cluster import dtypes_flow
+from parsim.hardware.cluster import collectives_flow
 from parsim.model.graph import LayerGraph
 
 
@@ -251,9 +251,7 @@ def profile_yaml(profile, device: Device, source: str) -> str:
     if fabric.pod_nodes:
         lines += [f"  pod_nodes: {fabric.pod_nodes}", f"  spine: {{oversubscription: {fabric.oversubscription}, "
                   f"latency_us: {fabric.spine_latency_s * 1e6:.4g}}}"]
-    c = profile.collectives
-    lines.append(f"collective: {{library: {c.library}, bandwidth_efficiency: {c.bandwidth_efficiency}, "
-                 f"latency_us: {c.latency_s * 1e6:.4g}, overlap: {c.overlap}{dtypes_flow(c.dtypes)}}}")
+    lines.append(f"collective: {collectives_flow(profile.collectives)}")
     pipe = profile.input_pipeline
     if pipe is not None:                       # as measured for the profile (parsim profile-data), unchanged
         rate = f"host_samples_per_s: {pipe.host_samples_per_s:.6g}" if pipe.overlap else \

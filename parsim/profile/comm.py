@@ -38,7 +38,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.exec.precision import TORCH_DTYPES
-from parsim.hardware.cluster import DtypeCollectives, dtypes_flow, measured_dtypes
+from parsim.hardware.cluster import (COLLECTIVE_FIT_OPS, Collectives, DtypeCollectives, collectives_flow,
+                                    measured_dtypes)
 from parsim.hardware.machine import this_machine
 
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -363,16 +364,12 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
                   f"  nic_bandwidth_gb_per_s: {b_n * local_world / 1e9:.4f}   # measured per device x devices",
                   f"  latency_us: {a_n * 1e6:.1f}"]
     idle_s, busy_s = busy_sender_s
-    ops = ""
-    for op in ("all_gather", "reduce_scatter"):
-        if op in links and n > 1:
-            op_eff, op_latency = ring_fit(links[op], n, a_g, b_g, op)
-            ops += f", {op}: {{bandwidth_efficiency: {op_eff:.4f}, latency_us: {op_latency * 1e6:.1f}}}"
-    gather_s, scatter_s = fsdp_overhead_s
-    lines.append(f"collective: {{library: {backend}, bandwidth_efficiency: {eff:.3f}, "
-                 f"latency_us: {step_latency * 1e6:.1f}, overlap: {overlap:.2f}, "
-                 f"busy_sender_delay_us: {busy_s * 1e6:.0f}{ops}{dtypes_flow(fits)}, "
-                 f"fsdp_gather_overhead_us: {gather_s * 1e6:.0f}, fsdp_reduce_scatter_overhead_us: {scatter_s * 1e6:.0f}}}"
+    ops = tuple((op, *reversed(ring_fit(links[op], n, a_g, b_g, op)))
+                for op in COLLECTIVE_FIT_OPS if op in links and n > 1)          # (op, latency_s, efficiency)
+    coll = Collectives(library=backend, bandwidth_efficiency=eff, latency_s=step_latency, overlap=overlap,
+                       busy_sender_delay_s=busy_s, op_fits=ops, fsdp_gather_overhead_s=fsdp_overhead_s[0],
+                       fsdp_reduce_scatter_overhead_s=fsdp_overhead_s[1], dtypes=fits)
+    lines.append(f"collective: {collectives_flow(coll)}"
                  f"   # measured: all-reduce fitted as a ring over {n} ranks; overlap: share hidden behind compute")
     lines.append(f"  # busy_sender_delay_us: measured: post to arrival of a {BUSY_SENDER_BYTES >> 10} KiB send whose sender "
                  f"goes on computing (median; {idle_s * 1e6:.0f} us when it waits)")
