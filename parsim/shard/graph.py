@@ -409,15 +409,16 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
     without an operator view): what the simulator prices (``shard_graph``) and the executor runs
     (parsim.exec.op_parallel).  A layer's input carries a gradient only after a layer with
     parameters: before one (the images through a Flatten), no backward step leaves it."""
-    chosen = select(graph, patterns)
+    by_layer: dict[int, dict[int, tuple[Strategy, bool]]] = {}   # per layer, as select gives them
+    for (li, oi), s in select(graph, patterns).items():
+        by_layer.setdefault(li, {})[oi] = s
     out, prev, grads, memo = [], None, False, {}
     for li, layer in enumerate(graph.layers):
         if not layer.ops:
             out.append(None)
             prev = None
         else:
-            mine = {oi: s for (l, oi), s in chosen.items() if l == li}
-            out.append(shard_layer(layer, mine, devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
+            out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
             prev = out[-1].output
         grads = grads or layer.param_count > 0 or bool(layer.tied)
     return out

@@ -42,6 +42,8 @@ from typing import Sequence
 
 import numpy as np
 
+from parsim.shard import frontiers
+
 
 @dataclass(frozen=True)
 class Point:
@@ -137,7 +139,8 @@ def _total(graph: CostGraph, combo) -> tuple[float, float]:
 
 def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
            exhaustive_limit: int = 100_000) -> SearchResult | None:
-    """The fastest assignment within ``cap`` (module docstring); None if none fits.  Without a cap
+    """The fastest assignment within ``cap`` (module docstring); None if none fits.  With a cap,
+    the frontiers are numpy arrays (_capped), the same points in the same order.  Without a cap
     (and ``keep`` not None) every frontier keeps its first point alone: the fastest, least memory
     among equals, is what "+" and "min" carry to the answer (a sum of points no faster is no
     faster: rounding is monotone), so the answer is the same at a fraction of the work
@@ -148,6 +151,10 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
         if fast is not None:
             return fast
         keep = 1
+    elif keep is not None:
+        capped = _capped(graph, cap, keep)
+        if capped is not None:
+            return capped
     nodes = {v: [(Point(t, m, ("pick", v, s)),) for s, (t, m) in enumerate(costs)]
              for v, costs in enumerate(graph.node_costs)}
     edges: dict[tuple[int, int], list[list[Frontier]]] = {
@@ -363,3 +370,135 @@ def _fastest(graph: CostGraph) -> SearchResult | None:
             strategies[v] = int(j[strategies[u], strategies[w]])
     t, m = _total(graph, strategies)
     return SearchResult(tuple(strategies), t, m, counts, True)
+
+
+def _capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
+    """search(graph, cap, keep) with every matrix of frontiers a padded numpy batch
+    (parsim.shard.frontiers): the same eliminations in the same order, the same points in the same
+    order, so the same answer.  Each elimination's result is a version that records, per point,
+    the points it was made of; the chosen point is walked back through them.  None where
+    eliminations leave an irreducible rest (search's generic path handles it)."""
+    n = len(graph.node_costs)
+    versions: list[tuple] = []            # ("node", v) | ("edge",) | ("fold", ...) | ("op", ...)
+
+    def version(record) -> int:
+        versions.append(record)
+        return len(versions) - 1
+
+    nodes = {}                            # v -> (time, memory, version), [strategy, point]
+    for v, costs in enumerate(graph.node_costs):
+        nodes[v] = (np.array([[c[0]] for c in costs], dtype=float), np.array([[c[1]] for c in costs], dtype=float),
+                    version(("node", v)))
+    edges = {}                            # (u, v), u < v -> (time, memory, version), [u's, v's strategy, point]
+    for k, cost in graph.edge_costs.items():
+        t = np.array(cost, dtype=float)[:, :, None]
+        edges[k] = (t, np.zeros_like(t), version(("edge",)))
+    adj: dict[int, set[int]] = {v: set() for v in range(n)}
+    for u, v in edges:
+        adj[u].add(v)
+        adj[v].add(u)
+    counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
+    thinned = False
+
+    def matrix(u, v):                     # (time, memory, version, flipped), oriented [u's][v's strategy]
+        if u < v:
+            t, m, ver = edges[(u, v)]
+            return t, m, ver, False
+        t, m, ver = edges[(v, u)]
+        return t.transpose(1, 0, 2), m.transpose(1, 0, 2), ver, True
+
+    def drop_edge(u, v):
+        del edges[(min(u, v), max(u, v))]
+        adj[u].discard(v)
+        adj[v].discard(u)
+
+    def plus(at, am, bt, bm):
+        nonlocal thinned
+        t, m, ia, ib, th = frontiers.plus(at, am, bt, bm, keep, cap)
+        thinned |= th
+        return t, m, ia, ib
+
+    def union(t, m, axis):
+        nonlocal thinned
+        t, m, ij, ip, th = frontiers.union(t, m, axis, keep, cap)
+        thinned |= th
+        return t, m, ij, ip
+
+    def fold_leaf(v, u):                  # nodes[u][i] + min over j of (E[i][j] + nodes[v][j])
+        et, em, ever, flip = matrix(u, v)
+        vt, vm, vver = nodes[v]
+        at, am, a_e, a_v = plus(et, em, vt[None], vm[None])                  # [i, j, point]
+        ut, um, u_j, u_p = union(at, am, 1)                                   # [i, point]
+        ot, om, over = nodes[u]
+        nt, nm, n_old, n_new = plus(ot, om, ut, um)
+        i = np.arange(nt.shape[0])[:, None]
+        j = np.take_along_axis(u_j, n_new, 1)
+        r = np.take_along_axis(u_p, n_new, 1)
+        nodes[u] = (nt, nm, version(("fold", over, ever, flip, vver, n_old, j, a_e[i, j, r], a_v[i, j, r])))
+        drop_edge(u, v)
+        del nodes[v], adj[v]
+
+    def eliminate(u, v, w, triangle):     # E[u][w] (+)= min over j of ((E1 + N_v) + E2)
+        t1, m1, ver1, flip1 = matrix(u, v)
+        t2, m2, ver2, flip2 = matrix(v, w)
+        vt, vm, vver = nodes[v]
+        at, am, a_1, a_v = plus(t1, m1, vt[None], vm[None])                   # [i, j, point]
+        bt, bm, b_a, b_2 = plus(at[:, :, None], am[:, :, None], t2[None], m2[None])   # [i, j, k, point]
+        ut, um, u_j, u_p = union(bt, bm, 1)                                   # [i, k, point]
+        drop_edge(u, v)
+        drop_edge(v, w)
+        del nodes[v], adj[v]
+        old = None
+        if triangle:
+            ot, om, over = edges[(u, w)]
+            ut, um, o_p, n_p = plus(ot, om, ut, um)
+            old = (over, o_p)
+            u_j, u_p = np.take_along_axis(u_j, n_p, 2), np.take_along_axis(u_p, n_p, 2)
+        i = np.arange(ut.shape[0])[:, None, None]
+        k = np.arange(ut.shape[1])[None, :, None]
+        r = b_a[i, u_j, k, u_p]
+        rec = ("op", ver1, flip1, vver, ver2, flip2, old, u_j, a_1[i, u_j, r], a_v[i, u_j, r], b_2[i, u_j, k, u_p])
+        edges[(u, w)] = (ut, um, version(rec))
+
+    _eliminate(nodes, adj, counts, fold_leaf, eliminate)
+    if any(adj[v] for v in nodes):
+        return None
+    parts = []                            # per isolated node: its frontier over its strategies
+    for v, (t, m, ver) in nodes.items():
+        ft, fm, s, p = union(t, m, 0)
+        parts.append((ft, fm, ver, s, p))
+    acc_t, acc_m = parts[0][0], parts[0][1]
+    steps = []
+    for ft, fm, *_ in parts[1:]:
+        acc_t, acc_m, ia, ib = plus(acc_t, acc_m, ft, fm)
+        steps.append((ia, ib))
+    if not acc_m[0] < np.inf:
+        return None
+    walk, p = [], 0                       # the first (fastest) point, back through the "+" chain
+    for (ia, ib), part in zip(reversed(steps), reversed(parts[1:])):
+        walk.append((part, int(ib[p])))
+        p = int(ia[p])
+    walk.append((parts[0], p))
+    stack = [(ver, (int(s[q]),), int(pp[q])) for (_, _, ver, s, pp), q in walk]
+    strategies = [-1] * n
+    while stack:
+        ver, idx, p = stack.pop()
+        rec = versions[ver]
+        if rec[0] == "node":
+            strategies[rec[1]] = idx[0]
+        elif rec[0] == "fold":
+            _, over, ever, flip, vver, n_old, j, e_p, v_p = rec
+            (i,) = idx
+            jj = int(j[i, p])
+            stack += [(over, (i,), int(n_old[i, p])), (ever, (jj, i) if flip else (i, jj), int(e_p[i, p])),
+                      (vver, (jj,), int(v_p[i, p]))]
+        elif rec[0] == "op":
+            _, ver1, flip1, vver, ver2, flip2, old, j, p1, pv, p2 = rec
+            i, k = idx
+            jj = int(j[i, k, p])
+            stack += [(ver1, (jj, i) if flip1 else (i, jj), int(p1[i, k, p])), (vver, (jj,), int(pv[i, k, p])),
+                      (ver2, (k, jj) if flip2 else (jj, k), int(p2[i, k, p]))]
+            if old is not None:
+                stack.append((old[0], (i, k), int(old[1][i, k, p])))
+    t, m = _total(graph, strategies)
+    return SearchResult(tuple(strategies), t, m, counts, not thinned)
