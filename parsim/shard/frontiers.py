@@ -44,13 +44,12 @@ def pareto(t: np.ndarray, m: np.ndarray, keep: int | None, cap: float | None
         picks = np.round(np.arange(keep) * (n - 1) / (keep - 1))           # (rows, keep)
         kept &= (n <= keep) | (rank[:, :, None] == picks[:, None, :]).any(-1)
         rank = np.cumsum(kept, axis=1) - 1
-    r, c = np.nonzero(kept)                             # row by row, in order
     width = max(1, int(rank[:, -1].max(initial=-1)) + 1)
-    out_t = np.full((t.shape[0], width), np.inf)
-    out_m = np.full((t.shape[0], width), np.inf)
-    src = np.zeros((t.shape[0], width), dtype=np.intp)
-    at = rank[r, c]
-    out_t[r, at], out_m[r, at], src[r, at] = ts[r, c], ms[r, c], order[r, c]
+    pack = np.argsort(~kept, axis=1, kind="stable")[:, :width]      # the kept points first, in order
+    live = kept[rows, pack]
+    out_t = np.where(live, ts[rows, pack], np.inf)
+    out_m = np.where(live, ms[rows, pack], np.inf)
+    src = order[rows, pack]
     return out_t.reshape(lead + (width,)), out_m.reshape(lead + (width,)), src.reshape(lead + (width,)), thinned
 
 
@@ -62,7 +61,8 @@ def plus(at: np.ndarray, am: np.ndarray, bt: np.ndarray, bm: np.ndarray, keep: i
     st = at[..., :, None] + bt[..., None, :]
     sm = am[..., :, None] + bm[..., None, :]
     t, m, src, thinned = pareto(st.reshape(st.shape[:-2] + (-1,)), sm.reshape(sm.shape[:-2] + (-1,)), keep, cap)
-    return t, m, src // pb, src % pb, thinned
+    ia, ib = np.divmod(src, pb)
+    return t, m, ia, ib, thinned
 
 
 def union(t: np.ndarray, m: np.ndarray, axis: int, keep: int | None, cap: float | None
@@ -74,4 +74,5 @@ def union(t: np.ndarray, m: np.ndarray, axis: int, keep: int | None, cap: float 
         perm = [a for a in range(nd - 1) if a != axis % nd] + [axis % nd, nd - 1]
         t, m = t.transpose(perm), m.transpose(perm)
     out_t, out_m, src, thinned = pareto(t.reshape(t.shape[:-2] + (-1,)), m.reshape(m.shape[:-2] + (-1,)), keep, cap)
-    return out_t, out_m, src // p, src % p, thinned
+    j, q = np.divmod(src, p)
+    return out_t, out_m, j, q, thinned
