@@ -333,9 +333,14 @@ def _fastest(graph: CostGraph) -> SearchResult | None:
         adj[u].discard(v)
         adj[v].discard(u)
 
+    memo: dict[tuple, tuple] = {}         # identical blocks: the same minimum of the same operands
+
     def fold_leaf(v, u):                  # nodes[u][i] += min over j of E[i][j] + N_v[j]
         e_t, e_m = matrix(u, v)
-        bt, bm, j = _lexmin(e_t + nt[v][None, :], e_m + nm[v][None, :], 1)
+        key = ("fold", e_t.shape, e_t.tobytes(), e_m.tobytes(), nt[v].tobytes(), nm[v].tobytes())
+        if key not in memo:
+            memo[key] = _lexmin(e_t + nt[v][None, :], e_m + nm[v][None, :], 1)
+        bt, bm, j = memo[key]
         nt[u], nm[u] = nt[u] + bt, nm[u] + bm
         records.append(("fold", v, u, j))
         drop_edge(u, v)
@@ -343,10 +348,14 @@ def _fastest(graph: CostGraph) -> SearchResult | None:
 
     def eliminate(u, v, w, triangle):
         (t1, m1), (t2, m2) = matrix(u, v), matrix(v, w)
-        # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
-        st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
-        sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
-        new_t, new_m, j = _lexmin(st, sm, 1)
+        key = ("op", t1.shape, t2.shape, t1.tobytes(), m1.tobytes(), nt[v].tobytes(), nm[v].tobytes(),
+               t2.tobytes(), m2.tobytes())
+        if key not in memo:
+            # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
+            st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
+            sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
+            memo[key] = _lexmin(st, sm, 1)
+        new_t, new_m, j = memo[key]
         records.append(("op", v, u, w, j))
         drop_edge(u, v)
         drop_edge(v, w)
@@ -412,15 +421,25 @@ def _capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
         adj[u].discard(v)
         adj[v].discard(u)
 
+    # Identical blocks (a transformer's) repeat the same sums on the same frontiers: each result is
+    # kept by the exact bytes of its operands (the results are never changed in place).
+    memo: dict[tuple, tuple] = {}
+
     def plus(at, am, bt, bm):
         nonlocal thinned
-        t, m, ia, ib, th = frontiers.plus(at, am, bt, bm, keep, cap)
+        key = ("+", at.shape, bt.shape, at.tobytes(), am.tobytes(), bt.tobytes(), bm.tobytes())
+        if key not in memo:
+            memo[key] = frontiers.plus(at, am, bt, bm, keep, cap)
+        t, m, ia, ib, th = memo[key]
         thinned |= th
         return t, m, ia, ib
 
     def union(t, m, axis):
         nonlocal thinned
-        t, m, ij, ip, th = frontiers.union(t, m, axis, keep, cap)
+        key = ("min", axis, t.shape, t.tobytes(), m.tobytes())
+        if key not in memo:
+            memo[key] = frontiers.union(t, m, axis, keep, cap)
+        t, m, ij, ip, th = memo[key]
         thinned |= th
         return t, m, ij, ip
 
