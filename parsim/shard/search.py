@@ -421,62 +421,71 @@ def _capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
         adj[u].discard(v)
         adj[v].discard(u)
 
-    # Identical blocks (a transformer's) repeat the same sums on the same frontiers: each result is
-    # kept by the exact bytes of its operands (the results are never changed in place).
+    # Identical blocks (a transformer's) repeat the same sums on the same frontiers: each result,
+    # of one "+" or "min" or of a whole elimination, is kept by the exact bytes and shapes of its
+    # operands (results are never changed in place).
     memo: dict[tuple, tuple] = {}
 
-    def plus(at, am, bt, bm):
-        nonlocal thinned
-        key = ("+", at.shape, bt.shape, at.tobytes(), am.tobytes(), bt.tobytes(), bm.tobytes())
+    def remember(key, compute):
         if key not in memo:
-            memo[key] = frontiers.plus(at, am, bt, bm, keep, cap)
-        t, m, ia, ib, th = memo[key]
-        thinned |= th
-        return t, m, ia, ib
+            memo[key] = compute()
+        return memo[key]
 
-    def union(t, m, axis):
-        nonlocal thinned
-        key = ("min", axis, t.shape, t.tobytes(), m.tobytes())
-        if key not in memo:
-            memo[key] = frontiers.union(t, m, axis, keep, cap)
-        t, m, ij, ip, th = memo[key]
-        thinned |= th
-        return t, m, ij, ip
+    def plus(at, am, bt, bm):             # (time, memory, index into a, into b, thinned)
+        return remember(("+", at.shape, bt.shape, at.tobytes(), am.tobytes(), bt.tobytes(), bm.tobytes()),
+                        lambda: frontiers.plus(at, am, bt, bm, keep, cap))
 
-    def fold_leaf(v, u):                  # nodes[u][i] + min over j of (E[i][j] + nodes[v][j])
-        et, em, ever, flip = matrix(u, v)
-        vt, vm, vver = nodes[v]
-        at, am, a_e, a_v = plus(et, em, vt[None], vm[None])                  # [i, j, point]
-        ut, um, u_j, u_p = union(at, am, 1)                                   # [i, point]
-        ot, om, over = nodes[u]
-        nt, nm, n_old, n_new = plus(ot, om, ut, um)
+    def union(t, m, axis):                # (time, memory, index along axis, into that frontier, thinned)
+        return remember(("min", axis, t.shape, t.tobytes(), m.tobytes()), lambda: frontiers.union(t, m, axis, keep, cap))
+
+    def fold_sums(et, em, vt, vm, ot, om):   # N_u[i] + min over j of (E[i][j] + N_v[j]), and where from
+        at, am, a_e, a_v, th1 = plus(et, em, vt[None], vm[None])              # [i, j, point]
+        ut, um, u_j, u_p, th2 = union(at, am, 1)                               # [i, point]
+        nt, nm, n_old, n_new, th3 = plus(ot, om, ut, um)
         i = np.arange(nt.shape[0])[:, None]
         j = np.take_along_axis(u_j, n_new, 1)
         r = np.take_along_axis(u_p, n_new, 1)
-        nodes[u] = (nt, nm, version(("fold", over, ever, flip, vver, n_old, j, a_e[i, j, r], a_v[i, j, r])))
+        return nt, nm, n_old, j, a_e[i, j, r], a_v[i, j, r], th1 or th2 or th3
+
+    def fold_leaf(v, u):
+        nonlocal thinned
+        et, em, ever, flip = matrix(u, v)
+        (vt, vm, vver), (ot, om, over) = nodes[v], nodes[u]
+        key = ("fold", et.shape, vt.shape, ot.shape) + tuple(x.tobytes() for x in (et, em, vt, vm, ot, om))
+        nt, nm, n_old, j, e_p, v_p, th = remember(key, lambda: fold_sums(et, em, vt, vm, ot, om))
+        thinned |= th
+        nodes[u] = (nt, nm, version(("fold", over, ever, flip, vver, n_old, j, e_p, v_p)))
         drop_edge(u, v)
         del nodes[v], adj[v]
 
-    def eliminate(u, v, w, triangle):     # E[u][w] (+)= min over j of ((E1 + N_v) + E2)
-        t1, m1, ver1, flip1 = matrix(u, v)
-        t2, m2, ver2, flip2 = matrix(v, w)
-        vt, vm, vver = nodes[v]
-        at, am, a_1, a_v = plus(t1, m1, vt[None], vm[None])                   # [i, j, point]
-        bt, bm, b_a, b_2 = plus(at[:, :, None], am[:, :, None], t2[None], m2[None])   # [i, j, k, point]
-        ut, um, u_j, u_p = union(bt, bm, 1)                                   # [i, k, point]
-        drop_edge(u, v)
-        drop_edge(v, w)
-        del nodes[v], adj[v]
-        old = None
-        if triangle:
-            ot, om, over = edges[(u, w)]
-            ut, um, o_p, n_p = plus(ot, om, ut, um)
-            old = (over, o_p)
+    def op_sums(t1, m1, vt, vm, t2, m2, old):   # (old +) min over j of ((E1 + N_v) + E2), and where from
+        at, am, a_1, a_v, th1 = plus(t1, m1, vt[None], vm[None])              # [i, j, point]
+        bt, bm, b_a, b_2, th2 = plus(at[:, :, None], am[:, :, None], t2[None], m2[None])   # [i, j, k, point]
+        ut, um, u_j, u_p, th3 = union(bt, bm, 1)                               # [i, k, point]
+        o_p, th4 = None, False
+        if old is not None:
+            ut, um, o_p, n_p, th4 = plus(*old, ut, um)
             u_j, u_p = np.take_along_axis(u_j, n_p, 2), np.take_along_axis(u_p, n_p, 2)
         i = np.arange(ut.shape[0])[:, None, None]
         k = np.arange(ut.shape[1])[None, :, None]
         r = b_a[i, u_j, k, u_p]
-        rec = ("op", ver1, flip1, vver, ver2, flip2, old, u_j, a_1[i, u_j, r], a_v[i, u_j, r], b_2[i, u_j, k, u_p])
+        return ut, um, u_j, a_1[i, u_j, r], a_v[i, u_j, r], b_2[i, u_j, k, u_p], o_p, th1 or th2 or th3 or th4
+
+    def eliminate(u, v, w, triangle):     # E[u][w] (+)= min over j of ((E1 + N_v) + E2)
+        nonlocal thinned
+        t1, m1, ver1, flip1 = matrix(u, v)
+        t2, m2, ver2, flip2 = matrix(v, w)
+        vt, vm, vver = nodes[v]
+        ot, om, over = edges[(u, w)] if triangle else (None, None, None)
+        arrays = (t1, m1, vt, vm, t2, m2) + ((ot, om) if triangle else ())
+        key = ("op",) + tuple(x.shape for x in arrays) + tuple(x.tobytes() for x in arrays)
+        ut, um, j, p1, pv, p2, o_p, th = remember(
+            key, lambda: op_sums(t1, m1, vt, vm, t2, m2, (ot, om) if triangle else None))
+        thinned |= th
+        drop_edge(u, v)
+        drop_edge(v, w)
+        del nodes[v], adj[v]
+        rec = ("op", ver1, flip1, vver, ver2, flip2, (over, o_p) if triangle else None, j, p1, pv, p2)
         edges[(u, w)] = (ut, um, version(rec))
 
     _eliminate(nodes, adj, counts, fold_leaf, eliminate)
@@ -484,12 +493,14 @@ def _capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
         return None
     parts = []                            # per isolated node: its frontier over its strategies
     for v, (t, m, ver) in nodes.items():
-        ft, fm, s, p = union(t, m, 0)
+        ft, fm, s, p, th = union(t, m, 0)
+        thinned |= th
         parts.append((ft, fm, ver, s, p))
     acc_t, acc_m = parts[0][0], parts[0][1]
     steps = []
     for ft, fm, *_ in parts[1:]:
-        acc_t, acc_m, ia, ib = plus(acc_t, acc_m, ft, fm)
+        acc_t, acc_m, ia, ib, th = plus(acc_t, acc_m, ft, fm)
+        thinned |= th
         steps.append((ia, ib))
     if not acc_m[0] < np.inf:
         return None
