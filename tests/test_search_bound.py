@@ -15,7 +15,8 @@ from parsim.search import planner
 from parsim.search.bound import memory_floor_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.shard.auto import cost_graph
-from parsim.shard.search import _fastest, search
+from parsim.shard.search import search
+from parsim.shard.search_np import capped, fastest
 
 
 def _compute(cluster, spec):
@@ -53,11 +54,35 @@ def test_uncapped_strategy_search_in_numpy_equals_the_frontier_search(path):
     for tp in (2, 4, 8):
         for b in (1, 3, 32):
             g, _, _ = cost_graph(spec.graph, tp, cluster, t.dtype, t.optimizer, b)
-            fast = _fastest(g)
+            fast = fastest(g)
             assert fast is not None            # the zoo's graphs reduce completely
             frontier = search(g, cap=float("inf"))          # a cap that drops nothing: the frontier path
             assert fast.strategies == frontier.strategies and fast.eliminations == frontier.eliminations
             assert search(g) == fast
+
+
+def test_capped_strategy_search_in_numpy_equals_the_list_search_on_the_zoo(monkeypatch):
+    """Caps between the least memory an assignment can take and the uncapped answer's, where the
+    frontiers matter: the numpy search (search_np.capped) gives the list search's answer."""
+    from parsim.shard import search as module
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    cluster = load_cluster("dgx-a100:1x8")
+    t = spec.training
+    cases = []
+    for tp in (2, 4, 8):
+        for b in (1, 8):
+            g, _, _ = cost_graph(spec.graph, tp, cluster, t.dtype, t.optimizer, b)
+            floor = sum(min(m for _, m in c) for c in g.node_costs)
+            free = search(g).mem_bytes
+            cases += [(g, floor + f * (free - floor)) for f in (0.0, 0.3, 0.7, 0.99)]
+    fast = [capped(g, cap, 16) for g, cap in cases]
+    monkeypatch.setattr(module, "capped", lambda *args: None)
+    differs = 0
+    for (g, cap), got in zip(cases, fast):
+        ref = search(g, cap)
+        assert got == ref and ref is not None and ref.mem_bytes <= cap
+        differs += ref.strategies != search(g).strategies
+    assert differs >= len(cases) // 2       # the cap binds: the answers are not the uncapped one
 
 
 @pytest.mark.parametrize("path, cluster_spec, only", [

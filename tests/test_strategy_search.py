@@ -68,6 +68,28 @@ def test_thinned_search_against_exact():
         assert thinned > 0 and exact_under_cap > 0     # both kinds occur; "exact" says which is which
 
 
+@pytest.mark.parametrize("keep", [2, 4, 16])
+def test_capped_search_in_numpy_equals_the_list_search(keep, monkeypatch):
+    """Under a cap the frontiers are numpy batches (search_np.capped); the list search
+    (search.pareto on Points) is the reference: the same strategies, time, memory, eliminations
+    and exactness, thinned or not, fitting or not."""
+    from parsim.shard import search as module
+    from parsim.shard.search_np import capped, fastest
+    rng = random.Random(keep)
+    graphs = [(_random_graph(rng, rng.randint(2, 12), rng.choice([(1,), (1, 1, 2), (1, 2, 3)]),
+                             strategies=rng.choice([2, 4, 6])), rng.uniform(3, 60)) for _ in range(100)]
+    fast = [capped(g, cap, keep) for g, cap in graphs]
+    monkeypatch.setattr(module, "capped", lambda *args: None)
+    kinds = {"thinned": 0, "exact": 0, "none fits": 0}
+    for (g, cap), got in zip(graphs, fast):
+        ref = search(g, cap, keep=keep)
+        if got is None and fastest(g) is None:
+            continue                        # an irreducible rest: the list search alone handles it
+        assert got == ref
+        kinds["none fits" if ref is None else "exact" if ref.exact else "thinned"] += 1
+    assert min(kinds.values()) > 0
+
+
 def test_pareto_keeps_what_no_point_beats_in_both():
     pts = [Point(1, 5), Point(2, 3), Point(3, 4), Point(4, 1), Point(1, 6)]
     assert [(p.time_s, p.mem_bytes) for p in pareto(pts)] == [(1, 5), (2, 3), (4, 1)]

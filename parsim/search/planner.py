@@ -352,9 +352,12 @@ class _Bounds:
         """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), memoized: the
         group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of thousands is
         slow to list."""
-        key = ("collective", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank, nbytes, op)
+        group = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank)
+        key = group + (nbytes, op)
         if key not in self._costs:
-            self._costs[key] = collective_time_s(self.cluster, cfg.grad_group(pipe_rank), nbytes, op)
+            if group not in self._costs:
+                self._costs[group] = tuple(cfg.grad_group(pipe_rank))     # thousands of ranks: listed once
+            self._costs[key] = collective_time_s(self.cluster, self._costs[group], nbytes, op)
         return self._costs[key]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:

@@ -245,16 +245,24 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
-    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad)
+    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad, batch)
     if memo is not None and key in memo:
-        shardings, comm, out_layout = memo[key]
-        return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, comm, batch, in_layout,
-                                                                      out_layout))
-    shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
-    if memo is not None:
-        memo[key] = (shardings, comm, out_layout)
-    return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, comm, batch, in_layout,
+        shardings, tp_comm, out_layout = memo[key]
+    else:
+        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
+        tp_comm = _tp_comm(comm, batch)
+        if memo is not None:     # one tp_comm object for identical layers: parsim.cost.layer memoizes by it
+            memo[key] = (shardings, tp_comm, out_layout)
+    return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, tp_comm, batch, in_layout,
                                                                   out_layout))
+
+
+def _tp_comm(comm: list[tuple], batch: int) -> tuple:
+    """A layer's (phase, step, device matrix) as Layer.tp_comm holds them: per sample, except
+    gradient mirrors, which are per step."""
+    return tuple((ph, replace(step, bytes_per_device=step.bytes_per_device / (1 if ph == "grad" else batch)),
+                  dm if dm is not None else (step.group_size,))
+                 for ph, step, dm in comm)
 
 
 def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
@@ -318,7 +326,7 @@ def mirror_steps(sh: st.OpSharding, elem_bytes: int) -> list[tuple[Step, tuple[i
             for _, g in sh.mirrors for d in sorted(g.partial)]
 
 
-def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_layout) -> Layer:
+def _per_device_layer(layer: Layer, shardings, tp_comm: tuple, batch: int, in_layout, out_layout) -> Layer:
     ops = layer.ops
     pieces = [op_pieces(sh) for sh in shardings]
     total_f = layer.fwd_flops * batch
@@ -351,10 +359,6 @@ def _per_device_layer(layer: Layer, shardings, comm, batch: int, in_layout, out_
     share = sum(tied_local) / sum(tied_whole) if tied_whole else 1.0
     tied = tuple((owner, round(n * share)) for owner, n in layer.tied)
     width = layer.param_bytes / layer.param_count if layer.param_count else 0
-    # Per sample, except gradient mirrors, which are per step.
-    tp_comm = tuple((ph, replace(step, bytes_per_device=step.bytes_per_device / (1 if ph == "grad" else batch)),
-                     dm if dm is not None else (step.group_size,))
-                    for ph, step, dm in comm)
     return replace(layer, fwd_flops=layer.fwd_flops * f_ratio, bwd_flops=layer.bwd_flops * f_ratio,
                    fwd_mem_bytes=layer.fwd_mem_bytes * m_ratio, bwd_mem_bytes=layer.bwd_mem_bytes * m_ratio,
                    saved_bytes=saved / batch, param_count=count, param_bytes=int(count * width),
@@ -409,15 +413,16 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
     without an operator view): what the simulator prices (``shard_graph``) and the executor runs
     (parsim.exec.op_parallel).  A layer's input carries a gradient only after a layer with
     parameters: before one (the images through a Flatten), no backward step leaves it."""
-    chosen = select(graph, patterns)
+    by_layer: dict[int, dict[int, tuple[Strategy, bool]]] = {}   # per layer, as select gives them
+    for (li, oi), s in select(graph, patterns).items():
+        by_layer.setdefault(li, {})[oi] = s
     out, prev, grads, memo = [], None, False, {}
     for li, layer in enumerate(graph.layers):
         if not layer.ops:
             out.append(None)
             prev = None
         else:
-            mine = {oi: s for (l, oi), s in chosen.items() if l == li}
-            out.append(shard_layer(layer, mine, devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
+            out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
             prev = out[-1].output
         grads = grads or layer.param_count > 0 or bool(layer.tied)
     return out

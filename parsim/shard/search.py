@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
+from parsim.shard.costgraph import CostGraph, SearchResult, eliminate_all, assignment_cost
+from parsim.shard.search_np import capped, fastest
 
 
 @dataclass(frozen=True)
@@ -88,39 +89,11 @@ def _union(fronts, keep=None, cap=None, thinned=None) -> Frontier:
     return pareto([p for f in fronts for p in f], keep, cap, thinned)
 
 
-@dataclass
-class CostGraph:
-    """Nodes 0..n-1; ``node_costs[v][s]`` = (time, memory) of node v under strategy s;
-    ``edges[(u, v)][i][j]`` = time of the edge under u's strategy i and v's j (u < v)."""
-
-    node_costs: list[list[tuple[float, float]]]
-    edge_costs: dict[tuple[int, int], list[list[float]]] = field(default_factory=dict)
-
-    def add_edge(self, u: int, v: int, cost: list[list[float]]) -> None:
-        if u == v:
-            raise ValueError("an edge joins two different nodes")
-        if u > v:
-            u, v, cost = v, u, [list(col) for col in zip(*cost)]
-        if (u, v) in self.edge_costs:                    # parallel edges are summed (edge elimination)
-            old = self.edge_costs[(u, v)]
-            cost = [[a + b for a, b in zip(ra, rb)] for ra, rb in zip(old, cost)]
-        self.edge_costs[(u, v)] = cost
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    strategies: tuple[int, ...]          # per node, the index of its chosen strategy
-    time_s: float
-    mem_bytes: float
-    eliminations: dict                   # how many of each elimination ran
-    exact: bool                          # False when the heuristic fallback ran, or thinning dropped points under a cap
-
-
 def exhaustive(graph: CostGraph, cap: float | None = None) -> tuple[tuple[int, ...], float, float] | None:
     """The fastest assignment within ``cap`` by trying every one (the reference for tests)."""
     best = None
     for combo in itertools.product(*[range(len(c)) for c in graph.node_costs]):
-        t, m = _total(graph, combo)
+        t, m = assignment_cost(graph, combo)
         if cap is not None and m > cap:
             continue
         if best is None or (t, m) < (best[1], best[2]):
@@ -128,26 +101,24 @@ def exhaustive(graph: CostGraph, cap: float | None = None) -> tuple[tuple[int, .
     return best
 
 
-def _total(graph: CostGraph, combo) -> tuple[float, float]:
-    t = sum(graph.node_costs[v][s][0] for v, s in enumerate(combo))
-    m = sum(graph.node_costs[v][s][1] for v, s in enumerate(combo))
-    t += sum(cost[combo[u]][combo[v]] for (u, v), cost in graph.edge_costs.items())
-    return t, m
-
-
 def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
            exhaustive_limit: int = 100_000) -> SearchResult | None:
-    """The fastest assignment within ``cap`` (module docstring); None if none fits.  Without a cap
+    """The fastest assignment within ``cap`` (module docstring); None if none fits.  With a cap,
+    the frontiers are numpy arrays (search_np.capped), the same points in the same order.  Without a cap
     (and ``keep`` not None) every frontier keeps its first point alone: the fastest, least memory
     among equals, is what "+" and "min" carry to the answer (a sum of points no faster is no
     faster: rounding is monotone), so the answer is the same at a fraction of the work
     (tests/test_strategy_search.py compares the two on the zoo's graphs)."""
     n = len(graph.node_costs)
     if cap is None and keep is not None:
-        fast = _fastest(graph)
+        fast = fastest(graph)
         if fast is not None:
             return fast
         keep = 1
+    elif keep is not None:
+        capped_result = capped(graph, cap, keep)
+        if capped_result is not None:
+            return capped_result
     nodes = {v: [(Point(t, m, ("pick", v, s)),) for s, (t, m) in enumerate(costs)]
              for v, costs in enumerate(graph.node_costs)}
     edges: dict[tuple[int, int], list[list[Frontier]]] = {
@@ -192,7 +163,7 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
                    for i in range(len(new))]
         edges[(u, w)] = new
 
-    _eliminate(nodes, adj, counts, fold_leaf, eliminate)
+    eliminate_all(nodes, adj, counts, fold_leaf, eliminate)
 
     # What is left: isolated nodes, plus any part the eliminations could not reduce.
     rest = [v for v in nodes if adj[v]]
@@ -215,7 +186,7 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
             strategies[why[1]] = why[2]
         else:
             stack.extend(why)
-    t, m = _total(graph, strategies)
+    t, m = assignment_cost(graph, strategies)
     # Thinning keeps each frontier's fastest point and "+" and "min" carry the fastest through,
     # so without a cap it never changes the answer; under one it may drop the point that wins.
     return SearchResult(tuple(strategies), t, m, counts, exact and (cap is None or not thinned))
@@ -250,116 +221,3 @@ def _rest(rest: Sequence[int], adj, nodes, matrix, keep, cap, limit, thinned) ->
                 if cost(trial) < cost(assign) - 1e-15:
                     assign, improved = trial, True
     return frontier(assign)
-
-
-def _eliminate(nodes, adj: dict[int, set[int]], counts: dict[str, int], fold_leaf, eliminate) -> None:
-    """The eliminations both searches make, in one order (module docstring), until none applies:
-    a node with one neighbour is folded into it (``fold_leaf(v, u)``; every satellite of a star's
-    centre at once), a node with two is eliminated into an edge between them (``eliminate(u, v,
-    w, triangle)``, ``triangle``: u and w already share one, which the new edge adds to).  The
-    callbacks do the arithmetic and remove v from ``nodes`` and ``adj``; this counts each kind."""
-    changed = True
-    while changed:
-        changed = False
-        for v in sorted(nodes):
-            if v not in nodes:
-                continue
-            nb = adj[v]
-            if len(nb) == 1:
-                (u,) = nb
-                leaves = [x for x in adj[u] if len(adj[x]) == 1]
-                if len(adj[u]) >= 2 and len(leaves) == len(adj[u]):
-                    counts["star"] += 1       # u is a star's centre: take every satellite
-                    for x in leaves:
-                        fold_leaf(x, u)
-                else:
-                    counts["merge" if u < v else "contract"] += 1   # folded into its producer / consumer
-                    fold_leaf(v, u)
-                changed = True
-            elif len(nb) == 2:
-                u, w = sorted(nb)
-                triangle = w in adj[u]
-                counts["triangle" if triangle else "operator"] += 1
-                counts["edge"] += triangle
-                eliminate(u, v, w, triangle)
-                adj[u].add(w)
-                adj[w].add(u)
-                changed = True
-
-
-def _lexmin(t: np.ndarray, m: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(time, memory, index) of the least (time, memory) along ``axis``, the first of equals: what
-    pareto(..., keep=1) keeps of points listed in index order."""
-    t_min = t.min(axis=axis, keepdims=True)
-    tied = t == t_min
-    m_tied = np.where(tied, m, np.inf)
-    m_min = m_tied.min(axis=axis, keepdims=True)
-    idx = (tied & (m_tied == m_min)).argmax(axis=axis)
-    return np.squeeze(t_min, axis), np.squeeze(m_min, axis), idx
-
-
-def _fastest(graph: CostGraph) -> SearchResult | None:
-    """search(graph) without a cap, each frontier its first point, as numpy arrays: the same
-    eliminations in the same order and the same sums in the same order, so the same answer; the
-    choices are recorded per elimination and replayed backwards.  None where eliminations leave an
-    irreducible rest (search's generic path handles it)."""
-    n = len(graph.node_costs)
-    nt = {v: np.array([c[0] for c in costs]) for v, costs in enumerate(graph.node_costs)}
-    nm = {v: np.array([c[1] for c in costs]) for v, costs in enumerate(graph.node_costs)}
-    et = {k: np.array(cost, dtype=float) for k, cost in graph.edge_costs.items()}
-    em = {k: np.zeros_like(x) for k, x in et.items()}
-    adj: dict[int, set[int]] = {v: set() for v in range(n)}
-    for u, v in et:
-        adj[u].add(v)
-        adj[v].add(u)
-    counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
-    records: list[tuple] = []             # ("fold", v, u, j per u-strategy) / ("op", v, u, w, j per (i, k))
-
-    def matrix(u, v):                     # (time, memory) oriented [u's strategy][v's strategy]
-        if u < v:
-            return et[(u, v)], em[(u, v)]
-        return et[(v, u)].T, em[(v, u)].T
-
-    def drop_edge(u, v):
-        k = (min(u, v), max(u, v))
-        del et[k], em[k]
-        adj[u].discard(v)
-        adj[v].discard(u)
-
-    def fold_leaf(v, u):                  # nodes[u][i] += min over j of E[i][j] + N_v[j]
-        e_t, e_m = matrix(u, v)
-        bt, bm, j = _lexmin(e_t + nt[v][None, :], e_m + nm[v][None, :], 1)
-        nt[u], nm[u] = nt[u] + bt, nm[u] + bm
-        records.append(("fold", v, u, j))
-        drop_edge(u, v)
-        del nt[v], nm[v], adj[v]
-
-    def eliminate(u, v, w, triangle):
-        (t1, m1), (t2, m2) = matrix(u, v), matrix(v, w)
-        # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
-        st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
-        sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
-        new_t, new_m, j = _lexmin(st, sm, 1)
-        records.append(("op", v, u, w, j))
-        drop_edge(u, v)
-        drop_edge(v, w)
-        del nt[v], nm[v], adj[v]
-        if triangle:
-            new_t, new_m = et[(u, w)] + new_t, em[(u, w)] + new_m
-        et[(u, w)], em[(u, w)] = new_t, new_m
-
-    _eliminate(nt, adj, counts, fold_leaf, eliminate)
-    if any(adj[v] for v in nt):
-        return None
-    strategies = [-1] * n
-    for v in nt:                          # isolated: each its own fastest
-        strategies[v] = int(_lexmin(nt[v], nm[v], 0)[2])
-    for rec in reversed(records):         # an eliminated node's choice given its neighbours'
-        if rec[0] == "fold":
-            _, v, u, j = rec
-            strategies[v] = int(j[strategies[u]])
-        else:
-            _, v, u, w, j = rec
-            strategies[v] = int(j[strategies[u], strategies[w]])
-    t, m = _total(graph, strategies)
-    return SearchResult(tuple(strategies), t, m, counts, True)
