@@ -55,9 +55,11 @@ def test_a_profile_reads_its_dtypes_and_a_run_takes_its_own(cluster):
 
 
 def test_an_old_profile_without_dtypes_prices_every_dtype_as_fp32():
-    cluster = load_cluster("local-cpu")
+    cluster = load_cluster("dgx-a100:1x8")           # measured in no dtype but its own
     assert cluster.profile.collectives.dtypes == ()
     assert cluster.for_dtype("bf16") is cluster
+    cpu = load_cluster("local-cpu")                   # profile-comm measured bf16's all-reduce here
+    assert cpu.for_dtype("bf16").profile.collectives.bandwidth_efficiency < cpu.profile.collectives.bandwidth_efficiency
 
 
 def test_the_reduced_dtypes_are_the_training_dtypes_besides_fp32():
@@ -117,9 +119,10 @@ def test_profile_comm_refuses_bad_dtypes_in_one_line(capsys, dtypes):
 
 def test_calibrate_keeps_the_dtypes(tmp_path):
     cpu = tmp_path / "local-cpu.yaml"
-    cpu.write_text(open("hardware_profiles/local-cpu.yaml").read().replace(
-        "busy_sender_delay_us: 4000}", "busy_sender_delay_us: 4000, dtypes: {bf16: {bandwidth_efficiency: 0.417, "
-                                       "latency_us: 119.0, overlap: 0.05}}}"))
+    shipped = "dtypes: {bf16: {bandwidth_efficiency: 0.423, latency_us: 110, overlap: 0.08}}"
+    text = open("hardware_profiles/local-cpu.yaml").read()
+    assert shipped in text
+    cpu.write_text(text.replace(shipped, "dtypes: {bf16: {bandwidth_efficiency: 0.417, latency_us: 119.0, overlap: 0.05}}"))
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", "tests/data/profile_table.yaml", "--model", "tests/data/two_layers.yaml",
                  "--cluster", str(cpu), "-o", str(out)]) == 0

@@ -189,6 +189,9 @@ def test_one_tier_profiles_keep_every_class_and_price(spec):
         beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
         assert collective_time_s(c, g, S, "all_reduce", "ring") == pytest.approx(
             2 * (k - 1) * alpha + 2 * (k - 1) / k * S / beta, rel=1e-12)
+        fit = coll.op_fit("all_gather")      # local-cpu: measured as gloo runs it (Collectives.op_fits)
+        if fit is not None:
+            alpha, beta = link.latency_s + fit[0], link.bandwidth_bytes_per_s * link.efficiency * fit[1]
         assert collective_time_s(c, g, S, "all_gather") == pytest.approx(
             (k - 1) * alpha + (k - 1) / k * S / beta, rel=1e-12)
 

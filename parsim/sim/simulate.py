@@ -6,8 +6,9 @@ import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
-from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets, fsdp_units, group_link_class,
-                              library_algorithms, p2p_time_s, prefetched_gather_s, shard_padded_bytes)
+from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
+                              fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
+                              shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
