@@ -181,8 +181,8 @@ def test_resnet_searched_layout_splits_channels_and_matches_reference(tmp_path, 
     from parsim.shard.prepare import plan_strategies
 
     # local-cpu as it was before its all-gather and reduce-scatter were measured (the collective line
-    # without them): there the search splits the classifier by rows.  With them it replicates the
-    # classifier, and that run issues 2 all-reduces per micro-batch more than the simulator prices
+    # without them): there the search splits the classifier by rows.  With them it picks another
+    # layout, whose run issues 2 backward all-reduces per micro-batch more than the simulator prices
     # (94 against 90 here, values equal): open, README "Not yet here".
     cpu = tmp_path / "local-cpu-ring.yaml"
     text = open("hardware_profiles/local-cpu.yaml").read()
