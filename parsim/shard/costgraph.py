@@ -44,6 +44,15 @@ def assignment_cost(graph: CostGraph, combo) -> tuple[float, float]:
     return t, m
 
 
+def adjacency(n: int, edges) -> dict[int, set[int]]:
+    """Each of the ``n`` operators' neighbours over ``edges`` ((u, v) pairs)."""
+    adj: dict[int, set[int]] = {v: set() for v in range(n)}
+    for u, v in edges:
+        adj[u].add(v)
+        adj[v].add(u)
+    return adj
+
+
 def eliminate_all(nodes, adj: dict[int, set[int]], counts: dict[str, int], fold_leaf, eliminate) -> None:
     """The eliminations both searches make, in one order (module docstring), until none applies:
     a node with one neighbour is folded into it (``fold_leaf(v, u)``; every satellite of a star's

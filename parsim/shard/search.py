@@ -40,7 +40,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Sequence
 
-from parsim.shard.costgraph import CostGraph, SearchResult, eliminate_all, assignment_cost
+from parsim.shard.costgraph import CostGraph, SearchResult, adjacency, assignment_cost, eliminate_all
 from parsim.shard.search_np import capped, fastest
 
 
@@ -123,10 +123,7 @@ def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
              for v, costs in enumerate(graph.node_costs)}
     edges: dict[tuple[int, int], list[list[Frontier]]] = {
         k: [[(Point(t, 0.0),) for t in row] for row in cost] for k, cost in graph.edge_costs.items()}
-    adj: dict[int, set[int]] = {v: set() for v in range(n)}
-    for u, v in edges:
-        adj[u].add(v)
-        adj[v].add(u)
+    adj = adjacency(n, edges)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
     exact = True
     thinned: list[int] = []               # points the thinning dropped, per thinning

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from parsim.shard import frontiers
-from parsim.shard.costgraph import CostGraph, SearchResult, eliminate_all, assignment_cost
+from parsim.shard.costgraph import CostGraph, SearchResult, adjacency, assignment_cost, eliminate_all
 
 
 def _lexmin(t: np.ndarray, m: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -34,10 +34,7 @@ def fastest(graph: CostGraph) -> SearchResult | None:
     nm = {v: np.array([c[1] for c in costs]) for v, costs in enumerate(graph.node_costs)}
     et = {k: np.array(cost, dtype=float) for k, cost in graph.edge_costs.items()}
     em = {k: np.zeros_like(x) for k, x in et.items()}
-    adj: dict[int, set[int]] = {v: set() for v in range(n)}
-    for u, v in et:
-        adj[u].add(v)
-        adj[v].add(u)
+    adj = adjacency(n, et)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
     records: list[tuple] = []             # ("fold", v, u, j per u-strategy) / ("op", v, u, w, j per (i, k))
 
@@ -121,10 +118,7 @@ def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
     for k, cost in graph.edge_costs.items():
         t = np.array(cost, dtype=float)[:, :, None]
         edges[k] = (t, np.zeros_like(t), version(("edge",)))
-    adj: dict[int, set[int]] = {v: set() for v in range(n)}
-    for u, v in edges:
-        adj[u].add(v)
-        adj[v].add(u)
+    adj = adjacency(n, edges)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
     thinned = False
 
