@@ -288,15 +288,31 @@ class Cluster:
 def _op_fit(c, op: str) -> tuple[str, float, float]:
     """collective.<op>: {latency_us, bandwidth_efficiency}, as profile-comm writes them."""
     f = c.sub(op)
-    fit = (op, f.get("latency_us", float, 0.0) * 1e-6, f.fraction("bandwidth_efficiency"))
-    if fit[1] < 0:
-        raise f.fail("latency_us", f"must be >= 0, got {fit[1] * 1e6:g}")
+    fit = (op, _step_latency_s(f, 0.0), f.fraction("bandwidth_efficiency"))
     f.done()
     return fit
 
 
+def _step_latency_s(f: Fields, default=None) -> float:
+    """A fit's ``latency_us`` per ring step (>= 0), as seconds; required unless ``default`` is given."""
+    us = f.get("latency_us", float) if default is None else f.get("latency_us", float, default)
+    if us < 0:
+        raise f.fail("latency_us", f"must be >= 0, got {us:g}")
+    return us * 1e-6
+
+
+def _overlap(f: Fields, default=None) -> float:
+    """A share of a collective hidden behind compute, in [0, 1]; required unless ``default`` is given."""
+    overlap = f.get("overlap", float) if default is None else f.get("overlap", float, default)
+    if not 0 <= overlap <= 1:
+        raise f.fail("overlap", f"must be in [0, 1], got {overlap}")
+    return overlap
+
+
 def _microseconds(c, key: str) -> float:
-    """A per-event host overhead in microseconds, as seconds; at most a second (a unit slip above)."""
+    """A per-event host delay or overhead in microseconds, as seconds.  At most a second: these are
+    a scheduler's wait for a core or a hook's work, milliseconds (one 250 Hz tick: 4 ms), so a
+    second is a unit slip (the field is in microseconds)."""
     us = c.get(key, float, 0.0)
     if not 0 <= us <= 1e6:
         raise c.fail(key, f"must be in [0, 1e6] microseconds, got {us:g}")
@@ -486,12 +502,8 @@ def _dtype_collectives(c: Fields) -> tuple[tuple[str, DtypeCollectives], ...]:
         if dtype not in REDUCED_DTYPES:
             raise section.fail(dtype, f"not a training dtype; list {' or '.join(REDUCED_DTYPES)}")
         f = section.sub(dtype)
-        fit = DtypeCollectives(bandwidth_efficiency=f.fraction("bandwidth_efficiency"),
-                               latency_s=f.get("latency_us", float) * 1e-6, overlap=f.get("overlap", float))
-        if fit.latency_s < 0:
-            raise f.fail("latency_us", f"must be >= 0, got {fit.latency_s * 1e6:g}")
-        if not 0 <= fit.overlap <= 1:
-            raise f.fail("overlap", f"must be in [0, 1], got {fit.overlap}")
+        fit = DtypeCollectives(bandwidth_efficiency=f.fraction("bandwidth_efficiency"), latency_s=_step_latency_s(f),
+                               overlap=_overlap(f))
         f.done()
         out.append((dtype, fit))
     section.done()
@@ -580,18 +592,12 @@ def load_profile(path: str | os.PathLike) -> Profile:
     coll = Collectives(library=c.choice("library", COLLECTIVE_LIBRARIES),
                        bandwidth_efficiency=c.fraction("bandwidth_efficiency", 1.0),
                        latency_s=c.get("latency_us", float, 0.0) * 1e-6,
-                       overlap=c.get("overlap", float, 1.0),
-                       busy_sender_delay_s=c.get("busy_sender_delay_us", float, 0.0) * 1e-6,
+                       overlap=_overlap(c, 1.0),
+                       busy_sender_delay_s=_microseconds(c, "busy_sender_delay_us"),
                        op_fits=tuple(_op_fit(c, op) for op in COLLECTIVE_FIT_OPS if c.has(op)),
                        fsdp_gather_overhead_s=_microseconds(c, "fsdp_gather_overhead_us"),
                        fsdp_reduce_scatter_overhead_s=_microseconds(c, "fsdp_reduce_scatter_overhead_us"),
                        dtypes=_dtype_collectives(c))
-    if not 0 <= coll.overlap <= 1:
-        raise c.fail("overlap", f"must be in [0, 1], got {coll.overlap}")
-    if not 0 <= coll.busy_sender_delay_s <= 1.0:
-        # the delay is a scheduler's wait for a core, milliseconds (one 250 Hz tick: 4 ms); a second is
-        # no scheduling delay but a unit slip (the field is in microseconds)
-        raise c.fail("busy_sender_delay_us", f"must be in [0, 1e6] microseconds, got {coll.busy_sender_delay_s * 1e6:g}")
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")
