@@ -165,7 +165,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     hooks_s: dict = {}                             # ZeRO 2-3: FSDP2's per-unit host time, every micro-batch
     reduce_buffer_bytes: dict[int, dict] = {}      # ZeRO 2-3: per layer, the unsharded gradients live in its backward
     gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
-    end_copies_bytes: dict[int, float] = {}        # ZeRO-1 on gloo: the buckets' copies at the backward's end
     width = per_param["grads"]          # bytes per gradient (and parameter) element
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
@@ -225,10 +224,10 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 # ReduceScatterState), and the root's, reduce-scattered after the whole backward
                 # (the GPT's tied head makes its gradient first); the backward's peak takes them
                 # layer by layer, beside the activations not yet freed (backward_workspace_bytes)
-                unit_of = {u[0]: k for k, u in enumerate(units) if k}
+                own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 held_grads, previous = {}, 0.0
                 for p in range(len(idx) - 1, -1, -1):
-                    mine = sizes[unit_of[p]] if p in unit_of else 0.0
+                    mine = sizes[own_unit[p]] if p in own_unit else 0.0
                     held_grads[idx[p]] = sizes[0] + mine + previous
                     previous = mine or previous
                 reduce_buffer_bytes[s] = held_grads
@@ -236,9 +235,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
                 gathers = [collective_time_s(cluster, group, x, "all_gather") for x in unit_bytes]
-                own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
-                fwd = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
+                per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
+                fwd = list(per_layer_gather)
                 fwd[0] += root_s
                 # FSDP2's host time per unit around its collectives (Collectives.fsdp_*_overhead_s):
                 # on the compute stream, so not hidden by prefetching; every micro-batch's backward
@@ -252,7 +251,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in unit_bytes if x] * runs_f
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
-                    bwd = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))][::-1]
+                    bwd = per_layer_gather[::-1]
                     bwd[0] += root_s
                     gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + \
                         gathered * colls.fsdp_gather_overhead_s
@@ -286,11 +285,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
                     comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
                 buckets_per_stage[s] = len(groups)
-                if zero == 1 and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
-                    # the library reduce-scatters a copy of each bucket (cost.comm), and the executor
-                    # waits on the buckets only after the backward (parsim.exec.grad_sync.finish):
-                    # every copy is live then, when the activations are freed
-                    end_copies_bytes[s] = sum(bucket_bytes[s])
                 if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
                     sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
                     after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
@@ -351,8 +345,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
             static["comm_buffers_bytes"] += backward_workspace_bytes(graph, ranges, b, held_grads) - workspace
-        copies = max((end_copies_bytes.get(s, 0.0) for s in stages), default=0.0)
-        if copies:          # a second peak, after the backward: counted where it exceeds the first
+        if zero == 1 and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
+            # the library reduce-scatters a copy of each bucket (cost.comm), and the executor waits on
+            # the buckets only after the backward (parsim.exec.grad_sync.finish): every copy is live
+            # then, when the activations are freed; a second peak, counted where it exceeds the first
+            copies = max((sum(bucket_bytes.get(s, ())) for s in stages), default=0.0)
             static["comm_buffers_bytes"] += max(0.0, copies - tl.peak_activation_bytes[r] - workspace)
         if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
             static["params_bytes"] *= 1 + 1 / dp
