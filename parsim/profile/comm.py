@@ -118,7 +118,7 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int, dtypes:
             per_dtype[d].append(statistics.median(samples[d]))
     out.update((all_reduce_key(d), (SIZES_BYTES, per_dtype[d])) for d in dtypes)
     if world > 1:      # ZeRO's collectives as the library runs them (sizes: the whole gathered / reduced buffer)
-        for op in ("all_gather", "reduce_scatter"):
+        for op in COLLECTIVE_FIT_OPS:
             times = []
             for nbytes in SIZES_BYTES:
                 full = torch.ones(nbytes // 4 // world * world)
@@ -141,11 +141,11 @@ def _element_bytes(dtype: str) -> int:
 
 
 FSDP_UNITS = 16
-FSDP_UNIT_BYTES = 4 << 10      # small enough that the collectives move next to nothing
+FSDP_UNIT_BYTES = SIZES_BYTES[0]   # 4 KiB: the collectives move next to nothing
 FSDP_UNIT_DIM = 256            # a 256^3 matmul forward, two backward: about 0.3 and 0.6 ms at 100 GFLOP/s
 
 
-def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
+def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> tuple[float, float]:
     """Host time FSDP2 adds per unit to the forward that all-gathers it and to the backward that
     reduce-scatters it, beyond the collectives themselves: (gather_s, reduce_scatter_s).
 
@@ -154,7 +154,8 @@ def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
     worker thread then waits for a core, as a busy sender's transfer does), is timed plain and
     under ``fully_shard`` keeping parameters gathered after the forward (ZeRO-2: the forward
     gathers, the backward reduce-scatters).  Per unit, the forward's excess over the plain chain
-    less one all-gather of the unit, and the backward's less one reduce-scatter, timed alone."""
+    less one all-gather of the unit, and the backward's less one reduce-scatter, as measure_links
+    timed them alone (``links``: its result; a unit is its smallest size)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -197,11 +198,7 @@ def measure_fsdp_overhead(world: int, repeats: int) -> tuple[float, float]:
 
     f0, b0 = phases(chain(None))
     f2, b2 = phases(chain(False))
-    full, part = torch.ones(numel // world * world), torch.ones(numel // world)
-    dist.barrier()
-    ag = median_time_s(lambda: dist.all_gather_into_tensor(full, part), repeats)
-    dist.barrier()
-    rs = median_time_s(lambda: dist.reduce_scatter_tensor(part, full), repeats)
+    ag, rs = (links[op][1][SIZES_BYTES.index(FSDP_UNIT_BYTES)] for op in COLLECTIVE_FIT_OPS)
     return max(0.0, (f2 - f0) / FSDP_UNITS - ag), max(0.0, (b2 - b0) / FSDP_UNITS - rs)
 
 
@@ -427,7 +424,7 @@ def main(argv=None) -> int:
     links = measure_links(env.rank, env.world_size, local_world, args.repeats, dtypes)
     overlaps = {d: measure_overlap(args.repeats, d) if env.world_size > 1 else 1.0 for d in dtypes}
     busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
-    fsdp = measure_fsdp_overhead(env.world_size, args.repeats) if env.world_size > 1 else (0.0, 0.0)
+    fsdp = measure_fsdp_overhead(env.world_size, args.repeats, links) if env.world_size > 1 else (0.0, 0.0)
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
