@@ -29,6 +29,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from parsim.cost.comm import fsdp_units
+from parsim.exec.grad_sync import tied_holders
 
 # c10d's ops, as FSDP2 issues them, by the collective the simulator names
 _OPS = {"_allgather_base_": "all_gather", "_reduce_scatter_base_": "reduce_scatter"}
@@ -39,12 +40,9 @@ def shard_stage(module: nn.Module, mesh, zero: int) -> None:
     the module itself as the root unit."""
     from torch.distributed.fsdp import fully_shard
 
-    units = list(module.children())
-    holders: dict[int, set[int]] = {}          # parameter -> the units holding it
-    for i, unit in enumerate(units):
-        for p in unit.parameters():
-            holders.setdefault(id(p), set()).add(i)
-    shared = {i for held in holders.values() if len(held) > 1 for i in held}
+    named = list(module.named_children())
+    units = [unit for _, unit in named]
+    shared = {i for held in tied_holders(named) for i, _ in held}       # units holding a parameter with another
     sizes = [sum(p.numel() for p in u.parameters()) for u in units]
     for (i,) in fsdp_units(sizes, [i in shared for i in range(len(units))])[1:]:
         fully_shard(units[i], mesh=mesh, reshard_after_forward=zero == 3)
