@@ -37,6 +37,12 @@ node: {devices: 2, group_link: {bandwidth_gb_per_s: 1}}
 collective: {library: gloo}
 """
 
+
+def _collective(entries: str) -> dict:
+    """GOOD_PROFILE's p.yaml with ``entries`` added to its collective section."""
+    return {"p.yaml": GOOD_PROFILE.replace("library: gloo}", f"library: gloo, {entries}}}")}
+
+
 LAYER_PROFILE = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": [1, 2, 4],
                  "layers": [{"name": "a", "fwd_s": [0.01, 0.02, 0.04], "bwd_s": [0.02, 0.04, 0.08]},
                             {"name": "b", "fwd_s": [0.001, 0.002, 0.004], "bwd_s": [0.002, 0.004, 0.008]}]}
@@ -135,41 +141,34 @@ CASES = [
          {"p.yaml": GOOD_PROFILE.replace("bandwidth_gb_per_s: 1}", "bandwidth_gb_per_s: -1}")},
          ["node.group_link.bandwidth_gb_per_s", "positive"]),
     case("profile: negative busy-sender delay", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, busy_sender_delay_us: -5}")},
+         _collective("busy_sender_delay_us: -5"),
          ["p.yaml", "collective.busy_sender_delay_us", "[0, 1e6] microseconds", "-5"]),
     case("profile: busy-sender delay in seconds", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, busy_sender_delay_us: 4.0e+9}")},
+         _collective("busy_sender_delay_us: 4.0e+9"),
          ["p.yaml", "collective.busy_sender_delay_us", "[0, 1e6] microseconds"]),
     case("profile: fp32 under collective.dtypes", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {fp32: {bandwidth_efficiency: 0.5, "
-                                                           "latency_us: 10, overlap: 0.1}}}")},
+         _collective("dtypes: {fp32: {bandwidth_efficiency: 0.5, latency_us: 10, overlap: 0.1}}"),
          ["p.yaml", "collective.dtypes.fp32", "list only other dtypes"]),
     case("profile: an unknown dtype under collective.dtypes", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf61: {bandwidth_efficiency: 0.5, "
-                                                           "latency_us: 10, overlap: 0.1}}}")},
+         _collective("dtypes: {bf61: {bandwidth_efficiency: 0.5, latency_us: 10, overlap: 0.1}}"),
          ["p.yaml", "collective.dtypes.bf61", "not a training dtype", "fp16 or bf16"]),
     case("profile: a dtype's fit without its overlap", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
-                                                           "latency_us: 10}}}")},
+         _collective("dtypes: {bf16: {bandwidth_efficiency: 0.5, latency_us: 10}}"),
          ["p.yaml", "collective.dtypes.bf16.overlap", "missing"]),
     case("profile: a dtype's overlap above 1", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
-                                                           "latency_us: 10, overlap: 8}}}")},
+         _collective("dtypes: {bf16: {bandwidth_efficiency: 0.5, latency_us: 10, overlap: 8}}"),
          ["p.yaml", "collective.dtypes.bf16.overlap", "[0, 1]", "8"]),
     case("profile: a dtype's efficiency of 0", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0, "
-                                                           "latency_us: 10, overlap: 0.1}}}")},
+         _collective("dtypes: {bf16: {bandwidth_efficiency: 0, latency_us: 10, overlap: 0.1}}"),
          ["p.yaml", "collective.dtypes.bf16.bandwidth_efficiency", "(0, 1]"]),
     case("profile: a dtype's negative latency", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
-                                                           "latency_us: -3, overlap: 0.1}}}")},
+         _collective("dtypes: {bf16: {bandwidth_efficiency: 0.5, latency_us: -3, overlap: 0.1}}"),
          ["p.yaml", "collective.dtypes.bf16.latency_us", ">= 0", "-3"]),
     case("profile: a dtype's unknown key", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: {bf16: {bandwidth_efficiency: 0.5, "
-                                                           "latency_us: 10, overlap: 0.1, speed: 3}}}")},
+         _collective("dtypes: {bf16: {bandwidth_efficiency: 0.5, latency_us: 10, overlap: 0.1, speed: 3}}"),
          ["p.yaml", "collective.dtypes.bf16.speed", "unknown key"]),
     case("profile: dtypes not a mapping", f"cluster {D}/p.yaml",
-         {"p.yaml": GOOD_PROFILE.replace("library: gloo}", "library: gloo, dtypes: [bf16]}")},
+         _collective("dtypes: [bf16]"),
          ["p.yaml", "collective.dtypes", "expected a mapping"]),
     case("profile: bad size", f"cluster {D}/p.yaml", {"p.yaml": GOOD_PROFILE.replace("1GiB", "lots")},
          ["device.memory", "24GiB"]),
