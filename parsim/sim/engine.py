@@ -120,6 +120,15 @@ class Timeline:
     collective_waits: list[list[tuple[float, float]]] = field(default_factory=list)
 
 
+def _by_kind(by_stage_kind: dict, num_stages: int) -> dict[Kind, list[float]]:
+    """{(stage, kind): seconds} as kind -> seconds by stage: one hash of the kind per lookup in the
+    event loop instead of a (stage, kind) tuple's."""
+    out: dict[Kind, list[float]] = {}
+    for (s, k), d in by_stage_kind.items():
+        out.setdefault(k, [0.0] * num_stages)[s] = d
+    return out
+
+
 def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
     R, M = schedule.num_ranks, schedule.num_microbatches
     last_bwd = Kind.W if schedule.split_backward else Kind.B
@@ -146,22 +155,15 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     input_rank = [0.0] * R
     first_forward = [0.0] * M
     load_s, ready_s = costs.input_s, costs.input_ready_s
-    # durations as kind -> list by stage: one hash of the kind instead of a (stage, kind) tuple
-    dur: dict[Kind, list[float]] = {}
-    for (s, k), d in list(costs.compute_s.items()) + list(costs.transfer_s.items()):
-        dur.setdefault(k, [0.0] * schedule.num_stages)[s] = d
+    dur = _by_kind({**costs.compute_s, **costs.transfer_s}, schedule.num_stages)
     bucket = costs.bucket
     every_mb: dict[int, list[tuple[float, float]]] = {}    # stage -> its buckets, when run per micro-batch
     if costs.buckets_every_microbatch:
         for (s_, k_), v_ in sorted(bucket.items()):
             every_mb.setdefault(s_, []).append(v_)
-    gather: dict[Kind, list[float]] = {}
-    for (s_, k_), d_ in costs.gather_s.items():
-        gather.setdefault(k_, [0.0] * schedule.num_stages)[s_] = d_
+    gather = _by_kind(costs.gather_s, schedule.num_stages)
     gather_once = costs.gather_first_microbatch_only
-    hooks: dict[Kind, list[float]] = {}
-    for (s_, k_), d_ in costs.hooks_s.items():
-        hooks.setdefault(k_, [0.0] * schedule.num_stages)[s_] = d_
+    hooks = _by_kind(costs.hooks_s, schedule.num_stages)
     after_opt = costs.after_optimizer_s
     overlap = costs.overlap
     rank_of = schedule.rank_of
