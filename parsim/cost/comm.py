@@ -82,10 +82,14 @@ def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
     return cluster.link(src, dst).time_s(nbytes)
 
 
-def _alpha_beta(cluster: Cluster, link_class: str) -> tuple[float, float]:
+def _alpha_beta(cluster: Cluster, link_class: str, op: str = "all_reduce") -> tuple[float, float]:
+    """(alpha, beta) of ``op`` on the link class: the link's, with the library's per-step latency
+    and bandwidth efficiency, those profile-comm fitted for the op itself where it did
+    (Collectives.op_fit), else the all-reduce's."""
     link = cluster.link_for(link_class)
     coll = cluster.profile.collectives
-    return link.latency_s + coll.latency_s, link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
+    latency_s, efficiency = coll.op_fit(op) or (coll.latency_s, coll.bandwidth_efficiency)
+    return link.latency_s + latency_s, link.bandwidth_bytes_per_s * link.efficiency * efficiency
 
 
 def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: str) -> float:
@@ -117,17 +121,11 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
     if n <= 1 or nbytes <= 0:
         return 0.0
     coll = cluster.profile.collectives
-    fit = coll.op_fit(op) if op != "all_reduce" else None
-    worst, n_nodes, k, inner_class = _group_shape(cluster, tuple(ranks))
-    if fit is not None:           # measured as the library runs it: the ring formula at its own alpha, beta
-        link = cluster.link_for(worst)
-        step_latency_s, efficiency = fit
-        return _flat(n, nbytes, link.latency_s + step_latency_s,
-                     link.bandwidth_bytes_per_s * link.efficiency * efficiency, op, "ring")
-    if op == "reduce_scatter" and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
+    if op == "reduce_scatter" and coll.op_fit(op) is None and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
         op = "all_reduce"
+    worst, n_nodes, k, inner_class = _group_shape(cluster, tuple(ranks))
     if op != "all_reduce":
-        return _flat(n, nbytes, *_alpha_beta(cluster, worst), op, "ring")
+        return _flat(n, nbytes, *_alpha_beta(cluster, worst, op), op, "ring")
     best = math.inf
     for a in algorithms:
         if a != "hierarchical":
