@@ -18,8 +18,13 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   producer's layout already agrees there is nothing to do; where it does not, ``redistribute`` runs
   the collective the simulator prices (parsim.shard.redistribute: a partial sum completed by an
   all-reduce, a split gathered, a replicated tensor split locally), and autograd runs its reverse
-  in the backward.  DTensor's propagation computes each output (a split contraction gives
-  ``Partial``), which is the plan's output layout for every operator parsim shards;
+  in the backward.  Calls that read one tensor alike (the same layout, the same gradient layout)
+  share its redistribution, and autograd sums their gradients before it is reversed: a ResNet
+  block's input, read by conv1 and the downsample both split by output channels, has its two
+  partial gradients added locally and all-reduced once, as ``shard_graph`` charges one tensor's
+  identical steps once (Megatron's fused QKV: one all-reduce for three projections).  DTensor's
+  propagation computes each output (a split contraction gives ``Partial``), which is the plan's
+  output layout for every operator parsim shards;
 - the loss takes the whole logits: the stage's output is made ``Replicate`` (all-gathered or
   all-reduced, as ``shard_graph`` prices it) and local;
 - a parameter whose gradient is a partial sum (a "mirror": a weight read by an operator whose
@@ -273,10 +278,9 @@ class _Lineup(TorchFunctionMode):
         super().__init__()
         self.unit, self.ops, self.shardings, self.mesh, self.probe = unit_name, ops, shardings, mesh, probe
         self.k = 0
+        self.laid: dict = {}     # (a tensor's id and version, placements, gradient layout) -> (it, laid out)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        from torch.distributed.tensor import Replicate
-
         kwargs = kwargs or {}
         if func in _POOLS and self.probe is None and hasattr(args[0], "to_local"):
             return _pool_local(func, args, kwargs, self.unit)
@@ -308,10 +312,7 @@ class _Lineup(TorchFunctionMode):
                     and j < len(sh.inputs):
                 a = args[role]
                 target = _placements(sh.inputs[j], _recorded_shape(kind, role, a), a.shape, f"{self.unit}/{op.name}")
-                a = _GradAs.apply(a, [Replicate() if q.is_partial() else q for q in a.placements])
-                if tuple(a.placements) != tuple(target):
-                    a = a.redistribute(self.mesh, target)
-                args[role] = a
+                args[role] = self._laid_out(a, tuple(target), sh.input_grads[j])
         if self.probe is not None and kind == "LayerNorm":
             for t in (*args[2:4], kwargs.get("weight"), kwargs.get("bias")):
                 if isinstance(t, nn.Parameter):
@@ -324,6 +325,23 @@ class _Lineup(TorchFunctionMode):
         if self.probe is None and kind in _LOCAL:
             return _LOCAL[kind].run(func, args, kwargs, sh, self.mesh, f"{self.unit}/{op.name}")
         return func(*self._uniform(args), **kwargs)
+
+    def _laid_out(self, a, target: tuple, grad_layout):
+        """``a`` redistributed to ``target`` for a call whose gradient comes back laid out as
+        ``grad_layout``, behind a ``_GradAs`` that settles that gradient.  Calls that read one tensor
+        alike share both: redistributed once forward, and their gradients summed by autograd in
+        that layout (partial sums added locally) and settled once backward, as shard_graph charges
+        one tensor's identical steps once (a ResNet block's input, read by conv1 and the
+        downsample, both split by output channels: one all-reduce of the summed partial dX)."""
+        from torch.distributed.tensor import Replicate
+
+        key = (id(a), a._version, target, grad_layout)      # _version: not shared across an in-place change
+        if key not in self.laid:
+            out = _GradAs.apply(a, [Replicate() if q.is_partial() else q for q in a.placements])
+            if tuple(out.placements) != target:
+                out = out.redistribute(self.mesh, target)
+            self.laid[key] = (a, out)            # ``a`` held: its id is not reused while the unit runs
+        return self.laid[key][1]
 
     def _uniform(self, args):
         """Plain tensors beside DTensors (a mask buffer, positions) enter as replicated DTensors."""
