@@ -118,17 +118,24 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int, dtypes:
             per_dtype[d].append(statistics.median(samples[d]))
     out.update((all_reduce_key(d), (SIZES_BYTES, per_dtype[d])) for d in dtypes)
     if world > 1:      # ZeRO's collectives as the library runs them (sizes: the whole gathered / reduced buffer)
-        for op in COLLECTIVE_FIT_OPS:
-            times = []
-            for nbytes in SIZES_BYTES:
-                full = torch.ones(nbytes // 4 // world * world)
-                part = torch.ones(full.numel() // world)
-                run = ((lambda: dist.all_gather_into_tensor(full, part)) if op == "all_gather"
-                       else (lambda: dist.reduce_scatter_tensor(part, full)))
-                dist.barrier()
-                times.append(median_time_s(run, repeats))
-            out[op] = (SIZES_BYTES, times)
+        out.update((op, (SIZES_BYTES, sharded_collective_times(op, SIZES_BYTES, world, repeats)))
+                   for op in COLLECTIVE_FIT_OPS)
     return out
+
+
+def sharded_collective_times(op: str, sizes_bytes, world: int, repeats: int) -> list[float]:
+    """Median times of ``op`` ("all_gather" or "reduce_scatter", as FSDP2 and ZeRO-1 issue them:
+    c10d's _allgather_base_ and _reduce_scatter_base_) over the whole group, per buffer size (the
+    gathered or reduced buffer, cut into equal shards)."""
+    times = []
+    for nbytes in sizes_bytes:
+        full = torch.ones(nbytes // 4 // world * world)
+        part = torch.ones(full.numel() // world)
+        run = ((lambda: dist.all_gather_single(full, part)) if op == "all_gather"
+               else (lambda: dist.reduce_scatter_single(part, full)))
+        dist.barrier()
+        times.append(median_time_s(run, repeats))
+    return times
 
 
 def all_reduce_key(dtype: str) -> str:
@@ -160,16 +167,22 @@ def fsdp_host_fit(excess_s: dict[int, tuple[float, float]]) -> dict[str, tuple[f
 
 def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> dict[str, tuple[float, float]]:
     """Host time FSDP2 adds to the forward that all-gathers a unit and to the backward that
-    reduce-scatters it, beyond the collectives themselves, per unit and per byte: fsdp_host_fit's
-    result.
+    reduce-scatters it, beyond the collectives themselves, per unit and per byte: fsdp_host_fit of
+    fsdp_excess_s at the two sizes of FSDP_UNIT_BYTES."""
+    return fsdp_host_fit(fsdp_excess_s(world, repeats, links, FSDP_UNIT_BYTES))
+
+
+def fsdp_excess_s(world: int, repeats: int, links: dict, unit_bytes) -> dict[int, tuple[float, float]]:
+    """Per unit size in ``unit_bytes`` (each one of SIZES_BYTES), the host time FSDP2 adds per unit
+    beyond its collectives: (forward with the gather, backward with the reduce-scatter).
 
     A chain of FSDP_UNITS units of one parameter each, each running about a millisecond of matmuls
     (as a run's units compute while the next unit's gather is in flight: on CPU, gloo's worker
     thread then waits for a core, as a busy sender's transfer does), is timed plain and under
     ``fully_shard`` keeping parameters gathered after the forward (ZeRO-2: the forward gathers, the
-    backward reduce-scatters), at each size of FSDP_UNIT_BYTES.  Per unit, the forward's excess
-    over the plain chain less one all-gather of the unit, and the backward's less one
-    reduce-scatter, as measure_links timed them alone (``links``: its result)."""
+    backward reduce-scatters), at each size.  Per unit, the forward's excess over the plain chain
+    less one all-gather of the unit, and the backward's less one reduce-scatter, as measure_links
+    timed them alone (``links``: its result)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -210,13 +223,13 @@ def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> dict[str, tu
         return statistics.median(fwd), statistics.median(bwd)
 
     excess = {}
-    for nbytes in FSDP_UNIT_BYTES:
+    for nbytes in unit_bytes:
         numel = nbytes // 4 // world * world
         f0, b0 = phases(chain(None, numel))
         f2, b2 = phases(chain(False, numel))
         ag, rs = (links[op][1][SIZES_BYTES.index(nbytes)] for op in COLLECTIVE_FIT_OPS)
         excess[numel * 4] = ((f2 - f0) / FSDP_UNITS - ag, (b2 - b0) / FSDP_UNITS - rs)
-    return fsdp_host_fit(excess)
+    return excess
 
 
 BUSY_SENDER_BYTES = 256 << 10      # one pipeline boundary of the small GPT: batch 2 x 128 tokens x 256 hidden, fp32
