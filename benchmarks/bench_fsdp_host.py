@@ -12,10 +12,10 @@ Takes a minute or two; run it with the machine otherwise idle.
 
 from __future__ import annotations
 
-import torch
 import torch.distributed as dist
 
 import two_ranks        # benchmarks/two_ranks.py, beside this script
+from parsim.exec.runtime import configure_process
 from parsim.hardware.cluster import COLLECTIVE_FIT_OPS
 from parsim.profile.comm import (FSDP_UNIT_BYTES, SIZES_BYTES, fsdp_excess_s, fsdp_host_fit,
                                  sharded_collective_times)
@@ -31,7 +31,7 @@ def _collective_times(world: int) -> dict:
 
 
 def _worker(rank: int, init: str, out: str) -> None:
-    torch.set_num_threads(1)
+    configure_process(1)         # one thread, and malloc keeping freed pages: as profile-comm and a run
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     links = _collective_times(2)
     excess = fsdp_excess_s(2, REPEATS, links, UNIT_BYTES)
