@@ -30,7 +30,12 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
 - a parameter whose gradient is a partial sum (a "mirror": a weight read by an operator whose
   rows are split, a norm over a split batch) keeps a ``Partial`` gradient through the step's
   micro-batches and is summed over the group once per step, in the one flat all-reduce
-  ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors.
+  ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors;
+- a pipeline boundary (pp > 1) carries each tensor-parallel rank's piece of the activation as the
+  plan lays out the stage's last layer's output (a split's part, a partial sum's term) to its peer
+  rank of the next stage, which takes it in that layout, and the gradient back alike, its
+  partial sums settled: no collective at the boundary, the bytes the simulator's send prices
+  (the per-device layer's ``output_bytes``), the next layer's edges as within a stage.
 
 - convolutions and BatchNorm, which DTensor's propagation does not run split by channels, are
   computed on the local shards (``_LOCAL``): an output-channel split gives this rank's channels
@@ -39,9 +44,8 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   buffers) split with the channels.  The strategies never split BatchNorm's batch
   (parsim.shard.strategy.batch_norm).  Pooling runs on the local shard too.
 
-Limits, refused in one line before launching (``check_supported``): pipeline parallelism with
-these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices); a
-parameter two operators lay out differently.  When the model is laid out or first run: a
+Limits, refused in one line before launching (``check_supported``): a strategy that splits over
+part of the group (a 2 x 2 split on 4 devices); a parameter two operators lay out differently.  When the model is laid out or first run: a
 convolution with a bias split by input channels, a grouped convolution split at all.
 """
 
@@ -371,9 +375,6 @@ def unit_shardings(spec, plan, cluster) -> list:
 def check_supported(spec, plan, cluster, source: str) -> None:
     """What the executor cannot run of a model/auto plan, refused in one line (module docstring)."""
     cfg = plan.config
-    if cfg.pp > 1:
-        raise InputError(f"{source}: parallel.pp: the {cfg.tp_layout} layout runs with pp=1 (its stage boundaries "
-                         "would carry split activations); plan pp=1 or --tp-layout megatron")
     for sharding, layer in zip(unit_shardings(spec, plan, cluster), spec.graph.layers):
         if sharding is None:
             continue
@@ -386,14 +387,20 @@ def check_supported(spec, plan, cluster, source: str) -> None:
                                      "executor runs one-dimension splits over the group")
 
 
-def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh, example: torch.Tensor) -> list:
-    """Lay out ``stage`` (the whole model: pp=1) per ``shardings`` (one per unit, ``unit_shardings``),
-    in place; returns the parameters whose gradients are partial sums over the group, for
-    ``reduce_partial_grads`` after each backward.  ``example``: an input batch, run once on the
-    plain model to find which parameter each operator reads."""
+def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh, example: torch.Tensor,
+                inbound=None, outbound=None) -> list:
+    """Lay out ``stage`` (one pipeline stage's units, ``units`` their layer names) per
+    ``shardings`` (one per unit, ``unit_shardings``), in place; returns the parameters whose
+    gradients are partial sums over the group, for ``reduce_partial_grads`` after each backward.
+    ``example``: an input batch of the stage, run once on the plain units to find which parameter
+    each operator reads.  ``inbound``, ``outbound``: the plan's layouts of the tensors that cross
+    the stage's pipeline boundaries, the previous layer's output and the stage's last (None: the
+    model's input, whole on every rank; the model's output, whole for the loss); see
+    ``_boundary_placements``."""
     from torch.distributed.tensor import Partial, Replicate, distribute_tensor
 
-    children = list(stage.children())
+    named = dict(stage.named_children())
+    children = [named[name.replace(".", "_")] for name in units]   # without channels_last's boundary modules
     probe: dict = {}
     buffers = [b.detach().clone() for b in stage.buffers()]
     with torch.no_grad():
@@ -429,11 +436,30 @@ def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh
             if b is not None and b in placements:
                 module._buffers[name] = distribute_tensor(b, tp_mesh, placements[b])
     mirrors = [replaced[p] for p in partial]
-    for name, unit, sharding in zip(units, children, shardings):
-        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, unit is children[-1])
+    for k, (name, unit, sharding) in enumerate(zip(units, children, shardings)):
+        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, inbound if k == 0 else None,
+                                    (outbound or "loss") if k == len(units) - 1 else None)
     for p in mirrors:                           # read by tensor_parallel.expect_partial
         p.partial_grad_placements = [Partial() if isinstance(q, Replicate) else q for q in p.placements]
     return mirrors
+
+
+def _boundary_placements(layout, shape, where: str) -> list:
+    """Placements of a tensor of ``shape`` that crosses a pipeline boundary laid out as ``layout``
+    (the plan's output layout of the stage's last layer, parsim.shard.graph.LayerSharding.output):
+    each tensor-parallel rank sends its piece (a split's part, a partial sum's term) to its peer
+    of the next stage, which takes it in the same layout, as the simulator prices the send
+    (the per-device layer's output_bytes) and the next layer's edges.  ``layout``'s shape is the
+    extraction's; a tensor of as many dimensions (another batch, a pooled map) keeps its splits
+    by dimension, another view of it is carried by ``reshape_layout``."""
+    from torch.distributed.tensor import Replicate
+
+    lay = layout.normalized()
+    if not lay.device_matrix:
+        return [Replicate()]
+    if len(shape) == len(lay.shape):
+        return lay.to_dtensor()
+    return _placements(layout, layout.shape, shape, where)
 
 
 def _bias(out_layout):
@@ -444,7 +470,11 @@ def _bias(out_layout):
     return [Shard(0)] if split_last else [Replicate()]
 
 
-def _on_dtensors(unit, name, sharding, mesh, last: bool):
+def _on_dtensors(unit, name, sharding, mesh, inbound, outbound):
+    """``unit``'s forward on DTensors; the stage's first unit takes its input as ``inbound`` lays
+    it out (None: whole), its last gives its output whole for the loss (``outbound`` "loss") or
+    this rank's piece of ``outbound`` (a Layout) for the next stage, its gradient coming back
+    laid out alike (partial sums settled)."""
     from torch.distributed.tensor import DTensor, Replicate
 
     inner = unit.forward
@@ -452,23 +482,66 @@ def _on_dtensors(unit, name, sharding, mesh, last: bool):
     shardings = sharding.shardings if sharding else None
 
     def forward(x):
-        if not isinstance(x, DTensor):          # the stage's input: the model's, whole on every rank
-            x = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+        if not isinstance(x, DTensor):          # the stage's input: the model's, or received from the previous stage
+            where = f"{name}: its input from the previous stage"
+            laid = [Replicate()] if inbound is None else _boundary_placements(inbound, x.shape, where)
+            x = DTensor.from_local(x, mesh, laid, run_check=False)
         with _Lineup(name, ops, shardings, mesh) as mode:
             y = inner(x)
         mode.done()
-        if last:                                # the loss takes the whole logits
+        if outbound == "loss":                  # the loss takes the whole logits
             y = y.redistribute(mesh, [Replicate()]).to_local()
+        elif outbound is not None:              # to the next stage: this rank's piece, as planned
+            laid = _boundary_placements(outbound, y.shape, f"{name}: its output to the next stage")
+            if tuple(y.placements) != tuple(laid):
+                y = y.redistribute(mesh, laid)
+            y = y.to_local(grad_placements=[Replicate() if q.is_partial() else q for q in laid]).contiguous()
         return y
     return forward
 
 
-def parallelize_stage(stage: nn.Sequential, spec, plan, tp_mesh, dtype: torch.dtype) -> list:
-    """``parallelize`` for the plan's one stage (pp=1: every layer), probed with two samples of
-    the model's input."""
+def parallelize_stages(modules: list[nn.Sequential], stage_ids: list[int], units: list[tuple[str, nn.Module]],
+                       spec, plan, tp_mesh, dtype: torch.dtype, device: torch.device) -> list:
+    """``parallelize`` for each of this rank's stages (``modules``, stages ``stage_ids``), each probed
+    with two samples of its input: the model's, run through the plain ``units`` before it (the
+    whole model's, not yet laid out; their buffers left as they were)."""
     from parsim.hardware import load_cluster
 
+    cfg = plan.config
     shardings = unit_shardings(spec, plan, load_cluster(plan.cluster))
-    device = next(stage.parameters()).device
-    example = torch.zeros(spec.input.make(2, dtype).shape, dtype=spec.input.make(2, dtype).dtype, device=device)
-    return parallelize(stage, list(spec.graph.names), shardings, tp_mesh, example)
+    names = list(spec.graph.names)
+    examples = [_stage_example(spec, units[:cfg.bounds[s]], dtype, device) for s in stage_ids]   # before any is laid out
+    mirrors = []
+    for s, module, example in zip(stage_ids, modules, examples):
+        lo, hi = cfg.bounds[s], cfg.bounds[s + 1]
+        inbound = _planned_output(shardings[lo - 1], spec.graph.layers[lo - 1]) if lo > 0 else None
+        outbound = _planned_output(shardings[hi - 1], spec.graph.layers[hi - 1]) if hi < len(names) else None
+        mirrors += parallelize(module, names[lo:hi], shardings[lo:hi], tp_mesh, example, inbound, outbound)
+    return mirrors
+
+
+def _planned_output(sharding, layer):
+    """The plan's layout of a layer's output, as the next layer's edges are priced from it
+    (parsim.shard.graph.layer_shardings: replicated after a layer without operators)."""
+    from parsim.shard.layout import Layout
+
+    if sharding is not None:
+        return sharding.output
+    return Layout((1,), (-1,), (1,))
+
+
+def _stage_example(spec, before: list[tuple[str, nn.Module]], dtype: torch.dtype, device) -> torch.Tensor:
+    """Two samples of a stage's input: the model's through the plain units ``before`` it, in
+    their own dtype and device, under no_grad, their buffers (BatchNorm's statistics) restored."""
+    x = spec.input.make(2, dtype)
+    x = torch.zeros(x.shape, dtype=x.dtype)
+    saved = [(b, b.detach().clone()) for _, unit in before for b in unit.buffers()]
+    with torch.no_grad():
+        for _, unit in before:
+            p = next(unit.parameters(), None)
+            if p is not None and x.is_floating_point():
+                x = x.to(p.dtype)
+            x = unit(x.to(p.device) if p is not None else x)
+        for b, value in saved:
+            b.copy_(value)
+    return x.to(device, dtype) if x.is_floating_point() else x.to(device)
