@@ -45,8 +45,9 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   (parsim.shard.strategy.batch_norm).  Pooling runs on the local shard too.
 
 Limits, refused in one line before launching (``check_supported``): a strategy that splits over
-part of the group (a 2 x 2 split on 4 devices); a parameter two operators lay out differently.  When the model is laid out or first run: a
-convolution with a bias split by input channels, a grouped convolution split at all.
+part of the group (a 2 x 2 split on 4 devices); a parameter two operators lay out differently.
+When the model is laid out or first run: a convolution with a bias split by input channels, a
+grouped convolution split at all.
 """
 
 from __future__ import annotations
@@ -394,9 +395,9 @@ def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh
     gradients are partial sums over the group, for ``reduce_partial_grads`` after each backward.
     ``example``: an input batch of the stage, run once on the plain units to find which parameter
     each operator reads.  ``inbound``, ``outbound``: the plan's layouts of the tensors that cross
-    the stage's pipeline boundaries, the previous layer's output and the stage's last (None: the
-    model's input, whole on every rank; the model's output, whole for the loss); see
-    ``_boundary_placements``."""
+    the stage's pipeline boundaries, the previous layer's output and the stage's last, see
+    ``_boundary_placements`` (None: whole on every rank, as the model's input and the logits the
+    loss takes)."""
     from torch.distributed.tensor import Partial, Replicate, distribute_tensor
 
     named = dict(stage.named_children())
@@ -437,8 +438,7 @@ def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh
                 module._buffers[name] = distribute_tensor(b, tp_mesh, placements[b])
     mirrors = [replaced[p] for p in partial]
     for k, (name, unit, sharding) in enumerate(zip(units, children, shardings)):
-        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, inbound if k == 0 else None,
-                                    (outbound or "loss") if k == len(units) - 1 else None)
+        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, inbound, outbound, k == len(units) - 1)
     for p in mirrors:                           # read by tensor_parallel.expect_partial
         p.partial_grad_placements = [Partial() if isinstance(q, Replicate) else q for q in p.placements]
     return mirrors
@@ -470,11 +470,11 @@ def _bias(out_layout):
     return [Shard(0)] if split_last else [Replicate()]
 
 
-def _on_dtensors(unit, name, sharding, mesh, inbound, outbound):
-    """``unit``'s forward on DTensors; the stage's first unit takes its input as ``inbound`` lays
-    it out (None: whole), its last gives its output whole for the loss (``outbound`` "loss") or
-    this rank's piece of ``outbound`` (a Layout) for the next stage, its gradient coming back
-    laid out alike (partial sums settled)."""
+def _on_dtensors(unit, name, sharding, mesh, inbound, outbound, last: bool):
+    """``unit``'s forward on DTensors.  A plain input is the stage's (the model's, or received from
+    the previous stage), taken as ``inbound`` lays it out; the stage's ``last`` unit gives this
+    rank's piece of its output as ``outbound`` lays it out (the whole for the loss), its gradient
+    coming back laid out alike, partial sums settled (``_boundary_placements``)."""
     from torch.distributed.tensor import DTensor, Replicate
 
     inner = unit.forward
@@ -482,17 +482,14 @@ def _on_dtensors(unit, name, sharding, mesh, inbound, outbound):
     shardings = sharding.shardings if sharding else None
 
     def forward(x):
-        if not isinstance(x, DTensor):          # the stage's input: the model's, or received from the previous stage
-            where = f"{name}: its input from the previous stage"
-            laid = [Replicate()] if inbound is None else _boundary_placements(inbound, x.shape, where)
+        if not isinstance(x, DTensor):
+            laid = [Replicate()] if inbound is None else _boundary_placements(inbound, x.shape, f"{name}: its input")
             x = DTensor.from_local(x, mesh, laid, run_check=False)
         with _Lineup(name, ops, shardings, mesh) as mode:
             y = inner(x)
         mode.done()
-        if outbound == "loss":                  # the loss takes the whole logits
-            y = y.redistribute(mesh, [Replicate()]).to_local()
-        elif outbound is not None:              # to the next stage: this rank's piece, as planned
-            laid = _boundary_placements(outbound, y.shape, f"{name}: its output to the next stage")
+        if last:                                # the loss takes the whole logits; the next stage, this rank's piece
+            laid = [Replicate()] if outbound is None else _boundary_placements(outbound, y.shape, f"{name}: its output")
             if tuple(y.placements) != tuple(laid):
                 y = y.redistribute(mesh, laid)
             y = y.to_local(grad_placements=[Replicate() if q.is_partial() else q for q in laid]).contiguous()
@@ -510,24 +507,17 @@ def parallelize_stages(modules: list[nn.Sequential], stage_ids: list[int], units
     cfg = plan.config
     shardings = unit_shardings(spec, plan, load_cluster(plan.cluster))
     names = list(spec.graph.names)
-    examples = [_stage_example(spec, units[:cfg.bounds[s]], dtype, device) for s in stage_ids]   # before any is laid out
+    # every stage's example before any stage is laid out (interleaved: a rank's later stage runs after its first)
+    examples = [_stage_example(spec, units[:cfg.bounds[s]], dtype, device) for s in stage_ids]
     mirrors = []
     for s, module, example in zip(stage_ids, modules, examples):
         lo, hi = cfg.bounds[s], cfg.bounds[s + 1]
-        inbound = _planned_output(shardings[lo - 1], spec.graph.layers[lo - 1]) if lo > 0 else None
-        outbound = _planned_output(shardings[hi - 1], spec.graph.layers[hi - 1]) if hi < len(names) else None
+        # the plan's layouts of the previous layer's output and of the stage's last (none after a
+        # layer without operators: whole, as layer_shardings prices the next layer's input)
+        inbound = shardings[lo - 1].output if lo > 0 and shardings[lo - 1] else None
+        outbound = shardings[hi - 1].output if hi < len(names) and shardings[hi - 1] else None
         mirrors += parallelize(module, names[lo:hi], shardings[lo:hi], tp_mesh, example, inbound, outbound)
     return mirrors
-
-
-def _planned_output(sharding, layer):
-    """The plan's layout of a layer's output, as the next layer's edges are priced from it
-    (parsim.shard.graph.layer_shardings: replicated after a layer without operators)."""
-    from parsim.shard.layout import Layout
-
-    if sharding is not None:
-        return sharding.output
-    return Layout((1,), (-1,), (1,))
 
 
 def _stage_example(spec, before: list[tuple[str, nn.Module]], dtype: torch.dtype, device) -> torch.Tensor:

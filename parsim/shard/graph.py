@@ -45,7 +45,7 @@ import functools
 import math
 import fnmatch
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from parsim.errors import InfeasibleError
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
@@ -451,14 +451,15 @@ COLLECTIVE_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather_into_ten
                     "ReduceScatter": "reduce_scatter_tensor", "AllToAll": "all_gather_into_tensor"}
 
 
-def collective_counts(graph: LayerGraph, microbatches: int, layers: range | None = None) -> dict[str, int]:
+def collective_counts(graph: LayerGraph, microbatches: int, layers: Iterable[int] | None = None) -> dict[str, int]:
     """Tensor-parallel collectives one device issues per step of a per-device graph: each layer's
     forward and backward steps per micro-batch (the forward's again when recomputed), over all
-    its layers or those of ``layers`` (a pipeline stage's: a stage boundary issues none, each
-    tensor-parallel rank sending its piece to its peer).  Gradient mirrors are left out: the
-    executor sums them in one flat all-reduce per step, as Megatron does, whatever their number."""
+    its layers or the indices ``layers`` (a pipeline rank's, ParallelConfig.rank_layers: a stage
+    boundary issues none, each tensor-parallel rank sending its piece to its peer).  Gradient
+    mirrors are left out: the executor sums them in one flat all-reduce per step, as Megatron
+    does, whatever their number."""
     counts: dict[str, int] = {}
-    for layer in (graph.layers if layers is None else [graph.layers[i] for i in layers]):
+    for layer in (graph.layers if layers is None else [graph.layers[i] for i in sorted(layers)]):
         for ph, step, _ in layer.tp_comm:
             if not step.communicates or ph == "grad":
                 continue
