@@ -359,6 +359,9 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     # over DTensor's tensor-parallel shards: each rank's buckets hold its local shards (4 ranks, values only)
     ("gpt-dp2-tp2", "examples/gpt_tiny_local.yaml",
      ["--dp", "2", "--pp", "1", "--microbatches", "2", "--tp", "2", "--cluster", "local-cpu:2x2"]),
+    # the searched layout's DTensor shards in the buckets (4 ranks, values only)
+    ("gpt-dp2-tp2-auto", "examples/gpt_tiny_local.yaml",
+     ["--dp", "2", "--pp", "1", "--microbatches", "2", "--tp", "2", "--tp-layout", "auto", "--cluster", "local-cpu:2x2"]),
     # the tied embedding on the first and last stage: a bucket of its own on each, summed over them
     # after the reduce-scatter, as Megatron's distributed optimizer (4 ranks, values only)
     ("gpt-dp2-pp2", "examples/gpt_tiny_local.yaml",
@@ -397,6 +400,72 @@ def test_zero1_shards_the_optimizer_and_runs_the_priced_collectives(tmp_path, ca
         assert all(params / 2 <= n <= params / 2 + buckets for n in momentum)
 
 
+MIRROR_MLP = """schema_version: 1
+name: mlp-mirror
+module: "examples.mlp_module:mlp"
+args: {width: 256, depth: 4}
+input: {shape: [3, 32, 32], dtype: float32}
+training: {global_batch_size: 64, dtype: fp32, optimizer: sgd}
+parallel: {tp: 2}
+shard:
+  "1": [[1, 1], [1, 2]]
+  "3": [[1, 2], [2, 1]]
+  "5": [[2, 1], [1, 1]]
+"""
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_zero_under_a_per_operator_layout_sums_a_mirror_once(tmp_path, capfd, zero):
+    """ZeRO over the dp ranks of a per-operator (``model``) layout at tp=2, 4 ranks, SGD (Adam's
+    first steps hide a gradient's scale): the MLP's unit 5 splits its batch over the tp group, so
+    its weight's gradient is a partial sum (a mirror), summed over tp once per step beside the
+    reduce-scatter over dp.  Two steps equal the single-process reference, and the collectives
+    that ran are the simulator's.  Under ZeRO-1 the mirror's parameter is re-made on its bucket's
+    storage (torch.utils.swap_tensors, which swaps the objects' __dict__): it lost its partial
+    layout, and its gradient was summed twice."""
+    from parsim.exec.op_parallel import unit_shardings
+    from parsim.hardware import load_cluster
+    from parsim.plan import load_plan
+
+    model = tmp_path / "mlp_mirror.yaml"
+    model.write_text(MIRROR_MLP)
+    plan = str(tmp_path / "plan.json")
+    assert main(["simulate", str(model), "--cluster", "local-cpu:2x2", "--dp", "2", "--pp", "1", "--tp", "2",
+                 "--tp-layout", "model", "--microbatches", "2", "--zero", str(zero), "-o", plan, "--json"]) == 0
+    loaded, spec = load_plan(plan), load_model(str(model))
+    shardings = unit_shardings(spec, loaded, load_cluster("local-cpu:2x2"))
+    assert sum(1 for sh in shardings if sh for op in sh.shardings if op.mirrors) == 1
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "2") == 0
+    m = assert_same_as_reference(plan, out, 2)
+    saved = json.loads(open(plan).read())["estimate"]
+    assert [Counter(map(tuple, c)) for c in m["sharded_collectives"]] == \
+        [Counter(map(tuple, c)) for c in saved["sharded_collectives"]]
+
+
+def test_zero1_under_resnets_searched_layout_buckets_the_local_shards(tmp_path, capfd):
+    """ResNet-50, dp=2 x tp=2 on 4 ranks, the searched layout, ZeRO-1: the buckets hold each rank's
+    local shards, BatchNorm's affine weight and bias split with its channels, and the simulator's
+    per-device graph counts them so (it counted them whole: 4 KiB more in a bucket than ran).
+    The reduce-scatters and all-gathers that ran are the simulator's, kind and bytes; each update is
+    within 3% of the reference's (split contractions sum in another order, as in the searched
+    layout's test above)."""
+    plan = str(tmp_path / "plan.json")
+    assert main(["simulate", MODEL, "--cluster", "local-cpu:2x2", "--dp", "2", "--pp", "1", "--tp", "2",
+                 "--tp-layout", "auto", "--microbatches", "2", "--zero", "1", "-o", plan, "--json"]) == 0
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "1") == 0
+    m = json.loads((out / "measured.json").read_text())
+    assert m["sharded_collectives"] == json.loads(open(plan).read())["estimate"]["sharded_collectives"]
+    torch.set_num_threads(1)
+    _, before = reference_run(plan, 0, synthetic_size=int(SYNTH))
+    _, ref = reference_run(plan, 1, synthetic_size=int(SYNTH))
+    got = distributed_params(str(out), plan)
+    for name in got:
+        want = ref[name] - before[name]
+        assert (got[name] - before[name] - want).norm() <= 0.03 * want.norm(), name
+
+
 @pytest.mark.parametrize("name,model,zero,steps", [
     # one step: the seeds' ResNet amplifies one-ulp differences within three (see ZeRO-1's test)
     ("resnet-dp2-zero3", MODEL, 3, 1),
@@ -407,6 +476,8 @@ def test_zero1_shards_the_optimizer_and_runs_the_priced_collectives(tmp_path, ca
     ("gpt-bf16-dp2-zero3", "examples/gpt_tiny_local_bf16.yaml", 3, 1),
     # FSDP2 over DTensor's tensor-parallel shards (2-D, as torchtitan): 4 ranks on 2 cores, values only
     ("gpt-dp2-tp2-zero3", "examples/gpt_tiny_local.yaml", 3, 1),
+    ("gpt-dp2-tp2-auto-zero2", "examples/gpt_tiny_local.yaml", 2, 1),
+    ("gpt-dp2-tp2-auto-zero3", "examples/gpt_tiny_local.yaml", 3, 1),
 ])
 def test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives(tmp_path, capfd, name, model, zero, steps):
     """ZeRO stages 2 and 3 through torch FSDP2, two micro-batches: values equal the single-process
@@ -415,6 +486,8 @@ def test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives(tmp_path, capf
     holds half the gradients and half the optimizer state, and at stage 3 half the parameters
     (the memory model adds the gathered working set to those), as priced."""
     tp = ["--tp", "2", "--cluster", "local-cpu:2x2"] if "tp2" in name else []
+    if "auto" in name:
+        tp += ["--tp-layout", "auto"]
     plan = make_plan(tmp_path, name, "--dp", "2", "--pp", "1", "--microbatches", "2", "--zero", str(zero), *tp,
                      model=model)
     out = tmp_path / "run"

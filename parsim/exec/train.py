@@ -184,9 +184,6 @@ def check_run(opts: RunOptions):
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
                          "plan with --zero 1 or --pp 1")
-    if cfg.zero and cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:
-        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO under tensor parallelism with the "
-                         f"Megatron layouts only (got {cfg.tp_layout}); plan with --zero 0 or --tp-layout megatron")
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
     context_parallel.check_supported(cfg, spec, opts.plan)

@@ -349,6 +349,13 @@ def _per_device_layer(layer: Layer, shardings, tp_comm: tuple, batch: int, in_la
             n, d = op.output_shape[-1], sh.output.tensor_map[-1]
             owned_count += n
             per_device.append(n // (sh.output.device_dim_size(d) if d != -1 else 1))
+        # BatchNorm's affine weight and bias [C], which the operator view leaves out too, split as
+        # its channels (strategy.batch_norm_on's parameter layout), as the executor holds them
+        if op.kind == "BatchNorm" and len(sh.inputs) > len(op.input_shapes) and sh.is_param[-1] \
+                and layer.param_count - owned_count >= 2 * sh.inputs[-1].shape[0]:
+            n = 2 * sh.inputs[-1].shape[0]
+            owned_count += n
+            per_device.append(n // ways(sh.inputs[-1]))
     rest = max(layer.param_count - owned_count, 0)
     count = sum(per_device) + rest
     # A tied weight is split as the op using it here splits it (the GPT's head: the vocabulary-
