@@ -36,6 +36,32 @@ def run(plan, out, *flags):
     return main(["run", plan, "--out", str(out), "--synthetic-size", SYNTH, *flags])
 
 
+def assert_updates_near_reference(plan, out, buffers=False):
+    """One step of a split layout: the same loss as one process, and each parameter's update within
+    3% of the reference's (split contractions sum in another order, and BatchNorm's backward over
+    small micro-batches amplifies it: test_resnet_searched_layout_...).  Returns the reference's
+    state after the step (with its buffers if ``buffers``)."""
+    m = json.loads((out / "measured.json").read_text())
+    torch.set_num_threads(1)
+    _, before = reference_run(plan, 0, synthetic_size=int(SYNTH))
+    losses, ref = reference_run(plan, 1, synthetic_size=int(SYNTH), buffers=buffers)
+    torch.testing.assert_close(torch.tensor(m["loss"]), torch.tensor(losses))
+    got = distributed_params(str(out), plan)
+    assert set(got) == set(before)
+    for name in got:
+        want = ref[name] - before[name]
+        assert (got[name] - before[name] - want).norm() <= 0.03 * want.norm(), name
+    return ref
+
+
+def gpt64(tmp_path) -> str:
+    """gpt-tiny with 64 samples a step, where the strategy search splits (a model.yaml in tmp_path)."""
+    model = str(tmp_path / "gpt64.yaml")
+    with open(model, "w") as f:
+        f.write(open("examples/gpt_tiny_local.yaml").read().replace("global_batch_size: 8", "global_batch_size: 64"))
+    return model
+
+
 def assert_same_as_reference(plan, out, steps):
     measured = json.loads((out / "measured.json").read_text())
     torch.set_num_threads(1)
@@ -121,10 +147,8 @@ def test_per_operator_layouts_match_reference(tmp_path, capfd, name, model, flag
     """The model and auto layouts run as per-operator DTensor plans (parsim.exec.op_parallel):
     tp=2 equals one process after 2 steps, and the tensor-parallel collectives that ran are the
     simulator's count for that layout."""
-    if model == "gpt64":            # gpt-tiny with 64 samples a step, where the search splits
-        model = str(tmp_path / "gpt64.yaml")
-        open(model, "w").write(open("examples/gpt_tiny_local.yaml").read().replace("global_batch_size: 8",
-                                                                                   "global_batch_size: 64"))
+    if model == "gpt64":
+        model = gpt64(tmp_path)
     plan = str(tmp_path / "plan.json")
     assert main(["simulate", model, "--cluster", "local-cpu", "--dp", "1", "--pp", "1", "--tp", "2", *flags,
                  "-o", plan, "--json"]) == 0
@@ -205,15 +229,7 @@ def test_resnet_searched_layout_splits_channels_and_matches_reference(tmp_path, 
     out = tmp_path / "run"
     assert run(plan, out, "--steps", "1", "--warmup", "0") == 0
     m = json.loads((out / "measured.json").read_text())
-    torch.set_num_threads(1)
-    _, before = reference_run(plan, 0, synthetic_size=int(SYNTH))
-    losses, ref = reference_run(plan, 1, synthetic_size=int(SYNTH), buffers=True)
-    torch.testing.assert_close(torch.tensor(m["loss"]), torch.tensor(losses))
-    got = distributed_params(str(out), plan)
-    assert set(got) == set(before)
-    for name in got:
-        want = ref[name] - before[name]
-        assert (got[name] - before[name] - want).norm() <= 0.03 * want.norm(), name
+    ref = assert_updates_near_reference(plan, out, buffers=True)
     stats = {k: v for k, v in assemble_model(str(out), plan).named_buffers() if "running" in k}
     assert len(stats) == 2 * 53                                    # ResNet-50's 53 BatchNorms
     for name, value in stats.items():
@@ -289,10 +305,8 @@ def test_per_operator_layouts_cross_pipeline_stages(tmp_path, capfd, name, model
     from parsim.hardware import load_cluster
     from parsim.plan import load_plan
 
-    if model == "gpt64":            # gpt-tiny with 64 samples a step, where the search splits
-        model = str(tmp_path / "gpt64.yaml")
-        open(model, "w").write(open("examples/gpt_tiny_local.yaml").read().replace("global_batch_size: 8",
-                                                                                   "global_batch_size: 64"))
+    if model == "gpt64":
+        model = gpt64(tmp_path)
     plan = str(tmp_path / "plan.json")
     assert main(["simulate", model, "--cluster", "local-cpu:2x2", "--dp", "1", "--pp", "2", "--tp", "2", *flags,
                  "-o", plan, "--json"]) == 0
@@ -312,15 +326,7 @@ def test_per_operator_layouts_cross_pipeline_stages(tmp_path, capfd, name, model
     if "resnet" not in name:
         assert_same_as_reference(plan, out, 1)
     else:       # BatchNorm amplifies the split contractions' rounding (test_resnet_searched_layout_...)
-        torch.set_num_threads(1)
-        _, before = reference_run(plan, 0, synthetic_size=int(SYNTH))
-        losses, ref = reference_run(plan, 1, synthetic_size=int(SYNTH))
-        torch.testing.assert_close(torch.tensor(m["loss"]), torch.tensor(losses))
-        got = distributed_params(str(out), plan)
-        assert set(got) == set(before)
-        for key in got:
-            want = ref[key] - before[key]
-            assert (got[key] - before[key] - want).norm() <= 0.03 * want.norm(), key
+        assert_updates_near_reference(plan, out)
     if "gpt" in name:               # the tied copies stay equal
         from parsim.exec import checkpoint
         first, last = checkpoint.load(str(out), 0)["stages"][0], checkpoint.load(str(out), 2)["stages"][0]
@@ -457,13 +463,7 @@ def test_zero1_under_resnets_searched_layout_buckets_the_local_shards(tmp_path, 
     assert run(plan, out, "--steps", "1") == 0
     m = json.loads((out / "measured.json").read_text())
     assert m["sharded_collectives"] == json.loads(open(plan).read())["estimate"]["sharded_collectives"]
-    torch.set_num_threads(1)
-    _, before = reference_run(plan, 0, synthetic_size=int(SYNTH))
-    _, ref = reference_run(plan, 1, synthetic_size=int(SYNTH))
-    got = distributed_params(str(out), plan)
-    for name in got:
-        want = ref[name] - before[name]
-        assert (got[name] - before[name] - want).norm() <= 0.03 * want.norm(), name
+    assert_updates_near_reference(plan, out)
 
 
 @pytest.mark.parametrize("name,model,zero,steps", [
