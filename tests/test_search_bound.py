@@ -127,3 +127,64 @@ def test_every_ranks_last_compute_is_the_backward_of_its_first_stage():
                 assert (last.kind, last.stage) == (Kind.B, r), (name, p, m, v, r)
                 checked += 1
     assert checked > 300
+
+
+@pytest.mark.parametrize("path, cluster_spec", [("examples/gpt_tiny_local.yaml", "dgx-a100:1x8"),
+                                                ("examples/resnet50_cifar10.yaml", "ascend910:1x8")])
+def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated_step(path, cluster_spec):
+    """bound.searched_floor_s, from the unsharded graph over tp, never exceeds what the searched
+    layout's graph gives: each layer's F, B, I and W on one device (the claim it rests on,
+    cost.compute.share_bounds_time) and the simulated step of every searched-layout candidate."""
+    from parsim.cost.compute import share_bounds_time
+    from parsim.search.bound import floor_s, searched_floor_s
+    from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec)
+    compute = _compute(cluster, spec)
+    assert share_bounds_time(compute)
+    t = spec.training
+    layers = 0
+    for tp, b, recompute in itertools.product((2, 4), (1, 4, 16), (False, True)):
+        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", recompute), cluster, compute).phase_times(b)
+        graph = per_device_graph(spec.graph, tp, "auto", recompute, None, cluster, t, b, auto_memory_bytes(cluster, 1))
+        sharded = planner._Bounds(spec, graph, cluster, compute).phase_times(b)
+        for w, s in zip(whole, sharded):
+            assert np.all(np.diff(s) >= np.diff(w) / tp * (1 - 1e-12))
+            layers += len(s) - 1
+    assert layers > 100
+    full = plan(spec, cluster, compute, Constraints(tp_layout="auto", top=10**6, prune=False), progress=False)
+    checked = 0
+    for cand in full.ranked:
+        c = cand.config
+        if c.tp == 1:
+            continue
+        b = t.global_batch_size // (c.dp * c.microbatches)
+        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
+        floor = searched_floor_s(whole.phase_times(b), c.tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
+        assert floor <= cand.estimate.step_time_s, c
+        graph = per_device_graph(spec.graph, c.tp, "auto", c.recompute, None, cluster, t, b,
+                                 auto_memory_bytes(cluster, c.pp))
+        own = floor_s(*planner._Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
+                      c.schedule == "zbh1")
+        assert floor <= own * (1 + 1e-9), c
+        checked += 1
+    assert checked > 50
+
+
+def test_a_tensor_parallel_profile_or_a_falling_efficiency_gives_no_searched_floor():
+    """Where a share of a layer may run faster than its share of the whole layer's time, the
+    planner bounds the searched layout by 0 (builds its graph as it comes up)."""
+    from dataclasses import replace
+
+    from parsim.cost.compute import ProfiledCompute, ProfileTable, share_bounds_time
+
+    cluster = load_cluster("dgx-a100:1x8")
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    compute = _compute(cluster, spec)
+    falling = AnalyticalCompute(replace(cluster.device, efficiency=((1e6, 0.6), (1e9, 0.3))), "fp16")
+    assert share_bounds_time(compute) and not share_bounds_time(falling)
+    table = ProfileTable((1, 2), (), "fp16")
+    assert share_bounds_time(ProfiledCompute(table, compute))
+    assert not share_bounds_time(ProfiledCompute(replace(table, tp=2, tp_layout="auto"), compute))
+    assert not share_bounds_time(ProfiledCompute(table, falling))

@@ -27,7 +27,8 @@ Search space:
 Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
 a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
 split and that split's lower bound (_Bounds.lower_bound_s: no schedule beats it), then the
-simulation; the searched layout's graph is built only when its family comes up.  The search
+simulation; the searched layout's graph is built only when its family comes up, by a floor
+of its unsharded graph over tp.  The search
 stops once the best bound left exceeds the k-th best simulated step time, so it ranks what the
 exhaustive search (Constraints.prune=False) ranks.  The same input gives the same plan: ties
 break on memory, then on the configuration tuple.
@@ -44,7 +45,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from parsim.cost.comm import collective_time_s
-from parsim.cost.compute import ComputeModel
+from parsim.cost.compute import ComputeModel, share_bounds_time
 from parsim.cost.memory import bytes_per_param, inflight_microbatches, zero_fractions
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
@@ -57,7 +58,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
-from parsim.search.bound import floor_s, memory_floor_bytes
+from parsim.search.bound import floor_s, memory_floor_bytes, searched_floor_s
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
@@ -488,7 +489,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     twin_graphs = {(tp, layout, cp): graph for tp, layout, recompute, cp, graph in variants if not recompute}
 
     # Branch and bound over three kinds of entry, best bound first (parsim.search.bound):
-    #   GRAPH     a searched-layout family whose per-device graph is not built yet (bound 0);
+    #   GRAPH     a searched-layout family whose per-device graph is not built yet, bounded by
+    #             its unsharded graph's floor over tp (bound.searched_floor_s);
     #   FLOOR     a candidate without a split, bounded by its floor (bound.floor_s);
     #   SPLIT     a candidate with its memory-constrained split, bounded by lower_bound_s.
     # Every bound is at most the simulated step time of every candidate it stands for, so the
@@ -535,10 +537,21 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
             zero=twin.zero) is not None
 
+    def searched_bound(tp, recompute, cp, dp, pp, m, b) -> float:
+        """A searched-layout family's floor before its graph (bound.searched_floor_s), 0 where
+        the compute model gives no such floor (a profile of the shards)."""
+        if tp_compute.get((tp, SEARCHED), compute) is not compute or not share_bounds_time(compute):
+            return 0.0
+        whole = per_device_graph(spec.graph, 1, "", recompute, cp=cp)
+        return searched_floor_s(bounds_for(1, "", whole).phase_times(b), tp,
+                                [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in members(dp, pp, m, cp)])
+
     considered = sum(len(members(dp, pp, m, cp)) for _, _, _, cp, _, dp, pp, m, _ in families)   # the search space
     for tp, layout, recompute, cp, graph, dp, pp, m, b in families:
         if graph is None:
-            heapq.heappush(heap, (0.0, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
+            bound = searched_bound(tp, recompute, cp, dp, pp, m, b)
+            if bound < math.inf:
+                heapq.heappush(heap, (bound, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
         else:
             bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
 
