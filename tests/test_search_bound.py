@@ -188,3 +188,38 @@ def test_a_tensor_parallel_profile_or_a_falling_efficiency_gives_no_searched_flo
     assert share_bounds_time(ProfiledCompute(table, compute))
     assert not share_bounds_time(ProfiledCompute(replace(table, tp=2, tp_layout="auto"), compute))
     assert not share_bounds_time(ProfiledCompute(table, falling))
+
+
+@pytest.mark.parametrize("path, cluster_spec, only", [
+    ("examples/gpt_small_local.yaml", "dgx-a100:2x8", {}),         # tp layouts, ZeRO 0-3, a tied head, 2 nodes
+    ("examples/resnet50_cifar10.yaml", "ascend910:2x8", {"tp": 1}),  # activations sent between HCCS groups
+])
+def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, cluster_spec, only):
+    """lower_bound_s (with its optimizer steps, ZeRO-1's gathers and the transfers of the
+    pipeline's head and tail) is at most the simulated step of every candidate the exhaustive
+    search simulates: every ZeRO stage, placement, schedule and layout; and floor_s is at most it."""
+    from parsim.search.bound import floor_s
+    from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec)
+    compute = _compute(cluster, spec)
+    full = plan(spec, cluster, compute, Constraints(top=10**6, prune=False, **only), progress=False)
+    cluster = cluster.for_dtype(spec.training.dtype)
+    t = spec.training
+    bounds_of = {}
+    seen = set()
+    for cand in full.ranked:
+        c = cand.config
+        b = t.global_batch_size // (c.dp * c.microbatches)
+        graph = per_device_graph(spec.graph, c.tp, c.tp_layout, c.recompute, spec.shard, cluster, t, b,
+                                 auto_memory_bytes(cluster, c.pp), cp=c.cp)
+        bnd = bounds_of.setdefault(id(graph), planner._Bounds(spec, graph, cluster, compute))
+        lb = bnd.lower_bound_s(c, b)
+        assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
+        assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
+        seen.add((c.zero, c.placement, c.schedule, c.pp > 1))
+    assert len(full.ranked) > 100
+    assert {z for z, _, _, _ in seen} >= ({0, 1, 2, 3} if not only else {0, 1})
+    assert {(p, s) for _, p, s, deep in seen if deep} >= {(p, s) for p in ("pp-inner", "dp-inner")
+                                                          for s in ("1f1b", "gpipe", "interleaved", "zbh1")}

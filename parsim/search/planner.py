@@ -44,9 +44,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsim.cost.comm import collective_time_s
+from parsim.cost.comm import collective_time_s, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
-from parsim.cost.memory import bytes_per_param, inflight_microbatches, zero_fractions
+from parsim.cost.memory import bytes_per_param, inflight_microbatches, optimizer_bytes_moved_per_param, zero_fractions
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
@@ -234,6 +234,7 @@ class _Bounds:
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
         self.per_param = per = bytes_per_param(t.dtype, t.optimizer)
         self.grad_per_param = per["grads"]
+        self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
         self.largest_unit_grad_bytes = float(self.params.max(initial=0.0)) * per["grads"]
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
@@ -310,22 +311,29 @@ class _Bounds:
     def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
         """A step time no schedule can beat (so the search may skip what cannot reach the top k):
 
-        - a rank computes m x (F + B) of its stages;
+        - a rank computes m x (F + B) of its stages, then steps the optimizer for each of them
+          (on the compute stream: parsim.schedule.lower puts OPTIMIZER last) and, under ZeRO-1,
+          all-gathers each stage's updated shards (no faster than one all-gather of them all);
         - with one chunk per rank, the bottleneck stage s waits for micro-batch 0's forward through
-          stages < s, and (with an unsplit backward) ends before the last backward through them;
-          a split backward's W may overlap that upstream tail, so it is not counted then;
+          stages < s and its transfers, and (with an unsplit backward) ends before the last
+          backward through them; a split backward's W may overlap that upstream tail, so it is
+          not counted then;
         - its gradients' all-reduce starts no earlier than its last backward, and one message of
-          all its gradients is no slower than its buckets; then the optimizer runs;
+          all its gradients is no slower than its buckets; then the stage's optimizer runs;
         - with any number of chunks, rank r's first action is a forward of one of its stages,
           which waits for that micro-batch's forward through stages 0..r-1 (those before it in
-          chunk 0), and then the rank computes all its work: head_r + its m x (F + B); with an
-          unsplit backward its last action is the backward of its chunk-0 stage r (every
-          generator's order: tests/test_search_bound.py), after which that micro-batch's
-          backward through stages r-1..0 still runs: + tail_r."""
+          chunk 0) and each stage's send to the next: head_r, then the rank computes all its
+          work and steps its optimizer; with an unsplit backward its last compute is the backward
+          of its chunk-0 stage r (every generator's order: tests/test_search_bound.py), after
+          which that micro-batch's backward through stages r-1..0, with the transfers between
+          them, still runs (tail_r), and then rank 0 steps its optimizer."""
         Fp, Bp, Ip, Wp = self.phase_times(b)
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
+        # one transfer across each stage boundary (each way: the link classes are symmetric)
+        sent = self.edges(b, boundary_links(self.cluster, cfg)) / 2
         per_rank = [0.0] * pp
+        after = [0.0] * pp                  # per rank: its optimizer steps and ZeRO-1's gathers
         head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
         tail = [0.0] * pp                   # its backward through them (unsplit backward only)
         best = 0.0
@@ -333,21 +341,32 @@ class _Bounds:
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            x = float(sent[s, z - 1])
             if s + 1 < pp:
-                head[s + 1] = head[s] + f
-                tail[s + 1] = tail[s] + (0.0 if split else bwd)
+                head[s + 1] = head[s] + f + x
+                tail[s + 1] = tail[s] + (0.0 if split else bwd + x)
             if split:
                 bwd = min(bwd, Ip[z] - Ip[a] + Wp[z] - Wp[a])
             per_rank[s % pp] += m * (f + bwd)
             if cfg.chunks == 1:
                 best = max(best, upstream + m * (f + bwd))
-                upstream += f + (0.0 if split else bwd)
+                upstream += f + x + (0.0 if split else bwd + x)
+            params = self.param_prefix[z] - self.param_prefix[a]
+            step = self.compute.optimizer_time_s(params / cfg.grad_ranks if cfg.zero else params, self.opt_moved)
+            if cfg.zero == 1 and cfg.grad_ranks > 1 and params:
+                step += self._collective_s(cfg, s % pp, shard_padded_bytes(params * self.grad_per_param,
+                                                                           self.grad_per_param, cfg.grad_ranks),
+                                           "all_gather")
+            after[s % pp] += step
             if cfg.grad_ranks > 1:
-                grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
+                grads = params * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
-                best = max(best, (m - 1) * (f + bwd) + f + ar)
-        return max(best, max(h + busy + t for h, busy, t in zip(head, per_rank, tail)))
+                best = max(best, (m - 1) * (f + bwd) + f + ar + step)
+        ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
+        if not split:
+            ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
+        return max(best, max(ends))
 
     def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
         """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), memoized: the
