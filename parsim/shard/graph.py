@@ -377,8 +377,7 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
     """(layer index, op index) -> (strategy, optional) for every op a pattern picks; a required
     pattern that picks nothing is an error naming it."""
     chosen: dict[tuple[int, int], tuple[Strategy, bool]] = {}
-    exact = {f"{layer.name}/{op.name}": (li, oi) for li, layer in enumerate(graph.layers)
-             for oi, op in enumerate(layer.ops)}
+    exact = graph.op_index
     for key, strategy in patterns.items():
         optional = key.startswith("?")
         pattern = key[1:] if optional else key
