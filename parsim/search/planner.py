@@ -36,6 +36,7 @@ break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -372,12 +373,9 @@ class _Bounds:
         """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), memoized: the
         group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of thousands is
         slow to list."""
-        group = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank)
-        key = group + (nbytes, op)
+        key = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank, nbytes, op)
         if key not in self._costs:
-            if group not in self._costs:
-                self._costs[group] = tuple(cfg.grad_group(pipe_rank))     # thousands of ranks: listed once
-            self._costs[key] = collective_time_s(self.cluster, self._costs[group], nbytes, op)
+            self._costs[key] = collective_time_s(self.cluster, _grad_group(*key[1:7]), nbytes, op)
         return self._costs[key]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
@@ -399,6 +397,13 @@ class _Bounds:
             except InfeasibleError:
                 lo = mid
         return hi
+
+
+@functools.lru_cache(maxsize=4096)
+def _grad_group(dp: int, pp: int, tp: int, cp: int, placement: str, pipe_rank: int) -> tuple[int, ...]:
+    """ParallelConfig.grad_group, listed once for every graph's bounds: thousands of ranks."""
+    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=1, tp=tp, cp=cp, placement=placement)
+    return tuple(cfg.grad_group(pipe_rank))
 
 
 def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):
@@ -539,10 +544,13 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b):
         bnd = bounds_for(tp, layout, graph)
         phases = bnd.phase_times(b)
+        floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
         for schedule, v, placement, zero in members(dp, pp, m, cp):
             cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
-            heapq.heappush(heap, (floor_s(*phases, m, pp, v, schedule == "zbh1"), next(order), FLOOR,
-                                  (cfg, bnd, graph, b)))
+            shape = (v, schedule == "zbh1")
+            if shape not in floors:
+                floors[shape] = floor_s(*phases, m, pp, *shape)
+            heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
