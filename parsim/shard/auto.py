@@ -24,6 +24,7 @@ Costs, per micro-batch of b samples, on one device:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -114,11 +115,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 costs.append(node_cost)
                 continue
             opts, node_cost = [], []
-            for strategy in candidates(op, t, kv.get(oi, 0)):
-                try:
-                    sh = op_sharding(op, strategy, t)
-                except InfeasibleError:
-                    continue
+            for strategy, sh in _options(op, t, kv.get(oi, 0)):
                 pieces = op_pieces(sh)
                 eb = elem_bytes(op)
                 if op.kind in COMPUTE:
@@ -161,6 +158,20 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                                        for _, c_sh in shardings[v]] for _, p_sh in shardings[u]]
                 g.add_edge(u, v, edge_memo[key])
     return g, where, shardings
+
+
+@functools.lru_cache(maxsize=8192)
+def _options(op: OpInfo, t: int, kv_heads: int) -> tuple[tuple[tuple, object], ...]:
+    """(strategy, sharding) of each candidate that divides ``op`` on t devices: the same at every
+    micro-batch size, so worked out once for the cost graphs of every size (by the operator's
+    value: a ResNet meets some 13 sizes per tp)."""
+    out = []
+    for strategy in candidates(op, t, kv_heads):
+        try:
+            out.append((strategy, op_sharding(op, strategy, t)))
+        except InfeasibleError:
+            continue
+    return tuple(out)
 
 
 def _edge_time(src, consumer, j, eb, scale, cluster, copied) -> float:
