@@ -223,3 +223,43 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     assert {z for z, _, _, _ in seen} >= ({0, 1, 2, 3} if not only else {0, 1})
     assert {(p, s) for _, p, s, deep in seen if deep} >= {(p, s) for p in ("pp-inner", "dp-inner")
                                                           for s in ("1f1b", "gpipe", "interleaved", "zbh1")}
+
+
+def test_partition_is_the_min_max_split_under_per_stage_links_and_memory():
+    """search.partition against every split of small random cases: the least bottleneck (stage
+    time plus its boundary's transfer on that stage's link), within a memory cap per stage."""
+    from parsim.errors import InfeasibleError
+    from parsim.search.partition import partition
+
+    rng = np.random.default_rng(7)
+    checked = infeasible = 0
+    for _ in range(200):
+        L, stages = int(rng.integers(2, 9)), int(rng.integers(1, 5))
+        if stages > L:
+            continue
+        cost = rng.uniform(0.1, 2.0, L)
+        edges = rng.uniform(0.0, 1.0, (stages, L)) * rng.integers(0, 2)
+        weight = rng.uniform(1.0, 3.0, L)
+        prefix = np.concatenate([[0.0], np.cumsum(weight)])
+        factor = rng.uniform(1.0, 2.0, stages)
+
+        def memory(j, A, B):
+            return factor[j] * (prefix[B] - prefix[A])
+
+        cap = rng.uniform(0.3, 1.0) * prefix[-1]
+        best = np.inf
+        for cuts in itertools.combinations(range(1, L), stages - 1):
+            b = (0, *cuts, L)
+            if all(memory(j, b[j], b[j + 1]) <= cap for j in range(stages)):
+                best = min(best, max(cost[b[j]:b[j + 1]].sum() + (edges[j, b[j + 1] - 1] if j < stages - 1 else 0)
+                                     for j in range(stages)))
+        try:
+            bounds, bottleneck = partition(cost, stages, edges, memory, cap)
+        except InfeasibleError:
+            assert best == np.inf
+            infeasible += 1
+            continue
+        assert bottleneck == pytest.approx(best, rel=1e-12)
+        assert all(memory(j, bounds[j], bounds[j + 1]) <= cap for j in range(stages))
+        checked += 1
+    assert checked > 50 and infeasible > 5
