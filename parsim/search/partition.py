@@ -57,6 +57,8 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
         arg = np.argmin(cand, axis=0)                # first minimum: deterministic
         best = cand[arg, columns]
         args.append(arg)
+        if best.min() == np.inf:
+            break                                    # stage j can end nowhere, nor can any after it
     if not np.isfinite(best[L]):
         raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
     bounds = [L]
