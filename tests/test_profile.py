@@ -229,7 +229,8 @@ def test_profile_comm_writes_the_busy_sender_delay_the_simulator_reads(tmp_path)
 def test_profile_comm_fits_zeros_collectives_and_fsdps_overhead_as_the_simulator_reads_them(tmp_path):
     """All-gather and reduce-scatter timed as t = a + S/b over the whole buffer S are written as
     ring fits the cost model reads back: (n-1) steps of latency beyond the link's, and
-    (n-1)/n S at the bus bandwidth; FSDP2's per-unit overheads in microseconds, read as seconds.
+    (n-1)/n S at the bus bandwidth; FSDP2's per-unit overheads in microseconds, read as seconds,
+    and its per-byte copy rates in GB/s.
     A profile without them (every shipped GPU and Ascend one) prices rings at the all-reduce's."""
     sizes = [4 << 10, 1 << 20, 64 << 20]
     links = {"group": (sizes, [1e-4 + n / 2e9 for n in sizes]), "all_reduce": (sizes, [2e-4 + n / 1e9 for n in sizes]),
@@ -237,16 +238,29 @@ def test_profile_comm_fits_zeros_collectives_and_fsdps_overhead_as_the_simulator
     device = {"peak_flops_per_s": 1e11, "efficiency": [(1e6, 0.5), (1e9, 1.0)], "copy_bytes_per_s": 2e10}
     out = tmp_path / "c.yaml"
     out.write_text(profile_yaml("t", device, links, 2, 2, "gloo", 1 << 30, "parsim profile-comm", 0.1, 0,
-                                fsdp_overhead_s=(1.5e-3, 2.5e-3)))
+                                fsdp_host={"all_gather": (1.5e-3, 4e9), "reduce_scatter": (2.5e-3, 2e9)}))
     coll = load_profile(str(out)).collectives
     assert coll.op_fit("all_gather") == pytest.approx((2e-4, 0.25), rel=1e-3)      # 0.5 * 1e9 / 2e9
     assert coll.op_fit("reduce_scatter") == pytest.approx((4e-4, 0.125), rel=1e-3)
     assert (coll.fsdp_gather_overhead_s, coll.fsdp_reduce_scatter_overhead_s) == pytest.approx((1.5e-3, 2.5e-3))
+    assert coll.fsdp_host_s("all_gather", 4e6) == pytest.approx(1.5e-3 + 1e-3)           # 4 MB at 4 GB/s
+    assert coll.fsdp_host_s("reduce_scatter", 4e6) == pytest.approx(2.5e-3 + 2e-3)
     cluster = load_cluster(str(out))          # the profile as measured: 1 node x 2 ranks
     for op, (a, b) in (("all_gather", (3e-4, 1e9)), ("reduce_scatter", (5e-4, 0.5e9))):
         assert collective_time_s(cluster, [0, 1], 1 << 26, op) == pytest.approx(a + (1 << 26) / b, rel=1e-3)
     gpu = load_profile("hardware_profiles/dgx-h100.yaml").collectives
-    assert gpu.op_fits == () and gpu.fsdp_gather_overhead_s == 0.0
+    assert gpu.op_fits == () and gpu.fsdp_gather_overhead_s == 0.0 and gpu.fsdp_host_s("reduce_scatter", 1e9) == 0.0
+
+
+def test_fsdp_host_time_is_the_line_through_the_two_unit_sizes():
+    """measure_fsdp_overhead's two sizes give per-unit time and a per-byte rate, the line through
+    them; a larger unit that adds nothing leaves no per-byte term, and neither term goes below 0."""
+    from parsim.profile.comm import fsdp_host_fit
+    small, large = 4 << 10, 4 << 20
+    fit = fsdp_host_fit({large: (2e-3 + large / 2e9, 1e-3 + large / 1e9), small: (2e-3 + small / 2e9, 1e-3 + small / 1e9)})
+    assert fit["all_gather"] == pytest.approx((2e-3, 2e9)) and fit["reduce_scatter"] == pytest.approx((1e-3, 1e9))
+    flat = fsdp_host_fit({small: (2e-3, -1e-4), large: (1.5e-3, -3e-4)})
+    assert flat == {"all_gather": (2e-3, 0.0), "reduce_scatter": (0.0, 0.0)}
 
 
 def _row(label, pred, meas, mem_pred=100.0, mem_meas=100.0):
@@ -303,6 +317,7 @@ def test_the_collective_section_round_trips_every_field(tmp_path):
     coll = Collectives(library="gloo", bandwidth_efficiency=0.5, latency_s=1e-4, overlap=0.08, busy_sender_delay_s=4e-3,
                        op_fits=(("all_gather", 2e-4, 0.25), ("reduce_scatter", 0.0, 0.125)),
                        fsdp_gather_overhead_s=1.5e-3, fsdp_reduce_scatter_overhead_s=2e-3,
+                       fsdp_gather_copy_bytes_per_s=3.2e9, fsdp_reduce_scatter_copy_bytes_per_s=1.7e9,
                        dtypes=(("bf16", DtypeCollectives(bandwidth_efficiency=0.4, latency_s=1e-4, overlap=0.0)),))
     text = open("hardware_profiles/local-cpu.yaml").read().splitlines()
     text = [f"collective: {collectives_flow(coll)}" if line.startswith("collective:") else line for line in text]
@@ -312,4 +327,5 @@ def test_the_collective_section_round_trips_every_field(tmp_path):
     assert collectives_flow(back) == collectives_flow(coll)           # every field, as written
     assert back.op_fit("reduce_scatter") == pytest.approx((0.0, 0.125))
     assert (back.busy_sender_delay_s, back.fsdp_gather_overhead_s) == pytest.approx((4e-3, 1.5e-3))
+    assert back.fsdp_reduce_scatter_copy_bytes_per_s == pytest.approx(1.7e9)
     assert back.for_dtype("bf16").overlap == 0.0

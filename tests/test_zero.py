@@ -257,6 +257,25 @@ def test_fsdp_host_overhead_adds_per_unit_and_collective(zero):
     assert_step_adds_up(e1)
 
 
+@pytest.mark.parametrize("zero", [2, 3])
+def test_fsdp_host_copy_rate_adds_each_units_bytes(zero):
+    """FSDP2's per-byte host time (Collectives.fsdp_*_copy_bytes_per_s) lands on the compute stream
+    with the per-unit one: each unit's gathered buffer at the gather rate, once per step (ZeRO-2) or
+    before every forward and backward (ZeRO-3), and its gradient at the reduce-scatter rate every
+    micro-batch."""
+    m, rate = 3, 1e9
+    base = _with_collectives(IDEAL, fsdp_gather_overhead_s=0.0, fsdp_reduce_scatter_overhead_s=0.0)
+    slow = _with_collectives(base, fsdp_gather_copy_bytes_per_s=rate, fsdp_reduce_scatter_copy_bytes_per_s=rate / 2)
+    _, _, e0 = _run(zero, dp=2, m=m, cluster=base)
+    _, _, e1 = _run(zero, dp=2, m=m, cluster=slow)
+    unit_bytes = [b for _, b in e0.sharded_collectives[0] if _ == "reduce_scatter"][:4]
+    assert len(unit_bytes) == 4
+    gathers = 1 if zero == 2 else 2 * m
+    want = gathers * sum(unit_bytes) / rate + m * sum(unit_bytes) / (rate / 2)
+    assert e1.step_time_s - e0.step_time_s == pytest.approx(want)
+    assert_step_adds_up(e1)
+
+
 @pytest.mark.parametrize("library", ["gloo", "nccl"])
 def test_zero1_on_gloo_holds_every_buckets_copy_after_the_backward(library):
     """gloo reduce-scatters a copy of each bucket, and the executor waits on the buckets after the
@@ -270,3 +289,23 @@ def test_zero1_on_gloo_holds_every_buckets_copy_after_the_backward(library):
     assert grads > mem.activations_bytes + mem.workspace_bytes > 0
     extra = grads - mem.activations_bytes - mem.workspace_bytes if library == "gloo" else 0.0
     assert mem.comm_buffers_bytes == pytest.approx(boundary + extra)
+
+
+@pytest.mark.parametrize("path", ["examples/resnet50_cifar10_local.yaml", "examples/gpt_small_local.yaml"])
+@pytest.mark.parametrize("zero", [2, 3])
+def test_planners_closed_form_takes_fsdps_gradients_by_the_simulators_rule(path, zero):
+    """The planner's closed-form stage memory (planner._StageMemory) adds for ZeRO-2 and -3 what
+    the FSDP units' unsharded gradients add to the simulated backward peak, byte for byte (one
+    rule: cost.memory.fsdp_held_grad_bytes), and stays below the simulated peak."""
+    import numpy as np
+    spec, cluster = load_model(path), load_cluster("local-cpu")
+    g, compute = spec.graph, AnalyticalCompute(cluster.device)
+    L, m, dp = len(spec.graph.layers), 2, 2
+    b = spec.training.global_batch_size // (dp * m)
+    runs = {z: simulate(g, spec.training, cluster, ParallelConfig(dp=dp, pp=1, microbatches=m, bounds=(0, L), zero=z),
+                        compute) for z in (0, zero)}
+    added = runs[zero].ranks[0].memory.comm_buffers_bytes - runs[0].ranks[0].memory.comm_buffers_bytes
+    bnd = planner._Bounds(spec, g, cluster, compute)
+    assert added > 0 and bnd.fsdp_grad_bytes(b) == pytest.approx(added, rel=1e-12)
+    closed = float(bnd.memory_fn("1f1b", m, 1, 1, b, dp, zero)(0, np.array([0]), np.array([L]))[0])
+    assert closed <= runs[zero].ranks[0].memory.total_bytes

@@ -144,6 +144,24 @@ def _op_working_sets(layer, extraction_batch: int):
         yield _WEIGHT_BUFFERS.get(op.kind, 1) * weight_bytes, grads + layer.output_bytes - freed
 
 
+def fsdp_held_grad_bytes(units: list[list[int]], unit_grad_bytes: list[float], layers: int) -> list[float]:
+    """ZeRO-2 and -3: per layer position of a stage (``layers`` of them; ``units`` as
+    parsim.cost.comm.fsdp_units groups them, ``unit_grad_bytes`` each unit's unsharded gradients),
+    the unsharded gradients live while that layer's backward runs: its own unit's, as the backward
+    makes them; the previous unit's reduce-scatter input, which FSDP2 keeps until the next
+    reduce-scatter is issued (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py,
+    ReduceScatterState); and the root's, reduce-scattered after the whole backward (the GPT's tied
+    head makes its gradient first).  The simulator and the planner's closed form both take them
+    layer by layer, beside the activations not yet freed (backward_workspace_bytes)."""
+    own_unit = {u[0]: k for k, u in enumerate(units) if k}           # a layer's own (non-root) unit
+    held, previous = [0.0] * layers, 0.0
+    for p in range(layers - 1, -1, -1):
+        mine = unit_grad_bytes[own_unit[p]] if p in own_unit else 0.0
+        held[p] = unit_grad_bytes[0] + mine + previous
+        previous = mine or previous
+    return held
+
+
 def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[int, float] | None = None) -> float:
     """What a rank's backward adds above its activations' peak: the largest, over the layers of
     ``stages`` (layer ranges of ``graph``), of one layer's backward working set, less what that

@@ -92,8 +92,12 @@ class GradBuckets:
                     with torch.no_grad():
                         held.copy_(shard)
                     if hasattr(p, "to_local"):
-                        # a DTensor keeps its local shard in an attribute: swap in one on this storage
+                        # a DTensor keeps its local shard in an attribute: swap in one on this storage;
+                        # the swap exchanges the objects' __dict__ too, so what parsim set on the
+                        # parameter (a mirror's partial_grad_placements, op_parallel) goes back on it
+                        mine = dict(p.__dict__)
                         torch.utils.swap_tensors(p, nn.Parameter(_on_storage(p, held), p.requires_grad))
+                        p.__dict__.update(mine)
                     else:
                         p.data = held
                 p.grad = _on_storage(p, view)

@@ -18,14 +18,24 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   producer's layout already agrees there is nothing to do; where it does not, ``redistribute`` runs
   the collective the simulator prices (parsim.shard.redistribute: a partial sum completed by an
   all-reduce, a split gathered, a replicated tensor split locally), and autograd runs its reverse
-  in the backward.  DTensor's propagation computes each output (a split contraction gives
-  ``Partial``), which is the plan's output layout for every operator parsim shards;
+  in the backward.  Calls that read one tensor alike (the same layout, the same gradient layout)
+  share its redistribution, and autograd sums their gradients before it is reversed: a ResNet
+  block's input, read by conv1 and the downsample both split by output channels, has its two
+  partial gradients added locally and all-reduced once, as ``shard_graph`` charges one tensor's
+  identical steps once (Megatron's fused QKV: one all-reduce for three projections).  DTensor's
+  propagation computes each output (a split contraction gives ``Partial``), which is the plan's
+  output layout for every operator parsim shards;
 - the loss takes the whole logits: the stage's output is made ``Replicate`` (all-gathered or
   all-reduced, as ``shard_graph`` prices it) and local;
 - a parameter whose gradient is a partial sum (a "mirror": a weight read by an operator whose
   rows are split, a norm over a split batch) keeps a ``Partial`` gradient through the step's
   micro-batches and is summed over the group once per step, in the one flat all-reduce
-  ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors.
+  ``parsim.exec.tensor_parallel.reduce_partial_grads`` issues, as the simulator prices mirrors;
+- a pipeline boundary (pp > 1) carries each tensor-parallel rank's piece of the activation as the
+  plan lays out the stage's last layer's output (a split's part, a partial sum's term) to its peer
+  rank of the next stage, which takes it in that layout, and the gradient back alike, its
+  partial sums settled: no collective at the boundary, the bytes the simulator's send prices
+  (the per-device layer's ``output_bytes``), the next layer's edges as within a stage.
 
 - convolutions and BatchNorm, which DTensor's propagation does not run split by channels, are
   computed on the local shards (``_LOCAL``): an output-channel split gives this rank's channels
@@ -34,10 +44,10 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   buffers) split with the channels.  The strategies never split BatchNorm's batch
   (parsim.shard.strategy.batch_norm).  Pooling runs on the local shard too.
 
-Limits, refused in one line before launching (``check_supported``): pipeline parallelism with
-these layouts; a strategy that splits over part of the group (a 2 x 2 split on 4 devices); a
-parameter two operators lay out differently.  When the model is laid out or first run: a
-convolution with a bias split by input channels, a grouped convolution split at all.
+Limits, refused in one line before launching (``check_supported``): a strategy that splits over
+part of the group (a 2 x 2 split on 4 devices); a parameter two operators lay out differently.
+When the model is laid out or first run: a convolution with a bias split by input channels, a
+grouped convolution split at all.
 """
 
 from __future__ import annotations
@@ -273,10 +283,9 @@ class _Lineup(TorchFunctionMode):
         super().__init__()
         self.unit, self.ops, self.shardings, self.mesh, self.probe = unit_name, ops, shardings, mesh, probe
         self.k = 0
+        self.laid: dict = {}     # (a tensor's id and version, placements, gradient layout) -> (it, laid out)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        from torch.distributed.tensor import Replicate
-
         kwargs = kwargs or {}
         if func in _POOLS and self.probe is None and hasattr(args[0], "to_local"):
             return _pool_local(func, args, kwargs, self.unit)
@@ -308,10 +317,7 @@ class _Lineup(TorchFunctionMode):
                     and j < len(sh.inputs):
                 a = args[role]
                 target = _placements(sh.inputs[j], _recorded_shape(kind, role, a), a.shape, f"{self.unit}/{op.name}")
-                a = _GradAs.apply(a, [Replicate() if q.is_partial() else q for q in a.placements])
-                if tuple(a.placements) != tuple(target):
-                    a = a.redistribute(self.mesh, target)
-                args[role] = a
+                args[role] = self._laid_out(a, tuple(target), sh.input_grads[j])
         if self.probe is not None and kind == "LayerNorm":
             for t in (*args[2:4], kwargs.get("weight"), kwargs.get("bias")):
                 if isinstance(t, nn.Parameter):
@@ -324,6 +330,23 @@ class _Lineup(TorchFunctionMode):
         if self.probe is None and kind in _LOCAL:
             return _LOCAL[kind].run(func, args, kwargs, sh, self.mesh, f"{self.unit}/{op.name}")
         return func(*self._uniform(args), **kwargs)
+
+    def _laid_out(self, a, target: tuple, grad_layout):
+        """``a`` redistributed to ``target`` for a call whose gradient comes back laid out as
+        ``grad_layout``, behind a ``_GradAs`` that settles that gradient.  Calls that read one tensor
+        alike share both: redistributed once forward, and their gradients summed by autograd in
+        that layout (partial sums added locally) and settled once backward, as shard_graph charges
+        one tensor's identical steps once (a ResNet block's input, read by conv1 and the
+        downsample, both split by output channels: one all-reduce of the summed partial dX)."""
+        from torch.distributed.tensor import Replicate
+
+        key = (id(a), a._version, target, grad_layout)      # _version: not shared across an in-place change
+        if key not in self.laid:
+            out = _GradAs.apply(a, [Replicate() if q.is_partial() else q for q in a.placements])
+            if tuple(out.placements) != target:
+                out = out.redistribute(self.mesh, target)
+            self.laid[key] = (a, out)            # ``a`` held: its id is not reused while the unit runs
+        return self.laid[key][1]
 
     def _uniform(self, args):
         """Plain tensors beside DTensors (a mask buffer, positions) enter as replicated DTensors."""
@@ -353,9 +376,6 @@ def unit_shardings(spec, plan, cluster) -> list:
 def check_supported(spec, plan, cluster, source: str) -> None:
     """What the executor cannot run of a model/auto plan, refused in one line (module docstring)."""
     cfg = plan.config
-    if cfg.pp > 1:
-        raise InputError(f"{source}: parallel.pp: the {cfg.tp_layout} layout runs with pp=1 (its stage boundaries "
-                         "would carry split activations); plan pp=1 or --tp-layout megatron")
     for sharding, layer in zip(unit_shardings(spec, plan, cluster), spec.graph.layers):
         if sharding is None:
             continue
@@ -368,14 +388,20 @@ def check_supported(spec, plan, cluster, source: str) -> None:
                                      "executor runs one-dimension splits over the group")
 
 
-def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh, example: torch.Tensor) -> list:
-    """Lay out ``stage`` (the whole model: pp=1) per ``shardings`` (one per unit, ``unit_shardings``),
-    in place; returns the parameters whose gradients are partial sums over the group, for
-    ``reduce_partial_grads`` after each backward.  ``example``: an input batch, run once on the
-    plain model to find which parameter each operator reads."""
+def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh, example: torch.Tensor,
+                inbound=None, outbound=None) -> list:
+    """Lay out ``stage`` (one pipeline stage's units, ``units`` their layer names) per
+    ``shardings`` (one per unit, ``unit_shardings``), in place; returns the parameters whose
+    gradients are partial sums over the group, for ``reduce_partial_grads`` after each backward.
+    ``example``: an input batch of the stage, run once on the plain units to find which parameter
+    each operator reads.  ``inbound``, ``outbound``: the plan's layouts of the tensors that cross
+    the stage's pipeline boundaries, the previous layer's output and the stage's last, see
+    ``_boundary_placements`` (None: whole on every rank, as the model's input and the logits the
+    loss takes)."""
     from torch.distributed.tensor import Partial, Replicate, distribute_tensor
 
-    children = list(stage.children())
+    named = dict(stage.named_children())
+    children = [named[name.replace(".", "_")] for name in units]   # without channels_last's boundary modules
     probe: dict = {}
     buffers = [b.detach().clone() for b in stage.buffers()]
     with torch.no_grad():
@@ -411,11 +437,29 @@ def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh
             if b is not None and b in placements:
                 module._buffers[name] = distribute_tensor(b, tp_mesh, placements[b])
     mirrors = [replaced[p] for p in partial]
-    for name, unit, sharding in zip(units, children, shardings):
-        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, unit is children[-1])
+    for k, (name, unit, sharding) in enumerate(zip(units, children, shardings)):
+        unit.forward = _on_dtensors(unit, name, sharding, tp_mesh, inbound, outbound, k == len(units) - 1)
     for p in mirrors:                           # read by tensor_parallel.expect_partial
         p.partial_grad_placements = [Partial() if isinstance(q, Replicate) else q for q in p.placements]
     return mirrors
+
+
+def _boundary_placements(layout, shape, where: str) -> list:
+    """Placements of a tensor of ``shape`` that crosses a pipeline boundary laid out as ``layout``
+    (the plan's output layout of the stage's last layer, parsim.shard.graph.LayerSharding.output):
+    each tensor-parallel rank sends its piece (a split's part, a partial sum's term) to its peer
+    of the next stage, which takes it in the same layout, as the simulator prices the send
+    (the per-device layer's output_bytes) and the next layer's edges.  ``layout``'s shape is the
+    extraction's; a tensor of as many dimensions (another batch, a pooled map) keeps its splits
+    by dimension, another view of it is carried by ``reshape_layout``."""
+    from torch.distributed.tensor import Replicate
+
+    lay = layout.normalized()
+    if not lay.device_matrix:
+        return [Replicate()]
+    if len(shape) == len(lay.shape):
+        return lay.to_dtensor()
+    return _placements(layout, layout.shape, shape, where)
 
 
 def _bias(out_layout):
@@ -426,7 +470,11 @@ def _bias(out_layout):
     return [Shard(0)] if split_last else [Replicate()]
 
 
-def _on_dtensors(unit, name, sharding, mesh, last: bool):
+def _on_dtensors(unit, name, sharding, mesh, inbound, outbound, last: bool):
+    """``unit``'s forward on DTensors.  A plain input is the stage's (the model's, or received from
+    the previous stage), taken as ``inbound`` lays it out; the stage's ``last`` unit gives this
+    rank's piece of its output as ``outbound`` lays it out (the whole for the loss), its gradient
+    coming back laid out alike, partial sums settled (``_boundary_placements``)."""
     from torch.distributed.tensor import DTensor, Replicate
 
     inner = unit.forward
@@ -434,23 +482,56 @@ def _on_dtensors(unit, name, sharding, mesh, last: bool):
     shardings = sharding.shardings if sharding else None
 
     def forward(x):
-        if not isinstance(x, DTensor):          # the stage's input: the model's, whole on every rank
-            x = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+        if not isinstance(x, DTensor):
+            laid = [Replicate()] if inbound is None else _boundary_placements(inbound, x.shape, f"{name}: its input")
+            x = DTensor.from_local(x, mesh, laid, run_check=False)
         with _Lineup(name, ops, shardings, mesh) as mode:
             y = inner(x)
         mode.done()
-        if last:                                # the loss takes the whole logits
-            y = y.redistribute(mesh, [Replicate()]).to_local()
+        if last:                                # the loss takes the whole logits; the next stage, this rank's piece
+            laid = [Replicate()] if outbound is None else _boundary_placements(outbound, y.shape, f"{name}: its output")
+            if tuple(y.placements) != tuple(laid):
+                y = y.redistribute(mesh, laid)
+            y = y.to_local(grad_placements=[Replicate() if q.is_partial() else q for q in laid]).contiguous()
         return y
     return forward
 
 
-def parallelize_stage(stage: nn.Sequential, spec, plan, tp_mesh, dtype: torch.dtype) -> list:
-    """``parallelize`` for the plan's one stage (pp=1: every layer), probed with two samples of
-    the model's input."""
+def parallelize_stages(modules: list[nn.Sequential], stage_ids: list[int], units: list[tuple[str, nn.Module]],
+                       spec, plan, tp_mesh, dtype: torch.dtype, device: torch.device) -> list:
+    """``parallelize`` for each of this rank's stages (``modules``, stages ``stage_ids``), each probed
+    with two samples of its input: the model's, run through the plain ``units`` before it (the
+    whole model's, not yet laid out; their buffers left as they were)."""
     from parsim.hardware import load_cluster
 
+    cfg = plan.config
     shardings = unit_shardings(spec, plan, load_cluster(plan.cluster))
-    device = next(stage.parameters()).device
-    example = torch.zeros(spec.input.make(2, dtype).shape, dtype=spec.input.make(2, dtype).dtype, device=device)
-    return parallelize(stage, list(spec.graph.names), shardings, tp_mesh, example)
+    names = list(spec.graph.names)
+    # every stage's example before any stage is laid out (interleaved: a rank's later stage runs after its first)
+    examples = [_stage_example(spec, units[:cfg.bounds[s]], dtype, device) for s in stage_ids]
+    mirrors = []
+    for s, module, example in zip(stage_ids, modules, examples):
+        lo, hi = cfg.bounds[s], cfg.bounds[s + 1]
+        # the plan's layouts of the previous layer's output and of the stage's last (none after a
+        # layer without operators: whole, as layer_shardings prices the next layer's input)
+        inbound = shardings[lo - 1].output if lo > 0 and shardings[lo - 1] else None
+        outbound = shardings[hi - 1].output if hi < len(names) and shardings[hi - 1] else None
+        mirrors += parallelize(module, names[lo:hi], shardings[lo:hi], tp_mesh, example, inbound, outbound)
+    return mirrors
+
+
+def _stage_example(spec, before: list[tuple[str, nn.Module]], dtype: torch.dtype, device) -> torch.Tensor:
+    """Two samples of a stage's input: the model's through the plain units ``before`` it, in
+    their own dtype and device, under no_grad, their buffers (BatchNorm's statistics) restored."""
+    x = spec.input.make(2, dtype)
+    x = torch.zeros(x.shape, dtype=x.dtype)
+    saved = [(b, b.detach().clone()) for _, unit in before for b in unit.buffers()]
+    with torch.no_grad():
+        for _, unit in before:
+            p = next(unit.parameters(), None)
+            if p is not None and x.is_floating_point():
+                x = x.to(p.dtype)
+            x = unit(x.to(p.device) if p is not None else x)
+        for b, value in saved:
+            b.copy_(value)
+    return x.to(device, dtype) if x.is_floating_point() else x.to(device)

@@ -124,6 +124,19 @@ def instrument(stage, rec: Recorder) -> None:
     stage.forward_one_chunk = forward_one_chunk
     stage.backward_one_chunk = backward_one_chunk
     stage.backward_weight_one_chunk = backward_weight_one_chunk
+    # torch's metadata inference (the first step's extra forward and backward that find the shapes
+    # crossing each boundary) is no action of the plan: the collectives it issues are not the step's
+    for name in ("_prepare_forward_infra", "_prepare_backward_infra"):
+        setattr(stage, name, _uncounted(getattr(stage, name)))
+
+
+def _uncounted(infra):
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def call(*args, **kwargs):
+        with _disable_current_modes():     # tensor_parallel.CollectiveCounter
+            return infra(*args, **kwargs)
+    return call
 
 
 def _static_bytes(modules, optimizers) -> dict[str, int]:
@@ -171,9 +184,6 @@ def check_run(opts: RunOptions):
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
                          "plan with --zero 1 or --pp 1")
-    if cfg.zero and cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:
-        raise InputError(f"{opts.plan}: parallel.zero: the executor runs ZeRO under tensor parallelism with the "
-                         f"Megatron layouts only (got {cfg.tp_layout}); plan with --zero 0 or --tp-layout megatron")
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
     context_parallel.check_supported(cfg, spec, opts.plan)
@@ -226,13 +236,14 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     fmt = memory_format(spec)
     modules = [stage_module(units, cfg, s, fmt).to(env.device, dtype) for s in stage_ids]
     holders = tied_holders(units)
-    del units
     partial_grads: list = []          # sequence-parallel norms and positions: summed over the tp group
-    if cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:          # per-operator DTensor plans (pp=1)
-        partial_grads += op_parallel.parallelize_stage(modules[0], spec, plan, mesh["tp"], dtype)
+    if cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:          # per-operator DTensor plans
+        partial_grads += op_parallel.parallelize_stages(modules, stage_ids, units, spec, plan, mesh["tp"], dtype,
+                                                        env.device)
     elif cfg.tp > 1:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
+    del units                         # the other stages' units: the per-operator plans probe through them
     if cfg.recompute:
         for m in modules:
             recompute_units(m)
@@ -337,10 +348,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         issued = [sync.finish() for sync in grad_syncs]
         if issued:
             dp_buckets[:] = issued
+        # the tp sum of partial gradients, then the tied weights' sum over stages, as Megatron's
+        # finalize_model_grads orders them: a copy whose gradient is a partial sum (the GPT's head
+        # under the searched layout) is completed over its group before its stages add theirs
+        tensor_parallel.reduce_partial_grads(partial_grads, mesh.get_group("tp"))
         for s in tied.stages:             # after the dp buckets, as Megatron's finalize_model_grads
             with rec.action(Action(s, Kind.REDUCE_TIED), stream="dp"):
                 tied_bytes[s] = tied.reduce(s)
-        tensor_parallel.reduce_partial_grads(partial_grads, mesh.get_group("tp"))
         take = True
         if scaler is not None:            # every rank skips an overflowed step together
             finite = torch.tensor([float(all(o.grads_finite() for o in optimizers))], device=env.device)
@@ -457,7 +471,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
             {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
              "sharded_collectives": dict(zip(stage_ids, sharded)),
-             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes))})
+             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives})
     return 0
 
 
@@ -555,6 +569,8 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
                           "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
         "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
         "tp_collectives_per_step": collectives,     # rank 0's, counted on the first step
+        # replica 0's (tp rank 0's) per pipeline rank: each rank's stages' collectives
+        "tp_collectives_per_pipe_rank": [g["tp_collectives"] for g in replica0],
         # replica 0's (tp rank 0's) data-parallel all-reduces per stage, bytes each, on the last step
         "grad_buckets_bytes": [next((g["grad_buckets_bytes"][s] for g in replica0 if s in g["grad_buckets_bytes"]), [])
                                for s in range(cfg.stages)],

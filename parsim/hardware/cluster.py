@@ -121,10 +121,27 @@ class Collectives:
     # Ascend, where the host issues work ahead of the device and the hooks hide behind kernels.
     fsdp_gather_overhead_s: float = 0.0
     fsdp_reduce_scatter_overhead_s: float = 0.0
+    # ... and per byte of the unit's whole (gathered) buffer, as a host rate (0: none): FSDP2's
+    # copy-in and copy-out of the flat buffers, the gradient's division and accumulation into its
+    # shard, and on gloo the copies around its collectives.  On local-cpu they are most of what a
+    # ZeRO-2 or -3 step adds beyond the collectives (torch.profiler on the zero set's ResNet-50,
+    # README "ZeRO"): profile-comm measures them with units of 4 MiB beside the 4 KiB ones.
+    fsdp_gather_copy_bytes_per_s: float = 0.0
+    fsdp_reduce_scatter_copy_bytes_per_s: float = 0.0
     # Per training dtype other than fp32: its own all-reduce fit and overlap (bandwidth_efficiency,
     # latency_s and overlap above are fp32's, and those of any dtype not listed).  Empty for a
     # profile measured in fp32 only.
     dtypes: tuple[tuple[str, DtypeCollectives], ...] = ()
+
+    def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
+        """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
+        "reduce_scatter") of a ``unit_bytes`` buffer: the per-unit overhead plus the bytes at the
+        host copy rate."""
+        if op == "all_gather":
+            per_unit, rate = self.fsdp_gather_overhead_s, self.fsdp_gather_copy_bytes_per_s
+        else:
+            per_unit, rate = self.fsdp_reduce_scatter_overhead_s, self.fsdp_reduce_scatter_copy_bytes_per_s
+        return per_unit + (unit_bytes / rate if rate else 0.0)
 
     def for_dtype(self, dtype: str) -> "Collectives":
         """The collectives of a run whose gradients and compute are in ``dtype`` (the executor casts
@@ -319,6 +336,14 @@ def _microseconds(c, key: str) -> float:
     return us * 1e-6
 
 
+def _rate(c, key: str) -> float:
+    """A host copy rate in GB/s, as bytes per second; 0 or absent: none."""
+    gb_per_s = c.get(key, float, 0.0)
+    if gb_per_s < 0:
+        raise c.fail(key, f"must be >= 0 GB/s (0: none), got {gb_per_s:g}")
+    return gb_per_s * 1e9
+
+
 @lru_cache(maxsize=64)
 def _for_dtype(cluster: Cluster, dtype: str) -> Cluster:
     coll = cluster.profile.collectives.for_dtype(dtype)
@@ -474,6 +499,9 @@ def collectives_flow(c: Collectives) -> str:
     if c.fsdp_gather_overhead_s or c.fsdp_reduce_scatter_overhead_s:
         parts += [f"fsdp_gather_overhead_us: {c.fsdp_gather_overhead_s * 1e6:.0f}",
                   f"fsdp_reduce_scatter_overhead_us: {c.fsdp_reduce_scatter_overhead_s * 1e6:.0f}"]
+    if c.fsdp_gather_copy_bytes_per_s or c.fsdp_reduce_scatter_copy_bytes_per_s:
+        parts += [f"fsdp_gather_copy_gb_per_s: {c.fsdp_gather_copy_bytes_per_s / 1e9:.4g}",
+                  f"fsdp_reduce_scatter_copy_gb_per_s: {c.fsdp_reduce_scatter_copy_bytes_per_s / 1e9:.4g}"]
     return "{" + ", ".join(parts) + dtypes_flow(c.dtypes) + "}"
 
 
@@ -597,6 +625,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        op_fits=tuple(_op_fit(c, op) for op in COLLECTIVE_FIT_OPS if c.has(op)),
                        fsdp_gather_overhead_s=_microseconds(c, "fsdp_gather_overhead_us"),
                        fsdp_reduce_scatter_overhead_s=_microseconds(c, "fsdp_reduce_scatter_overhead_us"),
+                       fsdp_gather_copy_bytes_per_s=_rate(c, "fsdp_gather_copy_gb_per_s"),
+                       fsdp_reduce_scatter_copy_bytes_per_s=_rate(c, "fsdp_reduce_scatter_copy_gb_per_s"),
                        dtypes=_dtype_collectives(c))
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`

@@ -20,7 +20,7 @@ measures the device: fp32 matmul FLOP/s at sizes 64..2048 (peak and efficiency c
 memory copy bandwidth.  It also measures how late a point-to-point send arrives when its sender
 goes straight on computing (``measure_busy_sender``; gloo moves the data on an I/O thread that
 shares the cores with compute), and the host time torch FSDP2 adds per unit around its
-collectives (``measure_fsdp_overhead``).  The profile records the date, the machine and the command.
+collectives and per byte of it (``measure_fsdp_overhead``).  The profile records the date, the machine and the command.
 """
 
 from __future__ import annotations
@@ -118,17 +118,24 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int, dtypes:
             per_dtype[d].append(statistics.median(samples[d]))
     out.update((all_reduce_key(d), (SIZES_BYTES, per_dtype[d])) for d in dtypes)
     if world > 1:      # ZeRO's collectives as the library runs them (sizes: the whole gathered / reduced buffer)
-        for op in COLLECTIVE_FIT_OPS:
-            times = []
-            for nbytes in SIZES_BYTES:
-                full = torch.ones(nbytes // 4 // world * world)
-                part = torch.ones(full.numel() // world)
-                run = ((lambda: dist.all_gather_into_tensor(full, part)) if op == "all_gather"
-                       else (lambda: dist.reduce_scatter_tensor(part, full)))
-                dist.barrier()
-                times.append(median_time_s(run, repeats))
-            out[op] = (SIZES_BYTES, times)
+        out.update((op, (SIZES_BYTES, sharded_collective_times(op, SIZES_BYTES, world, repeats)))
+                   for op in COLLECTIVE_FIT_OPS)
     return out
+
+
+def sharded_collective_times(op: str, sizes_bytes, world: int, repeats: int) -> list[float]:
+    """Median times of ``op`` ("all_gather" or "reduce_scatter", as FSDP2 and ZeRO-1 issue them:
+    c10d's _allgather_base_ and _reduce_scatter_base_) over the whole group, per buffer size (the
+    gathered or reduced buffer, cut into equal shards)."""
+    times = []
+    for nbytes in sizes_bytes:
+        full = torch.ones(nbytes // 4 // world * world)
+        part = torch.ones(full.numel() // world)
+        run = ((lambda: dist.all_gather_single(full, part)) if op == "all_gather"
+               else (lambda: dist.reduce_scatter_single(part, full)))
+        dist.barrier()
+        times.append(median_time_s(run, repeats))
+    return times
 
 
 def all_reduce_key(dtype: str) -> str:
@@ -141,29 +148,48 @@ def _element_bytes(dtype: str) -> int:
 
 
 FSDP_UNITS = 16
-FSDP_UNIT_BYTES = SIZES_BYTES[0]   # 4 KiB: the collectives move next to nothing
+FSDP_UNIT_BYTES = (SIZES_BYTES[0], SIZES_BYTES[3])   # 4 KiB: the collectives move next to nothing; 4 MiB: the copies show
 FSDP_UNIT_DIM = 256            # a 256^3 matmul forward, two backward: about 0.3 and 0.6 ms at 100 GFLOP/s
 
 
-def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> tuple[float, float]:
-    """Host time FSDP2 adds per unit to the forward that all-gathers it and to the backward that
-    reduce-scatters it, beyond the collectives themselves: (gather_s, reduce_scatter_s).
+def fsdp_host_fit(excess_s: dict[int, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """FSDP2's host time per unit, (per_unit_s, copy_bytes_per_s) for "all_gather" and
+    "reduce_scatter" (Collectives.fsdp_host_s), from the measured excess per unit at two unit sizes
+    (``excess_s``: unit bytes -> (gather_s, reduce_scatter_s)): the line through the two points,
+    t = per_unit_s + bytes / copy_bytes_per_s, neither term below 0 (a rate of 0: no per-byte term)."""
+    (small, e_small), (large, e_large) = sorted(excess_s.items())
+    out = {}
+    for j, op in enumerate(COLLECTIVE_FIT_OPS):
+        per_byte_s = max(0.0, (e_large[j] - e_small[j]) / (large - small))
+        out[op] = (max(0.0, e_small[j] - small * per_byte_s), 1.0 / per_byte_s if per_byte_s else 0.0)
+    return out
 
-    A chain of FSDP_UNITS units of one 4 KiB parameter each, each running about a millisecond of
-    matmuls (as a run's units compute while the next unit's gather is in flight: on CPU, gloo's
-    worker thread then waits for a core, as a busy sender's transfer does), is timed plain and
-    under ``fully_shard`` keeping parameters gathered after the forward (ZeRO-2: the forward
-    gathers, the backward reduce-scatters).  Per unit, the forward's excess over the plain chain
+
+def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> dict[str, tuple[float, float]]:
+    """Host time FSDP2 adds to the forward that all-gathers a unit and to the backward that
+    reduce-scatters it, beyond the collectives themselves, per unit and per byte: fsdp_host_fit of
+    fsdp_excess_s at the two sizes of FSDP_UNIT_BYTES."""
+    return fsdp_host_fit(fsdp_excess_s(world, repeats, links, FSDP_UNIT_BYTES))
+
+
+def fsdp_excess_s(world: int, repeats: int, links: dict, unit_bytes) -> dict[int, tuple[float, float]]:
+    """Per unit size in ``unit_bytes`` (each one of SIZES_BYTES), the host time FSDP2 adds per unit
+    beyond its collectives: (forward with the gather, backward with the reduce-scatter).
+
+    A chain of FSDP_UNITS units of one parameter each, each running about a millisecond of matmuls
+    (as a run's units compute while the next unit's gather is in flight: on CPU, gloo's worker
+    thread then waits for a core, as a busy sender's transfer does), is timed plain and under
+    ``fully_shard`` keeping parameters gathered after the forward (ZeRO-2: the forward gathers, the
+    backward reduce-scatters), at each size.  Per unit, the forward's excess over the plain chain
     less one all-gather of the unit, and the backward's less one reduce-scatter, as measure_links
-    timed them alone (``links``: its result; a unit is its smallest size)."""
+    timed them alone (``links``: its result)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh("cpu", (world,))
-    numel = FSDP_UNIT_BYTES // 4
 
     class Unit(torch.nn.Module):
-        def __init__(self):
+        def __init__(self, numel: int):
             super().__init__()
             self.w = torch.nn.Parameter(torch.ones(numel))
             self.a = torch.randn(FSDP_UNIT_DIM, FSDP_UNIT_DIM) / FSDP_UNIT_DIM ** 0.5    # not sharded
@@ -171,8 +197,8 @@ def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> tuple[float,
         def forward(self, x):
             return torch.tanh(x @ self.a) * self.w[0]
 
-    def chain(reshard: bool | None) -> torch.nn.Sequential:
-        units = [Unit() for _ in range(FSDP_UNITS)]
+    def chain(reshard: bool | None, numel: int) -> torch.nn.Sequential:
+        units = [Unit(numel) for _ in range(FSDP_UNITS)]
         model = torch.nn.Sequential(*units)
         if reshard is not None:
             for u in units:
@@ -196,10 +222,14 @@ def measure_fsdp_overhead(world: int, repeats: int, links: dict) -> tuple[float,
                 bwd.append(t2 - t1)
         return statistics.median(fwd), statistics.median(bwd)
 
-    f0, b0 = phases(chain(None))
-    f2, b2 = phases(chain(False))
-    ag, rs = (links[op][1][SIZES_BYTES.index(FSDP_UNIT_BYTES)] for op in COLLECTIVE_FIT_OPS)
-    return max(0.0, (f2 - f0) / FSDP_UNITS - ag), max(0.0, (b2 - b0) / FSDP_UNITS - rs)
+    excess = {}
+    for nbytes in unit_bytes:
+        numel = nbytes // 4 // world * world
+        f0, b0 = phases(chain(None, numel))
+        f2, b2 = phases(chain(False, numel))
+        ag, rs = (links[op][1][SIZES_BYTES.index(nbytes)] for op in COLLECTIVE_FIT_OPS)
+        excess[numel * 4] = ((f2 - f0) / FSDP_UNITS - ag, (b2 - b0) / FSDP_UNITS - rs)
+    return excess
 
 
 BUSY_SENDER_BYTES = 256 << 10      # one pipeline boundary of the small GPT: batch 2 x 128 tokens x 256 hidden, fp32
@@ -316,12 +346,14 @@ def resident_bytes() -> int:
 def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
                  memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0,
                  busy_sender_s: tuple[float, float] = (0.0, 0.0), dtype_overlaps: dict[str, float] | None = None,
-                 fsdp_overhead_s: tuple[float, float] = (0.0, 0.0)) -> str:
+                 fsdp_host: dict[str, tuple[float, float]] | None = None) -> str:
     """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender;
     ``overlap``: fp32's; ``dtype_overlaps``: each other dtype measured, its overlap (its all-reduce
     times in ``links`` under all_reduce_key), written as ``collective.dtypes``;
-    ``fsdp_overhead_s``: (gather, reduce-scatter) per unit from measure_fsdp_overhead."""
+    ``fsdp_host``: measure_fsdp_overhead's result (absent: none)."""
     dtype_overlaps = dtype_overlaps or {}
+    fsdp_host = fsdp_host or {op: (0.0, 0.0) for op in COLLECTIVE_FIT_OPS}
+    (gather_s, gather_rate), (rs_s, rs_rate) = (fsdp_host[op] for op in COLLECTIVE_FIT_OPS)
     today = datetime.date.today().isoformat()
     machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
     here = this_machine()
@@ -364,8 +396,9 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     ops = tuple((op, *reversed(ring_fit(links[op], n, a_g, b_g, op)))
                 for op in COLLECTIVE_FIT_OPS if op in links and n > 1)          # (op, latency_s, efficiency)
     coll = Collectives(library=backend, bandwidth_efficiency=eff, latency_s=step_latency, overlap=overlap,
-                       busy_sender_delay_s=busy_s, op_fits=ops, fsdp_gather_overhead_s=fsdp_overhead_s[0],
-                       fsdp_reduce_scatter_overhead_s=fsdp_overhead_s[1], dtypes=fits)
+                       busy_sender_delay_s=busy_s, op_fits=ops, fsdp_gather_overhead_s=gather_s,
+                       fsdp_reduce_scatter_overhead_s=rs_s, fsdp_gather_copy_bytes_per_s=gather_rate,
+                       fsdp_reduce_scatter_copy_bytes_per_s=rs_rate, dtypes=fits)
     lines.append(f"collective: {collectives_flow(coll)}"
                  f"   # measured: all-reduce fitted as a ring over {n} ranks; overlap: share hidden behind compute")
     lines.append(f"  # busy_sender_delay_us: measured: post to arrival of a {BUSY_SENDER_BYTES >> 10} KiB send whose sender "
@@ -373,8 +406,9 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     if ops:
         lines.append("  # all_gather, reduce_scatter: all_gather_into_tensor and reduce_scatter_tensor fitted as rings, "
                      "4 KiB..64 MiB of gathered / reduced buffer")
-    lines.append(f"  # fsdp_*_overhead_us: measured: per FSDP2 unit, beyond its collective ({FSDP_UNITS} units of "
-                 f"{FSDP_UNIT_BYTES >> 10} KiB computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
+    lines.append(f"  # fsdp_*_overhead_us, fsdp_*_copy_gb_per_s: measured: per FSDP2 unit and per byte of it, beyond its "
+                 f"collective ({FSDP_UNITS} units of {FSDP_UNIT_BYTES[0] >> 10} KiB, then of {FSDP_UNIT_BYTES[1] >> 20} "
+                 f"MiB, computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
     if fits:
         lines.append(f"  # dtypes: {', '.join(d for d, _ in fits)}'s own all-reduce fit (the same bytes, "
                      f"{SIZES_BYTES[0] >> 10} KiB..{SIZES_BYTES[-1] >> 20} MiB) and overlap under matmuls in that dtype; "
@@ -424,7 +458,7 @@ def main(argv=None) -> int:
     links = measure_links(env.rank, env.world_size, local_world, args.repeats, dtypes)
     overlaps = {d: measure_overlap(args.repeats, d) if env.world_size > 1 else 1.0 for d in dtypes}
     busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
-    fsdp = measure_fsdp_overhead(env.world_size, args.repeats, links) if env.world_size > 1 else (0.0, 0.0)
+    fsdp = measure_fsdp_overhead(env.world_size, args.repeats, links) if env.world_size > 1 else None
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"

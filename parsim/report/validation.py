@@ -38,7 +38,7 @@ class Row:
     measured_compute_frac: float     # busy share of the step from the measured per-action times
     measured_spread: float = 0.0     # (slowest - fastest) / median over validation passes
     tp: int = 1
-    predicted_collectives: str = ""  # tensor-parallel collectives per step and device, e.g. "all_reduce 36"
+    predicted_collectives: str = ""  # tensor-parallel collectives per step on rank 0 (its stages), e.g. "all_reduce 36"
     measured_collectives: str = ""   # the same, counted in the run
     analytical_step_s: float = math.nan   # the analytical model calibrated to the profile, beside it
     predicted_sync_wait_frac: float = 0.0  # idle after the rank's own work, waiting on other ranks

@@ -45,9 +45,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsim.cost.comm import collective_time_s, shard_padded_bytes
+from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
-from parsim.cost.memory import bytes_per_param, inflight_microbatches, optimizer_bytes_moved_per_param, zero_fractions
+from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
+                                optimizer_bytes_moved_per_param, zero_fractions)
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
@@ -183,7 +184,7 @@ class _StageMemory:
     """memory(j, A, B): the closed-form peak bytes of stage j holding layers [A, B) (j, A, B
     scalars or arrays, element-wise), v chunks on one device:
 
-        (params x static bytes per param [+ ZeRO-2/3's bucket] + 2 x boundary activation x b
+        (params x static bytes per param [+ ZeRO-2/3's unsharded gradients] + 2 x boundary activation x b
          + in-flight micro-batches of stage j x b x stage saved bytes) x v
 
     The partitioner asks for every stage over the same (A, B) matrices: the stage-independent
@@ -203,8 +204,8 @@ class _StageMemory:
         for u, o, n in bnd.tied:
             params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
         static = params * self.static_per_param
-        if self.zero >= 2:
-            static = static + np.minimum(params * bnd.grad_per_param, bnd.largest_unit_grad_bytes)
+        if self.zero >= 2:                   # pp = 1 (_zero_variants): the stage is the whole model
+            static = static + bnd.fsdp_grad_bytes(self.b)
         boundary = 2 * bnd.out[np.maximum(B - 1, 0)] * self.b
         saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
         if isinstance(A, np.ndarray):
@@ -236,7 +237,6 @@ class _Bounds:
         self.per_param = per = bytes_per_param(t.dtype, t.optimizer)
         self.grad_per_param = per["grads"]
         self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
-        self.largest_unit_grad_bytes = float(self.params.max(initial=0.0)) * per["grads"]
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
         self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
@@ -246,11 +246,27 @@ class _Bounds:
             self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster)
         return self._costs[b]
 
+    def fsdp_grad_bytes(self, b: int) -> float:
+        """ZeRO-2 and -3 (pp = 1: the stage is the whole model): what the FSDP units' unsharded
+        gradients add to the backward's peak at micro-batch ``b``, by the simulator's rule
+        (fsdp_held_grad_bytes, beside the activations not yet freed: backward_workspace_bytes),
+        less the backward workspace the closed form leaves out."""
+        key = ("fsdp", b)
+        if key not in self._costs:
+            g = self.graph
+            whole = [range(len(g.layers))]
+            shared = g.sharing(whole[0])
+            own = [l.param_count for l in g.layers]
+            units = fsdp_units(own, [i in shared for i in whole[0]])
+            sizes = [sum(own[i] for i in u) * self.grad_per_param for u in units]
+            held = dict(enumerate(fsdp_held_grad_bytes(units, sizes, len(own))))
+            self._costs[key] = backward_workspace_bytes(g, whole, b, held) - backward_workspace_bytes(g, whole, b)
+        return self._costs[key]
+
     def memory_fn(self, schedule, m, pp, v, b, dp, zero=0) -> "_StageMemory":
         """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
-        (zero_fractions), plus, from stage 2, the FSDP unit being reduce-scattered (the largest
-        layer's gradients: stages 2-3 run with pp=1, so the stage is the whole model; ZeRO-3's
-        gathered layers are left to the simulated peak)."""
+        (zero_fractions), plus, from stage 2, the FSDP units' unsharded gradients in the backward
+        (fsdp_grad_bytes; ZeRO-3's gathered layers are left to the simulated peak)."""
         inflight = [inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)]
         return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, inflight)
 

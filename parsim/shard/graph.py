@@ -45,7 +45,7 @@ import functools
 import math
 import fnmatch
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from parsim.errors import InfeasibleError
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
@@ -245,13 +245,14 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
-    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad, batch)
+    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad, batch,
+           layer.param_count)
     if memo is not None and key in memo:
         shardings, tp_comm, out_layout, shares = memo[key]
     else:
         shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
         tp_comm = _tp_comm(comm, batch)
-        shares = _op_shares(ops, shardings)
+        shares = _op_shares(ops, shardings, layer.param_count)
         if memo is not None:     # one tp_comm object for identical layers: parsim.cost.layer memoizes by it
             memo[key] = (shardings, tp_comm, out_layout, shares)
     return LayerSharding(shardings, out_layout, _per_device_layer(layer, shares, tp_comm, batch, in_layout,
@@ -341,7 +342,8 @@ class _OpShares:
     w_held_bytes: float             # weight_output_bytes on one device (extraction batch)
 
 
-def _op_shares(ops, shardings) -> _OpShares:
+def _op_shares(ops, shardings, param_count: int) -> _OpShares:
+    """``param_count``: the layer's, which bounds the BatchNorm parameters it can hold."""
     pieces = [op_pieces(sh) for sh in shardings]
     mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in COMPUTE]
     m_ratio = sum(w / n for w, n in mem) / sum(w for w, _ in mem) if mem else 1.0
@@ -357,6 +359,13 @@ def _op_shares(ops, shardings) -> _OpShares:
             n, d = op.output_shape[-1], sh.output.tensor_map[-1]
             owned_count += n
             per_device.append(n // (sh.output.device_dim_size(d) if d != -1 else 1))
+        # BatchNorm's affine weight and bias [C], which the operator view leaves out too, split as
+        # its channels (strategy.batch_norm_on's parameter layout), as the executor holds them
+        if op.kind == "BatchNorm" and len(sh.inputs) > len(op.input_shapes) and sh.is_param[-1] \
+                and param_count - owned_count >= 2 * sh.inputs[-1].shape[0]:
+            n = 2 * sh.inputs[-1].shape[0]
+            owned_count += n
+            per_device.append(n // ways(sh.inputs[-1]))
     # A tied weight is split as the op using it here splits it (the GPT's head: the vocabulary-
     # parallel embedding weight), so its copy on another stage shrinks by the same share.
     tied_whole = [math.prod(op.input_shapes[j]) for op in ops for j, t in enumerate(op.tied_inputs) if t]
@@ -472,13 +481,15 @@ COLLECTIVE_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather_into_ten
                     "ReduceScatter": "reduce_scatter_tensor", "AllToAll": "all_gather_into_tensor"}
 
 
-def collective_counts(graph: LayerGraph, microbatches: int) -> dict[str, int]:
+def collective_counts(graph: LayerGraph, microbatches: int, layers: Iterable[int] | None = None) -> dict[str, int]:
     """Tensor-parallel collectives one device issues per step of a per-device graph: each layer's
-    forward and backward steps per micro-batch (the forward's again when recomputed).  Gradient
+    forward and backward steps per micro-batch (the forward's again when recomputed), over all
+    its layers or the indices ``layers`` (a pipeline rank's, ParallelConfig.rank_layers: a stage
+    boundary issues none, each tensor-parallel rank sending its piece to its peer).  Gradient
     mirrors are left out: the executor sums them in one flat all-reduce per step, as Megatron
     does, whatever their number."""
     counts: dict[str, int] = {}
-    for layer in graph.layers:
+    for layer in (graph.layers if layers is None else [graph.layers[i] for i in sorted(layers)]):
         for ph, step, _ in layer.tp_comm:
             if not step.communicates or ph == "grad":
                 continue

@@ -13,7 +13,7 @@ from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
-from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param,
+from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes,
                                 optimizer_bytes_moved_per_param, static_memory)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
@@ -221,43 +221,31 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 buckets_per_stage[s] = len(order)
                 comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
                 sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
-                # while a layer's backward runs: its unit's unsharded gradients, as the backward makes
-                # them, the previous unit's reduce-scatter input, which FSDP2 keeps until the next
-                # reduce-scatter is issued (torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py,
-                # ReduceScatterState), and the root's, reduce-scattered after the whole backward
-                # (the GPT's tied head makes its gradient first); the backward's peak takes them
-                # layer by layer, beside the activations not yet freed (backward_workspace_bytes)
-                own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
-                held_grads, previous = {}, 0.0
-                for p in range(len(idx) - 1, -1, -1):
-                    mine = sizes[own_unit[p]] if p in own_unit else 0.0
-                    held_grads[idx[p]] = sizes[0] + mine + previous
-                    previous = mine or previous
-                reduce_buffer_bytes[s] = held_grads
+                # the unsharded gradients live in each layer's backward (fsdp_held_grad_bytes)
+                reduce_buffer_bytes[s] = dict(zip(idx, fsdp_held_grad_bytes(units, sizes, len(idx))))
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
                 gathers = [collective_time_s(cluster, group, x, "all_gather") for x in unit_bytes]
+                own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
                 fwd = list(per_layer_gather)
                 fwd[0] += root_s
-                # FSDP2's host time per unit around its collectives (Collectives.fsdp_*_overhead_s):
-                # on the compute stream, so not hidden by prefetching; every micro-batch's backward
+                # FSDP2's host time per unit around its collectives, and per byte of it
+                # (Collectives.fsdp_host_s): on the compute stream, so not hidden by prefetching; every micro-batch's backward
                 # reduce-scatters every unit
                 colls = cluster.profile.collectives
-                gathered = sum(1 for u in units if u)
-                gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + \
-                    gathered * colls.fsdp_gather_overhead_s
-                hooks_s[(s, Kind.B)] = len(order) * colls.fsdp_reduce_scatter_overhead_s
+                gather_host_s = sum(colls.fsdp_host_s("all_gather", unit_bytes[k]) for k, u in enumerate(units) if u)
+                gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + gather_host_s
+                hooks_s[(s, Kind.B)] = sum(colls.fsdp_host_s("reduce_scatter", x) for x in bucket_bytes[s])
                 runs_f = 1 if zero == 2 else m
                 comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in unit_bytes if x] * runs_f
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = per_layer_gather[::-1]
                     bwd[0] += root_s
-                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + \
-                        gathered * colls.fsdp_gather_overhead_s
+                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + gather_host_s
                     comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * m
                     sharded[s] += [("all_gather", x) for x in unit_bytes if x] * m
                     # the working set: the root's parameters, held through its forward and its backward,
