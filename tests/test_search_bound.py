@@ -127,3 +127,139 @@ def test_every_ranks_last_compute_is_the_backward_of_its_first_stage():
                 assert (last.kind, last.stage) == (Kind.B, r), (name, p, m, v, r)
                 checked += 1
     assert checked > 300
+
+
+@pytest.mark.parametrize("path, cluster_spec", [("examples/gpt_tiny_local.yaml", "dgx-a100:1x8"),
+                                                ("examples/resnet50_cifar10.yaml", "ascend910:1x8")])
+def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated_step(path, cluster_spec):
+    """bound.searched_floor_s, from the unsharded graph over tp, never exceeds what the searched
+    layout's graph gives: each layer's F, B, I and W on one device (the claim it rests on,
+    cost.compute.share_bounds_time) and the simulated step of every searched-layout candidate."""
+    from parsim.cost.compute import share_bounds_time
+    from parsim.search.bound import floor_s, searched_floor_s
+    from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec)
+    compute = _compute(cluster, spec)
+    assert share_bounds_time(compute)
+    t = spec.training
+    layers = 0
+    for tp, b, recompute in itertools.product((2, 4), (1, 4, 16), (False, True)):
+        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", recompute), cluster, compute).phase_times(b)
+        graph = per_device_graph(spec.graph, tp, "auto", recompute, None, cluster, t, b, auto_memory_bytes(cluster, 1))
+        sharded = planner._Bounds(spec, graph, cluster, compute).phase_times(b)
+        for w, s in zip(whole, sharded):
+            assert np.all(np.diff(s) >= np.diff(w) / tp * (1 - 1e-12))
+            layers += len(s) - 1
+    assert layers > 100
+    full = plan(spec, cluster, compute, Constraints(tp_layout="auto", top=10**6, prune=False), progress=False)
+    checked = 0
+    for cand in full.ranked:
+        c = cand.config
+        if c.tp == 1:
+            continue
+        b = t.global_batch_size // (c.dp * c.microbatches)
+        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
+        floor = searched_floor_s(whole.phase_times(b), c.tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
+        assert floor <= cand.estimate.step_time_s, c
+        graph = per_device_graph(spec.graph, c.tp, "auto", c.recompute, None, cluster, t, b,
+                                 auto_memory_bytes(cluster, c.pp))
+        own = floor_s(*planner._Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
+                      c.schedule == "zbh1")
+        assert floor <= own * (1 + 1e-9), c
+        checked += 1
+    assert checked > 50
+
+
+def test_a_tensor_parallel_profile_or_a_falling_efficiency_gives_no_searched_floor():
+    """Where a share of a layer may run faster than its share of the whole layer's time, the
+    planner bounds the searched layout by 0 (builds its graph as it comes up)."""
+    from dataclasses import replace
+
+    from parsim.cost.compute import ProfiledCompute, ProfileTable, share_bounds_time
+
+    cluster = load_cluster("dgx-a100:1x8")
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    compute = _compute(cluster, spec)
+    falling = AnalyticalCompute(replace(cluster.device, efficiency=((1e6, 0.6), (1e9, 0.3))), "fp16")
+    assert share_bounds_time(compute) and not share_bounds_time(falling)
+    table = ProfileTable((1, 2), (), "fp16")
+    assert share_bounds_time(ProfiledCompute(table, compute))
+    assert not share_bounds_time(ProfiledCompute(replace(table, tp=2, tp_layout="auto"), compute))
+    assert not share_bounds_time(ProfiledCompute(table, falling))
+
+
+@pytest.mark.parametrize("path, cluster_spec, only", [
+    ("examples/gpt_small_local.yaml", "dgx-a100:2x8", {}),         # tp layouts, ZeRO 0-3, a tied head, 2 nodes
+    ("examples/resnet50_cifar10.yaml", "ascend910:2x8", {"tp": 1}),  # activations sent between HCCS groups
+])
+def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, cluster_spec, only):
+    """lower_bound_s (with its optimizer steps, ZeRO-1's gathers and the transfers of the
+    pipeline's head and tail) is at most the simulated step of every candidate the exhaustive
+    search simulates: every ZeRO stage, placement, schedule and layout; and floor_s is at most it."""
+    from parsim.search.bound import floor_s
+    from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec)
+    compute = _compute(cluster, spec)
+    full = plan(spec, cluster, compute, Constraints(top=10**6, prune=False, **only), progress=False)
+    cluster = cluster.for_dtype(spec.training.dtype)
+    t = spec.training
+    bounds_of = {}
+    seen = set()
+    for cand in full.ranked:
+        c = cand.config
+        b = t.global_batch_size // (c.dp * c.microbatches)
+        graph = per_device_graph(spec.graph, c.tp, c.tp_layout, c.recompute, spec.shard, cluster, t, b,
+                                 auto_memory_bytes(cluster, c.pp), cp=c.cp)
+        bnd = bounds_of.setdefault(id(graph), planner._Bounds(spec, graph, cluster, compute))
+        lb = bnd.lower_bound_s(c, b)
+        assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
+        assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
+        seen.add((c.zero, c.placement, c.schedule, c.pp > 1))
+    assert len(full.ranked) > 100
+    assert {z for z, _, _, _ in seen} >= ({0, 1, 2, 3} if not only else {0, 1})
+    assert {(p, s) for _, p, s, deep in seen if deep} >= {(p, s) for p in ("pp-inner", "dp-inner")
+                                                          for s in ("1f1b", "gpipe", "interleaved", "zbh1")}
+
+
+def test_partition_is_the_min_max_split_under_per_stage_links_and_memory():
+    """search.partition against every split of small random cases: the least bottleneck (stage
+    time plus its boundary's transfer on that stage's link), within a memory cap per stage."""
+    from parsim.errors import InfeasibleError
+    from parsim.search.partition import partition
+
+    rng = np.random.default_rng(7)
+    checked = infeasible = 0
+    for _ in range(200):
+        L, stages = int(rng.integers(2, 9)), int(rng.integers(1, 5))
+        if stages > L:
+            continue
+        cost = rng.uniform(0.1, 2.0, L)
+        edges = rng.uniform(0.0, 1.0, (stages, L)) * rng.integers(0, 2)
+        weight = rng.uniform(1.0, 3.0, L)
+        prefix = np.concatenate([[0.0], np.cumsum(weight)])
+        factor = rng.uniform(1.0, 2.0, stages)
+
+        def memory(j, A, B):
+            return factor[j] * (prefix[B] - prefix[A])
+
+        cap = rng.uniform(0.3, 1.0) * prefix[-1]
+        best = np.inf
+        for cuts in itertools.combinations(range(1, L), stages - 1):
+            b = (0, *cuts, L)
+            if all(memory(j, b[j], b[j + 1]) <= cap for j in range(stages)):
+                best = min(best, max(cost[b[j]:b[j + 1]].sum() + (edges[j, b[j + 1] - 1] if j < stages - 1 else 0)
+                                     for j in range(stages)))
+        try:
+            bounds, bottleneck = partition(cost, stages, edges, memory, cap)
+        except InfeasibleError:
+            assert best == np.inf
+            infeasible += 1
+            continue
+        assert bottleneck == pytest.approx(best, rel=1e-12)
+        assert all(memory(j, bounds[j], bounds[j + 1]) <= cap for j in range(stages))
+        checked += 1
+    assert checked > 50 and infeasible > 5

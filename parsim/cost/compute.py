@@ -351,3 +351,25 @@ def tp_compute_models(paths, fallback: ComputeModel) -> dict[tuple[int, str], Pr
             raise InputError(f"{path}: tp: this profile timed unsharded layers; take one with parsim profile --tp")
         models[(table.tp, table.tp_layout)] = ProfiledCompute(table, fallback)
     return models
+
+
+def share_bounds_time(compute: ComputeModel) -> bool:
+    """Whether, under ``compute``, a layer's share (the per-device layer of a tensor-parallel
+    group, ``Layer.tp_share`` = s >= 1/tp of its FLOPs, each of its FLOPs, memory-bound and
+    parameter bytes at least 1/tp of the whole's and at most all of it) takes at least 1/tp of the
+    whole layer's time in every phase, so that the planner may bound a layout it has not built
+    (parsim.search.bound.searched_floor_s):
+
+    - the roofline (layers without kernels): each term is the share's work over a rate, and the
+      GEMM rate at the share's smaller work is no higher than at the whole's where the device's
+      efficiency table does not fall with the work (every shipped profile's rises);
+    - kernel-level: every kernel's compute and bytes are scaled by s, its launch and dispatch are not;
+    - a profile of unsharded layers: s x the whole layer's time, its fallback as above.
+
+    A profile of tensor-parallel shards (``tp`` > 1) times what ran, in no fixed relation: False."""
+    if isinstance(compute, ProfiledCompute):
+        return compute.table.tp == 1 and share_bounds_time(compute.fallback)
+    if isinstance(compute, AnalyticalCompute):
+        rates = [e for _, e in compute.device.efficiency]
+        return all(a <= b for a, b in zip(rates, rates[1:]))
+    return False

@@ -16,7 +16,6 @@ the forward it re-runs when recomputed, plus its tensor-parallel redistributions
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from parsim.cost.comm import collective_time_s, group_link_class
 from parsim.cost.compute import ComputeModel
@@ -31,20 +30,22 @@ def group_ranks(device_matrix: tuple[int, ...], d: int, first_rank: int = 0) -> 
     return [first_rank + i * stride for i in range(device_matrix[len(device_matrix) - 1 - d])]
 
 
-def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_rank: int = 0) -> float:
-    """Time of one redistribution step (parsim.shard.redistribute.Step)."""
+def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_rank: int = 0,
+                          scale: float = 1.0) -> float:
+    """Time of one redistribution step (parsim.shard.redistribute.Step), its bytes x ``scale``
+    (a step recorded per sample, priced for a micro-batch)."""
     if not step.communicates:
         return 0.0
+    nbytes = step.bytes_per_device * scale
     ranks = group_ranks(device_matrix, step.device_dim, first_rank)
     op = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather"}.get(step.kind)
     if op is None:   # AllToAll
         if cluster.profile.collectives.library == "gloo":
-            return collective_time_s(cluster, ranks, step.bytes_per_device * step.group_size, "all_gather")
+            return collective_time_s(cluster, ranks, nbytes * step.group_size, "all_gather")
         n = step.group_size             # pairwise exchange: (n-1)/n of the local data leaves each device
         link = cluster.link_for(group_link_class(cluster, ranks))
-        return (n - 1) * link.latency_s + (n - 1) / n * step.bytes_per_device / (link.bandwidth_bytes_per_s *
-                                                                                 link.efficiency)
-    return collective_time_s(cluster, ranks, step.bytes_per_device, op)
+        return (n - 1) * link.latency_s + (n - 1) / n * nbytes / (link.bandwidth_bytes_per_s * link.efficiency)
+    return collective_time_s(cluster, ranks, nbytes, op)
 
 
 _MEMO: dict[tuple, tuple] = {}
@@ -69,8 +70,7 @@ def _tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_ra
     total = 0.0
     for ph, step, matrix in layer.tp_comm:
         if ph == phase:
-            scaled = replace(step, bytes_per_device=step.bytes_per_device * scale)
-            total += redistribution_time_s(scaled, cluster, matrix, first_rank)
+            total += redistribution_time_s(step, cluster, matrix, first_rank, scale)
     return total
 
 

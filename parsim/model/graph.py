@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 from typing import Iterable, NamedTuple, Sequence
 
 from parsim.model.attention import fused_attention_flops
@@ -224,6 +225,13 @@ class LayerGraph:
 
     def __len__(self) -> int:
         return len(self.layers)
+
+    @cached_property
+    def op_index(self) -> dict[str, tuple[int, int]]:
+        """"<layer>/<op>" -> (layer index, op index) of every operator: the searched layouts name
+        operators so (parsim.shard.graph.select); built once per graph."""
+        return {f"{layer.name}/{op.name}": (li, oi) for li, layer in enumerate(self.layers)
+                for oi, op in enumerate(layer.ops)}
 
     @property
     def names(self) -> list[str]:

@@ -3,6 +3,8 @@
 The planner's branch and bound (parsim.search.planner.plan) prices a candidate in three steps,
 each dearer and tighter than the last:
 
+0. for the searched layout, before its graph is built (a strategy search per micro-batch size):
+   searched_floor_s, this floor of the unsharded graph over tp;
 1. this floor, from per-layer prefix sums alone (no split, no memory check);
 2. its memory-constrained split and the split's lower bound (planner._Bounds.lower_bound_s);
 3. the simulation.
@@ -36,6 +38,13 @@ weights (1 / n_j) / H, H = sum of 1 / n_j, which cancels the in-flight counts:
 
 When the larger of the two exceeds the cap, no split fits and the partitioner need not run.
 
+The searched layout's floor: where the compute model says a layer's share on one device of a
+tensor-parallel group takes at least 1/tp of the whole layer's time in each phase
+(parsim.cost.compute.share_bounds_time), and its tensor-parallel steps only add to it, every
+per-layer F, B, I and W of the per-device graph, whatever strategies the search picks, is at
+least the unsharded graph's over tp.  The floor above is non-decreasing in each of them and
+scales with them, so each candidate of the family floors at floor(unsharded) / tp.
+
 Each is a sum of the same per-layer times the lower bound reads, so the floor needs no compute
 model of its own; tests/test_planner.py checks floor <= lower_bound_s <= simulated on small
 searches.
@@ -64,6 +73,13 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
         upstream = f if split_backward else f + np.diff(B)
         floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
     return floor * _SLACK
+
+
+def searched_floor_s(phases, tp: int, members) -> float:
+    """The least floor over a searched-layout family's candidates before its graph (above):
+    ``phases`` the unsharded graph's prefix sums (floor_s) at the family's micro-batch size,
+    ``members`` (m, pp, v, split_backward) of each candidate."""
+    return min((floor_s(*phases, m, pp, v, split) for m, pp, v, split in set(members)), default=np.inf) / tp
 
 
 def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,

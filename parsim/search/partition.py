@@ -43,18 +43,22 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
         rows = np.broadcast_to(given, (stages, given.shape[-1])) if given.ndim == 1 else given
         edges[:, 1:L] = rows[:stages, : L - 1]                        # no transfer after the last layer
     A, B, valid = _grid(L)
-    work = np.where(valid, prefix[B] - prefix[A], np.inf)
+    work = np.where(valid, prefix[B] - prefix[A], np.inf)    # inf where B <= A, and so is every c below
+    sends = edges.any(axis=1)
+    columns = np.arange(L + 1)
     best = np.full(L + 1, np.inf)
     best[0] = 0.0
     args = []
     for j in range(stages):
-        c = work + edges[j][B] if edges[j].any() else work
+        c = work + edges[j][None, :] if sends[j] else work      # edges[j][B]: B[l, i] = i
         if memory is not None:
-            c = np.where(valid & (memory(j, A, B) <= capacity_bytes), c, np.inf)
+            c = np.where(memory(j, A, B) <= capacity_bytes, c, np.inf)
         cand = np.maximum(best[:, None], c)          # cand[l, i]: stages so far end at l, stage j = [l, i)
         arg = np.argmin(cand, axis=0)                # first minimum: deterministic
-        best = cand[arg, np.arange(L + 1)]
+        best = cand[arg, columns]
         args.append(arg)
+        if best.min() == np.inf:
+            break                                    # stage j can end nowhere, nor can any after it
     if not np.isfinite(best[L]):
         raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
     bounds = [L]

@@ -27,7 +27,8 @@ Search space:
 Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
 a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
 split and that split's lower bound (_Bounds.lower_bound_s: no schedule beats it), then the
-simulation; the searched layout's graph is built only when its family comes up.  The search
+simulation; the searched layout's graph is built only when its family comes up, by a floor
+of its unsharded graph over tp.  The search
 stops once the best bound left exceeds the k-th best simulated step time, so it ranks what the
 exhaustive search (Constraints.prune=False) ranks.  The same input gives the same plan: ties
 break on memory, then on the configuration tuple.
@@ -35,6 +36,7 @@ break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -43,10 +45,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsim.cost.comm import collective_time_s, fsdp_units
-from parsim.cost.compute import ComputeModel
+from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
+from parsim.cost.compute import ComputeModel, share_bounds_time
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
-                                zero_fractions)
+                                optimizer_bytes_moved_per_param, zero_fractions)
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
@@ -58,7 +60,7 @@ from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
-from parsim.search.bound import floor_s, memory_floor_bytes
+from parsim.search.bound import floor_s, memory_floor_bytes, searched_floor_s
 from parsim.search.partition import partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
@@ -234,6 +236,7 @@ class _Bounds:
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
         self.per_param = per = bytes_per_param(t.dtype, t.optimizer)
         self.grad_per_param = per["grads"]
+        self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
         self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
@@ -325,22 +328,29 @@ class _Bounds:
     def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
         """A step time no schedule can beat (so the search may skip what cannot reach the top k):
 
-        - a rank computes m x (F + B) of its stages;
+        - a rank computes m x (F + B) of its stages, then steps the optimizer for each of them
+          (on the compute stream: parsim.schedule.lower puts OPTIMIZER last) and, under ZeRO-1,
+          all-gathers each stage's updated shards (no faster than one all-gather of them all);
         - with one chunk per rank, the bottleneck stage s waits for micro-batch 0's forward through
-          stages < s, and (with an unsplit backward) ends before the last backward through them;
-          a split backward's W may overlap that upstream tail, so it is not counted then;
+          stages < s and its transfers, and (with an unsplit backward) ends before the last
+          backward through them; a split backward's W may overlap that upstream tail, so it is
+          not counted then;
         - its gradients' all-reduce starts no earlier than its last backward, and one message of
-          all its gradients is no slower than its buckets; then the optimizer runs;
+          all its gradients is no slower than its buckets; then the stage's optimizer runs;
         - with any number of chunks, rank r's first action is a forward of one of its stages,
           which waits for that micro-batch's forward through stages 0..r-1 (those before it in
-          chunk 0), and then the rank computes all its work: head_r + its m x (F + B); with an
-          unsplit backward its last action is the backward of its chunk-0 stage r (every
-          generator's order: tests/test_search_bound.py), after which that micro-batch's
-          backward through stages r-1..0 still runs: + tail_r."""
+          chunk 0) and each stage's send to the next: head_r, then the rank computes all its
+          work and steps its optimizer; with an unsplit backward its last compute is the backward
+          of its chunk-0 stage r (every generator's order: tests/test_search_bound.py), after
+          which that micro-batch's backward through stages r-1..0, with the transfers between
+          them, still runs (tail_r), and then rank 0 steps its optimizer."""
         Fp, Bp, Ip, Wp = self.phase_times(b)
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
+        # one transfer across each stage boundary (each way: the link classes are symmetric)
+        sent = self.edges(b, boundary_links(self.cluster, cfg)) / 2
         per_rank = [0.0] * pp
+        after = [0.0] * pp                  # per rank: its optimizer steps and ZeRO-1's gathers
         head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
         tail = [0.0] * pp                   # its backward through them (unsplit backward only)
         best = 0.0
@@ -348,32 +358,40 @@ class _Bounds:
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            x = float(sent[s, z - 1])
             if s + 1 < pp:
-                head[s + 1] = head[s] + f
-                tail[s + 1] = tail[s] + (0.0 if split else bwd)
+                head[s + 1] = head[s] + f + x
+                tail[s + 1] = tail[s] + (0.0 if split else bwd + x)
             if split:
                 bwd = min(bwd, Ip[z] - Ip[a] + Wp[z] - Wp[a])
             per_rank[s % pp] += m * (f + bwd)
             if cfg.chunks == 1:
                 best = max(best, upstream + m * (f + bwd))
-                upstream += f + (0.0 if split else bwd)
+                upstream += f + x + (0.0 if split else bwd + x)
+            params = self.param_prefix[z] - self.param_prefix[a]
+            step = self.compute.optimizer_time_s(params / cfg.grad_ranks if cfg.zero else params, self.opt_moved)
+            if cfg.zero == 1 and cfg.grad_ranks > 1 and params:
+                step += self._collective_s(cfg, s % pp, shard_padded_bytes(params * self.grad_per_param,
+                                                                           self.grad_per_param, cfg.grad_ranks),
+                                           "all_gather")
+            after[s % pp] += step
             if cfg.grad_ranks > 1:
-                grads = (self.param_prefix[z] - self.param_prefix[a]) * self.grad_per_param
+                grads = params * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
-                best = max(best, (m - 1) * (f + bwd) + f + ar)
-        return max(best, max(h + busy + t for h, busy, t in zip(head, per_rank, tail)))
+                best = max(best, (m - 1) * (f + bwd) + f + ar + step)
+        ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
+        if not split:
+            ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
+        return max(best, max(ends))
 
     def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
         """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), memoized: the
         group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of thousands is
         slow to list."""
-        group = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank)
-        key = group + (nbytes, op)
+        key = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank, nbytes, op)
         if key not in self._costs:
-            if group not in self._costs:
-                self._costs[group] = tuple(cfg.grad_group(pipe_rank))     # thousands of ranks: listed once
-            self._costs[key] = collective_time_s(self.cluster, self._costs[group], nbytes, op)
+            self._costs[key] = collective_time_s(self.cluster, _grad_group(*key[1:7]), nbytes, op)
         return self._costs[key]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
@@ -395,6 +413,13 @@ class _Bounds:
             except InfeasibleError:
                 lo = mid
         return hi
+
+
+@functools.lru_cache(maxsize=4096)
+def _grad_group(dp: int, pp: int, tp: int, cp: int, placement: str, pipe_rank: int) -> tuple[int, ...]:
+    """ParallelConfig.grad_group, listed once for every graph's bounds: thousands of ranks."""
+    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=1, tp=tp, cp=cp, placement=placement)
+    return tuple(cfg.grad_group(pipe_rank))
 
 
 def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):
@@ -504,7 +529,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     twin_graphs = {(tp, layout, cp): graph for tp, layout, recompute, cp, graph in variants if not recompute}
 
     # Branch and bound over three kinds of entry, best bound first (parsim.search.bound):
-    #   GRAPH     a searched-layout family whose per-device graph is not built yet (bound 0);
+    #   GRAPH     a searched-layout family whose per-device graph is not built yet, bounded by
+    #             its unsharded graph's floor over tp (bound.searched_floor_s);
     #   FLOOR     a candidate without a split, bounded by its floor (bound.floor_s);
     #   SPLIT     a candidate with its memory-constrained split, bounded by lower_bound_s.
     # Every bound is at most the simulated step time of every candidate it stands for, so the
@@ -534,10 +560,13 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b):
         bnd = bounds_for(tp, layout, graph)
         phases = bnd.phase_times(b)
+        floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
         for schedule, v, placement, zero in members(dp, pp, m, cp):
             cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
-            heapq.heappush(heap, (floor_s(*phases, m, pp, v, schedule == "zbh1"), next(order), FLOOR,
-                                  (cfg, bnd, graph, b)))
+            shape = (v, schedule == "zbh1")
+            if shape not in floors:
+                floors[shape] = floor_s(*phases, m, pp, *shape)
+            heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
@@ -551,10 +580,21 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
             zero=twin.zero) is not None
 
+    def searched_bound(tp, recompute, cp, dp, pp, m, b) -> float:
+        """A searched-layout family's floor before its graph (bound.searched_floor_s), 0 where
+        the compute model gives no such floor (a profile of the shards)."""
+        if tp_compute.get((tp, SEARCHED), compute) is not compute or not share_bounds_time(compute):
+            return 0.0
+        whole = per_device_graph(spec.graph, 1, "", recompute, cp=cp)
+        return searched_floor_s(bounds_for(1, "", whole).phase_times(b), tp,
+                                [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in members(dp, pp, m, cp)])
+
     considered = sum(len(members(dp, pp, m, cp)) for _, _, _, cp, _, dp, pp, m, _ in families)   # the search space
     for tp, layout, recompute, cp, graph, dp, pp, m, b in families:
         if graph is None:
-            heapq.heappush(heap, (0.0, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
+            bound = searched_bound(tp, recompute, cp, dp, pp, m, b)
+            if bound < math.inf:
+                heapq.heappush(heap, (bound, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
         else:
             bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
 

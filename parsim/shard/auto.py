@@ -24,8 +24,8 @@ Costs, per micro-batch of b samples, on one device:
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import replace
 
 from parsim.cost.layer import redistribution_time_s
 from parsim.cost.memory import bytes_per_param
@@ -103,22 +103,20 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
     shardings: list[list] = []
     costs: list[list[tuple[float, float]]] = []
     node_memo: dict[int, tuple] = {}          # identical layers share their OpInfo objects
+    kv_of: list[int] = []                     # per node: its KV heads (kv_head_paths), 0 if none
     for li, layer in enumerate(graph.layers):
         kv = kv_head_paths(layer.ops, t)
         for oi, op in enumerate(layer.ops):
             node_of[(li, oi)] = len(where)
             where.append((li, oi))
+            kv_of.append(kv.get(oi, 0))
             if id(op) in node_memo:
                 opts, node_cost = node_memo[id(op)]
                 shardings.append(opts)
                 costs.append(node_cost)
                 continue
             opts, node_cost = [], []
-            for strategy in candidates(op, t, kv.get(oi, 0)):
-                try:
-                    sh = op_sharding(op, strategy, t)
-                except InfeasibleError:
-                    continue
+            for strategy, sh in _options(op, t, kv_of[-1]):
                 pieces = op_pieces(sh)
                 eb = elem_bytes(op)
                 if op.kind in COMPUTE:
@@ -140,6 +138,11 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
             costs.append(node_cost)
     g = CostGraph(costs)
     edge_memo: dict[tuple, list] = {}
+
+    @functools.lru_cache(maxsize=None)
+    def priced(step, matrix) -> float:        # the same steps recur over a graph's edges
+        return redistribution_time_s(step, cluster, matrix, scale=scale)
+
     for li, layer in enumerate(graph.layers):
         for oi, op in enumerate(layer.ops):
             v = node_of[(li, oi)]
@@ -153,23 +156,47 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                     u = node_of[(li - 1, prev.ops_output)]
                 else:
                     u = node_of[(li, src)]
-                eb = elem_bytes(op)
                 ul, uo = where[u]
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
-                    edge_memo[key] = [[_edge_time(p_sh.output, c_sh, j, eb, scale, cluster, op.input_copied(j))
-                                       for _, c_sh in shardings[v]] for _, p_sh in shardings[u]]
+                    steps = _edge_steps(graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
+                    edge_memo[key] = [[sum((priced(*x) for x in pair), 0.0) for pair in row] for row in steps]
                 g.add_edge(u, v, edge_memo[key])
     return g, where, shardings
 
 
-def _edge_time(src, consumer, j, eb, scale, cluster, copied) -> float:
-    if j >= len(consumer.inputs):
-        return 0.0
-    fwd, bwd, matrix = edge_steps(src, consumer.inputs[j], consumer.input_grads[j], eb, copied)
-    return sum(redistribution_time_s(replace(step, bytes_per_device=step.bytes_per_device * scale), cluster,
-                                     matrix if matrix is not None else (step.group_size,))
-               for step in fwd + bwd if step.communicates)
+@functools.lru_cache(maxsize=8192)
+def _options(op: OpInfo, t: int, kv_heads: int) -> tuple[tuple[tuple, object], ...]:
+    """(strategy, sharding) of each candidate that divides ``op`` on t devices: the same at every
+    micro-batch size, so worked out once for the cost graphs of every size (by the operator's
+    value: a ResNet meets some 13 sizes per tp)."""
+    out = []
+    for strategy in candidates(op, t, kv_heads):
+        try:
+            out.append((strategy, op_sharding(op, strategy, t)))
+        except InfeasibleError:
+            continue
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=16384)
+def _edge_steps(producer: OpInfo, producer_kv: int, consumer: OpInfo, consumer_kv: int, j: int, t: int) -> tuple:
+    """[producer candidate][consumer candidate]: the (step, device matrix) of each communicating
+    forward and backward redistribution of the consumer's input j (per sample of the extraction
+    batch): the same at every micro-batch size, so listed once for the cost graphs of every size."""
+    eb, copied = elem_bytes(consumer), consumer.input_copied(j)
+    rows = []
+    for _, p_sh in _options(producer, t, producer_kv):
+        row = []
+        for _, c_sh in _options(consumer, t, consumer_kv):
+            pair = ()
+            if j < len(c_sh.inputs):
+                fwd, bwd, matrix = edge_steps(p_sh.output, c_sh.inputs[j], c_sh.input_grads[j], eb, copied)
+                pair = tuple((step, matrix if matrix is not None else (step.group_size,))
+                             for step in fwd + bwd if step.communicates)
+            row.append(pair)
+        rows.append(tuple(row))
+    return tuple(rows)
 
 
 def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", optimizer: str = "momentum",

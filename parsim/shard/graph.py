@@ -245,15 +245,17 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
-    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad, batch)
+    key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad, batch,
+           layer.param_count)
     if memo is not None and key in memo:
-        shardings, tp_comm, out_layout = memo[key]
+        shardings, tp_comm, out_layout, shares = memo[key]
     else:
         shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
         tp_comm = _tp_comm(comm, batch)
+        shares = _op_shares(ops, shardings, layer.param_count)
         if memo is not None:     # one tp_comm object for identical layers: parsim.cost.layer memoizes by it
-            memo[key] = (shardings, tp_comm, out_layout)
-    return LayerSharding(shardings, out_layout, _per_device_layer(layer, shardings, tp_comm, batch, in_layout,
+            memo[key] = (shardings, tp_comm, out_layout, shares)
+    return LayerSharding(shardings, out_layout, _per_device_layer(layer, shares, tp_comm, batch, in_layout,
                                                                   out_layout))
 
 
@@ -326,17 +328,25 @@ def mirror_steps(sh: st.OpSharding, elem_bytes: int) -> list[tuple[Step, tuple[i
             for _, g in sh.mirrors for d in sorted(g.partial)]
 
 
-def _per_device_layer(layer: Layer, shardings, tp_comm: tuple, batch: int, in_layout, out_layout) -> Layer:
-    ops = layer.ops
+@dataclass(frozen=True)
+class _OpShares:
+    """What a layer's per-device numbers take from its operators' shardings alone: the same for
+    identical layers, which share their operators (shard_layer's memo keeps it with them)."""
+    split_flops: float              # the operators' FLOPs, each over its pieces
+    op_flops: float                 # the operators' FLOPs
+    m_ratio: float                  # the memory-bound operators' output elements on one device, as a share
+    saved_bytes: float              # the operators' saved bytes on one device (extraction batch)
+    owned_count: int                # the parameters the operators take (with addmm's bias)
+    per_device: tuple[int, ...]     # each of those on one device
+    tied_share: float               # a tied weight's share on one device
+    w_held_bytes: float             # weight_output_bytes on one device (extraction batch)
+
+
+def _op_shares(ops, shardings, param_count: int) -> _OpShares:
+    """``param_count``: the layer's, which bounds the BatchNorm parameters it can hold."""
     pieces = [op_pieces(sh) for sh in shardings]
-    total_f = layer.fwd_flops * batch
-    op_f = sum(op.flops for op in ops)
-    f_ratio = (sum(op.flops / n for op, n in zip(ops, pieces)) + max(total_f - op_f, 0.0)) / total_f if total_f else 1.0
     mem = [(op.output_elements, n) for op, n in zip(ops, pieces) if op.kind not in COMPUTE]
     m_ratio = sum(w / n for w, n in mem) / sum(w for w, _ in mem) if mem else 1.0
-    saved = sum(op.saved_bytes / ways(sh.output) for op, sh in zip(ops, shardings))
-    in_ways = ways(in_layout) if in_layout is not None else 1
-    saved += layer.input_saved_bytes * batch / in_ways
     owned = [(op.input_shapes[j], sh.inputs[j]) for op, sh in zip(ops, shardings)
              for j, p in enumerate(op.param_inputs) if p and j < len(sh.inputs)]
     owned_count = sum(math.prod(s) for s, _ in owned)
@@ -352,29 +362,43 @@ def _per_device_layer(layer: Layer, shardings, tp_comm: tuple, batch: int, in_la
         # BatchNorm's affine weight and bias [C], which the operator view leaves out too, split as
         # its channels (strategy.batch_norm_on's parameter layout), as the executor holds them
         if op.kind == "BatchNorm" and len(sh.inputs) > len(op.input_shapes) and sh.is_param[-1] \
-                and layer.param_count - owned_count >= 2 * sh.inputs[-1].shape[0]:
+                and param_count - owned_count >= 2 * sh.inputs[-1].shape[0]:
             n = 2 * sh.inputs[-1].shape[0]
             owned_count += n
             per_device.append(n // ways(sh.inputs[-1]))
-    rest = max(layer.param_count - owned_count, 0)
-    count = sum(per_device) + rest
     # A tied weight is split as the op using it here splits it (the GPT's head: the vocabulary-
     # parallel embedding weight), so its copy on another stage shrinks by the same share.
     tied_whole = [math.prod(op.input_shapes[j]) for op in ops for j, t in enumerate(op.tied_inputs) if t]
     tied_local = [math.prod(op.input_shapes[j]) // ways(sh.inputs[j])
                   for op, sh in zip(ops, shardings) for j, t in enumerate(op.tied_inputs) if t]
-    share = sum(tied_local) / sum(tied_whole) if tied_whole else 1.0
-    tied = tuple((owner, round(n * share)) for owner, n in layer.tied)
+    return _OpShares(split_flops=sum(op.flops / n for op, n in zip(ops, pieces)),
+                     op_flops=sum(op.flops for op in ops), m_ratio=m_ratio,
+                     saved_bytes=sum(op.saved_bytes / ways(sh.output) for op, sh in zip(ops, shardings)),
+                     owned_count=owned_count, per_device=tuple(per_device),
+                     tied_share=sum(tied_local) / sum(tied_whole) if tied_whole else 1.0,
+                     w_held_bytes=weight_output_bytes(ops, lambda k: ways(shardings[k].output)))
+
+
+def _per_device_layer(layer: Layer, shares: _OpShares, tp_comm: tuple, batch: int, in_layout, out_layout) -> Layer:
+    s = shares
+    total_f = layer.fwd_flops * batch
+    f_ratio = (s.split_flops + max(total_f - s.op_flops, 0.0)) / total_f if total_f else 1.0
+    in_ways = ways(in_layout) if in_layout is not None else 1
+    saved = s.saved_bytes + layer.input_saved_bytes * batch / in_ways
+    rest = max(layer.param_count - s.owned_count, 0)
+    count = sum(s.per_device) + rest
+    tied = tuple((owner, round(n * s.tied_share)) for owner, n in layer.tied)
     width = layer.param_bytes / layer.param_count if layer.param_count else 0
     return replace(layer, fwd_flops=layer.fwd_flops * f_ratio, bwd_flops=layer.bwd_flops * f_ratio,
-                   fwd_mem_bytes=layer.fwd_mem_bytes * m_ratio, bwd_mem_bytes=layer.bwd_mem_bytes * m_ratio,
+                   fwd_mem_bytes=layer.fwd_mem_bytes * s.m_ratio, bwd_mem_bytes=layer.bwd_mem_bytes * s.m_ratio,
                    saved_bytes=saved / batch, param_count=count, param_bytes=int(count * width),
-                   max_param_bytes=int(max(per_device, default=0) * width) if per_device else layer.max_param_bytes,
+                   max_param_bytes=(int(max(s.per_device, default=0) * width) if s.per_device
+                                    else layer.max_param_bytes),
                    output_bytes=layer.output_bytes / ways(out_layout), tp_comm=tp_comm,
-                   tp_share=f_ratio if total_f else m_ratio,
+                   tp_share=f_ratio if total_f else s.m_ratio,
                    input_saved_bytes=layer.input_saved_bytes / in_ways,
                    input_shared_bytes=layer.input_shared_bytes / in_ways, tied=tied,
-                   w_held_bytes=weight_output_bytes(ops, lambda k: ways(shardings[k].output)) / batch)
+                   w_held_bytes=s.w_held_bytes / batch)
 
 
 # ----------------------------------------------------------------------------- graphs
@@ -384,8 +408,7 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
     """(layer index, op index) -> (strategy, optional) for every op a pattern picks; a required
     pattern that picks nothing is an error naming it."""
     chosen: dict[tuple[int, int], tuple[Strategy, bool]] = {}
-    exact = {f"{layer.name}/{op.name}": (li, oi) for li, layer in enumerate(graph.layers)
-             for oi, op in enumerate(layer.ops)}
+    exact = graph.op_index
     for key, strategy in patterns.items():
         optional = key.startswith("?")
         pattern = key[1:] if optional else key
