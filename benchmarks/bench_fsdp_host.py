@@ -2,7 +2,7 @@
 16 MiB: what a unit's forward (with its all-gather) and backward (with its reduce-scatter) take
 beyond the plain chain and beyond the collectives timed alone (parsim.profile.comm.fsdp_excess_s,
 the measurement `parsim profile-comm` writes as collective.fsdp_*).  profile-comm fits a line
-through two sizes, 4 KiB and 4 MiB (per-unit time + bytes at a copy rate); this prints the line's
+through two sizes, 4 KiB and 16 MiB (per-unit time + bytes at a copy rate); this prints the line's
 value at every size beside the measured excess, so a reader can see whether the line holds.
 
     python benchmarks/bench_fsdp_host.py
