@@ -123,9 +123,9 @@ class Collectives:
     fsdp_reduce_scatter_overhead_s: float = 0.0
     # ... and per byte of the unit's whole (gathered) buffer, as a host rate (0: none): FSDP2's
     # copy-in and copy-out of the flat buffers, the gradient's division and accumulation into its
-    # shard, and on gloo the copies around its collectives.  On local-cpu they are most of what a
-    # ZeRO-2 or -3 step adds beyond the collectives (torch.profiler on the zero set's ResNet-50,
-    # README "ZeRO"): profile-comm measures them with units of 16 MiB beside the 4 KiB ones.
+    # shard, and on gloo the copies around its collectives (torch.profiler on the zero set's
+    # ResNet-50 on local-cpu: tens of milliseconds of them per micro-batch, README "ZeRO").
+    # profile-comm measures them with units of 16 MiB beside the 4 KiB ones.
     fsdp_gather_copy_bytes_per_s: float = 0.0
     fsdp_reduce_scatter_copy_bytes_per_s: float = 0.0
     # Per training dtype other than fp32: its own all-reduce fit and overlap (bandwidth_efficiency,
