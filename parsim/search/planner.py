@@ -36,7 +36,6 @@ break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
@@ -391,7 +390,7 @@ class _Bounds:
         slow to list."""
         key = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank, nbytes, op)
         if key not in self._costs:
-            self._costs[key] = collective_time_s(self.cluster, _grad_group(*key[1:7]), nbytes, op)
+            self._costs[key] = collective_time_s(self.cluster, cfg.grad_group(pipe_rank), nbytes, op)
         return self._costs[key]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
@@ -413,13 +412,6 @@ class _Bounds:
             except InfeasibleError:
                 lo = mid
         return hi
-
-
-@functools.lru_cache(maxsize=4096)
-def _grad_group(dp: int, pp: int, tp: int, cp: int, placement: str, pipe_rank: int) -> tuple[int, ...]:
-    """ParallelConfig.grad_group, listed once for every graph's bounds: thousands of ranks."""
-    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=1, tp=tp, cp=cp, placement=placement)
-    return tuple(cfg.grad_group(pipe_rank))
 
 
 def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):

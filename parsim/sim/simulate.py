@@ -169,7 +169,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
     ring_bytes: dict[int, float] = {}                 # cp: per stage, bytes one rank sends around its ring per step
-    grad_groups: dict[int, list[int]] = {}            # per pipeline rank
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
@@ -200,9 +199,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
             comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * replicas
         if dp > 1 and params:            # dp: the dp x cp ranks holding the stage's parameters
-            if s % cfg.pp not in grad_groups:            # thousands of ranks: listed once per pipeline rank
-                grad_groups[s % cfg.pp] = cfg.grad_group(s % cfg.pp)
-            group = grad_groups[s % cfg.pp]
+            group = cfg.grad_group(s % cfg.pp)
             link = group_link_class(cluster, group)
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
@@ -233,8 +230,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 fwd = list(per_layer_gather)
                 fwd[0] += root_s
                 # FSDP2's host time per unit around its collectives, and per byte of it
-                # (Collectives.fsdp_host_s): on the compute stream, so not hidden by prefetching; every micro-batch's backward
-                # reduce-scatters every unit
+                # (Collectives.fsdp_host_s): on the compute stream, so not hidden by prefetching;
+                # every micro-batch's backward reduce-scatters every unit
                 colls = cluster.profile.collectives
                 gather_host_s = sum(colls.fsdp_host_s("all_gather", unit_bytes[k]) for k, u in enumerate(units) if u)
                 gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + gather_host_s
