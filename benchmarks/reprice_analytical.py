@@ -4,9 +4,10 @@ again.  It answers how the calibrated analytical column would read under the cur
 
     python benchmarks/reprice_analytical.py runs/val-a [--model examples/resnet50_cifar10_local.yaml]
 
-Each plan is priced as validate prices it (parsim.validation): the analytical model calibrated to
-the profile taken at the plan's concurrency (the nearest one), simulated for the plan's
-configuration, against the run's median measured step time.
+Each plan is priced as validate prices it (parsim.validation.Pricing): the analytical model
+calibrated to the profile taken at the plan's concurrency (the nearest one), simulated for the
+plan's configuration with each pass's profiles, their median against the run's median measured
+step time.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from parsim.cost.compute import load_profile_table  # noqa: E402
-from parsim.hardware import load_cluster  # noqa: E402
 from parsim.model.spec import load_model  # noqa: E402
 from parsim.plan import load_plan  # noqa: E402
-from parsim.profile.calibrate import profiled_compute  # noqa: E402
-from parsim.sim import simulate  # noqa: E402
+from parsim.validation import Measured, Pricing, predict  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -33,20 +31,20 @@ def main(argv=None) -> int:
     ap.add_argument("--model", help="model.yaml (default: the one validation.json names)")
     args = ap.parse_args(argv)
     out = json.load(open(os.path.join(args.run, "validation.json")))
-    spec = load_model(args.model or out["model"])
-    cluster = load_cluster(out["cluster"])
-    models = {}
-    for n in out["profiles"]:      # the profile files, found beside validation.json
-        table = load_profile_table(os.path.join(args.run, f"layers.{n}proc.profile.json"))
-        models[int(n)] = profiled_compute(table, spec.graph, cluster.device, spec.training.dtype).fallback
+    model_path = args.model or out["model"]
+    spec = load_model(model_path)
+    # each pass's profiles as validate recorded them (older runs: one set, beside validation.json)
+    passes = out.get("measured_per_pass") or [{"layers": {n: os.path.join(args.run, f"layers.{n}proc.profile.json")
+                                                         for n in out["profiles"]}}]
+    pricing = [Pricing(spec, out["cluster"], out["set"], model_path,
+                       Measured({int(n): path for n, path in p["layers"].items()}, tuple(p.get("tp", ())),
+                                p.get("collectives")))
+               for p in passes]
     errors = []
     print(f"{'plan':16s} {'measured':>9s} {'was':>9s} {'now':>9s} {'error':>7s}")
     for row in out["plans"]:
-        plan = load_plan(os.path.join(args.run, f"{row['label']}.plan.json"))
-        n = min(plan.config.world_size, cluster.devices_per_node)
-        model = models[min(models, key=lambda k: (abs(k - n), -k))]
-        t = simulate(spec.graph, spec.training, cluster, plan.config, model, strategies=spec.shard,
-                     keep_timeline=False).step_time_s
+        cfg = load_plan(os.path.join(args.run, f"{row['label']}.plan.json")).config
+        t = statistics.median(predict(spec, p, cfg, analytical=True).step_time_s for p in pricing)
         err = t / row["measured_step_s"] - 1
         errors.append(err)
         print(f"{row['label']:16s} {row['measured_step_s']:9.3f} {row['analytical_step_s']:9.3f} {t:9.3f} {err:+7.1%}")

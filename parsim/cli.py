@@ -271,14 +271,13 @@ def cmd_profile(args) -> int:
 
 
 def cmd_profile_comm(args) -> int:
-    from parsim.exec.launch import launch
     from parsim.fileio import check_output
+    from parsim.profile.comm import launch_profile_comm
     from parsim.hardware.cluster import measured_dtypes
 
     check_output(args.output, "-o")
     measured_dtypes(args.dtypes)
-    worker = ["-o", args.output, "--name", args.name, "--repeats", str(args.repeats), "--dtypes", args.dtypes]
-    code = launch(worker, args.nproc, timeout_s=120, module="parsim.profile.comm", quiet=args.json)
+    code = launch_profile_comm(args.output, args.nproc, args.name, args.repeats, args.dtypes, quiet=args.json)
     if code == 0 and args.json:
         from parsim.hardware import load_cluster
         _print_json(load_cluster(args.output).describe())
@@ -304,40 +303,33 @@ def cmd_profile_data(args) -> int:
 
 
 def cmd_validate(args) -> int:
-    import os
-
     from parsim.report.cli_text import validate_lines
     from parsim.validation import validate
 
-    tp_profiles = []
     if args.profile:
         profiles = {1: args.profile}
-    else:                     # profile as the runs will run: alone, and with every core busy
+    else:                     # profile as the runs will run: alone, and with every core busy; before each pass
         from parsim.hardware import load_cluster
         from parsim.model.spec import load_model
-        from parsim.profile.layers import launch_profilers
-        from parsim.validation import sizes_to_profile
+        from parsim.validation import measure_this_machine, sizes_to_profile
         spec = load_model(args.model)
         per_node = load_cluster(args.cluster).devices_per_node
         sizes = sizes_to_profile(spec, set(args.microbatch_sizes), args.set)
-        os.makedirs(args.out, exist_ok=True)
-        profiles = {}
-        for n in sorted({1, per_node}):
-            profiles[n] = os.path.join(args.out, f"layers.{n}proc.profile.json")
-            print(f"profiling the model with {n} process(es) at once (micro-batch sizes {sizes}) "
-                  f"-> {profiles[n]}", file=sys.stderr)
-            code = launch_profilers(args.model, sizes, profiles[n], n)
-            if code:
-                return code
-        if spec.source.kind == "builtin" and spec.source.target == "gpt" and per_node >= 2:   # tp=2 plans
-            tp_profiles.append(os.path.join(args.out, "layers.tp2.profile.json"))
-            print(f"profiling the tensor-parallel shards (tp=2, megatron) -> {tp_profiles[0]}", file=sys.stderr)
-            code = launch_profilers(args.model, sizes, tp_profiles[0], 2, tp=2)
-            if code:
-                return code
+        once = args.profile_once or args.passes == 1
+
+        taken = {}
+
+        def profiles(k):      # validate asks before each pass
+            k = 0 if once else k
+            if k not in taken:
+                where = args.out if once else os.path.join(args.out, f"profiles.pass{k + 1}")
+                taken[k] = measure_this_machine(args.model, spec, sizes, per_node, where,
+                                                collectives=not args.keep_collectives,
+                                                log=lambda line: print(line, file=sys.stderr))
+            return taken[k]
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     out = validate(args.model, args.cluster, profiles, args.out, args.steps, args.set, args.timeout, args.passes,
-                   log=log, tp_profiles=tp_profiles)
+                   log=log)
     table = out.pop("table")
     if args.json:
         _print_json(out)
@@ -484,8 +476,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="predict plans, run them, and compare")
     p.add_argument("model", nargs="?", default="examples/resnet50_cifar10_local.yaml")
     p.add_argument("--cluster", default="local-cpu")
-    p.add_argument("--profile", help="one layer profile for every plan (default: profile the model first, "
-                                     "alone and with every core busy, and price each plan with the matching one)")
+    p.add_argument("--profile", help="one layer profile for every plan and pass, and the cluster's collectives as "
+                                     "its profile has them (default: before each pass, profile the model alone and "
+                                     "with every core busy, price each plan with the matching one, and measure the "
+                                     "collectives with profile-comm)")
+    p.add_argument("--profile-once", action="store_true",
+                   help="profile before the first pass only, and price every pass with that")
+    p.add_argument("--keep-collectives", action="store_true",
+                   help="price collectives from the cluster profile as it is, without measuring them first")
     p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="2,4,8,16,32",
                    help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
                         "pick is kept to the profiled sizes)")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from parsim.cost.compute import AnalyticalCompute, load_profile_table, tp_compute_models
@@ -29,6 +30,7 @@ from parsim.errors import InfeasibleError, InputError
 from parsim.exec.launch import launch
 from parsim.fileio import write_json, write_text
 from parsim.hardware import load_cluster
+from parsim.hardware.cluster import load_profile, with_measured_fits
 from parsim.hardware.machine import this_machine
 from parsim.model.spec import load_model
 from parsim.profile.calibrate import profiled_compute
@@ -125,6 +127,37 @@ def sizes_to_profile(spec, asked, which: str = "default") -> list[int]:
     return sorted({b for b in asked if b <= batch} | set(case_microbatch_sizes(spec, which)))
 
 
+def measure_this_machine(model_path: str, spec, sizes, per_node: int, out_dir: str, collectives: bool = True,
+                         log=print) -> Measured:
+    """Profile the model as the runs will run it, into ``out_dir``: alone and with ``per_node``
+    processes at once, the GPT's tensor-parallel shards (tp=2, Megatron's layout) too, and, with
+    ``collectives``, the links and collectives with ``parsim profile-comm``."""
+    from parsim.profile.comm import launch_profile_comm
+    from parsim.profile.layers import launch_profilers
+
+    os.makedirs(out_dir, exist_ok=True)
+    layers, tp = {}, []
+    jobs = [(n, os.path.join(out_dir, f"layers.{n}proc.profile.json"), 1) for n in sorted({1, per_node})]
+    if spec.source.kind == "builtin" and spec.source.target == "gpt" and per_node >= 2:     # tp=2 plans
+        jobs.append((2, os.path.join(out_dir, "layers.tp2.profile.json"), 2))
+    for n, path, t in jobs:
+        log(f"profiling the {'tensor-parallel shards (tp=2, megatron)' if t > 1 else 'model'} with {n} process(es) "
+            f"at once (micro-batch sizes {list(sizes)}) -> {path}")
+        if launch_profilers(model_path, sizes, path, n, tp=t):
+            raise InputError(f"validate: profiling into {path} failed; see the lines above")
+        if t > 1:
+            tp.append(path)
+        else:
+            layers[n] = path
+    measured = None
+    if collectives:
+        measured = os.path.join(out_dir, "collectives.profile.yaml")
+        log(f"measuring links and collectives with {per_node} processes (parsim profile-comm) -> {measured}")
+        if launch_profile_comm(measured, per_node, quiet=True):
+            raise InputError(f"validate: parsim profile-comm -o {measured} failed; run it alone to see why")
+    return Measured(layers, tuple(tp), measured)
+
+
 def check_profiled_sizes(spec, which: str, model_path: str, profiles: dict[str, tuple[tuple[int, ...], str]]) -> None:
     """Every profile (path -> (its sizes, the ``parsim profile`` flags that took it)) must hold the
     set's micro-batch sizes; else one line naming the missing sizes and the command that adds them."""
@@ -138,57 +171,105 @@ def check_profiled_sizes(spec, which: str, model_path: str, profiles: dict[str, 
                              f"--microbatch-sizes {both}{flags} -o {path}")
 
 
-def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_dir: str, steps: int = 12,
-             which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print,
-             tp_profiles: list[str] | None = None) -> dict:
-    """``profiles`` maps processes per node to the layer profile taken with that many running at
-    once: a plan with n ranks on a node is priced with the profile taken at n (cores share caches
-    and memory bandwidth), or the nearest one given.  ``tp_profiles`` are profiles of the shards
-    as they run (``parsim profile --tp``), each pricing the plans of its tp and layout; a
-    tensor-parallel plan without one is priced from the unsharded layers, scaled by their share."""
-    spec = load_model(model_path)
-    cluster = load_cluster(cluster_spec)
-    analytical = AnalyticalCompute.for_training(cluster.device, spec.training)
-    tables = {n: load_profile_table(path) for n, path in profiles.items()}
-    tp_models = tp_compute_models(tp_profiles, analytical)
-    check_profiled_sizes(spec, which, model_path,
-                         {**{path: (tables[n].microbatch_sizes, f" --nproc {n}") for n, path in profiles.items()},
-                          **{path: (m.table.microbatch_sizes, f" --nproc {m.table.tp} --tp {m.table.tp}")
-                             for path, m in zip(tp_profiles or [], tp_models.values())}})
-    models = {n: profiled_compute(t, spec.graph, cluster.device, spec.training.dtype) for n, t in tables.items()}
-    profiled = set.intersection(*(set(m.table.microbatch_sizes) for m in [*models.values(), *tp_models.values()]))
+@dataclass(frozen=True)
+class Measured:
+    """What one pass's predictions are priced from: layer profiles by processes per node (a plan
+    with n ranks on a node takes the one taken with n running at once: cores share caches and
+    memory bandwidth, or the nearest one given), profiles of tensor-parallel shards (``parsim
+    profile --tp``), each pricing the plans of its tp and layout (a tensor-parallel plan without
+    one is priced from the unsharded layers, scaled by their share), and the collectives as
+    ``parsim profile-comm`` measured them (None: the cluster profile's own;
+    ``hardware.cluster.with_measured_fits``)."""
 
-    def compute_for(cfg: ParallelConfig):
-        if (cfg.tp, cfg.tp_layout) in tp_models:
-            return tp_models[(cfg.tp, cfg.tp_layout)]
-        n = min(cfg.world_size, cluster.devices_per_node)
-        return models[min(models, key=lambda k: (abs(k - n), -k))]
-    compute = compute_for(ParallelConfig(cluster.devices_per_node, 1, 1))
+    layers: dict[int, str]
+    tp: tuple[str, ...] = ()
+    collectives: str | None = None
+
+
+class Pricing:
+    """The cluster and cost models of one Measured, and which model prices a plan."""
+
+    def __init__(self, spec, cluster_spec: str, which: str, model_path: str, m: Measured):
+        self.measured = m
+        self.cluster = load_cluster(cluster_spec)
+        if m.collectives:
+            self.cluster = with_measured_fits(self.cluster, load_profile(m.collectives), m.collectives)
+        analytical = AnalyticalCompute.for_training(self.cluster.device, spec.training)
+        tables = {n: load_profile_table(path) for n, path in m.layers.items()}
+        self.tp_models = tp_compute_models(m.tp, analytical)
+        check_profiled_sizes(spec, which, model_path,
+                             {**{path: (tables[n].microbatch_sizes, f" --nproc {n}") for n, path in m.layers.items()},
+                              **{path: (t.table.microbatch_sizes, f" --nproc {t.table.tp} --tp {t.table.tp}")
+                                 for path, t in zip(m.tp, self.tp_models.values())}})
+        self.models = {n: profiled_compute(t, spec.graph, self.cluster.device, spec.training.dtype)
+                       for n, t in tables.items()}
+        self.profiled = tuple(sorted(set.intersection(*(set(t.table.microbatch_sizes)
+                                                        for t in [*self.models.values(), *self.tp_models.values()]))))
+
+    def compute_for(self, cfg: ParallelConfig):
+        if (cfg.tp, cfg.tp_layout) in self.tp_models:
+            return self.tp_models[(cfg.tp, cfg.tp_layout)]
+        n = min(cfg.world_size, self.cluster.devices_per_node)
+        return self.models[min(self.models, key=lambda k: (abs(k - n), -k))]
+
+    def coverage_lines(self) -> list[str]:
+        return [f"{name}: {m.coverage().describe()}" for name, m in
+                [*((self.measured.layers[n], m) for n, m in self.models.items()), *zip(self.measured.tp, self.tp_models.values())]]
+
+
+def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):
+    model = priced.compute_for(cfg)
+    return simulate(spec.graph, spec.training, priced.cluster, cfg, model.fallback if analytical else model,
+                    strategies=spec.shard, keep_timeline=not analytical)
+
+
+def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Callable[[int], Measured], out_dir: str,
+             steps: int = 12, which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print,
+             tp_profiles: list[str] | None = None) -> dict:
+    """``profiles``: the layer profiles by processes per node (``Measured.layers``; with
+    ``tp_profiles``, its ``tp``), which price every pass; or a function that measures pass k's
+    (k = 0, 1, ...) right before its runs, so that each pass is predicted from a profile taken
+    minutes before it, never from the runs: a machine that drifts between passes then shows as
+    spread in the predictions (``predicted_spread``) instead of as error.  The set's plans (the
+    planner's pick included) are chosen with pass 0's."""
+    spec = load_model(model_path)
+    if callable(profiles):
+        measure = profiles
+    else:
+        fixed = Measured(dict(profiles), tuple(tp_profiles or ()))
+        measure = lambda k: fixed             # noqa: E731
+    pricing = [Pricing(spec, cluster_spec, which, model_path, measure(0))]
+    first = pricing[0]
     os.makedirs(out_dir, exist_ok=True)
     rows, results = [], []
     skipped: list[dict] = []
-    cases = default_cases(spec, cluster, compute, which, skipped, tp_models, tuple(sorted(profiled)))
+    cases = default_cases(spec, first.cluster, first.compute_for(ParallelConfig(first.cluster.devices_per_node, 1, 1)),
+                          which, skipped, first.tp_models, first.profiled)
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
-    estimates, analytical_s = {}, {}
     for case in cases:
-        model = compute_for(case.config)
-        est = simulate(spec.graph, spec.training, cluster, case.config, model, strategies=spec.shard)
-        estimates[case.label] = est
-        # Beside it, the analytical model calibrated to the same profile (its fallback), for every
-        # size: how far a plan nobody profiled would be off.
-        analytical_s[case.label] = simulate(spec.graph, spec.training, cluster, case.config, model.fallback,
-                                            strategies=spec.shard, keep_timeline=False).step_time_s
         write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
-                   plan_from_candidate(spec, cluster, case.config, est.to_json()).to_json())
-    for name, m in [*((profiles[n], m) for n, m in models.items()), *zip(tp_profiles or [], tp_models.values())]:
-        log(f"{name}: {m.coverage().describe()}")
+                   plan_from_candidate(spec, first.cluster, case.config, predict(spec, first, case.config).to_json())
+                   .to_json())
     # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
     # plan alike; a plan's measurement is its median over passes, and the spread is reported.
-    runs: dict[str, list[dict]] = {c.label: [] for c in cases}
+    runs: dict[str, list[tuple[int, dict]]] = {c.label: [] for c in cases}
+    estimates: list[dict] = []                  # per pass: label -> (Estimate, analytical step s)
     for k in range(passes):
+        if k:
+            m = measure(k)
+            pricing.append(pricing[-1] if m == pricing[-1].measured else Pricing(spec, cluster_spec, which,
+                                                                                    model_path, m))
+        priced = pricing[k]
+        if k == 0 or priced is not pricing[k - 1]:
+            for line in priced.coverage_lines():
+                log(line)
+        # Beside each, the analytical model calibrated to the same profile (its fallback), for every
+        # size: how far a plan nobody profiled would be off.
+        estimates.append({c.label: (predict(spec, priced, c.config),
+                                    predict(spec, priced, c.config, analytical=True).step_time_s) for c in cases})
         for i, case in enumerate(cases):
-            cfg, est = case.config, estimates[case.label]
+            cfg, est = case.config, estimates[k][case.label][0]
             run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
             log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
                 f"cp={cfg.cp} "
@@ -199,17 +280,19 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
             if code:
                 raise InputError(f"validate: the run of {case.label} failed (exit {code}); see {run_dir}")
             with open(os.path.join(run_dir, "measured.json")) as f:
-                runs[case.label].append(json.load(f))
-            log(f"      measured {runs[case.label][-1]['step_time_s']:.4f} s")
+                runs[case.label].append((k, json.load(f)))
+            log(f"      measured {runs[case.label][-1][1]['step_time_s']:.4f} s")
     for case in cases:
-        cfg, est, measured_runs = case.config, estimates[case.label], runs[case.label]
-        times = sorted(m["step_time_s"] for m in measured_runs)
-        measured = sorted(measured_runs, key=lambda m: m["step_time_s"])[len(measured_runs) // 2]
+        cfg, measured_runs = case.config, runs[case.label]
+        times = sorted(m["step_time_s"] for _, m in measured_runs)
+        k, measured = sorted(measured_runs, key=lambda km: km[1]["step_time_s"])[len(measured_runs) // 2]
+        est = estimates[k][case.label][0]            # the median run's pass: its memory, phases and timeline
+        predicted = sorted(estimates[j][case.label][0].step_time_s for j in range(passes))
         peak = [p for p in measured["peak_memory_bytes"] if p]
         row = report.Row(
             label=case.label, dp=cfg.dp, pp=cfg.pp, microbatches=cfg.microbatches, schedule=cfg.schedule,
-            analytical_step_s=analytical_s[case.label],
-            split=cfg.describe_split(spec.graph.names), predicted_step_s=est.step_time_s,
+            analytical_step_s=statistics.median(estimates[j][case.label][1] for j in range(passes)),
+            split=cfg.describe_split(spec.graph.names), predicted_step_s=statistics.median(predicted),
             measured_step_s=statistics.median(times), predicted_peak_bytes=max(est.peak_memory_bytes),
             measured_peak_bytes=max(peak) if peak else 0.0,
             predicted_compute_frac=sum(r.busy_s for r in est.ranks) / (len(est.ranks) * est.step_time_s),
@@ -217,17 +300,19 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str], out_d
             predicted_sync_wait_frac=est.sync_wait_fraction,
             measured_compute_frac=report.measured_compute_fraction(measured),
             measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
+            predicted_spread=(predicted[-1] - predicted[0]) / statistics.median(predicted),
             tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
-                per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, cluster,
+                per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
                                  spec.training, cfg.microbatch_size(spec.training.global_batch_size),
-                                 auto_memory_bytes(cluster, cfg.pp)), cfg.microbatches, cfg.rank_layers(0))))
+                                 auto_memory_bytes(first.cluster, cfg.pp)), cfg.microbatches, cfg.rank_layers(0))))
         rows.append(row)
         results.append((case, est, measured))
     out = report.summary(rows)
     breakdown = [row for case, est, measured in results for row in report.memory_breakdown(case.label, est, measured)]
-    out.update(model=model_path, cluster=cluster_spec, profiles={str(k): v for k, v in profiles.items()},
-               tp_profiles=list(tp_profiles or []),
+    out.update(model=model_path, cluster=cluster_spec, profiles={str(n): v for n, v in first.measured.layers.items()},
+               tp_profiles=list(first.measured.tp), collectives=first.measured.collectives,
+               measured_per_pass=[asdict(p.measured) for p in pricing],
                steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown,
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)

@@ -560,6 +560,8 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
         "backend": env.backend, "device": env.device.type, "threads": torch.get_num_threads(),
         "steps": opts.steps, "first_step": start, "warmup": opts.warmup, "step_times_s": step_times,
         "step_time_s": statistics.median(timed) if timed else None, "loss": losses,
+        # each rank's own, by global rank: how far the slowest rank, which sets the step, is ahead of the rest
+        "rank_step_times_s": [g["step_times_s"] for g in by_rank],
         "peak_memory_bytes": [g["peak_memory_bytes"] for g in by_rank],
         "peak_memory_parts": [g["peak_parts"] for g in by_rank],
         **reserved_against_allocated([g["peak_memory_bytes"] for g in by_rank], [g["peak_reserved_bytes"] for g in by_rank]),

@@ -352,6 +352,29 @@ def _for_dtype(cluster: Cluster, dtype: str) -> Cluster:
     return replace(cluster, profile=replace(cluster.profile, collectives=coll))
 
 
+def with_measured_fits(cluster: Cluster, measured: Profile, where: str) -> Cluster:
+    """``cluster`` with the fits that ``parsim profile-comm`` just took on the machine its runs use
+    (``measured``, read from ``where``): the links' bandwidth and latency, the all-reduce's
+    efficiency and latency in every dtype measured, and the all-gather's and reduce-scatter's.
+    A node's links only: one node measures nothing beyond it.  They drift between days (local-cpu's all-reduce reached 1.27-1.51 GB/s of bus bandwidth on
+    2026-11-23/24, README "Validation"), so a validation that profiles its layers takes them too.
+    The readings that do not repeat from one run of profile-comm to the next stay the profile's:
+    the overlap (read 0.00-0.71 on an idle machine), the busy sender's delay, FSDP2's host time."""
+    p, c, m = cluster.profile, cluster.profile.collectives, measured.collectives
+    if (measured.devices_per_node, measured.groups) != (p.devices_per_node, p.groups):
+        raise InputError(f"{where}: node: measured {measured.devices_per_node} devices per node in groups "
+                         f"{list(map(list, measured.groups))}, where {p.name} has {p.devices_per_node} in "
+                         f"{list(map(list, p.groups))}; measure with as many processes as the cluster has per node")
+    overlap = dict(c.dtypes)
+    dtypes = tuple((d, replace(fit, overlap=overlap[d].overlap if d in overlap else c.overlap))
+                   for d, fit in m.dtypes)
+    coll = replace(c, bandwidth_efficiency=m.bandwidth_efficiency, latency_s=m.latency_s, op_fits=m.op_fits,
+                   dtypes=dtypes)
+    inside = dict(measured.links)           # a node's links; those beyond it (NICs, fabric) stay the profile's
+    links = tuple((k, inside[k] if k in ("group", "node") else link) for k, link in p.links)
+    return replace(cluster, profile=replace(p, links=links, collectives=coll))
+
+
 # ----------------------------------------------------------------------------- profiles
 
 def profiles_dir() -> Path:

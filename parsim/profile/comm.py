@@ -432,6 +432,16 @@ def ring_fit(sizes_times: tuple[list[int], list[float]], n: int, a_g: float, b_g
     return min(1.0, max(ring_bus / b_g, 0.01)), max(0.0, a_ar / (steps * (n - 1)) - a_g)
 
 
+def launch_profile_comm(output: str, nproc: int, name: str = "local-cpu", repeats: int = 9,
+                        dtypes: str = "fp32,bf16", quiet: bool = False) -> int:
+    """Run ``nproc`` ranks of this module's ``main`` (``parsim profile-comm``); rank 0 writes the
+    cluster profile to ``output``.  Returns the exit code."""
+    from parsim.exec.launch import launch
+
+    worker = ["-o", output, "--name", name, "--repeats", str(repeats), "--dtypes", dtypes]
+    return launch(worker, nproc, timeout_s=120, module="parsim.profile.comm", quiet=quiet)
+
+
 def main(argv=None) -> int:
     from parsim.errors import ParsimError
     from parsim.exec.runtime import configure_process

@@ -37,6 +37,7 @@ class Row:
     predicted_exposed_comm_frac: float
     measured_compute_frac: float     # busy share of the step from the measured per-action times
     measured_spread: float = 0.0     # (slowest - fastest) / median over validation passes
+    predicted_spread: float = 0.0    # the same of the predictions, where each pass took its own profiles
     tp: int = 1
     predicted_collectives: str = ""  # tensor-parallel collectives per step on rank 0 (its stages), e.g. "all_reduce 36"
     measured_collectives: str = ""   # the same, counted in the run
@@ -103,6 +104,7 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
         "mape_peak_memory": sum(mem) / len(mem) if mem else math.nan,
         "max_error_peak_memory": max(mem) if mem else math.nan,
         "median_run_to_run_spread": sorted(r.measured_spread for r in rows)[len(rows) // 2],
+        "median_profile_spread": sorted(r.predicted_spread for r in rows)[len(rows) // 2],
         "spearman_throughput": float(rho),
         "pick_is_best": bool(pick is not None and pick.measured_step_s <= best.measured_step_s * (1 + 1e-9)),
         "pick_gap_to_best": (pick.measured_step_s / best.measured_step_s - 1) if pick else math.nan,
@@ -128,7 +130,7 @@ def table(rows: list[Row]):
         "compute p/m": f"{r.predicted_compute_frac:.0%}/{r.measured_compute_frac:.0%}",
         "bubble": f"{r.predicted_bubble_frac:.0%}", "sync wait": f"{r.predicted_sync_wait_frac:.0%}",
         "exp.comm": f"{r.predicted_exposed_comm_frac:.0%}",
-        "spread": f"{r.measured_spread:.0%}",
+        "spread": f"{r.measured_spread:.0%}", "pred spread": f"{r.predicted_spread:.0%}",
         **({"tp collectives p/m": "" if r.tp == 1 else
             ("same: " if r.predicted_collectives == r.measured_collectives else "DIFFER: ")
             + f"{r.predicted_collectives} / {r.measured_collectives}"} if show_tp else {}),

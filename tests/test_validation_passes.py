@@ -1,0 +1,167 @@
+"""``parsim validate`` prices each pass from measurements taken right before it: the layer
+profiles and the collectives (hardware.cluster.with_measured_fits), and reports the spread of
+the predictions over the passes beside the spread of the runs."""
+
+import json
+import os
+import statistics
+
+import pytest
+import yaml
+
+from parsim import validation
+from parsim.cost.compute import load_profile_table
+from parsim.errors import InputError
+from parsim.hardware import load_cluster
+from parsim.hardware.cluster import load_profile, with_measured_fits
+from parsim.model.spec import load_model
+from parsim.plan import ParallelConfig
+from parsim.profile.calibrate import profiled_compute
+from parsim.sim import simulate
+
+MODEL, TABLE = "tests/data/two_layers.yaml", "tests/data/profile_table.yaml"
+
+# What profile-comm writes on a 2-process node, with every number unlike local-cpu's
+MEASURED = """schema_version: 1
+name: local-cpu
+device: {{name: x86_64-core, memory: 8GiB, memory_bandwidth_gb_per_s: 20, peak_tflops: {{fp32: 0.1}}}}
+node: {{devices: {devices}, group_link: {{bandwidth_gb_per_s: 5.0, latency_us: 50}}}}
+collective: {{library: gloo, bandwidth_efficiency: 0.25, latency_us: 40, overlap: 0.9, busy_sender_delay_us: 7,
+             all_gather: {{bandwidth_efficiency: 0.5, latency_us: 60}},
+             reduce_scatter: {{bandwidth_efficiency: 0.125, latency_us: 70}},
+             fsdp_gather_overhead_us: 3, fsdp_reduce_scatter_overhead_us: 4,
+             dtypes: {{bf16: {{bandwidth_efficiency: 0.2, latency_us: 45, overlap: 0.95}}}}}}
+"""
+
+
+def _measured(tmp_path, devices=2):
+    path = tmp_path / f"collectives{devices}.yaml"
+    path.write_text(MEASURED.format(devices=devices))
+    return str(path)
+
+
+def test_the_measured_fits_replace_the_profiles_and_the_readings_that_do_not_repeat_stay(tmp_path):
+    base = load_cluster("local-cpu")
+    path = _measured(tmp_path)
+    got = with_measured_fits(base, load_profile(path), path)
+    c, was = got.profile.collectives, base.profile.collectives
+    assert got.link(0, 1).bandwidth_bytes_per_s == pytest.approx(5e9)
+    assert got.link(0, 1).latency_s == pytest.approx(50e-6)
+    assert (c.bandwidth_efficiency, c.latency_s) == pytest.approx((0.25, 40e-6))
+    assert c.op_fit("all_gather") == pytest.approx((60e-6, 0.5))
+    assert c.op_fit("reduce_scatter") == pytest.approx((70e-6, 0.125))
+    # bf16's own fit, with the profile's bf16 overlap
+    bf16 = dict(c.dtypes)["bf16"]
+    assert (bf16.bandwidth_efficiency, bf16.latency_s) == pytest.approx((0.2, 45e-6))
+    assert bf16.overlap == dict(was.dtypes)["bf16"].overlap
+    # kept from the profile: the overlap, the busy sender's delay, FSDP2's host time, the device
+    assert (c.overlap, c.busy_sender_delay_s) == (was.overlap, was.busy_sender_delay_s)
+    assert (c.fsdp_gather_overhead_s, c.fsdp_reduce_scatter_overhead_s, c.fsdp_gather_copy_bytes_per_s) == \
+        (was.fsdp_gather_overhead_s, was.fsdp_reduce_scatter_overhead_s, was.fsdp_gather_copy_bytes_per_s)
+    assert got.device == base.device and got.num_nodes == base.num_nodes
+
+
+def test_fits_measured_on_another_node_shape_are_refused_in_one_line(tmp_path):
+    path = _measured(tmp_path, devices=4)
+    with pytest.raises(InputError) as e:
+        with_measured_fits(load_cluster("local-cpu"), load_profile(path), path)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: node:") and "4 devices per node" in msg
+
+
+def _scaled_table(tmp_path, name: str, factor: float) -> str:
+    """TABLE with every layer's times ``factor`` times as long."""
+    data = yaml.safe_load(open(TABLE))
+    for row in data["layers"]:
+        row["fwd_s"], row["bwd_s"] = ([t * factor for t in row[k]] for k in ("fwd_s", "bwd_s"))
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _fake_runs(monkeypatch, cases, step_times_s):
+    """validate's set replaced by ``cases``; the executor by a stub writing each run's measured.json
+    with the next of ``step_times_s``."""
+    monkeypatch.setattr(validation, "default_cases", lambda *a, **k: cases)
+    monkeypatch.setattr(validation, "check_profiled_sizes", lambda *a, **k: None)
+    times = iter(step_times_s)
+
+    def fake_run(args, nproc, timeout_s, **kw):
+        out = args[args.index("--out") + 1]
+        os.makedirs(out)
+        with open(os.path.join(out, "measured.json"), "w") as f:
+            json.dump({"step_time_s": next(times), "actions": [], "peak_memory_bytes": [1.0] * nproc}, f)
+        return 0
+    monkeypatch.setattr(validation, "launch", fake_run)
+
+
+def _direct_s(cluster, table_path, cfg) -> float:
+    spec = load_model(MODEL)
+    model = profiled_compute(load_profile_table(table_path), spec.graph, cluster.device, spec.training.dtype)
+    return simulate(spec.graph, spec.training, cluster, cfg, model, keep_timeline=False).step_time_s
+
+
+def test_each_pass_is_priced_from_the_profiles_measured_before_it(monkeypatch, tmp_path):
+    cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, 2))                        # dp=2: its all-reduce is priced
+    _fake_runs(monkeypatch, [validation.Case("dp2", cfg)], [0.1, 0.3, 0.2])
+    slow = _scaled_table(tmp_path, "slow.yaml", 1.5)
+    comm = _measured(tmp_path)
+    per_pass = [validation.Measured({2: TABLE}), validation.Measured({2: slow}, collectives=comm),
+                validation.Measured({2: TABLE})]
+    asked = []
+
+    def measure(k):
+        asked.append(k)
+        return per_pass[k]
+    out = validation.validate(MODEL, "local-cpu", measure, str(tmp_path / "v"), passes=3, log=lambda *a: None)
+    assert asked == [0, 1, 2]                  # pass k measured right before its runs, in turn
+    base = load_cluster("local-cpu")
+    expected = sorted([_direct_s(base, TABLE, cfg),
+                       _direct_s(with_measured_fits(base, load_profile(comm), comm), slow, cfg),
+                       _direct_s(base, TABLE, cfg)])
+    assert expected[0] < expected[-1]
+    row = out["plans"][0]
+    assert row["predicted_step_s"] == pytest.approx(expected[1])
+    assert row["predicted_spread"] == pytest.approx((expected[-1] - expected[0]) / expected[1])
+    assert row["measured_step_s"] == pytest.approx(0.2)
+    assert out["median_profile_spread"] == pytest.approx(row["predicted_spread"])
+    assert [p["collectives"] for p in out["measured_per_pass"]] == [None, comm, None]
+
+
+def test_one_fixed_profile_prices_every_pass_alike(monkeypatch, tmp_path):
+    cfg = ParallelConfig(1, 1, 1, "1f1b", 1, (0, 2))
+    _fake_runs(monkeypatch, [validation.Case("single", cfg)], [0.1, 0.3])
+    out = validation.validate(MODEL, "local-cpu", {1: TABLE}, str(tmp_path / "v"), passes=2, log=lambda *a: None)
+    row = out["plans"][0]
+    assert row["predicted_step_s"] == pytest.approx(_direct_s(load_cluster("local-cpu"), TABLE, cfg))
+    assert row["predicted_spread"] == 0.0
+    assert row["measured_step_s"] == pytest.approx(statistics.median([0.1, 0.3]))
+    assert out["measured_per_pass"] == [{"layers": {1: TABLE}, "tp": (), "collectives": None}] * 2
+
+
+@pytest.mark.parametrize("flags, wheres, collectives", [
+    ([], ["profiles.pass1", "profiles.pass2", "profiles.pass3"], True),
+    (["--profile-once"], [""], True),
+    (["--keep-collectives"], ["profiles.pass1", "profiles.pass2", "profiles.pass3"], False),
+])
+def test_the_cli_measures_before_each_pass_unless_told_once(monkeypatch, tmp_path, flags, wheres, collectives):
+    from parsim.cli import main
+
+    calls = []
+
+    def fake_measure(model_path, spec, sizes, per_node, out_dir, collectives=True, log=print):
+        calls.append((os.path.relpath(out_dir, tmp_path) if out_dir != str(tmp_path) else "", per_node, collectives))
+        return validation.Measured({per_node: f"{out_dir}/p.json"})
+
+    class Done(Exception):
+        pass
+
+    def fake_validate(model, cluster, profiles, out_dir, steps, which, timeout_s, passes, log):
+        got = [profiles(k) for k in range(passes)]
+        assert len({id(m) for m in got}) == len(wheres)
+        raise Done
+    monkeypatch.setattr(validation, "measure_this_machine", fake_measure)
+    monkeypatch.setattr(validation, "validate", fake_validate)
+    with pytest.raises(Done):
+        main(["validate", MODEL, "--passes", "3", "--out", str(tmp_path), *flags])
+    assert calls == [(w, 2, collectives) for w in wheres]
