@@ -101,7 +101,10 @@ def test_activations_in_flight(p, m):
     if m >= p:   # torch's Schedule1F1B needs m >= p; the min(m, p - s) form is exercised by m = p
         one = run(p, m, "1f1b")
         assert [r.max_inflight_microbatches for r in one.ranks] == [min(m, p - s) for s in range(p)]
-        assert [r.memory.activations_bytes for r in one.ranks] == [min(m, p - s) * 100.0 for s in range(p)]
+        # 100 saved bytes per layer; the last stage's also holds the loss's, its 8-byte output in fp32
+        assert one.stage_saved_bytes == (100.0,) * (p - 1) + (108.0,)
+        assert [r.memory.activations_bytes for r in one.ranks] == [min(m, p - s) * one.stage_saved_bytes[s]
+                                                                   for s in range(p)]
     gp = run(p, m, "gpipe")
     assert [r.max_inflight_microbatches for r in gp.ranks] == [m] * p
 

@@ -19,8 +19,12 @@ in a convolution's backward on CPU: 9 MiB each for layer4's 3x3 convolution in t
 allocation trace), with the gradients flowing in and out; the micro-batch's later operators
 and layers have freed their saved activations by then, so the workspace is the largest such
 working set less what was freed before it (backward_workspace_bytes).
+The loss (cross-entropy in fp32, outside every layer) keeps log_softmax's result with the last
+stage's activations (LayerGraph.loss_saved_bytes), and its backward, the first of the micro-batch's,
+holds two more of that size (loss_workspace_bytes): the peak of a model with many classes per
+sample (the GPT's 2048-token vocabulary), nothing for ResNet-50's ten classes.
 Communication buffers: pipeline send and receive buffers hold one micro-batch's boundary
-activation per direction.  Gradients are counted once: parsim's executor keeps them as views
+activation per direction; with pp = 1 there are none (pipeline_buffer_bytes).  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
 torch's default (False) would add one more gradient's worth per rank when dp > 1.
 
@@ -37,7 +41,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from parsim.cost.context import ring_buffer_bytes
-from parsim.model.graph import ELEMENT_BYTES
+from parsim.model.graph import ELEMENT_BYTES, LOSS_BACKWARD_BUFFERS
 
 _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
 _MASTER_BYTES = 4
@@ -85,16 +89,25 @@ class MemoryBreakdown:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
+def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
+    """A pipeline rank's send and receive buffers: one micro-batch's ``boundary_bytes`` per
+    direction.  With pp = 1 the executor runs its micro-batches in a plain loop, no
+    PipelineStage (parsim.exec.train.run_step): none.  Counting two of the GPT's logits there
+    over-predicted dp=2's peak by 4 MiB (examples/gpt_small_local.yaml, micro-batch 2;
+    torch.profiler's allocation trace holds no buffer of that size but the loss's)."""
+    return 2 * boundary_bytes if pp > 1 else 0.0
+
+
 def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,
-                  zero: int = 0, dp: int = 1) -> dict[str, float]:
+                  zero: int = 0, dp: int = 1, pp: int = 2) -> dict[str, float]:
     """Everything but activations, for a rank holding ``param_count`` parameters (its shards of
-    them under ZeRO stage ``zero`` over ``dp`` ranks)."""
+    them under ZeRO stage ``zero`` over ``dp`` ranks) on one of ``pp`` pipeline ranks."""
     b = bytes_per_param(dtype, optimizer)
     f = zero_fractions(zero, dp)
     return {"params_bytes": param_count * b["params"] * f["params"],
             "grads_bytes": param_count * b["grads"] * f["grads"],
             "optimizer_bytes": param_count * b["optimizer"] * f["optimizer"],
-            "comm_buffers_bytes": 2 * boundary_bytes}
+            "comm_buffers_bytes": pipeline_buffer_bytes(boundary_bytes, pp)}
 
 
 def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1) -> float:
@@ -195,10 +208,21 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
                 sets = [(layer.max_param_bytes, 2 * layer.output_bytes)]
             if layer.cp_kv_bytes:         # the ring's K, V and dK, dV chunks, beside the gradient entering
                 sets.append((0.0, ring_buffer_bytes(layer, 1) + layer.output_bytes))
-            freed = 0.0
+            # what the micro-batch's later layers (and on the last stage the loss) freed before it
+            freed = graph.stage_saved_bytes(i + 1, r.stop)
             if i + 1 < r.stop:
-                freed = graph.stage_saved_bytes(i + 1, r.stop) - graph.layers[i + 1].input_shared_bytes
+                freed -= graph.layers[i + 1].input_shared_bytes
             held = held_bytes.get(i, 0.0) if held_bytes else 0.0
             for per_step, per_sample in sets:
                 worst = max(worst, held + per_step + (per_sample + layer.recompute_bytes - freed) * microbatch)
+        if r.stop == len(graph.layers):
+            worst = max(worst, loss_workspace_bytes(graph, microbatch))
     return worst
+
+
+def loss_workspace_bytes(graph, microbatch: int) -> float:
+    """The loss's backward, the first of a micro-batch's (nothing freed before it): two gradients
+    the size of its saved log-probabilities (parsim.model.graph.LOSS_BACKWARD_BUFFERS).  The GPT
+    of examples/gpt_small_local.yaml at micro-batch 2: 4 MiB, inside LogSoftmaxBackward0, the
+    step's peak with dp=2 and pp=1 (torch.profiler's allocation trace)."""
+    return LOSS_BACKWARD_BUFFERS * graph.loss_saved_bytes * microbatch

@@ -327,7 +327,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
         params = graph.held_param_count(held[r])
         boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
-        static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp)
+        static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp, cfg.pp)
         ranges = [cfg.stage_layers(s) for s in stages]
         workspace = backward_workspace_bytes(graph, ranges, b)
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
