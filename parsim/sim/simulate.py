@@ -14,7 +14,7 @@ from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes,
-                                optimizer_bytes_moved_per_param, static_memory)
+                                kept_output_bytes, optimizer_bytes_moved_per_param, static_memory)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
@@ -300,7 +300,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
-    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
+    kept = {S - 1: kept_output_bytes(graph, cfg.pp, b)}
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held, kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
@@ -326,7 +327,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
         params = graph.held_param_count(held[r])
-        boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
+        # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
+        boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
         static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp, cfg.pp)
         ranges = [cfg.stage_layers(s) for s in stages]
         workspace = backward_workspace_bytes(graph, ranges, b)
