@@ -191,7 +191,8 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_i
     bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
     n, b = len(spec.graph), 2
     static = spec.graph.param_count * 12                 # fp32 momentum: 4 + 4 + 4 bytes per parameter
-    assert bnd.memory_fn("1f1b", 1, 1, 1, b, 1)(0, 0, n) == pytest.approx(static + b * spec.graph.stage_saved_bytes(0, n))
+    single = static + b * spec.graph.stage_saved_bytes(0, n)
+    assert bnd.memory_fn("1f1b", 1, 1, 1, b, 1)(0, 0, n) == pytest.approx(single)
     # pp = 2, GPipe, m = 4: the last stage's buffers hold its input's boundary (it sends no output),
     # and it keeps the 4 micro-batches' logits until the step ends (kept_output_bytes)
     g, m = spec.graph, 4

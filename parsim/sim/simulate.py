@@ -300,7 +300,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
     kept = {S - 1: kept_output_bytes(graph, cfg.pp, b)}
-    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held, kept_bytes=kept,
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
+                         kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
