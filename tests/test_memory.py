@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.memory import backward_workspace_bytes
+from parsim.cost.memory import (backward_workspace_bytes, kept_output_bytes, loss_workspace_bytes,
+                                pipeline_buffer_bytes)
 from parsim.hardware import load_cluster
 from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.graph import Layer, LayerGraph
@@ -27,8 +28,11 @@ def _blocks() -> nn.Sequential:
     return nn.Sequential(Bottleneck(8, 4, stride=1), Bottleneck(16, 4), Bottleneck(16, 8, stride=2))
 
 
-def _saved_on_cpu(model: nn.Module, x: torch.Tensor) -> int:
-    """Bytes autograd keeps for backward after a forward, each storage once (what the run holds)."""
+def _saved_on_cpu(model: nn.Module, x: torch.Tensor, loss: bool = False) -> int:
+    """Bytes autograd keeps for backward after a forward (and the run's loss on its output, for
+    the model's last stage), each storage once (what the run holds); the labels are the input's."""
+    from parsim.exec.objective import loss_fn
+
     own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
     saved: dict[int, int] = {}
 
@@ -38,7 +42,11 @@ def _saved_on_cpu(model: nn.Module, x: torch.Tensor) -> int:
             saved[s.data_ptr()] = s.nbytes()
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(x)
+        out = model(x)
+        if loss:
+            labels = torch.zeros(out.shape[:-1], dtype=torch.long)
+            own.add(labels.untyped_storage().data_ptr())
+            loss_fn(out, labels)
     return sum(saved.values())
 
 
@@ -53,10 +61,12 @@ def test_stage_saved_bytes_match_real_tensors(batch):
             with torch.no_grad():
                 x = nn.Sequential(*list(model)[:start])(x)
         x.requires_grad_(start > 0)     # a later stage's input is a received tensor that needs a gradient
-        real = _saved_on_cpu(stage, x)
+        last = stop == len(graph)        # the loss runs on the last stage's output
+        real = _saved_on_cpu(stage, x, loss=last)
         predicted = graph.stage_saved_bytes(start, stop) * batch
-        # what does not grow with the batch is left out: BatchNorm's saved mean and 1/std, fp32
-        constant = 8 * sum(m.num_features for m in stage.modules() if isinstance(m, nn.BatchNorm2d))
+        # what does not grow with the batch is left out: BatchNorm's saved mean and 1/std, fp32,
+        # and the loss's total weight, one fp32
+        constant = 8 * sum(m.num_features for m in stage.modules() if isinstance(m, nn.BatchNorm2d)) + 4 * last
         assert predicted == real - constant, (start, stop, predicted, real)
 
 
@@ -66,10 +76,12 @@ def test_shared_input_is_the_previous_blocks_output():
     assert a.input_shared_bytes == 0                  # the model's input: no previous layer
     assert b.input_shared_bytes == a.output_bytes     # block 0's ReLU output, saved by block 1's conv
     assert c.input_shared_bytes == b.output_bytes
+    loss = graph.loss_saved_bytes                     # the last block's output in fp32: its log-softmax
+    assert loss == c.output_bytes
     assert graph.stage_saved_bytes(0, 3) == pytest.approx(
-        sum(l.saved_bytes for l in graph.layers) - a.output_bytes - b.output_bytes)
+        sum(l.saved_bytes for l in graph.layers) - a.output_bytes - b.output_bytes + loss)
     assert graph.with_recompute().stage_saved_bytes(0, 3) == pytest.approx(
-        graph.input_bytes + a.output_bytes + b.output_bytes)
+        graph.input_bytes + a.output_bytes + b.output_bytes + loss)
 
 
 def test_planner_stage_memory_uses_the_same_saved_bytes():
@@ -96,14 +108,117 @@ def _layer(name, saved, out, max_param, shared=0.0):
 def test_workspace_subtracts_what_the_microbatch_already_freed():
     # layer a: a big working set (output grads 2 x 100 per sample) early; b frees 300 per sample first
     g = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 1, 1000, shared=0)))
-    # b: 1000 + 2 x 1 x 4 = 1008; a: 10 + 2 x 100 x 4 - 300 x 4 = -390 -> b's
-    assert backward_workspace_bytes(g, [range(0, 2)], 4) == 1008
+    # the loss keeps b's output in fp32 (1 per sample) and frees it before b's backward
+    # b: 1000 + 2 x 1 x 4 - 1 x 4 = 1004; a: 10 + 2 x 100 x 4 - (300 + 1) x 4 = -394 -> b's
+    assert backward_workspace_bytes(g, [range(0, 2)], 4) == 1004
     # a on a stage of its own frees nothing before it: 10 + 800
-    assert backward_workspace_bytes(g, [range(0, 1), range(1, 2)], 4) == 1008
+    assert backward_workspace_bytes(g, [range(0, 1), range(1, 2)], 4) == 1004
     assert backward_workspace_bytes(g, [range(0, 1)], 4) == 810
     # a shared input is freed only with the layer that shares it, not before a's backward
     g2 = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 1, 1000, shared=200)))
-    assert backward_workspace_bytes(g2, [range(0, 2)], 4) == max(1008, 10 + 800 - (300 - 200) * 4)
+    assert backward_workspace_bytes(g2, [range(0, 2)], 4) == max(1004, 10 + 800 - (300 + 1 - 200) * 4)
+    # the loss's backward (two gradients of its saved size, nothing freed before it) on the last stage
+    big = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 400, 1)))
+    assert backward_workspace_bytes(big, [range(1, 2)], 4) == loss_workspace_bytes(big, 4) == 2 * 400 * 4
+
+
+BIG_VOCAB = "tests/data/gpt_big_vocab.yaml"
+
+
+def _big_vocab_gpt():
+    from parsim.model.zoo.gpt import gpt
+
+    spec = load_model(BIG_VOCAB)
+    torch.manual_seed(0)
+    return spec, gpt(**dict(spec.source.args))
+
+
+def test_the_loss_keeps_its_log_probabilities_with_the_last_stage():
+    # cross-entropy (parsim.exec.objective.loss_fn) saves log_softmax's fp32 result, the size of
+    # the logits: with a 4096-token vocabulary, 512 KiB of the 603 KB a micro-batch of 2 keeps
+    from parsim.exec.objective import loss_fn
+
+    spec, model = _big_vocab_gpt()
+    g, b = spec.graph, 2
+    x, y = torch.randint(0, 4096, (b, 16)), torch.randint(0, 4096, (b, 16))
+    own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x, y]}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in own:
+            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss_fn(model(x), y)
+    n = len(g)
+    assert g.loss_saved_bytes == 16 * 4096 * 4
+    assert g.stage_saved_bytes(n, n) == g.loss_saved_bytes                 # freed before the head's backward
+    assert g.stage_saved_bytes(0, n) == g.stage_saved_bytes(0, n - 1) + g.layers[-1].saved_bytes + g.loss_saved_bytes
+    # the graph also counts the token ids the embedding keeps (the input batch, left out here): 128 bytes
+    assert g.stage_saved_bytes(0, n) * b == pytest.approx(sum(saved.values()), abs=2 * 128)
+
+
+def test_a_single_rank_step_peak_is_activations_plus_the_loss_backward():
+    # The executor's measurement (parsim.exec.train: torch.profiler's "Total Allocated" over a step
+    # whose gradients already exist) against the prediction at pp = 1: the activations, the loss's
+    # log-probabilities among them, plus the loss backward's two logits-sized gradients
+    # (loss_workspace_bytes); no pipeline buffers (pipeline_buffer_bytes).  Measured 1,721,752 bytes,
+    # predicted 1,721,856; before, two logits of pipeline buffers and the head's working set on top
+    # of activations without the loss's: 2,770,432, 61% high.
+    from parsim.exec.objective import loss_fn
+    from parsim.exec.train import _profiled_peak_bytes
+    from parsim.plan import ParallelConfig
+    from parsim.sim import simulate
+
+    spec, model = _big_vocab_gpt()
+    g, b = spec.graph, 2
+    x, y = torch.randint(0, 4096, (b, 16)), torch.randint(0, 4096, (b, 16))
+    loss_fn(model(x), y).backward()                  # .grad exists before the measured step, as in a run
+    measured = _profiled_peak_bytes(lambda: loss_fn(model(x), y).backward())
+    est = simulate(g, spec.training, load_cluster("local-cpu:1x1"), ParallelConfig(1, 1, 1, "1f1b", 1, (0, len(g))))
+    mem = est.ranks[0].memory
+    assert mem.comm_buffers_bytes == 0
+    assert mem.activations_bytes == g.stage_saved_bytes(0, len(g)) * b
+    assert mem.workspace_bytes == loss_workspace_bytes(g, b) == 2 * g.loss_saved_bytes * b
+    assert mem.activations_bytes + mem.workspace_bytes == pytest.approx(measured, rel=1e-3)
+
+
+def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_its_outputs():
+    assert pipeline_buffer_bytes(1000.0, 1) == 0.0
+    assert pipeline_buffer_bytes(1000.0, 2) == 2000.0
+    spec = load_model(BIG_VOCAB)
+    cluster = load_cluster("local-cpu")
+    bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
+    n, b = len(spec.graph), 2
+    static = spec.graph.param_count * 12                 # fp32 momentum: 4 + 4 + 4 bytes per parameter
+    single = static + b * spec.graph.stage_saved_bytes(0, n)
+    assert bnd.memory_fn("1f1b", 1, 1, 1, b, 1)(0, 0, n) == pytest.approx(single)
+    # pp = 2, GPipe, m = 4: the last stage's buffers hold its input's boundary (it sends no output),
+    # and it keeps the 4 micro-batches' logits until the step ends (kept_output_bytes)
+    g, m = spec.graph, 4
+    last = g.held_param_count(range(2, n)) * 12 + 2 * g.layers[1].output_bytes * b \
+        + m * g.layers[-1].output_bytes * b + m * b * g.stage_saved_bytes(2, n)
+    assert kept_output_bytes(g, 2, b) == g.layers[-1].output_bytes * b and kept_output_bytes(g, 1, b) == 0
+    assert bnd.memory_fn("gpipe", m, 2, 1, b, 1)(1, 2, n) == pytest.approx(last)
+    # the simulator's: 2 micro-batches of 1 sample
+    from parsim.plan import ParallelConfig
+    from parsim.sim import simulate
+
+    est = simulate(g, spec.training, cluster, ParallelConfig(1, 2, 2, "gpipe", 1, (0, 2, n)))
+    first, second = (r.memory for r in est.ranks)
+    assert first.comm_buffers_bytes == second.comm_buffers_bytes == 2 * g.layers[1].output_bytes
+    assert second.activations_bytes == 2 * (g.stage_saved_bytes(2, n) + g.layers[-1].output_bytes)
+
+
+def test_tensor_parallel_loss_holds_the_gathered_logits():
+    # the head's vocabulary slices are gathered whole for the loss (parsim.shard.graph.shard_graph)
+    from parsim.shard.builtin import megatron
+    from parsim.shard.graph import shard_graph
+
+    g = load_model(BIG_VOCAB).graph
+    tp = shard_graph(g, megatron(2), 2)
+    assert tp.layers[-1].output_bytes == g.layers[-1].output_bytes / 2
+    assert tp.loss_gather_ways == 2 and tp.loss_saved_bytes == g.loss_saved_bytes
 
 
 def test_memory_breakdown_rows_sum_to_each_sides_total():

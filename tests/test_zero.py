@@ -10,7 +10,7 @@ import pytest
 from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.comm import collective_time_s, prefetched_gather_s, shard_padded_bytes
-from parsim.cost.memory import bytes_per_param
+from parsim.cost.memory import bytes_per_param, fsdp_gathered_param_bytes
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
 from parsim.model.spec import Training, load_model
@@ -38,15 +38,39 @@ def test_memory_per_rank_is_zeros_table(zero):
     holds besides: at stage 2 its shards of the parameters (2 Psi / Nd) beside the unsharded
     copies, at stage 3 two gathered layers' parameters, and from stage 2 two layers' unsharded
     gradients (the running unit's and the reduce-scatter input of the one before), held in the
-    second layer's backward from the end, after the last layer freed its 100 saved bytes."""
+    second layer's backward from the end, after the last layer freed its 100 saved bytes and the
+    loss its 8 (the last layer's 8-byte output in fp32); no pipeline buffers at pp = 1."""
     g, cfg, e = _run(zero)
     psi, nd = 4 * 1000, 4
     mem = e.ranks[0].memory
     expected = {0: 16 * psi, 1: 4 * psi + 12 * psi / nd, 2: 2 * psi + 14 * psi / nd, 3: 16 * psi / nd}[zero]
     besides = {2: 2 * psi / nd, 3: 2 * 2 * 1000}.get(zero, 0)          # 1000 params a layer, 2 bytes
     assert mem.params_bytes + mem.grads_bytes + mem.optimizer_bytes == pytest.approx(expected + besides)
-    boundary = 2 * 8.0                                                 # uniform_graph: 8-byte outputs, b = 1
-    assert mem.comm_buffers_bytes == pytest.approx(boundary + (2 * 2 * 1000 - 100 if zero >= 2 else 0))
+    assert mem.comm_buffers_bytes == pytest.approx(2 * 2 * 1000 - 100 - 8 if zero >= 2 else 0)
+
+
+def test_zero3_gathers_units_beside_the_activations_not_yet_freed():
+    """ZeRO-3's gathered parameters (the running unit's and the prefetched one's) are counted in
+    the backward of the layer that holds them, beside the activations the micro-batch has not yet
+    freed (fsdp_gathered_param_bytes), not on top of the forward's activation peak: two big layers
+    first, two small ones last, 100 saved bytes and 8-byte outputs each, fp16 Adam, dp=4, b=1."""
+    from parsim.model.graph import Layer, LayerGraph
+
+    counts = [10000, 10000, 10, 10]
+    g = LayerGraph("g", tuple(Layer(f"l{i}", 1.0, 2.0, n, n * 4, 8.0, 100.0) for i, n in enumerate(counts)))
+    cfg = ParallelConfig(dp=4, pp=1, microbatches=1, bounds=(0, 4), zero=3)
+    mem = simulate(g, Training(4, "fp16", "adam"), IDEAL, cfg, UnitCost(1.0)).ranks[0].memory
+    full = [0.0] + [2.0 * n for n in counts]                          # fp16 parameters per unit; no root
+    units = [[]] + [[i] for i in range(4)]
+    assert fsdp_gathered_param_bytes(units, full, 4) == [20000, 40000, 20020, 40]
+    # per layer, backward order: held gradients (fsdp_held_grad_bytes) + gathered, less what the
+    # later layers and the loss (8 bytes) freed, plus the 2 x 8-byte output gradients
+    grads = [40000, 20020, 40, 20]
+    freed = [308, 208, 108, 8]
+    with_grads = max(h + 16 - f for h, f in zip(grads, freed))                      # 39708 at l0
+    with_all = max(h + x + 16 - f for h, x, f in zip(grads, [20000, 40000, 20020, 40], freed))   # 59828 at l1
+    assert mem.params_bytes == pytest.approx(2 * sum(counts) / 4 + with_all - with_grads)       # 10010 + 20120
+    # before: the largest pair of units (2 x 20000) on top of the forward's peak: 10010 + 40000
 
 
 def test_collectives_counted_per_stage_and_bytes_moved():
@@ -284,11 +308,10 @@ def test_zero1_on_gloo_holds_every_buckets_copy_after_the_backward(library):
     cluster = _with_collectives(IDEAL, library=library)
     _, _, e = _run(1, dp=2, params=10**5, cluster=cluster)        # 4 layers x 10^5 params, fp16 gradients
     mem = e.ranks[0].memory
-    boundary = 2 * 8.0
     grads = 4 * 2 * 10**5
     assert grads > mem.activations_bytes + mem.workspace_bytes > 0
     extra = grads - mem.activations_bytes - mem.workspace_bytes if library == "gloo" else 0.0
-    assert mem.comm_buffers_bytes == pytest.approx(boundary + extra)
+    assert mem.comm_buffers_bytes == pytest.approx(extra)            # pp = 1: no pipeline buffers
 
 
 @pytest.mark.parametrize("path", ["examples/resnet50_cifar10_local.yaml", "examples/gpt_small_local.yaml"])

@@ -19,8 +19,14 @@ in a convolution's backward on CPU: 9 MiB each for layer4's 3x3 convolution in t
 allocation trace), with the gradients flowing in and out; the micro-batch's later operators
 and layers have freed their saved activations by then, so the workspace is the largest such
 working set less what was freed before it (backward_workspace_bytes).
+The loss (cross-entropy in fp32, outside every layer) keeps log_softmax's result with the last
+stage's activations (LayerGraph.loss_saved_bytes), and its backward, the first of the micro-batch's,
+holds two more of that size (loss_workspace_bytes): the peak of a model with many classes per
+sample (the GPT's 2048-token vocabulary), nothing for ResNet-50's ten classes.
 Communication buffers: pipeline send and receive buffers hold one micro-batch's boundary
-activation per direction.  Gradients are counted once: parsim's executor keeps them as views
+activation per direction (the last stage's: its input's); with pp = 1 there are none
+(pipeline_buffer_bytes).  The last stage keeps every micro-batch's output until the step ends
+(kept_output_bytes).  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
 torch's default (False) would add one more gradient's worth per rank when dp > 1.
 
@@ -28,7 +34,8 @@ ZeRO (Rajbhandari et al. 2020, Sec. 5.1, Fig. 1: (2 + 2 + K) Psi per rank at sta
 (2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd and (2 + 2 + K) Psi / Nd at stages 1, 2, 3):
 stage 1 shards the optimizer state over the dp ranks, stage 2 the gradients too, stage 3 the
 parameters too (zero_fractions).  What a sharded rank holds beyond its shards (the bucket being
-reduce-scattered, the gathered layers of stage 3) is added by the simulator.
+reduce-scattered, the gathered layers of stage 3: fsdp_held_grad_bytes, fsdp_gathered_param_bytes)
+is added by the simulator, layer by layer in the backward.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from parsim.cost.context import ring_buffer_bytes
-from parsim.model.graph import ELEMENT_BYTES
+from parsim.model.graph import ELEMENT_BYTES, LOSS_BACKWARD_BUFFERS
 
 _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
 _MASTER_BYTES = 4
@@ -85,16 +92,34 @@ class MemoryBreakdown:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
+def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
+    """A pipeline rank's send and receive buffers: one micro-batch's ``boundary_bytes`` per
+    direction.  With pp = 1 the executor runs its micro-batches in a plain loop, no
+    PipelineStage (parsim.exec.train.run_step): none.  Counting two of the GPT's logits there
+    over-predicted dp=2's peak by 4 MiB (examples/gpt_small_local.yaml, micro-batch 2;
+    torch.profiler's allocation trace holds no buffer of that size but the loss's)."""
+    return 2 * boundary_bytes if pp > 1 else 0.0
+
+
+def kept_output_bytes(graph, pp: int, microbatch: int) -> float:
+    """What each micro-batch's forward leaves on the model's last stage until the step ends: with
+    pp > 1, torch's PipelineStage keeps the last stage's outputs (output_chunks, merged into what
+    the schedule's step() returns); with pp = 1 the executor's plain loop keeps none.  Measured,
+    examples/gpt_small_local.yaml, pp=2 1F1B m=4 (torch.profiler's allocation trace): at rank 1's
+    peak, in the fourth micro-batch's loss backward, all four 2 MiB logits are live."""
+    return graph.layers[-1].output_bytes * microbatch if pp > 1 else 0.0
+
+
 def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,
-                  zero: int = 0, dp: int = 1) -> dict[str, float]:
+                  zero: int = 0, dp: int = 1, pp: int = 2) -> dict[str, float]:
     """Everything but activations, for a rank holding ``param_count`` parameters (its shards of
-    them under ZeRO stage ``zero`` over ``dp`` ranks)."""
+    them under ZeRO stage ``zero`` over ``dp`` ranks) on one of ``pp`` pipeline ranks."""
     b = bytes_per_param(dtype, optimizer)
     f = zero_fractions(zero, dp)
     return {"params_bytes": param_count * b["params"] * f["params"],
             "grads_bytes": param_count * b["grads"] * f["grads"],
             "optimizer_bytes": param_count * b["optimizer"] * f["optimizer"],
-            "comm_buffers_bytes": 2 * boundary_bytes}
+            "comm_buffers_bytes": pipeline_buffer_bytes(boundary_bytes, pp)}
 
 
 def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1) -> float:
@@ -162,6 +187,29 @@ def fsdp_held_grad_bytes(units: list[list[int]], unit_grad_bytes: list[float], l
     return held
 
 
+def fsdp_gathered_param_bytes(units: list[list[int]], unit_param_bytes: list[float], layers: int) -> list[float]:
+    """ZeRO-3: per layer position of a stage (``units`` as parsim.cost.comm.fsdp_units groups them,
+    ``unit_param_bytes`` each unit's unsharded parameters), the parameters gathered while that
+    layer's backward runs: the root's, the layer's own unit's, and the unit FSDP2 prefetches next
+    (the nearest earlier layer's).  Beside the activations not yet freed, as the unsharded
+    gradients are (backward_workspace_bytes), not on top of the forward's peak: the root is
+    resharded after the forward and the loss runs outside every unit, so at the loss's backward
+    only the shards are held.  Measured (examples/gpt_small_local.yaml, dp=2 m=2,
+    torch.profiler's allocation trace of parsim run): the step's peak is at layers.3's
+    pre-backward, the root's 2.1 MiB, layers.3's 3 MiB and the prefetched layers.2's 3 MiB
+    gathered, the head's and the loss's activations freed (gloo also stages that all-gather in a
+    second 3 MiB buffer, not counted here).  On top of the forward's peak, as before, the
+    gathered units over-predicted runs/s6-zero-gpt's ZeRO-3 peak by 6.0% and ResNet-50's by
+    4.2%; this gives 4.2% and 1.7%, both within the passes' spread."""
+    own_unit = {u[0]: k for k, u in enumerate(units) if k}           # a layer's own (non-root) unit
+    out = []
+    for p in range(layers):
+        mine = unit_param_bytes[own_unit[p]] if p in own_unit else 0.0
+        nxt = next((unit_param_bytes[own_unit[q]] for q in range(p - 1, -1, -1) if q in own_unit), 0.0)
+        out.append(unit_param_bytes[0] + mine + nxt)
+    return out
+
+
 def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[int, float] | None = None) -> float:
     """What a rank's backward adds above its activations' peak: the largest, over the layers of
     ``stages`` (layer ranges of ``graph``), of one layer's backward working set, less what that
@@ -195,10 +243,21 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
                 sets = [(layer.max_param_bytes, 2 * layer.output_bytes)]
             if layer.cp_kv_bytes:         # the ring's K, V and dK, dV chunks, beside the gradient entering
                 sets.append((0.0, ring_buffer_bytes(layer, 1) + layer.output_bytes))
-            freed = 0.0
+            # what the micro-batch's later layers (and on the last stage the loss) freed before it
+            freed = graph.stage_saved_bytes(i + 1, r.stop)
             if i + 1 < r.stop:
-                freed = graph.stage_saved_bytes(i + 1, r.stop) - graph.layers[i + 1].input_shared_bytes
+                freed -= graph.layers[i + 1].input_shared_bytes
             held = held_bytes.get(i, 0.0) if held_bytes else 0.0
             for per_step, per_sample in sets:
                 worst = max(worst, held + per_step + (per_sample + layer.recompute_bytes - freed) * microbatch)
+        if r.stop == len(graph.layers):
+            worst = max(worst, loss_workspace_bytes(graph, microbatch))
     return worst
+
+
+def loss_workspace_bytes(graph, microbatch: int) -> float:
+    """The loss's backward, the first of a micro-batch's (nothing freed before it): two gradients
+    the size of its saved log-probabilities (parsim.model.graph.LOSS_BACKWARD_BUFFERS).  The GPT
+    of examples/gpt_small_local.yaml at micro-batch 2: 4 MiB, inside LogSoftmaxBackward0, the
+    step's peak with dp=2 and pp=1 (torch.profiler's allocation trace)."""
+    return LOSS_BACKWARD_BUFFERS * graph.loss_saved_bytes * microbatch

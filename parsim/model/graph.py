@@ -20,6 +20,13 @@ from parsim.model.attention import fused_attention_flops
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
+# The objective (parsim.exec.objective.loss_fn) is cross-entropy in fp32 over the last layer's
+# output, outside every layer: its log_softmax keeps its fp32 result for backward, and its backward
+# holds two more of that size at once (nll_loss_backward's gradient, _log_softmax_backward_data's).
+# Measured with torch.profiler's allocation trace, examples/gpt_small_local.yaml at micro-batch 2
+# (2048 classes per token): three 2 MiB buffers at the step's peak, inside LogSoftmaxBackward0.
+LOSS_BYTES_PER_ELEMENT = 4
+LOSS_BACKWARD_BUFFERS = 2
 
 
 # Where an operator input comes from, besides an earlier operator's index in Layer.ops.
@@ -217,6 +224,9 @@ class LayerGraph:
     tp: int = 1                  # > 1: per-device layers of a tensor-parallel group (parsim.shard.graph)
     recompute: bool = False      # layers recompute their activations (LayerGraph.with_recompute)
     cp: int = 1                  # > 1: per-device layers of a context-parallel group (s/cp tokens per sequence)
+    # > 1: the last layer's output is cut into this many pieces over the tensor-parallel group and
+    # gathered whole for the loss (parsim.shard.graph.shard_graph), which then holds the whole
+    loss_gather_ways: int = 1
 
     def __post_init__(self):
         names = [layer.name for layer in self.layers]
@@ -292,12 +302,22 @@ class LayerGraph:
         """Per sample, what the whole model keeps for backward on one rank."""
         return self.stage_saved_bytes(0, len(self.layers))
 
+    @property
+    def loss_saved_bytes(self) -> float:
+        """Per sample, what the loss keeps for backward: log_softmax's fp32 result, one element per
+        output element of the last layer (LOSS_BYTES_PER_ELEMENT), gathered whole under tensor
+        parallelism (loss_gather_ways)."""
+        return (self.layers[-1].output_bytes * self.loss_gather_ways / DTYPE_BYTES[self.dtype]
+                * LOSS_BYTES_PER_ELEMENT)
+
     def stage_saved_bytes(self, start: int, stop: int) -> float:
         """Per sample, what layers [start, stop) keep for backward on one rank: each layer's saved
         bytes, less the input a layer shares with the previous layer's saved output when both are
-        in the range (the range's first layer holds its input itself)."""
+        in the range (the range's first layer holds its input itself), and, for a range that ends
+        the model, the loss's (loss_saved_bytes; [n, n) holds only that)."""
         layers = self.layers[start:stop]
-        return sum(layer.saved_bytes for layer in layers) - sum(layer.input_shared_bytes for layer in layers[1:])
+        loss = self.loss_saved_bytes if stop == len(self.layers) else 0.0
+        return sum(layer.saved_bytes for layer in layers) - sum(layer.input_shared_bytes for layer in layers[1:]) + loss
 
     def with_recompute(self) -> "LayerGraph":
         """Every layer recomputed in backward (Chen et al. 2016; Megatron's full recompute,

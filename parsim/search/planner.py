@@ -47,7 +47,8 @@ import numpy as np
 from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
-                                optimizer_bytes_moved_per_param, zero_fractions)
+                                kept_output_bytes, optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
+                                zero_fractions)
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
@@ -183,15 +184,20 @@ class _StageMemory:
     """memory(j, A, B): the closed-form peak bytes of stage j holding layers [A, B) (j, A, B
     scalars or arrays, element-wise), v chunks on one device:
 
-        (params x static bytes per param [+ ZeRO-2/3's unsharded gradients] + 2 x boundary activation x b
-         + in-flight micro-batches of stage j x b x stage saved bytes) x v
+        (params x static bytes per param [+ ZeRO-2/3's unsharded gradients]
+         + pipeline buffers (2 x boundary activation x b, none at pp = 1: pipeline_buffer_bytes)
+         + in-flight micro-batches of stage j x b x stage saved bytes
+         + on the model's last stage, m micro-batches' outputs: kept_output_bytes) x v
 
     The partitioner asks for every stage over the same (A, B) matrices: the stage-independent
     parts are computed once per matrix pair."""
 
-    def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: list[float]):
+    def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: list[float],
+                 m: int = 1):
         self.bnd, self.static_per_param, self.zero, self.b, self.v = bnd, static_per_param, zero, b, v
         self.inflight = np.array(inflight)
+        self.pp = len(inflight) // v
+        self.kept = m * kept_output_bytes(bnd.graph, self.pp, b)      # on the model's last stage
         self._last: tuple | None = None          # (A, B, static + boundary, stage saved bytes)
 
     def _parts(self, A, B):
@@ -205,11 +211,14 @@ class _StageMemory:
         static = params * self.static_per_param
         if self.zero >= 2:                   # pp = 1 (_zero_variants): the stage is the whole model
             static = static + bnd.fsdp_grad_bytes(self.b)
-        boundary = 2 * bnd.out[np.maximum(B - 1, 0)] * self.b
+        end = B == len(bnd.out)
+        # a stage's buffers hold its output's boundary activation; the model's last stage's, its input's
+        edge = np.where(end, np.maximum(A - 1, 0), np.maximum(B - 1, 0))
+        base = static + pipeline_buffer_bytes(bnd.out[edge] * self.b, self.pp) + np.where(end, self.kept, 0.0)
         saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
         if isinstance(A, np.ndarray):
-            self._last = (A, B, static + boundary, saved)
-        return static + boundary, saved
+            self._last = (A, B, base, saved)
+        return base, saved
 
     def __call__(self, j, A, B):
         base, saved = self._parts(A, B)
@@ -227,6 +236,7 @@ class _Bounds:
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
         self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
         self.saved = np.array([l.saved_bytes - l.input_shared_bytes for l in g.layers], dtype=float)
+        self.saved[-1] += g.loss_saved_bytes        # the loss's, with the last layer's
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
         self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
         # (user, owner, parameters) of each tied weight: a stage holding the user without the owner
@@ -267,7 +277,7 @@ class _Bounds:
         (zero_fractions), plus, from stage 2, the FSDP units' unsharded gradients in the backward
         (fsdp_grad_bytes; ZeRO-3's gathered layers are left to the simulated peak)."""
         inflight = [inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)]
-        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, inflight)
+        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, inflight, m)
 
     def static_per_param(self, dp: int, zero: int) -> float:
         """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer

@@ -463,7 +463,9 @@ def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: in
     shardings = layer_shardings(graph, patterns, devices)
     layers = [layer if s is None else s.layer for layer, s in zip(graph.layers, shardings)]
     prev = shardings[-1].output if shardings and shardings[-1] is not None else None
+    gathered = 1
     if prev is not None and ways(prev) * _partial_size(prev) > 1:
+        gathered = ways(prev)
         # The loss takes the whole output (logits): gathered forward, split back backward.
         # (Megatron's vocabulary-parallel cross-entropy avoids the gather; not modelled.)
         eb = elem_bytes(graph.layers[-1].ops[-1])
@@ -472,7 +474,7 @@ def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: in
         extra = tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / graph.extraction_batch), matrix)
                       for ph, steps in (("F", fwd), ("B", bwd)) for x in steps if x.communicates)
         layers[-1] = replace(layers[-1], tp_comm=layers[-1].tp_comm + extra)
-    return replace(graph, layers=tuple(layers), tp=devices)
+    return replace(graph, layers=tuple(layers), tp=devices, loss_gather_ways=gathered)
 
 
 # torch.distributed functional collectives (what CommDebugMode counts) per redistribution step;

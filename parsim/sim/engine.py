@@ -85,6 +85,9 @@ class Costs:
     # under a split backward, bytes a micro-batch's I keeps for its W on each stage (the weight
     # operators' output gradients, Layer.w_held_bytes)
     w_held_bytes: dict[int, float] = field(default_factory=dict)
+    # bytes a micro-batch's F leaves on a stage until the step ends (the last pipeline stage's
+    # outputs, kept by torch's PipelineStage in output_chunks for the step's merged output)
+    kept_bytes: dict[int, float] = field(default_factory=dict)
     # ZeRO >= 2: the buckets run after every micro-batch's last backward (reduce-scatters)
     buckets_every_microbatch: bool = False
     # ZeRO 1-2: all-gather of the updated parameter shards after a stage's OPTIMIZER, exposed
@@ -152,6 +155,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     max_inflight = [0] * R
     saved = [costs.saved_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
     w_held = [costs.w_held_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
+    kept = [costs.saved_bytes.get(s, 0.0) + costs.kept_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
     input_rank = [0.0] * R
     first_forward = [0.0] * M
     load_s, ready_s = costs.input_s, costs.input_ready_s
@@ -262,7 +266,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 if keep_records:
                     records.append((r, a, COMPUTE, t, t + d))
                 if k is F:                        # saved tensors are held from forward ...
-                    act_r += saved[s]
+                    act_r += kept[s]              # (and the kept ones until the step ends)
                     infl_r += 1
                     if act_r > peak_r:
                         peak_r = act_r

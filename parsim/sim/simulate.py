@@ -13,8 +13,9 @@ from parsim.cost.compute import AnalyticalCompute, ComputeModel
 from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
-from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes,
-                                optimizer_bytes_moved_per_param, static_memory)
+from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
+                                fsdp_held_grad_bytes, kept_output_bytes, optimizer_bytes_moved_per_param,
+                                static_memory)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
@@ -164,7 +165,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     gather_s: dict = {}
     hooks_s: dict = {}                             # ZeRO 2-3: FSDP2's per-unit host time, every micro-batch
     reduce_buffer_bytes: dict[int, dict] = {}      # ZeRO 2-3: per layer, the unsharded gradients live in its backward
-    gathered_bytes: dict[int, float] = {}          # ZeRO-3: the gathered layers' parameters
+    gathered_bytes: dict[int, dict] = {}           # ZeRO-3: per layer, the parameters gathered in its backward
     width = per_param["grads"]          # bytes per gradient (and parameter) element
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
@@ -245,11 +246,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + gather_host_s
                     comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * m
                     sharded[s] += [("all_gather", x) for x in unit_bytes if x] * m
-                    # the working set: the root's parameters, held through its forward and its backward,
-                    # and the running and the prefetched unit's
+                    # the root's, the running and the prefetched unit's (fsdp_gathered_param_bytes)
                     full = [sum(own[i] for i in u) * per_param["params"] for u in units]
-                    pairs = [a + b for a, b in zip(full[1:], full[2:])] or full[1:] or [0.0]
-                    gathered_bytes[s] = full[0] + max(pairs)
+                    gathered_bytes[s] = dict(zip(idx, fsdp_gathered_param_bytes(units, full, len(idx))))
             else:
                 # DDP buckets fill in backward order; bucket k is ready once its layers' gradients are.
                 # Under ZeRO-1 a weight tied over pipeline stages is an entry of its own, after the
@@ -300,7 +299,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
+    kept = {S - 1: kept_output_bytes(graph, cfg.pp, b)}
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
+                         kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
@@ -326,13 +327,18 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
         params = graph.held_param_count(held[r])
-        boundary = max(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages) * b
-        static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp)
+        # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
+        boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
+        static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp, cfg.pp)
         ranges = [cfg.stage_layers(s) for s in stages]
         workspace = backward_workspace_bytes(graph, ranges, b)
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
-            static["comm_buffers_bytes"] += backward_workspace_bytes(graph, ranges, b, held_grads) - workspace
+            with_grads = backward_workspace_bytes(graph, ranges, b, held_grads)
+            static["comm_buffers_bytes"] += with_grads - workspace
+        if zero == 3:       # and the gathered units' parameters, beside the shards
+            gathered = {i: x + held_grads.get(i, 0.0) for s in stages for i, x in gathered_bytes.get(s, {}).items()}
+            static["params_bytes"] += backward_workspace_bytes(graph, ranges, b, gathered) - with_grads
         if zero == 1 and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
             # the library reduce-scatters a copy of each bucket (cost.comm), and the executor waits on
             # the buckets only after the backward (parsim.exec.grad_sync.finish): every copy is live
@@ -341,8 +347,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             static["comm_buffers_bytes"] += max(0.0, copies - tl.peak_activation_bytes[r] - workspace)
         if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
             static["params_bytes"] *= 1 + 1 / dp
-        if zero == 3:       # the running and prefetched layers' full parameters, beside the shards
-            static["params_bytes"] += max((gathered_bytes.get(s, 0.0) for s in stages), default=0.0)
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
                               workspace_bytes=workspace,
                               **static)
