@@ -415,7 +415,7 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
         pattern = key[1:] if optional else key
         strategy = _as_ints(strategy, as_ints)
         hits = 0
-        if ":" in pattern and not any(c in pattern for c in "*?["):     # an operator id (the searched layouts)
+        if ":" in pattern and "*" not in pattern and "?" not in pattern and "[" not in pattern:   # an operator id
             if pattern in exact:
                 chosen[exact[pattern]] = (strategy, optional)
                 hits = 1
