@@ -45,28 +45,28 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
     A, B, valid = _grid(L)
     work = np.where(valid, prefix[B] - prefix[A], np.inf)    # inf where B <= A, and so is every c below
     sends = edges.any(axis=1)
-    best = np.full(L + 1, np.inf)
-    best[0] = 0.0
-    args = []
     span = L - stages + 1               # stage j starts at l in [j, j + span) and ends at i in (l, j + span]
+    columns = np.arange(span)
+    best = np.full(span, np.inf)        # best[l - j]: the least bottleneck of stages 0..j-1 ending at l
+    best[0] = 0.0
+    args = []                           # per stage j: for each end i, its start l, as l - j
     for j in range(stages):
         rows, cols = slice(j, j + span), slice(j + 1, j + 1 + span)
         c = work[rows, cols] + edges[j][cols][None, :] if sends[j] else work[rows, cols]
         if memory is not None:
             c = np.where(memory(j, A[rows, cols], B[rows, cols]) <= capacity_bytes, c, np.inf)
-        cand = np.maximum(best[rows, None], c)       # cand[l - j, i - j - 1]: stages so far end at l, stage j = [l, i)
+        cand = np.maximum(best[:, None], c)          # cand[l - j, i - j - 1]: stages so far end at l, stage j = [l, i)
         arg = np.argmin(cand, axis=0)                # first minimum: deterministic
-        best = np.full(L + 1, np.inf)
-        best[cols] = cand[arg, np.arange(span)]
-        args.append(arg + j)
+        best = cand[arg, columns]                    # over the ends i = j + 1 + index: stage j + 1's starts
+        args.append(arg)
         if best.min() == np.inf:
             break                                    # stage j can end nowhere, nor can any after it
-    if not np.isfinite(best[L]):
+    if not np.isfinite(best[-1]):
         raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
     bounds = [L]
     for j in range(stages - 1, -1, -1):
-        bounds.append(int(args[j][bounds[-1] - j - 1]))
-    return tuple(reversed(bounds)), float(best[L])
+        bounds.append(int(args[j][bounds[-1] - j - 1]) + j)
+    return tuple(reversed(bounds)), float(best[-1])
 
 
 @functools.lru_cache(maxsize=64)
