@@ -23,8 +23,13 @@ def _compute(cluster, spec):
     return AnalyticalCompute.for_training(cluster.device, spec.training)
 
 
-def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split():
-    spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
+@pytest.fixture(scope="module")
+def seeds_split():
+    return load_model("examples/resnet50_cifar10_seeds_split.yaml")
+
+
+def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split(seeds_split):
+    spec = seeds_split
     cluster = load_cluster("ascend910:1x8")
     bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
     L = len(spec.graph)
@@ -263,3 +268,30 @@ def test_partition_is_the_min_max_split_under_per_stage_links_and_memory():
         assert all(memory(j, bounds[j], bounds[j + 1]) <= cap for j in range(stages))
         checked += 1
     assert checked > 50 and infeasible > 5
+
+
+def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(seeds_split):
+    """partition() asks the stage memory for each stage's band of its (start, stop) grid
+    (partition.grid_band), which slices the once-per-grid parts: bit for bit what the closed form
+    gives over the whole grid, for every stage and band of several schedules and ZeRO stages."""
+    from parsim.search.partition import _grid, grid_band
+
+    spec = seeds_split
+    cluster = load_cluster("ascend910:1x8")
+    bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
+    L = len(spec.graph)
+    A, B, _ = _grid(L)
+    checked = 0
+    for schedule, m, pp, v, b, dp, zero in [("1f1b", 8, 4, 1, 4, 2, 0), ("gpipe", 4, 2, 1, 16, 1, 0),
+                                             ("interleaved", 8, 2, 2, 2, 4, 1), ("1f1b", 1, 1, 1, 64, 8, 3)]:
+        stages = pp * v
+        span = L - stages + 1
+        whole = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)
+        for j in range(stages):
+            rows, cols = slice(j, j + span), slice(j + 1, j + 1 + span)
+            assert grid_band(A[rows, cols], B[rows, cols])[2:] == (rows, cols)
+            banded = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)(j, A[rows, cols], B[rows, cols])
+            assert np.array_equal(banded, whole(j, A.copy(), B.copy())[rows, cols])    # copies: no band
+            checked += 1
+    assert checked == 4 + 2 + 4 + 1
+    assert grid_band(A.copy(), B.copy()) is None and grid_band(A[:, :], B[:, :])[2:] == (slice(0, L + 1),) * 2

@@ -45,37 +45,54 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
     A, B, valid = _grid(L)
     work = np.where(valid, prefix[B] - prefix[A], np.inf)    # inf where B <= A, and so is every c below
     sends = edges.any(axis=1)
-    columns = np.arange(L + 1)
-    best = np.full(L + 1, np.inf)
+    span = L - stages + 1               # stage j starts at l in [j, j + span) and ends at i in (l, j + span]
+    columns = np.arange(span)
+    best = np.full(span, np.inf)        # best[l - j]: the least bottleneck of stages 0..j-1 ending at l
     best[0] = 0.0
-    args = []
+    args = []                           # per stage j: for each end i, its start l, as l - j
     for j in range(stages):
-        c = work + edges[j][None, :] if sends[j] else work      # edges[j][B]: B[l, i] = i
+        rows, cols = slice(j, j + span), slice(j + 1, j + 1 + span)
+        c = work[rows, cols] + edges[j][cols][None, :] if sends[j] else work[rows, cols]
         if memory is not None:
-            c = np.where(memory(j, A, B) <= capacity_bytes, c, np.inf)
-        cand = np.maximum(best[:, None], c)          # cand[l, i]: stages so far end at l, stage j = [l, i)
+            c = np.where(memory(j, A[rows, cols], B[rows, cols]) <= capacity_bytes, c, np.inf)
+        cand = np.maximum(best[:, None], c)          # cand[l - j, i - j - 1]: stages so far end at l, stage j = [l, i)
         arg = np.argmin(cand, axis=0)                # first minimum: deterministic
-        best = cand[arg, columns]
+        best = cand[arg, columns]                    # over the ends i = j + 1 + index: stage j + 1's starts
         args.append(arg)
         if best.min() == np.inf:
             break                                    # stage j can end nowhere, nor can any after it
-    if not np.isfinite(best[L]):
+    if not np.isfinite(best[-1]):
         raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
     bounds = [L]
     for j in range(stages - 1, -1, -1):
-        bounds.append(int(args[j][bounds[-1]]))
-    return tuple(reversed(bounds)), float(best[L])
+        bounds.append(int(args[j][bounds[-1] - j - 1]) + j)
+    return tuple(reversed(bounds)), float(best[-1])
 
 
 @functools.lru_cache(maxsize=64)
 def _grid(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A, B, B > A) over every (start, stop) layer pair: a stage = layers [A, B); read-only, shared
-    by every call on L layers (a memory function may key its own work on these arrays)."""
+    by every call on L layers.  partition() asks the memory function for stage j over the band of
+    pairs stage j can take, a view of rows [j, j + span) and columns [j + 1, j + 1 + span) of A and
+    B (grid_band names it), so a memory function may do its stage-independent work once per grid."""
     A, B = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")
     valid = B > A
     for x in (A, B, valid):
         x.flags.writeable = False
     return A, B, valid
+
+
+def grid_band(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, slice, slice] | None:
+    """(whole A, whole B, rows, columns) of the grid that A and B are a band of (as partition()
+    passes them), None for other arrays: the grid holds A[l, i] = l and B[l, i] = i."""
+    if A.ndim != 2 or A.base is None or B.base is None or A.size == 0:
+        return None
+    L = A.base.shape[0] - 1
+    gA, gB, _ = _grid(L)
+    if A.base is not gA or B.base is not gB:
+        return None
+    r, c = int(A[0, 0]), int(B[0, 0])
+    return gA, gB, slice(r, r + A.shape[0]), slice(c, c + A.shape[1])
 
 
 def balanced_bounds(layer_cost: Sequence[float], stages: int,

@@ -103,6 +103,7 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
     shardings: list[list] = []
     costs: list[list[tuple[float, float]]] = []
     node_memo: dict[int, tuple] = {}          # identical layers share their OpInfo objects
+    mirror_s: dict[tuple, float] = {}         # the same reductions recur over a graph's nodes
     kv_of: list[int] = []                     # per node: its KV heads (kv_head_paths), 0 if none
     for li, layer in enumerate(graph.layers):
         kv = kv_head_paths(layer.ops, t)
@@ -116,19 +117,18 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 costs.append(node_cost)
                 continue
             opts, node_cost = [], []
-            for strategy, sh in _options(op, t, kv_of[-1]):
-                pieces = op_pieces(sh)
-                eb = elem_bytes(op)
+            eb = elem_bytes(op)
+            for strategy, sh, pieces, param_elements, out_ways, mirrors in _node_terms(op, t, kv_of[-1]):
                 if op.kind in COMPUTE:
                     flops = (1 + (BACKWARD_RATIO if op.kind == "Attention" else 2)) * op.flops * scale / pieces
                     time_s = flops / (rate * device.compute_efficiency(flops))
                 else:
                     time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
-                mem = sum(math.prod(op.input_shapes[j]) // ways(sh.inputs[j]) * per_param
-                          for j, p in enumerate(op.param_inputs) if p)
-                mem += op.saved_bytes * scale / ways(sh.output)
-                time_s += sum(redistribution_time_s(step, cluster, matrix)
-                              for step, matrix in mirror_steps(sh, eb)) / microbatches
+                mem = sum(n * per_param for n in param_elements)
+                mem += op.saved_bytes * scale / out_ways
+                if mirrors not in mirror_s:
+                    mirror_s[mirrors] = sum(redistribution_time_s(step, cluster, matrix) for step, matrix in mirrors)
+                time_s += mirror_s[mirrors] / microbatches
                 opts.append((strategy, sh))
                 node_cost.append((time_s, mem))
             if not opts:
@@ -176,6 +176,18 @@ def _options(op: OpInfo, t: int, kv_heads: int) -> tuple[tuple[tuple, object], .
             out.append((strategy, op_sharding(op, strategy, t)))
         except InfeasibleError:
             continue
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8192)
+def _node_terms(op: OpInfo, t: int, kv_heads: int) -> tuple[tuple, ...]:
+    """(strategy, sharding, pieces, elements of each parameter input on one device, the output's
+    ways, the parameter gradients' reductions) of each candidate (_options): what a node's costs
+    take from its sharding alone, the same at every micro-batch size."""
+    out = []
+    for strategy, sh in _options(op, t, kv_heads):
+        params = tuple(math.prod(op.input_shapes[j]) // ways(sh.inputs[j]) for j, p in enumerate(op.param_inputs) if p)
+        out.append((strategy, sh, op_pieces(sh), params, ways(sh.output), tuple(mirror_steps(sh, elem_bytes(op)))))
     return tuple(out)
 
 

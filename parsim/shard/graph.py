@@ -409,12 +409,13 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
     pattern that picks nothing is an error naming it."""
     chosen: dict[tuple[int, int], tuple[Strategy, bool]] = {}
     exact = graph.op_index
+    as_ints: dict = {}                    # a searched layout gives every operator one of a few strategies
     for key, strategy in patterns.items():
         optional = key.startswith("?")
         pattern = key[1:] if optional else key
-        strategy = tuple(tuple(int(x) for x in s) for s in strategy)
+        strategy = _as_ints(strategy, as_ints)
         hits = 0
-        if ":" in pattern and not any(c in pattern for c in "*?["):     # an operator id (the searched layouts)
+        if ":" in pattern and "*" not in pattern and "?" not in pattern and "[" not in pattern:   # an operator id
             if pattern in exact:
                 chosen[exact[pattern]] = (strategy, optional)
                 hits = 1
@@ -436,6 +437,18 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
             raise InfeasibleError(f"{pattern!r} names no operator; operators are named "
                                   f"<layer>/<module>:<aten>, e.g. {example!r}")
     return chosen
+
+
+def _as_ints(strategy, memo: dict) -> Strategy:
+    """``strategy`` (split counts, as lists from a model.yaml or tuples) as tuples of ints, each
+    hashable one converted once per ``memo``."""
+    try:
+        return memo[strategy]
+    except KeyError:
+        out = memo[strategy] = tuple(tuple(int(x) for x in s) for s in strategy)
+        return out
+    except TypeError:                     # lists: not hashable
+        return tuple(tuple(int(x) for x in s) for s in strategy)
 
 
 def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> list[LayerSharding | None]:

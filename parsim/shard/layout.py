@@ -22,6 +22,7 @@ Worked example (4 devices, X of shape [8, 16]):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from parsim.errors import InfeasibleError
@@ -85,6 +86,9 @@ class Layout:
 
     def normalized(self) -> "Layout":
         """Device dimensions of size 1 dropped, indices renumbered."""
+        return _normalized(self)
+
+    def _normalize(self) -> "Layout":
         keep = [d for d in range(len(self.device_matrix)) if self.device_dim_size(d) > 1]   # right-counted
         new_index = {d: k for k, d in enumerate(keep)}
         matrix = tuple(self.device_dim_size(d) for d in reversed(keep))
@@ -118,3 +122,9 @@ class Layout:
         from torch.distributed.tensor import Partial, Replicate, Shard
 
         return [Shard(p[1]) if p[0] == "S" else Partial() if p[0] == "P" else Replicate() for p in self.placements()]
+
+
+@functools.lru_cache(maxsize=65536)
+def _normalized(layout: Layout) -> Layout:
+    """Layout.normalized, by value: a strategy search redistributes the same layouts many times."""
+    return layout._normalize()

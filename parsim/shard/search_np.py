@@ -30,10 +30,20 @@ def fastest(graph: CostGraph) -> SearchResult | None:
     choices are recorded per elimination and replayed backwards.  None where eliminations leave an
     irreducible rest (search's generic path handles it)."""
     n = len(graph.node_costs)
-    nt = {v: np.array([c[0] for c in costs]) for v, costs in enumerate(graph.node_costs)}
-    nm = {v: np.array([c[1] for c in costs]) for v, costs in enumerate(graph.node_costs)}
-    et = {k: np.array(cost, dtype=float) for k, cost in graph.edge_costs.items()}
-    em = {k: np.zeros_like(x) for k, x in et.items()}
+    nt, nm, et, em = {}, {}, {}, {}
+    # identical blocks share their cost lists (parsim.shard.auto.cost_graph), converted once here;
+    # arrays are never changed in place, so nodes and edges may share them
+    arrays: dict[int, tuple] = {}
+    for v, costs in enumerate(graph.node_costs):
+        if id(costs) not in arrays:
+            arrays[id(costs)] = (np.array([c[0] for c in costs]), np.array([c[1] for c in costs]))
+        nt[v], nm[v] = arrays[id(costs)]
+    zeros: dict[tuple, np.ndarray] = {}
+    for k, cost in graph.edge_costs.items():
+        if id(cost) not in arrays:
+            t = np.array(cost, dtype=float)
+            arrays[id(cost)] = (t, zeros.setdefault(t.shape, np.zeros_like(t)))
+        et[k], em[k] = arrays[id(cost)]
     adj = adjacency(n, et)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
     records: list[tuple] = []             # ("fold", v, u, j per u-strategy) / ("op", v, u, w, j per (i, k))
@@ -110,14 +120,20 @@ def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
         versions.append(record)
         return len(versions) - 1
 
+    arrays: dict[int, tuple] = {}         # shared cost lists converted once (as in fastest)
     nodes = {}                            # v -> (time, memory, version), [strategy, point]
     for v, costs in enumerate(graph.node_costs):
-        nodes[v] = (np.array([[c[0]] for c in costs], dtype=float), np.array([[c[1]] for c in costs], dtype=float),
-                    version(("node", v)))
+        if id(costs) not in arrays:
+            arrays[id(costs)] = (np.array([[c[0]] for c in costs], dtype=float),
+                                 np.array([[c[1]] for c in costs], dtype=float))
+        nodes[v] = arrays[id(costs)] + (version(("node", v)),)
     edges = {}                            # (u, v), u < v -> (time, memory, version), [u's, v's strategy, point]
+    zeros: dict[tuple, np.ndarray] = {}
     for k, cost in graph.edge_costs.items():
-        t = np.array(cost, dtype=float)[:, :, None]
-        edges[k] = (t, np.zeros_like(t), version(("edge",)))
+        if id(cost) not in arrays:
+            t = np.array(cost, dtype=float)[:, :, None]
+            arrays[id(cost)] = (t, zeros.setdefault(t.shape, np.zeros_like(t)))
+        edges[k] = arrays[id(cost)] + (version(("edge",)),)
     adj = adjacency(n, edges)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
     thinned = False

