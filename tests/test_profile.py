@@ -329,3 +329,22 @@ def test_the_collective_section_round_trips_every_field(tmp_path):
     assert (back.busy_sender_delay_s, back.fsdp_gather_overhead_s) == pytest.approx((4e-3, 1.5e-3))
     assert back.fsdp_reduce_scatter_copy_bytes_per_s == pytest.approx(1.7e9)
     assert back.for_dtype("bf16").overlap == 0.0
+
+
+def test_concurrent_profilers_start_every_optimizer_step_together(monkeypatch):
+    """The optimizer step is memory-bound, and a data-parallel run's ranks step at once: each timed
+    step follows a barrier of the concurrent profilers, at least OPTIMIZER_REPEATS of them."""
+    from parsim.profile import layers
+
+    events = []
+    step = layers.MasterWeightSGD.step
+
+    def stepped(self, *a, **k):
+        events.append("step")
+        return step(self, *a, **k)
+    monkeypatch.setattr(layers.MasterWeightSGD, "step", stepped)
+    layers.profile_layers(load_model(MODEL), [2], repeats=1, warmup=1, barrier=lambda: events.append("barrier"),
+                          max_remeasure=0)
+    first = events.index("step")
+    steps = events[first - 1:]
+    assert steps == ["barrier", "step"] * (1 + layers.OPTIMIZER_REPEATS)

@@ -43,6 +43,9 @@ from parsim.model.spec import ModelSpec, build_module
 from parsim.profile.repeat import measure_stably
 
 
+OPTIMIZER_REPEATS = 15        # optimizer steps timed at least (each a few tens of ms on the CPU)
+
+
 def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch of b samples and targets: images and class labels, or tokens and next tokens.
     Class and vocabulary counts come from the last layer's output size."""
@@ -192,8 +195,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     opt = MasterWeightSGD(params, lr=0.01, momentum=0.9)       # the run's optimizer (fp32 masters if mixed)
     for p in params:
         p.grad = torch.zeros_like(p)
+    # Every step starts together on the concurrent profilers, as the ranks of a data-parallel run
+    # step at once after their last all-reduce: the step is memory-bound, and two stepping at once
+    # share the bandwidth.  Without the barrier the profilers drifted apart over the repeats, and
+    # the 2-process profiles of 2026-11-23/24 priced ResNet-50's step at 16.7 and 21.0 ms where
+    # dp=2 runs measured 22.0-23.4 ms (README, "Validation").
     opt_times = []
-    for _ in range(warmup + repeats):
+    for _ in range(warmup + max(repeats, OPTIMIZER_REPEATS)):
+        barrier()
         t0 = time.perf_counter()
         opt.step()
         opt_times.append(time.perf_counter() - t0)
