@@ -333,18 +333,18 @@ def test_the_collective_section_round_trips_every_field(tmp_path):
 
 def test_concurrent_profilers_start_every_optimizer_step_together(monkeypatch):
     """The optimizer step is memory-bound, and a data-parallel run's ranks step at once: each timed
-    step follows a barrier of the concurrent profilers, at least OPTIMIZER_REPEATS of them."""
+    step follows a barrier of the concurrent profilers, at least OPTIMIZER_REPEATS of them, and is
+    timed with the zeroing of the gradients that opens a run's step."""
     from parsim.profile import layers
 
     events = []
-    step = layers.MasterWeightSGD.step
-
-    def stepped(self, *a, **k):
-        events.append("step")
-        return step(self, *a, **k)
-    monkeypatch.setattr(layers.MasterWeightSGD, "step", stepped)
-    layers.profile_layers(load_model(MODEL), [2], repeats=1, warmup=1, barrier=lambda: events.append("barrier"),
-                          max_remeasure=0)
-    first = events.index("step")
-    steps = events[first - 1:]
-    assert steps == ["barrier", "step"] * (1 + layers.OPTIMIZER_REPEATS)
+    for name in ("zero_grad", "step"):
+        def logged(self, *a, _name=name, _fn=getattr(layers.MasterWeightSGD, name), **k):
+            events.append(_name)
+            return _fn(self, *a, **k)
+        monkeypatch.setattr(layers.MasterWeightSGD, name, logged)
+    layers.profile_layers(load_model("examples/gpt_tiny_local.yaml"), [1], repeats=1, warmup=1,
+                          barrier=lambda: events.append("barrier"), max_remeasure=0)
+    first = events.index("zero_grad")
+    # each timed repeat zeroes the gradients and steps, as every step of a run does
+    assert events[first - 1:] == ["barrier", "zero_grad", "step"] * (1 + layers.OPTIMIZER_REPEATS)

@@ -200,10 +200,16 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     # share the bandwidth.  Without the barrier the profilers drifted apart over the repeats, and
     # the 2-process profiles of 2026-11-23/24 priced ResNet-50's step at 16.7 and 21.0 ms where
     # dp=2 runs measured 22.0-23.4 ms (README, "Validation").
+    # Timed with the zeroing of the gradients that opens every step of a run (parsim.exec.train:
+    # zero_grad(set_to_none=False), a write of every gradient: about 5 ms of ResNet-50's fp32 steps
+    # here, before their first forward, priced nowhere before).  The simulator charges both at the
+    # optimizer: the same step at pp = 1; with pp > 1 a later stage zeroes while it waits for its
+    # first input, so its share is charged where it would have hidden.
     opt_times = []
     for _ in range(warmup + max(repeats, OPTIMIZER_REPEATS)):
         barrier()
         t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
         opt.step()
         opt_times.append(time.perf_counter() - t0)
     count = sum(local(p).numel() for p in params)
