@@ -165,3 +165,24 @@ def test_the_cli_measures_before_each_pass_unless_told_once(monkeypatch, tmp_pat
     with pytest.raises(Done):
         main(["validate", MODEL, "--passes", "3", "--out", str(tmp_path), *flags])
     assert calls == [(w, 2, collectives) for w in wheres]
+
+
+@pytest.mark.parametrize("fails, ok", [(1, True), (2, False)])
+def test_a_failed_measurement_of_the_collectives_is_taken_once_more(monkeypatch, tmp_path, fails, ok):
+    from parsim.profile import comm, layers
+
+    calls = []
+    monkeypatch.setattr(layers, "launch_profilers", lambda *a, **k: 0)
+
+    def flaky(output, nproc, *a, **k):
+        calls.append(output)
+        return 134 if len(calls) <= fails else 0
+    monkeypatch.setattr(comm, "launch_profile_comm", flaky)
+    spec = load_model(MODEL)
+    if ok:
+        got = validation.measure_this_machine(MODEL, spec, [1], 2, str(tmp_path), log=lambda *a: None)
+        assert got.collectives == str(tmp_path / "collectives.profile.yaml") and len(calls) == 2
+    else:
+        with pytest.raises(InputError, match="failed twice"):
+            validation.measure_this_machine(MODEL, spec, [1], 2, str(tmp_path), log=lambda *a: None)
+        assert len(calls) == 2
