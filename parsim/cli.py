@@ -272,8 +272,8 @@ def cmd_profile(args) -> int:
 
 def cmd_profile_comm(args) -> int:
     from parsim.fileio import check_output
-    from parsim.profile.comm import launch_profile_comm
     from parsim.hardware.cluster import measured_dtypes
+    from parsim.profile.comm import launch_profile_comm
 
     check_output(args.output, "-o")
     measured_dtypes(args.dtypes)

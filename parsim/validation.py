@@ -215,8 +215,9 @@ class Pricing:
         return self.models[min(self.models, key=lambda k: (abs(k - n), -k))]
 
     def coverage_lines(self) -> list[str]:
-        return [f"{name}: {m.coverage().describe()}" for name, m in
-                [*((self.measured.layers[n], m) for n, m in self.models.items()), *zip(self.measured.tp, self.tp_models.values())]]
+        named = [*((self.measured.layers[n], m) for n, m in self.models.items()),
+                 *zip(self.measured.tp, self.tp_models.values())]
+        return [f"{name}: {m.coverage().describe()}" for name, m in named]
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):

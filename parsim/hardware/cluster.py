@@ -356,8 +356,9 @@ def with_measured_fits(cluster: Cluster, measured: Profile, where: str) -> Clust
     """``cluster`` with the fits that ``parsim profile-comm`` just took on the machine its runs use
     (``measured``, read from ``where``): the links' bandwidth and latency, the all-reduce's
     efficiency and latency in every dtype measured, and the all-gather's and reduce-scatter's.
-    A node's links only: one node measures nothing beyond it.  They drift between days (local-cpu's all-reduce reached 1.27-1.51 GB/s of bus bandwidth on
-    2026-11-23/24, README "Validation"), so a validation that profiles its layers takes them too.
+    A node's links only: one node measures nothing beyond it.  They drift between days
+    (local-cpu's all-reduce reached 1.27-1.51 GB/s of bus bandwidth on 2026-11-23/24, README
+    "parsim validate"), so a validation that profiles its layers takes them too.
     The readings that do not repeat from one run of profile-comm to the next stay the profile's:
     the overlap (read 0.00-0.71 on an idle machine), the busy sender's delay, FSDP2's host time."""
     p, c, m = cluster.profile, cluster.profile.collectives, measured.collectives
