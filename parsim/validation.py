@@ -250,10 +250,6 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                           which, skipped, first.tp_models, first.profiled)
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
-    for case in cases:
-        write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
-                   plan_from_candidate(spec, first.cluster, case.config, predict(spec, first, case.config).to_json())
-                   .to_json())
     # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
     # plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[tuple[int, dict]]] = {c.label: [] for c in cases}
@@ -268,6 +264,11 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
         # size: how far a plan nobody profiled would be off.
         estimates.append({c.label: (predict(spec, priced, c.config),
                                     predict(spec, priced, c.config, analytical=True).step_time_s) for c in cases})
+        if k == 0:            # what every pass runs: the plan, with pass 0's prediction in it
+            for case in cases:
+                write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
+                           plan_from_candidate(spec, first.cluster, case.config,
+                                               estimates[0][case.label][0].to_json()).to_json())
         if k == 0 or priced is not pricing[k - 1]:
             for line in priced.coverage_lines():        # the sizes this pass's predictions looked up
                 log(line)
