@@ -295,3 +295,71 @@ def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(
             checked += 1
     assert checked == 4 + 2 + 4 + 1
     assert grid_band(A.copy(), B.copy()) is None and grid_band(A[:, :], B[:, :])[2:] == (slice(0, L + 1),) * 2
+
+
+def _recorded_simulations(monkeypatch) -> list:
+    """(graph, config, estimate) of each candidate plan() simulates from now on."""
+    seen, real = [], planner.simulate
+
+    def record(graph, training, cluster, cfg, compute=None, **kw):
+        est = real(graph, training, cluster, cfg, compute, **kw)
+        seen.append((graph, cfg, est))
+        return est
+    monkeypatch.setattr(planner, "simulate", record)
+    return seen
+
+
+_CAP_BYTES = 30 * 2**20      # examples/gpt_small_local.yaml on dgx-a100:2x8: about half its candidates miss it
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypatch, recompute):
+    """sim.memory.peak_floor_bytes, the planner's check before it simulates, against the simulated
+    peak of every candidate an exhaustive search simulates (every schedule, v, placement, ZeRO
+    stage and layout; recomputation off and on), under and over the cap: bit for bit the same
+    without ZeRO's collective buffers (ZeRO 0-1 under NCCL), never above it with them."""
+    from parsim.sim.memory import peak_floor_bytes
+    from parsim.sim.simulate import built_schedule
+
+    spec = load_model("examples/gpt_small_local.yaml")
+    cluster = load_cluster("dgx-a100:2x8")
+    seen = _recorded_simulations(monkeypatch)
+    plan(spec, cluster, _compute(cluster, spec),
+         Constraints(top=10**6, prune=False, recompute=recompute, max_memory_bytes=_CAP_BYTES), progress=False)
+    kinds, over, below = set(), 0, 0
+    for graph, cfg, est in seen:
+        floor = peak_floor_bytes(graph, spec.training, cfg,
+                                 built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks))
+        peak = max(est.peak_memory_bytes)
+        if cfg.zero <= 1:
+            assert floor == peak, cfg
+        else:                  # pp = 1: ZeRO-2's comm buffers are its units' gradients alone
+            assert floor <= peak, cfg
+            below += floor < peak
+            if cfg.zero == 2:
+                assert floor == pytest.approx(peak - est.ranks[0].memory.comm_buffers_bytes, rel=1e-12)
+        over += peak > _CAP_BYTES
+        kinds.add((cfg.schedule, cfg.chunks, cfg.zero, cfg.recompute))
+    assert len(seen) > 100 and over > 20 and below > 5
+    assert {(s, v) for s, v, _, _ in kinds} == {("1f1b", 1), ("gpipe", 1), ("zbh1", 1), ("interleaved", 2)}
+    assert {z for _, _, z, _ in kinds} == {0, 1, 2, 3} and {r for *_, r in kinds} == {recompute}
+
+
+def test_pruned_search_simulates_no_candidate_over_the_cap(monkeypatch):
+    """ZB-H1 candidates whose split the partitioner's closed form lets through (it has neither the
+    gradients I holds for W nor the backward's workspace) but whose simulated peak exceeds the
+    cap: the exhaustive search simulates them, the pruned search drops them by their peak floor
+    (before it, it simulated 51 candidates over the cap here, ZB-H1's among them), and ranks the same."""
+    spec = load_model("examples/gpt_small_local.yaml")
+    cluster = load_cluster("dgx-a100:2x8")
+    compute = _compute(cluster, spec)
+    seen = _recorded_simulations(monkeypatch)
+    full = plan(spec, cluster, compute, Constraints(top=8, prune=False, max_memory_bytes=_CAP_BYTES), progress=False)
+    zbh1_over = {cfg for _, cfg, est in seen if cfg.schedule == "zbh1" and max(est.peak_memory_bytes) > _CAP_BYTES}
+    assert len(zbh1_over) > 10
+    seen.clear()
+    pruned = plan(spec, cluster, compute, Constraints(top=8, max_memory_bytes=_CAP_BYTES), progress=False)
+    assert all(max(est.peak_memory_bytes) <= _CAP_BYTES for _, _, est in seen)
+    assert pruned.simulated == len(seen) < full.simulated / 2
+    assert [(x.key(), x.estimate.step_time_s, x.peak_memory_bytes) for x in pruned.ranked] == \
+        [(x.key(), x.estimate.step_time_s, x.peak_memory_bytes) for x in full.ranked]

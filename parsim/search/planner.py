@@ -69,6 +69,8 @@ from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.graph import replicates_every_operator
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim import Estimate, simulate
+from parsim.sim.memory import peak_floor_bytes
+from parsim.sim.simulate import built_schedule
 
 
 @dataclass(frozen=True)
@@ -635,7 +637,23 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
     held: dict[tuple, tuple] = {}          # recomputing candidates whose twin fits without (by its key)
     released: set[tuple] = set()           # keys whose twin without recomputation missed the cap, simulated
+    unsimulated: list[tuple] = []          # (cfg, graph) whose peak floor exceeds the cap: not simulated
     bar = progress_bar(considered, "planning", progress, unit="plan")    # simulations, of at most every candidate
+
+    def simulated_candidate(cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
+        est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
+                       keep_timeline=False)
+        return Candidate(cfg, est)
+
+    def missed_cap(cfg: ParallelConfig) -> None:
+        """A candidate's peak exceeds the cap: its twin with recomputation, if held back, comes back."""
+        if cfg.recompute:
+            return
+        same = _twin_key(cfg)
+        released.add(same)
+        if same in held:
+            tbound, tcfg, tbnd, tgraph, tb = held.pop(same)
+            heapq.heappush(heap, (tbound, next(order), FLOOR, (tcfg, tbnd, tgraph, tb)))
     kth = float("inf")
     while heap:
         bound, _, kind, item = heapq.heappop(heap)
@@ -662,22 +680,23 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                 heapq.heappush(heap, (max(bound, lb), next(order), SPLIT, (cfg, graph)))
             continue
         cfg, graph = item
-        est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
-                       keep_timeline=False)
-        cand = Candidate(cfg, est)
+        if c.prune and peak_floor_bytes(graph, spec.training, cfg,
+                                        built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)) > cap:
+            unsimulated.append((cfg, graph))       # its simulated peak would exceed the cap (sim.memory)
+            missed_cap(cfg)
+            continue
+        cand = simulated_candidate(cfg, graph)
         if cfg.tp > 1 and replicates_every_operator(graph):
             replicated.add(cand.key())
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
         bar.update()
-        if cand.peak_memory_bytes > cap and not cfg.recompute:
-            same = _twin_key(cfg)
-            released.add(same)
-            if same in held:
-                tbound, tcfg, tbnd, tgraph, tb = held.pop(same)
-                heapq.heappush(heap, (tbound, next(order), FLOOR, (tcfg, tbnd, tgraph, tb)))
+        if cand.peak_memory_bytes > cap:
+            missed_cap(cfg)
     bar.close()
+    if not results:                       # the message names the smallest simulated peak
+        over_memory += [simulated_candidate(cfg, graph) for cfg, graph in unsimulated]
     simulated = len(results) + len(over_memory)
 
     if not results:

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.validate import ScheduleError
+from parsim.sim.memory import activation_peaks
 
 # Stream names in records.
 COMPUTE, P2P, DP, INPUT = "compute", "p2p", "dp", "input"   # input: inline loading before stage 0's F
@@ -149,13 +150,6 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     last_bwd_span: dict[int, tuple[float, float]] = {}
     buckets_done: dict[int, float] = {}
     records: list[tuple[int, Action, str, float, float]] = []
-    act = [0.0] * R
-    peak = [0.0] * R
-    inflight = [0] * R
-    max_inflight = [0] * R
-    saved = [costs.saved_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
-    w_held = [costs.w_held_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
-    kept = [costs.saved_bytes.get(s, 0.0) + costs.kept_bytes.get(s, 0.0) for s in range(schedule.num_stages)]
     input_rank = [0.0] * R
     first_forward = [0.0] * M
     load_s, ready_s = costs.input_s, costs.input_ready_s
@@ -234,8 +228,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         r = stack.pop()
         order, i, t = orders[r], pos[r], t_rank[r]
         # this rank's counters live in locals while it runs, and are written back when it blocks
-        busy_r, exposed_r, act_r, peak_r, infl_r, maxinfl_r = busy[r], exposed[r], act[r], peak[r], inflight[r], \
-            max_inflight[r]
+        busy_r, exposed_r = busy[r], exposed[r]
         idle_r, last_r = idle[r], last_compute[r]
         n = len(order)
         while i < n:
@@ -265,20 +258,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                     exposed_r += g
                 if keep_records:
                     records.append((r, a, COMPUTE, t, t + d))
-                if k is F:                        # saved tensors are held from forward ...
-                    act_r += kept[s]              # (and the kept ones until the step ends)
-                    infl_r += 1
-                    if act_r > peak_r:
-                        peak_r = act_r
-                    if infl_r > maxinfl_r:
-                        maxinfl_r = infl_r
-                elif k is I:                      # I keeps the output gradients W needs ...
-                    act_r += w_held[s]
-                    if act_r > peak_r:
-                        peak_r = act_r
-                elif k is last_bwd:               # ... until the backward that frees them
-                    act_r -= saved[s] + w_held[s]      # w_held: 0 unless split
-                    infl_r -= 1
+                if k is last_bwd:
                     if mb == M - 1:
                         last_bwd_span[s] = (t, d)
                     elif s in every_mb:           # ZeRO >= 2: this micro-batch's reduce-scatters
@@ -383,8 +363,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 raise ValueError(f"the engine cannot run {a}")
             i += 1
         pos[r], t_rank[r] = i, t
-        busy[r], exposed[r], act[r], peak[r], inflight[r], max_inflight[r] = busy_r, exposed_r, act_r, peak_r, \
-            infl_r, maxinfl_r
+        busy[r], exposed[r] = busy_r, exposed_r
         idle[r], last_compute[r] = idle_r, last_r
         if i == n and pending[r]:                 # its list done: the step waits on its sends
             settle(r, None)
@@ -393,5 +372,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
+    # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
+    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, costs.kept_bytes)
     return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,
                     last_compute, waits)

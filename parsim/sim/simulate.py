@@ -15,8 +15,7 @@ from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
-                                fsdp_held_grad_bytes, kept_output_bytes, optimizer_bytes_moved_per_param,
-                                static_memory)
+                                fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
@@ -25,6 +24,7 @@ from parsim.plan import ParallelConfig
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
+from parsim.sim.memory import rank_memory, stage_activation_bytes
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 
@@ -133,7 +133,8 @@ def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
     return bubble, sync
 
 
-_built = functools.lru_cache(maxsize=256)(build_schedule)    # pure, and a search meets the same ones often
+# pure, and a search meets the same ones often (the planner's memory floor too: parsim.sim.memory)
+built_schedule = functools.lru_cache(maxsize=256)(build_schedule)
 
 
 @functools.lru_cache(maxsize=256)
@@ -141,13 +142,13 @@ def _lowered(name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tu
     """lower(build_schedule(...)), remembered: both are pure functions of these, and a planner run
     simulates the same schedule with the same buckets many times (GPT-3 on 1,024 A100s: 26
     simulations, 13 lowered schedules; Llama-3 405B: 36, 9)."""
-    return lower(_built(name, pp, m, v), dict(buckets), tied_stages)
+    return lower(built_schedule(name, pp, m, v), dict(buckets), tied_stages)
 
 
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
-    schedule = _built(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+    schedule = built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
     split = schedule.split_backward
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
@@ -303,16 +304,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         tied_s.update((s, (group, secs)) for s in stages)
         n = len(ranks)
         comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
-    saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
+    saved, w_held, kept = stage_activation_bytes(graph, cfg, b, split)
     lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
                        tuple(sorted(tied_s)))
-    # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
-    # arrived for the stage's output and, except on the first stage (whose I is empty: its W runs
-    # the whole backward), the weight operators' output gradients (PipelineStage.backward_one_chunk).
-    w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
-                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
-              for s in range(S)} if split else {}
-    kept = {S - 1: kept_output_bytes(graph, cfg.pp, b)}
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
                          kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
@@ -339,12 +333,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     ranks = []
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
-        params = graph.held_param_count(held[r])
-        # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
-        boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
-        static = static_memory(params, training.dtype, training.optimizer, boundary, zero, dp, cfg.pp)
+        static, workspace = rank_memory(graph, training, cfg, b, r, held[r])
         ranges = [cfg.stage_layers(s) for s in stages]
-        workspace = backward_workspace_bytes(graph, ranges, b)
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
             with_grads = backward_workspace_bytes(graph, ranges, b, held_grads)
@@ -358,8 +348,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             # then, when the activations are freed; a second peak, counted where it exceeds the first
             copies = max((sum(bucket_bytes.get(s, ())) for s in stages), default=0.0)
             static["comm_buffers_bytes"] += max(0.0, copies - tl.peak_activation_bytes[r] - workspace)
-        if zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
-            static["params_bytes"] *= 1 + 1 / dp
         mem = MemoryBreakdown(activations_bytes=tl.peak_activation_bytes[r],
                               workspace_bytes=workspace,
                               **static)

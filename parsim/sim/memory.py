@@ -1,0 +1,101 @@
+"""A pipeline rank's memory as the simulator charges it, and how much of it is known before the
+simulation runs.
+
+A rank holds (parsim.cost.memory for each rule): the parameters, gradients and optimizer state
+of its layers, with the copies of tied weights and ZeRO's shares (static_memory); its pipeline
+buffers; the backward's workspace (backward_workspace_bytes); and, at its peak, the activations
+of its micro-batches in flight.  That peak follows from the order of the rank's compute actions
+alone, not from their times (activation_peaks): a micro-batch's F adds its stage's saved bytes
+(on the model's last stage, its kept output too), a split backward's I adds what it holds for
+its W, and the backward that frees them (B, or W when split) removes both.
+
+So every term but ZeRO's collective buffers is known from the plan without running it:
+peak_floor_bytes, the planner's last check before it simulates.  The simulator adds those
+buffers on top (parsim.sim.simulate: ZeRO-2/3 units' unsharded gradients and ZeRO-3's gathered
+parameters in the backward, ZeRO-1's bucket copies where the library reduce-scatters by
+all-reduce), each >= 0, so the floor never exceeds the simulated peak, and equals it without
+them.
+"""
+
+from __future__ import annotations
+
+from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, kept_output_bytes, static_memory
+from parsim.schedule.actions import Kind, Schedule
+
+
+def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, float], dict[int, float],
+                                                                      dict[int, float]]:
+    """Per stage, at ``b`` samples per micro-batch: (saved bytes a micro-batch keeps from its F
+    until its backward, bytes a split backward's I keeps until its W, bytes an F leaves until
+    the step ends: engine.Costs' saved_bytes, w_held_bytes and kept_bytes)."""
+    S, layers = cfg.stages, graph.layers
+    saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
+    # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
+    # arrived for the stage's output and, except on the first stage (whose I is empty: its W runs
+    # the whole backward), the weight operators' output gradients (PipelineStage.backward_one_chunk).
+    w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
+                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
+              for s in range(S)} if split else {}
+    kept = {S - 1: kept_output_bytes(graph, cfg.pp, b)}
+    return saved, w_held, kept
+
+
+def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
+                     kept_bytes: dict) -> tuple[list[float], list[int]]:
+    """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
+    replaying its compute actions in order (the arguments as stage_activation_bytes gives them)."""
+    last_bwd = Kind.W if schedule.split_backward else Kind.B
+    stages = range(schedule.num_stages)
+    saved = [saved_bytes.get(s, 0.0) for s in stages]
+    w_held = [w_held_bytes.get(s, 0.0) for s in stages]
+    kept = [saved_bytes.get(s, 0.0) + kept_bytes.get(s, 0.0) for s in stages]
+    F, I = Kind.F, Kind.I
+    peaks, inflight = [], []
+    for r in range(schedule.num_ranks):
+        act = peak = 0.0
+        n = most = 0
+        for s, k, _ in schedule.actions(r):
+            if k is F:                        # saved tensors are held from forward ...
+                act += kept[s]                # (and the kept ones until the step ends)
+                n += 1
+                if act > peak:
+                    peak = act
+                if n > most:
+                    most = n
+            elif k is I:                      # I keeps the output gradients W needs ...
+                act += w_held[s]
+                if act > peak:
+                    peak = act
+            elif k is last_bwd:               # ... until the backward that frees them
+                act -= saved[s] + w_held[s]   # w_held: 0 unless split
+                n -= 1
+        peaks.append(peak)
+        inflight.append(most)
+    return peaks, inflight
+
+
+def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) -> tuple[dict[str, float], float]:
+    """(static bytes by kind, as MemoryBreakdown names them; the backward's workspace) of a
+    pipeline rank holding the layers ``held`` (cfg.rank_layers), before ZeRO's collective buffers."""
+    layers, S = graph.layers, cfg.stages
+    stages = range(pipe_rank, S, cfg.pp)
+    # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
+    boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
+    static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, boundary, cfg.zero,
+                           cfg.grad_ranks, cfg.pp)
+    if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
+        static["params_bytes"] *= 1 + 1 / cfg.grad_ranks
+    return static, backward_workspace_bytes(graph, [cfg.stage_layers(s) for s in stages], b)
+
+
+def peak_floor_bytes(graph, training, cfg, schedule: Schedule) -> float:
+    """The simulated peak of ``cfg`` (its bounds set; ``graph`` its per-device graph, ``schedule``
+    its built schedule) less ZeRO's collective buffers: at most the simulated peak, and equal to
+    it without them (above)."""
+    b = cfg.microbatch_size(training.global_batch_size)
+    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward))
+    worst = 0.0
+    for r in range(cfg.pp):
+        static, workspace = rank_memory(graph, training, cfg, b, r, cfg.rank_layers(r))
+        worst = max(worst, MemoryBreakdown(activations_bytes=peaks[r], workspace_bytes=workspace, **static).total_bytes)
+    return worst
