@@ -96,6 +96,7 @@ def test_capped_strategy_search_in_numpy_equals_the_list_search_on_the_zoo(monke
     ("examples/resnet50_cifar10.yaml", "ascend910:1x8", {"tp": 2}),         # the searched layout per size
     ("examples/gpt_tiny_local.yaml", "dgx-a100:1x8", {}),
     ("examples/gpt_small_local.yaml", "dgx-a100:2x8", {}),
+    ("examples/gpt_small_local.yaml", "dgx-a100:2x8", {"max_memory_bytes": 30 * 2**20}),   # peak floors drop plans
 ])
 def test_pruned_search_ranks_what_the_exhaustive_search_ranks(path, cluster_spec, only):
     spec = load_model(path)

@@ -19,6 +19,8 @@ them.
 
 from __future__ import annotations
 
+import numpy as np
+
 from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, kept_output_bytes, static_memory
 from parsim.schedule.actions import Kind, Schedule
 
@@ -43,35 +45,47 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, f
 def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
                      kept_bytes: dict) -> tuple[list[float], list[int]]:
     """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
-    replaying its compute actions in order (the arguments as stage_activation_bytes gives them)."""
-    last_bwd = Kind.W if schedule.split_backward else Kind.B
+    replaying its compute actions in order (the arguments as stage_activation_bytes gives them):
+    a running sum of each action's bytes (np.cumsum adds in order, as a loop would), its peak
+    taken after each F and I (a backward only frees)."""
     stages = range(schedule.num_stages)
     saved = [saved_bytes.get(s, 0.0) for s in stages]
     w_held = [w_held_bytes.get(s, 0.0) for s in stages]
-    kept = [saved_bytes.get(s, 0.0) + kept_bytes.get(s, 0.0) for s in stages]
-    F, I = Kind.F, Kind.I
+    # per action code (_events): what it adds to the rank's activations
+    adds = np.array([[saved[s] + kept_bytes.get(s, 0.0) for s in stages],     # F: (and the kept output)
+                     w_held,                                                   # I: the output gradients W needs
+                     [-(saved[s] + w_held[s]) for s in stages]])               # the backward that frees both
     peaks, inflight = [], []
-    for r in range(schedule.num_ranks):
-        act = peak = 0.0
-        n = most = 0
-        for s, k, _ in schedule.actions(r):
-            if k is F:                        # saved tensors are held from forward ...
-                act += kept[s]                # (and the kept ones until the step ends)
-                n += 1
-                if act > peak:
-                    peak = act
-                if n > most:
-                    most = n
-            elif k is I:                      # I keeps the output gradients W needs ...
-                act += w_held[s]
-                if act > peak:
-                    peak = act
-            elif k is last_bwd:               # ... until the backward that frees them
-                act -= saved[s] + w_held[s]   # w_held: 0 unless split
-                n -= 1
-        peaks.append(peak)
-        inflight.append(most)
+    for stage, code in _events(schedule):
+        act = np.cumsum(adds[code, stage])
+        n = np.cumsum(_INFLIGHT[code])
+        grows = code < 2
+        peaks.append(max(0.0, float(act[grows].max())) if grows.any() else 0.0)
+        inflight.append(max(0, int(n.max())) if len(n) else 0)
     return peaks, inflight
+
+
+_INFLIGHT = np.array([1, 0, -1])          # per action code: micro-batches it puts in flight
+_EVENTS: dict[int, tuple] = {}
+
+
+def _events(schedule: Schedule) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per rank, the (stage, code) arrays of its actions that change its activations, in order:
+    code 0 an F, 1 a split backward's I, 2 the backward that frees them (B, or W when split).
+    Remembered per schedule (the simulator's are built once per shape), the schedule kept in the
+    entry so that its id cannot be reused while the entry lives."""
+    hit = _EVENTS.get(id(schedule))
+    if hit is None or hit[0] is not schedule:
+        if len(_EVENTS) > 1024:
+            _EVENTS.clear()
+        code = {Kind.F: 0, Kind.I: 1, Kind.W if schedule.split_backward else Kind.B: 2}
+        per_rank = []
+        for r in range(schedule.num_ranks):
+            acts = np.array([(s, code[k]) for s, k, _ in schedule.actions(r) if k in code], dtype=np.intp)
+            acts = acts.reshape(-1, 2)
+            per_rank.append((acts[:, 0], acts[:, 1]))
+        hit = _EVENTS[id(schedule)] = (schedule, per_rank)
+    return hit[1]
 
 
 def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) -> tuple[dict[str, float], float]:
