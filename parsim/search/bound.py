@@ -7,7 +7,8 @@ each dearer and tighter than the last:
    searched_floor_s, this floor of the unsharded graph over tp;
 1. this floor, from per-layer prefix sums alone (no split, no memory check);
 2. its memory-constrained split and the split's lower bound (planner._Bounds.lower_bound_s);
-3. the simulation.
+3. the simulation, unless the split's peak memory without it already exceeds the cap
+   (parsim.sim.memory.peak_floor_bytes: every term the simulator charges but ZeRO's buffers).
 
 A candidate goes a step further only when its bound is at most the k-th best simulated step so
 far, so each bound must never exceed the next: floor <= lower_bound_s(any split) <= simulated.

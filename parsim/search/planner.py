@@ -27,11 +27,12 @@ Search space:
 Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
 a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
 split and that split's lower bound (_Bounds.lower_bound_s: no schedule beats it), then the
-simulation; the searched layout's graph is built only when its family comes up, by a floor
-of its unsharded graph over tp.  The search
-stops once the best bound left exceeds the k-th best simulated step time, so it ranks what the
-exhaustive search (Constraints.prune=False) ranks.  The same input gives the same plan: ties
-break on memory, then on the configuration tuple.
+simulation, unless the split's peak memory without it (parsim.sim.memory.peak_floor_bytes: all
+the simulator charges but ZeRO's collective buffers) already exceeds the cap; the searched
+layout's graph is built only when its family comes up, by a floor of its unsharded graph over
+tp.  The search stops once the best bound left exceeds the k-th best simulated step time, so it
+ranks what the exhaustive search (Constraints.prune=False) ranks.  The same input gives the same
+plan: ties break on memory, then on the configuration tuple.
 """
 
 from __future__ import annotations
@@ -194,7 +195,12 @@ class _StageMemory:
          + on the model's last stage, m micro-batches' outputs: kept_output_bytes) x v
 
     The partitioner asks for every stage over bands of the same (A, B) matrices
-    (partition.grid_band): the stage-independent parts are computed once per matrix pair."""
+    (partition.grid_band): the stage-independent parts are computed once per matrix pair.
+
+    It guides the split; it is not a bound on the simulated peak (it leaves out the backward's
+    workspace and ZB-H1's gradients held from I to W, and with v chunks it takes stage j's bytes
+    v times for its rank's).  Changing it would change the splits, and so the plans; the plan's
+    exact check comes once its split is known (parsim.sim.memory.peak_floor_bytes, in plan())."""
 
     def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: np.ndarray,
                  m: int = 1):
