@@ -139,9 +139,13 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
     g = CostGraph(costs)
     edge_memo: dict[tuple, list] = {}
 
-    @functools.lru_cache(maxsize=None)
-    def priced(step, matrix) -> float:        # the same steps recur over a graph's edges
-        return redistribution_time_s(step, cluster, matrix, scale=scale)
+    prices: dict[int, float] = {}             # the same steps recur over a graph's edges
+
+    def priced(pair: tuple) -> float:         # an interned (step, device matrix) of _edge_steps, by its id
+        hit = prices.get(id(pair))
+        if hit is None:
+            hit = prices[id(pair)] = redistribution_time_s(pair[0], cluster, pair[1], scale=scale)
+        return hit
 
     for li, layer in enumerate(graph.layers):
         for oi, op in enumerate(layer.ops):
@@ -160,7 +164,8 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
                     steps = _edge_steps(graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
-                    edge_memo[key] = [[sum((priced(*x) for x in pair), 0.0) for pair in row] for row in steps]
+                    edge_memo[key] = [[sum([priced(x) for x in pair], 0.0) if pair else 0.0 for pair in row]
+                                      for row in steps]
                 g.add_edge(u, v, edge_memo[key])
     return g, where, shardings
 
@@ -204,11 +209,20 @@ def _edge_steps(producer: OpInfo, producer_kv: int, consumer: OpInfo, consumer_k
             pair = ()
             if j < len(c_sh.inputs):
                 fwd, bwd, matrix = edge_steps(p_sh.output, c_sh.inputs[j], c_sh.input_grads[j], eb, copied)
-                pair = tuple((step, matrix if matrix is not None else (step.group_size,))
+                pair = tuple(_interned((step, matrix if matrix is not None else (step.group_size,)))
                              for step in fwd + bwd if step.communicates)
             row.append(pair)
         rows.append(tuple(row))
     return tuple(rows)
+
+
+_INTERNED: dict[tuple, tuple] = {}
+
+
+def _interned(pair: tuple) -> tuple:
+    """One object per (step, device matrix) value, kept for the process: cost_graph prices each
+    by its id (hashing a Step dataclass per edge cell of every graph cost more than pricing it)."""
+    return _INTERNED.setdefault(pair, pair)
 
 
 def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", optimizer: str = "momentum",
