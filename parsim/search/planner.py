@@ -687,7 +687,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             continue
         cfg, graph = item
         if c.prune and peak_floor_bytes(graph, spec.training, cfg,
-                                        built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)) > cap:
+                                        built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), cap) > cap:
             unsimulated.append((cfg, graph))       # its simulated peak would exceed the cap (sim.memory)
             missed_cap(cfg)
             continue

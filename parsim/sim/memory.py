@@ -19,6 +19,8 @@ them.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, kept_output_bytes, static_memory
@@ -46,45 +48,42 @@ def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
                      kept_bytes: dict) -> tuple[list[float], list[int]]:
     """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
     replaying its compute actions in order (the arguments as stage_activation_bytes gives them):
-    a running sum of each action's bytes (np.cumsum adds in order, as a loop would), its peak
-    taken after each F and I (a backward only frees)."""
+    a running sum of each action's bytes (np.cumsum adds along a row in order, as a loop would),
+    its peak taken after each F and I (a backward only frees)."""
     stages = range(schedule.num_stages)
     saved = [saved_bytes.get(s, 0.0) for s in stages]
     w_held = [w_held_bytes.get(s, 0.0) for s in stages]
     # per action code (_events): what it adds to the rank's activations
     adds = np.array([[saved[s] + kept_bytes.get(s, 0.0) for s in stages],     # F: (and the kept output)
                      w_held,                                                   # I: the output gradients W needs
-                     [-(saved[s] + w_held[s]) for s in stages]])               # the backward that frees both
-    peaks, inflight = [], []
-    for stage, code in _events(schedule):
-        act = np.cumsum(adds[code, stage])
-        n = np.cumsum(_INFLIGHT[code])
-        grows = code < 2
-        peaks.append(max(0.0, float(act[grows].max())) if grows.any() else 0.0)
-        inflight.append(max(0, int(n.max())) if len(n) else 0)
-    return peaks, inflight
+                     [-(saved[s] + w_held[s]) for s in stages],                # the backward that frees both
+                     [0.0] * len(stages)])                                     # padding
+    stage, code = _events(schedule)
+    act = np.cumsum(adds[code, stage], axis=1)
+    peaks = np.maximum(np.where(code < 2, act, 0.0).max(axis=1, initial=0.0), 0.0)
+    inflight = np.cumsum(_INFLIGHT[code], axis=1).max(axis=1, initial=0)
+    return peaks.tolist(), inflight.tolist()
 
 
-_INFLIGHT = np.array([1, 0, -1])          # per action code: micro-batches it puts in flight
+_INFLIGHT = np.array([1, 0, -1, 0])       # per action code: micro-batches it puts in flight
 _EVENTS: dict[int, tuple] = {}
 
 
-def _events(schedule: Schedule) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per rank, the (stage, code) arrays of its actions that change its activations, in order:
-    code 0 an F, 1 a split backward's I, 2 the backward that frees them (B, or W when split).
-    Remembered per schedule (the simulator's are built once per shape), the schedule kept in the
-    entry so that its id cannot be reused while the entry lives."""
+def _events(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """(stage, code) of each rank's actions that change its activations, in order, one row per
+    rank: code 0 an F, 1 a split backward's I, 2 the backward that frees them (B, or W when
+    split), 3 padding to the longest row.  Remembered per schedule (the simulator's are built once
+    per shape), the schedule kept in the entry so that its id cannot be reused while it lives."""
     hit = _EVENTS.get(id(schedule))
     if hit is None or hit[0] is not schedule:
         if len(_EVENTS) > 1024:
             _EVENTS.clear()
         code = {Kind.F: 0, Kind.I: 1, Kind.W if schedule.split_backward else Kind.B: 2}
-        per_rank = []
-        for r in range(schedule.num_ranks):
-            acts = np.array([(s, code[k]) for s, k, _ in schedule.actions(r) if k in code], dtype=np.intp)
-            acts = acts.reshape(-1, 2)
-            per_rank.append((acts[:, 0], acts[:, 1]))
-        hit = _EVENTS[id(schedule)] = (schedule, per_rank)
+        rows = [[(s, code[k]) for s, k, _ in schedule.actions(r) if k in code] for r in range(schedule.num_ranks)]
+        width = max(map(len, rows), default=0)
+        both = np.array([row + [(0, 3)] * (width - len(row)) for row in rows], dtype=np.intp).reshape(len(rows),
+                                                                                                    width, 2)
+        hit = _EVENTS[id(schedule)] = (schedule, (both[:, :, 0], both[:, :, 1]))
     return hit[1]
 
 
@@ -119,14 +118,17 @@ def _workspace_bytes(graph, ranges: tuple[range, ...], b: int) -> float:
     return hit[1]
 
 
-def peak_floor_bytes(graph, training, cfg, schedule: Schedule) -> float:
+def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float = math.inf) -> float:
     """The simulated peak of ``cfg`` (its bounds set; ``graph`` its per-device graph, ``schedule``
     its built schedule) less ZeRO's collective buffers: at most the simulated peak, and equal to
-    it without them (above)."""
+    it without them (above).  With ``stop_above``, the first rank's found above it, ranks taken
+    by their activations' peak, the largest first (the planner asks only whether a plan fits)."""
     b = cfg.microbatch_size(training.global_batch_size)
     peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward))
     worst = 0.0
-    for r in range(cfg.pp):
+    for r in sorted(range(cfg.pp), key=lambda r: -peaks[r]):
         static, workspace = rank_memory(graph, training, cfg, b, r, cfg.rank_layers(r))
         worst = max(worst, MemoryBreakdown(activations_bytes=peaks[r], workspace_bytes=workspace, **static).total_bytes)
+        if worst > stop_above:
+            break
     return worst
