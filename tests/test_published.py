@@ -11,11 +11,17 @@ The micro-batch size is not in Table 1; we take 1 (m = 48 per pipeline), the sma
 1F1B schedule (the paper's non-interleaved default).
 """
 
+from dataclasses import replace
+
 import pytest
 
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
-from parsim.model.spec import load_model
+from parsim.hardware.cluster import InputPipeline
+from parsim.model.extract import InputSpec, extract_graph
+from parsim.model.spec import Training, load_model
+from parsim.model.zoo import resnet50
+from parsim.plan import ParallelConfig
 from parsim.errors import DoesNotFitError
 from parsim.report.fmt import human_bytes
 from parsim.search.planner import Constraints, plan
@@ -111,19 +117,11 @@ def test_gpt3_175b_without_tensor_parallelism_or_recomputation_does_not_fit():
 # the closed form is the point, not the rate.
 @pytest.fixture(scope="module")
 def dle_resnet50_amp():
-    from parsim.model.extract import InputSpec, extract_graph
-    from parsim.model.spec import Training
-    from parsim.model.zoo import resnet50
-
     graph = extract_graph(resnet50(1000, "imagenet"), InputSpec((3, 224, 224)), name="resnet50", dtype="fp16")
     return graph, Training(global_batch_size=256, dtype="fp16", optimizer="momentum", memory_format="channels_last")
 
 
 def _dle_throughput(graph, training, gpus, pipe):
-    from dataclasses import replace
-
-    from parsim.plan import ParallelConfig
-
     cluster = load_cluster(f"dgx-a100:1x{gpus}")
     cluster = replace(cluster, profile=replace(cluster.profile, input_pipeline=pipe))
     training = replace(training, global_batch_size=256 * gpus)
@@ -134,8 +132,6 @@ def _dle_throughput(graph, training, gpus, pipe):
 
 
 def test_node_loader_bounds_8_gpu_throughput_as_min_of_compute_and_node_rate(dle_resnet50_amp):
-    from parsim.hardware.cluster import InputPipeline
-
     graph, training = dle_resnet50_amp
     compute8, free8 = _dle_throughput(graph, training, 8, None)
     compute1, _ = _dle_throughput(graph, training, 1, None)
