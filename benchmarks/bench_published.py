@@ -14,6 +14,13 @@ fitted.  The 8-GPU rows are data parallel over the node (NCCL all-reduce of the 
 bucketed and overlapped with the backward, as the simulator prices DDP).  The profiles' other
 kernel numbers (launch, dispatch, k_half, tiles) stay as shipped, marked unconfirmed there.
 Errors are printed for every row; nothing is hidden.
+
+Input loading is not priced here: dgx-a100 and dgx1-v100 carry no ``input_pipeline`` section.
+Given one, the node's loader would bound each row at min(compute-bound throughput,
+host_samples_per_s) (tests/test_published.py checks that closed form on this configuration).
+Its rate must come from a measurement of this loader (PIL decode, RandomResizedCrop and flip in
+DataLoader workers) on these CPUs (2 x EPYC 7742; 2 x Xeon E5-2698 v4), not from the 8-GPU rows,
+which it would then merely reproduce; no such public measurement has been found.
 """
 
 from __future__ import annotations

@@ -217,7 +217,11 @@ class Pricing:
     def coverage_lines(self) -> list[str]:
         named = [*((self.measured.layers[n], m) for n, m in self.models.items()),
                  *zip(self.measured.tp, self.tp_models.values())]
-        return [f"{name}: {m.coverage().describe()}" for name, m in named]
+        return [f"{name}: {m.coverage().describe()}" for name, m in named] + [
+            f"{self.measured.layers[n]}: the gradient all-reduce (dp={g.dp}, {sum(g.bucket_bytes) / 2**20:.1f} MiB) "
+            f"added {g.added_s * 1e3:.1f} ms to the backward of {g.microbatch_size} samples, "
+            f"{g.added_s / g.all_reduce_s:.2f}x its {g.all_reduce_s * 1e3:.1f} ms alone: the buckets are priced from it"
+            for n, m in self.models.items() if (g := m.table.grad_sync) is not None]
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):

@@ -39,6 +39,9 @@ from parsim.model.graph import DTYPE_BYTES, Layer
 
 class ComputeModel(Protocol):
     includes_tp_comm: bool        # its layer times already hold the tensor-parallel collectives
+    # what the gradient all-reduce added to the model's own backward where a profile measured it
+    # (parsim.profile.grad_sync); None: the cluster's collectives.overlap prices the buckets
+    grad_sync: GradSync | None
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float: ...
 
@@ -65,6 +68,7 @@ class AnalyticalCompute:
     dtype: str = "fp32"
     math: MathMode | None = None  # numeric modes; None: torch's defaults for ``dtype``
     includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
+    grad_sync = None              # the cluster's collectives.overlap prices the gradient buckets
     engines: dict = field(init=False, repr=False, compare=False)   # Engine per GEMM kernel class
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
@@ -125,6 +129,27 @@ class LayerTimes:
 
 
 @dataclass(frozen=True)
+class GradSync:
+    """The gradient all-reduce under the model's own backward, measured by ``dp`` concurrent
+    profilers (parsim.profile.grad_sync): the buckets ``bucket_bytes`` (the executor's, the whole
+    model as one stage) added ``added_s`` to a backward of ``microbatch_size`` samples, against
+    ``all_reduce_s`` when reduced alone."""
+    dp: int
+    microbatch_size: int
+    bucket_bytes: tuple[int, ...]
+    added_s: float
+    all_reduce_s: float
+
+    def overlap(self, priced_s: float) -> float:
+        """The ``overlap`` that makes the simulator's rule, (1 - overlap) x a bucket's priced time
+        on the compute stream (parsim.sim.engine), charge what was measured: 1 - added / priced,
+        where ``priced_s`` is what the simulator prices these buckets at.  Pricing against its own
+        fit, not the all-reduce timed alone here, carries over what that fit misses of the
+        executor's all-reduces (the division by dp before each, gloo on these sizes)."""
+        return 1.0 - self.added_s / priced_s if priced_s > 0 else 1.0
+
+
+@dataclass(frozen=True)
 class ProfileTable:
     """Measured per-layer times per micro-batch size (``parsim profile`` writes it)::
 
@@ -152,6 +177,9 @@ class ProfileTable:
         noise_threshold: 0.05     # optional: relative spread above which a size was re-measured
         max_remeasure: 2          # optional: at most this many more rounds per size
         remeasured: [8]           # optional: sizes measured again for noise
+        grad_sync: {microbatch_size: 16, backward_s: 0.113, all_reduce_s: 0.060, both_s: 0.168, cost: 0.92,
+                    cost_min: 0.72, cost_max: 1.41, repeats: 5, dp: 2, bucket_bytes: [...]}
+                                  # optional: parsim.profile.grad_sync (concurrent profilers, no tp)
     """
 
     microbatch_sizes: tuple[int, ...]
@@ -166,6 +194,7 @@ class ProfileTable:
     nonmonotone_confirmed: tuple[tuple[str, int, int], ...] = ()   # (layer, b1, b2)
     source: str = ""                   # the file it was read from
     threads: int = 1                   # intra-op threads per process it was measured with
+    grad_sync: GradSync | None = None
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -235,13 +264,36 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                           torch=m.get("torch", str, ""), numpy=m.get("numpy", str, ""),
                           python=m.get("python", str, ""), date=m.get("date", str, ""))
         m.done()
+    grad_sync = _grad_sync(r.sub("grad_sync"), sizes) if r.has("grad_sync") else None
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          device, r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
-                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads)
+                         r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads,
+                         grad_sync)
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)
     return table
+
+
+def _grad_sync(f: Fields, sizes) -> GradSync:
+    b = f.positive_int("microbatch_size")
+    if b not in sizes:
+        raise f.fail("microbatch_size", f"expected one of microbatch_sizes {sizes}")
+    times = {}
+    for key in ("backward_s", "all_reduce_s", "both_s"):
+        times[key] = f.get(key, float)
+        if times[key] <= 0:
+            raise f.fail(key, "expected a positive time in seconds; profile the model again")
+    buckets = f.get("bucket_bytes", list)
+    if not buckets or any(not isinstance(x, int) or x <= 0 for x in buckets):
+        raise f.fail("bucket_bytes", "expected the positive byte counts of the buckets; profile the model again")
+    for key in ("cost", "cost_min", "cost_max"):      # for the reader: the simulator prices from the times
+        f.get(key, float, None)
+    f.get("repeats", int, None)
+    out = GradSync(f.positive_int("dp"), b, tuple(buckets), max(0.0, times["both_s"] - times["backward_s"]),
+                   times["all_reduce_s"])
+    f.done()
+    return out
 
 
 # ------------------------------------------------------------------------- coverage
@@ -282,6 +334,10 @@ class ProfiledCompute:
     def includes_tp_comm(self) -> bool:
         """A tensor-parallel profile timed the shards with their collectives."""
         return self.table.tp > 1
+
+    @property
+    def grad_sync(self) -> GradSync | None:
+        return self.table.grad_sync
 
     def includes_tp_comm_at(self, microbatch: int) -> bool:
         """The collectives are in the profile's times, not in the fallback's."""

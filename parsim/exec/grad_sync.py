@@ -41,6 +41,8 @@ simulator prices the same all-reduce (Kind.REDUCE_TIED, ``Estimate.tied_grad_byt
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -107,6 +109,7 @@ class GradBuckets:
             self.flat.append(flat)
             if zero:
                 self.flat_params.append(flat_params)
+        self.syncing = True                        # False inside unsynced()
         self._reset()
         self.issued_bytes: list[int] = []          # this step's gradient reductions, bytes each, in launch order
         self.issued: list[tuple[str, int]] = []    # ZeRO: (collective, bytes) of this step, in launch order
@@ -116,7 +119,20 @@ class GradBuckets:
         self.waiting = [len(ps) for ps in self.params]
         self.handles = [None] * len(self.params)
 
+    @contextmanager
+    def unsynced(self):
+        """Backward passes inside start no reduction and leave the gradients as they accumulate
+        (parsim.profile.grad_sync's reference backward, on the same buffers and hooks)."""
+        self.syncing = False
+        try:
+            yield
+        finally:
+            self.syncing = True
+            self._reset()
+
     def _accumulated(self, p: nn.Parameter) -> None:
+        if not self.syncing:
+            return
         self.count[p] += 1
         if self.count[p] == self.microbatches:
             k = self.bucket_of[p]

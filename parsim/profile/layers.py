@@ -10,7 +10,9 @@ the ranks of a run on this machine), N profilers run at once in lock-step, one p
 that the caches and memory bandwidth are shared as in a run; the table is their mean.  (One
 process alone measured compute about 8-10% faster than the same stages inside a 2-rank run.)  The optimizer step is timed
 too (seconds per parameter), and saved-activation bytes are recorded per unit from
-``saved_tensors_hooks`` on the real tensors.
+``saved_tensors_hooks`` on the real tensors.  Concurrent profilers without tp are a
+data-parallel group: they also measure the gradient all-reduce under the model's own backward
+(``parsim.profile.grad_sync``), which prices a data-parallel plan's buckets.
 
 With ``--tp t`` (t processes, the executor's tensor-parallel layout), every unit is the
 per-device shard a tensor-parallel run executes, and its times include the collectives it
@@ -164,9 +166,12 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
 
 def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
                    seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "",
-                   noise_threshold: float = 0.05, max_remeasure: int = 2, agree=lambda s: s) -> dict:
+                   noise_threshold: float = 0.05, max_remeasure: int = 2, agree=lambda s: s,
+                   grad_sync: bool = False) -> dict:
     """The profile of one process (``parsim.profile.repeat`` for the re-measuring policy; every
-    decision to measure again goes through ``agree``, the union over concurrent profilers)."""
+    decision to measure again goes through ``agree``, the union over concurrent profilers).  With
+    ``grad_sync`` (concurrent profilers, no tp: a data-parallel group), also the gradient
+    all-reduce under the model's own backward (``parsim.profile.grad_sync``)."""
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device is visible; use --device cpu")
@@ -214,6 +219,13 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         opt_times.append(time.perf_counter() - t0)
     count = sum(local(p).numel() for p in params)
     kinds = ("fwd_s", "bwd_s") + (("bwd_input_s", "bwd_weight_s") if tp == 1 else ())
+    sync = None
+    if grad_sync and tp == 1:
+        from parsim.profile.grad_sync import measure_grad_sync
+
+        backward_s = {b: sum(got.median_s[(n, "bwd_s")][i] for n in names) for i, b in enumerate(sizes)}
+        sync = measure_grad_sync(units, lambda stage, x, y: _loss(stage(x), y), lambda b: _sample_input(spec, b, dev),
+                                 sizes, backward_s, repeats)
 
     def row(n):
         noisy = sorted({b for k in kinds for b in got.noisy[(n, k)]})
@@ -234,6 +246,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         "noise_threshold": noise_threshold, "max_remeasure": max_remeasure, "remeasured": list(got.remeasured),
         "layers": [row(n) for n in names],
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
+        **({"grad_sync": sync} if sync else {}),
     }
 
 
@@ -268,7 +281,20 @@ def mean_tables(tables: list[dict]) -> dict:
         out["layers"].append(row)
     out["remeasured"] = sorted({b for t in tables for b in t.get("remeasured", [])})
     out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
+    if all("grad_sync" in t for t in tables):       # the same size on every process
+        out["grad_sync"] = mean_grad_sync([t["grad_sync"] for t in tables])
     out["concurrent_processes"] = len(tables)
+    return out
+
+
+def mean_grad_sync(entries: list[dict]) -> dict:
+    """The concurrent profilers' grad_sync entries as one: times and cost the mean, the repeats'
+    cost range the widest."""
+    out = dict(entries[0])
+    for key in ("backward_s", "all_reduce_s", "both_s", "cost"):
+        out[key] = statistics.fmean(e[key] for e in entries)
+    out["cost_min"] = min(e["cost_min"] for e in entries)
+    out["cost_max"] = max(e["cost_max"] for e in entries)
     return out
 
 
@@ -340,7 +366,7 @@ def main(argv=None) -> int:
         table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, args.repeats,
                                barrier=dist.barrier if distributed else (lambda: None), tp_mesh=tp_mesh,
                                tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
-                               max_remeasure=args.max_remeasure, agree=agree)
+                               max_remeasure=args.max_remeasure, agree=agree, grad_sync=distributed and args.tp == 1)
         tables = [table]
         if distributed:
             tables = [None] * dist.get_world_size()

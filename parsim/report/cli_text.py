@@ -220,7 +220,18 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
                      " ".join(f"{p:.0%}" for p in row["proc_spread"]) + ("  " + "; ".join(flags) if flags else ""))
     if table.get("remeasured"):
         lines.append(f"re-measured for noise above {table['noise_threshold']:.0%}: sizes {table['remeasured']}")
+    if table.get("grad_sync"):
+        lines.append(grad_sync_line(table["grad_sync"]))
     return lines
+
+
+def grad_sync_line(sync: dict) -> str:
+    """A layer profile's ``grad_sync`` (parsim.profile.grad_sync), in one line."""
+    return (f"gradient all-reduce under the backward (dp={sync['dp']}, micro-batch {sync['microbatch_size']}, "
+            f"{len(sync['bucket_bytes'])} buckets, {sum(sync['bucket_bytes']) / 2**20:.1f} MiB): alone "
+            f"{sync['all_reduce_s'] * 1e3:.1f} ms, adds {(sync['both_s'] - sync['backward_s']) * 1e3:.1f} ms "
+            f"to a {sync['backward_s'] * 1e3:.1f} ms backward: {sync['cost']:.2f}x its time alone "
+            f"(repeats {sync['cost_min']:.2f}-{sync['cost_max']:.2f}x)")
 
 
 def profile_data_line(timing, repeats: int, output: str) -> str:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
                               fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
                               shard_padded_bytes)
-from parsim.cost.compute import AnalyticalCompute, ComputeModel
+from parsim.cost.compute import AnalyticalCompute, ComputeModel, GradSync
 from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
@@ -80,6 +80,17 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
                              auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp)
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
+
+
+def grad_sync_overlap(sync: GradSync, cluster: Cluster, group, algorithm: str) -> float:
+    """The gradient buckets' overlap from a profile that measured them under the model's own
+    backward (parsim.profile.grad_sync): its buckets priced over ``group`` as this simulator
+    prices a bucket, and GradSync.overlap of that.  Exact where the plan's dp group is the
+    profile's (dp concurrent profilers on the same machine); for another dp the ratio of added to
+    priced time is carried over as measured.  Gradient buckets only: ZeRO-2/3's reduce-scatters
+    and the other collectives keep the cluster's overlap."""
+    priced = sum(collective_time_s(cluster, group, x, "all_reduce", algorithm) for x in sync.bucket_bytes)
+    return sync.overlap(priced)
 
 
 def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[int, ...], int]]:
@@ -304,6 +315,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         tied_s.update((s, (group, secs)) for s in stages)
         n = len(ranks)
         comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
+    sync = getattr(compute, "grad_sync", None)       # a model without the attribute measured none
+    if dp > 1 and zero < 2 and sync is not None:
+        overlap = grad_sync_overlap(sync, cluster, cfg.grad_group(0), algorithm)
     saved, w_held, kept = stage_activation_bytes(graph, cfg, b, split)
     lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
                        tuple(sorted(tied_s)))

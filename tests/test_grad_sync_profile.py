@@ -1,0 +1,118 @@
+"""The gradient all-reduce measured under the model's own backward by the concurrent profilers
+(parsim.profile.grad_sync), and the simulator pricing the data-parallel buckets from it."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+from parsim.cli import main
+from parsim.cost.comm import collective_time_s
+from parsim.cost.compute import AnalyticalCompute, GradSync, ProfiledCompute, load_profile_table
+from parsim.errors import InputError
+from parsim.exec.grad_sync import GradBuckets
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+from parsim.plan import ParallelConfig
+from parsim.profile.grad_sync import choose_size, grad_sync_cost, summarize
+from parsim.sim import simulate
+
+GPT = "examples/gpt_tiny_local.yaml"
+
+
+def test_cost_is_what_the_all_reduces_add_per_second_alone():
+    assert grad_sync_cost(0.100, 0.040, 0.140) == pytest.approx(1.0)     # as if run after the backward
+    assert grad_sync_cost(0.100, 0.040, 0.100) == 0.0                     # hidden
+    assert grad_sync_cost(0.100, 0.040, 0.160) == pytest.approx(1.5)     # and slowing the backward
+    assert grad_sync_cost(0.100, 0.040, 0.090) == 0.0                     # noise below the backward
+    entry = summarize([(0.10, 0.04, 0.14), (0.12, 0.05, 0.15), (0.11, 0.04, 0.17)], 16, 2, [8, 4])
+    assert entry["backward_s"] == 0.11 and entry["all_reduce_s"] == 0.04 and entry["both_s"] == 0.15
+    assert entry["cost"] == pytest.approx(1.0)
+    assert entry["cost_min"] == pytest.approx(0.6) and entry["cost_max"] == pytest.approx(1.5)
+
+
+def test_the_size_is_the_smallest_whose_backward_covers_the_all_reduce():
+    backward = {2: 0.05, 4: 0.10, 8: 0.20, 16: 0.40}
+    assert choose_size([2, 4, 8, 16], backward, 0.03) == 4        # 0.10 >= 3 x 0.03
+    assert choose_size([2, 4, 8, 16], backward, 0.06) == 8
+    assert choose_size([2, 4, 8, 16], backward, 1.00) == 16       # none covers it: the largest
+
+
+def test_unsynced_backward_starts_no_bucket(monkeypatch):
+    started = []
+    monkeypatch.setattr(GradBuckets, "_start", lambda self, k: started.append(k))
+    stage = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+    buckets = GradBuckets(stage, None, 2, 1)
+    with buckets.unsynced():
+        stage(torch.ones(3, 4)).sum().backward()
+    assert started == []
+    stage(torch.ones(3, 4)).sum().backward()                       # the hooks count from zero again
+    assert started == list(range(len(buckets.flat)))
+
+
+def _table(tmp_path, sync: dict | None):
+    """A profile of the tiny GPT with made-up times (the simulator's arithmetic is under test)."""
+    spec = load_model(GPT)
+    doc = {"schema_version": 1, "kind": "layer-profile", "model": spec.name, "dtype": "fp32",
+           "microbatch_sizes": [2, 4],
+           "layers": [{"name": n, "fwd_s": [0.002, 0.004], "bwd_s": [0.004, 0.008]} for n in spec.graph.names]}
+    if sync is not None:
+        doc["grad_sync"] = sync
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    return load_profile_table(str(path))
+
+
+def test_a_measured_grad_sync_prices_the_buckets_with_the_overlap_it_implies(tmp_path):
+    """overlap = 1 - added / (the profile's buckets as the simulator prices them): the step equals
+    the one priced with the cluster's overlap set to that value; ZeRO-2 keeps the cluster's."""
+    spec = load_model(GPT)
+    cluster = load_cluster("local-cpu:1x2")
+    buckets = [400_000, 300_000]
+    sync = {"microbatch_size": 4, "dp": 2, "bucket_bytes": buckets, "backward_s": 0.10, "all_reduce_s": 0.01,
+            "both_s": 0.115, "cost": 1.5, "cost_min": 1.2, "cost_max": 1.8, "repeats": 5}
+    fallback = AnalyticalCompute(cluster.device)
+    with_sync = ProfiledCompute(_table(tmp_path, sync), fallback)
+    without = ProfiledCompute(replace(with_sync.table, grad_sync=None), fallback)
+    assert with_sync.grad_sync == GradSync(2, 4, tuple(buckets), pytest.approx(0.015), 0.01)
+    cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(spec.graph)))
+    priced = sum(collective_time_s(cluster, cfg.grad_group(0), x, "all_reduce") for x in buckets)
+    overlap = 1 - 0.015 / priced
+    assert overlap < 0               # the measured buckets cost more than the fit prices them alone
+    expected_cluster = replace(cluster, profile=replace(
+        cluster.profile, collectives=replace(cluster.profile.collectives, overlap=overlap, dtypes=())))
+    got = simulate(spec.graph, spec.training, cluster, cfg, with_sync, keep_timeline=False)
+    want = simulate(spec.graph, spec.training, expected_cluster, cfg, without, keep_timeline=False)
+    assert got.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
+    assert got.step_time_s > simulate(spec.graph, spec.training, cluster, cfg, without, keep_timeline=False).step_time_s
+    zero2 = replace(cfg, zero=2)
+    assert simulate(spec.graph, spec.training, cluster, zero2, with_sync, keep_timeline=False).step_time_s == \
+        simulate(spec.graph, spec.training, cluster, zero2, without, keep_timeline=False).step_time_s
+
+
+def test_a_bad_grad_sync_entry_names_the_field(tmp_path):
+    sync = {"microbatch_size": 3, "dp": 2, "bucket_bytes": [10], "backward_s": 0.1, "all_reduce_s": 0.01,
+            "both_s": 0.12}
+    with pytest.raises(InputError, match=r"grad_sync\.microbatch_size"):
+        _table(tmp_path, sync)
+    with pytest.raises(InputError, match=r"grad_sync\.bucket_bytes"):
+        _table(tmp_path, {**sync, "microbatch_size": 4, "bucket_bytes": []})
+
+
+def test_concurrent_profilers_measure_the_executors_buckets_under_the_backward(tmp_path):
+    """`parsim profile --nproc 2` records the all-reduce under the backward, on the executor's
+    buckets: the same bytes the simulator prices for a dp=2 plan of the whole model."""
+    out = tmp_path / "p.json"
+    assert main(["profile", GPT, "--microbatch-sizes", "1,2", "--repeats", "2", "--nproc", "2",
+                 "-o", str(out), "--json"]) == 0
+    table = load_profile_table(str(out))
+    sync = table.grad_sync
+    assert sync is not None and sync.dp == 2 and sync.microbatch_size in (1, 2)
+    raw = json.loads(out.read_text())["grad_sync"]
+    assert raw["backward_s"] > 0 and raw["all_reduce_s"] > 0 and raw["cost_min"] <= raw["cost"] <= raw["cost_max"]
+    spec = load_model(GPT)
+    cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(spec.graph)))
+    est = simulate(spec.graph, spec.training, load_cluster("local-cpu:1x2"), cfg, keep_timeline=False)
+    assert list(sync.bucket_bytes) == [int(x) for x in est.grad_buckets_bytes[0]]
