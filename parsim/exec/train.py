@@ -272,8 +272,10 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     scaler = precision.DynamicLossScaler() if plan.dtype == "fp16" else None
     loss_scale = [1.0]                # this step's; fp16 multiplies the loss by it before the backward
 
+    vocab_group = tensor_parallel.loss_group(modules)     # the logits split by vocabulary: taken where they lie
+
     def scaled_loss(logits, target):
-        return loss_fn(logits, target) * loss_scale[0]
+        return loss_fn(logits, target, vocab_group) * loss_scale[0]
 
     loader = sampler = dataset = None
     if first or last:

@@ -169,7 +169,8 @@ class Layer:
     # (LayerGraph.stage_saved_bytes); a stage's first layer keeps its own copy, the received tensor.
     input_shared_bytes: float = field(default=0.0, compare=False)
     # Tensor-parallel communication per sample, set by parsim.shard.graph.shard_graph: a tuple of
-    # (phase "F" | "B" | "grad", redistribution Step, device matrix).
+    # (phase "F" | "B" | "grad" | "loss", redistribution Step, device matrix); "loss": the
+    # loss's, after the last layer's forward, once per micro-batch (shard.graph.loss_steps).
     tp_comm: tuple = field(default=(), compare=False, repr=False)
     # Of the unsharded layer's work, the share one device of its tensor-parallel group does (its
     # FLOPs' share; its memory-bound bytes' for a layer without FLOPs); 1.0 unsharded.  A profiled
@@ -225,7 +226,8 @@ class LayerGraph:
     recompute: bool = False      # layers recompute their activations (LayerGraph.with_recompute)
     cp: int = 1                  # > 1: per-device layers of a context-parallel group (s/cp tokens per sequence)
     # > 1: the last layer's output is cut into this many pieces over the tensor-parallel group and
-    # gathered whole for the loss (parsim.shard.graph.shard_graph), which then holds the whole
+    # gathered whole for the loss, which then holds the whole; 1 also where the loss takes a split
+    # by classes where it lies (vocabulary-parallel, parsim.shard.graph.loss_steps)
     loss_gather_ways: int = 1
 
     def __post_init__(self):

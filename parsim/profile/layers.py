@@ -63,8 +63,10 @@ def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.
     return images, torch.randint(0, per_sample, (b,), device=device)
 
 
-def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return loss_fn(out, y)        # the executor's: in fp32, over every prediction
+def _loss(out: torch.Tensor, y: torch.Tensor, vocab_group=None) -> torch.Tensor:
+    """The executor's loss: in fp32, over every prediction; vocabulary-parallel where the units'
+    output is split by classes (``vocab_group``, tensor_parallel.loss_group)."""
+    return loss_fn(out, y, vocab_group)
 
 
 def _sync(device) -> None:
@@ -107,7 +109,8 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
     return times_i, times_w
 
 
-def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool) -> tuple[dict, dict]:
+def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool,
+                  vocab_group=None) -> tuple[dict, dict]:
     """One round at micro-batch size b: {(unit, key): repeat times} for fwd_s, bwd_s (and, when
     ``split``, bwd_input_s, bwd_weight_s), warm-up dropped; and {unit: saved bytes per sample}."""
     x, y = _sample_input(spec, b, dev)
@@ -144,7 +147,7 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
             _sync(dev)
             t0 = time.perf_counter()
             if grad is None:
-                _loss(out, y).backward()
+                _loss(out, y, vocab_group).backward()
             else:
                 out.backward(grad)
             _sync(dev)
@@ -183,15 +186,16 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     tp = tp_mesh.size() if tp_mesh is not None else 1
     if tp > 1:
         from parsim.exec.stages import sequential
-        from parsim.exec.tensor_parallel import parallelize
+        from parsim.exec.tensor_parallel import loss_group, parallelize
 
         parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
+    vocab_group = loss_group(m for _, m in units) if tp > 1 else None
     names = [n for n, _ in units]
     saved = {}
 
     def measure(b):
         barrier()                      # concurrent profilers measure the same size at once
-        times, saved[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1)
+        times, saved[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
         return times
 
     got = measure_stably(list(sizes), measure, noise_threshold, max_remeasure, agree)
