@@ -11,7 +11,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from parsim.model.graph import LOSS_BYTES_PER_ELEMENT
+from parsim.cost.memory import loss_workspace_bytes
+from parsim.model.graph import LOSS_BYTES_PER_ELEMENT, VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS
 from parsim.model.spec import load_model
 from parsim.shard.graph import collective_counts, shard_graph
 from parsim.shard.prepare import per_device_graph
@@ -20,6 +21,7 @@ from parsim.shard.prepare import per_device_graph
 # including each half's first and last class
 B, T, V = 2, 4, 10
 TARGETS = [[0, 4, 5, 9], [3, 6, 1, 8]]
+MEMORY_ROWS, MEMORY_VOCAB = 64, 4096          # the backward's allocations, measured on a larger slice
 
 
 def _worker(rank, port, results):
@@ -29,6 +31,7 @@ def _worker(rank, port, results):
     from parsim.exec.objective import loss_fn
     from parsim.exec.runtime import exit_without_teardown
     from parsim.exec.tensor_parallel import CollectiveCounter
+    from parsim.exec.train import _profiled_peak_bytes
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -48,6 +51,9 @@ def _worker(rank, port, results):
             loss.backward()
         found[(name, rank)] = (loss.item(), want.item(), mine.grad, whole.grad[..., rank * V // 2:(rank + 1) * V // 2],
                                fwd.counts, bwd.counts)
+    mine = torch.randn(MEMORY_ROWS, MEMORY_VOCAB // 2, requires_grad=True)
+    loss = loss_fn(mine, torch.randint(0, MEMORY_VOCAB, (MEMORY_ROWS,)), group)
+    found[("backward_peak_bytes", rank)] = _profiled_peak_bytes(loss.backward)
     results.update(found)
     dist.destroy_process_group()
     exit_without_teardown(0)
@@ -73,6 +79,15 @@ def test_vocab_parallel_loss_equals_cross_entropy_on_the_gathered_logits(two_ran
     assert fwd == {"all_reduce": 3} and bwd == {}                    # max, target logit, sum of exp; local backward
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_vocab_parallel_loss_backward_allocates_one_slice(two_ranks, rank):
+    # torch.profiler's allocation trace of the backward: one fp32 gradient of the slice (and a
+    # few row-sized tensors), what loss_workspace_bytes charges
+    slice_bytes = MEMORY_ROWS * MEMORY_VOCAB // 2 * 4
+    assert two_ranks[("backward_peak_bytes", rank)] == pytest.approx(
+        VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS * slice_bytes, rel=0.01)
+
+
 @pytest.mark.parametrize("model,tokens,hidden", [("examples/gpt_tiny_local.yaml", 32, 64),
                                                 ("examples/gpt_small_local.yaml", 128, 256)])
 @pytest.mark.parametrize("layout", ["megatron", "megatron-sp"])
@@ -81,8 +96,10 @@ def test_simulator_prices_the_vocab_parallel_loss(model, tokens, hidden, layout)
     tp = per_device_graph(g, 2, layout)
     vocab = g.layers[-1].ops[-1].output_shape[-1]
     # the loss keeps log-probabilities of its half of the vocabulary, fp32
-    assert tp.loss_gather_ways == 1
+    assert tp.loss_gather_ways == 1 and tp.loss_vocab_parallel
     assert tp.loss_saved_bytes == g.loss_saved_bytes / 2 == tokens * vocab / 2 * LOSS_BYTES_PER_ELEMENT
+    # its backward: one gradient of the slice, against two of the whole before
+    assert loss_workspace_bytes(tp, 2) == tokens * vocab / 2 * 4 * 2 == loss_workspace_bytes(g, 2) / 4
     # the head's steps: three all-reduces of one fp32 per token (per sample), once per micro-batch,
     # no gather of the logits and nothing more for the loss backward
     loss = [(step.kind, step.group_size, step.bytes_per_device) for ph, step, _ in tp.layers[-1].tp_comm
@@ -108,6 +125,7 @@ def test_other_splits_of_the_output_are_gathered_for_the_loss():
     # the head split by rows of its input (tokens): the logits are gathered whole for the loss
     g = load_model("examples/gpt_tiny_local.yaml").graph
     tp = shard_graph(g, {"head/:mm": ((2, 1), (1, 1))}, 2)
-    assert tp.loss_gather_ways == 2 and tp.loss_saved_bytes == g.loss_saved_bytes
+    assert tp.loss_gather_ways == 2 and tp.loss_saved_bytes == g.loss_saved_bytes and not tp.loss_vocab_parallel
+    assert loss_workspace_bytes(tp, 2) == loss_workspace_bytes(g, 2)
     assert [(ph, s.kind) for ph, s, _ in tp.layers[-1].tp_comm if s.communicates][-1:] == [("F", "AllGather")]
     assert not any(ph == "loss" for ph, _, _ in tp.layers[-1].tp_comm)

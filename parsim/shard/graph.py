@@ -515,7 +515,8 @@ def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: in
         extra, gathered = loss_steps(prev, graph.extraction_batch, elem_bytes(graph.layers[-1].ops[-1]))
         if extra:
             layers[-1] = replace(layers[-1], tp_comm=layers[-1].tp_comm + extra)
-    return replace(graph, layers=tuple(layers), tp=devices, loss_gather_ways=gathered)
+    return replace(graph, layers=tuple(layers), tp=devices, loss_gather_ways=gathered,
+                   loss_vocab_parallel=prev is not None and vocab_parallel_loss(prev))
 
 
 # torch.distributed functional collectives (what CommDebugMode counts) per redistribution step;
