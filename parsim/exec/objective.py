@@ -14,7 +14,7 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor, vocab_group=None) -> tor
     """Mean cross-entropy over every prediction: an image's class, or each token's next token;
     in fp32 whatever the model's dtype (parsim.exec.precision).  ``vocab_group``: the
     tensor-parallel group whose ranks each hold a slice of the classes (the logits here are this
-    rank's; tensor_parallel.loss_group), taken vocabulary-parallel, the same value
+    rank's; vocab_parallel.loss_group), taken vocabulary-parallel, the same value
     (parsim.exec.vocab_parallel)."""
     logits, target = logits.flatten(0, -2).float(), target.flatten()
     if vocab_group is not None:

@@ -480,7 +480,7 @@ def _on_dtensors(unit, name, sharding, mesh, inbound, outbound, last: bool):
     sums settled (``_boundary_placements``)."""
     from torch.distributed.tensor import DTensor, Replicate, Shard
 
-    from parsim.exec.tensor_parallel import mark_vocab_parallel
+    from parsim.exec.vocab_parallel import mark_vocab_parallel
     from parsim.shard.graph import vocab_parallel_loss
 
     inner = unit.forward

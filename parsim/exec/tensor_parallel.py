@@ -8,7 +8,7 @@ What runs is what parsim.shard.builtin prices for the "megatron" layout:
   vocabulary divides by t; the LM head, which shares that weight (its copy, split the same way,
   on the last stage when pp > 1), then computes its vocabulary slice of the logits, which the
   loss takes where they lie (parsim.exec.vocab_parallel, Megatron's vocabulary-parallel
-  cross-entropy: three all-reduces of one float per token, no gather; ``loss_group``).  Megatron's
+  cross-entropy: three all-reduces of one float per token, no gather; ``vocab_parallel.loss_group``).  Megatron's
   mappings, written out: DTensor left alone may gather the weight instead, a different plan from
   the one priced;
 - LayerNorms, dropouts and residual adds replicated.
@@ -37,6 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from parsim.errors import InputError
 from parsim.exec import op_parallel
+from parsim.exec.vocab_parallel import mark_vocab_parallel
 
 EXECUTABLE_LAYOUTS = ("megatron", "megatron-sp")
 
@@ -151,7 +152,7 @@ def _vocab_parallel_head(head, tp_mesh, sequence_parallel: bool = False):
     through "f" (identity forward, all-reduce of its gradient backward), or under sequence
     parallelism is all-gathered over the sequence (reduce-scatter backward); each device computes
     its vocabulary slice of the logits, which the loss takes vocabulary-parallel (the head records
-    its group for ``loss_group``).  Left to DTensor, F.linear may gather the weight instead."""
+    its group for ``vocab_parallel.loss_group``).  Left to DTensor, F.linear may gather the weight instead."""
     import torch.nn.functional as F
 
     group = tp_mesh.get_group()
@@ -162,20 +163,6 @@ def _vocab_parallel_head(head, tp_mesh, sequence_parallel: bool = False):
         h = enter.apply(head.ln_f(x), group)                      # (B, T, h)
         return F.linear(h, local(head.wte.weight))                # (B, T, V / t)
     return forward
-
-
-def mark_vocab_parallel(unit: nn.Module, group) -> None:
-    """Record that ``unit``'s output (the model's last) is this rank's slice of the classes over
-    ``group``, for ``loss_group``."""
-    unit.vocab_parallel_group = group
-
-
-def loss_group(modules) -> object | None:
-    """The group over which the model's output, in one of ``modules`` (a rank's stages, or
-    units), is split by classes and taken by the vocabulary-parallel loss
-    (parsim.exec.objective.loss_fn's ``vocab_group``); None when the loss takes it whole."""
-    return next((m.vocab_parallel_group for top in modules for m in top.modules()
-                 if getattr(m, "vocab_parallel_group", None) is not None), None)
 
 
 def _waited(t):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+from torch import nn
 
 
 def _all_reduce(t: torch.Tensor, op: str, group) -> torch.Tensor:
@@ -53,6 +54,20 @@ class _VocabParallelCrossEntropy(torch.autograd.Function):
         rows = torch.arange(out.shape[0], device=out.device)
         out[rows, local_target] -= grad * here
         return out, None, None
+
+
+def mark_vocab_parallel(unit: nn.Module, group) -> None:
+    """Record that ``unit``'s output (the model's last) is this rank's slice of the classes over
+    ``group``, for ``loss_group``."""
+    unit.vocab_parallel_group = group
+
+
+def loss_group(modules) -> object | None:
+    """The group over which the model's output, in one of ``modules`` (a rank's stages, or
+    units), is split by classes and taken by the vocabulary-parallel loss
+    (parsim.exec.objective.loss_fn's ``vocab_group``); None when the loss takes it whole."""
+    return next((m.vocab_parallel_group for top in modules for m in top.modules()
+                 if getattr(m, "vocab_parallel_group", None) is not None), None)
 
 
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, group) -> torch.Tensor:

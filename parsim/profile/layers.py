@@ -39,6 +39,7 @@ from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
 from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format
 from parsim.exec.tensor_parallel import local
+from parsim.exec.vocab_parallel import loss_group
 from parsim.model.extract import cut_units
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import ModelSpec, build_module
@@ -65,7 +66,7 @@ def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.
 
 def _loss(out: torch.Tensor, y: torch.Tensor, vocab_group=None) -> torch.Tensor:
     """The executor's loss: in fp32, over every prediction; vocabulary-parallel where the units'
-    output is split by classes (``vocab_group``, tensor_parallel.loss_group)."""
+    output is split by classes (``vocab_group``, vocab_parallel.loss_group)."""
     return loss_fn(out, y, vocab_group)
 
 
@@ -186,10 +187,10 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     tp = tp_mesh.size() if tp_mesh is not None else 1
     if tp > 1:
         from parsim.exec.stages import sequential
-        from parsim.exec.tensor_parallel import loss_group, parallelize
+        from parsim.exec.tensor_parallel import parallelize
 
         parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
-    vocab_group = loss_group(m for _, m in units) if tp > 1 else None
+    vocab_group = loss_group(m for _, m in units) if tp > 1 else None     # the executor's rule
     names = [n for n, _ in units]
     saved = {}
 
