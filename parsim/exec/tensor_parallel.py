@@ -8,9 +8,9 @@ What runs is what parsim.shard.builtin prices for the "megatron" layout:
   vocabulary divides by t; the LM head, which shares that weight (its copy, split the same way,
   on the last stage when pp > 1), then computes its vocabulary slice of the logits, which the
   loss takes where they lie (parsim.exec.vocab_parallel, Megatron's vocabulary-parallel
-  cross-entropy: three all-reduces of one float per token, no gather; ``vocab_parallel.loss_group``).  Megatron's
-  mappings, written out: DTensor left alone may gather the weight instead, a different plan from
-  the one priced;
+  cross-entropy: three all-reduces of one float per token, no gather).  Megatron's mappings,
+  written out: DTensor left alone may gather the weight instead, a different plan from the one
+  priced;
 - LayerNorms, dropouts and residual adds replicated.
 
 "megatron-sp" adds sequence parallelism (Korthikanti et al. 2022): between the splits every
@@ -152,7 +152,8 @@ def _vocab_parallel_head(head, tp_mesh, sequence_parallel: bool = False):
     through "f" (identity forward, all-reduce of its gradient backward), or under sequence
     parallelism is all-gathered over the sequence (reduce-scatter backward); each device computes
     its vocabulary slice of the logits, which the loss takes vocabulary-parallel (the head records
-    its group for ``vocab_parallel.loss_group``).  Left to DTensor, F.linear may gather the weight instead."""
+    its group for ``vocab_parallel.loss_group``).  Left to DTensor, F.linear may gather the weight
+    instead."""
     import torch.nn.functional as F
 
     group = tp_mesh.get_group()
@@ -197,7 +198,6 @@ class _GatherSequence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _waited(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", 1, ctx.group)), None
-
 
 
 def local(t):

@@ -495,8 +495,8 @@ def loss_steps(out: Layout, extraction_batch: int, eb: int) -> tuple[tuple, int]
         return (), 1
     if vocab_parallel_loss(out):
         rows = math.prod(out.shape[:-1]) / extraction_batch          # per sample
-        d = out.normalized().tensor_map[-1]
         lay = out.normalized()
+        d = lay.tensor_map[-1]
         step = Step("AllReduce", d, lay.device_dim_size(d), rows * 4)   # fp32 (objective.loss_fn)
         return (("loss", step, lay.device_matrix),) * 3, 1
     whole = _replicated(out.device_matrix, out.shape)
