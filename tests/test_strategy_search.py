@@ -193,8 +193,9 @@ def test_auto_search_handles_a_llama_block_with_gqa_and_swiglu(tmp_path):
 def test_collective_counts_per_pipeline_rank_are_its_stages_layers():
     """Megatron's GPT layout at tp=2, pp=2 split embed..layers.1 | layers.2..head, m=4: per micro-batch
     the embedding's all-reduce and two blocks' two forward and two backward all-reduces on rank 0;
-    two blocks', the head's backward all-reduce and its logits' all-gather on rank 1.  No
-    collective at the boundary: the ranks' counts add up to the whole graph's."""
+    two blocks', the head's backward all-reduce and the vocabulary-parallel loss's three
+    all-reduces on rank 1 (no gather of the logits).  No collective at the boundary: the ranks'
+    counts add up to the whole graph's."""
     from collections import Counter
 
     from parsim.plan import ParallelConfig
@@ -203,5 +204,5 @@ def test_collective_counts_per_pipeline_rank_are_its_stages_layers():
     graph = per_device_graph(load_model("examples/gpt_tiny_local.yaml").graph, 2, "megatron")
     cfg = ParallelConfig(1, 2, 4, "1f1b", 1, (0, 3, 6), tp=2, tp_layout="megatron")
     ranks = [collective_counts(graph, 4, cfg.rank_layers(r)) for r in range(2)]
-    assert ranks == [{"all_reduce": 4 * (1 + 2 * 4)}, {"all_reduce": 4 * (2 * 4 + 1), "all_gather_into_tensor": 4}]
+    assert ranks == [{"all_reduce": 4 * (1 + 2 * 4)}, {"all_reduce": 4 * (2 * 4 + 1 + 3)}]
     assert Counter(ranks[0]) + Counter(ranks[1]) == Counter(collective_counts(graph, 4))

@@ -6,7 +6,8 @@ the forward it re-runs when recomputed, plus its tensor-parallel redistributions
 - Tensor-parallel steps (``Layer.tp_comm``, from parsim.shard.graph) run in the compute stream
   (unless the compute model's times already hold them: a tensor-parallel profile),
   not overlapped: DTensor's and Megatron's tensor-parallel collectives block the next operator.
-  Forward steps go with F, backward steps with B (I under a split backward), gradient mirrors
+  Forward steps go with F, backward steps with B (I under a split backward), the loss's
+  (vocabulary-parallel: parsim.shard.graph.loss_steps) with F and not recomputed, gradient mirrors
   with the optimizer step, once per step (Megatron's finalize_model_grads).
 - A step is priced with the cluster's alpha-beta model (parsim.cost.comm) over the ranks along
   its device dimension, laid out row-major over its device matrix from the group's first rank.
@@ -52,7 +53,7 @@ _MEMO: dict[tuple, tuple] = {}
 
 
 def tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int = 0) -> float:
-    """The layer's tensor-parallel steps of ``phase`` ("F", "B" per micro-batch; "grad" per step).
+    """The layer's tensor-parallel steps of ``phase`` ("F", "B", "loss" per micro-batch; "grad" per step).
     Memoized: the planner asks for the same layers at the same sizes thousands of times."""
     key = (id(layer.tp_comm), phase, microbatch, id(cluster), first_rank)
     hit = _MEMO.get(key)
@@ -93,4 +94,6 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
             t += tp_comm_time_s(layer, "F", microbatch, cluster, first_rank)
     if priced and kind in ("F", "B", "I"):
         t += tp_comm_time_s(layer, "F" if kind == "F" else "B", microbatch, cluster, first_rank)
+    if priced and kind == "F":
+        t += tp_comm_time_s(layer, "loss", microbatch, cluster, first_rank)
     return t

@@ -44,7 +44,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from parsim.cost.context import ring_buffer_bytes
-from parsim.model.graph import ELEMENT_BYTES, LOSS_BACKWARD_BUFFERS
+from parsim.model.graph import ELEMENT_BYTES, LOSS_BACKWARD_BUFFERS, VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS
 
 _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
 _MASTER_BYTES = 4
@@ -259,5 +259,8 @@ def loss_workspace_bytes(graph, microbatch: int) -> float:
     """The loss's backward, the first of a micro-batch's (nothing freed before it): two gradients
     the size of its saved log-probabilities (parsim.model.graph.LOSS_BACKWARD_BUFFERS).  The GPT
     of examples/gpt_small_local.yaml at micro-batch 2: 4 MiB, inside LogSoftmaxBackward0, the
-    step's peak with dp=2 and pp=1 (torch.profiler's allocation trace)."""
-    return LOSS_BACKWARD_BUFFERS * graph.loss_saved_bytes * microbatch
+    step's peak with dp=2 and pp=1 (torch.profiler's allocation trace).  Vocabulary-parallel
+    (LayerGraph.loss_vocab_parallel): one gradient of its slice's size
+    (VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS)."""
+    buffers = VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS if graph.loss_vocab_parallel else LOSS_BACKWARD_BUFFERS
+    return buffers * graph.loss_saved_bytes * microbatch

@@ -10,7 +10,15 @@ LR, MOMENTUM = 0.01, 0.9          # the seeds' Momentum(…, 0.01, 0.9)
 ADAM_LR = 1e-3                    # training.optimizer: adam; Kingma & Ba 2015's default (torch's too), betas (0.9, 0.999)
 
 
-def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def loss_fn(logits: torch.Tensor, target: torch.Tensor, vocab_group=None) -> torch.Tensor:
     """Mean cross-entropy over every prediction: an image's class, or each token's next token;
-    in fp32 whatever the model's dtype (parsim.exec.precision)."""
-    return F.cross_entropy(logits.flatten(0, -2).float(), target.flatten())
+    in fp32 whatever the model's dtype (parsim.exec.precision).  ``vocab_group``: the
+    tensor-parallel group whose ranks each hold a slice of the classes (the logits here are this
+    rank's; vocab_parallel.loss_group), taken vocabulary-parallel, the same value
+    (parsim.exec.vocab_parallel)."""
+    logits, target = logits.flatten(0, -2).float(), target.flatten()
+    if vocab_group is not None:
+        from parsim.exec.vocab_parallel import cross_entropy
+
+        return cross_entropy(logits, target, vocab_group)
+    return F.cross_entropy(logits, target)

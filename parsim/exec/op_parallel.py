@@ -26,7 +26,9 @@ gradients.  Here each becomes DTensor placements (``Layout.to_dtensor``):
   propagation computes each output (a split contraction gives ``Partial``), which is the plan's
   output layout for every operator parsim shards;
 - the loss takes the whole logits: the stage's output is made ``Replicate`` (all-gathered or
-  all-reduced, as ``shard_graph`` prices it) and local;
+  all-reduced, as ``shard_graph`` prices it) and local; or, where the plan splits the model's
+  output by classes alone (``parsim.shard.graph.vocab_parallel_loss``), each rank's slice, which
+  the loss takes vocabulary-parallel (parsim.exec.vocab_parallel);
 - a parameter whose gradient is a partial sum (a "mirror": a weight read by an operator whose
   rows are split, a norm over a split batch) keeps a ``Partial`` gradient through the step's
   micro-batches and is summed over the group once per step, in the one flat all-reduce
@@ -473,13 +475,20 @@ def _bias(out_layout):
 def _on_dtensors(unit, name, sharding, mesh, inbound, outbound, last: bool):
     """``unit``'s forward on DTensors.  A plain input is the stage's (the model's, or received from
     the previous stage), taken as ``inbound`` lays it out; the stage's ``last`` unit gives this
-    rank's piece of its output as ``outbound`` lays it out (the whole for the loss), its gradient
-    coming back laid out alike, partial sums settled (``_boundary_placements``)."""
-    from torch.distributed.tensor import DTensor, Replicate
+    rank's piece of its output as ``outbound`` lays it out (the whole for the loss, or its slice
+    of the classes where the loss takes it so), its gradient coming back laid out alike, partial
+    sums settled (``_boundary_placements``)."""
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    from parsim.exec.vocab_parallel import mark_vocab_parallel
+    from parsim.shard.graph import vocab_parallel_loss
 
     inner = unit.forward
     ops = sharding.layer.ops if sharding else None
     shardings = sharding.shardings if sharding else None
+    by_class = last and outbound is None and sharding is not None and vocab_parallel_loss(sharding.output)
+    if by_class:
+        mark_vocab_parallel(unit, mesh.get_group())
 
     def forward(x):
         if not isinstance(x, DTensor):
@@ -489,7 +498,8 @@ def _on_dtensors(unit, name, sharding, mesh, inbound, outbound, last: bool):
             y = inner(x)
         mode.done()
         if last:                                # the loss takes the whole logits; the next stage, this rank's piece
-            laid = [Replicate()] if outbound is None else _boundary_placements(outbound, y.shape, f"{name}: its output")
+            laid = ([Shard(y.ndim - 1)] if by_class else [Replicate()] if outbound is None
+                    else _boundary_placements(outbound, y.shape, f"{name}: its output"))
             if tuple(y.placements) != tuple(laid):
                 y = y.redistribute(mesh, laid)
             y = y.to_local(grad_placements=[Replicate() if q.is_partial() else q for q in laid]).contiguous()

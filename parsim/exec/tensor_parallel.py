@@ -6,8 +6,11 @@ What runs is what parsim.shard.builtin prices for the "megatron" layout:
   forward after each row split and one backward before each column split; attention on a/t heads;
 - the word embedding ``RowwiseParallel`` (vocabulary-parallel, output all-reduced) when the
   vocabulary divides by t; the LM head, which shares that weight (its copy, split the same way,
-  on the last stage when pp > 1), then computes its vocabulary slice of the logits, gathered for the loss (Megatron's mappings, written out: DTensor left
-  alone may gather the weight instead, a different plan from the one priced);
+  on the last stage when pp > 1), then computes its vocabulary slice of the logits, which the
+  loss takes where they lie (parsim.exec.vocab_parallel, Megatron's vocabulary-parallel
+  cross-entropy: three all-reduces of one float per token, no gather).  Megatron's mappings,
+  written out: DTensor left alone may gather the weight instead, a different plan from the one
+  priced;
 - LayerNorms, dropouts and residual adds replicated.
 
 "megatron-sp" adds sequence parallelism (Korthikanti et al. 2022): between the splits every
@@ -34,6 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from parsim.errors import InputError
 from parsim.exec import op_parallel
+from parsim.exec.vocab_parallel import mark_vocab_parallel
 
 EXECUTABLE_LAYOUTS = ("megatron", "megatron-sp")
 
@@ -147,17 +151,18 @@ def _vocab_parallel_head(head, tp_mesh, sequence_parallel: bool = False):
     """The LM head on the vocabulary-split (tied) weight, as Megatron runs it: the input enters
     through "f" (identity forward, all-reduce of its gradient backward), or under sequence
     parallelism is all-gathered over the sequence (reduce-scatter backward); each device computes
-    its vocabulary slice of the logits, and the slices are gathered for the loss (backward: the
-    local slice of the gradient).  Left to DTensor, F.linear may gather the weight instead."""
+    its vocabulary slice of the logits, which the loss takes vocabulary-parallel (the head records
+    its group for ``vocab_parallel.loss_group``).  Left to DTensor, F.linear may gather the weight
+    instead."""
     import torch.nn.functional as F
 
     group = tp_mesh.get_group()
     enter = _GatherSequence if sequence_parallel else _CopyToGroup
+    mark_vocab_parallel(head, group)
 
     def forward(x):
         h = enter.apply(head.ln_f(x), group)                      # (B, T, h)
-        logits = F.linear(h, local(head.wte.weight))              # (B, T, V / t)
-        return _GatherLastDim.apply(logits, group)
+        return F.linear(h, local(head.wte.weight))                # (B, T, V / t)
     return forward
 
 
@@ -193,19 +198,6 @@ class _GatherSequence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return _waited(funcol.reduce_scatter_tensor(grad.contiguous(), "sum", 1, ctx.group)), None
-
-
-class _GatherLastDim(torch.autograd.Function):
-    """Megatron's gather_from_tensor_model_parallel_region (last dimension)."""
-
-    @staticmethod
-    def forward(ctx, x, group):
-        ctx.group, ctx.rank, ctx.n = group, dist.get_rank(group), dist.get_world_size(group)
-        return _waited(funcol.all_gather_single(x.contiguous(), x.dim() - 1, group))
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.chunk(ctx.n, dim=-1)[ctx.rank].contiguous(), None
 
 
 def local(t):

@@ -58,7 +58,7 @@ import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
 from parsim.exec import (checkpoint, context_parallel, faults, fsdp, groups, heartbeat, op_parallel, precision,
-                         tensor_parallel)
+                         tensor_parallel, vocab_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.objective import loss_fn
@@ -272,8 +272,10 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     scaler = precision.DynamicLossScaler() if plan.dtype == "fp16" else None
     loss_scale = [1.0]                # this step's; fp16 multiplies the loss by it before the backward
 
+    vocab_group = vocab_parallel.loss_group(modules)     # the logits split by vocabulary: taken where they lie
+
     def scaled_loss(logits, target):
-        return loss_fn(logits, target) * loss_scale[0]
+        return loss_fn(logits, target, vocab_group) * loss_scale[0]
 
     loader = sampler = dataset = None
     if first or last:

@@ -27,6 +27,12 @@ ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # O
 # (2048 classes per token): three 2 MiB buffers at the step's peak, inside LogSoftmaxBackward0.
 LOSS_BYTES_PER_ELEMENT = 4
 LOSS_BACKWARD_BUFFERS = 2
+# The vocabulary-parallel loss (parsim.exec.vocab_parallel) keeps its slice's softmax in fp32 and
+# its backward allocates one gradient of that size (softmax x grad, the target's column updated in
+# place).  Measured with torch.profiler's allocation trace on 2 gloo ranks, 64 tokens x 2048
+# classes a rank: 525,828 bytes at the backward's peak for a 524,288-byte slice
+# (tests/test_vocab_parallel.py).
+VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS = 1
 
 
 # Where an operator input comes from, besides an earlier operator's index in Layer.ops.
@@ -169,7 +175,8 @@ class Layer:
     # (LayerGraph.stage_saved_bytes); a stage's first layer keeps its own copy, the received tensor.
     input_shared_bytes: float = field(default=0.0, compare=False)
     # Tensor-parallel communication per sample, set by parsim.shard.graph.shard_graph: a tuple of
-    # (phase "F" | "B" | "grad", redistribution Step, device matrix).
+    # (phase "F" | "B" | "grad" | "loss", redistribution Step, device matrix); "loss": the
+    # loss's, after the last layer's forward, once per micro-batch (shard.graph.loss_steps).
     tp_comm: tuple = field(default=(), compare=False, repr=False)
     # Of the unsharded layer's work, the share one device of its tensor-parallel group does (its
     # FLOPs' share; its memory-bound bytes' for a layer without FLOPs); 1.0 unsharded.  A profiled
@@ -225,8 +232,10 @@ class LayerGraph:
     recompute: bool = False      # layers recompute their activations (LayerGraph.with_recompute)
     cp: int = 1                  # > 1: per-device layers of a context-parallel group (s/cp tokens per sequence)
     # > 1: the last layer's output is cut into this many pieces over the tensor-parallel group and
-    # gathered whole for the loss (parsim.shard.graph.shard_graph), which then holds the whole
+    # gathered whole for the loss, which then holds the whole; 1 also where the loss takes a split
+    # by classes where it lies (vocabulary-parallel, parsim.shard.graph.loss_steps)
     loss_gather_ways: int = 1
+    loss_vocab_parallel: bool = False     # the loss takes the last layer's class split where it lies
 
     def __post_init__(self):
         names = [layer.name for layer in self.layers]

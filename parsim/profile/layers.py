@@ -39,6 +39,7 @@ from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
 from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format
 from parsim.exec.tensor_parallel import local
+from parsim.exec.vocab_parallel import loss_group
 from parsim.model.extract import cut_units
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import ModelSpec, build_module
@@ -63,8 +64,10 @@ def _sample_input(spec: ModelSpec, b: int, device) -> tuple[torch.Tensor, torch.
     return images, torch.randint(0, per_sample, (b,), device=device)
 
 
-def _loss(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return loss_fn(out, y)        # the executor's: in fp32, over every prediction
+def _loss(out: torch.Tensor, y: torch.Tensor, vocab_group=None) -> torch.Tensor:
+    """The executor's loss: in fp32, over every prediction; vocabulary-parallel where the units'
+    output is split by classes (``vocab_group``, vocab_parallel.loss_group)."""
+    return loss_fn(out, y, vocab_group)
 
 
 def _sync(device) -> None:
@@ -107,7 +110,8 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
     return times_i, times_w
 
 
-def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool) -> tuple[dict, dict]:
+def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool,
+                  vocab_group=None) -> tuple[dict, dict]:
     """One round at micro-batch size b: {(unit, key): repeat times} for fwd_s, bwd_s (and, when
     ``split``, bwd_input_s, bwd_weight_s), warm-up dropped; and {unit: saved bytes per sample}."""
     x, y = _sample_input(spec, b, dev)
@@ -144,7 +148,7 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
             _sync(dev)
             t0 = time.perf_counter()
             if grad is None:
-                _loss(out, y).backward()
+                _loss(out, y, vocab_group).backward()
             else:
                 out.backward(grad)
             _sync(dev)
@@ -186,12 +190,13 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         from parsim.exec.tensor_parallel import parallelize
 
         parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
+    vocab_group = loss_group(m for _, m in units) if tp > 1 else None     # the executor's rule
     names = [n for n, _ in units]
     saved = {}
 
     def measure(b):
         barrier()                      # concurrent profilers measure the same size at once
-        times, saved[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1)
+        times, saved[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
         return times
 
     got = measure_stably(list(sizes), measure, noise_threshold, max_remeasure, agree)

@@ -471,23 +471,52 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
     return out
 
 
+def vocab_parallel_loss(out: Layout) -> bool:
+    """Whether the loss takes the model's output laid out as ``out`` where it lies: split on its
+    last (class, vocabulary) dimension alone, no partial sums, as Megatron's vocabulary-parallel
+    cross-entropy takes the LM head's logits (megatron/core/tensor_parallel/cross_entropy.py;
+    parsim.exec.vocab_parallel).  Any other split is gathered whole for the loss."""
+    lay = out.normalized()
+    return (bool(lay.tensor_map) and lay.tensor_map[-1] != -1 and not lay.partial
+            and all(d == -1 for d in lay.tensor_map[:-1]))
+
+
+def loss_steps(out: Layout, extraction_batch: int, eb: int) -> tuple[tuple, int]:
+    """(the loss's tensor-parallel steps, as Layer.tp_comm holds them, per sample; how many pieces
+    the loss gathers, LayerGraph.loss_gather_ways) for the model's output laid out as ``out``.
+    - split by classes alone (``vocab_parallel_loss``): three forward all-reduces of one fp32 per
+      row (the max logit, the target's logit, the sum of exponentials; Megatron's
+      megatron/core/tensor_parallel/cross_entropy.py, ``_VocabParallelCrossEntropy.forward``), in
+      phase "loss": once per micro-batch, never recomputed; the backward is local, and the loss
+      keeps its slice (no gather);
+    - otherwise, split or partial: gathered whole forward (split back backward), with the
+      gathered whole kept."""
+    if ways(out) * _partial_size(out) == 1:
+        return (), 1
+    if vocab_parallel_loss(out):
+        rows = math.prod(out.shape[:-1]) / extraction_batch          # per sample
+        lay = out.normalized()
+        d = lay.tensor_map[-1]
+        step = Step("AllReduce", d, lay.device_dim_size(d), rows * 4)   # fp32 (objective.loss_fn)
+        return (("loss", step, lay.device_matrix),) * 3, 1
+    whole = _replicated(out.device_matrix, out.shape)
+    fwd, bwd, matrix = edge_steps(out, whole, whole, eb)
+    return tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / extraction_batch), matrix)
+                 for ph, steps in (("F", fwd), ("B", bwd)) for x in steps if x.communicates), ways(out)
+
+
 def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> LayerGraph:
     """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``."""
     shardings = layer_shardings(graph, patterns, devices)
     layers = [layer if s is None else s.layer for layer, s in zip(graph.layers, shardings)]
     prev = shardings[-1].output if shardings and shardings[-1] is not None else None
     gathered = 1
-    if prev is not None and ways(prev) * _partial_size(prev) > 1:
-        gathered = ways(prev)
-        # The loss takes the whole output (logits): gathered forward, split back backward.
-        # (Megatron's vocabulary-parallel cross-entropy avoids the gather; not modelled.)
-        eb = elem_bytes(graph.layers[-1].ops[-1])
-        whole = _replicated(prev.device_matrix, prev.shape)
-        fwd, bwd, matrix = edge_steps(prev, whole, whole, eb)
-        extra = tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / graph.extraction_batch), matrix)
-                      for ph, steps in (("F", fwd), ("B", bwd)) for x in steps if x.communicates)
-        layers[-1] = replace(layers[-1], tp_comm=layers[-1].tp_comm + extra)
-    return replace(graph, layers=tuple(layers), tp=devices, loss_gather_ways=gathered)
+    if prev is not None:
+        extra, gathered = loss_steps(prev, graph.extraction_batch, elem_bytes(graph.layers[-1].ops[-1]))
+        if extra:
+            layers[-1] = replace(layers[-1], tp_comm=layers[-1].tp_comm + extra)
+    return replace(graph, layers=tuple(layers), tp=devices, loss_gather_ways=gathered,
+                   loss_vocab_parallel=prev is not None and vocab_parallel_loss(prev))
 
 
 # torch.distributed functional collectives (what CommDebugMode counts) per redistribution step;
@@ -498,7 +527,8 @@ COLLECTIVE_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather_into_ten
 
 def collective_counts(graph: LayerGraph, microbatches: int, layers: Iterable[int] | None = None) -> dict[str, int]:
     """Tensor-parallel collectives one device issues per step of a per-device graph: each layer's
-    forward and backward steps per micro-batch (the forward's again when recomputed), over all
+    forward and backward steps per micro-batch (the forward's again when recomputed; the loss's
+    once, ``loss_steps``), over all
     its layers or the indices ``layers`` (a pipeline rank's, ParallelConfig.rank_layers: a stage
     boundary issues none, each tensor-parallel rank sending its piece to its peer).  Gradient
     mirrors are left out: the executor sums them in one flat all-reduce per step, as Megatron

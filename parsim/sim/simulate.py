@@ -302,7 +302,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
                     sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
-            runs = {"grad": 1, "B": b * cfg.microbatches, "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
+            runs = {"grad": 1, "B": b * cfg.microbatches, "loss": b * cfg.microbatches,
+                    "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
             tp_bytes = sum(step.bytes_per_device * runs[ph]
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
             comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
