@@ -56,6 +56,19 @@ def test_the_tier_of_a_group_is_the_farthest_of_any_two_members():
     assert group_link_class(POD, [_rank(0, 1), _rank(1, 1), _rank(33, 1)]) == "spine"
 
 
+def test_a_group_priced_by_identity_is_priced_as_by_value():
+    """collective_time_s looks a tuple of ranks up by identity (comm._shape_of): the same price as
+    an equal list, and a list changed in place is priced as it is now."""
+    group = tuple(_rank(n, 4) for n in range(64))
+    for nbytes in (1e3, 1e8):
+        assert collective_time_s(POD, group, nbytes) == collective_time_s(POD, list(group), nbytes)
+        assert collective_time_s(POD, group, nbytes) == collective_time_s(POD, group, nbytes)
+    ranks = [_rank(n, 4) for n in range(32)]
+    inside = collective_time_s(POD, ranks, 1e8)
+    ranks += [_rank(n, 4) for n in range(32, 64)]
+    assert collective_time_s(POD, ranks, 1e8) == collective_time_s(POD, group, 1e8) != inside
+
+
 def test_sixteen_thousand_gpus_in_64_scalable_units():
     big = load_cluster("dgx-h100-superpod:2048x8")
     assert big.world_size == 16384 == load_cluster("dgx-h100-superpod").world_size    # the profile's nodes

@@ -93,6 +93,28 @@ def test_pruned_search_equals_exhaustive(cifar):
     assert [c.key() for c in pruned.ranked] == [c.key() for c in full.ranked]
 
 
+def test_searching_auto_layouts_ahead_changes_no_answer(tiny_gpt, monkeypatch):
+    """The planner searches the auto layout at the sizes likely to come up next in one pass
+    (planner.SEARCH_AHEAD, auto.search_sizes); the ranking is the one it finds searching each
+    size as it comes up, and more than one size was searched at once."""
+    from parsim.shard import auto, prepare
+    cluster = load_cluster("dgx-a100:1x8")
+    batches = []
+    monkeypatch.setattr(prepare, "search_sizes",
+                        lambda *a, **k: (batches.append(len(set(a[5]))), auto.search_sizes(*a, **k))[1])
+
+    def ranked():
+        auto._SEARCHED.clear()
+        auto._COST_GRAPHS.clear()
+        r = plan(tiny_gpt, cluster, _compute(cluster, tiny_gpt), Constraints(top=8, tp_layout="auto"), progress=False)
+        return [(c.key(), c.estimate.step_time_s, c.peak_memory_bytes) for c in r.ranked]
+
+    ahead = ranked()
+    assert max(batches) >= 2
+    monkeypatch.setattr(planner, "search_auto_sizes", lambda *a, **k: None)
+    assert ranked() == ahead
+
+
 def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
     cluster = load_cluster("ascend910:1x8")
     r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(pp=2, schedule="1f1b"), progress=False)

@@ -51,6 +51,32 @@ def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split(seeds_spli
     assert checked > 1000
 
 
+def test_fill_floor_is_below_every_split_and_tight_on_even_layers():
+    """bound.floor_s's fill term for one chunk per rank and an unsplit backward: below the least,
+    over every contiguous split of random layers, of max over stages r of (w of stages < r) + m
+    w_r (the lower bound's "upstream" term without transfers), and at least m T / pp; on equal
+    layers the fill raises it above every other term of the floor."""
+    from parsim.search.bound import floor_s
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        L, pp, m = int(rng.integers(2, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 9))
+        if pp > L:
+            continue
+        f, b = rng.uniform(0.1, 1, L), rng.uniform(0.1, 2, L)
+        w = f + b
+        phases = [np.concatenate([[0.0], np.cumsum(x)]) for x in (f, b, b / 2, b / 2)]
+        best = min(max(sum(w[:a]) + m * sum(w[a:z]) for a, z in zip((0,) + cut, cut + (L,)))
+                   for cut in itertools.combinations(range(1, L), pp - 1))
+        floor = floor_s(*phases, m, pp, 1, False)
+        assert m * w.sum() / pp * (1 - 2e-9) <= floor <= best * (1 + 1e-12)
+    w = np.ones(8)                        # 8 equal layers on 2 stages: the least is 4 + 4 m
+    even = [np.concatenate([[0.0], np.cumsum(x)]) for x in (w / 2, w / 2, w / 4, w / 4)]
+    for m in (2, 8, 64):
+        floor = floor_s(*even, m, 2, 1, False)
+        assert floor <= 4 + 4 * m
+        assert floor >= 8 / (1 - (1 - 1 / m) ** 2) * (1 - 2e-9) > max(4 * m, 7 + m)   # above the other terms
+
+
 @pytest.mark.parametrize("path", ["examples/gpt_tiny_local.yaml", "examples/resnet50_cifar10.yaml"])
 def test_uncapped_strategy_search_in_numpy_equals_the_frontier_search(path):
     spec = load_model(path)

@@ -90,6 +90,40 @@ def test_capped_search_in_numpy_equals_the_list_search(keep, monkeypatch):
     assert min(kinds.values()) > 0
 
 
+@pytest.mark.parametrize("path, cluster, t, sizes", [
+    ("examples/gpt_small_local.yaml", "dgx-a100:1x8", 2, [1, 4, 16, 64]),     # 3 different answers
+    ("examples/resnet50_cifar10.yaml", "local-cpu:1x2", 2, [1, 8, 64, 512]),
+])
+def test_searching_several_sizes_at_once_gives_each_its_own_answer(path, cluster, t, sizes):
+    """The planner searches the auto layout at several micro-batch sizes in one pass
+    (auto.search_sizes): cost_graphs equals cost_graph at each size, fastest_many equals fastest
+    on each graph alone (strategies, time and memory, float for float), and the cache then holds
+    what auto_strategies finds alone.  Graphs of different shapes are refused."""
+    from parsim.shard import auto
+    from parsim.shard.search_np import fastest, fastest_many
+    spec = load_model(path)
+    cl = load_cluster(cluster).for_dtype(spec.training.dtype)
+    g, tr = spec.graph, spec.training
+    together = auto.cost_graphs(g, t, cl, tr.dtype, tr.optimizer, sizes)
+    for size, built in zip(sizes, together):
+        alone = auto.cost_graph(g, t, cl, tr.dtype, tr.optimizer, size)
+        assert built[0].node_costs == alone[0].node_costs and built[0].edge_costs == alone[0].edge_costs
+        assert built[1:] == alone[1:]
+    graphs = [built[0] for built in together]
+    many = fastest_many(graphs)
+    assert many == [fastest(x) for x in graphs]
+    if path.startswith("examples/gpt"):
+        assert len({r.strategies for r in many}) == 3      # the columns do not leak into each other
+    with pytest.raises(ValueError, match="differ in shape"):
+        fastest_many([graphs[0], auto.cost_graph(g, 2 * t, load_cluster("dgx-a100:1x8"), tr.dtype, tr.optimizer, 1)[0]])
+
+    auto.search_sizes(g, t, cl, tr.dtype, tr.optimizer, sizes)
+    batched = [auto.auto_strategies(g, t, cl, tr.dtype, tr.optimizer, size) for size in sizes]
+    auto._SEARCHED.clear()
+    auto._COST_GRAPHS.clear()
+    assert batched == [auto.auto_strategies(g, t, cl, tr.dtype, tr.optimizer, size) for size in sizes]
+
+
 def test_pareto_keeps_what_no_point_beats_in_both():
     pts = [Point(1, 5), Point(2, 3), Point(3, 4), Point(4, 1), Point(1, 6)]
     assert [(p.time_s, p.mem_bytes) for p in pareto(pts)] == [(1, 5), (2, 3), (4, 1)]

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from parsim.errors import InputError
@@ -237,9 +237,10 @@ class Cluster:
                 return g
         raise ValueError(f"local device {local} is in no group")
 
-    @property
+    @cached_property
     def groups(self) -> tuple[tuple[int, ...], ...]:
-        """Groups restricted to the devices in use on each node."""
+        """Groups restricted to the devices in use on each node (worked out once: group_of asks
+        for them per rank, thousands of times in a planner run)."""
         groups = tuple(tuple(d for d in g if d < self.devices_per_node) for g in self.profile.groups)
         return tuple(g for g in groups if g)
 

@@ -22,7 +22,17 @@ backward) is at least each of:
 - with one chunk per rank, the last stage [A, L): U(A) + m (P(L) - P(A)), U the prefix of what
   the bound counts upstream (F + B; F alone under a split backward, u_i <= w_i) and P the prefix
   of w.  Raising A by one layer i changes it by u_i - m w_i <= 0, so it is least with the last
-  layer alone: U(L - 1) + m w_(L-1), whatever the split.
+  layer alone: U(L - 1) + m w_(L-1), whatever the split;
+- with one chunk per rank and an unsplit backward, stage r cannot start its m micro-batches'
+  work before micro-batch 0's forward and backward through stages < r (the lower bound's
+  "upstream"): with S_r the w of stages < r, the step is at least M = max over r of S_r + m w_r.
+  Then w_r <= (M - S_r) / m, so S_(r+1) = S_r + w_r <= q S_r + M / m with q = 1 - 1/m, and by
+  induction S_r <= M (1 - q^r); at r = pp, T <= M (1 - q^pp): whatever the split,
+
+      M >= T / (1 - (1 - 1/m)^pp),
+
+  at least m T / pp (Bernoulli): the pipeline's fill and drain, about (m + (pp - 1) / 2) T / pp
+  at large m where the balanced split takes (m + pp - 1) T / pp.
 
 The memory floor: the closed-form peak of a split (planner._StageMemory) charges stage j
 
@@ -73,6 +83,8 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
     if v == 1:
         upstream = f if split_backward else f + np.diff(B)
         floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
+        if not split_backward and m > 1:     # the fill of any split (module docstring)
+            floor = max(floor, total / (1 - (1 - 1 / m) ** pp))
     return floor * _SLACK
 
 

@@ -68,7 +68,7 @@ from parsim.search.partition import grid_band, partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.graph import replicates_every_operator
-from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+from parsim.shard.prepare import auto_memory_bytes, per_device_graph, search_auto_sizes
 from parsim.sim import Estimate, simulate
 from parsim.sim.memory import peak_floor_bytes
 from parsim.sim.simulate import built_schedule
@@ -183,6 +183,14 @@ def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, 
 
 
 GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in plan()'s branch and bound
+# When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
+# same tp whose families' bounds are within this factor of its bound are searched with it, in one
+# pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search).
+# Speed only, never the answer.  Measured on the goals of bench_planner.py (2026-11-24): the
+# sizes the search went on to need had bounds 1.0-1.6x the first one's of their tp (ResNet-50
+# on 1024 Ascend 910s, GPT-3 175B on 1024 A100s); those it pruned, 1.9x and more (GPT-3: three
+# sizes searched for nothing) and 2.4x and more (ResNet-50).
+SEARCH_AHEAD = 2.0
 
 
 class _StageMemory:
@@ -526,17 +534,28 @@ def _older_objects_frozen(search):
     a full collection scans every tracked object, and the model and cluster loaded before a
     planner run (GPT-3 175B's: some 290,000 objects) are neither garbage nor changed by it
     (GPT-3 175B on 1,024 A100s: its two full collections took 0.32 s of a 2.2 s search, 0.02 s
-    frozen).  Unfrozen after; a heap someone else froze is left as it is."""
+    frozen).  The youngest generation is collected every YOUNG_COLLECTION_ALLOCATIONS
+    allocations instead of 700: the search's objects are short-lived tuples and arrays that
+    reference counting frees, and ResNet-50 on 1,024 Ascend 910s (some 43,000 tracked
+    allocations) planned in 0.185 s without collections against 0.193 s with them (medians of 8
+    cold runs each, interleaved, one core, 2026-11-24).  Both undone after; a heap someone else
+    froze is left as it is."""
     @functools.wraps(search)
     def run(*args, **kwargs):
         if gc.get_freeze_count():
             return search(*args, **kwargs)
         gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], YOUNG_COLLECTION_ALLOCATIONS), *thresholds[1:])
         try:
             return search(*args, **kwargs)
         finally:
+            gc.set_threshold(*thresholds)
             gc.unfreeze()
     return run
+
+
+YOUNG_COLLECTION_ALLOCATIONS = 100_000
 
 
 @_older_objects_frozen
@@ -630,13 +649,17 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                                 [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in members(dp, pp, m, cp)])
 
     considered = sum(len(members(dp, pp, m, cp)) for _, _, _, cp, _, dp, pp, m, _ in families)   # the search space
+    graph_sizes: dict[int, list[tuple[float, int]]] = {}     # tp -> (bound, b) of its GRAPH entries
     for tp, layout, recompute, cp, graph, dp, pp, m, b in families:
         if graph is None:
             bound = searched_bound(tp, recompute, cp, dp, pp, m, b)
             if bound < math.inf:
                 heapq.heappush(heap, (bound, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
+                graph_sizes.setdefault(tp, []).append((bound, b))
         else:
             bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
+    for ahead in graph_sizes.values():
+        ahead.sort(reverse=True)           # the least bound last: taken first, as the heap pops them
 
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
@@ -667,6 +690,12 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             break
         if kind == GRAPH:
             tp, layout, recompute, cp, dp, pp, m, b = item
+            ahead = graph_sizes.get(tp)
+            if ahead:                  # search the sizes likely to come up next with this one, at once
+                sizes = []
+                while ahead and (ahead[-1][0] <= SEARCH_AHEAD * bound or not c.prune):
+                    sizes.append(ahead.pop()[1])
+                search_auto_sizes(spec.graph, tp, cluster, spec.training, sizes)
             graph = searched_graph(tp, recompute, b, pp, cp)
             if graph is not None:
                 bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)

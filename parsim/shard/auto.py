@@ -36,6 +36,7 @@ from parsim.model.attention import BACKWARD_RATIO
 from parsim.shard.graph import (COMPUTE, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
                                  op_sharding, ways)
 from parsim.shard.search import CostGraph, SearchResult, search
+from parsim.shard.search_np import fastest_many
 
 
 def kv_head_paths(ops, t: int) -> dict[int, int]:
@@ -90,6 +91,13 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                microbatches: int = 1) -> tuple[CostGraph, list[tuple[int, int]], list[list]]:
     """The cost graph of ``graph``'s operators (module docstring): (graph, (layer, op) per node,
     the shardings of each node's candidates)."""
+    return cost_graphs(graph, t, cluster, dtype, optimizer, [microbatch], microbatches)[0]
+
+
+def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
+                microbatches: int = 1) -> list[tuple[CostGraph, list[tuple[int, int]], list[list]]]:
+    """cost_graph at each of ``microbatch_sizes``: the operators, candidates and edges are walked
+    once, and each size's numbers are computed as cost_graph computes them alone."""
     if not any(layer.ops for layer in graph.layers):
         raise InfeasibleError(f"{graph.name} has no operator view (a layers: table?); the auto layout "
                               "searches operators")
@@ -97,11 +105,12 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
     bw = device.achieved_bandwidth_bytes_per_s()
     rate = engines(device, MathMode(dtype))["matmul"].rate_flops_per_s     # the numeric mode's GEMM engine
     per_param = sum(bytes_per_param(dtype, optimizer).values())
-    scale = microbatch / graph.extraction_batch
+    scales = [microbatch / graph.extraction_batch for microbatch in microbatch_sizes]
+    sizes = range(len(scales))
     node_of: dict[tuple[int, int], int] = {}
     where: list[tuple[int, int]] = []
     shardings: list[list] = []
-    costs: list[list[tuple[float, float]]] = []
+    costs: list[list[list[tuple[float, float]]]] = [[] for _ in sizes]   # per size, per node
     node_memo: dict[int, tuple] = {}          # identical layers share their OpInfo objects
     mirror_s: dict[tuple, float] = {}         # the same reductions recur over a graph's nodes
     kv_of: list[int] = []                     # per node: its KV heads (kv_head_paths), 0 if none
@@ -111,40 +120,39 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
             node_of[(li, oi)] = len(where)
             where.append((li, oi))
             kv_of.append(kv.get(oi, 0))
-            if id(op) in node_memo:
-                opts, node_cost = node_memo[id(op)]
-                shardings.append(opts)
-                costs.append(node_cost)
-                continue
-            opts, node_cost = [], []
-            eb = elem_bytes(op)
-            for strategy, sh, pieces, param_elements, out_ways, mirrors in _node_terms(op, t, kv_of[-1]):
-                if op.kind in COMPUTE:
-                    flops = (1 + (BACKWARD_RATIO if op.kind == "Attention" else 2)) * op.flops * scale / pieces
-                    time_s = flops / (rate * device.compute_efficiency(flops))
-                else:
-                    time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
-                mem = sum(n * per_param for n in param_elements)
-                mem += op.saved_bytes * scale / out_ways
-                if mirrors not in mirror_s:
-                    mirror_s[mirrors] = sum(redistribution_time_s(step, cluster, matrix) for step, matrix in mirrors)
-                time_s += mirror_s[mirrors] / microbatches
-                opts.append((strategy, sh))
-                node_cost.append((time_s, mem))
-            if not opts:
-                raise InfeasibleError(f"{layer.name}/{op.name}: no strategy divides it on {t} devices")
-            node_memo[id(op)] = (opts, node_cost)
+            if id(op) not in node_memo:
+                opts, node_cost = [], [[] for _ in sizes]
+                eb = elem_bytes(op)
+                for strategy, sh, pieces, param_elements, out_ways, mirrors in _node_terms(op, t, kv_of[-1]):
+                    if mirrors not in mirror_s:
+                        mirror_s[mirrors] = sum(redistribution_time_s(step, cluster, matrix) for step, matrix in mirrors)
+                    opts.append((strategy, sh))
+                    for k, scale in enumerate(scales):
+                        if op.kind in COMPUTE:
+                            flops = (1 + (BACKWARD_RATIO if op.kind == "Attention" else 2)) * op.flops * scale / pieces
+                            time_s = flops / (rate * device.compute_efficiency(flops))
+                        else:
+                            time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
+                        mem = sum(n * per_param for n in param_elements)
+                        mem += op.saved_bytes * scale / out_ways
+                        time_s += mirror_s[mirrors] / microbatches
+                        node_cost[k].append((time_s, mem))
+                if not opts:
+                    raise InfeasibleError(f"{layer.name}/{op.name}: no strategy divides it on {t} devices")
+                node_memo[id(op)] = (opts, node_cost)
+            opts, node_cost = node_memo[id(op)]
             shardings.append(opts)
-            costs.append(node_cost)
-    g = CostGraph(costs)
+            for k in sizes:
+                costs[k].append(node_cost[k])
+    graphs = [CostGraph(costs[k]) for k in sizes]
     edge_memo: dict[tuple, list] = {}
+    prices: dict[int, list[float]] = {}       # the same steps recur over a graph's edges
 
-    prices: dict[int, float] = {}             # the same steps recur over a graph's edges
-
-    def priced(pair: tuple) -> float:         # an interned (step, device matrix) of _edge_steps, by its id
+    def priced(pair: tuple) -> list[float]:   # an interned (step, device matrix) of _edge_steps, by its id
         hit = prices.get(id(pair))
         if hit is None:
-            hit = prices[id(pair)] = redistribution_time_s(pair[0], cluster, pair[1], scale=scale)
+            hit = prices[id(pair)] = [redistribution_time_s(pair[0], cluster, pair[1], scale=scale)
+                                      for scale in scales]
         return hit
 
     for li, layer in enumerate(graph.layers):
@@ -164,10 +172,11 @@ def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, m
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
                     steps = _edge_steps(graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
-                    edge_memo[key] = [[sum([priced(x) for x in pair], 0.0) if pair else 0.0 for pair in row]
-                                      for row in steps]
-                g.add_edge(u, v, edge_memo[key])
-    return g, where, shardings
+                    edge_memo[key] = [[[sum([priced(x)[k] for x in pair], 0.0) if pair else 0.0 for pair in row]
+                                       for row in steps] for k in sizes]
+                for k in sizes:
+                    graphs[k].add_edge(u, v, edge_memo[key][k])
+    return [(graphs[k], where, shardings) for k in sizes]
 
 
 @functools.lru_cache(maxsize=8192)
@@ -233,37 +242,70 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     without a cap is run once per (graph, t, cluster, training setup, micro-batch size), and a cap
     that its answer fits gives the same answer; only a cap it misses searches again.  A cap below
     the least memory any assignment can take is refused before any search, and the cost graph is
-    built once for every cap."""
+    built once for every cap (search_sizes fills the cache for several sizes at once)."""
     free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
-    if len(_SEARCHED) > 1024 or len(_COST_GRAPHS) > 1024:   # a cost graph refused by its floor has no search
-        _SEARCHED.clear()
-        _COST_GRAPHS.clear()
-    if free_key not in _COST_GRAPHS:       # one cost graph serves every cap (a GPT-3 plan meets ~10)
-        g = cost_graph(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
-        # no assignment is smaller than every node's smallest candidate (edges hold no memory)
-        floor_bytes = sum(min(m for _, m in costs) for costs in g[0].node_costs)
-        _COST_GRAPHS[free_key] = (graph, cluster, g, floor_bytes)   # kept alive: the key holds their ids
-    _, _, (g, where, shardings), floor_bytes = _COST_GRAPHS[free_key]
+    (g, where, shardings), floor_bytes = _cost_graphs_of([free_key], graph, cluster)[0]
     infeasible = f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes"
     if cap_bytes is not None and floor_bytes > cap_bytes:
         raise InfeasibleError(infeasible)  # before the search without a cap, which could not help
     keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
     for key in keys:
         if key not in _SEARCHED:
-            result = search(g, key[7] if len(key) > 7 else None)
-            chosen = None
-            if result is not None:
-                chosen = {}
-                for v, s in enumerate(result.strategies):
-                    li, oi = where[v]
-                    layer = graph.layers[li]
-                    chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
-            _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
+            _remember(key, graph, cluster, search(g, key[7] if len(key) > 7 else None))
         _, _, chosen, result = _SEARCHED[key]
         if result is None:
             raise InfeasibleError(infeasible)
         if key is keys[-1] or result.mem_bytes <= cap_bytes:
             return dict(chosen), result
+
+
+def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
+                 microbatches: int = 1) -> None:
+    """Run the searches without a cap that auto_strategies would run for each of
+    ``microbatch_sizes``, all in one pass (search_np.fastest_many: the cost graphs of one model
+    on t devices differ only in their numbers, and each answer is the one its own search gives),
+    and cache them; sizes already searched are skipped.  A planner meets some 13 sizes per tp on
+    ResNet-50 and pays for about one search (parsim.search.planner)."""
+    keys = [(id(graph), t, id(cluster), dtype, optimizer, b, microbatches) for b in sorted(set(microbatch_sizes))]
+    keys = [k for k in keys if k not in _SEARCHED]
+    if len(keys) < 2:
+        return                             # one size: auto_strategies' own search is the same work
+    graphs = [built[0] for built, _ in _cost_graphs_of(keys, graph, cluster)]
+    found = fastest_many(graphs)
+    if found is None:                      # an irreducible rest: auto_strategies searches each alone
+        return
+    for key, result in zip(keys, found):
+        _remember(key, graph, cluster, result)
+
+
+def _cost_graphs_of(keys: list[tuple], graph: LayerGraph, cluster) -> list[tuple[tuple, float]]:
+    """The cost graph of each key of auto_strategies (one graph, t and training setup; sizes may
+    differ) and the least memory any assignment takes (every node's smallest candidate: edges
+    hold no memory), built once (those missing together, cost_graphs) and kept."""
+    if len(_SEARCHED) > 1024 or len(_COST_GRAPHS) > 1024:   # a cost graph refused by its floor has no search
+        _SEARCHED.clear()
+        _COST_GRAPHS.clear()
+    missing = [key for key in keys if key not in _COST_GRAPHS]   # one cost graph serves every cap
+    if missing:
+        _, t, _, dtype, optimizer, _, microbatches = missing[0]
+        built = cost_graphs(graph, t, cluster, dtype, optimizer, [key[5] for key in missing], microbatches)
+        for key, one in zip(missing, built):
+            floor_bytes = sum(min(m for _, m in costs) for costs in one[0].node_costs)
+            _COST_GRAPHS[key] = (graph, cluster, one, floor_bytes)   # kept alive: the key holds their ids
+    return [_COST_GRAPHS[key][2:] for key in keys]
+
+
+def _remember(key: tuple, graph: LayerGraph, cluster, result: SearchResult | None) -> None:
+    """Cache a search's result under its key, with every operator's chosen strategy by op id."""
+    chosen = None
+    if result is not None:
+        _, where, shardings = _COST_GRAPHS[key[:7]][2]
+        chosen = {}
+        for v, s in enumerate(result.strategies):
+            li, oi = where[v]
+            layer = graph.layers[li]
+            chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
+    _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
 
 
 _SEARCHED: dict[tuple, tuple] = {}

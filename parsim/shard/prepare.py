@@ -11,7 +11,7 @@ from parsim.cost.context import context_parallel_graph
 from parsim.errors import InfeasibleError
 from parsim.model.graph import LayerGraph
 from parsim.shard import builtin
-from parsim.shard.auto import auto_strategies
+from parsim.shard.auto import auto_strategies, search_sizes
 from parsim.shard.graph import Strategy, shard_graph
 
 _PREPARED: dict[tuple, tuple] = {}
@@ -49,6 +49,15 @@ def searched_microbatch(microbatch: int) -> int:
     costs it weighs are linear in the size apart from latencies (a heuristic, unconfirmed by
     measurement)."""
     return 1 << (max(1, int(microbatch)).bit_length() - 1)
+
+
+def search_auto_sizes(graph: LayerGraph, tp: int, cluster, training, microbatch_sizes) -> None:
+    """Search the auto layout for tp devices at several micro-batch sizes at once, ahead of
+    per_device_graph asking for them one by one (parsim.shard.auto.search_sizes: the same answers,
+    for about the price of one search)."""
+    if tp > 1:
+        search_sizes(graph, tp, cluster, training.dtype, training.optimizer,
+                     {searched_microbatch(b) for b in microbatch_sizes})
 
 
 def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training) -> dict[str, Strategy]:

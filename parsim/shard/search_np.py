@@ -7,6 +7,8 @@ transformer's identical blocks repeat it."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from parsim.shard import frontiers
@@ -29,29 +31,50 @@ def fastest(graph: CostGraph) -> SearchResult | None:
     eliminations in the same order and the same sums in the same order, so the same answer; the
     choices are recorded per elimination and replayed backwards.  None where eliminations leave an
     irreducible rest (search's generic path handles it)."""
-    n = len(graph.node_costs)
+    found = fastest_many([graph])
+    return None if found is None else found[0]
+
+
+def fastest_many(graphs: Sequence[CostGraph]) -> list[SearchResult] | None:
+    """fastest() of several cost graphs of one shape (the same nodes, strategies per node and
+    edges: one model's operators at several micro-batch sizes, parsim.shard.auto) in one pass:
+    every array carries a last axis with one column per graph, and each column's sums are
+    fastest()'s on its own graph, element for element, so each answer is the one fastest() gives
+    alone, for about the price of one search (the eliminations' order depends on the edges alone,
+    and small arrays cost numpy the same whatever their length).  None as fastest()."""
+    first = graphs[0]
+    n = len(first.node_costs)
+    for g in graphs[1:]:
+        if [len(c) for c in g.node_costs] != [len(c) for c in first.node_costs] or \
+                g.edge_costs.keys() != first.edge_costs.keys():
+            raise ValueError("fastest_many: the cost graphs differ in shape; search them one by one")
     nt, nm, et, em = {}, {}, {}, {}
     # identical blocks share their cost lists (parsim.shard.auto.cost_graph), converted once here;
     # arrays are never changed in place, so nodes and edges may share them
-    arrays: dict[int, tuple] = {}
-    for v, costs in enumerate(graph.node_costs):
-        if id(costs) not in arrays:
-            arrays[id(costs)] = (np.array([c[0] for c in costs]), np.array([c[1] for c in costs]))
-        nt[v], nm[v] = arrays[id(costs)]
+    arrays: dict[tuple, tuple] = {}
+    for v in range(n):
+        lists = [g.node_costs[v] for g in graphs]
+        key = tuple(map(id, lists))
+        if key not in arrays:
+            arrays[key] = (np.array([[c[0] for c in costs] for costs in lists]).T.copy(),
+                           np.array([[c[1] for c in costs] for costs in lists]).T.copy())
+        nt[v], nm[v] = arrays[key]
     zeros: dict[tuple, np.ndarray] = {}
-    for k, cost in graph.edge_costs.items():
-        if id(cost) not in arrays:
-            t = np.array(cost, dtype=float)
-            arrays[id(cost)] = (t, zeros.setdefault(t.shape, np.zeros_like(t)))
-        et[k], em[k] = arrays[id(cost)]
+    for k in first.edge_costs:
+        lists = [g.edge_costs[k] for g in graphs]
+        key = tuple(map(id, lists))
+        if key not in arrays:
+            t = np.stack([np.array(cost, dtype=float) for cost in lists], axis=-1)
+            arrays[key] = (t, zeros.setdefault(t.shape, np.zeros_like(t)))
+        et[k], em[k] = arrays[key]
     adj = adjacency(n, et)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
     records: list[tuple] = []             # ("fold", v, u, j per u-strategy) / ("op", v, u, w, j per (i, k))
 
-    def matrix(u, v):                     # (time, memory) oriented [u's strategy][v's strategy]
+    def matrix(u, v):                     # (time, memory) oriented [u's strategy][v's strategy][graph]
         if u < v:
             return et[(u, v)], em[(u, v)]
-        return et[(v, u)].T, em[(v, u)].T
+        return et[(v, u)].swapaxes(0, 1), em[(v, u)].swapaxes(0, 1)
 
     def drop_edge(u, v):
         k = (min(u, v), max(u, v))
@@ -65,7 +88,7 @@ def fastest(graph: CostGraph) -> SearchResult | None:
         e_t, e_m = matrix(u, v)
         key = ("fold", e_t.shape, e_t.tobytes(), e_m.tobytes(), nt[v].tobytes(), nm[v].tobytes())
         if key not in memo:
-            memo[key] = _lexmin(e_t + nt[v][None, :], e_m + nm[v][None, :], 1)
+            memo[key] = _lexmin(e_t + nt[v][None], e_m + nm[v][None], 1)
         bt, bm, j = memo[key]
         nt[u], nm[u] = nt[u] + bt, nm[u] + bm
         records.append(("fold", v, u, j))
@@ -78,8 +101,8 @@ def fastest(graph: CostGraph) -> SearchResult | None:
                t2.tobytes(), m2.tobytes())
         if key not in memo:
             # [i, j, k]: (E1[i][j] + N_v[j]) + E2[j][k], as _plus sums them
-            st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None, :, :]
-            sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None, :, :]
+            st = (t1[:, :, None] + nt[v][None, :, None]) + t2[None]
+            sm = (m1[:, :, None] + nm[v][None, :, None]) + m2[None]
             memo[key] = _lexmin(st, sm, 1)
         new_t, new_m, j = memo[key]
         records.append(("op", v, u, w, j))
@@ -93,18 +116,21 @@ def fastest(graph: CostGraph) -> SearchResult | None:
     eliminate_all(nt, adj, counts, fold_leaf, eliminate)
     if any(adj[v] for v in nt):
         return None
-    strategies = [-1] * n
-    for v in nt:                          # isolated: each its own fastest
-        strategies[v] = int(_lexmin(nt[v], nm[v], 0)[2])
-    for rec in reversed(records):         # an eliminated node's choice given its neighbours'
-        if rec[0] == "fold":
-            _, v, u, j = rec
-            strategies[v] = int(j[strategies[u]])
-        else:
-            _, v, u, w, j = rec
-            strategies[v] = int(j[strategies[u], strategies[w]])
-    t, m = assignment_cost(graph, strategies)
-    return SearchResult(tuple(strategies), t, m, counts, True)
+    out = []
+    for col, graph in enumerate(graphs):
+        strategies = [-1] * n
+        for v in nt:                      # isolated: each its own fastest
+            strategies[v] = int(_lexmin(nt[v][:, col], nm[v][:, col], 0)[2])
+        for rec in reversed(records):     # an eliminated node's choice given its neighbours'
+            if rec[0] == "fold":
+                _, v, u, j = rec
+                strategies[v] = int(j[strategies[u], col])
+            else:
+                _, v, u, w, j = rec
+                strategies[v] = int(j[strategies[u], strategies[w], col])
+        t, m = assignment_cost(graph, strategies)
+        out.append(SearchResult(tuple(strategies), t, m, dict(counts), True))
+    return out
 
 
 def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
