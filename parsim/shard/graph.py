@@ -215,9 +215,32 @@ def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
         src = moved if moved is not None else src
     if tuple(src.shape) == tuple(dst.shape) and \
             matrix == dst.normalized().device_matrix == dst_grad.normalized().device_matrix:
-        fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
+        fwd, bwd = (_edge_by_signature if len(matrix) == 1 else edge)(src, dst, dst_grad, elem_bytes)
         return fwd, bwd, matrix
     return _by_ways(src, dst, elem_bytes), _by_ways(dst_grad, _settled(src), elem_bytes), None
+
+
+_SIGNATURES: dict[tuple, tuple] = {}
+
+
+def _edge_by_signature(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int) -> tuple[list[Step], list[Step]]:
+    """edge() on one device dimension, where the steps depend on the tensor's shape only through
+    their bytes: worked out once per (device matrices, tensor maps, partials, element bytes) and
+    scaled by the tensor's elements for every other shape (the auto layout's first cost graph
+    meets some 700 layout pairs on ResNet-50 and far fewer signatures).  Exact: each step's bytes
+    are the elements over the layout's ways (dividing, or the layouts would not exist) times the
+    element bytes and the step's group, whole numbers in the same proportion to the elements."""
+    key = tuple((x.device_matrix, x.tensor_map, x.partial) for x in (src, dst, dst_grad)) + (elem_bytes,)
+    elements = math.prod(src.shape)
+    hit = _SIGNATURES.get(key)
+    if hit is None:
+        fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
+        _SIGNATURES[key] = (elements, fwd, bwd)
+        return fwd, bwd
+    base, fwd, bwd = hit
+    fwd, bwd = ([Step(x.kind, x.device_dim, x.group_size, x.bytes_per_device * elements // base, x.from_dim, x.to_dim)
+                 for x in steps] for steps in (fwd, bwd))
+    return fwd, bwd
 
 
 # ----------------------------------------------------------------------------- layers
