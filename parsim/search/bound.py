@@ -23,9 +23,10 @@ backward) is at least each of:
   the bound counts upstream (F + B; F alone under a split backward, u_i <= w_i) and P the prefix
   of w.  Raising A by one layer i changes it by u_i - m w_i <= 0, so it is least with the last
   layer alone: U(L - 1) + m w_(L-1), whatever the split;
-- with one chunk per rank and an unsplit backward, stage r cannot start its m micro-batches'
-  work before micro-batch 0's forward and backward through stages < r (the lower bound's
-  "upstream"): with S_r the w of stages < r, the step is at least M = max over r of S_r + m w_r.
+- with one chunk per rank and an unsplit backward, stage r's m micro-batches of work come after
+  micro-batch 0's forward through stages < r and before the last one's backward through them
+  (the lower bound's "upstream"): with S_r the w of stages < r, the step is at least
+  M = max over r of S_r + m w_r.
   Then w_r <= (M - S_r) / m, so S_(r+1) = S_r + w_r <= q S_r + M / m with q = 1 - 1/m, and by
   induction S_r <= M (1 - q^r); at r = pp, T <= M (1 - q^pp): whatever the split,
 
