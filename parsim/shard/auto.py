@@ -127,14 +127,14 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
                     if mirrors not in mirror_s:
                         mirror_s[mirrors] = sum(redistribution_time_s(step, cluster, matrix) for step, matrix in mirrors)
                     opts.append((strategy, sh))
+                    param_bytes = sum(n * per_param for n in param_elements)     # the same at every size
                     for k, scale in enumerate(scales):
                         if op.kind in COMPUTE:
                             flops = (1 + (BACKWARD_RATIO if op.kind == "Attention" else 2)) * op.flops * scale / pieces
                             time_s = flops / (rate * device.compute_efficiency(flops))
                         else:
                             time_s = 4 * op.output_elements * eb * scale / pieces / bw   # read + write, F and B
-                        mem = sum(n * per_param for n in param_elements)
-                        mem += op.saved_bytes * scale / out_ways
+                        mem = param_bytes + op.saved_bytes * scale / out_ways
                         time_s += mirror_s[mirrors] / microbatches
                         node_cost[k].append((time_s, mem))
                 if not opts:
