@@ -105,6 +105,25 @@ def test_launch_costs_add_on_a_synchronous_device_and_overlap_on_an_asynchronous
     assert layer_kernels_time_s(layer, "F", 4, dev, {}) == pytest.approx(max(10 * per_kernel, 10 * 10e-6))
 
 
+def test_a_layer_call_is_paid_once_per_pass_of_the_layer():
+    """layer_call_s: once for a forward, once for a whole backward, once for each of a split
+    backward's two passes (input, then weight), never for a pass with no kernels; host time, so
+    added on a synchronous device and overlapped on an asynchronous one."""
+    kernels = (Kernel("F", "relu", "mem", bytes=(0.0, 1e3)), Kernel("I", "threshold_backward", "mem", bytes=(0.0, 1e3)),
+               Kernel("W", "mm", "mem", bytes=(0.0, 1e3)))
+    layer = Layer("l", 0.0, 0.0, 0, 0, 0.0, 0.0, kernels=kernels)
+    no_weight = Layer("m", 0.0, 0.0, 0, 0, 0.0, 0.0, kernels=kernels[:2])
+    dev = replace(A100, memory_efficiency=1.0, kernels=KernelExecution(launch_s=2e-6, layer_call_s=100e-6))
+    one = 1e3 * 4 / dev.memory_bandwidth_bytes_per_s + 2e-6
+    assert layer_kernels_time_s(layer, "F", 4, dev, {}) == pytest.approx(one + 100e-6)
+    assert layer_kernels_time_s(layer, "B", 4, dev, {}) == pytest.approx(2 * one + 100e-6)
+    split = sum(layer_kernels_time_s(layer, k, 4, dev, {}) for k in "IW")
+    assert split == pytest.approx(2 * one + 200e-6)
+    assert layer_kernels_time_s(no_weight, "W", 4, dev, {}) == 0.0
+    dev = replace(dev, kernels=replace(dev.kernels, asynchronous=True))
+    assert layer_kernels_time_s(layer, "F", 4, dev, {}) == pytest.approx(max(one, 100e-6))
+
+
 def test_small_microbatches_are_not_free_any_more(resnet):
     model = AnalyticalCompute(A100, "fp16")
     per_sample = {b: sum(model.layer_time_s(l, k, b) for l in resnet.layers for k in "FB") / b for b in (2, 256)}

@@ -60,14 +60,15 @@ CPU_TRUTH = dict(gemm_efficiency=0.8, k_half=40.0, launch_s=12e-6, cpu_threads=1
                  per_sample_gemm_efficiency=((1.0, 0.25), (4.0, 0.07), (16.0, 0.6), (64.0, 0.9)),
                  backward_weight_touch_bytes_per_s=3e9, m_half=2.0, conv_k_half=8.0,
                  memory_family_efficiency=(("norm", 0.3), ("norm_backward", 1.5), ("pool", 0.05),
-                                           ("pool_backward", 2.0)))
+                                           ("pool_backward", 2.0)), layer_call_s=150e-6)
 
 
 def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     """A profile taken on a CPU: torch's backend rule (parsim.cost.conv_backend) sends the 1x1
     convolutions under 16 samples to per-sample GEMMs, whose efficiency at 1, 4, 16 and 64 rows
     (layer4, layer3, layer2, layer1 at 32x32), oneDNN's weight-reorder rates (forward, backward),
-    the GEMM rows at half efficiency and each memory-bound family's bandwidth are recovered."""
+    the GEMM rows at half efficiency, each memory-bound family's bandwidth and the host time per
+    layer call are recovered."""
     spec = load_model(MODEL)
     base = load_cluster("local-cpu").device
     true = replace(base, memory_efficiency=0.5, kernels=KernelExecution(**CPU_TRUTH))
@@ -82,6 +83,7 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     assert ex.backward_weight_touch_bytes_per_s == pytest.approx(3e9, rel=0.05)
     assert ex.m_half == pytest.approx(2, rel=0.05)
     assert ex.conv_k_half == pytest.approx(8, rel=0.05)
+    assert ex.layer_call_s == pytest.approx(150e-6, rel=0.05)
     assert [f for f, _ in ex.memory_family_efficiency] == [f for f, _ in CPU_TRUTH["memory_family_efficiency"]]
     for (_, e), (_, want) in zip(ex.memory_family_efficiency, CPU_TRUTH["memory_family_efficiency"]):
         assert e == pytest.approx(want, rel=0.05)
@@ -95,6 +97,7 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     back = load_profile(str(out)).device.kernels
     assert back.m_half == pytest.approx(ex.m_half, rel=1e-3)
     assert back.conv_k_half == pytest.approx(ex.conv_k_half, rel=1e-3)
+    assert back.layer_call_s == pytest.approx(ex.layer_call_s, rel=1e-3)
     assert back.backward_weight_touch_bytes_per_s == pytest.approx(ex.backward_weight_touch_bytes_per_s, rel=1e-3)
     assert [f for f, _ in back.memory_family_efficiency] == [f for f, _ in ex.memory_family_efficiency]
     assert [e for _, e in back.memory_family_efficiency] == pytest.approx([e for _, e in ex.memory_family_efficiency],

@@ -25,7 +25,16 @@ micro-batch) is priced on its own:
   tensor);
 - every kernel adds ``launch_s`` on the device.  The framework's host time per kernel,
   ``host_dispatch_s``, overlaps the device's work on asynchronous devices (a layer takes the
-  longer of the two) and adds to it on a synchronous one (CPU eager mode).
+  longer of the two) and adds to it on a synchronous one (CPU eager mode);
+- every call of a layer (its forward, its backward, or each pass of a split backward) adds
+  ``layer_call_s`` of host time the same way: a layer in a step runs cold, after the layers
+  before it evicted its code and metadata from the caches.  Measured on this machine (AMD EPYC,
+  torch 2.13, one thread, 2026-11-24, ``benchmarks/bench_layer_call.py``, 3 runs, forward at 2
+  samples): ResNet-50's fc (2 kernels) takes 24 us in a hot loop and 100-106 us right after
+  layer4.2's forward; the bottleneck layer1.1 (13 kernels) 471-473 us hot and 559-577 us after
+  layer4.2.  Both pay 80-105 us more cold, so the cost is per layer call, not per kernel.
+  ``parsim calibrate`` fits it (about 200 us on this machine's layer profiles, whose timed
+  forward also runs a Python hook per saved tensor).
 
 The engine of a GEMM comes from the numeric mode (``parsim.hardware.numerics.Engine``): its rate
 (TF32 for fp32 convolutions on Ampere and later, Ascend's fp16 Cube, and so on), its large-GEMM
@@ -157,12 +166,13 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
 
 def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engines: dict[str, Engine]) -> float:
     """The layer's kind (F, B, I or W) at micro-batch b: the sum over its kernels of that phase,
-    with the host's dispatch overlapped (asynchronous devices) or added (synchronous ones)."""
+    with the host's dispatch and the layer's call overlapped (asynchronous devices) or added
+    (synchronous ones).  A kind with no kernels (W of a layer without parameters) costs nothing."""
     phases = PHASES[kind]
     kernels = [k for k in layer.kernels if k.phase in phases]
     share = layer.tp_share * layer.seq_share
     device_s = sum(kernel_time_s(k, b, device, engines, share) for k in kernels)
-    host_s = len(kernels) * device.kernels.host_dispatch_s
+    host_s = len(kernels) * device.kernels.host_dispatch_s + (device.kernels.layer_call_s if kernels else 0.0)
     return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
 
 

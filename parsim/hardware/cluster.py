@@ -439,6 +439,7 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          conv_k_half=k.get("conv_k_half", (int, float), 0.0),
                          launch_s=k.get("launch_us", (int, float), 0.0) * 1e-6,
                          host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
+                         layer_call_s=k.get("layer_call_us", (int, float), 0.0) * 1e-6,
                          asynchronous=k.get("asynchronous", bool, False),
                          vector_gemm_efficiency=k.fraction("vector_gemm_efficiency", None),
                          nhwc_matrix_engine=k.get("nhwc_matrix_engine", bool, False),
@@ -450,7 +451,8 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          memory_family_efficiency=_memory_families(k))
     for key, value in (("k_half", ex.k_half), ("m_half", ex.m_half), ("conv_k_half", ex.conv_k_half),
                        ("launch_us", ex.launch_s),
-                       ("host_dispatch_us", ex.host_dispatch_s), ("cpu_threads", ex.cpu_threads),
+                       ("host_dispatch_us", ex.host_dispatch_s), ("layer_call_us", ex.layer_call_s),
+                       ("cpu_threads", ex.cpu_threads),
                        ("weight_touch_gb_per_s", ex.weight_touch_bytes_per_s),
                        ("backward_weight_touch_gb_per_s", ex.backward_weight_touch_bytes_per_s)):
         if value < 0:

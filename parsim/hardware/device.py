@@ -57,6 +57,10 @@ class KernelExecution:
     m_half: float = 0.0                   # rows (M) at which a GEMM runs at half that; 0: rows never limit
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)
     host_dispatch_s: float = 0.0          # host time per kernel (framework and launch API)
+    # host time per call of a layer (a forward, a backward, or each of a split backward's two
+    # passes) beyond its kernels': the layer starts cold, its code and metadata evicted by the
+    # layers before it (parsim.cost.kernels, layer_kernels_time_s); fitted by parsim calibrate
+    layer_call_s: float = 0.0
     asynchronous: bool = False            # host enqueues ahead of the device
     # fp32 GEMMs on the vector units (CUDA cores) of a device that also has a matrix engine reach
     # their own fraction of the fp32 peak; None: gemm_efficiency (parsim.hardware.numerics)

@@ -21,7 +21,8 @@ weight-reorder rates in the forward and in the backward, slow_conv2d's per-sampl
 at 1, 4, 16 and 64 rows, the rows at which a GEMM runs at half its efficiency (m_half), oneDNN's
 own reduction length at half efficiency (conv_k_half: a weight gradient's K is one image's rows), the
 fraction of the memory bandwidth each family of memory-bound kernels reaches (norms and pooling,
-forward and backward, ``parsim.cost.kernels.memory_family``; the graph's own families only).
+forward and backward, ``parsim.cost.kernels.memory_family``; the graph's own families only), and
+the host time per layer call (``layer_call_s``: a layer runs cold after the layers before it).
 """
 
 from __future__ import annotations
@@ -70,12 +71,12 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
     """Least squares on log(predicted / measured).  Every device: large-GEMM efficiency, k_half,
     launch (us) and memory efficiency.  A CPU (torch eager) adds oneDNN's weight-reorder rates
     (GB/s, forward and backward), slow_conv2d's per-sample GEMM efficiency at ``PER_SAMPLE_KNOTS``,
-    m_half, oneDNN's own k_half (conv_k_half), and the bandwidth fraction of each of
-    ``MEMORY_FAMILIES`` that the layers run."""
+    m_half, oneDNN's own k_half (conv_k_half), the bandwidth fraction of each of
+    ``MEMORY_FAMILIES`` that the layers run, and the host time per layer call (us)."""
     ex = replace(device.kernels or KernelExecution(), cpu_threads=cpu_threads)
     ops = {k.op for layer, _, _, _ in points for k in layer.kernels if k.klass == "mem"}
     families = [f for f in MEMORY_FAMILIES if any(memory_family(op) == f for op in ops)] if cpu_threads else []
-    knots = len(PER_SAMPLE_KNOTS)
+    knots, nf = len(PER_SAMPLE_KNOTS), len(families)
 
     def device_for(x):
         eff, k_half, launch_us, mem_eff = x[:4]
@@ -87,7 +88,8 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
                                                         for r, e in zip(PER_SAMPLE_KNOTS, x[5:5 + knots])),
                        backward_weight_touch_bytes_per_s=float(rest[0]) * 1e9, m_half=float(rest[1]),
                        conv_k_half=float(rest[2]),
-                       memory_family_efficiency=tuple((f, float(e)) for f, e in zip(families, rest[3:])))
+                       memory_family_efficiency=tuple((f, float(e)) for f, e in zip(families, rest[3:3 + nf])),
+                       layer_call_s=float(rest[3 + nf]) * 1e-6)
         return replace(device, kernels=replace(ex, gemm_efficiency=float(eff), k_half=float(k_half),
                                                launch_s=float(launch_us) * 1e-6, **cpu),
                        memory_efficiency=float(mem_eff))
@@ -98,10 +100,9 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
 
     x0, lo, hi = [0.5, 64.0, 10.0, 0.5], [1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]
     if cpu_threads:       # family fractions up to 4: a kernel whose tensors stay in cache beats the copy rate
-        nf = len(families)
-        x0 = x0 + [5.0] + [0.3] * knots + [5.0, 4.0, 4.0] + [0.5] * nf
-        lo = lo + [0.1] + [1e-3] * knots + [0.1, 0.0, 1e-3] + [1e-3] * nf
-        hi = hi + [1000.0] + [1.0] * knots + [1000.0, 1e4, 8192.0] + [4.0] * nf
+        x0 = x0 + [5.0] + [0.3] * knots + [5.0, 4.0, 4.0] + [0.5] * nf + [10.0]
+        lo = lo + [0.1] + [1e-3] * knots + [0.1, 0.0, 1e-3] + [1e-3] * nf + [0.0]
+        hi = hi + [1000.0] + [1.0] * knots + [1000.0, 1e4, 8192.0] + [4.0] * nf + [1e4]
     fit = least_squares(residuals, x0, bounds=(lo, hi))
     return device_for(fit.x)
 
@@ -156,7 +157,7 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
         if ex.cpu_threads:
             report.update(weight_touch_bytes_per_s=ex.weight_touch_bytes_per_s,
                           backward_weight_touch_bytes_per_s=ex.backward_weight_touch_bytes_per_s,
-                          m_half=ex.m_half, conv_k_half=ex.conv_k_half,
+                          m_half=ex.m_half, conv_k_half=ex.conv_k_half, layer_call_s=ex.layer_call_s,
                           memory_family_efficiency=[list(p) for p in ex.memory_family_efficiency],
                           per_sample_gemm_efficiency=[list(p) for p in ex.per_sample_gemm_efficiency])
     else:
@@ -223,6 +224,7 @@ def profile_yaml(profile, device: Device, source: str) -> str:
                   f"    k_half: {ex.k_half:.4g}   # *",
                   f"    launch_us: {ex.launch_s * 1e6:.4g}   # *",
                   f"    host_dispatch_us: {ex.host_dispatch_s * 1e6:.4g}",
+                  f"    layer_call_us: {ex.layer_call_s * 1e6:.4g}" + ("   # *" if ex.cpu_threads else ""),
                   f"    asynchronous: {str(ex.asynchronous).lower()}"]
         if ex.cpu_threads:
             lines += [f"    cpu_threads: {ex.cpu_threads}",

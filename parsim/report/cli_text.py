@@ -280,7 +280,8 @@ def calibrate_lines(profile_name: str, profile_path: str, report: dict) -> list[
         lines.append(f"  CPU convolutions: oneDNN weight reorders at {report['weight_touch_bytes_per_s'] / 1e9:.3g} GB/s "
                      f"(backward {report['backward_weight_touch_bytes_per_s'] / 1e9:.3g} GB/s), "
                      f"GEMM rows at half efficiency {report['m_half']:.3g}, "
-                     f"oneDNN's k_half {report['conv_k_half']:.3g}; "
+                     f"oneDNN's k_half {report['conv_k_half']:.3g}, "
+                     f"{report['layer_call_s'] * 1e6:.3g} us per layer call; "
                      "slow_conv2d per-sample GEMMs (rows: fraction of peak) "
                      + ", ".join(f"{r:g}: {e:.3f}" for r, e in report["per_sample_gemm_efficiency"]))
         if report["memory_family_efficiency"]:
