@@ -76,7 +76,7 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
                              device="cpu: x86_64", threads=1)
     fitted, report = calibrate(spec.graph, table, base)
     ex = fitted.kernels
-    assert ex.cpu_threads == 1 and report["layer_max_error"] < 0.01
+    assert ex.cpu_threads == 1 and report["layer_max_error"] < 0.01 and report["convolutions"]
     assert ex.gemm_efficiency == pytest.approx(0.8, rel=0.02) and ex.k_half == pytest.approx(40, rel=0.05)
     assert ex.launch_s == pytest.approx(12e-6, rel=0.05) and fitted.memory_efficiency == pytest.approx(0.5, rel=0.02)
     assert ex.weight_touch_bytes_per_s == pytest.approx(6e9, rel=0.05)
@@ -102,6 +102,20 @@ def test_calibration_recovers_a_known_cpu_with_torch_conv_backends(tmp_path):
     assert [f for f, _ in back.memory_family_efficiency] == [f for f, _ in ex.memory_family_efficiency]
     assert [e for _, e in back.memory_family_efficiency] == pytest.approx([e for _, e in ex.memory_family_efficiency],
                                                                           rel=1e-3)
+
+
+def test_calibrate_reports_convolution_numbers_only_for_a_model_with_convolutions(tmp_path):
+    """On a CPU profile of a model without convolutions (the GPT), oneDNN's reorder rates and
+    slow_conv2d's efficiencies are whatever the fit left: the report says so instead of printing them."""
+    from parsim.report.cli_text import calibrate_lines
+    spec = load_model("examples/gpt_small_local.yaml")
+    base = load_cluster("local-cpu").device
+    true = replace(base, memory_efficiency=0.5, kernels=KernelExecution(**CPU_TRUTH))
+    table = _synthetic_table(tmp_path, spec.graph, AnalyticalCompute(true), [1, 2, 4], device="cpu: x86_64", threads=1)
+    _, report = calibrate(spec.graph, table, base)
+    text = "\n".join(calibrate_lines("local-cpu", "t.json", report))
+    assert not report["convolutions"] and "us per layer call" in text
+    assert "none in this model" in text and "weight reorders" not in text
 
 
 def test_a_memory_family_must_be_one_the_model_knows(tmp_path):

@@ -150,6 +150,7 @@ def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str
         "step_mape": float(np.mean([abs(r["error"]) for r in per_step])),
         "per_step": per_step,
         "memory_efficiency": calibrated.memory_efficiency,
+        "convolutions": any(k.conv is not None for layer in graph.layers for k in layer.kernels),
     }
     if calibrated.kernels is not None:
         ex = calibrated.kernels

@@ -277,13 +277,17 @@ def calibrate_lines(profile_name: str, profile_path: str, report: dict) -> list[
         lines.append(f"    micro-batch {row['microbatch']:>3}: measured {row['measured_s'] * 1e3:8.2f} ms, "
                      f"analytical {row['predicted_s'] * 1e3:8.2f} ms ({row['error']:+.1%})")
     if report.get("weight_touch_bytes_per_s"):
-        lines.append(f"  CPU convolutions: oneDNN weight reorders at {report['weight_touch_bytes_per_s'] / 1e9:.3g} GB/s "
-                     f"(backward {report['backward_weight_touch_bytes_per_s'] / 1e9:.3g} GB/s), "
-                     f"GEMM rows at half efficiency {report['m_half']:.3g}, "
-                     f"oneDNN's k_half {report['conv_k_half']:.3g}, "
-                     f"{report['layer_call_s'] * 1e6:.3g} us per layer call; "
-                     "slow_conv2d per-sample GEMMs (rows: fraction of peak) "
-                     + ", ".join(f"{r:g}: {e:.3f}" for r, e in report["per_sample_gemm_efficiency"]))
+        lines.append(f"  CPU: {report['layer_call_s'] * 1e6:.3g} us per layer call, "
+                     f"GEMM rows at half efficiency {report['m_half']:.3g}")
+        if report["convolutions"]:
+            lines.append(f"  CPU convolutions: oneDNN weight reorders at "
+                         f"{report['weight_touch_bytes_per_s'] / 1e9:.3g} GB/s "
+                         f"(backward {report['backward_weight_touch_bytes_per_s'] / 1e9:.3g} GB/s), "
+                         f"oneDNN's k_half {report['conv_k_half']:.3g}; "
+                         "slow_conv2d per-sample GEMMs (rows: fraction of peak) "
+                         + ", ".join(f"{r:g}: {e:.3f}" for r, e in report["per_sample_gemm_efficiency"]))
+        else:
+            lines.append("  CPU convolutions: none in this model, so the profile does not constrain their numbers")
         if report["memory_family_efficiency"]:
             lines.append("  memory-bound kernels by family (fraction of the memory bandwidth): "
                          + ", ".join(f"{f} {e:.3f}" for f, e in report["memory_family_efficiency"]))
