@@ -221,7 +221,11 @@ class Pricing:
             f"{self.measured.layers[n]}: the gradient all-reduce (dp={g.dp}, {sum(g.bucket_bytes) / 2**20:.1f} MiB) "
             f"added {g.added_s * 1e3:.1f} ms to the backward of {g.microbatch_size} samples, "
             f"{g.added_s / g.all_reduce_s:.2f}x its {g.all_reduce_s * 1e3:.1f} ms alone: the buckets are priced from it"
-            for n, m in self.models.items() if (g := m.table.grad_sync) is not None]
+            for n, m in self.models.items() if (g := m.table.grad_sync) is not None] + [
+            f"{self.measured.layers[n]}: ZeRO-2's reduce-scatters (dp={f.dp}, {len(f.reduce_scatter_bytes)} units, "
+            f"{sum(f.reduce_scatter_bytes) / 2**20:.1f} MiB) added {f.added_s * 1e3:.1f} ms to the backward of "
+            f"{f.microbatch_size} samples: ZeRO-2/3's reduce-scatters are priced from it"
+            for n, m in self.models.items() if (f := m.table.fsdp_sync) is not None]
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):

@@ -10,14 +10,15 @@ from torch import nn
 
 from parsim.cli import main
 from parsim.cost.comm import collective_time_s
-from parsim.cost.compute import AnalyticalCompute, GradSync, ProfiledCompute, load_profile_table
+from parsim.cost.compute import AnalyticalCompute, FsdpSync, GradSync, ProfiledCompute, load_profile_table
 from parsim.errors import InputError
 from parsim.exec.grad_sync import GradBuckets
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig
-from parsim.profile.grad_sync import choose_size, grad_sync_cost, summarize
+from parsim.profile.grad_sync import choose_size, grad_sync_cost, summarize, summarize_fsdp
 from parsim.sim import simulate
+from parsim.sim.simulate import fsdp_sync_overlap
 
 GPT = "examples/gpt_tiny_local.yaml"
 
@@ -52,7 +53,22 @@ def test_unsynced_backward_starts_no_bucket(monkeypatch):
     assert started == list(range(len(buckets.flat)))
 
 
-def _table(tmp_path, sync: dict | None):
+def test_fsdp_sync_is_what_zero2_adds_to_the_plain_backward():
+    entry = summarize_fsdp([(0.10, 0.15), (0.12, 0.14), (0.11, 0.19)], 8, 2, [400, 300])
+    assert entry["backward_s"] == 0.11 and entry["fsdp_backward_s"] == 0.15
+    assert entry["added_s"] == pytest.approx(0.04)
+    assert entry["added_min_s"] == pytest.approx(0.02) and entry["added_max_s"] == pytest.approx(0.08)
+    assert summarize_fsdp([(0.10, 0.09)], 8, 2, [400])["added_s"] == 0.0        # noise below the plain backward
+
+
+def test_the_reduce_scatters_overlap_charges_what_was_measured_beside_their_host_time():
+    sync = FsdpSync(2, 8, (400, 300), 0.030)
+    assert sync.overlap(0.010, 0.040) == pytest.approx(0.5)        # 0.010 + (1 - 0.5) x 0.040 = 0.030
+    assert sync.overlap(0.010, 0.010) == pytest.approx(-1.0)       # costs more than priced alone
+    assert sync.overlap(0.050, 0.040) == 1.0                       # the host time alone is more: hidden
+
+
+def _table(tmp_path, sync: dict | None, fsdp: dict | None = None):
     """A profile of the tiny GPT with made-up times (the simulator's arithmetic is under test)."""
     spec = load_model(GPT)
     doc = {"schema_version": 1, "kind": "layer-profile", "model": spec.name, "dtype": "fp32",
@@ -60,6 +76,8 @@ def _table(tmp_path, sync: dict | None):
            "layers": [{"name": n, "fwd_s": [0.002, 0.004], "bwd_s": [0.004, 0.008]} for n in spec.graph.names]}
     if sync is not None:
         doc["grad_sync"] = sync
+    if fsdp is not None:
+        doc["fsdp_sync"] = fsdp
     path = tmp_path / "p.json"
     path.write_text(json.dumps(doc))
     return load_profile_table(str(path))
@@ -92,6 +110,43 @@ def test_a_measured_grad_sync_prices_the_buckets_with_the_overlap_it_implies(tmp
         simulate(spec.graph, spec.training, cluster, zero2, without, keep_timeline=False).step_time_s
 
 
+FSDP = {"microbatch_size": 4, "dp": 2, "reduce_scatter_bytes": [400_000, 300_000], "backward_s": 0.10,
+        "fsdp_backward_s": 0.13, "added_s": 0.03, "added_min_s": 0.02, "added_max_s": 0.04, "repeats": 5}
+
+
+def test_a_measured_fsdp_sync_prices_zero2_and_3_reduce_scatters_and_nothing_else(tmp_path):
+    """Each micro-batch's reduce-scatters cost what was measured: two profiles whose added time
+    differs by d price a ZeRO-2 step of m micro-batches d x m apart (the reduce-scatters finish
+    under the compute, so nothing waits on the dp stream).  Here 30 ms were measured for 0.7 MB,
+    more than the fit prices them alone: a negative overlap.  dp and ZeRO-1 plans are unaffected."""
+    spec = load_model(GPT)
+    cluster = load_cluster("local-cpu:1x2")
+    fallback = AnalyticalCompute(cluster.device)
+    cfg = ParallelConfig(2, 1, 2, "1f1b", 1, (0, len(spec.graph)), zero=2)
+    assert fsdp_sync_overlap(FsdpSync(2, 4, (400_000, 300_000), 0.03), cluster, cfg.grad_group(0), "auto") < 0
+    plain = simulate(spec.graph, spec.training, cluster, cfg, ProfiledCompute(_table(tmp_path, None), fallback),
+                     keep_timeline=False)
+    issued = [int(x) for op, x in plain.sharded_collectives[0] if op == "reduce_scatter"]
+    issued = issued[:len(issued) // cfg.microbatches]                    # one micro-batch's
+    entry = {**FSDP, "reduce_scatter_bytes": issued}
+    low, high = (ProfiledCompute(_table(tmp_path, None, {**entry, "added_s": a}), fallback) for a in (0.025, 0.03))
+    assert high.fsdp_sync == FsdpSync(2, 4, tuple(issued), 0.03)
+    step = {k: simulate(spec.graph, spec.training, cluster, cfg, c, keep_timeline=False).step_time_s
+            for k, c in (("low", low), ("high", high))}
+    assert step["high"] - step["low"] == pytest.approx(2 * 0.005, rel=1e-6)
+    without = ProfiledCompute(replace(high.table, fsdp_sync=None), fallback)
+    for plain in (replace(cfg, zero=0), replace(cfg, zero=1)):
+        assert simulate(spec.graph, spec.training, cluster, plain, high, keep_timeline=False).step_time_s == \
+            simulate(spec.graph, spec.training, cluster, plain, without, keep_timeline=False).step_time_s
+
+
+def test_a_bad_fsdp_sync_entry_names_the_field(tmp_path):
+    with pytest.raises(InputError, match=r"fsdp_sync\.added_s"):
+        _table(tmp_path, None, {**FSDP, "added_s": -0.01})
+    with pytest.raises(InputError, match=r"fsdp_sync\.reduce_scatter_bytes"):
+        _table(tmp_path, None, {**FSDP, "reduce_scatter_bytes": [0]})
+
+
 def test_a_bad_grad_sync_entry_names_the_field(tmp_path):
     sync = {"microbatch_size": 3, "dp": 2, "bucket_bytes": [10], "backward_s": 0.1, "all_reduce_s": 0.01,
             "both_s": 0.12}
@@ -116,3 +171,9 @@ def test_concurrent_profilers_measure_the_executors_buckets_under_the_backward(t
     cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(spec.graph)))
     est = simulate(spec.graph, spec.training, load_cluster("local-cpu:1x2"), cfg, keep_timeline=False)
     assert list(sync.bucket_bytes) == [int(x) for x in est.grad_buckets_bytes[0]]
+    # ... and ZeRO-2's reduce-scatters as FSDP2 issued them: those the simulator prices for the plan
+    fsdp = table.fsdp_sync
+    assert fsdp is not None and fsdp.dp == 2 and fsdp.microbatch_size == sync.microbatch_size
+    est = simulate(spec.graph, spec.training, load_cluster("local-cpu:1x2"), replace(cfg, zero=2), keep_timeline=False)
+    assert sorted(fsdp.reduce_scatter_bytes) == sorted(int(x) for op, x in est.sharded_collectives[0]
+                                                       if op == "reduce_scatter")

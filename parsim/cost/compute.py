@@ -42,6 +42,8 @@ class ComputeModel(Protocol):
     # what the gradient all-reduce added to the model's own backward where a profile measured it
     # (parsim.profile.grad_sync); None: the cluster's collectives.overlap prices the buckets
     grad_sync: GradSync | None
+    # what ZeRO-2/3's reduce-scatters added to it (parsim.profile.grad_sync, measure_fsdp_sync)
+    fsdp_sync: FsdpSync | None
 
     def layer_time_s(self, layer: Layer, kind: str, microbatch: int) -> float: ...
 
@@ -69,6 +71,7 @@ class AnalyticalCompute:
     math: MathMode | None = None  # numeric modes; None: torch's defaults for ``dtype``
     includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
     grad_sync = None              # the cluster's collectives.overlap prices the gradient buckets
+    fsdp_sync = None              # ... and ZeRO-2/3's reduce-scatters
     engines: dict = field(init=False, repr=False, compare=False)   # Engine per GEMM kernel class
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
@@ -150,6 +153,25 @@ class GradSync:
 
 
 @dataclass(frozen=True)
+class FsdpSync:
+    """ZeRO-2's reduce-scatters under the model's own backward, measured by ``dp`` concurrent
+    profilers (parsim.profile.grad_sync.measure_fsdp_sync): FSDP2's reduce-scatters of
+    ``reduce_scatter_bytes`` (each the full buffer, the whole model as one stage) and their host
+    time added ``added_s`` to a backward of ``microbatch_size`` samples."""
+    dp: int
+    microbatch_size: int
+    reduce_scatter_bytes: tuple[int, ...]
+    added_s: float
+
+    def overlap(self, host_s: float, priced_s: float) -> float:
+        """The reduce-scatters' ``overlap`` that makes the simulator's charge, their host time
+        ``host_s`` plus (1 - overlap) x their priced time ``priced_s`` on the compute stream, equal
+        what was measured: 1 - (added - host) / priced, at most 1 (where the host time as priced
+        already exceeds what was measured, the reduce-scatters are taken as hidden)."""
+        return min(1.0, 1.0 - (self.added_s - host_s) / priced_s) if priced_s > 0 else 1.0
+
+
+@dataclass(frozen=True)
 class ProfileTable:
     """Measured per-layer times per micro-batch size (``parsim profile`` writes it)::
 
@@ -180,6 +202,9 @@ class ProfileTable:
         grad_sync: {microbatch_size: 16, backward_s: 0.113, all_reduce_s: 0.060, both_s: 0.168, cost: 0.92,
                     cost_min: 0.72, cost_max: 1.41, repeats: 5, dp: 2, bucket_bytes: [...]}
                                   # optional: parsim.profile.grad_sync (concurrent profilers, no tp)
+        fsdp_sync: {microbatch_size: 16, backward_s: 0.113, fsdp_backward_s: 0.160, added_s: 0.047,
+                    added_min_s: 0.03, added_max_s: 0.08, repeats: 5, dp: 2, reduce_scatter_bytes: [...]}
+                                  # optional: parsim.profile.grad_sync.measure_fsdp_sync (as grad_sync)
     """
 
     microbatch_sizes: tuple[int, ...]
@@ -195,6 +220,7 @@ class ProfileTable:
     source: str = ""                   # the file it was read from
     threads: int = 1                   # intra-op threads per process it was measured with
     grad_sync: GradSync | None = None
+    fsdp_sync: FsdpSync | None = None
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -265,10 +291,11 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                           python=m.get("python", str, ""), date=m.get("date", str, ""))
         m.done()
     grad_sync = _grad_sync(r.sub("grad_sync"), sizes) if r.has("grad_sync") else None
+    fsdp_sync = _fsdp_sync(r.sub("fsdp_sync"), sizes) if r.has("fsdp_sync") else None
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          device, r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
                          r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads,
-                         grad_sync)
+                         grad_sync, fsdp_sync)
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)
@@ -292,6 +319,28 @@ def _grad_sync(f: Fields, sizes) -> GradSync:
     f.get("repeats", int, None)
     out = GradSync(f.positive_int("dp"), b, tuple(buckets), max(0.0, times["both_s"] - times["backward_s"]),
                    times["all_reduce_s"])
+    f.done()
+    return out
+
+
+def _fsdp_sync(f: Fields, sizes) -> FsdpSync:
+    b = f.positive_int("microbatch_size")
+    if b not in sizes:
+        raise f.fail("microbatch_size", f"expected one of microbatch_sizes {sizes}")
+    for key in ("backward_s", "fsdp_backward_s"):
+        if f.get(key, float) <= 0:
+            raise f.fail(key, "expected a positive time in seconds; profile the model again")
+    added = f.get("added_s", float)
+    if added < 0:
+        raise f.fail("added_s", "expected a time >= 0 in seconds; profile the model again")
+    sizes_rs = f.get("reduce_scatter_bytes", list)
+    if not sizes_rs or any(not isinstance(x, int) or x <= 0 for x in sizes_rs):
+        raise f.fail("reduce_scatter_bytes", "expected the positive byte counts of the reduce-scatters; "
+                                             "profile the model again")
+    for key in ("added_min_s", "added_max_s"):       # for the reader: the simulator prices from added_s
+        f.get(key, float, None)
+    f.get("repeats", int, None)
+    out = FsdpSync(f.positive_int("dp"), b, tuple(sizes_rs), added)
     f.done()
     return out
 
@@ -338,6 +387,10 @@ class ProfiledCompute:
     @property
     def grad_sync(self) -> GradSync | None:
         return self.table.grad_sync
+
+    @property
+    def fsdp_sync(self) -> FsdpSync | None:
+        return self.table.fsdp_sync
 
     def includes_tp_comm_at(self, microbatch: int) -> bool:
         """The collectives are in the profile's times, not in the fallback's."""

@@ -28,6 +28,17 @@ The micro-batch size is the smallest profiled one whose backward is at least
 ``BACKWARD_PER_ALL_REDUCE`` times the all-reduce (the largest if none is), so that the buckets
 reduce under the backward, as the simulator's formula takes them, not in a tail after it (that
 tail the simulator prices itself, bucket by bucket).
+
+ZeRO-2 and 3 (FSDP2, ``parsim.exec.fsdp``) reduce-scatter every unit's gradient after every
+micro-batch's backward, with host copies around each (FSDP2's ``chunk_cat`` in, the shard out).
+``measure_fsdp_sync`` times, at the same size and per repeat back to back, the plain backward
+(a copy of the model, unsharded, no hooks) and the backward of a ZeRO-2 copy (as the executor
+shards it, a micro-batch that keeps its parameters gathered: every reduce-scatter, no gather),
+each after its own untimed forward.  ``added = fsdp - plain`` is what FSDP2's reduce-scatters
+and their host time add to a backward; the profile's ``fsdp_sync`` entry.  The simulator keeps
+its per-unit host time (``Collectives.fsdp_host_s``) and sets the reduce-scatters' overlap so
+that host time + (1 - overlap) x their priced time equals ``added``
+(``parsim.sim.simulate.fsdp_sync_overlap``).  ZeRO-3's gathers keep profile-comm's overlap.
 """
 
 from __future__ import annotations
@@ -113,3 +124,50 @@ def measure_grad_sync(units, loss_of, sample, sizes, backward_s_by_size: dict[in
         samples.append((backward(x, y, False), all_reduce(), backward(x, y, True)))
     zero()
     return summarize(samples, b, dp, [flat.numel() * flat.element_size() for flat in buckets.flat])
+
+
+def summarize_fsdp(samples: list[tuple[float, float]], microbatch: int, dp: int, reduce_scatter_bytes: list[int]) -> dict:
+    """The profile's ``fsdp_sync`` entry from per-repeat (plain backward, ZeRO-2 backward) seconds:
+    each the median over the repeats, ``added_s`` from the medians (at least 0), and the range of
+    the repeats' own differences."""
+    plain = statistics.median(s[0] for s in samples)
+    fsdp = statistics.median(s[1] for s in samples)
+    diffs = [s[1] - s[0] for s in samples]
+    return {"microbatch_size": microbatch, "dp": dp, "reduce_scatter_bytes": list(reduce_scatter_bytes),
+            "backward_s": plain, "fsdp_backward_s": fsdp, "added_s": max(0.0, fsdp - plain),
+            "added_min_s": min(diffs), "added_max_s": max(diffs), "repeats": len(samples)}
+
+
+def measure_fsdp_sync(units, loss_of, sample, microbatch: int, repeats: int) -> dict:
+    """Every profiler of the group calls it (FSDP2's collectives inside), after measure_grad_sync
+    and at its size; arguments as there (module docstring, ZeRO-2 and 3)."""
+    import copy
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from parsim.exec.fsdp import ShardedCollectives, before_microbatch, shard_stage
+    from parsim.exec.stages import sequential
+
+    plain = copy.deepcopy(sequential(units))          # fresh parameters: no gradient hooks
+    sharded = copy.deepcopy(plain)
+    dp = dist.get_world_size()
+    device_type = next(plain.parameters()).device.type
+    shard_stage(sharded, init_device_mesh(device_type, (dp,)), 2)
+    before_microbatch(sharded, 2, 0, 2)               # a micro-batch before the step's last: stays gathered
+    x, y = sample(microbatch)
+
+    def backward(stage) -> float:
+        loss = loss_of(stage, x, y)
+        dist.barrier()
+        t0 = time.perf_counter()
+        loss.backward()
+        return time.perf_counter() - t0
+
+    with ShardedCollectives() as issued:
+        for _ in range(WARMUP):
+            backward(plain)
+            backward(sharded)
+    reduce_scatter_bytes = [n for op, n in issued.take() if op == "reduce_scatter"]
+    per_backward = len(reduce_scatter_bytes) // WARMUP
+    samples = [(backward(plain), backward(sharded)) for _ in range(repeats)]
+    return summarize_fsdp(samples, microbatch, dp, reduce_scatter_bytes[:per_backward])

@@ -224,13 +224,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         opt_times.append(time.perf_counter() - t0)
     count = sum(local(p).numel() for p in params)
     kinds = ("fwd_s", "bwd_s") + (("bwd_input_s", "bwd_weight_s") if tp == 1 else ())
-    sync = None
+    sync = fsdp = None
     if grad_sync and tp == 1:
-        from parsim.profile.grad_sync import measure_grad_sync
+        from parsim.profile.grad_sync import measure_fsdp_sync, measure_grad_sync
 
         backward_s = {b: sum(got.median_s[(n, "bwd_s")][i] for n in names) for i, b in enumerate(sizes)}
-        sync = measure_grad_sync(units, lambda stage, x, y: _loss(stage(x), y), lambda b: _sample_input(spec, b, dev),
-                                 sizes, backward_s, repeats)
+        loss_of, sample = (lambda stage, x, y: _loss(stage(x), y)), (lambda b: _sample_input(spec, b, dev))
+        sync = measure_grad_sync(units, loss_of, sample, sizes, backward_s, repeats)
+        fsdp = measure_fsdp_sync(units, loss_of, sample, sync["microbatch_size"], repeats)
 
     def row(n):
         noisy = sorted({b for k in kinds for b in got.noisy[(n, k)]})
@@ -252,6 +253,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         "layers": [row(n) for n in names],
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
         **({"grad_sync": sync} if sync else {}),
+        **({"fsdp_sync": fsdp} if fsdp else {}),
     }
 
 
@@ -287,19 +289,23 @@ def mean_tables(tables: list[dict]) -> dict:
     out["remeasured"] = sorted({b for t in tables for b in t.get("remeasured", [])})
     out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
     if all("grad_sync" in t for t in tables):       # the same size on every process
-        out["grad_sync"] = mean_grad_sync([t["grad_sync"] for t in tables])
+        out["grad_sync"] = mean_entry([t["grad_sync"] for t in tables], ("backward_s", "all_reduce_s", "both_s", "cost"),
+                                      "cost_min", "cost_max")
+    if all("fsdp_sync" in t for t in tables):
+        out["fsdp_sync"] = mean_entry([t["fsdp_sync"] for t in tables], ("backward_s", "fsdp_backward_s", "added_s"),
+                                      "added_min_s", "added_max_s")
     out["concurrent_processes"] = len(tables)
     return out
 
 
-def mean_grad_sync(entries: list[dict]) -> dict:
-    """The concurrent profilers' grad_sync entries as one: times and cost the mean, the repeats'
-    cost range the widest."""
+def mean_entry(entries: list[dict], means: tuple[str, ...], low: str, high: str) -> dict:
+    """The concurrent profilers' grad_sync (or fsdp_sync) entries as one: ``means`` the mean, the
+    repeats' range (``low``, ``high``) the widest."""
     out = dict(entries[0])
-    for key in ("backward_s", "all_reduce_s", "both_s", "cost"):
+    for key in means:
         out[key] = statistics.fmean(e[key] for e in entries)
-    out["cost_min"] = min(e["cost_min"] for e in entries)
-    out["cost_max"] = max(e["cost_max"] for e in entries)
+    out[low] = min(e[low] for e in entries)
+    out[high] = max(e[high] for e in entries)
     return out
 
 

@@ -222,6 +222,12 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
         lines.append(f"re-measured for noise above {table['noise_threshold']:.0%}: sizes {table['remeasured']}")
     if table.get("grad_sync"):
         lines.append(grad_sync_line(table["grad_sync"]))
+    if table.get("fsdp_sync"):
+        f = table["fsdp_sync"]
+        lines.append(f"ZeRO-2's reduce-scatters under the backward (dp={f['dp']}, micro-batch {f['microbatch_size']}, "
+                     f"{len(f['reduce_scatter_bytes'])} units, {sum(f['reduce_scatter_bytes']) / 2**20:.1f} MiB): "
+                     f"add {f['added_s'] * 1e3:.1f} ms to a {f['backward_s'] * 1e3:.1f} ms backward "
+                     f"(repeats {f['added_min_s'] * 1e3:.1f} to {f['added_max_s'] * 1e3:.1f} ms)")
     return lines
 
 

@@ -25,8 +25,9 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
   communication shares the compute engine (gloo on CPU cores), the part that does not hide
   ((1 - overlap) x its time, overlap measured by profile-comm in the run's dtype, or under the
-  model's own backward by a layer profile of concurrent processes: parsim.profile.grad_sync;
-  below 0 where the all-reduces also slow the backward) delays the compute stream;
+  model's own backward by a layer profile of concurrent processes: parsim.profile.grad_sync,
+  for the DDP buckets and for ZeRO-2/3's reduce-scatters apart; below 0 where they also slow the
+  backward) delays the compute stream;
 - REDUCE_TIED (a tied weight's gradient, Megatron's embedding-gradient all-reduce between the
   first and last stage) waits for the stage's buckets, then for every stage of its group to
   reach its own REDUCE_TIED (a blocking collective), and holds the compute stream while it runs;

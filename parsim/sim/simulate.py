@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
                               fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
                               shard_padded_bytes)
-from parsim.cost.compute import AnalyticalCompute, ComputeModel, GradSync
+from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync
 from parsim.cost.context import ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import layer_time_s, tp_comm_time_s
@@ -88,9 +88,20 @@ def grad_sync_overlap(sync: GradSync, cluster: Cluster, group, algorithm: str) -
     prices a bucket, and GradSync.overlap of that.  Exact where the plan's dp group is the
     profile's (dp concurrent profilers on the same machine); for another dp the ratio of added to
     priced time is carried over as measured.  Gradient buckets only: ZeRO-2/3's reduce-scatters
-    and the other collectives keep the cluster's overlap."""
+    have their own (fsdp_sync_overlap), the other collectives keep the cluster's overlap."""
     priced = sum(collective_time_s(cluster, group, x, "all_reduce", algorithm) for x in sync.bucket_bytes)
     return sync.overlap(priced)
+
+
+def fsdp_sync_overlap(sync: FsdpSync, cluster: Cluster, group, algorithm: str) -> float:
+    """ZeRO-2/3's reduce-scatter overlap from a profile that measured them under the model's own
+    backward (parsim.profile.grad_sync.measure_fsdp_sync): its reduce-scatters priced over
+    ``group`` as this simulator prices them, with their FSDP2 host time (Collectives.fsdp_host_s),
+    and FsdpSync.overlap of those.  For another dp or split, the measured share is carried over."""
+    colls = cluster.profile.collectives
+    host = sum(colls.fsdp_host_s("reduce_scatter", x) for x in sync.reduce_scatter_bytes)
+    priced = sum(collective_time_s(cluster, group, x, "reduce_scatter", algorithm) for x in sync.reduce_scatter_bytes)
+    return sync.overlap(host, priced)
 
 
 def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[int, ...], int]]:
@@ -319,6 +330,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     sync = getattr(compute, "grad_sync", None)       # a model without the attribute measured none
     if dp > 1 and zero < 2 and sync is not None:
         overlap = grad_sync_overlap(sync, cluster, cfg.grad_group(0), algorithm)
+    fsdp_sync = getattr(compute, "fsdp_sync", None)
+    if dp > 1 and zero >= 2 and fsdp_sync is not None:     # the reduce-scatters; the gathers were priced above
+        overlap = fsdp_sync_overlap(fsdp_sync, cluster, cfg.grad_group(0), algorithm)
     saved, w_held, kept = stage_activation_bytes(graph, cfg, b, split)
     lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
                        tuple(sorted(tied_s)))
