@@ -302,45 +302,46 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
     return table
 
 
-def _grad_sync(f: Fields, sizes) -> GradSync:
+def _measured_under_backward(f: Fields, sizes, time_keys: tuple[str, ...], bytes_key: str,
+                             what: str) -> tuple[int, dict[str, float], tuple[int, ...]]:
+    """The fields a grad_sync and an fsdp_sync entry share: the micro-batch size (one of the
+    profile's), times in seconds that must be positive, and the byte counts of ``what`` was timed."""
     b = f.positive_int("microbatch_size")
     if b not in sizes:
         raise f.fail("microbatch_size", f"expected one of microbatch_sizes {sizes}")
     times = {}
-    for key in ("backward_s", "all_reduce_s", "both_s"):
+    for key in time_keys:
         times[key] = f.get(key, float)
         if times[key] <= 0:
             raise f.fail(key, "expected a positive time in seconds; profile the model again")
-    buckets = f.get("bucket_bytes", list)
-    if not buckets or any(not isinstance(x, int) or x <= 0 for x in buckets):
-        raise f.fail("bucket_bytes", "expected the positive byte counts of the buckets; profile the model again")
+    nbytes = f.get(bytes_key, list)
+    if not nbytes or any(not isinstance(x, int) or x <= 0 for x in nbytes):
+        raise f.fail(bytes_key, f"expected the positive byte counts of {what}; profile the model again")
+    return b, times, tuple(nbytes)
+
+
+def _grad_sync(f: Fields, sizes) -> GradSync:
+    b, times, buckets = _measured_under_backward(f, sizes, ("backward_s", "all_reduce_s", "both_s"), "bucket_bytes",
+                                                 "the buckets")
     for key in ("cost", "cost_min", "cost_max"):      # for the reader: the simulator prices from the times
         f.get(key, float, None)
     f.get("repeats", int, None)
-    out = GradSync(f.positive_int("dp"), b, tuple(buckets), max(0.0, times["both_s"] - times["backward_s"]),
+    out = GradSync(f.positive_int("dp"), b, buckets, max(0.0, times["both_s"] - times["backward_s"]),
                    times["all_reduce_s"])
     f.done()
     return out
 
 
 def _fsdp_sync(f: Fields, sizes) -> FsdpSync:
-    b = f.positive_int("microbatch_size")
-    if b not in sizes:
-        raise f.fail("microbatch_size", f"expected one of microbatch_sizes {sizes}")
-    for key in ("backward_s", "fsdp_backward_s"):
-        if f.get(key, float) <= 0:
-            raise f.fail(key, "expected a positive time in seconds; profile the model again")
+    b, _, reduce_scatters = _measured_under_backward(f, sizes, ("backward_s", "fsdp_backward_s"),
+                                                     "reduce_scatter_bytes", "the reduce-scatters")
     added = f.get("added_s", float)
     if added < 0:
         raise f.fail("added_s", "expected a time >= 0 in seconds; profile the model again")
-    sizes_rs = f.get("reduce_scatter_bytes", list)
-    if not sizes_rs or any(not isinstance(x, int) or x <= 0 for x in sizes_rs):
-        raise f.fail("reduce_scatter_bytes", "expected the positive byte counts of the reduce-scatters; "
-                                             "profile the model again")
     for key in ("added_min_s", "added_max_s"):       # for the reader: the simulator prices from added_s
         f.get(key, float, None)
     f.get("repeats", int, None)
-    out = FsdpSync(f.positive_int("dp"), b, tuple(sizes_rs), added)
+    out = FsdpSync(f.positive_int("dp"), b, reduce_scatters, added)
     f.done()
     return out
 

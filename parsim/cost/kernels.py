@@ -32,7 +32,7 @@ micro-batch) is priced on its own:
   torch 2.13, one thread, 2026-11-24, ``benchmarks/bench_layer_call.py``, 3 runs, forward at 2
   samples): ResNet-50's fc (2 kernels) takes 24 us in a hot loop and 100-106 us right after
   layer4.2's forward; the bottleneck layer1.1 (13 kernels) 471-473 us hot and 559-577 us after
-  layer4.2.  Both pay 80-105 us more cold, so the cost is per layer call, not per kernel.
+  layer4.2.  Both pay 77-104 us more cold, so the cost is per layer call, not per kernel.
   ``parsim calibrate`` fits it (about 200 us on this machine's layer profiles, whose timed
   forward also runs a Python hook per saved tensor).
 
