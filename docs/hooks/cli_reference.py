@@ -78,8 +78,8 @@ def cli_reference_markdown() -> str:
         "do not edit. -->",
         "",
         "This page is generated from the command-line parser itself (`parsim.cli.build_parser`), "
-        "so it lists exactly the options the installed code accepts. Every command also takes "
-        "`--json` unless noted, and bad input prints one line naming the file or flag and exits "
+        "so it lists exactly the options the installed code accepts. Every command takes "
+        "`--json`, and bad input prints one line naming the file or flag and exits "
         "with code 2. `parsim plan` exits with code 3 when no plan fits memory.",
         "",
         "| command | what it does |",
