@@ -1,7 +1,7 @@
 """The executor's ring attention (parsim.exec.context_parallel) taken apart, on 2 local gloo
 ranks with 1 thread each, at one attention layer of examples/gpt_small_local.yaml at cp=2
 (batch 8, 8 heads of 32, 128 tokens: 64 per rank).  It is the measurement behind the cp=2
-plan's miss in the GPT's validation set (README, "Context parallelism (cp)").
+plan's miss in the GPT's validation set (`git show b68a234:README.md`, "Context parallelism (cp)").
 
 Each round runs every case once on both ranks at once (a barrier before each), so that drifts
 of the shared machine fall on every case alike; the figures are medians over the rounds:

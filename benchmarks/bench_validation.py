@@ -13,7 +13,7 @@ Sets b-d were not used to develop the cost model.  Goals (issue 12): profiled st
 max error <= 10%, peak-memory MAPE <= 10% on each set; calibrated analytical MAPE <= 10% on a, b.
 With 3 passes, measured 2026-11-23 on the 2-core machine: a takes about 7 minutes, b 18, c 19,
 d 3.  Run nothing else on the machine meanwhile: a profile taken beside other work is worth less
-than any model (README, "What limits the accuracy here").
+than any model (docs/accuracy.md, "What limits accuracy").
 """
 
 import argparse

@@ -28,7 +28,7 @@
 #
 # The test suite runs this notebook on the reduced `quick` set with very short runs (environment
 # variables below). For the full default set, run it as it is, or use
-# `parsim validate --passes 3` (see the README for the recorded figures).
+# `parsim validate --passes 3` (see docs/accuracy.md for the recorded figures).
 
 # %%
 import json

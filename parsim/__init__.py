@@ -1,6 +1,6 @@
 """parsim: simulate and plan data, pipeline and operator parallelism for training.
 
-Data moves one way (see README "Architecture"):
+Data moves one way (see docs/concepts.md):
 
     model.yaml -> LayerGraph --+
     cluster    -> Cluster   ---+-> schedule (actions per rank) -> simulator + cost model -> Estimate

@@ -273,9 +273,10 @@ def measure_busy_sender(rank: int, peer: int, sends: int, compute_s: float = 0.0
 
 
 # Compute per all-reduce in measure_overlap: a bucket reduces under a backward several times its
-# length (ResNet-50 on local-cpu, bf16 dp=2: a 105.8 ms backward over buckets of 12-16 ms,
-# README), so the all-reduce runs wholly inside the compute, as there; the 40 fp32 matmuls the
-# fp32 overlap was first measured with (0.08, local-cpu.yaml) were about 10x its 16 MiB.
+# length (ResNet-50 on local-cpu, bf16 dp=2: a 105.8 ms backward over buckets of 12-16 ms, the
+# README's measurement log, `git show b68a234:README.md`), so the all-reduce runs wholly inside
+# the compute, as there; the 40 fp32 matmuls the fp32 overlap was first measured with (0.08,
+# local-cpu.yaml) were about 10x its 16 MiB.
 OVERLAP_COMPUTE_RATIO = 8
 
 

@@ -6,8 +6,8 @@ Why here and not in ``parsim profile-comm``: on CPU, gloo reduces on threads tha
 cores with the backward, so what an all-reduce costs under compute depends on that compute.
 profile-comm's reading under matmuls ran from 0.00 to 0.71 (the share hidden) between runs on
 the idle 2-core local-cpu (hardware_profiles/local-cpu.yaml); this one is taken under the
-model's own backward, in its dtype, on the executor's buckets (README, "The gradient all-reduce
-under the backward", for what it measured).
+model's own backward, in its dtype, on the executor's buckets (for what it measured: the
+measurement log in `git show b68a234:README.md`, "The gradient all-reduce under the backward").
 
 Per repeat, back to back (so that a machine whose speed drifts shifts the three alike), on the
 executor's own buckets (``parsim.exec.grad_sync.GradBuckets``: DDP's 25 MiB, backward order,

@@ -209,7 +209,8 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     # step at once after their last all-reduce: the step is memory-bound, and two stepping at once
     # share the bandwidth.  Without the barrier the profilers drifted apart over the repeats, and
     # the 2-process profiles of 2026-11-23/24 priced ResNet-50's step at 16.7 and 21.0 ms where
-    # dp=2 runs measured 22.0-23.4 ms (README, "Closing the loop").
+    # dp=2 runs measured 22.0-23.4 ms (the README's measurement log, "Closing the loop":
+    # `git show b68a234:README.md`).
     # Timed with the zeroing of the gradients that opens every step of a run (parsim.exec.train:
     # zero_grad(set_to_none=False), a write of every gradient: about 5 ms of ResNet-50's fp32 steps
     # here, before their first forward, priced nowhere before).  The simulator charges both at the
