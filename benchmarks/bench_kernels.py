@@ -7,7 +7,8 @@ per device, and its error on a GPU left out of the fit (parsim.profile.kernel_fi
 Prints, per shipped profile, the numbers fitted on its own architecture's rows (what the profile
 holds: tests/test_kernel_fit.py checks they agree) with the median and p90 relative error of the
 kernel time per dtype; then one set of numbers fitted on V100 and A100 together and priced on H100
-with H100's datasheet SMs, peaks and bandwidth (held out, as NeuSight reports).
+with H100's datasheet SMs, peaks and bandwidth (held out, as NeuSight reports); last, DeepBench's
+V100 convolutions priced as implicit GEMMs with the V100 numbers (a transfer: none fitted on them).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def main() -> None:
     print("Held out: fitted on dgx1-v100 + dgx-a100 rows, priced on dgx-h100 (datasheet SMs, peaks, bandwidth):")
     print("  " + ", ".join(f"{k} {v:g}" for k, v in kf.shipped_values(f).items()))
     print(f"  H100: {_errors(summary)}")
+    print("Transfer to convolutions (DeepBench V100, forward / data / filter gradients as implicit GEMMs,")
+    print("dgx1-v100's shipped numbers, nothing fitted on convolutions):")
+    print(f"  V100: {_errors(kf.conv_errors(kf.load_convs(), parts))}")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,16 @@ def test_the_held_out_gpu_is_priced_within_the_claimed_median_error():
     assert p90 < 0.35                  # the tail: skinny, misaligned shapes (docs: 29.9%)
 
 
+def test_convolutions_are_read_as_implicit_gemms_and_priced_within_the_claimed_error():
+    convs = kf.load_convs()
+    assert len(convs) == 544          # 94 layers x 3 passes x 2 dtypes, less the input layers' data gradients
+    # DeepSpeech's first layer: 700 x 161 x 1 input, 32 filters of 5 x 20, stride 2, batch 4
+    first = convs[0]
+    assert (first.phase, first.out_hw, first.gemm()) == ("F", (79, 341), (4 * 79 * 341, 32, 100))
+    n, median, _ = kf.conv_errors(convs, kf.load_parts())["fp16"]
+    assert n == 272 and median < 0.25  # docs: 23.5% (python benchmarks/bench_kernels.py)
+
+
 def test_a_bad_table_names_its_file_and_field(tmp_path):
     (tmp_path / "devices.csv").write_text("device,profile,same_part,compute_units,fp16_tflops,fp32_tflops,"
                                           "memory_bandwidth_gb_per_s,source\nX,dgx-a100,no,108,312,19.5,0,x\n")

@@ -250,3 +250,84 @@ def shipped_values(f: GemmFit) -> dict[str, float]:
     raw = {"gemm_efficiency": f.gemm_efficiency, "k_half": f.k_half, "m_half": f.m_half,
            "gemm_latency_us": f.gemm_latency_s * 1e6, "vector_gemm_efficiency": f.vector_gemm_efficiency}
     return {key: round(v, ROUNDING[key]) + 0.0 for key, v in raw.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class ConvSample:
+    """One measured convolution pass (DeepBench): NCHW input N x C x H x W, K filters of C x R x S."""
+
+    device: str
+    dtype: str
+    phase: str                   # "F" forward, "I" data gradient, "W" filter gradient
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    pad: tuple[int, int]         # (h, w)
+    stride: tuple[int, int]      # (h, w)
+    time_s: float
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        return ((self.h + 2 * self.pad[0] - self.r) // self.stride[0] + 1,
+                (self.w + 2 * self.pad[1] - self.s) // self.stride[1] + 1)
+
+    def gemm(self) -> tuple[int, int, int]:
+        """(M, N, K) of its implicit GEMM, as parsim.model.extract writes a convolution's."""
+        p, q = self.out_hw
+        rows, taps = self.n * p * q, self.c * self.r * self.s
+        return {"F": (rows, self.k, taps), "I": (rows, self.c, self.k * self.r * self.s),
+                "W": (self.k, taps, rows)}[self.phase]
+
+
+def load_convs(folder: Path | None = None) -> list[ConvSample]:
+    path = (folder or tables_dir()) / "conv_deepbench_v100.csv"
+    out = []
+    for r in _rows(path):
+        for phase, key in (("F", "fwd_us"), ("I", "bwd_data_us"), ("W", "bwd_filter_us")):
+            if not r.get(key):
+                continue             # DeepBench ran no algorithm for it
+            if phase == "I" and int(r["c"]) < 4:
+                continue             # the input layer (1 to 3 channels): frameworks skip its data gradient
+            v = {f: _field(path, r, f, int) for f in ("n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w")}
+            out.append(ConvSample(device=r["device"], dtype=r["dtype"], phase=phase, n=v["n"], c=v["c"], h=v["h"],
+                                  w=v["w"], k=v["k"], r=v["r"], s=v["s"], pad=(int(r["pad_h"]), int(r["pad_w"])),
+                                  stride=(v["stride_h"], v["stride_w"]), time_s=_field(path, r, key, float) * 1e-6))
+    return out
+
+
+def conv_errors(samples: list[ConvSample], parts: dict[str, Part]) -> dict[str, tuple[int, float, float]]:
+    """Convolutions priced as implicit GEMMs by parsim.cost.kernels.kernel_time_s with the shipped
+    profile's numbers (fitted on GEMMs only: a transfer, nothing fitted on convolutions), the
+    launch gap left out.  DeepBench lays fp16 tensors out NHWC for the tensor cores and fp32 ones
+    NCHW (its code/nvidia/conv_bench.cu), so no pass pays layout transposes (as torch.channels_last).
+    dtype -> (passes, median, p90 relative error)."""
+    from parsim.cost.kernels import kernel_time_s
+    from parsim.hardware.numerics import Engine
+    from parsim.model.graph import Kernel
+
+    out = {}
+    for dtype in DTYPE_BYTES:
+        rows = [s for s in samples if s.dtype == dtype]
+        if not rows:
+            continue
+        pred = []
+        for s in rows:
+            device = load_cluster(f"{parts[s.device].profile}:1x1").device
+            ex = device.kernels
+            vector = dtype == "fp32"
+            engine = Engine(dtype, dict(parts[s.device].peak_flops_per_s)[dtype],
+                            ex.vector_gemm_efficiency if vector else ex.gemm_efficiency)
+            m, n, k = s.gemm()
+            p, q = s.out_hw
+            activations = DTYPE_BYTES[dtype] * s.n * (s.c * s.h * s.w + s.k * p * q)
+            weights = DTYPE_BYTES[dtype] * s.k * s.c * s.r * s.s
+            kernel = Kernel(s.phase, "convolution", "conv", flops=(0.0, 2.0 * m * n * k),
+                            bytes=(weights, activations), gemm=((0, m), (0, n), (0, k), (0, 1)))
+            pred.append(kernel_time_s(kernel, 1, device, {"conv": engine}) - ex.launch_s)
+        e = relative_errors(pred, [s.time_s for s in rows])
+        out[dtype] = (len(rows), float(np.median(e)), float(np.percentile(e, 90)))
+    return out
