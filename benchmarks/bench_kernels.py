@@ -38,6 +38,10 @@ def main() -> None:
     print("Held out: fitted on dgx1-v100 + dgx-a100 rows, priced on dgx-h100 (datasheet SMs, peaks, bandwidth):")
     print("  " + ", ".join(f"{k} {v:g}" for k, v in kf.shipped_values(f).items()))
     print(f"  H100: {_errors(summary)}")
+    print("Other splits (each GPU left out in turn; one GPU alone fitted):")
+    for fit_on, test in ((("dgx-a100",), "dgx-h100"), (("dgx1-v100",), "dgx-h100"),
+                         (("dgx-a100", "dgx-h100"), "dgx1-v100"), (("dgx1-v100", "dgx-h100"), "dgx-a100")):
+        print(f"  {' + '.join(fit_on)} -> {test}: {_errors(kf.held_out(fit_on, test)[1])}")
     print("Transfer to convolutions (DeepBench V100, forward / data / filter gradients as implicit GEMMs,")
     print("dgx1-v100's shipped numbers, nothing fitted on convolutions):")
     print(f"  V100: {_errors(kf.conv_errors(kf.load_convs(), parts))}")
