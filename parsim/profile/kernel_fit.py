@@ -31,11 +31,13 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from parsim.cost.kernels import gemm_candidates
+from parsim.cost.kernels import gemm_candidates, kernel_time_s
 from parsim.errors import InputError
 from parsim.hardware import load_cluster
 from parsim.hardware.cluster import profiles_dir
 from parsim.hardware.device import KernelExecution
+from parsim.hardware.numerics import Engine
+from parsim.model.graph import Kernel
 
 DTYPE_BYTES = {"fp16": 2, "fp32": 4}
 # (file, whether its M and N are swapped against parsim's convention: M = the rows that grow with
@@ -305,10 +307,6 @@ def conv_errors(samples: list[ConvSample], parts: dict[str, Part]) -> dict[str, 
     launch gap left out.  DeepBench lays fp16 tensors out NHWC for the tensor cores and fp32 ones
     NCHW (its code/nvidia/conv_bench.cu), so no pass pays layout transposes (as torch.channels_last).
     dtype -> (passes, median, p90 relative error)."""
-    from parsim.cost.kernels import kernel_time_s
-    from parsim.hardware.numerics import Engine
-    from parsim.model.graph import Kernel
-
     out = {}
     for dtype in DTYPE_BYTES:
         rows = [s for s in samples if s.dtype == dtype]
