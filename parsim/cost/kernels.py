@@ -16,6 +16,10 @@ micro-batch) is priced on its own:
 
       t = max(FLOPs / (rate * efficiency * shape_efficiency(M, N, K, g)), bytes / BW)
           + 2 * activation_bytes / BW     NCHW layout transposes, on an NHWC-only matrix engine
+          + gemm_latency                  a GEMM kernel's fixed time (prologue, pipeline fill, epilogue)
+
+  The device's numbers (efficiency, k_half, m_half, gemm_latency) are fitted to public per-kernel
+  measurements (hardware_profiles/kernels/, ``parsim.profile.kernel_fit``);
 
 - a memory-bound kernel (norms, activations, adds, copies) by its bytes read plus written:
   t = bytes / (BW * memory_efficiency), at its family's own fraction of the bandwidth where the
@@ -62,32 +66,41 @@ from parsim.model.graph import Kernel, Layer
 PHASES = {"F": ("F",), "B": ("I", "W"), "I": ("I",), "W": ("W",)}
 
 
-def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: KernelExecution) -> float:
-    """Fraction of the device's large-GEMM rate a GEMM of this shape reaches: the best over the
-    device's tile shapes and split-K factors s (a small M x N output with a long K is split into s
-    partial products summed after, as cuBLAS and CUTLASS do; CUTLASS docs, "Efficient GEMM":
-    "Parallelized Reductions") of
+def gemm_candidates(m: float, n: float, k: float, groups: float, ex: KernelExecution) -> list[tuple[float, float]]:
+    """The (quant, split-K factor s) of each of the device's tile shapes and split-K factors (a small
+    M x N output with a long K is split into s partial products summed after, as cuBLAS and CUTLASS
+    do; CUTLASS docs, "Efficient GEMM": "Parallelized Reductions"):
 
         quant = M*N*g*s / (waves * units * tile_m * tile_n),  waves = ceil(tiles * s / units)
-        fill  = (K/s) / (K/s + k_half) * M / (M + m_half)
-    """
-    best = 0.0
-    m_fill = m / (m + ex.m_half) if ex.m_half else 1.0
+
+    Empty for an empty GEMM.  They do not depend on k_half or m_half, so a fit computes them once
+    (parsim.profile.kernel_fit)."""
+    out = []
     for tm, tn in ex.tiles:
         tiles = math.ceil(m / tm) * math.ceil(n / tn) * math.ceil(groups)
         if tiles == 0:
-            return 1.0
+            return []
         s = 1
         while True:
             waves = math.ceil(tiles * s / ex.compute_units)
-            quant = (m * n * groups * s) / (waves * ex.compute_units * tm * tn)
-            ks = k / s
-            eff = quant * (ks / (ks + ex.k_half) if ex.k_half else 1.0) * m_fill
-            best = max(best, eff)
-            if tiles * s >= ex.compute_units or ks < 2:
+            out.append(((m * n * groups * s) / (waves * ex.compute_units * tm * tn), s))
+            if tiles * s >= ex.compute_units or k / s < 2:
                 break
             s *= 2
-    return best
+    return out
+
+
+def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: KernelExecution) -> float:
+    """Fraction of the device's large-GEMM rate a GEMM of this shape reaches: the best over the
+    device's tile shapes and split-K factors s (``gemm_candidates``) of
+
+        quant * fill,  fill = (K/s) / (K/s + k_half) * M / (M + m_half)
+    """
+    candidates = gemm_candidates(m, n, k, groups, ex)
+    if not candidates:
+        return 1.0
+    m_fill = m / (m + ex.m_half) if ex.m_half else 1.0
+    return max(q * ((k / s) / (k / s + ex.k_half) if ex.k_half else 1.0) for q, s in candidates) * m_fill
 
 
 def memory_family(op: str) -> str:
@@ -120,6 +133,8 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     t = max(share * flops / rate, t_mem)
     if engine.nchw_transposes:
         t += 2 * share * kernel.bytes[1] * b / bw
+    if dims is not None:
+        t += ex.gemm_latency_s
     return t + ex.launch_s
 
 

@@ -438,6 +438,7 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          m_half=k.get("m_half", (int, float), 0.0),
                          conv_k_half=k.get("conv_k_half", (int, float), 0.0),
                          launch_s=k.get("launch_us", (int, float), 0.0) * 1e-6,
+                         gemm_latency_s=k.get("gemm_latency_us", (int, float), 0.0) * 1e-6,
                          host_dispatch_s=k.get("host_dispatch_us", (int, float), 0.0) * 1e-6,
                          layer_call_s=k.get("layer_call_us", (int, float), 0.0) * 1e-6,
                          asynchronous=k.get("asynchronous", bool, False),
@@ -450,7 +451,7 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                                                                  0.0) * 1e9,
                          memory_family_efficiency=_memory_families(k))
     for key, value in (("k_half", ex.k_half), ("m_half", ex.m_half), ("conv_k_half", ex.conv_k_half),
-                       ("launch_us", ex.launch_s),
+                       ("launch_us", ex.launch_s), ("gemm_latency_us", ex.gemm_latency_s),
                        ("host_dispatch_us", ex.host_dispatch_s), ("layer_call_us", ex.layer_call_s),
                        ("cpu_threads", ex.cpu_threads),
                        ("weight_touch_gb_per_s", ex.weight_touch_bytes_per_s),

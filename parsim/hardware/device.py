@@ -56,6 +56,9 @@ class KernelExecution:
     k_half: float = 0.0                   # reduction length at which a GEMM runs at half that
     m_half: float = 0.0                   # rows (M) at which a GEMM runs at half that; 0: rows never limit
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)
+    # a GEMM kernel's own fixed time beyond its work (prologue, pipeline fill, epilogue): the
+    # intercept of measured GEMM kernel times (parsim.profile.kernel_fit)
+    gemm_latency_s: float = 0.0
     host_dispatch_s: float = 0.0          # host time per kernel (framework and launch API)
     # host time per call of a layer (a forward, a backward, or each of a split backward's two
     # passes) beyond its kernels': the layer starts cold, its code and metadata evicted by the

@@ -1,0 +1,98 @@
+"""The GEMM kernel tables (hardware_profiles/kernels/) and the fit of the kernel-level model's
+per-device numbers to them (parsim.profile.kernel_fit): the shipped profiles hold what the fit
+computes, the fit prices kernels by parsim.cost.kernels' own rule, and its error on a GPU left out
+of the fit is what the docs claim (benchmarks/bench_kernels.py prints it)."""
+
+import pytest
+
+from parsim.cost.kernels import kernel_time_s
+from parsim.errors import InputError
+from parsim.hardware import load_cluster
+from parsim.hardware.numerics import Engine
+from parsim.model.graph import Kernel
+from parsim.profile import kernel_fit as kf
+
+HELD_OUT_FP16_MEDIAN = 0.095      # claimed in the docs: 9.4% (python benchmarks/bench_kernels.py)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    parts = kf.load_parts()
+    return parts, kf.load_gemms()
+
+
+def test_the_loader_reads_every_table_in_parsims_convention(tables):
+    parts, rows = tables
+    counts = {}
+    for s in rows:
+        counts[(s.source, s.dtype)] = counts.get((s.source, s.dtype), 0) + 1
+    assert counts == {("gemm_deepbench_v100.csv", "fp32"): 160, ("gemm_deepbench_v100.csv", "fp16"): 160,
+                      ("gemm_vidur.csv", "fp16"): 1656, ("gemm_neusight_fp32.csv", "fp32"): 780}
+    assert {parts[s.device].profile for s in rows} == {"dgx1-v100", "dgx-a100", "dgx-h100"}
+    # DeepBench's first GEMM, M=1760 N=16 K=1760 with N the batch: parsim's M is the batch-grown 16
+    first = next(s for s in rows if s.source == "gemm_deepbench_v100.csv")
+    assert (first.m, first.n, first.k, first.time_s) == (16, 1760, 1760, pytest.approx(38e-6))
+
+
+def test_a_part_that_is_a_profiles_own_device_agrees_with_the_profile(tables):
+    parts, _ = tables
+    for part in parts.values():
+        if part.same_part:
+            device = load_cluster(f"{part.profile}:1x1").device
+            assert device.kernels.compute_units == part.compute_units, part.name
+            assert device.memory_bandwidth_bytes_per_s == pytest.approx(part.memory_bandwidth_bytes_per_s)
+            for dtype, rate in part.peak_flops_per_s:
+                assert device.peak(dtype) == pytest.approx(rate), (part.name, dtype)
+
+
+def test_the_fit_prices_a_kernel_as_the_cost_model_does(tables):
+    parts, rows = tables
+    for name in ("dgx-a100", "dgx-h100", "dgx1-v100"):
+        device = load_cluster(f"{name}:1x1").device
+        ex = device.kernels
+        f = kf.GemmFit(ex.gemm_efficiency, ex.k_half, ex.m_half, ex.gemm_latency_s, ex.vector_gemm_efficiency)
+        sample = [s for s in rows if parts[s.device].profile == name and parts[s.device].same_part][::97]
+        fitted = kf.predict_s(sample, parts, f)
+        for s, t in zip(sample, fitted):
+            eff = ex.gemm_efficiency if s.dtype == "fp16" else ex.vector_gemm_efficiency
+            engine = Engine(s.dtype, device.peak(s.dtype), eff)
+            nbytes = kf.DTYPE_BYTES[s.dtype] * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n)
+            kernel = Kernel("F", "mm", "matmul", flops=(0.0, 2.0 * s.batch * s.m * s.n * s.k), bytes=(0.0, nbytes),
+                            gemm=((0, s.m), (0, s.n), (0, s.k), (0, s.batch)))
+            priced = kernel_time_s(kernel, 1, device, {"matmul": engine}) - ex.launch_s
+            assert t == pytest.approx(priced, rel=1e-9), (name, s)
+
+
+def test_the_shipped_profiles_hold_what_the_fit_computes():
+    for name, f in kf.fit_profiles().items():
+        ex = load_cluster(f"{name}:1x1").device.kernels
+        shipped = {"gemm_efficiency": ex.gemm_efficiency, "k_half": ex.k_half, "m_half": ex.m_half,
+                   "gemm_latency_us": ex.gemm_latency_s * 1e6, "vector_gemm_efficiency": ex.vector_gemm_efficiency}
+        for key, value in kf.shipped_values(f).items():
+            # one unit of the last written digit: a solver's last bits may round either way
+            assert shipped[key] == pytest.approx(value, abs=1.01 * 10 ** -kf.ROUNDING[key]), (name, key)
+
+
+def test_the_held_out_gpu_is_priced_within_the_claimed_median_error():
+    f, summary = kf.held_out(("dgx1-v100", "dgx-a100"), "dgx-h100")
+    n, median, p90 = summary["fp16"]
+    assert n == 828
+    assert median <= HELD_OUT_FP16_MEDIAN
+    assert p90 < 0.35                  # the tail: skinny, misaligned shapes (docs: 29.9%)
+
+
+def test_convolutions_are_read_as_implicit_gemms_and_priced_within_the_claimed_error():
+    convs = kf.load_convs()
+    assert len(convs) == 544          # 94 layers x 3 passes x 2 dtypes, less the input layers' data gradients
+    # DeepSpeech's first layer: 700 x 161 x 1 input, 32 filters of 5 x 20, stride 2, batch 4
+    first = convs[0]
+    assert (first.phase, first.out_hw, first.gemm()) == ("F", (79, 341), (4 * 79 * 341, 32, 100))
+    n, median, _ = kf.conv_errors(convs, kf.load_parts())["fp16"]
+    assert n == 272 and median < 0.25  # docs: 23.5% (python benchmarks/bench_kernels.py)
+
+
+def test_a_bad_table_names_its_file_and_field(tmp_path):
+    (tmp_path / "devices.csv").write_text("device,profile,same_part,compute_units,fp16_tflops,fp32_tflops,"
+                                          "memory_bandwidth_gb_per_s,source\nX,dgx-a100,no,108,312,19.5,0,x\n")
+    with pytest.raises(InputError, match=r"devices.csv: field memory_bandwidth_gb_per_s: must be > 0"):
+        kf.load_parts(tmp_path)
