@@ -78,7 +78,12 @@ class Page(HTMLParser):
             self.items[self._list][-1] += data
 
     def body_rows(self, table: str):
-        return [(cls, cells) for cls, cells in self.rows[table] if cls is not None]
+        return [(cls, cells) for cls, cells in self.rows[table] if cls is not None and not cls.startswith("split")]
+
+    def split_rows(self, table: str):
+        """The ranked table's split lines, one below each row: (its row's class, the split)."""
+        return [(cls.split()[1], cells[1].removeprefix("split: ")) for cls, cells in self.rows[table]
+                if cls is not None and cls.startswith("split")]
 
 
 def _run(argv) -> tuple[int, str, str]:
@@ -101,14 +106,17 @@ def planned(tmp_path_factory):
 def _config_text(c: dict) -> str:
     tp = str(c["tp"]) if c["tp"] == 1 else f"{c['tp']} {c['tp_layout']}"
     schedule = c["schedule"] + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
-    return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *(["recompute"] if c["recompute"] else []),
+    return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *([f"cp={c['cp']}"] if c["cp"] > 1 else []),
+                     *(["recompute"] if c["recompute"] else []), *([f"zero={c['zero']}"] if c["zero"] else []),
                      f"m={c['microbatches']}", schedule, c["placement"]])
 
 
 def test_the_page_is_self_contained(planned):
     page, _, text = planned
     assert page.title == f"parsim plan: resnet50-cifar10-seeds-split on {CLUSTER}"
-    assert "<script" not in text and "http://" not in text and "https://" not in text
+    # nothing runs and nothing loads: the one script block is the charts' data, JSON
+    assert text.count("<script") == 1 and '<script type="application/json" id="chart-data">' in text
+    assert "http://" not in text and "https://" not in text
     assert not page.stack                                          # every element closed
     for key in ("gantt", "memory", "shares"):                      # three embedded PNGs
         prefix = "data:image/png;base64,"
@@ -140,6 +148,8 @@ def test_every_ranked_row_is_in_the_table(planned):
     page, d, _ = planned
     header = page.rows["ranked-table"][0][1]
     rows = page.body_rows("ranked-table")
+    splits = page.split_rows("ranked-table")
+    assert len(splits) == len(rows)
     shown = d["candidates"] + ([d["manual"]] if d["manual"] else [])
     assert len(rows) == len(shown) == len(d["candidates"]) + 1          # the seeds' split is the manual row
     for i, ((cls, cells), c) in enumerate(zip(rows, shown)):
@@ -147,16 +157,20 @@ def test_every_ranked_row_is_in_the_table(planned):
         manual = i == len(d["candidates"])
         assert cls == ("pick" if i == 0 else "manual" if manual else "candidate")
         assert row["#"] == ("*" if i == 0 else "manual" if manual else str(i + 1))
+        assert row["recompute"] == ("yes" if c["recompute"] else "no")          # never blank
         assert _config_text(c) == " ".join(
-            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}", *(["recompute"] if row["recompute"] else []),
+            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}", *([f"cp={row['cp']}"] if row["cp"] != "1" else []),
+             *(["recompute"] if row["recompute"] == "yes" else []), *([f"zero={row['zero']}"] if row["zero"] != "0" else []),
              f"m={row['m']}", row["schedule"], row["placement"]])
         e = c["estimate"]
         assert row["step"] == human_time(e["step_time_s"])
         assert (row["bubble"], row["sync wait"], row["exp.comm"]) == tuple(
             f"{e[k]:.1%}" for k in ("bubble_fraction", "sync_wait_fraction", "exposed_comm_fraction"))
-        names = row["split"].replace(" | ", "|").split("|")
+        split_cls, split = splits[i]
+        assert split_cls == cls                                      # below its own row
+        names = split.replace(" | ", "|").split("|")
         assert len(names) == c["pp"] * c["chunks"]                   # one part per stage
-    assert rows[0][1][-1] == page.text["pick-split"]
+    assert splits[0][1] == page.text["pick-split"]
 
 
 def test_without_a_validation_the_page_says_how_to_get_one(planned):
