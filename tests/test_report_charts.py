@@ -137,3 +137,13 @@ def test_record_kinds_and_names():
         assert record_name(Action(0, k, 2), "p2p") == f"0{k.value}2"
     assert record_name(Action(0, Kind.REDUCE_GRAD, 1), "dp") == "0REDUCE_GRAD1"
     assert set(COLORS) >= {"I", "B", "GATHER", "INPUT"} and COLORS["I"] != COLORS["B"]
+
+
+def test_the_validation_overlay_draws_both_steps_with_one_legend(setup, tmp_path):
+    from parsim.report.validation import overlay
+
+    e = _estimate(setup, "pp-interleaved-zero1-recompute")
+    measured = {"actions": [[r, str(a), s, t0 * 1.1, t1 * 1.1] for r, a, s, t0, t1 in e.timeline.records],
+                "step_time_s": e.step_time_s * 1.1}
+    overlay(e, measured, str(tmp_path / "overlay.png"), "simulated against a copy 10% slower")
+    assert (tmp_path / "overlay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,11 +1,15 @@
 """`parsim plan --report DIR`: one self-contained HTML page, parsed back with the stdlib's
-html.parser and checked part by part against what `parsim plan --json` and the text output say."""
+html.parser and checked part by part against what `parsim plan --json` and the text output say;
+then laid out by a real headless browser (chromium, where installed) at 1,400 px."""
 
 import base64
 import contextlib
+import html
 import io
 import json
 import os
+import shutil
+import subprocess
 from dataclasses import asdict
 from html.parser import HTMLParser
 
@@ -289,3 +293,76 @@ def test_bad_report_paths_are_one_line_before_the_search(tmp_path, monkeypatch, 
     assert err.count("\n") == 1 and err.startswith("parsim: error: ") and "Traceback" not in err
     assert all(w in err for w in words), err
     assert not (tmp_path / "report.html").is_file() or (tmp_path / "report.html").read_text() == "x"
+
+
+# A real browser lays the page out: Debian's chromium (apt-get install chromium), or the one
+# PARSIM_CHROMIUM names.  Without one the test is skipped, so a machine without it still passes.
+CHROMIUM = os.environ.get("PARSIM_CHROMIUM") or next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+WIDTH_PX = 1400
+# Injected into a copy of the page (the page itself runs nothing): once loaded, it measures the
+# layout, reads the charts' JSON back as the browser parses it, and writes both into the DOM,
+# which --dump-dom prints.
+PROBE = """<script>addEventListener("load", () => {
+  const de = document.documentElement;
+  const data = JSON.parse(document.getElementById("chart-data").textContent);
+  const out = {scrollWidth: de.scrollWidth, clientWidth: de.clientWidth, innerWidth, height: de.scrollHeight,
+    past: [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > de.clientWidth + 0.5)
+      .map(e => e.tagName + "#" + e.id),
+    wide: [...document.querySelectorAll(".wide")].filter(e => e.scrollWidth > e.clientWidth)
+      .map(e => e.firstElementChild.id),
+    images: [...document.images].map(i => [i.id, i.complete, i.naturalWidth, i.getBoundingClientRect().width]),
+    memory: data.memory.map(r => [r.points.reduce((m, p) => Math.max(m, p[1]), -Infinity), r.estimated_peak_bytes]),
+    bars: data.gantt.bars.map(b => [b[1], b[2]])};
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});</script>"""
+
+
+def _chromium(tmp_path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-extensions", f"--user-data-dir={tmp_path / 'profile'}",
+                           "--virtual-time-budget=10000", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless browser to lay the page out: apt-get install chromium "
+                                             "(Debian), or set PARSIM_CHROMIUM")
+def test_the_page_fits_1400_px_in_a_real_browser_and_its_charts_read_back(planned, tmp_path):
+    from PIL import Image
+
+    _, d, text = planned
+    probed = tmp_path / "probed.html"
+    probed.write_text(text.replace("</body>", PROBE + "</body>"))
+    run = _chromium(tmp_path, f"--window-size={WIDTH_PX},1000", "--dump-dom", probed.as_uri())
+    assert run.returncode == 0, run.stderr[-2000:]
+    start = run.stdout.index('<pre id="probe">') + len('<pre id="probe">')
+    got = json.loads(html.unescape(run.stdout[start:run.stdout.index("</pre>", start)]))
+    assert got["innerWidth"] == WIDTH_PX
+    # no horizontal scroll: nothing wider than the window, no element past its right edge, no
+    # table scrolling inside its box
+    assert got["scrollWidth"] <= got["clientWidth"] and got["past"] == [] and got["wide"] == [], got
+    # the three charts decoded, each shown whole
+    assert [i[0] for i in got["images"]] == ["gantt", "memory", "shares"]
+    assert all(complete and natural > 0 and 0 < shown <= got["clientWidth"]
+               for _, complete, natural, shown in got["images"]), got["images"]
+    # the charts' data as the browser reads it: each rank's memory tops out at its estimated peak, the
+    # pick's as `parsim plan --json` has it; compute kinds on the compute stream only
+    peaks = d["candidates"][0]["estimate"]["peak_memory_bytes"]
+    assert [top for top, _ in got["memory"]] == pytest.approx(peaks, rel=1e-12)
+    assert [peak for _, peak in got["memory"]] == peaks
+    assert got["bars"] and all((kind in ("F", "B", "I", "W", "OPTIMIZER")) == (stream == "compute")
+                               for stream, kind in got["bars"])
+    # the screenshot at 1,400 px, the page's whole height: nothing painted in the right margin
+    shot, page = tmp_path / "report-1400.png", tmp_path / "report.html"
+    page.write_text(text)
+    run = _chromium(tmp_path, "--hide-scrollbars", f"--window-size={WIDTH_PX},{got['height']}",
+                    f"--screenshot={shot}", page.as_uri())
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    if os.environ.get("PARSIM_SCREENSHOTS"):          # a folder to keep it in, for people to look at
+        shutil.copy(shot, os.environ["PARSIM_SCREENSHOTS"])
+    image = Image.open(shot).convert("L")
+    assert image.size == (WIDTH_PX, got["height"])
+    margin = image.crop((WIDTH_PX - 60, 0, WIDTH_PX, image.size[1]))       # the page's body is 1,232 px wide
+    assert margin.getextrema() == (255, 255), "something is drawn in the right margin at 1,400 px"

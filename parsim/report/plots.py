@@ -78,11 +78,13 @@ def kinds_legend(fig, drawn: set[str], height_in: float) -> float:
     """A legend below the axes with an entry for every kind drawn, in KINDS' order; returns the
     share of the figure's height it takes (for tight_layout's rect)."""
     shown = [k for k in KINDS if k in drawn]
-    ncol = min(len(shown), 6) or 1
+    # as many columns as the widest entry allows: handle and gaps about 0.45 in, text 0.6 em a character
+    entry_in = 0.45 + max((len(KINDS[k][1]) for k in shown), default=1) * 0.6 * 8 / 72
+    ncol = max(1, min(len(shown), int(0.95 * fig.get_figwidth() / entry_in)))
     fig.legend([Rectangle((0, 0), 1, 1, color=COLORS[k]) for k in shown], [KINDS[k][1] for k in shown],
-               loc="lower center", fontsize=8, ncol=ncol, frameon=False)
+               loc="lower center", fontsize=8, ncol=ncol, frameon=False, borderaxespad=0.2)
     rows = -(-len(shown) // ncol)
-    return min(0.5, (0.12 + 0.2 * rows) / height_in)
+    return min(0.5, (0.08 + 0.17 * rows) / height_in)
 
 
 def gantt(est: Estimate, path: str, title: str | None = None) -> None:
