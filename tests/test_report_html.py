@@ -19,7 +19,7 @@ from parsim.cli import main
 from parsim.hardware.machine import Machine
 from parsim.plan import ParallelConfig
 from parsim.report import validation as vreport
-from parsim.report.fmt import human_time
+from parsim.report.fmt import human_bytes, human_time
 from parsim.report.html import validation_section
 
 MODEL = "examples/resnet50_cifar10_seeds_split.yaml"       # the quick start's model
@@ -163,9 +163,10 @@ def test_every_ranked_row_is_in_the_table(planned):
         assert row["#"] == ("*" if i == 0 else "manual" if manual else str(i + 1))
         assert row["recompute"] == ("yes" if c["recompute"] else "no")          # never blank
         assert _config_text(c) == " ".join(
-            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}", *([f"cp={row['cp']}"] if row["cp"] != "1" else []),
-             *(["recompute"] if row["recompute"] == "yes" else []), *([f"zero={row['zero']}"] if row["zero"] != "0" else []),
-             f"m={row['m']}", row["schedule"], row["placement"]])
+            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}",
+             *([f"cp={row['cp']}"] if row["cp"] != "1" else []), *(["recompute"] if row["recompute"] == "yes" else []),
+             *([f"zero={row['zero']}"] if row["zero"] != "0" else []), f"m={row['m']}", row["schedule"],
+             row["placement"]])
         e = c["estimate"]
         assert row["step"] == human_time(e["step_time_s"])
         assert (row["bubble"], row["sync wait"], row["exp.comm"]) == tuple(
@@ -175,6 +176,31 @@ def test_every_ranked_row_is_in_the_table(planned):
         names = split.replace(" | ", "|").split("|")
         assert len(names) == c["pp"] * c["chunks"]                   # one part per stage
     assert splits[0][1] == page.text["pick-split"]
+
+
+def test_the_pareto_front_shows_whole_configurations(planned):
+    page, d, _ = planned
+    rows = [cells for _, cells in page.body_rows("pareto-table")]
+    assert len(d["pareto"]) >= 2 and len(rows) == len(d["pareto"])
+    for cells, c in zip(rows, d["pareto"]):
+        e = c["estimate"]
+        assert cells == [_config_text(c), f"{e['throughput_samples_per_s']:,.1f}",
+                         human_bytes(max(e["peak_memory_bytes"]))]
+
+
+def test_the_pareto_line_and_small_memories():
+    from types import SimpleNamespace
+
+    from parsim.report.cli_text import pareto_entry
+
+    cfg = ParallelConfig(4, 2, 8, "interleaved", 2, (0, 1, 2, 3, 4), tp=2, tp_layout="megatron-sp", recompute=True,
+                         zero=1, cp=2)
+    cand = SimpleNamespace(config=cfg, estimate=SimpleNamespace(throughput_samples_per_s=1234.4),
+                           peak_memory_bytes=3.5 * 2**20)
+    assert pareto_entry(cand) == ("dp=4 pp=2 tp=2 megatron-sp cp=2 recompute zero=1 m=8 interleaved v=2 pp-inner "
+                                  "1,234/s 3.50 MiB")
+    assert [human_bytes(x) for x in (512, 1536, 3.5 * 2**20, 47.9 * 2**30)] == ["512 B", "1.50 KiB", "3.50 MiB",
+                                                                                  "47.90 GiB"]
 
 
 def test_without_a_validation_the_page_says_how_to_get_one(planned):

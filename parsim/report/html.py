@@ -112,8 +112,8 @@ def _pareto_section(pareto) -> str:
                    for c in pareto)
     return ('<section id="pareto"><h2>Throughput against memory</h2><p>The plans no other beats on both '
             "throughput and peak memory, fastest first.</p>"
-            '<div class="wide"><table id="pareto-table"><thead><tr><th class="text">plan</th><th>samples/s</th><th>peak mem</th>'
-            f"</tr></thead><tbody>{body}</tbody></table></div></section>")
+            '<div class="wide"><table id="pareto-table"><thead><tr><th class="text">plan</th><th>samples/s</th>'
+            f"<th>peak mem</th></tr></thead><tbody>{body}</tbody></table></div></section>")
 
 
 def chart_data(est) -> dict:
