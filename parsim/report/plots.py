@@ -14,6 +14,7 @@ from parsim.fileio import atomic_path
 from parsim.report.cli_text import config_text
 from parsim.report.fmt import bytes_unit, human_bytes, human_time, time_unit
 from parsim.report.timeline import bars, memory_timeline
+from parsim.sim.engine import COMPUTE, DP, INPUT, P2P
 from parsim.sim.estimate import Estimate
 
 # Each kind of bar (parsim.report.timeline.record_kind): its colour and its legend entry.  Compute
@@ -25,7 +26,7 @@ KINDS = {"F": ("#4C72B0", "F forward"), "B": ("#DD8452", "B backward"),
          "GATHER": ("#1B7F79", "ZeRO parameter gather"), "REDUCE_GRAD": ("#937860", "gradient bucket reduce"),
          "REDUCE_TIED": ("#DA8BC3", "tied-weight gradient reduce")}
 COLORS = {k: color for k, (color, _) in KINDS.items()}
-LANE = {"compute": (0.0, 0.55), "input": (0.0, 0.55), "p2p": (0.62, 0.3), "dp": (0.62, 0.3)}   # (offset, height)
+LANE = {COMPUTE: (0.0, 0.55), INPUT: (0.0, 0.55), P2P: (0.62, 0.3), DP: (0.62, 0.3)}   # stream: (offset, height)
 LABEL_PT = 6            # bar labels' font size, points
 
 
@@ -47,7 +48,7 @@ def draw_records(ax, records, num_ranks: int, span_s: float) -> set[str]:
     for r, stream, kind, _, start, end in bars(records):
         off, h = LANE[stream]
         ax.broken_barh([(start / scale, (end - start) / scale)], (r + off, h), facecolors=COLORS[kind],
-                       edgecolor="white", linewidth=0.3 if stream == "compute" else 0)
+                       edgecolor="white", linewidth=0.3 if stream == COMPUTE else 0)
         drawn.add(kind)
     ax.set_yticks([r + 0.3 for r in range(num_ranks)])
     ax.set_yticklabels([f"rank {r}" for r in range(num_ranks)])
@@ -65,7 +66,7 @@ def label_bars(ax, records, span_s: float) -> None:
     fig = ax.get_figure()
     axes_pt = ax.get_position().width * fig.get_figwidth() * 72
     for r, stream, kind, name, start, end in bars(records):
-        if stream != "compute" or kind == "INPUT":
+        if stream != COMPUTE:
             continue
         width_pt = (end - start) / scale / (hi - lo) * axes_pt
         if width_pt >= 0.62 * LABEL_PT * len(name) + 2:        # DejaVu Sans: about 0.6 em a character

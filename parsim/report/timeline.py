@@ -1,15 +1,19 @@
-"""Views of a simulated (or measured) step: per-action DataFrame, Chrome trace, text grid.
+"""Views of a simulated (or measured) step: per-action DataFrame, memory over time, Chrome trace,
+text grid.
 
 Records are (rank, action, stream, start_s, end_s), the engine's format; the executor writes
-the same, so a measured trace lines up with a simulated one action by action.
+the same, so a measured trace lines up with a simulated one action by action.  What a record is
+(record_kind) is decided here once, for the trace, the charts and the page; which records change
+memory, by the engine (Timeline.activation_changes).
 """
 
 from __future__ import annotations
 
 from parsim.schedule.actions import Action
+from parsim.sim.engine import COMPUTE, DP, INPUT, P2P
 from parsim.sim.estimate import Estimate
 
-STREAM_TID = {"compute": 0, "p2p": 1, "dp": 2, "input": 3}
+STREAM_TID = {COMPUTE: 0, P2P: 1, DP: 2, INPUT: 3}
 
 
 def _records(est: Estimate):
@@ -19,11 +23,13 @@ def _records(est: Estimate):
 
 
 def action_frame(est: Estimate):
-    """A pandas DataFrame, one row per action: rank, stage, kind, microbatch, stream, times."""
+    """A pandas DataFrame, one row per record: rank, the action, its stage, kind and micro-batch,
+    the stream, what the record is (record_kind: the kind on the compute stream, GATHER or INPUT
+    for the work done for a compute action elsewhere), times."""
     import pandas as pd
 
     rows = [{"rank": r, "global_rank": est.ranks[r].global_rank, "action": str(a), "stage": a.stage,
-             "kind": a.kind.value, "microbatch": a.microbatch, "stream": stream,
+             "kind": a.kind.value, "microbatch": a.microbatch, "stream": stream, "record": record_kind(a, stream),
              "start_s": start, "end_s": end, "duration_s": end - start}
             for r, a, stream, start, end in _records(est)]
     return pd.DataFrame(rows).sort_values(["rank", "start_s"], kind="stable").reset_index(drop=True)
@@ -54,9 +60,9 @@ def record_kind(action: Action, stream: str) -> str:
     work done for the action, never a compute kind: INPUT (stage 0's samples loaded before its
     F), GATHER (ZeRO's parameter all-gather and FSDP2's hooks around an F, B or OPTIMIZER, where
     not hidden), else the communication's own kind (SEND_F, SEND_B, REDUCE_GRAD, REDUCE_TIED)."""
-    if stream == "compute":
+    if stream == COMPUTE:
         return action.kind.value
-    if stream == "input":
+    if stream == INPUT:
         return "INPUT"
     return "GATHER" if action.kind.is_compute else action.kind.value
 
