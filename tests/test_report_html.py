@@ -1,11 +1,15 @@
 """`parsim plan --report DIR`: one self-contained HTML page, parsed back with the stdlib's
-html.parser and checked part by part against what `parsim plan --json` and the text output say."""
+html.parser and checked part by part against what `parsim plan --json` and the text output say;
+then laid out by a real headless browser (chromium, where installed) at 1,400 px."""
 
 import base64
 import contextlib
+import html
 import io
 import json
 import os
+import shutil
+import subprocess
 from dataclasses import asdict
 from html.parser import HTMLParser
 
@@ -15,7 +19,7 @@ from parsim.cli import main
 from parsim.hardware.machine import Machine
 from parsim.plan import ParallelConfig
 from parsim.report import validation as vreport
-from parsim.report.fmt import human_time
+from parsim.report.fmt import human_bytes, human_time
 from parsim.report.html import validation_section
 
 MODEL = "examples/resnet50_cifar10_seeds_split.yaml"       # the quick start's model
@@ -78,7 +82,12 @@ class Page(HTMLParser):
             self.items[self._list][-1] += data
 
     def body_rows(self, table: str):
-        return [(cls, cells) for cls, cells in self.rows[table] if cls is not None]
+        return [(cls, cells) for cls, cells in self.rows[table] if cls is not None and not cls.startswith("split")]
+
+    def split_rows(self, table: str):
+        """The ranked table's split lines, one below each row: (its row's class, the split)."""
+        return [(cls.split()[1], cells[1].removeprefix("split: ")) for cls, cells in self.rows[table]
+                if cls is not None and cls.startswith("split")]
 
 
 def _run(argv) -> tuple[int, str, str]:
@@ -101,14 +110,17 @@ def planned(tmp_path_factory):
 def _config_text(c: dict) -> str:
     tp = str(c["tp"]) if c["tp"] == 1 else f"{c['tp']} {c['tp_layout']}"
     schedule = c["schedule"] + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
-    return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *(["recompute"] if c["recompute"] else []),
+    return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *([f"cp={c['cp']}"] if c["cp"] > 1 else []),
+                     *(["recompute"] if c["recompute"] else []), *([f"zero={c['zero']}"] if c["zero"] else []),
                      f"m={c['microbatches']}", schedule, c["placement"]])
 
 
 def test_the_page_is_self_contained(planned):
     page, _, text = planned
     assert page.title == f"parsim plan: resnet50-cifar10-seeds-split on {CLUSTER}"
-    assert "<script" not in text and "http://" not in text and "https://" not in text
+    # nothing runs and nothing loads: the one script block is the charts' data, JSON
+    assert text.count("<script") == 1 and '<script type="application/json" id="chart-data">' in text
+    assert "http://" not in text and "https://" not in text
     assert not page.stack                                          # every element closed
     for key in ("gantt", "memory", "shares"):                      # three embedded PNGs
         prefix = "data:image/png;base64,"
@@ -140,6 +152,8 @@ def test_every_ranked_row_is_in_the_table(planned):
     page, d, _ = planned
     header = page.rows["ranked-table"][0][1]
     rows = page.body_rows("ranked-table")
+    splits = page.split_rows("ranked-table")
+    assert len(splits) == len(rows)
     shown = d["candidates"] + ([d["manual"]] if d["manual"] else [])
     assert len(rows) == len(shown) == len(d["candidates"]) + 1          # the seeds' split is the manual row
     for i, ((cls, cells), c) in enumerate(zip(rows, shown)):
@@ -147,16 +161,46 @@ def test_every_ranked_row_is_in_the_table(planned):
         manual = i == len(d["candidates"])
         assert cls == ("pick" if i == 0 else "manual" if manual else "candidate")
         assert row["#"] == ("*" if i == 0 else "manual" if manual else str(i + 1))
+        assert row["recompute"] == ("yes" if c["recompute"] else "no")          # never blank
         assert _config_text(c) == " ".join(
-            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}", *(["recompute"] if row["recompute"] else []),
-             f"m={row['m']}", row["schedule"], row["placement"]])
+            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}",
+             *([f"cp={row['cp']}"] if row["cp"] != "1" else []), *(["recompute"] if row["recompute"] == "yes" else []),
+             *([f"zero={row['zero']}"] if row["zero"] != "0" else []), f"m={row['m']}", row["schedule"],
+             row["placement"]])
         e = c["estimate"]
         assert row["step"] == human_time(e["step_time_s"])
         assert (row["bubble"], row["sync wait"], row["exp.comm"]) == tuple(
             f"{e[k]:.1%}" for k in ("bubble_fraction", "sync_wait_fraction", "exposed_comm_fraction"))
-        names = row["split"].replace(" | ", "|").split("|")
+        split_cls, split = splits[i]
+        assert split_cls == cls                                      # below its own row
+        names = split.replace(" | ", "|").split("|")
         assert len(names) == c["pp"] * c["chunks"]                   # one part per stage
-    assert rows[0][1][-1] == page.text["pick-split"]
+    assert splits[0][1] == page.text["pick-split"]
+
+
+def test_the_pareto_front_shows_whole_configurations(planned):
+    page, d, _ = planned
+    rows = [cells for _, cells in page.body_rows("pareto-table")]
+    assert len(d["pareto"]) >= 2 and len(rows) == len(d["pareto"])
+    for cells, c in zip(rows, d["pareto"]):
+        e = c["estimate"]
+        assert cells == [_config_text(c), f"{e['throughput_samples_per_s']:,.1f}",
+                         human_bytes(max(e["peak_memory_bytes"]))]
+
+
+def test_the_pareto_line_and_small_memories():
+    from types import SimpleNamespace
+
+    from parsim.report.cli_text import pareto_entry
+
+    cfg = ParallelConfig(4, 2, 8, "interleaved", 2, (0, 1, 2, 3, 4), tp=2, tp_layout="megatron-sp", recompute=True,
+                         zero=1, cp=2)
+    cand = SimpleNamespace(config=cfg, estimate=SimpleNamespace(throughput_samples_per_s=1234.4),
+                           peak_memory_bytes=3.5 * 2**20)
+    assert pareto_entry(cand) == ("dp=4 pp=2 tp=2 megatron-sp cp=2 recompute zero=1 m=8 interleaved v=2 pp-inner "
+                                  "1,234/s 3.50 MiB")
+    assert [human_bytes(x) for x in (512, 1536, 3.5 * 2**20, 47.9 * 2**30)] == ["512 B", "1.50 KiB", "3.50 MiB",
+                                                                                  "47.90 GiB"]
 
 
 def test_without_a_validation_the_page_says_how_to_get_one(planned):
@@ -275,3 +319,76 @@ def test_bad_report_paths_are_one_line_before_the_search(tmp_path, monkeypatch, 
     assert err.count("\n") == 1 and err.startswith("parsim: error: ") and "Traceback" not in err
     assert all(w in err for w in words), err
     assert not (tmp_path / "report.html").is_file() or (tmp_path / "report.html").read_text() == "x"
+
+
+# A real browser lays the page out: Debian's chromium (apt-get install chromium), or the one
+# PARSIM_CHROMIUM names.  Without one the test is skipped, so a machine without it still passes.
+CHROMIUM = os.environ.get("PARSIM_CHROMIUM") or next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+WIDTH_PX = 1400
+# Injected into a copy of the page (the page itself runs nothing): once loaded, it measures the
+# layout, reads the charts' JSON back as the browser parses it, and writes both into the DOM,
+# which --dump-dom prints.
+PROBE = """<script>addEventListener("load", () => {
+  const de = document.documentElement;
+  const data = JSON.parse(document.getElementById("chart-data").textContent);
+  const out = {scrollWidth: de.scrollWidth, clientWidth: de.clientWidth, innerWidth, height: de.scrollHeight,
+    past: [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > de.clientWidth + 0.5)
+      .map(e => e.tagName + "#" + e.id),
+    wide: [...document.querySelectorAll(".wide")].filter(e => e.scrollWidth > e.clientWidth)
+      .map(e => e.firstElementChild.id),
+    images: [...document.images].map(i => [i.id, i.complete, i.naturalWidth, i.getBoundingClientRect().width]),
+    memory: data.memory.map(r => [r.points.reduce((m, p) => Math.max(m, p[1]), -Infinity), r.estimated_peak_bytes]),
+    bars: data.gantt.bars.map(b => [b[1], b[2]])};
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});</script>"""
+
+
+def _chromium(tmp_path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-extensions", f"--user-data-dir={tmp_path / 'profile'}",
+                           "--virtual-time-budget=10000", *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless browser to lay the page out: apt-get install chromium "
+                                             "(Debian), or set PARSIM_CHROMIUM")
+def test_the_page_fits_1400_px_in_a_real_browser_and_its_charts_read_back(planned, tmp_path):
+    from PIL import Image
+
+    _, d, text = planned
+    probed = tmp_path / "probed.html"
+    probed.write_text(text.replace("</body>", PROBE + "</body>"))
+    run = _chromium(tmp_path, f"--window-size={WIDTH_PX},1000", "--dump-dom", probed.as_uri())
+    assert run.returncode == 0, run.stderr[-2000:]
+    start = run.stdout.index('<pre id="probe">') + len('<pre id="probe">')
+    got = json.loads(html.unescape(run.stdout[start:run.stdout.index("</pre>", start)]))
+    assert got["innerWidth"] == WIDTH_PX
+    # no horizontal scroll: nothing wider than the window, no element past its right edge, no
+    # table scrolling inside its box
+    assert got["scrollWidth"] <= got["clientWidth"] and got["past"] == [] and got["wide"] == [], got
+    # the three charts decoded, each shown whole
+    assert [i[0] for i in got["images"]] == ["gantt", "memory", "shares"]
+    assert all(complete and natural > 0 and 0 < shown <= got["clientWidth"]
+               for _, complete, natural, shown in got["images"]), got["images"]
+    # the charts' data as the browser reads it: each rank's memory tops out at its estimated peak, the
+    # pick's as `parsim plan --json` has it; compute kinds on the compute stream only
+    peaks = d["candidates"][0]["estimate"]["peak_memory_bytes"]
+    assert [top for top, _ in got["memory"]] == pytest.approx(peaks, rel=1e-12)
+    assert [peak for _, peak in got["memory"]] == peaks
+    assert got["bars"] and all((kind in ("F", "B", "I", "W", "OPTIMIZER")) == (stream == "compute")
+                               for stream, kind in got["bars"])
+    # the screenshot at 1,400 px, the page's whole height: nothing painted in the right margin
+    shot, page = tmp_path / "report-1400.png", tmp_path / "report.html"
+    page.write_text(text)
+    run = _chromium(tmp_path, "--hide-scrollbars", f"--window-size={WIDTH_PX},{got['height']}",
+                    f"--screenshot={shot}", page.as_uri())
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    if os.environ.get("PARSIM_SCREENSHOTS"):          # a folder to keep it in, for people to look at
+        shutil.copy(shot, os.environ["PARSIM_SCREENSHOTS"])
+    image = Image.open(shot).convert("L")
+    assert image.size == (WIDTH_PX, got["height"])
+    margin = image.crop((WIDTH_PX - 60, 0, WIDTH_PX, image.size[1]))       # the page's body is 1,232 px wide
+    assert margin.getextrema() == (255, 255), "something is drawn in the right margin at 1,400 px"

@@ -119,11 +119,24 @@ def comm_bytes_line(est, what: str = "bytes moved per step") -> str:
                                     sorted(est.comm_bytes, key=LINK_CLASSES.index))
 
 
+def config_text(c) -> str:
+    """A plan's parallel configuration in one line, as the reports write it: 'dp=16 pp=1 tp=2
+    megatron zero=2 m=32 1f1b pp-inner' (cp, recompute and ZeRO only where used; interleaved and
+    zbh1's chunks as 'v=2').  ``c``: a ParallelConfig, or an Estimate's config (a dict of the same
+    names)."""
+    get = c.__getitem__ if isinstance(c, dict) else c.__getattribute__
+    return " ".join([f"dp={get('dp')}", f"pp={get('pp')}",
+                     f"tp={get('tp')}" + (f" {get('tp_layout')}" if get("tp") > 1 else ""),
+                     *([f"cp={get('cp')}"] if get("cp") > 1 else []), *(["recompute"] if get("recompute") else []),
+                     *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
+                     get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
+
+
 def candidate_row(cand, cap_bytes: float) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown)."""
     c, e = cand.config, cand.estimate
     return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "cp": c.cp, "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
+            "cp": c.cp, "recompute": "yes" if c.recompute else "no", "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -170,6 +183,12 @@ def plan_rows(result) -> list[dict]:
     return rows
 
 
+def pareto_entry(cand) -> str:
+    """A Pareto candidate: its whole configuration, throughput and peak memory."""
+    return (f"{config_text(cand.config)} {cand.estimate.throughput_samples_per_s:,.0f}/s "
+            f"{human_bytes(cand.peak_memory_bytes)}")
+
+
 def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     """``parsim plan``: the ranked table, the splits, the explanation, the pick's operator
     strategies (``strategies``: op, strategy, layers) and the Pareto front."""
@@ -196,10 +215,7 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
         if len(strategies) > 12:
             lines.append(f"  ... {len(strategies) - 12} more (--json lists all)")
     if len(result.pareto) > 1:
-        lines.append("pareto (throughput vs peak memory): " + "; ".join(
-            f"dp={c.config.dp} pp={c.config.pp}{f' cp={c.config.cp}' if c.config.cp > 1 else ''} "
-            f"m={c.config.microbatches} {c.config.schedule} "
-            f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
+        lines.append("pareto (throughput vs peak memory): " + "; ".join(pareto_entry(c) for c in result.pareto))
     return lines
 
 

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
+_BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def bytes_unit(n: float) -> tuple[str, float]:
+    """(unit, bytes per unit) that shows ``n`` bytes as 1 to 1023.99 of it (B below 1 KiB, TiB
+    above): the unit human_bytes prints, and a chart's axis of values up to ``n``."""
+    scale = 1.0
+    for unit in _BYTE_UNITS:
+        if abs(n) < 1024 * scale or unit == _BYTE_UNITS[-1]:
+            return unit, scale
+        scale *= 1024
     raise AssertionError
+
+
+def human_bytes(n: float) -> str:
+    unit, scale = bytes_unit(n)
+    return f"{n:.0f} {unit}" if unit == "B" else f"{n / scale:.2f} {unit}"
 
 
 def memory_margin(peak_bytes: float, device, max_memory_bytes: int | None = None) -> str:
@@ -35,9 +46,16 @@ def human_si(n: float, unit: str = "") -> str:
     return f"{n:.3g} {unit}".rstrip()
 
 
-def human_time(s: float) -> str:
+def time_unit(s: float) -> tuple[str, float]:
+    """(unit, seconds per unit) human_time prints ``s`` seconds in: s from 1 s, ms from 1 ms,
+    else us; a chart's time axis of a span of ``s`` takes the same, so it reads as the page does."""
     if s >= 1:
-        return f"{s:.3f} s"
+        return "s", 1.0
     if s >= 1e-3:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s * 1e6:.1f} us"
+        return "ms", 1e-3
+    return "us", 1e-6
+
+
+def human_time(s: float) -> str:
+    unit, scale = time_unit(s)
+    return f"{s / scale:{'.3f' if unit == 's' else '.2f' if unit == 'ms' else '.1f'}} {unit}"

@@ -3,43 +3,45 @@
 For people who would rather look than read: the pick first, why it was picked (the planner's
 explanation) and how far to trust it (the errors of a ``parsim validate`` run), then the ranked
 table as ``parsim plan`` prints it, then the pick's simulated step (Gantt chart, memory over time,
-where each rank's step goes).  Pure: values in, a string out.  Images are base64 PNG inside the
-page; it loads nothing else (no scripts, no fonts, no network).  Every text is escaped.
+where each rank's step goes), with what each chart draws as JSON (chart_data).  Pure: values in,
+a string out.  Images are base64 PNG inside the page; it loads nothing else and runs nothing (no
+scripts but the JSON block, no fonts, no network).  Every text is escaped.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import math
 from html import escape
 
-from parsim.report.fmt import human_time
+from parsim.report.cli_text import config_text, pareto_entry
+from parsim.report.fmt import human_bytes, human_time
 from parsim.report.plots import gantt_figure, memory_figure, png_bytes, shares_figure
+from parsim.report.timeline import bars, memory_timeline
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: 0.2em; }
 .summary { color: #555; }
-.config { font-size: 1.5em; font-weight: bold; font-family: monospace; }
+.config { font-size: 1.5em; font-weight: bold; font-family: monospace; overflow-wrap: anywhere; }
 .cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 0.5em 0.9em; min-width: 8em; }
 .card .label { font-size: 0.8em; color: #666; } .card .value { font-size: 1.4em; font-weight: bold; }
-table { border-collapse: collapse; font-size: 0.9em; } th, td { padding: 0.25em 0.6em; text-align: right; }
-th { border-bottom: 2px solid #999; } td.text { text-align: left; font-family: monospace; }
+.wide { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { padding: 0.25em 0.45em; text-align: right; white-space: nowrap; }
+th { border-bottom: 2px solid #999; white-space: normal; vertical-align: bottom; }
+td.text { text-align: left; font-family: monospace; } th.text { text-align: left; }
+td.split { white-space: normal; overflow-wrap: anywhere; font-size: 0.85em; color: #555; padding-top: 0; }
+tbody tr:not(.split) td { padding-bottom: 0; } tbody tr.split td { border-bottom: 1px solid #eee; }
+tr.split.pick { font-weight: normal; }
 tr.pick { background: #e8f0fb; font-weight: bold; } tr.manual { color: #666; }
 .caveat { background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.5em 0.8em; }
 .none { background: #f3f3f3; border-left: 4px solid #999; padding: 0.5em 0.8em; }
-figure { margin: 1em 0; } img { max-width: 100%; } figcaption { color: #555; font-size: 0.9em; }
+figure { margin: 1em 0; } img { max-width: 100%; height: auto; } figcaption { color: #555; font-size: 0.9em; }
+code { overflow-wrap: anywhere; }
 """
-
-
-def configuration(row: dict) -> str:
-    """A row of the ranked table (``parsim plan``'s) as one line: 'dp=1 pp=2 tp=4 auto m=1 zbh1 pp-inner'."""
-    return " ".join([f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}",
-                     *([f"cp={row['cp']}"] if row.get("cp", 1) > 1 else []),
-                     *(["recompute"] if row["recompute"] else []), *([f"zero={row['zero']}"] if row["zero"] else []),
-                     f"m={row['m']}", str(row["schedule"]),
-                     str(row["placement"])])
 
 
 def share(x: float) -> str:
@@ -66,7 +68,7 @@ def plan_report(result, *, model: str, cluster: str, header: str, rows: list[dic
         f"<h1>{escape(title)}</h1>",
         f'<p class="summary" id="summary">{escape(header)}</p>',
         '<section id="pick"><h2>The pick</h2>',
-        f'<p class="config" id="pick-config">{escape(configuration(pick_row))}</p>',
+        f'<p class="config" id="pick-config">{escape(config_text(result.chosen.config))}</p>',
         f'<p>split: <code id="pick-split">{escape(result.chosen.config.describe_split(names))}</code></p>',
         '<div class="cards">' + "".join(
             f'<div class="card"><div class="label">{escape(label)}</div>'
@@ -82,30 +84,71 @@ def plan_report(result, *, model: str, cluster: str, header: str, rows: list[dic
         "averaged over pipeline ranks.</p>",
         _ranked_table(rows, [c.config.describe_split(names) for c in shown], bool(result.manual)),
         "</section>",
+        _pareto_section(result.pareto),
         '<section id="charts"><h2>The pick\'s step</h2>',
-        _figure("gantt", gantt_figure(e), "Gantt chart of one step: compute above, communication below, per "
-                                          "pipeline rank"),
-        _figure("memory", memory_figure(e), "memory over the step per rank: static state plus the activations "
-                                            "in flight"),
+        _figure("gantt", gantt_figure(e), "Gantt chart of one step, per pipeline rank: its compute stream above "
+                                          "(labelled where the label fits), its communication and loading below"),
+        _figure("memory", memory_figure(e), "memory over the step per rank: what it holds through the step "
+                                            "(parameters, gradients, optimizer state, buffers, the backward's "
+                                            "workspace) plus the activations in flight; its highest point is the "
+                                            "estimate's peak memory"),
         _figure("shares", shares_figure(e),
                 f"where each rank's step goes; averaged over ranks: bubble {share(e.bubble_fraction)}, waiting on "
                 f"other ranks {share(e.sync_wait_fraction)}, exposed communication {share(e.exposed_comm_fraction)}"),
         "</section>",
+        _chart_data(e),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{_STYLE}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 
 
+def _pareto_section(pareto) -> str:
+    """The Pareto front of throughput against peak memory, whole configurations (plan's text line)."""
+    if len(pareto) < 2:
+        return ""
+    body = "".join(f'<tr class="pareto">{_td(config_text(c.config), True)}'
+                   f"{_td(f'{c.estimate.throughput_samples_per_s:,.1f}')}{_td(human_bytes(c.peak_memory_bytes))}</tr>"
+                   for c in pareto)
+    return ('<section id="pareto"><h2>Throughput against memory</h2><p>The plans no other beats on both '
+            "throughput and peak memory, fastest first.</p>"
+            '<div class="wide"><table id="pareto-table"><thead><tr><th class="text">plan</th><th>samples/s</th>'
+            f"<th>peak mem</th></tr></thead><tbody>{body}</tbody></table></div></section>")
+
+
+def chart_data(est) -> dict:
+    """What the pick's charts draw, in seconds and bytes: the Gantt chart's bars (rank, stream,
+    kind, name, start_s, end_s; parsim.report.timeline.bars), each rank's memory steps
+    (memory_timeline) beside its estimated peak, and each rank's step by cause."""
+    return {"step_s": est.step_time_s,
+            "gantt": {"columns": ["rank", "stream", "kind", "name", "start_s", "end_s"],
+                      "bars": [list(b) for b in bars(est.timeline.records)]},
+            "memory": [{"rank": r.rank, "estimated_peak_bytes": r.peak_memory_bytes,
+                        "points": [list(p) for p in points]} for r, points in zip(est.ranks, memory_timeline(est))],
+            "shares": [{"rank": r.rank, "busy_s": r.busy_s, "input_s": r.input_s, "exposed_comm_s": r.exposed_comm_s,
+                        "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s} for r in est.ranks]}
+
+
+def _chart_data(est) -> str:
+    """chart_data as JSON in the page, for a script or a test to read back (a JSON block is
+    data, never run; '</' escaped so no text ends it early)."""
+    text = json.dumps(chart_data(est), separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return f'<script type="application/json" id="chart-data">{text}</script>'
+
+
 def _ranked_table(rows: list[dict], splits: list[str], manual: bool) -> str:
+    """The ranked table; each row's split (one name range per stage, as long as the pipeline is
+    deep) on a line of its own below it, across the columns, so the table keeps its width."""
     columns = list(rows[0])
-    head = "".join(f"<th>{escape(c or '#')}</th>" for c in columns) + "<th>split</th>"
+    head = "".join(f"<th>{escape(c or '#')}</th>" for c in columns)
     body = []
     for i, (row, split) in enumerate(zip(rows, splits)):
         cls = "pick" if i == 0 else "manual" if manual and i == len(rows) - 1 else "candidate"
         cells = "".join(_td(row[c], c in ("schedule", "placement")) for c in columns)
-        body.append(f'<tr class="{cls}">{cells}<td class="text">{escape(split)}</td></tr>')
-    return f'<table id="ranked-table"><thead><tr>{head}</tr></thead><tbody>' + "".join(body) + "</tbody></table>"
+        body.append(f'<tr class="{cls}">{cells}</tr><tr class="split {cls}"><td></td>'
+                    f'<td class="text split" colspan="{len(columns) - 1}">split: {escape(split)}</td></tr>')
+    return (f'<div class="wide"><table id="ranked-table"><thead><tr>{head}</tr></thead><tbody>' + "".join(body)
+            + "</tbody></table></div>")
 
 
 def _td(value, text: bool = False) -> str:

@@ -202,18 +202,25 @@ def scatter(rows: list[Row], path: str) -> None:
 
 def overlay(est, measured: dict, path: str, title: str) -> None:
     """The simulated step above the measured one, on one time axis, action names lined up."""
-    from parsim.report.plots import draw_records, save, subplots
+    from parsim.report.fmt import human_time
+    from parsim.report.plots import draw_records, kinds_legend, label_bars, save, subplots
 
     records = [(r, Action.parse(a), s, t0, t1) for r, a, s, t0, t1 in measured["actions"]]
     n = max(len(est.ranks), 1 + max((r for r, *_ in records), default=0))
     span = max(est.step_time_s, measured["step_time_s"] or 0)
-    fig, axes = subplots(2, 1, figsize=(12, 1.6 + 1.2 * n), sharex=True)
-    draw_records(axes[0], est.timeline.records, n, span)
-    axes[0].set_title(f"simulated: {est.step_time_s:.4f} s")
-    draw_records(axes[1], records, n, span)
-    axes[1].set_title(f"measured (one step after warm-up): {measured['step_time_s']:.4f} s median")
+    height_in = 2.0 + 1.2 * n
+    fig, axes = subplots(2, 1, figsize=(12, height_in), sharex=True)
+    drawn = draw_records(axes[0], est.timeline.records, n, span)
+    axes[0].set_title(f"simulated: {human_time(est.step_time_s)}")
+    axes[0].set_xlabel("")
+    drawn |= draw_records(axes[1], records, n, span)
+    measured_s = measured["step_time_s"]
+    axes[1].set_title(f"measured (one step after warm-up): "
+                      f"{human_time(measured_s) + ' median' if measured_s else 'no step time'}")
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, kinds_legend(fig, drawn, height_in), 1, 1))
+    label_bars(axes[0], est.timeline.records, span)
+    label_bars(axes[1], records, span)
     save(fig, path)
 
 

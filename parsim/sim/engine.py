@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.validate import ScheduleError
-from parsim.sim.memory import activation_peaks
+from parsim.sim.memory import activation_deltas, activation_peaks
 
 # Stream names in records.
 COMPUTE, P2P, DP, INPUT = "compute", "p2p", "dp", "input"   # input: inline loading before stage 0's F
@@ -125,6 +125,27 @@ class Timeline:
     last_compute_end_s: list[float] = field(default_factory=list)   # per rank: end of its last F, B, I or W
     # per rank: (start, end) of each wait at a REDUCE_TIED for the other stages of its group
     collective_waits: list[list[tuple[float, float]]] = field(default_factory=list)
+    # kind -> per stage, what a compute action changes in its rank's activations (parsim.sim.memory.
+    # activation_deltas; kept with the records)
+    activation_deltas: dict[Kind, tuple[float, ...]] = field(default_factory=dict)
+
+    def activation_changes(self, rank: int) -> list[tuple[float, float]]:
+        """(time_s, bytes) of each change to a rank's activations, in time order: an F or I adds
+        its bytes (activation_deltas) when it starts, the backward that frees them removes them
+        when it ends; frees first at equal times, as the rank's order has them.  Only records on
+        the compute stream are the actions themselves: the same action's record on another stream
+        (ZeRO's parameter gather before it, the samples loaded before stage 0's F) changes nothing.
+        Replayed from zero, their running sum peaks at activation_peaks' value for the rank."""
+        free = self.frees_activations
+        changes = []
+        for r, a, stream, start, end in self.records:
+            if r != rank or stream != COMPUTE:
+                continue
+            per_stage = self.activation_deltas.get(a.kind)
+            if per_stage is not None and per_stage[a.stage]:
+                changes.append((end if a.kind is free else start, per_stage[a.stage]))
+        changes.sort(key=lambda c: (c[0], c[1]))
+        return changes
 
 
 def _by_kind(by_stage_kind: dict, num_stages: int) -> dict[Kind, list[float]]:
@@ -377,5 +398,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
     # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
     peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, costs.kept_bytes)
+    deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes, costs.w_held_bytes,
+                               costs.kept_bytes) if keep_records else {}
     return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,
-                    last_compute, waits)
+                    last_compute, waits, deltas)

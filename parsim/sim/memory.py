@@ -44,20 +44,35 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, f
     return saved, w_held, kept
 
 
+def activation_deltas(num_stages: int, split_backward: bool, saved_bytes: dict, w_held_bytes: dict,
+                      kept_bytes: dict) -> dict[Kind, tuple[float, ...]]:
+    """What each compute action changes in its rank's activations, per kind, per stage (the
+    arguments as stage_activation_bytes gives them): an F adds its stage's saved bytes (and the
+    kept output), a split backward's I what it holds for its W, and the backward that frees them
+    (B, or W when split) removes both.  The one rule: activation_peaks replays it over a rank's
+    order, the engine's Timeline.activation_changes over its timed compute records."""
+    stages = range(num_stages)
+    saved = [saved_bytes.get(s, 0.0) for s in stages]
+    w_held = [w_held_bytes.get(s, 0.0) for s in stages]
+    out = {Kind.F: tuple(saved[s] + kept_bytes.get(s, 0.0) for s in stages),
+           Kind.W if split_backward else Kind.B: tuple(-(saved[s] + w_held[s]) for s in stages)}
+    if split_backward:
+        out[Kind.I] = tuple(w_held)
+    return out
+
+
 def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
                      kept_bytes: dict) -> tuple[list[float], list[int]]:
     """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
-    replaying its compute actions in order (the arguments as stage_activation_bytes gives them):
-    a running sum of each action's bytes (np.cumsum adds along a row in order, as a loop would),
-    its peak taken after each F and I (a backward only frees)."""
-    stages = range(schedule.num_stages)
-    saved = [saved_bytes.get(s, 0.0) for s in stages]
-    w_held = [w_held_bytes.get(s, 0.0) for s in stages]
-    # per action code (_events): what it adds to the rank's activations
-    adds = np.array([[saved[s] + kept_bytes.get(s, 0.0) for s in stages],     # F: (and the kept output)
-                     w_held,                                                   # I: the output gradients W needs
-                     [-(saved[s] + w_held[s]) for s in stages],                # the backward that frees both
-                     [0.0] * len(stages)])                                     # padding
+    replaying its compute actions in order (the arguments as stage_activation_bytes gives them;
+    each action's bytes from activation_deltas): a running sum of each action's bytes (np.cumsum
+    adds along a row in order, as a loop would), its peak taken after each F and I (a backward
+    only frees)."""
+    split = schedule.split_backward
+    deltas = activation_deltas(schedule.num_stages, split, saved_bytes, w_held_bytes, kept_bytes)
+    zeros = (0.0,) * schedule.num_stages
+    # per action code (_events): what it adds to the rank's activations; code 3 pads
+    adds = np.array([deltas[Kind.F], deltas.get(Kind.I, zeros), deltas[Kind.W if split else Kind.B], zeros])
     stage, code = _events(schedule)
     act = np.cumsum(adds[code, stage], axis=1)
     peaks = np.maximum(np.where(code < 2, act, 0.0).max(axis=1, initial=0.0), 0.0)
