@@ -150,6 +150,38 @@ def mla_attention_params(cfg: dict) -> int:
     return q + kv + a * v * h
 
 
+def attention_params(cfg: dict) -> int:
+    """One layer's attention: MLA (``kv_lora_rank`` given) or grouped-query attention without
+    biases, q and o h x a d, k and v h x g d (Qwen3 adds an RMSNorm of d over each head's q and k,
+    Qwen3 Technical Report Sec. 2)."""
+    if cfg.get("kv_lora_rank"):
+        return mla_attention_params(cfg)
+    h, a = cfg["hidden_size"], cfg["num_attention_heads"]
+    g = cfg.get("num_key_value_heads") or a
+    d = cfg.get("head_dim") or h // a
+    qk_norm = 2 * d if cfg.get("model_type") == "qwen3_moe" else 0
+    return 2 * h * a * d + 2 * h * g * d + qk_norm
+
+
+def param_count(cfg: dict) -> tuple[int, int]:
+    """(total, active per token) parameters of a MoE decoder from its config: embedding V h, per
+    layer attention, two RMSNorms 2h and the feed-forward (dense SwiGLU 3 h I, or the router E h,
+    routed 3 h I E of which 3 h I k active, shared 3 h I_s), final RMSNorm h, an untied head V h."""
+    h, V, L = cfg["hidden_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
+    total = V * h + h + (0 if cfg.get("tie_word_embeddings", False) else V * h)
+    active = total
+    for i in range(L):
+        ex = config_experts(cfg, i)
+        base = attention_params(cfg) + 2 * h
+        if ex is None:
+            layer = base + 3 * h * cfg["intermediate_size"]
+            total, active = total + layer, active + layer
+        else:
+            layer = base + ex.router_params + ex.routed_params + ex.shared_params
+            total, active = total + layer, active + layer - ex.inactive_params
+    return total, active
+
+
 def mtp_param_count(cfg: dict) -> dict:
     """DeepSeek-V3's multi-token-prediction modules, which transformers' DeepseekV3ForCausalLM does
     not build (its config's num_nextn_predict_layers counts them).  DeepSeek-V3, Sec. 2.2 and
