@@ -70,6 +70,11 @@ def test_tiny_mixtral_counts_match_transformers_and_the_closed_form():
     assert g.active_param_count == param_count(cfg)[1] == 337_216 - 2 * 3 * 64 * 96 * (8 - 2) == 116_032
     for i, layer in enumerate(g.layers[1:-1]):
         assert layer.experts == config_experts(cfg, i) == Experts(8, 2, 64, 96, 0, 8 * 64)
+    # the layer table's JSON keeps the experts (parsim model --json; plans)
+    from parsim.model.graph import LayerGraph
+    back = LayerGraph.from_dict(g.to_dict())
+    assert [layer.experts for layer in back.layers] == [layer.experts for layer in g.layers]
+    assert back.active_param_count == g.active_param_count and g.totals()["active_param_count"] == 116_032
 
 
 def test_tiny_mixtral_flops_are_2_x_active_params_x_tokens_plus_attention():
