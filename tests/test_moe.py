@@ -134,7 +134,7 @@ def test_deepseek_mtp_module_is_one_moe_layer_plus_its_projection_and_norms(tmp_
 
 
 @pytest.mark.parametrize("name, total, active, published", [
-    # Jiang et al. 2024 (Mixtral of Experts): 46.7B total, 12.9B active (Sec. 2)
+    # Mistral AI, "Mixtral of experts" (blog, 2023-12-11): 46.7B total, 12.9B used per token
     ("mixtral_8x7b", 46_702_792_704, 12_879_925_248, (46.7, 12.9, 0.1)),
     # Qwen3 Technical Report, Table 2: 30.5B total, 3.3B activated
     ("qwen3_30b_a3b", 30_532_122_624, 3_353_032_704, (30.5, 3.3, 0.1)),

@@ -272,18 +272,24 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
       oversubscription included) and k the fewest of the group's ranks on one node (that rank
       sends the most off the node).
 
-    Bandwidths at the library's efficiency (_alpha_beta, the all-reduce's fit)."""
+    Bandwidths and per-step latency at the library's fit (_alpha_beta: an all_to_all fit where a
+    profile has one, else the all-reduce's; profile-comm does not measure all-to-all yet).  The
+    latency term is pairwise exchange's n - 1 sequential steps; NCCL posts the peers' transfers
+    at once, so for small messages over many ranks it is an upper bound until measured.
+    ``imbalance`` is the busiest rank's load over the mean; ROUTING_IMBALANCE (one expert's) bounds
+    a rank holding several experts from above."""
     n = len(ranks)
     if n <= 1 or nbytes <= 0:
         return 0.0
     moved = nbytes * imbalance
     per_node = _ranks_per_node(cluster, ranks)
     first_node = [r for r in ranks if cluster.node_of(r) == cluster.node_of(ranks[0])]
-    a_in, b_in = _alpha_beta(cluster, cluster.span_class(first_node) if len(first_node) > 1 else "group")
+    a_in, b_in = _alpha_beta(cluster, cluster.span_class(first_node) if len(first_node) > 1 else "group",
+                             "all_to_all")
     if len(per_node) == 1:
         return (n - 1) * a_in + (n - 1) / n * moved / b_in
     k = min(per_node)
-    a_out, b_out = _alpha_beta(cluster, cluster.span_class(ranks))
+    a_out, b_out = _alpha_beta(cluster, cluster.span_class(ranks), "all_to_all")
     off_node = (n - k) / n * moved
     pxn = (k - 1) / k * off_node if cluster.profile.fabric.rail_optimized else 0.0
     inside = ((k - 1) / n * moved + pxn) / b_in
@@ -294,6 +300,7 @@ def moe_dispatch_bytes(tokens: float, hidden: int, top_k: int, element_bytes: in
     """Bytes one rank scatters in a MoE layer's dispatch all-to-all over ``ep`` expert-parallel
     ranks: each of its T tokens goes to its k experts, h elements each (the combine sends the
     same back): T k h bytes-per-element, of which 1/ep stays on the rank.  Sending a token once
-    per destination rank rather than once per expert (DeepEP's dedup; DeepSeek-V3 Sec. 3.2.2,
-    node-limited routing to at most 4 nodes) moves less; not modelled."""
+    per destination node or rank rather than once per expert (DeepSeek-V3: node-limited routing,
+    each token to at most 4 nodes, Sec. 2.1.2; sent once over IB to each node, then forwarded
+    over NVLink to its experts' GPUs, Sec. 3.2.2) moves less; not modelled."""
     return tokens * top_k * hidden * element_bytes if ep > 1 else 0.0
