@@ -166,6 +166,9 @@ def _grouped_experts_forward(module: nn.Module):
     ``act_fn``) that runs its experts as grouped GEMMs on balanced routing (module docstring):
     (T, h) tokens, their top-k expert indices and weights (T, k) -> (T, h)."""
     def forward(hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
+        if not hidden_states.is_meta:       # shapes only: its row indices are placeholders, not the routing
+            raise RuntimeError("grouped_experts runs on the meta device only (extraction); build the model "
+                               "without it to compute values")
         t, h = hidden_states.shape
         e, k = module.gate_up_proj.shape[0], top_k_index.shape[-1]
         c = -(-t * k // e)                  # tokens per expert, the mean, rounded up
