@@ -26,7 +26,10 @@ CLUSTER = "local-cpu:1x2"
 # resnet50_cifar10_stem3x3_local and resnet50_cifar10_seeds_split, ResNet-50 again with another stem
 # or split, which give the same kinds as resnet50_cifar10_local.
 SAME_KINDS = ("examples/resnet50_cifar10_stem3x3_local.yaml",)
-EXAMPLES = [f for f in sorted(glob.glob("examples/*local*.yaml")) if f not in SAME_KINDS] + \
+# Left out because parsim run does not train them yet: hf: models (the executor trains the built-in
+# models and module: ones; moe_tiny_local is a Hugging Face Mixtral for the cost model's CPU tests).
+NOT_RUN = ("examples/moe_tiny_local.yaml",)
+EXAMPLES = [f for f in sorted(glob.glob("examples/*local*.yaml")) if f not in SAME_KINDS + NOT_RUN] + \
     ["examples/mlp_module.yaml", "examples/mlp_semi_auto.yaml"]
 ONE = ["--dp", "1", "--pp", "1"]
 KINDS = {

@@ -10,6 +10,8 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
     hierarchical             reduce-scatter in the node, all-reduce of S/k across nodes,
                              all-gather in the node (k = ranks per node)
     all-gather / reduce-scatter (ring)   (n-1) * a + (n-1)/n * S / B
+    all-to-all (pairwise exchange)       (n-1) * a + (n-1)/n * S / B in one node; across nodes the
+                             off-node (n-k)/n * S over the NICs (all_to_all_time_s: rails, PXN)
 
 B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
 collective library's bandwidth efficiency; a = link latency + the library's per-step latency.
@@ -221,3 +223,84 @@ def fsdp_units(param_counts: list[int], tied: list[bool]) -> list[list[int]]:
     Layer positions per unit; the root may be empty.  What parsim.exec.fsdp wraps."""
     root = [i for i, t in enumerate(tied) if t]
     return [root] + [[i] for i, (n, t) in enumerate(zip(param_counts, tied)) if n and not t]
+
+
+# ----------------------------------------------------------------------------- all-to-all
+
+# The most loaded expert's tokens over the mean (tokens x top_k / experts), the default routing
+# imbalance of a MoE layer's all-to-all and grouped GEMMs.  Switch Transformer's expert capacity is
+# tokens / experts x a capacity factor, and it trains at capacity factors 1.0 and 1.25 (Fedus et
+# al. 2022, JMLR, Sec. 2.2 "Efficient Sparse Routing", expert capacity, and Table 1); 1.25 is the headroom
+# with which its routing, under an auxiliary balancing loss, dropped few tokens.  A capacity-
+# limited router never exceeds it; a dropless one (DeepSeek-V3, which drops no token, Sec. 2.1.2,
+# with its auxiliary-loss-free bias balancing) has no hard bound, and its own measured imbalance
+# should replace this default.  1.0 is perfectly balanced routing.
+ROUTING_IMBALANCE = 1.25
+
+
+def _ranks_per_node(cluster: Cluster, ranks) -> list[int]:
+    nodes: dict[int, int] = {}
+    for r in ranks:
+        nodes[cluster.node_of(r)] = nodes.get(cluster.node_of(r), 0) + 1
+    return list(nodes.values())
+
+
+def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalance: float = 1.0) -> float:
+    """An all-to-all (torch's ``all_to_all_single``) over ``ranks`` in which every rank holds
+    ``nbytes`` to scatter evenly over the group (S / n to each rank, its own share kept), the
+    busiest rank moving ``imbalance`` times its even share (a MoE dispatch's hottest expert
+    receives imbalance x the mean: ROUTING_IMBALANCE).
+
+    Pairwise exchange (Thakur, Rabenseifner & Gropp 2005, MPICH's all-to-all for long messages: n - 1 steps
+    each of one alpha, (n-1)/n S in all per rank; nccl-tests' PERFORMANCE.md: alltoall bus
+    bandwidth = algorithm bandwidth x (n-1)/n).  NCCL runs it as grouped sends and receives to
+    every peer at once (ncclGroupStart/End), each over its own path:
+
+    - inside one node, every peer over NVLink/NVSwitch (the group's link class):
+          (n-1) a_in + (n-1)/n x S x imbalance / B_in;
+    - across N nodes with k of the group's ranks on a node, a rank's (n-k)/n of S leaves the node
+      over the NICs and its (k-1)/n stays on NVLink, both at once.  On a rail-optimised fabric
+      NCCL's PXN (2.12+; NVIDIA, "Doubling all2all Performance with NVIDIA Collective
+      Communication Library 2.12", 2022; on unless NCCL_PXN_DISABLE=1) sends a message for a
+      peer on another rail through the local GPU on that peer's rail, over NVLink, then its NIC:
+      every NIC carries the node's traffic for its own rail, which by symmetry is again (n-k)/n
+      S per GPU, and the forwarding adds (k-1)/k of it to NVLink.  Time, the slower part:
+          max((k-1)/n S' / B_in + PXN's (k-1)/k (n-k)/n S' / B_in,  (n-k)/n S' / B_out)
+          + (k-1) a_in + (n-k) a_out,      S' = S x imbalance,
+      with B_out, a_out those of the farthest tier the group crosses (Cluster.span_class:
+      ``network`` on one rail, ``rail`` the PXN path, ``spine`` across pods, its
+      oversubscription included) and k the fewest of the group's ranks on one node (that rank
+      sends the most off the node).
+
+    Bandwidths and per-step latency at the library's fit (_alpha_beta: an all_to_all fit where a
+    profile has one, else the all-reduce's; profile-comm does not measure all-to-all yet).  The
+    latency term is pairwise exchange's n - 1 sequential steps; NCCL posts the peers' transfers
+    at once, so for small messages over many ranks it is an upper bound until measured.
+    ``imbalance`` is the busiest rank's load over the mean; ROUTING_IMBALANCE (one expert's) bounds
+    a rank holding several experts from above."""
+    n = len(ranks)
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    moved = nbytes * imbalance
+    per_node = _ranks_per_node(cluster, ranks)
+    first_node = [r for r in ranks if cluster.node_of(r) == cluster.node_of(ranks[0])]
+    a_in, b_in = _alpha_beta(cluster, cluster.span_class(first_node) if len(first_node) > 1 else "group",
+                             "all_to_all")
+    if len(per_node) == 1:
+        return (n - 1) * a_in + (n - 1) / n * moved / b_in
+    k = min(per_node)
+    a_out, b_out = _alpha_beta(cluster, cluster.span_class(ranks), "all_to_all")
+    off_node = (n - k) / n * moved
+    pxn = (k - 1) / k * off_node if cluster.profile.fabric.rail_optimized else 0.0
+    inside = ((k - 1) / n * moved + pxn) / b_in
+    return max(inside, off_node / b_out) + (k - 1) * a_in + (n - k) * a_out
+
+
+def moe_dispatch_bytes(tokens: float, hidden: int, top_k: int, element_bytes: int, ep: int) -> float:
+    """Bytes one rank scatters in a MoE layer's dispatch all-to-all over ``ep`` expert-parallel
+    ranks: each of its T tokens goes to its k experts, h elements each (the combine sends the
+    same back): T k h bytes-per-element, of which 1/ep stays on the rank.  Sending a token once
+    per destination node or rank rather than once per expert (DeepSeek-V3: node-limited routing,
+    each token to at most 4 nodes, Sec. 2.1.2; sent once over IB to each node, then forwarded
+    over NVLink to its experts' GPUs, Sec. 3.2.2) moves less; not modelled."""
+    return tokens * top_k * hidden * element_bytes if ep > 1 else 0.0

@@ -89,8 +89,16 @@ def fused_on_meta():
             rest = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"), args[3:]), **kwargs)
             if k.shape[1] != q.shape[1] and not rest.get("enable_gqa", False):
                 return func(*args, **kwargs)           # torch's own error for mismatched heads
-            return fused(q, k, v, float(rest.get("dropout_p", 0.0)), bool(rest.get("is_causal", False)),
-                         attn_mask=rest.get("attn_mask"), scale=rest.get("scale"))[0]
+            d_v = v.shape[-1]
+            if d_v != q.shape[-1]:
+                # Value heads narrower than query/key heads (DeepSeek's MLA: 192 vs 128): the CPU
+                # kernel's meta function sizes the output by the query's head dim, so V is padded
+                # to it and the output cut back, as transformers' flash-attention path does for
+                # MLA.  FLOPs count the padded AV: 4 b h s^2 d_qk, not 2 b h s^2 (d_qk + d_v).
+                v = F.pad(v, (0, q.shape[-1] - d_v))
+            out = fused(q, k, v, float(rest.get("dropout_p", 0.0)), bool(rest.get("is_causal", False)),
+                        attn_mask=rest.get("attn_mask"), scale=rest.get("scale"))[0]
+            return out if d_v == q.shape[-1] else out[..., :d_v]
 
     return _Fused()
 

@@ -38,6 +38,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from parsim.model.attention import FUSED_OP, fused_on_meta, register_flop_formulas
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
+from parsim.model.moe import Experts
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -369,6 +370,12 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     return stats, y.detach()
 
 
+def _experts(unit: nn.Module) -> Experts | None:
+    """A unit's mixture of experts, where it states one (parsim.model.hf.Decoder.moe)."""
+    moe = getattr(unit, "moe", None)
+    return moe if isinstance(moe, Experts) else None
+
+
 def _batch_scaled_saved_bytes(unit: nn.Module, x: torch.Tensor, saved_bytes: int, excluded: set[int]) -> float:
     """Of ``saved_bytes`` (saved at ``x``'s batch n), the part that grows with the batch: the unit
     runs forward again at 2n and the difference is n samples' worth.  What does not grow (BatchNorm's
@@ -445,7 +452,8 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
             ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch,
             kernels=stats["kernels"], tied=tuple(tied.items()), w_held_bytes=weight_output_bytes(stats["ops"]) / batch,
             # the unit's input is the previous unit's output: one tensor, measured here on two storages
-            input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch)))
+            input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch),
+            experts=_experts(unit)))
         prev_output_saved = stats["output_saved_bytes"] / batch
         x = torch.empty_like(y, device="meta")
     for h in handles:

@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Iterable, NamedTuple, Sequence
 
 from parsim.model.attention import fused_attention_flops
+from parsim.model.moe import Experts
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
@@ -208,12 +209,23 @@ class Layer:
     seq_share: float = 1.0
     cp_kv_bytes: float = field(default=0.0, compare=False)
     attention_flops: float = field(default=0.0, compare=False)
+    # A mixture-of-experts layer's experts (parsim.model.moe), unsharded; None for a dense layer.
+    # Its routed experts' kernels are the grouped GEMMs (groups = experts.experts) in ``kernels``.
+    experts: Experts | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def active_param_count(self) -> int:
+        """Parameters one token passes through: all but the routed experts it is not sent to."""
+        return self.param_count - (self.experts.inactive_params if self.experts else 0)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels",
-                  "seq_share", "cp_kv_bytes", "attention_flops"):
+                  "seq_share", "cp_kv_bytes", "attention_flops", "experts"):
             d.pop(k)
+        if self.experts is not None:
+            d["active_param_count"] = self.active_param_count
+            d["experts"] = self.experts.to_dict()
         return d
 
 
@@ -266,6 +278,15 @@ class LayerGraph:
     @property
     def param_bytes(self) -> int:
         return sum(layer.param_bytes for layer in self.layers)
+
+    @property
+    def active_param_count(self) -> int:
+        """Parameters one token passes through (Layer.active_param_count; param_count when dense)."""
+        return sum(layer.active_param_count for layer in self.layers)
+
+    @property
+    def moe(self) -> bool:
+        return any(layer.experts is not None for layer in self.layers)
 
     def held_param_count(self, held: Iterable[int]) -> int:
         """Parameters one device holds for the layers at indices ``held``: their own, plus one copy
@@ -351,8 +372,15 @@ class LayerGraph:
     def from_dict(cls, d: dict) -> "LayerGraph":
         keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes",
                                                   "input_shared_bytes", "kernels"}
-        layers = tuple(Layer(**{k: (tuple(map(tuple, v)) if k == "tied" else v) for k, v in row.items() if k in keys})
-                       for row in d["layers"])
+
+        def value(k, v):
+            if k == "tied":
+                return tuple(map(tuple, v))
+            if k == "experts":
+                return Experts(**{f: v[f] for f in ("experts", "top_k", "hidden", "intermediate",
+                                                    "shared_intermediate", "router_params")})
+            return v
+        layers = tuple(Layer(**{k: value(k, v) for k, v in row.items() if k in keys}) for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))
 
     def table(self):
@@ -362,7 +390,8 @@ class LayerGraph:
         return pd.DataFrame([layer.to_dict() for layer in self.layers])
 
     def totals(self) -> dict:
-        return {"layers": len(self), "param_count": self.param_count, "param_bytes": self.param_bytes,
+        moe = {"active_param_count": self.active_param_count} if self.moe else {}
+        return {"layers": len(self), "param_count": self.param_count, "param_bytes": self.param_bytes, **moe,
                 "fwd_flops_per_sample": self.fwd_flops, "bwd_flops_per_sample": self.bwd_flops,
                 "saved_bytes_per_sample": self.saved_bytes,
                 "output_bytes_per_sample": sum(layer.output_bytes for layer in self.layers)}

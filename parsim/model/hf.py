@@ -23,8 +23,20 @@ Cut units (thin wrappers whose submodules keep the Hugging Face names, so operat
 - ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V).
 
 Any architecture with Llama's layout (``model.embed_tokens``, ``model.layers``, ``model.norm``,
-``model.rotary_emb``, ``lm_head``: Llama, Mistral, Qwen2) is accepted; ``llama_param_count`` is
-the closed form for Llama's blocks.
+``model.rotary_emb``, ``lm_head``: Llama, Mistral, Qwen2; Mixtral, Qwen3-MoE and DeepSeek-V3 with
+their experts) is accepted; ``llama_param_count`` is the closed form for Llama's blocks.
+
+Mixtures of experts (parsim.model.moe).  transformers 5 keeps a MoE layer's routed experts as two
+stacked parameters, ``mlp.experts.gate_up_proj`` (E, 2I, h) and ``mlp.experts.down_proj`` (E, h, I),
+and runs them with a loop over the experts the router picked, which needs the routing's values
+(``nonzero``) and so cannot run on the meta device.  For extraction (``causal_lm(...,
+grouped_experts=True)``) each experts module runs instead as the grouped GEMM a MoE training
+kernel runs (Megatron-LM's GroupedMLP, DeepSeek's DeepGEMM): dispatch T k token rows into E
+groups of c = T k / E (balanced routing: every expert gets the mean), a batched matmul per
+projection over the E experts, and combine the rows back weighted by the router's scores.  Same
+parameters, same FLOPs as the loop on balanced routing, no data-dependent shapes.  The router,
+the shared experts and attention run as transformers wrote them.  Each decoder unit carries its
+``Experts`` (``Decoder.moe``), which extraction records on ``Layer.experts``.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ from torch import nn
 
 from parsim.errors import InputError
 from parsim.model.attention import KINDS
+from parsim.model.moe import Experts
 
 INSTALL = "pip install -e '.[hf]'"
 _LLAMA_KEYS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -131,13 +144,53 @@ class Embed(_Adopt):
         return self.embed_tokens(ids)
 
 
+def experts_of(layer: nn.Module) -> Experts | None:
+    """The ``Experts`` of a transformers decoder layer, read from its modules: ``mlp.experts``
+    with stacked ``gate_up_proj`` (E, 2I, h), ``mlp.gate`` (the router, ``top_k``, ``weight``
+    (E, h)) and optionally ``mlp.shared_experts`` (a SwiGLU MLP); None for a dense layer."""
+    mlp = getattr(layer, "mlp", None)
+    experts, gate = getattr(mlp, "experts", None), getattr(mlp, "gate", None)
+    stacked = getattr(experts, "gate_up_proj", None)
+    if stacked is None or gate is None or stacked.dim() != 3:
+        return None
+    e, two_i, h = stacked.shape
+    shared = getattr(mlp, "shared_experts", None)
+    shared_i = shared.gate_proj.out_features if shared is not None else 0
+    router = sum(p.numel() for p in gate.parameters(recurse=False))
+    return Experts(experts=e, top_k=gate.top_k, hidden=h, intermediate=two_i // 2, shared_intermediate=shared_i,
+                   router_params=router)
+
+
+def _grouped_experts_forward(module: nn.Module):
+    """A forward for a transformers experts module (stacked ``gate_up_proj``, ``down_proj``,
+    ``act_fn``) that runs its experts as grouped GEMMs on balanced routing (module docstring):
+    (T, h) tokens, their top-k expert indices and weights (T, k) -> (T, h)."""
+    def forward(hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
+        if not hidden_states.is_meta:       # shapes only: its row indices are placeholders, not the routing
+            raise RuntimeError("grouped_experts runs on the meta device only (extraction); build the model "
+                               "without it to compute values")
+        t, h = hidden_states.shape
+        e, k = module.gate_up_proj.shape[0], top_k_index.shape[-1]
+        c = -(-t * k // e)                  # tokens per expert, the mean, rounded up
+        rows = torch.zeros(e * c, dtype=torch.long, device=hidden_states.device)   # which token each row is
+        x = hidden_states.index_select(0, rows).view(e, c, h)                       # dispatch: (E, c, h)
+        gate, up = torch.bmm(x, module.gate_up_proj.transpose(1, 2)).chunk(2, dim=-1)   # (E, c, I) each
+        y = torch.bmm(module.act_fn(gate) * up, module.down_proj.transpose(1, 2))    # (E, c, h)
+        w = top_k_weights.reshape(-1).index_select(0, torch.zeros(e * c, dtype=torch.long, device=y.device))
+        y = y.reshape(e * c, h) * w[:, None].to(y.dtype)
+        return torch.zeros_like(hidden_states).index_add(0, rows, y)                 # combine: (T, h)
+    return forward
+
+
 class Decoder(_Adopt):
-    """One decoder layer, given the model's rotary cos/sin and causal mask."""
+    """One decoder layer, given the model's rotary cos/sin and causal mask; ``moe`` its experts
+    (None: dense)."""
 
     def __init__(self, layer: nn.Module, positions: _Positions):
         super().__init__(**dict(layer.named_children()))
         object.__setattr__(self, "_layer", layer)        # not a child: its children are ours
         object.__setattr__(self, "_positions", positions)
+        object.__setattr__(self, "moe", experts_of(layer))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
         pos, mask = self._positions.take(x.shape[1], x.dtype)
@@ -174,13 +227,16 @@ class CausalLM(nn.Module):
         return x
 
 
-def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa") -> CausalLM:
+def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa",
+              grouped_experts: bool = False) -> CausalLM:
     """The model for ``config`` (a dict of config.json fields, or their JSON text) at ``seq_len``,
-    with ``attn_implementation`` (parsim.model.attention.KINDS) attention."""
+    with ``attn_implementation`` (parsim.model.attention.KINDS) attention; ``grouped_experts``:
+    MoE experts run as grouped GEMMs on balanced routing, for extraction on meta (module docstring)."""
     tf = require_transformers()
     fields = json.loads(config) if isinstance(config, str) else dict(config)
     model_type = fields.pop("model_type")
-    for k in ("architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path"):
+    for k in ("architectures", "transformers_version", "torch_dtype", "dtype", "_name_or_path", "auto_map",
+              "quantization_config"):
         fields.pop(k, None)
     try:
         cfg = tf.AutoConfig.for_model(model_type, **fields)
@@ -196,4 +252,8 @@ def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa
             or not hasattr(model, "lm_head"):
         raise InputError(f"hf: model_type: {model_type!r} is not laid out like Llama (model.embed_tokens, "
                          "model.layers, model.norm, model.rotary_emb, lm_head); parsim cuts only such decoders")
+    if grouped_experts:
+        for layer in inner.layers:
+            if experts_of(layer) is not None:
+                layer.mlp.experts.forward = _grouped_experts_forward(layer.mlp.experts)
     return CausalLM(model, seq_len)

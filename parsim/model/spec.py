@@ -183,7 +183,7 @@ def _hf(r: Fields, args: Fields, path: str):
     args.done()
     require_transformers(path)
     source = ModelSource("hf", json.dumps(cfg, sort_keys=True), (("attn_implementation", attn), ("seq_len", seq_len)))
-    return (lambda: causal_lm(cfg, seq_len, attn)), InputSpec((seq_len,), "int64"), source
+    return (lambda: causal_lm(cfg, seq_len, attn, grouped_experts=True)), InputSpec((seq_len,), "int64"), source
 
 
 def _import_factory(target: str, where: str):

@@ -28,6 +28,10 @@ def model_lines(spec) -> list[str]:
         mem_bound=(df.fwd_mem_bytes + df.bwd_mem_bytes).map(human_bytes))
     cols = ["name"] + (["stage"] if spec.manual_stages else []) + ["params", "fwd_flops", "bwd_flops", "output",
                                                                    "saved", "mem_bound"]
+    if g.moe:
+        show = show.assign(active=[f"{layer.active_param_count:,}" for layer in g.layers],
+                           experts=[_experts_cell(layer.experts) for layer in g.layers])
+        cols[cols.index("params") + 1:cols.index("params") + 1] = ["active", "experts"]
     t = g.totals()
     return [f"{spec.name}: {len(g)} cut units, dtype {g.dtype}, per sample "
             "(FLOPs = 2 x MACs; output = boundary activation; saved = kept for backward; "
@@ -37,7 +41,47 @@ def model_lines(spec) -> list[str]:
             f"forward {human_si(t['fwd_flops_per_sample'], 'FLOP')} ({human_si(t['fwd_flops_per_sample'] / 2, 'MAC')}), "
             f"backward {human_si(t['bwd_flops_per_sample'], 'FLOP')}, "
             f"saved activations {human_bytes(t['saved_bytes_per_sample'])} per sample; "
-            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"]
+            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"] + moe_lines(spec)
+
+
+def _experts_cell(ex) -> str:
+    """A MoE layer's experts in the layer table: routed x top-k (+ shared), '-' when dense."""
+    if ex is None:
+        return "-"
+    shared = f" +shared {ex.shared_intermediate}" if ex.shared_intermediate else ""
+    return f"{ex.experts}x{ex.intermediate} top-{ex.top_k}{shared}"
+
+
+def moe_lines(spec) -> list[str]:
+    """``parsim model`` of a mixture of experts: total and active parameters, the layers' expert
+    GEMMs at one sample, and a multi-token-prediction module the main model leaves out."""
+    import json
+
+    from parsim.model.moe import mtp_param_count
+
+    g = spec.graph
+    if not g.moe:
+        return []
+    moe_layers = [layer for layer in g.layers if layer.experts is not None]
+    ex = moe_layers[0].experts
+    seq = spec.input.shape[0] if spec.input is not None else 0
+    lines = [f"mixture of experts: {len(moe_layers)} of {len(g) - 2} decoder layers; "
+             f"{g.param_count:,} parameters, {g.active_param_count:,} active per token "
+             f"({g.active_param_count / g.param_count:.1%})"]
+    if seq:
+        (m, n, k, e), (_, n2, k2, _) = ex.routed_gemms(seq)
+        shared = "".join(f", shared ({a:g} x {b:g} x {c:g})" for a, b, c, _ in ex.shared_gemms(seq))
+        lines.append(f"  per MoE layer and sequence of {seq} tokens (balanced routing): router "
+                     f"({seq} x {ex.experts} x {ex.hidden}), routed experts grouped GEMMs {e} x ({m:g} x {n} x {k}) "
+                     f"and {e} x ({m:g} x {n2} x {k2}) (M x N x K){shared}")
+    if spec.source.kind == "hf":
+        mtp = mtp_param_count(json.loads(spec.source.target))
+        if mtp["depths"]:
+            lines.append(f"  multi-token prediction ({mtp['depths']} module, not in the model above; DeepSeek-V3 "
+                         f"Sec. 2.2): {mtp['own']:,} parameters of its own, {mtp['checkpoint']:,} with the "
+                         f"embedding and head copies its checkpoint stores; {g.param_count + mtp['checkpoint']:,} "
+                         "in all")
+    return lines
 
 
 def cluster_lines(d: dict) -> list[str]:
