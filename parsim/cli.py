@@ -148,8 +148,13 @@ def _tp_flags(p) -> None:
                         "K,V ring (models with attention; plan: searched unless given)")
     p.add_argument("--tp-layout", choices=TP_LAYOUTS,
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
-    p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
-                   help="activation recomputation (plan: tries both unless given)")
+    from parsim.model.recompute import MODES
+
+    p.add_argument("--recompute", nargs="?", const="full", choices=MODES, default=None,
+                   help="activation recomputation: none, selective (the core attention only, Korthikanti et al. "
+                        "2022; Megatron's default), or full (alone: full); plan: searches all three unless given")
+    p.add_argument("--no-recompute", dest="recompute", action="store_const", const="none",
+                   help="no activation recomputation (--recompute none)")
     p.add_argument("--zero", type=int, choices=ZERO_STAGES,
                    help="ZeRO stage over the dp ranks: 0 none, 1 optimizer state, 2 and gradients, 3 and "
                         "parameters (plan: searched unless given)")

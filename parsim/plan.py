@@ -6,7 +6,8 @@ prices and what the executor runs.
     each holding cp context-parallel ranks of tp consecutive ranks each (Megatron-LM's default
     order "tp-cp-ep-dp-pp", megatron/core/parallel_state.py: tp innermost, so that a group shares
     a node's fastest links, then cp); the tensor-parallel group's operator strategies (a built-in
-    layout or the model's ``shard:``); activation recomputation.
+    layout or the model's ``shard:``); activation recomputation (none, selective or full:
+    parsim.model.recompute).
 
     Context parallelism (cp; Megatron-LM's context_parallel, Liu et al. 2023 "Ring Attention"):
     each of a cp group's ranks holds s/cp tokens of every sequence and the same parameters, so
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES
+from parsim.model.recompute import Recompute, read_recompute, recompute_mode
 from parsim.model.spec import ZERO_STAGES
 from parsim.schedule.generators import SCHEDULES
 
@@ -40,11 +42,14 @@ class ParallelConfig:
     placement: str = "pp-inner"
     tp: int = 1
     tp_layout: str = ""          # with tp > 1: "model" (model.yaml's shard:) or a parsim.shard.builtin layout
-    recompute: bool = False
+    recompute: Recompute = Recompute.NONE   # none | selective | full; True / False read as full / none
     # ZeRO stage over the dp ranks (Rajbhandari et al. 2020): 0 none; 1 optimizer state sharded;
     # 2 and gradients; 3 and parameters (parsim.cost.memory.zero_fractions)
     zero: int = 0
     cp: int = 1                  # context-parallel group size: each rank holds s/cp tokens of a sequence
+
+    def __post_init__(self):
+        object.__setattr__(self, "recompute", recompute_mode(self.recompute))
 
     @property
     def stages(self) -> int:
@@ -160,7 +165,8 @@ class Plan:
             "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
                       "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
-            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout, "recompute": c.recompute,
+            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
+                         "recompute": c.recompute.value,
                          "zero": c.zero, "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -189,7 +195,7 @@ class Plan:
                              schedule=p.choice("schedule", SCHEDULES), chunks=p.positive_int("chunks", 1),
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
                              tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
-                             recompute=p.get("recompute", bool, False),
+                             recompute=read_recompute(p, "recompute", Recompute.NONE),
                              zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1))
         stages = p.get("stages", list, [])
         p.done()

@@ -101,7 +101,7 @@ def planned(tmp_path_factory):
 def _config_text(c: dict) -> str:
     tp = str(c["tp"]) if c["tp"] == 1 else f"{c['tp']} {c['tp_layout']}"
     schedule = c["schedule"] + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
-    return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *(["recompute"] if c["recompute"] else []),
+    return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *([f"recompute={c['recompute']}"] if c["recompute"] != "none" else []),
                      f"m={c['microbatches']}", schedule, c["placement"]])
 
 
@@ -148,7 +148,7 @@ def test_every_ranked_row_is_in_the_table(planned):
         assert cls == ("pick" if i == 0 else "manual" if manual else "candidate")
         assert row["#"] == ("*" if i == 0 else "manual" if manual else str(i + 1))
         assert _config_text(c) == " ".join(
-            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}", *(["recompute"] if row["recompute"] else []),
+            [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}", *([f"recompute={row['recompute']}"] if row["recompute"] else []),
              f"m={row['m']}", row["schedule"], row["placement"]])
         e = c["estimate"]
         assert row["step"] == human_time(e["step_time_s"])

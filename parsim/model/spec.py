@@ -20,7 +20,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       global_batch_size: 32
       dtype: fp32                     # fp32 | fp16 | bf16 (fp16/bf16: mixed precision, fp32 master weights)
       optimizer: momentum             # momentum | sgd | adam
-      recompute: false                # activation recomputation of every layer (planner: tries both if unset)
+      recompute: selective            # activation recomputation: none | selective | full (true / false: full /
+                                      # none; parsim.model.recompute); planner: tries all three if unset
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
                                       # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
@@ -55,6 +56,7 @@ from parsim.errors import InfeasibleError, InputError
 from parsim.inputs import Fields, load_file
 from parsim.model.attention import KINDS as ATTENTION_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
+from parsim.model.recompute import Recompute, read_recompute
 
 SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
@@ -76,7 +78,7 @@ class Training:
     global_batch_size: int
     dtype: str = "fp32"
     optimizer: str = "momentum"
-    recompute: bool | None = None        # None: the planner decides
+    recompute: Recompute | None = None   # none | selective | full (parsim.model.recompute); None: the planner decides
     # Numeric modes (parsim.hardware.numerics): which engine runs fp32 convolutions and matmuls.
     # torch defaults: torch.backends.cudnn.allow_tf32 = True, torch.backends.cuda.matmul.allow_tf32
     # = False since torch 1.12 (torch docs, "TensorFloat-32 (TF32) on Ampere (and later) devices").
@@ -284,7 +286,7 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
                            why="2^20 samples, 12x the largest published training batch")
     training = Training(global_batch_size=batch,
                         dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
-                        recompute=t.get("recompute", bool, None),
+                        recompute=read_recompute(t, "recompute", None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
                         memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"))

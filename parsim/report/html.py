@@ -37,7 +37,7 @@ def configuration(row: dict) -> str:
     """A row of the ranked table (``parsim plan``'s) as one line: 'dp=1 pp=2 tp=4 auto m=1 zbh1 pp-inner'."""
     return " ".join([f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}",
                      *([f"cp={row['cp']}"] if row.get("cp", 1) > 1 else []),
-                     *(["recompute"] if row["recompute"] else []), *([f"zero={row['zero']}"] if row["zero"] else []),
+                     *([f"recompute={row['recompute']}"] if row["recompute"] else []), *([f"zero={row['zero']}"] if row["zero"] else []),
                      f"m={row['m']}", str(row["schedule"]),
                      str(row["placement"])])
 
