@@ -99,7 +99,7 @@ def cmd_simulate(args) -> int:
         cfg = plan.config
     else:
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
-        spec = load_model(args.model)
+        spec = _fp8(load_model(args.model), args)
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
@@ -139,6 +139,13 @@ def _strategy_rows(spec, cluster, cfg) -> list[dict]:
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 
 
+def _fp8(spec, args):
+    """The model with FP8 GEMMs where --fp8 asks for them (parsim.model.fp8)."""
+    from parsim.model.spec import with_fp8
+
+    return with_fp8(spec) if getattr(args, "fp8", False) else spec
+
+
 def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS, ZERO_STAGES
 
@@ -155,6 +162,9 @@ def _tp_flags(p) -> None:
                         "2022; Megatron's default), or full (alone: full); plan: searches all three unless given")
     p.add_argument("--no-recompute", dest="recompute", action="store_const", const="none",
                    help="no activation recomputation (--recompute none)")
+    p.add_argument("--fp8", action="store_true",
+                   help="Linear GEMMs in FP8 beside bf16, as Transformer Engine runs them (training.fp8: true; "
+                        "a bf16 model on a device with an fp8 peak)")
     p.add_argument("--zero", type=int, choices=ZERO_STAGES,
                    help="ZeRO stage over the dp ranks: 0 none, 1 optimizer state, 2 and gradients, 3 and "
                         "parameters (plan: searched unless given)")
@@ -174,7 +184,7 @@ def cmd_plan(args) -> int:
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
-    spec = load_model(args.model)
+    spec = _fp8(load_model(args.model), args)
     compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,

@@ -156,6 +156,7 @@ class Plan:
     world_size: int
     config: ParallelConfig
     estimate: dict
+    fp8: bool = False              # Linear GEMMs in FP8 beside bf16 (training.fp8; parsim.model.fp8)
 
     def to_json(self) -> dict:
         c = self.config
@@ -163,7 +164,8 @@ class Plan:
             "schema_version": PLAN_SCHEMA_VERSION,
             "kind": "parsim-plan",
             "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
-                      "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
+                      "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer,
+                      **({"fp8": True} if self.fp8 else {})},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
             "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
                          "recompute": c.recompute.value,
@@ -184,7 +186,8 @@ class Plan:
         m = r.sub("model")
         layers = tuple(m.get("layers", list))
         model = dict(path=m.get("path", str), name=m.get("name", str), batch=m.positive_int("global_batch_size"),
-                     dtype=m.choice("dtype", tuple(DTYPE_BYTES)), optimizer=m.get("optimizer", str))
+                     dtype=m.choice("dtype", tuple(DTYPE_BYTES)), optimizer=m.get("optimizer", str),
+                     fp8=m.get("fp8", bool, False))
         m.done()
         cl = r.sub("cluster")
         cluster, world = cl.get("spec", str), cl.positive_int("world_size")
@@ -205,7 +208,7 @@ class Plan:
         if stages and stages != [[layers[a], layers[b - 1]] for a, b in zip(bounds, bounds[1:])]:
             raise InputError(f"{source}: parallel.stages: does not match parallel.bounds; edit one to match the other")
         plan = cls(model["path"], model["name"], layers, model["batch"], model["dtype"], model["optimizer"],
-                   cluster, world, cfg, r.get("estimate", dict, {}))
+                   cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"])
         r.done()
         return plan
 
@@ -214,7 +217,7 @@ def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict)
     return Plan(model_path=spec.path, model_name=spec.name, layers=tuple(spec.graph.names),
                 global_batch_size=spec.training.global_batch_size, dtype=spec.training.dtype,
                 optimizer=spec.training.optimizer, cluster=cluster.spec, world_size=cluster.world_size,
-                config=cfg, estimate=estimate_json)
+                config=cfg, estimate=estimate_json, fp8=spec.training.fp8)
 
 
 def load_plan(path: str) -> Plan:
@@ -258,7 +261,8 @@ def check_plan_matches(plan: Plan, spec, source: str) -> None:
             raise InputError(str(e)) from None
     t = spec.training
     for key, planned, now in (("global_batch_size", plan.global_batch_size, t.global_batch_size),
-                              ("dtype", plan.dtype, t.dtype), ("optimizer", plan.optimizer, t.optimizer)):
+                              ("dtype", plan.dtype, t.dtype), ("optimizer", plan.optimizer, t.optimizer),
+                              ("fp8", plan.fp8, t.fp8)):
         if planned != now:
             raise InputError(f"{source}: model.{key}: the plan was made for {planned}, but {spec.path} has "
                              f"training.{key}: {now}; plan again")

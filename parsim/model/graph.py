@@ -248,6 +248,7 @@ class LayerGraph:
     # by classes where it lies (vocabulary-parallel, parsim.shard.graph.loss_steps)
     loss_gather_ways: int = 1
     loss_vocab_parallel: bool = False     # the loss takes the last layer's class split where it lies
+    fp8: bool = False            # Linear GEMMs in FP8 beside bf16 (parsim.model.fp8.fp8_graph)
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))

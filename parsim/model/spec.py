@@ -20,6 +20,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       global_batch_size: 32
       dtype: fp32                     # fp32 | fp16 | bf16 (fp16/bf16: mixed precision, fp32 master weights)
       optimizer: momentum             # momentum | sgd | adam
+      fp8: false                      # with dtype bf16: Linear GEMMs in FP8 as Transformer Engine runs them
+                                      # (parsim.model.fp8; devices with an fp8 peak: H100)
       recompute: selective            # activation recomputation: none | selective | full (true / false: full /
                                       # none; parsim.model.recompute); planner: tries all three if unset
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
@@ -91,6 +93,9 @@ class Training:
     # torch's default is NCHW (torch.contiguous_format); channels_last is NHWC.  On NVIDIA tensor
     # cores an NCHW convolution pays transposes (parsim.hardware.numerics).
     memory_format: str = "nchw"
+    # FP8 GEMMs of the Linear layers beside bf16 elsewhere (NVIDIA Transformer Engine; Megatron-LM's
+    # --bf16 --fp8-format hybrid): parsim.model.fp8.  Needs dtype bf16.
+    fp8: bool = False
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,19 @@ class ModelSpec:
     path: str = ""
     input: object = None                            # extract.InputSpec of one sample (None for a layers: table)
     shard: dict = field(default_factory=dict)       # operator pattern -> strategy (tuple of tuples)
+
+
+def with_fp8(spec: ModelSpec, where: str = "--fp8") -> ModelSpec:
+    """The model trained with FP8 GEMMs (``training.fp8: true``, parsim.model.fp8), as asked on the
+    command line; a bf16 model only."""
+    if spec.training.fp8:
+        return spec
+    if spec.training.dtype != "bf16":
+        raise InputError(f"{where}: FP8 GEMMs run beside bf16 (Transformer Engine), but {spec.path or spec.name} has "
+                         f"training.dtype: {spec.training.dtype}; set it to bf16")
+    from parsim.model.fp8 import fp8_graph
+
+    return replace(spec, training=replace(spec.training, fp8=True), graph=fp8_graph(spec.graph))
 
 
 # ----------------------------------------------------------------------------- builders
@@ -289,7 +307,11 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
                         recompute=read_recompute(t, "recompute", None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
-                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"))
+                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"),
+                        fp8=t.get("fp8", bool, False))
+    if training.fp8 and training.dtype != "bf16":
+        raise t.fail("fp8", f"FP8 GEMMs run beside bf16 (Transformer Engine), not {training.dtype}; "
+                            "set training.dtype: bf16 or fp8: false")
     if t.has("tf32"):
         tf = t.sub("tf32")
         training = replace(training, tf32_conv=tf.get("conv", bool, True), tf32_matmul=tf.get("matmul", bool, False))
@@ -357,6 +379,10 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
             raise InputError(f"{path}: {kind}: running the model on an input of shape {list(input_spec.shape)} failed "
                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); check input.shape") from None
 
+    if training.fp8:
+        from parsim.model.fp8 import fp8_graph
+
+        graph = fp8_graph(graph)
     if parallel.cp and parallel.cp > 1:
         from parsim.model.attention import check_cp
 

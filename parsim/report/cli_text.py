@@ -81,7 +81,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
     from parsim.report.timeline import timeline_grid
 
     c = est.config
-    lines = [f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
+    lines = [f"{spec.name} on {cluster.spec} ({precision(spec.training)}): dp={c['dp']} pp={c['pp']}"
              + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (f" cp={c['cp']}" if c["cp"] > 1 else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
@@ -153,10 +153,15 @@ def plan_result_json(result, plan: dict, strategies: list[dict], models) -> dict
             "profile_coverage": {p: m.coverage().describe() for p, m in models if hasattr(m, "coverage")}}
 
 
+def precision(training) -> str:
+    """The training's precision as shown: its dtype, with FP8 GEMMs where asked (parsim.model.fp8)."""
+    return f"{training.dtype} + fp8 GEMMs" if getattr(training, "fp8", False) else training.dtype
+
+
 def plan_header(spec, cluster, result) -> str:
     """The first line of ``parsim plan``: the model, the cluster and the search."""
     return (f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
-            f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
+            f"{spec.training.global_batch_size}, {precision(spec.training)}): searched {result.considered} candidates, simulated "
             f"{result.simulated} in {result.search_time_s:.2f} s")
 
 
