@@ -67,8 +67,9 @@ def test_memory_per_layer_matches_korthikanti_table_2(eager, t):
 
 def test_selective_recomputes_the_core_attention_kernels(eager):
     """The backward's extra time is the core attention's forward kernels (QK^T through AV) at
-    their own prices, and their FLOPs are Korthikanti Sec. 5's 4 b s^2 h per layer (full
-    recomputation re-runs 24 b s h^2 + 4 b s^2 h)."""
+    their own prices, and their FLOPs are the forward's QK^T and AV, 4 b s^2 h per layer
+    (Narayanan et al. 2021, Eq. 3's attention term; full recomputation re-runs 24 b s h^2 +
+    4 b s^2 h)."""
     device = load_cluster("dgx-h100").device
     compute = AnalyticalCompute(device, "bf16")
     sel = per_device_graph(eager, recompute="selective").layers[1]

@@ -9,8 +9,10 @@ Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   softmax's output, the dropout's mask and output: 5 a s^2 b bytes per layer in 16-bit, Sec. 4.1)
   are dropped; Q, K and V, its inputs, stay saved.  Per layer (Table 2): 34 s b h / t bytes with
   tensor and sequence parallelism, against s b h (34 / t + 5 a s / (h t)) without recomputation.
-  The price is the core attention's forward kernels again in the backward (Sec. 5: 4 b s^2 h more
-  FLOPs per layer against a full recomputation's 24 b s h^2 + 4 b s^2 h).
+  The price is the core attention's forward kernels again in the backward: their FLOPs are the
+  forward's QK^T and AV, 4 b s^2 h per layer (Narayanan et al. 2021, Eq. 3's attention term),
+  against a full recomputation's whole forward, 24 b s h^2 + 4 b s^2 h; the softmax, mask and
+  dropout between them by their bytes.
   A layer with fused attention (sdpa, FlashAttention; parsim.model.attention) saves no s x s
   tensor: its kernel already recomputes the scores in backward, so there is nothing left to
   recompute selectively and ``selective`` equals ``none`` for it, in memory and in time.
