@@ -68,6 +68,11 @@ def _compute_model(args, cluster, spec):
     from parsim.profile.calibrate import profiled_compute
 
     if getattr(args, "profile", None):
+        if spec.training.fp8:
+            from parsim.errors import InputError
+
+            raise InputError(f"--profile: {args.profile} timed the layers without FP8 GEMMs; an FP8 plan "
+                             "(training.fp8, --fp8) is priced by the analytical model: leave out --profile")
         return profiled_compute(load_profile_table(args.profile), spec.graph, cluster.device, spec.training.dtype)
     return AnalyticalCompute.for_training(cluster.device, spec.training)
 

@@ -137,3 +137,10 @@ def test_fp8_graph_is_applied_once(specs):
     _, fp8 = specs
     assert fp8_graph(fp8.graph) is fp8.graph
     assert math.isclose(fp8.graph.layers[1].fwd_flops, specs[0].graph.layers[1].fwd_flops)
+
+
+def test_a_layer_profile_is_refused_for_an_fp8_plan(tmp_path, capsys):
+    assert main(["simulate", _write(tmp_path), "--cluster", "dgx-h100:1x1", "--dp", "1", "--pp", "1", "--fp8",
+                 "--profile", "no-such-profile.yaml"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--profile: no-such-profile.yaml timed the layers without FP8 GEMMs" in err[0]
