@@ -68,6 +68,11 @@ def _compute_model(args, cluster, spec):
     from parsim.profile.calibrate import profiled_compute
 
     if getattr(args, "profile", None):
+        if spec.training.fp8:
+            from parsim.errors import InputError
+
+            raise InputError(f"--profile: {args.profile} timed the layers without FP8 GEMMs; an FP8 plan "
+                             "(training.fp8, --fp8) is priced by the analytical model: leave out --profile")
         return profiled_compute(load_profile_table(args.profile), spec.graph, cluster.device, spec.training.dtype)
     return AnalyticalCompute.for_training(cluster.device, spec.training)
 
@@ -99,7 +104,7 @@ def cmd_simulate(args) -> int:
         cfg = plan.config
     else:
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
-        spec = load_model(args.model)
+        spec = _fp8(load_model(args.model), args)
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
@@ -139,6 +144,13 @@ def _strategy_rows(spec, cluster, cfg) -> list[dict]:
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 
 
+def _fp8(spec, args):
+    """The model with FP8 GEMMs where --fp8 asks for them (parsim.model.fp8)."""
+    from parsim.model.spec import with_fp8
+
+    return with_fp8(spec) if getattr(args, "fp8", False) else spec
+
+
 def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS, ZERO_STAGES
 
@@ -148,8 +160,16 @@ def _tp_flags(p) -> None:
                         "K,V ring (models with attention; plan: searched unless given)")
     p.add_argument("--tp-layout", choices=TP_LAYOUTS,
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
-    p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
-                   help="activation recomputation (plan: tries both unless given)")
+    from parsim.model.recompute import MODES
+
+    p.add_argument("--recompute", nargs="?", const="full", choices=MODES, default=None,
+                   help="activation recomputation: none, selective (the core attention only, Korthikanti et al. "
+                        "2022; Megatron's default), or full (alone: full); plan: searches all three unless given")
+    p.add_argument("--no-recompute", dest="recompute", action="store_const", const="none",
+                   help="no activation recomputation (--recompute none)")
+    p.add_argument("--fp8", action="store_true",
+                   help="Linear GEMMs in FP8 beside bf16, as Transformer Engine runs them (training.fp8: true; "
+                        "a bf16 model on a device with an fp8 peak)")
     p.add_argument("--zero", type=int, choices=ZERO_STAGES,
                    help="ZeRO stage over the dp ranks: 0 none, 1 optimizer state, 2 and gradients, 3 and "
                         "parameters (plan: searched unless given)")
@@ -169,7 +189,7 @@ def cmd_plan(args) -> int:
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
-    spec = load_model(args.model)
+    spec = _fp8(load_model(args.model), args)
     compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,

@@ -6,7 +6,8 @@ prices and what the executor runs.
     each holding cp context-parallel ranks of tp consecutive ranks each (Megatron-LM's default
     order "tp-cp-ep-dp-pp", megatron/core/parallel_state.py: tp innermost, so that a group shares
     a node's fastest links, then cp); the tensor-parallel group's operator strategies (a built-in
-    layout or the model's ``shard:``); activation recomputation.
+    layout or the model's ``shard:``); activation recomputation (none, selective or full:
+    parsim.model.recompute).
 
     Context parallelism (cp; Megatron-LM's context_parallel, Liu et al. 2023 "Ring Attention"):
     each of a cp group's ranks holds s/cp tokens of every sequence and the same parameters, so
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES
+from parsim.model.recompute import Recompute, read_recompute, recompute_mode
 from parsim.model.spec import ZERO_STAGES
 from parsim.schedule.generators import SCHEDULES
 
@@ -40,11 +42,14 @@ class ParallelConfig:
     placement: str = "pp-inner"
     tp: int = 1
     tp_layout: str = ""          # with tp > 1: "model" (model.yaml's shard:) or a parsim.shard.builtin layout
-    recompute: bool = False
+    recompute: Recompute = Recompute.NONE   # none | selective | full; True / False read as full / none
     # ZeRO stage over the dp ranks (Rajbhandari et al. 2020): 0 none; 1 optimizer state sharded;
     # 2 and gradients; 3 and parameters (parsim.cost.memory.zero_fractions)
     zero: int = 0
     cp: int = 1                  # context-parallel group size: each rank holds s/cp tokens of a sequence
+
+    def __post_init__(self):
+        object.__setattr__(self, "recompute", recompute_mode(self.recompute))
 
     @property
     def stages(self) -> int:
@@ -151,6 +156,7 @@ class Plan:
     world_size: int
     config: ParallelConfig
     estimate: dict
+    fp8: bool = False              # Linear GEMMs in FP8 beside bf16 (training.fp8; parsim.model.fp8)
 
     def to_json(self) -> dict:
         c = self.config
@@ -158,9 +164,11 @@ class Plan:
             "schema_version": PLAN_SCHEMA_VERSION,
             "kind": "parsim-plan",
             "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
-                      "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer},
+                      "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer,
+                      **({"fp8": True} if self.fp8 else {})},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
-            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout, "recompute": c.recompute,
+            "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
+                         "recompute": c.recompute.value,
                          "zero": c.zero, "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -178,7 +186,8 @@ class Plan:
         m = r.sub("model")
         layers = tuple(m.get("layers", list))
         model = dict(path=m.get("path", str), name=m.get("name", str), batch=m.positive_int("global_batch_size"),
-                     dtype=m.choice("dtype", tuple(DTYPE_BYTES)), optimizer=m.get("optimizer", str))
+                     dtype=m.choice("dtype", tuple(DTYPE_BYTES)), optimizer=m.get("optimizer", str),
+                     fp8=m.get("fp8", bool, False))
         m.done()
         cl = r.sub("cluster")
         cluster, world = cl.get("spec", str), cl.positive_int("world_size")
@@ -189,7 +198,7 @@ class Plan:
                              schedule=p.choice("schedule", SCHEDULES), chunks=p.positive_int("chunks", 1),
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
                              tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
-                             recompute=p.get("recompute", bool, False),
+                             recompute=read_recompute(p, "recompute", Recompute.NONE),
                              zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1))
         stages = p.get("stages", list, [])
         p.done()
@@ -199,7 +208,7 @@ class Plan:
         if stages and stages != [[layers[a], layers[b - 1]] for a, b in zip(bounds, bounds[1:])]:
             raise InputError(f"{source}: parallel.stages: does not match parallel.bounds; edit one to match the other")
         plan = cls(model["path"], model["name"], layers, model["batch"], model["dtype"], model["optimizer"],
-                   cluster, world, cfg, r.get("estimate", dict, {}))
+                   cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"])
         r.done()
         return plan
 
@@ -208,7 +217,7 @@ def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict)
     return Plan(model_path=spec.path, model_name=spec.name, layers=tuple(spec.graph.names),
                 global_batch_size=spec.training.global_batch_size, dtype=spec.training.dtype,
                 optimizer=spec.training.optimizer, cluster=cluster.spec, world_size=cluster.world_size,
-                config=cfg, estimate=estimate_json)
+                config=cfg, estimate=estimate_json, fp8=spec.training.fp8)
 
 
 def load_plan(path: str) -> Plan:
@@ -252,7 +261,8 @@ def check_plan_matches(plan: Plan, spec, source: str) -> None:
             raise InputError(str(e)) from None
     t = spec.training
     for key, planned, now in (("global_batch_size", plan.global_batch_size, t.global_batch_size),
-                              ("dtype", plan.dtype, t.dtype), ("optimizer", plan.optimizer, t.optimizer)):
+                              ("dtype", plan.dtype, t.dtype), ("optimizer", plan.optimizer, t.optimizer),
+                              ("fp8", plan.fp8, t.fp8)):
         if planned != now:
             raise InputError(f"{source}: model.{key}: the plan was made for {planned}, but {spec.path} has "
                              f"training.{key}: {now}; plan again")

@@ -5,7 +5,7 @@ one line) or accepted by `parsim run`'s pre-launch check (parsim.exec.train.chec
 runs here combine the kinds no other test runs, each equal to the single-process reference, and
 the others name the multi-process test that runs them.
 
-Kinds: dp; pp with each schedule; tp with each layout; recompute; ZeRO stages 1-3; cp; bf16 and the
+Kinds: dp; pp with each schedule; tp with each layout; recompute (full, selective); ZeRO stages 1-3; cp; bf16 and the
 optimizers come from the examples themselves (gpt_tiny_local_bf16, the mlp's Adam).
 """
 
@@ -41,6 +41,7 @@ KINDS = {
     **{f"tp-{layout}": [*ONE, "--tp", "2", "--tp-layout", layout]
        for layout in ("megatron", "megatron-sp", "auto", "model")},
     "recompute": ["--dp", "2", "--pp", "1", "--recompute"],
+    "recompute-selective": ["--dp", "2", "--pp", "1", "--recompute", "selective"],
     **{f"zero{z}": ["--dp", "2", "--pp", "1", "--zero", str(z)] for z in (1, 2, 3)},
     "cp": ["--dp", "1", "--pp", "1", "--cp", "2"],
 }
@@ -71,6 +72,9 @@ RUNS = {
     "pp2-zbh1-recompute": ("examples/gpt_tiny_local.yaml",
                            ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "zbh1", "--recompute"],
                            {"pp-zbh1", "recompute"}),
+    "pp2-1f1b-selective": ("examples/gpt_tiny_local.yaml",
+                           ["--dp", "1", "--pp", "2", "--microbatches", "2", "--recompute", "selective"],
+                           {"pp-1f1b", "recompute-selective"}),
 }
 
 

@@ -11,6 +11,7 @@ from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute
 from parsim.errors import DoesNotFitError
 from parsim.hardware import load_cluster
+from parsim.model.recompute import Recompute
 from parsim.model.spec import load_model
 from parsim.report.fmt import human_bytes
 from parsim.search import planner
@@ -80,8 +81,9 @@ def test_lower_bound_never_exceeds_the_simulated_step(cifar, cluster_spec):
 def test_lower_bound_holds_with_tensor_parallelism_and_recomputation(tiny_gpt):
     cluster = load_cluster("dgx-a100:1x8")
     variants = planner._variants(tiny_gpt, cluster, Constraints())
-    assert {(tp, layout, rc) for tp, layout, rc, _, _ in variants} >= {(1, "", False), (2, "megatron", True),
-                                                                    (8, "megatron-sp", False)}
+    none, sel, full = Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL
+    assert {(tp, layout, rc) for tp, layout, rc, _, _ in variants} >= {(1, "", none), (2, "megatron", full),
+                                                                    (2, "megatron", sel), (8, "megatron-sp", none)}
     assert _check_lower_bound(tiny_gpt, cluster, _compute(cluster, tiny_gpt), variants) > 100
 
 

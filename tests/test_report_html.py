@@ -111,7 +111,8 @@ def _config_text(c: dict) -> str:
     tp = str(c["tp"]) if c["tp"] == 1 else f"{c['tp']} {c['tp_layout']}"
     schedule = c["schedule"] + (f" v={c['chunks']}" if c["chunks"] > 1 else "")
     return " ".join([f"dp={c['dp']}", f"pp={c['pp']}", f"tp={tp}", *([f"cp={c['cp']}"] if c["cp"] > 1 else []),
-                     *(["recompute"] if c["recompute"] else []), *([f"zero={c['zero']}"] if c["zero"] else []),
+                     *([f"recompute={c['recompute']}"] if c["recompute"] != "none" else []),
+                     *([f"zero={c['zero']}"] if c["zero"] else []),
                      f"m={c['microbatches']}", schedule, c["placement"]])
 
 
@@ -161,10 +162,11 @@ def test_every_ranked_row_is_in_the_table(planned):
         manual = i == len(d["candidates"])
         assert cls == ("pick" if i == 0 else "manual" if manual else "candidate")
         assert row["#"] == ("*" if i == 0 else "manual" if manual else str(i + 1))
-        assert row["recompute"] == ("yes" if c["recompute"] else "no")          # never blank
+        assert row["recompute"] == c["recompute"] in ("none", "selective", "full")      # never blank
         assert _config_text(c) == " ".join(
             [f"dp={row['dp']}", f"pp={row['pp']}", f"tp={row['tp']}",
-             *([f"cp={row['cp']}"] if row["cp"] != "1" else []), *(["recompute"] if row["recompute"] == "yes" else []),
+             *([f"cp={row['cp']}"] if row["cp"] != "1" else []),
+             *([f"recompute={row['recompute']}"] if row["recompute"] != "none" else []),
              *([f"zero={row['zero']}"] if row["zero"] != "0" else []), f"m={row['m']}", row["schedule"],
              row["placement"]])
         e = c["estimate"]
@@ -197,7 +199,7 @@ def test_the_pareto_line_and_small_memories():
                          zero=1, cp=2)
     cand = SimpleNamespace(config=cfg, estimate=SimpleNamespace(throughput_samples_per_s=1234.4),
                            peak_memory_bytes=3.5 * 2**20)
-    assert pareto_entry(cand) == ("dp=4 pp=2 tp=2 megatron-sp cp=2 recompute zero=1 m=8 interleaved v=2 pp-inner "
+    assert pareto_entry(cand) == ("dp=4 pp=2 tp=2 megatron-sp cp=2 recompute=full zero=1 m=8 interleaved v=2 pp-inner "
                                   "1,234/s 3.50 MiB")
     assert [human_bytes(x) for x in (512, 1536, 3.5 * 2**20, 47.9 * 2**30)] == ["512 B", "1.50 KiB", "3.50 MiB",
                                                                                   "47.90 GiB"]

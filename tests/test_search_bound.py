@@ -339,12 +339,13 @@ def _recorded_simulations(monkeypatch) -> list:
 _CAP_BYTES = 30 * 2**20      # examples/gpt_small_local.yaml on dgx-a100:2x8: about half its candidates miss it
 
 
-@pytest.mark.parametrize("recompute", [False, True])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypatch, recompute):
     """sim.memory.peak_floor_bytes, the planner's check before it simulates, against the simulated
     peak of every candidate an exhaustive search simulates (every schedule, v, placement, ZeRO
-    stage and layout; recomputation off and on), under and over the cap: bit for bit the same
+    stage and layout; each recomputation mode), under and over the cap: bit for bit the same
     without ZeRO's collective buffers (ZeRO 0-1 under NCCL), never above it with them."""
+    from parsim.model.recompute import recompute_mode
     from parsim.sim.memory import peak_floor_bytes
     from parsim.sim.simulate import built_schedule
 
@@ -369,7 +370,7 @@ def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypa
         kinds.add((cfg.schedule, cfg.chunks, cfg.zero, cfg.recompute))
     assert len(seen) > 100 and over > 10 and below > 5     # over: 17 with recomputation (2026-11-24)
     assert {(s, v) for s, v, _, _ in kinds} == {("1f1b", 1), ("gpipe", 1), ("zbh1", 1), ("interleaved", 2)}
-    assert {z for _, _, z, _ in kinds} == {0, 1, 2, 3} and {r for *_, r in kinds} == {recompute}
+    assert {z for _, _, z, _ in kinds} == {0, 1, 2, 3} and {r for *_, r in kinds} == {recompute_mode(recompute)}
 
 
 def test_pruned_search_simulates_no_candidate_over_the_cap(monkeypatch):

@@ -89,7 +89,8 @@ class AnalyticalCompute:
         """The model for a model.yaml's ``training`` settings (dtype and numeric modes)."""
         return cls(device, training.dtype, MathMode(training.dtype, training.tf32_conv, training.tf32_matmul,
                                                     training.ascend_precision_mode,
-                                                    training.memory_format == "channels_last"))
+                                                    training.memory_format == "channels_last",
+                                                    getattr(training, "fp8", False)))
 
     @property
     def kernel_level(self) -> bool:

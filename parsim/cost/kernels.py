@@ -40,6 +40,9 @@ micro-batch) is priced on its own:
   ``parsim calibrate`` fits it (about 200 us on this machine's layer profiles, whose timed
   forward also runs a Python hook per saved tensor).
 
+FP8 Linear GEMMs (kernel class ``fp8_matmul``, parsim.model.fp8) run on the numeric mode's FP8
+engine: the same efficiency and shape model at the device's fp8 peak.
+
 The engine of a GEMM comes from the numeric mode (``parsim.hardware.numerics.Engine``): its rate
 (TF32 for fp32 convolutions on Ampere and later, Ascend's fp16 Cube, and so on), its large-GEMM
 efficiency (matrix engine or vector units), and whether a convolution there pays the transposes of

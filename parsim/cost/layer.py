@@ -1,8 +1,10 @@
 """A layer's time on one device for one micro-batch and phase: its compute (a ComputeModel), plus
 the forward it re-runs when recomputed, plus its tensor-parallel redistributions.
 
-- Recomputation (Chen et al. 2016; Megatron's full recompute): the backward (B, or I under a
-  split backward) first re-runs the forward, communication included.
+- Recomputation (parsim.model.recompute): the backward (B, or I under a split backward) first
+  re-runs the forward, communication included (full: Chen et al. 2016), or only the core
+  attention's forward kernels, which communicate nothing (selective: Korthikanti et al. 2022,
+  Sec. 5; ``recompute_time_s``).
 - Tensor-parallel steps (``Layer.tp_comm``, from parsim.shard.graph) run in the compute stream
   (unless the compute model's times already hold them: a tensor-parallel profile),
   not overlapped: DTensor's and Megatron's tensor-parallel collectives block the next operator.
@@ -83,14 +85,25 @@ def includes_tp_comm(compute: ComputeModel, microbatch: int) -> bool:
     return at(microbatch) if at is not None else getattr(compute, "includes_tp_comm", False)
 
 
+def recompute_time_s(compute: ComputeModel, layer: Layer, microbatch: int) -> float:
+    """What a recomputed layer's backward re-runs first, on one micro-batch: its whole forward
+    (full), or its core attention's forward kernels (selective, ``Layer.recompute_part``).  A
+    profile times whole layers, not their core attention: the part is priced by the profile's
+    analytical fallback (``ProfiledCompute.fallback``)."""
+    part = layer.recompute_part
+    if part is None:
+        return compute.layer_time_s(layer, "F", microbatch)
+    return getattr(compute, "fallback", compute).layer_time_s(part, "F", microbatch)
+
+
 def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
                  first_rank: int = 0) -> float:
     """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring)."""
     t = compute.layer_time_s(layer, kind, microbatch)
     priced = cluster is not None and layer.tp_comm and not includes_tp_comm(compute, microbatch)
     if layer.recompute_bytes and kind in ("B", "I"):
-        t += compute.layer_time_s(layer, "F", microbatch)
-        if priced:
+        t += recompute_time_s(compute, layer, microbatch)
+        if priced and layer.recomputes_forward:
             t += tp_comm_time_s(layer, "F", microbatch, cluster, first_rank)
     if priced and kind in ("F", "B", "I"):
         t += tp_comm_time_s(layer, "F" if kind == "F" else "B", microbatch, cluster, first_rank)

@@ -95,6 +95,24 @@ def recompute_units(stage: nn.Sequential) -> None:
         unit.forward = functools.partial(_checkpointed, unit.forward, unit)
 
 
+def recompute_attention(stage: nn.Module) -> None:
+    """Selective activation recomputation, as the simulator prices it (LayerGraph.with_recompute;
+    Korthikanti et al. 2022, Sec. 5; Megatron's selective granularity): each eager attention of
+    the built-in GPT (its blocks' ``attend``: QK^T, the mask, softmax, dropout and AV) is
+    checkpointed (torch.utils.checkpoint, non-reentrant, with the forward's random state), so its
+    s x s tensors are re-created in backward; the rest of the layer is saved as usual.  Fused
+    attention (sdpa) already recomputes its scores: left as is."""
+    for unit in stage.modules():
+        if callable(getattr(unit, "attend", None)) and not getattr(unit, "fused", True):
+            unit.attend = functools.partial(_checkpointed_attention, unit.attend)
+
+
+def _checkpointed_attention(attend, q, k, v):
+    from torch.utils.checkpoint import checkpoint
+
+    return checkpoint(attend, q, k, v, use_reentrant=False)
+
+
 def _checkpointed(forward, unit: nn.Module, *args):
     from torch.utils.checkpoint import checkpoint
 

@@ -16,8 +16,9 @@ Training follows the seeds:
   parsim.exec.op_parallel (the model's and the searched per-operator layouts); context
   parallelism (each rank of a cp group on its zigzag tokens of every sequence, gradients averaged
   over dp x cp) parsim.exec.context_parallel.
-- ``recompute``: every cut unit is checkpointed (torch.utils.checkpoint), the simulator's full
-  recomputation (LayerGraph.with_recompute).
+- ``recompute``: full: every cut unit is checkpointed (torch.utils.checkpoint), the simulator's
+  full recomputation (LayerGraph.with_recompute); selective: the built-in GPT's eager attention
+  cores only (stages.recompute_attention).
 - BatchNorm normalises over each micro-batch: its effective batch is the micro-batch size, not
   the global batch. A warning is printed below 16 samples.
 - A step whose loss is NaN or infinite stops every rank before it is checkpointed (check_loss);
@@ -63,8 +64,9 @@ from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.objective import loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
-                                 memory_format, recompute_units, schedule_class, stage_module)
+                                 memory_format, recompute_attention, recompute_units, schedule_class, stage_module)
 from parsim.fileio import write_json
+from parsim.model.recompute import Recompute
 from parsim.plan import load_plan_and_model
 from parsim.report.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
@@ -180,6 +182,9 @@ def check_run(opts: RunOptions):
     launches anything; each rank calls it again."""
     plan, spec = load_plan_and_model(opts.plan)
     cfg = plan.config
+    if plan.fp8:
+        raise InputError(f"{opts.plan}: model.fp8: the executor has no FP8 GEMMs (Transformer Engine on FP8 tensor "
+                         "cores); plan with training.fp8: false to run it in bf16")
     precision.check_optimizer(plan.optimizer, plan.dtype, opts.plan)
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
@@ -187,6 +192,10 @@ def check_run(opts: RunOptions):
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
     context_parallel.check_supported(cfg, spec, opts.plan)
+    if (cfg.recompute is Recompute.SELECTIVE and not (spec.source.kind == "builtin" and spec.source.target == "gpt")
+            and any(layer.recompute_bytes for layer in spec.graph.with_recompute(cfg.recompute).layers)):
+        raise InputError(f"{opts.plan}: parallel.recompute: selective: the executor recomputes the attention of the "
+                         "built-in gpt only; plan with --recompute full or --no-recompute")
     kind = input_kind(spec)
     check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)
     return plan, spec, kind
@@ -244,9 +253,12 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     del units                         # the other stages' units: the per-operator plans probe through them
-    if cfg.recompute:
+    if cfg.recompute is Recompute.FULL:
         for m in modules:
             recompute_units(m)
+    elif cfg.recompute is Recompute.SELECTIVE:
+        for m in modules:
+            recompute_attention(m)
     ring = None
     if cfg.cp > 1:
         ring = context_parallel.Ring(cfg.cp_group(replica, pipe_rank, tp_rank), env.rank, mesh.get_group("cp"))

@@ -17,6 +17,11 @@ precision mode).  Resolved once per cost model, never tested in ``if`` chains el
 - fp32 on Ascend: under CANN's ``allow_fp32_to_fp16`` precision mode, convolutions and matmuls
   run on the fp16 Cube (CANN docs, "precision_mode"); ``must_keep_origin_dtype`` keeps fp32.
 - Memory-bound kernels move the bytes the graph was extracted with; no engine choice.
+- FP8 (``training.fp8``, beside bf16; parsim.model.fp8): the Linear layers' GEMMs (kernel class
+  ``fp8_matmul``) run at the device's ``fp8`` peak with the same large-GEMM efficiency and shape
+  model as any tensor-core GEMM, so such a GEMM's compute time is its bf16 time x bf16 peak /
+  fp8 peak.  A device whose profile lists no ``fp8`` rate (A100, V100, Ascend 910: no FP8 units)
+  is an error naming the device and the field.
 
 An ``Engine`` also carries what the kernel model needs beyond the peak:
 
@@ -33,12 +38,13 @@ An ``Engine`` also carries what the kernel model needs beyond the peak:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from parsim.errors import InputError
 from parsim.hardware.device import Device
 
 GEMM_CLASSES = ("conv", "matmul", "attention")
+FP8_KLASS = "fp8_matmul"                 # parsim.model.fp8's Linear GEMMs
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class MathMode:
     tf32_matmul: bool = False
     ascend_precision_mode: str = "allow_fp32_to_fp16"
     channels_last: bool = False          # torch.channels_last activations (NHWC); torch's default is NCHW
+    fp8: bool = False                    # Linear GEMMs in FP8 (Transformer Engine), the rest in ``dtype`` (bf16)
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,14 @@ def engine_dtype(device: Device, mode: MathMode, klass: str) -> str:
 
 def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
     """The engine of each GEMM kernel class ("conv", "matmul", "attention"), resolved once."""
+    if mode.fp8:          # first: on a device without FP8 that is the thing to change
+        if mode.dtype != "bf16":
+            raise InputError(f"training.fp8: FP8 GEMMs run beside bf16 (Transformer Engine), not {mode.dtype}; "
+                             "set training.dtype: bf16")
+        if not device.has_rate("fp8"):
+            raise InputError(f"training.fp8: {device.name} has no FP8 units (its profile's device.peak_tflops has no "
+                             f"fp8, only {', '.join(k for k, _ in device.peak_flops_per_s)}); set training.fp8: false "
+                             "or use a device with FP8 (dgx-h100)")
     ex = device.kernels
     matrix_engine = any(device.has_rate(d) for d in ("fp16", "bf16", "tf32"))
     out = {}
@@ -91,4 +106,6 @@ def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
         transposes = (ex is not None and ex.nhwc_matrix_engine and not vector and klass == "conv"
                       and not mode.channels_last)
         out[klass] = Engine(dtype, device.peak(dtype), eff, transposes)
+    if mode.fp8:
+        out[FP8_KLASS] = replace(out["matmul"], dtype="fp8", rate_flops_per_s=device.peak("fp8"))
     return out

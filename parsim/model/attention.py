@@ -143,6 +143,32 @@ def attention_of(layer, extraction_batch: int) -> Attention | None:
     return None
 
 
+def core_attention_kernels(kernels, att: Attention) -> tuple:
+    """The forward kernels of a layer's core attention (``kernels``: its parsim.model.graph.Kernel
+    list; ``att``: its attention, ``attention_of``): what selective recomputation re-runs in
+    backward (Korthikanti et al. 2022, Sec. 5: QK^T, the softmax, its dropout and softmax x V).
+    Fused attention: its one forward kernel.  Eager: the kernels from QK^T, a batched GEMM of
+    M = N = s and K = d per (sample, head), through AV, M = s, N = d, K = s (the masking, softmax
+    and dropout between them included).  () when the kernels show neither (a layer without
+    kernels, or none of these shapes)."""
+    fwd = [k for k in kernels if k.phase == "F"]
+    fused = tuple(k for k in fwd if k.klass == "attention")
+    if fused:
+        return fused
+
+    def shaped(k, m, n, kk) -> bool:
+        dims = k.gemm_at(1)
+        return dims is not None and dims[3] > 1 and (dims[0], dims[1], dims[2]) == (m, n, kk)
+
+    s, d = att.seq_len, att.head_dim
+    for i, k in enumerate(fwd):
+        if shaped(k, s, s, d):
+            for j in range(i + 1, len(fwd)):
+                if shaped(fwd[j], s, d, s):
+                    return tuple(fwd[i:j + 1])
+    return ()
+
+
 def sequence_length(graph) -> int | None:
     """Tokens per sequence of the first attention layer; None for a model without attention."""
     for layer in graph.layers:

@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Iterable, NamedTuple, Sequence
 
-from parsim.model.attention import fused_attention_flops
+from parsim.model.attention import attention_of, core_attention_kernels, fused_attention_flops
 from parsim.model.moe import Experts
+from parsim.model.recompute import Recompute, recompute_mode
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
@@ -183,10 +184,14 @@ class Layer:
     # FLOPs' share; its memory-bound bytes' for a layer without FLOPs); 1.0 unsharded.  A profiled
     # cost model, which times whole layers, scales by it.
     tp_share: float = 1.0
-    # Activation recomputation (Chen et al. 2016; Megatron's "full" recompute): the layer keeps only
-    # its input (saved_bytes) and its backward re-runs the forward, re-creating these bytes per
-    # sample.  0 when the layer is not recomputed.
+    # Activation recomputation (parsim.model.recompute): per sample, the bytes the layer's backward
+    # re-creates by re-running (part of) its forward; 0 when the layer is not recomputed.  Full
+    # (Chen et al. 2016; Megatron's "full" recompute): the layer keeps only its input (saved_bytes)
+    # and its backward re-runs the whole forward, ``recompute_part`` None.  Selective (Korthikanti
+    # et al. 2022, Sec. 5): the backward re-runs only ``recompute_part``, the core attention as a
+    # layer of its own (its forward kernels and FLOPs on this device), re-creating its s x s tensors.
     recompute_bytes: float = 0.0
+    recompute_part: "Layer | None" = field(default=None, compare=False, repr=False)
     # Kernel view for the kernel-level cost model (parsim.cost.kernels), forward then backward;
     # empty when unknown (an explicit layers: table), then the cost model prices the layer whole.
     kernels: tuple = field(default=(), compare=False, repr=False)
@@ -221,12 +226,19 @@ class Layer:
     def to_dict(self) -> dict:
         d = asdict(self)
         for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels",
-                  "seq_share", "cp_kv_bytes", "attention_flops", "experts"):
+                  "seq_share", "cp_kv_bytes", "attention_flops", "experts", "recompute_part"):
             d.pop(k)
         if self.experts is not None:
             d["active_param_count"] = self.active_param_count
             d["experts"] = self.experts.to_dict()
         return d
+
+    @property
+    def recomputes_forward(self) -> bool:
+        """Whether the backward re-runs the whole forward, its tensor-parallel collectives
+        included (full recomputation); selective recomputation re-runs only the core attention,
+        which communicates nothing."""
+        return bool(self.recompute_bytes) and self.recompute_part is None
 
 
 @dataclass(frozen=True)
@@ -241,15 +253,17 @@ class LayerGraph:
     min_microbatch_reason: str = ""
     extraction_batch: int = 2    # samples in the shapes of Layer.ops
     tp: int = 1                  # > 1: per-device layers of a tensor-parallel group (parsim.shard.graph)
-    recompute: bool = False      # layers recompute their activations (LayerGraph.with_recompute)
+    recompute: Recompute = Recompute.NONE   # what layers recompute (LayerGraph.with_recompute); bools: full / none
     cp: int = 1                  # > 1: per-device layers of a context-parallel group (s/cp tokens per sequence)
     # > 1: the last layer's output is cut into this many pieces over the tensor-parallel group and
     # gathered whole for the loss, which then holds the whole; 1 also where the loss takes a split
     # by classes where it lies (vocabulary-parallel, parsim.shard.graph.loss_steps)
     loss_gather_ways: int = 1
     loss_vocab_parallel: bool = False     # the loss takes the last layer's class split where it lies
+    fp8: bool = False            # Linear GEMMs in FP8 beside bf16 (parsim.model.fp8.fp8_graph)
 
     def __post_init__(self):
+        object.__setattr__(self, "recompute", recompute_mode(self.recompute))
         names = [layer.name for layer in self.layers]
         if len(set(names)) != len(names):
             raise ValueError(f"layer names must be unique: {names}")
@@ -349,17 +363,31 @@ class LayerGraph:
         loss = self.loss_saved_bytes if stop == len(self.layers) else 0.0
         return sum(layer.saved_bytes for layer in layers) - sum(layer.input_shared_bytes for layer in layers[1:]) + loss
 
-    def with_recompute(self) -> "LayerGraph":
-        """Every layer recomputed in backward (Chen et al. 2016; Megatron's full recompute,
-        Narayanan et al. 2021 Sec. 3.5): a layer keeps only its input, the previous layer's
-        output (the model's input for the first), and its backward re-creates its saved bytes."""
-        if self.recompute:
+    def with_recompute(self, mode: Recompute | str | bool = Recompute.FULL) -> "LayerGraph":
+        """The graph with every layer recomputed in backward as ``mode`` says (parsim.model.recompute):
+
+        - full (Chen et al. 2016; Megatron's full recompute, Narayanan et al. 2021 Sec. 3.5): a
+          layer keeps only its input, the previous layer's output (the model's input for the
+          first), and its backward re-creates its saved bytes;
+        - selective (Korthikanti et al. 2022, Sec. 5): a layer with eager attention drops the s x s
+          tensors autograd keeps between QK^T and AV (``Attention.scores_saved_bytes``, on this
+          device its tensor-parallel share, the heads being split as its FLOPs are) and its
+          backward re-runs the core attention's forward kernels (``recompute_part``); a layer
+          with fused attention or none is unchanged (nothing to recompute selectively)."""
+        mode = recompute_mode(mode)
+        if self.recompute == mode or not mode:
             return self
+        if self.recompute:
+            raise ValueError(f"with_recompute takes a graph without recomputation, not one with {self.recompute}")
         layers, inp = [], self.input_bytes
         for layer in self.layers:
-            layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes, input_shared_bytes=0.0))
+            if mode is Recompute.FULL:
+                layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
+                                      input_shared_bytes=0.0))
+            else:
+                layers.append(_selectively_recomputed(layer, self.extraction_batch))
             inp = layer.output_bytes
-        return replace(self, layers=tuple(layers), recompute=True)
+        return replace(self, layers=tuple(layers), recompute=mode)
 
     def slice(self, start: int, stop: int) -> Sequence[Layer]:
         return self.layers[start:stop]
@@ -371,7 +399,7 @@ class LayerGraph:
     @classmethod
     def from_dict(cls, d: dict) -> "LayerGraph":
         keys = {f.name for f in fields(Layer)} - {"ops", "ops_output", "tp_comm", "input_saved_bytes",
-                                                  "input_shared_bytes", "kernels"}
+                                                  "input_shared_bytes", "kernels", "recompute_part"}
 
         def value(k, v):
             if k == "tied":
@@ -395,6 +423,26 @@ class LayerGraph:
                 "fwd_flops_per_sample": self.fwd_flops, "bwd_flops_per_sample": self.bwd_flops,
                 "saved_bytes_per_sample": self.saved_bytes,
                 "output_bytes_per_sample": sum(layer.output_bytes for layer in self.layers)}
+
+
+def _selectively_recomputed(layer: Layer, extraction_batch: int) -> Layer:
+    """``layer`` under selective recomputation (LayerGraph.with_recompute): its eager attention's
+    s x s tensors dropped from what it saves and re-created by its core attention's forward
+    kernels in backward; unchanged where it has no such tensors (fused attention, no attention)
+    or no kernel view to re-run."""
+    att = attention_of(layer, extraction_batch)
+    if att is None or not att.scores_saved_bytes:
+        return layer
+    core = core_attention_kernels(layer.kernels, att)
+    if not core:
+        return layer
+    share = layer.tp_share * layer.seq_share          # ops and kernels describe the unsharded layer
+    scores = att.scores_saved_bytes * share
+    part = Layer(name=f"{layer.name}/core-attention", fwd_flops=att.fwd_flops * share, bwd_flops=0.0,
+                 param_count=0, param_bytes=0, output_bytes=0.0, saved_bytes=0.0,
+                 fwd_mem_bytes=sum(k.bytes[1] for k in core if k.klass == "mem") * share,
+                 kernels=core, tp_share=layer.tp_share, seq_share=layer.seq_share)
+    return replace(layer, saved_bytes=layer.saved_bytes - scores, recompute_bytes=scores, recompute_part=part)
 
 
 def stage_ranges(assignment: Iterable[int]) -> list[tuple[int, int]]:

@@ -20,7 +20,10 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       global_batch_size: 32
       dtype: fp32                     # fp32 | fp16 | bf16 (fp16/bf16: mixed precision, fp32 master weights)
       optimizer: momentum             # momentum | sgd | adam
-      recompute: false                # activation recomputation of every layer (planner: tries both if unset)
+      fp8: false                      # with dtype bf16: Linear GEMMs in FP8 as Transformer Engine runs them
+                                      # (parsim.model.fp8; devices with an fp8 peak: H100)
+      recompute: selective            # activation recomputation: none | selective | full (true / false: full /
+                                      # none; parsim.model.recompute); planner: tries all three if unset
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
                                       # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
@@ -55,6 +58,7 @@ from parsim.errors import InfeasibleError, InputError
 from parsim.inputs import Fields, load_file
 from parsim.model.attention import KINDS as ATTENTION_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
+from parsim.model.recompute import Recompute, read_recompute
 
 SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
@@ -76,7 +80,7 @@ class Training:
     global_batch_size: int
     dtype: str = "fp32"
     optimizer: str = "momentum"
-    recompute: bool | None = None        # None: the planner decides
+    recompute: Recompute | None = None   # none | selective | full (parsim.model.recompute); None: the planner decides
     # Numeric modes (parsim.hardware.numerics): which engine runs fp32 convolutions and matmuls.
     # torch defaults: torch.backends.cudnn.allow_tf32 = True, torch.backends.cuda.matmul.allow_tf32
     # = False since torch 1.12 (torch docs, "TensorFloat-32 (TF32) on Ampere (and later) devices").
@@ -89,6 +93,9 @@ class Training:
     # torch's default is NCHW (torch.contiguous_format); channels_last is NHWC.  On NVIDIA tensor
     # cores an NCHW convolution pays transposes (parsim.hardware.numerics).
     memory_format: str = "nchw"
+    # FP8 GEMMs of the Linear layers beside bf16 elsewhere (NVIDIA Transformer Engine; Megatron-LM's
+    # --bf16 --fp8-format hybrid): parsim.model.fp8.  Needs dtype bf16.
+    fp8: bool = False
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,19 @@ class ModelSpec:
     path: str = ""
     input: object = None                            # extract.InputSpec of one sample (None for a layers: table)
     shard: dict = field(default_factory=dict)       # operator pattern -> strategy (tuple of tuples)
+
+
+def with_fp8(spec: ModelSpec, where: str = "--fp8") -> ModelSpec:
+    """The model trained with FP8 GEMMs (``training.fp8: true``, parsim.model.fp8), as asked on the
+    command line; a bf16 model only."""
+    if spec.training.fp8:
+        return spec
+    if spec.training.dtype != "bf16":
+        raise InputError(f"{where}: FP8 GEMMs run beside bf16 (Transformer Engine), but {spec.path or spec.name} has "
+                         f"training.dtype: {spec.training.dtype}; set it to bf16")
+    from parsim.model.fp8 import fp8_graph
+
+    return replace(spec, training=replace(spec.training, fp8=True), graph=fp8_graph(spec.graph))
 
 
 # ----------------------------------------------------------------------------- builders
@@ -284,10 +304,14 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
                            why="2^20 samples, 12x the largest published training batch")
     training = Training(global_batch_size=batch,
                         dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
-                        recompute=t.get("recompute", bool, None),
+                        recompute=read_recompute(t, "recompute", None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
-                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"))
+                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"),
+                        fp8=t.get("fp8", bool, False))
+    if training.fp8 and training.dtype != "bf16":
+        raise t.fail("fp8", f"FP8 GEMMs run beside bf16 (Transformer Engine), not {training.dtype}; "
+                            "set training.dtype: bf16 or fp8: false")
     if t.has("tf32"):
         tf = t.sub("tf32")
         training = replace(training, tf32_conv=tf.get("conv", bool, True), tf32_matmul=tf.get("matmul", bool, False))
@@ -355,6 +379,10 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
             raise InputError(f"{path}: {kind}: running the model on an input of shape {list(input_spec.shape)} failed "
                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); check input.shape") from None
 
+    if training.fp8:
+        from parsim.model.fp8 import fp8_graph
+
+        graph = fp8_graph(graph)
     if parallel.cp and parallel.cp > 1:
         from parsim.model.attention import check_cp
 

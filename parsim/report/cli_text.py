@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from parsim.hardware.links import LINK_CLASSES
 from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
+from parsim.model.recompute import recompute_mode
 
 
 def ops_lines(spec, frame) -> list[str]:
@@ -125,9 +126,9 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
     from parsim.report.timeline import timeline_grid
 
     c = est.config
-    lines = [f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
+    lines = [f"{spec.name} on {cluster.spec} ({precision(spec.training)}): dp={c['dp']} pp={c['pp']}"
              + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (f" cp={c['cp']}" if c["cp"] > 1 else "")
-             + (" recompute" if c["recompute"] else "")
+             + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
@@ -171,7 +172,7 @@ def config_text(c) -> str:
     get = c.__getitem__ if isinstance(c, dict) else c.__getattribute__
     return " ".join([f"dp={get('dp')}", f"pp={get('pp')}",
                      f"tp={get('tp')}" + (f" {get('tp_layout')}" if get("tp") > 1 else ""),
-                     *([f"cp={get('cp')}"] if get("cp") > 1 else []), *(["recompute"] if get("recompute") else []),
+                     *([f"cp={get('cp')}"] if get("cp") > 1 else []), *([f"recompute={recompute_mode(get('recompute'))}"] if recompute_mode(get("recompute")) else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
@@ -180,7 +181,7 @@ def candidate_row(cand, cap_bytes: float) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown)."""
     c, e = cand.config, cand.estimate
     return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "cp": c.cp, "recompute": "yes" if c.recompute else "no", "zero": c.zero, "m": c.microbatches,
+            "cp": c.cp, "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -191,7 +192,7 @@ def candidate_row(cand, cap_bytes: float) -> dict:
 def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp,
-            "recompute": c.recompute, "zero": c.zero, "microbatches": c.microbatches,
+            "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 
@@ -210,10 +211,15 @@ def plan_result_json(result, plan: dict, strategies: list[dict], models) -> dict
             "profile_coverage": {p: m.coverage().describe() for p, m in models if hasattr(m, "coverage")}}
 
 
+def precision(training) -> str:
+    """The training's precision as shown: its dtype, with FP8 GEMMs where asked (parsim.model.fp8)."""
+    return f"{training.dtype} + fp8 GEMMs" if getattr(training, "fp8", False) else training.dtype
+
+
 def plan_header(spec, cluster, result) -> str:
     """The first line of ``parsim plan``: the model, the cluster and the search."""
     return (f"{spec.name} on {cluster.spec} ({cluster.world_size} devices, global batch "
-            f"{spec.training.global_batch_size}): searched {result.considered} candidates, simulated "
+            f"{spec.training.global_batch_size}, {precision(spec.training)}): searched {result.considered} candidates, simulated "
             f"{result.simulated} in {result.search_time_s:.2f} s")
 
 

@@ -58,6 +58,7 @@ from parsim.cost.kernels import kernel_counts
 from parsim.cost.layer import layer_time_s
 from parsim.model.attention import check_cp, cp_options, sequence_length
 from parsim.model.graph import LayerGraph
+from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
@@ -86,7 +87,7 @@ class Constraints:
     placements: tuple[str, ...] = ("pp-inner", "dp-inner")
     tp: int | None = None
     tp_layout: str | None = None
-    recompute: bool | None = None
+    recompute: Recompute | str | bool | None = None    # none | selective | full; None: searched
     microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
     zero: int | None = None                          # ZeRO stage; None: searched (0-3 where dp > 1)
     cp: int | None = None                            # context-parallel size; None: searched (models with attention)
@@ -476,9 +477,18 @@ def _kernels_per_step(graph: LayerGraph, cand: Candidate) -> int:
     """Kernels the busiest rank launches in one step: its stages' kernels (forward, backward, and
     the forward again where recomputed) once per micro-batch."""
     cfg = cand.config
+    graph = graph.with_recompute(cfg.recompute) if not graph.recompute else graph
     layers = [graph.layers[i] for s in _busiest_rank(cand.estimate).stages for i in cfg.stage_layers(s)]
-    per_mb = sum(sum(kernel_counts(l).values()) + (kernel_counts(l)["F"] if cfg.recompute else 0) for l in layers)
+    per_mb = sum(sum(kernel_counts(l).values()) + _recomputed_kernels(l) for l in layers)
     return per_mb * cfg.microbatches
+
+
+def _recomputed_kernels(layer) -> int:
+    """Kernels a recomputed layer's backward re-runs: its forward's (full) or its core attention's
+    (selective)."""
+    if layer.recompute_part is not None:
+        return len(layer.recompute_part.kernels)
+    return kernel_counts(layer)["F"] if layer.recompute_bytes else 0
 
 
 def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str, replicated: set = frozenset(),
@@ -775,7 +785,11 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
     else:
         layouts = list(LAYOUTS) + [SEARCHED]
     fixed = c.recompute if c.recompute is not None else spec.training.recompute
-    recomputes = [fixed] if fixed is not None else [False, True]
+    recomputes = [recompute_mode(fixed)] if fixed is not None else list(Recompute)
+    # searched, selective only where a layer has something to recompute selectively (eager
+    # attention's s x s tensors; parsim.model.recompute): elsewhere it is none again
+    selective_applies = fixed is not None or any(layer.recompute_bytes for layer in
+                                                 spec.graph.with_recompute(Recompute.SELECTIVE).layers)
     cps = _cp_options(spec, c)
     out = []
     for tp in tps:
@@ -784,7 +798,8 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
         for layout in (layouts if tp > 1 else [""]):
             for rc in recomputes:
                 for cp in cps:
-                    if cluster.world_size % (tp * cp):
+                    if cluster.world_size % (tp * cp) or (rc is Recompute.SELECTIVE and not selective_applies) \
+                            or (rc is Recompute.SELECTIVE and cp > 1 and fixed is None):
                         continue
                     if layout == SEARCHED and not build_searched:
                         if any(layer.ops for layer in spec.graph.layers):
@@ -863,7 +878,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     pp = len(bounds) - 1
     tp, cp = spec.parallel.tp or 1, spec.parallel.cp or 1
     layout = (spec.parallel.tp_layout or "megatron") if tp > 1 else ""
-    recompute = bool(spec.training.recompute)
+    recompute = spec.training.recompute or Recompute.NONE
     dp = spec.parallel.dp or cluster.world_size // (pp * tp * cp)
     zero = (spec.parallel.zero or 0) if dp * cp > 1 else 0
     batch = spec.training.global_batch_size
@@ -904,7 +919,7 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
     if t.optimizer == "adam" or t.dtype == "fp32":
         knobs.append("mixed precision or a lighter optimizer")
     if where is None or not where.recompute:
-        knobs.append("activation recomputation (--recompute)")
+        knobs.append("activation recomputation (--recompute selective or full)")
     if where is None or where.tp == 1:
         knobs.append("tensor parallelism (--tp with the zoo's GPT, or a model.yaml shard: section)")
     if (where is None or where.cp == 1) and sequence_length(spec.graph):
@@ -912,6 +927,6 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
     if where is None:
         return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
     return (f"no plan fits {human_bytes(cap)}{usable} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
-            f"{' recompute' if where.recompute else ''} "
+            f"{f' recompute={where.recompute}' if where.recompute else ''} "
             f"m={where.microbatches} {where.schedule}) needs {human_bytes(need)}, {human_bytes(need - cap)} more; "
             f"try {', '.join(knobs)}")

@@ -14,6 +14,7 @@ from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.attention import check_cp
 from parsim.model.graph import LayerGraph
+from parsim.model.recompute import recompute_mode
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.search.partition import balanced_bounds
@@ -68,7 +69,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     chunks = chunks or hint.chunks or (2 if schedule == "interleaved" else 1)
     tp = tp or hint.tp or 1
     tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else "megatron")) if tp > 1 else ""
-    recompute = bool(recompute if recompute is not None else spec.training.recompute)
+    recompute = recompute_mode(recompute if recompute is not None else (spec.training.recompute or False))
     cp = cp or hint.cp or 1
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))

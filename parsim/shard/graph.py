@@ -550,7 +550,7 @@ COLLECTIVE_NAMES = {"AllReduce": "all_reduce", "AllGather": "all_gather_into_ten
 
 def collective_counts(graph: LayerGraph, microbatches: int, layers: Iterable[int] | None = None) -> dict[str, int]:
     """Tensor-parallel collectives one device issues per step of a per-device graph: each layer's
-    forward and backward steps per micro-batch (the forward's again when recomputed; the loss's
+    forward and backward steps per micro-batch (the forward's again when fully recomputed; the loss's
     once, ``loss_steps``), over all
     its layers or the indices ``layers`` (a pipeline rank's, ParallelConfig.rank_layers: a stage
     boundary issues none, each tensor-parallel rank sending its piece to its peer).  Gradient
@@ -561,7 +561,7 @@ def collective_counts(graph: LayerGraph, microbatches: int, layers: Iterable[int
         for ph, step, _ in layer.tp_comm:
             if not step.communicates or ph == "grad":
                 continue
-            n = microbatches * (2 if ph == "F" and layer.recompute_bytes else 1)
+            n = microbatches * (2 if ph == "F" and layer.recomputes_forward else 1)
             name = COLLECTIVE_NAMES[step.kind]
             counts[name] = counts.get(name, 0) + n
     return counts

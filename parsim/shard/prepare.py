@@ -5,11 +5,13 @@ recomputed if asked, then cut to s/cp tokens of each sequence under context para
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from parsim.cost.context import context_parallel_graph
 from parsim.errors import InfeasibleError
 from parsim.model.graph import LayerGraph
+from parsim.model.recompute import Recompute, recompute_mode
 from parsim.shard import builtin
 from parsim.shard.auto import auto_strategies, search_sizes
 from parsim.shard.graph import Strategy, shard_graph
@@ -71,7 +73,7 @@ def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training)
                              auto_memory_bytes(cluster, cfg.pp))
 
 
-def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: bool = False,
+def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: Recompute | str | bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
                      training=None, microbatch: int = 1, memory_bytes: float | None = None,
                      cp: int = 1) -> LayerGraph:
@@ -79,20 +81,27 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
     on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
     parsim.shard.builtin; for ``microbatch`` samples within ``memory_bytes``, see
-    layout_strategies), then recomputed if asked, then one rank's of a context-parallel group of
-    ``cp`` (parsim.cost.context.context_parallel_graph).  A graph already prepared for these settings
+    layout_strategies), then recomputed as ``recompute`` says (parsim.model.recompute: none,
+    selective, full; True and False read as full and none), then one rank's of a context-parallel
+    group of ``cp`` (parsim.cost.context.context_parallel_graph).  Under context parallelism the
+    ring runs attention flash-style, keeping no s x s tensor, so selective recomputation has
+    nothing to recompute there: that graph is the one without recomputation, marked selective.
+    A graph already prepared for these settings
     is returned as is; results are cached per graph (the planner asks many times), and settings
     that give the same strategies share one graph."""
+    recompute = recompute_mode(recompute)
     if graph.tp == tp and graph.recompute == recompute and graph.cp == cp:
         return graph
     if graph.tp != 1 or graph.recompute or graph.cp != 1:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
     if cp > 1:                    # the tp-sharded, recomputed graph (cached on its own), then its tokens / cp
-        base = per_device_graph(graph, tp, tp_layout, recompute, model_strategies, cluster, training, microbatch,
-                                memory_bytes)
-        again = ("context", id(base), cp)
+        selective = recompute is Recompute.SELECTIVE
+        base = per_device_graph(graph, tp, tp_layout, Recompute.NONE if selective else recompute, model_strategies,
+                                cluster, training, microbatch, memory_bytes)
+        again = ("context", id(base), cp, recompute)
         if again not in _PREPARED:
-            _PREPARED[again] = (base, context_parallel_graph(base, cp), None)
+            ring = context_parallel_graph(base, cp)
+            _PREPARED[again] = (base, replace(ring, recompute=recompute) if selective else ring, None)
         return _PREPARED[again][1]
     searched = tp_layout == "auto" and tp > 1
     if searched:
@@ -104,11 +113,11 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     if len(_PREPARED) > 4096:     # keys are small; the graphs they name are shared
         _PREPARED.clear()
     if recompute:                 # the sharded graph, then recomputed (the sharding is cached on its own)
-        base = per_device_graph(graph, tp, tp_layout, False, model_strategies, cluster, training, microbatch,
-                                memory_bytes)
-        again = ("recomputed", id(base))
+        base = per_device_graph(graph, tp, tp_layout, Recompute.NONE, model_strategies, cluster, training,
+                                microbatch, memory_bytes)
+        again = ("recomputed", id(base), recompute)
         if again not in _PREPARED:
-            _PREPARED[again] = (base, base.with_recompute(), None)
+            _PREPARED[again] = (base, base.with_recompute(recompute), None)
         _PREPARED[key] = (graph, _PREPARED[again][1], cluster)
         return _PREPARED[key][1]
     out = graph

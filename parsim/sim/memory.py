@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, kept_output_bytes, static_memory
+from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule
 
 
@@ -113,6 +114,7 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) ->
                            cfg.grad_ranks, cfg.pp)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.grad_ranks
+    static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
     return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b)
 
 

@@ -314,8 +314,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
             runs = {"grad": 1, "B": b * cfg.microbatches, "loss": b * cfg.microbatches,
-                    "F": b * cfg.microbatches * (2 if cfg.recompute else 1)}
-            tp_bytes = sum(step.bytes_per_device * runs[ph]
+                    "F": b * cfg.microbatches}
+            # a fully recomputed layer's backward runs its forward's steps again (selective: none)
+            tp_bytes = sum(step.bytes_per_device * runs[ph] * (2 if ph == "F" and layers[i].recomputes_forward else 1)
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
             comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
 
@@ -387,7 +388,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
                                   bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
-    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout, "recompute": cfg.recompute,
+    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout,
+              "recompute": cfg.recompute.value,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
