@@ -104,7 +104,7 @@ def cmd_simulate(args) -> int:
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
-                             cp=args.cp)
+                             cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
@@ -141,6 +141,7 @@ def _strategy_rows(spec, cluster, cfg) -> list[dict]:
 
 def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS, ZERO_STAGES
+    from parsim.plan import CP_MODES
 
     p.add_argument("--tp", type=positive_int_arg, help="tensor-parallel group size")
     p.add_argument("--cp", type=positive_int_arg,
@@ -150,6 +151,12 @@ def _tp_flags(p) -> None:
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
     p.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
                    help="activation recomputation (plan: tries both unless given)")
+    p.add_argument("--tp-comm-overlap", action=argparse.BooleanOptionalAction, default=None,
+                   help="tp > 1 with megatron-sp: overlap the tensor-parallel collectives with the adjacent GEMMs "
+                        "(Megatron-Core's --tp-comm-overlap; plan: tries both where it applies unless given)")
+    p.add_argument("--cp-mode", choices=CP_MODES,
+                   help="cp > 1: ring (K,V passed around a ring, overlapped) or allgather (K,V all-gathered, "
+                        "exposed: Llama 3); plan: tries both unless given")
     p.add_argument("--zero", type=int, choices=ZERO_STAGES,
                    help="ZeRO stage over the dp ranks: 0 none, 1 optimizer state, 2 and gradients, 3 and "
                         "parameters (plan: searched unless given)")
@@ -175,7 +182,8 @@ def cmd_plan(args) -> int:
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
-                                                      zero=args.zero, cp=args.cp),
+                                                      zero=args.zero, cp=args.cp,
+                                                      tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
