@@ -82,7 +82,10 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
 
     c = est.config
     lines = [f"{spec.name} on {cluster.spec}: dp={c['dp']} pp={c['pp']}"
-             + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (f" cp={c['cp']}" if c["cp"] > 1 else "")
+             + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "")
+             + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")
+             + (f" cp={c['cp']}" if c["cp"] > 1 else "")
+             + (f" ({c['cp_mode']})" if c["cp"] > 1 and c.get("cp_mode", "ring") != "ring" else "")
              + (" recompute" if c["recompute"] else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
@@ -122,8 +125,9 @@ def comm_bytes_line(est, what: str = "bytes moved per step") -> str:
 def candidate_row(cand, cap_bytes: float) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown)."""
     c, e = cand.config, cand.estimate
-    return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "cp": c.cp, "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
+    return {"": cand.label, "dp": c.dp, "pp": c.pp,
+            "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}" + (" overlap" if c.tp_comm_overlap else ""),
+            "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}", "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -135,6 +139,7 @@ def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp,
             "recompute": c.recompute, "zero": c.zero, "microbatches": c.microbatches,
+            "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 

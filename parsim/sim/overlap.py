@@ -28,8 +28,11 @@ same way.  The loss's collectives (vocabulary-parallel cross-entropy) and the gr
 Approximations: a layer's collectives are pipelined with all its GEMMs as one pair, rather than
 each with its own neighbour (the closed form is exact for a layer of one GEMM and one collective,
 and for a block whose GEMM-to-collective ratios are equal); G is the layer's time for the phase
-times the linear GEMMs' share of its FLOPs (the matmul kernels of one product: QKV, projection,
-MLP, not attention's batched matmuls), so the memory-bound kernels' time is not told apart; TE's
+times the adjacent GEMMs' share of its FLOPs (``gemm_share``: the matmul kernels of one product,
+QKV, projection, MLP, not attention's batched matmuls; in backward the input-gradient GEMMs that
+TE pipelines with the reduce-scatters and all-gathers, not the weight gradients, which its
+"bulk" overlaps pair with copies of a few SMs and which run here on all units), so the
+memory-bound kernels' time is not told apart; TE's
 all-gather overlaps (``ring_exchange`` on the copy engines, num_sm 1, no SM margin) take fewer
 units than its reduce-scatter ones, which the one ``tp_overlap_comm_units`` prices for both, the
 dearer way.  A profile of the shards that already holds their collectives (a tensor-parallel
@@ -91,14 +94,17 @@ def check_tp_overlap(cfg, cluster) -> None:
 
 
 def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
-    """The linear GEMMs' share of the layer's FLOPs in phase ``kind``: its matmul kernels of one
-    product (a batched matmul's groups grow with the batch); 1 for a layer without kernels."""
+    """The share of the layer's FLOPs in phase ``kind`` that its tensor-parallel collectives
+    pipeline with: its linear GEMMs (matmul kernels of one product; a batched matmul's groups grow
+    with the batch), forward's, and backward's input-gradient ones (dgrad: phase I), not the
+    weight gradients, which TE overlaps only with bulk copies; 1 for a layer without kernels, 0
+    for W."""
     kernels = [k for k in layer.kernels if k.phase in PHASES[kind]]
     if not kernels:
-        return 1.0
+        return 0.0 if kind == "W" else 1.0
     total = sum(k.at(microbatch)[0] for k in kernels)
     gemm = sum(k.at(microbatch)[0] for k in kernels
-               if k.klass == "matmul" and k.gemm and k.gemm[3] == (1.0, 0.0))
+               if k.phase in ("F", "I") and k.klass == "matmul" and k.gemm and k.gemm[3] == (1.0, 0.0))
     return gemm / total if total else 0.0
 
 
