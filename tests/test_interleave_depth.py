@@ -14,6 +14,7 @@ from parsim.model.graph import Layer, LayerGraph
 from parsim.model.spec import Training, load_model
 from parsim.plan import ParallelConfig
 from parsim.schedule.generators import build_schedule, check_feasible
+from parsim.search import planner
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
 
@@ -74,8 +75,8 @@ def test_chunks_beyond_four_and_their_refusals(capsys):
 
 
 def test_planner_considers_depths_beyond_four(tmp_path):
-    """A 24-layer GPT (26 cut units) on pp = 2: interleaved v from 2 to 13 are all candidates, and
-    the exhaustive search simulates each."""
+    """A 24-layer GPT (26 cut units) on pp = 2: interleaved v from 2 to min(13, the search's cap
+    of 8) are all candidates, and the exhaustive search simulates each; told the depths, up to 13."""
     path = tmp_path / "gpt24.yaml"
     path.write_text("model: gpt\nargs: {preset: gpt-tiny, layers: 24, dropout: 0.0}\n"
                     "training: {global_batch_size: 8, dtype: fp32, optimizer: sgd}\n")
@@ -86,7 +87,11 @@ def test_planner_considers_depths_beyond_four(tmp_path):
     c = Constraints(pp=2, dp=1, tp=1, microbatches=4, schedule="interleaved", zero=0, recompute=False, prune=False,
                     top=1000)
     result = plan(spec, cluster, compute, c, progress=False)
-    assert {x.config.chunks for x in result.ranked} == set(range(2, 14))
+    assert planner.INTERLEAVE_SEARCH_MAX == 8
+    assert {x.config.chunks for x in result.ranked} == set(range(2, 9))
+    told = plan(spec, cluster, compute, Constraints(**{**c.__dict__, "chunk_options": tuple(range(2, 20))}),
+                progress=False)
+    assert {x.config.chunks for x in told.ranked} == set(range(2, 14))       # pp x v <= 26 cut units
     # the pruned search ranks the same best
     best = plan(spec, cluster, compute, Constraints(**{**c.__dict__, "prune": True, "top": 1}), progress=False)
     assert best.chosen.key() == result.chosen.key()
