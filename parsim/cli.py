@@ -109,7 +109,7 @@ def cmd_simulate(args) -> int:
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
-                             cp=args.cp)
+                             cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
@@ -153,6 +153,7 @@ def _fp8(spec, args):
 
 def _tp_flags(p) -> None:
     from parsim.model.spec import TP_LAYOUTS, ZERO_STAGES
+    from parsim.plan import CP_MODES
 
     p.add_argument("--tp", type=positive_int_arg, help="tensor-parallel group size")
     p.add_argument("--cp", type=positive_int_arg,
@@ -170,6 +171,12 @@ def _tp_flags(p) -> None:
     p.add_argument("--fp8", action="store_true",
                    help="Linear GEMMs in FP8 beside bf16, as Transformer Engine runs them (training.fp8: true; "
                         "a bf16 model on a device with an fp8 peak)")
+    p.add_argument("--tp-comm-overlap", action=argparse.BooleanOptionalAction, default=None,
+                   help="tp > 1 with megatron-sp: overlap the tensor-parallel collectives with the adjacent GEMMs "
+                        "(Megatron-Core's --tp-comm-overlap; plan: tries both where it applies unless given)")
+    p.add_argument("--cp-mode", choices=CP_MODES,
+                   help="cp > 1: ring (K,V passed around a ring, overlapped) or allgather (K,V all-gathered, "
+                        "exposed: Llama 3); plan: tries both unless given")
     p.add_argument("--zero", type=int, choices=ZERO_STAGES,
                    help="ZeRO stage over the dp ranks: 0 none, 1 optimizer state, 2 and gradients, 3 and "
                         "parameters (plan: searched unless given)")
@@ -195,7 +202,8 @@ def cmd_plan(args) -> int:
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
-                                                      zero=args.zero, cp=args.cp),
+                                                      zero=args.zero, cp=args.cp,
+                                                      tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen

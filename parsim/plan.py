@@ -26,6 +26,12 @@ from parsim.model.spec import ZERO_STAGES
 from parsim.schedule.generators import SCHEDULES
 
 PLACEMENTS = ("pp-inner", "dp-inner")
+# How a cp group's attention sees the other ranks' keys and values (parsim.cost.context): "ring"
+# passes K, V chunks around a ring, overlapped with the chunks' attention (Liu et al. 2023;
+# Megatron's default); "allgather" all-gathers K, V before attention and reduce-scatters dK, dV
+# after its backward, exposed (Dubey et al. 2024, "The Llama 3 Herd of Models", Sec. 3.3.2;
+# TransformerEngine's AttnFuncWithCPAndKVAllGather, cp_comm_type "all_gather").
+CP_MODES = ("ring", "allgather")
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,10 @@ class ParallelConfig:
     # 2 and gradients; 3 and parameters (parsim.cost.memory.zero_fractions)
     zero: int = 0
     cp: int = 1                  # context-parallel group size: each rank holds s/cp tokens of a sequence
+    # tp > 1 under megatron-sp: tensor-parallel collectives overlapped with the adjacent GEMMs
+    # (Megatron-Core's --tp-comm-overlap; parsim.sim.overlap)
+    tp_comm_overlap: bool = False
+    cp_mode: str = "ring"        # with cp > 1: CP_MODES
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -169,7 +179,8 @@ class Plan:
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
             "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
                          "recompute": c.recompute.value,
-                         "zero": c.zero, "microbatches": c.microbatches, "schedule": c.schedule,
+                         "zero": c.zero, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
+                         "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
             "estimate": self.estimate,
@@ -199,7 +210,9 @@ class Plan:
                              bounds=tuple(bounds), placement=p.choice("placement", PLACEMENTS, "pp-inner"),
                              tp=p.positive_int("tp", 1), tp_layout=p.get("tp_layout", str, ""),
                              recompute=read_recompute(p, "recompute", Recompute.NONE),
-                             zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1))
+                             zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1),
+                             tp_comm_overlap=p.get("tp_comm_overlap", bool, False),
+                             cp_mode=p.choice("cp_mode", CP_MODES, "ring"))
         stages = p.get("stages", list, [])
         p.done()
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)

@@ -183,14 +183,17 @@ def test_per_operator_layouts_match_reference(tmp_path, capfd, name, model, flag
     assert m["tp_collectives_per_step"] == predicted == expected
 
 
-def test_context_parallel_gpt_matches_reference(tmp_path, capfd):
+@pytest.mark.parametrize("mode", ["ring", "allgather"])
+def test_context_parallel_gpt_matches_reference(tmp_path, capfd, mode):
     """cp=2 on 2 ranks (parsim.exec.context_parallel): each rank trains on its zigzag half of every
-    sequence, attention by a ring of K, V (and dK, dV) sends, gradients averaged over the cp ranks
-    in the simulator's buckets; loss and parameters equal one process's, and the ring sent the
-    bytes the simulator counts."""
+    sequence, attention by a ring of K, V (and dK, dV) sends, or by all-gathered K, V and
+    reduce-scattered dK, dV (Llama 3's all-gather cp), gradients averaged over the cp ranks in the
+    simulator's buckets; loss and parameters equal one process's, and the ring (the collectives)
+    sent the bytes the simulator counts."""
     plan = str(tmp_path / "cp.json")
     assert main(["simulate", "examples/gpt_small_local.yaml", "--cluster", "local-cpu", "--dp", "1", "--cp", "2",
-                 "--microbatches", "2", "-o", plan, "--json"]) == 0
+                 "--cp-mode", mode, "--microbatches", "2", "-o", plan, "--json"]) == 0
+    assert json.loads(open(plan).read())["parallel"]["cp_mode"] == mode
     out = tmp_path / "run"
     assert run(plan, out, "--steps", "2", "--warmup", "1") == 0
     m = assert_same_as_reference(plan, out, 2)

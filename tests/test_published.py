@@ -74,10 +74,16 @@ def test_planner_beats_or_matches_the_papers_configuration(megatron_39b, paper_c
 def test_gpt3_175b_on_1024_a100_fits_with_three_factors():
     spec = load_model("examples/gpt3_175b.yaml")
     cluster = load_cluster("dgx-a100:128x8")
-    result = plan(spec, cluster, AnalyticalCompute(cluster.device, "fp16"), Constraints(top=3), progress=False)
+    result = plan(spec, cluster, AnalyticalCompute(cluster.device, "fp16"), Constraints(top=8), progress=False)
     c = result.chosen.config
-    assert c.dp * c.tp * c.pp == 1024 and c.tp > 1 and c.pp > 1
+    assert c.dp * c.tp * c.pp == 1024 and c.tp > 1
     assert c.tp <= 8                                    # tensor parallelism stays inside a DGX node
+    # a three-factor plan (Narayanan et al. 2021's shape) fits and ranks within 5% of the pick; since
+    # selective recomputation (2026-11-27) the pick may instead be dp=128 tp=8 with ZeRO-3, priced
+    # 0.6% faster: a near tie, not a three-factor plan
+    three = [x for x in result.ranked if x.config.tp > 1 and x.config.pp > 1]
+    assert three and three[0].peak_memory_bytes <= result.capacity_bytes
+    assert three[0].estimate.step_time_s <= 1.05 * result.chosen.estimate.step_time_s
     # with headroom counted (runtime context, NCCL buffers, fragmentation) the pick fits the usable
     # memory, and the explanation shows by how much
     assert result.capacity_bytes == cluster.device.usable_memory_bytes < cluster.device.memory_bytes

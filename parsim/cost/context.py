@@ -41,6 +41,19 @@ for Near-Infinite Context", and torch.distributed.tensor.experimental.context_pa
   (``ring_buffer_bytes``), a working set of that layer's backward (parsim.cost.memory.
   backward_workspace_bytes), not held beside every activation.
 
+**All-gather cp** (``cp_mode: allgather``; Dubey et al. 2024, "The Llama 3 Herd of Models",
+Sec. 3.3.2; TransformerEngine's ``AttnFuncWithCPAndKVAllGather``, "KV all-gather between CP
+ranks is exposed"): the same tokens per rank (2 x cp load-balanced chunks, rank r holding r and
+2cp-1-r), the same parameters and the same attention work, but K and V are all-gathered over the
+cp group before the layer's attention, then each rank attends its local queries against all
+keys.  The backward all-gathers K, V again (TE saves the local K, V, not the gathered ones) and
+reduce-scatters the full-length dK, dV to their owners.  Each collective moves
+(cp - 1) x (one rank's K, V chunk) per rank, as the ring does (``ring_sent_bytes`` prices both),
+but none is overlapped (``allgather_exposed_s``): what it buys is fewer, larger messages, and
+with grouped-query attention's few KV heads they are small beside the queries' (why Llama 3 chose
+it).  Memory: the gathered K, V and the full dK, dV (2 x cp chunks) are the working set of the
+layer's backward (``cp_buffer_bytes``) in place of the ring's 4 chunks.
+
 The attention is found from the model's operators (parsim.model.attention): a pair of
 parameter-free batched matmuls QK^T (..., T, d) x (..., d, T) and AV.  A model without one (a
 ResNet, a ``layers:`` table) has no sequence to split, and refuses cp > 1.
@@ -58,6 +71,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from parsim.cost.comm import collective_time_s
 from parsim.cost.compute import split_flops
 from parsim.model.attention import attention_of, check_cp
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
@@ -158,3 +172,26 @@ def ring_exposed_s(compute, layer: Layer, kind: str, microbatch: int, cp: int, l
 def ring_buffer_bytes(layer: Layer, microbatch: int) -> float:
     """The chunks in flight during the layer's backward ring (module docstring): 4 K, V chunks."""
     return 4 * layer.cp_kv_bytes * microbatch
+
+
+def cp_buffer_bytes(layer: Layer, microbatch: int, cp: int, mode: str = "ring") -> float:
+    """The K, V working set of the layer's backward under ``mode`` (module docstring): the ring's 4
+    chunks in flight, or all-gather cp's gathered K, V and full dK, dV, 2 x cp chunks."""
+    if mode == "allgather":
+        return 2 * cp * layer.cp_kv_bytes * microbatch
+    return ring_buffer_bytes(layer, microbatch)
+
+
+def allgather_exposed_s(layer: Layer, kind: str, microbatch: int, cp: int, cluster, ranks) -> float:
+    """What all-gather cp adds to the layer's ``kind`` on one micro-batch (module docstring), over
+    the cp group ``ranks``: forward, the all-gather of K, V (cp chunks gathered); backward, that
+    all-gather again and the reduce-scatter of dK, dV; a recomputed layer's backward adds the
+    forward's.  All exposed."""
+    if cp == 1 or not layer.cp_kv_bytes or kind not in KINDS_WITH_RING:
+        return 0.0
+    gathered = cp * layer.cp_kv_bytes * microbatch          # K and V of the whole sequence, this device's heads
+    gather = collective_time_s(cluster, ranks, gathered, "all_gather")
+    if kind == "F":
+        return gather
+    backward = gather + collective_time_s(cluster, ranks, gathered, "reduce_scatter")
+    return backward + (gather if layer.recompute_bytes else 0.0)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from parsim.cost.context import ring_buffer_bytes
+from parsim.cost.context import cp_buffer_bytes
 from parsim.model.graph import ELEMENT_BYTES, LOSS_BACKWARD_BUFFERS, VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS
 
 _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
@@ -210,7 +210,8 @@ def fsdp_gathered_param_bytes(units: list[list[int]], unit_param_bytes: list[flo
     return out
 
 
-def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[int, float] | None = None) -> float:
+def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[int, float] | None = None,
+                             cp_mode: str = "ring") -> float:
     """What a rank's backward adds above its activations' peak: the largest, over the layers of
     ``stages`` (layer ranges of ``graph``), of one layer's backward working set, less what that
     micro-batch has already freed -- the saved bytes of the layers after it in its stage, whose
@@ -231,7 +232,9 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
     Context parallelism: a layer's ring (parsim.cost.context.ring_buffer_bytes) is one more such
     working set, alive in that layer's backward only.  Counted on top of every activation, as
     before, it over-predicted the GPT's cp=2 peak (examples/gpt_small_local.yaml) by 4 MiB: the
-    ring of the last block runs after the head's backward has freed more than it holds."""
+    ring of the last block runs after the head's backward has freed more than it holds.  Under
+    all-gather cp (``cp_mode``), the gathered K, V and dK, dV in place of the ring's chunks
+    (parsim.cost.context.cp_buffer_bytes)."""
     worst = 0.0
     for r in stages:
         for i in r:
@@ -242,7 +245,7 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
             if not sets:
                 sets = [(layer.max_param_bytes, 2 * layer.output_bytes)]
             if layer.cp_kv_bytes:         # the ring's K, V and dK, dV chunks, beside the gradient entering
-                sets.append((0.0, ring_buffer_bytes(layer, 1) + layer.output_bytes))
+                sets.append((0.0, cp_buffer_bytes(layer, 1, graph.cp, cp_mode) + layer.output_bytes))
             # what the micro-batch's later layers (and on the last stage the loss) freed before it
             freed = graph.stage_saved_bytes(i + 1, r.stop)
             if i + 1 < r.stop:

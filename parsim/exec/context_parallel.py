@@ -23,6 +23,14 @@ whose ring runs on CUDA's fused SDPA kernels; the scheme is the same, and Megatr
   mean over the dp x cp ranks' gradients (parsim.exec.grad_sync's buckets over
   ParallelConfig.grad_group) is the whole batch's.
 
+All-gather cp (``cp_mode: allgather``; Llama 3, Dubey et al. 2024, Sec. 3.3.2; TE's
+``AttnFuncWithCPAndKVAllGather``): the same zigzag split, but K and V are all-gathered over the
+cp group (dist.all_gather) and each rank attends its local queries against every key under the
+causal mask of their positions (``AllGatherAttention``); backward re-gathers K, V, computes the
+whole sequence's dK, dV from its queries and sums them over the group, each rank keeping its own
+(a reduce-scatter, run as an all-reduce since gloo has no reduce-scatter; counted as the
+reduce-scatter's bytes, as parsim.cost.context prices it).
+
 ``Ring.sent_bytes`` counts the bytes a rank sends around its ring, to compare with the
 simulator's ``Estimate.cp_ring_bytes``.  What runs: the GPT with pp = 1 and tp = 1, attention
 dropout 0 (a ring has no way to draw the single process's dropout mask).
@@ -45,6 +53,8 @@ def check_supported(cfg, spec, source: str) -> None:
     if spec.source.kind != "builtin" or spec.source.target != "gpt":
         raise InputError(f"{source}: parallel.cp: the executor runs context parallelism on the built-in gpt; "
                          f"plan {spec.path} with cp 1")
+    if cfg.cp_mode not in ("ring", "allgather"):
+        raise InputError(f"{source}: parallel.cp_mode: {cfg.cp_mode!r}; use ring or allgather")
     if cfg.pp > 1 or cfg.tp > 1 or cfg.zero or cfg.recompute:
         # recomputation would run the ring's forward again in backward, sending K,V twice
         raise InputError(f"{source}: parallel.cp: the executor runs cp > 1 with pp=1, tp=1, zero 0 and no "
@@ -224,14 +234,68 @@ class RingAttention(torch.autograd.Function):
         return dq, own[0], own[1], None
 
 
-def parallelize(stage: nn.Sequential, ring: Ring, seq_len: int) -> None:
+def _gather_kv(kv: torch.Tensor, ring: Ring) -> torch.Tensor:
+    """Every cp rank's K, V stacked as (2, B, a, s/cp, d), in rank order along the tokens: (2, B,
+    a, s, d).  Counted as a ring all-gather sends: cp - 1 chunks."""
+    parts = [torch.empty_like(kv) for _ in range(ring.cp)]
+    dist.all_gather(parts, kv, group=ring.group)
+    ring.sent_bytes += (ring.cp - 1) * kv.numel() * kv.element_size()
+    return torch.cat(parts, dim=3)
+
+
+def _key_masked(ring: Ring, T: int, device) -> torch.Tensor:
+    """(T, cp T): a key after the query, by their positions in the sequence (the gathered keys
+    are in rank order, each rank's zigzag positions)."""
+    seq = T * ring.cp
+    q_pos = zigzag_positions(seq, ring.cp, ring.rank)
+    k_pos = torch.cat([zigzag_positions(seq, ring.cp, r) for r in range(ring.cp)])
+    return (k_pos.unsqueeze(0) > q_pos.unsqueeze(1)).to(device)
+
+
+class AllGatherAttention(torch.autograd.Function):
+    """Causal attention of this rank's zigzag queries against the whole sequence's keys and
+    values, all-gathered over the cp group (module docstring).  q, k, v: (B, a, s/cp, d)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, ring: Ring):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        kv = _gather_kv(torch.stack([k, v]).contiguous(), ring)
+        masked = _key_masked(ring, q.shape[2], q.device)
+        s = (q @ kv[0].transpose(-2, -1) * scale).masked_fill(masked, float("-inf"))
+        lse = torch.logsumexp(s, dim=-1)
+        out = torch.exp(s - lse.unsqueeze(-1)) @ kv[1]
+        ctx.save_for_backward(q, k, v, out, lse)          # the local K, V: gathered again in backward (as TE)
+        ctx.ring, ctx.scale = ring, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        ring, scale, T = ctx.ring, ctx.scale, q.shape[2]
+        dout = dout.contiguous()
+        kv = _gather_kv(torch.stack([k, v]).contiguous(), ring)
+        masked = _key_masked(ring, T, q.device)
+        s = (q @ kv[0].transpose(-2, -1) * scale).masked_fill(masked, float("-inf"))
+        p = torch.exp(s - lse.unsqueeze(-1))
+        delta = (dout * out).sum(-1)
+        ds = p * (dout @ kv[1].transpose(-2, -1) - delta.unsqueeze(-1)) * scale
+        dkv = torch.stack([ds.transpose(-2, -1) @ q, p.transpose(-2, -1) @ dout]).contiguous()   # (2, B, a, s, d)
+        dist.all_reduce(dkv, group=ring.group)            # the reduce-scatter's sums; this rank keeps its own
+        own = dkv[:, :, :, ring.rank * T:(ring.rank + 1) * T]
+        ring.sent_bytes += (ring.cp - 1) * own.numel() * own.element_size()
+        return ds @ kv[0], own[0], own[1], None
+
+
+def parallelize(stage: nn.Sequential, ring: Ring, seq_len: int, mode: str = "ring") -> None:
     """Run one stage's GPT units on this rank's zigzag tokens, in place: the embedding at this
-    rank's positions, each block's attention by the ring."""
+    rank's positions, each block's attention by the ring (or, ``mode`` "allgather", by
+    all-gathered K, V)."""
     from parsim.model.zoo.gpt import Block, Embedding
 
+    attention = AllGatherAttention if mode == "allgather" else RingAttention
     positions = zigzag_positions(seq_len, ring.cp, ring.rank)
     for unit in stage.children():
         if isinstance(unit, Embedding):
             unit.positions = lambda n, device, pos=positions: pos.to(device)
         elif isinstance(unit, Block):
-            unit.attend = lambda q, k, v: RingAttention.apply(q, k, v, ring)
+            unit.attend = lambda q, k, v: attention.apply(q, k, v, ring)

@@ -189,6 +189,9 @@ def check_run(opts: RunOptions):
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
                          "plan with --zero 1 or --pp 1")
+    if cfg.tp_comm_overlap:           # TE's userbuffers are CUDA kernels; gloo's collectives cannot pipeline with GEMMs
+        raise InputError(f"{opts.plan}: parallel.tp_comm_overlap: the executor runs tensor-parallel collectives "
+                         "blocking (gloo has no GEMM-overlapped collectives); plan with --no-tp-comm-overlap")
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
     context_parallel.check_supported(cfg, spec, opts.plan)
@@ -263,7 +266,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if cfg.cp > 1:
         ring = context_parallel.Ring(cfg.cp_group(replica, pipe_rank, tp_rank), env.rank, mesh.get_group("cp"))
         for m in modules:
-            context_parallel.parallelize(m, ring, kind[1])        # kind: ("tokens", seq_len, vocab)
+            context_parallel.parallelize(m, ring, kind[1], cfg.cp_mode)   # kind: ("tokens", seq_len, vocab)
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     if cfg.zero >= 2:                 # FSDP2's units; it reduce-scatters and gathers itself (parsim.exec.fsdp)
         for m in modules:

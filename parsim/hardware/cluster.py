@@ -132,6 +132,14 @@ class Collectives:
     # latency_s and overlap above are fp32's, and those of any dtype not listed).  Empty for a
     # profile measured in fp32 only.
     dtypes: tuple[tuple[str, DtypeCollectives], ...] = ()
+    # Tensor-parallel communication overlapped with the adjacent GEMMs (ParallelConfig.tp_comm_overlap;
+    # Megatron-Core's --tp-comm-overlap, Transformer Engine's userbuffers; priced by parsim.sim.overlap):
+    # the compute units (SMs) the collective's kernels take from the GEMM while they run, and the
+    # chunks each collective and its GEMM are split into.  Defaults: TE's for its "pipeline"
+    # (reduce-scatter) overlap, num_sm 16 and num_splits 4, set_sm_margin on (the GEMM launched on
+    # the SMs left): transformer_engine/pytorch/module/base.py, initialize_ub, get_default_config.
+    tp_overlap_comm_units: int = 16
+    tp_overlap_chunks: int = 4
 
     def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
         """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
@@ -655,7 +663,9 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        fsdp_reduce_scatter_overhead_s=_microseconds(c, "fsdp_reduce_scatter_overhead_us"),
                        fsdp_gather_copy_bytes_per_s=_rate(c, "fsdp_gather_copy_gb_per_s"),
                        fsdp_reduce_scatter_copy_bytes_per_s=_rate(c, "fsdp_reduce_scatter_copy_gb_per_s"),
-                       dtypes=_dtype_collectives(c))
+                       dtypes=_dtype_collectives(c),
+                       tp_overlap_comm_units=c.positive_int("tp_overlap_comm_units", 16),
+                       tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4))
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")

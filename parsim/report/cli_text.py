@@ -127,7 +127,10 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
 
     c = est.config
     lines = [f"{spec.name} on {cluster.spec} ({precision(spec.training)}): dp={c['dp']} pp={c['pp']}"
-             + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "") + (f" cp={c['cp']}" if c["cp"] > 1 else "")
+             + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "")
+             + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")
+             + (f" cp={c['cp']}" if c["cp"] > 1 else "")
+             + (f" ({c['cp_mode']})" if c["cp"] > 1 and c.get("cp_mode", "ring") != "ring" else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
@@ -166,13 +169,18 @@ def comm_bytes_line(est, what: str = "bytes moved per step") -> str:
 
 def config_text(c) -> str:
     """A plan's parallel configuration in one line, as the reports write it: 'dp=16 pp=1 tp=2
-    megatron zero=2 m=32 1f1b pp-inner' (cp, recompute and ZeRO only where used; interleaved and
-    zbh1's chunks as 'v=2').  ``c``: a ParallelConfig, or an Estimate's config (a dict of the same
-    names)."""
-    get = c.__getitem__ if isinstance(c, dict) else c.__getattribute__
+    megatron zero=2 m=32 1f1b pp-inner' (tp's comm overlap, cp and its mode, recompute and ZeRO
+    only where used; interleaved and zbh1's chunks as 'v=2').  ``c``: a ParallelConfig, or an
+    Estimate's config (a dict of the same names; older ones lack the overlap and cp mode)."""
+    def get(name, default=None):
+        return c.get(name, default) if isinstance(c, dict) else getattr(c, name)
+    recompute = recompute_mode(get("recompute"))
     return " ".join([f"dp={get('dp')}", f"pp={get('pp')}",
-                     f"tp={get('tp')}" + (f" {get('tp_layout')}" if get("tp") > 1 else ""),
-                     *([f"cp={get('cp')}"] if get("cp") > 1 else []), *([f"recompute={recompute_mode(get('recompute'))}"] if recompute_mode(get("recompute")) else []),
+                     f"tp={get('tp')}" + (f" {get('tp_layout')}" if get("tp") > 1 else "")
+                     + (" overlap" if get("tp_comm_overlap", False) else ""),
+                     *([f"cp={get('cp')}" + (f" {get('cp_mode')}" if get("cp_mode", "ring") != "ring" else "")]
+                       if get("cp") > 1 else []),
+                     *([f"recompute={recompute}"] if recompute else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
@@ -180,8 +188,10 @@ def config_text(c) -> str:
 def candidate_row(cand, cap_bytes: float) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown)."""
     c, e = cand.config, cand.estimate
-    return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "cp": c.cp, "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
+    return {"": cand.label, "dp": c.dp, "pp": c.pp,
+            "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}" + (" overlap" if c.tp_comm_overlap else ""),
+            "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}",
+            "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -193,6 +203,7 @@ def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp,
             "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
+            "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 

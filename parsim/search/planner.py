@@ -19,7 +19,12 @@ Search space:
   sequence (Megatron's zigzag chunks), unless fixed;
 - every factorization of the remaining devices into dp x pp, with pp at most the number of layers;
 - every micro-batch count dividing the per-replica batch;
-- GPipe, 1F1B, interleaved with v in {2, 4} chunks, ZB-H1;
+- GPipe, 1F1B, interleaved with every v from 2 to the cut units over pp (pp x v stages, each of
+  at least one cut unit; the micro-batches a multiple of pp, parsim.schedule.generators), at most
+  INTERLEAVE_SEARCH_MAX, ZB-H1;
+- with tp > 1 and the megatron-sp layout, tensor-parallel communication overlapped with the GEMMs
+  or not (parsim.sim.overlap; Megatron-Core's --tp-comm-overlap), where the device profile prices it;
+- with cp > 1, the ring and all-gather context parallelism (parsim.cost.context);
 - placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
   where pp allows) and dp-inner;
 - the split from the min-max dynamic program (parsim.search.partition), memory-constrained.
@@ -55,12 +60,12 @@ from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.cost.kernels import kernel_counts
-from parsim.cost.layer import layer_time_s
+from parsim.sim.overlap import TP_OVERLAP_LAYOUTS, layer_time_s, supports_overlap
 from parsim.model.attention import check_cp, cp_options, sequence_length
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig, bounds_from_assignment
+from parsim.plan import CP_MODES, ParallelConfig, bounds_from_assignment
 from parsim.report.fmt import human_bytes, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
@@ -83,7 +88,7 @@ class Constraints:
     schedule: str | None = None
     max_memory_bytes: int | None = None
     top: int = 10
-    chunk_options: tuple[int, ...] = (2, 4)
+    chunk_options: tuple[int, ...] | None = None     # interleaved's v; None: 2 .. cut units / pp
     placements: tuple[str, ...] = ("pp-inner", "dp-inner")
     tp: int | None = None
     tp_layout: str | None = None
@@ -91,6 +96,8 @@ class Constraints:
     microbatch_sizes: tuple[int, ...] | None = None    # samples per micro-batch allowed (e.g. those profiled)
     zero: int | None = None                          # ZeRO stage; None: searched (0-3 where dp > 1)
     cp: int | None = None                            # context-parallel size; None: searched (models with attention)
+    tp_comm_overlap: bool | None = None              # None: searched where it applies (tp > 1, megatron-sp)
+    cp_mode: str | None = None                       # None: ring and allgather searched where cp > 1
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
 
 
@@ -119,7 +126,7 @@ class Candidate:
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds, c.zero, c.cp)
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode)
 
 
 @dataclass(frozen=True)
@@ -172,7 +179,9 @@ def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, 
             continue
         if pp == 1 and name != "1f1b" and not c.schedule:
             continue                              # with one stage every schedule is the same
-        for v in ((1,) if name != "interleaved" else c.chunk_options):
+        chunks = (c.chunk_options if c.chunk_options is not None
+                  else range(2, min(layers // pp, INTERLEAVE_SEARCH_MAX) + 1))
+        for v in ((1,) if name != "interleaved" else chunks):
             if pp * v > layers:
                 continue
             try:
@@ -182,6 +191,17 @@ def _schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, 
             out.append((name, v))
     return out
 
+
+# The deepest interleaving the search tries unless told (Constraints.chunk_options; simulate's
+# --chunks prices any v the cut units allow): v from 2 to min(cut units / pp, 8).  Every v >= 2
+# has the same split-free floor (bound.floor_s: m x a rank's work), so each depth adds its
+# candidates' splits and lower bounds to the search: GPT-3 175B on 1,024 A100s split and bounded
+# 3,324 candidates with v in {2, 4}, 7,348 with v up to 8 and 9,156 up to 12 (its 98 cut units
+# allow 49 at pp = 2), simulating 20, 23 and 23, each with tp_comm_overlap searched too (the
+# candidates parsim.search.planner._candidate was called for, counted by a wrapper, 2026-11-27;
+# not timed: this session had no quiet machine, so bench_planner.py --goals is still to run).
+# The picks: v = 3 (19.04 s a step against v = 2's 19.27 s) up to 8 and 12 alike.
+INTERLEAVE_SEARCH_MAX = 8
 
 GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in plan()'s branch and bound
 # When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
@@ -253,9 +273,11 @@ class _StageMemory:
 class _Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
-    def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel):
+    def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel,
+                 tp_overlap: bool = False):
         g, t = graph, spec.training
         self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
+        self.tp_overlap = tp_overlap          # its layers' tp collectives overlapped with their GEMMs (sim.overlap)
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
         self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
@@ -276,7 +298,7 @@ class _Bounds:
 
     def costs(self, b: int):
         if b not in self._costs:
-            self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster)
+            self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster, self.tp_overlap)
         return self._costs[b]
 
     def fsdp_grad_bytes(self, b: int) -> float:
@@ -357,7 +379,8 @@ class _Bounds:
         key = ("phases", b)
         if key not in self._costs:
             layers, c = self.graph.layers, self.compute
-            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([layer_time_s(c, l, k, b, self.cluster)
+            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([layer_time_s(c, l, k, b, self.cluster, 0,
+                                                                                     self.tp_overlap)
                                                                         for l in layers])])
                                      for k in ("F", "B", "I", "W"))
         return self._costs[key]
@@ -465,7 +488,7 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
         return None
     cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
-           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp)
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode)
     return (key[0], key, cfg, graph)
 
 
@@ -607,13 +630,26 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     # cannot reach the top k (Constraints.prune=False simulates everything, for tests).
     heap: list[tuple] = []
     order = itertools.count()                   # ties: first pushed first; payloads never compared
-    bounds_of: dict[int, _Bounds] = {}
+    bounds_of: dict[tuple, _Bounds] = {}
+    overlap_priced = supports_overlap(cluster)
     misses: list[tuple] = []
 
-    def bounds_for(tp, layout, graph) -> _Bounds:
-        if id(graph) not in bounds_of:
-            bounds_of[id(graph)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute))
-        return bounds_of[id(graph)]
+    def bounds_for(tp, layout, graph, overlap=False) -> _Bounds:
+        if (id(graph), overlap) not in bounds_of:
+            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute),
+                                                      overlap)
+        return bounds_of[(id(graph), overlap)]
+
+    def overlaps(tp, layout) -> tuple[bool, ...]:
+        """tp_comm_overlap's settings to search: both where it applies (sim.overlap), unless fixed."""
+        if tp == 1 or layout not in TP_OVERLAP_LAYOUTS or not overlap_priced:
+            return (False,)
+        return (c.tp_comm_overlap,) if c.tp_comm_overlap is not None else (False, True)
+
+    def cp_modes(cp) -> tuple[str, ...]:
+        if cp == 1:
+            return ("ring",)
+        return (c.cp_mode,) if c.cp_mode else CP_MODES
 
     def searched_graph(tp, recompute, b, pp, cp) -> LayerGraph | None:
         """The searched layout for this micro-batch size and pp devices' memory; None if none fits."""
@@ -627,15 +663,18 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         return list(_zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, cp))
 
     def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b):
-        bnd = bounds_for(tp, layout, graph)
-        phases = bnd.phase_times(b)
-        floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
-        for schedule, v, placement, zero in members(dp, pp, m, cp):
-            cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
-            shape = (v, schedule == "zbh1")
-            if shape not in floors:
-                floors[shape] = floor_s(*phases, m, pp, *shape)
-            heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
+        for overlap in overlaps(tp, layout):
+            bnd = bounds_for(tp, layout, graph, overlap)
+            phases = bnd.phase_times(b)
+            floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
+            for schedule, v, placement, zero in members(dp, pp, m, cp):
+                shape = (v, schedule == "zbh1")
+                if shape not in floors:
+                    floors[shape] = floor_s(*phases, m, pp, *shape)
+                for mode in cp_modes(cp):
+                    cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
+                                         tp_comm_overlap=overlap, cp_mode=mode)
+                    heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
@@ -645,7 +684,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if graph is None:
             return False
         twin = replace(cfg, recompute=False)
-        return bounds_for(cfg.tp, cfg.tp_layout, graph).split(
+        return bounds_for(cfg.tp, cfg.tp_layout, graph, cfg.tp_comm_overlap).split(
             twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
             zero=twin.zero) is not None
 
@@ -658,7 +697,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         return searched_floor_s(bounds_for(1, "", whole).phase_times(b), tp,
                                 [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in members(dp, pp, m, cp)])
 
-    considered = sum(len(members(dp, pp, m, cp)) for _, _, _, cp, _, dp, pp, m, _ in families)   # the search space
+    considered = sum(len(members(dp, pp, m, cp)) * len(overlaps(tp, layout)) * len(cp_modes(cp))
+                     for tp, layout, _, cp, _, dp, pp, m, _ in families)   # the search space
     graph_sizes: dict[int, list[tuple[float, int]]] = {}     # tp -> (bound, b) of its GRAPH entries
     for tp, layout, recompute, cp, graph, dp, pp, m, b in families:
         if graph is None:
@@ -864,7 +904,7 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
 def _twin_key(cfg: ParallelConfig) -> tuple:
     """What a candidate shares with its twin that differs only in recomputation."""
     return (cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks, cfg.placement, cfg.zero,
-            cfg.cp)
+            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode)
 
 
 def _tp_domain(cluster: Cluster) -> int:

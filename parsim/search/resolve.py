@@ -9,7 +9,7 @@ from functools import lru_cache
 import numpy as np
 
 from parsim.cost.compute import ComputeModel
-from parsim.cost.layer import layer_time_s
+from parsim.sim.overlap import layer_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.attention import check_cp
@@ -21,11 +21,14 @@ from parsim.search.partition import balanced_bounds
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
 
-def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster) -> tuple[list, list]:
+def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, cluster: Cluster,
+                tp_overlap: bool = False) -> tuple[list, list]:
     """(forward + backward time per layer, bytes a stage ending after the layer sends per
     micro-batch) for the partitioner; ``graph`` is the per-device graph
-    (parsim.shard.prepare.per_device_graph)."""
-    times = [sum(layer_time_s(compute, layer, k, microbatch, cluster) for k in ("F", "B")) for layer in graph.layers]
+    (parsim.shard.prepare.per_device_graph); ``tp_overlap``: its tensor-parallel collectives
+    overlapped with its GEMMs (parsim.sim.overlap)."""
+    times = [sum(layer_time_s(compute, layer, k, microbatch, cluster, 0, tp_overlap) for k in ("F", "B"))
+             for layer in graph.layers]
     return times, [layer.output_bytes * microbatch for layer in graph.layers]
 
 
@@ -59,7 +62,8 @@ def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.n
 
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
-                   tp=None, tp_layout=None, recompute=None, zero=None, cp=None) -> ParallelConfig:
+                   tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
+                   cp_mode=None) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "manual", or comma-separated boundaries such as "0,8,18"."""
     hint = spec.parallel
@@ -71,6 +75,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else "megatron")) if tp > 1 else ""
     recompute = recompute_mode(recompute if recompute is not None else (spec.training.recompute or False))
     cp = cp or hint.cp or 1
+    extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring")
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -93,9 +98,10 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
             raise InfeasibleError(f"--split manual: {spec.path} assigns {len(bounds) - 1} stages but pp x chunks = "
                                   f"{stages}; change --pp or the pipeline_stage section")
     elif split == "balanced":
-        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute, zero, cp)
+        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute, zero, cp,
+                             **extra)
         b = cfg.microbatch_size(spec.training.global_batch_size)
-        times, sent = layer_costs(graph, compute, b, cluster)
+        times, sent = layer_costs(graph, compute, b, cluster, cfg.tp_comm_overlap)
         bounds = balanced_bounds(times, stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent))
     else:
         try:
@@ -106,4 +112,4 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
 
     check_feasible(schedule, pp, microbatches, chunks)
     return ParallelConfig(dp, pp, microbatches, schedule, chunks, tuple(bounds), placement, tp, tp_layout, recompute,
-                          zero, cp)
+                          zero, cp, **extra)

@@ -115,23 +115,23 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) ->
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.grad_ranks
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
-    return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b)
+    return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode)
 
 
 _WORKSPACES: dict[tuple, tuple] = {}
 
 
-def _workspace_bytes(graph, ranges: tuple[range, ...], b: int) -> float:
+def _workspace_bytes(graph, ranges: tuple[range, ...], b: int, cp_mode: str = "ring") -> float:
     """backward_workspace_bytes, remembered: the planner's floor and the simulation of the same
     plan ask for the same ranks, and candidates that differ in placement or ZeRO share splits
     (each layer's working set walks its operators).  Keyed by the graph's id, the graph kept in the
     entry so that the id cannot be reused while the entry lives."""
-    key = (id(graph), ranges, b)
+    key = (id(graph), ranges, b, cp_mode)
     hit = _WORKSPACES.get(key)
     if hit is None:
         if len(_WORKSPACES) > 65536:
             _WORKSPACES.clear()
-        hit = _WORKSPACES[key] = (graph, backward_workspace_bytes(graph, list(ranges), b))
+        hit = _WORKSPACES[key] = (graph, backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode))
     return hit[1]
 
 

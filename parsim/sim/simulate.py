@@ -11,20 +11,21 @@ from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, co
                               fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
                               shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync
-from parsim.cost.context import ring_exposed_s, ring_sent_bytes
+from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.input import input_cost, loader_ready_s
-from parsim.cost.layer import layer_time_s, tp_comm_time_s
+from parsim.cost.layer import tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
                                 fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
-from parsim.plan import ParallelConfig
+from parsim.plan import CP_MODES, ParallelConfig
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
 from parsim.sim.memory import rank_memory, stage_activation_bytes
+from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 
@@ -48,6 +49,10 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
         # Megatron shards with pp only as its distributed optimizer (ZeRO-1)
         raise InfeasibleError(f"zero={cfg.zero} with pp={cfg.pp}: ZeRO-2 and -3 run without pipeline parallelism, as in "
                               "DeepSpeed and Megatron; use zero 1 or pp=1")
+    check_tp_overlap(cfg, cluster)
+    if cfg.cp_mode not in CP_MODES or (cfg.cp_mode != "ring" and cfg.cp == 1):
+        raise InfeasibleError(f"cp_mode {cfg.cp_mode!r} with cp={cfg.cp}: choose one of {', '.join(CP_MODES)}, "
+                              "and allgather only with cp > 1")
     if len(cfg.bounds) != cfg.stages + 1 or cfg.bounds[0] != 0 or cfg.bounds[-1] != len(graph) \
             or any(x >= y for x, y in zip(cfg.bounds, cfg.bounds[1:])):
         raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stages over {len(graph)} layers")
@@ -208,8 +213,16 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
-        per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me) for i in idx] for k in kinds}
-        if cp > 1:         # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
+        per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me, cfg.tp_comm_overlap) for i in idx]
+                     for k in kinds}
+        if cp > 1 and cfg.cp_mode == "allgather":     # K, V all-gathered, dK, dV reduce-scattered: exposed
+            ring = cfg.cp_group(0, s % cfg.pp)
+            for k in kinds:
+                per_layer[k] = [t + allgather_exposed_s(layers[i], k, b, cp, cluster, ring)
+                                for t, i in zip(per_layer[k], idx)]
+            ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
+            comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
+        elif cp > 1:       # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
             ring = cfg.cp_group(0, s % cfg.pp)
             link = cluster.link_for(group_link_class(cluster, ring))
             delay = cluster.profile.collectives.busy_sender_delay_s
@@ -370,11 +383,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         ranges = [cfg.stage_layers(s) for s in stages]
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
-            with_grads = backward_workspace_bytes(graph, ranges, b, held_grads)
+            with_grads = backward_workspace_bytes(graph, ranges, b, held_grads, cfg.cp_mode)
             static["comm_buffers_bytes"] += with_grads - workspace
         if zero == 3:       # and the gathered units' parameters, beside the shards
             gathered = {i: x + held_grads.get(i, 0.0) for s in stages for i, x in gathered_bytes.get(s, {}).items()}
-            static["params_bytes"] += backward_workspace_bytes(graph, ranges, b, gathered) - with_grads
+            static["params_bytes"] += backward_workspace_bytes(graph, ranges, b, gathered, cfg.cp_mode) - with_grads
         if zero == 1 and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
             # the library reduce-scatters a copy of each bucket (cost.comm), and the executor waits on
             # the buckets only after the backward (parsim.exec.grad_sync.finish): every copy is live
@@ -389,7 +402,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                                   bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout,
-              "recompute": cfg.recompute.value,
+              "recompute": cfg.recompute.value, "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}

@@ -1,0 +1,42 @@
+"""The planner's work on one goal, counted rather than timed (deterministic on any machine): the
+candidates it split and bounded (parsim.search.planner._candidate), the partitions it ran, the
+simulations, and its pick.  For comparing search spaces where no quiet machine is at hand; the
+speed goals themselves are bench_planner.py --goals.
+
+    python benchmarks/planner_counts.py examples/gpt3_175b.yaml dgx-a100:128x8
+"""
+
+import sys
+from collections import Counter
+
+import parsim.search.planner as planner
+from parsim.cost.compute import AnalyticalCompute
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+
+
+def counted(model_path: str, cluster_spec: str) -> dict:
+    calls = Counter()
+    partition, candidate = planner.partition, planner._candidate
+
+    def counting(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    planner.partition, planner._candidate = counting("partitions", partition), counting("candidates", candidate)
+    try:
+        spec, cluster = load_model(model_path), load_cluster(cluster_spec)
+        r = planner.plan(spec, cluster, AnalyticalCompute.for_training(cluster.device, spec.training), progress=False)
+    finally:
+        planner.partition, planner._candidate = partition, candidate
+    c = r.chosen.config
+    return {**calls, "considered": r.considered, "simulated": r.simulated,
+            "pick": f"dp={c.dp} pp={c.pp} tp={c.tp} {c.tp_layout} m={c.microbatches} {c.schedule} v={c.chunks} "
+                    f"zero={c.zero} tp_comm_overlap={c.tp_comm_overlap}",
+            "step_s": round(r.chosen.estimate.step_time_s, 4)}
+
+
+if __name__ == "__main__":
+    print(counted(sys.argv[1], sys.argv[2]))

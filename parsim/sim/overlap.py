@@ -1,0 +1,127 @@
+"""Tensor-parallel communication overlapped with the adjacent GEMMs: the one rule of the compute
+stream and the tensor-parallel collectives' stream (ParallelConfig.tp_comm_overlap).
+
+As Megatron-Core runs it with ``--tp-comm-overlap`` (Transformer Engine's userbuffers; torchtitan's
+async TP does the same with symmetric memory): under sequence parallelism every tensor-parallel
+all-gather precedes a column-parallel GEMM and every reduce-scatter follows a row-parallel one
+(Korthikanti et al. 2022, Sec. 4.2.2); each collective and its GEMM are cut into chunks and
+pipelined, chunk k's GEMM beside chunk k+1's communication.  The collective's kernels take some of
+the device's compute units (SMs) while they run, so the GEMM runs on the rest (TE's
+``set_sm_margin``).  Megatron allows it only with sequence parallelism (megatron/training/
+arguments.py: "Tensor parallel communication/GEMM overlap can happen only when sequence
+parallelism is enabled"), so parsim prices it for the megatron-sp layout only.
+
+For one layer and phase, with G its GEMMs' time on all U compute units, C its tensor-parallel
+collectives' time (parsim.cost.layer.tp_comm_time_s), u the units the collectives take and n the
+chunks (the profile's ``collective.tp_overlap_comm_units`` and ``tp_overlap_chunks``):
+
+    G' = G x U / (U - u)                      the GEMMs on the units left
+    overlapped = max(G', C) + min(G', C) / n  a two-stage pipeline of n equal chunks: the longer
+                                              stream's n chunks, plus one chunk of the shorter
+                                              that nothing covers (its first or its last)
+
+against G + C without the overlap; the layer's other work (attention's batched matmuls, norms,
+activations) is unchanged.  A recomputed layer's backward re-runs its forward, overlapped the
+same way.  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
+(once per step) stay exposed.
+
+Approximations: a layer's collectives are pipelined with all its GEMMs as one pair, rather than
+each with its own neighbour (the closed form is exact for a layer of one GEMM and one collective,
+and for a block whose GEMM-to-collective ratios are equal); G is the layer's time for the phase
+times the adjacent GEMMs' share of its FLOPs (``gemm_share``: the matmul kernels of one product,
+QKV, projection, MLP, not attention's batched matmuls; in backward the input-gradient GEMMs that
+TE pipelines with the reduce-scatters and all-gathers, not the weight gradients, which its
+"bulk" overlaps pair with copies of a few SMs and which run here on all units), so the
+memory-bound kernels' time is not told apart; TE's
+all-gather overlaps (``ring_exchange`` on the copy engines, num_sm 1, no SM margin) take fewer
+units than its reduce-scatter ones, which the one ``tp_overlap_comm_units`` prices for both, the
+dearer way.  A profile of the shards that already holds their collectives (a tensor-parallel
+profile) is left as measured.
+"""
+
+from __future__ import annotations
+
+from parsim.cost.compute import ComputeModel
+from parsim.cost.kernels import PHASES
+from parsim.cost.layer import includes_tp_comm, layer_time_s as plain_layer_time_s, tp_comm_time_s
+from parsim.errors import InfeasibleError
+from parsim.model.graph import Layer
+
+TP_OVERLAP_LAYOUTS = ("megatron-sp",)
+
+
+def overlapped_s(gemm_s: float, comm_s: float, units: int, comm_units: int, chunks: int) -> float:
+    """The GEMMs and their collectives pipelined in ``chunks`` (module docstring): the GEMMs on
+    ``units - comm_units`` of ``units`` compute units while the collectives run."""
+    if comm_s <= 0.0:
+        return gemm_s
+    stretched = gemm_s * units / (units - comm_units)
+    return max(stretched, comm_s) + min(stretched, comm_s) / chunks
+
+
+def overlap_units(cluster) -> tuple[int, int, int]:
+    """(compute units, units the collectives take, chunks) from the cluster's profile; raises
+    InfeasibleError where the device's units are unknown or no more than the collectives'."""
+    colls = cluster.profile.collectives
+    kernels = cluster.device.kernels
+    units = kernels.compute_units if kernels is not None else 0
+    if units <= colls.tp_overlap_comm_units:
+        raise InfeasibleError(f"tp_comm_overlap on {cluster.profile.name}: the device's kernels.compute_units "
+                              f"({units or 'not given'}) must exceed collective.tp_overlap_comm_units "
+                              f"({colls.tp_overlap_comm_units}) in {cluster.profile.source}; add them or drop "
+                              "--tp-comm-overlap")
+    return units, colls.tp_overlap_comm_units, colls.tp_overlap_chunks
+
+
+def supports_overlap(cluster) -> bool:
+    try:
+        overlap_units(cluster)
+    except InfeasibleError:
+        return False
+    return True
+
+
+def check_tp_overlap(cfg, cluster) -> None:
+    """Raise InfeasibleError, saying what to change, where ``cfg.tp_comm_overlap`` cannot apply."""
+    if not cfg.tp_comm_overlap:
+        return
+    if cfg.tp < 2 or cfg.tp_layout not in TP_OVERLAP_LAYOUTS:
+        raise InfeasibleError(f"tp_comm_overlap needs tp > 1 with the megatron-sp layout, as Megatron allows it only "
+                              f"with sequence parallelism (got tp={cfg.tp}"
+                              f"{f' {cfg.tp_layout}' if cfg.tp_layout else ''}); use --tp-layout megatron-sp or "
+                              "drop --tp-comm-overlap")
+    overlap_units(cluster)
+
+
+def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
+    """The share of the layer's FLOPs in phase ``kind`` that its tensor-parallel collectives
+    pipeline with: its linear GEMMs (matmul kernels of one product; a batched matmul's groups grow
+    with the batch), forward's, and backward's input-gradient ones (dgrad: phase I), not the
+    weight gradients, which TE overlaps only with bulk copies; 1 for a layer without kernels, 0
+    for W."""
+    kernels = [k for k in layer.kernels if k.phase in PHASES[kind]]
+    if not kernels:
+        return 0.0 if kind == "W" else 1.0
+    total = sum(k.at(microbatch)[0] for k in kernels)
+    gemm = sum(k.at(microbatch)[0] for k in kernels
+               if k.phase in ("F", "I") and k.klass == "matmul" and k.gemm and k.gemm[3] == (1.0, 0.0))
+    return gemm / total if total else 0.0
+
+
+def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
+                 first_rank: int = 0, tp_overlap: bool = False) -> float:
+    """parsim.cost.layer.layer_time_s, with the layer's tensor-parallel collectives of each
+    forward and backward pass overlapped with its GEMMs where ``tp_overlap`` (module docstring)."""
+    t = plain_layer_time_s(compute, layer, kind, microbatch, cluster, first_rank)
+    if not tp_overlap or cluster is None or not layer.tp_comm or includes_tp_comm(compute, microbatch) \
+            or kind == "W":
+        return t
+    units, comm_units, chunks = overlap_units(cluster)
+    passes = [(kind, "F" if kind == "F" else "B")]          # (compute phase, its collectives' phase)
+    if layer.recompute_bytes and kind in ("B", "I"):
+        passes.append(("F", "F"))
+    for k, ph in passes:
+        comm = tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
+        gemm = compute.layer_time_s(layer, k, microbatch) * gemm_share(layer, k, microbatch)
+        t += overlapped_s(gemm, comm, units, comm_units, chunks) - gemm - comm
+    return t

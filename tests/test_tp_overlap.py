@@ -1,0 +1,121 @@
+"""Tensor-parallel communication overlapped with the adjacent GEMMs (ParallelConfig.tp_comm_overlap,
+Megatron-Core's --tp-comm-overlap; the rule in parsim.sim.overlap): its closed form, one layer's
+time in the simulator against it, the refusals, the plan file and the planner's search."""
+
+import json
+
+import pytest
+
+from parsim.cli import main
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.layer import tp_comm_time_s
+from parsim.errors import InfeasibleError
+from parsim.hardware import load_cluster
+from parsim.model.spec import load_model
+from parsim.plan import ParallelConfig, Plan
+from parsim.schedule.actions import Kind
+from parsim.search.planner import Constraints, plan
+from parsim.shard.prepare import per_device_graph
+from parsim.sim import simulate
+from parsim.sim.overlap import overlapped_s
+
+GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s 128, fp32
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return load_model(GPT)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_cluster("dgx-h100:1x8")
+
+
+def test_overlap_closed_form():
+    # GEMM-bound: the GEMM on 116 of 132 SMs, then the one chunk of the collective nothing covers
+    assert overlapped_s(10.0, 4.0, 132, 16, 4) == pytest.approx(10.0 * 132 / 116 + 4.0 / 4)
+    # communication-bound: the collective, then the last GEMM chunk
+    assert overlapped_s(2.0, 8.0, 100, 20, 4) == pytest.approx(8.0 + 2.0 * 100 / 80 / 4)
+    assert overlapped_s(3.0, 0.0, 132, 16, 4) == 3.0                    # nothing to overlap: all units
+    # against the sum without overlap: a gain where both streams are long, a loss where the collective is tiny
+    assert overlapped_s(10.0, 4.0, 132, 16, 4) < 14.0
+    assert overlapped_s(10.0, 0.01, 132, 16, 4) > 10.01
+
+
+def _linear_share(layer, phases, b):
+    """The linear (one-product) GEMMs of the forward or input-gradient phase over all the phase's FLOPs."""
+    ks = [k for k in layer.kernels if k.phase in phases]
+    lin = sum(k.at(b)[0] for k in ks if k.klass == "matmul" and k.phase in ("F", "I") and k.gemm[3] == (1.0, 0.0))
+    total = sum(k.at(b)[0] for k in ks)
+    return lin / total if total else 0.0          # the embedding: no FLOPs, its collective stays exposed
+
+
+def test_one_layer_in_the_simulator_equals_the_closed_form(gpt, h100):
+    """pp = dp = 1, one micro-batch: each F and B action is its layers' times, and each layer's is
+    its time without overlap less G + C plus max(G U/(U-u), C) + min(G U/(U-u), C)/n, with U = 132
+    SMs (H100 SXM5), u = 16 and n = 4 (TE's defaults), G the layer's adjacent GEMMs' time and C
+    its tensor-parallel collectives'."""
+    compute = AnalyticalCompute.for_training(h100.device, gpt.training)
+    L, b = len(gpt.graph), 8
+    U, u, n = 132, 16, 4
+    assert (h100.device.kernels.compute_units, h100.profile.collectives.tp_overlap_comm_units,
+            h100.profile.collectives.tp_overlap_chunks) == (U, u, n)
+    runs = {ov: simulate(gpt.graph, gpt.training, h100,
+                         ParallelConfig(1, 1, 1, bounds=(0, L), tp=2, tp_layout="megatron-sp", tp_comm_overlap=ov),
+                         compute) for ov in (False, True)}
+    g = per_device_graph(gpt.graph, 2, "megatron-sp", False, None, h100, gpt.training)
+    for kind, phases in ((Kind.F, ("F",)), (Kind.B, ("I", "W"))):
+        delta = 0.0
+        for layer in g.layers:
+            comm = tp_comm_time_s(layer, kind.value, b, h100)
+            if not comm:
+                continue
+            G = compute.layer_time_s(layer, kind.value, b) * _linear_share(layer, phases, b)
+            stretched = G * U / (U - u)
+            delta += max(stretched, comm) + min(stretched, comm) / n - G - comm
+        assert delta != 0.0
+        got = {ov: [e - s for r, a, _, s, e in runs[ov].timeline.records if a.kind == kind] for ov in runs}
+        assert got[True] == [pytest.approx(got[False][0] + delta, rel=1e-9)]
+    assert runs[True].config["tp_comm_overlap"] is True
+
+
+def test_refused_where_megatron_does_not_allow_it(gpt, h100):
+    L = len(gpt.graph)
+    for cfg in (ParallelConfig(1, 1, 1, bounds=(0, L), tp=2, tp_layout="megatron", tp_comm_overlap=True),
+                ParallelConfig(1, 1, 1, bounds=(0, L), tp_comm_overlap=True)):
+        with pytest.raises(InfeasibleError, match="megatron-sp"):
+            simulate(gpt.graph, gpt.training, h100, cfg)
+    cpu = load_cluster("local-cpu:1x2")
+    with pytest.raises(InfeasibleError, match="compute_units"):
+        simulate(gpt.graph, gpt.training, cpu,
+                 ParallelConfig(1, 1, 1, bounds=(0, L), tp=2, tp_layout="megatron-sp", tp_comm_overlap=True))
+
+
+def test_plan_file_keeps_it_and_the_executor_refuses_it(tmp_path, capsys):
+    path = str(tmp_path / "p.json")
+    assert main(["simulate", GPT, "--cluster", "dgx-h100:1x8", "--dp", "1", "--tp", "2", "--tp-layout", "megatron-sp",
+                 "--tp-comm-overlap", "-o", path, "--json"]) == 0
+    capsys.readouterr()
+    d = json.loads(open(path).read())
+    assert d["parallel"]["tp_comm_overlap"] is True
+    assert Plan.from_json(d, path).config.tp_comm_overlap
+    assert main(["run", path, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "parallel.tp_comm_overlap" in err[0] and "--no-tp-comm-overlap" in err[0]
+
+
+def test_planner_searches_it_with_megatron_sp_only(gpt, h100):
+    compute = AnalyticalCompute.for_training(h100.device, gpt.training)
+    base = dict(tp=2, pp=1, zero=0, recompute=False, prune=False, top=100)
+    sp = plan(gpt, h100, compute, Constraints(tp_layout="megatron-sp", **base), progress=False)
+    assert {x.config.tp_comm_overlap for x in sp.ranked} == {False, True}
+    plain = plan(gpt, h100, compute, Constraints(tp_layout="megatron", **base), progress=False)
+    assert {x.config.tp_comm_overlap for x in plain.ranked} == {False}
+    fixed = plan(gpt, h100, compute, Constraints(tp_layout="megatron-sp", tp_comm_overlap=True, **base),
+                 progress=False)
+    assert {x.config.tp_comm_overlap for x in fixed.ranked} == {True}
+    # the pruned search ranks what the exhaustive one ranks
+    pruned = plan(gpt, h100, compute, Constraints(tp_layout="megatron-sp", **{**base, "prune": True, "top": 3}),
+                  progress=False)
+    assert [x.key() for x in pruned.ranked] == [x.key() for x in sp.ranked[:3]]
