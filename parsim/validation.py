@@ -297,6 +297,9 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     for case in cases:
         cfg, measured_runs = case.config, runs[case.label]
         times = sorted(m["step_time_s"] for _, m in measured_runs)
+        # each run's timed steps (after its warm-up), in pass order: what the error bars resample
+        steps = tuple(tuple(t for t in m.get("step_times_s", ())[m.get("warmup", 0):] if t == t) or (m["step_time_s"],)
+                      for _, m in sorted(measured_runs, key=lambda km: km[0]))
         k, measured = sorted(measured_runs, key=lambda km: km[1]["step_time_s"])[len(measured_runs) // 2]
         est = estimates[k][case.label][0]            # the median run's pass: its memory, phases and timeline
         predicted = sorted(estimates[j][case.label][0].step_time_s for j in range(passes))
@@ -313,6 +316,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             measured_compute_frac=report.measured_compute_fraction(measured),
             measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
             predicted_spread=(predicted[-1] - predicted[0]) / statistics.median(predicted),
+            measured_steps_s=steps, predicted_runs_s=tuple(estimates[j][case.label][0].step_time_s for j, _ in
+                                                           sorted(measured_runs, key=lambda km: km[0])),
             tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
@@ -328,9 +333,9 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown,
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
-    write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))
+    write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))   # pooled rows
     write_text(os.path.join(out_dir, "memory_breakdown.csv"), report.memory_table(breakdown).to_csv(index=False))
-    report.scatter(rows, os.path.join(out_dir, "scatter.png"))
+    report.scatter(report.pooled(rows)[0], os.path.join(out_dir, "scatter.png"))
     for case, est, measured in results:
         report.overlay(est, measured, os.path.join(out_dir, f"overlay_{case.label}.png"),
                        f"{case.label}: {case.config.describe_split(spec.graph.names)}")

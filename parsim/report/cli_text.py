@@ -255,7 +255,8 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     lines.append(
         f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
         f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
-        + (f"(the same plan as {', '.join(out['pick_same_as'])}) " if out['pick_same_as'] else "")
+        + (f"(the same plan as {', '.join(out['pick_same_as'])}: their runs pooled into one median, the plan "
+           "counted once) " if out['pick_same_as'] else "")
         + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
         f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
         + (f", of the predictions over the passes' own profiles {out['median_profile_spread']:.1%}"
