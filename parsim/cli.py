@@ -15,6 +15,16 @@ from parsim.errors import InputError, ParsimError
 from parsim.inputs import (nonnegative_float_arg, nonnegative_int_arg, positive_float_arg, positive_int_arg,
                            rising_sizes_arg)
 
+BUILTIN_SETS = ("default", "quick", "schedules", "zero")
+
+
+def validation_set_arg(text: str) -> str:
+    """--set: a built-in set's name, or a set file that exists."""
+    if text in BUILTIN_SETS or (text.endswith((".yaml", ".yml")) and os.path.isfile(text)):
+        return text
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(BUILTIN_SETS)} or a set file (.yaml) that "
+                                     f"exists, got {text!r}")
+
 
 def _print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, sort_keys=True, default=float)
@@ -314,7 +324,11 @@ def cmd_validate(args) -> int:
         from parsim.validation import measure_this_machine, sizes_to_profile
         spec = load_model(args.model)
         per_node = load_cluster(args.cluster).devices_per_node
-        sizes = sizes_to_profile(spec, set(args.microbatch_sizes), args.set)
+        from parsim.validation_sets import is_set_file
+        # a set file is held out: only its own sizes (never profiled in development) unless asked
+        asked = args.microbatch_sizes if args.microbatch_sizes is not None else \
+            ([] if is_set_file(args.set) else [2, 4, 8, 16, 32])
+        sizes = sizes_to_profile(spec, set(asked), args.set)
         once = args.profile_once or args.passes == 1
 
         taken = {}
@@ -484,12 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile before the first pass only, and price every pass with that")
     p.add_argument("--keep-collectives", action="store_true",
                    help="price collectives from the cluster profile as it is, without measuring them first")
-    p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="2,4,8,16,32",
+    p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default=None,
                    help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
-                        "pick is kept to the profiled sizes)")
-    p.add_argument("--set", choices=("default", "quick", "schedules", "zero"), default="default",
-                   help="plans to run: the full set, a quick three, pp=2 m=4 under 1F1B, interleaved and ZB-H1, "
-                        "or dp=2 m=2 under ZeRO 0-3")
+                        "pick is kept to the profiled sizes; default 2,4,8,16,32, none for a set file)")
+    p.add_argument("--set", type=validation_set_arg, default="default",
+                   help="plans to run: default (the full set), quick (three), schedules (pp=2 m=4 under 1F1B, "
+                        "interleaved and ZB-H1), zero (dp=2 m=2 under ZeRO 0-3), or a set file such as "
+                        "results/heldout/2026-11-27.yaml (its plans for the model)")
     p.add_argument("--steps", type=positive_int_arg, default=12, help="steps per run, 3 of them warm-up (default 12)")
     p.add_argument("--passes", type=positive_int_arg, default=1,
                    help="run the whole set this many times in turn; medians over passes, spread reported")

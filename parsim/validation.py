@@ -40,6 +40,7 @@ from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.shard.graph import collective_counts
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+from parsim.validation_sets import is_set_file, load_plan_set
 from parsim.sim import simulate
 
 SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"
@@ -53,7 +54,10 @@ class Case:
 
 def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int, int]]:
     """(label, dp, pp, microbatches, schedule, tp, cp, zero) of the set's plans other than the
-    planner's pick: the one table both the cases and the sizes to profile come from."""
+    planner's pick: the one table both the cases and the sizes to profile come from.  ``which``:
+    a built-in set's name, or a set file (parsim.validation_sets), whose plans for this model."""
+    if is_set_file(which):
+        return [p.shape() for p in load_plan_set(which).plans_for(spec.path)]
     if which == "zero":            # ZeRO 0-3 side by side: dp=2, two micro-batches (reduce-scatters per micro-batch)
         return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, 1, z) for z in (0, 1, 2, 3)]
     # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
