@@ -20,6 +20,7 @@ with --microbatch-sizes), and the planner's pick is restricted to sizes every pr
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from parsim.hardware import load_cluster
 from parsim.hardware.cluster import load_profile, with_measured_fits
 from parsim.hardware.machine import this_machine
 from parsim.model.spec import load_model
-from parsim.profile.calibrate import profiled_compute
+from parsim.profile.calibrate import leave_size_out, profiled_compute
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
 from parsim.report import validation as report
 from parsim.search.planner import Constraints, plan
@@ -123,6 +124,15 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     return cases
 
 
+def run_order(labels: list[str], passes: int) -> list[tuple[int, str]]:
+    """(pass, plan) in the order validate runs them: the plans alternate (every pass runs each
+    once, A B C, B C A, ...), so that a drift of the machine over the session falls on every plan
+    alike, and each pass starts one plan later, so that over len(labels) passes every plan takes
+    every position once (the first run after a pass's profiling, say, is no plan's alone)."""
+    n = len(labels)
+    return [(k, labels[(k + i) % n]) for k in range(passes) for i in range(n)]
+
+
 def sizes_to_profile(spec, asked, which: str = "default") -> list[int]:
     """What ``parsim validate`` profiles: exactly the sizes the set's plans run, and those asked
     for (the planner's pick chooses among them) that a plan could run: none larger than the
@@ -197,6 +207,7 @@ class Pricing:
 
     def __init__(self, spec, cluster_spec: str, which: str, model_path: str, m: Measured):
         self.measured = m
+        self._left_out: dict = {}
         self.cluster = load_cluster(cluster_spec)
         if m.collectives:
             self.cluster = with_measured_fits(self.cluster, load_profile(m.collectives), m.collectives)
@@ -218,6 +229,21 @@ class Pricing:
         n = min(cfg.world_size, self.cluster.devices_per_node)
         return self.models[min(self.models, key=lambda k: (abs(k - n), -k))]
 
+    def analytical_for(self, spec, cfg: ParallelConfig):
+        """Leave-one-size-out: the analytical model calibrated to the plan's profile at every size
+        but the plan's own (profile.calibrate.leave_size_out), so that the analytical column is
+        judged on a size its fit did not see.  A tensor-parallel profile's fallback is the device
+        as it stands (never fitted to the profile), used as it is."""
+        model = self.compute_for(cfg)
+        if model.table.tp > 1:
+            return model.fallback
+        size = cfg.microbatch_size(spec.training.global_batch_size)
+        key = (id(model), size)
+        if key not in self._left_out:
+            self._left_out[key] = leave_size_out(spec.graph, model.table, self.cluster.device, size,
+                                                 spec.training.dtype)
+        return self._left_out[key]
+
     def coverage_lines(self) -> list[str]:
         named = [*((self.measured.layers[n], m) for n, m in self.models.items()),
                  *zip(self.measured.tp, self.tp_models.values())]
@@ -233,9 +259,14 @@ class Pricing:
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):
-    model = priced.compute_for(cfg)
-    return simulate(spec.graph, spec.training, priced.cluster, cfg, model.fallback if analytical else model,
-                    strategies=spec.shard, keep_timeline=not analytical)
+    """The plan's estimate from the profiled model; with ``analytical``, from the analytical model
+    calibrated to the same profile without the plan's micro-batch size (``Pricing.analytical_for``),
+    or None where no other size was profiled."""
+    model = priced.analytical_for(spec, cfg) if analytical else priced.compute_for(cfg)
+    if model is None:
+        return None
+    return simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
+                    keep_timeline=not analytical)
 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Callable[[int], Measured], out_dir: str,
@@ -262,9 +293,10 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                           which, skipped, first.tp_models, first.profiled)
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
-    # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
-    # plan alike; a plan's measurement is its median over passes, and the spread is reported.
+    # Passes run the whole set in turn (run_order), so that slow drifts of the shared machine fall on
+    # every plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[tuple[int, dict]]] = {c.label: [] for c in cases}
+    order = run_order([c.label for c in cases], passes)
     estimates: list[dict] = []                  # per pass: label -> (Estimate, analytical step s)
     for k in range(passes):
         if k:
@@ -272,10 +304,11 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             pricing.append(pricing[-1] if m == pricing[-1].measured else Pricing(spec, cluster_spec, which,
                                                                                     model_path, m))
         priced = pricing[k]
-        # Beside each, the analytical model calibrated to the same profile (its fallback), for every
-        # size: how far a plan nobody profiled would be off.
+        # Beside each, the analytical model calibrated to the same profile without the plan's own
+        # size (leave-one-size-out): how far a plan at a size nobody profiled would be off.
         estimates.append({c.label: (predict(spec, priced, c.config),
-                                    predict(spec, priced, c.config, analytical=True).step_time_s) for c in cases})
+                                    getattr(predict(spec, priced, c.config, analytical=True), "step_time_s", math.nan))
+                          for c in cases})
         if k == 0:            # what every pass runs: the plan, with pass 0's prediction in it
             for case in cases:
                 write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
@@ -284,7 +317,9 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
         if k == 0 or priced is not pricing[k - 1]:
             for line in priced.coverage_lines():        # the sizes this pass's predictions looked up
                 log(line)
-        for i, case in enumerate(cases):
+        by_label = {c.label: c for c in cases}
+        for i, (_, label) in enumerate(o for o in order if o[0] == k):
+            case = by_label[label]
             cfg, est = case.config, estimates[k][case.label][0]
             run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
             log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "

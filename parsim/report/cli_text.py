@@ -246,6 +246,12 @@ def profile_data_line(timing, repeats: int, output: str) -> str:
             f"spread {timing.spread:.1%} over {repeats} repeats; wrote input_pipeline to {output}")
 
 
+def _ci(ci) -> str:
+    import math
+
+    return "" if not ci or not all(map(math.isfinite, ci)) else f" [{ci[0]:.1%}, {ci[1]:.1%}]"
+
+
 def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     """``parsim validate``: the per-plan table and the summary metrics (parsim.report.validation)."""
     import pandas as pd
@@ -253,7 +259,7 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     with pd.option_context("display.width", 250):
         lines = [table.to_string(index=False)]
     lines.append(
-        f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
+        f"step time: MAPE {out['mape_step_time']:.1%}{_ci(out.get('mape_step_time_ci'))}, max error {out['max_error_step_time']:.1%}; peak memory: "
         f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
         + (f"(the same plan as {', '.join(out['pick_same_as'])}: their runs pooled into one median, the plan "
            "counted once) " if out['pick_same_as'] else "")
@@ -261,8 +267,13 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
         f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
         + (f", of the predictions over the passes' own profiles {out['median_profile_spread']:.1%}"
            if any(p != out["measured_per_pass"][0] for p in out.get("measured_per_pass", ())) else ""))
-    lines.append(f"calibrated analytical model: step-time MAPE {out['mape_step_time_analytical']:.1%}, "
+    lines.append(f"calibrated analytical model, each size fitted without it (leave-one-size-out): step-time MAPE "
+                 f"{out['mape_step_time_analytical']:.1%}{_ci(out.get('mape_step_time_analytical_ci'))}, "
                  f"max error {out['max_error_step_time_analytical']:.1%}")
+    if out.get("error_bars"):
+        b = out["error_bars"]
+        lines.append(f"[lo, hi]: {b['level']:.0%} bootstrap intervals ({b['n_boot']} replicates, seed {b['seed']}) "
+                     "over the runs (passes) and their steps; 'beyond noise': the interval excludes 0")
     lines.append(f"wrote {out_dir}/validation.json, validation.csv, scatter.png, overlay_*.png")
     return lines
 

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 
 from scipy.stats import spearmanr
 
+from parsim.report.errorbars import plan_errors
 from parsim.schedule.actions import Action
 
 
@@ -124,7 +125,11 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
     best = min(rows, key=lambda r: r.measured_step_s)
     pick = next((r for r in rows if r.label == pick_label or pick_label in r.pooled_with.split(",")), None)
     analytical = [abs(r.analytical_step_error) for r in rows if not math.isnan(r.analytical_step_s)]
+    bars = plan_errors(rows)
     return {
+        "mape_step_time_ci": bars["mape_step_time_ci"],
+        "mape_step_time_analytical_ci": bars["mape_step_time_analytical_ci"],
+        "error_bars": {k: bars[k] for k in ("n_boot", "seed", "level")},
         "mape_step_time": sum(step) / len(step),
         "max_error_step_time": max(step),
         "mape_step_time_analytical": sum(analytical) / len(analytical) if analytical else math.nan,
@@ -138,7 +143,7 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
         "pick_gap_to_best": (pick.measured_step_s / best.measured_step_s - 1) if pick else math.nan,
         "measured_best": best.label,
         "pick_same_as": same_as,
-        "plans": [r.to_dict() for r in rows],
+        "plans": [{**r.to_dict(), **bars["plans"].get(r.label, {})} for r in rows],
     }
 
 
@@ -148,13 +153,16 @@ def table(rows: list[Row]):
     import pandas as pd
 
     rows, _ = pooled(rows)
+    bars = plan_errors(rows)["plans"]
     show_tp = any(r.tp > 1 for r in rows)
     return pd.DataFrame([{
         "plan": r.label + "".join(f" = {p}" for p in r.pooled_with.split(",") if p), "dp": r.dp, "pp": r.pp, **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
         "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
-        "err": f"{r.step_error:+.1%}",
-        "analyt. s": round(r.analytical_step_s, 4), "analyt. err": f"{r.analytical_step_error:+.1%}",
+        "err": f"{r.step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("step_error_ci")),
+        "beyond noise": _beyond(bars.get(r.label, {}).get("step_error_ci")),
+        "analyt. s": round(r.analytical_step_s, 4),
+        "analyt. err": f"{r.analytical_step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("analytical_error_ci")),
         "pred MiB": round(r.predicted_peak_bytes / 2**20, 1),
         "meas MiB": round(r.measured_peak_bytes / 2**20, 1) if r.measured_peak_bytes else None,
         "mem err": f"{r.memory_error:+.1%}" if r.measured_peak_bytes else "",
@@ -166,6 +174,18 @@ def table(rows: list[Row]):
             ("same: " if r.predicted_collectives == r.measured_collectives else "DIFFER: ")
             + f"{r.predicted_collectives} / {r.measured_collectives}"} if show_tp else {}),
     } for r in rows])
+
+
+def _ci_text(ci) -> str:
+    """' [lo, hi]' of a 95% interval in percent, or '' where there is none."""
+    return "" if ci is None or not all(map(math.isfinite, ci)) else f" [{ci[0]:+.1%}, {ci[1]:+.1%}]"
+
+
+def _beyond(ci) -> str:
+    """Whether the error's interval excludes 0 (parsim.report.errorbars.distinguishable)."""
+    if ci is None or not all(map(math.isfinite, ci)):
+        return ""
+    return "yes" if ci[0] > 0 or ci[1] < 0 else "no"
 
 
 _PREDICTED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "workspace_bytes",
