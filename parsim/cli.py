@@ -343,7 +343,7 @@ def cmd_validate(args) -> int:
             return taken[k]
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     out = validate(args.model, args.cluster, profiles, args.out, args.steps, args.set, args.timeout, args.passes,
-                   log=log)
+                   log=log, results_root=None if args.no_results else args.results)
     table = out.pop("table")
     if args.json:
         _print_json(out)
@@ -509,7 +509,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--passes", type=positive_int_arg, default=1,
                    help="run the whole set this many times in turn; medians over passes, spread reported")
     p.add_argument("--timeout", type=positive_float_arg, default=300.0, help="seconds a run may take (default 300)")
-    p.add_argument("--out", default="runs/validate")
+    p.add_argument("--out", default="runs/validate", help="every output: runs, plots, plans (git-ignored)")
+    p.add_argument("--results", default="results",
+                   help="the evidence, to commit: validation.json, the CSVs and the profiles that priced them, "
+                        "under RESULTS/<date>-<cpu>/<set>/<model>/ (parsim.report.accuracy reads them)")
+    p.add_argument("--no-results", action="store_true", help="write no evidence copy (a trial run)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 

@@ -271,13 +271,14 @@ def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Callable[[int], Measured], out_dir: str,
              steps: int = 12, which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print,
-             tp_profiles: list[str] | None = None) -> dict:
+             tp_profiles: list[str] | None = None, results_root: str | None = None) -> dict:
     """``profiles``: the layer profiles by processes per node (``Measured.layers``; with
     ``tp_profiles``, its ``tp``), which price every pass; or a function that measures pass k's
     (k = 0, 1, ...) right before its runs, so that each pass is predicted from a profile taken
     minutes before it, never from the runs: a machine that drifts between passes then shows as
     spread in the predictions (``predicted_spread``) instead of as error.  The set's plans (the
-    planner's pick included) are chosen with pass 0's."""
+    planner's pick included) are chosen with pass 0's.  With ``results_root``, the evidence (the
+    small files and the profiles) is copied under it too (``write_evidence``)."""
     spec = load_model(model_path)
     if callable(profiles):
         measure = profiles
@@ -369,7 +370,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     out.update(model=model_path, cluster=cluster_spec, profiles={str(n): v for n, v in first.measured.layers.items()},
                tp_profiles=list(first.measured.tp), collectives=first.measured.collectives,
                measured_per_pass=[asdict(p.measured) for p in pricing],
-               steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown,
+               steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
+               set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped, memory_breakdown=breakdown,
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))   # pooled rows
@@ -378,5 +380,39 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     for case, est, measured in results:
         report.overlay(est, measured, os.path.join(out_dir, f"overlay_{case.label}.png"),
                        f"{case.label}: {case.config.describe_split(spec.graph.names)}")
+    if results_root:
+        out["evidence"] = write_evidence(results_root, out, spec, which, out_dir)
+        log(f"evidence (commit it): {out['evidence']}")
     out["table"] = report.table(rows)
     return out
+
+
+def write_evidence(root: str, out: dict, spec, which: str, out_dir: str) -> str:
+    """Copy the small files behind the figures, and the profiles that priced them, to
+    ``root/<date>-<cpu>/<set>/<model>/`` (parsim.report.evidence); returns that folder.  The
+    copied validation.json names the profiles by their copies."""
+    import shutil
+
+    from parsim.report.evidence import FILES, evidence_dir, profile_copies
+
+    machine = out["machine"]
+    set_name = load_plan_set(which).name if is_set_file(which) else which
+    where = evidence_dir(root, machine["date"], machine["cpu_model"], set_name, spec.name)
+    os.makedirs(where, exist_ok=True)
+    copies = profile_copies(out["measured_per_pass"])
+    for src, name in copies.items():
+        if os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(where, "profiles", name)), exist_ok=True)
+            shutil.copyfile(src, os.path.join(where, "profiles", name))
+    for name in FILES[1:]:
+        shutil.copyfile(os.path.join(out_dir, name), os.path.join(where, name))
+    rename = lambda p: f"profiles/{copies[p]}" if p in copies else p       # noqa: E731
+    evidence = {**out, "profiles": {n: rename(p) for n, p in out["profiles"].items()},
+                "tp_profiles": [rename(p) for p in out["tp_profiles"]],
+                "collectives": rename(out["collectives"]) if out["collectives"] else None,
+                "measured_per_pass": [{"layers": {n: rename(p) for n, p in m["layers"].items()},
+                                       "tp": [rename(p) for p in m["tp"]],
+                                       "collectives": rename(m["collectives"]) if m["collectives"] else None}
+                                      for m in out["measured_per_pass"]]}
+    write_json(os.path.join(where, FILES[0]), evidence)
+    return where

@@ -156,7 +156,7 @@ def test_the_cli_measures_before_each_pass_unless_told_once(monkeypatch, tmp_pat
     class Done(Exception):
         pass
 
-    def fake_validate(model, cluster, profiles, out_dir, steps, which, timeout_s, passes, log):
+    def fake_validate(model, cluster, profiles, out_dir, steps, which, timeout_s, passes, log, results_root):
         got = [profiles(k) for k in range(passes)]
         assert len({id(m) for m in got}) == len(wheres)
         raise Done
@@ -218,3 +218,33 @@ def _one_size(tmp_path, data) -> str:
     path = tmp_path / "one.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
+
+
+def test_the_evidence_is_copied_under_results_with_the_profiles_it_was_priced_from(monkeypatch, tmp_path):
+    from parsim.hardware.machine import this_machine
+    from parsim.report.evidence import slug
+
+    cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, 2))
+    _fake_runs(monkeypatch, [validation.Case("dp2", cfg)], [0.1, 0.2])
+    comm = _measured(tmp_path)
+    per_pass = [validation.Measured({2: TABLE}, collectives=comm), validation.Measured({2: TABLE})]
+    out = validation.validate(MODEL, "local-cpu", lambda k: per_pass[k], str(tmp_path / "v"), passes=2,
+                              log=lambda *a: None, results_root=str(tmp_path / "results"))
+    m = this_machine()
+    where = tmp_path / "results" / f"{m.date}-{slug(m.cpu_model)}" / "default" / slug(load_model(MODEL).name)
+    assert out["evidence"] == str(where)
+    assert sorted(p.name for p in where.iterdir()) == ["memory_breakdown.csv", "profiles", "validation.csv",
+                                                       "validation.json"]
+    saved = json.load(open(where / "validation.json"))
+    assert saved["profiles"] == {"2": "profiles/pass1/profile_table.yaml"}
+    assert saved["collectives"] == "profiles/pass1/collectives2.yaml"
+    assert [p["collectives"] for p in saved["measured_per_pass"]] == ["profiles/pass1/collectives2.yaml", None]
+    assert (where / "profiles/pass1/profile_table.yaml").read_text() == open(TABLE).read()
+    assert saved["run_order"] == [[0, "dp2"], [1, "dp2"]] and saved["plans"][0]["measured_step_s"] == pytest.approx(0.15)
+
+
+def test_cpu_slug():
+    from parsim.report.evidence import slug
+
+    assert slug("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz") == "intel-xeon-platinum-8481c-cpu-2-70ghz"
+    assert slug("AMD EPYC 7B13") == "amd-epyc-7b13" and slug("") == "unknown"
