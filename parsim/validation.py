@@ -247,15 +247,25 @@ class Pricing:
     def coverage_lines(self) -> list[str]:
         named = [*((self.measured.layers[n], m) for n, m in self.models.items()),
                  *zip(self.measured.tp, self.tp_models.values())]
+        from parsim.sim.simulate import fsdp_sync_overlap, grad_sync_overlap
+
+        colls = self.cluster.profile.collectives
+        group = list(range(min(2, self.cluster.devices_per_node)))
+        priced_from = ("the interaction measured on synthetic kernels (profile-overlap)" if colls.interaction
+                       else f"the cluster's overlap {colls.overlap:.2f} (no interaction measured)")
         return [f"{name}: {m.coverage().describe()}" for name, m in named] + [
-            f"{self.measured.layers[n]}: the gradient all-reduce (dp={g.dp}, {sum(g.bucket_bytes) / 2**20:.1f} MiB) "
-            f"added {g.added_s * 1e3:.1f} ms to the backward of {g.microbatch_size} samples, "
-            f"{g.added_s / g.all_reduce_s:.2f}x its {g.all_reduce_s * 1e3:.1f} ms alone: the buckets are priced from it"
-            for n, m in self.models.items() if (g := m.table.grad_sync) is not None] + [
-            f"{self.measured.layers[n]}: ZeRO-2's reduce-scatters (dp={f.dp}, {len(f.reduce_scatter_bytes)} units, "
-            f"{sum(f.reduce_scatter_bytes) / 2**20:.1f} MiB) added {f.added_s * 1e3:.1f} ms to the backward of "
-            f"{f.microbatch_size} samples: ZeRO-2/3's reduce-scatters are priced from it"
-            for n, m in self.models.items() if (f := m.table.fsdp_sync) is not None]
+            f"{self.measured.layers[n]}: DIAGNOSTIC, same workload, not used for pricing: the gradient all-reduce "
+            f"(dp={g.dp}, {sum(g.bucket_bytes) / 2**20:.1f} MiB) added {g.added_s * 1e3:.1f} ms to the backward of "
+            f"{g.microbatch_size} samples, {g.added_s / g.all_reduce_s:.2f}x its {g.all_reduce_s * 1e3:.1f} ms alone "
+            f"(overlap {o:.2f}, contention {c:.2f} as priced); the buckets are priced from {priced_from}"
+            for n, m in self.models.items() if (g := m.table.grad_sync) is not None
+            for o, c in [grad_sync_overlap(g, self.cluster, group, "auto")]] + [
+            f"{self.measured.layers[n]}: DIAGNOSTIC, same workload, not used for pricing: ZeRO-2's reduce-scatters "
+            f"(dp={f.dp}, {len(f.reduce_scatter_bytes)} units, {sum(f.reduce_scatter_bytes) / 2**20:.1f} MiB) added "
+            f"{f.added_s * 1e3:.1f} ms to the backward of {f.microbatch_size} samples (overlap {o:.2f}, contention "
+            f"{c:.2f} as priced); they are priced from {priced_from}"
+            for n, m in self.models.items() if (f := m.table.fsdp_sync) is not None
+            for o, c in [fsdp_sync_overlap(f, self.cluster, group, "auto")]]
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):
