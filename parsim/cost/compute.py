@@ -40,7 +40,8 @@ from parsim.model.graph import DTYPE_BYTES, Layer
 class ComputeModel(Protocol):
     includes_tp_comm: bool        # its layer times already hold the tensor-parallel collectives
     # what the gradient all-reduce added to the model's own backward where a profile measured it
-    # (parsim.profile.grad_sync); None: the cluster's collectives.overlap prices the buckets
+    # (parsim.profile.grad_sync): a DIAGNOSTIC, never a price (the buckets are priced from the
+    # cluster's collectives.interaction, else its overlap)
     grad_sync: GradSync | None
     # what ZeRO-2/3's reduce-scatters added to it (parsim.profile.grad_sync, measure_fsdp_sync)
     fsdp_sync: FsdpSync | None
@@ -70,8 +71,8 @@ class AnalyticalCompute:
     dtype: str = "fp32"
     math: MathMode | None = None  # numeric modes; None: torch's defaults for ``dtype``
     includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
-    grad_sync = None              # the cluster's collectives.overlap prices the gradient buckets
-    fsdp_sync = None              # ... and ZeRO-2/3's reduce-scatters
+    grad_sync = None              # no same-workload diagnostic (the buckets are priced from the cluster)
+    fsdp_sync = None              # ... nor of ZeRO-2/3's reduce-scatters
     engines: dict = field(init=False, repr=False, compare=False)   # Engine per GEMM kernel class
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
