@@ -412,8 +412,8 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
                  f"collective ({FSDP_UNITS} units of {FSDP_UNIT_BYTES[0] >> 10} KiB, then of {FSDP_UNIT_BYTES[1] >> 20} "
                  f"MiB, computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
     if interaction:
-        lines.append("  # interaction: [op, message_bytes, load, flops_per_byte, threads, overlap, contention] on synthetic "
-                     "kernels (parsim.profile.overlap), medians over the repeats; prices the gradient all-reduces and "
+        lines.append("  # interaction: [op, message_bytes, load, flops_per_byte, threads, overlap, contention] on "
+                     "synthetic kernels (parsim.profile.overlap), medians over the repeats; prices the gradient all-reduces and "
                      "ZeRO's reduce-scatters of every model")
     if fits:
         lines.append(f"  # dtypes: {', '.join(d for d, _ in fits)}'s own all-reduce fit (the same bytes, "

@@ -52,8 +52,8 @@ def _beyond(ci) -> str:
 
 def validate_command(v: dict) -> str:
     """The ``parsim validate`` command that measured ``v`` (from its own record)."""
-    parts = ["parsim validate", v.get("model", "?"), "--cluster", v.get("cluster", "?"), "--set", str(v.get("set", "?")),
-             "--passes", str(v.get("passes", 1)), "--steps", str(v.get("steps", "?"))]
+    parts = ["parsim validate", v.get("model", "?"), "--cluster", v.get("cluster", "?"),
+             "--set", str(v.get("set", "?")), "--passes", str(v.get("passes", 1)), "--steps", str(v.get("steps", "?"))]
     return " ".join(parts)
 
 

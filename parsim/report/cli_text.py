@@ -259,7 +259,8 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     with pd.option_context("display.width", 250):
         lines = [table.to_string(index=False)]
     lines.append(
-        f"step time: MAPE {out['mape_step_time']:.1%}{_ci(out.get('mape_step_time_ci'))}, max error {out['max_error_step_time']:.1%}; peak memory: "
+        f"step time: MAPE {out['mape_step_time']:.1%}{_ci(out.get('mape_step_time_ci'))}, "
+        f"max error {out['max_error_step_time']:.1%}; peak memory: "
         f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
         + (f"(the same plan as {', '.join(out['pick_same_as'])}: their runs pooled into one median, the plan "
            "counted once) " if out['pick_same_as'] else "")

@@ -45,7 +45,7 @@ class Row:
     measured_collectives: str = ""   # the same, counted in the run
     analytical_step_s: float = math.nan   # the analytical model calibrated to the profile, beside it
     predicted_sync_wait_frac: float = 0.0  # idle after the rank's own work, waiting on other ranks
-    measured_steps_s: tuple = ()     # per run (one per pass), its timed steps after warm-up: what the bootstrap resamples
+    measured_steps_s: tuple = ()     # per run (one per pass), its timed steps after warm-up (the bootstrap's)
     predicted_runs_s: tuple = ()     # per run, the prediction of its pass (from that pass's profiles)
     pooled_with: str = ""            # the planner's pick when it is this very plan: both labels' runs pooled here
 
@@ -156,7 +156,8 @@ def table(rows: list[Row]):
     bars = plan_errors(rows)["plans"]
     show_tp = any(r.tp > 1 for r in rows)
     return pd.DataFrame([{
-        "plan": r.label + "".join(f" = {p}" for p in r.pooled_with.split(",") if p), "dp": r.dp, "pp": r.pp, **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
+        "plan": r.label + "".join(f" = {p}" for p in r.pooled_with.split(",") if p), "dp": r.dp, "pp": r.pp,
+        **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
         "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
         "err": f"{r.step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("step_error_ci")),
