@@ -224,7 +224,7 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
         lines.append(grad_sync_line(table["grad_sync"]))
     if table.get("fsdp_sync"):
         f = table["fsdp_sync"]
-        lines.append(f"ZeRO-2's reduce-scatters under the backward (dp={f['dp']}, micro-batch {f['microbatch_size']}, "
+        lines.append(f"diagnostic, not a price: ZeRO-2's reduce-scatters under the backward (dp={f['dp']}, micro-batch {f['microbatch_size']}, "
                      f"{len(f['reduce_scatter_bytes'])} units, {sum(f['reduce_scatter_bytes']) / 2**20:.1f} MiB): "
                      f"add {f['added_s'] * 1e3:.1f} ms to a {f['backward_s'] * 1e3:.1f} ms backward "
                      f"(repeats {f['added_min_s'] * 1e3:.1f} to {f['added_max_s'] * 1e3:.1f} ms)")
@@ -233,7 +233,7 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
 
 def grad_sync_line(sync: dict) -> str:
     """A layer profile's ``grad_sync`` (parsim.profile.grad_sync), in one line."""
-    return (f"gradient all-reduce under the backward (dp={sync['dp']}, micro-batch {sync['microbatch_size']}, "
+    return (f"diagnostic, not a price: gradient all-reduce under the backward (dp={sync['dp']}, micro-batch {sync['microbatch_size']}, "
             f"{len(sync['bucket_bytes'])} buckets, {sum(sync['bucket_bytes']) / 2**20:.1f} MiB): alone "
             f"{sync['all_reduce_s'] * 1e3:.1f} ms, adds {(sync['both_s'] - sync['backward_s']) * 1e3:.1f} ms "
             f"to a {sync['backward_s'] * 1e3:.1f} ms backward: {sync['cost']:.2f}x its time alone "
