@@ -287,7 +287,8 @@ def cmd_profile_comm(args) -> int:
 
     check_output(args.output, "-o")
     measured_dtypes(args.dtypes)
-    code = launch_profile_comm(args.output, args.nproc, args.name, args.repeats, args.dtypes, quiet=args.json)
+    code = launch_profile_comm(args.output, args.nproc, args.name, args.repeats, args.dtypes, quiet=args.json,
+                               threads=args.threads)
     if code == 0 and args.json:
         from parsim.hardware import load_cluster
         _print_json(load_cluster(args.output).describe())
@@ -467,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int_arg, default=9)
     p.add_argument("--dtypes", default="fp32,bf16",
                    help="dtypes to fit the all-reduce and measure the overlap in, fp32 first (default fp32,bf16)")
+    p.add_argument("--threads", type=positive_int_arg, default=1,
+                   help="compute threads per rank, as in a run (default 1); the interaction of collectives and "
+                        "compute is recorded at this count")
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
 

@@ -367,7 +367,8 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     eff_rows = ", ".join(f"[{w:.3g}, {min(1.0, e):.3f}]" for w, e in device["efficiency"])
     lines = [
         f"# Measured {today} on {machine} with `{command}`",
-        f"# by parsim profile-comm: {world} ranks ({local_world} per node), backend {backend}, 1 thread per rank.",
+        f"# by parsim profile-comm: {world} ranks ({local_world} per node), backend {backend}, "
+        f"{torch.get_num_threads()} thread(s) per rank.",
         "schema_version: 1",
         f"name: {name}",
         f"description: measured by parsim profile-comm on {today}, {backend}, {local_world} ranks per node",
@@ -438,13 +439,13 @@ def ring_fit(sizes_times: tuple[list[int], list[float]], n: int, a_g: float, b_g
 
 
 def launch_profile_comm(output: str, nproc: int, name: str = "local-cpu", repeats: int = 9,
-                        dtypes: str = "fp32,bf16", quiet: bool = False) -> int:
+                        dtypes: str = "fp32,bf16", quiet: bool = False, threads: int = 1) -> int:
     """Run ``nproc`` ranks of this module's ``main`` (``parsim profile-comm``); rank 0 writes the
     cluster profile to ``output``.  Returns the exit code."""
     from parsim.exec.launch import launch
 
     worker = ["-o", output, "--name", name, "--repeats", str(repeats), "--dtypes", dtypes]
-    return launch(worker, nproc, timeout_s=300, module="parsim.profile.comm", quiet=quiet)   # with the interaction grid
+    return launch(worker, nproc, timeout_s=300, threads=threads, module="parsim.profile.comm", quiet=quiet)   # with the interaction grid
 
 
 def main(argv=None) -> int:
