@@ -5,7 +5,8 @@ again.  It answers how the calibrated analytical column would read under the cur
     python benchmarks/reprice_analytical.py runs/val-a [--model examples/resnet50_cifar10_local.yaml]
 
 Each plan is priced as validate prices it (parsim.validation.Pricing): the analytical model
-calibrated to the profile taken at the plan's concurrency (the nearest one), simulated for the
+calibrated to the profile taken at the plan's concurrency (the nearest one), without the plan's own
+micro-batch size (leave-one-size-out, as validate now prices it), simulated for the
 plan's configuration with each pass's profiles, their median against the run's median measured
 step time.
 """

@@ -15,6 +15,16 @@ from parsim.errors import InputError, ParsimError
 from parsim.inputs import (nonnegative_float_arg, nonnegative_int_arg, positive_float_arg, positive_int_arg,
                            rising_sizes_arg)
 
+BUILTIN_SETS = ("default", "quick", "schedules", "zero")
+
+
+def validation_set_arg(text: str) -> str:
+    """--set: a built-in set's name, or a set file that exists."""
+    if text in BUILTIN_SETS or (text.endswith((".yaml", ".yml")) and os.path.isfile(text)):
+        return text
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(BUILTIN_SETS)} or a set file (.yaml) that "
+                                     f"exists, got {text!r}")
+
 
 def _print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, sort_keys=True, default=float)
@@ -305,7 +315,8 @@ def cmd_profile_comm(args) -> int:
 
     check_output(args.output, "-o")
     measured_dtypes(args.dtypes)
-    code = launch_profile_comm(args.output, args.nproc, args.name, args.repeats, args.dtypes, quiet=args.json)
+    code = launch_profile_comm(args.output, args.nproc, args.name, args.repeats, args.dtypes, quiet=args.json,
+                               threads=args.threads)
     if code == 0 and args.json:
         from parsim.hardware import load_cluster
         _print_json(load_cluster(args.output).describe())
@@ -342,7 +353,11 @@ def cmd_validate(args) -> int:
         from parsim.validation import measure_this_machine, sizes_to_profile
         spec = load_model(args.model)
         per_node = load_cluster(args.cluster).devices_per_node
-        sizes = sizes_to_profile(spec, set(args.microbatch_sizes), args.set)
+        from parsim.validation_sets import is_set_file
+        # a set file is held out: only its own sizes (never profiled in development) unless asked
+        asked = args.microbatch_sizes if args.microbatch_sizes is not None else \
+            ([] if is_set_file(args.set) else [2, 4, 8, 16, 32])
+        sizes = sizes_to_profile(spec, set(asked), args.set)
         once = args.profile_once or args.passes == 1
 
         taken = {}
@@ -357,7 +372,7 @@ def cmd_validate(args) -> int:
             return taken[k]
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     out = validate(args.model, args.cluster, profiles, args.out, args.steps, args.set, args.timeout, args.passes,
-                   log=log)
+                   log=log, results_root=None if args.no_results else args.results)
     table = out.pop("table")
     if args.json:
         _print_json(out)
@@ -481,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int_arg, default=9)
     p.add_argument("--dtypes", default="fp32,bf16",
                    help="dtypes to fit the all-reduce and measure the overlap in, fp32 first (default fp32,bf16)")
+    p.add_argument("--threads", type=positive_int_arg, default=1,
+                   help="compute threads per rank, as in a run (default 1); the interaction of collectives and "
+                        "compute is recorded at this count")
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
 
@@ -512,17 +530,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile before the first pass only, and price every pass with that")
     p.add_argument("--keep-collectives", action="store_true",
                    help="price collectives from the cluster profile as it is, without measuring them first")
-    p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="2,4,8,16,32",
+    p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default=None,
                    help="sizes to profile when --profile is not given, besides the plans' own (the planner's "
-                        "pick is kept to the profiled sizes)")
-    p.add_argument("--set", choices=("default", "quick", "schedules", "zero"), default="default",
-                   help="plans to run: the full set, a quick three, pp=2 m=4 under 1F1B, interleaved and ZB-H1, "
-                        "or dp=2 m=2 under ZeRO 0-3")
+                        "pick is kept to the profiled sizes; default 2,4,8,16,32, none for a set file)")
+    p.add_argument("--set", type=validation_set_arg, default="default",
+                   help="plans to run: default (the full set), quick (three), schedules (pp=2 m=4 under 1F1B, "
+                        "interleaved and ZB-H1), zero (dp=2 m=2 under ZeRO 0-3), or a set file such as "
+                        "results/heldout/2026-11-27.yaml (its plans for the model)")
     p.add_argument("--steps", type=positive_int_arg, default=12, help="steps per run, 3 of them warm-up (default 12)")
     p.add_argument("--passes", type=positive_int_arg, default=1,
                    help="run the whole set this many times in turn; medians over passes, spread reported")
     p.add_argument("--timeout", type=positive_float_arg, default=300.0, help="seconds a run may take (default 300)")
-    p.add_argument("--out", default="runs/validate")
+    p.add_argument("--out", default="runs/validate", help="every output: runs, plots, plans (git-ignored)")
+    p.add_argument("--results", default="results",
+                   help="the evidence, to commit: validation.json, the CSVs and the profiles that priced them, "
+                        "under RESULTS/<date>-<cpu>/<set>/<model>/ (parsim.report.accuracy reads them)")
+    p.add_argument("--no-results", action="store_true", help="write no evidence copy (a trial run)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 

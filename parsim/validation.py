@@ -20,6 +20,7 @@ with --microbatch-sizes), and the planner's pick is restricted to sizes every pr
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 from collections.abc import Callable
@@ -33,13 +34,14 @@ from parsim.hardware import load_cluster
 from parsim.hardware.cluster import load_profile, with_measured_fits
 from parsim.hardware.machine import this_machine
 from parsim.model.spec import load_model
-from parsim.profile.calibrate import profiled_compute
+from parsim.profile.calibrate import leave_size_out, profiled_compute
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
 from parsim.report import validation as report
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.shard.graph import collective_counts
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+from parsim.validation_sets import is_set_file, load_plan_set
 from parsim.sim import simulate
 
 SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"
@@ -53,7 +55,10 @@ class Case:
 
 def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int, int]]:
     """(label, dp, pp, microbatches, schedule, tp, cp, zero) of the set's plans other than the
-    planner's pick: the one table both the cases and the sizes to profile come from."""
+    planner's pick: the one table both the cases and the sizes to profile come from.  ``which``:
+    a built-in set's name, or a set file (parsim.validation_sets), whose plans for this model."""
+    if is_set_file(which):
+        return [p.shape() for p in load_plan_set(which).plans_for(spec.path)]
     if which == "zero":            # ZeRO 0-3 side by side: dp=2, two micro-batches (reduce-scatters per micro-batch)
         return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, 1, z) for z in (0, 1, 2, 3)]
     # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
@@ -117,6 +122,15 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                   progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
     cases.append(Case("planner", picked))
     return cases
+
+
+def run_order(labels: list[str], passes: int) -> list[tuple[int, str]]:
+    """(pass, plan) in the order validate runs them: the plans alternate (every pass runs each
+    once, A B C, B C A, ...), so that a drift of the machine over the session falls on every plan
+    alike, and each pass starts one plan later, so that over len(labels) passes every plan takes
+    every position once (the first run after a pass's profiling, say, is no plan's alone)."""
+    n = len(labels)
+    return [(k, labels[(k + i) % n]) for k in range(passes) for i in range(n)]
 
 
 def sizes_to_profile(spec, asked, which: str = "default") -> list[int]:
@@ -193,6 +207,7 @@ class Pricing:
 
     def __init__(self, spec, cluster_spec: str, which: str, model_path: str, m: Measured):
         self.measured = m
+        self._left_out: dict = {}
         self.cluster = load_cluster(cluster_spec)
         if m.collectives:
             self.cluster = with_measured_fits(self.cluster, load_profile(m.collectives), m.collectives)
@@ -214,35 +229,66 @@ class Pricing:
         n = min(cfg.world_size, self.cluster.devices_per_node)
         return self.models[min(self.models, key=lambda k: (abs(k - n), -k))]
 
+    def analytical_for(self, spec, cfg: ParallelConfig):
+        """Leave-one-size-out: the analytical model calibrated to the plan's profile at every size
+        but the plan's own (profile.calibrate.leave_size_out), so that the analytical column is
+        judged on a size its fit did not see.  A tensor-parallel profile's fallback is the device
+        as it stands (never fitted to the profile), used as it is."""
+        model = self.compute_for(cfg)
+        if model.table.tp > 1:
+            return model.fallback
+        size = cfg.microbatch_size(spec.training.global_batch_size)
+        key = (id(model), size)
+        if key not in self._left_out:
+            self._left_out[key] = leave_size_out(spec.graph, model.table, self.cluster.device, size,
+                                                 spec.training.dtype)
+        return self._left_out[key]
+
     def coverage_lines(self) -> list[str]:
         named = [*((self.measured.layers[n], m) for n, m in self.models.items()),
                  *zip(self.measured.tp, self.tp_models.values())]
+        from parsim.sim.simulate import fsdp_sync_overlap, grad_sync_overlap
+
+        colls = self.cluster.profile.collectives
+        group = list(range(min(2, self.cluster.devices_per_node)))
+        priced_from = ("the interaction measured on synthetic kernels (profile-overlap)" if colls.interaction
+                       else f"the cluster's overlap {colls.overlap:.2f} (no interaction measured)")
         return [f"{name}: {m.coverage().describe()}" for name, m in named] + [
-            f"{self.measured.layers[n]}: the gradient all-reduce (dp={g.dp}, {sum(g.bucket_bytes) / 2**20:.1f} MiB) "
-            f"added {g.added_s * 1e3:.1f} ms to the backward of {g.microbatch_size} samples, "
-            f"{g.added_s / g.all_reduce_s:.2f}x its {g.all_reduce_s * 1e3:.1f} ms alone: the buckets are priced from it"
-            for n, m in self.models.items() if (g := m.table.grad_sync) is not None] + [
-            f"{self.measured.layers[n]}: ZeRO-2's reduce-scatters (dp={f.dp}, {len(f.reduce_scatter_bytes)} units, "
-            f"{sum(f.reduce_scatter_bytes) / 2**20:.1f} MiB) added {f.added_s * 1e3:.1f} ms to the backward of "
-            f"{f.microbatch_size} samples: ZeRO-2/3's reduce-scatters are priced from it"
-            for n, m in self.models.items() if (f := m.table.fsdp_sync) is not None]
+            f"{self.measured.layers[n]}: DIAGNOSTIC, same workload, not used for pricing: the gradient all-reduce "
+            f"(dp={g.dp}, {sum(g.bucket_bytes) / 2**20:.1f} MiB) added {g.added_s * 1e3:.1f} ms to the backward of "
+            f"{g.microbatch_size} samples, {g.added_s / g.all_reduce_s:.2f}x its {g.all_reduce_s * 1e3:.1f} ms alone "
+            f"(overlap {o:.2f}, contention {c:.2f} as priced); the buckets are priced from {priced_from}"
+            for n, m in self.models.items() if (g := m.table.grad_sync) is not None
+            for o, c in [grad_sync_overlap(g, self.cluster, group, "auto")]] + [
+            f"{self.measured.layers[n]}: DIAGNOSTIC, same workload, not used for pricing: ZeRO-2's reduce-scatters "
+            f"(dp={f.dp}, {len(f.reduce_scatter_bytes)} units, {sum(f.reduce_scatter_bytes) / 2**20:.1f} MiB) added "
+            f"{f.added_s * 1e3:.1f} ms to the backward of {f.microbatch_size} samples (overlap {o:.2f}, contention "
+            f"{c:.2f} as priced); they are priced from {priced_from}"
+            for n, m in self.models.items() if (f := m.table.fsdp_sync) is not None
+            for o, c in [fsdp_sync_overlap(f, self.cluster, group, "auto")]]
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):
-    model = priced.compute_for(cfg)
-    return simulate(spec.graph, spec.training, priced.cluster, cfg, model.fallback if analytical else model,
-                    strategies=spec.shard, keep_timeline=not analytical)
+    """The plan's estimate from the profiled model; with ``analytical``, from the analytical model
+    calibrated to the same profile without the plan's micro-batch size (``Pricing.analytical_for``),
+    or None where no other size was profiled."""
+    model = priced.analytical_for(spec, cfg) if analytical else priced.compute_for(cfg)
+    if model is None:
+        return None
+    return simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
+                    keep_timeline=not analytical)
 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Callable[[int], Measured], out_dir: str,
              steps: int = 12, which: str = "default", timeout_s: float = 300.0, passes: int = 1, log=print,
-             tp_profiles: list[str] | None = None) -> dict:
+             tp_profiles: list[str] | None = None, results_root: str | None = None) -> dict:
     """``profiles``: the layer profiles by processes per node (``Measured.layers``; with
     ``tp_profiles``, its ``tp``), which price every pass; or a function that measures pass k's
     (k = 0, 1, ...) right before its runs, so that each pass is predicted from a profile taken
     minutes before it, never from the runs: a machine that drifts between passes then shows as
     spread in the predictions (``predicted_spread``) instead of as error.  The set's plans (the
-    planner's pick included) are chosen with pass 0's."""
+    planner's pick included) are chosen with pass 0's.  With ``results_root``, the evidence (the
+    small files and the profiles) is copied under it too (``write_evidence``)."""
     spec = load_model(model_path)
     if callable(profiles):
         measure = profiles
@@ -258,9 +304,10 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                           which, skipped, first.tp_models, first.profiled)
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
-    # Passes run the whole set in turn, so that slow drifts of the shared machine fall on every
-    # plan alike; a plan's measurement is its median over passes, and the spread is reported.
+    # Passes run the whole set in turn (run_order), so that slow drifts of the shared machine fall on
+    # every plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[tuple[int, dict]]] = {c.label: [] for c in cases}
+    order = run_order([c.label for c in cases], passes)
     estimates: list[dict] = []                  # per pass: label -> (Estimate, analytical step s)
     for k in range(passes):
         if k:
@@ -268,10 +315,11 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             pricing.append(pricing[-1] if m == pricing[-1].measured else Pricing(spec, cluster_spec, which,
                                                                                     model_path, m))
         priced = pricing[k]
-        # Beside each, the analytical model calibrated to the same profile (its fallback), for every
-        # size: how far a plan nobody profiled would be off.
+        # Beside each, the analytical model calibrated to the same profile without the plan's own
+        # size (leave-one-size-out): how far a plan at a size nobody profiled would be off.
         estimates.append({c.label: (predict(spec, priced, c.config),
-                                    predict(spec, priced, c.config, analytical=True).step_time_s) for c in cases})
+                                    getattr(predict(spec, priced, c.config, analytical=True), "step_time_s", math.nan))
+                          for c in cases})
         if k == 0:            # what every pass runs: the plan, with pass 0's prediction in it
             for case in cases:
                 write_json(os.path.join(out_dir, f"{case.label}.plan.json"),
@@ -280,7 +328,9 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
         if k == 0 or priced is not pricing[k - 1]:
             for line in priced.coverage_lines():        # the sizes this pass's predictions looked up
                 log(line)
-        for i, case in enumerate(cases):
+        by_label = {c.label: c for c in cases}
+        for i, (_, label) in enumerate(o for o in order if o[0] == k):
+            case = by_label[label]
             cfg, est = case.config, estimates[k][case.label][0]
             run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
             log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
@@ -297,6 +347,9 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     for case in cases:
         cfg, measured_runs = case.config, runs[case.label]
         times = sorted(m["step_time_s"] for _, m in measured_runs)
+        # each run's timed steps (after its warm-up), in pass order: what the error bars resample
+        steps = tuple(tuple(t for t in m.get("step_times_s", ())[m.get("warmup", 0):] if t == t) or (m["step_time_s"],)
+                      for _, m in sorted(measured_runs, key=lambda km: km[0]))
         k, measured = sorted(measured_runs, key=lambda km: km[1]["step_time_s"])[len(measured_runs) // 2]
         est = estimates[k][case.label][0]            # the median run's pass: its memory, phases and timeline
         predicted = sorted(estimates[j][case.label][0].step_time_s for j in range(passes))
@@ -313,6 +366,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             measured_compute_frac=report.measured_compute_fraction(measured),
             measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
             predicted_spread=(predicted[-1] - predicted[0]) / statistics.median(predicted),
+            measured_steps_s=steps, predicted_runs_s=tuple(estimates[j][case.label][0].step_time_s for j, _ in
+                                                           sorted(measured_runs, key=lambda km: km[0])),
             tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
@@ -325,14 +380,50 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     out.update(model=model_path, cluster=cluster_spec, profiles={str(n): v for n, v in first.measured.layers.items()},
                tp_profiles=list(first.measured.tp), collectives=first.measured.collectives,
                measured_per_pass=[asdict(p.measured) for p in pricing],
-               steps=steps, set=which, passes=passes, skipped=skipped, memory_breakdown=breakdown,
+               steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
+               set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped,
+               memory_breakdown=breakdown,
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
-    write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))
+    write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))   # pooled rows
     write_text(os.path.join(out_dir, "memory_breakdown.csv"), report.memory_table(breakdown).to_csv(index=False))
-    report.scatter(rows, os.path.join(out_dir, "scatter.png"))
+    report.scatter(report.pooled(rows)[0], os.path.join(out_dir, "scatter.png"))
     for case, est, measured in results:
         report.overlay(est, measured, os.path.join(out_dir, f"overlay_{case.label}.png"),
                        f"{case.label}: {case.config.describe_split(spec.graph.names)}")
+    if results_root:
+        out["evidence"] = write_evidence(results_root, out, spec, which, out_dir)
+        log(f"evidence (commit it): {out['evidence']}")
     out["table"] = report.table(rows)
     return out
+
+
+def write_evidence(root: str, out: dict, spec, which: str, out_dir: str) -> str:
+    """Copy the small files behind the figures, and the profiles that priced them, to
+    ``root/<date>-<cpu>/<set>/<model>/`` (parsim.report.evidence); returns that folder.  The
+    copied validation.json names the profiles by their copies."""
+    import shutil
+
+    from parsim.report.evidence import FILES, evidence_dir, profile_copies
+
+    machine = out["machine"]
+    set_name = load_plan_set(which).name if is_set_file(which) else which
+    where = evidence_dir(root, machine["date"], machine["cpu_model"], set_name, spec.name)
+    os.makedirs(where, exist_ok=True)
+    copies = profile_copies(out["measured_per_pass"])
+    for src, name in copies.items():
+        if os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(where, "profiles", name)), exist_ok=True)
+            shutil.copyfile(src, os.path.join(where, "profiles", name))
+    for name in FILES[1:]:
+        shutil.copyfile(os.path.join(out_dir, name), os.path.join(where, name))
+    rename = lambda p: f"profiles/{copies[p]}" if p in copies else p       # noqa: E731
+    evidence = {**out, "profiles": {n: rename(p) for n, p in out["profiles"].items()},
+                "tp_profiles": [rename(p) for p in out["tp_profiles"]],
+                "collectives": rename(out["collectives"]) if out["collectives"] else None,
+                "measured_per_pass": [{"layers": {n: rename(p) for n, p in m["layers"].items()},
+                                       "tp": [rename(p) for p in m["tp"]],
+                                       "collectives": rename(m["collectives"]) if m["collectives"] else None}
+                                      for m in out["measured_per_pass"]]}
+    write_json(os.path.join(where, FILES[0]), evidence)
+    return where

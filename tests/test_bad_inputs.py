@@ -287,6 +287,10 @@ CASES = [
     case("validate: sizes not positive", f"validate {D}/m.yaml --microbatch-sizes 0,2 --out {D}/v", M,
          ["--microbatch-sizes", "'0,2'"]),
     case("validate: negative timeout", f"validate {D}/m.yaml --timeout=-5 --out {D}/v", M, ["--timeout", "-5"]),
+    case("validate: set file missing", f"validate {D}/m.yaml --set {D}/nosuch.yaml --out {D}/v", M,
+         ["--set", "nosuch.yaml", "a set file (.yaml) that exists"]),
+    case("validate: model not in the set", f"validate {D}/m.yaml --set results/heldout/2026-11-27.yaml "
+         f"--profile {D}/lp.json --out {D}/v", {**M, "lp.json": _profile()}, ["2026-11-27.yaml", "models: no entry for"]),
     case("run: binary plan", f"run {D}/p.json", {"p.json": BINARY}, ["p.json", "not a text file", "plan.json"]),
     case("run: truncated plan", f"run {D}/p.json", {**R, "p.json": RESNET_PLAN[:500]}, ["p.json", "truncated"]),
     case("run: model file gone", f"run {D}/p.json", {"p.json": RESNET_PLAN}, ["p.json", "model.path", "not found"]),

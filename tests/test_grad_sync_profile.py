@@ -18,7 +18,7 @@ from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig
 from parsim.profile.grad_sync import choose_size, grad_sync_cost, summarize, summarize_fsdp
 from parsim.sim import simulate
-from parsim.sim.simulate import fsdp_sync_overlap
+from parsim.sim.simulate import fsdp_sync_overlap, grad_sync_overlap
 
 GPT = "examples/gpt_tiny_local.yaml"
 
@@ -61,11 +61,14 @@ def test_fsdp_sync_is_what_zero2_adds_to_the_plain_backward():
     assert summarize_fsdp([(0.10, 0.09)], 8, 2, [400])["added_s"] == 0.0        # noise below the plain backward
 
 
-def test_the_reduce_scatters_overlap_charges_what_was_measured_beside_their_host_time():
+def test_the_same_workload_terms_split_what_was_measured_into_overlap_and_contention():
+    """Diagnostic only: overlap stays in [0, 1]; what costs more than the collective priced alone
+    is contention, its own term (it used to read as a negative overlap)."""
     sync = FsdpSync(2, 8, (400, 300), 0.030)
-    assert sync.overlap(0.010, 0.040) == pytest.approx(0.5)        # 0.010 + (1 - 0.5) x 0.040 = 0.030
-    assert sync.overlap(0.010, 0.010) == pytest.approx(-1.0)       # costs more than priced alone
-    assert sync.overlap(0.050, 0.040) == 1.0                       # the host time alone is more: hidden
+    assert sync.terms(0.010, 0.040) == pytest.approx((0.5, 0.0))     # 0.010 + (1 - 0.5) x 0.040 = 0.030
+    assert sync.terms(0.010, 0.010) == pytest.approx((0.0, 1.0))     # 0.010 + (1 - 0 + 1) x 0.010 = 0.030
+    assert sync.terms(0.050, 0.040) == (1.0, 0.0)                    # the host time alone is more: hidden
+    assert GradSync(2, 4, (1,), 0.015, 0.01).terms(0.010) == pytest.approx((0.0, 0.5))
 
 
 def _table(tmp_path, sync: dict | None, fsdp: dict | None = None):
@@ -83,9 +86,9 @@ def _table(tmp_path, sync: dict | None, fsdp: dict | None = None):
     return load_profile_table(str(path))
 
 
-def test_a_measured_grad_sync_prices_the_buckets_with_the_overlap_it_implies(tmp_path):
-    """overlap = 1 - added / (the profile's buckets as the simulator prices them): the step equals
-    the one priced with the cluster's overlap set to that value; ZeRO-2 keeps the cluster's."""
+def test_a_measured_grad_sync_prices_nothing_it_is_a_diagnostic(tmp_path):
+    """No plan is priced from its own workload: a profile's grad_sync entry (the buckets under the
+    model's own backward) leaves every step as it is; its terms are reported beside the price."""
     spec = load_model(GPT)
     cluster = load_cluster("local-cpu:1x2")
     buckets = [400_000, 300_000]
@@ -96,48 +99,33 @@ def test_a_measured_grad_sync_prices_the_buckets_with_the_overlap_it_implies(tmp
     without = ProfiledCompute(replace(with_sync.table, grad_sync=None), fallback)
     assert with_sync.grad_sync == GradSync(2, 4, tuple(buckets), pytest.approx(0.015), 0.01)
     cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, len(spec.graph)))
+    for plan in (cfg, replace(cfg, zero=2)):
+        assert simulate(spec.graph, spec.training, cluster, plan, with_sync, keep_timeline=False).step_time_s == \
+            simulate(spec.graph, spec.training, cluster, plan, without, keep_timeline=False).step_time_s
     priced = sum(collective_time_s(cluster, cfg.grad_group(0), x, "all_reduce") for x in buckets)
-    overlap = 1 - 0.015 / priced
-    assert overlap < 0               # the measured buckets cost more than the fit prices them alone
-    expected_cluster = replace(cluster, profile=replace(
-        cluster.profile, collectives=replace(cluster.profile.collectives, overlap=overlap, dtypes=())))
-    got = simulate(spec.graph, spec.training, cluster, cfg, with_sync, keep_timeline=False)
-    want = simulate(spec.graph, spec.training, expected_cluster, cfg, without, keep_timeline=False)
-    assert got.step_time_s == pytest.approx(want.step_time_s, rel=1e-12)
-    assert got.step_time_s > simulate(spec.graph, spec.training, cluster, cfg, without, keep_timeline=False).step_time_s
-    zero2 = replace(cfg, zero=2)
-    assert simulate(spec.graph, spec.training, cluster, zero2, with_sync, keep_timeline=False).step_time_s == \
-        simulate(spec.graph, spec.training, cluster, zero2, without, keep_timeline=False).step_time_s
+    overlap, contention = grad_sync_overlap(with_sync.grad_sync, cluster, cfg.grad_group(0), "auto")
+    assert 0 <= overlap <= 1 and contention >= 0
+    assert priced * (1 - overlap + contention) == pytest.approx(0.015)       # the terms reproduce the measurement
 
 
 FSDP = {"microbatch_size": 4, "dp": 2, "reduce_scatter_bytes": [400_000, 300_000], "backward_s": 0.10,
         "fsdp_backward_s": 0.13, "added_s": 0.03, "added_min_s": 0.02, "added_max_s": 0.04, "repeats": 5}
 
 
-def test_a_measured_fsdp_sync_prices_zero2_and_3_reduce_scatters_and_nothing_else(tmp_path):
-    """Each micro-batch's reduce-scatters cost what was measured: two profiles whose added time
-    differs by d price a ZeRO-2 step of m micro-batches d x m apart (the reduce-scatters finish
-    under the compute, so nothing waits on the dp stream).  Here 30 ms were measured for 0.7 MB,
-    more than the fit prices them alone: a negative overlap.  dp and ZeRO-1 plans are unaffected."""
+def test_a_measured_fsdp_sync_prices_nothing_it_is_a_diagnostic(tmp_path):
+    """ZeRO-2's reduce-scatters under the model's own backward: reported, never priced."""
     spec = load_model(GPT)
     cluster = load_cluster("local-cpu:1x2")
     fallback = AnalyticalCompute(cluster.device)
     cfg = ParallelConfig(2, 1, 2, "1f1b", 1, (0, len(spec.graph)), zero=2)
-    assert fsdp_sync_overlap(FsdpSync(2, 4, (400_000, 300_000), 0.03), cluster, cfg.grad_group(0), "auto") < 0
-    plain = simulate(spec.graph, spec.training, cluster, cfg, ProfiledCompute(_table(tmp_path, None), fallback),
-                     keep_timeline=False)
-    issued = [int(x) for op, x in plain.sharded_collectives[0] if op == "reduce_scatter"]
-    issued = issued[:len(issued) // cfg.microbatches]                    # one micro-batch's
-    entry = {**FSDP, "reduce_scatter_bytes": issued}
-    low, high = (ProfiledCompute(_table(tmp_path, None, {**entry, "added_s": a}), fallback) for a in (0.025, 0.03))
-    assert high.fsdp_sync == FsdpSync(2, 4, tuple(issued), 0.03)
-    step = {k: simulate(spec.graph, spec.training, cluster, cfg, c, keep_timeline=False).step_time_s
-            for k, c in (("low", low), ("high", high))}
-    assert step["high"] - step["low"] == pytest.approx(2 * 0.005, rel=1e-6)
+    overlap, contention = fsdp_sync_overlap(FsdpSync(2, 4, (400_000, 300_000), 0.03), cluster, cfg.grad_group(0),
+                                            "auto")
+    assert overlap == 0.0 and contention > 0           # 30 ms for 0.7 MB: more than priced alone
+    high = ProfiledCompute(_table(tmp_path, None, FSDP), fallback)
     without = ProfiledCompute(replace(high.table, fsdp_sync=None), fallback)
-    for plain in (replace(cfg, zero=0), replace(cfg, zero=1)):
-        assert simulate(spec.graph, spec.training, cluster, plain, high, keep_timeline=False).step_time_s == \
-            simulate(spec.graph, spec.training, cluster, plain, without, keep_timeline=False).step_time_s
+    for plan in (cfg, replace(cfg, zero=0), replace(cfg, zero=1)):
+        assert simulate(spec.graph, spec.training, cluster, plan, high, keep_timeline=False).step_time_s == \
+            simulate(spec.graph, spec.training, cluster, plan, without, keep_timeline=False).step_time_s
 
 
 def test_a_bad_fsdp_sync_entry_names_the_field(tmp_path):

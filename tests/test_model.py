@@ -146,3 +146,25 @@ def test_gpt_sdpa_is_one_fused_kernel_with_flash_attention_costs():
         "add", "native_layer_norm", "addmm", "gelu", "addmm", "native_dropout", "add"]
     # eager's softmax alone reads and writes the a s^2 scores
     assert next(k.bytes[1] for k in le.kernels if k.op == "_softmax") == 2 * 2 * a * s * s
+
+
+def test_a_depthwise_convolutions_backward_counts_its_groups():
+    """Each gradient of a convolution takes the forward's MACs; torch 2.13's FlopCounterMode counts
+    a grouped convolution's weight gradient groups x over (parsim.model.extract._conv_backward_flops),
+    which made the held-out MobileNetV2's depthwise layers' backward 10-65x their forward."""
+    from torch import nn as tnn
+
+    from parsim.model.extract import _flop_counter
+    for groups in (64, 8, 1):
+        conv = tnn.Conv2d(64, 64, 3, stride=2 if groups == 8 else 1, padding=1, groups=groups, bias=False)
+        x = torch.randn(2, 64, 16, 16, requires_grad=True)
+        with _flop_counter() as fwd:
+            y = conv(x)
+        with _flop_counter() as bwd:
+            y.sum().backward()
+        ho = y.shape[-1]
+        assert fwd.get_total_flops() == 2 * 2 * ho * ho * 64 * (64 // groups) * 9
+        assert bwd.get_total_flops() == 2 * fwd.get_total_flops()
+    spec = load_model("results/heldout/models/mobilenet_v2_cifar.yaml")
+    for layer in spec.graph.layers:
+        assert layer.bwd_flops <= 2 * layer.fwd_flops * (1 + 1e-9), layer.name

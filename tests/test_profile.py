@@ -2,6 +2,7 @@
 
 import json
 import math
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -17,7 +18,7 @@ from parsim.errors import InputError
 from parsim.profile.calibrate import calibrate, held_out, held_out_split
 from parsim.profile.calibrate import profile_yaml as calibrated_yaml
 from parsim.profile.comm import fit_alpha_beta, profile_yaml
-from parsim.report.validation import Row, summary
+from parsim.report.validation import Row, summary, table
 
 MODEL = "examples/resnet50_cifar10_local.yaml"
 
@@ -297,12 +298,29 @@ def test_validation_summary_metrics():
     assert math.isfinite(worse["spearman_throughput"]) and worse["pick_same_as"] == []
 
 
-def test_a_pick_that_is_one_of_the_sets_plans_is_judged_by_its_faster_run():
-    """The planner picked dp2 itself: the two runs of one plan differ by noise, not by plan."""
-    twin = summary([_row("planner", 1.0, 1.2), _row("dp2", 1.0, 1.1), _row("y", 2, 2)])
-    assert twin["pick_same_as"] == ["dp2"] and twin["pick_is_best"] and twin["pick_gap_to_best"] == 0
-    other = summary([_row("planner", 1.0, 1.2), _row("dp2", 1.0, 1.1), _row("y", 1.1, 1.0)])
-    assert not other["pick_is_best"] and other["pick_gap_to_best"] == pytest.approx(0.1)
+def _runs(label, pred, runs_s):
+    """A row measured over several runs (one step each): its median is the row's measurement."""
+    return replace(_row(label, pred, statistics.median(runs_s)), measured_steps_s=tuple((t,) for t in runs_s))
+
+
+def test_a_pick_that_is_one_of_the_sets_plans_is_pooled_with_it_and_counted_once():
+    """The planner picked dp2 itself: its runs and dp2's are one plan's, pooled into one median, and
+    the plan counts once in MAPE and Spearman.  The old summary took the faster of the two labels'
+    medians (0.9 here), which made the pick beat "a" (1.0) by noise alone."""
+    rows = [_runs("planner", 1.0, [0.9, 0.9, 0.9]), _runs("dp2", 1.0, [1.2, 1.2, 1.2]), _runs("a", 1.1, [1.0] * 3),
+            _runs("y", 2.0, [2.0] * 3)]
+    s = summary(rows)
+    assert s["pick_same_as"] == ["dp2"] and [p["label"] for p in s["plans"]] == ["dp2", "a", "y"]
+    pooled_row = s["plans"][0]
+    assert pooled_row["pooled_with"] == "planner" and pooled_row["measured_step_s"] == pytest.approx(1.05)
+    assert len(pooled_row["measured_steps_s"]) == 6
+    assert not s["pick_is_best"] and s["measured_best"] == "a"
+    assert s["pick_gap_to_best"] == pytest.approx(0.05)
+    assert s["mape_step_time"] == pytest.approx((0.05 / 1.05 + 0.1 + 0.0) / 3)
+    assert table(rows)["plan"].tolist() == ["dp2 = planner", "a", "y"]
+    # a pick of its own is left as it is
+    own = summary([_runs("planner", 1.0, [1.2]), _runs("dp2", 1.1, [1.1]), _runs("y", 1.1, [1.0])])
+    assert own["pick_same_as"] == [] and len(own["plans"]) == 3 and own["pick_gap_to_best"] == pytest.approx(0.2)
 
 
 def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_path, capsys):

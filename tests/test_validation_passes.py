@@ -156,7 +156,7 @@ def test_the_cli_measures_before_each_pass_unless_told_once(monkeypatch, tmp_pat
     class Done(Exception):
         pass
 
-    def fake_validate(model, cluster, profiles, out_dir, steps, which, timeout_s, passes, log):
+    def fake_validate(model, cluster, profiles, out_dir, steps, which, timeout_s, passes, log, results_root):
         got = [profiles(k) for k in range(passes)]
         assert len({id(m) for m in got}) == len(wheres)
         raise Done
@@ -186,3 +186,65 @@ def test_a_failed_measurement_of_the_collectives_is_taken_once_more(monkeypatch,
         with pytest.raises(InputError, match="failed twice"):
             validation.measure_this_machine(MODEL, spec, [1], 2, str(tmp_path), log=lambda *a: None)
         assert len(calls) == 2
+
+
+def test_the_analytical_column_is_priced_from_a_fit_that_did_not_see_the_plans_size(monkeypatch, tmp_path):
+    """Leave-one-size-out: dp=2, m=1 on a global batch of 8 runs 4 samples per micro-batch; its
+    analytical price comes from the calibration fitted to sizes 1 and 2 only (not to 4), and so
+    differs from the fit to all three that the profiled model falls back on."""
+    from parsim.profile.calibrate import leave_size_out
+
+    cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, 2))
+    _fake_runs(monkeypatch, [validation.Case("dp2", cfg)], [0.1])
+    out = validation.validate(MODEL, "local-cpu", {2: TABLE}, str(tmp_path / "v"), log=lambda *a: None)
+    spec, cluster = load_model(MODEL), load_cluster("local-cpu")
+    table = load_profile_table(TABLE)
+    left_out = leave_size_out(spec.graph, table, cluster.device, 4, spec.training.dtype)
+    expected = simulate(spec.graph, spec.training, cluster, cfg, left_out, keep_timeline=False).step_time_s
+    everything = profiled_compute(table, spec.graph, cluster.device, spec.training.dtype).fallback
+    seen = simulate(spec.graph, spec.training, cluster, cfg, everything, keep_timeline=False).step_time_s
+    assert out["plans"][0]["analytical_step_s"] == pytest.approx(expected)
+    assert abs(expected / seen - 1) > 1e-6
+    one = yaml.safe_load(open(TABLE))
+    assert leave_size_out(spec.graph, load_profile_table(_one_size(tmp_path, one)), cluster.device, 4) is None
+
+
+def _one_size(tmp_path, data) -> str:
+    """TABLE cut to its micro-batch size 4 alone."""
+    i = data["microbatch_sizes"].index(4)
+    data["microbatch_sizes"] = [4]
+    for row in data["layers"]:
+        row["fwd_s"], row["bwd_s"] = [row["fwd_s"][i]], [row["bwd_s"][i]]
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_the_evidence_is_copied_under_results_with_the_profiles_it_was_priced_from(monkeypatch, tmp_path):
+    from parsim.hardware.machine import this_machine
+    from parsim.report.evidence import slug
+
+    cfg = ParallelConfig(2, 1, 1, "1f1b", 1, (0, 2))
+    _fake_runs(monkeypatch, [validation.Case("dp2", cfg)], [0.1, 0.2])
+    comm = _measured(tmp_path)
+    per_pass = [validation.Measured({2: TABLE}, collectives=comm), validation.Measured({2: TABLE})]
+    out = validation.validate(MODEL, "local-cpu", lambda k: per_pass[k], str(tmp_path / "v"), passes=2,
+                              log=lambda *a: None, results_root=str(tmp_path / "results"))
+    m = this_machine()
+    where = tmp_path / "results" / f"{m.date}-{slug(m.cpu_model)}" / "default" / slug(load_model(MODEL).name)
+    assert out["evidence"] == str(where)
+    assert sorted(p.name for p in where.iterdir()) == ["memory_breakdown.csv", "profiles", "validation.csv",
+                                                       "validation.json"]
+    saved = json.load(open(where / "validation.json"))
+    assert saved["profiles"] == {"2": "profiles/pass1/profile_table.yaml"}
+    assert saved["collectives"] == "profiles/pass1/collectives2.yaml"
+    assert [p["collectives"] for p in saved["measured_per_pass"]] == ["profiles/pass1/collectives2.yaml", None]
+    assert (where / "profiles/pass1/profile_table.yaml").read_text() == open(TABLE).read()
+    assert saved["run_order"] == [[0, "dp2"], [1, "dp2"]] and saved["plans"][0]["measured_step_s"] == pytest.approx(0.15)
+
+
+def test_cpu_slug():
+    from parsim.report.evidence import slug
+
+    assert slug("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz") == "intel-xeon-platinum-8481c-cpu-2-70ghz"
+    assert slug("AMD EPYC 7B13") == "amd-epyc-7b13" and slug("") == "unknown"

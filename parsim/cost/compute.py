@@ -40,7 +40,8 @@ from parsim.model.graph import DTYPE_BYTES, Layer
 class ComputeModel(Protocol):
     includes_tp_comm: bool        # its layer times already hold the tensor-parallel collectives
     # what the gradient all-reduce added to the model's own backward where a profile measured it
-    # (parsim.profile.grad_sync); None: the cluster's collectives.overlap prices the buckets
+    # (parsim.profile.grad_sync): a DIAGNOSTIC, never a price (the buckets are priced from the
+    # cluster's collectives.interaction, else its overlap)
     grad_sync: GradSync | None
     # what ZeRO-2/3's reduce-scatters added to it (parsim.profile.grad_sync, measure_fsdp_sync)
     fsdp_sync: FsdpSync | None
@@ -70,8 +71,8 @@ class AnalyticalCompute:
     dtype: str = "fp32"
     math: MathMode | None = None  # numeric modes; None: torch's defaults for ``dtype``
     includes_tp_comm = False      # tensor-parallel collectives are priced by parsim.cost.layer
-    grad_sync = None              # the cluster's collectives.overlap prices the gradient buckets
-    fsdp_sync = None              # ... and ZeRO-2/3's reduce-scatters
+    grad_sync = None              # no same-workload diagnostic (the buckets are priced from the cluster)
+    fsdp_sync = None              # ... nor of ZeRO-2/3's reduce-scatters
     engines: dict = field(init=False, repr=False, compare=False)   # Engine per GEMM kernel class
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
@@ -144,13 +145,12 @@ class GradSync:
     added_s: float
     all_reduce_s: float
 
-    def overlap(self, priced_s: float) -> float:
-        """The ``overlap`` that makes the simulator's rule, (1 - overlap) x a bucket's priced time
-        on the compute stream (parsim.sim.engine), charge what was measured: 1 - added / priced,
-        where ``priced_s`` is what the simulator prices these buckets at.  Pricing against its own
-        fit, not the all-reduce timed alone here, carries over what that fit misses of the
-        executor's all-reduces (the division by dp before each, gloo on these sizes)."""
-        return 1.0 - self.added_s / priced_s if priced_s > 0 else 1.0
+    def terms(self, priced_s: float) -> tuple[float, float]:
+        """DIAGNOSTIC (the simulator prices from the interaction measured on synthetic kernels,
+        parsim.hardware.interaction): the (overlap in [0, 1], contention >= 0) that would make the
+        simulator's charge, (1 - overlap + contention) x the buckets' priced time ``priced_s``,
+        equal what was measured under this model's own backward."""
+        return split_added(self.added_s, priced_s)
 
 
 @dataclass(frozen=True)
@@ -164,12 +164,21 @@ class FsdpSync:
     reduce_scatter_bytes: tuple[int, ...]
     added_s: float
 
-    def overlap(self, host_s: float, priced_s: float) -> float:
-        """The reduce-scatters' ``overlap`` that makes the simulator's charge, their host time
-        ``host_s`` plus (1 - overlap) x their priced time ``priced_s`` on the compute stream, equal
-        what was measured: 1 - (added - host) / priced, at most 1 (where the host time as priced
-        already exceeds what was measured, the reduce-scatters are taken as hidden)."""
-        return min(1.0, 1.0 - (self.added_s - host_s) / priced_s) if priced_s > 0 else 1.0
+    def terms(self, host_s: float, priced_s: float) -> tuple[float, float]:
+        """DIAGNOSTIC, as GradSync.terms: the reduce-scatters' (overlap, contention) that make their
+        host time ``host_s`` plus (1 - overlap + contention) x their priced time equal what was
+        measured (hidden, (1, 0), where the host time as priced already exceeds it)."""
+        return split_added(self.added_s - host_s, priced_s)
+
+
+def split_added(added_s: float, priced_s: float) -> tuple[float, float]:
+    """A collective of priced time ``priced_s`` that added ``added_s`` to the compute it ran
+    under, as (overlap, contention): overlap = 1 - min(added, priced) / priced in [0, 1],
+    contention = max(0, added - priced) / priced >= 0 (parsim.hardware.interaction)."""
+    if priced_s <= 0:
+        return 1.0, 0.0
+    added_s = max(0.0, added_s)
+    return 1.0 - min(added_s, priced_s) / priced_s, max(0.0, added_s - priced_s) / priced_s
 
 
 @dataclass(frozen=True)

@@ -131,13 +131,22 @@ class SyntheticTokens(Dataset):
 
 
 def input_kind(spec) -> tuple:
-    """("image", size) for the image models, ("tokens", sequence length, vocabulary) for the GPT."""
+    """("image", size) for the image models, ("tokens", sequence length, vocabulary) for the GPT
+    and any model whose input is integer tokens (``hf:``, or ``module:`` with an int input), its
+    vocabulary read from the last layer's logits per sample, as the layer profiler does
+    (parsim.profile.layers._sample_input)."""
     if spec.source.kind == "builtin" and spec.source.target == "gpt":
         from parsim.model.spec import build_module
 
         with torch.device("meta"):
             cfg = build_module(spec.source, spec.path).config
         return ("tokens", cfg.seq_len, cfg.vocab)
+    if spec.input is not None and spec.input.dtype.startswith("int"):
+        from parsim.model.graph import DTYPE_BYTES
+
+        seq = spec.input.shape[0]
+        per_sample = int(spec.graph.layers[-1].output_bytes // DTYPE_BYTES[spec.graph.dtype])   # logits per sample
+        return ("tokens", seq, per_sample // seq)
     return ("image", spec.input.shape[-1])
 
 

@@ -205,13 +205,17 @@ def check_run(opts: RunOptions):
 
 
 def check_trainable(spec) -> None:
-    """The built-in resnet50 and gpt, and ``module:`` models fed CIFAR-shaped images."""
+    """The built-in resnet50 and gpt, ``module:`` models fed CIFAR-shaped images, and language
+    models on synthetic tokens: ``hf:`` and ``module:`` models taking token ids [T] (data.input_kind)."""
     if spec.source.kind == "builtin" and spec.source.target in ("resnet50", "gpt"):
         return
     shape = tuple(spec.input.shape) if spec.input is not None else ()
-    if spec.source.kind != "module" or len(shape) != 3 or shape[0] != 3 or shape[1] != shape[2]:
-        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt, and module: models "
-                         f"taking CIFAR-shaped images [3, S, S] (got {spec.source.kind} with input {list(shape)})")
+    tokens = spec.source.kind in ("module", "hf") and len(shape) == 1 and spec.input.dtype.startswith("int")
+    images = spec.source.kind == "module" and len(shape) == 3 and shape[0] == 3 and shape[1] == shape[2]
+    if not (tokens or images):
+        raise InputError(f"{spec.path}: model: the executor trains the built-in resnet50 and gpt, module: models "
+                         f"taking CIFAR-shaped images [3, S, S], and hf: or module: models taking token ids [T] "
+                         f"(got {spec.source.kind} with input {list(shape)})")
 
 
 def train(opts: RunOptions) -> int:

@@ -57,6 +57,7 @@ from pathlib import Path
 from parsim.errors import InputError
 from parsim.hardware.device import Device, KernelExecution, MemoryReserve
 from parsim.hardware.fabric import Fabric, read_fabric
+from parsim.hardware.interaction import Interaction, interaction_flow, read_interaction
 from parsim.hardware.links import LINK_CLASSES, Link
 from parsim.hardware.machine import Machine, warn_if_elsewhere
 from parsim.inputs import Fields, load_file
@@ -140,6 +141,10 @@ class Collectives:
     # the SMs left): transformer_engine/pytorch/module/base.py, initialize_ub, get_default_config.
     tp_overlap_comm_units: int = 16
     tp_overlap_chunks: int = 4
+    # How collectives and compute slow each other, measured on synthetic kernels by
+    # profile-overlap (parsim.hardware.interaction): where present, the simulator prices the
+    # gradient all-reduces and ZeRO's reduce-scatters from it instead of ``overlap``.
+    interaction: tuple[Interaction, ...] = ()
 
     def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
         """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
@@ -369,7 +374,8 @@ def with_measured_fits(cluster: Cluster, measured: Profile, where: str) -> Clust
     (local-cpu's all-reduce reached 1.27-1.51 GB/s of bus bandwidth on 2026-11-23/24, README
     "parsim validate"), so a validation that profiles its layers takes them too.
     The readings that do not repeat from one run of profile-comm to the next stay the profile's:
-    the overlap (read 0.00-0.71 on an idle machine), the busy sender's delay, FSDP2's host time."""
+    the overlap (read 0.00-0.71 on an idle machine), the busy sender's delay, FSDP2's host time.
+    The interaction table (profile-overlap, medians over its repeats) is taken where measured."""
     p, c, m = cluster.profile, cluster.profile.collectives, measured.collectives
     if (measured.devices_per_node, measured.groups) != (p.devices_per_node, p.groups):
         raise InputError(f"{where}: node: measured {measured.devices_per_node} devices per node in groups "
@@ -379,7 +385,7 @@ def with_measured_fits(cluster: Cluster, measured: Profile, where: str) -> Clust
     dtypes = tuple((d, replace(fit, overlap=overlap[d].overlap if d in overlap else c.overlap))
                    for d, fit in m.dtypes)
     coll = replace(c, bandwidth_efficiency=m.bandwidth_efficiency, latency_s=m.latency_s, op_fits=m.op_fits,
-                   dtypes=dtypes)
+                   dtypes=dtypes, interaction=m.interaction or c.interaction)
     inside = dict(measured.links)           # a node's links; those beyond it (NICs, fabric) stay the profile's
     links = tuple((k, inside[k] if k in ("group", "node") else link) for k, link in p.links)
     return replace(cluster, profile=replace(p, links=links, collectives=coll))
@@ -538,7 +544,7 @@ def collectives_flow(c: Collectives) -> str:
     if c.fsdp_gather_copy_bytes_per_s or c.fsdp_reduce_scatter_copy_bytes_per_s:
         parts += [f"fsdp_gather_copy_gb_per_s: {c.fsdp_gather_copy_bytes_per_s / 1e9:.4g}",
                   f"fsdp_reduce_scatter_copy_gb_per_s: {c.fsdp_reduce_scatter_copy_bytes_per_s / 1e9:.4g}"]
-    return "{" + ", ".join(parts) + dtypes_flow(c.dtypes) + "}"
+    return "{" + ", ".join(parts) + dtypes_flow(c.dtypes) + interaction_flow(c.interaction) + "}"
 
 
 def dtypes_flow(fits: tuple[tuple[str, DtypeCollectives], ...]) -> str:
@@ -665,7 +671,9 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        fsdp_reduce_scatter_copy_bytes_per_s=_rate(c, "fsdp_reduce_scatter_copy_gb_per_s"),
                        dtypes=_dtype_collectives(c),
                        tp_overlap_comm_units=c.positive_int("tp_overlap_comm_units", 16),
-                       tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4))
+                       tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4),
+                       interaction=read_interaction(c.get("interaction", list, []),
+                                                    lambda msg: InputError(f"{c.where(msg)}")))
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")

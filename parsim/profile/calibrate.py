@@ -201,6 +201,17 @@ def held_out(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str 
     return out
 
 
+def leave_size_out(graph: LayerGraph, table: ProfileTable, device: Device, size: int, dtype: str = "fp32",
+                   knots: int = 6) -> AnalyticalCompute | None:
+    """The analytical model calibrated to every profiled size but ``size``: how a plan at ``size``
+    would be priced had nobody profiled it (the validation's analytical column, judged on sizes
+    its fit did not see).  None where no other size is left to fit."""
+    rest = set(table.microbatch_sizes) - {size}
+    if not rest:
+        return None
+    return AnalyticalCompute(_fit(graph, table, device, dtype, knots, rest), dtype)
+
+
 def profile_yaml(profile, device: Device, source: str) -> str:
     """The cluster profile with the calibrated device, in the hardware_profiles schema."""
     links = dict(profile.links)

@@ -348,11 +348,12 @@ def resident_bytes() -> int:
 def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
                  memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0,
                  busy_sender_s: tuple[float, float] = (0.0, 0.0), dtype_overlaps: dict[str, float] | None = None,
-                 fsdp_host: dict[str, tuple[float, float]] | None = None) -> str:
+                 fsdp_host: dict[str, tuple[float, float]] | None = None, interaction: tuple = ()) -> str:
     """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender;
     ``overlap``: fp32's; ``dtype_overlaps``: each other dtype measured, its overlap (its all-reduce
     times in ``links`` under all_reduce_key), written as ``collective.dtypes``;
-    ``fsdp_host``: measure_fsdp_overhead's result (absent: none)."""
+    ``fsdp_host``: measure_fsdp_overhead's result (absent: none); ``interaction``:
+    parsim.profile.overlap.measure_interaction's points (absent: none)."""
     dtype_overlaps = dtype_overlaps or {}
     fsdp_host = fsdp_host or {op: (0.0, 0.0) for op in COLLECTIVE_FIT_OPS}
     (gather_s, gather_rate), (rs_s, rs_rate) = (fsdp_host[op] for op in COLLECTIVE_FIT_OPS)
@@ -367,7 +368,8 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     eff_rows = ", ".join(f"[{w:.3g}, {min(1.0, e):.3f}]" for w, e in device["efficiency"])
     lines = [
         f"# Measured {today} on {machine} with `{command}`",
-        f"# by parsim profile-comm: {world} ranks ({local_world} per node), backend {backend}, 1 thread per rank.",
+        f"# by parsim profile-comm: {world} ranks ({local_world} per node), backend {backend}, "
+        f"{torch.get_num_threads()} thread(s) per rank.",
         "schema_version: 1",
         f"name: {name}",
         f"description: measured by parsim profile-comm on {today}, {backend}, {local_world} ranks per node",
@@ -400,7 +402,7 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     coll = Collectives(library=backend, bandwidth_efficiency=eff, latency_s=step_latency, overlap=overlap,
                        busy_sender_delay_s=busy_s, op_fits=ops, fsdp_gather_overhead_s=gather_s,
                        fsdp_reduce_scatter_overhead_s=rs_s, fsdp_gather_copy_bytes_per_s=gather_rate,
-                       fsdp_reduce_scatter_copy_bytes_per_s=rs_rate, dtypes=fits)
+                       fsdp_reduce_scatter_copy_bytes_per_s=rs_rate, dtypes=fits, interaction=tuple(interaction))
     lines.append(f"collective: {collectives_flow(coll)}"
                  f"   # measured: all-reduce fitted as a ring over {n} ranks; overlap: share hidden behind compute")
     lines.append(f"  # busy_sender_delay_us: measured: post to arrival of a {BUSY_SENDER_BYTES >> 10} KiB send whose sender "
@@ -411,6 +413,10 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     lines.append(f"  # fsdp_*_overhead_us, fsdp_*_copy_gb_per_s: measured: per FSDP2 unit and per byte of it, beyond its "
                  f"collective ({FSDP_UNITS} units of {FSDP_UNIT_BYTES[0] >> 10} KiB, then of {FSDP_UNIT_BYTES[1] >> 20} "
                  f"MiB, computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
+    if interaction:
+        lines.append("  # interaction: [op, message_bytes, load, flops_per_byte, threads, overlap, contention] on "
+                     "synthetic kernels (parsim.profile.overlap), medians over the repeats; prices the gradient all-reduces and "
+                     "ZeRO's reduce-scatters of every model")
     if fits:
         lines.append(f"  # dtypes: {', '.join(d for d, _ in fits)}'s own all-reduce fit (the same bytes, "
                      f"{SIZES_BYTES[0] >> 10} KiB..{SIZES_BYTES[-1] >> 20} MiB) and overlap under matmuls in that dtype; "
@@ -434,13 +440,13 @@ def ring_fit(sizes_times: tuple[list[int], list[float]], n: int, a_g: float, b_g
 
 
 def launch_profile_comm(output: str, nproc: int, name: str = "local-cpu", repeats: int = 9,
-                        dtypes: str = "fp32,bf16", quiet: bool = False) -> int:
+                        dtypes: str = "fp32,bf16", quiet: bool = False, threads: int = 1) -> int:
     """Run ``nproc`` ranks of this module's ``main`` (``parsim profile-comm``); rank 0 writes the
     cluster profile to ``output``.  Returns the exit code."""
     from parsim.exec.launch import launch
 
     worker = ["-o", output, "--name", name, "--repeats", str(repeats), "--dtypes", dtypes]
-    return launch(worker, nproc, timeout_s=120, module="parsim.profile.comm", quiet=quiet)
+    return launch(worker, nproc, timeout_s=300, threads=threads, module="parsim.profile.comm", quiet=quiet)   # with the interaction grid
 
 
 def main(argv=None) -> int:
@@ -453,13 +459,15 @@ def main(argv=None) -> int:
     p.add_argument("--name", default="local-cpu")
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--dtypes", default="fp32,bf16", help="all-reduce and overlap measured in each (fp32 first)")
+    p.add_argument("--no-interaction", action="store_true",
+                   help="skip the interaction of collectives and compute on synthetic kernels (parsim.profile.overlap)")
     args = p.parse_args(argv)
     rank = os.environ.get("RANK", "?")
     try:
         dtypes = measured_dtypes(args.dtypes)
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         from parsim.exec import groups
-        env = groups.init(timeout_s=120)
+        env = groups.init(timeout_s=300)
         runtime_bytes = resident_bytes()          # the process before any tensor: the runtime's own footprint
     except ParsimError as e:
         print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
@@ -471,12 +479,16 @@ def main(argv=None) -> int:
     overlaps = {d: measure_overlap(args.repeats, d) if env.world_size > 1 else 1.0 for d in dtypes}
     busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
     fsdp = measure_fsdp_overhead(env.world_size, args.repeats, links) if env.world_size > 1 else None
+    from parsim.profile.overlap import measure_interaction
+    interaction = measure_interaction(env.rank, env.world_size, args.repeats) \
+        if env.world_size > 1 and not args.no_interaction else ()
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
         write_text(args.output, profile_yaml(args.name, device, links, env.world_size, local_world, env.backend,
                                              memory, command, overlaps["fp32"], runtime_bytes, busy_sender,
-                                             {d: o for d, o in overlaps.items() if d != "fp32"}, fsdp))
+                                             {d: o for d, o in overlaps.items() if d != "fp32"}, fsdp,
+                                             interaction))
         print(f"wrote {args.output}")
     dist.barrier()
     dist.destroy_process_group()

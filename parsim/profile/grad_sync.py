@@ -19,10 +19,11 @@ started by the gradient hooks):
 
 ``cost = (both - backward) / all_reduce``: what the all-reduces add to the step per second they
 take alone; 0 if wholly hidden, 1 if as if run after the backward, above 1 if they also slow
-the backward (the caches and memory bandwidth are shared).  The simulator charges each bucket
-``(1 - overlap)`` of its time on the compute stream (``parsim.sim.engine``), so a profile with
-this figure prices its data-parallel buckets with ``overlap = 1 - cost``
-(``parsim.cost.compute.grad_sync_overlap``).
+the backward (the caches and memory bandwidth are shared).  DIAGNOSTIC ONLY: it is measured on
+the model's own workload, so pricing the model from it would fit the prediction to its target.
+The simulator prices every model's buckets from the interaction measured on synthetic kernels
+(parsim.profile.overlap, parsim.hardware.interaction); ``parsim validate`` prints this figure
+beside it, split the same way into overlap and contention (``GradSync.terms``).
 
 The micro-batch size is the smallest profiled one whose backward is at least
 ``BACKWARD_PER_ALL_REDUCE`` times the all-reduce (the largest if none is), so that the buckets
@@ -35,10 +36,9 @@ micro-batch's backward, with host copies around each (FSDP2's ``chunk_cat`` in, 
 (a copy of the model, unsharded, no hooks) and the backward of a ZeRO-2 copy (as the executor
 shards it, a micro-batch that keeps its parameters gathered: every reduce-scatter, no gather),
 each after its own untimed forward.  ``added = fsdp - plain`` is what FSDP2's reduce-scatters
-and their host time add to a backward; the profile's ``fsdp_sync`` entry.  The simulator keeps
-its per-unit host time (``Collectives.fsdp_host_s``) and sets the reduce-scatters' overlap so
-that host time + (1 - overlap) x their priced time equals ``added``
-(``parsim.sim.simulate.fsdp_sync_overlap``).  ZeRO-3's gathers keep profile-comm's overlap.
+and their host time add to a backward; the profile's ``fsdp_sync`` entry, a DIAGNOSTIC like
+``grad_sync`` (``FsdpSync.terms``, ``parsim.sim.simulate.fsdp_sync_overlap``): the
+reduce-scatters are priced from the interaction table.
 """
 
 from __future__ import annotations

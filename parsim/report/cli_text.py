@@ -301,7 +301,7 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
         lines.append(grad_sync_line(table["grad_sync"]))
     if table.get("fsdp_sync"):
         f = table["fsdp_sync"]
-        lines.append(f"ZeRO-2's reduce-scatters under the backward (dp={f['dp']}, micro-batch {f['microbatch_size']}, "
+        lines.append(f"diagnostic, not a price: ZeRO-2's reduce-scatters under the backward (dp={f['dp']}, micro-batch {f['microbatch_size']}, "
                      f"{len(f['reduce_scatter_bytes'])} units, {sum(f['reduce_scatter_bytes']) / 2**20:.1f} MiB): "
                      f"add {f['added_s'] * 1e3:.1f} ms to a {f['backward_s'] * 1e3:.1f} ms backward "
                      f"(repeats {f['added_min_s'] * 1e3:.1f} to {f['added_max_s'] * 1e3:.1f} ms)")
@@ -310,7 +310,7 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
 
 def grad_sync_line(sync: dict) -> str:
     """A layer profile's ``grad_sync`` (parsim.profile.grad_sync), in one line."""
-    return (f"gradient all-reduce under the backward (dp={sync['dp']}, micro-batch {sync['microbatch_size']}, "
+    return (f"diagnostic, not a price: gradient all-reduce under the backward (dp={sync['dp']}, micro-batch {sync['microbatch_size']}, "
             f"{len(sync['bucket_bytes'])} buckets, {sum(sync['bucket_bytes']) / 2**20:.1f} MiB): alone "
             f"{sync['all_reduce_s'] * 1e3:.1f} ms, adds {(sync['both_s'] - sync['backward_s']) * 1e3:.1f} ms "
             f"to a {sync['backward_s'] * 1e3:.1f} ms backward: {sync['cost']:.2f}x its time alone "
@@ -323,6 +323,12 @@ def profile_data_line(timing, repeats: int, output: str) -> str:
             f"spread {timing.spread:.1%} over {repeats} repeats; wrote input_pipeline to {output}")
 
 
+def _ci(ci) -> str:
+    import math
+
+    return "" if not ci or not all(map(math.isfinite, ci)) else f" [{ci[0]:.1%}, {ci[1]:.1%}]"
+
+
 def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     """``parsim validate``: the per-plan table and the summary metrics (parsim.report.validation)."""
     import pandas as pd
@@ -330,15 +336,22 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     with pd.option_context("display.width", 250):
         lines = [table.to_string(index=False)]
     lines.append(
-        f"step time: MAPE {out['mape_step_time']:.1%}, max error {out['max_error_step_time']:.1%}; peak memory: "
+        f"step time: MAPE {out['mape_step_time']:.1%}{_ci(out.get('mape_step_time_ci'))}, "
+        f"max error {out['max_error_step_time']:.1%}; peak memory: "
         f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
-        + (f"(the same plan as {', '.join(out['pick_same_as'])}) " if out['pick_same_as'] else "")
+        + (f"(the same plan as {', '.join(out['pick_same_as'])}: their runs pooled into one median, the plan "
+           "counted once) " if out['pick_same_as'] else "")
         + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
         f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
         + (f", of the predictions over the passes' own profiles {out['median_profile_spread']:.1%}"
            if any(p != out["measured_per_pass"][0] for p in out.get("measured_per_pass", ())) else ""))
-    lines.append(f"calibrated analytical model: step-time MAPE {out['mape_step_time_analytical']:.1%}, "
+    lines.append(f"calibrated analytical model, each size fitted without it (leave-one-size-out): step-time MAPE "
+                 f"{out['mape_step_time_analytical']:.1%}{_ci(out.get('mape_step_time_analytical_ci'))}, "
                  f"max error {out['max_error_step_time_analytical']:.1%}")
+    if out.get("error_bars"):
+        b = out["error_bars"]
+        lines.append(f"[lo, hi]: {b['level']:.0%} bootstrap intervals ({b['n_boot']} replicates, seed {b['seed']}) "
+                     "over the runs (passes) and their steps; 'beyond noise': the interval excludes 0")
     lines.append(f"wrote {out_dir}/validation.json, validation.csv, scatter.png, overlay_*.png")
     return lines
 

@@ -13,10 +13,12 @@ of its step cannot be told apart: a RECV's wait for its peer (bubble) from the t
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+import statistics
+from dataclasses import asdict, dataclass, replace
 
 from scipy.stats import spearmanr
 
+from parsim.report.errorbars import plan_errors
 from parsim.schedule.actions import Action
 
 
@@ -43,6 +45,14 @@ class Row:
     measured_collectives: str = ""   # the same, counted in the run
     analytical_step_s: float = math.nan   # the analytical model calibrated to the profile, beside it
     predicted_sync_wait_frac: float = 0.0  # idle after the rank's own work, waiting on other ranks
+    measured_steps_s: tuple = ()     # per run (one per pass), its timed steps after warm-up (the bootstrap's)
+    predicted_runs_s: tuple = ()     # per run, the prediction of its pass (from that pass's profiles)
+    pooled_with: str = ""            # the planner's pick when it is this very plan: both labels' runs pooled here
+
+    @property
+    def measured_runs_s(self) -> tuple:
+        """Each run's median step (the executor's own step_time_s)."""
+        return tuple(statistics.median(steps) for steps in self.measured_steps_s if steps)
 
     def same_plan(self, other: "Row") -> bool:
         """The same configuration, predicted alike (a set's plan that the planner also picked)."""
@@ -83,20 +93,43 @@ def measured_compute_fraction(measured: dict) -> float:
     return sum(busy.values()) / (len(busy) * measured["step_time_s"])
 
 
+def pooled(rows: list[Row], pick_label: str = "planner") -> tuple[list[Row], list[str]]:
+    """The plans as counted: where the planner's pick is one of the set's own plans (run twice,
+    under two labels), one row for it, its measurement the median over every run of both labels
+    (the two differ by run-to-run noise, not by plan), so that the plan counts once in MAPE and
+    Spearman and the pick is judged by the same number as the plan it equals.  Returns the rows
+    and the labels the pick was pooled into (empty when the pick is a plan of its own)."""
+    pick = next((r for r in rows if r.label == pick_label), None)
+    twins = [r for r in rows if r is not pick and r.same_plan(pick)] if pick is not None else []
+    if not twins:
+        return list(rows), []
+    group = [*twins, pick]
+    steps = tuple(s for r in group for s in r.measured_steps_s)
+    runs = [statistics.median(s) for s in steps if s]
+    times = sorted(runs) if runs else sorted(r.measured_step_s for r in group)
+    merged = replace(twins[0], measured_step_s=statistics.median(times), measured_steps_s=steps,
+                     predicted_runs_s=tuple(p for r in group for p in r.predicted_runs_s),
+                     measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
+                     pooled_with=",".join(r.label for r in group[1:]))
+    out = [merged if r is twins[0] else r for r in rows if all(r is not g for g in group[1:])]
+    return out, [r.label for r in twins]
+
+
 def summary(rows: list[Row], pick_label: str = "planner") -> dict:
+    """The set's accuracy over ``pooled(rows)``: a plan the planner also picked counts once."""
+    rows, same_as = pooled(rows, pick_label)
     step = [abs(r.step_error) for r in rows]
     mem = [abs(r.memory_error) for r in rows if r.measured_peak_bytes]
     rho = spearmanr([1 / r.predicted_step_s for r in rows], [1 / r.measured_step_s for r in rows]).statistic \
         if len(rows) > 2 else math.nan
     best = min(rows, key=lambda r: r.measured_step_s)
-    pick = next((r for r in rows if r.label == pick_label), None)
-    # The pick may be one of the set's own plans, run twice under two labels; the faster of its two
-    # runs is then the pick's measurement, not a better plan (the other is run-to-run noise).
-    twins = [r for r in rows if r is not pick and r.same_plan(pick)] if pick is not None else []
-    if twins:
-        pick = min([pick] + twins, key=lambda r: r.measured_step_s)
+    pick = next((r for r in rows if r.label == pick_label or pick_label in r.pooled_with.split(",")), None)
     analytical = [abs(r.analytical_step_error) for r in rows if not math.isnan(r.analytical_step_s)]
+    bars = plan_errors(rows)
     return {
+        "mape_step_time_ci": bars["mape_step_time_ci"],
+        "mape_step_time_analytical_ci": bars["mape_step_time_analytical_ci"],
+        "error_bars": {k: bars[k] for k in ("n_boot", "seed", "level")},
         "mape_step_time": sum(step) / len(step),
         "max_error_step_time": max(step),
         "mape_step_time_analytical": sum(analytical) / len(analytical) if analytical else math.nan,
@@ -109,21 +142,28 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
         "pick_is_best": bool(pick is not None and pick.measured_step_s <= best.measured_step_s * (1 + 1e-9)),
         "pick_gap_to_best": (pick.measured_step_s / best.measured_step_s - 1) if pick else math.nan,
         "measured_best": best.label,
-        "pick_same_as": [r.label for r in twins],
-        "plans": [r.to_dict() for r in rows],
+        "pick_same_as": same_as,
+        "plans": [{**r.to_dict(), **bars["plans"].get(r.label, {})} for r in rows],
     }
 
 
 def table(rows: list[Row]):
+    """One line per plan as counted (``pooled``): a pick that equals a set's plan is that plan's
+    line, labelled ``plan = planner``."""
     import pandas as pd
 
+    rows, _ = pooled(rows)
+    bars = plan_errors(rows)["plans"]
     show_tp = any(r.tp > 1 for r in rows)
     return pd.DataFrame([{
-        "plan": r.label, "dp": r.dp, "pp": r.pp, **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
+        "plan": r.label + "".join(f" = {p}" for p in r.pooled_with.split(",") if p), "dp": r.dp, "pp": r.pp,
+        **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
         "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
-        "err": f"{r.step_error:+.1%}",
-        "analyt. s": round(r.analytical_step_s, 4), "analyt. err": f"{r.analytical_step_error:+.1%}",
+        "err": f"{r.step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("step_error_ci")),
+        "beyond noise": _beyond(bars.get(r.label, {}).get("step_error_ci")),
+        "analyt. s": round(r.analytical_step_s, 4),
+        "analyt. err": f"{r.analytical_step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("analytical_error_ci")),
         "pred MiB": round(r.predicted_peak_bytes / 2**20, 1),
         "meas MiB": round(r.measured_peak_bytes / 2**20, 1) if r.measured_peak_bytes else None,
         "mem err": f"{r.memory_error:+.1%}" if r.measured_peak_bytes else "",
@@ -135,6 +175,18 @@ def table(rows: list[Row]):
             ("same: " if r.predicted_collectives == r.measured_collectives else "DIFFER: ")
             + f"{r.predicted_collectives} / {r.measured_collectives}"} if show_tp else {}),
     } for r in rows])
+
+
+def _ci_text(ci) -> str:
+    """' [lo, hi]' of a 95% interval in percent, or '' where there is none."""
+    return "" if ci is None or not all(map(math.isfinite, ci)) else f" [{ci[0]:+.1%}, {ci[1]:+.1%}]"
+
+
+def _beyond(ci) -> str:
+    """Whether the error's interval excludes 0 (parsim.report.errorbars.distinguishable)."""
+    if ci is None or not all(map(math.isfinite, ci)):
+        return ""
+    return "yes" if ci[0] > 0 or ci[1] < 0 else "no"
 
 
 _PREDICTED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "workspace_bytes",

@@ -24,10 +24,9 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
 - REDUCE_GRAD bucket k becomes ready part-way through the stage's last backward, when the
   layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
   communication shares the compute engine (gloo on CPU cores), the part that does not hide
-  ((1 - overlap) x its time, overlap measured by profile-comm in the run's dtype, or under the
-  model's own backward by a layer profile of concurrent processes: parsim.profile.grad_sync,
-  for the DDP buckets and for ZeRO-2/3's reduce-scatters apart; below 0 where they also slow the
-  backward) delays the compute stream;
+  ((1 - overlap + contention) x its time: overlap in [0, 1] and contention >= 0 measured on
+  synthetic kernels by profile-overlap, parsim.hardware.interaction; else profile-comm's overlap
+  in the run's dtype, no contention) delays the compute stream;
 - REDUCE_TIED (a tied weight's gradient, Megatron's embedding-gradient all-reduce between the
   first and last stage) waits for the stage's buckets, then for every stage of its group to
   reach its own REDUCE_TIED (a blocking collective), and holds the compute stream while it runs;
@@ -78,8 +77,11 @@ class Costs:
     bucket: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     # bytes a micro-batch keeps for backward on each stage, from its F until its B (W if split)
     saved_bytes: dict[int, float] = field(default_factory=dict)
-    # share of a gradient all-reduce hidden behind compute; the rest delays the compute stream
+    # share of a gradient all-reduce hidden behind compute, in [0, 1]; the rest delays the compute stream
     overlap: float = 1.0
+    # and what running both costs beyond running them in turn, per second of the collective
+    # (parsim.hardware.interaction): it delays the compute stream too
+    contention: float = 0.0
     # inline loading of one micro-batch, on the compute stream before stage 0's forward
     input_s: float = 0.0
     # when the overlapped loader has micro-batch k ready for stage 0's forward (empty: always)
@@ -187,7 +189,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     gather_once = costs.gather_first_microbatch_only
     hooks = _by_kind(costs.hooks_s, schedule.num_stages)
     after_opt = costs.after_optimizer_s
-    overlap = costs.overlap
+    exposed_share = 1.0 - costs.overlap + costs.contention      # of a bucket's time, charged to compute
     rank_of = schedule.rank_of
     F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W
     SEND_F, RECV_F = Kind.SEND_F, Kind.RECV_F
@@ -291,7 +293,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                             start = max(t + frac * d, dp_free[r])
                             dp_free[r] = start + dd
                             buckets_done[s] = max(buckets_done.get(s, 0.0), start + dd)
-                            stolen += (1.0 - overlap) * dd
+                            stolen += exposed_share * dd
                             if keep_records:
                                 records.append((r, Action(s, Kind.REDUCE_GRAD, j), DP, start, start + dd))
                         exposed_r += stolen       # cycles the collectives take, after this backward
@@ -337,7 +339,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 start = max(b_start + frac * b_dur, dp_free[r])
                 dp_free[r] = start + d
                 buckets_done[s] = max(buckets_done.get(s, 0.0), start + d)
-                stolen = (1.0 - overlap) * d
+                stolen = exposed_share * d
                 if stolen:                         # cycles the collective takes from compute:
                     t += stolen                    # exposed communication on this rank
                     exposed_r += stolen

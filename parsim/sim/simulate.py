@@ -18,6 +18,7 @@ from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes
                                 fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
+from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import CP_MODES, ParallelConfig
@@ -87,26 +88,36 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
 
-def grad_sync_overlap(sync: GradSync, cluster: Cluster, group, algorithm: str) -> float:
-    """The gradient buckets' overlap from a profile that measured them under the model's own
-    backward (parsim.profile.grad_sync): its buckets priced over ``group`` as this simulator
-    prices a bucket, and GradSync.overlap of that.  Exact where the plan's dp group is the
-    profile's (dp concurrent profilers on the same machine); for another dp the ratio of added to
-    priced time is carried over as measured.  Gradient buckets only: ZeRO-2/3's reduce-scatters
-    have their own (fsdp_sync_overlap), the other collectives keep the cluster's overlap."""
+def backward_intensity(graph, layer_indices, b: int) -> float:
+    """FLOPs per byte of a micro-batch's backward over ``layer_indices`` (FLOPs = 2 x MACs): its
+    FLOPs over the bytes it moves as the graph counts them, the memory-bound operators' traffic
+    and the saved activations it reads (per sample, times b) plus the parameters read and the
+    gradients written once each.  A proxy for where the backward sits between the synthetic loads
+    profile-overlap measured (a GEMM, a streaming add; parsim.hardware.interaction)."""
+    layers = [graph.layers[i] for i in layer_indices]
+    flops = b * sum(layer.bwd_flops for layer in layers)
+    moved = b * sum(layer.bwd_mem_bytes + layer.saved_bytes for layer in layers) + \
+        2 * sum(layer.param_bytes for layer in layers)
+    return flops / moved if moved > 0 else 1.0
+
+
+def grad_sync_overlap(sync: GradSync, cluster: Cluster, group, algorithm: str) -> tuple[float, float]:
+    """DIAGNOSTIC, not used for pricing: the (overlap, contention) that a profile's measurement of
+    the gradient buckets under the model's own backward (parsim.profile.grad_sync) implies, its
+    buckets priced over ``group`` as this simulator prices a bucket (GradSync.terms), to hold
+    beside what the interaction measured on synthetic kernels gives."""
     priced = sum(collective_time_s(cluster, group, x, "all_reduce", algorithm) for x in sync.bucket_bytes)
-    return sync.overlap(priced)
+    return sync.terms(priced)
 
 
-def fsdp_sync_overlap(sync: FsdpSync, cluster: Cluster, group, algorithm: str) -> float:
-    """ZeRO-2/3's reduce-scatter overlap from a profile that measured them under the model's own
-    backward (parsim.profile.grad_sync.measure_fsdp_sync): its reduce-scatters priced over
-    ``group`` as this simulator prices them, with their FSDP2 host time (Collectives.fsdp_host_s),
-    and FsdpSync.overlap of those.  For another dp or split, the measured share is carried over."""
+def fsdp_sync_overlap(sync: FsdpSync, cluster: Cluster, group, algorithm: str) -> tuple[float, float]:
+    """DIAGNOSTIC, not used for pricing: the (overlap, contention) of ZeRO-2/3's reduce-scatters
+    that a measurement under the model's own backward implies (parsim.profile.grad_sync.
+    measure_fsdp_sync), beside their FSDP2 host time (Collectives.fsdp_host_s; FsdpSync.terms)."""
     colls = cluster.profile.collectives
     host = sum(colls.fsdp_host_s("reduce_scatter", x) for x in sync.reduce_scatter_bytes)
     priced = sum(collective_time_s(cluster, group, x, "reduce_scatter", algorithm) for x in sync.reduce_scatter_bytes)
-    return sync.overlap(host, priced)
+    return sync.terms(host, priced)
 
 
 def tied_reductions(graph, cfg, held: list[set[int]]) -> list[tuple[str, tuple[int, ...], int]]:
@@ -341,16 +352,24 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         tied_s.update((s, (group, secs)) for s in stages)
         n = len(ranks)
         comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
-    sync = getattr(compute, "grad_sync", None)       # a model without the attribute measured none
-    if dp > 1 and zero < 2 and sync is not None:
-        overlap = grad_sync_overlap(sync, cluster, cfg.grad_group(0), algorithm)
-    fsdp_sync = getattr(compute, "fsdp_sync", None)
-    if dp > 1 and zero >= 2 and fsdp_sync is not None:     # the reduce-scatters; the gathers were priced above
-        overlap = fsdp_sync_overlap(fsdp_sync, cluster, cfg.grad_group(0), algorithm)
+    # The gradient all-reduces (ZeRO-2/3: the reduce-scatters) against the compute they run under:
+    # from the interaction profile-overlap measured on synthetic kernels, at the size of replica
+    # 0's buckets and the intensity of its first rank's backward; never from the model's own
+    # workload (a layer profile's grad_sync and fsdp_sync entries are diagnostics only).
+    contention, colls = 0.0, cluster.profile.collectives
+    if dp > 1 and colls.interaction and any(bucket_bytes.get(s) for s in range(S)):
+        sizes = [x for s in range(S) for x in bucket_bytes.get(s, ())]
+        kernels = cluster.device.kernels
+        terms = interaction_at(colls.interaction, "reduce_scatter" if zero >= 2 else "all_reduce",
+                               sum(sizes) / len(sizes), backward_intensity(graph, sorted(cfg.rank_layers(0)), b),
+                               kernels.cpu_threads if kernels is not None and kernels.cpu_threads else 1)
+        if terms is not None:
+            overlap, contention = terms
     saved, w_held, kept = stage_activation_bytes(graph, cfg, b, split)
     lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
                        tuple(sorted(tied_s)))
-    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, tied=tied_s, w_held_bytes=w_held,
+    costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
+                         w_held_bytes=w_held,
                          kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,

@@ -1,0 +1,193 @@
+"""An independent reference for parsim's executor: the same plan, trained by a short hand-written
+torch script, plain ``DistributedDataParallel`` for dp=2 and plain ``torch.distributed.pipelining``
+(PipelineStage + ScheduleGPipe / Schedule1F1B) for pp=2, on 2 gloo ranks with 1 thread each;
+nothing from ``parsim.exec``.  From parsim it takes only the model's definition (its torch module,
+``parsim.model.spec.build_module``) and reads the plan's JSON with ``json``.
+
+    # one plan that parsim validate wrote (runs/validate/<label>.plan.json), 12 steps, 3 warm-up:
+    python benchmarks/reference_torch.py runs/validate/pp2-1f1b-m4.plan.json --steps 12
+    # every 2-rank dp or pp plan of a validate folder, beside parsim's own measurement and prediction:
+    python benchmarks/reference_torch.py --compare runs/validate --steps 12
+
+Each step starts after a barrier, as the executor's do, and a step's time is the slowest rank's;
+the figure is the median over the steps after warm-up.  Optimizer: SGD with momentum 0.9, lr 0.01
+(training.optimizer: momentum) or Adam (lr 1e-3), the executor's settings.  Synthetic inputs:
+images and 10 class labels, or token ids and next tokens.  Differences from the executor, by
+design: DDP's own buckets (25 MiB) and no tied-embedding gradient sync when a pipeline splits the
+GPT's tied embedding and head (the head keeps its own copy), so compare pp=2 on models without
+tied weights (ResNet-50, the held-out models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def units_of(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Named children of the Sequential, a group of same-typed blocks expanded one level (the
+    model zoo's convention for cut units); an ``hf:`` model lists its own (``pipeline_units``)."""
+    if callable(getattr(model, "pipeline_units", None)):
+        return list(model.pipeline_units())
+    units = []
+    for name, child in model.named_children():
+        kids = list(child.children()) if isinstance(child, nn.Sequential) else []
+        if len(kids) > 1 and len({type(k) for k in kids}) == 1 and not isinstance(kids[0], nn.Sequential) \
+                and any(True for _ in kids[0].parameters()):
+            units += [(f"{name}.{i}", k) for i, k in enumerate(kids)]
+        else:
+            units.append((name, child))
+    return units
+
+
+def batch(model_cfg: dict, spec, n: int, step: int):
+    """Synthetic samples: (inputs, targets) for ``n`` samples, the same on every rank for a step."""
+    g = torch.Generator().manual_seed(step)
+    shape = tuple(spec.input.shape)
+    if spec.input.dtype.startswith("int"):
+        vocab = int(spec.graph.layers[-1].output_bytes // 4) // shape[0]     # fp32 logits per sample / T
+        tokens = torch.randint(0, vocab, (n, shape[0] + 1), generator=g)
+        return tokens[:, :-1], tokens[:, 1:]
+    return torch.randn(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def loss_fn(logits, target):
+    return F.cross_entropy(logits.flatten(0, -2).float(), target.flatten())
+
+
+def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup: int, out: str) -> None:
+    from parsim.model.spec import build_module, load_model
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    plan = json.load(open(plan_path))
+    par, m = plan["parallel"], plan["model"]
+    spec = load_model(m["path"])
+    torch.manual_seed(0)
+    model = build_module(spec.source, spec.path)
+    units = units_of(model)
+    if [n for n, _ in units] != m["layers"]:
+        raise SystemExit(f"{plan_path}: the model's units {[n for n, _ in units][:4]}... are not the plan's layers")
+    gb, micro = m["global_batch_size"], par["microbatches"]
+
+    def optimizer(params):
+        return (torch.optim.Adam(params, lr=1e-3) if m["optimizer"] == "adam"
+                else torch.optim.SGD(params, lr=0.01, momentum=0.9))
+
+    if par["pp"] == 1:                                   # dp = world: plain DDP, micro-batches accumulated
+        ddp = nn.parallel.DistributedDataParallel(model)
+        opt = optimizer(ddp.parameters())
+        per_rank = gb // par["dp"]
+
+        def step_fn(x, y):
+            xs, ys = x.chunk(micro), y.chunk(micro)
+            for i, (xi, yi) in enumerate(zip(xs, ys)):
+                ctx = ddp.no_sync() if i < micro - 1 else torch.enable_grad()
+                with ctx:
+                    (loss_fn(ddp(xi), yi) / micro).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    else:                                                # pp = world: PipelineStage + GPipe / 1F1B
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+        a, b = par["bounds"][rank], par["bounds"][rank + 1]
+        stage_mod = nn.Sequential(*[u for _, u in units[a:b]])
+        stage = PipelineStage(stage_mod, rank, par["pp"], torch.device("cpu"))
+        cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[par["schedule"]]
+        sched = cls(stage, micro, loss_fn=loss_fn)
+        opt = optimizer(stage_mod.parameters())
+        per_rank = gb
+
+        def step_fn(x, y):
+            if rank == 0:
+                sched.step(x)
+            elif rank == par["pp"] - 1:
+                sched.step(target=y)
+            else:
+                sched.step()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    times = []
+    for s in range(steps):
+        x, y = batch(m, spec, gb, s)
+        if par["pp"] == 1:
+            x, y = x[rank * per_rank:(rank + 1) * per_rank], y[rank * per_rank:(rank + 1) * per_rank]
+        dist.barrier()
+        t0 = time.perf_counter()
+        step_fn(x, y)
+        times.append(time.perf_counter() - t0)
+    gathered = [None] * world
+    dist.all_gather_object(gathered, times)
+    if rank == 0:
+        slowest = [max(ts) for ts in zip(*gathered)]
+        with open(out, "w") as f:
+            json.dump({"step_times_s": slowest, "step_time_s": statistics.median(slowest[warmup:])}, f)
+    dist.destroy_process_group()
+
+
+def run(plan_path: str, steps: int, warmup: int) -> dict:
+    plan = json.load(open(plan_path))
+    par = plan["parallel"]
+    world = par["dp"] * par["pp"]
+    if world != 2 or (par["dp"] > 1 and par["pp"] > 1) or any(par.get(k, 1) != 1 for k in ("tp", "cp", "chunks")) \
+            or par.get("zero", 0) or par["schedule"] not in ("gpipe", "1f1b"):
+        raise SystemExit(f"{plan_path}: the reference runs dp=2 or pp=2 (GPipe, 1F1B) only")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "out.json")
+        mp.spawn(worker, args=(world, f"file://{os.path.join(d, 'init')}", plan_path, steps, warmup, out), nprocs=world)
+        with open(out) as f:
+            return json.load(f)
+
+
+def compare(folder: str, steps: int, warmup: int) -> None:
+    print(f"{'plan':24} {'predicted s':>12} {'parsim run s':>13} {'reference s':>12} {'parsim/ref':>11}")
+    for plan_path in sorted(glob.glob(os.path.join(folder, "*.plan.json"))):
+        label = os.path.basename(plan_path).removesuffix(".plan.json")
+        par = json.load(open(plan_path))["parallel"]
+        if par["dp"] * par["pp"] != 2 or par["dp"] == par["pp"] or par.get("tp", 1) != 1 or par.get("zero", 0) \
+                or par["schedule"] not in ("gpipe", "1f1b") or par.get("cp", 1) != 1:
+            continue
+        runs = sorted(glob.glob(os.path.join(folder, label, "measured.json"))
+                      + glob.glob(os.path.join(folder, f"{label}.pass*", "measured.json")))
+        measured = statistics.median(json.load(open(p))["step_time_s"] for p in runs) if runs else float("nan")
+        est = json.load(open(plan_path)).get("estimate", {}).get("step_time_s", float("nan"))
+        ref = run(plan_path, steps, warmup)["step_time_s"]
+        print(f"{label:24} {est:12.4f} {measured:13.4f} {ref:12.4f} {measured / ref - 1:+10.1%}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("plan", nargs="?", help="a plan.json (parsim validate writes them to its --out)")
+    ap.add_argument("--compare", metavar="DIR", help="every 2-rank dp or pp plan of a validate folder")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    if args.compare:
+        compare(args.compare, args.steps, args.warmup)
+    elif args.plan:
+        got = run(args.plan, args.steps, args.warmup)
+        print(f"{args.plan}: median step {got['step_time_s']:.4f} s over steps {args.warmup + 1}..{args.steps} "
+              f"(each: {', '.join(f'{t:.4f}' for t in got['step_times_s'])})")
+    else:
+        ap.error("give a plan.json or --compare DIR")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

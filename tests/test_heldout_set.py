@@ -1,0 +1,61 @@
+"""The held-out set (results/heldout/2026-11-27.yaml) builds and simulates: every model loads and
+extracts, its torch module runs one forward on the executor's input kind, and every plan (the
+planner's pick too, kept to the set's sizes as validate keeps it) resolves and simulates.  Nothing
+here runs a plan: the set's figures come only from the runs its rule allows."""
+
+import pytest
+import torch
+
+from parsim.cost.compute import AnalyticalCompute
+from parsim.errors import InputError
+from parsim.exec.data import input_kind
+from parsim.hardware import load_cluster
+from parsim.model.spec import build_module, load_model
+from parsim.sim import simulate
+from parsim.validation import case_microbatch_sizes, default_cases
+from parsim.validation_sets import load_plan_set
+
+SET = "results/heldout/2026-11-27.yaml"
+HELD = load_plan_set(SET)
+DEVELOPMENT_SIZES = {1, 2, 4, 8, 16, 32}      # the sizes profiled in development (ResNet-50, the GPT)
+
+
+def test_the_set_is_frozen_with_its_date_and_rule():
+    assert HELD.name == "heldout-2026-11-27" and HELD.date == "2026-11-27"
+    assert "new held-out set" in HELD.rule and "once per model change" in HELD.rule
+    assert len(HELD.models) == 4
+
+
+@pytest.mark.parametrize("path", [p for p, _ in HELD.models])
+def test_each_model_builds_runs_a_forward_and_every_plan_simulates(path):
+    spec = load_model(path)
+    cluster = load_cluster("local-cpu")
+    sizes = case_microbatch_sizes(spec, SET)
+    assert sizes and not set(sizes) & DEVELOPMENT_SIZES
+    kind = input_kind(spec)
+    torch.manual_seed(0)
+    module = build_module(spec.source, spec.path)
+    if kind[0] == "tokens":
+        _, seq, vocab = kind
+        assert module(torch.randint(0, vocab, (2, seq))).shape == (2, seq, vocab)
+    else:
+        assert module(torch.randn(2, 3, kind[1], kind[1])).shape == (2, 10)
+    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
+    skipped = []
+    cases = default_cases(spec, cluster, compute, SET, skipped, profiled_sizes=tuple(sizes))
+    assert skipped == []
+    assert [c.label for c in cases] == [p.label for p in HELD.plans_for(path)] + ["planner"]
+    batch = spec.training.global_batch_size
+    for case in cases:
+        assert case.config.microbatch_size(batch) in sizes
+        est = simulate(spec.graph, spec.training, cluster, case.config, compute, keep_timeline=False)
+        assert est.step_time_s > 0
+
+
+def test_a_model_the_set_does_not_hold_is_one_line(tmp_path):
+    with pytest.raises(InputError, match=r"2026-11-27.yaml: models: no entry for examples/gpt_tiny_local.yaml"):
+        HELD.plans_for("examples/gpt_tiny_local.yaml")
+    bad = tmp_path / "s.yaml"
+    bad.write_text("name: s\ndate: 2026-11-27\nrule: r\nmodels:\n  - model: m.yaml\n    plans: [{label: planner}]\n")
+    with pytest.raises(InputError, match=r"models\[0\]\.plans: labels must be unique and not 'planner'"):
+        load_plan_set(str(bad))
