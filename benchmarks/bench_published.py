@@ -52,8 +52,12 @@ def main() -> None:
     errors = {}
     for f, p, use in rows(args.figures, args.only):
         unit = "img/s" if f.metric == "samples_per_s" else "TF/GPU"
-        mark = "excluded: " + f.excluded if f.excluded else ("ok" if abs(p.error) <= f.tolerance else
-                                                               f"MISS (held within {f.held_within:.0%}: {f.note})")
+        if f.excluded:
+            mark = "excluded: " + f.excluded
+        elif abs(p.error) <= f.tolerance:
+            mark = "ok"
+        else:
+            mark = "MISS" + (f" (held within {f.miss_within:.0%}: {f.note})" if f.miss_within is not None else "")
         print(f"{f.id:<27} {f.profile + ' ' + p.config:<58} {f.measured:>9.1f} {p.predicted:>9.1f} {p.error:>+7.1%} "
               f"{f.tolerance:>4.0%}  {use}, {mark} ({unit})")
         if not f.excluded:

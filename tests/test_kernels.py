@@ -189,7 +189,8 @@ def test_engines_carry_their_own_efficiency_and_the_nchw_transposes():
         ("fp32", ex.vector_gemm_efficiency, False)
     assert not engines(A100, MathMode("fp16", channels_last=True))["conv"].nchw_transposes
     v100 = engines(V100, MathMode("fp32"))["conv"]          # Volta: fp32 convolutions on CUDA cores, NCHW native
-    assert (v100.dtype, v100.efficiency, v100.nchw_transposes) == ("fp32", V100.kernels.vector_gemm_efficiency, False)
+    assert (v100.dtype, v100.efficiency, v100.nchw_transposes) == ("fp32", V100.kernels.vector_conv_efficiency, False)
+    assert engines(V100, MathMode("fp32"))["matmul"].efficiency == V100.kernels.vector_gemm_efficiency
     assert engines(V100, MathMode("fp16"))["conv"].nchw_transposes
     # a device with one engine (a CPU profile lists fp32 only): its GEMM efficiency, whatever else is set
     cpu = replace(load_cluster("local-cpu:1x1").device,

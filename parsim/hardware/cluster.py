@@ -441,6 +441,7 @@ def _kernel_execution(k: Fields) -> KernelExecution:
     ex = KernelExecution(compute_units=k.positive_int("compute_units", 1), tiles=tuple((t[0], t[1]) for t in tiles),
                          gemm_efficiency=k.fraction("gemm_efficiency", 1.0),
                          conv_efficiency=k.fraction("conv_efficiency", None),
+                         vector_conv_efficiency=k.fraction("vector_conv_efficiency", None),
                          k_half=k.get("k_half", (int, float), 0.0),
                          m_half=k.get("m_half", (int, float), 0.0),
                          conv_k_half=k.get("conv_k_half", (int, float), 0.0),

@@ -57,6 +57,9 @@ class KernelExecution:
     # kernels are not cuBLAS's: one number cannot price both a CNN and a transformer); None:
     # gemm_efficiency.  Fitted end to end by `parsim calibrate --published` (the profile says on what)
     conv_efficiency: float | None = None
+    # ... and on the vector units (fp32 convolutions on CUDA cores, Volta's only fp32 path); None:
+    # vector_gemm_efficiency
+    vector_conv_efficiency: float | None = None
     k_half: float = 0.0                   # reduction length at which a GEMM runs at half that
     m_half: float = 0.0                   # rows (M) at which a GEMM runs at half that; 0: rows never limit
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)

@@ -35,6 +35,7 @@ FITTABLE = {
     "device.kernels.conv_efficiency": (0.02, 1.0),
     "device.kernels.gemm_efficiency": (0.02, 1.0),
     "device.kernels.vector_gemm_efficiency": (0.02, 1.0),
+    "device.kernels.vector_conv_efficiency": (0.02, 1.0),
     "device.memory_efficiency": (0.05, 1.0),
     "device.kernels.launch_us": (0.0, 100.0),
     "device.kernels.host_dispatch_us": (0.0, 500.0),
@@ -42,7 +43,8 @@ FITTABLE = {
     "collective.latency_us": (0.0, 1000.0),
 }
 # Where a fitted field is absent from the file, the field whose value it starts from.
-FALLBACK = {"device.kernels.conv_efficiency": "device.kernels.gemm_efficiency"}
+FALLBACK = {"device.kernels.conv_efficiency": "device.kernels.gemm_efficiency",
+            "device.kernels.vector_conv_efficiency": "device.kernels.vector_gemm_efficiency"}
 
 
 def _initial(text: str, field: str, where: str) -> float:
