@@ -84,3 +84,18 @@ def test_calibrate_published_fits_the_named_field_and_writes_its_provenance(tmp_
     assert new == old and 0.02 <= fitted <= 1.0
     figure = load_figures("results/published/figures.yaml").by_id("dle-rn50-v100-fp32-1gpu")
     assert price(figure, load_profile(out)).error == pytest.approx(0.0, abs=2e-3)
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "dgx1-v100"])
+def test_a_layer_profile_calibration_keeps_the_end_to_end_convolution_efficiencies(tmp_path, name):
+    """`parsim calibrate PROFILE.json` (layer timings) writes a whole profile: the convolution
+    efficiencies fitted end to end come through it unchanged."""
+    from parsim.hardware import load_cluster
+    from parsim.profile.calibrate import profile_yaml
+
+    cluster = load_cluster(name)
+    out = tmp_path / "p.yaml"
+    out.write_text(profile_yaml(cluster.profile, cluster.device, "x.json"))
+    ex, got = cluster.device.kernels, load_profile(out).device.kernels
+    assert (got.conv_efficiency, got.vector_conv_efficiency) == (ex.conv_efficiency, ex.vector_conv_efficiency)
+    assert ex.conv_efficiency is not None
