@@ -390,6 +390,13 @@ def cmd_calibrate(args) -> int:
     from parsim.report.cli_text import calibrate_lines
 
     check_output(args.output, "-o")
+    if args.published:
+        return _calibrate_published(args)
+    if args.profile is None or args.model is None:
+        raise InputError("calibrate: give a layer profile and --model (fit to layer timings), or --published "
+                         "FIGURES.yaml (fit to published end-to-end figures)")
+    if args.fit or args.rows:
+        raise InputError("calibrate: --fit and --rows go with --published FIGURES.yaml")
     spec = load_model(args.model)
     cluster = load_cluster(args.cluster)
     table = load_profile_table(args.profile)
@@ -401,6 +408,46 @@ def cmd_calibrate(args) -> int:
         return 0
     _print_lines(calibrate_lines(cluster.profile.name, args.profile, report))
     if args.output:
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _calibrate_published(args) -> int:
+    """``parsim calibrate --published FIGURES --cluster PROFILE -o OUT``: fit the fields the
+    figures file's calibration section names for PROFILE (or --fit) on its rows (or --rows), and
+    write the profile with them and their provenance (parsim.profile.fit_published)."""
+    import shlex
+
+    from parsim.fileio import write_text
+    from parsim.hardware.cluster import profile_path
+    from parsim.profile.fit_published import fit_profile, provenance
+    from parsim.profile.published import load_figures
+
+    if args.profile is not None or args.model is not None:
+        raise InputError("calibrate --published: a layer profile and --model belong to the other mode; drop them")
+    figures = load_figures(args.published)
+    name = args.cluster
+    if ":" in name or name.endswith((".yaml", ".yml", ".json")):
+        raise InputError(f"--cluster {name}: with --published, name a shipped profile (e.g. dgx-a100)")
+    source = profile_path(name)
+    cal = figures.calibration(name)
+    fields = tuple(args.fit.split(",")) if args.fit else (cal.fit if cal else ())
+    rows = tuple(args.rows.split(",")) if args.rows else (cal.rows if cal else ())
+    if not fields or not rows:
+        raise InputError(f"{args.published}: calibration.{name}: missing; add fit: and rows: for {name}, or give "
+                         "--fit and --rows")
+    text, values, priced = fit_profile(figures, source, name, fields, rows)
+    command = "parsim calibrate --published " + shlex.join([args.published, "--cluster", name]
+                                                           + (["--fit", args.fit] if args.fit else [])
+                                                           + (["--rows", args.rows] if args.rows else [])
+                                                           + (["-o", args.output] if args.output else []))
+    for field, value in values.items():
+        print(f"{name}: {field} = {value:.4g}")
+    for p in priced:
+        print(f"  {p.figure.id}: measured {p.figure.measured:g} {p.figure.metric}, predicted {p.predicted:.4g} "
+              f"({p.error:+.1%})")
+    if args.output:
+        write_text(args.output, provenance(text, values, priced, args.published, command))
         print(f"wrote {args.output}")
     return 0
 
@@ -511,11 +558,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile_data)
 
-    p = sub.add_parser("calibrate", help="fit the analytical model's efficiencies to a layer profile")
-    p.add_argument("profile", help="layer profile from `parsim profile`")
-    p.add_argument("--model", required=True, help="the model.yaml the profile measured")
+    p = sub.add_parser("calibrate", help="fit the analytical model's efficiencies to a layer profile, or a "
+                                         "hardware profile's fields to published end-to-end figures (--published)")
+    p.add_argument("profile", nargs="?", help="layer profile from `parsim profile`")
+    p.add_argument("--model", help="the model.yaml the profile measured")
     p.add_argument("--cluster", default="local-cpu", help="the profile whose device to calibrate")
     p.add_argument("-o", "--output", help="write the calibrated cluster profile YAML")
+    p.add_argument("--published", metavar="FIGURES", help="a published-figures YAML (results/published/figures.yaml): "
+                                                          "fit the fields its calibration section names for --cluster")
+    p.add_argument("--fit", help="with --published: comma-separated profile fields to fit, instead of the file's")
+    p.add_argument("--rows", help="with --published: comma-separated figure ids to fit on, instead of the file's")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_calibrate)
 

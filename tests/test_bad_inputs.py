@@ -78,6 +78,22 @@ def _profile(**changes) -> str:
     return json.dumps({**LAYER_PROFILE, **changes})
 
 
+FIGS = """schema_version: 1
+sources: {dle: "a citation"}
+figures:
+  - id: a100-amp
+    source: dle
+    row: "1 GPU"
+    model: {model: resnet50, training: {global_batch_size: 8, dtype: fp16}}
+    cluster: {profile: dgx-a100, nodes: 1, devices_per_node: 1}
+    parallel: {dp: 1}
+    measured: {samples_per_s: 2470}
+    tolerance: 0.1
+calibration:
+  dgx-a100: {fit: [device.kernels.conv_efficiency], rows: [a100-amp]}
+"""
+
+
 def case(name, argv, files, words):
     """argv: a command line with {d} for the test's folder; files: name -> text or bytes."""
     return pytest.param(argv.split(), files, words, id=name)
@@ -279,6 +295,24 @@ CASES = [
          {"m.yaml": "training: {global_batch_size: ", "lp.json": _profile()}, ["m.yaml", "YAML", "truncated"]),
     case("calibrate: output folder missing", f"calibrate {D}/lp.json --model {D}/m.yaml -o {D}/no/c.yaml",
          {**M, "lp.json": _profile()}, ["-o", "no/c.yaml", "does not exist"]),
+    case("calibrate --published: fitted field unknown", f"calibrate --published {D}/f.yaml --cluster dgx-a100",
+         {"f.yaml": FIGS.replace("device.kernels.conv_efficiency", "device.kernels.tiles")},
+         ["f.yaml", "calibration.dgx-a100.fit", "device.kernels.tiles", "choose among"]),
+    case("calibrate --published: row of another profile", f"calibrate --published {D}/f.yaml --cluster dgx-a100",
+         {"f.yaml": FIGS.replace("profile: dgx-a100", "profile: dgx1-v100")},
+         ["f.yaml", "calibration.dgx-a100.rows", "dgx1-v100"]),
+    case("calibrate --published: source not listed", f"calibrate --published {D}/f.yaml --cluster dgx-a100",
+         {"f.yaml": FIGS.replace("source: dle", "source: nvidia")}, ["f.yaml", "figures[0].source", "nvidia"]),
+    case("calibrate --published: no metric", f"calibrate --published {D}/f.yaml --cluster dgx-a100",
+         {"f.yaml": FIGS.replace("samples_per_s: 2470", "images_per_s: 2470")},
+         ["f.yaml", "figures[0].measured", "samples_per_s"]),
+    case("calibrate --published: bad model arg", f"calibrate --published {D}/f.yaml --cluster dgx-a100",
+         {"f.yaml": FIGS.replace("model: resnet50,", "model: resnet50, args: {image_size: -3},")},
+         ["f.yaml", "figures[0].model.args.image_size", "positive"]),
+    case("calibrate --published: no calibration for the profile", f"calibrate --published {D}/f.yaml --cluster dgx-h100",
+         {"f.yaml": FIGS}, ["f.yaml", "calibration.dgx-h100", "missing"]),
+    case("calibrate --published: with a layer profile", f"calibrate {D}/lp.json --published {D}/f.yaml",
+         {"f.yaml": FIGS, "lp.json": _profile()}, ["--model", "drop them"]),
     case("validate: binary model", f"validate {D}/m.yaml --out {D}/v", {"m.yaml": BINARY}, ["m.yaml", "not a text file"]),
     case("validate: binary cluster", f"validate {D}/m.yaml --cluster {D}/p.yaml --out {D}/v", {**M, "p.yaml": BINARY},
          ["p.yaml", "not a text file", "hardware profile"]),

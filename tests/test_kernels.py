@@ -169,20 +169,28 @@ def test_tf32_prices_fp32_convolutions_at_the_tensor_core_rate(resnet):
     channels_last = MathMode("fp32", channels_last=True)     # no layout transposes: the rate alone
     tf32 = AnalyticalCompute(A100, "fp32", channels_last).layer_time_s(conv_heavy, "F", 256)
     plain = AnalyticalCompute(A100, "fp32", replace(channels_last, tf32_conv=False)).layer_time_s(conv_heavy, "F", 256)
-    assert plain > 2 * tf32
+    # the rates: TF32 156 TFLOP/s at the A100's calibrated convolution efficiency (0.39, results/
+    # published/figures.yaml) against fp32 19.5 at 1.0, 3.1x; the block's memory-bound kernels
+    # (batch norms, ReLUs, the add) take the same time in both, so the layer gains less (1.98x)
+    assert plain > 1.5 * tf32
     assert math.isfinite(tf32)
 
 
 def test_engines_carry_their_own_efficiency_and_the_nchw_transposes():
     a100 = engines(A100, MathMode("fp32"))
     ex = A100.kernels
-    assert (a100["conv"].dtype, a100["conv"].efficiency, a100["conv"].nchw_transposes) == ("tf32", ex.gemm_efficiency, True)
+    assert (a100["conv"].dtype, a100["conv"].efficiency, a100["conv"].nchw_transposes) == ("tf32", ex.conv_efficiency, True)
+    fp16 = engines(A100, MathMode("fp16"))     # on the tensor cores: a convolution's own efficiency, the GEMMs' theirs
+    assert (fp16["conv"].efficiency, fp16["matmul"].efficiency) == (ex.conv_efficiency, ex.gemm_efficiency)
+    without = replace(A100, kernels=replace(ex, conv_efficiency=None))     # none in the profile: the GEMMs'
+    assert engines(without, MathMode("fp16"))["conv"].efficiency == ex.gemm_efficiency
     # fp32 matmuls stay on the CUDA cores (TF32 off for matmul): the vector efficiency, no layout cost
     assert (a100["matmul"].dtype, a100["matmul"].efficiency, a100["matmul"].nchw_transposes) == \
         ("fp32", ex.vector_gemm_efficiency, False)
     assert not engines(A100, MathMode("fp16", channels_last=True))["conv"].nchw_transposes
     v100 = engines(V100, MathMode("fp32"))["conv"]          # Volta: fp32 convolutions on CUDA cores, NCHW native
-    assert (v100.dtype, v100.efficiency, v100.nchw_transposes) == ("fp32", V100.kernels.vector_gemm_efficiency, False)
+    assert (v100.dtype, v100.efficiency, v100.nchw_transposes) == ("fp32", V100.kernels.vector_conv_efficiency, False)
+    assert engines(V100, MathMode("fp32"))["matmul"].efficiency == V100.kernels.vector_gemm_efficiency
     assert engines(V100, MathMode("fp16"))["conv"].nchw_transposes
     # a device with one engine (a CPU profile lists fp32 only): its GEMM efficiency, whatever else is set
     cpu = replace(load_cluster("local-cpu:1x1").device,

@@ -41,6 +41,12 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       host_samples_per_s: 12000                # per node, shared by the node's input-reading devices
       sample_elements: 150528                  # optional: the input it is for (3 x 224 x 224); others unpriced
     # or, for a loader inline in the training process:  {overlap: false, per_sample_s: 2.0e-4}
+    calibrated:                                # optional provenance of `parsim calibrate --published`
+      command: "parsim calibrate --published results/published/figures.yaml --cluster ..."
+      figures_file: results/published/figures.yaml
+      date: "2026-11-27"
+      fields: {device.kernels.conv_efficiency: 0.52}   # the fitted fields, set above in the file
+      rows: ["<figure id>: <source, row, measured value, fitted prediction>"]
 
 A profile may start from another in the same folder: ``extends: dgx-h100`` takes that file's
 sections, and each top-level key given here replaces the base's whole key (``network:`` all of it).
@@ -448,6 +454,8 @@ def _kernel_execution(k: Fields) -> KernelExecution:
         raise k.fail("tiles", "expected a list of [rows, columns] of positive integers, e.g. [[256, 128], [128, 128]]")
     ex = KernelExecution(compute_units=k.positive_int("compute_units", 1), tiles=tuple((t[0], t[1]) for t in tiles),
                          gemm_efficiency=k.fraction("gemm_efficiency", 1.0),
+                         conv_efficiency=k.fraction("conv_efficiency", None),
+                         vector_conv_efficiency=k.fraction("vector_conv_efficiency", None),
                          k_half=k.get("k_half", (int, float), 0.0),
                          m_half=k.get("m_half", (int, float), 0.0),
                          conv_k_half=k.get("conv_k_half", (int, float), 0.0),
@@ -682,6 +690,13 @@ def load_profile(path: str | os.PathLike) -> Profile:
         recorded = Machine(cpu_model=prov.get("cpu_model", str, ""), torch=prov.get("torch", str, ""))
         prov.done()
         warn_if_elsewhere(recorded, path)
+    if r.has("calibrated"):      # provenance written by `parsim calibrate --published`
+        cal = r.sub("calibrated")
+        for key in ("command", "figures_file", "date"):
+            cal.get(key, str, "")
+        cal.get("fields", dict, {})
+        cal.get("rows", list, [])
+        cal.done()
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),

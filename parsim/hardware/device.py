@@ -53,6 +53,13 @@ class KernelExecution:
     compute_units: int = 1                # SMs, AI cores, or CPU cores per rank
     tiles: tuple[tuple[int, int], ...] = ((1, 1),)   # output tiles (rows, columns) a library chooses among
     gemm_efficiency: float = 1.0          # fraction of peak a large, well-shaped GEMM reaches
+    # fraction of peak a large convolution reaches on the matrix engine (cuDNN's implicit-GEMM
+    # kernels are not cuBLAS's: one number cannot price both a CNN and a transformer); None:
+    # gemm_efficiency.  Fitted end to end by `parsim calibrate --published` (the profile says on what)
+    conv_efficiency: float | None = None
+    # ... and on the vector units (fp32 convolutions on CUDA cores, Volta's only fp32 path); None:
+    # vector_gemm_efficiency
+    vector_conv_efficiency: float | None = None
     k_half: float = 0.0                   # reduction length at which a GEMM runs at half that
     m_half: float = 0.0                   # rows (M) at which a GEMM runs at half that; 0: rows never limit
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)

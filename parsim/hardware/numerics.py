@@ -25,9 +25,11 @@ precision mode).  Resolved once per cost model, never tested in ``if`` chains el
 
 An ``Engine`` also carries what the kernel model needs beyond the peak:
 
-- its large-GEMM efficiency.  A device with a matrix engine (tensor cores, the Cube) runs fp32
-  GEMMs on its vector units when no TF32 or fp16 path is taken; those reach a different fraction
-  of their own peak (``kernels.vector_gemm_efficiency``) than the matrix engine does
+- its large-GEMM efficiency (a convolution's: ``kernels.conv_efficiency`` on the matrix engine,
+  ``kernels.vector_conv_efficiency`` on the vector units, where the profile has them).  A device
+  with a matrix engine (tensor cores, the Cube) runs fp32 GEMMs on its vector units when no TF32
+  or fp16 path is taken; those reach a different fraction of their own peak
+  (``kernels.vector_gemm_efficiency``) than the matrix engine does
   (``kernels.gemm_efficiency``).  A device with one engine (a CPU profile) has one efficiency.
 - whether a convolution pays layout transposes.  NVIDIA's tensor cores take NHWC; torch's default
   memory format is NCHW (contiguous), and cuDNN then transposes the activations into NHWC and
@@ -103,6 +105,9 @@ def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
         eff = 1.0
         if ex is not None:
             eff = ex.vector_gemm_efficiency if vector and ex.vector_gemm_efficiency is not None else ex.gemm_efficiency
+            conv = ex.vector_conv_efficiency if vector else ex.conv_efficiency
+            if klass == "conv" and conv is not None:
+                eff = conv
         transposes = (ex is not None and ex.nhwc_matrix_engine and not vector and klass == "conv"
                       and not mode.channels_last)
         out[klass] = Engine(dtype, device.peak(dtype), eff, transposes)

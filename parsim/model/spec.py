@@ -295,7 +295,13 @@ def _stage_assignment(mapping: Fields, names: list[str]) -> tuple[int, ...]:
 def load_model(path: str | os.PathLike) -> ModelSpec:
     """Read and check a model.yaml, extract its LayerGraph on the meta device."""
     path = os.fspath(path)
-    r = Fields(load_file(path, "a model.yaml"), path)
+    return model_from_mapping(load_file(path, "a model.yaml"), path)
+
+
+def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
+    """A model.yaml's mapping, read from ``path`` (at ``prefix`` within it, e.g. ``figures[3].model.``,
+    for a model written inline in another file: errors name both), checked and extracted."""
+    r = Fields(raw, path, prefix)
     r.schema_version(SCHEMA_VERSION)
     name = r.get("name", str, os.path.splitext(os.path.basename(path))[0])
 
@@ -350,7 +356,7 @@ def load_model(path: str | os.PathLike) -> ModelSpec:
         args = r.get("args", dict, {})
         if kind == "model":
             target = r.get("model", str)
-            factory, input_spec = _builtin(target, Fields(args, path, "args."))
+            factory, input_spec = _builtin(target, Fields(args, path, f"{prefix}args."))
             source = ModelSource("builtin", target, _freeze(args))
         elif kind == "hf":
             factory, input_spec, source = _hf(r, Fields(args, path, "args."), path)

@@ -233,6 +233,10 @@ def profile_yaml(profile, device: Device, source: str) -> str:
                   f"    compute_units: {ex.compute_units}",
                   f"    tiles: {[list(t) for t in ex.tiles]}",
                   f"    gemm_efficiency: {ex.gemm_efficiency:.4f}   # *",
+                  *([f"    conv_efficiency: {ex.conv_efficiency:.4g}   # from {profile.source or profile.name}"]
+                    if ex.conv_efficiency is not None else []),
+                  *([f"    vector_conv_efficiency: {ex.vector_conv_efficiency:.4g}   # from {profile.source or profile.name}"]
+                    if ex.vector_conv_efficiency is not None else []),
                   f"    k_half: {ex.k_half:.4g}   # *",
                   f"    launch_us: {ex.launch_s * 1e6:.4g}   # *",
                   f"    host_dispatch_us: {ex.host_dispatch_s * 1e6:.4g}",
