@@ -119,11 +119,13 @@ def comm_bytes_line(est, what: str = "bytes moved per step") -> str:
                                     sorted(est.comm_bytes, key=LINK_CLASSES.index))
 
 
-def candidate_row(cand, cap_bytes: float) -> dict:
-    """A planner candidate as a row of the ranked table (strings as shown)."""
+def candidate_row(cand, cap_bytes: float, world: int = 0) -> dict:
+    """A planner candidate as a row of the ranked table (strings as shown); ``devices``: the
+    devices the plan uses of the cluster's ``world`` (fewer where the rest idle)."""
     c, e = cand.config, cand.estimate
     return {"": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}",
-            "cp": c.cp, "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
+            "cp": c.cp, "devices": f"{c.world_size}/{world or c.world_size}",
+            "recompute": "yes" if c.recompute else "", "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -134,6 +136,7 @@ def candidate_row(cand, cap_bytes: float) -> dict:
 def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp,
+            "devices": c.world_size,
             "recompute": c.recompute, "zero": c.zero, "microbatches": c.microbatches,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
@@ -149,6 +152,8 @@ def plan_result_json(result, plan: dict, strategies: list[dict], models) -> dict
             "candidates": [candidate_json(c) for c in result.ranked],
             "pareto": [candidate_json(c) for c in result.pareto],
             "manual": candidate_json(result.manual) if result.manual else None,
+            "world_size": result.world_size,
+            "all_devices": candidate_json(result.all_devices) if result.all_devices else None,
             "explanation": list(result.explanation),
             "profile_coverage": {p: m.coverage().describe() for p, m in models if hasattr(m, "coverage")}}
 
@@ -160,13 +165,23 @@ def plan_header(spec, cluster, result) -> str:
             f"{result.simulated} in {result.search_time_s:.2f} s")
 
 
+def shown_candidates(result) -> list:
+    """The ranked table's candidates, row by row: the ranked ones; where the pick leaves devices
+    idle, the best plan on all of them unless ranked already; then the model.yaml split's."""
+    extra = result.all_devices
+    if extra is not None and any(c.key() == extra.key() for c in result.ranked):
+        extra = None
+    return list(result.ranked) + ([extra] if extra else []) + ([result.manual] if result.manual else [])
+
+
 def plan_rows(result) -> list[dict]:
-    """The ranked table's rows: the pick (*), the rest by rank, then the model.yaml split's."""
-    rows = [candidate_row(c, result.capacity_bytes) for c in result.ranked]
-    for i, row in enumerate(rows):
+    """The ranked table's rows (shown_candidates): the pick (*), the rest by rank, the best on all
+    devices ("all N") where the pick uses fewer, then the model.yaml split's (manual)."""
+    rows = [candidate_row(c, result.capacity_bytes, result.world_size) for c in shown_candidates(result)]
+    for i, row in enumerate(rows[:len(result.ranked)]):
         row[""] = "*" if i == 0 else str(i + 1)
-    if result.manual:
-        rows.append(candidate_row(result.manual, result.capacity_bytes))
+    if result.all_devices is not None and len(rows) > len(result.ranked) + bool(result.manual):
+        rows[len(result.ranked)][""] = f"all {result.world_size}"
     return rows
 
 
@@ -180,8 +195,7 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     with pd.option_context("display.width", 250):
         lines.append(pd.DataFrame(rows).to_string(index=False))
     lines.append("splits:")
-    shown = list(result.ranked) + ([result.manual] if result.manual else [])
-    for row, cand in zip(rows, shown):
+    for row, cand in zip(rows, shown_candidates(result)):
         lines.append(f"  {row['']:>6}: {cand.config.describe_split(spec.graph.names)}")
     lines.extend(result.explanation)
     if result.chosen.estimate.comm_bytes:
@@ -200,6 +214,31 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
             f"dp={c.config.dp} pp={c.config.pp}{f' cp={c.config.cp}' if c.config.cp > 1 else ''} "
             f"m={c.config.microbatches} {c.config.schedule} "
             f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
+    return lines
+
+
+def run_summary_lines(out: dict, folder: str) -> list[str]:
+    """``parsim run``'s last lines: the measured step and peak memory against the plan's
+    prediction (measured.json's ``predicted``, parsim.exec.train.predicted_against_measured)."""
+    p = out["predicted"]
+    timed = [t for t in out["step_times_s"][out["warmup"]:] if t == t]
+    if p["measured_step_time_s"] is None:
+        step = (f"step time: not measured: all {out['steps']} step(s) were warm-up (--warmup {out['warmup']}); "
+                f"run with --steps {out['warmup'] + 1} or more")
+    else:
+        step = (f"step time: measured {human_time(p['measured_step_time_s'])} (median of {len(timed)} step(s) after "
+                f"{out['warmup']} warm-up)")
+        if p["step_time_s"] is not None:
+            step += f", predicted {human_time(p['step_time_s'])}, error {p['step_time_error']:+.1%}"
+    mem = ("peak memory: not measured" if p["measured_peak_memory_bytes"] is None else
+           f"peak memory (fullest rank): measured {human_bytes(p['measured_peak_memory_bytes'])}")
+    if p["peak_memory_bytes"] is not None and p["peak_memory_error"] is not None:
+        mem += f", predicted {human_bytes(p['peak_memory_bytes'])}, error {p['peak_memory_error']:+.1%}"
+    lines = [f"summary ({out['world_size']} ranks, {out['backend']} on {out['device']}): {step}; {mem}"]
+    if not p["same_cluster"]:
+        lines.append(f"note: the prediction is for {p['cluster']}, not this machine (run under --force); plan for "
+                     "this machine to compare")
+    lines.append(f"wrote {folder}/measured.json and measured_trace.json")
     return lines
 
 
