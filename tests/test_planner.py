@@ -195,12 +195,20 @@ def test_where_fewer_devices_win_the_best_plan_on_all_of_them_is_shown_beside(ci
     assert [x[""] for x in plan_rows(wide)][-1] == "manual" and len(plan_rows(wide)) == 11
 
 
-def test_a_pick_on_every_device_says_nothing_of_idle_ones():
+def test_the_quick_start_plans_the_seeds_scenario_on_every_device(tmp_path, capsys):
+    """README's quick start: the seeds' ResNet-50 on CIFAR-10 resized to 224 px, 32 samples per
+    device on 8 Ascend 910s, an fp32 graph under CANN's allow_fp32_to_fp16, on the default
+    cluster; its pick uses all 8 devices, so nothing is said of idle ones."""
     spec = load_model("examples/resnet50_cifar10_seeds.yaml")
-    cluster = load_cluster("ascend910:1x8")
-    r = plan(spec, cluster, _compute(cluster, spec), Constraints(top=3), progress=False)
-    assert r.chosen.config.world_size == 8 and r.all_devices is None
-    assert not any("idle" in line for line in r.explanation)
+    assert tuple(spec.input.shape) == (3, 224, 224) and spec.training.global_batch_size == 32 * 8
+    assert spec.training.dtype == "fp32" and spec.training.ascend_precision_mode == "allow_fp32_to_fp16"
+    out = tmp_path / "plan.json"
+    assert main(["plan", "examples/resnet50_cifar10_seeds.yaml", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("resnet50-cifar10-seeds on ascend910:1x8 (8 devices, global batch 256)")
+    pick = next(line for line in printed.splitlines() if line.lstrip().startswith("*"))
+    assert " 8/8 " in pick and "idle" not in printed
+    assert json.loads(out.read_text())["cluster"] == {"spec": "ascend910:1x8", "world_size": 8}
 
 
 def test_memory_cap_changes_the_plan_and_is_respected(cifar):

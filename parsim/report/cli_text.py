@@ -211,8 +211,10 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
             lines.append(f"  ... {len(strategies) - 12} more (--json lists all)")
     if len(result.pareto) > 1:
         lines.append("pareto (throughput vs peak memory): " + "; ".join(
-            f"dp={c.config.dp} pp={c.config.pp}{f' cp={c.config.cp}' if c.config.cp > 1 else ''} "
-            f"m={c.config.microbatches} {c.config.schedule} "
+            f"dp={c.config.dp} pp={c.config.pp}{f' tp={c.config.tp}' if c.config.tp > 1 else ''}"
+            f"{f' cp={c.config.cp}' if c.config.cp > 1 else ''}{f' zero={c.config.zero}' if c.config.zero else ''}"
+            f"{' recompute' if c.config.recompute else ''} m={c.config.microbatches} {c.config.schedule} "
+            f"{f'({c.config.world_size}/{result.world_size} devices) ' if c.config.world_size < result.world_size else ''}"
             f"{c.estimate.throughput_samples_per_s:,.0f}/s {c.peak_memory_bytes / 2**30:.2f} GiB" for c in result.pareto))
     return lines
 
