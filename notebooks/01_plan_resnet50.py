@@ -23,13 +23,18 @@
 # 4. compare the seeds' hand split (head..layer2 | layer3..fc) with the planner's split.
 #
 # Every number comes from the simulator (`parsim.sim.simulate`) with the analytical cost model.
-# Run it from the repository root. Outputs are kept cleared so the file diffs cleanly; the test
-# suite runs every cell (`tests/test_notebooks.py`).
+# It runs from any folder of the checkout (`jupyter execute notebooks/01_plan_resnet50.ipynb`, or
+# JupyterLab, which starts the kernel in `notebooks/`): the first cell finds the repository root.
+# The outputs shipped with it come from `python -m parsim.report.notebooks`, and the test suite
+# checks they are current (`tests/test_notebooks.py`).
 
 # %%
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
+import parsim
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
@@ -38,7 +43,11 @@ from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.sim import simulate
 
-spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
+# the checkout's root: this folder or the nearest one above it holding examples/ and parsim/, else
+# the checkout parsim is imported from (an editable install), wherever the kernel started
+ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents, Path(parsim.__file__).resolve().parent.parent)
+            if (p / "examples").is_dir() and (p / "parsim").is_dir())
+spec = load_model(ROOT / "examples" / "resnet50_cifar10_seeds_split.yaml")
 cluster = load_cluster("ascend910:1x8")
 compute = AnalyticalCompute.for_training(cluster.device, spec.training)
 spec.graph.table()[["name", "param_count", "fwd_flops", "saved_bytes"]].head()
@@ -46,7 +55,8 @@ spec.graph.table()[["name", "param_count", "fwd_flops", "saved_bytes"]].head()
 # %% [markdown]
 # ## Micro-batch sweep: bubble against memory
 #
-# With pp = 2 and dp = 4, each replica sees 8 samples per step. More micro-batches shrink the
+# With pp = 2 and dp = 4, each replica sees a quarter of the global batch per step (32 of 128
+# samples), split into m micro-batches. More micro-batches shrink the
 # bubble, (p-1)/(m+p-1) for uniform stages, and GPipe's activation memory, which holds all m
 # micro-batches in flight. But the micro-batches get smaller, and small ones run less efficiently.
 # The bubble is the idle while the pipeline still has forward or backward work; `sync_wait` is
@@ -79,20 +89,28 @@ sweep
 # ## dp x pp on 8 devices
 #
 # Data parallelism pays for a gradient all-reduce. Pipeline parallelism pays for bubbles and
-# boundary transfers, but each rank holds fewer parameters. The planner ranks every factorization.
+# boundary transfers, but each rank holds fewer parameters. The planner ranks every factorization
+# of the 8 devices into dp x pp x tp. Its best plan for a given pp need not use all 8: where a
+# tensor-parallel layout would split no operator (sharing the work costs more communication than it
+# saves), the planner shows that plan as what it is, tp = 1 on fewer devices, the rest idle. Each
+# bar is labelled with the plan it stands for and the devices it uses.
 
 # %%
-# the planner's best plan for each pp (dp = 8 / pp), then its overall choice
+# the planner's best plan for each pp, then its overall choice
 best = {pp: plan(spec, cluster, compute, Constraints(pp=pp, top=1), progress=False).chosen for pp in (1, 2, 4, 8)}
-trade = pd.DataFrame([{"dp": c.config.dp, "pp": pp, "schedule": c.config.schedule, "m": c.config.microbatches,
+trade = pd.DataFrame([{"plan": f"dp={c.config.dp} pp={c.config.pp} tp={c.config.tp}\n"
+                               f"{c.config.world_size} of {cluster.world_size} devices",
+                       "dp": c.config.dp, "pp": pp, "tp": c.config.tp, "devices": c.config.world_size,
+                       "schedule": c.config.schedule, "m": c.config.microbatches,
                        "samples_per_s": c.estimate.throughput_samples_per_s,
                        "bubble": c.estimate.bubble_fraction,
                        "sync_wait": c.estimate.sync_wait_fraction, "exposed_comm": c.estimate.exposed_comm_fraction,
                        "peak_MiB": c.peak_memory_bytes / 2**20} for pp, c in best.items()])
 result = plan(spec, cluster, compute, progress=False)
-ax = trade.plot.bar(x="pp", y="samples_per_s", legend=False, figsize=(6, 3), title="best plan per dp x pp")
-ax.set_xlabel("pp (dp = 8 / pp)"); ax.set_ylabel("samples/s")
-trade
+ax = trade.plot.bar(x="plan", y="samples_per_s", legend=False, figsize=(8, 3.5), rot=0,
+                    title="the planner's best plan for each pp")
+ax.set_xlabel(""); ax.set_ylabel("samples/s")
+trade.drop(columns="plan")
 
 # %% [markdown]
 # ## The seeds' split against the planner's

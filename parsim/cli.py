@@ -604,7 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")
     add_run_options(p)
-    p.add_argument("--nproc", type=positive_int_arg, help="processes to start (default: the plan's dp x pp)")
+    p.add_argument("--nproc", type=positive_int_arg, help="processes to start (default: the plan's dp x pp x tp x cp)")
     p.set_defaults(func=cmd_run)
     return parser
 

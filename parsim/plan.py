@@ -167,6 +167,7 @@ class Plan:
     config: ParallelConfig
     estimate: dict
     fp8: bool = False              # Linear GEMMs in FP8 beside bf16 (training.fp8; parsim.model.fp8)
+    model_sha256: str = ""       # model.yaml's content when planned (spec_sha256); "" in plans written before it
 
     def to_json(self) -> dict:
         c = self.config
@@ -175,7 +176,8 @@ class Plan:
             "kind": "parsim-plan",
             "model": {"path": self.model_path, "name": self.model_name, "layers": list(self.layers),
                       "global_batch_size": self.global_batch_size, "dtype": self.dtype, "optimizer": self.optimizer,
-                      **({"fp8": True} if self.fp8 else {})},
+                      **({"fp8": True} if self.fp8 else {}),
+                      **({"sha256": self.model_sha256} if self.model_sha256 else {})},
             "cluster": {"spec": self.cluster, "world_size": self.world_size},
             "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
                          "recompute": c.recompute.value,
@@ -198,7 +200,7 @@ class Plan:
         layers = tuple(m.get("layers", list))
         model = dict(path=m.get("path", str), name=m.get("name", str), batch=m.positive_int("global_batch_size"),
                      dtype=m.choice("dtype", tuple(DTYPE_BYTES)), optimizer=m.get("optimizer", str),
-                     fp8=m.get("fp8", bool, False))
+                     fp8=m.get("fp8", bool, False), sha256=m.get("sha256", str, ""))
         m.done()
         cl = r.sub("cluster")
         cluster, world = cl.get("spec", str), cl.positive_int("world_size")
@@ -221,16 +223,32 @@ class Plan:
         if stages and stages != [[layers[a], layers[b - 1]] for a, b in zip(bounds, bounds[1:])]:
             raise InputError(f"{source}: parallel.stages: does not match parallel.bounds; edit one to match the other")
         plan = cls(model["path"], model["name"], layers, model["batch"], model["dtype"], model["optimizer"],
-                   cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"])
+                   cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"], model["sha256"])
         r.done()
         return plan
 
 
 def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict) -> Plan:
+    import os
+
+    from parsim.model.spec import spec_sha256
+
     return Plan(model_path=spec.path, model_name=spec.name, layers=tuple(spec.graph.names),
                 global_batch_size=spec.training.global_batch_size, dtype=spec.training.dtype,
                 optimizer=spec.training.optimizer, cluster=cluster.spec, world_size=cluster.world_size,
-                config=cfg, estimate=estimate_json, fp8=spec.training.fp8)
+                config=cfg, estimate=estimate_json, fp8=spec.training.fp8,
+                model_sha256=spec_sha256(spec.path) if spec.path and os.path.isfile(spec.path) else "")
+
+
+def model_changed(plan: Plan, source: str) -> str | None:
+    """Why the plan is stale, in a line naming the field, or None: the model.yaml's content differs
+    from what the plan recorded (plans without a digest are not checked)."""
+    from parsim.model.spec import spec_sha256
+
+    if not plan.model_sha256 or spec_sha256(plan.model_path) == plan.model_sha256:
+        return None
+    return (f"{source}: model.sha256: {plan.model_path} changed since the plan was made (its content differs from "
+            "the digest the plan recorded), so the plan's split and prediction may not hold; plan again")
 
 
 def load_plan(path: str) -> Plan:

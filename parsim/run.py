@@ -27,6 +27,9 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--synthetic-size", type=positive_int_arg, default=50_000, help="samples in the synthetic dataset")
     p.add_argument("--dry-run", action="store_true", help="check plan, groups, stages and data; do not train")
     p.add_argument("--json", action="store_true", help="print the measurement summary as JSON")
+    p.add_argument("--force", action="store_true",
+                   help="run a plan made for another kind of cluster, or whose model.yaml changed since (refused "
+                        "otherwise; the prediction then does not hold)")
 
 
 def worker_argv(args) -> list[str]:
@@ -36,7 +39,8 @@ def worker_argv(args) -> list[str]:
             "--synthetic-size", str(args.synthetic_size)]
     if args.data:
         argv += ["--data", args.data]
-    argv += [flag for flag, on in (("--resume", args.resume), ("--dry-run", args.dry_run), ("--json", args.json)) if on]
+    argv += [flag for flag, on in (("--resume", args.resume), ("--dry-run", args.dry_run), ("--json", args.json),
+                                   ("--force", args.force)) if on]
     return argv
 
 
@@ -45,7 +49,8 @@ def options_from(args):
 
     return RunOptions(plan=args.plan, steps=args.steps, warmup=args.warmup, data=args.data, out=args.out,
                       seed=args.seed, timeout_s=args.timeout, resume=args.resume, dry_run=args.dry_run,
-                      json=args.json, checkpoint_every=args.checkpoint_every, synthetic_size=args.synthetic_size)
+                      json=args.json, checkpoint_every=args.checkpoint_every, synthetic_size=args.synthetic_size,
+                      force=args.force)
 
 
 def main(argv: list[str] | None = None) -> int:

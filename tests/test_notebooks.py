@@ -1,10 +1,15 @@
 """The notebooks, as users run them: each executes in a Jupyter kernel (nbclient with ipykernel's
-python3 kernel, which runs this interpreter), from the repository root, on a copy held in memory.
-The committed files keep no outputs, and each is paired with a py:percent script (jupytext.toml)
-holding the same cells."""
+python3 kernel, which runs this interpreter) started in the notebook's own folder, as `jupyter
+execute` and JupyterLab start it.  Each ships with its outputs, built by
+`python -m parsim.report.notebooks`, and the outputs must be current: executed again, a notebook
+prints what it ships (parsim.report.notebooks.comparable_outputs: text exactly where the notebook
+is deterministic, the kinds of output per cell where it measures).  Each is paired with a
+py:percent script (jupytext.toml) holding the same cells."""
 
+import os
 import pathlib
-import re
+import shutil
+import subprocess
 import sys
 
 import jupytext
@@ -12,25 +17,14 @@ import nbformat
 import pytest
 from jupytext.config import load_jupytext_config
 from jupytext.paired_paths import paired_paths
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+
+from parsim.report import notebooks as builder
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def execute(nb, timeout_s: int = 600):
-    """Run every cell in a fresh python3 kernel whose working directory is the repository root;
-    a cell that raises stops the run with CellExecutionError, whose message shows the cell's
-    source and the traceback.  The kernel inherits this process's environment."""
-    client = NotebookClient(nb, kernel_name="python3", timeout=timeout_s, resources={"metadata": {"path": str(ROOT)}})
-    try:
-        client.execute()
-    except CellExecutionError as e:               # the same message, without the terminal colours
-        raise CellExecutionError(ANSI.sub("", str(e)), e.ename, e.evalue) from None
-    return nb
+REBUILD = "rebuild: python -m parsim.report.notebooks"
 
 
 def outputs(nb, kind: str) -> list:
@@ -42,41 +36,64 @@ def text_of(nb) -> str:
         o.data.get("text/plain", "") for o in outputs(nb, "execute_result"))
 
 
-def test_the_kernel_is_this_interpreter_and_a_failing_cell_is_shown():
+def test_the_kernel_is_this_interpreter_in_the_notebooks_folder_and_a_failing_cell_is_shown():
     nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import sys, parsim\nx = 41\nprint(sys.executable)\nprint(parsim.__file__)"),
+        nbformat.v4.new_code_cell("import os, sys, parsim\nx = 41\nprint(sys.executable)\nprint(parsim.__file__)\n"
+                                  "print(os.getcwd())"),
         nbformat.v4.new_code_cell("%time y = x + 1"),                 # a magic: a kernel, not exec()
         nbformat.v4.new_code_cell("raise ValueError(f'the third cell fails at y={y}')"),
         nbformat.v4.new_code_cell("print('never reached')")])
     with pytest.raises(CellExecutionError) as failed:
-        execute(nb, timeout_s=120)
+        builder.execute(nb, "scratch", timeout_s=120)
     message = str(failed.value)
     assert "raise ValueError(f'the third cell fails at y={y}')" in message      # the cell's source
     assert "ValueError: the third cell fails at y=42" in message                 # and its error
     printed = nb.cells[0].outputs[0].text.splitlines()
-    assert printed == [sys.executable, str(ROOT / "parsim" / "__init__.py")]   # this interpreter, this checkout
+    assert printed == [sys.executable, str(ROOT / "parsim" / "__init__.py"), str(ROOT / "notebooks")]
     assert "Wall time" in "".join(o.get("text", "") for o in nb.cells[1].outputs)
     assert not nb.cells[3].outputs
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_notebook_runs_in_a_kernel_and_is_stored_without_outputs(path, tmp_path, monkeypatch):
-    nb = nbformat.read(path, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert code
-    assert all(not c.outputs and c.execution_count is None for c in code), "clear outputs before committing"
-    # the validation notebook on its reduced set: 3 plans, 4 steps each, profiles of 1 repeat
-    monkeypatch.setenv("PARSIM_NB_SET", "quick")
-    monkeypatch.setenv("PARSIM_NB_STEPS", "4")
-    monkeypatch.setenv("PARSIM_NB_REPEATS", "1")
-    monkeypatch.setenv("PARSIM_NB_OUT", str(tmp_path / "nb"))
-    execute(nb)                                  # the copy in memory; the file is never written
-    assert [c.execution_count for c in nb.cells if c.cell_type == "code"] == list(range(1, len(code) + 1))
-    assert any("image/png" in o.data for o in outputs(nb, "display_data"))        # the plots, as shown
-    if path.name.startswith("01_"):
-        assert "planner's overall choice: " in text_of(nb)
+def test_notebook_ships_current_outputs(path, tmp_path, monkeypatch):
+    """The committed notebook holds the outputs of its committed cells (the digest it recorded),
+    and executing it again, as the builder does, gives the same outputs."""
+    shipped = nbformat.read(path, as_version=4)
+    code = [c for c in shipped.cells if c.cell_type == "code"]
+    assert code and all(c.outputs for c in code), f"{path.name} ships without outputs; {REBUILD}"
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), REBUILD
+    built = shipped.metadata.get("parsim", {})
+    assert built.get("sources_sha256") == builder.sources_sha256(shipped), f"cells edited since the build; {REBUILD}"
+    assert built.get("environment") == builder.CHEAP_PATHS.get(path.stem, {})
+    again = nbformat.read(path, as_version=4)
+    # the validation notebook's runs and profiles go to a scratch folder
+    builder.execute(again, path.stem, env={"PARSIM_NB_OUT": str(tmp_path / "nb")})
+    exact = path.stem in builder.DETERMINISTIC
+    assert builder.comparable_outputs(again, exact) == builder.comparable_outputs(shipped, exact), \
+        f"{path.name}'s outputs are not what it prints now; {REBUILD}"
+    assert any("image/png" in o.data for o in outputs(again, "display_data"))        # the plots, as shown
+    if path.stem.startswith("01_"):
+        said = text_of(again)
+        # the dp x pp table names each plan's tp and the devices it uses (the chart's labels)
+        assert "planner's overall choice: " in said and " tp  devices " in said
     else:
-        assert "mape_step_time" in text_of(nb) and (tmp_path / "nb" / "scatter.png").is_file()
+        assert "mape_step_time" in text_of(again) and (tmp_path / "nb" / "scatter.png").is_file()
+
+
+def test_jupyter_execute_runs_a_notebook_from_another_folder(tmp_path):
+    """The user's command, `jupyter execute`, on a copy of notebook 01 outside the checkout: the
+    kernel starts in the copy's folder, and the notebook finds the examples through parsim's
+    checkout."""
+    jupyter = pathlib.Path(sys.executable).with_name("jupyter")
+    if not jupyter.is_file():
+        pytest.skip("no jupyter command beside this interpreter (pip install -e '.[notebooks]')")
+    copy = tmp_path / "01.ipynb"
+    shutil.copy(ROOT / "notebooks" / "01_plan_resnet50.ipynb", copy)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([str(jupyter), "execute", str(copy), "--output", "executed"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "planner's overall choice: " in text_of(nbformat.read(tmp_path / "executed.ipynb", as_version=4))
 
 
 def cells(nb) -> list[tuple[str, str]]:

@@ -120,7 +120,9 @@ def test_searching_auto_layouts_ahead_changes_no_answer(tiny_gpt, monkeypatch):
 def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
     cluster = load_cluster("ascend910:1x8")
     r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(pp=2, schedule="1f1b"), progress=False)
-    assert all(c.config.pp == 2 and c.config.schedule == "1f1b" and c.config.dp * c.config.tp == 4 for c in r.ranked)
+    # on all 8 devices (dp x tp = 4), or tp = 1 on fewer where a layout split nothing
+    assert all(c.config.pp == 2 and c.config.schedule == "1f1b"
+               and (c.config.dp * c.config.tp == 4 or (c.config.tp == 1 and c.config.world_size < 8)) for c in r.ranked)
     assert r.manual is not None and r.manual.label == "manual"
     assert r.manual.config.bounds == (0, 8, 18)                       # evaluated as given
     assert r.chosen.estimate.throughput_samples_per_s >= r.manual.estimate.throughput_samples_per_s
@@ -133,28 +135,82 @@ def test_constraints_are_respected_and_the_pick_beats_the_seeds_split(cifar):
     assert f"bubble {e.bubble_fraction:.1%}, waiting on other ranks {e.sync_wait_fraction:.1%}" in said
 
 
-def test_a_pick_whose_layout_replicates_everything_is_called_what_it_is(cifar):
+def test_a_layout_that_replicates_everything_is_a_plan_on_fewer_devices(cifar):
     """On one Ascend server the searched layout for ResNet-50 at CIFAR size, batch 128 on one
     pipeline of 2, replicates every operator over the tp=4 group (sharing the work costs more in
-    communication than it saves): the explanation must say the plan leaves devices idle, not pass
-    it off as tensor parallelism."""
+    communication than it saves): the planner shows it as what it is, tp=1 on 2 of the 8 devices,
+    simulated so (its pipeline neighbours adjacent), never as a tensor-parallel group; under these
+    constraints no plan uses all 8, and the explanation says so."""
     from parsim.shard.graph import replicates_every_operator
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
     cluster = load_cluster("ascend910:1x8")
-    r = plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=3, dp=1, pp=2, tp=4, tp_layout="auto",
-                                                                   microbatches=1), progress=False)
-    c = r.chosen.config
+    compute = _compute(cluster, cifar)
+    r = plan(cifar, cluster, compute, Constraints(top=3, dp=1, pp=2, tp=4, tp_layout="auto", microbatches=1),
+             progress=False)
     graph = per_device_graph(cifar.graph, 4, "auto", False, cifar.shard, cluster, cifar.training, 128,
                              auto_memory_bytes(cluster, 2))
     assert graph.tp == 4 and replicates_every_operator(graph)
-    said = [line for line in r.explanation if "replicates every operator" in line]
-    assert len(said) == 1 and "dp=1 pp=2 on 2 of the 8 devices, the rest idle" in said[0]
+    assert r.ranked and all(c.config.tp == 1 and c.config.tp_layout == "" and c.config.world_size == 2
+                            for c in r.ranked)
+    # priced as the 2-device plan it is: the same estimate as simulating that plan directly
+    c = r.chosen.config
+    direct = simulate(cifar.graph, cifar.training, cluster.for_dtype(cifar.training.dtype), c, compute,
+                      keep_timeline=False)
+    assert direct.step_time_s == pytest.approx(r.chosen.estimate.step_time_s, rel=1e-12)
+    assert r.all_devices is None and r.world_size == 8
+    said = r.explanation[0]
+    assert said.startswith("the pick uses 2 of the 8 devices (dp=1 pp=2 tp=1 m=1") and "the other 6 idle" in said
+    assert "no plan on all 8 fits the constraints" in said
+    assert not any("replicates" in line for line in r.explanation)
     # under a memory cap the replicated layout cannot meet, the search splits operators
     tight = per_device_graph(cifar.graph, 4, "auto", False, cifar.shard, cluster, cifar.training, 128,
                              sum(layer.param_bytes for layer in cifar.graph.layers) * 4)
     assert not replicates_every_operator(tight)
-    assert replicates_every_operator(cifar.graph) and c.tp == 4
+
+
+def test_where_fewer_devices_win_the_best_plan_on_all_of_them_is_shown_beside(cifar):
+    """The same model searched freely: the pick (a 2-device pipeline) leaves 6 devices idle; the
+    result carries the best plan on all 8 (found by a second search when none is ranked: top=2),
+    the table shows each row's devices and an 'all 8' row, and use_all_devices searches only those."""
+    from parsim.report.cli_text import plan_rows
+
+    cluster = load_cluster("ascend910:1x8")
+    compute = _compute(cluster, cifar)
+    r = plan(cifar, cluster, compute, Constraints(top=2), progress=False)
+    assert r.chosen.config.world_size < 8 and all(c.config.world_size < 8 for c in r.ranked)
+    full = plan(cifar, cluster, compute, Constraints(top=5, use_all_devices=True), progress=False)
+    assert all(c.config.world_size == 8 for c in full.ranked)
+    assert r.all_devices is not None and r.all_devices.key() == full.chosen.key()
+    assert r.all_devices.estimate.step_time_s > r.chosen.estimate.step_time_s
+    rows = plan_rows(r)
+    assert [row[""] for row in rows] == ["*", "2", "all 8", "manual"]
+    assert rows[0]["devices"] == f"{r.chosen.config.world_size}/8" and rows[2]["devices"] == "8/8"
+    said = r.explanation[0]
+    a = r.all_devices.estimate.step_time_s
+    assert f"the best on all 8 (dp={r.all_devices.config.dp} pp={r.all_devices.config.pp}" in said
+    assert "row all 8" in said and f"{a / r.chosen.estimate.step_time_s - 1:.1%} more" in said
+    # where it is ranked, the explanation points at its row and the table adds none
+    wide = plan(cifar, cluster, compute, Constraints(top=10), progress=False)
+    row = next(i + 1 for i, c in enumerate(wide.ranked) if c.config.world_size == 8)
+    assert wide.all_devices.key() == wide.ranked[row - 1].key() and f"row {row})" in wide.explanation[0]
+    assert [x[""] for x in plan_rows(wide)][-1] == "manual" and len(plan_rows(wide)) == 11
+
+
+def test_the_quick_start_plans_the_seeds_scenario_on_every_device(tmp_path, capsys):
+    """README's quick start: the seeds' ResNet-50 on CIFAR-10 resized to 224 px, 32 samples per
+    device on 8 Ascend 910s, an fp32 graph under CANN's allow_fp32_to_fp16, on the default
+    cluster; its pick uses all 8 devices, so nothing is said of idle ones."""
+    spec = load_model("examples/resnet50_cifar10_seeds.yaml")
+    assert tuple(spec.input.shape) == (3, 224, 224) and spec.training.global_batch_size == 32 * 8
+    assert spec.training.dtype == "fp32" and spec.training.ascend_precision_mode == "allow_fp32_to_fp16"
+    out = tmp_path / "plan.json"
+    assert main(["plan", "examples/resnet50_cifar10_seeds.yaml", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("resnet50-cifar10-seeds on ascend910:1x8 (8 devices, global batch 256, fp32)")
+    pick = next(line for line in printed.splitlines() if line.lstrip().startswith("*"))
+    assert " 8/8 " in pick and "idle" not in printed
+    assert json.loads(out.read_text())["cluster"] == {"spec": "ascend910:1x8", "world_size": 8}
 
 
 def test_memory_cap_changes_the_plan_and_is_respected(cifar):

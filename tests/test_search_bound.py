@@ -189,13 +189,16 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
     checked = 0
     for cand in full.ranked:
         c = cand.config
-        if c.tp == 1:
+        # a searched family's candidate: tp > 1, or tp = 1 on fewer devices where its layout split
+        # nothing (the planner's canonical form); its family's tp fills the cluster
+        tp = cluster.world_size // (c.dp * c.pp * c.cp)
+        if tp == 1:
             continue
         b = t.global_batch_size // (c.dp * c.microbatches)
         whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
-        floor = searched_floor_s(whole.phase_times(b), c.tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
+        floor = searched_floor_s(whole.phase_times(b), tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
         assert floor <= cand.estimate.step_time_s, c
-        graph = per_device_graph(spec.graph, c.tp, "auto", c.recompute, None, cluster, t, b,
+        graph = per_device_graph(spec.graph, tp, "auto", c.recompute, None, cluster, t, b,
                                  auto_memory_bytes(cluster, c.pp))
         own = floor_s(*planner._Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
                       c.schedule == "zbh1")

@@ -39,6 +39,30 @@ def detect_device(local_rank: int) -> tuple[torch.device, str]:
     return torch.device("cpu"), "gloo"
 
 
+# The devices each collective library runs on (a cluster profile's collective.library), as the
+# backend detect_device picks for this machine.
+LIBRARY_DEVICES = {"gloo": "CPUs", "nccl": "NVIDIA GPUs", "hccl": "Ascend NPUs"}
+
+
+def cluster_mismatch(cluster_spec: str, backend: str, source: str) -> str | None:
+    """Why a plan made for ``cluster_spec`` is not this machine's, in one line, or None: its
+    profile's collective library (hccl, nccl, gloo) is not the backend this machine runs, so it
+    was planned for other devices.  A cluster that cannot be read here (a rank table or profile
+    left behind) is not judged."""
+    from parsim.hardware import load_cluster
+
+    try:
+        library = load_cluster(cluster_spec).profile.collectives.library
+    except InputError:
+        return None
+    if library == backend:
+        return None
+    hint = "--cluster local-cpu" if backend == "gloo" else "a --cluster of this machine's devices"
+    return (f"{source}: cluster.spec: the plan was made for {cluster_spec} ({LIBRARY_DEVICES.get(library, library)}, "
+            f"{library}), but this machine runs {backend} on {LIBRARY_DEVICES.get(backend, backend)}; plan again "
+            f"with {hint}")
+
+
 def init(timeout_s: float) -> Env:
     """Join the process group described by torchrun's environment variables."""
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]

@@ -89,6 +89,7 @@ class RunOptions:
     json: bool = False
     checkpoint_every: int = 0
     synthetic_size: int = 50_000
+    force: bool = False          # run a plan made for another cluster, or for a model file since changed
 
 
 class Recorder:
@@ -178,8 +179,9 @@ def _profiled_peak_bytes(step_fn) -> int:
 
 def check_run(opts: RunOptions):
     """(plan, spec, input kind) once everything a run can check without starting a process holds:
-    the plan, its model, what the executor supports, the data.  ``parsim run`` calls it before it
-    launches anything; each rank calls it again."""
+    the plan, its model, what the executor supports, the data, and that the plan is this machine's
+    and its model's (run_warnings).  ``parsim run`` calls it before it launches anything; each rank
+    calls it again."""
     plan, spec = load_plan_and_model(opts.plan)
     cfg = plan.config
     if plan.fp8:
@@ -199,9 +201,32 @@ def check_run(opts: RunOptions):
             and any(layer.recompute_bytes for layer in spec.graph.with_recompute(cfg.recompute).layers)):
         raise InputError(f"{opts.plan}: parallel.recompute: selective: the executor recomputes the attention of the "
                          "built-in gpt only; plan with --recompute full or --no-recompute")
+    run_warnings(opts, plan)          # after what no --force can run: a stale or foreign plan
     kind = input_kind(spec)
     check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)
     return plan, spec, kind
+
+
+def run_warnings(opts: RunOptions, plan) -> list[str]:
+    """What would make the run not the one the plan predicts, each in one line.  Refused (an
+    InputError) unless ``--force``, then returned as warnings:
+    - a model.yaml changed since the plan was made (parsim.plan.model_changed): the split, the
+      batch and the prediction were computed for the old content;
+    - a plan made for another kind of cluster than this machine's (groups.cluster_mismatch): an
+      ascend910:1x8 plan started here would run 8 gloo ranks on this CPU, and its prediction is
+      not this machine's.
+    Always a warning: --steps not above --warmup (no step is timed, so there is no step time)."""
+    from parsim.plan import model_changed
+
+    found = [why for why in (model_changed(plan, opts.plan),
+                             groups.cluster_mismatch(plan.cluster, groups.detect_device(0)[1], opts.plan)) if why]
+    if found and not opts.force:
+        raise InputError(f"{found[0]}, or pass --force to run it anyway")
+    warnings = [f"{why} (running it anyway: --force)" for why in found]
+    if opts.steps <= opts.warmup and not opts.dry_run:
+        warnings.append(f"--steps {opts.steps} is not above --warmup {opts.warmup}: every step is a warm-up step, so "
+                        f"no step time is measured (step_time_s: null); use --steps {opts.warmup + 1} or more")
+    return warnings
 
 
 def check_trainable(spec) -> None:
@@ -240,6 +265,9 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     dp_group, pp_group = mesh.get_group("dp"), mesh.get_group("pp")
     replica, pipe_rank, tp_rank, cp_rank = cfg.coordinates(env.rank)
     is_root = env.rank == 0
+    if is_root:
+        for line in run_warnings(opts, plan):
+            print(f"parsim: warning: {line}", file=sys.stderr)
     b = cfg.microbatch_size(plan.global_batch_size)
     per_replica = b * cfg.microbatches
     if is_root and b < BN_WARN_BELOW and kind[0] == "image":
@@ -610,6 +638,7 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
                    "microbatches": cfg.microbatches, "schedule": cfg.schedule,
                    "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement},
     }
+    out["predicted"] = predicted_against_measured(plan, out, env.backend)
     if opts.data and kind[0] == "image" and os.path.isfile(os.path.join(opts.data, "test_batch.bin")):
         from parsim.exec.reference import assemble_model, evaluate
         out["accuracy"] = evaluate(assemble_model(opts.out, opts.plan, opts.seed), opts.data, kind[1])
@@ -623,9 +652,34 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
     if opts.json:
         print(json.dumps({"step_time_s": out["step_time_s"], "peak_memory_bytes": out["peak_memory_bytes"],
                           "peak_memory_reserved_bytes": out["peak_memory_reserved_bytes"],
-                          "loss": losses, "accuracy": out.get("accuracy"), "out": opts.out}, indent=2))
-    elif out["peak_memory_reserved_bytes"] is not None:
+                          "loss": losses, "accuracy": out.get("accuracy"), "predicted": out["predicted"],
+                          "out": opts.out}, indent=2))
+        return
+    if out["peak_memory_reserved_bytes"] is not None:
         from parsim.report.fmt import human_bytes
         print("peak memory per rank, allocated / reserved by the caching allocator (unused share of its pool): "
               + ", ".join(f"{human_bytes(a)} / {human_bytes(r)} ({f:.1%})" for a, r, f in
                           zip(out["peak_memory_bytes"], out["peak_memory_reserved_bytes"], out["allocator_fragmentation"])))
+    from parsim.report.cli_text import run_summary_lines
+    for line in run_summary_lines(out, opts.out):
+        print(line)
+
+
+def predicted_against_measured(plan, out: dict, backend: str) -> dict:
+    """The plan's prediction beside the run's measurement: step time and the fullest rank's peak
+    memory, each error (predicted - measured) / measured (as parsim validate counts it); None where
+    the run timed no step.  ``same_cluster``: whether the plan was made for this machine's kind of
+    devices (under --force it may not be: then its prediction is not this machine's)."""
+    est = plan.estimate or {}
+    step_p, peaks_p = est.get("step_time_s"), est.get("peak_memory_bytes") or []
+    # None where no peak was measured (on CPU, only on the last of at least 3 warm-up steps)
+    step_m, peak_m = out["step_time_s"], max((b for b in out["peak_memory_bytes"] if b is not None), default=None)
+    peak_p = max(peaks_p) if peaks_p else None
+
+    def error(p, m):
+        return (p - m) / m if p is not None and m else None
+    return {"cluster": plan.cluster,
+            "same_cluster": groups.cluster_mismatch(plan.cluster, backend, plan.cluster) is None,
+            "step_time_s": step_p, "peak_memory_bytes": peak_p,
+            "measured_step_time_s": step_m, "measured_peak_memory_bytes": peak_m,
+            "step_time_error": error(step_p, step_m), "peak_memory_error": error(peak_p, peak_m)}

@@ -292,6 +292,17 @@ def _stage_assignment(mapping: Fields, names: list[str]) -> tuple[int, ...]:
     return tuple(stages)  # type: ignore[arg-type]
 
 
+def spec_sha256(path: str | os.PathLike) -> str:
+    """A digest of a model.yaml's content as parsed (keys sorted; comments, spacing and key order
+    ignored), which plan.json records so that ``parsim run`` can tell a model changed since its
+    plan.  A ``module:`` model's Python source is not part of it."""
+    import hashlib
+    import json
+
+    content = load_file(path, "a model.yaml")
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def load_model(path: str | os.PathLike) -> ModelSpec:
     """Read and check a model.yaml, extract its LayerGraph on the meta device."""
     path = os.fspath(path)

@@ -185,12 +185,14 @@ def config_text(c) -> str:
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
 
-def candidate_row(cand, cap_bytes: float) -> dict:
-    """A planner candidate as a row of the ranked table (strings as shown)."""
+def candidate_row(cand, cap_bytes: float, world: int = 0) -> dict:
+    """A planner candidate as a row of the ranked table (strings as shown); ``devices``: the
+    devices the plan uses of the cluster's ``world`` (fewer where the rest idle)."""
     c, e = cand.config, cand.estimate
     return {"": cand.label, "dp": c.dp, "pp": c.pp,
             "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}" + (" overlap" if c.tp_comm_overlap else ""),
             "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}",
+            "devices": f"{c.world_size}/{world or c.world_size}",
             "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
@@ -202,6 +204,7 @@ def candidate_row(cand, cap_bytes: float) -> dict:
 def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp,
+            "devices": c.world_size,
             "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
             "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
@@ -218,6 +221,8 @@ def plan_result_json(result, plan: dict, strategies: list[dict], models) -> dict
             "candidates": [candidate_json(c) for c in result.ranked],
             "pareto": [candidate_json(c) for c in result.pareto],
             "manual": candidate_json(result.manual) if result.manual else None,
+            "world_size": result.world_size,
+            "all_devices": candidate_json(result.all_devices) if result.all_devices else None,
             "explanation": list(result.explanation),
             "profile_coverage": {p: m.coverage().describe() for p, m in models if hasattr(m, "coverage")}}
 
@@ -234,20 +239,32 @@ def plan_header(spec, cluster, result) -> str:
             f"{result.simulated} in {result.search_time_s:.2f} s")
 
 
+def shown_candidates(result) -> list:
+    """The ranked table's candidates, row by row: the ranked ones; where the pick leaves devices
+    idle, the best plan on all of them unless ranked already; then the model.yaml split's."""
+    extra = result.all_devices
+    if extra is not None and any(c.key() == extra.key() for c in result.ranked):
+        extra = None
+    return list(result.ranked) + ([extra] if extra else []) + ([result.manual] if result.manual else [])
+
+
 def plan_rows(result) -> list[dict]:
-    """The ranked table's rows: the pick (*), the rest by rank, then the model.yaml split's."""
-    rows = [candidate_row(c, result.capacity_bytes) for c in result.ranked]
-    for i, row in enumerate(rows):
+    """The ranked table's rows (shown_candidates): the pick (*), the rest by rank, the best on all
+    devices ("all N") where the pick uses fewer, then the model.yaml split's (manual)."""
+    rows = [candidate_row(c, result.capacity_bytes, result.world_size) for c in shown_candidates(result)]
+    for i, row in enumerate(rows[:len(result.ranked)]):
         row[""] = "*" if i == 0 else str(i + 1)
-    if result.manual:
-        rows.append(candidate_row(result.manual, result.capacity_bytes))
+    if result.all_devices is not None and len(rows) > len(result.ranked) + bool(result.manual):
+        rows[len(result.ranked)][""] = f"all {result.world_size}"
     return rows
 
 
-def pareto_entry(cand) -> str:
-    """A Pareto candidate: its whole configuration, throughput and peak memory."""
-    return (f"{config_text(cand.config)} {cand.estimate.throughput_samples_per_s:,.0f}/s "
-            f"{human_bytes(cand.peak_memory_bytes)}")
+def pareto_entry(cand, world: int = 0) -> str:
+    """A Pareto candidate: its whole configuration, the devices it uses where fewer than the
+    cluster's ``world``, throughput and peak memory."""
+    used = cand.config.world_size
+    return (f"{config_text(cand.config)}{f' ({used}/{world} devices)' if world and used < world else ''} "
+            f"{cand.estimate.throughput_samples_per_s:,.0f}/s {human_bytes(cand.peak_memory_bytes)}")
 
 
 def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
@@ -260,8 +277,7 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     with pd.option_context("display.width", 250):
         lines.append(pd.DataFrame(rows).to_string(index=False))
     lines.append("splits:")
-    shown = list(result.ranked) + ([result.manual] if result.manual else [])
-    for row, cand in zip(rows, shown):
+    for row, cand in zip(rows, shown_candidates(result)):
         lines.append(f"  {row['']:>6}: {cand.config.describe_split(spec.graph.names)}")
     lines.extend(result.explanation)
     if result.chosen.estimate.comm_bytes:
@@ -276,7 +292,33 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
         if len(strategies) > 12:
             lines.append(f"  ... {len(strategies) - 12} more (--json lists all)")
     if len(result.pareto) > 1:
-        lines.append("pareto (throughput vs peak memory): " + "; ".join(pareto_entry(c) for c in result.pareto))
+        lines.append("pareto (throughput vs peak memory): " + "; ".join(pareto_entry(c, result.world_size)
+                                                                         for c in result.pareto))
+    return lines
+
+
+def run_summary_lines(out: dict, folder: str) -> list[str]:
+    """``parsim run``'s last lines: the measured step and peak memory against the plan's
+    prediction (measured.json's ``predicted``, parsim.exec.train.predicted_against_measured)."""
+    p = out["predicted"]
+    timed = [t for t in out["step_times_s"][out["warmup"]:] if t == t]
+    if p["measured_step_time_s"] is None:
+        step = (f"step time: not measured: all {out['steps']} step(s) were warm-up (--warmup {out['warmup']}); "
+                f"run with --steps {out['warmup'] + 1} or more")
+    else:
+        step = (f"step time: measured {human_time(p['measured_step_time_s'])} (median of {len(timed)} step(s) after "
+                f"{out['warmup']} warm-up)")
+        if p["step_time_s"] is not None:
+            step += f", predicted {human_time(p['step_time_s'])}, error {p['step_time_error']:+.1%}"
+    mem = ("peak memory: not measured" if p["measured_peak_memory_bytes"] is None else
+           f"peak memory (fullest rank): measured {human_bytes(p['measured_peak_memory_bytes'])}")
+    if p["peak_memory_bytes"] is not None and p["peak_memory_error"] is not None:
+        mem += f", predicted {human_bytes(p['peak_memory_bytes'])}, error {p['peak_memory_error']:+.1%}"
+    lines = [f"summary ({out['world_size']} ranks, {out['backend']} on {out['device']}): {step}; {mem}"]
+    if not p["same_cluster"]:
+        lines.append(f"note: the prediction is for {p['cluster']}, not this machine (run under --force); plan for "
+                     "this machine to compare")
+    lines.append(f"wrote {folder}/measured.json and measured_trace.json")
     return lines
 
 

@@ -15,7 +15,7 @@ import json
 import math
 from html import escape
 
-from parsim.report.cli_text import config_text, pareto_entry
+from parsim.report.cli_text import config_text, shown_candidates
 from parsim.report.fmt import human_bytes, human_time
 from parsim.report.plots import gantt_figure, memory_figure, png_bytes, shares_figure
 from parsim.report.timeline import bars, memory_timeline
@@ -56,7 +56,7 @@ def plan_report(result, *, model: str, cluster: str, header: str, rows: list[dic
     manual split's if any, in that order); ``names``: the model's cut units, for the splits;
     ``estimate``: the pick's, simulated with its timeline; ``validation``: a validation.json as
     parsim.report.validation.load_validation reads it, or None."""
-    shown = list(result.ranked) + ([result.manual] if result.manual else [])
+    shown = shown_candidates(result)
     pick_row, e = rows[0], estimate
     title = f"parsim plan: {model} on {cluster}"
     cards = [("step", "step", pick_row["step"]), ("throughput", "samples/s", pick_row["samples/s"]),

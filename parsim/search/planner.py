@@ -29,6 +29,14 @@ Search space:
   where pp allows) and dp-inner;
 - the split from the min-max dynamic program (parsim.search.partition), memory-constrained.
 
+Plans on fewer devices: a tp > 1 layout that splits no operator (parsim.shard.graph.
+replicates_every_operator: the searched layout may choose this where sharing the work costs more
+communication than it saves) has its tp group repeat the same work.  Such a family is searched
+as what it is, tp = 1 on dp x pp x cp devices (ParallelConfig.world_size below the cluster's),
+never as a tensor-parallel group; the rest of the cluster idles.  Where such a plan wins, the
+result also carries the best plan on every device (PlanResult.all_devices: from the ranking, else
+a second search with Constraints.use_all_devices), and the explanation compares the two.
+
 Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
 a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
 split and that split's lower bound (_Bounds.lower_bound_s: no schedule beats it), then the
@@ -99,6 +107,7 @@ class Constraints:
     tp_comm_overlap: bool | None = None              # None: searched where it applies (tp > 1, megatron-sp)
     cp_mode: str | None = None                       # None: ring and allgather searched where cp > 1
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
+    use_all_devices: bool = False  # True: only plans on every device (no tp group whose layout splits nothing)
 
 
 # The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and
@@ -140,6 +149,10 @@ class PlanResult:
     considered: int                # the candidates in the search space (those of every family)
     simulated: int
     explanation: tuple[str, ...] = field(default=())
+    world_size: int = 0            # the cluster's devices
+    # where the pick leaves devices idle (chosen.config.world_size < world_size): the best plan that
+    # uses them all, if one fits (None otherwise, and when the pick uses them all)
+    all_devices: "Candidate | None" = None
 
     @property
     def margin_bytes(self) -> float:
@@ -492,6 +505,13 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
     return (key[0], key, cfg, graph)
 
 
+def _short(c: ParallelConfig) -> str:
+    """A configuration in a few words: dp=1 pp=8 tp=1 m=2 zbh1."""
+    return (f"dp={c.dp} pp={c.pp} tp={c.tp}{f' {c.tp_layout}' if c.tp > 1 else ''}{f' cp={c.cp}' if c.cp > 1 else ''}"
+            f"{' recompute' if c.recompute else ''}{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
+            f"{c.schedule}{f' v={c.chunks}' if c.chunks > 1 else ''}")
+
+
 def _busiest_rank(e: Estimate):
     return max(e.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
 
@@ -514,22 +534,27 @@ def _recomputed_kernels(layer) -> int:
     return kernel_counts(layer)["F"] if layer.recompute_bytes else 0
 
 
-def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str, replicated: set = frozenset(),
-             everything: list[Candidate] = (), world: int = 0) -> tuple[str, ...]:
-    """``memory_line``: the pick's peak against the cap (parsim.report.fmt.memory_margin)."""
+def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str, world: int = 0,
+             all_devices: Candidate | None = None) -> tuple[str, ...]:
+    """``memory_line``: the pick's peak against the cap (parsim.report.fmt.memory_margin);
+    ``all_devices``: where the pick leaves devices idle, the best plan on all ``world``."""
     names = graph.names
     best = result_ranked[0]
     e = best.estimate
     lines = []
-    if best.key() in replicated:
-        c = best.config
-        divided = next((x for x in everything if x.key() not in replicated), None)
-        lines.append(f"the pick's {c.tp_layout} layout replicates every operator over its tp={c.tp} group: the group's "
-                     f"{c.tp} devices repeat the same work, so it is dp={c.dp} pp={c.pp} on {c.dp * c.pp} of the "
-                     f"{world} devices, the rest idle"
-                     + (f"; every plan that divides the work over all {world} is slower here (the fastest, "
-                        f"dp={divided.config.dp} pp={divided.config.pp} tp={divided.config.tp}, by "
-                        f"{divided.estimate.step_time_s / e.step_time_s - 1:.1%})" if divided is not None else ""))
+    used = best.config.world_size
+    if world and used < world:
+        line = (f"the pick uses {used} of the {world} devices ({_short(best.config)}), the other {world - used} idle: "
+                f"splitting the work further costs more than it saves here")
+        if all_devices is None:
+            line += f"; no plan on all {world} fits the constraints"
+        else:
+            a = all_devices.estimate
+            row = next((str(i + 1) for i, x in enumerate(result_ranked) if x.key() == all_devices.key()), None)
+            line += (f"; the best on all {world} ({_short(all_devices.config)}, "
+                     f"{f'row {row}' if row else f'row all {world}'}) takes {a.step_time_s * 1e3:.3g} ms, "
+                     f"{a.step_time_s / e.step_time_s - 1:.1%} more than the pick's {e.step_time_s * 1e3:.3g} ms")
+        lines.append(line)
     hot = _busiest_rank(e)
     stages = ", ".join(best.config.describe_split(names).split(" | ")[s] for s in hot.stages)
     kernels = _kernels_per_step(graph, best) if any(layer.kernels for layer in graph.layers) else 0
@@ -662,7 +687,29 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     def members(dp, pp, m, cp):
         return list(_zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, cp))
 
+    unsharded_graphs: dict[tuple[bool, int], LayerGraph] = {}
+    pushed: set[tuple] = set()                  # the families bound so far (a canonical one may recur)
+
+    def unsharded(recompute: bool, cp: int) -> LayerGraph:
+        """The tp = 1 graph (the same object as the tp = 1 variant's: per_device_graph caches it)."""
+        key = (recompute, cp)
+        if key not in unsharded_graphs:
+            unsharded_graphs[key] = per_device_graph(spec.graph, 1, "", recompute, spec.shard, cluster, spec.training,
+                                                     cp=cp)
+        return unsharded_graphs[key]
+
+    replicating: dict[int, bool] = {}           # id(graph) -> whether its layout splits no operator
+
     def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b):
+        if tp > 1 and replicating.setdefault(id(graph), replicates_every_operator(graph)):
+            # the group would repeat the same work: what it is, tp = 1 on dp x pp x cp devices
+            if c.use_all_devices:
+                return
+            tp, layout, graph = 1, "", unsharded(recompute, cp)
+        family = (tp, layout, recompute, cp, dp, pp, m, b)
+        if family in pushed:
+            return
+        pushed.add(family)
         for overlap in overlaps(tp, layout):
             bnd = bounds_for(tp, layout, graph, overlap)
             phases = bnd.phase_times(b)
@@ -680,6 +727,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         """Whether the candidate's twin without recomputation has a split within the closed-form
         memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
         graph = (searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
+                 else unsharded(False, cfg.cp) if cfg.tp == 1
                  else twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
         if graph is None:
             return False
@@ -713,7 +761,6 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     results: list[Candidate] = []
     over_memory: list[Candidate] = []
-    replicated: set[tuple] = set()         # tp > 1 whose layout shards nothing: the group repeats the work
     held: dict[tuple, tuple] = {}          # recomputing candidates whose twin fits without (by its key)
     released: set[tuple] = set()           # keys whose twin without recomputation missed the cap, simulated
     unsimulated: list[tuple] = []          # (cfg, graph) whose peak floor exceeds the cap: not simulated
@@ -771,8 +818,6 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             missed_cap(cfg)
             continue
         cand = simulated_candidate(cfg, graph)
-        if cfg.tp > 1 and replicates_every_operator(graph):
-            replicated.add(cand.key())
         (results if cand.peak_memory_bytes <= cap else over_memory).append(cand)
         if len(results) >= c.top:
             kth = sorted(x.estimate.step_time_s for x in results)[c.top - 1]
@@ -798,11 +843,21 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     manual = _manual(spec, cluster, compute, c, cap) if spec.manual_stages else None
     ranked = tuple(results[: c.top])
+    all_devices = None
+    if ranked[0].config.world_size < world:
+        all_devices = next((x for x in results if x.config.world_size == world), None)
+        if all_devices is None:            # none simulated: search the plans on every device alone
+            try:
+                all_devices = plan(spec, cluster, compute, replace(c, use_all_devices=True, top=1), progress=False,
+                                   tp_compute=tp_compute).chosen
+            except (DoesNotFitError, InfeasibleError):
+                all_devices = None
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
                       search_time_s=time.perf_counter() - t0, considered=considered, simulated=simulated,
                       explanation=_explain(list(ranked), g,
                                            memory_margin(ranked[0].peak_memory_bytes, cluster.device, c.max_memory_bytes),
-                                           replicated, results, world))
+                                           world, all_devices),
+                      world_size=world, all_devices=all_devices)
 
 
 def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
