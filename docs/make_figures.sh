@@ -7,7 +7,7 @@
 # Keep QUICKSTART_MODEL equal to the model in the README's quick-start command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-QUICKSTART_MODEL=examples/resnet50_cifar10_seeds_split.yaml
+QUICKSTART_MODEL=examples/resnet50_cifar10_seeds.yaml
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 python -m parsim.cli plan "$QUICKSTART_MODEL" -o "$tmp/plan.json" > /dev/null
