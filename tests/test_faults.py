@@ -174,7 +174,7 @@ def test_resume_passes_over_a_truncated_checkpoint(tmp_path, capfd, plan):
     damaged = checkpoint.path_for(str(out), 1, 2)
     os.truncate(damaged, os.path.getsize(damaged) // 2)
     capfd.readouterr()
-    assert run(plan, out, "--steps", "3", "--resume") == 0
+    assert run(plan, out, "--steps", "3", "--warmup", "1", "--resume") == 0
     err = capfd.readouterr().err
     assert [ln for ln in err.splitlines() if ln.startswith("parsim:")] == [
         f"parsim: warning: {damaged}: corrupt or truncated (its SHA-256 does not match); "
