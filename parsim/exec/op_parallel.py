@@ -63,6 +63,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from parsim.errors import InputError, RunError
+from parsim.model import fused_softmax
 
 LAYOUTS = ("model", "auto")
 Tensor = torch.Tensor
@@ -79,6 +80,7 @@ _CALLS[F.conv2d] = ("Conv2d", (0, "W"))
 _CALLS[F.batch_norm] = ("BatchNorm", (0,))
 for _f in (F.softmax, torch.softmax, Tensor.softmax):
     _CALLS[_f] = ("Softmax", (0,))
+_CALLS[fused_softmax.masked_softmax._opoverload] = ("Softmax", (0,))     # Megatron's fused softmax (attention: megatron)
 for _aten, _fs, _pos in (("add", (Tensor.__add__, Tensor.__radd__, Tensor.add, torch.add), (0, 1)),
                          ("mul", (Tensor.__mul__, Tensor.__rmul__, Tensor.mul, torch.mul), (0, 1)),
                          ("sub", (Tensor.__sub__, Tensor.sub, torch.sub), (0, 1)),
@@ -88,6 +90,26 @@ for _aten, _fs, _pos in (("add", (Tensor.__add__, Tensor.__radd__, Tensor.add, t
                          ("native_dropout", (torch.native_dropout,), (0,))):
     for _f in _fs:
         _CALLS[_f] = (_aten, _pos)
+
+
+def _register_fused_softmax_sharding() -> None:
+    """DTensor's rule for parsim.model.fused_softmax's two operators: the causal mask spans the last
+    two dimensions (queries, keys), so the scores and probabilities split over the batch and head
+    dimensions only, or stay whole (as DTensor's own rule for aten._softmax keeps its dimension)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.experimental import register_sharding
+
+    @register_sharding(fused_softmax.masked_softmax._opoverload)
+    def _forward(scores, scale):
+        return [([Replicate()], [Replicate(), None])] + [([Shard(d)], [Shard(d), None]) for d in range(scores.ndim - 2)]
+
+    @register_sharding(fused_softmax.masked_softmax_backward._opoverload)
+    def _backward(grad, probs, scale):
+        return [([Replicate()], [Replicate(), Replicate(), None])] + [([Shard(d)], [Shard(d), Shard(d), None])
+                                                                         for d in range(grad.ndim - 2)]
+
+
+_register_fused_softmax_sharding()
 
 
 def _kind_of(func, args) -> tuple[str, str, tuple] | None:

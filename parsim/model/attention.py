@@ -10,6 +10,15 @@
   (FlashAttention, Dao et al. 2022; FlashAttention-2, Dao 2023).  It saves Q, K, V, the output
   and the per-row logsumexp (fp32, b x h x s) and recomputes the scores in backward; with grouped
   KV heads (GQA) it reads K and V once per KV head.
+- ``megatron`` (the zoo GPT only, ``ZOO_KINDS``): eager attention as Megatron-LM ran it in
+  2021-2022 (megatron/model/transformer.py, ``ParallelAttention``; Narayanan et al. 2021's code):
+  QK^T as one GEMM with no elementwise pass over the s x s scores of its own (Megatron folds
+  1/sqrt(d) into it, ``torch.baddbmm(..., alpha=1/norm_factor)``, and passes the rest of the scale,
+  ``coeff``, to the softmax; here the whole scale goes to the softmax kernel, the same passes),
+  then scale, mask and softmax as ONE fused kernel each way (``scaled_upper_triang_masked_softmax``,
+  parsim.model.fused_softmax), dropout, AV.  It saves what eager saves (the probabilities, the
+  dropout mask and its output), never the scores.  Q and K are still copied for the batched GEMM
+  (the zoo's (B, a, T, d) layout; Megatron's [s, b, a, d] views them), as in eager.
 
 What torch dispatches (torch 2.13): on CPU, ``aten._scaled_dot_product_flash_attention_for_cpu``
 (and its ``_backward``) when dropout is 0, the decomposed math path otherwise; on the meta
@@ -40,6 +49,11 @@ from dataclasses import dataclass
 from parsim.errors import InfeasibleError
 
 KINDS = ("eager", "sdpa")
+# The zoo GPT's kinds: KINDS and Megatron-LM's fused softmax (parsim.model.fused_softmax), a kind
+# transformers has no name for.
+ZOO_KINDS = KINDS + ("megatron",)
+MEGATRON_SOFTMAX_OP = "scaled_upper_triang_masked_softmax"       # parsim::<name>, Megatron-LM's kernel name
+MEGATRON_SOFTMAX_BACKWARD_OP = MEGATRON_SOFTMAX_OP + "_backward"
 FUSED_OP = "_scaled_dot_product_flash_attention_for_cpu"          # aten's name, forward
 FUSED_BACKWARD_OP = FUSED_OP + "_backward"
 BACKWARD_RATIO = 2.5           # backward / forward FLOPs of fused attention (module docstring)

@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.attention import FUSED_OP, fused_on_meta, register_flop_formulas
+from parsim.model.attention import FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
 from parsim.model.moe import Experts
@@ -108,6 +108,7 @@ _OP_KINDS = {
     "div": ("ElementWise", (0, 1)), "relu": ("ElementWise", (0,)), "gelu": ("ElementWise", (0,)),
     "native_dropout": ("ElementWise", (0,)), "masked_fill": ("ElementWise", (0,)),
     FUSED_OP: ("Attention", (0, 1, 2)),
+    MEGATRON_SOFTMAX_OP: ("Softmax", (0,)),     # Megatron-LM's fused scale, mask and softmax (parsim.model.fused_softmax)
 }
 
 

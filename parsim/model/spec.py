@@ -56,7 +56,7 @@ from typing import Any
 
 from parsim.errors import InfeasibleError, InputError
 from parsim.inputs import Fields, load_file
-from parsim.model.attention import KINDS as ATTENTION_KINDS
+from parsim.model.attention import KINDS as ATTENTION_KINDS, ZOO_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 from parsim.model.recompute import Recompute, read_recompute
 
@@ -175,7 +175,7 @@ def _builtin(name: str, args: Fields):
         if args.has("dropout"):
             over["dropout"] = args.get("dropout", float)
         if args.has("attention"):
-            over["attention"] = args.choice("attention", ATTENTION_KINDS)
+            over["attention"] = args.choice("attention", ZOO_KINDS)
         args.done()
         if preset is None and len(over) < 5:
             raise args.fail("preset", f"give a preset ({', '.join(GPT_PRESETS)}) or all of layers, hidden, heads, "

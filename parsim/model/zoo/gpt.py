@@ -3,7 +3,9 @@ out a layer so that its saved activations match Korthikanti et al. 2022, Sec. 4.
 pre-LayerNorm, fused QKV projection, explicit softmax attention with dropout, a 4h GeLU MLP, and
 dropout on both residual branches.  Embedding and LM head share one weight.  ``attention="sdpa"``
 runs attention (with its dropout) as one ``F.scaled_dot_product_attention`` instead, the fused
-kernel Megatron-LM trains with (parsim.model.attention); parameters are the same.
+kernel Megatron-LM trains with (parsim.model.attention); ``attention="megatron"`` runs it as
+Megatron-LM did in 2021-2022 (Narayanan et al. 2021): the scale folded into QK^T and one fused
+masked-softmax kernel (parsim.model.fused_softmax); parameters are the same.
 
 Parameters: 12*L*h^2 + 13*L*h (layers: QKV 3h^2+3h, proj h^2+h, fc1 4h^2+4h, fc2 4h^2+h, two
 LayerNorms 4h) + V*h (tied word embedding) + s*h (positions) + 2h (final LayerNorm).
@@ -20,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from parsim.model.attention import KINDS
+from parsim.model.attention import ZOO_KINDS
+from parsim.model.fused_softmax import masked_softmax
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class GPTConfig:
     vocab: int
     dropout: float = 0.1
     ffn_mult: int = 4
-    attention: str = "eager"      # eager | sdpa (parsim.model.attention.KINDS)
+    attention: str = "eager"      # eager | sdpa | megatron (parsim.model.attention.ZOO_KINDS)
 
     def param_count(self) -> int:
         L, h, V, s = self.layers, self.hidden, self.vocab, self.seq_len
@@ -94,6 +97,7 @@ class Block(nn.Module):
         self.fc1 = nn.Linear(h, cfg.ffn_mult * h)
         self.fc2 = nn.Linear(cfg.ffn_mult * h, h)
         self.drop = Dropout(cfg.dropout)
+        self.kind = cfg.attention
         self.fused = cfg.attention == "sdpa"
         if self.fused:
             self.attn_dropout = cfg.dropout
@@ -121,6 +125,11 @@ class Block(nn.Module):
         if self.fused:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
                                                   is_causal=True)
+        if self.kind == "megatron":
+            # Megatron-LM's ParallelAttention: QK^T one GEMM, then scale, mask and softmax in one
+            # kernel (FusedScaleMaskSoftmax), no elementwise pass over the scores of their own
+            att = q @ k.transpose(-2, -1)                                     # (B, a, T, T)
+            return self.attn_drop(masked_softmax(att, 1.0 / math.sqrt(q.shape[-1]))) @ v
         T = q.shape[2]
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, a, T, T)
         att = att.masked_fill(self.future[:T, :T], float("-inf"))
@@ -147,8 +156,8 @@ def gpt(preset: str | None = None, **overrides) -> nn.Sequential:
         cfg = GPTConfig(**overrides)
     if cfg.hidden % cfg.heads:
         raise ValueError(f"hidden ({cfg.hidden}) must be a multiple of heads ({cfg.heads})")
-    if cfg.attention not in KINDS:
-        raise ValueError(f"unknown attention {cfg.attention!r}; choose one of {', '.join(KINDS)}")
+    if cfg.attention not in ZOO_KINDS:
+        raise ValueError(f"unknown attention {cfg.attention!r}; choose one of {', '.join(ZOO_KINDS)}")
     model = nn.Sequential()
     embed = Embedding(cfg)
     model.add_module("embed", embed)
