@@ -251,7 +251,7 @@ class Pricing:
 
         colls = self.cluster.profile.collectives
         group = list(range(min(2, self.cluster.devices_per_node)))
-        priced_from = ("the interaction measured on synthetic kernels (profile-overlap)" if colls.interaction
+        priced_from = ("the interaction measured on synthetic kernels (profile-comm)" if colls.interaction
                        else f"the cluster's overlap {colls.overlap:.2f} (no interaction measured)")
         return [f"{name}: {m.coverage().describe()}" for name, m in named] + [
             f"{self.measured.layers[n]}: DIAGNOSTIC, same workload, not used for pricing: the gradient all-reduce "

@@ -148,7 +148,7 @@ class Collectives:
     tp_overlap_comm_units: int = 16
     tp_overlap_chunks: int = 4
     # How collectives and compute slow each other, measured on synthetic kernels by
-    # profile-overlap (parsim.hardware.interaction): where present, the simulator prices the
+    # profile-comm (parsim.profile.overlap, parsim.hardware.interaction): where present, the simulator prices the
     # gradient all-reduces and ZeRO's reduce-scatters from it instead of ``overlap``.
     interaction: tuple[Interaction, ...] = ()
 
@@ -381,7 +381,7 @@ def with_measured_fits(cluster: Cluster, measured: Profile, where: str) -> Clust
     "parsim validate"), so a validation that profiles its layers takes them too.
     The readings that do not repeat from one run of profile-comm to the next stay the profile's:
     the overlap (read 0.00-0.71 on an idle machine), the busy sender's delay, FSDP2's host time.
-    The interaction table (profile-overlap, medians over its repeats) is taken where measured."""
+    The interaction table (profile-comm, medians over its repeats) is taken where measured."""
     p, c, m = cluster.profile, cluster.profile.collectives, measured.collectives
     if (measured.devices_per_node, measured.groups) != (p.devices_per_node, p.groups):
         raise InputError(f"{where}: node: measured {measured.devices_per_node} devices per node in groups "

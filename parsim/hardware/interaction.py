@@ -1,5 +1,5 @@
 """How a collective and compute running at once slow each other, measured on synthetic kernels
-(``parsim profile-overlap``, parsim.profile.overlap), never on the model being priced.
+(``parsim profile-comm``, parsim.profile.overlap), never on the model being priced.
 
 One point per (op, message bytes, load, threads per rank): the collective alone takes ``comm``,
 the load alone ``compute``, both at once ``both``; what the collective adds to the compute is
@@ -74,7 +74,7 @@ def interaction_at(table: tuple[Interaction, ...], op: str, message_bytes: float
 
 def read_interaction(rows, fail) -> tuple[Interaction, ...]:
     """``collective.interaction``: a list of [op, message_bytes, load, flops_per_byte, threads,
-    overlap, contention] rows, as profile-overlap writes them; ``fail(message)`` -> InputError."""
+    overlap, contention] rows, as profile-comm writes them; ``fail(message)`` -> InputError."""
     out = []
     for i, row in enumerate(rows):
         if not (isinstance(row, list) and len(row) == 7):

@@ -25,7 +25,7 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
   communication shares the compute engine (gloo on CPU cores), the part that does not hide
   ((1 - overlap + contention) x its time: overlap in [0, 1] and contention >= 0 measured on
-  synthetic kernels by profile-overlap, parsim.hardware.interaction; else profile-comm's overlap
+  synthetic kernels by profile-comm, parsim.hardware.interaction; else profile-comm's overlap
   in the run's dtype, no contention) delays the compute stream;
 - REDUCE_TIED (a tied weight's gradient, Megatron's embedding-gradient all-reduce between the
   first and last stage) waits for the stage's buckets, then for every stage of its group to

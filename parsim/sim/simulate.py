@@ -93,7 +93,7 @@ def backward_intensity(graph, layer_indices, b: int) -> float:
     FLOPs over the bytes it moves as the graph counts them, the memory-bound operators' traffic
     and the saved activations it reads (per sample, times b) plus the parameters read and the
     gradients written once each.  A proxy for where the backward sits between the synthetic loads
-    profile-overlap measured (a GEMM, a streaming add; parsim.hardware.interaction)."""
+    profile-comm measured (parsim.profile.overlap: a GEMM, a streaming add; parsim.hardware.interaction)."""
     layers = [graph.layers[i] for i in layer_indices]
     flops = b * sum(layer.bwd_flops for layer in layers)
     moved = b * sum(layer.bwd_mem_bytes + layer.saved_bytes for layer in layers) + \
@@ -353,7 +353,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         n = len(ranks)
         comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
     # The gradient all-reduces (ZeRO-2/3: the reduce-scatters) against the compute they run under:
-    # from the interaction profile-overlap measured on synthetic kernels, at the size of replica
+    # from the interaction profile-comm measured on synthetic kernels, at the size of replica
     # 0's buckets and the intensity of its first rank's backward; never from the model's own
     # workload (a layer profile's grad_sync and fsdp_sync entries are diagnostics only).
     contention, colls = 0.0, cluster.profile.collectives
