@@ -53,7 +53,9 @@ def _beyond(ci) -> str:
 def validate_command(v: dict) -> str:
     """The ``parsim validate`` command that measured ``v`` (from its own record)."""
     parts = ["parsim validate", v.get("model", "?"), "--cluster", v.get("cluster", "?"),
-             "--set", str(v.get("set", "?")), "--passes", str(v.get("passes", 1)), "--steps", str(v.get("steps", "?"))]
+             "--set", str(v.get("set", "?")), "--passes", str(v.get("passes", 1))]
+    if isinstance(v.get("steps"), int):       # validation.json's "steps" holds the timed steps, not the count
+        parts += ["--steps", str(v["steps"])]
     return " ".join(parts)
 
 
