@@ -243,6 +243,15 @@ def _gather_kv(kv: torch.Tensor, ring: Ring) -> torch.Tensor:
     return torch.cat(parts, dim=3)
 
 
+def _gathered_scores(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ring: Ring, scale: float):
+    """(K, V gathered over the cp group as (2, B, a, s, d), the causally masked scores of this
+    rank's queries against them, (B, a, s/cp, s)): what the forward computes and the backward
+    computes again from the local K, V it saved."""
+    kv = _gather_kv(torch.stack([k, v]).contiguous(), ring)
+    masked = _key_masked(ring, q.shape[2], q.device)
+    return kv, (q @ kv[0].transpose(-2, -1) * scale).masked_fill(masked, float("-inf"))
+
+
 def _key_masked(ring: Ring, T: int, device) -> torch.Tensor:
     """(T, cp T): a key after the query, by their positions in the sequence (the gathered keys
     are in rank order, each rank's zigzag positions)."""
@@ -259,9 +268,7 @@ class AllGatherAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, ring: Ring):
         scale = 1.0 / math.sqrt(q.shape[-1])
-        kv = _gather_kv(torch.stack([k, v]).contiguous(), ring)
-        masked = _key_masked(ring, q.shape[2], q.device)
-        s = (q @ kv[0].transpose(-2, -1) * scale).masked_fill(masked, float("-inf"))
+        kv, s = _gathered_scores(q, k, v, ring, scale)
         lse = torch.logsumexp(s, dim=-1)
         out = torch.exp(s - lse.unsqueeze(-1)) @ kv[1]
         ctx.save_for_backward(q, k, v, out, lse)          # the local K, V: gathered again in backward (as TE)
@@ -273,9 +280,7 @@ class AllGatherAttention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         ring, scale, T = ctx.ring, ctx.scale, q.shape[2]
         dout = dout.contiguous()
-        kv = _gather_kv(torch.stack([k, v]).contiguous(), ring)
-        masked = _key_masked(ring, T, q.device)
-        s = (q @ kv[0].transpose(-2, -1) * scale).masked_fill(masked, float("-inf"))
+        kv, s = _gathered_scores(q, k, v, ring, scale)
         p = torch.exp(s - lse.unsqueeze(-1))
         delta = (dout * out).sum(-1)
         ds = p * (dout @ kv[1].transpose(-2, -1) - delta.unsqueeze(-1)) * scale
