@@ -57,6 +57,13 @@ class ParallelConfig:
     # (Megatron-Core's --tp-comm-overlap; parsim.sim.overlap)
     tp_comm_overlap: bool = False
     cp_mode: str = "ring"        # with cp > 1: CP_MODES
+    # Expert parallelism (MoE models): a group of ep ranks carved from the dp x cp ranks holding the
+    # same dense parameters, each holding E/ep of every layer's routed experts, tokens dispatched to
+    # their experts' ranks and combined back by all-to-alls (Megatron-Core's expert-model-parallel
+    # group, "tp-cp-ep-dp-pp": ep inside the data-parallel ranks, next to cp; DeepSeek-V3 Sec. 3.2).
+    # Expert gradients are averaged, and ZeRO-sharded, over the expert-data-parallel group of
+    # dp x cp / ep ranks holding the same experts (``expert_dp_group``).
+    ep: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -106,6 +113,21 @@ class ParallelConfig:
         rank layout (_grad_ranks): the planner and the simulator ask for thousands of them per
         candidate at scale."""
         return _grad_ranks(self.dp, self.pp, self.tp, self.cp, self.placement, pipe_rank, tp_rank)
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same routed experts: dp x cp / ep."""
+        return self.grad_ranks // self.ep
+
+    def ep_group(self, pipe_rank: int, tp_rank: int = 0, index: int = 0) -> tuple[int, ...]:
+        """The ``index``-th expert-parallel group of a stage's grad_group: ep consecutive members of
+        it (ep innermost of the data-parallel ranks, so that a group shares a node first)."""
+        g = self.grad_group(pipe_rank, tp_rank)
+        return g[index * self.ep:(index + 1) * self.ep]
+
+    def expert_dp_group(self, pipe_rank: int, tp_rank: int = 0, ep_rank: int = 0) -> tuple[int, ...]:
+        """The ranks holding ep rank ``ep_rank``'s experts, over which their gradients are averaged."""
+        return self.grad_group(pipe_rank, tp_rank)[ep_rank::self.ep]
 
     def microbatch_size(self, global_batch: int) -> int:
         if global_batch % (self.dp * self.microbatches):
@@ -182,6 +204,7 @@ class Plan:
             "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
                          "recompute": c.recompute.value,
                          "zero": c.zero, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
+                         **({"ep": c.ep} if c.ep > 1 else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -214,9 +237,12 @@ class Plan:
                              recompute=read_recompute(p, "recompute", Recompute.NONE),
                              zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1),
                              tp_comm_overlap=p.get("tp_comm_overlap", bool, False),
-                             cp_mode=p.choice("cp_mode", CP_MODES, "ring"))
+                             cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1))
         stages = p.get("stages", list, [])
         p.done()
+        if cfg.grad_ranks % cfg.ep:
+            raise InputError(f"{source}: parallel.ep: {cfg.ep} does not divide dp x cp = {cfg.grad_ranks}; "
+                             f"choose ep among the divisors of {cfg.grad_ranks}")
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
                 or any(not isinstance(x, int) or x >= y for x, y in zip(bounds, bounds[1:]))):
             raise InputError(f"{source}: parallel.bounds: {bounds} is not {cfg.stages} stages over {len(layers)} layers")
