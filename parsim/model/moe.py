@@ -83,6 +83,17 @@ class Experts:
         """(T, E, h): the router's scores."""
         return (tokens, self.experts, self.hidden, 1)
 
+    def all_to_all_bytes(self, tokens: float, dtype_bytes: int) -> float:
+        """One token all-to-all's message per rank (the dispatch or the combine, forward or
+        backward): each of the rank's T tokens once per routed expert it chose, h values each,
+        T k h x dtype bytes.  This is the buffer ``all_to_all_single`` scatters (Megatron-Core's
+        alltoall token dispatcher, dropless: tokens permuted by expert, then exchanged), the same
+        whatever the routing; the share for the rank's own experts stays local, and the routing
+        decides how the rest divides over the peers (parsim.cost.comm.all_to_all_time_s prices
+        both).  A MoE layer issues four per micro-batch: dispatch and combine in the forward,
+        their transposes in the backward."""
+        return tokens * self.top_k * self.hidden * dtype_bytes
+
     def fwd_flops_per_token(self) -> float:
         """Forward FLOPs per token of the router, the active routed experts and the shared ones
         (2 x MACs)."""
