@@ -58,11 +58,14 @@ class _DenseBoundary(torch.autograd.Function):
 
 
 class DenseBoundary(nn.Module):
-    """A channels_last stage's first and last module: activations sent to the next stage and
-    gradients sent back to the previous one leave in NCHW (one layout copy each way)."""
+    """A pipeline stage's first and last module: activations sent to the next stage and gradients
+    sent back to the previous one leave dense in torch's default layout.  A channels_last image
+    leaves in NCHW (one layout copy each way); a tensor that is already dense passes as it is
+    (``contiguous`` returns it), as does its gradient; a strided view (a ViT's patches, ``flatten(2).transpose(1, 2)``)
+    is copied, which gloo requires ("input tensor has to be contiguous")."""
 
     def forward(self, x):
-        return _DenseBoundary.apply(x) if x.dim() == 4 else x
+        return _DenseBoundary.apply(x) if isinstance(x, torch.Tensor) else x     # both ways: a dense input's gradient may not be
 
 
 def local_stages(cfg: ParallelConfig, pipe_rank: int) -> list[int]:
@@ -78,10 +81,10 @@ def sequential(units: list[tuple[str, nn.Module]]) -> nn.Sequential:
 
 def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage: int,
                  fmt: torch.memory_format = torch.contiguous_format) -> nn.Sequential:
-    """Stage ``stage``'s units; under channels_last with pp > 1, between boundary modules that send
-    NCHW (they hold no parameters, so the state dict's keys are the units' own)."""
+    """Stage ``stage``'s units; with pp > 1, between boundary modules that send dense tensors, in
+    NCHW under channels_last (they hold no parameters, so the state dict's keys are the units' own)."""
     chosen = units[cfg.bounds[stage]:cfg.bounds[stage + 1]]
-    if fmt == torch.channels_last and cfg.pp > 1:
+    if cfg.pp > 1:
         chosen = [("boundary_in", DenseBoundary()), *chosen, ("boundary_out", DenseBoundary())]
     return sequential(chosen).to(memory_format=fmt)
 
