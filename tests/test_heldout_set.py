@@ -1,4 +1,5 @@
-"""The held-out set (results/heldout/2026-11-27.yaml) builds and simulates: every model loads and
+"""The held-out sets (results/heldout/2026-11-27b.yaml; 2026-11-27.yaml, a development set since its
+first report) build and simulate: every model loads and
 extracts, its torch module runs one forward on the executor's input kind, and every plan (the
 planner's pick too, kept to the set's sizes as validate keeps it) resolves and simulates.  Nothing
 here runs a plan: the set's figures come only from the runs its rule allows."""
@@ -17,21 +18,27 @@ from parsim.validation_sets import load_plan_set
 
 SET = "results/heldout/2026-11-27.yaml"
 HELD = load_plan_set(SET)
-DEVELOPMENT_SIZES = {1, 2, 4, 8, 16, 32}      # the sizes profiled in development (ResNet-50, the GPT)
+SET_B = "results/heldout/2026-11-27b.yaml"
+HELD_B = load_plan_set(SET_B)
+# the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
+# bert-mini and llama-tiny (12, 6, 3), which became development rows
+DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}}
 
 
-def test_the_set_is_frozen_with_its_date_and_rule():
-    assert HELD.name == "heldout-2026-11-27" and HELD.date == "2026-11-27"
-    assert "new held-out set" in HELD.rule and "once per model change" in HELD.rule
-    assert len(HELD.models) == 4
+@pytest.mark.parametrize("held,name,models", [(HELD, "heldout-2026-11-27", 4), (HELD_B, "heldout-2026-11-27b", 3)])
+def test_the_set_is_frozen_with_its_date_and_rule(held, name, models):
+    assert held.name == name and held.date == "2026-11-27"
+    assert "new held-out set" in held.rule and "once per model change" in held.rule
+    assert len(held.models) == models
 
 
-@pytest.mark.parametrize("path", [p for p, _ in HELD.models])
-def test_each_model_builds_runs_a_forward_and_every_plan_simulates(path):
+@pytest.mark.parametrize("set_path,path", [(s, p) for s, held in ((SET, HELD), (SET_B, HELD_B)) for p, _ in held.models])
+def test_each_model_builds_runs_a_forward_and_every_plan_simulates(set_path, path):
     spec = load_model(path)
     cluster = load_cluster("local-cpu")
-    sizes = case_microbatch_sizes(spec, SET)
-    assert sizes and not set(sizes) & DEVELOPMENT_SIZES
+    held = load_plan_set(set_path)
+    sizes = case_microbatch_sizes(spec, set_path)
+    assert sizes and not set(sizes) & DEVELOPMENT_SIZES[set_path]
     kind = input_kind(spec)
     torch.manual_seed(0)
     module = build_module(spec.source, spec.path)
@@ -42,9 +49,9 @@ def test_each_model_builds_runs_a_forward_and_every_plan_simulates(path):
         assert module(torch.randn(2, 3, kind[1], kind[1])).shape == (2, 10)
     compute = AnalyticalCompute.for_training(cluster.device, spec.training)
     skipped = []
-    cases = default_cases(spec, cluster, compute, SET, skipped, profiled_sizes=tuple(sizes))
+    cases = default_cases(spec, cluster, compute, set_path, skipped, profiled_sizes=tuple(sizes))
     assert skipped == []
-    assert [c.label for c in cases] == [p.label for p in HELD.plans_for(path)] + ["planner"]
+    assert [c.label for c in cases] == [p.label for p in held.plans_for(path)] + ["planner"]
     batch = spec.training.global_batch_size
     for case in cases:
         assert case.config.microbatch_size(batch) in sizes
