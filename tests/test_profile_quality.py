@@ -1,17 +1,23 @@
 """A profile's honesty: which sizes were measured, how repeatable they were, where, and that
 validate prices its plans from measured sizes only.  No real profiling: timings are injected."""
 
+import dataclasses
 import json
 import warnings
+
+import torch
 
 import pytest
 
 from parsim.cli import main
-from parsim.cost.compute import load_profile_table
+from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, load_profile_table
+from parsim.exec.precision import TORCH_DTYPES
+from parsim.hardware import load_cluster
+from parsim.model.graph import Layer
 from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine
 from parsim.errors import InputError
 from parsim.model.spec import load_model
-from parsim.profile.layers import mean_tables
+from parsim.profile.layers import _run_optimizer, mean_tables, slowest_rank
 from parsim.profile.repeat import measure_stably, spread
 
 MODEL = "examples/resnet50_cifar10_local.yaml"
@@ -244,3 +250,47 @@ def test_validate_zero_set_runs_each_stage_beside_plain_data_parallelism():
         [(2, 1, 2, z) for z in range(4)]
     assert case_microbatch_sizes(spec, "zero") == [8]
     assert cases[-1].config.microbatch_size(32) in (8, 16)
+
+
+
+def test_the_slowest_rank_pairs_the_profilers_repeats():
+    """Per size: the median over repeats of the slower process's chain time, over the mean of the
+    processes' medians.  Noise alone costs a synchronous step something (repeat by repeat one
+    process or the other is the slower), and a process slower throughout costs its whole lag."""
+    # both medians 1.0; the slower per repeat: 1.2, 1.2, 1.0, 1.0, median 1.1
+    assert slowest_rank([[[1.0, 1.2, 0.9, 1.0]], [[1.2, 0.9, 1.0, 1.0]]]) == pytest.approx([1.1])
+    # one process 10% slower throughout, at two sizes: 1.1 / 1.05
+    assert slowest_rank([[[1.0] * 3, [2.0] * 3], [[1.1] * 3, [2.2] * 3]]) == pytest.approx([1.1 / 1.05] * 2)
+    # identical processes cost nothing
+    assert slowest_rank([[[1.0, 2.0, 3.0]], [[1.0, 2.0, 3.0]]]) == pytest.approx([1.0])
+
+
+def test_concurrent_profilers_record_the_slowest_rank_and_the_profiled_model_prices_at_it(tmp_path):
+    one = {"layers": [row("a", [1.0, 2.0], [2.0, 4.0])], "optimizer_s_per_param": 1e-9,
+           "chain_s": [[3.0, 3.0, 3.0], [6.0, 6.0, 6.0]]}
+    two = {**one, "chain_s": [[3.3, 3.3, 3.3], [6.0, 6.6, 6.0]]}
+    out = mean_tables([one, two])
+    assert "chain_s" not in out and out["slowest_rank"] == pytest.approx([3.3 / 3.15, 6.0 / 6.0])
+    assert "slowest_rank" not in mean_tables([one])                         # one process: none
+    assert "slowest_rank" not in mean_tables([{**one, "tp": 2}, {**two, "tp": 2}])   # tp: waits inside the layers
+    t = load_profile_table(write_profile(tmp_path / "p.json", slowest_rank=[1.0, 1.1, 1.2], optimizer="adam"))
+    assert t.slowest_rank == (1.0, 1.1, 1.2)
+    model = ProfiledCompute(t, AnalyticalCompute(load_cluster("local-cpu").device))
+    layer = Layer("a", fwd_flops=1.0, bwd_flops=2.0, param_count=0, param_bytes=0, output_bytes=0.0, saved_bytes=0.0)
+    assert model.layer_time_s(layer, "F", 2) == pytest.approx(0.016 * 1.1)
+    assert model.layer_time_s(layer, "B", 4) == pytest.approx(0.060 * 1.2)
+    assert model.layer_time_s(layer, "F", 3) == pytest.approx((0.016 + 0.030) / 2 * 1.15)   # both interpolated
+    with pytest.raises(InputError, match=r"p.json: slowest_rank: expected 3 factors of at least 1"):
+        load_profile_table(write_profile(tmp_path / "p.json", slowest_rank=[1.0, 0.9, 1.0]))
+
+
+@pytest.mark.parametrize("optimizer,dtype,inner", [("adam", "fp32", torch.optim.Adam), ("momentum", "fp32", torch.optim.SGD),
+                                                   ("adam", "bf16", None)])
+def test_a_profile_times_the_optimizer_its_run_steps(optimizer, dtype, inner):
+    """Adam where the executor runs it (fp32); momentum SGD with fp32 masters where it runs none
+    (Adam under bf16 is priced, not run)."""
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, optimizer=optimizer),
+                               graph=dataclasses.replace(spec.graph, dtype=dtype))
+    opt = _run_optimizer(spec, [torch.nn.Parameter(torch.zeros(4, dtype=TORCH_DTYPES[dtype]))])
+    assert (type(opt.inner) if opt.inner is not None else None) is inner

@@ -202,7 +202,11 @@ class ProfileTable:
             # size), noisy (sizes still above noise_threshold after re-measuring),
             # nonmonotone_confirmed (pairs [b1, b2], b1 < b2, whose F+B fell from b1 to b2 in
             # the first measurement and again when both were measured once more)
+        optimizer: adam           # optional: the optimizer timed (the model's training.optimizer)
         optimizer_s_per_param: 2.0e-9                   # optional
+        slowest_rank: [1.04, ...] # optional, concurrent profilers: per size, the slowest process's
+                                  # F + B over the mean's, repeat by repeat (parsim.profile.layers.slowest_rank);
+                                  # the profiled model prices every layer at it
         tp: 2                     # optional: times of the per-device shards, collectives included
         tp_layout: megatron
         machine: {cpu_model: ..., cores: 2, torch: 2.5.1, numpy: ..., python: ..., date: ...}  # optional
@@ -231,6 +235,7 @@ class ProfileTable:
     threads: int = 1                   # intra-op threads per process it was measured with
     grad_sync: GradSync | None = None
     fsdp_sync: FsdpSync | None = None
+    slowest_rank: tuple[float, ...] = ()      # per size; () for one profiler (factor 1)
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -290,6 +295,10 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
     device = r.get("device", str, "")
     threads = r.get("threads", int, 1)
     r.get("concurrent_processes", int, 1)
+    r.get("optimizer", str, "")
+    slowest = r.get("slowest_rank", list, [])
+    if slowest and (len(slowest) != len(sizes) or any(not isinstance(x, (int, float)) or x < 1 for x in slowest)):
+        raise r.fail("slowest_rank", f"expected {len(sizes)} factors of at least 1, one per micro-batch size")
     r.get("noise_threshold", float, None)
     r.get("max_remeasure", int, None)
     _sizes_field(r, "remeasured", sizes)
@@ -305,7 +314,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          device, r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
                          r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads,
-                         grad_sync, fsdp_sync)
+                         grad_sync, fsdp_sync, tuple(float(x) for x in slowest))
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)
@@ -425,14 +434,21 @@ class ProfiledCompute:
         """The profiled time; a profile of unsharded layers is scaled by the share one device of
         a tensor-parallel group does (``Layer.tp_share``), a tensor-parallel profile is taken as is;
         either by the share of each sequence one device of a context-parallel group holds
-        (``Layer.seq_share``, 1/cp: parsim.cost.context).
+        (``Layer.seq_share``, 1/cp: parsim.cost.context); and by ``slowest_rank``.
         Outside the profiled sizes, the fallback prices the (per-device) layer itself; for a
         tensor-parallel profile that is the shard's compute, and ``parsim.cost.layer`` adds the
         collectives (``includes_tp_comm_at``)."""
         if self.how_priced(microbatch) == FALLBACK:
             return self.fallback.layer_time_s(layer, kind, microbatch)
         share = (1.0 if self.table.tp > 1 else layer.tp_share) * layer.seq_share
-        return share * self._whole_layer_s(layer, kind, microbatch)
+        return share * self._whole_layer_s(layer, kind, microbatch) * self.slowest_rank(microbatch)
+
+    def slowest_rank(self, microbatch: int) -> float:
+        """The table's ``slowest_rank`` at this size: concurrent profilers are the ranks of a
+        synchronous step, which ends when the slowest of them does, so every layer is priced at
+        the slowest process's pace, not the mean's (1 for a profile of one process)."""
+        sizes, f = self.table.microbatch_sizes, self.table.slowest_rank
+        return _interp(sizes, f, microbatch) if f else 1.0
 
     def _whole_layer_s(self, layer: Layer, kind: str, microbatch: int) -> float:
         t = self.table.times(layer.name)

@@ -35,7 +35,7 @@ import torch
 from parsim.hardware.machine import this_machine
 from parsim.errors import InputError
 from parsim.exec.objective import loss_fn
-from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD
+from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD, check_optimizer, make_optimizer
 from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format
 from parsim.exec.tensor_parallel import local
@@ -111,9 +111,10 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
 
 
 def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool,
-                  vocab_group=None) -> tuple[dict, dict]:
+                  vocab_group=None) -> tuple[dict, dict, list]:
     """One round at micro-batch size b: {(unit, key): repeat times} for fwd_s, bwd_s (and, when
-    ``split``, bwd_input_s, bwd_weight_s), warm-up dropped; and {unit: saved bytes per sample}."""
+    ``split``, bwd_input_s, bwd_weight_s), warm-up dropped; {unit: saved bytes per sample}; and
+    each repeat's F + B summed over the units (the chain's time, for ``slowest_rank``)."""
     x, y = _sample_input(spec, b, dev)
     names = [n for n, _ in units]
     times_f = {n: [] for n in names}
@@ -156,6 +157,7 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
             grad = inp.grad if inp.requires_grad else None
         for m in (m for _, m in units):
             m.zero_grad(set_to_none=False)
+    chain_s = [sum(times_f[n][i] + times_b[n][i] for n in names) for i in range(warmup, warmup + repeats)]
     out = {}
     for n in names:
         out[(n, "fwd_s")] = times_f[n][warmup:]
@@ -165,7 +167,20 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
         for n in names:
             out[(n, "bwd_input_s")] = times_i[n][warmup:]
             out[(n, "bwd_weight_s")] = times_w[n][warmup:]
-    return out, saved
+    return out, saved, chain_s
+
+
+def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
+    """The optimizer a run of this model steps (``parsim.exec.precision.make_optimizer``: Adam
+    where the executor runs it, momentum or plain SGD with fp32 masters if mixed).  Until
+    2026-11-27 every profile timed momentum SGD, and Adam models' optimizer steps (torch's Adam,
+    one parameter at a time) were priced at about 0.4 of what their runs measured (bert-mini of
+    set 2026-11-27: 3.6 ms priced, 8.6 ms measured)."""
+    try:
+        check_optimizer(spec.training.optimizer, spec.graph.dtype, spec.path)
+    except InputError:                 # Adam on a mixed-precision model: priced, never run
+        return MasterWeightSGD(params, lr=0.01, momentum=0.9)
+    return make_optimizer(spec.training.optimizer, params)
 
 
 def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
@@ -192,17 +207,17 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
     vocab_group = loss_group(m for _, m in units) if tp > 1 else None     # the executor's rule
     names = [n for n, _ in units]
-    saved = {}
+    saved, chains = {}, {}
 
     def measure(b):
         barrier()                      # concurrent profilers measure the same size at once
-        times, saved[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
+        times, saved[b], chains[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
         return times
 
     got = measure_stably(list(sizes), measure, noise_threshold, max_remeasure, agree)
     barrier()
     params = list({id(p): p for _, m in units for p in m.parameters()}.values())   # a tied weight once
-    opt = MasterWeightSGD(params, lr=0.01, momentum=0.9)       # the run's optimizer (fp32 masters if mixed)
+    opt = _run_optimizer(spec, params)
     for p in params:
         p.grad = torch.zeros_like(p)
     # Every step starts together on the concurrent profilers, as the ranks of a data-parallel run
@@ -252,7 +267,9 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         "microbatch_sizes": list(sizes),
         "noise_threshold": noise_threshold, "max_remeasure": max_remeasure, "remeasured": list(got.remeasured),
         "layers": [row(n) for n in names],
+        "optimizer": spec.training.optimizer,
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
+        "chain_s": [chains[b] for b in sizes],
         **({"grad_sync": sync} if sync else {}),
         **({"fsdp_sync": fsdp} if fsdp else {}),
     }
@@ -289,6 +306,10 @@ def mean_tables(tables: list[dict]) -> dict:
         out["layers"].append(row)
     out["remeasured"] = sorted({b for t in tables for b in t.get("remeasured", [])})
     out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
+    out.pop("chain_s", None)
+    # a tensor-parallel profile's processes already wait for each other in every layer's collectives
+    if len(tables) > 1 and "tp" not in tables[0] and all(t.get("chain_s") for t in tables):
+        out["slowest_rank"] = slowest_rank([t["chain_s"] for t in tables])
     if all("grad_sync" in t for t in tables):       # the same size on every process
         out["grad_sync"] = mean_entry([t["grad_sync"] for t in tables], ("backward_s", "all_reduce_s", "both_s", "cost"),
                                       "cost_min", "cost_max")
@@ -296,6 +317,22 @@ def mean_tables(tables: list[dict]) -> dict:
         out["fsdp_sync"] = mean_entry([t["fsdp_sync"] for t in tables], ("backward_s", "fsdp_backward_s", "added_s"),
                                       "added_min_s", "added_max_s")
     out["concurrent_processes"] = len(tables)
+    return out
+
+
+def slowest_rank(chains: list[list[list[float]]]) -> list[float]:
+    """Per size, what the slowest of N ranks stepping together costs over the mean rank's time:
+    the median over repeats of the slowest process's chain time (F + B over the units), over the
+    mean of the processes' median chain times.  The repeats of concurrent profilers are paired by
+    index, one draw of each process's time at once, as the ranks of a synchronous step (a
+    data-parallel all-reduce, a pipeline's sends) each wait for the slowest.  ``chains``: per
+    process, per size, the repeats' chain times.  On 2026-11-27 (AMD EPYC, 2 cores, quiet) the two
+    ranks of a bert-mini dp=2 run differed by 11% in F + B, and rank 0 waited that long at its
+    all-reduce."""
+    out = []
+    for per_proc in zip(*chains):                       # one size: each process's repeats
+        mean_s = statistics.fmean(statistics.median(r) for r in per_proc)
+        out.append(statistics.median(max(v) for v in zip(*per_proc)) / mean_s if mean_s > 0 else 1.0)
     return out
 
 
