@@ -106,9 +106,13 @@ def cmd_simulate(args) -> int:
     for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     if args.model.endswith(".json"):
-        from parsim.plan import load_plan_and_model
+        from parsim.plan import load_plan_and_model, model_changed
 
         plan, spec = load_plan_and_model(args.model)
+        stale = model_changed(plan, args.model)
+        if stale:          # a what-if is allowed: the plan's config, priced on the model as it is now
+            print("parsim: note: " + stale.replace("; plan again", "; priced on the model as it is now"),
+                  file=sys.stderr)
         cluster = load_cluster(args.cluster or plan.cluster)
         compute = _compute_model(args, cluster, spec)
         cfg = plan.config

@@ -66,6 +66,11 @@ def test_a_changed_model_is_refused_and_a_reformatted_one_is_not(tmp_path, model
     assert len(err.splitlines()) == 1 and "plan again, or pass --force" in err
     warned = run_warnings(RunOptions(plan=plan, force=True), load_plan(plan))
     assert len(warned) == 1 and "model.sha256" in warned[0]
+    # simulate re-prices the plan on the model as it is now, and says so in one line
+    capsys.readouterr()
+    assert main(["simulate", plan]) == 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("parsim: note: ") and "model.sha256" in err and "priced on the model as it is now" in err
     # a plan written before the digest is not judged
     d = json.loads(open(plan).read())
     del d["model"]["sha256"]
