@@ -2,7 +2,8 @@
 torch script, plain ``DistributedDataParallel`` for dp=2 and plain ``torch.distributed.pipelining``
 (PipelineStage + ScheduleGPipe / Schedule1F1B) for pp=2, on 2 gloo ranks with 1 thread each;
 nothing from ``parsim.exec``.  From parsim it takes only the model's definition (its torch module,
-``parsim.model.spec.build_module``) and reads the plan's JSON with ``json``.
+``parsim.model.spec.build_module``, and the units a pipeline may be cut at,
+``parsim.model.extract.cut_units``) and reads the plan's JSON with ``json``.
 
     # one plan that parsim validate wrote (runs/validate/<label>.plan.json), 12 steps, 3 warm-up:
     python benchmarks/reference_torch.py runs/validate/pp2-1f1b-m4.plan.json --steps 12
@@ -38,22 +39,6 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def units_of(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """Named children of the Sequential, a group of same-typed blocks expanded one level (the
-    model zoo's convention for cut units); an ``hf:`` model lists its own (``pipeline_units``)."""
-    if callable(getattr(model, "pipeline_units", None)):
-        return list(model.pipeline_units())
-    units = []
-    for name, child in model.named_children():
-        kids = list(child.children()) if isinstance(child, nn.Sequential) else []
-        if len(kids) > 1 and len({type(k) for k in kids}) == 1 and not isinstance(kids[0], nn.Sequential) \
-                and any(True for _ in kids[0].parameters()):
-            units += [(f"{name}.{i}", k) for i, k in enumerate(kids)]
-        else:
-            units.append((name, child))
-    return units
-
-
 def batch(model_cfg: dict, spec, n: int, step: int):
     """Synthetic samples: (inputs, targets) for ``n`` samples, the same on every rank for a step."""
     g = torch.Generator().manual_seed(step)
@@ -70,6 +55,7 @@ def loss_fn(logits, target):
 
 
 def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup: int, out: str) -> None:
+    from parsim.model.extract import cut_units
     from parsim.model.spec import build_module, load_model
 
     torch.set_num_threads(1)
@@ -79,7 +65,7 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
     spec = load_model(m["path"])
     torch.manual_seed(0)
     model = build_module(spec.source, spec.path)
-    units = units_of(model)
+    units = cut_units(model)
     if [n for n, _ in units] != m["layers"]:
         raise SystemExit(f"{plan_path}: the model's units {[n for n, _ in units][:4]}... are not the plan's layers")
     gb, micro = m["global_batch_size"], par["microbatches"]

@@ -28,11 +28,6 @@ GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s
 
 
 @pytest.fixture(scope="module")
-def gpt():
-    return load_model(GPT)
-
-
-@pytest.fixture(scope="module")
 def resnet():
     return load_model("examples/resnet50_cifar10_local.yaml")
 

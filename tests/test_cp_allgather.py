@@ -12,8 +12,6 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.context import allgather_exposed_s, cp_buffer_bytes, ring_exposed_s, ring_sent_bytes
 from parsim.cost.memory import backward_workspace_bytes
 from parsim.errors import InfeasibleError
-from parsim.hardware import load_cluster
-from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig, Plan
 from parsim.schedule.actions import Kind
 from parsim.search.planner import Constraints, plan
@@ -21,16 +19,6 @@ from parsim.shard.prepare import per_device_graph
 from parsim.sim import simulate
 
 GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s 128, fp32
-
-
-@pytest.fixture(scope="module")
-def gpt():
-    return load_model(GPT)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_cluster("dgx-h100:1x8")
 
 
 @pytest.mark.parametrize("cp", [2, 4, 8])

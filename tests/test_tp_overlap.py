@@ -11,7 +11,6 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.layer import tp_comm_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
-from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig, Plan
 from parsim.schedule.actions import Kind
 from parsim.search.planner import Constraints, plan
@@ -20,16 +19,6 @@ from parsim.sim import simulate
 from parsim.sim.overlap import overlapped_s
 
 GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s 128, fp32
-
-
-@pytest.fixture(scope="module")
-def gpt():
-    return load_model(GPT)
-
-
-@pytest.fixture(scope="module")
-def h100():
-    return load_cluster("dgx-h100:1x8")
 
 
 def test_overlap_closed_form():
