@@ -14,7 +14,7 @@ with its citation and everything needed to price it again::
         cluster: {profile: dgx-a100, nodes: 64}             # devices_per_node: optional (a 1-GPU row: 1)
         parallel: {dp: 32, tp: 8, pp: 2, microbatches: 12, schedule: 1f1b, recompute: true}
                                                # also cp, zero (0..3) and ep (expert parallel,
-                                               #   carved from dp x cp: Megatron-Core's layout)
+                                               #   carved from dp x cp as parsim.plan does)
         measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297}
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
                                                #   routed tokens (below)
@@ -81,7 +81,7 @@ class Figure:
     devices_per_node: int | None  # None: the profile's
     parallel: tuple               # (key, value) pairs: dp, tp, pp, cp, ep, zero, microbatches, schedule, chunks,
                                   #   recompute, tp_layout
-    metric: str                   # samples_per_s | tflops_per_gpu
+    metric: str                   # samples_per_s | tflops_per_gpu | tokens_per_s_per_gpu
     measured: float
     tolerance: float
     path: str                     # the figures file
