@@ -15,6 +15,14 @@ parsim.profile.published, which tests/test_published.py reads too):
   A100s), with the micro-batch sizes and interleaving of the paper's own scripts, and the three
   PTD-P rows of Table 2 (174.6B on 384, 768 and 1536 A100s).
 
+results/published/moe_figures.yaml holds the public mixture-of-experts rows (NVIDIA's Megatron-Bridge
+performance summaries on DGX H100, DeepSeek-V3 on 2,048 H800s), in tokens/s per GPU:
+
+    python benchmarks/bench_published.py --figures results/published/moe_figures.yaml
+
+A row the simulator cannot price yet (expert parallelism, until it lands) prints as "not priced"
+with the reason, and the others are priced as usual.
+
 A row used by `parsim calibrate --published` to fit its profile (the figures file's calibration
 section, whose values are in the shipped profile with their citation) is labelled
 "calibration"; every other row is held out.  Each prints its configuration, the measured and
@@ -26,20 +34,25 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from parsim.profile.published import load_figures, price
+from parsim.profile.published import UnpricedFigure, load_figures, price
 
 FIGURES = "results/published/figures.yaml"
 
 
 def rows(path: str = FIGURES, only: str = ""):
-    """Each figure of ``path`` priced with its profile as shipped: (figure, Priced, use)."""
+    """Each figure of ``path`` priced with its profile as shipped: (figure, Priced, use); a figure
+    the simulator cannot price yet has its UnpricedFigure (the reason) in place of the Priced."""
     figures = load_figures(path)
     out = []
     for f in figures.figures:
         if only and only not in f.id:
             continue
         use = "calibration" if figures.used_for_calibration(f) else "held out"
-        out.append((f, price(f), use))
+        try:
+            priced = price(f)
+        except UnpricedFigure as e:
+            priced = e
+        out.append((f, priced, use))
     return out
 
 
@@ -48,17 +61,24 @@ def main() -> None:
     ap.add_argument("--figures", default=FIGURES)
     ap.add_argument("--only", default="", help="rows whose id contains this")
     args = ap.parse_args()
-    print(f"{'row':<27} {'configuration':<58} {'measured':>9} {'predicted':>9} {'error':>7} {'tol':>4}  use")
+    priced = rows(args.figures, args.only)
+    w = max([27] + [len(f.id) for f, _, _ in priced])
+    print(f"{'row':<{w}} {'configuration':<58} {'measured':>9} {'predicted':>9} {'error':>7} {'tol':>4}  use")
     errors = {}
-    for f, p, use in rows(args.figures, args.only):
-        unit = "img/s" if f.metric == "samples_per_s" else "TF/GPU"
+    for f, p, use in priced:
+        unit = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU"}[f.metric]
+        if isinstance(p, UnpricedFigure):
+            config = " ".join(f"{k}={v}" for k, v in f.parallel)
+            print(f"{f.id:<{w}} {f.profile + ' ' + config:<58} {f.measured:>9.1f} {'-':>9} {'-':>7} "
+                  f"{f.tolerance:>4.0%}  not priced: {str(p)[len(f.where) + 2:]} ({unit})")
+            continue
         if f.excluded:
             mark = "excluded: " + f.excluded
         elif abs(p.error) <= f.tolerance:
             mark = "ok"
         else:
             mark = "MISS" + (f" (held within {f.miss_within:.0%}: {f.note})" if f.miss_within is not None else "")
-        print(f"{f.id:<27} {f.profile + ' ' + p.config:<58} {f.measured:>9.1f} {p.predicted:>9.1f} {p.error:>+7.1%} "
+        print(f"{f.id:<{w}} {f.profile + ' ' + p.config:<58} {f.measured:>9.1f} {p.predicted:>9.1f} {p.error:>+7.1%} "
               f"{f.tolerance:>4.0%}  {use}, {mark} ({unit})")
         if not f.excluded:
             parts = f.id.split("-")

@@ -142,3 +142,18 @@ def test_cluster_reports_usable_memory(capsys):
     assert main(["cluster", "dgx-a100:1x8"]) == 0
     assert "usable memory 61.06 GiB: less 381.47 MiB runtime context and 2.29 GiB collective buffers, then 15% " \
            "fragmentation" in capsys.readouterr().out
+
+
+def test_hgx_h800_is_the_h100_device_with_a_400_gb_per_s_nvlink():
+    """hardware_profiles/hgx-h800.yaml: DeepSeek-V3's nodes differ from a DGX H100 in NVLink
+    alone (H800 datasheet: 400 GB/s total against 900), one 400 Gb/s NIC per GPU on its own
+    plane (Zhao et al., ISCA 2025), 256 nodes (DeepSeek-V3 report Sec. 3.1)."""
+    h800, h100 = load_cluster("hgx-h800"), load_cluster("dgx-h100")
+    assert "hgx-h800" in available_profiles() and h800.world_size == 2048
+    assert h800.device == h100.device and h800.profile.collectives == h100.profile.collectives
+    assert h800.link(0, 1).bandwidth_bytes_per_s == 200e9 == 400e9 / 2           # per direction
+    assert h800.link(0, 8).bandwidth_bytes_per_s == h100.link(0, 8).bandwidth_bytes_per_s == 50e9
+    # the multi-plane fat tree: another plane is reached over NVLink first (the "rail" class)
+    assert h800.link_class(0, 8) == "network" and h800.link_class(0, 9) == "rail"
+    # 80% of the NVLink link is the 160 GB/s DeepSeek's all-to-all kernels reach (V3 report Sec. 3.2.2)
+    assert h800.profile.collectives.bandwidth_efficiency * 200 == pytest.approx(160)

@@ -13,7 +13,13 @@ with its citation and everything needed to price it again::
         model: {model: gpt, args: {...}, training: {...}}   # a model.yaml's mapping, inline
         cluster: {profile: dgx-a100, nodes: 64}             # devices_per_node: optional (a 1-GPU row: 1)
         parallel: {dp: 32, tp: 8, pp: 2, microbatches: 12, schedule: 1f1b, recompute: true}
-        measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}
+                                               # also cp, zero (0..3) and ep (expert parallel,
+                                               #   carved from dp x cp as parsim.plan does)
+        measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297}
+        routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
+                                               #   routed tokens (below)
+        source_config: {...}                   # optional: the source's own settings, verbatim, for
+                                               #   provenance; parsim reads none of them
         tolerance: 0.05                        # the error the project holds the prediction to
         note: "..."                            # optional: assumptions behind the row
         excluded: "..."                        # optional: why the row is printed but not held to it
@@ -24,6 +30,14 @@ with its citation and everything needed to price it again::
         fit: [device.kernels.conv_efficiency]
         rows: [dle-rn50-a100-amp-1gpu]
 
+``routing`` says what the source did to the expert load, which decides the expert GEMMs' sizes and
+the all-to-all's: ``balance: forced`` (every expert gets the same tokens: Megatron-Core's
+``--moe-router-force-load-balancing``, which NVIDIA's MoE benchmarks set), ``balance: capacity``
+with ``capacity_factor`` and ``padded`` (tokens over an expert's capacity dropped, and with
+``padded`` every expert's input padded up to it: uniform at the capacity), or ``balance: learned``
+(the router's own load, as trained: DeepSeek-V3's auxiliary-loss-free balancing).
+
+``tokens_per_s_per_gpu`` is global batch x ``args.seq_len`` / step time / GPUs.
 ``tflops_per_gpu`` counts FLOPs as Narayanan et al. 2021 do (their Equation 3, which includes
 the recomputed forward), so a GPT row is compared in the paper's own unit:
 
@@ -45,7 +59,13 @@ from parsim.hardware.cluster import Cluster, Profile, load_profile, profile_path
 from parsim.inputs import Fields, load_file
 
 SCHEMA_VERSION = 1
-METRICS = ("samples_per_s", "tflops_per_gpu")
+METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu")
+BALANCE = ("forced", "capacity", "learned")
+
+
+class UnpricedFigure(InputError):
+    """A figure whose configuration the simulator cannot price yet (e.g. expert parallelism):
+    the benchmark prints it as not priced, with this message, instead of stopping."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +79,9 @@ class Figure:
     profile: str                  # a hardware profile name (hardware_profiles/<name>.yaml)
     nodes: int
     devices_per_node: int | None  # None: the profile's
-    parallel: tuple               # (key, value) pairs: dp, tp, pp, microbatches, schedule, chunks, recompute, tp_layout
-    metric: str                   # samples_per_s | tflops_per_gpu
+    parallel: tuple               # (key, value) pairs: dp, tp, pp, cp, ep, zero, microbatches, schedule, chunks,
+                                  #   recompute, tp_layout
+    metric: str                   # samples_per_s | tflops_per_gpu | tokens_per_s_per_gpu
     measured: float
     tolerance: float
     path: str                     # the figures file
@@ -70,6 +91,8 @@ class Figure:
     # tests hold it to meanwhile, so that it cannot drift further unseen; None: the tolerance
     miss_within: float | None = None
     note: str = ""
+    routing: tuple = ()           # (key, value) pairs: balance, capacity_factor, padded; () : not a MoE row
+    source_config: tuple = ()     # the source's own settings, frozen (see _freeze); read by nothing
 
     @property
     def held_within(self) -> float:
@@ -138,8 +161,21 @@ def _thaw(value):
     return value
 
 
-PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "microbatches": int, "chunks": int, "schedule": str,
-                 "recompute": bool, "tp_layout": str}
+PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
+                 "chunks": int, "schedule": str, "recompute": bool, "tp_layout": str}
+
+
+def _routing(f: Fields) -> tuple:
+    """A row's ``routing:`` mapping, checked (() when absent)."""
+    if not f.has("routing"):
+        return ()
+    r = f.sub("routing")
+    balance = r.choice("balance", BALANCE)
+    out = [("balance", balance)]
+    if balance == "capacity":
+        out += [("capacity_factor", r.positive_float("capacity_factor")), ("padded", r.get("padded", bool))]
+    r.done()
+    return tuple(out)
 
 
 def load_figures(path: str | os.PathLike) -> Figures:
@@ -173,7 +209,10 @@ def load_figures(path: str | os.PathLike) -> Figures:
         parallel = []
         for k, t in PARALLEL_KEYS.items():
             if p.has(k):
-                v = p.positive_int(k) if t is int else p.get(k, t)
+                if k == "zero":
+                    v = p.choice(k, (0, 1, 2, 3))
+                else:
+                    v = p.positive_int(k) if t is int else p.get(k, t)
                 parallel.append((k, v))
         p.done()
         m = f.sub("measured")
@@ -189,8 +228,11 @@ def load_figures(path: str | os.PathLike) -> Figures:
             raise f.fail("miss_within", f"must lie between the tolerance ({tol}) and 1, got {miss}")
         if miss is not None and not note:
             raise f.fail("note", "missing; a row held to miss_within says why it misses its tolerance")
+        routing = _routing(f)
+        source_config = _freeze(f.get("source_config", dict, {}))
         figures.append(Figure(ident, sources[key], f.get("row", str), _freeze(raw["model"]), profile, nodes, per_node,
-                              tuple(parallel), given[0], value, tol, path, i, f.get("excluded", str, ""), miss, note))
+                              tuple(parallel), given[0], value, tol, path, i, f.get("excluded", str, ""), miss, note,
+                              routing, source_config))
         f.done()
     calibrations = []
     if r.has("calibration"):
@@ -258,8 +300,19 @@ def figure_flops(figure: Figure) -> float:
                                args["vocab"])
 
 
+def figure_tokens(figure: Figure) -> int:
+    """Tokens per step of a ``tokens_per_s_per_gpu`` figure: global batch x ``args.seq_len``."""
+    args = _thaw(figure.model).get("args", {}) or {}
+    if "seq_len" not in args:
+        raise InputError(f"{figure.where}: measured.tokens_per_s_per_gpu: needs the model's args.seq_len (tokens "
+                         f"per sequence); add it")
+    return figure_spec(figure).training.global_batch_size * args["seq_len"]
+
+
 def describe(cfg) -> str:
-    return (f"dp={cfg.dp} tp={cfg.tp} pp={cfg.pp} m={cfg.microbatches} {cfg.schedule}"
+    return (f"dp={cfg.dp} tp={cfg.tp} pp={cfg.pp}{f' cp={cfg.cp}' if cfg.cp > 1 else ''}"
+            f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
+            f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
 
 
@@ -270,22 +323,30 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
 
+    par = dict(figure.parallel)
+    ep = par.pop("ep", 1)
+    if ep > 1:
+        # The one place to lift when the simulator prices expert parallelism (issue 32): pass ep on
+        # to resolve_config, and price the row's routing (figure.routing).
+        raise UnpricedFigure(f"{figure.where}: parallel.ep: {ep}: parsim does not simulate expert parallelism yet, "
+                             f"so this row is not priced")
     profile = profile or shipped_profile(figure)
     spec = figure_spec(figure)
     cluster = figure_cluster(figure, profile)
     compute = AnalyticalCompute.for_training(cluster.device, spec.training)
-    par = dict(figure.parallel)
     if par.get("tp", 1) > 1:
         par.setdefault("tp_layout", "megatron")
-    world = par.get("dp", 1) * par.get("tp", 1) * par.get("pp", 1)
+    world = par.get("dp", 1) * par.get("tp", 1) * par.get("pp", 1) * par.get("cp", 1)
     if world != cluster.world_size:
-        raise InputError(f"{figure.where}: parallel: dp x tp x pp = {world}, but the cluster has "
+        raise InputError(f"{figure.where}: parallel: dp x tp x pp x cp = {world}, but the cluster has "
                          f"{cluster.world_size} devices; make them equal")
     cfg = resolve_config(spec, cluster, compute, **par)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
     step = est.step_time_s
     if figure.metric == "samples_per_s":
         predicted = spec.training.global_batch_size / step
+    elif figure.metric == "tokens_per_s_per_gpu":
+        predicted = figure_tokens(figure) / step / cluster.world_size
     else:
         predicted = figure_flops(figure) / step / cluster.world_size / 1e12
     return Priced(figure, predicted, step, describe(cfg))
