@@ -11,6 +11,7 @@ includes the recomputed forward):
 """
 
 import importlib.util
+import re
 from dataclasses import replace
 
 import pytest
@@ -23,8 +24,10 @@ from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.spec import Training, load_model
 from parsim.model.zoo import resnet50
 from parsim.plan import ParallelConfig
-from parsim.errors import DoesNotFitError
-from parsim.profile.published import figure_spec, load_figures, price
+from parsim.errors import DoesNotFitError, InputError
+from parsim.plan import CP_MODES
+from parsim.profile.published import (_thaw, figure_cluster, figure_spec, load_figures, price,
+                                      shipped_profile)
 from parsim.report.fmt import human_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
@@ -226,3 +229,97 @@ def test_node_loader_bounds_8_gpu_throughput_as_min_of_compute_and_node_rate(dle
     # a rate measured for another input (CIFAR's 3 x 32 x 32) does not price ImageNet samples
     cifar = InputPipeline(True, host_samples_per_s=0.5 * compute8, sample_elements=3 * 32 * 32)
     assert _dle_throughput(graph, training, 8, cifar)[0] == pytest.approx(compute8, rel=1e-12)
+
+
+# ------------------------------------------------- Megatron-Bridge dense DGX-H100 rows (held out)
+
+MBRIDGE = [f for f in FIGURES.figures if "Megatron-Bridge" in f.citation]
+
+
+def _row_number(figure, label: str) -> int:
+    """The integer after ``label`` in the row's citation text, e.g. "GBS 256"."""
+    m = re.search(rf"\b{label} (\d+)", figure.row)
+    assert m, (figure.id, label)
+    return int(m.group(1))
+
+
+def test_the_megatron_bridge_rows_are_held_out():
+    assert {f.id for f in MBRIDGE} == {"mbridge26041-llama3-70b-h100-64gpu", "mbridge26041-llama31-405b-h100-1024gpu"}
+    for f in MBRIDGE:
+        assert not FIGURES.used_for_calibration(f) and f.tolerance == 0.1 and not f.excluded, f.id
+    assert FIGURES.calibration("dgx-h100") is None and FIGURES.calibration("dgx-h100-superpod") is None
+
+
+@pytest.mark.parametrize("figure", MBRIDGE, ids=[f.id for f in MBRIDGE])
+def test_a_megatron_bridge_row_is_its_tables_configuration(figure):
+    """The row's parallel sizes, batch and precision are the table's (row:) and the recipe's."""
+    par, model = dict(figure.parallel), _thaw(figure.model)
+    training, gpus = model["training"], figure.nodes * 8
+    assert re.search(rf"\b{gpus} GPUs\b", figure.row) and "DGX-H100" in figure.row
+    assert par["dp"] * par["tp"] * par["pp"] * par["cp"] == gpus
+    assert (par["tp"], par["pp"], par["cp"], par["chunks"]) == tuple(_row_number(figure, k) for k in ("TP", "PP", "CP", "VP"))
+    mbs = _row_number(figure, "MBS")
+    assert training["global_batch_size"] == _row_number(figure, "GBS") == par["dp"] * par["microbatches"] * mbs
+    assert model["args"]["seq_len"] == _row_number(figure, "seq") == 8192
+    # the recipe: FP8 current scaling beside bf16, no recomputation, the distributed optimizer,
+    # sequence parallelism with TE's tp-communication overlap, interleaved 1F1B
+    assert "FP8" in figure.row and training["fp8"] and training["dtype"] == "bf16" and training["recompute"] == "none"
+    assert par["zero"] == 1 and par["tp_layout"] == "megatron-sp" and par["tp_comm_overlap"]
+    assert par["schedule"] == "interleaved" and par.get("cp_mode", "ring") == "ring"
+    assert figure.metric == "tokens_per_s_per_gpu" and figure.measured == float(re.search(r": (\d+) tokens/s/GPU",
+                                                                                           figure.row).group(1))
+
+
+@pytest.mark.parametrize("figure", MBRIDGE, ids=[f.id for f in MBRIDGE])
+def test_parsims_balanced_split_is_megatrons_even_split(figure):
+    """Megatron splits the decoder layers evenly over pp x VP virtual stages, the embedding with the
+    first and the head with the last, or (405B: account_for_embedding_in_pipeline_split and
+    account_for_loss_in_pipeline_split) counts each as one more layer.  parsim's balanced split
+    of the row must give the same boundaries, so the row prices Megatron's stages."""
+    spec = figure_spec(figure)
+    layers = len(spec.graph) - 2                                  # embed, the decoder layers, head
+    par = dict(figure.parallel)
+    stages = par["pp"] * par["chunks"]
+    accounted = dict(_thaw(figure.source_config)).get("account_for_embedding_in_pipeline_split", False)
+    if accounted:
+        per = (layers + 2) // stages
+        assert per * stages == layers + 2
+        want = tuple(per * k for k in range(stages + 1))
+    else:
+        per = layers // stages
+        assert per * stages == layers
+        want = (0,) + tuple(1 + per * k for k in range(1, stages)) + (layers + 2,)
+    cluster = figure_cluster(figure, shipped_profile(figure))
+    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
+    cfg = resolve_config(spec, cluster, compute, **par)
+    assert cfg.bounds == want
+
+
+def _figures_file(tmp_path, parallel: dict) -> str:
+    row = {"id": "x", "source": "s", "row": "r",
+           "model": {"model": "gpt", "args": {"layers": 2, "hidden": 64, "heads": 2, "seq_len": 128, "vocab": 256},
+                     "training": {"global_batch_size": 8, "dtype": "bf16", "optimizer": "adam"}},
+           "cluster": {"profile": "dgx-h100", "nodes": 1, "devices_per_node": 2},
+           "parallel": parallel, "measured": {"samples_per_s": 1.0}, "tolerance": 0.1}
+    path = tmp_path / "figures.yaml"
+    path.write_text(yaml.safe_dump({"schema_version": 1, "sources": {"s": "a source"}, "figures": [row]}))
+    return str(path)
+
+
+def test_tp_comm_overlap_and_cp_mode_reach_the_simulator(tmp_path):
+    base = {"dp": 1, "tp": 2, "tp_layout": "megatron-sp"}
+    plain, overlapped = (price(load_figures(_figures_file(tmp_path, {**base, "tp_comm_overlap": o})).figures[0])
+                         for o in (False, True))
+    assert overlapped.step_time_s < plain.step_time_s and "sp overlap" in overlapped.config
+    ring = {"dp": 1, "cp": 2}
+    by_mode = {m: price(load_figures(_figures_file(tmp_path, {**ring, "cp_mode": m})).figures[0]) for m in CP_MODES}
+    assert by_mode["ring"].step_time_s != by_mode["allgather"].step_time_s
+    assert "cp=2 allgather" in by_mode["allgather"].config and "cp=2 m=" in by_mode["ring"].config
+
+
+@pytest.mark.parametrize("parallel, field", [({"dp": 1, "cp_mode": "p2p"}, "parallel.cp_mode"),
+                                             ({"dp": 1, "tp_comm_overlap": "yes"}, "parallel.tp_comm_overlap")])
+def test_a_bad_parallel_field_names_itself(tmp_path, parallel, field):
+    path = _figures_file(tmp_path, parallel)
+    with pytest.raises(InputError, match=re.escape(f"{path}: figures[0].{field}")):
+        load_figures(path)

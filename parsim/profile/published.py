@@ -13,8 +13,11 @@ with its citation and everything needed to price it again::
         model: {model: gpt, args: {...}, training: {...}}   # a model.yaml's mapping, inline
         cluster: {profile: dgx-a100, nodes: 64}             # devices_per_node: optional (a 1-GPU row: 1)
         parallel: {dp: 32, tp: 8, pp: 2, microbatches: 12, schedule: 1f1b, recompute: true}
-                                               # also cp, zero (0..3) and ep (expert parallel,
-                                               #   carved from dp x cp as parsim.plan does)
+                                               # also cp, zero (0..3), ep (expert parallel,
+                                               #   carved from dp x cp as parsim.plan does),
+                                               #   tp_layout (megatron | megatron-sp; default
+                                               #   megatron), tp_comm_overlap (megatron-sp only)
+                                               #   and cp_mode (ring | allgather; default ring)
         measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297}
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
                                                #   routed tokens (below)
@@ -57,6 +60,7 @@ from functools import lru_cache
 from parsim.errors import InputError
 from parsim.hardware.cluster import Cluster, Profile, load_profile, profile_path
 from parsim.inputs import Fields, load_file
+from parsim.plan import CP_MODES
 
 SCHEMA_VERSION = 1
 METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu")
@@ -80,7 +84,7 @@ class Figure:
     nodes: int
     devices_per_node: int | None  # None: the profile's
     parallel: tuple               # (key, value) pairs: dp, tp, pp, cp, ep, zero, microbatches, schedule, chunks,
-                                  #   recompute, tp_layout
+                                  #   recompute, tp_layout, tp_comm_overlap, cp_mode
     metric: str                   # samples_per_s | tflops_per_gpu | tokens_per_s_per_gpu
     measured: float
     tolerance: float
@@ -162,7 +166,8 @@ def _thaw(value):
 
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
-                 "chunks": int, "schedule": str, "recompute": bool, "tp_layout": str}
+                 "chunks": int, "schedule": str, "recompute": bool, "tp_layout": str, "tp_comm_overlap": bool,
+                 "cp_mode": str}
 
 
 def _routing(f: Fields) -> tuple:
@@ -211,6 +216,8 @@ def load_figures(path: str | os.PathLike) -> Figures:
             if p.has(k):
                 if k == "zero":
                     v = p.choice(k, (0, 1, 2, 3))
+                elif k == "cp_mode":
+                    v = p.choice(k, CP_MODES)
                 else:
                     v = p.positive_int(k) if t is int else p.get(k, t)
                 parallel.append((k, v))
@@ -310,7 +317,9 @@ def figure_tokens(figure: Figure) -> int:
 
 
 def describe(cfg) -> str:
-    return (f"dp={cfg.dp} tp={cfg.tp} pp={cfg.pp}{f' cp={cfg.cp}' if cfg.cp > 1 else ''}"
+    tp = f"tp={cfg.tp}" + (" sp" if cfg.tp_layout == "megatron-sp" else "") + (" overlap" if cfg.tp_comm_overlap else "")
+    cp = f" cp={cfg.cp}" + (f" {cfg.cp_mode}" if cfg.cp_mode != "ring" else "") if cfg.cp > 1 else ""
+    return (f"dp={cfg.dp} {tp} pp={cfg.pp}{cp}"
             f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
