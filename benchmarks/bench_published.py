@@ -14,6 +14,10 @@ parsim.profile.published, which tests/test_published.py reads too):
 - Narayanan et al. 2021 (arXiv 2104.04473), Table 1, all ten rows (1.7B ... 1008B on up to 3072
   A100s), with the micro-batch sizes and interleaving of the paper's own scripts, and the three
   PTD-P rows of Table 2 (174.6B on 384, 768 and 1536 A100s).
+- NVIDIA Megatron-Bridge 26.04.01 (commit 21d102f5e), the dense DGX-H100 rows: Llama 3 70B on 64
+  and Llama 3.1 405B on 1,024 H100s, FP8, in tokens/s per GPU; held out (added after the
+  2026-11-27 calibration, nothing fitted on them), with the recipes' settings (sequence parallel
+  with tp-communication overlap, the distributed optimizer, no recomputation).
 
 results/published/moe_figures.yaml holds the public mixture-of-experts rows (NVIDIA's Megatron-Bridge
 performance summaries on DGX H100, DeepSeek-V3 on 2,048 H800s), in tokens/s per GPU:
