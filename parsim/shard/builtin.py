@@ -17,7 +17,7 @@ and mlp.py): q and o as QKV and proj above; k and v column-split by t up to the 
 and beyond it (t > g) split g ways and replicated t/g times, each device keeping the one KV head
 its query heads read (Megatron's rule for tp > num_query_groups); SwiGLU's gate and up
 projections column-split together (Megatron fuses them into one column-parallel linear_fc1), down
-row-split; RMSNorms replicated, or under megatron-sp on s/t of the sequence.
+row-split; RMSNorms replicated, or under megatron-sp on s/t of the sequence with the residual adds.
 """
 
 from __future__ import annotations
@@ -93,9 +93,14 @@ def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fu
         "?head/lm_head": col,
     }
     if sequence_parallel:
+        # the residual stream on s/t as well: each decoder layer's two residual adds (Megatron's
+        # sequence-parallel hidden states between the blocks, Korthikanti et al. 2022, Fig. 5), so
+        # that o_proj and down_proj end in a reduce-scatter, not an all-reduce (with the adds on the
+        # whole sequence, a layer issued 3 all-reduces and twice the all-gathers: a Llama's
+        # megatron-sp cost more than its megatron)
         seq = ((1, t, 1),)
         s.update({"layers.*/input_layernorm:*": seq, "layers.*/post_attention_layernorm:*": seq,
-                  "?head/norm:*": seq})
+                  "layers.*/:add#*": ((1, t, 1), (1, t, 1)), "?head/norm:*": seq})
     return s
 
 

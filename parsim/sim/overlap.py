@@ -45,6 +45,7 @@ from parsim.cost.compute import ComputeModel
 from parsim.cost.kernels import PHASES
 from parsim.cost.layer import includes_tp_comm, layer_time_s as plain_layer_time_s, tp_comm_time_s
 from parsim.errors import InfeasibleError
+from parsim.model.fp8 import FP8_KLASS
 from parsim.model.graph import Layer
 
 TP_OVERLAP_LAYOUTS = ("megatron-sp",)
@@ -93,6 +94,11 @@ def check_tp_overlap(cfg, cluster) -> None:
     overlap_units(cluster)
 
 
+# the linear GEMMs TE's overlap pipelines with: bf16/fp16/fp32 ones, and FP8 ones (parsim.model.fp8;
+# until 2026-11-27 the FP8 GEMMs were left out, and an FP8 plan's tp overlap hid nothing)
+GEMM_KLASSES = ("matmul", FP8_KLASS)
+
+
 def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
     """The share of the layer's FLOPs in phase ``kind`` that its tensor-parallel collectives
     pipeline with: its linear GEMMs (matmul kernels of one product; a batched matmul's groups grow
@@ -104,7 +110,7 @@ def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
         return 0.0 if kind == "W" else 1.0
     total = sum(k.at(microbatch)[0] for k in kernels)
     gemm = sum(k.at(microbatch)[0] for k in kernels
-               if k.phase in ("F", "I") and k.klass == "matmul" and k.gemm and k.gemm[3] == (1.0, 0.0))
+               if k.phase in ("F", "I") and k.klass in GEMM_KLASSES and k.gemm and k.gemm[3] == (1.0, 0.0))
     return gemm / total if total else 0.0
 
 
