@@ -90,12 +90,16 @@ def _expert_op(op: OpInfo) -> bool:
 
 
 def _scaled_op(op: OpInfo, experts: int, ep: int, scale: float) -> OpInfo:
-    """A routed-experts operator on one of ep ranks: a tensor laid out (E, rows, ...) becomes
-    (E/ep, rows x ep x imbalance, ...); what it saves follows its tokens (x imbalance)."""
-    def shape(s):
-        return (s[0] // ep, s[1] * scale, *s[2:]) if len(s) >= 3 and s[0] == experts else s
-    return replace(op, input_shapes=tuple(shape(s) for s in op.input_shapes), output_shape=shape(op.output_shape),
-                   saved_bytes=op.saved_bytes * scale / ep)
+    """A routed-experts operator on one of ep ranks: a token tensor laid out (E, rows, ...) becomes
+    (E/ep, rows x ep x imbalance, ...), a weight (E, K, N) becomes (E/ep, K, N); what it saves
+    follows its tokens (x imbalance)."""
+    def shape(s, weight=False):
+        if len(s) < 3 or s[0] != experts:
+            return s
+        return (s[0] // ep, *s[1:]) if weight else (s[0] // ep, s[1] * scale, *s[2:])
+    weights = tuple(op.param_inputs) + (False,) * (len(op.input_shapes) - len(op.param_inputs))
+    return replace(op, input_shapes=tuple(shape(s, w) for s, w in zip(op.input_shapes, weights)),
+                   output_shape=shape(op.output_shape), saved_bytes=op.saved_bytes * scale / ep)
 
 
 def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) -> Layer:

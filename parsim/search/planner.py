@@ -126,9 +126,13 @@ class Constraints:
 CP_SEARCH_MAX = 16
 CP_SEARCH_MIN_TOKENS = 16384
 # The largest ep the search tries unless told (--ep prices any ep dividing dp x cp and the experts):
-# powers of two up to 64, DeepSeek-V3's (DeepSeek-AI 2024, Sec. 3.2: 64-way expert parallelism
-# over 8 nodes), a bound on the search's size: each ep value is a family of its own.
-EP_SEARCH_MAX = 64
+# powers of two up to 256, a bound on the search's size (each ep value is a family of its own: at
+# most 9 values).  DeepSeek-V3 trained at ep = 64 over 8 nodes (DeepSeek-AI 2024, Sec. 3.2); on
+# 2,048 H100s of 80 GB its 671B parameters fit parsim's memory model only at ep = 256 with pp = 2
+# (dp = 1,024: the last stage keeps every micro-batch's logits, parsim.cost.memory.
+# kept_output_bytes, 1 GB each at 129,280 classes x 4,096 tokens, so dp must be large), which a
+# bound of 64 would never try.
+EP_SEARCH_MAX = 256
 
 
 @dataclass(frozen=True)
