@@ -358,7 +358,7 @@ class _Bounds:
         if key not in self._costs:
             self._costs[key] = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
         return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key], m,
-                            self.static_per_param(dp // self.graph.ep, zero) if self.graph.ep > 1 else None)
+                            self.static_per_param(max(1, dp // self.graph.ep), zero) if self.graph.ep > 1 else None)
 
     def static_per_param(self, dp: int, zero: int) -> float:
         """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
@@ -1080,6 +1080,7 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
     if where is None:
         return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
     return (f"no plan fits {human_bytes(cap)}{usable} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
+            f"{f' ep={where.ep}' if where.ep > 1 else ''}"
             f"{f' recompute={where.recompute}' if where.recompute else ''} "
             f"m={where.microbatches} {where.schedule}) needs {human_bytes(need)}, {human_bytes(need - cap)} more; "
             f"try {', '.join(knobs)}")
