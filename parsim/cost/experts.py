@@ -80,7 +80,8 @@ def check_ep(graph: LayerGraph, ep: int, grad_ranks: int, tp: int = 1, zero: int
 
 def _routed_kernel(kernel, experts: int) -> bool:
     """A routed experts' grouped GEMM: a matmul over E groups (groups fixed in the batch)."""
-    return kernel.klass == "matmul" and bool(kernel.gemm) and tuple(kernel.gemm[3]) == (float(experts), 0.0)
+    return kernel.klass in ("matmul", "fp8_matmul") and bool(kernel.gemm) and \
+        tuple(kernel.gemm[3]) == (float(experts), 0.0)
 
 
 def _expert_op(op: OpInfo) -> bool:
@@ -106,6 +107,7 @@ def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) ->
     ex = layer.experts
     e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
     held = layer.param_count - ex.routed_params + ex.routed_params // ep
+    stacked = 2 * ex.intermediate * ex.hidden * e * layer.param_bytes / layer.param_count
     share = held / layer.param_count if layer.param_count else 1.0
     kernels, extra = [], {"F": 0.0, "B": 0.0}
     for k in layer.kernels:
@@ -126,7 +128,8 @@ def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) ->
     return replace(layer, kernels=tuple(kernels), ops=ops,
                    fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
                    param_count=held, param_bytes=layer.param_bytes * share,
-                   max_param_bytes=layer.max_param_bytes * share if ex.routed_params * 2 > layer.param_count
+                   # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
+                   max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
                    else layer.max_param_bytes,
                    # a fully recomputed layer keeps its input; its backward re-creates the routed tokens' activations
                    **({"recompute_bytes": layer.recompute_bytes + more_saved} if layer.recomputes_forward

@@ -78,7 +78,7 @@ from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
 from parsim.plan import CP_MODES, ParallelConfig, bounds_from_assignment
-from parsim.report.fmt import human_bytes, memory_margin
+from parsim.report.fmt import human_bytes, human_time, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
 from parsim.search.bound import floor_s, memory_floor_bytes, searched_floor_s
@@ -587,6 +587,8 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
     lines.append("memory: " + memory_line)
     if best.config.ep > 1:
         lines.append(_ep_line(best))
+    elif graph.moe and _no_ep_line(result_ranked):
+        lines.append(_no_ep_line(result_ranked))
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
                   or c.config.tp != best.config.tp or c.config.cp != best.config.cp or c.config.ep != best.config.ep
                   or c.config.schedule != best.config.schedule), None)
@@ -617,9 +619,24 @@ def _ep_line(cand: Candidate) -> str:
     rank, against the step."""
     e, c = cand.estimate, cand.config
     hot = _busiest_rank(e)
-    return (f"expert parallelism: ep={c.ep} (experts over {c.ep} ranks, expert_dp={c.expert_dp}); the busiest rank's "
-            f"token all-to-alls take {hot.ep_comm_s * 1e3:.4g} ms ({hot.ep_comm_s / e.step_time_s:.1%} of the step, "
-            f"exposed), its bubble {hot.bubble_s * 1e3:.4g} ms ({hot.bubble_s / e.step_time_s:.1%})")
+    return (f"expert parallelism: ep={c.ep} (E/{c.ep} routed experts a rank, expert_dp={c.expert_dp}); on the busiest "
+            f"rank the token all-to-alls take {human_time(hot.ep_comm_s)} ({hot.ep_comm_s / e.step_time_s:.1%} of the "
+            f"step, exposed) and the bubble {human_time(hot.bubble_s)} ({hot.bubble_s / e.step_time_s:.1%})")
+
+
+def _no_ep_line(ranked: list[Candidate]) -> str | None:
+    """A mixture of experts picked with ep = 1: the best ranked plan with ep > 1, by its all-to-alls
+    and its bubble against the pick's."""
+    best = ranked[0]
+    row = next((i for i, x in enumerate(ranked) if x.config.ep > 1), None)
+    if row is None:
+        return None
+    other, e = ranked[row], best.estimate
+    hot, mine = _busiest_rank(other.estimate), _busiest_rank(e)
+    return (f"expert parallelism: the pick keeps every expert on each rank (ep=1); the best with ep > 1 (row {row + 1}, "
+            f"{_short(other.config)}) is {other.estimate.step_time_s / e.step_time_s - 1:.1%} slower: its busiest "
+            f"rank's all-to-alls take {human_time(hot.ep_comm_s)}, its bubble {human_time(hot.bubble_s)} against "
+            f"the pick's {human_time(mine.bubble_s)}")
 
 
 def _older_objects_frozen(search):
