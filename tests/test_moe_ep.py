@@ -258,3 +258,26 @@ def test_planner_picks_ep_where_memory_asks_for_it(tiny):
 def _compute(cluster, spec):
     from parsim.cost.compute import AnalyticalCompute
     return AnalyticalCompute.for_training(cluster.device, spec.training)
+
+
+# ----------------------------------------------------------------------------- all-to-all overlap
+
+def test_ep_overlap_hides_the_all_to_alls_of_paired_actions(tiny):
+    """pp = 1, m = 4: the order F0 B0 F1 B1 F2 B2 F3 B3 pairs each B(i) with F(i+1) (another
+    micro-batch): 3 pairs, each hiding both actions' all-to-alls (far shorter than the compute
+    here), each hidden second costing 20 / (132 - 20) s of compute (DeepSeek-V3's 20 SMs of an
+    H100's 132); F0's and B3's stay exposed."""
+    from parsim.cost.experts import A2A_OVERLAP_COMM_UNITS
+
+    kw = dict(dp=8, ep=8, microbatches=4)
+    plain = _sim(tiny, "dgx-h100:1x8", batch=32, **kw)
+    hid = _sim(tiny, "dgx-h100:1x8", batch=32, ep_overlap=True, **kw)
+    per_mb = plain.ranks[0].ep_comm_s / 4                     # F's and B's all-to-alls of one micro-batch
+    assert hid.ranks[0].ep_comm_s == pytest.approx(per_mb)
+    cost = A2A_OVERLAP_COMM_UNITS / (132 - A2A_OVERLAP_COMM_UNITS)
+    assert hid.ranks[0].busy_s - plain.ranks[0].busy_s == pytest.approx(3 * per_mb * cost)
+    assert plain.step_time_s - hid.step_time_s == pytest.approx(3 * per_mb * (1 - cost), rel=1e-6)
+    r = hid.ranks[0]
+    assert r.busy_s + r.exposed_comm_s + r.bubble_s + r.sync_wait_s + r.input_s == pytest.approx(hid.step_time_s)
+    with pytest.raises(InfeasibleError, match="with ep=1 there are none"):
+        _sim(tiny, "dgx-h100:1x8", dp=8, ep_overlap=True)

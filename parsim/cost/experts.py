@@ -157,6 +157,25 @@ def expert_param_count(layer: Layer, ep: int) -> int:
     return layer.experts.routed_params // ep
 
 
+# The SMs an all-to-all's kernels take while it runs beside compute: DeepSeek-V3 (DeepSeek-AI 2024,
+# Sec. 3.2.2) dedicates 20 of an H800's 132 SMs to its dispatch and combine kernels, "sufficient to
+# fully utilize the bandwidths of IB and NVLink".
+A2A_OVERLAP_COMM_UNITS = 20
+
+
+def a2a_overlap_cost(cluster) -> float:
+    """Compute seconds added per all-to-all second hidden under compute (ParallelConfig.ep_overlap):
+    the compute runs on U - u of the device's U units while the all-to-all's kernels hold u
+    (A2A_OVERLAP_COMM_UNITS), u / (U - u); InfeasibleError where the device's units are unknown."""
+    kernels = cluster.device.kernels
+    units = kernels.compute_units if kernels is not None else 0
+    if units <= A2A_OVERLAP_COMM_UNITS:
+        raise InfeasibleError(f"ep_overlap on {cluster.profile.name}: the device's kernels.compute_units "
+                              f"({units or 'not given'}) must exceed the all-to-all's {A2A_OVERLAP_COMM_UNITS} in "
+                              f"{cluster.profile.source}; add them or drop --ep-overlap")
+    return A2A_OVERLAP_COMM_UNITS / (units - A2A_OVERLAP_COMM_UNITS)
+
+
 def local_tokens(layer: Layer, dtype: str, microbatch: int) -> float:
     """T_local: the tokens of a micro-batch one rank holds at ``layer`` (its output is T_local x h
     in the graph's dtype: s/cp tokens per sample under context parallelism)."""

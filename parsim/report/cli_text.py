@@ -131,7 +131,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")
              + (f" cp={c['cp']}" if c["cp"] > 1 else "")
              + (f" ({c['cp_mode']})" if c["cp"] > 1 and c.get("cp_mode", "ring") != "ring" else "")
-             + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "")
+             + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (" ep-overlap" if c.get("ep_overlap") else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
@@ -193,7 +193,8 @@ def config_text(c) -> str:
                      + (" overlap" if get("tp_comm_overlap", False) else ""),
                      *([f"cp={get('cp')}" + (f" {get('cp_mode')}" if get("cp_mode", "ring") != "ring" else "")]
                        if get("cp") > 1 else []),
-                     *([f"ep={get('ep', 1)}"] if get("ep", 1) > 1 else []),
+                     *([f"ep={get('ep', 1)}" + (" overlap" if get("ep_overlap", False) else "")]
+                       if get("ep", 1) > 1 else []),
                      *([f"recompute={recompute}"] if recompute else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])

@@ -111,6 +111,7 @@ class Constraints:
     tp_comm_overlap: bool | None = None              # None: searched where it applies (tp > 1, megatron-sp)
     cp_mode: str | None = None                       # None: ring and allgather searched where cp > 1
     ep: int | None = None                            # expert-parallel size; None: searched (MoE models)
+    ep_overlap: bool = False                         # ep > 1's all-to-alls hidden under paired compute (not searched)
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
     use_all_devices: bool = False  # True: only plans on every device (no tp group whose layout splits nothing)
 
@@ -772,7 +773,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                     floors[shape] = floor_s(*phases, m, pp, *shape)
                 for mode in cp_modes(cp):
                     cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
-                                         tp_comm_overlap=overlap, cp_mode=mode, ep=ep)
+                                         tp_comm_overlap=overlap, cp_mode=mode, ep=ep,
+                                         ep_overlap=c.ep_overlap and ep > 1)
                     heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:

@@ -12,7 +12,7 @@ from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, co
                               shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
-from parsim.cost.experts import a2a_bytes, a2a_time_s, check_ep, expert_param_count
+from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
@@ -53,6 +53,11 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
                               "DeepSpeed and Megatron; use zero 1 or pp=1")
     check_tp_overlap(cfg, cluster)
     check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
+    if cfg.ep_overlap and cfg.ep == 1:
+        raise InfeasibleError("ep_overlap hides the all-to-alls of expert parallelism; with ep=1 there are none: "
+                              "use ep > 1 or drop --ep-overlap")
+    if cfg.ep_overlap:
+        a2a_overlap_cost(cluster)
     if cfg.cp_mode not in CP_MODES or (cfg.cp_mode != "ring" and cfg.cp == 1):
         raise InfeasibleError(f"cp_mode {cfg.cp_mode!r} with cp={cfg.cp}: choose one of {', '.join(CP_MODES)}, "
                               "and allgather only with cp > 1")
@@ -255,6 +260,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     ring_bytes: dict[int, float] = {}                 # cp: per stage, bytes one rank sends around its ring per step
     # ep: per stage, one rank's all-to-all seconds (exposed) and the bytes its all-to-alls scatter, per step
     ep_comm_s: dict[int, float] = {}
+    a2a_s: dict = {}                                  # ep: per (stage, kind), the all-to-alls inside the action
     ep_bytes: dict[int, float] = {}
     expert_buckets: dict[int, tuple[float, ...]] = {}    # ep: per stage, expert gradient buckets (expert_dp group)
     for s in range(S):
@@ -284,6 +290,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                    for k in kinds}
             for k in kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
+                a2a_s[(s, Kind(k))] = sum(a2a[k])
             ep_comm_s[s] = m * sum(sum(v) for v in a2a.values())
             ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in kinds)
             comm_bytes[group_link_class(cluster, group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
@@ -426,7 +433,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                          kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
-                         busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
+                         busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s,
+                         a2a_s=a2a_s, a2a_overlap_cost=a2a_overlap_cost(cluster) if cfg.ep_overlap else None)
     # stage 0's ranks read input, listed only where the profile prices loading (ResNet-50 at
     # dp=1,024: 0.04 s of a profiled search listed them for nothing)
     load = None
@@ -471,12 +479,12 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                               **static)
         busy, exposed, inp = tl.busy_s[r], tl.exposed_comm_s[r], tl.input_s[r]
         # the all-to-alls ran inside the MoE layers' compute actions: exposed communication, not compute
-        a2a_s = sum(ep_comm_s.get(s, 0.0) for s in stages)
-        ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy - a2a_s,
-                                  bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed + a2a_s,
+        a2a_exposed = sum(ep_comm_s.get(s, 0.0) for s in stages) - (tl.a2a_hidden_s[r] if cfg.ep_overlap else 0.0)
+        ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy - a2a_exposed,
+                                  bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed + a2a_exposed,
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp,
-                                  ep_comm_s=a2a_s))
-    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "tp_layout": cfg.tp_layout,
+                                  ep_comm_s=a2a_exposed))
+    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "ep_overlap": cfg.ep_overlap, "tp_layout": cfg.tp_layout,
               "recompute": cfg.recompute.value, "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
