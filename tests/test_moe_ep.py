@@ -281,3 +281,17 @@ def test_ep_overlap_hides_the_all_to_alls_of_paired_actions(tiny):
     assert r.busy_s + r.exposed_comm_s + r.bubble_s + r.sync_wait_s + r.input_s == pytest.approx(hid.step_time_s)
     with pytest.raises(InfeasibleError, match="with ep=1 there are none"):
         _sim(tiny, "dgx-h100:1x8", dp=8, ep_overlap=True)
+
+
+def test_plan_json_keeps_ep_and_its_overlap(tiny, tmp_path):
+    from parsim.hardware import load_cluster
+    from parsim.plan import Plan, plan_from_candidate
+
+    cfg = ParallelConfig(dp=8, pp=1, microbatches=1, bounds=(0, len(tiny.graph)), ep=4, ep_overlap=True)
+    est = _sim(tiny, "dgx-h100:1x8", dp=8, ep=4, ep_overlap=True)
+    assert est.config["ep"] == 4 and est.config["ep_overlap"] is True
+    d = plan_from_candidate(tiny, load_cluster("dgx-h100:1x8"), cfg, est.to_json()).to_json()
+    assert d["parallel"]["ep"] == 4 and d["parallel"]["ep_overlap"] is True
+    assert d["estimate"]["ep_a2a_bytes"] == list(est.ep_a2a_bytes)
+    back = Plan.from_json(d, "plan.json").config
+    assert back.ep == 4 and back.ep_overlap

@@ -224,6 +224,7 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
 def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp, "ep": c.ep,
+            "ep_overlap": c.ep_overlap,
             "devices": c.world_size,
             "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
             "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
