@@ -30,7 +30,9 @@ model.yaml ``training.moe_imbalance``).
   Each moves the buffer parsim.model.moe.Experts.all_to_all_bytes(T_local, dtype) over the ep
   group, priced by parsim.cost.comm.all_to_all_time_s (NVLink in a node; the NICs with rails and
   PXN across nodes) at the imbalance.  Exposed: on the compute stream, as the dispatcher without
-  overlap runs it (parsim.sim.simulate reports them apart, ``RankEstimate.ep_comm_s``).
+  overlap runs it (parsim.sim.simulate reports them apart, ``RankEstimate.ep_comm_s``), unless
+  ``ParallelConfig.ep_overlap`` pairs a forward with another micro-batch's backward so that each
+  hides the other's all-to-alls (parsim.sim.engine, at ``a2a_overlap_cost``).
 
 Not modelled: expert tensor parallelism (ep > 1 runs with tp = 1, check_ep); DeepSeek-V3's
 node-limited routing, which sends a token once per node (fewer bytes over the NICs); the

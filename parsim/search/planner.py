@@ -27,7 +27,9 @@ Search space:
 - with cp > 1, the ring and all-gather context parallelism (parsim.cost.context);
 - for mixtures of experts, expert parallelism (parsim.cost.experts) with tp = 1: ep = 1 and the
   powers of two up to EP_SEARCH_MAX dividing both dp x cp and every MoE layer's routed experts,
-  unless fixed (--ep, model.yaml parallel.ep); ep = 1 alone for a dense model;
+  unless fixed (--ep, model.yaml parallel.ep); ep = 1 alone for a dense model.  The split and the
+  bounds price a layer without its all-to-alls (the simulation adds them): the bounds stay below
+  the simulated step, only looser, and the split balances compute alone;
 - placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
   where pp allows) and dp-inner;
 - the split from the min-max dynamic program (parsim.search.partition), memory-constrained.

@@ -44,6 +44,12 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
+- expert parallelism (parsim.cost.experts): a MoE layer's token all-to-alls run inside its F and
+  B (I) actions, exposed (``a2a_s`` says how much of each); with ``a2a_overlap_cost`` set
+  (ParallelConfig.ep_overlap) a forward and the next backward of another micro-batch on the
+  rank, or a backward and the next forward, run side by side and hide each other's all-to-alls
+  under their compute (``_paired``: DeepSeek-V3's DualPipe pairing of chunks, without its
+  bidirectional schedule).
 
 Every moment of a rank's compute stream, from 0 to ``end_s``, is one of: busy (a compute action
 or the optimizer), input, exposed communication (a RECV's transfer time, a bucket's stolen cycles,
