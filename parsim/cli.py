@@ -123,7 +123,8 @@ def cmd_simulate(args) -> int:
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
-                             cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode)
+                             cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
+                             ep_overlap=args.ep_overlap)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
@@ -173,6 +174,13 @@ def _tp_flags(p) -> None:
     p.add_argument("--cp", type=positive_int_arg,
                    help="context-parallel group size: each rank holds s/cp tokens of a sequence, attention by a "
                         "K,V ring (models with attention; plan: searched unless given)")
+    p.add_argument("--ep", type=positive_int_arg,
+                   help="expert-parallel group size (mixtures of experts): each rank holds E/ep routed experts of "
+                        "every MoE layer, tokens exchanged by all-to-alls; divides dp x cp and the experts, tp=1 "
+                        "(plan: searched unless given)")
+    p.add_argument("--ep-overlap", action="store_true",
+                   help="ep > 1: hide each MoE layer's all-to-alls under the compute of the adjacent backward (forward) "
+                        "of another micro-batch, as DeepSeek-V3's DualPipe pairs them (default: exposed)")
     p.add_argument("--tp-layout", choices=TP_LAYOUTS,
                    help="operator strategies for tp > 1: megatron, megatron-sp, or the model's shard: section")
     from parsim.model.recompute import MODES
@@ -216,7 +224,7 @@ def cmd_plan(args) -> int:
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
-                                                      zero=args.zero, cp=args.cp,
+                                                      zero=args.zero, cp=args.cp, ep=args.ep, ep_overlap=args.ep_overlap,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
@@ -262,7 +270,7 @@ def _write_plan_report(folder, spec, cluster, result, compute, validation) -> No
 
     est = simulate(spec.graph, spec.training, cluster, result.chosen.config, compute, strategies=spec.shard)
     page = plan_report(result, model=spec.name, cluster=cluster.spec, header=plan_header(spec, cluster, result),
-                       rows=plan_rows(result), names=spec.graph.names, estimate=est, validation=validation)
+                       rows=plan_rows(result, spec.graph.moe), names=spec.graph.names, estimate=est, validation=validation)
     os.makedirs(folder, exist_ok=True)
     write_text(os.path.join(folder, "report.html"), page)
 

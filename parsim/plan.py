@@ -64,6 +64,10 @@ class ParallelConfig:
     # Expert gradients are averaged, and ZeRO-sharded, over the expert-data-parallel group of
     # dp x cp / ep ranks holding the same experts (``expert_dp_group``).
     ep: int = 1
+    # ep > 1: each MoE layer's all-to-alls hidden under the compute of the rank's adjacent action of
+    # the other direction (a forward beside another micro-batch's backward, as DeepSeek-V3's DualPipe
+    # and Megatron-Core's --overlap-moe-expert-parallel-comm pair them; parsim.sim.engine)
+    ep_overlap: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -204,7 +208,7 @@ class Plan:
             "parallel": {"dp": c.dp, "pp": c.pp, "tp": c.tp, "cp": c.cp, "tp_layout": c.tp_layout,
                          "recompute": c.recompute.value,
                          "zero": c.zero, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
-                         **({"ep": c.ep} if c.ep > 1 else {}),
+                         **({"ep": c.ep} if c.ep > 1 else {}), **({"ep_overlap": True} if c.ep_overlap else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -237,7 +241,8 @@ class Plan:
                              recompute=read_recompute(p, "recompute", Recompute.NONE),
                              zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1),
                              tp_comm_overlap=p.get("tp_comm_overlap", bool, False),
-                             cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1))
+                             cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1),
+                             ep_overlap=p.get("ep_overlap", bool, False))
         stages = p.get("stages", list, [])
         p.done()
         if cfg.grad_ranks % cfg.ep:

@@ -111,15 +111,18 @@ def kept_output_bytes(graph, pp: int, microbatch: int) -> float:
 
 
 def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,
-                  zero: int = 0, dp: int = 1, pp: int = 2) -> dict[str, float]:
+                  zero: int = 0, dp: int = 1, pp: int = 2, expert_params: int = 0,
+                  expert_dp: int = 1) -> dict[str, float]:
     """Everything but activations, for a rank holding ``param_count`` parameters (its shards of
-    them under ZeRO stage ``zero`` over ``dp`` ranks) on one of ``pp`` pipeline ranks."""
+    them under ZeRO stage ``zero`` over ``dp`` ranks) on one of ``pp`` pipeline ranks.  Under
+    expert parallelism ``expert_params`` of them are routed experts, sharded over the ``expert_dp``
+    ranks holding the same experts instead (parsim.cost.experts; Megatron-Core's distributed
+    optimizer shards the expert parameters over the expert-data-parallel group)."""
     b = bytes_per_param(dtype, optimizer)
-    f = zero_fractions(zero, dp)
-    return {"params_bytes": param_count * b["params"] * f["params"],
-            "grads_bytes": param_count * b["grads"] * f["grads"],
-            "optimizer_bytes": param_count * b["optimizer"] * f["optimizer"],
-            "comm_buffers_bytes": pipeline_buffer_bytes(boundary_bytes, pp)}
+    f, fe = zero_fractions(zero, dp), zero_fractions(zero, expert_dp)
+    dense = param_count - expert_params
+    return {k + "_bytes": (dense * f[k] + expert_params * fe[k]) * b[k] for k in ("params", "grads", "optimizer")} | \
+        {"comm_buffers_bytes": pipeline_buffer_bytes(boundary_bytes, pp)}
 
 
 def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1) -> float:

@@ -261,6 +261,10 @@ class LayerGraph:
     loss_gather_ways: int = 1
     loss_vocab_parallel: bool = False     # the loss takes the last layer's class split where it lies
     fp8: bool = False            # Linear GEMMs in FP8 beside bf16 (parsim.model.fp8.fp8_graph)
+    # > 1: per-device layers of one rank of an expert-parallel group (parsim.cost.experts), its MoE
+    # layers as the busiest rank runs them at routing imbalance ``moe_imbalance``
+    ep: int = 1
+    moe_imbalance: float = 1.0
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))

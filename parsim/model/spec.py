@@ -22,6 +22,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       optimizer: momentum             # momentum | sgd | adam
       fp8: false                      # with dtype bf16: Linear GEMMs in FP8 as Transformer Engine runs them
                                       # (parsim.model.fp8; devices with an fp8 peak: H100)
+      moe_imbalance: 1.25             # mixtures of experts: the busiest expert-parallel rank's routed tokens
+                                      # over the mean, >= 1 (default 1.25: parsim.cost.comm.ROUTING_IMBALANCE)
       recompute: selective            # activation recomputation: none | selective | full (true / false: full /
                                       # none; parsim.model.recompute); planner: tries all three if unset
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
@@ -38,6 +40,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       zero: 1                         # ZeRO stage 0..3 over the dp ranks (planner: searched if unset)
       cp: 2                           # context-parallel group size: s/cp tokens per rank, ring attention
                                       # (models with attention; 2 x cp must divide the sequence)
+      ep: 8                           # expert-parallel group size (mixtures of experts; divides dp x cp and
+                                      # every MoE layer's experts; planner: searched if unset)
     shard:                            # optional: per-operator strategies (MindSpore's SEMI_AUTO_PARALLEL)
       "layers.*/fc1": [[1, 1], [1, 2]]    # <layer>/<module>[:<aten>]: split counts per input (parsim.shard.graph)
     pipeline_stage:                   # optional: MindSpore-style `cell.pipeline_stage = k`
@@ -96,6 +100,10 @@ class Training:
     # FP8 GEMMs of the Linear layers beside bf16 elsewhere (NVIDIA Transformer Engine; Megatron-LM's
     # --bf16 --fp8-format hybrid): parsim.model.fp8.  Needs dtype bf16.
     fp8: bool = False
+    # Mixtures of experts under expert parallelism: the busiest ep rank's routed tokens over the
+    # mean (>= 1; parsim.cost.experts).  None: parsim.cost.comm.ROUTING_IMBALANCE, 1.25 (Switch
+    # Transformer's capacity factor); 1.0 balanced routing; a measured value where one is known.
+    moe_imbalance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,7 @@ class ParallelHint:
     tp_layout: str | None = None
     zero: int | None = None         # ZeRO stage 0..3 (parsim.plan.ParallelConfig.zero); None: searched
     cp: int | None = None           # context-parallel group size (parsim.plan.ParallelConfig.cp); None: searched
+    ep: int | None = None           # expert-parallel group size (parsim.plan.ParallelConfig.ep); None: searched
 
 
 @dataclass(frozen=True)
@@ -325,7 +334,10 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
                         memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"),
-                        fp8=t.get("fp8", bool, False))
+                        fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None))
+    if training.moe_imbalance is not None and training.moe_imbalance < 1:
+        raise t.fail("moe_imbalance", f"the busiest expert-parallel rank's routed tokens over the mean is at least "
+                                      f"1 (1: balanced routing), got {training.moe_imbalance}; set a value >= 1")
     if training.fp8 and training.dtype != "bf16":
         raise t.fail("fp8", f"FP8 GEMMs run beside bf16 (Transformer Engine), not {training.dtype}; "
                             "set training.dtype: bf16 or fp8: false")
@@ -343,7 +355,8 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                                 schedule=p.choice("schedule", SCHEDULE_NAMES, None),
                                 chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
                                 tp_layout=p.choice("tp_layout", TP_LAYOUTS, None),
-                                zero=p.choice("zero", ZERO_STAGES, None), cp=p.positive_int("cp", None))
+                                zero=p.choice("zero", ZERO_STAGES, None), cp=p.positive_int("cp", None),
+                                ep=p.positive_int("ep", None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if training.global_batch_size % (dp * m):
@@ -400,6 +413,14 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
         from parsim.model.fp8 import fp8_graph
 
         graph = fp8_graph(graph)
+    if (training.moe_imbalance is not None or (parallel.ep or 1) > 1) and not graph.moe:
+        key = "training.moe_imbalance" if training.moe_imbalance is not None else "parallel.ep"
+        raise InputError(f"{path}: {key}: {name} has no mixture-of-experts layer; remove {key}")
+    if parallel.ep and parallel.ep > 1:
+        counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})
+        if any(e % parallel.ep for e in counts):
+            raise InputError(f"{path}: parallel.ep: {parallel.ep} does not divide the MoE layers' routed experts "
+                             f"({', '.join(map(str, counts))}); choose ep dividing {counts[0]}")
     if parallel.cp and parallel.cp > 1:
         from parsim.model.attention import check_cp
 

@@ -131,6 +131,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")
              + (f" cp={c['cp']}" if c["cp"] > 1 else "")
              + (f" ({c['cp_mode']})" if c["cp"] > 1 and c.get("cp_mode", "ring") != "ring" else "")
+             + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (" ep-overlap" if c.get("ep_overlap") else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
@@ -155,10 +156,22 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
                      f"{r.max_inflight_microbatches:>9} {human_bytes(r.memory.activations_bytes):>12} "
                      f"{human_bytes(r.peak_memory_bytes):>12} {human_bytes(cap - r.peak_memory_bytes):>10}")
     lines.append("memory: " + memory_margin(max(est.peak_memory_bytes), cluster.device))
+    if est.ep_a2a_bytes:
+        lines.append(ep_line(est))
     lines.append(comm_bytes_line(est))
     if grid:
         lines.append(timeline_grid(est))
     return lines
+
+
+def ep_line(est) -> str:
+    """Expert parallelism's all-to-alls: their exposed time on each pipeline rank and the bytes its
+    all-to-alls scatter per step (Estimate.ep_a2a_bytes, what the executor counts)."""
+    per_rank = [(r.ep_comm_s, sum(est.ep_a2a_bytes[s] for s in r.stages)) for r in est.ranks]
+    worst = max(range(len(per_rank)), key=lambda r: per_rank[r][0])
+    return (f"expert parallelism ep={est.config['ep']}: token all-to-alls (exposed) "
+            f"{human_time(per_rank[worst][0])} of the step on rank {worst} "
+            f"({per_rank[worst][0] / est.step_time_s:.1%}), scattering {human_bytes(per_rank[worst][1])} per step")
 
 
 def comm_bytes_line(est, what: str = "bytes moved per step") -> str:
@@ -180,18 +193,25 @@ def config_text(c) -> str:
                      + (" overlap" if get("tp_comm_overlap", False) else ""),
                      *([f"cp={get('cp')}" + (f" {get('cp_mode')}" if get("cp_mode", "ring") != "ring" else "")]
                        if get("cp") > 1 else []),
+                     *([f"ep={get('ep', 1)}" + (" overlap" if get("ep_overlap", False) else "")]
+                       if get("ep", 1) > 1 else []),
                      *([f"recompute={recompute}"] if recompute else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
 
-def candidate_row(cand, cap_bytes: float, world: int = 0) -> dict:
+def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown); ``devices``: the
-    devices the plan uses of the cluster's ``world`` (fewer where the rest idle)."""
+    devices the plan uses of the cluster's ``world`` (fewer where the rest idle); ``moe``: with
+    the expert-parallel size and the busiest rank's exposed all-to-all time."""
     c, e = cand.config, cand.estimate
+    ep = {}
+    if moe:
+        hot = max(e.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
+        ep = {"ep": c.ep, "a2a": human_time(hot.ep_comm_s) if c.ep > 1 else "-"}
     return {"": cand.label, "dp": c.dp, "pp": c.pp,
             "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}" + (" overlap" if c.tp_comm_overlap else ""),
-            "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}",
+            "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}", **ep,
             "devices": f"{c.world_size}/{world or c.world_size}",
             "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
@@ -203,7 +223,8 @@ def candidate_row(cand, cap_bytes: float, world: int = 0) -> dict:
 
 def candidate_json(cand) -> dict:
     c = cand.config
-    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp,
+    return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp, "ep": c.ep,
+            "ep_overlap": c.ep_overlap,
             "devices": c.world_size,
             "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
             "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
@@ -248,10 +269,11 @@ def shown_candidates(result) -> list:
     return list(result.ranked) + ([extra] if extra else []) + ([result.manual] if result.manual else [])
 
 
-def plan_rows(result) -> list[dict]:
+def plan_rows(result, moe: bool = False) -> list[dict]:
     """The ranked table's rows (shown_candidates): the pick (*), the rest by rank, the best on all
-    devices ("all N") where the pick uses fewer, then the model.yaml split's (manual)."""
-    rows = [candidate_row(c, result.capacity_bytes, result.world_size) for c in shown_candidates(result)]
+    devices ("all N") where the pick uses fewer, then the model.yaml split's (manual); ``moe``
+    (a mixture of experts): with ep and the all-to-all time."""
+    rows = [candidate_row(c, result.capacity_bytes, result.world_size, moe) for c in shown_candidates(result)]
     for i, row in enumerate(rows[:len(result.ranked)]):
         row[""] = "*" if i == 0 else str(i + 1)
     if result.all_devices is not None and len(rows) > len(result.ranked) + bool(result.manual):
@@ -272,7 +294,7 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     strategies (``strategies``: op, strategy, layers) and the Pareto front."""
     import pandas as pd
 
-    rows = plan_rows(result)
+    rows = plan_rows(result, spec.graph.moe)
     lines = [plan_header(spec, cluster, result)]
     with pd.option_context("display.width", 250):
         lines.append(pd.DataFrame(rows).to_string(index=False))

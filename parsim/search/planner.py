@@ -25,6 +25,11 @@ Search space:
 - with tp > 1 and the megatron-sp layout, tensor-parallel communication overlapped with the GEMMs
   or not (parsim.sim.overlap; Megatron-Core's --tp-comm-overlap), where the device profile prices it;
 - with cp > 1, the ring and all-gather context parallelism (parsim.cost.context);
+- for mixtures of experts, expert parallelism (parsim.cost.experts) with tp = 1: ep = 1 and the
+  powers of two up to EP_SEARCH_MAX dividing both dp x cp and every MoE layer's routed experts,
+  unless fixed (--ep, model.yaml parallel.ep); ep = 1 alone for a dense model.  The split and the
+  bounds price a layer without its all-to-alls (the simulation adds them): the bounds stay below
+  the simulated step, only looser, and the split balances compute alone;
 - placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
   where pp allows) and dp-inner;
 - the split from the min-max dynamic program (parsim.search.partition), memory-constrained.
@@ -62,6 +67,7 @@ import numpy as np
 
 from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
+from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
                                 kept_output_bytes, optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
                                 zero_fractions)
@@ -74,7 +80,7 @@ from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
 from parsim.plan import CP_MODES, ParallelConfig, bounds_from_assignment
-from parsim.report.fmt import human_bytes, memory_margin
+from parsim.report.fmt import human_bytes, human_time, memory_margin
 from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
 from parsim.search.bound import floor_s, memory_floor_bytes, searched_floor_s
@@ -82,7 +88,7 @@ from parsim.search.partition import grid_band, partition
 from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.graph import replicates_every_operator
-from parsim.shard.prepare import auto_memory_bytes, per_device_graph, search_auto_sizes
+from parsim.shard.prepare import auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes
 from parsim.sim import Estimate, simulate
 from parsim.sim.memory import peak_floor_bytes
 from parsim.sim.simulate import built_schedule
@@ -106,6 +112,8 @@ class Constraints:
     cp: int | None = None                            # context-parallel size; None: searched (models with attention)
     tp_comm_overlap: bool | None = None              # None: searched where it applies (tp > 1, megatron-sp)
     cp_mode: str | None = None                       # None: ring and allgather searched where cp > 1
+    ep: int | None = None                            # expert-parallel size; None: searched (MoE models)
+    ep_overlap: bool = False                         # ep > 1's all-to-alls hidden under paired compute (not searched)
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
     use_all_devices: bool = False  # True: only plans on every device (no tp group whose layout splits nothing)
 
@@ -120,6 +128,14 @@ class Constraints:
 # --goals, 2026-11-24).
 CP_SEARCH_MAX = 16
 CP_SEARCH_MIN_TOKENS = 16384
+# The largest ep the search tries unless told (--ep prices any ep dividing dp x cp and the experts):
+# powers of two up to 256, a bound on the search's size (each ep value is a family of its own: at
+# most 9 values).  DeepSeek-V3 trained at ep = 64 over 8 nodes (DeepSeek-AI 2024, Sec. 3.2); on
+# 2,048 H100s of 80 GB its 671B parameters fit parsim's memory model only at ep = 256 with pp = 2
+# (dp = 1,024: the last stage keeps every micro-batch's logits, parsim.cost.memory.
+# kept_output_bytes, 1 GB each at 129,280 classes x 4,096 tokens, so dp must be large), which a
+# bound of 64 would never try.
+EP_SEARCH_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -135,7 +151,7 @@ class Candidate:
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode)
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep)
 
 
 @dataclass(frozen=True)
@@ -245,8 +261,10 @@ class _StageMemory:
     exact check comes once its split is known (parsim.sim.memory.peak_floor_bytes, in plan())."""
 
     def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: np.ndarray,
-                 m: int = 1):
+                 m: int = 1, expert_static_per_param: float | None = None):
         self.bnd, self.static_per_param, self.zero, self.b, self.v = bnd, static_per_param, zero, b, v
+        # ep: the routed experts' ZeRO shards are over the expert_dp ranks, fewer than the dp x cp ones
+        self.expert_extra = (expert_static_per_param or static_per_param) - static_per_param
         self.inflight = inflight
         self.pp = len(inflight) // v
         self.kept = m * kept_output_bytes(bnd.graph, self.pp, b)      # on the model's last stage
@@ -261,6 +279,8 @@ class _StageMemory:
         for u, o, n in bnd.tied:
             params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
         static = params * self.static_per_param
+        if self.expert_extra:
+            static = static + (bnd.expert_prefix[B] - bnd.expert_prefix[A]) * self.expert_extra
         if self.zero >= 2:                   # pp = 1 (_zero_variants): the stage is the whole model
             static = static + bnd.fsdp_grad_bytes(self.b)
         end = B == len(bnd.out)
@@ -298,6 +318,8 @@ class _Bounds:
         self.saved[-1] += g.loss_saved_bytes        # the loss's, with the last layer's
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
         self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
+        # ep > 1: of them, the routed experts this rank holds (gradients over the expert_dp ranks)
+        self.expert_prefix = np.concatenate([[0.0], np.cumsum([expert_param_count(l, g.ep) for l in g.layers])])
         # (user, owner, parameters) of each tied weight: a stage holding the user without the owner
         # keeps a copy (LayerGraph.held_param_count)
         self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
@@ -338,7 +360,8 @@ class _Bounds:
         key = ("inflight", schedule, m, pp, v)
         if key not in self._costs:
             self._costs[key] = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
-        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key], m)
+        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key], m,
+                            self.static_per_param(max(1, dp // self.graph.ep), zero) if self.graph.ep > 1 else None)
 
     def static_per_param(self, dp: int, zero: int) -> float:
         """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
@@ -449,7 +472,8 @@ class _Bounds:
                                            "all_gather")
             after[s % pp] += step
             if cfg.grad_ranks > 1:
-                grads = params * self.grad_per_param
+                # the dense gradients over the dp x cp ranks (ep: the experts' go over fewer, at once)
+                grads = (params - (self.expert_prefix[z] - self.expert_prefix[a])) * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar + step)
@@ -501,13 +525,14 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
         return None
     cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
-           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode)
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
     return (key[0], key, cfg, graph)
 
 
 def _short(c: ParallelConfig) -> str:
     """A configuration in a few words: dp=1 pp=8 tp=1 m=2 zbh1."""
     return (f"dp={c.dp} pp={c.pp} tp={c.tp}{f' {c.tp_layout}' if c.tp > 1 else ''}{f' cp={c.cp}' if c.cp > 1 else ''}"
+            f"{f' ep={c.ep}' if c.ep > 1 else ''}"
             f"{' recompute' if c.recompute else ''}{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
             f"{c.schedule}{f' v={c.chunks}' if c.chunks > 1 else ''}")
 
@@ -563,8 +588,12 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
                  f"waiting on other ranks {e.sync_wait_fraction:.1%}, "
                  f"exposed communication {e.exposed_comm_fraction:.1%}")
     lines.append("memory: " + memory_line)
+    if best.config.ep > 1:
+        lines.append(_ep_line(best))
+    elif graph.moe and _no_ep_line(result_ranked):
+        lines.append(_no_ep_line(result_ranked))
     rival = next((c for c in result_ranked[1:] if c.config.dp != best.config.dp or c.config.pp != best.config.pp
-                  or c.config.tp != best.config.tp or c.config.cp != best.config.cp
+                  or c.config.tp != best.config.tp or c.config.cp != best.config.cp or c.config.ep != best.config.ep
                   or c.config.schedule != best.config.schedule), None)
     if rival is not None:
         r = rival.estimate
@@ -578,13 +607,39 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
         what, delta = max(diffs.items(), key=lambda kv: kv[1])
         c = rival.config
         rival_kernels = _kernels_per_step(graph, rival) if kernels else 0
-        lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp}{f' cp={c.cp}' if c.cp > 1 else ''} m={c.microbatches} "
+        lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp}{f' cp={c.cp}' if c.cp > 1 else ''}"
+                     f"{f' ep={c.ep}' if c.ep > 1 else ''} m={c.microbatches} "
                      f"{c.schedule}"
                      f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
                      f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
                      f"(+{delta * 1e3:.3g} ms per rank)"
                      f"{f'; its busiest rank runs {rival_kernels:,} kernels' if rival_kernels else ''}")
     return tuple(lines)
+
+
+def _ep_line(cand: Candidate) -> str:
+    """The pick's expert parallelism by what it costs: its all-to-alls and its bubble on the busiest
+    rank, against the step."""
+    e, c = cand.estimate, cand.config
+    hot = _busiest_rank(e)
+    return (f"expert parallelism: ep={c.ep} (E/{c.ep} routed experts a rank, expert_dp={c.expert_dp}); on the busiest "
+            f"rank the token all-to-alls take {human_time(hot.ep_comm_s)} ({hot.ep_comm_s / e.step_time_s:.1%} of the "
+            f"step, exposed) and the bubble {human_time(hot.bubble_s)} ({hot.bubble_s / e.step_time_s:.1%})")
+
+
+def _no_ep_line(ranked: list[Candidate]) -> str | None:
+    """A mixture of experts picked with ep = 1: the best ranked plan with ep > 1, by its all-to-alls
+    and its bubble against the pick's."""
+    best = ranked[0]
+    row = next((i for i, x in enumerate(ranked) if x.config.ep > 1), None)
+    if row is None:
+        return None
+    other, e = ranked[row], best.estimate
+    hot, mine = _busiest_rank(other.estimate), _busiest_rank(e)
+    return (f"expert parallelism: the pick keeps every expert on each rank (ep=1); the best with ep > 1 (row {row + 1}, "
+            f"{_short(other.config)}) is {other.estimate.step_time_s / e.step_time_s - 1:.1%} slower: its busiest "
+            f"rank's all-to-alls take {human_time(hot.ep_comm_s)}, its bubble {human_time(hot.bubble_s)} against "
+            f"the pick's {human_time(mine.bubble_s)}")
 
 
 def _older_objects_frozen(search):
@@ -684,8 +739,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         except InfeasibleError:
             return None
 
-    def members(dp, pp, m, cp):
-        return list(_zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, cp))
+    def members(dp, pp, m, cp, ep=1):
+        return list(_zero_variants(_schedules(pp, m, L, c), dp, pp, c, spec, cp, ep))
 
     unsharded_graphs: dict[tuple[bool, int], LayerGraph] = {}
     pushed: set[tuple] = set()                  # the families bound so far (a canonical one may recur)
@@ -700,13 +755,13 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     replicating: dict[int, bool] = {}           # id(graph) -> whether its layout splits no operator
 
-    def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b):
+    def bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b, ep=1):
         if tp > 1 and replicating.setdefault(id(graph), replicates_every_operator(graph)):
             # the group would repeat the same work: what it is, tp = 1 on dp x pp x cp devices
             if c.use_all_devices:
                 return
             tp, layout, graph = 1, "", unsharded(recompute, cp)
-        family = (tp, layout, recompute, cp, dp, pp, m, b)
+        family = (tp, layout, recompute, cp, dp, pp, m, b, ep)
         if family in pushed:
             return
         pushed.add(family)
@@ -714,20 +769,21 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             bnd = bounds_for(tp, layout, graph, overlap)
             phases = bnd.phase_times(b)
             floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
-            for schedule, v, placement, zero in members(dp, pp, m, cp):
+            for schedule, v, placement, zero in members(dp, pp, m, cp, ep):
                 shape = (v, schedule == "zbh1")
                 if shape not in floors:
                     floors[shape] = floor_s(*phases, m, pp, *shape)
                 for mode in cp_modes(cp):
                     cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
-                                         tp_comm_overlap=overlap, cp_mode=mode)
+                                         tp_comm_overlap=overlap, cp_mode=mode, ep=ep,
+                                         ep_overlap=c.ep_overlap and ep > 1)
                     heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
         memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
         graph = (searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
-                 else unsharded(False, cfg.cp) if cfg.tp == 1
+                 else expert_graph(unsharded(False, cfg.cp), cfg.ep, spec.training) if cfg.tp == 1
                  else twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
         if graph is None:
             return False
@@ -745,17 +801,17 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         return searched_floor_s(bounds_for(1, "", whole).phase_times(b), tp,
                                 [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in members(dp, pp, m, cp)])
 
-    considered = sum(len(members(dp, pp, m, cp)) * len(overlaps(tp, layout)) * len(cp_modes(cp))
-                     for tp, layout, _, cp, _, dp, pp, m, _ in families)   # the search space
+    considered = sum(len(members(dp, pp, m, cp, ep)) * len(overlaps(tp, layout)) * len(cp_modes(cp))
+                     for tp, layout, _, cp, _, dp, pp, m, _, ep in families)   # the search space
     graph_sizes: dict[int, list[tuple[float, int]]] = {}     # tp -> (bound, b) of its GRAPH entries
-    for tp, layout, recompute, cp, graph, dp, pp, m, b in families:
+    for tp, layout, recompute, cp, graph, dp, pp, m, b, ep in families:
         if graph is None:
             bound = searched_bound(tp, recompute, cp, dp, pp, m, b)
             if bound < math.inf:
                 heapq.heappush(heap, (bound, next(order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
                 graph_sizes.setdefault(tp, []).append((bound, b))
         else:
-            bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
+            bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b, ep)
     for ahead in graph_sizes.values():
         ahead.sort(reverse=True)           # the least bound last: taken first, as the heap pops them
 
@@ -920,7 +976,25 @@ def _cp_options(spec: ModelSpec, c: Constraints) -> list[int]:
     return cp_options(s, CP_SEARCH_MAX) if s and s >= CP_SEARCH_MIN_TOKENS else [1]
 
 
-def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, cp: int = 1):
+def _ep_options(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int) -> list[int]:
+    """The ep values to search for dp x cp data-parallel ranks: the one fixed (--ep, then
+    model.yaml) where it divides them, else 1 and the powers of two up to EP_SEARCH_MAX dividing
+    dp x cp and every MoE layer's routed experts, with tp = 1 (parsim.cost.experts.check_ep);
+    1 alone for a dense model, so that its search is unchanged."""
+    fixed = c.ep or spec.parallel.ep
+    if fixed:
+        return [fixed] if (dp * cp) % fixed == 0 and (fixed == 1 or tp == 1) else []
+    counts = {layer.experts.experts for layer in spec.graph.layers if layer.experts is not None}
+    if not counts or tp > 1:
+        return [1]
+    out, ep = [1], 2
+    while ep <= EP_SEARCH_MAX and (dp * cp) % ep == 0 and all(e % ep == 0 for e in counts):
+        out.append(ep)
+        ep *= 2
+    return out
+
+
+def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, cp: int = 1, ep: int = 1):
     """(schedule, chunks, placement, zero) for each schedule: the placements where both dp and pp
     exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp x cp
     > 1, the ranks it shards over (2-3 only where pp = 1, and 3 not under a split backward:
@@ -930,15 +1004,17 @@ def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec,
     for schedule, v in schedules:
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
             for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if shards > 1 else (0,)):
-                if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1"):
+                if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1") \
+                        or (zero >= 2 and ep > 1):
                     continue
                 yield schedule, v, placement, zero
 
 
 def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
     """The search space, the one place it is enumerated: (tp, layout, recompute, cp, graph, dp,
-    pp, m, b) for every tensor- and context-parallel setting (``variants``), factorization of the
-    rest of the devices into dp x pp, and micro-batch count m of b samples; graph is None for the
+    pp, m, b, ep) for every tensor- and context-parallel setting (``variants``), factorization of the
+    rest of the devices into dp x pp, expert-parallel size (_ep_options; the graph then its
+    per-device one) and micro-batch count m of b samples; graph is None for the
     searched layout, whose graph depends on b and pp (plan() searches it when the family comes
     up).  Each family's candidates are its schedules, placements and ZeRO stages (_zero_variants)."""
     batch, world, L = spec.training.global_batch_size, cluster.world_size, len(spec.graph)
@@ -948,18 +1024,20 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
             if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
                 continue
             per_replica = batch // dp
-            for m in divisors(per_replica):
-                b = per_replica // m
-                if (c.microbatches and m != c.microbatches) or b < spec.graph.min_microbatch or \
-                        (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
-                    continue
-                yield tp, layout, recompute, cp, graph, dp, pp, m, b
+            for ep in _ep_options(spec, c, dp, cp, tp):
+                experts = graph if graph is None else expert_graph(graph, ep, spec.training)
+                for m in divisors(per_replica):
+                    b = per_replica // m
+                    if (c.microbatches and m != c.microbatches) or b < spec.graph.min_microbatch or \
+                            (c.microbatch_sizes is not None and b not in c.microbatch_sizes):
+                        continue
+                    yield tp, layout, recompute, cp, experts, dp, pp, m, b, ep
 
 
 def _twin_key(cfg: ParallelConfig) -> tuple:
     """What a candidate shares with its twin that differs only in recomputation."""
     return (cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks, cfg.placement, cfg.zero,
-            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode)
+            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
 
 
 def _tp_domain(cluster: Cluster) -> int:
@@ -988,7 +1066,8 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
                                                                           chunk_options=())):
             if zero == 3 and schedule == "zbh1":
                 continue
-            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp)
+            cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
+                                 ep=spec.parallel.ep or 1)
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
                            strategies=spec.shard)
             cand = Candidate(cfg, est, "manual")
@@ -1022,6 +1101,7 @@ def _nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
     if where is None:
         return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
     return (f"no plan fits {human_bytes(cap)}{usable} per device: the smallest (dp={where.dp} pp={where.pp} tp={where.tp}"
+            f"{f' ep={where.ep}' if where.ep > 1 else ''}"
             f"{f' recompute={where.recompute}' if where.recompute else ''} "
             f"m={where.microbatches} {where.schedule}) needs {human_bytes(need)}, {human_bytes(need - cap)} more; "
             f"try {', '.join(knobs)}")

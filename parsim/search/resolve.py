@@ -63,7 +63,7 @@ def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.n
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
-                   cp_mode=None) -> ParallelConfig:
+                   cp_mode=None, ep=None, ep_overlap=False) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "manual", or comma-separated boundaries such as "0,8,18"."""
     hint = spec.parallel
@@ -75,7 +75,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else "megatron")) if tp > 1 else ""
     recompute = recompute_mode(recompute if recompute is not None else (spec.training.recompute or False))
     cp = cp or hint.cp or 1
-    extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring")
+    extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring", ep=ep or hint.ep or 1,
+                 ep_overlap=bool(ep_overlap))
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -88,6 +89,12 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training,
                              max(1, spec.training.global_batch_size // (dp * microbatches)),
                              auto_memory_bytes(cluster, pp), cp=cp)
+    if extra["ep"] > 1:          # the per-device graph the split is balanced for (parsim.cost.experts)
+        from parsim.cost.experts import check_ep
+        from parsim.shard.prepare import expert_graph
+
+        check_ep(spec.graph, extra["ep"], dp * cp, tp, zero)
+        graph = expert_graph(graph, extra["ep"], spec.training)
     if split is None:
         split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
     if split == "manual":

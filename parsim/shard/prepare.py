@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Mapping
 
 from parsim.cost.context import context_parallel_graph
+from parsim.cost.experts import expert_parallel_graph, routing_imbalance
 from parsim.errors import InfeasibleError
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
@@ -73,10 +74,22 @@ def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training)
                              auto_memory_bytes(cluster, cfg.pp))
 
 
+def expert_graph(base: LayerGraph, ep: int, training=None) -> LayerGraph:
+    """``base``, a per-device graph without expert parallelism, on one rank of an ep group at
+    ``training``'s routing imbalance (parsim.cost.experts.expert_parallel_graph); cached."""
+    if ep == 1:
+        return base
+    imbalance = routing_imbalance(training)
+    again = ("experts", id(base), ep, imbalance)
+    if again not in _PREPARED:
+        _PREPARED[again] = (base, expert_parallel_graph(base, ep, imbalance), None)
+    return _PREPARED[again][1]
+
+
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: Recompute | str | bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
                      training=None, microbatch: int = 1, memory_bytes: float | None = None,
-                     cp: int = 1) -> LayerGraph:
+                     cp: int = 1, ep: int = 1) -> LayerGraph:
     """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
     ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
     on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
@@ -86,14 +99,19 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     group of ``cp`` (parsim.cost.context.context_parallel_graph).  Under context parallelism the
     ring runs attention flash-style, keeping no s x s tensor, so selective recomputation has
     nothing to recompute there: that graph is the one without recomputation, marked selective.
+    Last, under expert parallelism (``ep`` > 1), one rank's share of the routed experts at
+    ``training``'s routing imbalance (parsim.cost.experts.expert_parallel_graph).
     A graph already prepared for these settings
     is returned as is; results are cached per graph (the planner asks many times), and settings
     that give the same strategies share one graph."""
     recompute = recompute_mode(recompute)
-    if graph.tp == tp and graph.recompute == recompute and graph.cp == cp:
+    if graph.tp == tp and graph.recompute == recompute and graph.cp == cp and graph.ep == ep:
         return graph
-    if graph.tp != 1 or graph.recompute or graph.cp != 1:
+    if graph.tp != 1 or graph.recompute or graph.cp != 1 or graph.ep != 1:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
+    if ep > 1:                    # the tp-sharded, recomputed, cp graph (cached on its own), then ep's experts
+        return expert_graph(per_device_graph(graph, tp, tp_layout, recompute, model_strategies, cluster, training,
+                                             microbatch, memory_bytes, cp), ep, training)
     if cp > 1:                    # the tp-sharded, recomputed graph (cached on its own), then its tokens / cp
         selective = recompute is Recompute.SELECTIVE
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE if selective else recompute, model_strategies,

@@ -44,6 +44,12 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
+- expert parallelism (parsim.cost.experts): a MoE layer's token all-to-alls run inside its F and
+  B (I) actions, exposed (``a2a_s`` says how much of each); with ``a2a_overlap_cost`` set
+  (ParallelConfig.ep_overlap) a forward and the next backward of another micro-batch on the
+  rank, or a backward and the next forward, run side by side and hide each other's all-to-alls
+  under their compute (``_paired``: DeepSeek-V3's DualPipe pairing of chunks, without its
+  bidirectional schedule).
 
 Every moment of a rank's compute stream, from 0 to ``end_s``, is one of: busy (a compute action
 or the optimizer), input, exposed communication (a RECV's transfer time, a bucket's stolen cycles,
@@ -107,6 +113,12 @@ class Costs:
     hooks_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
     # a transfer whose sender computes next arrives no earlier than post + this (Collectives.busy_sender_delay_s)
     busy_sender_delay_s: float = 0.0
+    # expert parallelism: the token all-to-alls' seconds inside each (stage, F/B/I) compute action
+    a2a_s: dict[tuple[int, Kind], float] = field(default_factory=dict)
+    # ParallelConfig.ep_overlap: a forward and the next backward (or backward and next forward) of
+    # another micro-batch on a rank hide each other's all-to-alls under their compute, each second
+    # hidden costing this much more compute (the units the all-to-all's kernels take); None: off
+    a2a_overlap_cost: float | None = None
 
 
 @dataclass
@@ -130,6 +142,9 @@ class Timeline:
     # kind -> per stage, what a compute action changes in its rank's activations (parsim.sim.memory.
     # activation_deltas; kept with the records)
     activation_deltas: dict[Kind, tuple[float, ...]] = field(default_factory=dict)
+    # per rank: all-to-all seconds hidden under the compute of a paired action (Costs.a2a_overlap_cost;
+    # the compute that hiding them slows is in busy_s)
+    a2a_hidden_s: list[float] = field(default_factory=list)
 
     def activation_changes(self, rank: int) -> list[tuple[float, float]]:
         """(time_s, bytes) of each change to a rank's activations, in time order: an F or I adds
@@ -249,6 +264,11 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
                 if pending[q]:
                     settle(q, None)
 
+    a2a = _by_kind(costs.a2a_s, schedule.num_stages)
+    pair_cost = costs.a2a_overlap_cost
+    hidden = [0.0] * R
+    unpaired: list[tuple | None] = [None] * R    # per rank: (forward?, compute s, a2a s, micro-batch) of its last F/B/I
+
     stack = list(range(R - 1, -1, -1))
     while stack:
         r = stack.pop()
@@ -262,6 +282,8 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
             s, k, mb = a
             if k in COMPUTE_KINDS:
                 d = dur[k][s]
+                if pair_cost is not None and k is not W:
+                    d = _paired(r, k is F, d, a2a[k][s] if k in a2a else 0.0, mb, unpaired, hidden, pair_cost)
                 if pending[r]:                    # this rank's sends: does it compute before they arrive?
                     settle(r, max(t, ready_s[mb]) if s == 0 and k is F and ready_s else t)
                 if s == 0 and k is F:             # the micro-batch's samples enter here
@@ -403,4 +425,25 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes, costs.w_held_bytes,
                                costs.kept_bytes) if keep_records else {}
     return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,
-                    last_compute, waits, deltas)
+                    last_compute, waits, deltas, hidden)
+
+
+def _paired(r: int, forward: bool, d: float, a2a_s: float, mb: int, unpaired: list, hidden: list[float],
+            cost: float) -> float:
+    """The all-to-all overlap rule (Costs.a2a_overlap_cost), the one place it is stated: a compute
+    action of one direction right after one of the other direction and another micro-batch on the
+    same rank (W left aside) runs beside it, as DeepSeek-V3's DualPipe pairs a forward chunk with a
+    backward chunk (DeepSeek-AI 2024, Sec. 3.2.1, Fig. 4): each one's all-to-alls hide under the
+    other's compute, up to that compute's length, and each second hidden slows the compute by
+    ``cost`` (the SMs the all-to-all's kernels take).  The pair's time: C1 + A1 + C2 + A2 less
+    (min(A2, C1) + min(A1, C2)) x (1 - cost), taken off the second action (never below zero);
+    an action that pairs with none keeps its all-to-alls exposed."""
+    prev = unpaired[r]
+    compute = d - a2a_s
+    if prev is None or prev[0] == forward or prev[3] == mb:
+        unpaired[r] = (forward, compute, a2a_s, mb)
+        return d
+    unpaired[r] = None
+    gross = min(a2a_s, prev[1]) + min(prev[2], compute)
+    hidden[r] += gross
+    return d - gross * (1.0 - cost)

@@ -45,6 +45,9 @@ class RankEstimate:
     memory: MemoryBreakdown
     max_inflight_microbatches: int
     input_s: float = 0.0      # loading inline plus waiting on the loader (parsim.cost.input)
+    # of exposed_comm_s, the MoE layers' token all-to-alls (expert parallelism, parsim.cost.experts):
+    # dispatch and combine forward, their transposes backward, on the compute stream
+    ep_comm_s: float = 0.0
 
     @property
     def peak_memory_bytes(self) -> float:
@@ -76,6 +79,12 @@ class Estimate:
     # per step, K and V forward, K, V, dK and dV backward (parsim.cost.context.ring_sent_bytes);
     # what parsim.exec.context_parallel counts
     cp_ring_bytes: tuple[float, ...] = ()
+    # expert parallelism (config["ep"] > 1): per stage, the bytes one rank's token all-to-alls scatter
+    # per step, each all_to_all_single's input buffer (parsim.model.moe.Experts.all_to_all_bytes,
+    # its own share included), four per MoE layer and micro-batch (six when fully recomputed);
+    # and the routed experts' gradient buckets, over the expert-data-parallel group
+    ep_a2a_bytes: tuple[float, ...] = ()
+    expert_grad_buckets_bytes: tuple[tuple[float, ...], ...] = ()
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -119,9 +128,12 @@ class Estimate:
             "tied_grad_bytes": {str(s): b for s, b in self.tied_grad_bytes.items()},
             "sharded_collectives": [[list(c) for c in st] for st in self.sharded_collectives],
             "cp_ring_bytes": list(self.cp_ring_bytes),
+            **({"ep_a2a_bytes": list(self.ep_a2a_bytes),
+                "expert_grad_buckets_bytes": [list(b) for b in self.expert_grad_buckets_bytes]}
+               if self.ep_a2a_bytes else {}),
             "ranks": [{"rank": r.rank, "global_rank": r.global_rank, "stages": list(r.stages), "busy_s": r.busy_s,
                        "bubble_s": r.bubble_s, "sync_wait_s": r.sync_wait_s, "exposed_comm_s": r.exposed_comm_s,
-                       "input_s": r.input_s,
+                       "input_s": r.input_s, **({"ep_comm_s": r.ep_comm_s} if r.ep_comm_s else {}),
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
         }

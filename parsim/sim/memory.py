@@ -2,7 +2,8 @@
 simulation runs.
 
 A rank holds (parsim.cost.memory for each rule): the parameters, gradients and optimizer state
-of its layers, with the copies of tied weights and ZeRO's shares (static_memory); its pipeline
+of its layers, with the copies of tied weights and ZeRO's shares (static_memory; under expert
+parallelism its share of the routed experts, ZeRO-sharded over the expert_dp ranks); its pipeline
 buffers; the backward's workspace (backward_workspace_bytes); and, at its peak, the activations
 of its micro-batches in flight.  That peak follows from the order of the rank's compute actions
 alone, not from their times (activation_peaks): a micro-batch's F adds its stage's saved bytes
@@ -23,6 +24,7 @@ import math
 
 import numpy as np
 
+from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, kept_output_bytes, static_memory
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule
@@ -111,7 +113,8 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) ->
     # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
     boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
     static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, boundary, cfg.zero,
-                           cfg.grad_ranks, cfg.pp)
+                           cfg.grad_ranks, cfg.pp, sum(expert_param_count(layers[i], graph.ep) for i in held),
+                           cfg.expert_dp)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.grad_ranks
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state

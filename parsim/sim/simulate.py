@@ -12,6 +12,7 @@ from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, co
                               shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
+from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.layer import tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
@@ -51,6 +52,12 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
         raise InfeasibleError(f"zero={cfg.zero} with pp={cfg.pp}: ZeRO-2 and -3 run without pipeline parallelism, as in "
                               "DeepSpeed and Megatron; use zero 1 or pp=1")
     check_tp_overlap(cfg, cluster)
+    check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
+    if cfg.ep_overlap and cfg.ep == 1:
+        raise InfeasibleError("ep_overlap hides the all-to-alls of expert parallelism; with ep=1 there are none: "
+                              "use ep > 1 or drop --ep-overlap")
+    if cfg.ep_overlap:
+        a2a_overlap_cost(cluster)
     if cfg.cp_mode not in CP_MODES or (cfg.cp_mode != "ring" and cfg.cp == 1):
         raise InfeasibleError(f"cp_mode {cfg.cp_mode!r} with cp={cfg.cp}: choose one of {', '.join(CP_MODES)}, "
                               "and allgather only with cp > 1")
@@ -81,9 +88,11 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
     cluster = cluster.for_dtype(training.dtype)     # its collectives' fit and overlap in the run's dtype
+    if graph.ep == 1:                               # the model's graph: ep's constraints before its per-device one
+        check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp)
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep)
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
@@ -183,6 +192,34 @@ def _lowered(name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tu
     return lower(built_schedule(name, pp, m, v), dict(buckets), tied_stages)
 
 
+def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, width, zero, algorithm, bucket,
+                    buckets_per_stage, after_opt, comm_bytes) -> tuple[float, ...]:
+    """ep > 1: stage s's routed-expert gradients, bucketed as DDP buckets the dense ones
+    (Megatron-Core keeps the expert parameters in a buffer of their own), all-reduced (ZeRO-1:
+    reduce-scattered, their shards all-gathered after the optimizer) over the expert_dp ranks
+    holding the same experts (ParallelConfig.expert_dp_group: 1/ep of the bytes, dp x cp / ep
+    ranks).  Added to the stage's buckets (``bucket``) in the order they become ready, on the
+    same stream; returns their bytes."""
+    group = cfg.expert_dp_group(s % cfg.pp)
+    n, link = len(group), group_link_class(cluster, group)
+    grads = [expert_own[i - idx.start] * per_param["grads"] for i in reversed(idx)]
+    members = ddp_buckets(grads, DDP_BUCKET_BYTES)
+    sizes = tuple(sum(grads[j] for j in g) for g in members)
+    sizes = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
+    op = "reduce_scatter" if zero else "all_reduce"
+    ours = [(sum(last[: g[-1] + 1]) / total, collective_time_s(cluster, group, x, op, algorithm))
+            for g, x in zip(members, sizes)]
+    dense = [bucket.pop((s, k)) for k in range(buckets_per_stage.get(s, 0))]
+    for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
+        bucket[(s, k)] = entry
+    buckets_per_stage[s] = len(dense) + len(ours)
+    comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * cfg.tp
+    if zero == 1:
+        after_opt[s] = after_opt.get(s, 0.0) + sum(collective_time_s(cluster, group, x, "all_gather") for x in sizes)
+        comm_bytes[link] += (n - 1) * sum(sizes) * cfg.tp
+    return sizes
+
+
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
@@ -221,6 +258,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
     ring_bytes: dict[int, float] = {}                 # cp: per stage, bytes one rank sends around its ring per step
+    # ep: per stage, one rank's all-to-all seconds (exposed) and the bytes its all-to-alls scatter, per step
+    ep_comm_s: dict[int, float] = {}
+    a2a_s: dict = {}                                  # ep: per (stage, kind), the all-to-alls inside the action
+    ep_bytes: dict[int, float] = {}
+    expert_buckets: dict[int, tuple[float, ...]] = {}    # ep: per stage, expert gradient buckets (expert_dp group)
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
@@ -242,13 +284,27 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                                 for t, i in zip(per_layer[k], idx)]
             ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
             comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
+        if cfg.ep > 1:      # the MoE layers' token all-to-alls over the ep group, exposed (parsim.cost.experts)
+            group = cfg.ep_group(s % cfg.pp)
+            a2a = {k: [a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance) for i in idx]
+                   for k in kinds}
+            for k in kinds:
+                per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
+                a2a_s[(s, Kind(k))] = sum(a2a[k])
+            ep_comm_s[s] = m * sum(sum(v) for v in a2a.values())
+            ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in kinds)
+            comm_bytes[group_link_class(cluster, group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
         mine = held[s % cfg.pp]
         own = [layers[i].param_count + sum(n for _, n in graph.tied_copies(i, mine)) for i in idx]   # with copies
         params = sum(own)
+        # ep: the routed experts a rank holds, their gradients and ZeRO shards over the expert_dp ranks
+        expert_own = [expert_param_count(layers[i], cfg.ep) for i in idx]
+        experts = sum(expert_own)
         # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
-        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(params / dp if zero else params, opt_moved) + \
+        stepped = (params - experts) / dp + experts / cfg.expert_dp if zero else params
+        compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(stepped, opt_moved) + \
             sum(tp_comm_time_s(layers[i], "grad", b, cluster, me) for i in idx)
         if s < S - 1:
             nbytes = layers[idx[-1]].output_bytes * b
@@ -315,7 +371,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 entries = []                                 # (layer position in backward order, params, tied)
                 for p, i in enumerate(reversed(idx)):
                     n_tied = tied_count.get(i, 0) if zero else 0
-                    entries.append((p, own[i - idx.start] - n_tied, False))
+                    entries.append((p, own[i - idx.start] - expert_own[i - idx.start] - n_tied, False))
                     if n_tied:
                         entries.append((p, n_tied, True))
                 position = [p for p, _, _ in entries]
@@ -336,6 +392,10 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
                     comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
                     sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
+                if experts and cfg.expert_dp > 1:       # ep: the experts' own buckets over the expert_dp ranks
+                    expert_buckets[s] = _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param,
+                                                        width, zero, algorithm, bucket, buckets_per_stage, after_opt,
+                                                        comm_bytes)
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
             runs = {"grad": 1, "B": b * cfg.microbatches, "loss": b * cfg.microbatches,
                     "F": b * cfg.microbatches}
@@ -373,7 +433,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                          kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
-                         busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s)
+                         busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s,
+                         a2a_s=a2a_s, a2a_overlap_cost=a2a_overlap_cost(cluster) if cfg.ep_overlap else None)
     # stage 0's ranks read input, listed only where the profile prices loading (ResNet-50 at
     # dp=1,024: 0.04 s of a profiled search listed them for nothing)
     load = None
@@ -417,10 +478,13 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                               workspace_bytes=workspace,
                               **static)
         busy, exposed, inp = tl.busy_s[r], tl.exposed_comm_s[r], tl.input_s[r]
-        ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy,
-                                  bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed,
-                                  memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp))
-    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout,
+        # the all-to-alls ran inside the MoE layers' compute actions: exposed communication, not compute
+        a2a_exposed = sum(ep_comm_s.get(s, 0.0) for s in stages) - (tl.a2a_hidden_s[r] if cfg.ep_overlap else 0.0)
+        ranks.append(RankEstimate(rank=r, global_rank=grank[r], stages=stages, busy_s=busy - a2a_exposed,
+                                  bubble_s=bubble[r], sync_wait_s=sync_wait[r], exposed_comm_s=exposed + a2a_exposed,
+                                  memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp,
+                                  ep_comm_s=a2a_exposed))
+    config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "ep_overlap": cfg.ep_overlap, "tp_layout": cfg.tp_layout,
               "recompute": cfg.recompute.value, "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
@@ -433,4 +497,6 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                     grad_buckets_bytes=tuple(bucket_bytes.get(s, ()) for s in range(S)),
                     sharded_collectives=tuple(tuple(sharded.get(s, ())) for s in range(S)),
                     cp_ring_bytes=tuple(ring_bytes.get(s, 0.0) for s in range(S)),
+                    ep_a2a_bytes=tuple(ep_bytes.get(s, 0.0) for s in range(S)) if cfg.ep > 1 else (),
+                    expert_grad_buckets_bytes=tuple(expert_buckets.get(s, ()) for s in range(S)) if cfg.ep > 1 else (),
                     tied_grad_bytes={s: count * per_param["grads"] for _, stages, count in tied for s in stages})

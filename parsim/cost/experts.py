@@ -1,0 +1,212 @@
+"""Expert parallelism (ep) priced: a MoE layer's routed experts sharded over ep ranks.
+
+As Megatron-Core runs it (``--expert-model-parallel-size``, its alltoall token dispatcher,
+dropless, without overlap: megatron/core/transformer/moe/token_dispatcher.py) and DeepSeek-V3
+lays it out (DeepSeek-AI 2024, Sec. 3.2): the ep ranks of a group are carved from the dp x cp
+ranks holding the same dense parameters (parsim.plan.ParallelConfig.ep_group); each holds E/ep
+of every MoE layer's E routed experts, and the tokens travel to their experts' ranks and back.
+
+Conventions as parsim.model.moe: T_local the tokens one rank holds in a micro-batch (b samples x
+s/cp tokens), k the experts per token, E the routed experts, h the hidden size, ``imbalance`` the
+busiest rank's routed tokens over the mean (parsim.cost.comm.ROUTING_IMBALANCE by default;
+model.yaml ``training.moe_imbalance``).
+
+- **Compute** (``expert_parallel_graph``).  After the dispatch a rank's E/ep experts multiply
+  the tokens the ep ranks sent them: c = T_local x ep x k / E x imbalance each on the busiest
+  rank, whose time prices the step.  Its routed grouped GEMMs run at that per-expert count with
+  E/ep groups (parsim.model.moe.Experts.routed_gemms' shapes: gate+up (c, 2I, h), down (c, h, I);
+  a weight gradient's K is c), their FLOPs x imbalance, their weights' bytes / ep; the kernels'
+  other batch-independent bytes (weight-sized copies of the expert gradients) / the layer's
+  parameter share; the routed experts' saved activations x imbalance (they follow the routed
+  tokens).  At ep = 1 every rank holds every expert and multiplies all T_local k routed
+  tokens whatever the routing: no imbalance applies, and the graph is the model's.
+- **Parameters.**  A rank holds the layer's dense parameters (attention, norms, router, shared
+  experts) and routed / ep; ``expert_param_count`` is the routed part it holds, whose gradients
+  are averaged (and ZeRO-sharded) over the expert-data-parallel group of dp x cp / ep ranks
+  (ParallelConfig.expert_dp_group), the dense part's over the dp x cp ranks as before.
+- **All-to-all** (``a2a_time_s``).  Per MoE layer and micro-batch: the dispatch and the combine
+  in the forward, their transposes in the backward (the input gradient's path: I under a split
+  backward; W has none), and a fully recomputed layer's backward runs its forward's two again.
+  Each moves the buffer parsim.model.moe.Experts.all_to_all_bytes(T_local, dtype) over the ep
+  group, priced by parsim.cost.comm.all_to_all_time_s (NVLink in a node; the NICs with rails and
+  PXN across nodes) at the imbalance.  Exposed: on the compute stream, as the dispatcher without
+  overlap runs it (parsim.sim.simulate reports them apart, ``RankEstimate.ep_comm_s``), unless
+  ``ParallelConfig.ep_overlap`` pairs a forward with another micro-batch's backward so that each
+  hides the other's all-to-alls (parsim.sim.engine, at ``a2a_overlap_cost``).
+
+Not modelled: expert tensor parallelism (ep > 1 runs with tp = 1, check_ep); DeepSeek-V3's
+node-limited routing, which sends a token once per node (fewer bytes over the NICs); the
+memory-bound kernels of the routed path (activation, permutation) at the imbalance: they are
+priced at the mean load (their bytes are a small part of the layer's time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from parsim.cost.comm import ROUTING_IMBALANCE, all_to_all_time_s
+from parsim.errors import InfeasibleError
+from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph, OpInfo
+
+
+def routing_imbalance(training) -> float:
+    """The routing imbalance a run is priced at: model.yaml's ``training.moe_imbalance``, else
+    parsim.cost.comm.ROUTING_IMBALANCE (cited there)."""
+    value = getattr(training, "moe_imbalance", None)
+    return ROUTING_IMBALANCE if value is None else value
+
+
+def check_ep(graph: LayerGraph, ep: int, grad_ranks: int, tp: int = 1, zero: int = 0) -> None:
+    """Raise InfeasibleError, one line saying what to change, where ``ep`` cannot shard the model's
+    experts: a model without experts, ep not dividing the dp x cp ranks or some MoE layer's
+    experts, tp > 1 (expert tensor parallelism is not priced), ZeRO-2/3 (not priced with ep)."""
+    if ep == 1:
+        return
+    counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})
+    if not counts:
+        raise InfeasibleError(f"ep={ep}: {graph.name} has no mixture-of-experts layer to shard; use ep=1")
+    if grad_ranks % ep:
+        raise InfeasibleError(f"ep={ep} must divide dp x cp = {grad_ranks} (the expert-parallel group is carved from "
+                              f"the data-parallel ranks); choose ep among the divisors of {grad_ranks}")
+    bad = [e for e in counts if e % ep]
+    if bad:
+        raise InfeasibleError(f"ep={ep} must divide every MoE layer's routed experts ({', '.join(map(str, counts))}); "
+                              f"{bad[0]} experts do not split over {ep} ranks: choose ep dividing {min(counts)}")
+    if tp > 1:
+        raise InfeasibleError(f"ep={ep} with tp={tp}: expert tensor parallelism is not priced; use tp=1 with ep > 1 "
+                              "(DeepSeek-V3's layout) or ep=1")
+    if zero >= 2:
+        raise InfeasibleError(f"ep={ep} with zero={zero}: ZeRO-2 and -3 are not priced with expert parallelism; use "
+                              "zero 0 or 1 (Megatron's distributed optimizer)")
+
+
+def _routed_kernel(kernel, experts: int) -> bool:
+    """A routed experts' grouped GEMM: a matmul over E groups (groups fixed in the batch)."""
+    return kernel.klass in ("matmul", "fp8_matmul") and bool(kernel.gemm) and \
+        tuple(kernel.gemm[3]) == (float(experts), 0.0)
+
+
+def _expert_op(op: OpInfo) -> bool:
+    """An operator of the routed experts' module (transformers' ``mlp.experts``; ``shared_experts``
+    is dense)."""
+    return "experts" in op.module.split(".")
+
+
+def _scaled_op(op: OpInfo, experts: int, ep: int, scale: float) -> OpInfo:
+    """A routed-experts operator on one of ep ranks: a token tensor laid out (E, rows, ...) becomes
+    (E/ep, rows x ep x imbalance, ...), a weight (E, K, N) becomes (E/ep, K, N); what it saves
+    follows its tokens (x imbalance)."""
+    def shape(s, weight=False):
+        if len(s) < 3 or s[0] != experts:
+            return s
+        return (s[0] // ep, *s[1:]) if weight else (s[0] // ep, s[1] * scale, *s[2:])
+    weights = tuple(op.param_inputs) + (False,) * (len(op.input_shapes) - len(op.param_inputs))
+    return replace(op, input_shapes=tuple(shape(s, w) for s, w in zip(op.input_shapes, weights)),
+                   output_shape=shape(op.output_shape), saved_bytes=op.saved_bytes * scale / ep)
+
+
+def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) -> Layer:
+    ex = layer.experts
+    e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
+    held = layer.param_count - ex.routed_params + ex.routed_params // ep
+    stacked = 2 * ex.intermediate * ex.hidden * e * layer.param_bytes / layer.param_count
+    share = held / layer.param_count if layer.param_count else 1.0
+    kernels, extra = [], {"F": 0.0, "B": 0.0}
+    for k in layer.kernels:
+        if _routed_kernel(k, e):
+            (m0, m1), n, (k0, k1), _ = k.gemm
+            gemm = ((m0, m1), n, (k0, k1 * scale)) if k.phase == "W" else ((m0, m1 * scale), n, (k0, k1))
+            kernels.append(replace(k, gemm=(*gemm, (e / ep, 0.0)), flops=(k.flops[0], k.flops[1] * imbalance),
+                                   bytes=(k.bytes[0] / ep, k.bytes[1] * imbalance)))
+            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1)
+        elif k.bytes[0]:                   # batch-independent traffic: parameter-sized, the rank's share
+            kernels.append(replace(k, bytes=(k.bytes[0] * share, k.bytes[1])))
+        else:
+            kernels.append(k)
+    routed_saved = sum(op.saved_bytes for op in layer.ops if _expert_op(op))
+    ops = tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops)
+    # per sample on this device (ops describe the extraction batch, the whole sequence)
+    more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share
+    return replace(layer, kernels=tuple(kernels), ops=ops,
+                   fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
+                   param_count=held, param_bytes=layer.param_bytes * share,
+                   # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
+                   max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
+                   else layer.max_param_bytes,
+                   # a fully recomputed layer keeps its input; its backward re-creates the routed tokens' activations
+                   **({"recompute_bytes": layer.recompute_bytes + more_saved} if layer.recomputes_forward
+                      else {"saved_bytes": layer.saved_bytes + more_saved}))
+
+
+def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> LayerGraph:
+    """The per-device graph of one rank of an ep group, its MoE layers as the busiest rank runs
+    them (module docstring); the graph itself at ep = 1."""
+    if ep == 1:
+        return graph
+    if graph.ep != 1:
+        raise ValueError("expert_parallel_graph takes a graph without expert parallelism")
+    check_ep(graph, ep, ep, graph.tp)
+    layers = tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch) if layer.experts is not None else layer
+                   for layer in graph.layers)
+    return replace(graph, layers=layers, ep=ep, moe_imbalance=imbalance)
+
+
+def expert_param_count(layer: Layer, ep: int) -> int:
+    """Routed expert parameters one rank of an ep group holds of ``layer``, whose gradients go over
+    the expert-data-parallel group; 0 for a dense layer and at ep = 1 (one group for all)."""
+    if ep == 1 or layer.experts is None:
+        return 0
+    return layer.experts.routed_params // ep
+
+
+# The SMs an all-to-all's kernels take while it runs beside compute: DeepSeek-V3 (DeepSeek-AI 2024,
+# Sec. 3.2.2) dedicates 20 of an H800's 132 SMs to its dispatch and combine kernels, "sufficient to
+# fully utilize the bandwidths of IB and NVLink".
+A2A_OVERLAP_COMM_UNITS = 20
+
+
+def a2a_overlap_cost(cluster) -> float:
+    """Compute seconds added per all-to-all second hidden under compute (ParallelConfig.ep_overlap):
+    the compute runs on U - u of the device's U units while the all-to-all's kernels hold u
+    (A2A_OVERLAP_COMM_UNITS), u / (U - u); InfeasibleError where the device's units are unknown."""
+    kernels = cluster.device.kernels
+    units = kernels.compute_units if kernels is not None else 0
+    if units <= A2A_OVERLAP_COMM_UNITS:
+        raise InfeasibleError(f"ep_overlap on {cluster.profile.name}: the device's kernels.compute_units "
+                              f"({units or 'not given'}) must exceed the all-to-all's {A2A_OVERLAP_COMM_UNITS} in "
+                              f"{cluster.profile.source}; add them or drop --ep-overlap")
+    return A2A_OVERLAP_COMM_UNITS / (units - A2A_OVERLAP_COMM_UNITS)
+
+
+def local_tokens(layer: Layer, dtype: str, microbatch: int) -> float:
+    """T_local: the tokens of a micro-batch one rank holds at ``layer`` (its output is T_local x h
+    in the graph's dtype: s/cp tokens per sample under context parallelism)."""
+    return microbatch * layer.output_bytes / (layer.experts.hidden * DTYPE_BYTES[dtype])
+
+
+def a2a_calls(layer: Layer, kind: str) -> int:
+    """All-to-alls of a MoE layer's ``kind`` per micro-batch: dispatch and combine forward, their
+    transposes in the backward (B, or I under a split backward), and the forward's again in a
+    fully recomputed layer's backward."""
+    if layer.experts is None or kind == "W":
+        return 0
+    return 2 if kind == "F" else 2 + (2 if layer.recomputes_forward else 0)
+
+
+def a2a_bytes(layer: Layer, kind: str, microbatch: int, dtype: str) -> float:
+    """Bytes one rank's all-to-alls of ``layer``'s ``kind`` scatter per micro-batch (each the
+    parsim.model.moe.Experts.all_to_all_bytes buffer, its own share included)."""
+    if not a2a_calls(layer, kind):
+        return 0.0
+    return a2a_calls(layer, kind) * layer.experts.all_to_all_bytes(local_tokens(layer, dtype, microbatch),
+                                                                   DTYPE_BYTES[dtype])
+
+
+def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float) -> float:
+    """Time of ``layer``'s all-to-alls in ``kind`` for one micro-batch over the ep group ``ranks``
+    (module docstring), exposed."""
+    calls = a2a_calls(layer, kind)
+    if not calls or len(ranks) <= 1:
+        return 0.0
+    nbytes = layer.experts.all_to_all_bytes(local_tokens(layer, dtype, microbatch), DTYPE_BYTES[dtype])
+    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance)
