@@ -1,0 +1,108 @@
+"""Expert parallelism in the executor (parsim.exec.expert_parallel): the tiny Mixtral with ep=2 on
+2 gloo ranks (dp=2, each rank 4 of the 8 experts per layer, tokens exchanged by all_to_all_single)
+equals one process with the same routing, its all-to-all bytes are Experts.all_to_all_bytes', and
+plans the executor cannot run are refused in one line.  One run of 2 ranks, about 20 s."""
+
+import json
+
+import pytest
+import torch
+
+from parsim.cli import main
+from parsim.errors import InputError
+from parsim.exec import expert_parallel
+from parsim.exec.reference import distributed_params, reference_run
+from parsim.model.graph import DTYPE_BYTES
+from parsim.model.spec import load_model
+from parsim.plan import ParallelConfig
+
+pytest.importorskip("transformers")
+
+MOE = "examples/moe_tiny_local.yaml"          # 2 MoE layers, 8 experts top-2, h 64, 16 tokens, batch 8, fp32
+STEPS = 2
+
+
+def ep_plan(tmp_path, name, ep, *flags, model=MOE, **parallel):
+    """A plan from ``parsim simulate`` with parallel.ep (and any other parallel field) set."""
+    path = tmp_path / f"{name}.json"
+    assert main(["simulate", model, "--cluster", "local-cpu", *flags, "-o", str(path), "--json"]) == 0
+    d = json.loads(path.read_text())
+    d["parallel"].update(ep=ep, **parallel)
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ep_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ep")
+    plan = ep_plan(tmp, "dp2-ep2-m2", 2, "--dp", "2", "--microbatches", "2")
+    out = tmp / "run"
+    assert main(["run", plan, "--out", str(out), "--synthetic-size", "64", "--steps", str(STEPS), "--warmup", "1"]) == 0
+    return plan, str(out), json.loads((out / "measured.json").read_text())
+
+
+def test_ep2_equals_the_single_process_reference(ep_run, capfd):
+    plan, out, measured = ep_run
+    torch.set_num_threads(1)
+    losses, ref = reference_run(plan, STEPS, synthetic_size=64)
+    got = distributed_params(out, plan)              # whole experts, gathered over the ep group at save
+    assert set(got) == set(ref)
+    assert got["layers_0.mlp.experts.gate_up_proj"].shape == (8, 192, 64)
+    for key in ref:
+        torch.testing.assert_close(got[key], ref[key], msg=key)
+    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    # the dense gradients alone went through the dp all-reduce; experts have one rank each (dp x cp / ep = 1)
+    spec = load_model(MOE)
+    dense = sum(layer.param_count - (layer.experts.routed_params if layer.experts else 0) for layer in spec.graph.layers)
+    assert sum(measured["grad_buckets_bytes"][0]) == dense * 4
+    assert measured["expert_grad_buckets_bytes"] == [[]]
+
+
+def test_all_to_all_bytes_are_the_rule(ep_run):
+    plan, _, measured = ep_run
+    spec = load_model(MOE)
+    cfg = ParallelConfig(dp=2, pp=1, microbatches=2)
+    tokens = cfg.microbatch_size(spec.training.global_batch_size) * 16          # T: the rank's tokens per micro-batch
+    moe = [layer.experts for layer in spec.graph.layers if layer.experts is not None]
+    dtype_bytes = DTYPE_BYTES[spec.graph.dtype]
+    one = {ex.all_to_all_bytes(tokens, dtype_bytes) for ex in moe}
+    assert one == {2 * 16 * 2 * 64 * 4}                                          # T k h x 4 bytes
+    rule = sum(ex.all_to_all_bytes(tokens, dtype_bytes) for ex in moe) * cfg.microbatches
+    ranks = measured["ep_all_to_all"]
+    assert len(ranks) == 2
+    for r in ranks:
+        assert r["all_to_alls"] == 4 * len(moe) * cfg.microbatches
+        # the dispatch and the combine's transpose scatter the rank's own T k rows: the rule exactly
+        assert r["by_kind"]["dispatch"] == r["by_kind"]["combine-backward"] == rule
+        # the combine and the dispatch's transpose scatter the rows its experts received (routing's share)
+        assert r["by_kind"]["combine"] == r["by_kind"]["dispatch-backward"] == r["expert_rows"] * 64 * dtype_bytes
+    # over the ep group, what was received is what was sent: the mean per rank is 4 x the rule
+    assert sum(r["input_bytes"] for r in ranks) / len(ranks) == 4 * rule
+
+
+def test_ep_on_a_dense_model_is_refused_in_one_line(tmp_path, capfd):
+    plan = ep_plan(tmp_path, "dense", 2, "--dp", "2", model="tests/data/hf_tiny_llama.yaml")
+    capfd.readouterr()
+    assert main(["run", plan, "--out", str(tmp_path / "run")]) == 2
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallel.ep" in err and "no mixture-of-experts layers" in err
+
+
+def test_ep_not_dividing_the_experts_is_refused(tmp_path, capfd):
+    cfg = json.loads(open("examples/moe_tiny_local/config.json").read())
+    cfg["num_local_experts"] = 6
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model = tmp_path / "moe6.yaml"
+    model.write_text(open(MOE).read().replace("moe_tiny_local/config.json", "config.json"))
+    plan = ep_plan(tmp_path, "ep4", 4, "--dp", "2", model=str(model), dp=4)
+    capfd.readouterr()
+    assert main(["run", plan, "--out", str(tmp_path / "run")]) == 2
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parallel.ep: 4 does not divide the 6 routed experts" in err
+
+
+def test_ep_with_a_pipeline_is_refused():
+    spec = load_model(MOE)
+    with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with pp=1"):
+        expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
+    expert_parallel.check_supported(ParallelConfig(dp=2, pp=1, microbatches=1, ep=2), spec, "plan.json")
