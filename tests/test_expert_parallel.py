@@ -1,7 +1,8 @@
 """Expert parallelism in the executor (parsim.exec.expert_parallel): the tiny Mixtral with ep=2 on
 2 gloo ranks (dp=2, each rank 4 of the 8 experts per layer, tokens exchanged by all_to_all_single)
 equals one process with the same routing, its all-to-all bytes are Experts.all_to_all_bytes', and
-plans the executor cannot run are refused in one line.  One run of 2 ranks, about 20 s."""
+plans the executor cannot run are refused in one line; with dp=4 (two ranks per expert) the expert
+gradients are averaged over their expert-data-parallel group.  About 45 s on 2 cores."""
 
 import json
 
@@ -37,7 +38,10 @@ def ep_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ep")
     plan = ep_plan(tmp, "dp2-ep2-m2", 2, "--dp", "2", "--microbatches", "2")
     out = tmp / "run"
-    assert main(["run", plan, "--out", str(out), "--synthetic-size", "64", "--steps", str(STEPS), "--warmup", "1"]) == 0
+    # step 1, then step 2 resumed from its checkpoint (whole experts saved, each rank's share loaded back)
+    for steps, more in ((STEPS - 1, []), (STEPS, ["--resume"])):
+        assert main(["run", plan, "--out", str(out), "--synthetic-size", "64", "--steps", str(steps), "--warmup", "1",
+                     *more]) == 0
     return plan, str(out), json.loads((out / "measured.json").read_text())
 
 
@@ -50,7 +54,7 @@ def test_ep2_equals_the_single_process_reference(ep_run, capfd):
     assert got["layers_0.mlp.experts.gate_up_proj"].shape == (8, 192, 64)
     for key in ref:
         torch.testing.assert_close(got[key], ref[key], msg=key)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses[-1:]))   # the resumed step's
     # the dense gradients alone went through the dp all-reduce; experts have one rank each (dp x cp / ep = 1)
     spec = load_model(MOE)
     dense = sum(layer.param_count - (layer.experts.routed_params if layer.experts else 0) for layer in spec.graph.layers)
@@ -106,3 +110,22 @@ def test_ep_with_a_pipeline_is_refused():
     with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with pp=1"):
         expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
     expert_parallel.check_supported(ParallelConfig(dp=2, pp=1, microbatches=1, ep=2), spec, "plan.json")
+
+
+def test_experts_held_twice_average_over_their_expert_data_parallel_group(tmp_path):
+    """dp=4, ep=2 on 4 ranks: each expert on 2 ranks (ParallelConfig.expert_dp_group), its gradient
+    all-reduced over them (the expert buckets), the dense ones over all 4."""
+    plan = ep_plan(tmp_path, "dp4-ep2", 2, "--dp", "2", dp=4)
+    out = tmp_path / "run"
+    assert main(["run", plan, "--nproc", "4", "--out", str(out), "--synthetic-size", "64", "--steps", "2",
+                 "--warmup", "1"]) == 0
+    measured = json.loads((out / "measured.json").read_text())
+    torch.set_num_threads(1)
+    losses, ref = reference_run(plan, 2, synthetic_size=64)
+    got = distributed_params(str(out), plan)
+    for key in ref:
+        torch.testing.assert_close(got[key], ref[key], msg=key)
+    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    spec = load_model(MOE)
+    routed = sum(layer.experts.routed_params for layer in spec.graph.layers if layer.experts)
+    assert sum(measured["expert_grad_buckets_bytes"][0]) == routed // 2 * 4      # this rank's half, fp32
