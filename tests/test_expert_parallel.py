@@ -82,6 +82,9 @@ def test_all_to_all_bytes_are_the_rule(ep_run):
         assert r["by_kind"]["combine"] == r["by_kind"]["dispatch-backward"] == r["expert_rows"] * 64 * dtype_bytes
     # over the ep group, what was received is what was sent: the mean per rank is 4 x the rule
     assert sum(r["input_bytes"] for r in ranks) / len(ranks) == 4 * rule
+    from parsim.report.cli_text import run_summary_lines
+    line = next(x for x in run_summary_lines(measured, "run") if x.startswith("expert parallelism (ep=2)"))
+    assert f"{4 * len(moe) * cfg.microbatches} token all-to-alls" in line and "busiest over mean" in line
 
 
 def test_ep_on_a_dense_model_is_refused_in_one_line(tmp_path, capfd):
