@@ -1,8 +1,9 @@
 """Expert parallelism in the executor (parsim.exec.expert_parallel): the tiny Mixtral with ep=2 on
 2 gloo ranks (dp=2, each rank 4 of the 8 experts per layer, tokens exchanged by all_to_all_single)
-equals one process with the same routing, its all-to-all bytes are Experts.all_to_all_bytes', and
+equals one process with the same routing, its all-to-all bytes are Experts.all_to_all_bytes's rule, and
 plans the executor cannot run are refused in one line; with dp=4 (two ranks per expert) the expert
-gradients are averaged over their expert-data-parallel group.  About 45 s on 2 cores."""
+gradients are averaged over their expert-data-parallel group; under a 1F1B pipeline (dp=2, pp=2,
+4 ranks) too.  About 50 s on 2 cores (two of the runs have 4 ranks)."""
 
 import json
 
@@ -108,11 +109,33 @@ def test_ep_not_dividing_the_experts_is_refused(tmp_path, capfd):
     assert len(err.splitlines()) == 1 and "parallel.ep: 4 does not divide the 6 routed experts" in err
 
 
-def test_ep_with_a_pipeline_is_refused():
+def test_ep_with_zero_or_recomputation_is_refused():
     spec = load_model(MOE)
-    with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with pp=1"):
-        expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
-    expert_parallel.check_supported(ParallelConfig(dp=2, pp=1, microbatches=1, ep=2), spec, "plan.json")
+    for cfg in (ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, zero=1),
+                ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, recompute=True)):
+        with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with tp=1, zero 0 and no recomp"):
+            expert_parallel.check_supported(cfg, spec, "plan.json")
+    expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
+
+
+def test_ep_under_a_pipeline_equals_the_reference(tmp_path):
+    """dp=2, pp=2 (1F1B, 2 micro-batches), ep=2 on 4 ranks: each stage's ep group (its pipeline rank
+    in both replicas) exchanges the tokens of its own MoE layer."""
+    plan = ep_plan(tmp_path, "dp2-pp2-ep2", 2, "--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b",
+                   dp=2)
+    out = tmp_path / "run"
+    assert main(["run", plan, "--nproc", "4", "--out", str(out), "--synthetic-size", "64", "--steps", "2",
+                 "--warmup", "1"]) == 0
+    measured = json.loads((out / "measured.json").read_text())
+    torch.set_num_threads(1)
+    losses, ref = reference_run(plan, 2, synthetic_size=64)
+    got = distributed_params(str(out), plan)
+    for key in ref:
+        torch.testing.assert_close(got[key], ref[key], msg=key)
+    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    rule = load_model(MOE).graph.layers[1].experts.all_to_all_bytes(2 * 16, 4)     # 2 sequences per micro-batch
+    for r in measured["ep_all_to_all"]:                                            # one MoE layer per stage
+        assert r["all_to_alls"] == 4 * 2 and r["by_kind"]["dispatch"] == 2 * rule
 
 
 def test_experts_held_twice_average_over_their_expert_data_parallel_group(tmp_path):

@@ -20,8 +20,11 @@ Qwen3-MoE, DeepSeek-V3: ``mlp.experts`` with stacked ``gate_up_proj`` (E, 2I, h)
   slots (as transformers' grouped_mm_experts_forward sums them).
 
 Autograd goes through both all-to-alls: ``_AllToAll``'s backward is the all_to_all_single with the
-split sizes swapped.  Every rank of an ep group must run the same layers in the same order, so
-pp = 1 here (module check).
+split sizes swapped.  Every rank of an ep group must issue its all-to-alls in the same order: the
+group's ranks are one pipeline rank of ep replicas, which run the same schedule, so pipelines
+run too (pp > 1: each stage's ep group exchanges the tokens of its own MoE layers, micro-batch by
+micro-batch as the schedule orders them; torch's metadata inference on the first step runs one
+extra forward on every rank of a stage alike).
 
 Each rank keeps experts [r E/ep, (r+1) E/ep) of every layer, sliced from the full model that every
 rank builds from the same seed, so a run can be compared with one process.  Expert gradients are
@@ -53,8 +56,9 @@ RECEIVED_ROWS = ("combine", "dispatch-backward")
 
 
 def check_supported(cfg, spec, source: str) -> None:
-    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with pp = tp = 1, no ZeRO
-    and no recomputation; one line naming the field otherwise."""
+    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with tp = 1, no ZeRO and no
+    recomputation (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
+    experts over the dense group); one line naming the field otherwise."""
     if cfg.ep == 1:
         return
     moe = [(layer.name, layer.experts) for layer in spec.graph.layers if layer.experts is not None]
@@ -68,10 +72,10 @@ def check_supported(cfg, spec, source: str) -> None:
     if spec.source.kind != "hf":
         raise InputError(f"{source}: parallel.ep: the executor splits the experts of hf: models (transformers' MoE "
                          f"blocks); plan {spec.path} with ep 1")
-    if cfg.pp > 1 or cfg.tp > 1 or cfg.zero or cfg.recompute:
-        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with pp=1, tp=1, zero 0 and no "
-                         f"recomputation (got pp={cfg.pp}, tp={cfg.tp}, zero={cfg.zero}, "
-                         f"recompute={cfg.recompute.value}); plan with --pp 1 --tp 1 --zero 0 --no-recompute, or ep 1")
+    if cfg.tp > 1 or cfg.zero or cfg.recompute:
+        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with tp=1, zero 0 and no recomputation "
+                         f"(got tp={cfg.tp}, zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --tp 1 "
+                         f"--zero 0 --no-recompute, or ep 1")
 
 
 # ----------------------------------------------------------------------------- the exchanges
