@@ -16,6 +16,10 @@ Training follows the seeds:
   parsim.exec.op_parallel (the model's and the searched per-operator layouts); context
   parallelism (each rank of a cp group on its zigzag tokens of every sequence, gradients averaged
   over dp x cp) parsim.exec.context_parallel.
+- Expert parallelism (ep > 1, ``hf:`` mixtures of experts): each rank keeps E/ep of every MoE
+  layer's routed experts, tokens dispatched to them and combined back by all_to_all_single over
+  the ep group (parsim.exec.expert_parallel); the dense gradients are averaged over dp x cp in the
+  buckets, the experts' apart, over their expert-data-parallel group.
 - ``recompute``: full: every cut unit is checkpointed (torch.utils.checkpoint), the simulator's
   full recomputation (LayerGraph.with_recompute); selective: the built-in GPT's eager attention
   cores only (stages.recompute_attention).
@@ -39,7 +43,9 @@ Measured, as the simulator predicts it:
   (``zero_grad(set_to_none=False)``). With dp > 1 they are views into their buckets' flat
   buffers, so they are counted once;
 - with dp > 1, the bytes of each gradient all-reduce issued per step, per stage, to compare with
-  the simulator's ``grad_buckets_bytes``.
+  the simulator's ``grad_buckets_bytes`` (with ep > 1, the experts' apart: ``expert_grad_buckets_bytes``);
+- with ep > 1, per rank the bytes of every token all-to-all's input buffer on the last step, by
+  kind (``ep_all_to_all``), to compare with parsim.model.moe.Experts.all_to_all_bytes.
 """
 
 from __future__ import annotations
