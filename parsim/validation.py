@@ -24,7 +24,7 @@ import math
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from parsim.cost.compute import AnalyticalCompute, load_profile_table, tp_compute_models
 from parsim.errors import InfeasibleError, InputError
@@ -53,14 +53,14 @@ class Case:
     config: ParallelConfig
 
 
-def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int, int]]:
-    """(label, dp, pp, microbatches, schedule, tp, cp, zero) of the set's plans other than the
+def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, int, int, int]]:
+    """(label, dp, pp, microbatches, schedule, tp, cp, zero, ep) of the set's plans other than the
     planner's pick: the one table both the cases and the sizes to profile come from.  ``which``:
     a built-in set's name, or a set file (parsim.validation_sets), whose plans for this model."""
     if is_set_file(which):
         return [p.shape() for p in load_plan_set(which).plans_for(spec.path)]
     if which == "zero":            # ZeRO 0-3 side by side: dp=2, two micro-batches (reduce-scatters per micro-batch)
-        return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, 1, z) for z in (0, 1, 2, 3)]
+        return [(f"dp2-m2-zero{z}" if z else "dp2-m2", 2, 1, 2, "1f1b", 1, 1, z, 1) for z in (0, 1, 2, 3)]
     # the schedules torch runs from a pipeline_order: interleaved 1F1B (v = 2) and ZB-H1
     schedules = [("pp2-interleaved-m4", 1, 2, 4, "interleaved", 1, 1), ("pp2-zbh1-m4", 1, 2, 4, "zbh1", 1, 1)]
     if spec.source.target == "gpt":
@@ -76,7 +76,7 @@ def _fixed_shapes(spec, which: str) -> list[tuple[str, int, int, int, str, int, 
         keep = {"dp2", "pp2-1f1b-m4"}
     if which == "schedules":       # the pipeline schedules side by side at one size
         keep = {"pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"}
-    shapes = [(*shape, 0) for shape in shapes]
+    shapes = [(*shape, 0, 1) for shape in shapes]
     return [s for s in shapes if s[0] in keep] if which in ("quick", "schedules") else shapes
 
 
@@ -96,7 +96,7 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     skipped = skipped if skipped is not None else []
     whole = (0, len(g))
     cases = []
-    for label, dp, pp, m, schedule, tp, cp, zero in _fixed_shapes(spec, which):
+    for label, dp, pp, m, schedule, tp, cp, zero, ep in _fixed_shapes(spec, which):
         if label == "seeds":
             seeds = load_model(SEEDS_MODEL)
             if seeds.graph.names == g.names and seeds.manual_stages:
@@ -104,12 +104,12 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
                                                         bounds_from_assignment(seeds.manual_stages))))
         elif pp == 1:
             cases.append(Case(label, ParallelConfig(dp, pp, m, schedule, 1, whole, tp=tp,
-                                                    tp_layout="megatron" if tp > 1 else "", cp=cp, zero=zero)))
+                                                    tp_layout="megatron" if tp > 1 else "", cp=cp, zero=zero, ep=ep)))
         else:
             try:
-                cases.append(Case(label, resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m,
-                                                        schedule=schedule, split="balanced",
-                                                        chunks=2 if schedule == "interleaved" else None)))
+                cfg = resolve_config(spec, cluster, compute, dp=dp, pp=pp, microbatches=m, schedule=schedule,
+                                     split="balanced", chunks=2 if schedule == "interleaved" else None)
+                cases.append(Case(label, replace(cfg, ep=ep)))
             except InfeasibleError as e:       # e.g. 1F1B with m < pp: torch cannot run it
                 skipped.append({"plan": label, "why": str(e)})
     # the pick among what the executor runs: tensor parallelism on the GPT only (Megatron's layout), no
@@ -334,7 +334,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             cfg, est = case.config, estimates[k][case.label][0]
             run_dir = os.path.join(out_dir, case.label if passes == 1 else f"{case.label}.pass{k + 1}")
             log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
-                f"cp={cfg.cp} "
+                f"cp={cfg.cp} " + (f"ep={cfg.ep} " if cfg.ep > 1 else "") +
                 f"m={cfg.microbatches} {cfg.schedule}, predicted {est.step_time_s:.4f} s ...")
             code = launch([os.path.join(out_dir, f"{case.label}.plan.json"), "--steps", str(steps), "--out", run_dir,
                            "--json", "--timeout", str(timeout_s)], cfg.world_size, timeout_s, module="parsim.run",
@@ -368,7 +368,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             predicted_spread=(predicted[-1] - predicted[0]) / statistics.median(predicted),
             measured_steps_s=steps, predicted_runs_s=tuple(estimates[j][case.label][0].step_time_s for j, _ in
                                                            sorted(measured_runs, key=lambda km: km[0])),
-            tp=cfg.tp, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
+            tp=cfg.tp, ep=cfg.ep, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
                                  spec.training, cfg.microbatch_size(spec.training.global_batch_size),

@@ -10,6 +10,7 @@
         plans:
           - {label: dp2, dp: 2}                                   # defaults: dp 1, pp 1, m 1, 1f1b
           - {label: pp2-gpipe-m4, pp: 2, microbatches: 4, schedule: gpipe}
+          - {label: dp2-ep2, dp: 2, ep: 2}                        # MoE models: experts split over ep of the dp ranks
 
 A plan's micro-batch size is global batch / (dp x microbatches); ``parsim validate`` profiles
 exactly those sizes.  Model paths are relative to the repository root (where parsim runs).
@@ -34,10 +35,11 @@ class SetPlan:
     pp: int = 1
     microbatches: int = 1
     schedule: str = "1f1b"
+    ep: int = 1                      # expert parallelism (MoE models): a divisor of dp
 
-    def shape(self) -> tuple[str, int, int, int, str, int, int, int]:
-        """validation._fixed_shapes' row: (label, dp, pp, m, schedule, tp, cp, zero)."""
-        return (self.label, self.dp, self.pp, self.microbatches, self.schedule, 1, 1, 0)
+    def shape(self) -> tuple[str, int, int, int, str, int, int, int, int]:
+        """validation._fixed_shapes' row: (label, dp, pp, m, schedule, tp, cp, zero, ep)."""
+        return (self.label, self.dp, self.pp, self.microbatches, self.schedule, 1, 1, 0, self.ep)
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,11 @@ def load_plan_set(path: str) -> PlanSet:
         for j, p in enumerate(e.get("plans", list)):
             f = Fields(p, path, f"models[{i}].plans[{j}].")
             plans.append(SetPlan(f.get("label", str), f.positive_int("dp", 1), f.positive_int("pp", 1),
-                                 f.positive_int("microbatches", 1), f.choice("schedule", SCHEDULES, "1f1b")))
+                                 f.positive_int("microbatches", 1), f.choice("schedule", SCHEDULES, "1f1b"),
+                                 f.positive_int("ep", 1)))
+            if plans[-1].dp % plans[-1].ep:
+                raise f.fail("ep", f"{plans[-1].ep} does not divide dp {plans[-1].dp} (ep is carved from the "
+                                   "data-parallel ranks); choose a divisor of dp")
             f.done()
         labels = [p.label for p in plans]
         if len(set(labels)) != len(labels) or "planner" in labels:

@@ -66,3 +66,35 @@ def test_a_model_the_set_does_not_hold_is_one_line(tmp_path):
     bad.write_text("name: s\ndate: 2026-11-27\nrule: r\nmodels:\n  - model: m.yaml\n    plans: [{label: planner}]\n")
     with pytest.raises(InputError, match=r"models\[0\]\.plans: labels must be unique and not 'planner'"):
         load_plan_set(str(bad))
+
+
+MOE_SET = "results/heldout/moe-2026-11-27.yaml"
+
+
+def test_the_moe_set_loads_and_every_plan_simulates():
+    """The mixture-of-experts set (the tiny Mixtral): its plans, dp2-ep2's experts split over ep=2,
+    resolve and simulate, the planner's pick beside them."""
+    pytest.importorskip("transformers")
+    held = load_plan_set(MOE_SET)
+    assert held.name == "moe-2026-11-27" and "new held-out set" in held.rule
+    (path, plans), = held.models
+    spec = load_model(path)
+    assert spec.graph.moe
+    cluster = load_cluster("local-cpu")
+    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
+    skipped = []
+    sizes = case_microbatch_sizes(spec, MOE_SET)
+    cases = default_cases(spec, cluster, compute, MOE_SET, skipped, profiled_sizes=tuple(sizes))
+    assert skipped == []
+    assert [c.label for c in cases] == [p.label for p in plans] + ["planner"]
+    assert {c.label: c.config.ep for c in cases}["dp2-ep2"] == 2
+    for case in cases:
+        assert simulate(spec.graph, spec.training, cluster, case.config, compute, keep_timeline=False).step_time_s > 0
+
+
+def test_a_set_plan_whose_ep_does_not_divide_dp_is_refused(tmp_path):
+    bad = tmp_path / "set.yaml"
+    bad.write_text("schema_version: 1\nname: x\ndate: 2026-11-27\nrule: r\nmodels:\n"
+                   "  - model: examples/moe_tiny_local.yaml\n    plans:\n      - {label: a, dp: 2, ep: 4}\n")
+    with pytest.raises(InputError, match=r"plans\[0\]\.ep: 4 does not divide dp 2"):
+        load_plan_set(str(bad))

@@ -56,8 +56,12 @@ class GradBuckets:
     """One stage module's gradients, all-reduced over ``group`` in the simulator's buckets."""
 
     def __init__(self, stage: nn.Module, group, dp: int, microbatches: int, zero: int = 0,
-                 tied: frozenset = frozenset()):
+                 tied: frozenset = frozenset(), keep=None, mean_over: int | None = None):
+        """``keep``: which parameters the buckets hold (default all; expert parallelism keeps its
+        experts apart, parsim.exec.expert_parallel); ``mean_over``: the divisor of the sum (default
+        ``dp``, the group's size; expert gradients divide by dp x cp over a smaller group)."""
         self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
+        self.mean_over = mean_over or dp
         # A parameter two units share (the GPT's tied embedding and head) belongs to the first, as
         # extraction counts it (parsim.model.extract); autograd accumulates it once per backward.
         # Under ZeRO-1 a weight tied over pipeline ranks (``tied``) is an entry after the rest of
@@ -65,7 +69,8 @@ class GradBuckets:
         seen: set = set()
         entries: list[tuple[list[nn.Parameter], bool]] = []
         for unit in list(stage.children())[::-1]:                      # backward order
-            params = [p for p in unit.parameters() if p.requires_grad and not (p in seen or seen.add(p))]
+            params = [p for p in unit.parameters()
+                      if p.requires_grad and (keep is None or keep(p)) and not (p in seen or seen.add(p))]
             alone = [p for p in params if zero and p in tied]
             entries.append(([p for p in params if not (zero and p in tied)], False))
             if alone:
@@ -146,7 +151,7 @@ class GradBuckets:
 
     def _start(self, k: int) -> None:
         flat = self.flat[k]
-        flat.div_(self.dp)
+        flat.div_(self.mean_over)
         nbytes = flat.numel() * flat.element_size()
         if self.zero:            # in place: this rank's slice of the buffer receives the sum
             self.handles[k] = dist.reduce_scatter_single(self._slice(flat), flat, group=self.group, async_op=True)

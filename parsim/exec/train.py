@@ -16,6 +16,10 @@ Training follows the seeds:
   parsim.exec.op_parallel (the model's and the searched per-operator layouts); context
   parallelism (each rank of a cp group on its zigzag tokens of every sequence, gradients averaged
   over dp x cp) parsim.exec.context_parallel.
+- Expert parallelism (ep > 1, ``hf:`` mixtures of experts): each rank keeps E/ep of every MoE
+  layer's routed experts, tokens dispatched to them and combined back by all_to_all_single over
+  the ep group (parsim.exec.expert_parallel); the dense gradients are averaged over dp x cp in the
+  buckets, the experts' apart, over their expert-data-parallel group.
 - ``recompute``: full: every cut unit is checkpointed (torch.utils.checkpoint), the simulator's
   full recomputation (LayerGraph.with_recompute); selective: the built-in GPT's eager attention
   cores only (stages.recompute_attention).
@@ -39,7 +43,9 @@ Measured, as the simulator predicts it:
   (``zero_grad(set_to_none=False)``). With dp > 1 they are views into their buckets' flat
   buffers, so they are counted once;
 - with dp > 1, the bytes of each gradient all-reduce issued per step, per stage, to compare with
-  the simulator's ``grad_buckets_bytes``.
+  the simulator's ``grad_buckets_bytes`` (with ep > 1, the experts' apart: ``expert_grad_buckets_bytes``);
+- with ep > 1, per rank the bytes of every token all-to-all's input buffer on the last step, by
+  kind (``ep_all_to_all``), to compare with parsim.model.moe.Experts.all_to_all_bytes.
 """
 
 from __future__ import annotations
@@ -58,8 +64,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
-from parsim.exec import (checkpoint, context_parallel, faults, fsdp, groups, heartbeat, op_parallel, precision,
-                         tensor_parallel, vocab_parallel)
+from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, fsdp, groups, heartbeat, op_parallel,
+                         precision, tensor_parallel, vocab_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.objective import loss_fn
@@ -197,6 +203,7 @@ def check_run(opts: RunOptions):
     check_trainable(spec)
     tensor_parallel.check_supported(plan, spec, opts.plan)
     context_parallel.check_supported(cfg, spec, opts.plan)
+    expert_parallel.check_supported(cfg, spec, opts.plan)
     if (cfg.recompute is Recompute.SELECTIVE and not (spec.source.kind == "builtin" and spec.source.target == "gpt")
             and any(layer.recompute_bytes for layer in spec.graph.with_recompute(cfg.recompute).layers)):
         raise InputError(f"{opts.plan}: parallel.recompute: selective: the executor recomputes the attention of the "
@@ -299,6 +306,11 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         ring = context_parallel.Ring(cfg.cp_group(replica, pipe_rank, tp_rank), env.rank, mesh.get_group("cp"))
         for m in modules:
             context_parallel.parallelize(m, ring, kind[1], cfg.cp_mode)   # kind: ("tokens", seq_len, vocab)
+    exchanges, expert_params = None, frozenset()
+    if cfg.ep > 1:                    # each rank keeps E/ep experts per MoE layer; tokens travel by all-to-all
+        ep_group, ep_rank, expert_dp_group = expert_parallel.ep_groups(cfg, pipe_rank, tp_rank, env.rank)
+        exchanges = expert_parallel.Exchanges(ep_group, cfg.ep, ep_rank)
+        expert_params = frozenset(p for m in modules for p in expert_parallel.parallelize(m, exchanges))
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     if cfg.zero >= 2:                 # FSDP2's units; it reduce-scatters and gathers itself (parsim.exec.fsdp)
         for m in modules:
@@ -306,10 +318,16 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     # gradients averaged over the dp x cp ranks holding the same parameters (ParallelConfig.grad_group)
     grad_group = dp_group if cfg.cp == 1 else groups.grad_group(cfg, pipe_rank, tp_rank)
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
+    # dense parameters over grad_group; with ep > 1 the experts apart, over their expert-data-parallel group
     grad_syncs = ([GradBuckets(m, grad_group, cfg.grad_ranks, cfg.microbatches, cfg.zero,
-                               frozenset(p for t, p, _ in tied.reductions if t == s))
+                               frozenset(p for t, p, _ in tied.reductions if t == s),
+                               keep=(lambda p: p not in expert_params) if expert_params else None)
                    for s, m in zip(stage_ids, modules)]
                   if cfg.grad_ranks > 1 and cfg.zero < 2 else [])
+    expert_grads = (expert_parallel.ExpertGrads(modules, expert_dp_group, cfg.expert_dp, cfg.grad_ranks,
+                                                cfg.microbatches) if cfg.ep > 1 else None)
+    expert_buckets: list = []         # ep: the last step's expert-gradient all-reduces, bytes each, per local stage
+    ep_bytes: dict = {}               # ep: the last step's all-to-alls (Exchanges.summary)
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage
     # ZeRO-1: each rank's optimizer holds its slices of the buckets only (GradBuckets.shard_params);
     # ZeRO 2-3: its shards of FSDP2's sharded parameters
@@ -352,7 +370,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         beats.beat("the resume check")
         state = _resume_state(opts, env)
         for m, sd in zip(modules, state["stages"]):
-            tensor_parallel.load_whole(m, sd)        # whole tensors in, this rank's shards kept
+            tensor_parallel.load_whole(m, expert_parallel.local_state(m, sd))   # whole tensors in, this rank's shards kept
         for o, sd in zip(optimizers, state["optimizers"]):
             o.load_state_dict(sd)
         if scaler is not None:
@@ -362,7 +380,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         dist.barrier()
         if is_root:
             print(f"dry run: {opts.plan} OK: {env.world_size} ranks ({env.backend}), dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
-                  f"cp={cfg.cp} "
+                  f"cp={cfg.cp} " + (f"ep={cfg.ep} " if cfg.ep > 1 else "") +
                   f"m={cfg.microbatches} {cfg.schedule}; stages per rank built; data "
                   f"{'synthetic' if not opts.data else opts.data}, {steps_per_epoch} steps per epoch")
         return 0
@@ -373,6 +391,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     def run_step(x, y) -> list:
         if ring is not None:
             ring.sent_bytes = 0
+        if exchanges is not None:
+            exchanges.reset()
         for o in optimizers:
             o.zero_grad(set_to_none=False)   # gradients persist between steps, counted as static memory
         tensor_parallel.expect_partial(partial_grads)
@@ -397,6 +417,9 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         issued = [sync.finish() for sync in grad_syncs]
         if issued:
             dp_buckets[:] = issued
+        if expert_grads is not None:
+            expert_buckets[:] = expert_grads.finish()
+            ep_bytes.update(exchanges.summary())
         # the tp sum of partial gradients, then the tied weights' sum over stages, as Megatron's
         # finalize_model_grads orders them: a copy whose gradient is a partial sum (the GPT's head
         # under the searched layout) is completed over its group before its stages add theirs
@@ -520,7 +543,8 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
             {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
              "sharded_collectives": dict(zip(stage_ids, sharded)),
-             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives})
+             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives,
+             "ep_all_to_all": ep_bytes or None, "expert_grad_buckets_bytes": dict(zip(stage_ids, expert_buckets))})
     return 0
 
 
@@ -568,7 +592,8 @@ def _resume_state(opts, env) -> dict:
 def _save(opts, env, modules, optimizers, step) -> int:
     """Every rank writes its stages; tensor-parallel ranks write whole tensors (gathered, so every
     rank of a group holds the model its replica trains) and their local optimizer state."""
-    stages = [{k: tensor_parallel.full(v) for k, v in m.state_dict().items()} for m in modules]
+    stages = [expert_parallel.whole_state(m, {k: tensor_parallel.full(v) for k, v in m.state_dict().items()})
+              for m in modules]
     opt_states = [_local_state(o.state_dict()) for o in optimizers]
     checkpoint.save(opts.out, env.rank, step, {"step": step, "stages": stages, "optimizers": opt_states})
     return step
@@ -633,8 +658,14 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
         # cp: replica 0's (tp and cp rank 0's) bytes sent around its ring per stage, on the last step
         "cp_ring_bytes": [next((g["cp_ring_bytes"][s] for g in replica0 if s in g["cp_ring_bytes"]), 0)
                           for s in range(cfg.stages)],
+        # ep: per rank, the bytes of every token all_to_all_single's input buffer on the last step,
+        # forward and backward, by kind (parsim.exec.expert_parallel.Exchanges.summary); None without ep
+        "ep_all_to_all": [g["ep_all_to_all"] for g in by_rank] if cfg.ep > 1 else None,
+        # ep with more than one rank per expert: replica 0's expert-gradient all-reduces per stage
+        "expert_grad_buckets_bytes": [next((g["expert_grad_buckets_bytes"][s] for g in replica0
+                                            if s in g["expert_grad_buckets_bytes"]), []) for s in range(cfg.stages)],
         "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
-        "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "tp_layout": cfg.tp_layout,
+        "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "tp_layout": cfg.tp_layout,
                    "microbatches": cfg.microbatches, "schedule": cfg.schedule,
                    "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement},
     }

@@ -340,6 +340,15 @@ def run_summary_lines(out: dict, folder: str) -> list[str]:
     if not p["same_cluster"]:
         lines.append(f"note: the prediction is for {p['cluster']}, not this machine (run under --force); plan for "
                      "this machine to compare")
+    ranks = out.get("ep_all_to_all") or []
+    if ranks and all(ranks):
+        rows = [r["expert_rows"] for r in ranks]
+        lines.append(f"expert parallelism (ep={out['config'].get('ep')}): per rank on the last step "
+                     f"{ranks[0]['all_to_alls']} token all-to-alls, input buffers "
+                     + " / ".join(human_bytes(r["input_bytes"]) for r in ranks)
+                     + f" (own token rows {' / '.join(human_bytes(r['own_rows_bytes']) for r in ranks)}, the rest the "
+                     f"rows each rank's experts received); expert rows per rank {' / '.join(map(str, rows))}, "
+                     f"busiest over mean {max(rows) / (sum(rows) / len(rows)):.2f}")
     lines.append(f"wrote {folder}/measured.json and measured_trace.json")
     return lines
 

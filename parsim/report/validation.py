@@ -48,6 +48,7 @@ class Row:
     measured_steps_s: tuple = ()     # per run (one per pass), its timed steps after warm-up (the bootstrap's)
     predicted_runs_s: tuple = ()     # per run, the prediction of its pass (from that pass's profiles)
     pooled_with: str = ""            # the planner's pick when it is this very plan: both labels' runs pooled here
+    ep: int = 1                      # expert parallelism (MoE): the dp ranks the experts are split over
 
     @property
     def measured_runs_s(self) -> tuple:
@@ -56,8 +57,8 @@ class Row:
 
     def same_plan(self, other: "Row") -> bool:
         """The same configuration, predicted alike (a set's plan that the planner also picked)."""
-        return (self.dp, self.pp, self.tp, self.microbatches, self.schedule, self.split, self.predicted_step_s,
-                self.predicted_peak_bytes) == (other.dp, other.pp, other.tp, other.microbatches, other.schedule,
+        return (self.dp, self.pp, self.tp, self.ep, self.microbatches, self.schedule, self.split, self.predicted_step_s,
+                self.predicted_peak_bytes) == (other.dp, other.pp, other.tp, other.ep, other.microbatches, other.schedule,
                                                other.split, other.predicted_step_s, other.predicted_peak_bytes)
 
     @property
@@ -155,9 +156,10 @@ def table(rows: list[Row]):
     rows, _ = pooled(rows)
     bars = plan_errors(rows)["plans"]
     show_tp = any(r.tp > 1 for r in rows)
+    show_ep = any(r.ep > 1 for r in rows)
     return pd.DataFrame([{
         "plan": r.label + "".join(f" = {p}" for p in r.pooled_with.split(",") if p), "dp": r.dp, "pp": r.pp,
-        **({"tp": r.tp} if show_tp else {}), "m": r.microbatches,
+        **({"tp": r.tp} if show_tp else {}), **({"ep": r.ep} if show_ep else {}), "m": r.microbatches,
         "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
         "err": f"{r.step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("step_error_ci")),
