@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.memory import (backward_workspace_bytes, kept_output_bytes, loss_workspace_bytes,
+from parsim.cost.memory import (backward_workspace_bytes, loss_workspace_bytes,
                                 pipeline_buffer_bytes)
 from parsim.hardware import load_cluster
 from parsim.model.extract import InputSpec, extract_graph
@@ -183,7 +183,7 @@ def test_a_single_rank_step_peak_is_activations_plus_the_loss_backward():
     assert mem.activations_bytes + mem.workspace_bytes == pytest.approx(measured, rel=1e-3)
 
 
-def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_its_outputs():
+def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_no_outputs():
     assert pipeline_buffer_bytes(1000.0, 1) == 0.0
     assert pipeline_buffer_bytes(1000.0, 2) == 2000.0
     spec = load_model(BIG_VOCAB)
@@ -193,12 +193,10 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_i
     static = spec.graph.param_count * 12                 # fp32 momentum: 4 + 4 + 4 bytes per parameter
     single = static + b * spec.graph.stage_saved_bytes(0, n)
     assert bnd.memory_fn("1f1b", 1, 1, 1, b, 1)(0, 0, n) == pytest.approx(single)
-    # pp = 2, GPipe, m = 4: the last stage's buffers hold its input's boundary (it sends no output),
-    # and it keeps the 4 micro-batches' logits until the step ends (kept_output_bytes)
+    # pp = 2, GPipe, m = 4: the last stage's buffers hold its input's boundary (it sends no output);
+    # no micro-batch's logits outlive its backward (the executor steps with return_outputs=False)
     g, m = spec.graph, 4
-    last = g.held_param_count(range(2, n)) * 12 + 2 * g.layers[1].output_bytes * b \
-        + m * g.layers[-1].output_bytes * b + m * b * g.stage_saved_bytes(2, n)
-    assert kept_output_bytes(g, 2, b) == g.layers[-1].output_bytes * b and kept_output_bytes(g, 1, b) == 0
+    last = g.held_param_count(range(2, n)) * 12 + 2 * g.layers[1].output_bytes * b + m * b * g.stage_saved_bytes(2, n)
     assert bnd.memory_fn("gpipe", m, 2, 1, b, 1)(1, 2, n) == pytest.approx(last)
     # the simulator's: 2 micro-batches of 1 sample
     from parsim.plan import ParallelConfig
@@ -207,7 +205,7 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_i
     est = simulate(g, spec.training, cluster, ParallelConfig(1, 2, 2, "gpipe", 1, (0, 2, n)))
     first, second = (r.memory for r in est.ranks)
     assert first.comm_buffers_bytes == second.comm_buffers_bytes == 2 * g.layers[1].output_bytes
-    assert second.activations_bytes == 2 * (g.stage_saved_bytes(2, n) + g.layers[-1].output_bytes)
+    assert second.activations_bytes == 2 * g.stage_saved_bytes(2, n)
 
 
 def test_tensor_parallel_loss_holds_its_vocabulary_slice():

@@ -102,14 +102,13 @@ def test_activations_in_flight(p, m):
         one = run(p, m, "1f1b")
         assert [r.max_inflight_microbatches for r in one.ranks] == [min(m, p - s) for s in range(p)]
         # 100 saved bytes per layer; the last stage's also holds the loss's, its 8-byte output in fp32,
-        # and keeps every micro-batch's 8-byte output until the step ends (kept_output_bytes): at its
-        # last forward, m of them beside one micro-batch's saved bytes
+        # one micro-batch's at a time (its outputs do not outlive their backward: return_outputs=False)
         assert one.stage_saved_bytes == (100.0,) * (p - 1) + (108.0,)
         assert [r.memory.activations_bytes for r in one.ranks] == [min(m, p - s) * one.stage_saved_bytes[s]
-                                                                   for s in range(p - 1)] + [108.0 + 8.0 * m]
+                                                                   for s in range(p)]
     gp = run(p, m, "gpipe")
     assert [r.max_inflight_microbatches for r in gp.ranks] == [m] * p
-    assert [r.memory.activations_bytes for r in gp.ranks] == [100.0 * m] * (p - 1) + [(108.0 + 8.0) * m]
+    assert [r.memory.activations_bytes for r in gp.ranks] == [100.0 * m] * (p - 1) + [108.0 * m]
 
 
 def test_zero_bubble_beats_1f1b():
@@ -260,13 +259,12 @@ def test_split_backward_holds_output_gradients_from_i_to_w():
     e = simulate(g, spec.training, cluster, cfg)
     b = 2
     held = [g.layers[2].output_bytes * b, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
-    kept = [0.0, g.layers[-1].output_bytes * b]         # the last stage's outputs, kept until the step ends
     for r in range(2):
         act = peak = 0.0
         for rank, a, stream, *_ in e.timeline.records:
             if rank != r or stream != "compute":
                 continue
-            act += {Kind.F: e.stage_saved_bytes[r] + kept[r], Kind.I: held[r],
+            act += {Kind.F: e.stage_saved_bytes[r], Kind.I: held[r],
                     Kind.W: -e.stage_saved_bytes[r] - held[r]}.get(a.kind, 0.0)
             peak = max(peak, act)
         assert e.ranks[r].memory.activations_bytes == pytest.approx(peak, rel=1e-12)

@@ -25,8 +25,9 @@ holds two more of that size (loss_workspace_bytes): the peak of a model with man
 sample (the GPT's 2048-token vocabulary), nothing for ResNet-50's ten classes.
 Communication buffers: pipeline send and receive buffers hold one micro-batch's boundary
 activation per direction (the last stage's: its input's); with pp = 1 there are none
-(pipeline_buffer_bytes).  The last stage keeps every micro-batch's output until the step ends
-(kept_output_bytes).  Gradients are counted once: parsim's executor keeps them as views
+(pipeline_buffer_bytes).  The last stage keeps no micro-batch's output past its backward (the
+executor steps torch's schedules with return_outputs=False, as a training loop that reads only
+the losses does; Megatron computes the loss inside the last stage).  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
 torch's default (False) would add one more gradient's worth per rank when dp > 1.
 
@@ -99,15 +100,6 @@ def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
     over-predicted dp=2's peak by 4 MiB (examples/gpt_small_local.yaml, micro-batch 2;
     torch.profiler's allocation trace holds no buffer of that size but the loss's)."""
     return 2 * boundary_bytes if pp > 1 else 0.0
-
-
-def kept_output_bytes(graph, pp: int, microbatch: int) -> float:
-    """What each micro-batch's forward leaves on the model's last stage until the step ends: with
-    pp > 1, torch's PipelineStage keeps the last stage's outputs (output_chunks, merged into what
-    the schedule's step() returns); with pp = 1 the executor's plain loop keeps none.  Measured,
-    examples/gpt_small_local.yaml, pp=2 1F1B m=4 (torch.profiler's allocation trace): at rank 1's
-    peak, in the fourth micro-batch's loss backward, all four 2 MiB logits are live."""
-    return graph.layers[-1].output_bytes * microbatch if pp > 1 else 0.0
 
 
 def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,

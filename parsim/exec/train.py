@@ -406,12 +406,15 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
                 with rec.action(Action(0, Kind.B, i)):
                     loss.backward()
                 losses.append(loss.detach())
+        # return_outputs=False: the last stage keeps no micro-batch's output after its backward (torch
+        # keeps them all in output_chunks for step()'s merged result otherwise: every micro-batch's
+        # logits until the step ends, which no training loop reads and Megatron does not hold)
         elif first:
-            sched.step(x)
+            sched.step(x, return_outputs=False)
         elif last:
-            sched.step(target=y, losses=losses)
+            sched.step(target=y, losses=losses, return_outputs=False)
         else:
-            sched.step()
+            sched.step(return_outputs=False)
         losses = [loss / loss_scale[0] for loss in losses]
         # the dp mean before the tp sum of partial gradients: both are linear, so they commute
         issued = [sync.finish() for sync in grad_syncs]

@@ -54,10 +54,10 @@ does, and writes what it fitted into the profile file.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from parsim.errors import InputError
+from parsim.errors import InfeasibleError, InputError
 from parsim.hardware.cluster import Cluster, Profile, load_profile, profile_path
 from parsim.inputs import Fields, load_file
 from parsim.plan import CP_MODES
@@ -325,6 +325,18 @@ def describe(cfg) -> str:
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
 
 
+def routing_imbalance(routing: tuple) -> float | None:
+    """The expert load a MoE row's ``routing`` prices (parsim.cost.experts.routing_imbalance):
+    forced balance 1.0; capacity padded to capacity_factor, every expert computing cf x the mean
+    (unpadded: at most cf); learned routing, the default (None); not a MoE row, None."""
+    r = dict(routing)
+    if r.get("balance") == "forced":
+        return 1.0
+    if r.get("balance") == "capacity":
+        return r["capacity_factor"]
+    return None
+
+
 def price(figure: Figure, profile: Profile | None = None) -> Priced:
     """What parsim predicts for ``figure`` on ``profile`` (default: the shipped one), in the
     figure's own metric."""
@@ -333,14 +345,11 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     from parsim.sim import simulate
 
     par = dict(figure.parallel)
-    ep = par.pop("ep", 1)
-    if ep > 1:
-        # The one place to lift when the simulator prices expert parallelism (issue 32): pass ep on
-        # to resolve_config, and price the row's routing (figure.routing).
-        raise UnpricedFigure(f"{figure.where}: parallel.ep: {ep}: parsim does not simulate expert parallelism yet, "
-                             f"so this row is not priced")
     profile = profile or shipped_profile(figure)
     spec = figure_spec(figure)
+    imbalance = routing_imbalance(figure.routing)
+    if imbalance is not None:
+        spec = replace(spec, training=replace(spec.training, moe_imbalance=imbalance))
     cluster = figure_cluster(figure, profile)
     compute = AnalyticalCompute.for_training(cluster.device, spec.training)
     if par.get("tp", 1) > 1:
@@ -349,7 +358,12 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     if world != cluster.world_size:
         raise InputError(f"{figure.where}: parallel: dp x tp x pp x cp = {world}, but the cluster has "
                          f"{cluster.world_size} devices; make them equal")
-    cfg = resolve_config(spec, cluster, compute, **par)
+    try:
+        cfg = resolve_config(spec, cluster, compute, **par)
+    except InfeasibleError as e:
+        if par.get("ep", 1) > 1:          # a layout parsim's expert parallelism does not express
+            raise UnpricedFigure(f"{figure.where}: parallel.ep: {par['ep']}: {e}; so this row is not priced") from None
+        raise
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
     step = est.step_time_s
     if figure.metric == "samples_per_s":

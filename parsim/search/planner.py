@@ -69,7 +69,7 @@ from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
 from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
-                                kept_output_bytes, optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
+                                optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
                                 zero_fractions)
 from parsim.errors import DoesNotFitError, InfeasibleError
 from parsim.hardware.cluster import Cluster
@@ -130,11 +130,7 @@ CP_SEARCH_MAX = 16
 CP_SEARCH_MIN_TOKENS = 16384
 # The largest ep the search tries unless told (--ep prices any ep dividing dp x cp and the experts):
 # powers of two up to 256, a bound on the search's size (each ep value is a family of its own: at
-# most 9 values).  DeepSeek-V3 trained at ep = 64 over 8 nodes (DeepSeek-AI 2024, Sec. 3.2); on
-# 2,048 H100s of 80 GB its 671B parameters fit parsim's memory model only at ep = 256 with pp = 2
-# (dp = 1,024: the last stage keeps every micro-batch's logits, parsim.cost.memory.
-# kept_output_bytes, 1 GB each at 129,280 classes x 4,096 tokens, so dp must be large), which a
-# bound of 64 would never try.
+# most 9 values).  DeepSeek-V3 trained at ep = 64 over 8 nodes (DeepSeek-AI 2024, Sec. 3.2).
 EP_SEARCH_MAX = 256
 
 
@@ -249,8 +245,7 @@ class _StageMemory:
 
         (params x static bytes per param [+ ZeRO-2/3's unsharded gradients]
          + pipeline buffers (2 x boundary activation x b, none at pp = 1: pipeline_buffer_bytes)
-         + in-flight micro-batches of stage j x b x stage saved bytes
-         + on the model's last stage, m micro-batches' outputs: kept_output_bytes) x v
+         + in-flight micro-batches of stage j x b x stage saved bytes) x v
 
     The partitioner asks for every stage over bands of the same (A, B) matrices
     (partition.grid_band): the stage-independent parts are computed once per matrix pair.
@@ -261,13 +256,12 @@ class _StageMemory:
     exact check comes once its split is known (parsim.sim.memory.peak_floor_bytes, in plan())."""
 
     def __init__(self, bnd: "_Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: np.ndarray,
-                 m: int = 1, expert_static_per_param: float | None = None):
+                 expert_static_per_param: float | None = None):
         self.bnd, self.static_per_param, self.zero, self.b, self.v = bnd, static_per_param, zero, b, v
         # ep: the routed experts' ZeRO shards are over the expert_dp ranks, fewer than the dp x cp ones
         self.expert_extra = (expert_static_per_param or static_per_param) - static_per_param
         self.inflight = inflight
         self.pp = len(inflight) // v
-        self.kept = m * kept_output_bytes(bnd.graph, self.pp, b)      # on the model's last stage
         self._last: tuple | None = None          # (A, B, static + boundary, stage saved bytes)
 
     def _parts(self, A, B):
@@ -286,7 +280,7 @@ class _StageMemory:
         end = B == len(bnd.out)
         # a stage's buffers hold its output's boundary activation; the model's last stage's, its input's
         edge = np.where(end, np.maximum(A - 1, 0), np.maximum(B - 1, 0))
-        base = static + pipeline_buffer_bytes(bnd.out[edge] * self.b, self.pp) + np.where(end, self.kept, 0.0)
+        base = static + pipeline_buffer_bytes(bnd.out[edge] * self.b, self.pp)
         saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
         if isinstance(A, np.ndarray):
             self._last = (A, B, base, saved)
@@ -360,7 +354,7 @@ class _Bounds:
         key = ("inflight", schedule, m, pp, v)
         if key not in self._costs:
             self._costs[key] = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
-        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key], m,
+        return _StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key],
                             self.static_per_param(max(1, dp // self.graph.ep), zero) if self.graph.ep > 1 else None)
 
     def static_per_param(self, dp: int, zero: int) -> float:

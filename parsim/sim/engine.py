@@ -97,9 +97,6 @@ class Costs:
     # under a split backward, bytes a micro-batch's I keeps for its W on each stage (the weight
     # operators' output gradients, Layer.w_held_bytes)
     w_held_bytes: dict[int, float] = field(default_factory=dict)
-    # bytes a micro-batch's F leaves on a stage until the step ends (the last pipeline stage's
-    # outputs, kept by torch's PipelineStage in output_chunks for the step's merged output)
-    kept_bytes: dict[int, float] = field(default_factory=dict)
     # ZeRO >= 2: the buckets run after every micro-batch's last backward (reduce-scatters)
     buckets_every_microbatch: bool = False
     # ZeRO 1-2: all-gather of the updated parameter shards after a stage's OPTIMIZER, exposed
@@ -421,9 +418,9 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
     # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
-    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, costs.kept_bytes)
-    deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes, costs.w_held_bytes,
-                               costs.kept_bytes) if keep_records else {}
+    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes)
+    deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes,
+                               costs.w_held_bytes) if keep_records else {}
     return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,
                     last_compute, waits, deltas, hidden)
 

@@ -6,8 +6,7 @@ of its layers, with the copies of tied weights and ZeRO's shares (static_memory;
 parallelism its share of the routed experts, ZeRO-sharded over the expert_dp ranks); its pipeline
 buffers; the backward's workspace (backward_workspace_bytes); and, at its peak, the activations
 of its micro-batches in flight.  That peak follows from the order of the rank's compute actions
-alone, not from their times (activation_peaks): a micro-batch's F adds its stage's saved bytes
-(on the model's last stage, its kept output too), a split backward's I adds what it holds for
+alone, not from their times (activation_peaks): a micro-batch's F adds its stage's saved bytes, a split backward's I adds what it holds for
 its W, and the backward that frees them (B, or W when split) removes both.
 
 So every term but ZeRO's collective buffers is known from the plan without running it:
@@ -25,16 +24,15 @@ import math
 import numpy as np
 
 from parsim.cost.experts import expert_param_count
-from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, kept_output_bytes, static_memory
+from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, static_memory
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule
 
 
-def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, float], dict[int, float],
-                                                                      dict[int, float]]:
+def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, float], dict[int, float]]:
     """Per stage, at ``b`` samples per micro-batch: (saved bytes a micro-batch keeps from its F
-    until its backward, bytes a split backward's I keeps until its W, bytes an F leaves until
-    the step ends: engine.Costs' saved_bytes, w_held_bytes and kept_bytes)."""
+    until its backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes
+    and w_held_bytes)."""
     S, layers = cfg.stages, graph.layers
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
@@ -43,36 +41,33 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, f
     w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
-    kept = {S - 1: kept_output_bytes(graph, cfg.pp, b)}
-    return saved, w_held, kept
+    return saved, w_held
 
 
-def activation_deltas(num_stages: int, split_backward: bool, saved_bytes: dict, w_held_bytes: dict,
-                      kept_bytes: dict) -> dict[Kind, tuple[float, ...]]:
+def activation_deltas(num_stages: int, split_backward: bool, saved_bytes: dict,
+                      w_held_bytes: dict) -> dict[Kind, tuple[float, ...]]:
     """What each compute action changes in its rank's activations, per kind, per stage (the
-    arguments as stage_activation_bytes gives them): an F adds its stage's saved bytes (and the
-    kept output), a split backward's I what it holds for its W, and the backward that frees them
+    arguments as stage_activation_bytes gives them): an F adds its stage's saved bytes, a split backward's I what it holds for its W, and the backward that frees them
     (B, or W when split) removes both.  The one rule: activation_peaks replays it over a rank's
     order, the engine's Timeline.activation_changes over its timed compute records."""
     stages = range(num_stages)
     saved = [saved_bytes.get(s, 0.0) for s in stages]
     w_held = [w_held_bytes.get(s, 0.0) for s in stages]
-    out = {Kind.F: tuple(saved[s] + kept_bytes.get(s, 0.0) for s in stages),
+    out = {Kind.F: tuple(saved),
            Kind.W if split_backward else Kind.B: tuple(-(saved[s] + w_held[s]) for s in stages)}
     if split_backward:
         out[Kind.I] = tuple(w_held)
     return out
 
 
-def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
-                     kept_bytes: dict) -> tuple[list[float], list[int]]:
+def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict) -> tuple[list[float], list[int]]:
     """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
     replaying its compute actions in order (the arguments as stage_activation_bytes gives them;
     each action's bytes from activation_deltas): a running sum of each action's bytes (np.cumsum
     adds along a row in order, as a loop would), its peak taken after each F and I (a backward
     only frees)."""
     split = schedule.split_backward
-    deltas = activation_deltas(schedule.num_stages, split, saved_bytes, w_held_bytes, kept_bytes)
+    deltas = activation_deltas(schedule.num_stages, split, saved_bytes, w_held_bytes)
     zeros = (0.0,) * schedule.num_stages
     # per action code (_events): what it adds to the rank's activations; code 3 pads
     adds = np.array([deltas[Kind.F], deltas.get(Kind.I, zeros), deltas[Kind.W if split else Kind.B], zeros])

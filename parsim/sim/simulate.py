@@ -425,12 +425,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                                kernels.cpu_threads if kernels is not None and kernels.cpu_threads else 1)
         if terms is not None:
             overlap, contention = terms
-    saved, w_held, kept = stage_activation_bytes(graph, cfg, b, split)
+    saved, w_held = stage_activation_bytes(graph, cfg, b, split)
     lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
                        tuple(sorted(tied_s)))
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
                          w_held_bytes=w_held,
-                         kept_bytes=kept,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s,
