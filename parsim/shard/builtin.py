@@ -109,11 +109,6 @@ def strategies(layout: str, t: int, graph=None) -> dict[str, tuple]:
     GPT unless the graph has Hugging Face attention projections)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown tensor-parallel layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
-    if graph is not None and getattr(graph, "moe", False) and t > 1:
-        # Megatron splits a MoE layer's experts by expert parallelism (and each expert's GEMMs by
-        # an expert tensor-parallel size, Megatron Core MoE docs): parsim models neither yet
-        raise InfeasibleError(f"tp={t} with the {layout} layout: {graph.name} is a mixture of experts, whose expert "
-                              "layers have no tensor-parallel layout in parsim yet; use tp 1")
     sp, fused = layout == "megatron-sp", fused_attention(graph)
     found = attention_heads(graph) if graph is not None else None
     if found is not None:

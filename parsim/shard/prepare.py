@@ -25,6 +25,15 @@ def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategi
     """The patterns -> strategies of a layout ("model", "auto" or a built-in) for tp devices;
     "auto" is searched for micro-batches of ``microbatch`` samples within ``memory_bytes``
     (auto_memory_bytes) for the model's operators on one device of each tensor-parallel group."""
+    if tp > 1 and getattr(graph, "moe", False):
+        # Megatron splits a MoE layer's experts by expert parallelism (and each expert's GEMMs by
+        # an expert tensor-parallel size, Megatron-Core's MoE docs): parsim prices ep
+        # (parsim.cost.experts) and no expert tensor parallelism.  The auto search would split the
+        # grouped GEMMs by expert over the tp group, an expert parallelism under another name and
+        # priced by another rule: one rule for experts, so every layout is refused alike.
+        raise InfeasibleError(f"tp={tp} with the {tp_layout} layout: {graph.name} is a mixture of experts, whose "
+                              "expert layers have no tensor-parallel layout in parsim; shard its experts with ep "
+                              "and use tp 1")
     if tp_layout == "model":
         if not model_strategies:
             raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
