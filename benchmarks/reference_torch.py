@@ -16,7 +16,8 @@ the figure is the median over the steps after warm-up.  Optimizer: SGD with mome
 images and 10 class labels, or token ids and next tokens.  Differences from the executor, by
 design: DDP's own buckets (25 MiB) and no tied-embedding gradient sync when a pipeline splits the
 GPT's tied embedding and head (the head keeps its own copy), so compare pp=2 on models without
-tied weights (ResNet-50, the held-out models).
+tied weights (ResNet-50, the held-out models).  Each stage's input and output pass a dense copy
+where they are strided views (gloo sends contiguous buffers only), as the executor's stages do.
 """
 
 from __future__ import annotations
@@ -52,6 +53,24 @@ def batch(model_cfg: dict, spec, n: int, step: int):
 
 def loss_fn(logits, target):
     return F.cross_entropy(logits.flatten(0, -2).float(), target.flatten())
+
+
+class _Dense(torch.autograd.Function):
+    """Identity whose output and gradient are dense: gloo sends contiguous buffers only, and a ViT's
+    patches (flatten(2).transpose(1, 2)) cross a stage boundary as a strided view."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous()
+
+
+class Dense(nn.Module):
+    def forward(self, x):
+        return _Dense.apply(x) if x.is_floating_point() else x
 
 
 def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup: int, out: str) -> None:
@@ -91,7 +110,7 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
         a, b = par["bounds"][rank], par["bounds"][rank + 1]
-        stage_mod = nn.Sequential(*[u for _, u in units[a:b]])
+        stage_mod = nn.Sequential(Dense(), *[u for _, u in units[a:b]], Dense())
         stage = PipelineStage(stage_mod, rank, par["pp"], torch.device("cpu"))
         cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[par["schedule"]]
         sched = cls(stage, micro, loss_fn=loss_fn)
