@@ -223,10 +223,11 @@ def test_all_to_all_across_nodes_is_bound_by_the_nics():
     assert all_to_all_time_s(pod, rail0, s) == pytest.approx(3 / 4 * s / b_net + 3 * a_net)
 
 
-def test_moe_dispatch_bytes():
-    from parsim.cost.comm import ROUTING_IMBALANCE, moe_dispatch_bytes
+def test_a_token_all_to_all_scatters_every_routed_copy():
+    from parsim.cost.comm import ROUTING_IMBALANCE
+    from parsim.model.moe import Experts
 
-    # DeepSeek-V3: 4096 tokens x top-8 x 7168 x 2 bytes (bf16) per rank, and nothing without ep
-    assert moe_dispatch_bytes(4096, 7168, 8, 2, 64) == 4096 * 8 * 7168 * 2
-    assert moe_dispatch_bytes(4096, 7168, 8, 2, 1) == 0
+    # DeepSeek-V3: 4096 tokens x top-8 x 7168 x 2 bytes (bf16) per rank
+    ex = Experts(experts=256, top_k=8, hidden=7168, intermediate=2048, shared_intermediate=2048)
+    assert ex.all_to_all_bytes(4096, 2) == 4096 * 8 * 7168 * 2
     assert ROUTING_IMBALANCE == 1.25

@@ -295,12 +295,3 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
     inside = ((k - 1) / n * moved + pxn) / b_in
     return max(inside, off_node / b_out) + (k - 1) * a_in + (n - k) * a_out
 
-
-def moe_dispatch_bytes(tokens: float, hidden: int, top_k: int, element_bytes: int, ep: int) -> float:
-    """Bytes one rank scatters in a MoE layer's dispatch all-to-all over ``ep`` expert-parallel
-    ranks: each of its T tokens goes to its k experts, h elements each (the combine sends the
-    same back): T k h bytes-per-element, of which 1/ep stays on the rank.  Sending a token once
-    per destination node or rank rather than once per expert (DeepSeek-V3: node-limited routing,
-    each token to at most 4 nodes, Sec. 2.1.2; sent once over IB to each node, then forwarded
-    over NVLink to its experts' GPUs, Sec. 3.2.2) moves less; not modelled."""
-    return tokens * top_k * hidden * element_bytes if ep > 1 else 0.0
