@@ -7,9 +7,10 @@ at the end.  Each time is the median over repeats after warm-up; a size whose re
 more than 5% is measured again, and times that fall as the size grows are measured again to
 confirm (``parsim.profile.repeat``); the file records the spreads and flags.  With ``--nproc N`` (default 2,
 the ranks of a run on this machine), N profilers run at once in lock-step, one per core, so
-that the caches and memory bandwidth are shared as in a run; the table is their mean.  (One
-process alone measured compute about 8-10% faster than the same stages inside a 2-rank run.)  The optimizer step is timed
-too (seconds per parameter), and saved-activation bytes are recorded per unit from
+that the caches and memory bandwidth are shared as in a run; the table is their mean, with the
+slowest process's pace beside it (``slowest_rank``: a synchronous step waits for its slowest
+rank).  (One process alone measured compute about 8-10% faster than the same stages inside a
+2-rank run.)  The run's optimizer step is timed too (seconds per parameter), and saved-activation bytes are recorded per unit from
 ``saved_tensors_hooks`` on the real tensors.  Concurrent profilers without tp are a
 data-parallel group: they also measure the gradient all-reduce under the model's own backward
 (``parsim.profile.grad_sync``), which prices a data-parallel plan's buckets.
