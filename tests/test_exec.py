@@ -15,6 +15,7 @@ import time
 import pytest
 import torch
 
+from executor_checks import assert_equals_reference
 from parsim.cli import main
 from parsim.exec.reference import distributed_params, reference_run
 from parsim.model.spec import load_model
@@ -75,15 +76,7 @@ def mlp_classes(tmp_path) -> str:
 
 
 def assert_same_as_reference(plan, out, steps):
-    measured = json.loads((out / "measured.json").read_text())
-    torch.set_num_threads(1)
-    losses, ref = reference_run(plan, steps, synthetic_size=int(SYNTH))
-    got = distributed_params(str(out), plan)
-    assert set(got) == set(ref)
-    for name in ref:
-        torch.testing.assert_close(got[name], ref[name], msg=name)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
-    return measured
+    return assert_equals_reference(plan, out, steps, int(SYNTH))[0]
 
 
 def assert_grad_buckets_as_simulated(plan, measured):

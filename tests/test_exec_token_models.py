@@ -2,13 +2,10 @@
 encoder, parsim.model.zoo.heldout, made tiny) as one process does: dp=2 and pp=2 (1F1B) on 2 gloo
 ranks, the parameters after two steps and the losses equal to the single-process reference."""
 
-import json
-
 import pytest
-import torch
 
+from executor_checks import assert_equals_reference
 from parsim.cli import main
-from parsim.exec.reference import distributed_params, reference_run
 
 TINY_BERT = """schema_version: 1
 name: bert-tiny
@@ -31,11 +28,4 @@ def test_a_token_module_model_matches_the_single_process_reference(tmp_path, cap
     capfd.readouterr()
     out = tmp_path / "run"
     assert main(["run", plan, "--out", str(out), "--synthetic-size", "64", "--steps", "2", "--warmup", "1"]) == 0
-    measured = json.loads((out / "measured.json").read_text())
-    torch.set_num_threads(1)
-    losses, ref = reference_run(plan, 2, synthetic_size=64)
-    got = distributed_params(str(out), plan)
-    assert set(got) == set(ref)
-    for key in ref:
-        torch.testing.assert_close(got[key], ref[key], msg=key)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    assert_equals_reference(plan, out, 2, 64)

@@ -8,12 +8,11 @@ gradients are averaged over their expert-data-parallel group; under a 1F1B pipel
 import json
 
 import pytest
-import torch
 
+from executor_checks import assert_equals_reference
 from parsim.cli import main
 from parsim.errors import InputError
 from parsim.exec import expert_parallel
-from parsim.exec.reference import distributed_params, reference_run
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig
@@ -48,14 +47,9 @@ def ep_run(tmp_path_factory):
 
 def test_ep2_equals_the_single_process_reference(ep_run, capfd):
     plan, out, measured = ep_run
-    torch.set_num_threads(1)
-    losses, ref = reference_run(plan, STEPS, synthetic_size=64)
-    got = distributed_params(out, plan)              # whole experts, gathered over the ep group at save
-    assert set(got) == set(ref)
-    assert got["layers_0.mlp.experts.gate_up_proj"].shape == (8, 192, 64)
-    for key in ref:
-        torch.testing.assert_close(got[key], ref[key], msg=key)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses[-1:]))   # the resumed step's
+    # whole experts, gathered over the ep group at save; the loss of the resumed step, the run's last
+    measured, got = assert_equals_reference(plan, out, STEPS, 64)
+    assert len(measured["loss"]) == 1 and got["layers_0.mlp.experts.gate_up_proj"].shape == (8, 192, 64)
     # the dense gradients alone went through the dp all-reduce; experts have one rank each (dp x cp / ep = 1)
     spec = load_model(MOE)
     dense = sum(layer.param_count - (layer.experts.routed_params if layer.experts else 0) for layer in spec.graph.layers)
@@ -126,13 +120,7 @@ def test_ep_under_a_pipeline_equals_the_reference(tmp_path):
     out = tmp_path / "run"
     assert main(["run", plan, "--nproc", "4", "--out", str(out), "--synthetic-size", "64", "--steps", "2",
                  "--warmup", "1"]) == 0
-    measured = json.loads((out / "measured.json").read_text())
-    torch.set_num_threads(1)
-    losses, ref = reference_run(plan, 2, synthetic_size=64)
-    got = distributed_params(str(out), plan)
-    for key in ref:
-        torch.testing.assert_close(got[key], ref[key], msg=key)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    measured, _ = assert_equals_reference(plan, out, 2, 64)
     rule = load_model(MOE).graph.layers[1].experts.all_to_all_bytes(2 * 16, 4)     # 2 sequences per micro-batch
     for r in measured["ep_all_to_all"]:                                            # one MoE layer per stage
         assert r["all_to_alls"] == 4 * 2 and r["by_kind"]["dispatch"] == 2 * rule
@@ -145,13 +133,7 @@ def test_experts_held_twice_average_over_their_expert_data_parallel_group(tmp_pa
     out = tmp_path / "run"
     assert main(["run", plan, "--nproc", "4", "--out", str(out), "--synthetic-size", "64", "--steps", "2",
                  "--warmup", "1"]) == 0
-    measured = json.loads((out / "measured.json").read_text())
-    torch.set_num_threads(1)
-    losses, ref = reference_run(plan, 2, synthetic_size=64)
-    got = distributed_params(str(out), plan)
-    for key in ref:
-        torch.testing.assert_close(got[key], ref[key], msg=key)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    measured, _ = assert_equals_reference(plan, out, 2, 64)
     spec = load_model(MOE)
     routed = sum(layer.experts.routed_params for layer in spec.graph.layers if layer.experts)
     assert sum(measured["expert_grad_buckets_bytes"][0]) == routed // 2 * 4      # this rank's half, fp32

@@ -14,11 +14,10 @@ import json
 import os
 
 import pytest
-import torch
 
+from executor_checks import assert_equals_reference
 from parsim.cli import main
 from parsim.errors import InputError
-from parsim.exec.reference import distributed_params, reference_run
 from parsim.exec.train import RunOptions, check_run
 
 CLUSTER = "local-cpu:1x2"
@@ -142,9 +141,4 @@ def test_combined_kinds_run_one_step_equal_to_reference(tmp_path, capfd, name):
     saved = json.loads(open(plan).read())["parallel"]
     assert {k: measured["config"][k] for k in ("dp", "pp", "tp", "schedule", "chunks")} == \
         {k: saved[k] for k in ("dp", "pp", "tp", "schedule", "chunks")}
-    torch.set_num_threads(1)
-    losses, ref = reference_run(plan, 1, synthetic_size=256)
-    got = distributed_params(str(out), plan)
-    for key in ref:
-        torch.testing.assert_close(got[key], ref[key], msg=key)
-    torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses))
+    assert_equals_reference(plan, out, 1, 256)

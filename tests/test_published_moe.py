@@ -13,7 +13,7 @@ import yaml
 from parsim.errors import InputError
 from parsim.hardware.cluster import load_profile, profile_path
 from parsim.model.moe import param_count
-from parsim.profile.published import UnpricedFigure, _thaw, load_figures, price, routing_imbalance
+from parsim.profile.published import UnpricedFigure, _thaw, load_figures, price, figure_imbalance
 
 PATH = "results/published/moe_figures.yaml"
 FIGURES = load_figures(PATH)
@@ -128,9 +128,9 @@ def test_an_expert_parallel_row_prices_within_what_it_is_held_to(figure):
 
 
 def test_the_routing_a_row_states_is_the_imbalance_it_is_priced_at():
-    assert routing_imbalance((("balance", "forced"),)) == 1.0
-    assert routing_imbalance((("balance", "capacity"), ("capacity_factor", 1.25), ("padded", True))) == 1.25
-    assert routing_imbalance((("balance", "learned"),)) is None and routing_imbalance(()) is None
+    assert figure_imbalance((("balance", "forced"),)) == 1.0
+    assert figure_imbalance((("balance", "capacity"), ("capacity_factor", 1.25), ("padded", True))) == 1.25
+    assert figure_imbalance((("balance", "learned"),)) is None and figure_imbalance(()) is None
 
 
 # ----------------------------------------------------------------------------- the loader

@@ -325,8 +325,8 @@ def describe(cfg) -> str:
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
 
 
-def routing_imbalance(routing: tuple) -> float | None:
-    """The expert load a MoE row's ``routing`` prices (parsim.cost.experts.routing_imbalance):
+def figure_imbalance(routing: tuple) -> float | None:
+    """The expert load a MoE row's ``routing`` prices, as training.moe_imbalance (parsim.cost.experts.routing_imbalance reads it):
     forced balance 1.0; capacity padded to capacity_factor, every expert computing cf x the mean
     (unpadded: at most cf); learned routing, the default (None); not a MoE row, None."""
     r = dict(routing)
@@ -347,7 +347,7 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     par = dict(figure.parallel)
     profile = profile or shipped_profile(figure)
     spec = figure_spec(figure)
-    imbalance = routing_imbalance(figure.routing)
+    imbalance = figure_imbalance(figure.routing)
     if imbalance is not None:
         spec = replace(spec, training=replace(spec.training, moe_imbalance=imbalance))
     cluster = figure_cluster(figure, profile)
