@@ -326,8 +326,8 @@ def describe(cfg) -> str:
 
 
 def figure_imbalance(routing: tuple) -> float | None:
-    """The expert load a MoE row's ``routing`` prices, as training.moe_imbalance (parsim.cost.experts.routing_imbalance reads it):
-    forced balance 1.0; capacity padded to capacity_factor, every expert computing cf x the mean
+    """The expert load a MoE row's ``routing`` prices, set as training.moe_imbalance (which
+    parsim.cost.experts.routing_imbalance reads): forced balance 1.0; capacity padded to capacity_factor, every expert computing cf x the mean
     (unpadded: at most cf); learned routing, the default (None); not a MoE row, None."""
     r = dict(routing)
     if r.get("balance") == "forced":
