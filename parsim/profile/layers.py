@@ -175,8 +175,8 @@ def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
     """The optimizer a run of this model steps (``parsim.exec.precision.make_optimizer``: Adam
     where the executor runs it, momentum or plain SGD with fp32 masters if mixed).  Until
     2026-11-27 every profile timed momentum SGD, and Adam models' optimizer steps (torch's Adam,
-    one parameter at a time) were priced at about 0.4 of what their runs measured (bert-mini of
-    set 2026-11-27: 3.6 ms priced, 8.6 ms measured)."""
+    one parameter at a time) were priced at about half what their runs measured (bert-mini of
+    set 2026-11-27: 4.1 ms priced, 8.6 ms measured; results/2026-11-27-amd-epyc/diagnosis-bert-mini)."""
     try:
         check_optimizer(spec.training.optimizer, spec.graph.dtype, spec.path)
     except InputError:                 # Adam on a mixed-precision model: priced, never run
