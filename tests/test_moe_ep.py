@@ -95,14 +95,16 @@ def test_model_yaml_moe_imbalance_is_checked(tmp_path):
 
 def test_all_to_all_on_one_node_closed_form(tiny):
     """dp=8, ep=8 on one DGX H100: per MoE layer and micro-batch 4 all-to-alls (dispatch and
-    combine, forward and backward) of T k h x 4 bytes, each (n-1) a + (n-1)/n S x 1.25 / B."""
+    combine, forward and backward) of T k h x 4 bytes, each (n-1) a + (n-1)/n S x 1.25 / B, and
+    in the forward one exchange of the E int64 split sizes, (n-1) a + (n-1)/n 8 E / B."""
     from parsim.hardware import load_cluster
 
     est = _sim(tiny, "dgx-h100:1x8", dp=8, ep=8)
     a, b = _alpha_beta(load_cluster("dgx-h100:1x8").for_dtype("fp32"), "group")
     s = SEQ * K * H * 4                                   # one sample per micro-batch
     one = 7 * a + 7 / 8 * s * 1.25 / b
-    assert est.ranks[0].ep_comm_s == pytest.approx(LAYERS * 4 * one)
+    counts = 7 * a + 7 / 8 * 8 * E / b
+    assert est.ranks[0].ep_comm_s == pytest.approx(LAYERS * (4 * one + counts))
     assert est.ep_a2a_bytes == (LAYERS * 4 * s,)          # what the executor counts
     # exposed: in exposed communication, not in compute; the step still adds up
     r = est.ranks[0]
@@ -124,17 +126,25 @@ def test_all_to_all_across_nodes_closed_form(tiny):
     n, k = 8, 4
     assert (n - k) / n * s * 1.25 / b_out > (k - 1) / n * s * 1.25 / b_in
     one = (n - k) / n * s * 1.25 / b_out + (k - 1) * a_in + (n - k) * a_out
+    counts = max((k - 1) / n * 8 * E / b_in, (n - k) / n * 8 * E / b_out) + (k - 1) * a_in + (n - k) * a_out
     bounds = est.config["bounds"]
     for r in est.ranks:
         moe = sum(1 for i in range(bounds[r.rank], bounds[r.rank + 1]) if tiny.graph.layers[i].experts is not None)
-        assert r.ep_comm_s == pytest.approx(2 * moe * 4 * one)
+        assert r.ep_comm_s == pytest.approx(2 * moe * (4 * one + counts))
     assert sum(r.ep_comm_s for r in est.ranks) > 0
 
 
 def test_full_recompute_runs_the_forward_all_to_alls_again(tiny):
     plain = _sim(tiny, "dgx-h100:1x8", dp=8, ep=8)
     again = _sim(tiny, "dgx-h100:1x8", dp=8, ep=8, recompute="full")
-    assert again.ranks[0].ep_comm_s == pytest.approx(plain.ranks[0].ep_comm_s * 6 / 4)
+    # six token all-to-alls and two split-size exchanges per layer and micro-batch, where there were four and one
+    from parsim.cost.comm import all_to_all_time_s
+    from parsim.hardware import load_cluster
+
+    c = load_cluster("dgx-h100:1x8").for_dtype("fp32")
+    counts = all_to_all_time_s(c, list(range(8)), 8 * E)
+    assert again.ranks[0].ep_comm_s - 2 * LAYERS * counts == \
+        pytest.approx((plain.ranks[0].ep_comm_s - LAYERS * counts) * 6 / 4)
     assert again.ep_a2a_bytes[0] == pytest.approx(plain.ep_a2a_bytes[0] * 6 / 4)
 
 

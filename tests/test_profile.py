@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from parsim.cli import main
-from parsim.cost.comm import collective_time_s
+from parsim.cost.comm import all_to_all_time_s, collective_time_s
 from parsim.cost.compute import AnalyticalCompute, load_profile_table
 from parsim.hardware import load_cluster
 from parsim.hardware.cluster import load_profile
@@ -245,14 +245,15 @@ def test_profile_comm_writes_the_busy_sender_delay_the_simulator_reads(tmp_path)
 
 
 def test_profile_comm_fits_zeros_collectives_and_fsdps_overhead_as_the_simulator_reads_them(tmp_path):
-    """All-gather and reduce-scatter timed as t = a + S/b over the whole buffer S are written as
-    ring fits the cost model reads back: (n-1) steps of latency beyond the link's, and
+    """All-gather and reduce-scatter timed as t = a + S/b over the whole buffer S (all-to-all over
+    each rank's buffer) are written as ring (pairwise-exchange) fits the cost model reads back: (n-1) steps of latency beyond the link's, and
     (n-1)/n S at the bus bandwidth; FSDP2's per-unit overheads in microseconds, read as seconds,
     and its per-byte copy rates in GB/s.
     A profile without them (every shipped GPU and Ascend one) prices rings at the all-reduce's."""
     sizes = [4 << 10, 1 << 20, 64 << 20]
     links = {"group": (sizes, [1e-4 + n / 2e9 for n in sizes]), "all_reduce": (sizes, [2e-4 + n / 1e9 for n in sizes]),
-             "all_gather": (sizes, [3e-4 + n / 1e9 for n in sizes]), "reduce_scatter": (sizes, [5e-4 + n / 0.5e9 for n in sizes])}
+             "all_gather": (sizes, [3e-4 + n / 1e9 for n in sizes]), "reduce_scatter": (sizes, [5e-4 + n / 0.5e9 for n in sizes]),
+             "all_to_all": (sizes, [7e-4 + n / 2e9 for n in sizes])}
     device = {"peak_flops_per_s": 1e11, "efficiency": [(1e6, 0.5), (1e9, 1.0)], "copy_bytes_per_s": 2e10}
     out = tmp_path / "c.yaml"
     out.write_text(profile_yaml("t", device, links, 2, 2, "gloo", 1 << 30, "parsim profile-comm", 0.1, 0,
@@ -266,6 +267,10 @@ def test_profile_comm_fits_zeros_collectives_and_fsdps_overhead_as_the_simulator
     cluster = load_cluster(str(out))          # the profile as measured: 1 node x 2 ranks
     for op, (a, b) in (("all_gather", (3e-4, 1e9)), ("reduce_scatter", (5e-4, 0.5e9))):
         assert collective_time_s(cluster, [0, 1], 1 << 26, op) == pytest.approx(a + (1 << 26) / b, rel=1e-3)
+    # all_to_all_single over 2 ranks: one pairwise step, half of each rank's buffer crosses
+    assert coll.op_fit("all_to_all") == pytest.approx((6e-4, 0.5), rel=1e-3)       # 0.5 * 2e9 / 2e9
+    for nbytes in (4 << 10, 1 << 26):
+        assert all_to_all_time_s(cluster, [0, 1], nbytes) == pytest.approx(7e-4 + nbytes / 2e9, rel=1e-3)
     gpu = load_profile("hardware_profiles/dgx-h100.yaml").collectives
     assert gpu.op_fits == () and gpu.fsdp_gather_overhead_s == 0.0 and gpu.fsdp_host_s("reduce_scatter", 1e9) == 0.0
 

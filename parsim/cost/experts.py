@@ -26,7 +26,8 @@ model.yaml ``training.moe_imbalance``).
   (ParallelConfig.expert_dp_group), the dense part's over the dp x cp ranks as before.
 - **All-to-all** (``a2a_time_s``).  Per MoE layer and micro-batch: the dispatch and the combine
   in the forward, their transposes in the backward (the input gradient's path: I under a split
-  backward; W has none), and a fully recomputed layer's backward runs its forward's two again.
+  backward; W has none), and a fully recomputed layer's backward runs its forward's two again;
+  before each forward's dispatch, the exchange of the split sizes (E counts, latency-bound).
   Each moves the buffer parsim.model.moe.Experts.all_to_all_bytes(T_local, dtype) over the ep
   group, priced by parsim.cost.comm.all_to_all_time_s (NVLink in a node; the NICs with rails and
   PXN across nodes) at the imbalance.  Exposed: on the compute stream, as the dispatcher without
@@ -202,11 +203,29 @@ def a2a_bytes(layer: Layer, kind: str, microbatch: int, dtype: str) -> float:
                                                                    DTYPE_BYTES[dtype])
 
 
+# A dropless dispatcher learns how many rows it will receive before the dispatch: each rank's
+# tokens per expert, E counts, exchanged over the ep group once per forward (Megatron-Core's
+# MoEAlltoAllTokenDispatcher.preprocess gathers num_local_tokens_per_expert over the ep group and
+# synchronises the host on it; parsim.exec.expert_parallel.Exchanges.counts, an all_to_all_single
+# of torch.bincount's int64 counts).  The backward reuses the forward's split sizes.
+SPLIT_COUNT_BYTES = 8
+
+
+def split_exchanges(layer: Layer, kind: str) -> int:
+    """Split-size exchanges of a MoE layer's ``kind`` per micro-batch: one per forward it runs
+    (F, and a fully recomputed layer's backward again)."""
+    if layer.experts is None or kind == "W":
+        return 0
+    return 1 if kind == "F" or layer.recomputes_forward else 0
+
+
 def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float) -> float:
     """Time of ``layer``'s all-to-alls in ``kind`` for one micro-batch over the ep group ``ranks``
-    (module docstring), exposed."""
+    (module docstring), exposed: the token all-to-alls at the imbalance, and the split-size
+    exchanges before each forward's dispatch (latency-bound: E counts per rank)."""
     calls = a2a_calls(layer, kind)
     if not calls or len(ranks) <= 1:
         return 0.0
     nbytes = layer.experts.all_to_all_bytes(local_tokens(layer, dtype, microbatch), DTYPE_BYTES[dtype])
-    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance)
+    counts = all_to_all_time_s(cluster, list(ranks), layer.experts.experts * SPLIT_COUNT_BYTES)
+    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance) + split_exchanges(layer, kind) * counts

@@ -114,10 +114,11 @@ class Collectives:
     # the device's own engines (NCCL's P2P kernels on their own SMs, copy engines; Ascend's SDMA
     # and RoCE NIC), whatever the sender's compute stream does next.
     busy_sender_delay_s: float = 0.0
-    # All-gather and reduce-scatter as the library runs them, when profile-comm measured them:
-    # (latency_s per ring step on top of the link's, bandwidth_efficiency against the ring
-    # formula) per op; absent, they are priced as rings at the all-reduce's efficiency (and a
-    # gloo reduce-scatter as its all-reduce, parsim.cost.comm.REDUCE_SCATTER_BY_ALL_REDUCE).
+    # All-gather, reduce-scatter and all-to-all as the library runs them, when profile-comm
+    # measured them: (latency_s per step on top of the link's, bandwidth_efficiency against the
+    # ring or pairwise-exchange formula) per op; absent, they are priced at the all-reduce's
+    # efficiency (and a gloo reduce-scatter as its all-reduce,
+    # parsim.cost.comm.REDUCE_SCATTER_BY_ALL_REDUCE).
     # gloo's are far off the ring: on local-cpu its all_gather_into_tensor took as long as an
     # all-reduce of the same output, its reduce_scatter_tensor about twice that (README, ZeRO).
     op_fits: tuple[tuple[str, float, float], ...] = ()
@@ -180,7 +181,11 @@ class Collectives:
         return next(((a, e) for o, a, e in self.op_fits if o == op), None)
 
 
-COLLECTIVE_FIT_OPS = ("all_gather", "reduce_scatter")
+# The collectives ZeRO and FSDP2 shard by (their host overhead is measured per unit too), and every
+# collective profile-comm fits on its own (Collectives.op_fits): those and the MoE token
+# dispatcher's all_to_all_single (parsim.exec.expert_parallel).
+SHARDED_OPS = ("all_gather", "reduce_scatter")
+COLLECTIVE_FIT_OPS = (*SHARDED_OPS, "all_to_all")
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.exec.precision import TORCH_DTYPES
-from parsim.hardware.cluster import (COLLECTIVE_FIT_OPS, Collectives, DtypeCollectives, collectives_flow,
-                                    measured_dtypes)
+from parsim.hardware.cluster import (COLLECTIVE_FIT_OPS, SHARDED_OPS, Collectives, DtypeCollectives,
+                                    collectives_flow, measured_dtypes)
 from parsim.hardware.machine import this_machine
 
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
@@ -119,8 +119,39 @@ def measure_links(rank: int, world: int, local_world: int, repeats: int, dtypes:
     out.update((all_reduce_key(d), (SIZES_BYTES, per_dtype[d])) for d in dtypes)
     if world > 1:      # ZeRO's collectives as the library runs them (sizes: the whole gathered / reduced buffer)
         out.update((op, (SIZES_BYTES, sharded_collective_times(op, SIZES_BYTES, world, repeats)))
-                   for op in COLLECTIVE_FIT_OPS)
+                   for op in SHARDED_OPS)
+        out["all_to_all"] = (SIZES_BYTES, all_to_all_times(SIZES_BYTES, world, repeats))
     return out
+
+
+A2A_COMPUTE_S = 300e-6     # compute before each timed all-to-all: about a tiny MoE layer's router and permute
+A2A_MIN_REPEATS = 40
+
+
+def all_to_all_times(sizes_bytes, world: int, repeats: int) -> list[float]:
+    """Mean times of all_to_all_single over the whole group per input buffer size (each rank's
+    buffer, S / world to every rank), timed the way a MoE layer issues it: with the split sizes
+    (parsim.exec.expert_parallel; gloo runs its alltoallv), each right after A2A_COMPUTE_S of
+    compute rather than back to back behind a barrier.  The mean, not the median: a step pays the
+    sum of dozens of them, tail included (on the 2-core VM a 64-byte exchange took 0.2-0.3 ms at
+    the median and 0.4-0.8 ms on average, the rare slow wake-up of a waiting rank making the
+    difference)."""
+    a = torch.randn(96, 96)
+    times = []
+    for nbytes in sizes_bytes:
+        x = torch.ones(nbytes // 4 // world * world)
+        out = torch.empty_like(x)
+        splits = [x.numel() // world] * world
+        samples = []
+        dist.barrier()
+        for i in range(2 + max(repeats, A2A_MIN_REPEATS)):
+            compute_for(a, A2A_COMPUTE_S)
+            t = time.perf_counter()
+            dist.all_to_all_single(out, x, splits, splits)
+            if i >= 2:                                  # two warm-up exchanges
+                samples.append(time.perf_counter() - t)
+        times.append(statistics.fmean(samples))
+    return times
 
 
 def sharded_collective_times(op: str, sizes_bytes, world: int, repeats: int) -> list[float]:
@@ -160,7 +191,7 @@ def fsdp_host_fit(excess_s: dict[int, tuple[float, float]]) -> dict[str, tuple[f
     t = per_unit_s + bytes / copy_bytes_per_s, neither term below 0 (a rate of 0: no per-byte term)."""
     (small, e_small), (large, e_large) = sorted(excess_s.items())
     out = {}
-    for j, op in enumerate(COLLECTIVE_FIT_OPS):
+    for j, op in enumerate(SHARDED_OPS):
         per_byte_s = max(0.0, (e_large[j] - e_small[j]) / (large - small))
         out[op] = (max(0.0, e_small[j] - small * per_byte_s), 1.0 / per_byte_s if per_byte_s else 0.0)
     return out
@@ -228,7 +259,7 @@ def fsdp_excess_s(world: int, repeats: int, links: dict, unit_bytes) -> dict[int
         numel = nbytes // 4 // world * world
         f0, b0 = phases(chain(None, numel))
         f2, b2 = phases(chain(False, numel))
-        ag, rs = (links[op][1][SIZES_BYTES.index(nbytes)] for op in COLLECTIVE_FIT_OPS)
+        ag, rs = (links[op][1][SIZES_BYTES.index(nbytes)] for op in SHARDED_OPS)
         excess[numel * 4] = ((f2 - f0) / FSDP_UNITS - ag, (b2 - b0) / FSDP_UNITS - rs)
     return excess
 
@@ -355,8 +386,8 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
     ``fsdp_host``: measure_fsdp_overhead's result (absent: none); ``interaction``:
     parsim.profile.overlap.measure_interaction's points (absent: none)."""
     dtype_overlaps = dtype_overlaps or {}
-    fsdp_host = fsdp_host or {op: (0.0, 0.0) for op in COLLECTIVE_FIT_OPS}
-    (gather_s, gather_rate), (rs_s, rs_rate) = (fsdp_host[op] for op in COLLECTIVE_FIT_OPS)
+    fsdp_host = fsdp_host or {op: (0.0, 0.0) for op in SHARDED_OPS}
+    (gather_s, gather_rate), (rs_s, rs_rate) = (fsdp_host[op] for op in SHARDED_OPS)
     today = datetime.date.today().isoformat()
     machine = f"{platform.node() or 'host'} ({platform.machine()}, {os.cpu_count()} cores, {platform.system()})"
     here = this_machine()
@@ -409,7 +440,9 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
                  f"goes on computing (median; {idle_s * 1e6:.0f} us when it waits)")
     if ops:
         lines.append("  # all_gather, reduce_scatter: all_gather_into_tensor and reduce_scatter_tensor fitted as rings, "
-                     "4 KiB..64 MiB of gathered / reduced buffer")
+                     "4 KiB..64 MiB of gathered / reduced buffer; all_to_all: all_to_all_single with split sizes, "
+                     "fitted as pairwise exchange ((n-1) steps, (n-1)/n of each rank's 4 KiB..64 MiB buffer), each timed "
+                     "after compute, mean over repeats (parsim.profile.comm.all_to_all_times)")
     lines.append(f"  # fsdp_*_overhead_us, fsdp_*_copy_gb_per_s: measured: per FSDP2 unit and per byte of it, beyond its "
                  f"collective ({FSDP_UNITS} units of {FSDP_UNIT_BYTES[0] >> 10} KiB, then of {FSDP_UNIT_BYTES[1] >> 20} "
                  f"MiB, computing {FSDP_UNIT_DIM}^3 matmuls; parsim.profile.comm.measure_fsdp_overhead)")
