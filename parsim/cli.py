@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from parsim.errors import InputError, ParsimError
+from parsim.errors import InfeasibleError, InputError, ParsimError
 from parsim.inputs import (nonnegative_float_arg, nonnegative_int_arg, positive_float_arg, positive_int_arg,
                            rising_sizes_arg)
 
@@ -304,11 +304,21 @@ def cmd_profile(args) -> int:
         raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
     out = args.output or f"{spec.name}.profile.json"
     check_output(out, "-o")
-    if args.tp > 1 and args.nproc % args.tp:
-        raise InputError(f"--tp {args.tp}: the {args.nproc} processes (--nproc) must form whole groups of {args.tp}")
+    for flag, n in (("--tp", args.tp), ("--ep", args.ep)):
+        if n > 1 and args.nproc % n:
+            raise InputError(f"{flag} {n}: the {args.nproc} processes (--nproc) must form whole groups of {n}")
+    if args.ep > 1:
+        from parsim.cost.experts import check_ep
+
+        if args.tp > 1 or spec.source.kind != "hf":
+            raise InputError(f"--ep {args.ep}: profiles the MoE layers of an hf: model with --tp 1 ({args.model})")
+        try:
+            check_ep(spec.graph, args.ep, args.nproc)
+        except InfeasibleError as e:
+            raise InputError(f"--ep {args.ep}: {e}") from None
     code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads,
                             tp=args.tp, tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
-                            max_remeasure=args.max_remeasure)
+                            max_remeasure=args.max_remeasure, ep=args.ep)
     if code:
         return code
     with open(out) as f:
@@ -540,6 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="profile the tensor-parallel shards (groups of tp of the --nproc processes)")
     p.add_argument("--tp-layout", choices=("megatron", "megatron-sp"), default="megatron",
                    help="a layout the executor runs")
+    p.add_argument("--ep", type=positive_int_arg, default=1,
+                   help="profile MoE layers with their experts split over groups of ep of the --nproc processes, "
+                        "the token all-to-alls included (prices plans of that ep)")
     p.add_argument("--noise-threshold", type=nonnegative_float_arg, default=0.05,
                    help="relative spread of the repeats above which a size is measured again (default 0.05)")
     p.add_argument("--max-remeasure", type=nonnegative_int_arg, default=2,

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
-from parsim.cost.compute import AnalyticalCompute, load_profile_table, tp_compute_models
+from parsim.cost.compute import AnalyticalCompute, ep_compute_models, load_profile_table, tp_compute_models
 from parsim.errors import InfeasibleError, InputError
 from parsim.exec.launch import launch
 from parsim.fileio import write_json, write_text
@@ -144,23 +144,29 @@ def sizes_to_profile(spec, asked, which: str = "default") -> list[int]:
 def measure_this_machine(model_path: str, spec, sizes, per_node: int, out_dir: str, collectives: bool = True,
                          log=print) -> Measured:
     """Profile the model as the runs will run it, into ``out_dir``: alone and with ``per_node``
-    processes at once, the GPT's tensor-parallel shards (tp=2, Megatron's layout) too, and, with
-    ``collectives``, the links and collectives with ``parsim profile-comm``."""
+    processes at once, the GPT's tensor-parallel shards (tp=2, Megatron's layout) too, an ``hf:``
+    mixture of experts' MoE layers split over ep=2 too (their exchanges timed as a run's ranks
+    make them), and, with ``collectives``, the links and collectives with ``parsim profile-comm``."""
     from parsim.profile.comm import launch_profile_comm
     from parsim.profile.layers import launch_profilers
 
     os.makedirs(out_dir, exist_ok=True)
-    layers, tp = {}, []
-    jobs = [(n, os.path.join(out_dir, f"layers.{n}proc.profile.json"), 1) for n in sorted({1, per_node})]
+    layers, tp, ep = {}, [], []
+    jobs = [(n, os.path.join(out_dir, f"layers.{n}proc.profile.json"), 1, 1) for n in sorted({1, per_node})]
     if spec.source.kind == "builtin" and spec.source.target == "gpt" and per_node >= 2:     # tp=2 plans
-        jobs.append((2, os.path.join(out_dir, "layers.tp2.profile.json"), 2))
-    for n, path, t in jobs:
-        log(f"profiling the {'tensor-parallel shards (tp=2, megatron)' if t > 1 else 'model'} with {n} process(es) "
-            f"at once (micro-batch sizes {list(sizes)}) -> {path}")
-        if launch_profilers(model_path, sizes, path, n, tp=t):
+        jobs.append((2, os.path.join(out_dir, "layers.tp2.profile.json"), 2, 1))
+    if spec.source.kind == "hf" and per_node >= 2 and experts_split_over(spec, 2):            # ep=2 plans
+        jobs.append((2, os.path.join(out_dir, "layers.ep2.profile.json"), 1, 2))
+    for n, path, t, e in jobs:
+        what = ("tensor-parallel shards (tp=2, megatron)" if t > 1 else
+                "MoE layers split over ep=2, all-to-alls included" if e > 1 else "model")
+        log(f"profiling the {what} with {n} process(es) at once (micro-batch sizes {list(sizes)}) -> {path}")
+        if launch_profilers(model_path, sizes, path, n, tp=t, ep=e):
             raise InputError(f"validate: profiling into {path} failed; see the lines above")
         if t > 1:
             tp.append(path)
+        elif e > 1:
+            ep.append(path)
         else:
             layers[n] = path
     measured = None
@@ -171,7 +177,13 @@ def measure_this_machine(model_path: str, spec, sizes, per_node: int, out_dir: s
         # fifteen runs, 2026-11-24, which would otherwise lose the validation's earlier passes
         if launch_profile_comm(measured, per_node, quiet=True) and launch_profile_comm(measured, per_node, quiet=True):
             raise InputError(f"validate: parsim profile-comm -o {measured} failed twice; run it alone to see why")
-    return Measured(layers, tuple(tp), measured)
+    return Measured(layers, tuple(tp), measured, tuple(ep))
+
+
+def experts_split_over(spec, ep: int) -> bool:
+    """Whether every MoE layer's routed experts split over ``ep`` (False for a dense model)."""
+    counts = [layer.experts.experts for layer in spec.graph.layers if layer.experts is not None]
+    return bool(counts) and all(e % ep == 0 for e in counts)
 
 
 def check_profiled_sizes(spec, which: str, model_path: str, profiles: dict[str, tuple[tuple[int, ...], str]]) -> None:
@@ -200,6 +212,7 @@ class Measured:
     layers: dict[int, str]
     tp: tuple[str, ...] = ()
     collectives: str | None = None
+    ep: tuple[str, ...] = ()          # profiles of expert-parallel MoE layers (parsim profile --ep), each its ep's
 
 
 class Pricing:
@@ -214,18 +227,24 @@ class Pricing:
         analytical = AnalyticalCompute.for_training(self.cluster.device, spec.training)
         tables = {n: load_profile_table(path) for n, path in m.layers.items()}
         self.tp_models = tp_compute_models(m.tp, analytical)
+        self.ep_models = ep_compute_models(m.ep, analytical)
         check_profiled_sizes(spec, which, model_path,
                              {**{path: (tables[n].microbatch_sizes, f" --nproc {n}") for n, path in m.layers.items()},
                               **{path: (t.table.microbatch_sizes, f" --nproc {t.table.tp} --tp {t.table.tp}")
-                                 for path, t in zip(m.tp, self.tp_models.values())}})
+                                 for path, t in zip(m.tp, self.tp_models.values())},
+                              **{path: (t.table.microbatch_sizes, f" --nproc {t.table.ep} --ep {t.table.ep}")
+                                 for path, t in zip(m.ep, self.ep_models.values())}})
         self.models = {n: profiled_compute(t, spec.graph, self.cluster.device, spec.training.dtype)
                        for n, t in tables.items()}
         self.profiled = tuple(sorted(set.intersection(*(set(t.table.microbatch_sizes)
-                                                        for t in [*self.models.values(), *self.tp_models.values()]))))
+                                                        for t in [*self.models.values(), *self.tp_models.values(),
+                                                                  *self.ep_models.values()]))))
 
     def compute_for(self, cfg: ParallelConfig):
         if (cfg.tp, cfg.tp_layout) in self.tp_models:
             return self.tp_models[(cfg.tp, cfg.tp_layout)]
+        if cfg.ep in self.ep_models:
+            return self.ep_models[cfg.ep]
         n = min(cfg.world_size, self.cluster.devices_per_node)
         return self.models[min(self.models, key=lambda k: (abs(k - n), -k))]
 
@@ -235,7 +254,7 @@ class Pricing:
         judged on a size its fit did not see.  A tensor-parallel profile's fallback is the device
         as it stands (never fitted to the profile), used as it is."""
         model = self.compute_for(cfg)
-        if model.table.tp > 1:
+        if model.table.tp > 1 or model.table.ep > 1:
             return model.fallback
         size = cfg.microbatch_size(spec.training.global_batch_size)
         key = (id(model), size)
@@ -246,7 +265,7 @@ class Pricing:
 
     def coverage_lines(self) -> list[str]:
         named = [*((self.measured.layers[n], m) for n, m in self.models.items()),
-                 *zip(self.measured.tp, self.tp_models.values())]
+                 *zip(self.measured.tp, self.tp_models.values()), *zip(self.measured.ep, self.ep_models.values())]
         from parsim.sim.simulate import fsdp_sync_overlap, grad_sync_overlap
 
         colls = self.cluster.profile.collectives
@@ -378,7 +397,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     out = report.summary(rows)
     breakdown = [row for case, est, measured in results for row in report.memory_breakdown(case.label, est, measured)]
     out.update(model=model_path, cluster=cluster_spec, profiles={str(n): v for n, v in first.measured.layers.items()},
-               tp_profiles=list(first.measured.tp), collectives=first.measured.collectives,
+               tp_profiles=list(first.measured.tp), ep_profiles=list(first.measured.ep),
+               collectives=first.measured.collectives,
                measured_per_pass=[asdict(p.measured) for p in pricing],
                steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
                set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped,
@@ -420,9 +440,11 @@ def write_evidence(root: str, out: dict, spec, which: str, out_dir: str) -> str:
     rename = lambda p: f"profiles/{copies[p]}" if p in copies else p       # noqa: E731
     evidence = {**out, "profiles": {n: rename(p) for n, p in out["profiles"].items()},
                 "tp_profiles": [rename(p) for p in out["tp_profiles"]],
+                "ep_profiles": [rename(p) for p in out.get("ep_profiles", [])],
                 "collectives": rename(out["collectives"]) if out["collectives"] else None,
                 "measured_per_pass": [{"layers": {n: rename(p) for n, p in m["layers"].items()},
                                        "tp": [rename(p) for p in m["tp"]],
+                                       "ep": [rename(p) for p in m.get("ep", [])],
                                        "collectives": rename(m["collectives"]) if m["collectives"] else None}
                                       for m in out["measured_per_pass"]]}
     write_json(os.path.join(where, FILES[0]), evidence)

@@ -1,8 +1,11 @@
-"""The held-out sets (results/heldout/2026-11-27b.yaml; 2026-11-27.yaml, a development set since its
-first report) build and simulate: every model loads and
+"""The held-out sets (results/heldout/2026-11-27b.yaml and moe-2026-11-27c.yaml; 2026-11-27.yaml,
+moe-2026-11-27.yaml and moe-2026-11-27b.yaml, development sets since their first reports) build
+and simulate: every model loads and
 extracts, its torch module runs one forward on the executor's input kind, and every plan (the
 planner's pick too, kept to the set's sizes as validate keeps it) resolves and simulates.  Nothing
 here runs a plan: the set's figures come only from the runs its rule allows."""
+
+import json
 
 import pytest
 import torch
@@ -20,19 +23,41 @@ SET = "results/heldout/2026-11-27.yaml"
 HELD = load_plan_set(SET)
 SET_B = "results/heldout/2026-11-27b.yaml"
 HELD_B = load_plan_set(SET_B)
+MOE = "results/heldout/moe-2026-11-27.yaml"
+MOE_B = "results/heldout/moe-2026-11-27b.yaml"
+MOE_C = "results/heldout/moe-2026-11-27c.yaml"
+SETS = {path: load_plan_set(path) for path in (SET, SET_B, MOE, MOE_B, MOE_C)}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
-# bert-mini and llama-tiny (12, 6, 3), which became development rows
-DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32}}
+# bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
+# their own (each held-out one was never profiled in development): no size is excluded.
+DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32},
+                     MOE: set(), MOE_B: set(), MOE_C: set()}
 
 
-@pytest.mark.parametrize("held,name,models", [(HELD, "heldout-2026-11-27", 4), (HELD_B, "heldout-2026-11-27b", 3)])
-def test_the_set_is_frozen_with_its_date_and_rule(held, name, models):
+@pytest.mark.parametrize("path,name,models", [(SET, "heldout-2026-11-27", 4), (SET_B, "heldout-2026-11-27b", 3),
+                                              (MOE, "moe-2026-11-27", 1), (MOE_B, "moe-2026-11-27b", 1),
+                                              (MOE_C, "moe-2026-11-27c", 1)])
+def test_the_set_is_frozen_with_its_date_and_rule(path, name, models):
+    held = SETS[path]
     assert held.name == name and held.date == "2026-11-27"
     assert "new held-out set" in held.rule and "once per model change" in held.rule
     assert len(held.models) == models
 
 
-@pytest.mark.parametrize("set_path,path", [(s, p) for s, held in ((SET, HELD), (SET_B, HELD_B)) for p, _ in held.models])
+def test_the_moe_held_out_set_is_another_model_with_expert_parallel_plans():
+    """moe-2026-11-27c: neither development set's model (the tiny Mixtral, the Qwen3-MoE-style
+    one), another model type, every decoder layer MoE, and ep=2 plans."""
+    (path, plans), = SETS[MOE_C].models
+    spec = load_model(path)
+    for dev in (MOE, MOE_B):
+        (dev_path, _), = SETS[dev].models
+        assert path != dev_path and spec.source.kind == "hf"
+    assert json.loads(spec.source.target)["model_type"] == "qwen2_moe"
+    assert all(layer.experts is not None for layer in spec.graph.layers if layer.name.startswith("layers."))
+    assert {p.label for p in plans if p.ep == 2} == {"dp2-ep2", "dp2-ep2-m3"}
+
+
+@pytest.mark.parametrize("set_path,path", [(s, p) for s, held in SETS.items() for p, _ in held.models])
 def test_each_model_builds_runs_a_forward_and_every_plan_simulates(set_path, path):
     spec = load_model(path)
     cluster = load_cluster("local-cpu")

@@ -136,7 +136,7 @@ def test_one_fixed_profile_prices_every_pass_alike(monkeypatch, tmp_path):
     assert row["predicted_step_s"] == pytest.approx(_direct_s(load_cluster("local-cpu"), TABLE, cfg))
     assert row["predicted_spread"] == 0.0
     assert row["measured_step_s"] == pytest.approx(statistics.median([0.1, 0.3]))
-    assert out["measured_per_pass"] == [{"layers": {1: TABLE}, "tp": (), "collectives": None}] * 2
+    assert out["measured_per_pass"] == [{"layers": {1: TABLE}, "tp": (), "collectives": None, "ep": ()}] * 2
 
 
 @pytest.mark.parametrize("flags, wheres, collectives", [

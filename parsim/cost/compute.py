@@ -209,6 +209,8 @@ class ProfileTable:
                                   # the profiled model prices every layer at it
         tp: 2                     # optional: times of the per-device shards, collectives included
         tp_layout: megatron
+        ep: 2                     # optional: MoE layers timed with their experts split over ep processes,
+                                  # the token all-to-alls included (parsim profile --ep)
         machine: {cpu_model: ..., cores: 2, torch: 2.5.1, numpy: ..., python: ..., date: ...}  # optional
         noise_threshold: 0.05     # optional: relative spread above which a size was re-measured
         max_remeasure: 2          # optional: at most this many more rounds per size
@@ -236,6 +238,7 @@ class ProfileTable:
     grad_sync: GradSync | None = None
     fsdp_sync: FsdpSync | None = None
     slowest_rank: tuple[float, ...] = ()      # per size; () for one profiler (factor 1)
+    ep: int = 1                               # >1: MoE layers timed split over ep processes, exchanges included
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -314,7 +317,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          device, r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
                          r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads,
-                         grad_sync, fsdp_sync, tuple(float(x) for x in slowest))
+                         grad_sync, fsdp_sync, tuple(float(x) for x in slowest), r.positive_int("ep", 1))
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)
@@ -416,6 +419,12 @@ class ProfiledCompute:
         """The collectives are in the profile's times, not in the fallback's."""
         return self.includes_tp_comm and self.how_priced(microbatch) != FALLBACK
 
+    def includes_ep_comm_at(self, microbatch: int) -> bool:
+        """An expert-parallel profile (``parsim profile --ep``) timed the MoE layers with their
+        token all-to-alls, the ranks waiting for each other at every one, as a run's do; its
+        fallback does not."""
+        return self.table.ep > 1 and self.how_priced(microbatch) != FALLBACK
+
     def how_priced(self, microbatch: int) -> str:
         how = self._asked.get(microbatch)
         if how is None:
@@ -487,6 +496,29 @@ def tp_compute_models(paths, fallback: ComputeModel) -> dict[tuple[int, str], Pr
             raise InputError(f"{path}: tp: this profile timed unsharded layers; take one with parsim profile --tp")
         models[(table.tp, table.tp_layout)] = ProfiledCompute(table, fallback)
     return models
+
+
+def ep_compute_models(paths, fallback: ComputeModel) -> dict[int, ProfiledCompute]:
+    """Profiles of expert-parallel MoE layers (``parsim profile --ep``), keyed by the ep whose
+    candidates each one prices."""
+    models = {}
+    for path in paths or []:
+        table = load_profile_table(path)
+        if table.ep == 1:
+            raise InputError(f"{path}: ep: this profile timed MoE layers holding every expert; take one with "
+                             "parsim profile --ep")
+        models[table.ep] = ProfiledCompute(table, fallback)
+    return models
+
+
+def check_profile_ep(compute: ComputeModel, ep: int) -> None:
+    """An expert-parallel profile prices only plans of its own ep: its MoE layers hold E/ep experts
+    and exchange tokens with ep - 1 peers; one line saying what to change otherwise."""
+    table = getattr(compute, "table", None)
+    if table is not None and table.ep > 1 and table.ep != ep:
+        raise InputError(f"{table.source or 'profile'}: ep: this profile timed MoE layers split over ep={table.ep}; "
+                         + (f"price ep={ep} with a profile taken with parsim profile --ep {ep}" if ep > 1 else
+                          "price ep=1 with a profile taken without --ep"))
 
 
 def share_bounds_time(compute: ComputeModel) -> bool:

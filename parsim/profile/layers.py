@@ -185,7 +185,7 @@ def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
 
 
 def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
-                   seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "",
+                   seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "", ep_exchanges=None,
                    noise_threshold: float = 0.05, max_remeasure: int = 2, agree=lambda s: s,
                    grad_sync: bool = False) -> dict:
     """The profile of one process (``parsim.profile.repeat`` for the re-measuring policy; every
@@ -206,6 +206,11 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         from parsim.exec.tensor_parallel import parallelize
 
         parallelize(sequential(units), tp_mesh, tp_layout == "megatron-sp")   # the units, sharded in place
+    if ep_exchanges is not None:       # each MoE layer keeps E/ep experts and exchanges tokens, as a run's rank does
+        from parsim.exec.expert_parallel import parallelize as split_experts
+        from parsim.exec.stages import sequential
+
+        split_experts(sequential(units), ep_exchanges)
     vocab_group = loss_group(m for _, m in units) if tp > 1 else None     # the executor's rule
     names = [n for n, _ in units]
     saved, chains = {}, {}
@@ -261,6 +266,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     return {
         "schema_version": 1, "kind": "layer-profile", "model": spec.name,
         **({"tp": tp, "tp_layout": tp_layout} if tp > 1 else {}),
+        **({"ep": ep_exchanges.ep} if ep_exchanges is not None else {}),
         "device": f"{dev.type}: {platform.processor() or platform.machine()}",
         "machine": asdict(this_machine()),
         "dtype": spec.graph.dtype, "threads": torch.get_num_threads(),
@@ -308,8 +314,8 @@ def mean_tables(tables: list[dict]) -> dict:
     out["remeasured"] = sorted({b for t in tables for b in t.get("remeasured", [])})
     out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
     out.pop("chain_s", None)
-    # a tensor-parallel profile's processes already wait for each other in every layer's collectives
-    if len(tables) > 1 and "tp" not in tables[0] and all(t.get("chain_s") for t in tables):
+    # a tensor- or expert-parallel profile's processes already wait for each other inside the layers
+    if len(tables) > 1 and "tp" not in tables[0] and "ep" not in tables[0] and all(t.get("chain_s") for t in tables):
         out["slowest_rank"] = slowest_rank([t["chain_s"] for t in tables])
     if all("grad_sync" in t for t in tables):       # the same size on every process
         out["grad_sync"] = mean_entry([t["grad_sync"] for t in tables], ("backward_s", "all_reduce_s", "both_s", "cost"),
@@ -350,17 +356,43 @@ def mean_entry(entries: list[dict], means: tuple[str, ...], low: str, high: str)
 
 def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, device: str = "cpu",
                      threads: int = 1, quiet: bool = False, tp: int = 1, tp_layout: str = "megatron",
-                     noise_threshold: float = 0.05, max_remeasure: int = 2) -> int:
+                     noise_threshold: float = 0.05, max_remeasure: int = 2, ep: int = 1) -> int:
     """Run ``nproc`` profilers of ``model`` at once (this module's ``main`` as the worker); rank 0
     writes their mean table to ``out``.  With tp > 1, the nproc processes form tensor-parallel
-    groups of tp.  Returns the exit code."""
+    groups of tp; with ep > 1, expert-parallel groups of ep.  Returns the exit code."""
     from parsim.exec.launch import launch
 
     flags = ["--tp", str(tp), "--tp-layout", tp_layout] if tp > 1 else []
+    flags += ["--ep", str(ep)] if ep > 1 else []
     return launch([model, "--sizes", ",".join(map(str, sizes)), "--device", device, "--repeats", str(repeats),
                    "--noise-threshold", str(noise_threshold), "--max-remeasure", str(max_remeasure),
                    "-o", out, *flags], nproc, timeout_s=600, threads=threads, module="parsim.profile.layers",
                   quiet=quiet)
+
+
+def expert_exchanges(spec, ep: int, tp: int, rank: int, world: int, source: str):
+    """This profiler's ep group (consecutive ranks, as ParallelConfig.ep_group carves them from the
+    data-parallel ranks of one node) as parsim.exec.expert_parallel.Exchanges; one line naming
+    the flag where the model's experts cannot split over ep."""
+    import torch.distributed as dist
+
+    from parsim.cost.experts import check_ep
+    from parsim.errors import InfeasibleError
+    from parsim.exec.expert_parallel import Exchanges
+
+    if tp > 1 or world % ep or spec.source.kind != "hf":
+        raise InputError(f"--ep {ep}: needs tp 1, a multiple of {ep} processes (--nproc) and an hf: mixture-of-experts "
+                         f"model (got --tp {tp}, {world} processes, {source})")
+    try:
+        check_ep(spec.graph, ep, world)
+    except InfeasibleError as e:
+        raise InputError(f"--ep {ep}: {e}") from None
+    mine = None
+    for first in range(0, world, ep):            # every rank creates every group, in the same order
+        group = dist.new_group(list(range(first, first + ep)))
+        if first <= rank < first + ep:
+            mine = group
+    return Exchanges(mine, ep, rank % ep)
 
 
 def main(argv=None) -> int:
@@ -384,6 +416,7 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--tp-layout", default="megatron")
+    p.add_argument("--ep", type=int, default=1)
     p.add_argument("--noise-threshold", type=float, default=0.05)
     p.add_argument("--max-remeasure", type=int, default=2)
     args = p.parse_args(argv)
@@ -392,7 +425,7 @@ def main(argv=None) -> int:
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         spec = load_model(args.model)
         distributed = "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
-        tp_mesh = None
+        tp_mesh = ep_exchanges = None
         if distributed:
             from parsim.exec import groups
             env = groups.init(timeout_s=600)
@@ -405,8 +438,12 @@ def main(argv=None) -> int:
                                      f"executor runs ({', '.join(EXECUTABLE_LAYOUTS)})")
                 tp_mesh = init_device_mesh(env.device.type, (env.world_size // args.tp, args.tp),
                                            mesh_dim_names=("dp", "tp"))["tp"]
+            if args.ep > 1:
+                ep_exchanges = expert_exchanges(spec, args.ep, args.tp, env.rank, env.world_size, args.model)
         elif args.tp > 1:
             raise InputError(f"--tp {args.tp}: profile tensor parallelism with --nproc {args.tp}")
+        elif args.ep > 1:
+            raise InputError(f"--ep {args.ep}: profile expert parallelism with --nproc {args.ep}")
         def agree(local: set) -> set:           # the union over the concurrent profilers
             if not distributed:
                 return local
@@ -415,8 +452,9 @@ def main(argv=None) -> int:
             return {b for part in everyone for b in part}
         table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, args.repeats,
                                barrier=dist.barrier if distributed else (lambda: None), tp_mesh=tp_mesh,
-                               tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
-                               max_remeasure=args.max_remeasure, agree=agree, grad_sync=distributed and args.tp == 1)
+                               tp_layout=args.tp_layout, ep_exchanges=ep_exchanges,
+                               noise_threshold=args.noise_threshold, max_remeasure=args.max_remeasure, agree=agree,
+                               grad_sync=distributed and args.tp == 1 and args.ep == 1)
         tables = [table]
         if distributed:
             tables = [None] * dist.get_world_size()

@@ -169,6 +169,9 @@ def ep_line(est) -> str:
     all-to-alls scatter per step (Estimate.ep_a2a_bytes, what the executor counts)."""
     per_rank = [(r.ep_comm_s, sum(est.ep_a2a_bytes[s] for s in r.stages)) for r in est.ranks]
     worst = max(range(len(per_rank)), key=lambda r: per_rank[r][0])
+    if not per_rank[worst][0]:          # an expert-parallel profile: timed inside the MoE layers
+        return (f"expert parallelism ep={est.config['ep']}: token all-to-alls inside the profiled MoE layers' times "
+                f"(parsim profile --ep), scattering {human_bytes(max(b for _, b in per_rank))} per step")
     return (f"expert parallelism ep={est.config['ep']}: token all-to-alls (exposed) "
             f"{human_time(per_rank[worst][0])} of the step on rank {worst} "
             f"({per_rank[worst][0] / est.step_time_s:.1%}), scattering {human_bytes(per_rank[worst][1])} per step")

@@ -34,8 +34,8 @@ def profile_copies(measured_per_pass: list[dict]) -> dict[str, str]:
     profiles (the first pass's where passes shared one), each file once."""
     names: dict[str, str] = {}
     for k, m in enumerate(measured_per_pass):
-        paths = [*(m.get("layers") or {}).values(), *(m.get("tp") or ()), *([m["collectives"]] if m.get("collectives")
-                                                                             else [])]
+        paths = [*(m.get("layers") or {}).values(), *(m.get("tp") or ()), *(m.get("ep") or ()),
+                 *([m["collectives"]] if m.get("collectives") else [])]
         for path in paths:
             if path and path not in names:
                 names[path] = f"pass{k + 1}/{os.path.basename(path)}"

@@ -783,8 +783,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             return False
         twin = replace(cfg, recompute=False)
         return bounds_for(cfg.tp, cfg.tp_layout, graph, cfg.tp_comm_overlap).split(
-            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.dp, boundary_links(cluster, twin), cap,
-            zero=twin.zero) is not None
+            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.grad_ranks, boundary_links(cluster, twin),
+            cap, zero=twin.zero) is not None             # ZeRO shards over dp x cp, as in _candidate
 
     def searched_bound(tp, recompute, cp, dp, pp, m, b) -> float:
         """A searched-layout family's floor before its graph (bound.searched_floor_s), 0 where

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
                               fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
                               shard_padded_bytes)
-from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync
+from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
@@ -223,6 +223,7 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
 def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
+    check_profile_ep(compute, cfg.ep)
     schedule = built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
     split = schedule.split_backward
     if cfg.zero == 3 and split:
@@ -286,8 +287,10 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
         if cfg.ep > 1:      # the MoE layers' token all-to-alls over the ep group, exposed (parsim.cost.experts)
             group = cfg.ep_group(s % cfg.pp)
-            a2a = {k: [a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance) for i in idx]
-                   for k in kinds}
+            # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
+            timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
+            a2a = {k: [0.0 if timed else a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance)
+                       for i in idx] for k in kinds}
             for k in kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
                 a2a_s[(s, Kind(k))] = sum(a2a[k])
