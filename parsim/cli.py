@@ -205,7 +205,7 @@ def _tp_flags(p) -> None:
 
 
 def cmd_plan(args) -> int:
-    from parsim.cost.compute import AnalyticalCompute, tp_compute_models
+    from parsim.cost.compute import AnalyticalCompute, check_profile_ep, tp_compute_models
     from parsim.fileio import check_output, write_json
     from parsim.hardware import load_cluster
     from parsim.inputs import parse_bytes
@@ -221,10 +221,15 @@ def cmd_plan(args) -> int:
     spec = _fp8(load_model(args.model), args)
     compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
+    profiled_ep = getattr(getattr(compute, "table", None), "ep", 1)      # an --ep profile prices its own ep only
+    if profiled_ep > 1:
+        check_profile_ep(compute, args.ep or profiled_ep)
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
-                                                      zero=args.zero, cp=args.cp, ep=args.ep, ep_overlap=args.ep_overlap,
+                                                      zero=args.zero, cp=args.cp,
+                                                      ep=args.ep or (profiled_ep if profiled_ep > 1 else None),
+                                                      ep_overlap=args.ep_overlap,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]

@@ -89,9 +89,11 @@ def case_microbatch_sizes(spec, which: str = "default") -> list[int]:
 
 
 def default_cases(spec, cluster, compute, which: str = "default", skipped: list | None = None,
-                  tp_compute: dict | None = None, profiled_sizes: tuple[int, ...] | None = None) -> list[Case]:
+                  tp_compute: dict | None = None, profiled_sizes: tuple[int, ...] | None = None,
+                  ep_compute: dict | None = None) -> list[Case]:
     """The set's plans; the planner picks among ``profiled_sizes`` when given, so that every plan is
-    priced from measured micro-batch sizes."""
+    priced from measured micro-batch sizes, and prices each candidate as the validation will
+    (``tp_compute``, ``ep_compute``: the profiles of the shards and of the split experts)."""
     g = spec.graph
     skipped = skipped if skipped is not None else []
     whole = (0, len(g))
@@ -119,7 +121,8 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     extra = (dict(tp_layout="megatron", recompute=False, **zero) if spec.source.target == "gpt"
              else dict(tp=1, recompute=False, **zero))
     picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
-                  progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None).chosen.config
+                  progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None,
+                  ep_compute=ep_compute).chosen.config
     cases.append(Case("planner", picked))
     return cases
 
@@ -320,7 +323,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     rows, results = [], []
     skipped: list[dict] = []
     cases = default_cases(spec, first.cluster, first.compute_for(ParallelConfig(first.cluster.devices_per_node, 1, 1)),
-                          which, skipped, first.tp_models, first.profiled)
+                          which, skipped, first.tp_models, first.profiled, first.ep_models)
     for item in skipped:
         log(f"skipped {item['plan']}: {item['why']}")
     # Passes run the whole set in turn (run_order), so that slow drifts of the shared machine fall on

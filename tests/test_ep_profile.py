@@ -106,3 +106,33 @@ def test_profile_ep_refuses_what_it_cannot_split(tmp_path, capsys):
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_plan_with_an_expert_parallel_profile_searches_its_ep_only(tmp_path, tiny, capsys):
+    from parsim.cli import main
+
+    profile = _table(tmp_path, tiny, "ep2.json", ep=2)
+    assert main(["plan", TINY, "--cluster", "local-cpu:1x2", "--profile", profile, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["plan"]["parallel"]["ep"] == 2
+    assert main(["plan", TINY, "--cluster", "local-cpu:1x2", "--profile", profile, "--ep", "1"]) != 0
+    assert "taken without --ep" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scale,picked_ep", [(10.0, 1), (0.1, 2)])
+def test_the_planner_prices_ep_candidates_from_their_profile(tmp_path, tiny, scale, picked_ep):
+    """plan(ep_compute=...): an ep=2 candidate is priced from the ep profile, the others from the
+    plain one, so a profile of split experts ten times slower keeps the pick at ep=1 and one ten
+    times faster moves it to ep=2 (dp=2 on two ranks either way)."""
+    from parsim.search.planner import Constraints, plan
+
+    plain = ProfiledCompute(load_profile_table(_table(tmp_path, tiny, "plain.json")), None)
+    doc = json.loads(open(_table(tmp_path, tiny, "ep2.json", ep=2)).read())
+    for row in doc["layers"]:
+        row["fwd_s"] = [t * scale for t in row["fwd_s"]]
+        row["bwd_s"] = [t * scale for t in row["bwd_s"]]
+    (tmp_path / "ep2.json").write_text(json.dumps(doc))
+    split = ProfiledCompute(load_profile_table(str(tmp_path / "ep2.json")), None)
+    chosen = plan(tiny, load_cluster("local-cpu:1x2"), plain, Constraints(dp=2, microbatch_sizes=(2, 4), tp=1),
+                  progress=False, ep_compute={2: split}).chosen
+    assert chosen.config.ep == picked_ep

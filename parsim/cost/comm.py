@@ -273,7 +273,7 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
       sends the most off the node).
 
     Bandwidths and per-step latency at the library's fit (_alpha_beta: an all_to_all fit where a
-    profile has one, else the all-reduce's; profile-comm does not measure all-to-all yet).  The
+    profile has one, as profile-comm measures it, else the all-reduce's).  The
     latency term is pairwise exchange's n - 1 sequential steps; NCCL posts the peers' transfers
     at once, so for small messages over many ranks it is an upper bound until measured.
     ``imbalance`` is the busiest rank's load over the mean; ROUTING_IMBALANCE (one expert's) bounds

@@ -667,12 +667,18 @@ YOUNG_COLLECTION_ALLOCATIONS = 100_000
 
 @_older_objects_frozen
 def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
-         progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None) -> PlanResult:
+         progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None,
+         ep_compute: dict[int, ComputeModel] | None = None) -> PlanResult:
     """``tp_compute`` maps (tp, layout) to the compute model that prices those candidates (a
-    profile of the shards as they run, ``parsim profile --tp``); other candidates use ``compute``.
+    profile of the shards as they run, ``parsim profile --tp``), ``ep_compute`` an ep to the one
+    that prices its candidates (``parsim profile --ep``); other candidates use ``compute``.
     ``progress``: a bar of the simulations on stderr (None: where stderr is a terminal,
     parsim.report.progress)."""
-    tp_compute = tp_compute or {}
+    tp_compute, ep_compute = tp_compute or {}, ep_compute or {}
+
+    def compute_of(tp: int, layout: str, ep: int) -> ComputeModel:
+        return tp_compute.get((tp, layout)) or ep_compute.get(ep) or compute
+
     t0 = time.perf_counter()
     cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     c = constraints
@@ -710,8 +716,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     def bounds_for(tp, layout, graph, overlap=False) -> _Bounds:
         if (id(graph), overlap) not in bounds_of:
-            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, tp_compute.get((tp, layout), compute),
-                                                      overlap)
+            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, compute_of(tp, layout, graph.ep), overlap)
         return bounds_of[(id(graph), overlap)]
 
     def overlaps(tp, layout) -> tuple[bool, ...]:
@@ -817,7 +822,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     bar = progress_bar(considered, "planning", progress, unit="plan")    # simulations, of at most every candidate
 
     def simulated_candidate(cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
-        est = simulate(graph, spec.training, cluster, cfg, tp_compute.get((cfg.tp, cfg.tp_layout), compute),
+        est = simulate(graph, spec.training, cluster, cfg, compute_of(cfg.tp, cfg.tp_layout, cfg.ep),
                        keep_timeline=False)
         return Candidate(cfg, est)
 
@@ -899,7 +904,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if all_devices is None:            # none simulated: search the plans on every device alone
             try:
                 all_devices = plan(spec, cluster, compute, replace(c, use_all_devices=True, top=1), progress=False,
-                                   tp_compute=tp_compute).chosen
+                                   tp_compute=tp_compute, ep_compute=ep_compute).chosen
             except (DoesNotFitError, InfeasibleError):
                 all_devices = None
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
