@@ -209,9 +209,10 @@ def test_routed_activations_follow_the_routed_tokens(tiny):
     assert one == pytest.approx(base)
     assert two > one and three - two == pytest.approx(two - one)
     # what autograd keeps of the routed path per token slot (T k of them a sample): the gate and up
-    # outputs (2I), SiLU's (I), their product (I, the down projection's input), the down output (h)
-    # and its weighted copy (h), in fp32; imbalance 2 adds one more of each on the busiest rank
-    assert two - one == LAYERS * SEQ * K * (4 * I + 2 * H) * 4
+    # outputs (2I), SiLU's (I), their product (I, the down projection's input) and the down output
+    # (h, for the routing weight's gradient), in fp32; the combine (gathered back, summed over the
+    # k slots, as transformers' grouped_mm experts) keeps none; imbalance 2 adds one more of each
+    assert two - one == LAYERS * SEQ * K * (4 * I + H) * 4
 
 
 # ----------------------------------------------------------------------------- gradient sync

@@ -178,7 +178,12 @@ def _grouped_experts_forward(module: nn.Module):
         y = torch.bmm(module.act_fn(gate) * up, module.down_proj.transpose(1, 2))    # (E, c, h)
         w = top_k_weights.reshape(-1).index_select(0, torch.zeros(e * c, dtype=torch.long, device=y.device))
         y = y.reshape(e * c, h) * w[:, None].to(y.dtype)
-        return torch.zeros_like(hidden_states).index_add(0, rows, y)                 # combine: (T, h)
+        # combine as transformers' grouped_mm_experts_forward (integrations/moe.py), what the runs
+        # execute, does: the rows gathered back to (token, slot) order and summed over the k slots.
+        # Its backward keeps no row; an index_add's would keep all T k x h of them (on set
+        # moe-2026-11-27c's model, 123 KiB a sample and layer more than the run's autograd saved).
+        back = torch.zeros(t * k, dtype=torch.long, device=y.device)                 # placeholder order
+        return y.index_select(0, back).view(t, k, h).sum(dim=1)                       # combine: (T, h)
     return forward
 
 
