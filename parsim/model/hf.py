@@ -178,13 +178,28 @@ def _grouped_experts_forward(module: nn.Module):
         y = torch.bmm(module.act_fn(gate) * up, module.down_proj.transpose(1, 2))    # (E, c, h)
         w = top_k_weights.reshape(-1).index_select(0, torch.zeros(e * c, dtype=torch.long, device=y.device))
         y = y.reshape(e * c, h) * w[:, None].to(y.dtype)
-        # combine as transformers' grouped_mm_experts_forward (integrations/moe.py), what the runs
-        # execute, does: the rows gathered back to (token, slot) order and summed over the k slots.
-        # Its backward keeps no row; an index_add's would keep all T k x h of them (on set
-        # moe-2026-11-27c's model, 123 KiB a sample and layer more than the run's autograd saved).
-        back = torch.zeros(t * k, dtype=torch.long, device=y.device)                 # placeholder order
-        return y.index_select(0, back).view(t, k, h).sum(dim=1)                       # combine: (T, h)
+        return _Combine.apply(y, rows, t)                                            # combine: (T, h)
     return forward
+
+
+class _Combine(torch.autograd.Function):
+    """The routed rows (R, h) added into their T tokens (``rows``: each row's token): one read of
+    the rows and one write of the tokens, as a fused unpermute moves them (Megatron-Core's
+    moe_unpermute), and a backward that keeps only the indices, as transformers' grouped_mm
+    experts (what the runs execute: the rows gathered back, summed over the k slots) keep no row.
+    A plain index_add kept all T k x h rows for its backward (its derivative refers to the
+    source): on set moe-2026-11-27c's model 123 KiB a sample and layer more than the runs'
+    autograd saved."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, rows: torch.Tensor, tokens: int) -> torch.Tensor:
+        ctx.save_for_backward(rows)
+        return y.new_zeros((tokens, y.shape[-1])).index_add_(0, rows, y)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (rows,) = ctx.saved_tensors
+        return grad.index_select(0, rows), None, None
 
 
 class Decoder(_Adopt):
