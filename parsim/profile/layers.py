@@ -191,7 +191,10 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     """The profile of one process (``parsim.profile.repeat`` for the re-measuring policy; every
     decision to measure again goes through ``agree``, the union over concurrent profilers).  With
     ``grad_sync`` (concurrent profilers, no tp: a data-parallel group), also the gradient
-    all-reduce under the model's own backward (``parsim.profile.grad_sync``)."""
+    all-reduce under the model's own backward (``parsim.profile.grad_sync``).  With
+    ``ep_exchanges`` (parsim.exec.expert_parallel.Exchanges over this profiler's ep group), every
+    MoE layer keeps its E/ep experts and exchanges tokens with the group, as a run's rank does
+    (``expert_exchanges``)."""
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda: no CUDA device is visible; use --device cpu")
