@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from parsim.errors import InfeasibleError, InputError, ParsimError
+from parsim.errors import InputError, ParsimError
 from parsim.inputs import (nonnegative_float_arg, nonnegative_int_arg, positive_float_arg, positive_int_arg,
                            rising_sizes_arg)
 
@@ -300,7 +300,7 @@ def cmd_profile(args) -> int:
 
     from parsim.fileio import check_output
     from parsim.model.spec import load_model
-    from parsim.profile.layers import launch_profilers
+    from parsim.profile.layers import check_ep_flags, launch_profilers
     from parsim.report.cli_text import profile_lines
 
     spec = load_model(args.model)          # bad input fails here, once
@@ -309,18 +309,9 @@ def cmd_profile(args) -> int:
         raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
     out = args.output or f"{spec.name}.profile.json"
     check_output(out, "-o")
-    for flag, n in (("--tp", args.tp), ("--ep", args.ep)):
-        if n > 1 and args.nproc % n:
-            raise InputError(f"{flag} {n}: the {args.nproc} processes (--nproc) must form whole groups of {n}")
-    if args.ep > 1:
-        from parsim.cost.experts import check_ep
-
-        if args.tp > 1 or spec.source.kind != "hf":
-            raise InputError(f"--ep {args.ep}: profiles the MoE layers of an hf: model with --tp 1 ({args.model})")
-        try:
-            check_ep(spec.graph, args.ep, args.nproc)
-        except InfeasibleError as e:
-            raise InputError(f"--ep {args.ep}: {e}") from None
+    if args.tp > 1 and args.nproc % args.tp:
+        raise InputError(f"--tp {args.tp}: the {args.nproc} processes (--nproc) must form whole groups of {args.tp}")
+    check_ep_flags(spec, args.ep, args.tp, args.nproc, args.model)
     code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads,
                             tp=args.tp, tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
                             max_remeasure=args.max_remeasure, ep=args.ep)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 from parsim.cost.compute import AnalyticalCompute, ep_compute_models, load_profile_table, tp_compute_models
+from parsim.cost.experts import check_ep
 from parsim.errors import InfeasibleError, InputError
 from parsim.exec.launch import launch
 from parsim.fileio import write_json, write_text
@@ -184,9 +185,13 @@ def measure_this_machine(model_path: str, spec, sizes, per_node: int, out_dir: s
 
 
 def experts_split_over(spec, ep: int) -> bool:
-    """Whether every MoE layer's routed experts split over ``ep`` (False for a dense model)."""
-    counts = [layer.experts.experts for layer in spec.graph.layers if layer.experts is not None]
-    return bool(counts) and all(e % ep == 0 for e in counts)
+    """Whether every MoE layer's routed experts split over ``ep`` > 1 (False for a dense model):
+    parsim.cost.experts.check_ep's rule, over ep ranks."""
+    try:
+        check_ep(spec.graph, ep, ep)
+    except InfeasibleError:
+        return False
+    return True
 
 
 def check_profiled_sizes(spec, which: str, model_path: str, profiles: dict[str, tuple[tuple[int, ...], str]]) -> None:

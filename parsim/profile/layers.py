@@ -373,23 +373,35 @@ def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, 
                   quiet=quiet)
 
 
+def check_ep_flags(spec, ep: int, tp: int, nproc: int, source: str) -> None:
+    """``--ep``: the ``nproc`` processes form whole groups of ep, tp is 1, and ``source`` is an
+    ``hf:`` mixture of experts whose every MoE layer's experts split over ep
+    (parsim.cost.experts.check_ep); one line naming the flag otherwise.  ``parsim profile`` checks
+    before it starts a process, each profiler again before it builds its group."""
+    if ep == 1:
+        return
+    from parsim.cost.experts import check_ep
+    from parsim.errors import InfeasibleError
+
+    if nproc % ep:
+        raise InputError(f"--ep {ep}: the {nproc} processes (--nproc) must form whole groups of {ep}")
+    if tp > 1 or spec.source.kind != "hf":
+        raise InputError(f"--ep {ep}: profiles the MoE layers of an hf: model with --tp 1 ({source})")
+    try:
+        check_ep(spec.graph, ep, nproc)
+    except InfeasibleError as e:
+        raise InputError(f"--ep {ep}: {e}") from None
+
+
 def expert_exchanges(spec, ep: int, tp: int, rank: int, world: int, source: str):
     """This profiler's ep group (consecutive ranks, as ParallelConfig.ep_group carves them from the
     data-parallel ranks of one node) as parsim.exec.expert_parallel.Exchanges; one line naming
-    the flag where the model's experts cannot split over ep."""
+    the flag where the model's experts cannot split over ep (``check_ep_flags``)."""
     import torch.distributed as dist
 
-    from parsim.cost.experts import check_ep
-    from parsim.errors import InfeasibleError
     from parsim.exec.expert_parallel import Exchanges
 
-    if tp > 1 or world % ep or spec.source.kind != "hf":
-        raise InputError(f"--ep {ep}: needs tp 1, a multiple of {ep} processes (--nproc) and an hf: mixture-of-experts "
-                         f"model (got --tp {tp}, {world} processes, {source})")
-    try:
-        check_ep(spec.graph, ep, world)
-    except InfeasibleError as e:
-        raise InputError(f"--ep {ep}: {e}") from None
+    check_ep_flags(spec, ep, tp, world, source)
     mine = None
     for first in range(0, world, ep):            # every rank creates every group, in the same order
         group = dist.new_group(list(range(first, first + ep)))
