@@ -133,9 +133,9 @@ def all_to_all_times(sizes_bytes, world: int, repeats: int) -> list[float]:
     buffer, S / world to every rank), timed the way a MoE layer issues it: with the split sizes
     (parsim.exec.expert_parallel; gloo runs its alltoallv), each right after A2A_COMPUTE_S of
     compute rather than back to back behind a barrier.  The mean, not the median: a step pays the
-    sum of dozens of them, tail included (on the 2-core VM a 64-byte exchange took 0.2-0.3 ms at
-    the median and 0.4-0.8 ms on average, the rare slow wake-up of a waiting rank making the
-    difference)."""
+    sum of dozens of them, tail included (in a dp=2 ep=2 run on the 2-core VM a rank waited for
+    its peer 1.09 ms per exchange on average, 0.32 ms at the median:
+    results/2026-11-27-amd-epyc/diagnosis-moe-ep/analyze.txt)."""
     a = torch.randn(96, 96)
     times = []
     for nbytes in sizes_bytes:
