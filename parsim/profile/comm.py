@@ -529,4 +529,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from parsim.exec.runtime import exit_without_teardown
+
+    exit_without_teardown(main())      # torch's teardown after gloo aborted finished ranks (runtime's docstring)
