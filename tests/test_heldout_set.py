@@ -2,7 +2,7 @@
 hash to what was committed when the set was drawn, and their content (names, rules, plans,
 model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27, -27b and -27c
 are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
-are the held-out ones.  Every model loads and extracts, its torch module runs one forward on the
+were held out when drawn; 2026-11-28 (dense, drawn for issue 41's changes) is the newest.  Every model loads and extracts, its torch module runs one forward on the
 executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
 validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
 only from the runs its rule allows."""
@@ -29,13 +29,15 @@ MOE = "results/heldout/moe-2026-11-27.yaml"
 MOE_B = "results/heldout/moe-2026-11-27b.yaml"
 MOE_C = "results/heldout/moe-2026-11-27c.yaml"
 MOE_D = "results/heldout/moe-2026-11-27d.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D)
+SET_C = "results/heldout/2026-11-28.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
 # their own (each held-out one was never profiled in development): no size is excluded.
 DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32},
-                     MOE: set(), MOE_B: set(), MOE_C: set(), MOE_D: set()}
+                     MOE: set(), MOE_B: set(), MOE_C: set(), MOE_D: set(),
+                     SET_C: {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32}}      # every size any set used before
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -47,6 +49,10 @@ SHA256 = {
     MOE_B: "2b7400f6ef478d5a0ed7ecfb80610a4de80cd7b3bb053318c2f5ae68778a5686",
     MOE_C: "bccfd39764333f704261702309aea6c08ae45cbeff62aa811578f9f71d90af02",
     MOE_D: "22ec6f6e9bb737a7ba8da883fd3008d2bbd4fb7171b5be50f9730e3cdf11b59f",
+    SET_C: "e588c3ccea2c8efe4099aa8f8773452f32b0cd385aeed35f01a347da566a6e69",
+    "results/heldout/models/resnet18_seq_w24.yaml": "975d1fc476e2c38d6d9e6fae03862545197950b882e62de496331983da7f2b02",
+    "results/heldout/models/convnext_cifar.yaml": "7e7de64582e6f3b570356ae9a53a1df4780c8ad9f71d11696df0dc96755609f3",
+    "results/heldout/models/qwen3_tiny.yaml": "01354cd6a0a4cf1e5e243d66972a20ae41e748256ad0b4f606f904e816b876a7",
     "results/heldout/models/bert_mini.yaml": "731d50267d0b05ea7494a4b0123ffe06d3e04dc503009fe01ba28ab47929ac09",
     "results/heldout/models/llama_tiny.yaml": "646cce222899cedd0724cca2ac7f3e9063c63279b924191804a775e147d24bb2",
     "results/heldout/models/mobilenet_v2_cifar.yaml": "7e36d8f78905d8097059313f0976bd4758b49b09142723619341049dcca86a27",
@@ -79,6 +85,10 @@ CONTENT = {
                                  ["single", "dp2", "dp2-ep2", "dp2-ep2-m3", "pp2-1f1b-m4"])]),
     MOE_D: ("moe-2026-11-27d", [("results/heldout/models/olmoe_small.yaml", 5195904,
                                  ["single", "dp2", "dp2-ep2", "dp2-ep2-m2", "pp2-gpipe-m2"])]),
+    SET_C: ("heldout-2026-11-28", [
+        ("results/heldout/models/resnet18_seq_w24.yaml", 1575202, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/convnext_cifar.yaml", 908218, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/qwen3_tiny.yaml", 1301792, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
@@ -104,7 +114,7 @@ def test_the_set_and_its_models_hash_as_committed(path):
 def test_the_set_holds_what_was_drawn(path):
     held = SETS[path]
     name, models = CONTENT[path]
-    assert held.name == name and held.date == "2026-11-27"
+    assert held.name == name and held.date == name.removeprefix("heldout-").removeprefix("moe-")[:10]
     assert "new held-out set" in held.rule and "once per model change" in held.rule
     assert [m for m, _ in held.models] == [m for m, _, _ in models]
     for (model, plans), (_, params, labels) in zip(held.models, models):
