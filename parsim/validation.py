@@ -38,6 +38,7 @@ from parsim.model.spec import load_model
 from parsim.profile.calibrate import leave_size_out, profiled_compute
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
 from parsim.report import validation as report
+from parsim.search.noise import TOP, reranker
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.shard.graph import collective_counts
@@ -122,9 +123,11 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     zero = dict(zero=None if which == "zero" else 0, cp=1)
     extra = (dict(tp_layout="megatron", recompute=False, **zero) if spec.source.target == "gpt"
              else dict(tp=1, recompute=False, **zero))
-    picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
-                  progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None,
-                  ep_compute=ep_compute).chosen.config
+    tp_compute = tp_compute if spec.source.target == "gpt" else None
+    rerank = reranker(spec, cluster, compute, tp_compute, ep_compute)      # under the profile's noise
+    picked = plan(spec, cluster, compute, Constraints(top=TOP if rerank else 1, microbatch_sizes=profiled_sizes,
+                                                      **extra),
+                  progress=False, tp_compute=tp_compute, ep_compute=ep_compute, rerank=rerank).chosen.config
     cases.append(Case("planner", picked))
     return cases
 

@@ -3,6 +3,8 @@ text as lines (or, for ``--json``, the object to dump); parsim.cli prints them."
 
 from __future__ import annotations
 
+import math
+
 from parsim.hardware.links import LINK_CLASSES
 from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
@@ -441,8 +443,10 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
         f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
         + (f"(the same plan as {', '.join(out['pick_same_as'])}: their runs pooled into one median, the plan "
            "counted once) " if out['pick_same_as'] else "")
-        + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
-        f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
+        + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}"
+        + (f", its stated noise +{out['pick_stated_noise']:.1%}"
+           if math.isfinite(out.get("pick_stated_noise", math.nan)) else "")
+        + f", best: {out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
         + (f", of the predictions over the passes' own profiles {out['median_profile_spread']:.1%}"
            if any(p != out["measured_per_pass"][0] for p in out.get("measured_per_pass", ())) else ""))
     if out.get("step_interval_runs"):

@@ -165,10 +165,18 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
         "spearman_throughput": float(rho),
         "pick_is_best": bool(pick is not None and pick.measured_step_s <= best.measured_step_s * (1 + 1e-9)),
         "pick_gap_to_best": (pick.measured_step_s / best.measured_step_s - 1) if pick else math.nan,
+        # the pick's stated noise: how far above its prediction its own interval reaches (median over passes)
+        "pick_stated_noise": _upper_reach(pick),
         "measured_best": best.label,
         "pick_same_as": same_as,
         "plans": [{**r.to_dict(), **bars["plans"].get(r.label, {})} for r in rows],
     }
+
+
+def _upper_reach(row) -> float:
+    reach = [iv[1] / p - 1 for p, iv in zip(row.predicted_runs_s, row.predicted_intervals_s) if iv and p > 0] \
+        if row is not None else []
+    return statistics.median(reach) if reach else math.nan
 
 
 def _median_pairwise(runs: list[tuple]) -> float:
