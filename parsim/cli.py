@@ -497,8 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
-    p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
-                   default="auto",
+    from parsim.cost.comm import ALGORITHMS
+    p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
                    help="all-reduce algorithm; the cluster's library must implement it (default: the fastest it has)")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--trace", help="write a Chrome trace JSON (Perfetto)")

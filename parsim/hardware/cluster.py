@@ -21,6 +21,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
     node:
       devices: 8
       groups: [[0, 1, 2, 3], [4, 5, 6, 7]]     # optional; default one group
+      group_topology: full-mesh                # optional: switch (default) | full-mesh (Profile.group_topology)
       group_link: {bandwidth_gb_per_s: 30, latency_us: 5}
       node_link: {bandwidth_gb_per_s: 32, latency_us: 10}   # needed when there are several groups
     network:
@@ -30,6 +31,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       rail_optimized: true                     # optional tiers (parsim.hardware.fabric): NIC i on leaf i
       pod_nodes: 32                            # nodes under one set of leaves
       spine: {oversubscription: 1.0, latency_us: 1}   # across pods
+      scale_up: {nodes: 18, bandwidth_gb_per_s: 900, latency_us: 3}   # optional: a scale-up domain across nodes
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     # collective.busy_sender_delay_us: optional, 0 if absent (Collectives.busy_sender_delay_s)
     # collective.dtypes: optional, per training dtype other than fp32, its own all-reduce fit and
@@ -152,6 +154,10 @@ class Collectives:
     # profile-comm (parsim.profile.overlap, parsim.hardware.interaction): where present, the simulator prices the
     # gradient all-reduces and ZeRO's reduce-scatters from it instead of ``overlap``.
     interaction: tuple[Interaction, ...] = ()
+    # The all-reduce algorithms the library runs on this product, where they differ from the
+    # library's defaults (parsim.cost.comm.LIBRARY_ALGORITHMS; its PRODUCT_ALGORITHMS says which a
+    # product may add, e.g. HCCL's mesh and pipeline on Atlas A2); () : the defaults
+    algorithms: tuple[str, ...] = ()
 
     def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
         """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
@@ -180,6 +186,8 @@ class Collectives:
         """(latency_s, bandwidth_efficiency) measured for ``op``, or None."""
         return next(((a, e) for o, a, e in self.op_fits if o == op), None)
 
+
+GROUP_TOPOLOGIES = ("switch", "full-mesh")
 
 # The collectives ZeRO and FSDP2 shard by (their host overhead is measured per unit too), and every
 # collective profile-comm fits on its own (Collectives.op_fits): those and the MoE token
@@ -220,6 +228,11 @@ class Profile:
     source: str = ""
     input_pipeline: InputPipeline | None = None    # None: loading is not a bottleneck
     fabric: Fabric = Fabric()                      # the tiers above the NICs; default one tier
+    # How a group's devices are wired (GROUP_TOPOLOGIES): "switch", each device's group_link is its
+    # port into a switch (NVSwitch), one link whatever the peer; "full-mesh", group_link is one of
+    # the direct links each device has to every other member (Ascend 910B's HCCS: HCCL's Mesh
+    # algorithm drives them all at once, parsim.cost.comm)
+    group_topology: str = "switch"
 
     def link(self, link_class: str) -> Link:
         return dict(self.links)[link_class]
@@ -276,7 +289,7 @@ class Cluster:
         for r in ranks:                                 # asks for every stage boundary of every candidate
             if r // per_node != first:
                 fabric = self.profile.fabric
-                if not fabric.tiered:
+                if not fabric.spans_nodes:
                     return "network"
                 return fabric.tier({r // per_node for r in ranks},
                                    {self.rail_of(r) for r in ranks} if fabric.rail_optimized else ())
@@ -307,7 +320,7 @@ class Cluster:
             "cluster": self.spec or f"{p.name}:{self.num_nodes}x{self.devices_per_node}",
             "profile": p.name, "description": p.description, "world_size": self.world_size,
             "nodes": self.num_nodes, "devices_per_node": self.devices_per_node,
-            "groups_per_node": [list(g) for g in self.groups],
+            "groups_per_node": [list(g) for g in self.groups], "group_topology": p.group_topology,
             "device": {"name": p.device.name, "memory_bytes": p.device.memory_bytes,
                        "usable_memory_bytes": p.device.usable_memory_bytes,
                        "memory_reserved": {"runtime_context_bytes": p.device.reserve.runtime_context_bytes,
@@ -333,6 +346,15 @@ def _op_fit(c, op: str) -> tuple[str, float, float]:
     fit = (op, _step_latency_s(f, 0.0), f.fraction("bandwidth_efficiency"))
     f.done()
     return fit
+
+
+def _algorithms(c: Fields) -> tuple[str, ...]:
+    """``collective.algorithms``: a list of algorithm names (which the library implements is
+    parsim.cost.comm's to check); absent, ()."""
+    names = c.get("algorithms", list, [])
+    if not all(isinstance(a, str) for a in names) or len(set(names)) != len(names):
+        raise c.fail("algorithms", "expected a list of distinct algorithm names, e.g. [ring, halving-doubling, mesh]")
+    return tuple(names)
 
 
 def _step_latency_s(f: Fields, default=None) -> float:
@@ -550,6 +572,8 @@ def collectives_flow(c: Collectives) -> str:
              f"latency_us: {c.latency_s * 1e6:.4g}", f"overlap: {c.overlap:.3g}"]
     if c.busy_sender_delay_s:
         parts.append(f"busy_sender_delay_us: {c.busy_sender_delay_s * 1e6:.0f}")
+    if c.algorithms:
+        parts.append(f"algorithms: [{', '.join(c.algorithms)}]")
     parts += [f"{op}: {{bandwidth_efficiency: {e:.4g}, latency_us: {a * 1e6:.4g}}}" for op, a, e in c.op_fits]
     if c.fsdp_gather_overhead_s or c.fsdp_reduce_scatter_overhead_s:
         parts += [f"fsdp_gather_overhead_us: {c.fsdp_gather_overhead_s * 1e6:.0f}",
@@ -648,6 +672,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
     flat = sorted(x for g in groups for x in (g if isinstance(g, list) else [None]))
     if flat != list(range(devices)):
         raise n.fail("groups", f"groups must partition the devices 0..{devices - 1} exactly once")
+    group_topology = n.choice("group_topology", GROUP_TOPOLOGIES, "switch")
     links = [("group", _link(n, "group_link"))]
     if len(groups) > 1:
         links.append(("node", _link(n, "node_link")))
@@ -686,7 +711,8 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        tp_overlap_comm_units=c.positive_int("tp_overlap_comm_units", 16),
                        tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4),
                        interaction=read_interaction(c.get("interaction", list, []),
-                                                    lambda msg: InputError(f"{c.where(msg)}")))
+                                                    lambda msg: InputError(f"{c.where(msg)}")),
+                       algorithms=_algorithms(c))
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")
@@ -708,7 +734,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
                       nics_per_node=nics, collectives=coll, source=path,
                       default_nodes=r.positive_int("nodes", 1, at_most=MAX_WORLD_SIZE // devices,
                                                    why=f"{devices} devices each; {_BOUND}"),
-                      input_pipeline=_input_pipeline(r), fabric=fabric)
+                      input_pipeline=_input_pipeline(r), fabric=fabric, group_topology=group_topology)
     r.done()
     return profile
 
