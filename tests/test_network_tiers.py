@@ -312,7 +312,7 @@ def test_bad_tier_fields_give_one_line(tmp_path, capsys, network, words):
 @pytest.mark.parametrize("text,words", [
     ("extends: nosuch\nname: p\n", ["p.yaml: extends", "no profile nosuch.yaml beside this file", "dgx-h100"]),
     ("extends: dgx-h100\n", ["p.yaml: name", "names itself"]),
-    ("extends: p\nname: p\n", ["p.yaml: extends", "p itself extends 'p'"]),
+    ("extends: p\nname: p\n", ["p.yaml: extends", "p -> p: extends goes round in a circle"]),
     ("extends: [dgx-h100]\nname: p\n", ["p.yaml: extends", "expected a string"]),
 ], ids=["missing base", "no name", "extends itself", "not a name"])
 def test_bad_extends_gives_one_line(tmp_path, capsys, text, words):

@@ -51,8 +51,10 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       rows: ["<figure id>: <source, row, measured value, fitted prediction>"]
 
 A profile may start from another in the same folder: ``extends: dgx-h100`` takes that file's
-sections, and each top-level key given here replaces the base's whole key (``network:`` all of it).
-It names itself (``name:``); the base may not extend a third.
+sections, and each top-level key given here replaces the base's whole key (``network:`` all of it);
+``patch: {device: {memory: 141GB}}`` changes single fields of the base's sections instead (a
+mapping merged into a mapping, key by key).  It names itself (``name:``); the base may extend
+another in turn, MAX_EXTENDS profiles in all.
 """
 
 from __future__ import annotations
@@ -617,8 +619,12 @@ def _dtype_collectives(c: Fields) -> tuple[tuple[str, DtypeCollectives], ...]:
     return tuple(out)
 
 
-def _extended(raw: dict, path: str) -> dict:
-    """``raw`` over the profile it ``extends`` (validated first, so its own errors name its file)."""
+MAX_EXTENDS = 4          # profiles in one chain of ``extends`` (gb200-nvl576 -> gb200-nvl72 -> dgx-b200: 3)
+
+
+def _extended(raw: dict, path: str, chain: tuple[str, ...] = ()) -> dict:
+    """``raw`` over the profile it ``extends`` (itself resolved and validated first, so its own
+    errors name its file), then its ``patch`` merged in (_patched)."""
     r = Fields(raw, path)
     name = r.get("extends", str)
     base = Path(path).parent / f"{name}.yaml"
@@ -627,12 +633,34 @@ def _extended(raw: dict, path: str) -> dict:
         raise r.fail("extends", f"no profile {name}.yaml beside this file; name one of {', '.join(others) or 'none'}")
     if not r.has("name"):
         raise r.fail("name", "missing; a profile that extends another names itself")
+    chain = chain + (Path(path).stem,)
+    if name in chain or len(chain) >= MAX_EXTENDS:
+        raise r.fail("extends", f"{' -> '.join(chain + (name,))}: extends goes round in a circle or deeper than "
+                                f"{MAX_EXTENDS} profiles; extend a profile that extends none")
     base_raw = load_file(base, "a hardware profile YAML")
     if isinstance(base_raw, dict) and "extends" in base_raw:
-        raise r.fail("extends", f"{name} itself extends {base_raw['extends']!r}; extend a profile that "
-                                "extends none")
-    load_profile(base)
-    return {**base_raw, **{k: v for k, v in raw.items() if k != "extends"}}
+        base_raw = _extended(base_raw, str(base), chain)
+    else:
+        load_profile(base)
+    merged = {**base_raw, **{k: v for k, v in raw.items() if k not in ("extends", "patch")}}
+    if "patch" in raw:
+        patch = r.get("patch", dict)
+        for key in patch:
+            if not isinstance(merged.get(key), dict):
+                raise r.fail("patch", f"{key}: the profile has no section {key} to patch; patch changes fields of "
+                                      f"its sections ({', '.join(k for k, v in merged.items() if isinstance(v, dict))})")
+        merged = _patched(merged, patch)
+    return merged
+
+
+def _patched(base: dict, patch: dict) -> dict:
+    """``base`` with ``patch`` merged in key by key: a mapping into a mapping recursively, any
+    other value replacing the base's (``patch: {device: {memory: 141GB}}`` changes the memory
+    alone, where a top-level ``device:`` would replace the whole section)."""
+    out = dict(base)
+    for key, value in patch.items():
+        out[key] = _patched(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def load_profile(path: str | os.PathLike) -> Profile:
