@@ -350,6 +350,16 @@ def _op_fit(c, op: str) -> tuple[str, float, float]:
     return fit
 
 
+def _comm_units(c: Fields) -> int:
+    """``collective.tp_overlap_comm_units``: compute units an overlapped tensor-parallel collective
+    takes from its GEMM, >= 0 (0: the library moves data on engines of its own, as HCCL on Ascend's
+    DMA engines); default Transformer Engine's 16 SMs (Collectives.tp_overlap_comm_units)."""
+    units = c.get("tp_overlap_comm_units", int, 16)
+    if units < 0:
+        raise c.fail("tp_overlap_comm_units", f"must be >= 0 (0: none taken from compute), got {units}")
+    return units
+
+
 def _algorithms(c: Fields) -> tuple[str, ...]:
     """``collective.algorithms``: a list of algorithm names (which the library implements is
     parsim.cost.comm's to check); absent, ()."""
@@ -736,7 +746,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        fsdp_gather_copy_bytes_per_s=_rate(c, "fsdp_gather_copy_gb_per_s"),
                        fsdp_reduce_scatter_copy_bytes_per_s=_rate(c, "fsdp_reduce_scatter_copy_gb_per_s"),
                        dtypes=_dtype_collectives(c),
-                       tp_overlap_comm_units=c.positive_int("tp_overlap_comm_units", 16),
+                       tp_overlap_comm_units=_comm_units(c),
                        tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4),
                        interaction=read_interaction(c.get("interaction", list, []),
                                                     lambda msg: InputError(f"{c.where(msg)}")),
