@@ -341,6 +341,30 @@ def cmd_profile_comm(args) -> int:
     return code
 
 
+def cmd_profile_device(args) -> int:
+    import shlex
+
+    from parsim.fileio import check_output
+    from parsim.profile.device_yaml import run
+
+    check_output(args.output, "-o")
+    command = "parsim profile-device " + shlex.join(sys.argv[2:] if argv_is_cli() else [])
+    tables = run(args.device, args.output, args.name, command.strip(), args.tables, args.links, args.peak, args.quick,
+                 args.repeats, args.budget_minutes * 60, args.threads,
+                 log=(lambda line: print(line, file=sys.stderr)) if args.json else print)
+    if args.json:
+        from parsim.hardware import load_cluster
+        _print_json({"profile": args.output, "tables": tables, "cluster": load_cluster(args.output).describe()})
+    else:
+        print(f"wrote {args.output} (kernel tables in {tables})")
+    return 0
+
+
+def argv_is_cli() -> bool:
+    """Whether sys.argv is parsim's own command line (not a test calling main with a list)."""
+    return len(sys.argv) > 1 and sys.argv[1] == "profile-device"
+
+
 def cmd_profile_data(args) -> int:
     from parsim.profile.data import check_target, section_text, time_loader, write_section
     from parsim.report.cli_text import profile_data_line
@@ -569,6 +593,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "compute is recorded at this count")
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
+
+    p = sub.add_parser("profile-device", help="time GEMMs, convolutions, memory and launches on this device; "
+                                              "write kernel tables and a hardware profile")
+    p.add_argument("-o", "--output", required=True, help="the hardware profile YAML to write")
+    p.add_argument("--device", choices=("cpu", "cuda", "npu"), default="cpu")
+    p.add_argument("--name", default="measured-device", help="the profile's name")
+    p.add_argument("--tables", help="folder for gemm.csv, conv.csv, device.csv (default: OUTPUT without .yaml, "
+                                    "plus .kernels)")
+    p.add_argument("--links", help="a profile from parsim profile-comm: its node, network and collective sections "
+                                   "(default: one device)")
+    p.add_argument("--peak", help="datasheet peaks in TFLOPS, e.g. fp16=989,fp32=67 (default: the best GEMM measured)")
+    p.add_argument("--quick", action="store_true", help="a small grid (seconds), for a first look or a test")
+    p.add_argument("--repeats", type=positive_int_arg, default=5, help="timed repeats per operation (default 5)")
+    p.add_argument("--threads", type=positive_int_arg, default=1,
+                   help="CPU: intra-op threads, as a rank of a run has (default 1)")
+    p.add_argument("--budget-minutes", type=positive_float_arg, default=30.0,
+                   help="leave out the largest GEMMs until the estimate fits (default 30)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_profile_device)
 
     p = sub.add_parser("profile-data", help="time the executor's input loader; write input_pipeline into a cluster profile")
     p.add_argument("-o", "--output", required=True, help="the cluster profile YAML to update")
