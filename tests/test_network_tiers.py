@@ -176,9 +176,11 @@ def test_only_the_new_profiles_have_tiers():
         assert p.fabric.tiered == (name in TIERED), name
         # a rail-optimised fabric of one pod (hgx-h800: pod_nodes 0) has no spine to cross
         rails = ["group", "node", "network", "rail"] + (["spine"] if p.fabric.pod_nodes else [])
-        assert [cls for cls, _ in p.links] == (rails if p.fabric.rail_optimized
-                                               else ["group", "node", "network", "spine"] if p.fabric.tiered
-                                               else ["group", "node", "network"]), name
+        classes = [cls for cls, _ in p.links if cls != "domain"]     # a scale-up domain: tests/test_new_machines.py
+        assert classes == (rails if p.fabric.rail_optimized
+                           else ["group", "node", "network", "spine"] if p.fabric.tiered
+                           else ["group", "node", "network"]), name
+        assert ("domain" in dict(p.links)) == bool(p.fabric.domain_nodes), name
 
 
 @pytest.mark.parametrize("spec", ONE_TIER)

@@ -84,6 +84,10 @@ REDUCED_DTYPES = ("fp16", "bf16")
 # anything is sized by it.
 MAX_WORLD_SIZE = 2**20
 _BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
+# A link at least this share of the group link's bandwidth is as fast for tensor parallelism
+# (Cluster.fast_span): parsim's own threshold, not a hardware figure.  CloudMatrix384's node and
+# UB links are 196 / 224 = 0.875 of its SIO pairs'; the 910's PCIe between HCCS groups, 16 / 30.
+FAST_LINK_RATIO = 0.8
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,23 @@ class Cluster:
 
     def link_class(self, a: int, b: int) -> str:
         return self.span_class((a, b))
+
+    def fast_span(self) -> int:
+        """The most devices one tensor-parallel group may span: its fast-link group, widened to
+        the whole node where the node's link is as fast (within FAST_LINK_RATIO of the group
+        link's bandwidth: CloudMatrix384's HCCS between its SIO pairs), and to the scale-up domain
+        across nodes where the domain's link is (NVL72's 18 trays, the UB supernode's 48 servers).
+        A PCIe hop between HCCS groups (the 910's Atlas 800) or a NIC is not."""
+        span = max(len(g) for g in self.groups) if self.groups else self.devices_per_node
+        group = self.link_for("group")
+        fast = lambda link: (link.bandwidth_bytes_per_s * link.efficiency
+                             >= FAST_LINK_RATIO * group.bandwidth_bytes_per_s * group.efficiency)
+        if span < self.devices_per_node and fast(self.link_for("node")):
+            span = self.devices_per_node
+        domain = self.profile.fabric.domain_nodes
+        if span == self.devices_per_node and domain and self.num_nodes > 1 and fast(self.link_for("domain")):
+            span = self.devices_per_node * min(domain, self.num_nodes)
+        return span
 
     def link(self, a: int, b: int) -> Link:
         return self.link_for(self.link_class(a, b))
