@@ -215,7 +215,10 @@ def _two_level(cluster: Cluster, algorithm: str, n_nodes: int, k: int, nbytes: f
     if algorithm == "pipeline":
         return hccl.pipeline_time_s(n_nodes, k, nbytes, outer_ab, _alpha_beta(cluster, inner_class),
                                     _full_mesh(cluster, inner_class))
-    inner = _sharded(cluster, k, nbytes, inner_class, "reduce_scatter")
+    a_in, b_in = _alpha_beta(cluster, inner_class)      # the all-reduce's own fit, each stage of it
+    inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
+    if _full_mesh(cluster, inner_class):
+        inner = min(inner, hccl.mesh_time_s(k, nbytes, a_in, b_in, "reduce_scatter"))
     outer = min(_flat(n_nodes, nbytes / k, *outer_ab, "all_reduce", f) for f in algorithms_flat(cluster))
     return 2 * inner + outer
 
