@@ -348,8 +348,11 @@ def cmd_profile_device(args) -> int:
     from parsim.profile.device_yaml import run
 
     check_output(args.output, "-o")
-    command = "parsim profile-device " + shlex.join(sys.argv[2:] if argv_is_cli() else [])
-    tables = run(args.device, args.output, args.name, command.strip(), args.tables, args.links, args.peak, args.quick,
+    given = [("--tables", args.tables), ("--links", args.links), ("--peak", args.peak)]
+    command = shlex.join(["parsim", "profile-device", "-o", args.output, "--device", args.device, "--name", args.name]
+                         + [x for flag, value in given if value for x in (flag, value)]
+                         + (["--quick"] if args.quick else []) + ["--repeats", str(args.repeats)])
+    tables = run(args.device, args.output, args.name, command, args.tables, args.links, args.peak, args.quick,
                  args.repeats, args.budget_minutes * 60, args.threads,
                  log=(lambda line: print(line, file=sys.stderr)) if args.json else print)
     if args.json:
@@ -358,11 +361,6 @@ def cmd_profile_device(args) -> int:
     else:
         print(f"wrote {args.output} (kernel tables in {tables})")
     return 0
-
-
-def argv_is_cli() -> bool:
-    """Whether sys.argv is parsim's own command line (not a test calling main with a list)."""
-    return len(sys.argv) > 1 and sys.argv[1] == "profile-device"
 
 
 def cmd_profile_data(args) -> int:

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import math
 
-SHARDED = ("all_gather", "reduce_scatter")
-
 
 def mesh_time_s(p: int, nbytes: float, alpha_s: float, link_bytes_per_s: float, op: str = "all_reduce") -> float:
     """Mesh.md: an all-gather or reduce-scatter of ``nbytes`` (the whole buffer) over ``p``
