@@ -359,6 +359,28 @@ def cmd_profile_comm(args) -> int:
     return code
 
 
+def cmd_profile_device(args) -> int:
+    import shlex
+
+    from parsim.fileio import check_output
+    from parsim.profile.device_yaml import run
+
+    check_output(args.output, "-o")
+    given = [("--tables", args.tables), ("--links", args.links), ("--peak", args.peak)]
+    command = shlex.join(["parsim", "profile-device", "-o", args.output, "--device", args.device, "--name", args.name]
+                         + [x for flag, value in given if value for x in (flag, value)]
+                         + (["--quick"] if args.quick else []) + ["--repeats", str(args.repeats)])
+    tables = run(args.device, args.output, args.name, command, args.tables, args.links, args.peak, args.quick,
+                 args.repeats, args.budget_minutes * 60, args.threads,
+                 log=(lambda line: print(line, file=sys.stderr)) if args.json else print)
+    if args.json:
+        from parsim.hardware import load_cluster
+        _print_json({"profile": args.output, "tables": tables, "cluster": load_cluster(args.output).describe()})
+    else:
+        print(f"wrote {args.output} (kernel tables in {tables})")
+    return 0
+
+
 def cmd_profile_data(args) -> int:
     from parsim.profile.data import check_target, section_text, time_loader, write_section
     from parsim.report.cli_text import profile_data_line
@@ -517,8 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
-    p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
-                   default="auto",
+    from parsim.cost.comm import ALGORITHMS
+    p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
                    help="all-reduce algorithm; the cluster's library must implement it (default: the fastest it has)")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--trace", help="write a Chrome trace JSON (Perfetto)")
@@ -604,6 +626,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse (exit 2) a profile the canary or the host's counters found disturbed")
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
+
+    p = sub.add_parser("profile-device", help="time GEMMs, convolutions, memory and launches on this device; "
+                                              "write kernel tables and a hardware profile")
+    p.add_argument("-o", "--output", required=True, help="the hardware profile YAML to write")
+    p.add_argument("--device", choices=("cpu", "cuda", "npu"), default="cpu")
+    p.add_argument("--name", default="measured-device", help="the profile's name")
+    p.add_argument("--tables", help="folder for gemm.csv, conv.csv, device.csv (default: OUTPUT without .yaml, "
+                                    "plus .kernels)")
+    p.add_argument("--links", help="a profile from parsim profile-comm: its node, network and collective sections "
+                                   "(default: one device)")
+    p.add_argument("--peak", help="datasheet peaks in TFLOPS, e.g. fp16=989,fp32=67 (default: the best GEMM measured)")
+    p.add_argument("--quick", action="store_true", help="a small grid (seconds), for a first look or a test")
+    p.add_argument("--repeats", type=positive_int_arg, default=5, help="timed repeats per operation (default 5)")
+    p.add_argument("--threads", type=positive_int_arg, default=1,
+                   help="CPU: intra-op threads, as a rank of a run has (default 1)")
+    p.add_argument("--budget-minutes", type=positive_float_arg, default=30.0,
+                   help="leave out the largest GEMMs until the estimate fits (default 30)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_profile_device)
 
     p = sub.add_parser("profile-data", help="time the executor's input loader; write input_pipeline into a cluster profile")
     p.add_argument("-o", "--output", required=True, help="the cluster profile YAML to update")

@@ -9,8 +9,13 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
     tree (double binary)     2 log2(n) * a + 2 S / B
     hierarchical             reduce-scatter in the node, all-reduce of S/k across nodes,
                              all-gather in the node (k = ranks per node)
+    HCCL's mesh, NHR and pipeline (parsim.cost.hccl, with their sources):
+    mesh                     2 a + 2 S / (n B_link)   (a full-mesh group: one link per peer)
+    nhr                      2 ceil(log2 n) * a + 2(n-1)/n * S / B
+    pipeline                 2 ((N-1) max(step between nodes, step inside) + step inside)
     all-gather / reduce-scatter (ring)   (n-1) * a + (n-1)/n * S / B
-    all-to-all (pairwise exchange)       (n-1) * a + (n-1)/n * S / B in one node; across nodes the
+    all-to-all (pairwise exchange)       (n-1) * a + (n-1)/n * S / B in one node or one scale-up
+                             domain (a + S / (n B_link) in a full mesh); across nodes the
                              off-node (n-k)/n * S over the NICs (all_to_all_time_s: rails, PXN)
 
 B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
@@ -26,17 +31,21 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from parsim.cost import hccl
 from parsim.errors import InputError
 from parsim.hardware.cluster import Cluster
 
-ALGORITHMS = ("auto", "ring", "tree", "halving-doubling", "hierarchical")
+ALGORITHMS = ("auto", "ring", "tree", "halving-doubling", "nhr", "mesh", "hierarchical", "pipeline")
 
 # All-reduce algorithms each collective library implements (of those modelled here):
 # - nccl: Ring and Tree (NCCL docs, environment variables, NCCL_ALGO; its other values CollNet,
 #   NVLS and PAT need SHARP switches or NVLink SHARP and are not modelled).
-# - hccl: ring and H-D_R (recursive halving-doubling) between servers, under a server-level
-#   stage inside each server, i.e. hierarchical (Huawei CANN docs, environment variable HCCL_ALGO,
-#   "level0" inside a server, "level1" between servers).
+# - hccl: ring, H-D_R (recursive halving-doubling), NHR and pipeline between servers, under a
+#   server-level stage inside each server, i.e. hierarchical (Huawei CANN docs, environment
+#   variable HCCL_ALGO, "level0" inside a server, "level1" between servers), and Mesh inside a
+#   fully connected server (hicann/hccl docs/en/user_guide/coll_algo_intro/algo_intro.md: Mesh,
+#   Ring, Double-Ring and Star inside a server, chosen by the topology; parsim.cost.hccl).  NB
+#   (nonuniform Bruck) is not modelled: the same steps as NHR, its data in a different order.
 # - gloo: ring (allreduce_ring.h, allreduce.cc) and halving-doubling (allreduce_halving_doubling.h)
 #   in facebookincubator/gloo; it has no tree all-reduce.
 LIBRARY_ALGORITHMS = {"nccl": ("ring", "tree"),
@@ -47,13 +56,32 @@ LIBRARY_ALGORITHMS = {"nccl": ("ring", "tree"),
 # what reduce_scatter_tensor and FSDP2 call) all-reduces a copy of the input and copies out
 # the rank's chunk, so it takes an all-reduce's time, not half of it.
 REDUCE_SCATTER_BY_ALL_REDUCE = ("gloo",)
+# Algorithms a library implements on some products only, priced where a profile names them in
+# collective.algorithms (Collectives.algorithms): HCCL's NHR (any server count), Mesh (a fully
+# connected server: Atlas A2's HCCS) and Pipeline ("currently only Atlas A2 training products",
+# CANN 8.0.RC1 docs, HCCL_ALGO; Atlas A3 too in hicann/hccl's algo_intro.md), parsim.cost.hccl.
+PRODUCT_ALGORITHMS = {"hccl": ("nhr", "mesh", "pipeline")}
+
+
+def cluster_algorithms(cluster: Cluster) -> tuple[str, ...]:
+    """The all-reduce algorithms the cluster's library runs on it: the profile's
+    collective.algorithms where given, else the library's (LIBRARY_ALGORITHMS)."""
+    coll = cluster.profile.collectives
+    if not coll.algorithms:
+        return LIBRARY_ALGORITHMS[coll.library]
+    can = LIBRARY_ALGORITHMS[coll.library] + PRODUCT_ALGORITHMS.get(coll.library, ())
+    bad = [a for a in coll.algorithms if a not in can]
+    if bad:
+        raise InputError(f"{cluster.profile.source or cluster.profile.name}: collective.algorithms: {coll.library} "
+                         f"does not implement {', '.join(bad)}; list among {', '.join(can)}")
+    return coll.algorithms
 
 
 def library_algorithms(cluster: Cluster, algorithm: str = "auto") -> tuple[str, ...]:
     """The all-reduce algorithms ``algorithm`` stands for on ``cluster`` (``auto``: every one its
-    library implements).  An explicit algorithm the library lacks is an InputError."""
+    library runs there, cluster_algorithms).  An explicit algorithm the library lacks is an InputError."""
     library = cluster.profile.collectives.library
-    known = LIBRARY_ALGORITHMS[library]
+    known = cluster_algorithms(cluster)
     if algorithm == "auto":
         return known
     if algorithm not in known:
@@ -128,7 +156,24 @@ def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: 
         return 2 * steps * alpha + 2 * (n - 1) / n * nbytes / beta
     if algorithm == "tree":
         return 2 * steps * alpha + 2 * nbytes / beta
+    if algorithm == "nhr":
+        return hccl.nhr_time_s(n, nbytes, alpha, beta)
     raise ValueError(f"unknown algorithm {algorithm!r}")
+
+
+def _full_mesh(cluster: Cluster, link_class: str) -> bool:
+    """Whether a group priced at ``link_class`` runs inside one full-mesh group (one direct link
+    per peer: Profile.group_topology) on a library with a mesh algorithm."""
+    return (link_class == "group" and cluster.profile.group_topology == "full-mesh"
+            and "mesh" in cluster_algorithms(cluster))
+
+
+def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str) -> float:
+    """An all-gather or reduce-scatter over n ranks priced at ``link_class``: a ring, or HCCL's
+    mesh in a full-mesh group where that is faster."""
+    alpha, beta = _alpha_beta(cluster, link_class, op)
+    ring = _flat(n, nbytes, alpha, beta, op, "ring")
+    return min(ring, hccl.mesh_time_s(n, nbytes, alpha, beta, op)) if _full_mesh(cluster, link_class) else ring
 
 
 def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str = "all_reduce",
@@ -147,24 +192,40 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
         op = "all_reduce"
     worst, n_nodes, k, inner_class = _shape_of(cluster, ranks)
     if op != "all_reduce":
-        return _flat(n, nbytes, *_alpha_beta(cluster, worst, op), op, "ring")
+        return _sharded(cluster, n, nbytes, worst, op)
     best = math.inf
     for a in algorithms:
-        if a != "hierarchical":
+        if a == "mesh":
+            if _full_mesh(cluster, worst):
+                best = min(best, hccl.mesh_time_s(n, nbytes, *_alpha_beta(cluster, worst)))
+        elif a in ("hierarchical", "pipeline"):
+            if n_nodes > 1 and k > 1:
+                best = min(best, _two_level(cluster, a, n_nodes, k, nbytes, inner_class, worst))
+        else:
             best = min(best, _flat(n, nbytes, *_alpha_beta(cluster, worst), op, a))
-        elif n_nodes > 1 and k > 1:
-            a_in, b_in = _alpha_beta(cluster, inner_class)
-            a_out, b_out = _alpha_beta(cluster, worst)     # the tiers between nodes (network, rail, spine)
-            inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
-            outer = min(_flat(n_nodes, nbytes / k, a_out, b_out, "all_reduce", f)
-                        for f in algorithms_flat(cluster))
-            best = min(best, 2 * inner + outer)
     return best
 
 
+def _two_level(cluster: Cluster, algorithm: str, n_nodes: int, k: int, nbytes: float, inner_class: str,
+               worst: str) -> float:
+    """An all-reduce over n_nodes x k ranks in two levels: ``hierarchical`` (reduce-scatter in
+    the node, all-reduce of S/k between nodes with the library's best one-level algorithm,
+    all-gather in the node) or HCCL's ``pipeline`` (parsim.cost.hccl.pipeline_time_s)."""
+    outer_ab = _alpha_beta(cluster, worst)     # the tiers between nodes (domain, network, rail, spine)
+    if algorithm == "pipeline":
+        return hccl.pipeline_time_s(n_nodes, k, nbytes, outer_ab, _alpha_beta(cluster, inner_class),
+                                    _full_mesh(cluster, inner_class))
+    a_in, b_in = _alpha_beta(cluster, inner_class)      # the all-reduce's own fit, each stage of it
+    inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
+    if _full_mesh(cluster, inner_class):
+        inner = min(inner, hccl.mesh_time_s(k, nbytes, a_in, b_in, "reduce_scatter"))
+    outer = min(_flat(n_nodes, nbytes / k, *outer_ab, "all_reduce", f) for f in algorithms_flat(cluster))
+    return 2 * inner + outer
+
+
 def algorithms_flat(cluster: Cluster) -> tuple[str, ...]:
-    """The library's one-level all-reduce algorithms (what hierarchical runs between nodes)."""
-    return tuple(a for a in LIBRARY_ALGORITHMS[cluster.profile.collectives.library] if a != "hierarchical")
+    """The library's one-level all-reduce algorithms between nodes (what hierarchical runs there)."""
+    return tuple(a for a in cluster_algorithms(cluster) if a not in ("hierarchical", "pipeline", "mesh"))
 
 
 def shard_padded_bytes(nbytes: float, element_bytes: int, n: int) -> float:
@@ -284,10 +345,16 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
     moved = nbytes * imbalance
     per_node = _ranks_per_node(cluster, ranks)
     first_node = [r for r in ranks if cluster.node_of(r) == cluster.node_of(ranks[0])]
-    a_in, b_in = _alpha_beta(cluster, cluster.span_class(first_node) if len(first_node) > 1 else "group",
-                             "all_to_all")
-    if len(per_node) == 1:
-        return (n - 1) * a_in + (n - 1) / n * moved / b_in
+    inner_class = cluster.span_class(first_node) if len(first_node) > 1 else "group"
+    a_in, b_in = _alpha_beta(cluster, inner_class, "all_to_all")
+    span = cluster.span_class(ranks)
+    if len(per_node) == 1 or span == "domain":     # one node, or nodes of one scale-up domain: every
+        if _full_mesh(cluster, span):               # peer through the device's own port(s)
+            return hccl.mesh_time_s(n, moved, a_in, b_in, "all_to_all")
+        a, b = (a_in, b_in) if len(per_node) == 1 else _alpha_beta(cluster, span, "all_to_all")
+        return (n - 1) * a + (n - 1) / n * moved / b
+    if _full_mesh(cluster, inner_class):            # the k - 1 peers in the node over their own links
+        b_in *= len(first_node) - 1
     k = min(per_node)
     a_out, b_out = _alpha_beta(cluster, cluster.span_class(ranks), "all_to_all")
     off_node = (n - k) / n * moved

@@ -21,6 +21,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
     node:
       devices: 8
       groups: [[0, 1, 2, 3], [4, 5, 6, 7]]     # optional; default one group
+      group_topology: full-mesh                # optional: switch (default) | full-mesh (Profile.group_topology)
       group_link: {bandwidth_gb_per_s: 30, latency_us: 5}
       node_link: {bandwidth_gb_per_s: 32, latency_us: 10}   # needed when there are several groups
     network:
@@ -30,6 +31,7 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       rail_optimized: true                     # optional tiers (parsim.hardware.fabric): NIC i on leaf i
       pod_nodes: 32                            # nodes under one set of leaves
       spine: {oversubscription: 1.0, latency_us: 1}   # across pods
+      scale_up: {nodes: 18, bandwidth_gb_per_s: 900, latency_us: 3}   # optional: a scale-up domain across nodes
     collective: {library: hccl, bandwidth_efficiency: 0.7, latency_us: 10, overlap: 1.0}
     # collective.busy_sender_delay_us: optional, 0 if absent (Collectives.busy_sender_delay_s)
     # collective.dtypes: optional, per training dtype other than fp32, its own all-reduce fit and
@@ -49,8 +51,10 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       rows: ["<figure id>: <source, row, measured value, fitted prediction>"]
 
 A profile may start from another in the same folder: ``extends: dgx-h100`` takes that file's
-sections, and each top-level key given here replaces the base's whole key (``network:`` all of it).
-It names itself (``name:``); the base may not extend a third.
+sections, and each top-level key given here replaces the base's whole key (``network:`` all of it);
+``patch: {device: {memory: 141GB}}`` changes single fields of the base's sections instead (a
+mapping merged into a mapping, key by key).  It names itself (``name:``); the base may extend
+another in turn, MAX_EXTENDS profiles in all.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from pathlib import Path
 
 from parsim.errors import InputError
 from parsim.hardware.device import Device, KernelExecution, MemoryReserve
+from parsim.hardware.extend import extended
 from parsim.hardware.fabric import Fabric, read_fabric
 from parsim.hardware.interaction import Interaction, interaction_flow, read_interaction
 from parsim.hardware.links import LINK_CLASSES, Link
@@ -80,6 +85,10 @@ REDUCED_DTYPES = ("fp16", "bf16")
 # anything is sized by it.
 MAX_WORLD_SIZE = 2**20
 _BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
+# A link at least this share of the group link's bandwidth is as fast for tensor parallelism
+# (Cluster.fast_span): parsim's own threshold, not a hardware figure.  CloudMatrix384's node and
+# UB links are 196 / 224 = 0.875 of its SIO pairs'; the 910's PCIe between HCCS groups, 16 / 30.
+FAST_LINK_RATIO = 0.8
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,10 @@ class Collectives:
     # profile-comm (parsim.profile.overlap, parsim.hardware.interaction): where present, the simulator prices the
     # gradient all-reduces and ZeRO's reduce-scatters from it instead of ``overlap``.
     interaction: tuple[Interaction, ...] = ()
+    # The all-reduce algorithms the library runs on this product, where they differ from the
+    # library's defaults (parsim.cost.comm.LIBRARY_ALGORITHMS; its PRODUCT_ALGORITHMS says which a
+    # product may add, e.g. HCCL's mesh and pipeline on Atlas A2); () : the defaults
+    algorithms: tuple[str, ...] = ()
 
     def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
         """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
@@ -180,6 +193,8 @@ class Collectives:
         """(latency_s, bandwidth_efficiency) measured for ``op``, or None."""
         return next(((a, e) for o, a, e in self.op_fits if o == op), None)
 
+
+GROUP_TOPOLOGIES = ("switch", "full-mesh")
 
 # The collectives ZeRO and FSDP2 shard by (their host overhead is measured per unit too), and every
 # collective profile-comm fits on its own (Collectives.op_fits): those and the MoE token
@@ -220,6 +235,11 @@ class Profile:
     source: str = ""
     input_pipeline: InputPipeline | None = None    # None: loading is not a bottleneck
     fabric: Fabric = Fabric()                      # the tiers above the NICs; default one tier
+    # How a group's devices are wired (GROUP_TOPOLOGIES): "switch", each device's group_link is its
+    # port into a switch (NVSwitch), one link whatever the peer; "full-mesh", group_link is one of
+    # the direct links each device has to every other member (Ascend 910B's HCCS: HCCL's Mesh
+    # algorithm drives them all at once, parsim.cost.comm)
+    group_topology: str = "switch"
 
     def link(self, link_class: str) -> Link:
         return dict(self.links)[link_class]
@@ -276,7 +296,7 @@ class Cluster:
         for r in ranks:                                 # asks for every stage boundary of every candidate
             if r // per_node != first:
                 fabric = self.profile.fabric
-                if not fabric.tiered:
+                if not fabric.spans_nodes:
                     return "network"
                 return fabric.tier({r // per_node for r in ranks},
                                    {self.rail_of(r) for r in ranks} if fabric.rail_optimized else ())
@@ -288,6 +308,23 @@ class Cluster:
 
     def link_class(self, a: int, b: int) -> str:
         return self.span_class((a, b))
+
+    def fast_span(self) -> int:
+        """The most devices one tensor-parallel group may span: its fast-link group, widened to
+        the whole node where the node's link is as fast (within FAST_LINK_RATIO of the group
+        link's bandwidth: CloudMatrix384's HCCS between its SIO pairs), and to the scale-up domain
+        across nodes where the domain's link is (NVL72's 18 trays, the UB supernode's 48 servers).
+        A PCIe hop between HCCS groups (the 910's Atlas 800) or a NIC is not."""
+        span = max(len(g) for g in self.groups) if self.groups else self.devices_per_node
+        group = self.link_for("group")
+        fast = lambda link: (link.bandwidth_bytes_per_s * link.efficiency
+                             >= FAST_LINK_RATIO * group.bandwidth_bytes_per_s * group.efficiency)
+        if span < self.devices_per_node and fast(self.link_for("node")):
+            span = self.devices_per_node
+        domain = self.profile.fabric.domain_nodes
+        if span == self.devices_per_node and domain and self.num_nodes > 1 and fast(self.link_for("domain")):
+            span = self.devices_per_node * min(domain, self.num_nodes)
+        return span
 
     def link(self, a: int, b: int) -> Link:
         return self.link_for(self.link_class(a, b))
@@ -307,7 +344,7 @@ class Cluster:
             "cluster": self.spec or f"{p.name}:{self.num_nodes}x{self.devices_per_node}",
             "profile": p.name, "description": p.description, "world_size": self.world_size,
             "nodes": self.num_nodes, "devices_per_node": self.devices_per_node,
-            "groups_per_node": [list(g) for g in self.groups],
+            "groups_per_node": [list(g) for g in self.groups], "group_topology": p.group_topology,
             "device": {"name": p.device.name, "memory_bytes": p.device.memory_bytes,
                        "usable_memory_bytes": p.device.usable_memory_bytes,
                        "memory_reserved": {"runtime_context_bytes": p.device.reserve.runtime_context_bytes,
@@ -333,6 +370,25 @@ def _op_fit(c, op: str) -> tuple[str, float, float]:
     fit = (op, _step_latency_s(f, 0.0), f.fraction("bandwidth_efficiency"))
     f.done()
     return fit
+
+
+def _comm_units(c: Fields) -> int:
+    """``collective.tp_overlap_comm_units``: compute units an overlapped tensor-parallel collective
+    takes from its GEMM, >= 0 (0: the library moves data on engines of its own, as HCCL on Ascend's
+    DMA engines); default Transformer Engine's 16 SMs (Collectives.tp_overlap_comm_units)."""
+    units = c.get("tp_overlap_comm_units", int, 16)
+    if units < 0:
+        raise c.fail("tp_overlap_comm_units", f"must be >= 0 (0: none taken from compute), got {units}")
+    return units
+
+
+def _algorithms(c: Fields) -> tuple[str, ...]:
+    """``collective.algorithms``: a list of algorithm names (which the library implements is
+    parsim.cost.comm's to check); absent, ()."""
+    names = c.get("algorithms", list, [])
+    if not all(isinstance(a, str) for a in names) or len(set(names)) != len(names):
+        raise c.fail("algorithms", "expected a list of distinct algorithm names, e.g. [ring, halving-doubling, mesh]")
+    return tuple(names)
 
 
 def _step_latency_s(f: Fields, default=None) -> float:
@@ -550,6 +606,8 @@ def collectives_flow(c: Collectives) -> str:
              f"latency_us: {c.latency_s * 1e6:.4g}", f"overlap: {c.overlap:.3g}"]
     if c.busy_sender_delay_s:
         parts.append(f"busy_sender_delay_us: {c.busy_sender_delay_s * 1e6:.0f}")
+    if c.algorithms:
+        parts.append(f"algorithms: [{', '.join(c.algorithms)}]")
     parts += [f"{op}: {{bandwidth_efficiency: {e:.4g}, latency_us: {a * 1e6:.4g}}}" for op, a, e in c.op_fits]
     if c.fsdp_gather_overhead_s or c.fsdp_reduce_scatter_overhead_s:
         parts += [f"fsdp_gather_overhead_us: {c.fsdp_gather_overhead_s * 1e6:.0f}",
@@ -593,29 +651,11 @@ def _dtype_collectives(c: Fields) -> tuple[tuple[str, DtypeCollectives], ...]:
     return tuple(out)
 
 
-def _extended(raw: dict, path: str) -> dict:
-    """``raw`` over the profile it ``extends`` (validated first, so its own errors name its file)."""
-    r = Fields(raw, path)
-    name = r.get("extends", str)
-    base = Path(path).parent / f"{name}.yaml"
-    if not base.is_file():
-        others = sorted(p.stem for p in Path(path).parent.glob("*.yaml") if p.stem != Path(path).stem)
-        raise r.fail("extends", f"no profile {name}.yaml beside this file; name one of {', '.join(others) or 'none'}")
-    if not r.has("name"):
-        raise r.fail("name", "missing; a profile that extends another names itself")
-    base_raw = load_file(base, "a hardware profile YAML")
-    if isinstance(base_raw, dict) and "extends" in base_raw:
-        raise r.fail("extends", f"{name} itself extends {base_raw['extends']!r}; extend a profile that "
-                                "extends none")
-    load_profile(base)
-    return {**base_raw, **{k: v for k, v in raw.items() if k != "extends"}}
-
-
 def load_profile(path: str | os.PathLike) -> Profile:
     path = os.fspath(path)
     raw = load_file(path, "a hardware profile YAML")
     if isinstance(raw, dict) and "extends" in raw:
-        raw = _extended(raw, path)
+        raw = extended(raw, path, load_profile)
     r = Fields(raw, path)
     r.schema_version(SCHEMA_VERSION)
     d = r.sub("device")
@@ -648,6 +688,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
     flat = sorted(x for g in groups for x in (g if isinstance(g, list) else [None]))
     if flat != list(range(devices)):
         raise n.fail("groups", f"groups must partition the devices 0..{devices - 1} exactly once")
+    group_topology = n.choice("group_topology", GROUP_TOPOLOGIES, "switch")
     links = [("group", _link(n, "group_link"))]
     if len(groups) > 1:
         links.append(("node", _link(n, "node_link")))
@@ -683,10 +724,11 @@ def load_profile(path: str | os.PathLike) -> Profile:
                        fsdp_gather_copy_bytes_per_s=_rate(c, "fsdp_gather_copy_gb_per_s"),
                        fsdp_reduce_scatter_copy_bytes_per_s=_rate(c, "fsdp_reduce_scatter_copy_gb_per_s"),
                        dtypes=_dtype_collectives(c),
-                       tp_overlap_comm_units=c.positive_int("tp_overlap_comm_units", 16),
+                       tp_overlap_comm_units=_comm_units(c),
                        tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4),
                        interaction=read_interaction(c.get("interaction", list, []),
-                                                    lambda msg: InputError(f"{c.where(msg)}")))
+                                                    lambda msg: InputError(f"{c.where(msg)}")),
+                       algorithms=_algorithms(c))
     c.done()
     if r.has("measured"):        # provenance written by `parsim profile-comm`
         prov = r.sub("measured")
@@ -708,7 +750,7 @@ def load_profile(path: str | os.PathLike) -> Profile:
                       nics_per_node=nics, collectives=coll, source=path,
                       default_nodes=r.positive_int("nodes", 1, at_most=MAX_WORLD_SIZE // devices,
                                                    why=f"{devices} devices each; {_BOUND}"),
-                      input_pipeline=_input_pipeline(r), fabric=fabric)
+                      input_pipeline=_input_pipeline(r), fabric=fabric, group_topology=group_topology)
     r.done()
     return profile
 

@@ -1,8 +1,18 @@
-"""The network above the NICs: one switch tier (every profile before this one), or rail-optimised
-leaves under a spine, as in NVIDIA's DGX SuperPOD, priced as the link classes ``rail`` and
-``spine`` (parsim.hardware.links).
+"""The fabric between nodes: a scale-up domain that spans nodes (an NVLink switch system, Huawei's
+UB network), and the network above the NICs: one switch tier (every profile before these), or
+rail-optimised leaves under a spine, as in NVIDIA's DGX SuperPOD, priced as the link classes
+``domain``, ``rail`` and ``spine`` (parsim.hardware.links).
 
 Between ranks on different nodes, nearest first:
+
+- ``domain``: nodes of one scale-up domain (``scale_up.nodes`` consecutive nodes).  A GB200 NVL72
+  rack is 18 compute trays of 4 GPUs whose NVLink ports all go to the rack's NVLink switch trays
+  (DGX GB200 user guide, "Hardware": 18 compute trays, 9 NVLink switch trays, 72-GPU NVLink
+  domain), so two GPUs on different trays talk over NVLink as two on one tray do; a
+  CloudMatrix384 is 48 servers of 8 Ascend 910C on one UB network (Zuo et al. 2025, "Serving
+  Large Language Models on Huawei CloudMatrix384", arXiv 2506.12708, Sec. 3).  Priced at the
+  domain's link (``scale_up``), before any NIC tier: a group inside the domain never touches
+  the NICs however many nodes it spans.
 
 - ``network``: two nodes of one pod on one rail: NIC, the rail's leaf switch, NIC.  A one-tier
   profile has nothing else.
@@ -40,13 +50,23 @@ class Fabric:
     pod_nodes: int = 0              # nodes under one set of leaves (a SuperPOD scalable unit); 0: one pod
     oversubscription: float = 1.0   # leaf downlink / uplink bandwidth at the spine (1: non-blocking)
     spine_latency_s: float = 0.0    # on top of the network's, across the spine
+    domain_nodes: int = 0           # consecutive nodes in one scale-up domain (NVL72: 18 trays); 0: none
+    domain_link: Link | None = None  # per device, one direction, across the domain's nodes
 
     @property
     def tiered(self) -> bool:
         return self.rail_optimized or self.pod_nodes > 0
 
+    @property
+    def spans_nodes(self) -> bool:
+        """Whether a group across nodes can be anything but ``network`` (tiers or a domain)."""
+        return self.tiered or self.domain_nodes > 0
+
     def tier(self, nodes: Iterable[int], rails: Iterable[int]) -> str:
         """The link class between ranks on two or more ``nodes`` whose NICs are on ``rails``."""
+        nodes = set(nodes)
+        if self.domain_nodes and len({n // self.domain_nodes for n in nodes}) == 1:
+            return "domain"
         if self.pod_nodes and len({n // self.pod_nodes for n in nodes}) > 1:
             return "spine"
         if self.rail_optimized and len(set(rails)) > 1:
@@ -54,9 +74,9 @@ class Fabric:
         return "network"
 
     def links(self, node: Link, network: Link) -> tuple[tuple[str, Link], ...]:
-        """The ``rail`` and ``spine`` links this fabric has, from the node's farthest link (the
-        PXN hop) and the network's."""
-        out = []
+        """The ``domain``, ``rail`` and ``spine`` links this fabric has: the domain's own, then
+        those from the node's farthest link (the PXN hop) and the network's."""
+        out = [("domain", self.domain_link)] if self.domain_nodes else []
         if self.rail_optimized:
             slower = min((node, network), key=lambda link: link.bandwidth_bytes_per_s * link.efficiency)
             out.append(("rail", replace(slower, latency_s=node.latency_s + network.latency_s)))
@@ -67,8 +87,9 @@ class Fabric:
         return tuple(out)
 
     def describe(self) -> dict:
-        return {"rail_optimized": self.rail_optimized, "pod_nodes": self.pod_nodes,
-                "oversubscription": self.oversubscription, "spine_latency_s": self.spine_latency_s}
+        out = {"rail_optimized": self.rail_optimized, "pod_nodes": self.pod_nodes,
+               "oversubscription": self.oversubscription, "spine_latency_s": self.spine_latency_s}
+        return {**out, "domain_nodes": self.domain_nodes} if self.domain_nodes else out
 
 
 def read_fabric(net: Fields) -> Fabric:
@@ -77,10 +98,23 @@ def read_fabric(net: Fields) -> Fabric:
         rail_optimized: true          # optional
         pod_nodes: 32                 # optional: nodes per pod; needed for a spine
         spine: {oversubscription: 1.0, latency_us: 1}   # optional with pod_nodes
+        scale_up: {nodes: 18, bandwidth_gb_per_s: 900, latency_us: 3}   # optional: a domain across nodes
     """
     rail = net.get("rail_optimized", bool, False)
     pod_nodes = net.positive_int("pod_nodes", None) or 0
     fabric = Fabric(rail_optimized=rail, pod_nodes=pod_nodes)
+    if net.has("scale_up"):
+        s = net.sub("scale_up")
+        domain_nodes = s.positive_int("nodes")
+        if domain_nodes < 2:
+            raise s.fail("nodes", "a scale-up domain spans at least 2 nodes (NVL72: 18 compute trays); "
+                                  "inside one node the group and node links price it")
+        if pod_nodes and pod_nodes % domain_nodes:
+            raise s.fail("nodes", f"must divide pod_nodes ({pod_nodes}): a domain sits under one set of leaves")
+        link = Link(s.positive_float("bandwidth_gb_per_s") * 1e9, s.get("latency_us", float, 0.0) * 1e-6,
+                    s.fraction("efficiency", 1.0))
+        s.done()
+        fabric = replace(fabric, domain_nodes=domain_nodes, domain_link=link)
     if net.has("spine"):
         if not pod_nodes:
             raise net.fail("spine", "needs pod_nodes, the nodes under one set of leaves (32 in a DGX SuperPOD "

@@ -255,6 +255,8 @@ def profile_yaml(profile, device: Device, source: str) -> str:
     if device.fp16_cube:
         lines.append("  fp16_cube: true")
     lines += ["node:", f"  devices: {profile.devices_per_node}", f"  groups: {[list(g) for g in profile.groups]}"]
+    if profile.group_topology != "switch":
+        lines.append(f"  group_topology: {profile.group_topology}")
     for cls, key in (("group", "group_link"), ("node", "node_link")):
         link = links[cls]
         lines.append(f"  {key}: {{bandwidth_gb_per_s: {link.bandwidth_bytes_per_s / 1e9:.6g}, "
@@ -269,6 +271,10 @@ def profile_yaml(profile, device: Device, source: str) -> str:
     if fabric.pod_nodes:
         lines += [f"  pod_nodes: {fabric.pod_nodes}", f"  spine: {{oversubscription: {fabric.oversubscription}, "
                   f"latency_us: {fabric.spine_latency_s * 1e6:.4g}}}"]
+    if fabric.domain_nodes:
+        dom = fabric.domain_link
+        lines.append(f"  scale_up: {{nodes: {fabric.domain_nodes}, bandwidth_gb_per_s: {dom.bandwidth_bytes_per_s / 1e9:.6g}, "
+                     f"latency_us: {dom.latency_s * 1e6:.4g}, efficiency: {dom.efficiency}}}")
     lines.append(f"collective: {collectives_flow(profile.collectives)}")
     pipe = profile.input_pipeline
     if pipe is not None:                       # as measured for the profile (parsim profile-data), unchanged

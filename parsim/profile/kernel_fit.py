@@ -140,8 +140,10 @@ def load_gemms(folder: Path | None = None) -> list[GemmSample]:
 class _Design:
     """The samples as arrays, with each one's (quant, split-K) candidates computed once."""
 
-    def __init__(self, samples: list[GemmSample], parts: dict[str, Part]):
-        devices = {p: load_cluster(f"{p}:1x1").device for p in {parts[s.device].profile for s in samples}}
+    def __init__(self, samples: list[GemmSample], parts: dict[str, Part], devices: dict | None = None):
+        """``devices``: profile name -> Device whose tiles and memory_efficiency to take (default:
+        the shipped profiles'; parsim.profile.device passes the one it is measuring)."""
+        devices = devices or {p: load_cluster(f"{p}:1x1").device for p in {parts[s.device].profile for s in samples}}
         self.time_s = np.array([s.time_s for s in samples])
         self.m = np.array([float(s.m) for s in samples])
         self.k = np.array([float(s.k) for s in samples])
@@ -187,15 +189,16 @@ def _fit_vector(design: _Design, fit: GemmFit) -> float:
     return float(res.x[0])
 
 
-def fit(samples: list[GemmSample], parts: dict[str, Part]) -> GemmFit:
-    """The matrix engine's numbers from the fp16 rows, then the vector units' efficiency from the fp32 rows."""
+def fit(samples: list[GemmSample], parts: dict[str, Part], devices: dict | None = None) -> GemmFit:
+    """The matrix engine's numbers from the fp16 rows, then the vector units' efficiency from the fp32
+    rows (``devices``: as _Design's)."""
     half = [s for s in samples if s.dtype == "fp16"]
     single = [s for s in samples if s.dtype == "fp32"]
     if not half:
         raise InputError("kernel tables: no fp16 rows to fit the matrix engine on")
-    out = GemmFit(*_fit_matrix(_Design(half, parts)))
+    out = GemmFit(*_fit_matrix(_Design(half, parts, devices)))
     if single:
-        out = replace(out, vector_gemm_efficiency=_fit_vector(_Design(single, parts), out))
+        out = replace(out, vector_gemm_efficiency=_fit_vector(_Design(single, parts, devices), out))
     return out
 
 

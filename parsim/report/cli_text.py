@@ -112,6 +112,11 @@ def cluster_lines(d: dict) -> list[str]:
              if f["rail_optimized"] else [])
             + ([f"pods of {f['pod_nodes']} nodes, spine oversubscribed {f['oversubscription']:g}:1 "
                 f"(+{human_time(f['spine_latency_s'])})"] if f["pod_nodes"] else [])))
+    if f.get("domain_nodes"):
+        lines.append(f"  scale-up domain: {f['domain_nodes']} nodes ({f['domain_nodes'] * d['devices_per_node']} devices) "
+                     f"on the domain link; beyond it, the NICs")
+    if d["group_topology"] != "switch":
+        lines.append(f"  groups wired {d['group_topology']}: group link is one peer link; collectives use all at once")
     if d["rank_devices"]:
         lines.append("  rank -> (server, device_id): "
                      + ", ".join(f"{r}->{tuple(x)}" for r, x in enumerate(d["rank_devices"])))

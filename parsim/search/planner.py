@@ -1044,8 +1044,9 @@ def _twin_key(cfg: ParallelConfig) -> tuple:
 
 
 def _tp_domain(cluster: Cluster) -> int:
-    """The largest fast-link group: tensor-parallel groups stay inside one."""
-    return max(len(g) for g in cluster.groups) if cluster.groups else cluster.devices_per_node
+    """The most devices a tensor-parallel group may span (Cluster.fast_span: a fast-link group,
+    or a node or scale-up domain on links as fast)."""
+    return cluster.fast_span()
 
 
 def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
