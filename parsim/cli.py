@@ -105,7 +105,13 @@ def cmd_simulate(args) -> int:
 
     for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
-    if args.model.endswith(".json"):
+    from_config = None
+    if args.from_framework:
+        from parsim.export.commands import imported_config
+
+        from_config = imported_config(args, _compute_model)
+        spec, cluster, compute, cfg = from_config.spec, from_config.cluster, from_config.compute, from_config.config
+    elif args.model.endswith(".json"):
         from parsim.plan import load_plan_and_model, model_changed
 
         plan, spec = load_plan_and_model(args.model)
@@ -128,6 +134,9 @@ def cmd_simulate(args) -> int:
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     if args.output:
         from parsim.plan import plan_from_candidate
+        if from_config:
+            from parsim.export.commands import write_model_beside
+            spec = write_model_beside(args.output, from_config)
         write_json(args.output, plan_from_candidate(spec, cluster, cfg, est.to_json()).to_json())
     if args.trace:
         write_json(args.trace, chrome_trace(est))
@@ -217,9 +226,18 @@ def cmd_plan(args) -> int:
     check_output(args.output, "-o")
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
-    cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
-    spec = _fp8(load_model(args.model), args)
-    compute = _compute_model(args, cluster, spec)
+    from_config = given = None
+    if args.from_framework:                       # the config as given is priced, then searched around
+        from parsim.export.commands import imported_config
+        from parsim.sim import simulate
+
+        from_config = imported_config(args, _compute_model)
+        spec, cluster, compute = from_config.spec, from_config.cluster, from_config.compute
+        given = simulate(spec.graph, spec.training, cluster, from_config.config, compute, strategies=spec.shard)
+    else:
+        cluster = load_cluster(args.cluster)      # first: a bad cluster is refused before the model is built
+        spec = _fp8(load_model(args.model), args)
+        compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     profiled_ep = getattr(getattr(compute, "table", None), "ep", 1)      # an --ep profile prices its own ep only
     if profiled_ep > 1:
@@ -234,6 +252,9 @@ def cmd_plan(args) -> int:
                   progress=None if not args.json else False, tp_compute=tp_compute)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
+    if from_config and args.output:
+        from parsim.export.commands import write_model_beside
+        spec = write_model_beside(args.output, from_config)
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
         write_json(args.output, plan_json)
@@ -245,6 +266,9 @@ def cmd_plan(args) -> int:
         _print_json(plan_result_json(result, plan_json, strategies, used))
         return 0
     _print_lines(plan_lines(spec, cluster, result, strategies))
+    if given is not None:
+        from parsim.export.commands import better_lines
+        _print_lines(better_lines(given, chosen))
     _print_coverage(used)
     if args.output:
         print(f"wrote {args.output}")
@@ -486,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("simulate", help="predict one training step of a parallel configuration")
-    p.add_argument("model", help="model.yaml, or a plan.json from `parsim plan -o`")
+    p.add_argument("model", help="model.yaml, a plan.json from `parsim plan -o`, or with --from a framework's config")
     p.add_argument("--cluster", help=f"cluster (default {DEFAULT_CLUSTER}, or the plan's)")
     p.add_argument("--dp", type=positive_int_arg, help="data-parallel replicas (default: devices / pp)")
     p.add_argument("--pp", type=positive_int_arg, help="pipeline ranks")
@@ -497,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
+    _from_flags(p)
     p.add_argument("--algorithm", choices=("auto", "ring", "tree", "halving-doubling", "hierarchical"),
                    default="auto",
                    help="all-reduce algorithm; the cluster's library must implement it (default: the fastest it has)")
@@ -511,7 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("plan", help="search dp x pp, micro-batches, schedule and split; rank by throughput")
-    p.add_argument("model", help="model.yaml")
+    p.add_argument("model", help="model.yaml, or with --from a framework's config")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"cluster (default {DEFAULT_CLUSTER})")
     p.add_argument("--dp", type=positive_int_arg)
     p.add_argument("--pp", type=positive_int_arg)
@@ -520,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tp_flags(p)
     p.add_argument("--max-memory", help="memory per device, e.g. 24GiB, taken as given (default: the device's usable "
                                         "memory: its capacity less the profile's memory_reserved)")
+    _from_flags(p)
     p.add_argument("--top", type=positive_int_arg, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--tp-profile", action="append",
@@ -622,12 +648,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
 
+    from parsim.export import TARGETS
+    p = sub.add_parser("export", help="write a plan as MindSpore's, Megatron-LM's, torchtitan's or DeepSpeed's settings")
+    p.add_argument("plan", help="a plan.json from `parsim plan -o`")
+    p.add_argument("--to", required=True, choices=TARGETS, help="the framework to launch it with")
+    p.add_argument("-o", "--output", help="the file to write (default: PLAN.TARGET.{py,args,toml,json}; - prints it)")
+    p.set_defaults(func=_cmd_export)
+
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")
     add_run_options(p)
     p.add_argument("--nproc", type=positive_int_arg, help="processes to start (default: the plan's dp x pp x tp x cp)")
     p.set_defaults(func=cmd_run)
     return parser
+
+
+def _from_flags(p) -> None:
+    from parsim.export.commands import add_from_options
+    add_from_options(p)
+
+
+def _cmd_export(args) -> int:
+    from parsim.export.commands import cmd_export
+    return cmd_export(args)
 
 
 SCHEDULE_CHOICES = ("gpipe", "1f1b", "interleaved", "zbh1")
