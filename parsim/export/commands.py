@@ -56,6 +56,9 @@ def imported_config(args, compute_model) -> FromConfig:
     mapping = dict(load_file(args.from_model, "a model.yaml")) if args.from_model else dict(imported.model)
     model_path = args.from_model or path
     p = dict(imported.parallel)
+    for key in ("split", "schedule", "chunks", "recompute", "zero", "tp_layout", "cp_mode", "tp_comm_overlap"):
+        if getattr(args, key, None) is not None:          # a flag given beside --from overrides the config
+            p[key] = getattr(args, key)
     world = cluster.world_size
     if imported.world_size and imported.world_size != world:
         raise InputError(f"--cluster {cluster.spec}: {world} devices, but {path} runs on {imported.world_size}; give "
