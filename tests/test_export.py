@@ -225,3 +225,29 @@ def test_published_torchtitan_config_is_priced_as_given(capsys):
         (8, 1, 1, 3, "selective", 1)
     tokens_per_gpu = 16 * 8192 / est["step_time_s"] / 8
     assert 1000 < tokens_per_gpu < 20000
+
+
+MINDFORMERS = """# the keys of mindformers' configs/llama2/pretrain_llama2_7b.yaml that set the plan, tiny dims
+runner_config: {epochs: 2, batch_size: 1, sink_mode: true, gradient_accumulation_steps: 1}
+optimizer: {type: FP32StateAdamWeightDecay, beta1: 0.9}
+parallel: {parallel_mode: 1, enable_parallel_optimizer: true}
+parallel_config: {data_parallel: 2, model_parallel: 2, pipeline_stage: 2, use_seq_parallel: false, micro_batch_num: 4}
+micro_batch_interleave_num: 1
+recompute_config: {recompute: true, select_recompute: false}
+model:
+  model_config: {type: LlamaConfig, seq_length: 64, hidden_size: 64, num_layers: 4, num_heads: 4, vocab_size: 512,
+                 multiple_of: 32, rms_norm_eps: 1.0e-5, compute_dtype: float16, offset: 0}
+  arch: {type: LlamaForCausalLM}
+"""
+
+
+def test_mindformers_yaml_is_read(tmp_path, capsys):
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(MINDFORMERS)
+    rc, out, err = _run(["simulate", "--from", "mindformers", str(cfg), "--cluster", "ascend910:1x8", "--json"], capsys)
+    assert rc == 0, err
+    c = json.loads(out)["config"]
+    assert (c["dp"], c["tp"], c["pp"], c["microbatches"], c["zero"], c["recompute"], c["tp_layout"], c["bounds"]) == \
+        (2, 2, 2, 4, 1, "full", "megatron", [0, 3, 6])
+    rc, _, err = _run(["simulate", "--from", "mindformers", str(cfg), "--cluster", "ascend910:1x4"], capsys)
+    assert rc == 2 and "8 devices" in err

@@ -274,7 +274,13 @@ def _split(cfg, source, layers: int, pp: int, single: bool, g) -> list[int]:
 
 
 def load_toml(path: str) -> dict:
-    import tomllib
+    try:
+        import tomllib                       # Python 3.11+
+    except ImportError:                      # Python 3.10: tomli, the same parser
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise InputError(f"{path}: reading TOML on Python 3.10 needs tomli: pip install tomli") from None
 
     from parsim.inputs import read_text
 
