@@ -30,7 +30,10 @@ import numpy as np
 def _ms():
     import mindspore as ms
 
-    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")
+    # one compute thread a worker, as parsim's runs and profiles use (MindSpore's CPU kernel pool
+    # defaults to 30 threads: mindspore/context.py, runtime_num_threads)
+    threads = int(os.environ.get("PARSIM_MS_THREADS", "1"))
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU", runtime_num_threads=threads, inter_op_parallel_num=1)
     return ms
 
 
@@ -143,7 +146,7 @@ def profile(sizes: list[int], image: int, repeats: int, warmup: int) -> dict:
     count = sum(int(np.prod(p.shape)) for p in params)
     return {"schema_version": 1, "kind": "layer-profile", "model": "resnet50-mindspore",
             "device": f"cpu: {platform.processor() or platform.machine()} (MindSpore {ms.__version__}, GRAPH_MODE)",
-            "dtype": "fp32", "threads": 1, "measured": datetime.date.today().isoformat(),
+            "dtype": "fp32", "threads": int(os.environ.get("PARSIM_MS_THREADS", "1")), "measured": datetime.date.today().isoformat(),
             "microbatch_sizes": list(sizes), "layers": list(rows.values()), "optimizer": "momentum",
             "optimizer_s_per_param": statistics.median(step) / count}
 
