@@ -106,7 +106,7 @@ def cmd_simulate(args) -> int:
     for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
     from_config = None
-    if args.from_framework:
+    if args.from_framework or args.from_model or args.set:
         from parsim.export.commands import imported_config
 
         from_config = imported_config(args, _compute_model)
@@ -227,7 +227,7 @@ def cmd_plan(args) -> int:
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     from_config = given = None
-    if args.from_framework:                       # the config as given is priced, then searched around
+    if args.from_framework or args.from_model or args.set:     # the config as given is priced, then searched
         from parsim.export.commands import imported_config
         from parsim.sim import simulate
 
@@ -495,6 +495,8 @@ def _calibrate_published(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from parsim.export.commands import add_from_options as _from_flags, cmd_export
+
     parser = _Parser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -653,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", help="a plan.json from `parsim plan -o`")
     p.add_argument("--to", required=True, choices=TARGETS, help="the framework to launch it with")
     p.add_argument("-o", "--output", help="the file to write (default: PLAN.TARGET.{py,args,toml,json}; - prints it)")
-    p.set_defaults(func=_cmd_export)
+    p.set_defaults(func=cmd_export)
 
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")
@@ -661,16 +663,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nproc", type=positive_int_arg, help="processes to start (default: the plan's dp x pp x tp x cp)")
     p.set_defaults(func=cmd_run)
     return parser
-
-
-def _from_flags(p) -> None:
-    from parsim.export.commands import add_from_options
-    add_from_options(p)
-
-
-def _cmd_export(args) -> int:
-    from parsim.export.commands import cmd_export
-    return cmd_export(args)
 
 
 SCHEDULE_CHOICES = ("gpipe", "1f1b", "interleaved", "zbh1")

@@ -48,6 +48,9 @@ def imported_config(args, compute_model) -> FromConfig:
     from parsim.search.resolve import resolve_config
 
     path, framework = args.model, args.from_framework
+    if not framework:
+        raise InputError(f"--model/--set: {path}: they go with --from FRAMEWORK; add --from (megatron, torchtitan, "
+                         "deepspeed, mindformers, mindspore) or remove them")
     cluster = load_cluster(args.cluster or "ascend910:1x8")
     names = tuple(load_model(args.from_model).graph.names) if args.from_model else None
     imported = read_config(framework, path, args.set or [], names)
