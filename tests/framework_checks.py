@@ -57,7 +57,7 @@ MEGATRON_TRAINING_FLAGS = {
     "untie-embeddings-and-output-weights", "group-query-attention", "num-layers-per-virtual-pipeline-stage",
     "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "use-distributed-optimizer",
     "use-torch-fsdp2", "torch-fsdp2-no-reshard-after-forward", "cp-comm-type", "use-tp-pp-dp-mapping", "optimizer",
-    "sgd-momentum"}
+    "sgd-momentum", "num-experts"}
 
 
 def _number(text: str):
@@ -108,6 +108,8 @@ def megatron(path: str) -> dict:
             kw[field] = value
     if flags.get("swiglu"):
         kw["gated_linear_unit"] = True
+    if "num-experts" in flags:                  # arguments.py's --num-experts is TransformerConfig.num_moe_experts
+        kw["num_moe_experts"] = int(flags["num-experts"])
     if "num-query-groups" not in flags:
         kw["num_query_groups"] = kw["num_attention_heads"]
     pp = kw.get("pipeline_model_parallel_size", 1)
@@ -126,7 +128,8 @@ def megatron(path: str) -> dict:
     m = ConstantNumMicroBatchesCalculator(int(flags["global-batch-size"]), int(flags["micro-batch-size"]), dp, None, 0)
     return {"tp": c.tensor_model_parallel_size, "pp": c.pipeline_model_parallel_size,
             "vpp": c.virtual_pipeline_model_parallel_size, "sequence_parallel": c.sequence_parallel,
-            "recompute_granularity": c.recompute_granularity, "microbatches": m.get(), "fp8": c.fp8}
+            "recompute_granularity": c.recompute_granularity, "microbatches": m.get(), "fp8": c.fp8,
+            "ep": c.expert_model_parallel_size, "experts": c.num_moe_experts, "topk": c.moe_router_topk}
 
 
 def torchtitan(path: str) -> dict:

@@ -112,6 +112,19 @@ def test_megatron_interleaved_and_uneven(tmp_path, capsys, gpt_plan):
         assert expect in (tmp_path / "export.megatron").read_text().splitlines()
 
 
+def test_megatron_roundtrip_mixture_of_experts(tmp_path, capsys):
+    """A Mixtral-style model (examples/moe_tiny_local.yaml) with expert parallelism 2."""
+    plan = tmp_path / "moe.json"
+    rc, _, err = _run(["simulate", os.path.join(ROOT, "examples", "moe_tiny_local.yaml"), "--cluster", "local-cpu:1x2",
+                       "--dp", "2", "--ep", "2", "--microbatches", "2", "-o", str(plan)], capsys)
+    assert rc == 0, err
+    a, b = _roundtrip(tmp_path, capsys, plan, "megatron", "local-cpu:1x2")
+    _same_plan(a, b)
+    assert b["parallel"]["ep"] == 2
+    for line in ("--num-experts 8", "--moe-router-topk 2", "--expert-model-parallel-size 2"):
+        assert line in (tmp_path / "export.megatron").read_text().splitlines()
+
+
 def test_torchtitan_roundtrip(tmp_path, capsys):
     toml = tmp_path / "tt.toml"
     toml.write_text(LLAMA_DEBUG_TOML)

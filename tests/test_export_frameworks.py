@@ -78,6 +78,15 @@ def test_megatron_accepts_the_export(tmp_path, capsys, flags, expect):
 
 
 @needs("megatron.core", extra="megatron")
+def test_megatron_accepts_a_mixture_of_experts(tmp_path, capsys):
+    """examples/moe_tiny_local.yaml (Mixtral-style, 8 experts top-2) with ep 2."""
+    path = _export(tmp_path, capsys, os.path.join(ROOT, "examples", "moe_tiny_local.yaml"), "local-cpu:1x2",
+                   ["--dp", "2", "--ep", "2", "--microbatches", "2"], "megatron")
+    got = _check("megatron", path, env={"MEGATRON_CHECK_WORLD": "2"})
+    assert (got["ep"], got["experts"], got["topk"], got["microbatches"]) == (2, 8, 2, 2)
+
+
+@needs("megatron.core", extra="megatron")
 def test_megatron_refuses_what_it_should(tmp_path):
     """megatron.core's own validation is live: heads that tp does not divide are refused."""
     bad = tmp_path / "bad.args"

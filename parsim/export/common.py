@@ -39,6 +39,8 @@ class Decoder:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     dropout: float = 0.0             # the zoo GPT's hidden and attention dropout
+    experts: int = 0                 # a Mixtral-style mixture of experts: routed experts per layer (ffn each)
+    topk: int = 0                    # experts a token is routed to
 
 
 def decoder_of(spec) -> Decoder | None:
@@ -56,13 +58,15 @@ def decoder_of(spec) -> Decoder | None:
     if source.kind == "hf":
         cfg = json.loads(source.target)
         kw = source.kwargs
-        if cfg.get("model_type") != "llama":
+        if cfg.get("model_type") not in ("llama", "mixtral"):
             return None
         heads = cfg["num_attention_heads"]
         return Decoder("llama", cfg["num_hidden_layers"], cfg["hidden_size"], heads,
                        cfg.get("num_key_value_heads") or heads, cfg["intermediate_size"], cfg["vocab_size"],
                        kw["seq_len"], bool(cfg.get("tie_word_embeddings", False)), kw["attn_implementation"],
-                       float(cfg.get("rope_theta", 10000.0)), float(cfg.get("rms_norm_eps", 1e-5)))
+                       float(cfg.get("rope_theta", 10000.0)), float(cfg.get("rms_norm_eps", 1e-5)),
+                       experts=cfg.get("num_local_experts", 0) if cfg["model_type"] == "mixtral" else 0,
+                       topk=cfg.get("num_experts_per_tok", 2) if cfg["model_type"] == "mixtral" else 0)
     return None
 
 
@@ -77,7 +81,12 @@ def model_mapping(d: Decoder, name: str) -> dict:
            "intermediate_size": d.ffn, "num_hidden_layers": d.layers, "num_attention_heads": d.heads,
            "num_key_value_heads": d.kv_heads, "vocab_size": d.vocab, "max_position_embeddings": d.seq_len,
            "tie_word_embeddings": d.tied, "rope_theta": d.rope_theta, "rms_norm_eps": d.norm_eps,
-           "hidden_act": "silu", "attention_bias": False, "mlp_bias": False}
+           "hidden_act": "silu"}
+    if d.experts:               # Mixtral: every layer's MLP is d.experts routed SwiGLU experts of width ffn
+        cfg.update(model_type="mixtral", architectures=["MixtralForCausalLM"], num_local_experts=d.experts,
+                   num_experts_per_tok=d.topk)
+    else:
+        cfg.update(attention_bias=False, mlp_bias=False)
     return {"schema_version": 1, "name": name, "hf": cfg,
             "args": {"seq_len": d.seq_len, "attn_implementation": d.attention}}
 

@@ -19,6 +19,8 @@ ArgumentGroupFactory):
                                 --recompute-num-layers 1
     tp_comm_overlap             --tp-comm-overlap
     fp8                         --fp8-format hybrid (with --bf16)
+    ep, ep_overlap              --expert-model-parallel-size, --overlap-moe-expert-parallel-comm
+    Mixtral experts             --num-experts, --moe-router-topk, --moe-ffn-hidden-size
     placement pp-inner          --use-tp-pp-dp-mapping (rank order tp-cp-ep-pp-dp; the default
                                 tp-cp-ep-dp-pp is parsim's dp-inner: parallel_state.py)
     microbatches                --micro-batch-size = batch / (dp x microbatches), --global-batch-size
@@ -45,7 +47,7 @@ TARGET = "Megatron-LM"
 SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-overlap bf16 fp16 swiglu
 group-query-attention untie-embeddings-and-output-weights disable-bias-linear use-tp-pp-dp-mapping use-torch-fsdp2
 torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-attn checkpoint-activations
-use-megatron-fsdp no-masked-softmax-fusion apply-query-key-layer-scaling""".split())
+use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
 RECOMPUTE_ONE_LAYER = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -72,8 +74,8 @@ def export_args(plan, spec, source: str) -> list[str]:
     if c.cp > 1:
         args += ["--context-parallel-size", str(c.cp), "--cp-comm-type", {"ring": "p2p", "allgather": "allgather"}[c.cp_mode]]
     if c.ep > 1:
-        raise refuse(source, "parallel.ep", c.ep, TARGET, "takes experts through its MoE arguments, which this "
-                     "adapter does not write (dense decoders only)")
+        args += ["--expert-model-parallel-size", str(c.ep)]
+        args += ["--overlap-moe-expert-parallel-comm"] if c.ep_overlap else []
     args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
              3: ["--use-torch-fsdp2"]}[c.zero]
     args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER}[c.recompute.value]
@@ -113,6 +115,8 @@ def _model_args(d: Decoder, source: str) -> list[str]:
               _num(d.rope_theta), "--norm-epsilon", _num(d.norm_eps), "--disable-bias-linear"]
         a += ["--group-query-attention", "--num-query-groups", d.kv_heads] if d.kv_heads != d.heads else []
         a += [] if d.tied else ["--untie-embeddings-and-output-weights"]
+        if d.experts:
+            a += ["--num-experts", d.experts, "--moe-router-topk", d.topk, "--moe-ffn-hidden-size", d.ffn]
     else:                                   # Megatron's dropouts default to 0.1, the zoo GPT's too
         a += ["--hidden-dropout", _num(d.dropout), "--attention-dropout", _num(d.dropout)]
     return [str(x) for x in a]
@@ -217,9 +221,6 @@ _REQUIRED = ("num-layers", "hidden-size", "num-attention-heads", "seq-length", "
 def import_args(text: str, source: str) -> Imported:
     """A Megatron argument list (or script) as the plan it runs."""
     f = _Flags(parse_args_text(text, source), source)
-    if f.flags.get("num-experts"):
-        raise refuse(source, "--num-experts", f.flags["num-experts"], "parsim's Megatron reader", "reads dense "
-                     "decoders only; describe the MoE model in a model.yaml and give the parallel flags by hand")
     tp, pp, cp = f.int("tensor-model-parallel-size", 1), f.int("pipeline-model-parallel-size", 1), f.int("context-parallel-size", 1)
     d = _decoder(f, tp, source)
     layers = d.layers
@@ -275,8 +276,15 @@ def _decoder(f: _Flags, tp: int, source: str) -> Decoder:
     tied = not f.on("untie-embeddings-and-output-weights")
     if swiglu and rope and rms:
         kv = f.int("num-query-groups", heads) if f.on("group-query-attention") else heads
-        return Decoder("llama", layers, hidden, heads, kv, f.int("ffn-hidden-size", 4 * hidden), vocab, seq, tied,
-                       attention, float(f.str("rotary-base", "10000")), float(f.str("norm-epsilon", "1e-5")))
+        experts = f.int("num-experts", 0)
+        ffn = f.int("moe-ffn-hidden-size") or f.int("ffn-hidden-size", 4 * hidden) if experts else \
+            f.int("ffn-hidden-size", 4 * hidden)
+        return Decoder("llama", layers, hidden, heads, kv, ffn, vocab, seq, tied, attention,
+                       float(f.str("rotary-base", "10000")), float(f.str("norm-epsilon", "1e-5")), experts=experts,
+                       topk=f.int("moe-router-topk", 2) if experts else 0)
+    if f.int("num-experts", 0):
+        raise refuse(source, "--num-experts", f.flags["num-experts"], "parsim's Megatron reader", "builds mixtures "
+                     "of experts as Mixtral (with --swiglu, --normalization RMSNorm, --position-embedding-type rope)")
     if swiglu or rope or rms or f.on("group-query-attention"):
         raise refuse(source, "--swiglu/--position-embedding-type/--normalization", "a mix", "parsim's Megatron reader",
                      "builds GPT (LayerNorm, learned positions, GeLU) or Llama (RMSNorm, rope, SwiGLU) decoders; "
