@@ -109,6 +109,7 @@ def cmd_simulate(args) -> int:
     if args.from_framework or args.from_model or args.set:
         from parsim.export.commands import imported_config
 
+        args.cluster = args.cluster or DEFAULT_CLUSTER
         from_config = imported_config(args, _compute_model)
         spec, cluster, compute, cfg = from_config.spec, from_config.cluster, from_config.compute, from_config.config
     elif args.model.endswith(".json"):

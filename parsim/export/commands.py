@@ -51,11 +51,11 @@ def imported_config(args, compute_model) -> FromConfig:
     if not framework:
         raise InputError(f"--model/--set: {path}: they go with --from FRAMEWORK; add --from (megatron, torchtitan, "
                          "deepspeed, mindformers, mindspore) or remove them")
-    cluster = load_cluster(args.cluster or "ascend910:1x8")
+    cluster = load_cluster(args.cluster)
+    if framework in ("deepspeed", "mindspore") and not args.from_model:
+        raise InputError(f"{path}: a {framework} config names no model; give the model.yaml it trains with --model")
     names = tuple(load_model(args.from_model).graph.names) if args.from_model else None
     imported = read_config(framework, path, args.set or [], names)
-    if imported.model is None and not args.from_model:
-        raise InputError(f"{path}: a {framework} config names no model; give the model.yaml it trains with --model")
     mapping = dict(load_file(args.from_model, "a model.yaml")) if args.from_model else dict(imported.model)
     model_path = args.from_model or path
     p = dict(imported.parallel)
