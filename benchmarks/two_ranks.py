@@ -11,10 +11,19 @@ import tempfile
 import torch.multiprocessing as mp
 
 
+def _then_exit(rank: int, worker, init: str, out: str) -> None:
+    """``worker``, then leave without the interpreter's teardown, where torch can abort a finished
+    gloo process (parsim.exec.runtime.exit_without_teardown)."""
+    from parsim.exec.runtime import exit_without_teardown
+
+    worker(rank, init, out)
+    exit_without_teardown(0)
+
+
 def run(worker) -> str:
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out.txt")
-        mp.spawn(worker, args=(f"file://{os.path.join(d, 'init')}", out), nprocs=2)
+        mp.spawn(_then_exit, args=(worker, f"file://{os.path.join(d, 'init')}", out), nprocs=2)
         with open(out) as f:
             return f.read()
 

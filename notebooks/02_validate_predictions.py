@@ -43,6 +43,7 @@ import pandas as pd
 
 import parsim
 from parsim.profile.layers import launch_profilers
+from parsim.profile.rounds import RoundsPolicy
 from parsim.validation import validate
 
 # the checkout's root: this folder or the nearest one above it holding examples/ and parsim/, else
@@ -52,14 +53,17 @@ ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents, Path(parsim.__file__).r
 MODEL = os.path.relpath(ROOT / "examples" / "resnet50_cifar10_local.yaml")      # printed: keep it short
 SET = os.environ.get("PARSIM_NB_SET", "default")
 STEPS = int(os.environ.get("PARSIM_NB_STEPS", "12"))        # 3 of them are warm-up
-REPEATS = os.environ.get("PARSIM_NB_REPEATS", "7")
+REPEATS = os.environ.get("PARSIM_NB_REPEATS", "3")         # timed repeats per size and round
+ROUNDS = os.environ.get("PARSIM_NB_ROUNDS", "5:15")         # rounds at least:at most (parsim.profile.rounds)
 OUT = os.environ.get("PARSIM_NB_OUT", os.path.relpath(ROOT / "runs" / "notebook-validate"))
 os.makedirs(OUT, exist_ok=True)
 
 profiles = {}
 for n in (1, 2):            # alone, and with both cores busy
     profiles[n] = f"{OUT}/layers.{n}proc.profile.json"
-    assert launch_profilers(MODEL, [2, 4, 8, 16, 32], profiles[n], n, repeats=int(REPEATS), quiet=True) == 0
+    least, most = map(int, ROUNDS.split(":"))
+    policy = RoundsPolicy(repeats=int(REPEATS), min_rounds=least, max_rounds=most)
+    assert launch_profilers(MODEL, [2, 4, 8, 16, 32], profiles[n], n, policy, quiet=True) == 0
 with open(profiles[2]) as f:
     layers = pd.DataFrame(json.load(f)["layers"])
 layers[["name", "fwd_s", "bwd_s", "bwd_input_s", "bwd_weight_s"]].head()

@@ -7,6 +7,7 @@ User errors (ParsimError) print one line on stderr and exit with their code (2 f
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -102,6 +103,7 @@ def cmd_simulate(args) -> int:
     from parsim.report.timeline import action_frame, chrome_trace
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
+    from parsim.sim.interval import profiled_intervals
 
     for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
@@ -133,6 +135,8 @@ def cmd_simulate(args) -> int:
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
                              ep_overlap=args.ep_overlap)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
+    step, memory = profiled_intervals(spec, cluster, cfg, compute, algorithm=args.algorithm)
+    est = dataclasses.replace(est, step_interval=step, memory_interval=memory)
     if args.output:
         from parsim.plan import plan_from_candidate
         if from_config:
@@ -222,6 +226,7 @@ def cmd_plan(args) -> int:
     from parsim.model.spec import load_model
     from parsim.plan import plan_from_candidate
     from parsim.report.cli_text import plan_lines, plan_result_json
+    from parsim.search.noise import reranker
     from parsim.search.planner import Constraints, plan
 
     check_output(args.output, "-o")
@@ -250,7 +255,8 @@ def cmd_plan(args) -> int:
                                                       ep=args.ep or (profiled_ep if profiled_ep > 1 else None),
                                                       ep_overlap=args.ep_overlap,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
-                  progress=None if not args.json else False, tp_compute=tp_compute)
+                  progress=None if not args.json else False, tp_compute=tp_compute,
+                  rerank=reranker(spec, cluster, compute, tp_compute))
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
     if from_config and args.output:
@@ -326,6 +332,7 @@ def cmd_profile(args) -> int:
     from parsim.fileio import check_output
     from parsim.model.spec import load_model
     from parsim.profile.layers import check_ep_flags, launch_profilers
+    from parsim.profile.rounds import RoundsPolicy
     from parsim.report.cli_text import profile_lines
 
     spec = load_model(args.model)          # bad input fails here, once
@@ -337,17 +344,22 @@ def cmd_profile(args) -> int:
     if args.tp > 1 and args.nproc % args.tp:
         raise InputError(f"--tp {args.tp}: the {args.nproc} processes (--nproc) must form whole groups of {args.tp}")
     check_ep_flags(spec, args.ep, args.tp, args.nproc, args.model)
-    code = launch_profilers(args.model, sizes, out, args.nproc, args.repeats, args.device, args.threads,
-                            tp=args.tp, tp_layout=args.tp_layout, noise_threshold=args.noise_threshold,
-                            max_remeasure=args.max_remeasure, ep=args.ep)
+    policy = RoundsPolicy(args.repeats, args.min_rounds, args.max_rounds, args.target, args.budget,
+                          args.noise_threshold)
+    code = launch_profilers(args.model, sizes, out, args.nproc, policy, args.device, args.threads,
+                            tp=args.tp, tp_layout=args.tp_layout, ep=args.ep)
     if code:
         return code
     with open(out) as f:
         table = json.load(f)
+    disturbed = table.get("rounds", {}).get("disturbed", [])
     if args.json:
         _print_json(table)
-        return 0
-    _print_lines(profile_lines(spec, table, sizes, args.nproc, args.repeats, out))
+    else:
+        _print_lines(profile_lines(spec, table, sizes, args.nproc, out))
+    if disturbed and args.strict:
+        raise InputError(f"--strict: {out}: the host was disturbed while profiling ({'; '.join(disturbed)}); "
+                         "profile again on a quiet machine, or leave out --strict to keep it flagged")
     return 0
 
 
@@ -360,6 +372,12 @@ def cmd_profile_comm(args) -> int:
     measured_dtypes(args.dtypes)
     code = launch_profile_comm(args.output, args.nproc, args.name, args.repeats, args.dtypes, quiet=args.json,
                                threads=args.threads)
+    if code == 0 and args.strict:
+        with open(args.output) as f:
+            seen = [line[len("# DISTURBED: "):].strip() for line in f if line.startswith("# DISTURBED: ")]
+        if seen:
+            raise InputError(f"--strict: {args.output}: the host was disturbed while measuring ({'; '.join(seen)}); "
+                             "measure again on a quiet machine, or leave out --strict to keep it flagged")
     if code == 0 and args.json:
         from parsim.hardware import load_cluster
         _print_json(load_cluster(args.output).describe())
@@ -497,6 +515,7 @@ def _calibrate_published(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from parsim.export.commands import add_from_options as _from_flags, cmd_export
+    from parsim.profile.rounds import RoundsPolicy
 
     parser = _Parser(prog="parsim", description="Simulate and plan parallel training.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -567,7 +586,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="model.yaml")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--microbatch-sizes", type=rising_sizes_arg, default="1,2,4,8,16,32")
-    p.add_argument("--repeats", type=positive_int_arg, default=5, help="timed repeats after 2 warm-ups (median)")
+    policy = RoundsPolicy()
+    p.add_argument("--repeats", type=positive_int_arg, default=policy.repeats,
+                   help=f"timed repeats per size and round, after one warm-up (their median is the round's; "
+                        f"default {policy.repeats})")
+    p.add_argument("--min-rounds", type=positive_int_arg, default=policy.min_rounds,
+                   help=f"rounds at least: each measures every size once, interleaved (default {policy.min_rounds})")
+    p.add_argument("--max-rounds", type=positive_int_arg, default=policy.max_rounds,
+                   help=f"rounds at most (default {policy.max_rounds})")
+    p.add_argument("--target", type=nonnegative_float_arg, default=policy.target,
+                   help="stop once every size's forward and backward chain is known within this, relative, at 90%% "
+                        f"(default {policy.target})")
+    p.add_argument("--budget", type=positive_float_arg, default=policy.budget_s,
+                   help=f"stop after this many seconds of rounds even if not that precise (default {policy.budget_s:g})")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse (exit 2) a profile the canary or the host's counters found disturbed")
     p.add_argument("--threads", type=positive_int_arg, default=1, help="compute threads, as in a run (default 1)")
     p.add_argument("--nproc", type=positive_int_arg, default=2,
                    help="profilers running at once, as the ranks of a run share the machine (default 2)")
@@ -578,10 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ep", type=positive_int_arg, default=1,
                    help="profile MoE layers with their experts split over groups of ep of the --nproc processes, "
                         "the token all-to-alls included (prices plans of that ep)")
-    p.add_argument("--noise-threshold", type=nonnegative_float_arg, default=0.05,
-                   help="relative spread of the repeats above which a size is measured again (default 0.05)")
-    p.add_argument("--max-remeasure", type=nonnegative_int_arg, default=2,
-                   help="more rounds at most for a noisy size; still noisy rows are flagged (default 2)")
+    p.add_argument("--noise-threshold", type=nonnegative_float_arg, default=policy.noise_threshold,
+                   help="flag an entry whose 90%% interval reaches further than this from its value "
+                        f"(default {policy.noise_threshold})")
     p.add_argument("-o", "--output", help="profile file (default MODEL_NAME.profile.json)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_profile)
@@ -596,6 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int_arg, default=1,
                    help="compute threads per rank, as in a run (default 1); the interaction of collectives and "
                         "compute is recorded at this count")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse (exit 2) a profile the canary or the host's counters found disturbed")
     p.add_argument("--json", action="store_true", help="print the measured profile as JSON")
     p.set_defaults(func=cmd_profile_comm)
 

@@ -38,12 +38,14 @@ from parsim.model.spec import load_model
 from parsim.profile.calibrate import leave_size_out, profiled_compute
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
 from parsim.report import validation as report
+from parsim.search.noise import TOP, reranker
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.shard.graph import collective_counts
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.validation_sets import is_set_file, load_plan_set
 from parsim.sim import simulate
+from parsim.sim.interval import profiled_intervals, replicate_models
 
 SEEDS_MODEL = "examples/resnet50_cifar10_seeds_split.yaml"
 
@@ -121,9 +123,11 @@ def default_cases(spec, cluster, compute, which: str = "default", skipped: list 
     zero = dict(zero=None if which == "zero" else 0, cp=1)
     extra = (dict(tp_layout="megatron", recompute=False, **zero) if spec.source.target == "gpt"
              else dict(tp=1, recompute=False, **zero))
-    picked = plan(spec, cluster, compute, Constraints(top=1, microbatch_sizes=profiled_sizes, **extra),
-                  progress=False, tp_compute=tp_compute if spec.source.target == "gpt" else None,
-                  ep_compute=ep_compute).chosen.config
+    tp_compute = tp_compute if spec.source.target == "gpt" else None
+    rerank = reranker(spec, cluster, compute, tp_compute, ep_compute)      # under the profile's noise
+    picked = plan(spec, cluster, compute, Constraints(top=TOP if rerank else 1, microbatch_sizes=profiled_sizes,
+                                                      **extra),
+                  progress=False, tp_compute=tp_compute, ep_compute=ep_compute, rerank=rerank).chosen.config
     cases.append(Case("planner", picked))
     return cases
 
@@ -229,6 +233,7 @@ class Pricing:
     def __init__(self, spec, cluster_spec: str, which: str, model_path: str, m: Measured):
         self.measured = m
         self._left_out: dict = {}
+        self._replicates: dict = {}
         self.cluster = load_cluster(cluster_spec)
         if m.collectives:
             self.cluster = with_measured_fits(self.cluster, load_profile(m.collectives), m.collectives)
@@ -247,6 +252,13 @@ class Pricing:
         self.profiled = tuple(sorted(set.intersection(*(set(t.table.microbatch_sizes)
                                                         for t in [*self.models.values(), *self.tp_models.values(),
                                                                   *self.ep_models.values()]))))
+
+    def replicates(self, model) -> list:
+        """The compute models of ``model``'s profile replicates (parsim.sim.interval), made once."""
+        key = id(model)
+        if key not in self._replicates:
+            self._replicates[key] = replicate_models(model)
+        return self._replicates[key]
 
     def compute_for(self, cfg: ParallelConfig):
         if (cfg.tp, cfg.tp_layout) in self.tp_models:
@@ -296,14 +308,18 @@ class Pricing:
 
 
 def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False):
-    """The plan's estimate from the profiled model; with ``analytical``, from the analytical model
-    calibrated to the same profile without the plan's micro-batch size (``Pricing.analytical_for``),
-    or None where no other size was profiled."""
+    """The plan's estimate from the profiled model, with its intervals (parsim.sim.interval); with
+    ``analytical``, from the analytical model calibrated to the same profile without the plan's
+    micro-batch size (``Pricing.analytical_for``), or None where no other size was profiled."""
     model = priced.analytical_for(spec, cfg) if analytical else priced.compute_for(cfg)
     if model is None:
         return None
-    return simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
-                    keep_timeline=not analytical)
+    est = simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
+                   keep_timeline=not analytical)
+    if analytical:
+        return est
+    step, memory = profiled_intervals(spec, priced.cluster, cfg, model, replicates=priced.replicates(model))
+    return replace(est, step_interval=step, memory_interval=memory)
 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Callable[[int], Measured], out_dir: str,
@@ -395,6 +411,10 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             predicted_spread=(predicted[-1] - predicted[0]) / statistics.median(predicted),
             measured_steps_s=steps, predicted_runs_s=tuple(estimates[j][case.label][0].step_time_s for j, _ in
                                                            sorted(measured_runs, key=lambda km: km[0])),
+            predicted_intervals_s=tuple(_bounds(estimates[j][case.label][0].step_interval)
+                                        for j, _ in sorted(measured_runs, key=lambda km: km[0])),
+            memory_interval_bytes=_bounds(est.memory_interval),
+            interval_level=est.step_interval.level if est.step_interval is not None else math.nan,
             tp=cfg.tp, ep=cfg.ep, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
@@ -424,6 +444,10 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
         log(f"evidence (commit it): {out['evidence']}")
     out["table"] = report.table(rows)
     return out
+
+
+def _bounds(interval) -> tuple:
+    return () if interval is None else (interval.low, interval.high)
 
 
 def write_evidence(root: str, out: dict, spec, which: str, out_dir: str) -> str:

@@ -86,9 +86,10 @@ def test_parsim_profile_ep_times_the_split_layers_on_two_processes(tmp_path, tin
     each other inside every MoE layer, as a tensor-parallel profile's do) and no gradient
     all-reduce diagnostic; every layer has times."""
     from parsim.profile.layers import launch_profilers
+    from parsim.profile.rounds import RoundsPolicy
 
     out = tmp_path / "ep2.json"
-    assert launch_profilers(TINY, [2], str(out), 2, repeats=2, quiet=True, ep=2, max_remeasure=0) == 0
+    assert launch_profilers(TINY, [2], str(out), 2, RoundsPolicy(2, 2, 2), quiet=True, ep=2) == 0
     doc = json.loads(out.read_text())
     assert doc["ep"] == 2 and "slowest_rank" not in doc and "grad_sync" not in doc
     table = load_profile_table(str(out))

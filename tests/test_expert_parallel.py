@@ -17,7 +17,6 @@ from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig
 
-pytest.importorskip("transformers")
 
 MOE = "examples/moe_tiny_local.yaml"          # 2 MoE layers, 8 experts top-2, h 64, 16 tokens, batch 8, fp32
 STEPS = 2
@@ -139,17 +138,13 @@ def test_experts_held_twice_average_over_their_expert_data_parallel_group(tmp_pa
     assert sum(measured["expert_grad_buckets_bytes"][0]) == routed // 2 * 4      # this rank's half, fp32
 
 
-def test_measured_all_to_all_bytes_equal_the_simulators(ep_run, tmp_path, capfd):
+def test_measured_all_to_all_bytes_equal_the_simulators(ep_run, tmp_path):
     """The simulator's per-rank all-to-all bytes (Estimate.ep_a2a_bytes, priced from the same rule)
-    equal the run's mean over its ep group.  Needs ``parsim simulate --ep`` (the simulator's
-    expert parallelism); skipped where the CLI lacks it."""
+    equal the run's mean over its ep group."""
     _, _, measured = ep_run
     path = tmp_path / "sim.json"
-    code = main(["simulate", MOE, "--cluster", "local-cpu", "--dp", "2", "--microbatches", "2", "--ep", "2",
-                 "-o", str(path), "--json"])
-    if code and "unrecognized arguments: --ep" in capfd.readouterr().err:
-        pytest.skip("parsim simulate has no --ep in this tree")
-    assert code == 0
+    assert main(["simulate", MOE, "--cluster", "local-cpu", "--dp", "2", "--microbatches", "2", "--ep", "2",
+                 "-o", str(path), "--json"]) == 0
     estimate = json.loads(path.read_text())["estimate"]
     ranks = measured["ep_all_to_all"]
     assert sum(estimate["ep_a2a_bytes"]) == sum(r["input_bytes"] for r in ranks) / len(ranks)

@@ -1,10 +1,13 @@
-"""The held-out sets (results/heldout/2026-11-27b.yaml and moe-2026-11-27c.yaml; 2026-11-27.yaml,
-moe-2026-11-27.yaml and moe-2026-11-27b.yaml, development sets since their first reports) build
-and simulate: every model loads and
-extracts, its torch module runs one forward on the executor's input kind, and every plan (the
-planner's pick too, kept to the set's sizes as validate keeps it) resolves and simulates.  Nothing
-here runs a plan: the set's figures come only from the runs its rule allows."""
+"""The validation sets under results/heldout/ are frozen: each file and every model file it names
+hash to what was committed when the set was drawn, and their content (names, rules, plans,
+model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27, -27b and -27c
+are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
+were held out when drawn; 2026-11-28 (dense, drawn for issue 41's changes) is the newest.  Every model loads and extracts, its torch module runs one forward on the
+executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
+validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
+only from the runs its rule allows."""
 
+import hashlib
 import json
 
 import pytest
@@ -22,39 +25,116 @@ from parsim.validation_sets import load_plan_set
 SET = "results/heldout/2026-11-27.yaml"
 HELD = load_plan_set(SET)
 SET_B = "results/heldout/2026-11-27b.yaml"
-HELD_B = load_plan_set(SET_B)
 MOE = "results/heldout/moe-2026-11-27.yaml"
 MOE_B = "results/heldout/moe-2026-11-27b.yaml"
 MOE_C = "results/heldout/moe-2026-11-27c.yaml"
-SETS = {path: load_plan_set(path) for path in (SET, SET_B, MOE, MOE_B, MOE_C)}
+MOE_D = "results/heldout/moe-2026-11-27d.yaml"
+SET_C = "results/heldout/2026-11-28.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C)
+SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
 # their own (each held-out one was never profiled in development): no size is excluded.
 DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32},
-                     MOE: set(), MOE_B: set(), MOE_C: set()}
+                     MOE: set(), MOE_B: set(), MOE_C: set(), MOE_D: set(),
+                     SET_C: {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32}}      # every size any set used before
+
+# sha256 of each set file and of every file its models are read from, as committed when the set
+# was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
+# its reports measured.  Adding a set means adding its hashes here, in the commit that draws it.
+SHA256 = {
+    SET: "93e6d9ac5409d3823b990affb72a0704aacf0a831360b3321ce1e643d6695c7d",
+    SET_B: "5f2b216614f9e0cfaf40d0afba879983970b7abf37d6a4510aced245f400e46d",
+    MOE: "ce6fc542c6d641ff91a0ebd4d323ce789856174e8e3b195b156a2f3d5ca0e338",
+    MOE_B: "2b7400f6ef478d5a0ed7ecfb80610a4de80cd7b3bb053318c2f5ae68778a5686",
+    MOE_C: "bccfd39764333f704261702309aea6c08ae45cbeff62aa811578f9f71d90af02",
+    MOE_D: "22ec6f6e9bb737a7ba8da883fd3008d2bbd4fb7171b5be50f9730e3cdf11b59f",
+    SET_C: "e588c3ccea2c8efe4099aa8f8773452f32b0cd385aeed35f01a347da566a6e69",
+    "results/heldout/models/resnet18_seq_w24.yaml": "975d1fc476e2c38d6d9e6fae03862545197950b882e62de496331983da7f2b02",
+    "results/heldout/models/convnext_cifar.yaml": "7e7de64582e6f3b570356ae9a53a1df4780c8ad9f71d11696df0dc96755609f3",
+    "results/heldout/models/qwen3_tiny.yaml": "01354cd6a0a4cf1e5e243d66972a20ae41e748256ad0b4f606f904e816b876a7",
+    "results/heldout/models/bert_mini.yaml": "731d50267d0b05ea7494a4b0123ffe06d3e04dc503009fe01ba28ab47929ac09",
+    "results/heldout/models/llama_tiny.yaml": "646cce222899cedd0724cca2ac7f3e9063c63279b924191804a775e147d24bb2",
+    "results/heldout/models/mobilenet_v2_cifar.yaml": "7e36d8f78905d8097059313f0976bd4758b49b09142723619341049dcca86a27",
+    "results/heldout/models/mobilenet_v2_w035.yaml": "8abec80b2498670af2d2b0fb343cd35d958d91d03c6b0b050057eb2f6096f964",
+    "results/heldout/models/olmoe_small.yaml": "8df19e4288ef6ef3cbff860dfe33d05ede5cb115d152f6fd22888817d83061aa",
+    "results/heldout/models/qwen2_moe_small.yaml": "fc912042810ea150daa81bf4f618864650996cd008cb3671ca6eb8e69d2a5be4",
+    "results/heldout/models/qwen2_tiny.yaml": "c1534ddc64c27bd295025d96bca826d28b51477cba548b8f71cb5669035a3a1d",
+    "results/heldout/models/qwen3_moe_small.yaml": "94153dffc50a49bde8fae7b97f0bcd183f7d9e34584a52f2eb29365f6e24e3c2",
+    "results/heldout/models/vit_tiny_cifar.yaml": "cd18a7ca2e00cad86cd8cf66c5bf6cfcc1b072917b0f1c645c2d6e0dfe9d81f3",
+    "results/heldout/models/vit_w256_cifar.yaml": "b18a7805851c3329941da92de623afb28a8d00ba1e829cc1740427b7ae37e5de",
+    "examples/moe_tiny_local.yaml": "53c3ffed198edc247ee481b5205aa665f5175f98f3382875311b3a56b2056362",
+    "examples/moe_tiny_local/config.json": "81e6f0dc0670640c99b112a4524e73663a642c1e90736afb7b4e646843dc1349",
+}
+# (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
+# (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
+CONTENT = {
+    SET: ("heldout-2026-11-27", [
+        ("results/heldout/models/vit_tiny_cifar.yaml", 2693194, ["single", "dp2", "pp2-gpipe-m4", "pp2-1f1b-m8"]),
+        ("results/heldout/models/mobilenet_v2_cifar.yaml", 590410, ["single", "dp2", "pp2-gpipe-m4", "pp2-1f1b-m8"]),
+        ("results/heldout/models/bert_mini.yaml", 4292864, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/llama_tiny.yaml", 2410176, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_B: ("heldout-2026-11-27b", [
+        ("results/heldout/models/qwen2_tiny.yaml", 1299712, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/vit_w256_cifar.yaml", 2140426, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/mobilenet_v2_w035.yaml", 296170, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    MOE: ("moe-2026-11-27", [("examples/moe_tiny_local.yaml", 337216, ["single", "dp2", "dp2-ep2", "pp2-1f1b-m4"])]),
+    MOE_B: ("moe-2026-11-27b", [("results/heldout/models/qwen3_moe_small.yaml", 3478912,
+                                 ["single", "dp2", "dp2-ep2", "dp2-ep2-m2", "pp2-1f1b-m4"])]),
+    MOE_C: ("moe-2026-11-27c", [("results/heldout/models/qwen2_moe_small.yaml", 3877504,
+                                 ["single", "dp2", "dp2-ep2", "dp2-ep2-m3", "pp2-1f1b-m4"])]),
+    MOE_D: ("moe-2026-11-27d", [("results/heldout/models/olmoe_small.yaml", 5195904,
+                                 ["single", "dp2", "dp2-ep2", "dp2-ep2-m2", "pp2-gpipe-m2"])]),
+    SET_C: ("heldout-2026-11-28", [
+        ("results/heldout/models/resnet18_seq_w24.yaml", 1575202, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/convnext_cifar.yaml", 908218, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/qwen3_tiny.yaml", 1301792, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+}
 
 
-@pytest.mark.parametrize("path,name,models", [(SET, "heldout-2026-11-27", 4), (SET_B, "heldout-2026-11-27b", 3),
-                                              (MOE, "moe-2026-11-27", 1), (MOE_B, "moe-2026-11-27b", 1),
-                                              (MOE_C, "moe-2026-11-27c", 1)])
-def test_the_set_is_frozen_with_its_date_and_rule(path, name, models):
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _files_of(path: str) -> list[str]:
+    """The set file, each model file it names, and a Hugging Face config.json a model file names
+    by path (the tiny Mixtral's)."""
+    files = [path] + [model for model, _ in SETS[path].models]
+    return files + (["examples/moe_tiny_local/config.json"] if "examples/moe_tiny_local.yaml" in files else [])
+
+
+@pytest.mark.parametrize("path", FROZEN)
+def test_the_set_and_its_models_hash_as_committed(path):
+    for f in _files_of(path):
+        assert _sha256(f) == SHA256[f], f"{f} changed: a frozen set's files must not (draw a new set instead)"
+
+
+@pytest.mark.parametrize("path", FROZEN)
+def test_the_set_holds_what_was_drawn(path):
     held = SETS[path]
-    assert held.name == name and held.date == "2026-11-27"
+    name, models = CONTENT[path]
+    assert held.name == name and held.date == name.removeprefix("heldout-").removeprefix("moe-")[:10]
     assert "new held-out set" in held.rule and "once per model change" in held.rule
-    assert len(held.models) == models
+    assert [m for m, _ in held.models] == [m for m, _, _ in models]
+    for (model, plans), (_, params, labels) in zip(held.models, models):
+        assert [p.label for p in plans] == labels
+        assert sum(layer.param_count for layer in load_model(model).graph.layers) == params, model
 
 
 def test_the_moe_held_out_set_is_another_model_with_expert_parallel_plans():
-    """moe-2026-11-27c: neither development set's model (the tiny Mixtral, the Qwen3-MoE-style
-    one), another model type, every decoder layer MoE, and ep=2 plans."""
-    (path, plans), = SETS[MOE_C].models
+    """moe-2026-11-27d: none of the development sets' models (the tiny Mixtral, the Qwen3-MoE- and
+    Qwen2-MoE-style ones), another model type, every decoder layer MoE, and ep=2 plans."""
+    (path, plans), = SETS[MOE_D].models
     spec = load_model(path)
-    for dev in (MOE, MOE_B):
+    assert spec.source.kind == "hf"
+    for dev in (MOE, MOE_B, MOE_C):
         (dev_path, _), = SETS[dev].models
-        assert path != dev_path and spec.source.kind == "hf"
-    assert json.loads(spec.source.target)["model_type"] == "qwen2_moe"
+        assert path != dev_path
+        assert load_model(dev_path).source.target != spec.source.target
+    assert json.loads(spec.source.target)["model_type"] == "olmoe"
     assert all(layer.experts is not None for layer in spec.graph.layers if layer.name.startswith("layers."))
-    assert {p.label for p in plans if p.ep == 2} == {"dp2-ep2", "dp2-ep2-m3"}
+    assert {p.label for p in plans if p.ep == 2} == {"dp2-ep2", "dp2-ep2-m2"}
 
 
 @pytest.mark.parametrize("set_path,path", [(s, p) for s, held in SETS.items() for p, _ in held.models])
@@ -91,30 +171,6 @@ def test_a_model_the_set_does_not_hold_is_one_line(tmp_path):
     bad.write_text("name: s\ndate: 2026-11-27\nrule: r\nmodels:\n  - model: m.yaml\n    plans: [{label: planner}]\n")
     with pytest.raises(InputError, match=r"models\[0\]\.plans: labels must be unique and not 'planner'"):
         load_plan_set(str(bad))
-
-
-MOE_SET = "results/heldout/moe-2026-11-27.yaml"
-
-
-def test_the_moe_set_loads_and_every_plan_simulates():
-    """The mixture-of-experts set (the tiny Mixtral): its plans, dp2-ep2's experts split over ep=2,
-    resolve and simulate, the planner's pick beside them."""
-    pytest.importorskip("transformers")
-    held = load_plan_set(MOE_SET)
-    assert held.name == "moe-2026-11-27" and "new held-out set" in held.rule
-    (path, plans), = held.models
-    spec = load_model(path)
-    assert spec.graph.moe
-    cluster = load_cluster("local-cpu")
-    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
-    skipped = []
-    sizes = case_microbatch_sizes(spec, MOE_SET)
-    cases = default_cases(spec, cluster, compute, MOE_SET, skipped, profiled_sizes=tuple(sizes))
-    assert skipped == []
-    assert [c.label for c in cases] == [p.label for p in plans] + ["planner"]
-    assert {c.label: c.config.ep for c in cases}["dp2-ep2"] == 2
-    for case in cases:
-        assert simulate(spec.graph, spec.training, cluster, case.config, compute, keep_timeline=False).step_time_s > 0
 
 
 def test_a_set_plan_whose_ep_does_not_divide_dp_is_refused(tmp_path):

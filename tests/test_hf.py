@@ -83,7 +83,6 @@ def _tiny(tmp_path, attn):
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 def test_tiny_llama_extracts_exactly(tmp_path, attn):
-    pytest.importorskip("transformers")
     from parsim.model.hf import llama_param_count
 
     g = _tiny(tmp_path, attn)
@@ -109,7 +108,6 @@ def test_tiny_llama_sdpa_saves_no_scores(tmp_path):
     """Fused attention (the default) keeps Q, K and V of its 2 KV heads, the output and the fp32
     logsumexp; eager keeps the probabilities (a s^2) and the KV heads repeated to 4, and the
     same rest: per layer and sample, eager - sdpa = 4 a s^2 + 4 * 2 (a - g) s d - 4 a s bytes."""
-    pytest.importorskip("transformers")
     eager, sdpa = _tiny(tmp_path, "eager"), _tiny(tmp_path, "sdpa")
     a, g, s, d = 4, 2, 16, 16
     for le, ls in zip(eager.layers[1:-1], sdpa.layers[1:-1]):
@@ -120,7 +118,6 @@ def test_tiny_llama_sdpa_saves_no_scores(tmp_path):
 
 
 def test_inline_fields_equal_the_config_file(tmp_path):
-    pytest.importorskip("transformers")
     with open(TINY_CFG) as f:
         c = json.load(f)
     p = tmp_path / "inline.yaml"
@@ -145,7 +142,6 @@ def test_bad_hf_fields_are_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize("t", [2, 4])
 def test_tiny_llama_megatron_per_device_params(t):
-    pytest.importorskip("transformers")
     from parsim.shard.prepare import per_device_graph
 
     g = load_model(TINY).graph
@@ -162,7 +158,6 @@ def test_tiny_llama_megatron_per_device_params(t):
 
 
 def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():
-    pytest.importorskip("transformers")
     from parsim.shard.prepare import per_device_graph
 
     spec = load_model(os.path.join(ROOT, "examples", "llama3_8b.yaml"))
@@ -182,7 +177,6 @@ def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():
 
 
 def test_gqa_tp_that_neither_divides_nor_is_divided_by_kv_heads_is_refused():
-    pytest.importorskip("transformers")
     from parsim.errors import InfeasibleError
     from parsim.shard.builtin import llama
 
@@ -193,7 +187,6 @@ def test_gqa_tp_that_neither_divides_nor_is_divided_by_kv_heads_is_refused():
 
 
 def test_cli_model_prints_the_exact_count_and_simulate_runs_tp8():
-    pytest.importorskip("transformers")
     env = dict(os.environ, PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, "-m", "parsim.cli", "model", "examples/llama3_8b.yaml"], cwd=ROOT,
                          env=env, capture_output=True, text=True)
@@ -211,7 +204,6 @@ def test_tiny_llama_sdpa_megatron_tp4_replicates_each_kv_head_and_sums_its_gradi
     KV head on 2 devices, as Megatron replicates beyond the KV-head count), attention on one query
     head per device; the forward needs no collective inside attention, the backward sums each
     replicated head's dK and dV over its 2 copies (s d fp32 bytes each per sample)."""
-    pytest.importorskip("transformers")
     from parsim.shard.prepare import per_device_graph
 
     g = load_model(TINY).graph

@@ -60,7 +60,6 @@ def _matmul_flops_closed_form(cfg, seq_len) -> float:
 
 
 def test_tiny_mixtral_counts_match_transformers_and_the_closed_form():
-    pytest.importorskip("transformers")
     from parsim.model.spec import load_model
 
     spec = load_model(TINY)
@@ -78,7 +77,6 @@ def test_tiny_mixtral_counts_match_transformers_and_the_closed_form():
 
 
 def test_tiny_mixtral_flops_are_2_x_active_params_x_tokens_plus_attention():
-    pytest.importorskip("transformers")
     from parsim.model.spec import load_model
 
     g, cfg, s = load_model(TINY).graph, _cfg("moe_tiny_local"), 16
@@ -92,7 +90,6 @@ def test_tiny_mixtral_flops_are_2_x_active_params_x_tokens_plus_attention():
 def test_routed_experts_are_grouped_gemms_at_the_mean_tokens_per_expert():
     """Forward: gate+up (c, 2I, h) and down (c, h, I) over 8 groups, c = b s k / E tokens per
     expert; backward: their data gradients (I) and weight gradients (W, K = c grows with b)."""
-    pytest.importorskip("transformers")
     from parsim.model.spec import load_model
 
     layer = load_model(TINY).graph.layers[1]
@@ -139,7 +136,6 @@ def test_a_moe_layer_keeps_for_backward_what_the_run_keeps(model):
 
 
 def test_tiny_deepseek_dense_first_layer_shared_expert_and_mla(tmp_path):
-    pytest.importorskip("transformers")
     g = _load(tmp_path, TINY_DEEPSEEK).graph
     assert g.param_count == _transformers_count(TINY_DEEPSEEK) == param_count(TINY_DEEPSEEK)[0]
     assert g.active_param_count == param_count(TINY_DEEPSEEK)[1]
@@ -154,7 +150,6 @@ def test_tiny_deepseek_dense_first_layer_shared_expert_and_mla(tmp_path):
 def test_deepseek_mtp_module_is_one_moe_layer_plus_its_projection_and_norms(tmp_path):
     """DeepSeek-V3 Sec. 2.2: an MTP depth adds a Transformer block, M (d x 2d) and RMSNorms (the
     two inputs', the module's final one); embedding and head shared (the checkpoint stores copies)."""
-    pytest.importorskip("transformers")
     g = _load(tmp_path, TINY_DEEPSEEK).graph
     h, V = 64, 128
     mtp = mtp_param_count(TINY_DEEPSEEK)
@@ -194,7 +189,6 @@ def test_deepseek_v3_layout_and_mtp():
 
 def test_mixtral_extracted_count_matches_transformers(tmp_path):
     """The full 8x7B on the meta device, at a short sequence (the count does not depend on it)."""
-    pytest.importorskip("transformers")
     cfg = _cfg("mixtral_8x7b")
     g = _load(tmp_path, cfg, seq_len=64).graph
     assert g.param_count == _transformers_count(cfg) == 46_702_792_704

@@ -57,16 +57,24 @@ def test_the_tier_of_a_group_is_the_farthest_of_any_two_members():
 
 
 def test_a_group_priced_by_identity_is_priced_as_by_value():
-    """collective_time_s looks a tuple of ranks up by identity (comm._shape_of): the same price as
-    an equal list, and a list changed in place is priced as it is now."""
-    group = tuple(_rank(n, 4) for n in range(64))
-    for nbytes in (1e3, 1e8):
-        assert collective_time_s(POD, group, nbytes) == collective_time_s(POD, list(group), nbytes)
-        assert collective_time_s(POD, group, nbytes) == collective_time_s(POD, group, nbytes)
+    """collective_time_s may look a tuple of ranks up by identity (comm._shape_of): every tuple is
+    priced as an equal list, a tuple built where a freed one of the same size lived (CPython
+    reuses the address, hence the id) is priced by its own ranks, and a list changed in place is
+    priced as it is now."""
+    across = [_rank(n, 4) for n in range(64)]            # rail 4 of 64 nodes, both SUs: the spine
+    inside = list(range(64))                             # eight whole nodes of SU 0
+    assert group_link_class(POD, across) == "spine" and group_link_class(POD, inside) != "spine"
+    by_value = {name: collective_time_s(POD, ranks, 1e8) for name, ranks in (("across", across), ("inside", inside))}
+    assert by_value["across"] != by_value["inside"]
+    for name in ("across", "inside", "across", "inside", "across"):
+        group = tuple(across if name == "across" else inside)          # a new tuple each time
+        assert collective_time_s(POD, group, 1e8) == by_value[name], name
+        assert collective_time_s(POD, group, 1e8) == by_value[name], name     # and when asked again
+        del group
     ranks = [_rank(n, 4) for n in range(32)]
-    inside = collective_time_s(POD, ranks, 1e8)
+    one_su = collective_time_s(POD, ranks, 1e8)
     ranks += [_rank(n, 4) for n in range(32, 64)]
-    assert collective_time_s(POD, ranks, 1e8) == collective_time_s(POD, group, 1e8) != inside
+    assert collective_time_s(POD, ranks, 1e8) == by_value["across"] != one_su
 
 
 def test_sixteen_thousand_gpus_in_64_scalable_units():

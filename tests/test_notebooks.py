@@ -85,8 +85,7 @@ def test_jupyter_execute_runs_a_notebook_from_another_folder(tmp_path):
     kernel starts in the copy's folder, and the notebook finds the examples through parsim's
     checkout."""
     jupyter = pathlib.Path(sys.executable).with_name("jupyter")
-    if not jupyter.is_file():
-        pytest.skip("no jupyter command beside this interpreter (pip install -e '.[notebooks]')")
+    assert jupyter.is_file(), "no jupyter command beside this interpreter: pip install -e '.[test]' (nbclient's)"
     copy = tmp_path / "01.ipynb"
     shutil.copy(ROOT / "notebooks" / "01_plan_resnet50.ipynb", copy)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

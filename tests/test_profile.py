@@ -11,6 +11,7 @@ from parsim.cli import main
 from parsim.cost.comm import all_to_all_time_s, collective_time_s
 from parsim.cost.compute import AnalyticalCompute, load_profile_table
 from parsim.hardware import load_cluster
+from parsim.profile.rounds import RoundsPolicy
 from parsim.hardware.cluster import load_profile
 from parsim.hardware.device import KernelExecution
 from parsim.model.spec import load_model
@@ -200,8 +201,11 @@ def test_calibrate_keeps_the_input_pipeline(tmp_path):
 
 def test_profile_command_measures_every_layer(tmp_path, capfd):
     out = tmp_path / "p.json"
-    assert main(["profile", MODEL, "--microbatch-sizes", "2,4", "--repeats", "1", "--nproc", "1", "-o", str(out)]) == 0
+    assert main(["profile", MODEL, "--microbatch-sizes", "2,4", "--repeats", "1", "--min-rounds", "2",
+                 "--max-rounds", "2", "--nproc", "1", "-o", str(out)]) == 0
     table = load_profile_table(str(out))
+    assert table.rounds.count == 2 and set(table.rounds.round_s) == set(spec_names := load_model(MODEL).graph.names)
+    assert all(len(table.rounds.round_s[n]["fwd_s"][r]) == 2 for n in spec_names for r in range(2))
     spec = load_model(MODEL)
     assert [n for n, _ in table.layers] == spec.graph.names
     assert all(t > 0 for _, lt in table.layers for t in lt.fwd_s + lt.bwd_s)
@@ -209,7 +213,8 @@ def test_profile_command_measures_every_layer(tmp_path, capfd):
     raw = json.loads(out.read_text())               # where, and how repeatable
     assert raw["machine"]["cpu_model"] and raw["machine"]["torch"] and raw["machine"]["cores"] > 0
     assert all(len(r["fwd_spread"]) == len(r["proc_spread"]) == 2 for r in raw["layers"])
-    assert "| spread" in capfd.readouterr().out
+    printed = capfd.readouterr().out
+    assert "| spread" in printed and "rounds: 2, stopped: --max-rounds reached" in printed
 
 
 def test_profile_rejects_sizes_below_the_batchnorm_minimum(capsys):
@@ -337,7 +342,7 @@ def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_pat
 
     out = tmp_path / "tp.json"
     assert main(["profile", "examples/gpt_tiny_local.yaml", "--tp", "2", "--microbatch-sizes", "1,2",
-                 "--repeats", "2", "-o", str(out), "--json"]) == 0
+                 "--repeats", "2", "--min-rounds", "2", "--max-rounds", "2", "-o", str(out), "--json"]) == 0
     table = load_profile_table(str(out))
     assert table.tp == 2 and table.tp_layout == "megatron"
     spec = load_model("examples/gpt_tiny_local.yaml")
@@ -383,8 +388,8 @@ def test_concurrent_profilers_start_every_optimizer_step_together(monkeypatch):
             events.append(_name)
             return _fn(self, *a, **k)
         monkeypatch.setattr(layers.MasterWeightSGD, name, logged)
-    layers.profile_layers(load_model("examples/gpt_tiny_local.yaml"), [1], repeats=1, warmup=1,
-                          barrier=lambda: events.append("barrier"), max_remeasure=0)
+    layers.profile_layers(load_model("examples/gpt_tiny_local.yaml"), [1], policy=RoundsPolicy(1, 1, 1), warmup=1,
+                          barrier=lambda: events.append("barrier"))
     first = events.index("zero_grad")
     # each timed repeat zeroes the gradients and steps, as every step of a run does
     assert events[first - 1:] == ["barrier", "zero_grad", "step"] * (1 + layers.OPTIMIZER_REPEATS)

@@ -17,13 +17,13 @@ from parsim.model.graph import Layer
 from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine
 from parsim.errors import InputError
 from parsim.model.spec import load_model
-from parsim.profile.layers import _run_optimizer, mean_tables, slowest_rank
-from parsim.profile.repeat import measure_stably, spread
+from parsim.profile.layers import _fwd_plus_bwd, _run_optimizer, mean_tables, slowest_rank
+from parsim.profile.rounds import HostSample, falls, measure_rounds, median_interval, order_statistic_rank
 
 MODEL = "examples/resnet50_cifar10_local.yaml"
 
 
-def rounds(script):
+def scripted(script):
     """measure(b) replaying ``script[b]``: a list of rounds, each {key: repeats}; records the calls."""
     calls = []
 
@@ -38,70 +38,73 @@ def steady(t, layer="a"):
     return {(layer, "fwd_s"): [t, t, t], (layer, "bwd_s"): [2 * t, 2 * t, 2 * t]}
 
 
-def test_spread_is_range_over_median_below_five_repeats_and_interquartile_from_five():
-    assert spread([1.0, 1.1, 0.9]) == pytest.approx(0.2)
-    assert spread([1.0]) == 0.0
-    # one repeat slowed by a neighbour: the range would say 100%, the quartiles say the median held
-    assert spread([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0]) == 0.0
-    assert spread([1.0, 1.1, 1.2, 1.3, 1.4]) == pytest.approx((1.3 - 1.1) / 1.2)
+def test_the_order_statistic_interval_of_a_median_covers_at_least_its_level():
+    # 1 - 2 P(Binomial(n, 1/2) < k) >= 0.9: n = 5 -> the range (0.9375); n = 9 -> k = 2 (0.961, k = 3 gives
+    # 0.820); n = 15 -> k = 4 (0.965, k = 5 gives 0.882); n < 5 -> the range, below the level
+    assert [order_statistic_rank(n) for n in (3, 5, 9, 15)] == [1, 1, 2, 4]
+    assert median_interval([5.0, 1.0, 3.0, 2.0, 4.0]) == (1.0, 5.0)
+    assert median_interval([float(x) for x in range(1, 10)]) == (2.0, 8.0)
 
 
-def test_a_noisy_size_is_measured_again_and_takes_its_steadiest_round():
-    noisy = {("a", "fwd_s"): [1.0, 1.3, 1.0], ("a", "bwd_s"): [2.0, 2.0, 2.0]}
-    measure, calls = rounds({4: [noisy, steady(1.0)], 8: [steady(2.0)]})
-    got = measure_stably([4, 8], measure, threshold=0.05, max_remeasure=2)
-    assert calls == [4, 4, 8]
-    assert got.remeasured == (4,)
-    assert got.median_s[("a", "fwd_s")] == [1.0, 2.0]
-    assert got.spread[("a", "fwd_s")] == [0.0, 0.0] and got.noisy[("a", "fwd_s")] == []
+def test_rounds_interleave_the_sizes_and_take_the_median_of_the_rounds():
+    script = {4: [steady(1.0), steady(1.2), steady(0.9), steady(1.0), steady(5.0)], 8: [steady(2.0)]}
+    measure, calls = scripted(script)
+    got = measure_rounds([4, 8], measure, target=0.0, min_rounds=5, max_rounds=5)
+    assert calls == [4, 8, 8, 4, 4, 8, 8, 4, 4, 8]                # each round starts one size later
+    assert got.stopped == "rounds" and len(got.kept) == 5
+    assert got.median_s[("a", "fwd_s")] == [1.0, 2.0]              # the burst (5.0) moves the median not at all
+    assert got.interval_s[("a", "fwd_s")][0] == (0.9, 5.0)         # the range of 5 rounds: 93.75% >= 90%
 
 
-def test_a_size_that_stays_noisy_is_flagged_after_at_most_n_more_rounds():
-    noisy = {("a", "fwd_s"): [1.0, 1.3, 1.0], ("a", "bwd_s"): [2.0, 2.0, 2.0]}
-    measure, calls = rounds({4: [noisy], 8: [steady(2.0)]})
-    got = measure_stably([4, 8], measure, threshold=0.05, max_remeasure=2)
-    assert calls == [4, 4, 4, 8]
-    assert got.noisy[("a", "fwd_s")] == [4] and got.spread[("a", "fwd_s")][0] == pytest.approx(0.3)
+def test_rounds_stop_when_precise_when_the_budget_runs_out_or_at_the_most():
+    measure, calls = scripted({4: [steady(1.0)]})
+    precise = measure_rounds([4], measure, target=0.02, min_rounds=3, max_rounds=9)
+    assert precise.stopped == "precise" and len(calls) == 3 and precise.precision == [0.0]
+    wobbly = [steady(t) for t in (1.0, 1.1, 0.9, 1.05, 0.95)]
+    now = iter(range(100))
+    measure, calls = scripted({4: wobbly})
+    budget = measure_rounds([4], measure, target=0.01, min_rounds=2, max_rounds=9, budget_s=2,
+                            clock=lambda: next(now))
+    assert budget.stopped == "budget" and len(calls) == 3          # the clock reads 0, then 1 per check
+    measure, calls = scripted({4: wobbly})
+    assert measure_rounds([4], measure, target=0.01, min_rounds=2, max_rounds=4).stopped == "rounds"
+    assert len(calls) == 4
 
 
-def test_a_tiny_noisy_row_is_flagged_but_does_not_cost_a_round():
-    r = {**steady(1.0), ("relu", "fwd_s"): [1e-4, 2e-4, 1e-4], ("relu", "bwd_s"): [1e-4] * 3}
-    measure, calls = rounds({4: [r]})
-    got = measure_stably([4], measure, threshold=0.05)
-    assert calls == [4] and got.noisy[("relu", "fwd_s")] == [4]
+def test_a_disturbed_measurement_is_left_out_and_a_mostly_disturbed_size_is_named():
+    canaries = iter([1.0, 1.0, 1.25, 1.0, 1.0] + [1.0] * 10)       # the third round's canary ran 25% slow
+    measure, _ = scripted({4: [steady(1.0), steady(1.0), steady(3.0), steady(1.0), steady(1.0)]})
+    got = measure_rounds([4], measure, canary=lambda: next(canaries), target=0.0, min_rounds=5, max_rounds=5)
+    assert [k[0] for k in got.kept] == [True, True, False, True, True]
+    assert got.median_s[("a", "fwd_s")] == [1.0] and got.interval_s[("a", "fwd_s")] == [(1.0, 1.0)]
+    assert got.disturbed == []                                      # 1 of 5: not the profile's verdict
+    busy = iter([HostSample()] + [HostSample(foreign=0.9)] * 3 + [HostSample()] * 2)
+    measure, _ = scripted({4: [steady(1.0)]})
+    got = measure_rounds([4], measure, host=lambda: next(busy), target=0.0, min_rounds=5, max_rounds=5)
+    assert [k[0] for k in got.kept] == [False, False, False, True, True]
+    assert got.disturbed == ["micro-batch size 4: 3 of 5 rounds disturbed (canary up to +0%, other processes "
+                             "up to 90% of a core)"]
 
 
-def test_another_process_asking_to_remeasure_is_followed():
-    measure, calls = rounds({4: [steady(1.0)]})
+def test_another_process_still_imprecise_keeps_every_process_measuring():
+    measure, calls = scripted({4: [steady(1.0)]})
     asked = []
 
-    def agree(local):              # the other profiler found size 4 noisy once; later it agrees with us
+    def agree(local):              # the other profiler wants two more rounds
         asked.append(local)
-        return local | {4} if len(asked) == 1 else local
-    measure_stably([4], measure, max_remeasure=1, agree=agree)
-    assert calls == [4, 4] and asked == [set(), set()]   # noisy? (no more rounds allowed) then the fall check
+        return local | ({"go on"} if len(asked) <= 2 else set())
+    got = measure_rounds([4], measure, target=0.02, min_rounds=2, max_rounds=9, agree=agree)
+    assert len(calls) == 4 and asked == [set(), set(), set()] and got.stopped == "precise"
 
 
-def test_a_fall_with_size_is_measured_again_and_confirmed_not_smoothed():
-    # F+B of 0.216 s at 8 and 0.192 s at 16 (as measured on this CPU), twice
-    measure, calls = rounds({8: [steady(0.072)], 16: [steady(0.064)]})
-    got = measure_stably([8, 16], measure)
-    assert calls == [8, 16, 8, 16]
-    assert got.nonmonotone_confirmed == {"a": [(8, 16)]}
-    assert got.median_s[("a", "fwd_s")] == [pytest.approx(0.072), pytest.approx(0.064)]
-
-
-def test_a_fall_inside_the_noise_is_not_a_suspect():
-    wobbly = {("a", "fwd_s"): [0.06, 0.072, 0.08], ("a", "bwd_s"): [0.144] * 3}     # spread 28%
-    measure, calls = rounds({8: [wobbly], 16: [steady(0.064)]})
-    got = measure_stably([8, 16], measure, max_remeasure=0)
-    assert calls == [8, 16] and got.nonmonotone_confirmed == {} and got.noisy[("a", "fwd_s")] == [8]
-
-
-def test_a_fall_that_does_not_repeat_is_not_confirmed():
-    measure, calls = rounds({8: [steady(0.072), steady(0.05)], 16: [steady(0.064)]})
-    got = measure_stably([8, 16], measure)
-    assert calls == [8, 16, 8, 16] and got.nonmonotone_confirmed == {}
+def test_a_fall_with_size_is_confirmed_only_beyond_both_intervals():
+    # F+B of 0.216 s at 8 and 0.192 s at 16 (as measured on this CPU), every round
+    measure, _ = scripted({8: [steady(0.072)], 16: [steady(0.064)]})
+    got = measure_rounds([8, 16], measure, min_rounds=5, max_rounds=5)
+    assert falls(got, _fwd_plus_bwd) == {"a": [(8, 16)]}
+    # the same medians, but the rounds at 8 reach below 16's: not confirmed
+    measure, _ = scripted({8: [steady(t) for t in (0.072, 0.06, 0.08, 0.072, 0.072)], 16: [steady(0.064)]})
+    assert falls(measure_rounds([8, 16], measure, min_rounds=5, max_rounds=5), _fwd_plus_bwd) == {}
 
 
 def row(name, f, b, **extra):
@@ -120,7 +123,29 @@ def test_the_mean_of_concurrent_profilers_covers_every_time_and_their_disagreeme
     assert a["bwd_weight_s"] == pytest.approx([1.65, 3.0])
     assert a["proc_spread"] == pytest.approx([0.6 / 3.3, 0.0])
     assert a["noisy"] == [4] and a["nonmonotone_confirmed"] == [[2, 4]]
-    assert out["remeasured"] == [4] and out["concurrent_processes"] == 2
+    assert "remeasured" not in out and out["concurrent_processes"] == 2
+
+
+def test_concurrent_profilers_rounds_pair_by_index_and_a_round_either_left_out_is_left_out():
+    def table(fwd_rounds, kept, canary):
+        rounds = {"count": 3, "kept": kept, "stopped": "rounds", "target": 0.02, "precision": [0.0],
+                  "canary_s": canary, "foreign": [[0.0]] * 3, "steal": [[0.0]] * 3, "disturbed": [],
+                  "optimizer_s_per_param": [1e-9, 2e-9]}
+        layer = {"name": "a", "fwd_s": [0.0], "bwd_s": [0.0], "fwd_spread": [0.0], "bwd_spread": [0.0],
+                 "round_s": {"fwd_s": fwd_rounds, "bwd_s": [[2 * r[0]] for r in fwd_rounds]}}
+        return {"microbatch_sizes": [4], "noise_threshold": 0.05, "layers": [layer], "rounds": rounds,
+                "optimizer_s_per_param": 1.5e-9}
+    one = table([[1.0], [1.2], [3.0]], [[True], [True], [False]], [[1e-3], [1e-3], [2e-3]])
+    two = table([[1.2], [1.0], [1.1]], [[True], [True], [True]], [[1e-3], [1e-3], [1e-3]])
+    out = mean_tables([one, two])
+    a = out["layers"][0]
+    assert a["round_s"]["fwd_s"] == [[pytest.approx(1.1)], [pytest.approx(1.1)], [pytest.approx(2.05)]]
+    assert out["rounds"]["kept"] == [[True], [True], [False]]       # process one left round 3 out
+    assert a["fwd_s"] == [pytest.approx(1.1)] and a["bwd_s"] == [pytest.approx(2.2)] and "noisy" not in a
+    assert out["rounds"]["canary_s"] == [[1e-3], [1e-3], [2e-3]]   # the slower process's canary
+    assert out["rounds"]["optimizer_s_per_param"] == [pytest.approx(1e-9), pytest.approx(2e-9)]
+    three = table([[1.0], [1.3], [1.1]], [[True], [True], [True]], [[1e-3], [1e-3], [1e-3]])
+    assert mean_tables([three])["layers"][0]["noisy"] == [4]       # the range of 3 rounds: 1.0..1.3 about 1.1
 
 
 def write_profile(path, **top):
@@ -294,3 +319,29 @@ def test_a_profile_times_the_optimizer_its_run_steps(optimizer, dtype, inner):
                                graph=dataclasses.replace(spec.graph, dtype=dtype))
     opt = _run_optimizer(spec, [torch.nn.Parameter(torch.zeros(4, dtype=TORCH_DTYPES[dtype]))])
     assert (type(opt.inner) if opt.inner is not None else None) is inner
+
+
+def test_profile_comm_names_its_disturbed_phases_and_strict_refuses_them(tmp_path, monkeypatch, capsys):
+    from parsim.profile import comm
+    from parsim.profile.host import disturbed_phases
+
+    phases = [("device", 1e-3, HostSample()), ("links and collectives", 1.3e-3, HostSample()),
+              ("overlap", 1e-3, HostSample(foreign=0.6, steal=0.1)), ("fsdp", 1.05e-3, HostSample())]
+    assert disturbed_phases(phases) == ["links and collectives: canary +27%",         # against the median, 1.025 ms
+                                        "overlap: canary -2%, other processes 60% of a core, hypervisor steal 10%"]
+    sizes = [4 << 10, 64 << 20]
+    links = {"group": (sizes, [1e-4 + n / 2e9 for n in sizes]), "all_reduce": (sizes, [2e-4 + n / 1e9 for n in sizes])}
+    device = {"peak_flops_per_s": 1e11, "efficiency": [(1e6, 0.5), (1e9, 1.0)], "copy_bytes_per_s": 2e10}
+    text = comm.profile_yaml("t", device, links, 2, 2, "gloo", 1 << 30, "parsim profile-comm", 0.1, 0,
+                             disturbed=["rank 1: overlap: canary +20%"])
+    assert text.startswith("# Measured ") and "\n# DISTURBED: rank 1: overlap: canary +20%\n" in text
+
+    def fake(output, *a, **k):
+        open(output, "w").write(text)
+        return 0
+    monkeypatch.setattr(comm, "launch_profile_comm", fake)
+    out = tmp_path / "c.yaml"
+    assert main(["profile-comm", "-o", str(out)]) == 0                 # flagged, kept
+    assert main(["profile-comm", "-o", str(out), "--strict"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--strict" in err[0] and "overlap: canary +20%" in err[0]

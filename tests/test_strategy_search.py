@@ -193,7 +193,6 @@ def test_auto_search_handles_a_llama_block_with_gqa_and_swiglu(tmp_path):
     count, gate/up by columns, attention by heads with each KV head on t/2 devices); the search
     splits attention by heads with K and V split 2 ways, splits gate and up alike, runs no more
     FLOPs per device than Megatron, and its layout shards the graph into valid collectives."""
-    pytest.importorskip("transformers")
     import yaml
 
     from parsim.hardware import load_cluster

@@ -11,12 +11,14 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.layer import tp_comm_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
+from parsim.model.fp8 import FP8_KLASS
+from parsim.model.spec import load_model, with_fp8
 from parsim.plan import ParallelConfig, Plan
 from parsim.schedule.actions import Kind
 from parsim.search.planner import Constraints, plan
 from parsim.shard.prepare import per_device_graph
 from parsim.sim import simulate
-from parsim.sim.overlap import overlapped_s
+from parsim.sim.overlap import layer_time_s as overlap_layer_time_s, overlapped_s
 
 GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s 128, fp32
 
@@ -32,41 +34,82 @@ def test_overlap_closed_form():
     assert overlapped_s(10.0, 0.01, 132, 16, 4) > 10.01
 
 
-def _linear_share(layer, phases, b):
-    """The linear (one-product) GEMMs of the forward or input-gradient phase over all the phase's FLOPs."""
-    ks = [k for k in layer.kernels if k.phase in phases]
-    lin = sum(k.at(b)[0] for k in ks if k.klass == "matmul" and k.phase in ("F", "I") and k.gemm[3] == (1.0, 0.0))
-    total = sum(k.at(b)[0] for k in ks)
-    return lin / total if total else 0.0          # the embedding: no FLOPs, its collective stays exposed
+def _megatron_share(name: str, kind: Kind, h: int, s: int) -> float:
+    """The share of a layer's FLOPs that its tensor-parallel collectives pipeline with, from
+    Megatron's FLOP counts (Narayanan et al. 2021, Sec. 5.1; FLOPs = 2 x MACs): a block's forward
+    runs its linear GEMMs (QKV, projection, MLP: 24 b s h^2) beside attention's batched matmuls
+    (4 b s^2 h); its backward their data gradients (24 b s h^2, pipelined) and attention's
+    (8 b s^2 h) beside the weight gradients (24 b s h^2, not pipelined).  The embedding is a
+    lookup (no GEMM); the LM head is one GEMM, forward, then a data and a weight gradient."""
+    if name == "embed":
+        return 0.0
+    if name == "head":
+        return 1.0 if kind == Kind.F else 0.5
+    return 6 * h / (6 * h + s) if kind == Kind.F else 24 * h / (48 * h + 8 * s)
 
 
-def test_one_layer_in_the_simulator_equals_the_closed_form(gpt, h100):
+def _overlap_delta(G: float, C: float, U: int = 132, u: int = 16, n: int = 4) -> float:
+    """What overlapping G s of GEMMs with C s of collectives saves or costs: the GEMMs on U - u of
+    U SMs (H100 SXM5's 132; TE's 16 for the collectives), a two-stage pipeline of n chunks."""
+    stretched = G * U / (U - u)
+    return max(stretched, C) + min(stretched, C) / n - G - C
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_one_layer_in_the_simulator_equals_the_closed_form(gpt, h100, fp8, tmp_path):
     """pp = dp = 1, one micro-batch: each F and B action is its layers' times, and each layer's is
-    its time without overlap less G + C plus max(G U/(U-u), C) + min(G U/(U-u), C)/n, with U = 132
-    SMs (H100 SXM5), u = 16 and n = 4 (TE's defaults), G the layer's adjacent GEMMs' time and C
-    its tensor-parallel collectives'."""
-    compute = AnalyticalCompute.for_training(h100.device, gpt.training)
-    L, b = len(gpt.graph), 8
-    U, u, n = 132, 16, 4
+    its time without overlap plus _overlap_delta(G, C), with G the layer's time for the phase
+    times its pipelined GEMMs' share of the FLOPs (Megatron's counts, _megatron_share) and C
+    its tensor-parallel collectives'.  Under FP8 (TE's Linear GEMMs in FP8) the same GEMMs are
+    pipelined: the share is the same."""
+    if fp8:
+        bf16 = tmp_path / "gpt_bf16.yaml"
+        bf16.write_text(open(GPT).read().replace("dtype: fp32", "dtype: bf16"))
+    spec = with_fp8(load_model(str(bf16))) if fp8 else gpt
+    graph, training = spec.graph, spec.training
+    assert any(k.klass == FP8_KLASS for layer in graph.layers for k in layer.kernels) == fp8
+    compute = AnalyticalCompute.for_training(h100.device, training)
+    L, b = len(graph), 8
+    h, s = 256, 128                                 # examples/gpt_small_local.yaml
     assert (h100.device.kernels.compute_units, h100.profile.collectives.tp_overlap_comm_units,
-            h100.profile.collectives.tp_overlap_chunks) == (U, u, n)
-    runs = {ov: simulate(gpt.graph, gpt.training, h100,
+            h100.profile.collectives.tp_overlap_chunks) == (132, 16, 4)
+    runs = {ov: simulate(graph, training, h100,
                          ParallelConfig(1, 1, 1, bounds=(0, L), tp=2, tp_layout="megatron-sp", tp_comm_overlap=ov),
                          compute) for ov in (False, True)}
-    g = per_device_graph(gpt.graph, 2, "megatron-sp", False, None, h100, gpt.training)
-    for kind, phases in ((Kind.F, ("F",)), (Kind.B, ("I", "W"))):
+    g = per_device_graph(graph, 2, "megatron-sp", False, None, h100, training)
+    assert [layer.name for layer in g.layers] == ["embed", "layers.0", "layers.1", "layers.2", "layers.3", "head"]
+    for kind in (Kind.F, Kind.B):
         delta = 0.0
         for layer in g.layers:
-            comm = tp_comm_time_s(layer, kind.value, b, h100)
-            if not comm:
-                continue
-            G = compute.layer_time_s(layer, kind.value, b) * _linear_share(layer, phases, b)
-            stretched = G * U / (U - u)
-            delta += max(stretched, comm) + min(stretched, comm) / n - G - comm
+            C = tp_comm_time_s(layer, kind.value, b, h100)
+            assert C > 0, layer.name
+            G = compute.layer_time_s(layer, kind.value, b) * _megatron_share(layer.name, kind, h, s)
+            delta += _overlap_delta(G, C)
         assert delta != 0.0
-        got = {ov: [e - s for r, a, _, s, e in runs[ov].timeline.records if a.kind == kind] for ov in runs}
+        got = {ov: [e - s_ for r, a, _, s_, e in runs[ov].timeline.records if a.kind == kind] for ov in runs}
         assert got[True] == [pytest.approx(got[False][0] + delta, rel=1e-9)]
     assert runs[True].config["tp_comm_overlap"] is True
+
+
+@pytest.mark.parametrize("recompute", ["selective", "full"])
+def test_a_recomputed_layer_overlaps_only_the_collectives_it_runs_again(gpt, h100, recompute):
+    """Under full recompute a block's backward re-runs its forward, collectives included
+    (parsim.cost.layer), so the backward pipelines the forward's GEMMs and collectives too; under
+    selective recompute it re-runs only the core attention, which communicates nothing: the
+    backward's overlap is the one without recomputation (Korthikanti et al. 2022, Sec. 5)."""
+    compute = AnalyticalCompute.for_training(h100.device, gpt.training)
+    h, s, b = 256, 128, 8
+    g = per_device_graph(gpt.graph, 2, "megatron-sp", recompute, None, h100, gpt.training)
+    block = g.layers[1]
+    assert block.name == "layers.0" and block.recompute_bytes
+    B = compute.layer_time_s(block, "B", b) * _megatron_share(block.name, Kind.B, h, s)
+    expected = _overlap_delta(B, tp_comm_time_s(block, "B", b, h100))
+    if recompute == "full":
+        F = compute.layer_time_s(block, "F", b) * _megatron_share(block.name, Kind.F, h, s)
+        expected += _overlap_delta(F, tp_comm_time_s(block, "F", b, h100))
+    got = overlap_layer_time_s(compute, block, "B", b, h100, tp_overlap=True) \
+        - overlap_layer_time_s(compute, block, "B", b, h100, tp_overlap=False)
+    assert got == pytest.approx(expected, rel=1e-12)
 
 
 def test_refused_where_megatron_does_not_allow_it(gpt, h100):

@@ -29,6 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from parsim.errors import InputError
+from parsim.cost.profile_rounds import TIME_KINDS, read_layer_rounds, read_rounds
 from parsim.cost.kernels import layer_kernels_time_s
 from parsim.hardware.device import Device
 from parsim.hardware.numerics import MathMode, engines
@@ -197,11 +198,12 @@ class ProfileTable:
         layers:
           - {name: head, fwd_s: [...], bwd_s: [...]}    # one time per micro-batch size, median
             # optional: bwd_input_s, bwd_weight_s (I and W of zero-bubble schedules), saved_bytes
-            # optional, repeatability (parsim.profile.repeat): fwd_spread, bwd_spread (relative
-            # spread over repeats, per size), proc_spread (over concurrent profilers, F+B, per
-            # size), noisy (sizes still above noise_threshold after re-measuring),
-            # nonmonotone_confirmed (pairs [b1, b2], b1 < b2, whose F+B fell from b1 to b2 in
-            # the first measurement and again when both were measured once more)
+            # optional, repeatability (parsim.profile.rounds): fwd_spread, bwd_spread (the width
+            # of the median's 90% interval over the rounds / median, per size), proc_spread (over
+            # concurrent profilers, F+B, per size), noisy (sizes whose interval reaches beyond
+            # noise_threshold), nonmonotone_confirmed (pairs [b1, b2], b1 < b2, whose F+B at b2 is
+            # below b1's beyond both intervals); older profiles: the spread of the repeats, and
+            # falls measured twice
         optimizer: adam           # optional: the optimizer timed (the model's training.optimizer)
         optimizer_s_per_param: 2.0e-9                   # optional
         slowest_rank: [1.04, ...] # optional, concurrent profilers: per size, the slowest process's
@@ -211,6 +213,12 @@ class ProfileTable:
         tp_layout: megatron
         ep: 2                     # optional: MoE layers timed with their experts split over ep processes,
                                   # the token all-to-alls included (parsim profile --ep)
+        rounds: {kept: [[true, ...], ...], stopped: precise, precision: [...], canary_s: ..., foreign: ...,
+                 steal: ..., target: 0.02, disturbed: [...], optimizer_s_per_param: [...]}
+                                  # optional, profiles taken in rounds (parsim.profile.rounds): per round
+                                  # and size, whether the canary kept it; each layer then has
+                                  # round_s: {fwd_s: [[...per size] per round], ...}
+                                  # (parsim.cost.profile_rounds replicates them for intervals)
         machine: {cpu_model: ..., cores: 2, torch: 2.5.1, numpy: ..., python: ..., date: ...}  # optional
         noise_threshold: 0.05     # optional: relative spread above which a size was re-measured
         max_remeasure: 2          # optional: at most this many more rounds per size
@@ -239,6 +247,7 @@ class ProfileTable:
     fsdp_sync: FsdpSync | None = None
     slowest_rank: tuple[float, ...] = ()      # per size; () for one profiler (factor 1)
     ep: int = 1                               # >1: MoE layers timed split over ep processes, exchanges included
+    rounds: object = None                     # parsim.cost.profile_rounds.ProfileRounds; None: taken without rounds
 
     @cached_property
     def _by_name(self) -> dict[str, LayerTimes]:
@@ -271,7 +280,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
     sizes = r.get("microbatch_sizes", list)
     if not sizes or any(not isinstance(b, int) or b <= 0 for b in sizes) or sizes != sorted(set(sizes)):
         raise r.fail("microbatch_sizes", "expected rising positive integers, e.g. [1, 2, 4, 8]")
-    layers, noisy, nonmonotone = [], [], []
+    layers, noisy, nonmonotone, round_rows = [], [], [], {}
     for i, row in enumerate(r.get("layers", list)):
         f = Fields(row, path, f"layers[{i}].")
         name = f.get("name", str)
@@ -291,6 +300,8 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                 raise f.fail(key, f"expected {len(sizes)} non-negative relative spreads, one per micro-batch size")
         noisy += [(name, b) for b in _sizes_field(f, "noisy", sizes)]
         nonmonotone += [(name, b1, b2) for b1, b2 in _sizes_field(f, "nonmonotone_confirmed", sizes, pairs=True)]
+        round_rows[name] = read_layer_rounds(f, tuple(k for k, t in zip(TIME_KINDS, times) if t is not None),
+                                             len(sizes))
         f.done()
         layers.append((name, LayerTimes(*times)))
     for key in ("model", "measured"):
@@ -312,12 +323,13 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                           torch=m.get("torch", str, ""), numpy=m.get("numpy", str, ""),
                           python=m.get("python", str, ""), date=m.get("date", str, ""))
         m.done()
+    rounds = read_rounds(r, round_rows, len(sizes), path)
     grad_sync = _grad_sync(r.sub("grad_sync"), sizes) if r.has("grad_sync") else None
     fsdp_sync = _fsdp_sync(r.sub("fsdp_sync"), sizes) if r.has("fsdp_sync") else None
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),
                          device, r.get("optimizer_s_per_param", float, None), r.positive_int("tp", 1),
                          r.get("tp_layout", str, ""), machine, tuple(noisy), tuple(nonmonotone), path, threads,
-                         grad_sync, fsdp_sync, tuple(float(x) for x in slowest), r.positive_int("ep", 1))
+                         grad_sync, fsdp_sync, tuple(float(x) for x in slowest), r.positive_int("ep", 1), rounds)
     r.done()
     if machine is not None:
         warn_if_elsewhere(machine, path, here)

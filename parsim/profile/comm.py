@@ -379,12 +379,15 @@ def resident_bytes() -> int:
 def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: int, backend: str,
                  memory_bytes: int, command: str, overlap: float = 1.0, runtime_bytes: int = 0,
                  busy_sender_s: tuple[float, float] = (0.0, 0.0), dtype_overlaps: dict[str, float] | None = None,
-                 fsdp_host: dict[str, tuple[float, float]] | None = None, interaction: tuple = ()) -> str:
+                 fsdp_host: dict[str, tuple[float, float]] | None = None, interaction: tuple = (),
+                 disturbed: list[str] | tuple = ()) -> str:
     """``busy_sender_s``: (idle, busy) post-to-arrival medians from measure_busy_sender;
     ``overlap``: fp32's; ``dtype_overlaps``: each other dtype measured, its overlap (its all-reduce
     times in ``links`` under all_reduce_key), written as ``collective.dtypes``;
     ``fsdp_host``: measure_fsdp_overhead's result (absent: none); ``interaction``:
-    parsim.profile.overlap.measure_interaction's points (absent: none)."""
+    parsim.profile.overlap.measure_interaction's points (absent: none); ``disturbed``: the phases
+    the canary or the host's counters found disturbed (parsim.profile.host.PhaseWatch), written
+    as ``# DISTURBED:`` lines under the header, which ``parsim profile-comm --strict`` refuses."""
     dtype_overlaps = dtype_overlaps or {}
     fsdp_host = fsdp_host or {op: (0.0, 0.0) for op in SHARDED_OPS}
     (gather_s, gather_rate), (rs_s, rs_rate) = (fsdp_host[op] for op in SHARDED_OPS)
@@ -401,6 +404,7 @@ def profile_yaml(name: str, device: dict, links: dict, world: int, local_world: 
         f"# Measured {today} on {machine} with `{command}`",
         f"# by parsim profile-comm: {world} ranks ({local_world} per node), backend {backend}, "
         f"{torch.get_num_threads()} thread(s) per rank.",
+        *(f"# DISTURBED: {line}" for line in disturbed),
         "schema_version: 1",
         f"name: {name}",
         f"description: measured by parsim profile-comm on {today}, {backend}, {local_world} ranks per node",
@@ -506,22 +510,35 @@ def main(argv=None) -> int:
         print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
         return e.exit_code
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))
-    device = measure_device(args.repeats) if env.rank == 0 else None
-    dist.barrier()
-    links = measure_links(env.rank, env.world_size, local_world, args.repeats, dtypes)
-    overlaps = {d: measure_overlap(args.repeats, d) if env.world_size > 1 else 1.0 for d in dtypes}
-    busy_sender = measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2)) if env.world_size > 1 else (0.0, 0.0)
-    fsdp = measure_fsdp_overhead(env.world_size, args.repeats, links) if env.world_size > 1 else None
+    from parsim.profile.host import PhaseWatch, disturbed_phases
     from parsim.profile.overlap import measure_interaction
-    interaction = measure_interaction(env.rank, env.world_size, args.repeats) \
+
+    watch = PhaseWatch(local_world)          # the canary and the host's counters around each phase
+    device = watch("device", lambda: measure_device(args.repeats)) if env.rank == 0 else None
+    dist.barrier()
+    links = watch("links and collectives", lambda: measure_links(env.rank, env.world_size, local_world,
+                                                                  args.repeats, dtypes))
+    overlaps = watch("overlap", lambda: {d: measure_overlap(args.repeats, d) if env.world_size > 1 else 1.0
+                                         for d in dtypes})
+    busy_sender = watch("busy sender", lambda: measure_busy_sender(env.rank, 1, 2 * max(args.repeats, 2))) \
+        if env.world_size > 1 else (0.0, 0.0)
+    fsdp = watch("fsdp", lambda: measure_fsdp_overhead(env.world_size, args.repeats, links)) \
+        if env.world_size > 1 else None
+    interaction = watch("interaction", lambda: measure_interaction(env.rank, env.world_size, args.repeats)) \
         if env.world_size > 1 and not args.no_interaction else ()
+    everyone = [None] * env.world_size
+    dist.all_gather_object(everyone, watch.phases)
+    disturbed = sorted({f"rank {r}: {line}" for r, phases in enumerate(everyone) for line in disturbed_phases(phases)})
     if env.rank == 0:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // local_world
         command = "parsim profile-comm " + " ".join(sys.argv[1:]) if sys.argv[1:] else "parsim profile-comm"
         write_text(args.output, profile_yaml(args.name, device, links, env.world_size, local_world, env.backend,
                                              memory, command, overlaps["fp32"], runtime_bytes, busy_sender,
                                              {d: o for d, o in overlaps.items() if d != "fp32"}, fsdp,
-                                             interaction))
+                                             interaction, disturbed))
+        for line in disturbed:
+            print(f"parsim: warning: DISTURBED while measuring {line}; profile again on a quiet machine "
+                  "(--strict refuses such a profile)", file=sys.stderr)
         print(f"wrote {args.output}")
     dist.barrier()
     dist.destroy_process_group()
@@ -529,4 +546,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from parsim.exec.runtime import exit_without_teardown
+
+    exit_without_teardown(main())      # torch's teardown after gloo aborted finished ranks (runtime's docstring)

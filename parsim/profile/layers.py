@@ -3,9 +3,11 @@
 Taken the way a pipeline stage runs (``parsim.exec.runtime.configure_process``: one thread,
 the same allocator settings): the units run in sequence, each on the detached output of the one
 before (a stage boundary), forward through the chain then backward through it, with the loss
-at the end.  Each time is the median over repeats after warm-up; a size whose repeats spread
-more than 5% is measured again, and times that fall as the size grows are measured again to
-confirm (``parsim.profile.repeat``); the file records the spreads and flags.  With ``--nproc N`` (default 2,
+at the end.  The sizes are measured in interleaved rounds, a canary kernel and the host's CPU
+counters watching each measurement, until every size's chain is known within ``--target`` or the
+``--budget`` runs out; each time is the median over the undisturbed rounds, with an interval,
+and the rounds are kept for the predictions' intervals (``parsim.profile.rounds``; the file says
+why it stopped and what disturbed it).  With ``--nproc N`` (default 2,
 the ranks of a run on this machine), N profilers run at once in lock-step, one per core, so
 that the caches and memory bandwidth are shared as in a run; the table is their mean, with the
 slowest process's pace beside it (``slowest_rank``: a synchronous step waits for its slowest
@@ -26,6 +28,7 @@ Writes the ProfileTable format of ``parsim.cost.compute`` (the profiled cost mod
 from __future__ import annotations
 
 import datetime
+import math
 import platform
 import statistics
 import time
@@ -44,7 +47,8 @@ from parsim.exec.vocab_parallel import loss_group
 from parsim.model.extract import cut_units
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import ModelSpec, build_module
-from parsim.profile.repeat import measure_stably
+from parsim.profile.host import HostCounter, canary_s
+from parsim.profile.rounds import RoundsPolicy, falls, measure_rounds
 
 
 OPTIMIZER_REPEATS = 15        # optimizer steps timed at least (each a few tens of ms on the CPU)
@@ -184,12 +188,11 @@ def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
     return make_optimizer(spec.training.optimizer, params)
 
 
-def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repeats: int = 5, warmup: int = 2,
-                   seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "", ep_exchanges=None,
-                   noise_threshold: float = 0.05, max_remeasure: int = 2, agree=lambda s: s,
-                   grad_sync: bool = False) -> dict:
-    """The profile of one process (``parsim.profile.repeat`` for the re-measuring policy; every
-    decision to measure again goes through ``agree``, the union over concurrent profilers).  With
+def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", policy: RoundsPolicy = RoundsPolicy(),
+                   warmup: int = 1, seed: int = 0, barrier=lambda: None, tp_mesh=None, tp_layout: str = "",
+                   ep_exchanges=None, agree=lambda s: s, grad_sync: bool = False, profilers: int = 1) -> dict:
+    """The profile of one process, measured in rounds (``parsim.profile.rounds``; every decision to
+    go on goes through ``agree``, the union over the ``profilers`` concurrent processes).  With
     ``grad_sync`` (concurrent profilers, no tp: a data-parallel group), also the gradient
     all-reduce under the model's own backward (``parsim.profile.grad_sync``).  With
     ``ep_exchanges`` (parsim.exec.expert_parallel.Exchanges over this profiler's ep group), every
@@ -216,14 +219,22 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         split_experts(sequential(units), ep_exchanges)
     vocab_group = loss_group(m for _, m in units) if tp > 1 else None     # the executor's rule
     names = [n for n, _ in units]
-    saved, chains = {}, {}
+    saved, chains = {}, {b: [] for b in sizes}
+    repeats = policy.repeats
+
+    def canary():
+        barrier()                      # concurrent profilers measure the same size at once
+        return canary_s()
 
     def measure(b):
-        barrier()                      # concurrent profilers measure the same size at once
-        times, saved[b], chains[b] = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
+        times, saved[b], chain = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
+        chains[b] += chain
         return times
 
-    got = measure_stably(list(sizes), measure, noise_threshold, max_remeasure, agree)
+    host = HostCounter(profilers)
+    got = measure_rounds(list(sizes), measure, canary, host.sample, policy.target, policy.min_rounds,
+                         policy.max_rounds, policy.budget_s, time.perf_counter, agree)
+    medians, intervals = got.median_s, got.interval_s
     barrier()
     params = list({id(p): p for _, m in units for p in m.parameters()}.values())   # a tied weight once
     opt = _run_optimizer(spec, params)
@@ -241,7 +252,7 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     # optimizer: the same step at pp = 1; with pp > 1 a later stage zeroes while it waits for its
     # first input, so its share is charged where it would have hidden.
     opt_times = []
-    for _ in range(warmup + max(repeats, OPTIMIZER_REPEATS)):
+    for _ in range(warmup + OPTIMIZER_REPEATS):
         barrier()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
@@ -253,19 +264,20 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
     if grad_sync and tp == 1:
         from parsim.profile.grad_sync import measure_fsdp_sync, measure_grad_sync
 
-        backward_s = {b: sum(got.median_s[(n, "bwd_s")][i] for n in names) for i, b in enumerate(sizes)}
+        backward_s = {b: sum(medians[(n, "bwd_s")][i] for n in names) for i, b in enumerate(sizes)}
         loss_of, sample = (lambda stage, x, y: _loss(stage(x), y)), (lambda b: _sample_input(spec, b, dev))
         sync = measure_grad_sync(units, loss_of, sample, sizes, backward_s, repeats)
         fsdp = measure_fsdp_sync(units, loss_of, sample, sync["microbatch_size"], repeats)
 
+    confirmed = falls(got, _fwd_plus_bwd)
+
     def row(n):
-        noisy = sorted({b for k in kinds for b in got.noisy[(n, k)]})
-        return {"name": n, **{k: got.median_s[(n, k)] for k in kinds},
+        return {"name": n, **{k: medians[(n, k)] for k in kinds},
                 "saved_bytes": [saved[b][n] for b in sizes],
-                "fwd_spread": got.spread[(n, "fwd_s")], "bwd_spread": got.spread[(n, "bwd_s")],
-                **({"noisy": noisy} if noisy else {}),
-                **({"nonmonotone_confirmed": [list(p) for p in got.nonmonotone_confirmed[n]]}
-                   if n in got.nonmonotone_confirmed else {})}
+                "fwd_spread": _widths(intervals[(n, "fwd_s")], medians[(n, "fwd_s")]),
+                "bwd_spread": _widths(intervals[(n, "bwd_s")], medians[(n, "bwd_s")]),
+                **({"nonmonotone_confirmed": [list(p) for p in confirmed[n]]} if n in confirmed else {}),
+                "round_s": {k: got.round_s[(n, k)] for k in kinds}}
     return {
         "schema_version": 1, "kind": "layer-profile", "model": spec.name,
         **({"tp": tp, "tp_layout": tp_layout} if tp > 1 else {}),
@@ -275,8 +287,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
         "dtype": spec.graph.dtype, "threads": torch.get_num_threads(),
         "measured": datetime.date.today().isoformat(),
         "microbatch_sizes": list(sizes),
-        "noise_threshold": noise_threshold, "max_remeasure": max_remeasure, "remeasured": list(got.remeasured),
+        "noise_threshold": policy.noise_threshold,
         "layers": [row(n) for n in names],
+        "rounds": {"count": len(got.kept), "kept": [list(k) for k in got.kept], "stopped": got.stopped,
+                   "target": policy.target, "precision": got.precision,
+                   "canary_s": [list(c) for c in got.canary_s],
+                   "foreign": [[h.foreign for h in row] for row in got.host],
+                   "steal": [[h.steal for h in row] for row in got.host], "disturbed": got.disturbed,
+                   "optimizer_s_per_param": [t / count for t in opt_times[warmup:]]},
         "optimizer": spec.training.optimizer,
         "optimizer_s_per_param": statistics.median(opt_times[warmup:]) / count,
         "chain_s": [chains[b] for b in sizes],
@@ -288,33 +306,82 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", repea
 TIME_KEYS = ("fwd_s", "bwd_s", "bwd_input_s", "bwd_weight_s")
 
 
+def _fwd_plus_bwd(values: dict) -> dict:
+    """{(layer, kind): seconds} of one round and size -> {layer: F + B}."""
+    out: dict = {}
+    for (layer, kind), v in values.items():
+        if kind in ("fwd_s", "bwd_s"):
+            out[layer] = out.get(layer, 0.0) + v
+    return out
+
+
+def _widths(intervals, medians) -> list[float]:
+    """Per size, an interval's width over its median: the entry's relative spread."""
+    return [(hi - lo) / m if m > 0 else 0.0 for (lo, hi), m in zip(intervals, medians)]
+
+
 def mean_tables(tables: list[dict]) -> dict:
-    """The mean of concurrent profilers' tables (each already a median over repeats).  Per row:
-    the repeat spreads are the worst process's, ``proc_spread`` is (max - min) / mean of the
-    processes' F+B per size, and noisy sizes and confirmed falls are those of any process."""
+    """The concurrent profilers' tables as one.  Profiles taken in rounds (lock-step, so their
+    rounds pair by index): each round's value is the processes' mean, a round is kept where every
+    process kept it, and each entry is the median over the kept rounds, with its interval
+    (``parsim.profile.rounds``).  Older tables (no rounds): the mean of the processes' medians.
+    Per row ``proc_spread`` is (max - min) / mean of the processes' F+B per size; entries whose
+    interval is wider than the noise threshold either side are flagged ``noisy``; confirmed
+    falls are those of any process."""
+    from parsim.profile.rounds import HostSample, Rounds, kept_values, median_interval
+
     out = dict(tables[0])
     out["layers"] = []
+    rounds = all("rounds" in t for t in tables)
+    kept = [[all(k) for k in zip(*rows)] for rows in zip(*(t["rounds"]["kept"] for t in tables))] if rounds else None
+    threshold = out.get("noise_threshold", 0.05)
     for rows in zip(*(t["layers"] for t in tables)):
         row = dict(rows[0])
+        noisy = set()
         for key in TIME_KEYS:
-            if key in row:
+            if key not in row:
+                continue
+            if not rounds:
                 row[key] = [statistics.fmean(v) for v in zip(*(r[key] for r in rows))]
-        for key in ("fwd_spread", "bwd_spread"):
-            if key in row:
-                row[key] = [max(v) for v in zip(*(r[key] for r in rows))]
+                continue
+            per_round = [[statistics.fmean(v) for v in zip(*rs)] for rs in zip(*(r["round_s"][key] for r in rows))]
+            row["round_s"] = {**row["round_s"], key: per_round}
+            values = [kept_values(per_round, kept, j) for j in range(len(out["microbatch_sizes"]))]
+            row[key] = [statistics.median(v) for v in values]
+            intervals = [median_interval(v) for v in values]
+            if key in ("fwd_s", "bwd_s"):
+                row[key.replace("_s", "_spread")] = _widths(intervals, row[key])
+            noisy |= {b for b, (lo, hi), m in zip(out["microbatch_sizes"], intervals, row[key])
+                      if m > 0 and max(m - lo, hi - m) > threshold * m}
+        if not rounds:
+            for key in ("fwd_spread", "bwd_spread"):
+                if key in row:
+                    row[key] = [max(v) for v in zip(*(r[key] for r in rows))]
+            noisy = {b for r in rows for b in r.get("noisy", [])}
         totals = [[f + b for f, b in zip(r["fwd_s"], r["bwd_s"])] for r in rows]
         row["proc_spread"] = [(max(v) - min(v)) / statistics.fmean(v) if statistics.fmean(v) > 0 else 0.0
                               for v in zip(*totals)]
-        noisy = sorted({b for r in rows for b in r.get("noisy", [])})
         falls = sorted({tuple(p) for r in rows for p in r.get("nonmonotone_confirmed", [])})
         row.pop("noisy", None)
         row.pop("nonmonotone_confirmed", None)
         if noisy:
-            row["noisy"] = noisy
+            row["noisy"] = sorted(noisy)
         if falls:
             row["nonmonotone_confirmed"] = [list(p) for p in falls]
         out["layers"].append(row)
-    out["remeasured"] = sorted({b for t in tables for b in t.get("remeasured", [])})
+    if rounds:
+        merged = {(row["name"], k): v for row in out["layers"] for k, v in row["round_s"].items()}
+        foreign, steal = (_worst(t["rounds"][key] for t in tables) for key in ("foreign", "steal"))
+        both = Rounds(tuple(out["microbatch_sizes"]), merged, tuple(map(tuple, kept)),
+                      tuple(tuple(max(c) for c in zip(*rs)) for rs in zip(*(t["rounds"]["canary_s"] for t in tables))),
+                      tuple(tuple(HostSample(f, s) for f, s in zip(rf, rs)) for rf, rs in zip(foreign, steal)),
+                      tables[0]["rounds"]["stopped"], tables[0]["rounds"]["target"])
+        out["rounds"] = {**tables[0]["rounds"], "kept": kept, "precision": both.precision,
+                         "canary_s": [list(c) for c in both.canary_s], "foreign": foreign, "steal": steal,
+                         "disturbed": both.disturbed,
+                         "optimizer_s_per_param": [statistics.fmean(v) for v in
+                                                   zip(*(t["rounds"]["optimizer_s_per_param"] for t in tables))]}
+    out.pop("remeasured", None)
     out["optimizer_s_per_param"] = statistics.fmean(t["optimizer_s_per_param"] for t in tables)
     out.pop("chain_s", None)
     # a tensor- or expert-parallel profile's processes already wait for each other inside the layers
@@ -328,6 +395,11 @@ def mean_tables(tables: list[dict]) -> dict:
                                       "added_min_s", "added_max_s")
     out["concurrent_processes"] = len(tables)
     return out
+
+
+def _worst(grids) -> list[list[float]]:
+    """The largest of each [round][size] entry over the processes."""
+    return [[max(v) for v in zip(*rows)] for rows in zip(*grids)]
 
 
 def slowest_rank(chains: list[list[list[float]]]) -> list[float]:
@@ -357,9 +429,9 @@ def mean_entry(entries: list[dict], means: tuple[str, ...], low: str, high: str)
     return out
 
 
-def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, device: str = "cpu",
-                     threads: int = 1, quiet: bool = False, tp: int = 1, tp_layout: str = "megatron",
-                     noise_threshold: float = 0.05, max_remeasure: int = 2, ep: int = 1) -> int:
+def launch_profilers(model: str, sizes, out: str, nproc: int, policy: RoundsPolicy = RoundsPolicy(),
+                     device: str = "cpu", threads: int = 1, quiet: bool = False, tp: int = 1,
+                     tp_layout: str = "megatron", ep: int = 1) -> int:
     """Run ``nproc`` profilers of ``model`` at once (this module's ``main`` as the worker); rank 0
     writes their mean table to ``out``.  With tp > 1, the nproc processes form tensor-parallel
     groups of tp; with ep > 1, expert-parallel groups of ep.  Returns the exit code."""
@@ -367,9 +439,9 @@ def launch_profilers(model: str, sizes, out: str, nproc: int, repeats: int = 7, 
 
     flags = ["--tp", str(tp), "--tp-layout", tp_layout] if tp > 1 else []
     flags += ["--ep", str(ep)] if ep > 1 else []
-    return launch([model, "--sizes", ",".join(map(str, sizes)), "--device", device, "--repeats", str(repeats),
-                   "--noise-threshold", str(noise_threshold), "--max-remeasure", str(max_remeasure),
-                   "-o", out, *flags], nproc, timeout_s=600, threads=threads, module="parsim.profile.layers",
+    timeout_s = max(600.0, 2 * policy.budget_s)        # a collective waits out the longest measuring
+    return launch([model, "--sizes", ",".join(map(str, sizes)), "--device", device, *policy.argv(),
+                   "-o", out, *flags], nproc, timeout_s=timeout_s, threads=threads, module="parsim.profile.layers",
                   quiet=quiet)
 
 
@@ -427,14 +499,20 @@ def main(argv=None) -> int:
     p.add_argument("model")
     p.add_argument("--sizes", required=True)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--tp-layout", default="megatron")
     p.add_argument("--ep", type=int, default=1)
-    p.add_argument("--noise-threshold", type=float, default=0.05)
-    p.add_argument("--max-remeasure", type=int, default=2)
+    default = RoundsPolicy()
+    p.add_argument("--repeats", type=int, default=default.repeats)
+    p.add_argument("--min-rounds", type=int, default=default.min_rounds)
+    p.add_argument("--max-rounds", type=int, default=default.max_rounds)
+    p.add_argument("--target", type=float, default=default.target)
+    p.add_argument("--budget", type=float, default=default.budget_s)
+    p.add_argument("--noise-threshold", type=float, default=default.noise_threshold)
     args = p.parse_args(argv)
+    policy = RoundsPolicy(args.repeats, args.min_rounds, args.max_rounds, args.target, args.budget,
+                          args.noise_threshold)
     rank = os.environ.get("RANK", "0")
     try:
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -465,11 +543,11 @@ def main(argv=None) -> int:
             everyone = [None] * dist.get_world_size()
             dist.all_gather_object(everyone, sorted(local))
             return {b for part in everyone for b in part}
-        table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, args.repeats,
+        table = profile_layers(spec, [int(x) for x in args.sizes.split(",")], args.device, policy,
                                barrier=dist.barrier if distributed else (lambda: None), tp_mesh=tp_mesh,
-                               tp_layout=args.tp_layout, ep_exchanges=ep_exchanges,
-                               noise_threshold=args.noise_threshold, max_remeasure=args.max_remeasure, agree=agree,
-                               grad_sync=distributed and args.tp == 1 and args.ep == 1)
+                               tp_layout=args.tp_layout, ep_exchanges=ep_exchanges, agree=agree,
+                               grad_sync=distributed and args.tp == 1 and args.ep == 1,
+                               profilers=int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
         tables = [table]
         if distributed:
             tables = [None] * dist.get_world_size()

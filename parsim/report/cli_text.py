@@ -3,6 +3,8 @@ text as lines (or, for ``--json``, the object to dump); parsim.cli prints them."
 
 from __future__ import annotations
 
+import math
+
 from parsim.hardware.links import LINK_CLASSES
 from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
@@ -121,6 +123,11 @@ def coverage_lines(models) -> list[str]:
     return [f"{name}: {model.coverage().describe()}" for name, model in models if hasattr(model, "coverage")]
 
 
+def interval_text(iv, fmt) -> str:
+    """`` [90%: 71.2 ms .. 93.0 ms]`` for an Interval, '' for None."""
+    return "" if iv is None else f" [{iv.level:.0%}: {fmt(iv.low)} .. {fmt(iv.high)}]"
+
+
 def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
     """``parsim simulate``: the configuration, the step, per-rank times and memory."""
     from parsim.report.timeline import timeline_grid
@@ -137,9 +144,13 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
              f"split: {c['split']}",
-             f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
+             f"step {human_time(est.step_time_s)}{interval_text(est.step_interval, human_time)}, "
+             f"{est.throughput_samples_per_s:,.1f} samples/s, "
              f"bubble {est.bubble_fraction:.1%}, waiting on other ranks {est.sync_wait_fraction:.1%}, "
              f"exposed communication {est.exposed_comm_fraction:.1%}"]
+    for what, iv in (("step", est.step_interval), ("peak memory", est.memory_interval)):
+        if iv is not None:
+            lines.append(f"{what} interval ({iv.level:.0%}): {iv.source}")
     if est.input is not None:
         i = est.input
         how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
@@ -218,7 +229,10 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
             "devices": f"{c.world_size}/{world or c.world_size}",
             "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
-            "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
+            "step": human_time(e.step_time_s), **({"90% interval": interval_text(e.step_interval, human_time)[6:-1]}
+                                                  if e.step_interval is not None else {}),
+            **({"P(best)": f"{cand.p_best:.0%}"} if getattr(cand, "p_best", None) is not None else {}),
+            "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
             "exp.comm": f"{e.exposed_comm_fraction:.1%}",
             "peak mem": human_bytes(cand.peak_memory_bytes), "headroom": human_bytes(cap_bytes - cand.peak_memory_bytes)}
@@ -277,6 +291,8 @@ def plan_rows(result, moe: bool = False) -> list[dict]:
     devices ("all N") where the pick uses fewer, then the model.yaml split's (manual); ``moe``
     (a mixture of experts): with ep and the all-to-all time."""
     rows = [candidate_row(c, result.capacity_bytes, result.world_size, moe) for c in shown_candidates(result)]
+    columns = [k for row in rows for k in row]
+    rows = [{k: row.get(k, "") for k in dict.fromkeys(columns)} for row in rows]     # the top rows' columns on all
     for i, row in enumerate(rows[:len(result.ranked)]):
         row[""] = "*" if i == 0 else str(i + 1)
     if result.all_devices is not None and len(rows) > len(result.ranked) + bool(result.manual):
@@ -356,13 +372,16 @@ def run_summary_lines(out: dict, folder: str) -> list[str]:
     return lines
 
 
-def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) -> list[str]:
-    """``parsim profile``: per layer, forward and backward times per size, and their spreads."""
+def profile_lines(spec, table: dict, sizes, nproc: int, out: str) -> list[str]:
+    """``parsim profile``: per layer, forward and backward times per size and their intervals' widths,
+    then how the rounds went (parsim.profile.rounds) and what disturbed them."""
     machine = table.get("machine", {})
+    rounds = table.get("rounds")
+    how = (f"median of {rounds['count']} interleaved rounds" if rounds else "median of the repeats")
     lines = [f"{spec.name}: {len(table['layers'])} layers x micro-batch sizes {sizes} on {table['device']}, "
-             f"{nproc} concurrent process(es) x {table['threads']} thread(s); median of {repeats} -> {out}",
+             f"{nproc} concurrent process(es) x {table['threads']} thread(s); {how} -> {out}",
              f"machine: {machine.get('cpu_model')}, {machine.get('cores')} cores, torch {machine.get('torch')}; "
-             f"spread = (max-min)/median of the repeats, worst process; proc = (max-min)/mean of the processes' F+B"]
+             f"spread = width of the 90% interval of the median / median; proc = (max-min)/mean of the processes' F+B"]
     for row in table["layers"]:
         flags = ([f"noisy at {','.join(map(str, row['noisy']))}"] if row.get("noisy") else []) + \
                 ([f"falls {' '.join(f'{a}->{b}' for a, b in row['nonmonotone_confirmed'])} (confirmed)"]
@@ -371,8 +390,15 @@ def profile_lines(spec, table: dict, sizes, nproc: int, repeats: int, out: str) 
                      "  ms | bwd " + " ".join(f"{t * 1e3:7.2f}" for t in row["bwd_s"]) + " ms | spread " +
                      " ".join(f"{max(f, b):.0%}" for f, b in zip(row["fwd_spread"], row["bwd_spread"])) + " | proc " +
                      " ".join(f"{p:.0%}" for p in row["proc_spread"]) + ("  " + "; ".join(flags) if flags else ""))
-    if table.get("remeasured"):
-        lines.append(f"re-measured for noise above {table['noise_threshold']:.0%}: sizes {table['remeasured']}")
+    if rounds:
+        why = {"precise": f"every size's chain within {rounds['target']:.0%}",
+               "budget": "the --budget ran out", "rounds": "--max-rounds reached"}[rounds["stopped"]]
+        dropped = sum(not k for row in rounds["kept"] for k in row)
+        lines.append(f"rounds: {rounds['count']}, stopped: {why}; chain known within "
+                     + ", ".join(f"{p:.1%}" for p in rounds["precision"]) + f" (90%) at sizes {sizes}; "
+                     f"{dropped} of {rounds['count'] * len(sizes)} measurements left out as disturbed (canary, host)")
+        for line in rounds.get("disturbed", []):
+            lines.append(f"DISTURBED: {line}: profile again on a quiet machine (--strict refuses such a profile)")
     if table.get("grad_sync"):
         lines.append(grad_sync_line(table["grad_sync"]))
     if table.get("fsdp_sync"):
@@ -417,10 +443,18 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
         f"MAPE {out['mape_peak_memory']:.1%}; Spearman (throughput) {out['spearman_throughput']:.2f}; planner's pick "
         + (f"(the same plan as {', '.join(out['pick_same_as'])}: their runs pooled into one median, the plan "
            "counted once) " if out['pick_same_as'] else "")
-        + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}, best: "
-        f"{out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
+        + f"{'is' if out['pick_is_best'] else 'is not'} the measured best (gap {out['pick_gap_to_best']:.1%}"
+        + (f", its stated noise +{out['pick_stated_noise']:.1%}"
+           if math.isfinite(out.get("pick_stated_noise", math.nan)) else "")
+        + f", best: {out['measured_best']}); median run-to-run spread {out['median_run_to_run_spread']:.1%}"
         + (f", of the predictions over the passes' own profiles {out['median_profile_spread']:.1%}"
            if any(p != out["measured_per_pass"][0] for p in out.get("measured_per_pass", ())) else ""))
+    if out.get("step_interval_runs"):
+        lines.append(f"intervals ({out['interval_level']:.0%}, each pass's profile x the development residuals): "
+                     f"{out['step_interval_coverage']:.0%} of {out['step_interval_runs']} runs inside their step "
+                     f"interval; peak memory inside {out['memory_interval_coverage']:.0%} of the plans; profile "
+                     f"repeatability: passes' predictions of a plan differ by {out['profile_repeatability']:.1%} "
+                     "(median)")
     lines.append(f"calibrated analytical model, each size fitted without it (leave-one-size-out): step-time MAPE "
                  f"{out['mape_step_time_analytical']:.1%}{_ci(out.get('mape_step_time_analytical_ci'))}, "
                  f"max error {out['max_error_step_time_analytical']:.1%}")

@@ -49,6 +49,16 @@ class Row:
     predicted_runs_s: tuple = ()     # per run, the prediction of its pass (from that pass's profiles)
     pooled_with: str = ""            # the planner's pick when it is this very plan: both labels' runs pooled here
     ep: int = 1                      # expert parallelism (MoE): the dp ranks the experts are split over
+    # per run, its pass's predicted step interval (low, high) (parsim.sim.interval), () where none
+    predicted_intervals_s: tuple = ()
+    memory_interval_bytes: tuple = ()   # (low, high) of the predicted peak memory, () where none
+    interval_level: float = math.nan
+
+    @property
+    def covered_runs(self) -> tuple[int, int]:
+        """(runs inside their pass's predicted interval, runs with one)."""
+        pairs = [(m, iv) for m, iv in zip(self.measured_runs_s, self.predicted_intervals_s) if iv]
+        return sum(iv[0] <= m <= iv[1] for m, iv in pairs), len(pairs)
 
     @property
     def measured_runs_s(self) -> tuple:
@@ -110,6 +120,7 @@ def pooled(rows: list[Row], pick_label: str = "planner") -> tuple[list[Row], lis
     times = sorted(runs) if runs else sorted(r.measured_step_s for r in group)
     merged = replace(twins[0], measured_step_s=statistics.median(times), measured_steps_s=steps,
                      predicted_runs_s=tuple(p for r in group for p in r.predicted_runs_s),
+                     predicted_intervals_s=tuple(iv for r in group for iv in r.predicted_intervals_s),
                      measured_spread=(times[-1] - times[0]) / statistics.median(times) if len(times) > 1 else 0.0,
                      pooled_with=",".join(r.label for r in group[1:]))
     out = [merged if r is twins[0] else r for r in rows if all(r is not g for g in group[1:])]
@@ -127,7 +138,19 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
     pick = next((r for r in rows if r.label == pick_label or pick_label in r.pooled_with.split(",")), None)
     analytical = [abs(r.analytical_step_error) for r in rows if not math.isnan(r.analytical_step_s)]
     bars = plan_errors(rows)
+    inside, counted = (sum(c) for c in zip(*(r.covered_runs for r in rows))) if rows else (0, 0)
+    memory = [r for r in rows if r.memory_interval_bytes and r.measured_peak_bytes]
     return {
+        # how often a run fell inside the interval its pass predicted (parsim.sim.interval)
+        "interval_level": next((r.interval_level for r in rows if r.predicted_intervals_s), math.nan),
+        "step_interval_coverage": inside / counted if counted else math.nan,
+        "step_interval_runs": counted,
+        "memory_interval_coverage": sum(r.memory_interval_bytes[0] <= r.measured_peak_bytes
+                                        <= r.memory_interval_bytes[1] for r in memory) / len(memory)
+        if memory else math.nan,
+        # two profiles taken minutes apart: the median over plans and pairs of passes of how far
+        # their predictions of one plan differ, |p_i / p_j - 1|
+        "profile_repeatability": _median_pairwise([r.predicted_runs_s for r in rows]),
         "mape_step_time_ci": bars["mape_step_time_ci"],
         "mape_step_time_analytical_ci": bars["mape_step_time_analytical_ci"],
         "error_bars": {k: bars[k] for k in ("n_boot", "seed", "level")},
@@ -142,10 +165,23 @@ def summary(rows: list[Row], pick_label: str = "planner") -> dict:
         "spearman_throughput": float(rho),
         "pick_is_best": bool(pick is not None and pick.measured_step_s <= best.measured_step_s * (1 + 1e-9)),
         "pick_gap_to_best": (pick.measured_step_s / best.measured_step_s - 1) if pick else math.nan,
+        # the pick's stated noise: how far above its prediction its own interval reaches (median over passes)
+        "pick_stated_noise": _upper_reach(pick),
         "measured_best": best.label,
         "pick_same_as": same_as,
         "plans": [{**r.to_dict(), **bars["plans"].get(r.label, {})} for r in rows],
     }
+
+
+def _upper_reach(row) -> float:
+    reach = [iv[1] / p - 1 for p, iv in zip(row.predicted_runs_s, row.predicted_intervals_s) if iv and p > 0] \
+        if row is not None else []
+    return statistics.median(reach) if reach else math.nan
+
+
+def _median_pairwise(runs: list[tuple]) -> float:
+    gaps = [abs(a / b - 1) for p in runs for i, a in enumerate(p) for b in p[i + 1:] if b > 0]
+    return statistics.median(gaps) if gaps else math.nan
 
 
 def table(rows: list[Row]):
@@ -163,6 +199,7 @@ def table(rows: list[Row]):
         "schedule": r.schedule,
         "pred s": round(r.predicted_step_s, 4), "meas s": round(r.measured_step_s, 4),
         "err": f"{r.step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("step_error_ci")),
+        **({"in interval": "{}/{}".format(*r.covered_runs)} if any(x.predicted_intervals_s for x in rows) else {}),
         "beyond noise": _beyond(bars.get(r.label, {}).get("step_error_ci")),
         "analyt. s": round(r.analytical_step_s, 4),
         "analyt. err": f"{r.analytical_step_error:+.1%}" + _ci_text(bars.get(r.label, {}).get("analytical_error_ci")),

@@ -139,6 +139,7 @@ class Candidate:
     config: ParallelConfig
     estimate: Estimate
     label: str = "planner"
+    p_best: float | None = None        # the share of the profile's replicates it is fastest in (search.noise)
 
     @property
     def peak_memory_bytes(self) -> float:
@@ -668,12 +669,13 @@ YOUNG_COLLECTION_ALLOCATIONS = 100_000
 @_older_objects_frozen
 def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
          progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None,
-         ep_compute: dict[int, ComputeModel] | None = None) -> PlanResult:
+         ep_compute: dict[int, ComputeModel] | None = None, rerank=None) -> PlanResult:
     """``tp_compute`` maps (tp, layout) to the compute model that prices those candidates (a
     profile of the shards as they run, ``parsim profile --tp``), ``ep_compute`` an ep to the one
     that prices its candidates (``parsim profile --ep``); other candidates use ``compute``.
     ``progress``: a bar of the simulations on stderr (None: where stderr is a terminal,
-    parsim.report.progress)."""
+    parsim.report.progress).  ``rerank(ranked) -> (ranked, lines)`` orders the best candidates
+    again, the pick first, and explains it (parsim.search.noise.reranker: under the profile's noise)."""
     tp_compute, ep_compute = tp_compute or {}, ep_compute or {}
 
     def compute_of(tp: int, layout: str, ep: int) -> ComputeModel:
@@ -897,7 +899,9 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             best_mem = cand.peak_memory_bytes
 
     manual = _manual(spec, cluster, compute, c, cap) if spec.manual_stages else None
-    ranked = tuple(results[: c.top])
+    ranked, noise_lines = tuple(results[: c.top]), ()
+    if rerank is not None:                 # the top plans again under the profile's noise (parsim.search.noise)
+        ranked, noise_lines = rerank(ranked)
     all_devices = None
     if ranked[0].config.world_size < world:
         all_devices = next((x for x in results if x.config.world_size == world), None)
@@ -911,7 +915,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                       search_time_s=time.perf_counter() - t0, considered=considered, simulated=simulated,
                       explanation=_explain(list(ranked), g,
                                            memory_margin(ranked[0].peak_memory_bytes, cluster.device, c.max_memory_bytes),
-                                           world, all_devices),
+                                           world, all_devices) + noise_lines,
                       world_size=world, all_devices=all_devices)
 
 

@@ -85,6 +85,10 @@ class Estimate:
     # and the routed experts' gradient buckets, over the expert-data-parallel group
     ep_a2a_bytes: tuple[float, ...] = ()
     expert_grad_buckets_bytes: tuple[tuple[float, ...], ...] = ()
+    # the predicted step time's and peak memory's intervals (parsim.sim.interval.Interval: low, high,
+    # level and where it comes from); None where nothing measured gives one
+    step_interval: object = None
+    memory_interval: object = None
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -136,4 +140,7 @@ class Estimate:
                        "input_s": r.input_s, **({"ep_comm_s": r.ep_comm_s} if r.ep_comm_s else {}),
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
+            **({"step_time_interval_s": self.step_interval.to_json()} if self.step_interval is not None else {}),
+            **({"peak_memory_interval_bytes": self.memory_interval.to_json()}
+               if self.memory_interval is not None else {}),
         }

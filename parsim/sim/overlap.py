@@ -21,8 +21,9 @@ chunks (the profile's ``collective.tp_overlap_comm_units`` and ``tp_overlap_chun
                                               that nothing covers (its first or its last)
 
 against G + C without the overlap; the layer's other work (attention's batched matmuls, norms,
-activations) is unchanged.  A recomputed layer's backward re-runs its forward, overlapped the
-same way.  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
+activations) is unchanged.  A layer under full recomputation re-runs its forward in the
+backward, collectives included, overlapped the same way; selective recomputation re-runs only the
+core attention, which communicates nothing (parsim.cost.layer), so adds no overlapped pass.  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
 (once per step) stay exposed.
 
 Approximations: a layer's collectives are pipelined with all its GEMMs as one pair, rather than
@@ -124,8 +125,8 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
         return t
     units, comm_units, chunks = overlap_units(cluster)
     passes = [(kind, "F" if kind == "F" else "B")]          # (compute phase, its collectives' phase)
-    if layer.recompute_bytes and kind in ("B", "I"):
-        passes.append(("F", "F"))
+    if layer.recomputes_forward and kind in ("B", "I"):     # full recompute re-runs the forward's
+        passes.append(("F", "F"))                            # collectives; selective re-runs none
     for k, ph in passes:
         comm = tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
         gemm = compute.layer_time_s(layer, k, microbatch) * gemm_share(layer, k, microbatch)

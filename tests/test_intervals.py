@@ -1,0 +1,166 @@
+"""Every profiled prediction carries its interval (parsim.sim.interval): a profile's rounds
+redrawn (parsim.cost.profile_rounds), composed with the development residuals; the planner's
+ranking under the profile's noise (parsim.search.noise); validate's coverage.  No timing: the
+profiles are written by hand."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from parsim.cli import main
+from parsim.cost.compute import load_profile_table
+from parsim.cost.profile_rounds import replicate_tables
+from parsim.plan import ParallelConfig
+from parsim.report.validation import Row, summary
+from parsim.search.noise import rank_under_noise, simplicity
+from parsim.sim.interval import Interval, compose, load_residuals, quantiles
+
+MODEL = "tests/data/two_layers.yaml"
+
+
+def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4)):
+    """A two-layer profile taken in rounds: layer a's forward per round is ``fwd_rounds`` (one list
+    per round, one time per size), its backward twice that; layer b steady at a tenth."""
+    n = len(fwd_rounds)
+    kept = kept or [[True] * len(sizes)] * n
+
+    def layer(name, scale):
+        rows = [[scale * t for t in r] for r in fwd_rounds]
+        med = [float(np.median([r[j] for r, k in zip(rows, kept) if k[j]])) for j in range(len(sizes))]
+        return {"name": name, "fwd_s": med, "bwd_s": [2 * t for t in med],
+                "round_s": {"fwd_s": rows, "bwd_s": [[2 * t for t in r] for r in rows]}}
+    data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": list(sizes),
+            "layers": [layer("a", 1.0), layer("b", 0.1)], "optimizer_s_per_param": 1e-9,
+            "rounds": {"count": n, "kept": kept, "stopped": "rounds", "target": 0.02, "precision": [0.0] * len(sizes),
+                       "optimizer_s_per_param": [1e-9, 1.2e-9, 0.8e-9]}}
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_interval_round_trips_and_says_where_it_is():
+    iv = Interval(0.9, 1.2, 0.9, "somewhere")
+    assert Interval.from_json(iv.to_json()) == iv and Interval.from_json(None) is None
+    assert iv.contains(1.0) and not iv.contains(1.3)
+    assert iv.relative(1.0) == (pytest.approx(-0.1), pytest.approx(0.2))
+
+
+def test_composing_a_point_with_residuals_gives_their_quantiles():
+    errors = np.log(np.linspace(0.8, 1.2, 401))          # measured / predicted spread evenly over +-20%
+    lo, hi = compose([1.0], errors, level=0.9, n=200_000)
+    assert lo == pytest.approx(0.82, abs=0.002) and hi == pytest.approx(1.18, abs=0.002)
+    assert compose([2.0, 2.0], [], 0.9) == (2.0, 2.0)      # no residuals: the predictions' own spread
+    assert quantiles([1, 2, 3, 4, 5], 0.5) == (2.0, 4.0)
+
+
+def test_replicates_redraw_whole_rounds_and_drop_the_disturbed(tmp_path):
+    table = load_profile_table(rounds_profile(tmp_path / "r.json", [[1.0, 2.0, 4.0], [1.1, 2.2, 4.4], [9.0, 9.0, 9.0]],
+                                              kept=[[True] * 3, [True] * 3, [False] * 3]))
+    assert table.rounds.count == 3 and table.layers[0][1].fwd_s == (1.05, 2.1, 4.2)
+    reps = replicate_tables(table, n=300, seed=1)
+    assert len(reps) == 300 and all(r.rounds is None for r in reps)
+    seen = {r.layers[0][1].fwd_s for r in reps}
+    # a replicate's value is the median of its drawn kept rounds: never the disturbed round's 9.0
+    assert seen <= {(1.0, 2.0, 4.0), (1.1, 2.2, 4.4), (1.05, 2.1, 4.2)} and len(seen) == 3
+    for r in reps:            # one draw for every layer: b moves with a
+        a, b = r.layers[0][1].fwd_s, r.layers[1][1].fwd_s
+        assert b == pytest.approx(tuple(0.1 * x for x in a))
+    assert {r.optimizer_s_per_param for r in reps} <= {1e-9, 1.2e-9, 0.8e-9}
+
+
+def test_a_profile_without_rounds_gives_no_replicates_and_rounds_must_match(tmp_path):
+    assert replicate_tables(load_profile_table("tests/data/profile_table.yaml")) == []
+    path = rounds_profile(tmp_path / "p.json", [[1.0, 2.0, 4.0]] * 3)
+    data = json.loads(open(path).read())
+    data["layers"][1]["round_s"]["fwd_s"] = data["layers"][1]["round_s"]["fwd_s"][:2]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    assert main(["simulate", MODEL, "--cluster", "local-cpu", "--profile", str(tmp_path / "bad.json")]) == 2
+
+
+def test_simulate_prints_the_interval_and_writes_it(tmp_path, capsys):
+    path = rounds_profile(tmp_path / "p.json", [[1e-3, 2e-3, 4e-3], [1.2e-3, 2.4e-3, 4.8e-3], [0.9e-3, 1.8e-3, 3.6e-3],
+                                                [1e-3, 2e-3, 4e-3], [1.1e-3, 2.2e-3, 4.4e-3]])
+    out = tmp_path / "plan.json"
+    assert main(["simulate", MODEL, "--cluster", "local-cpu", "--dp", "1", "--pp", "1", "--profile", path,
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "step interval (90%): the profile's 5 rounds redrawn 200 times" in printed
+    est = json.loads(out.read_text())["estimate"]
+    iv = Interval.from_json(est["step_time_interval_s"])
+    assert iv.low < est["step_time_s"] < iv.high and iv.level == 0.9
+    res = load_residuals("local-cpu")
+    if res is not None and res.step["dense"]:        # the committed residuals widen it past the profile's own
+        assert "development runs" in iv.source
+        lo, hi = quantiles(np.exp(res.step["dense"]), 0.9)
+        assert iv.high / est["step_time_s"] >= hi * 0.95
+
+
+def test_a_prediction_from_the_analytical_model_has_no_interval(capsys):
+    assert main(["simulate", MODEL, "--cluster", "local-cpu", "--dp", "1", "--pp", "1", "--json"]) == 0
+    assert "step_time_interval_s" not in json.loads(capsys.readouterr().out)
+
+
+class _Cand:
+    def __init__(self, name, cfg):
+        self.name, self.config = name, cfg
+
+    def key(self):
+        return self.name
+
+
+def _cfg(dp=1, pp=1, m=1, schedule="1f1b"):
+    return ParallelConfig(dp, pp, m, schedule, 1, tuple(range(pp + 1)) if pp > 1 else (0, 2))
+
+
+def test_the_ranking_under_noise_gives_each_plan_its_chance_and_prefers_the_simpler_of_equals():
+    # A is 1% faster than B on average, but the replicates cannot tell them apart; C is clearly slower.
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 0.03, 400)
+    times = {"A": 1.00 + noise + rng.normal(0, 0.02, 400), "B": 1.01 + noise + rng.normal(0, 0.02, 400),
+             "C": 1.30 + noise}
+    cands = [_Cand("A", _cfg(dp=2)), _Cand("B", _cfg()), _Cand("C", _cfg(pp=2, m=4))]
+    assert simplicity(cands[1].config) < simplicity(cands[0].config)     # one device against two
+    ranking, got = rank_under_noise(cands, lambda cfg, r: times[next(c.name for c in cands if c.config is cfg)][r],
+                                    list(range(400)), batch=8)
+    assert ranking.best_expected == "A" and ranking.near == ("B",)
+    assert ranking.ranked[0].name == "B"                                   # the simpler of two equals
+    assert ranking.p_best["C"] == 0.0 and ranking.p_best["A"] + ranking.p_best["B"] == pytest.approx(1.0)
+    assert 0.3 < ranking.p_best["B"] < 0.7
+    lines = ranking.lines(lambda cfg: f"dp={cfg.dp} pp={cfg.pp}")
+    assert "cannot be told apart" in lines[0] and lines[1].startswith("chosen over dp=2 pp=1")
+    # far apart, the faster wins whatever its simplicity
+    times["B"] = times["B"] + 0.2
+    ranking, _ = rank_under_noise(cands, lambda cfg, r: times[next(c.name for c in cands if c.config is cfg)][r],
+                                  list(range(400)), batch=8)
+    assert ranking.ranked[0].name == "A" and ranking.near == () and ranking.p_best["A"] == 1.0
+
+
+def test_validate_counts_the_runs_inside_their_pass_interval():
+    def row(label, runs, intervals, peak=100.0, mem=(90.0, 110.0)):
+        return Row(label=label, dp=1, pp=1, microbatches=1, schedule="1f1b", split="a..b", predicted_step_s=1.0,
+                   measured_step_s=float(np.median(runs)), predicted_peak_bytes=100.0, measured_peak_bytes=peak,
+                   predicted_compute_frac=1.0, predicted_bubble_frac=0.0, predicted_exposed_comm_frac=0.0,
+                   measured_compute_frac=1.0, measured_steps_s=tuple((r,) for r in runs),
+                   predicted_runs_s=(1.0, 1.05, 0.95)[:len(runs)], predicted_intervals_s=intervals,
+                   memory_interval_bytes=mem, interval_level=0.9)
+    rows = [row("x", [1.0, 1.3, 0.9], ((0.8, 1.2),) * 3), row("y", [1.1, 1.1, 1.1], ((1.0, 1.2),) * 3, peak=120.0)]
+    out = summary(rows)
+    assert out["step_interval_runs"] == 6 and out["step_interval_coverage"] == pytest.approx(5 / 6)
+    assert out["memory_interval_coverage"] == 0.5 and out["interval_level"] == 0.9
+    # pairs of passes' predictions: |1/1.05-1|, |1/0.95-1|, |1.05/0.95-1| for each plan
+    assert out["profile_repeatability"] == pytest.approx(abs(1 / 0.95 - 1))
+    assert math.isnan(summary([row("z", [1.0], ())])["step_interval_coverage"])
+
+
+def test_plan_with_a_profile_in_rounds_ranks_its_best_under_the_noise(tmp_path, capsys):
+    path = rounds_profile(tmp_path / "p.json", [[1e-3, 2e-3, 4e-3], [1.2e-3, 2.4e-3, 4.8e-3], [0.9e-3, 1.8e-3, 3.6e-3],
+                                                [1e-3, 2e-3, 4e-3], [1.1e-3, 2.2e-3, 4.4e-3]])
+    assert main(["plan", MODEL, "--cluster", "local-cpu", "--tp", "1", "--profile", path, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    top = [c for c in out["candidates"] if "step_time_interval_s" in c["estimate"]]
+    assert top and out["candidates"][0] is not None and "step_time_interval_s" in out["plan"]["estimate"]
+    assert any("under the profile's noise" in line for line in out["explanation"])
+    assert main(["plan", MODEL, "--cluster", "local-cpu", "--tp", "1", "--profile", path]) == 0
+    printed = capsys.readouterr().out
+    assert "P(best)" in printed and "90% interval" in printed
