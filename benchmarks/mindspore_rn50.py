@@ -5,12 +5,12 @@ simulator from a layer profile timed in MindSpore (parsim.profile.mindspore_cell
 
 For each worker count N: the plan (dp = N), its MindSpore fragment, a profile by N concurrent
 MindSpore profilers (as the run's workers share the machine), the run's step times, and the
-prediction with an interval from the profile's repeats (the simulator priced with each layer's
-25th and 75th percentile).  Written under results/<date>-<cpu>/mindspore-rn50/; needs the
+prediction with the interval the simulator draws from the profile's rounds (parsim.cost.profile_rounds),
+against the run's steps (median and interquartile range after 3 warm-up steps).  Written under results/<date>-<cpu>/mindspore-rn50/; needs the
 [mindspore] extra.  A quiet machine's run (about 10 minutes on 2 cores):
 
     python benchmarks/mindspore_rn50.py
-    python benchmarks/mindspore_rn50.py --steps 3 --repeats 2 --sizes 4 --batch 8 --out /tmp/ms-check   # a check
+    python benchmarks/mindspore_rn50.py --steps 4 --repeats 1 --rounds 3 --batch 8 --out /tmp/ms-check   # a check
 """
 
 from __future__ import annotations
@@ -41,20 +41,11 @@ def msrun(n: int, port: int, logs: str, args: list[str]) -> None:
         "--join=True", WORKER] + args, env=env, timeout=3600)
 
 
-def quantile_profile(profile: dict, q: float) -> dict:
-    """The profile with each layer's time at the q-quantile of its repeats' spread around the median
-    (the spread (max - min) / median, taken symmetric)."""
-    out = json.loads(json.dumps(profile))
-    for row in out["layers"]:
-        for key, spread in (("fwd_s", "fwd_spread"), ("bwd_s", "bwd_spread")):
-            row[key] = [t * (1 + (q - 0.5) * s) for t, s in zip(row[key], row[spread])]
-    return out
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=12, help="steps per run, the first 3 warm-up")
-    p.add_argument("--repeats", type=int, default=5, help="profile repeats per layer and size")
+    p.add_argument("--repeats", type=int, default=3, help="profile repeats per layer, size and round")
+    p.add_argument("--rounds", type=int, default=5, help="profile rounds (the prediction's interval comes from them)")
     p.add_argument("--batch", type=int, default=32, help="global batch (examples/resnet50_cifar10_local.yaml: 32)")
     p.add_argument("--sizes", default=None, help="profiled micro-batch sizes (default: each run's batch per device)")
     p.add_argument("--out", default=None, help="output folder (default results/<date>-<cpu>/mindspore-rn50)")
@@ -78,28 +69,21 @@ def main() -> int:
         sizes = a.sizes or str(a.batch // n)
         profile = os.path.join(out, f"profile_dp{n}.json")
         msrun(n, 8200 + n, os.path.join(out, f"logs_profile_dp{n}"),
-              ["profile", "--sizes", sizes, "--repeats", str(a.repeats), "-o", profile])
+              ["profile", "--sizes", sizes, "--repeats", str(a.repeats), "--rounds", str(a.rounds), "-o", profile])
         measured = os.path.join(out, f"measured_dp{n}.json")
         msrun(n, 8210 + n, os.path.join(out, f"logs_run_dp{n}"),
               ["train", "--fragment", fragment, "--steps", str(a.steps), "-o", measured])
-        with open(profile) as f:
-            prof = json.load(f)
-        predicted = []
-        for q, name in ((0.5, profile), (0.25, profile + ".p25.json"), (0.75, profile + ".p75.json")):
-            if q != 0.5:
-                with open(name, "w") as f:
-                    json.dump(quantile_profile(prof, q), f, indent=1)
-            est = json.loads(sh(parsim + ["simulate", plan, "--profile", name, "--json"]))
-            predicted.append(est["step_time_s"])
+        est = json.loads(sh(parsim + ["simulate", plan, "--profile", profile, "--json"]))
+        interval = est.get("step_time_interval_s") or {"low": est["step_time_s"], "high": est["step_time_s"]}
         with open(measured) as f:
             all_steps = json.load(f)["step_s"]
         steps = all_steps[3:] or all_steps[-1:]
         qs = statistics.quantiles(steps, n=4) if len(steps) > 1 else [steps[0]] * 3
         rows.append({"workers": n, "plan": os.path.basename(plan), "fragment": os.path.basename(fragment),
-                     "predicted_s": predicted[0], "predicted_interval_s": [predicted[1], predicted[2]],
+                     "predicted_s": est["step_time_s"], "predicted_interval_s": [interval["low"], interval["high"]],
                      "measured_median_s": statistics.median(steps), "measured_iqr_s": [qs[0], qs[2]],
-                     "error": predicted[0] / statistics.median(steps) - 1,
-                     "within": predicted[1] <= qs[2] and qs[0] <= predicted[2]})
+                     "error": est["step_time_s"] / statistics.median(steps) - 1,
+                     "within": interval["low"] <= qs[2] and qs[0] <= interval["high"]})
     summary = {"command": " ".join(["python", "benchmarks/mindspore_rn50.py"] + sys.argv[1:]),
                "machine": machine.__dict__, "rows": rows}
     with open(os.path.join(out, "summary.json"), "w") as f:

@@ -115,40 +115,54 @@ def _timed(fn, warmup: int, repeats: int) -> list[float]:
     return out
 
 
-def profile(sizes: list[int], image: int, repeats: int, warmup: int) -> dict:
-    """This process's layer profile of the MindSpore ResNet-50 (parsim's layer-profile format)."""
+def profile(sizes: list[int], image: int, repeats: int, warmup: int, rounds: int) -> dict:
+    """This process's layer profile of the MindSpore ResNet-50, in parsim's layer-profile format
+    with its rounds (parsim.profile.rounds: round r measures every size once, the sizes' order
+    rotated by r; a round's value is the median of its repeats, an entry's the median over rounds;
+    the rounds are kept so that a plan's predicted step gets its interval from them)."""
     ms = _ms()
     from mindspore import nn
 
     net = resnet50()
     net.set_train(True)
-    rows = {n: {"name": n, "fwd_s": [], "bwd_s": [], "saved_bytes": [], "fwd_spread": [], "bwd_spread": []}
-            for n, _ in units(net)}
+    cells = units(net)
+    inputs = {}                                     # each unit's input at each size
     for b in sizes:
         x = ms.Tensor(np.random.rand(b, 3, image, image).astype(np.float32))
-        for name, cell in units(net):
-            # the gradients of all-ones output sensitivities (MindSpore's default): input and weights
-            grad = ms.grad(cell, grad_position=0, weights=cell.trainable_params())
-            fwd = _timed(lambda: cell(x), warmup, repeats)
-            both = _timed(lambda: grad(x), warmup, repeats)
-            f, fb = statistics.median(fwd), statistics.median(both)
-            row = rows[name]
-            row["fwd_s"].append(f)
-            row["bwd_s"].append(max(fb - f, 0.0))
-            row["saved_bytes"].append(0)
-            row["fwd_spread"].append((max(fwd) - min(fwd)) / f)
-            row["bwd_spread"].append((max(both) - min(both)) / fb)
+        for name, cell in cells:
+            inputs[(name, b)] = x
             x = cell(x)
+    # the gradients of all-ones output sensitivities (MindSpore's default): input and weights
+    grads = {name: ms.grad(cell, grad_position=0, weights=cell.trainable_params()) for name, cell in cells}
+    fwd = {(n, b): [] for n, _ in cells for b in sizes}         # per round
+    bwd = {(n, b): [] for n, _ in cells for b in sizes}
+    for r in range(rounds):
+        for b in sizes[r % len(sizes):] + sizes[:r % len(sizes)]:
+            for name, cell in cells:
+                x = inputs[(name, b)]
+                f = statistics.median(_timed(lambda: cell(x), warmup if r == 0 else 1, repeats))
+                both = statistics.median(_timed(lambda: grads[name](x), warmup if r == 0 else 1, repeats))
+                fwd[(name, b)].append(f)
+                bwd[(name, b)].append(max(both - f, 0.0))
+    rows = []
+    for name, _ in cells:
+        f_rounds = [[fwd[(name, b)][r] for b in sizes] for r in range(rounds)]
+        b_rounds = [[bwd[(name, b)][r] for b in sizes] for r in range(rounds)]
+        med = lambda table, k: statistics.median(row[k] for row in table)          # noqa: E731
+        rows.append({"name": name, "fwd_s": [med(f_rounds, k) for k in range(len(sizes))],
+                     "bwd_s": [med(b_rounds, k) for k in range(len(sizes))], "saved_bytes": [0] * len(sizes),
+                     "round_s": {"fwd_s": f_rounds, "bwd_s": b_rounds}})
     params = net.trainable_params()
     opt = nn.Momentum(params, 0.01, 0.9)
-    grads = tuple(ms.Tensor(np.zeros(p.shape, np.float32)) for p in params)
-    step = _timed(lambda: opt(grads), warmup, max(repeats, 20))
+    zeros = tuple(ms.Tensor(np.zeros(p.shape, np.float32)) for p in params)
+    step = _timed(lambda: opt(zeros), warmup, max(repeats, 20))
     count = sum(int(np.prod(p.shape)) for p in params)
     return {"schema_version": 1, "kind": "layer-profile", "model": "resnet50-mindspore",
             "device": f"cpu: {platform.processor() or platform.machine()} (MindSpore {ms.__version__}, GRAPH_MODE)",
-            "dtype": "fp32", "threads": int(os.environ.get("PARSIM_MS_THREADS", "1")), "measured": datetime.date.today().isoformat(),
-            "microbatch_sizes": list(sizes), "layers": list(rows.values()), "optimizer": "momentum",
-            "optimizer_s_per_param": statistics.median(step) / count}
+            "dtype": "fp32", "threads": int(os.environ.get("PARSIM_MS_THREADS", "1")),
+            "measured": datetime.date.today().isoformat(), "microbatch_sizes": list(sizes), "layers": rows,
+            "optimizer": "momentum", "optimizer_s_per_param": statistics.median(step) / count,
+            "rounds": {"kept": [[True] * len(sizes) for _ in range(rounds)], "count": rounds}}
 
 
 def train(fragment: str, steps: int, image: int) -> dict:
@@ -185,12 +199,14 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--sizes", default="8,16")
     p.add_argument("--image", type=int, default=32)
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=3, help="profile: timed repeats per size, unit and round")
+    p.add_argument("--rounds", type=int, default=5, help="profile: rounds (parsim.profile.rounds: 5 give a 90%% "
+                                                          "interval of the median)")
     p.add_argument("-o", "--output", required=True)
     a = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if a.what == "profile":
-        out = profile([int(s) for s in a.sizes.split(",")], a.image, a.repeats, 2)
+        out = profile([int(s) for s in a.sizes.split(",")], a.image, a.repeats, 2, a.rounds)
     else:
         out = train(a.fragment, a.steps, a.image)
     rank = os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0"))
