@@ -107,7 +107,14 @@ def cmd_simulate(args) -> int:
 
     for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
         check_output(getattr(args, flag), "--" + flag.replace("_", "-"))
-    if args.model.endswith(".json"):
+    from_config = None
+    if args.from_framework or args.from_model or args.set:
+        from parsim.export.commands import imported_config
+
+        args.cluster = args.cluster or DEFAULT_CLUSTER
+        from_config = imported_config(args, _compute_model)
+        spec, cluster, compute, cfg = from_config.spec, from_config.cluster, from_config.compute, from_config.config
+    elif args.model.endswith(".json"):
         from parsim.plan import load_plan_and_model, model_changed
 
         plan, spec = load_plan_and_model(args.model)
@@ -132,6 +139,9 @@ def cmd_simulate(args) -> int:
     est = dataclasses.replace(est, step_interval=step, memory_interval=memory)
     if args.output:
         from parsim.plan import plan_from_candidate
+        if from_config:
+            from parsim.export.commands import write_model_beside
+            spec = write_model_beside(args.output, from_config)
         write_json(args.output, plan_from_candidate(spec, cluster, cfg, est.to_json()).to_json())
     if args.trace:
         write_json(args.trace, chrome_trace(est))
@@ -222,9 +232,18 @@ def cmd_plan(args) -> int:
     check_output(args.output, "-o")
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
-    cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
-    spec = _fp8(load_model(args.model), args)
-    compute = _compute_model(args, cluster, spec)
+    from_config = given = None
+    if args.from_framework or args.from_model or args.set:     # the config as given is priced, then searched
+        from parsim.export.commands import imported_config
+        from parsim.sim import simulate
+
+        from_config = imported_config(args, _compute_model)
+        spec, cluster, compute = from_config.spec, from_config.cluster, from_config.compute
+        given = simulate(spec.graph, spec.training, cluster, from_config.config, compute, strategies=spec.shard)
+    else:
+        cluster = load_cluster(args.cluster)      # first: a bad cluster is refused before the model is built
+        spec = _fp8(load_model(args.model), args)
+        compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     profiled_ep = getattr(getattr(compute, "table", None), "ep", 1)      # an --ep profile prices its own ep only
     if profiled_ep > 1:
@@ -240,6 +259,9 @@ def cmd_plan(args) -> int:
                   rerank=reranker(spec, cluster, compute, tp_compute))
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
+    if from_config and args.output:
+        from parsim.export.commands import write_model_beside
+        spec = write_model_beside(args.output, from_config)
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
     if args.output:
         write_json(args.output, plan_json)
@@ -251,6 +273,9 @@ def cmd_plan(args) -> int:
         _print_json(plan_result_json(result, plan_json, strategies, used))
         return 0
     _print_lines(plan_lines(spec, cluster, result, strategies))
+    if given is not None:
+        from parsim.export.commands import better_lines
+        _print_lines(better_lines(given, chosen))
     _print_coverage(used)
     if args.output:
         print(f"wrote {args.output}")
@@ -511,6 +536,7 @@ def _calibrate_published(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from parsim.export.commands import add_from_options as _from_flags, cmd_export
     from parsim.profile.rounds import RoundsPolicy
 
     parser = _Parser(prog="parsim", description="Simulate and plan parallel training.")
@@ -528,7 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_cluster)
 
     p = sub.add_parser("simulate", help="predict one training step of a parallel configuration")
-    p.add_argument("model", help="model.yaml, or a plan.json from `parsim plan -o`")
+    p.add_argument("model", help="model.yaml, a plan.json from `parsim plan -o`, or with --from a framework's config")
     p.add_argument("--cluster", help=f"cluster (default {DEFAULT_CLUSTER}, or the plan's)")
     p.add_argument("--dp", type=positive_int_arg, help="data-parallel replicas (default: devices / pp)")
     p.add_argument("--pp", type=positive_int_arg, help="pipeline ranks")
@@ -539,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
+    _from_flags(p)
     from parsim.cost.comm import ALGORITHMS
     p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
                    help="all-reduce algorithm; the cluster's library must implement it (default: the fastest it has)")
@@ -553,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("plan", help="search dp x pp, micro-batches, schedule and split; rank by throughput")
-    p.add_argument("model", help="model.yaml")
+    p.add_argument("model", help="model.yaml, or with --from a framework's config")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, help=f"cluster (default {DEFAULT_CLUSTER})")
     p.add_argument("--dp", type=positive_int_arg)
     p.add_argument("--pp", type=positive_int_arg)
@@ -562,6 +589,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tp_flags(p)
     p.add_argument("--max-memory", help="memory per device, e.g. 24GiB, taken as given (default: the device's usable "
                                         "memory: its capacity less the profile's memory_reserved)")
+    _from_flags(p)
     p.add_argument("--top", type=positive_int_arg, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")
     p.add_argument("--tp-profile", action="append",
@@ -697,6 +725,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-results", action="store_true", help="write no evidence copy (a trial run)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_validate)
+
+    from parsim.export import TARGETS
+    p = sub.add_parser("export", help="write a plan as MindSpore's, Megatron-LM's, torchtitan's or DeepSpeed's settings")
+    p.add_argument("plan", help="a plan.json from `parsim plan -o`")
+    p.add_argument("--to", required=True, choices=TARGETS, help="the framework to launch it with")
+    p.add_argument("-o", "--output", help="the file to write (default: PLAN.TARGET.{py,args,toml,json}; - prints it)")
+    p.set_defaults(func=cmd_export)
 
     from parsim.run import add_run_options
     p = sub.add_parser("run", help="run a plan with torch.distributed on this machine and measure it")

@@ -338,6 +338,21 @@ CASES = [
          ["--data", "data_batch_*.bin"]),
     case("run: synthetic data smaller than a step", f"run {D}/p.json --synthetic-size 4", {**R, "p.json": RESNET_PLAN},
          ["--synthetic-size", "4 samples", "global batch (32)"]),
+    # ---------------------------------------------------------------- parsim export, --from (parsim.export)
+    case("export: missing plan", f"export {D}/nope.json --to megatron", {}, ["nope.json", "not found"]),
+    case("export: no name in the target", f"export {D}/p.json --to megatron", {**M, "p.json": plan_json()},
+         ["p.json", "model.path", "Megatron-LM", "GPT- and Llama-shaped"]),
+    case("export: schedule the target lacks", f"export {D}/p.json --to deepspeed",
+         {**M, "p.json": plan_json(edit=lambda d: d["parallel"].update(schedule="gpipe"))},
+         ["p.json", "parallel.schedule", "gpipe", "DeepSpeed", "1F1B"]),
+    case("from: bad TOML", f"simulate --from torchtitan {D}/t.toml --cluster local-cpu:1x2", {"t.toml": "[model\n"},
+         ["t.toml", "TOML"]),
+    case("from: DeepSpeed without a model", f"simulate --from deepspeed {D}/ds.json --cluster local-cpu:1x2",
+         {"ds.json": '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4}'}, ["ds.json", "--model"]),
+    case("from: Megatron shell variable", f"plan --from megatron {D}/a.sh --cluster local-cpu:1x2",
+         {"a.sh": "--num-layers $L --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 512 "
+                  "--micro-batch-size 1\n"}, ["a.sh", "--num-layers", "shell variable"]),
+    case("from: --set without --from", f"{SIM} --set a=1", M, ["--set", "--from"]),
     case("run: wrong process count", f"run {D}/p.json --nproc 3", {**R, "p.json": RESNET_PLAN},
          ["p.json", "parallel", "--nproc 2"]),
 ]

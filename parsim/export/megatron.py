@@ -1,0 +1,344 @@
+"""Megatron-LM / Megatron-Core: a plan as ``pretrain_gpt.py``'s command-line arguments, and such an
+argument list (or a launch script that passes one) read back.
+
+The names are those of megatron/training/arguments.py at tag core_v0.16.1 of NVIDIA/Megatron-LM,
+whose network and parallel flags are generated from megatron.core's TransformerConfig fields
+(``--tensor-model-parallel-size`` is ``tensor_model_parallel_size``; argument_utils.py,
+ArgumentGroupFactory):
+
+    parsim                      Megatron-LM
+    tp                          --tensor-model-parallel-size
+    tp_layout megatron-sp       --sequence-parallel (megatron: without it)
+    pp                          --pipeline-model-parallel-size
+    chunks (interleaved)        --num-layers-per-virtual-pipeline-stage (layers / pp / chunks)
+    bounds (uneven, chunks 1)   --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers
+    cp, cp_mode                 --context-parallel-size, --cp-comm-type p2p | allgather
+    zero 1 / 2 / 3              --use-distributed-optimizer / --use-torch-fsdp2
+                                --torch-fsdp2-no-reshard-after-forward / --use-torch-fsdp2
+    recompute selective / full  --recompute-granularity selective / full --recompute-method uniform
+                                --recompute-num-layers 1
+    tp_comm_overlap             --tp-comm-overlap
+    fp8                         --fp8-format hybrid (with --bf16)
+    ep, ep_overlap              --expert-model-parallel-size, --overlap-moe-expert-parallel-comm
+    Mixtral experts             --num-experts, --moe-router-topk, --moe-ffn-hidden-size
+    placement pp-inner          --use-tp-pp-dp-mapping (rank order tp-cp-ep-pp-dp; the default
+                                tp-cp-ep-dp-pp is parsim's dp-inner: parallel_state.py)
+    microbatches                --micro-batch-size = batch / (dp x microbatches), --global-batch-size
+
+Megatron-Core runs 1F1B, interleaved with virtual stages: GPipe and ZB-H1 are refused.  The
+embedding sits on the first stage and the output layer on the last, the transformer layers split
+evenly unless the first or last stage's count is given.  The vocabulary is padded to a multiple of
+``--make-vocab-size-divisible-by`` x tp (tokenizer.py, _vocab_size_with_padding): the export writes
+1 so that Megatron runs the vocabulary parsim priced; the import pads as Megatron does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+from parsim.export.common import (Decoder, Imported, bounds_from_counts, decoder_counts, decoder_of, model_mapping,
+                                  refuse, split_arg)
+from parsim.errors import InputError
+
+TARGET = "Megatron-LM"
+# Flags that take no value (store_true), as arguments.py declares them; every other flag read takes one.
+SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-overlap bf16 fp16 swiglu
+group-query-attention untie-embeddings-and-output-weights disable-bias-linear use-tp-pp-dp-mapping use-torch-fsdp2
+torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-attn checkpoint-activations
+use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
+RECOMPUTE_ONE_LAYER = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+
+
+def export_args(plan, spec, source: str) -> list[str]:
+    """The plan as Megatron-LM arguments (a flat list: flag, value, flag, ...)."""
+    c = plan.config
+    d = decoder_of(spec)
+    if d is None:
+        raise refuse(source, "model.path", plan.model_path, TARGET, "trains GPT- and Llama-shaped decoders; this model "
+                     "is neither (export it to deepspeed or mindspore)")
+    args = _model_args(d, source)
+    if c.tp > 1:
+        args += ["--tensor-model-parallel-size", str(c.tp)]
+        if c.tp_layout not in ("megatron", "megatron-sp"):
+            raise refuse(source, "parallel.tp_layout", c.tp_layout, TARGET, "shards a layer only as Megatron's layout "
+                         "(with or without --sequence-parallel); plan with --tp-layout megatron or megatron-sp")
+        args += ["--sequence-parallel"] if c.tp_layout == "megatron-sp" else []
+    if c.schedule not in ("1f1b", "interleaved") and c.pp > 1:
+        raise refuse(source, "parallel.schedule", c.schedule, TARGET, "runs 1F1B and interleaved 1F1B only; plan "
+                     "with --schedule 1f1b or interleaved")
+    if c.pp > 1:
+        args += ["--pipeline-model-parallel-size", str(c.pp)]
+    args += _split_args(c, plan.layers, d.layers, source)
+    if c.cp > 1:
+        args += ["--context-parallel-size", str(c.cp), "--cp-comm-type", {"ring": "p2p", "allgather": "allgather"}[c.cp_mode]]
+    if c.ep > 1:
+        args += ["--expert-model-parallel-size", str(c.ep)]
+        args += ["--overlap-moe-expert-parallel-comm"] if c.ep_overlap else []
+    args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
+             3: ["--use-torch-fsdp2"]}[c.zero]
+    args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER}[c.recompute.value]
+    args += ["--tp-comm-overlap"] if c.tp_comm_overlap else []
+    if c.placement == "pp-inner" and c.pp > 1 and c.dp * c.cp > 1:
+        args += ["--use-tp-pp-dp-mapping"]
+    args += {"fp32": [], "bf16": ["--bf16"], "fp16": ["--fp16"]}[plan.dtype]
+    args += ["--fp8-format", "hybrid"] if plan.fp8 else []
+    args += _optimizer_args(plan.optimizer)
+    args += ["--micro-batch-size", str(c.microbatch_size(plan.global_batch_size)),
+             "--global-batch-size", str(plan.global_batch_size)]
+    return args
+
+
+def render(args: list[str], header: list[str]) -> str:
+    """One flag (and its value) a line, after ``#`` comments: a file that Megatron users paste into
+    their launch script and that ``parsim simulate --from megatron`` reads back."""
+    lines = [f"# {h}" for h in header]
+    i = 0
+    while i < len(args):
+        takes = i + 1 < len(args) and not args[i + 1].startswith("--")
+        lines.append(shlex.join(args[i:i + 1 + takes]))
+        i += 1 + takes
+    return "\n".join(lines) + "\n"
+
+
+def _model_args(d: Decoder, source: str) -> list[str]:
+    a = ["--num-layers", d.layers, "--hidden-size", d.hidden, "--ffn-hidden-size", d.ffn,
+         "--num-attention-heads", d.heads, "--seq-length", d.seq_len, "--max-position-embeddings", d.seq_len,
+         "--vocab-size", d.vocab, "--make-vocab-size-divisible-by", 1]
+    if d.attention == "eager":
+        raise refuse(source, "model.args.attention", "eager", TARGET, "has no attention backend that keeps the "
+                     "s x s scores as eager attention does; use sdpa (its fused kernels) or megatron (unfused)")
+    a += ["--attention-backend", "unfused"] if d.attention == "megatron" else []
+    if d.kind == "llama":
+        a += ["--swiglu", "--normalization", "RMSNorm", "--position-embedding-type", "rope", "--rotary-base",
+              _num(d.rope_theta), "--norm-epsilon", _num(d.norm_eps), "--disable-bias-linear"]
+        a += ["--group-query-attention", "--num-query-groups", d.kv_heads] if d.kv_heads != d.heads else []
+        a += [] if d.tied else ["--untie-embeddings-and-output-weights"]
+        if d.experts:
+            a += ["--num-experts", d.experts, "--moe-router-topk", d.topk, "--moe-ffn-hidden-size", d.ffn]
+    else:                                   # Megatron's dropouts default to 0.1, the zoo GPT's too
+        a += ["--hidden-dropout", _num(d.dropout), "--attention-dropout", _num(d.dropout)]
+    return [str(x) for x in a]
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _split_args(c, names, layers: int, source: str) -> list[str]:
+    counts = decoder_counts(c.bounds, names, source, TARGET)
+    args = []
+    if c.chunks > 1:
+        if len(set(counts)) > 1:
+            raise refuse(source, "parallel.bounds", list(c.bounds), TARGET, "splits the layers of an interleaved "
+                         "pipeline evenly over pp x chunks virtual stages; plan with an even split")
+        args += ["--num-layers-per-virtual-pipeline-stage", str(counts[0])]
+    elif len(set(counts)) > 1:
+        middle = counts[1:-1]
+        if len(set(middle)) > 1:
+            raise refuse(source, "parallel.bounds", list(c.bounds), TARGET, "names the first and last stages' layer "
+                         "counts and splits the rest evenly; this split has uneven middle stages")
+        even = middle[0] if middle else None
+        if counts[0] != even:
+            args += ["--decoder-first-pipeline-num-layers", str(counts[0])]
+        if counts[-1] != even:
+            args += ["--decoder-last-pipeline-num-layers", str(counts[-1])]
+    return args
+
+
+def _optimizer_args(optimizer: str) -> list[str]:
+    # Megatron's sgd is momentum SGD (--sgd-momentum, default 0.9); Adam is its default optimizer
+    return {"adam": [], "momentum": ["--optimizer", "sgd"], "sgd": ["--optimizer", "sgd", "--sgd-momentum", "0"]}[optimizer]
+
+
+# ----------------------------------------------------------------------------- import
+
+def parse_args_text(text: str, source: str) -> dict[str, str | bool]:
+    """Megatron flags from an argument list or a launch script: comments dropped, lines joined,
+    ``NAME=value`` assignments substituted for ``$NAME`` / ``${NAME}``; a switch maps to True."""
+    text = text.replace("\\\n", " ")
+    try:
+        tokens = shlex.split(text, comments=True)
+    except ValueError as e:
+        raise InputError(f"{source}: not a command line Megatron reads ({e}); check its quotes") from None
+    env: dict[str, str] = {}
+    flags: dict[str, str | bool] = {}
+    i = 0
+    while i < len(tokens):
+        tok = _substitute(tokens[i], env)
+        i += 1
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", tok)
+        if m and not m.group(2).endswith("("):
+            env[m.group(1)] = m.group(2)
+            continue
+        if not tok.startswith("--"):
+            continue
+        name, eq, value = tok[2:].partition("=")
+        name = name.replace("_", "-")
+        if eq:
+            flags[name] = value
+        elif name in SWITCHES or i >= len(tokens) or tokens[i].startswith("--") or tokens[i] == ")":
+            flags[name] = True
+        else:
+            flags[name] = _substitute(tokens[i], env)
+            i += 1
+    return flags
+
+
+def _substitute(token: str, env: dict) -> str:
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), m.group(0)), token)
+
+
+class _Flags:
+    def __init__(self, flags: dict, source: str):
+        self.flags, self.source = flags, source
+
+    def int(self, name: str, default=None) -> int | None:
+        v = self.flags.get(name)
+        if v is None:
+            if default is None and name in _REQUIRED:
+                raise InputError(f"{self.source}: --{name}: missing; Megatron needs it, add --{name} N")
+            return default
+        if v is True or not re.fullmatch(r"\d+", str(v)):
+            raise InputError(f"{self.source}: --{name}: expected a positive integer, got {v!r}"
+                             + ("; define the shell variable it names, or write the number" if "$" in str(v) else ""))
+        return int(v)
+
+    def str(self, name: str, default: str | None = None) -> str | None:
+        v = self.flags.get(name, default)
+        if v is True:
+            raise InputError(f"{self.source}: --{name}: expected a value")
+        return v
+
+    def on(self, name: str) -> bool:
+        return self.flags.get(name) is True
+
+
+_REQUIRED = ("num-layers", "hidden-size", "num-attention-heads", "seq-length", "micro-batch-size")
+
+
+def import_args(text: str, source: str) -> Imported:
+    """A Megatron argument list (or script) as the plan it runs."""
+    f = _Flags(parse_args_text(text, source), source)
+    tp, pp, cp = f.int("tensor-model-parallel-size", 1), f.int("pipeline-model-parallel-size", 1), f.int("context-parallel-size", 1)
+    d = _decoder(f, tp, source)
+    layers = d.layers
+    v = f.int("num-virtual-stages-per-pipeline-rank") or None
+    per_virtual = f.int("num-layers-per-virtual-pipeline-stage")
+    if per_virtual:
+        if layers % (pp * per_virtual):
+            raise InputError(f"{source}: --num-layers-per-virtual-pipeline-stage: {per_virtual} x pp {pp} does not "
+                             f"divide --num-layers {layers}")
+        v = layers // (pp * per_virtual)
+    chunks = v or 1
+    counts = _counts(f, layers, pp, chunks, source)
+    recompute = _recompute(f, source)
+    gran = f.str("cp-comm-type", "p2p")
+    if gran not in ("p2p", "allgather", "all_gather"):
+        raise refuse(source, "--cp-comm-type", gran, "parsim", "prices p2p (a ring) and allgather only")
+    zero = 1 if f.on("use-distributed-optimizer") else 0
+    if f.on("use-torch-fsdp2") or f.on("use-megatron-fsdp"):
+        strategy = f.str("data-parallel-sharding-strategy", "optim_grads_params")
+        zero = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}.get(strategy, 3)
+        zero = 2 if f.on("torch-fsdp2-no-reshard-after-forward") else zero
+    dtype = "bf16" if f.on("bf16") else "fp16" if f.on("fp16") else "fp32"
+    fp8 = f.str("fp8-format") is not None
+    optimizer = f.str("optimizer", "adam")
+    if optimizer not in ("adam", "sgd"):
+        raise refuse(source, "--optimizer", optimizer, "parsim", "prices adam and sgd")
+    if optimizer == "sgd":
+        optimizer = "sgd" if float(f.str("sgd-momentum", "0.9")) == 0 else "momentum"
+    gbs, mbs = f.int("global-batch-size"), f.int("micro-batch-size")
+    parallel = dict(tp=tp, pp=pp, cp=cp, ep=f.int("expert-model-parallel-size", 1), chunks=chunks,
+                    schedule="interleaved" if chunks > 1 else "1f1b", split=split_arg(bounds_from_counts(counts)),
+                    tp_layout=("megatron-sp" if f.on("sequence-parallel") else "megatron") if tp > 1 else None,
+                    recompute=recompute, zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
+                    cp_mode=("allgather" if gran != "p2p" else "ring") if cp > 1 else None, ep_overlap=f.on("overlap-moe-expert-parallel-comm"),
+                    placement="pp-inner" if f.on("use-tp-pp-dp-mapping") else "dp-inner", microbatch_size=mbs)
+    training = dict(dtype=dtype, optimizer=optimizer, fp8=fp8, **({"global_batch_size": gbs} if gbs else {}))
+    return Imported(model_mapping(d, "megatron-" + _stem(source)), training, parallel)
+
+
+def _decoder(f: _Flags, tp: int, source: str) -> Decoder:
+    hidden, heads, layers = f.int("hidden-size"), f.int("num-attention-heads"), f.int("num-layers")
+    seq = f.int("seq-length")
+    vocab = f.int("vocab-size")
+    if vocab is None:
+        raise InputError(f"{source}: --vocab-size: missing; parsim cannot read the tokenizer's vocabulary, add "
+                         "--vocab-size N (the tokenizer's size)")
+    vocab = int(math.ceil(vocab / (f.int("make-vocab-size-divisible-by", 128) * tp)) * f.int("make-vocab-size-divisible-by", 128) * tp)
+    swiglu = f.on("swiglu")
+    rope = f.str("position-embedding-type", "learned_absolute") == "rope"
+    rms = f.str("normalization", "LayerNorm") == "RMSNorm"
+    backend = f.str("attention-backend", "auto")
+    attention = "megatron" if backend in ("unfused", "local") else "sdpa"
+    tied = not f.on("untie-embeddings-and-output-weights")
+    if swiglu and rope and rms:
+        kv = f.int("num-query-groups", heads) if f.on("group-query-attention") else heads
+        experts = f.int("num-experts", 0)
+        ffn = f.int("moe-ffn-hidden-size") or f.int("ffn-hidden-size", 4 * hidden) if experts else \
+            f.int("ffn-hidden-size", 4 * hidden)
+        return Decoder("llama", layers, hidden, heads, kv, ffn, vocab, seq, tied, attention,
+                       float(f.str("rotary-base", "10000")), float(f.str("norm-epsilon", "1e-5")), experts=experts,
+                       topk=f.int("moe-router-topk", 2) if experts else 0)
+    if f.int("num-experts", 0):
+        raise refuse(source, "--num-experts", f.flags["num-experts"], "parsim's Megatron reader", "builds mixtures "
+                     "of experts as Mixtral (with --swiglu, --normalization RMSNorm, --position-embedding-type rope)")
+    if swiglu or rope or rms or f.on("group-query-attention"):
+        raise refuse(source, "--swiglu/--position-embedding-type/--normalization", "a mix", "parsim's Megatron reader",
+                     "builds GPT (LayerNorm, learned positions, GeLU) or Llama (RMSNorm, rope, SwiGLU) decoders; "
+                     "give all three of Llama's flags or none")
+    if f.int("ffn-hidden-size", 4 * hidden) != 4 * hidden:
+        raise refuse(source, "--ffn-hidden-size", f.int("ffn-hidden-size"), "parsim's GPT", f"has ffn = 4 x hidden "
+                     f"({4 * hidden}); describe this model in a model.yaml")
+    if not tied:
+        raise refuse(source, "--untie-embeddings-and-output-weights", True, "parsim's GPT", "ties its embedding and head")
+    hidden_dropout, attention_dropout = float(f.str("hidden-dropout", "0.1")), float(f.str("attention-dropout", "0.1"))
+    if hidden_dropout != attention_dropout:
+        raise refuse(source, "--attention-dropout", attention_dropout, "parsim's GPT", "has one dropout rate; "
+                     f"--hidden-dropout is {hidden_dropout}")
+    return Decoder("gpt", layers, hidden, heads, heads, 4 * hidden, vocab, seq, True, attention, dropout=hidden_dropout)
+
+
+def _counts(f: _Flags, layers: int, pp: int, chunks: int, source: str) -> list[int]:
+    first, last = f.int("decoder-first-pipeline-num-layers"), f.int("decoder-last-pipeline-num-layers")
+    stages = pp * chunks
+    if first is None and last is None or pp == 1:
+        if layers % stages:
+            raise InputError(f"{source}: --num-layers: {layers} layers do not split evenly over {stages} pipeline "
+                             "stages; give --decoder-first-pipeline-num-layers or change the sizes")
+        return [layers // stages] * stages
+    if chunks > 1:
+        raise refuse(source, "--decoder-first-pipeline-num-layers", first, "parsim's Megatron reader", "reads uneven "
+                     "splits without virtual stages only")
+    fixed = {0: first, pp - 1: last} if pp > 1 else {0: first}
+    fixed = {k: x for k, x in fixed.items() if x is not None}
+    rest, middle = layers - sum(fixed.values()), pp - len(fixed)
+    if middle == 0 and rest or middle and rest % middle:
+        raise InputError(f"{source}: --decoder-first/last-pipeline-num-layers: the other {middle} stages cannot share "
+                         f"the remaining {rest} of {layers} layers evenly")
+    return [fixed.get(s, rest // middle if middle else 0) for s in range(pp)]
+
+
+def _recompute(f: _Flags, source: str) -> str:
+    if f.on("checkpoint-activations"):        # the 2021 name of full recomputation (Megatron-LM's sc21 scripts)
+        return "full"
+    gran = f.str("recompute-granularity")
+    if gran is None:
+        return "none"
+    if gran == "selective":
+        return "selective"
+    if gran != "full":
+        raise refuse(source, "--recompute-granularity", gran, "Megatron-LM", "takes full or selective")
+    method = f.str("recompute-method", "uniform")
+    if method == "block" and f.int("recompute-num-layers", 1) < max(1, f.int("num-layers") // f.int("pipeline-model-parallel-size", 1)):
+        raise refuse(source, "--recompute-method", "block", "parsim", "recomputes every layer or none; block "
+                     "recomputation of some layers is not priced")
+    return "full"
+
+
+def _stem(source: str) -> str:
+    import os
+
+    return os.path.splitext(os.path.basename(source))[0]
