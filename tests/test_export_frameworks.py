@@ -1,11 +1,12 @@
 """Each export accepted by the target framework's own code, on CPU (tests/framework_checks.py runs it
 in a process of its own): DeepSpeed's DeepSpeedConfig, megatron.core's TransformerConfig and
 micro-batch calculator under Megatron-LM's flag names, torchtitan's ConfigManager and JobConfig,
-MindSpore's set_auto_parallel_context, pipeline stages, shard strategies and PipelineCell.  A
-framework that is not installed skips with the extra that installs it."""
+MindSpore's set_auto_parallel_context, pipeline stages, shard strategies and PipelineCell.  The
+test extra installs every framework; one that is missing fails with the extra that installs it."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -24,9 +25,18 @@ MLP = os.path.join(ROOT, "examples", "mlp_semi_auto.yaml")
 
 
 def needs(*modules: str, extra: str):
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
-    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed here: "
-                                                     f"pip install -e '.[{extra}]'")
+    """The framework a test checks the export against.  The test extra installs every one of them
+    (pyproject.toml), so a missing one fails the test, naming what to install, rather than skip:
+    a skip would turn a broken install into a green run (tests/test_suite_can_fail.py)."""
+    def wrap(test):
+        @functools.wraps(test)
+        def run(*args, **kwargs):
+            missing = [m for m in modules if importlib.util.find_spec(m) is None]
+            if missing:
+                pytest.fail(f"{', '.join(missing)} not installed here: pip install -e '.[test]' (or '.[{extra}]')")
+            return test(*args, **kwargs)
+        return run
+    return wrap
 
 
 def _export(tmp_path, capsys, model, cluster, flags, target) -> str:

@@ -31,9 +31,6 @@ ALLOWED_SKIPS = {
     ("test_report_html.py", "pytest.skip('no folder here that this user cannot write')"),   # root on a writable /proc
     ("test_report_html.py", "pytest.mark.skipif(CHROMIUM is None"),                  # .ci/run installs chromium
     ("test_runners.py", "pytest.mark.skipif(BASH is None"),
-    # the frameworks' extras ([megatron], [deepspeed], [torchtitan], [mindspore]) are optional, not test
-    # dependencies: MindSpore alone is 2.7 GiB; the reason names the extra that installs the missing one
-    ("test_export_frameworks.py", "pytest.mark.skipif(bool(missing)"),
     ("test_plan_kinds.py", "pytest.xfail"),          # the executor's documented gaps, each asserted to fail as listed
 }
 SKIPS = ("pytest.skip", "pytest.xfail", "pytest.importorskip", "pytest.mark.skipif", "pytest.mark.xfail",
