@@ -204,10 +204,11 @@ def unit_failed(spec: ModelSpec, units, at: dict, b: int, error: Exception) -> I
         error = error.__cause__
     cause = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), "")
     kind = next((type(m).__name__ for n, m in units if n == at.get("unit")), "?")
+    change = ("profile smaller sizes (--microbatch-sizes)" if isinstance(error, torch.OutOfMemoryError) else
+              "every cut unit must run on its own, on the output of the unit before it (as a pipeline stage "
+              "receives it): fix the unit, or put it and its neighbours in one module so that no cut falls between them")
     return InputError(f"{spec.path}: unit '{at.get('unit', '?')}' ({kind}) failed in its {at.get('phase', 'forward')} "
-                      f"at micro-batch size {b}: {type(error).__name__}: {cause[:300]}; every cut unit must run on "
-                      f"its own, on the output of the unit before it (as a pipeline stage receives it): fix the unit, "
-                      f"or put it and its neighbours in one module so that no cut falls between them")
+                      f"at micro-batch size {b}: {type(error).__name__}: {cause[:300]}; {change}")
 
 
 def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
