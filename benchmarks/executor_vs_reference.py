@@ -64,20 +64,25 @@ def plans_from(source: str, workdir: str) -> list[tuple[str, str]]:
         for model, plans in load_plan_set(source).models:
             name = load_model(model).name
             for p in plans:
-                if p.dp * p.pp != 2 or p.ep != 1 or p.schedule not in ("gpipe", "1f1b"):
+                if p.dp * p.pp != 2 or p.ep != 1:          # one process, or experts split: no reference
                     continue
                 path = os.path.join(workdir, f"{name}.{p.label}.plan.json")
                 subprocess.run([sys.executable, "-m", "parsim.cli", "simulate", model, "--cluster", "local-cpu",
                                 "--dp", str(p.dp), "--pp", str(p.pp), "--microbatches", str(p.microbatches),
                                 "--schedule", p.schedule, "-o", path, "--json"], check=True, stdout=subprocess.DEVNULL)
-                out.append((f"{name}/{p.label}", path))
+                if _runs(path):
+                    out.append((f"{name}/{p.label}", path))
         return out
     paths = sorted(glob.glob(os.path.join(source, "*.plan.json"))) if os.path.isdir(source) else [source]
-    chosen = [(os.path.basename(p).removesuffix(".json").removesuffix(".plan"), p) for p in paths
-              if reference_torch.supported(json.load(open(p))["parallel"])]
+    chosen = [(os.path.basename(p).removesuffix(".json").removesuffix(".plan"), p) for p in paths if _runs(p)]
     if not chosen:
         raise SystemExit(f"{source}: no plan the reference runs (dp=2, or pp=2 with GPipe or 1F1B)")
     return chosen
+
+
+def _runs(plan_path: str) -> bool:
+    with open(plan_path) as f:
+        return reference_torch.supported(json.load(f)["parallel"])
 
 
 def run_executor(plan: str, steps: int, warmup: int) -> dict:
