@@ -1,15 +1,21 @@
 """An independent reference for parsim's executor: the same plan, trained by a short hand-written
 torch script, plain ``DistributedDataParallel`` for dp=2 and plain ``torch.distributed.pipelining``
 (PipelineStage + ScheduleGPipe / Schedule1F1B) for pp=2, on 2 gloo ranks with 1 thread each;
-nothing from ``parsim.exec``.  From parsim it takes only the model's definition (its torch module,
-``parsim.model.spec.build_module``, and the units a pipeline may be cut at,
-``parsim.model.extract.cut_units``) and reads the plan's JSON with ``json``.
+no training code from ``parsim.exec``.  From parsim it takes only the model's definition (its torch
+module, ``parsim.model.spec.build_module``, and the units a pipeline may be cut at,
+``parsim.model.extract.cut_units``) and the process settings and exit of a run's ranks
+(``parsim.exec.runtime``), and reads the plan's JSON with ``json``.
+``benchmarks/executor_vs_reference.py`` alternates it with parsim's executor, with intervals.
 
     # one plan that parsim validate wrote (runs/validate/<label>.plan.json), 12 steps, 3 warm-up:
     python benchmarks/reference_torch.py runs/validate/pp2-1f1b-m4.plan.json --steps 12
     # every 2-rank dp or pp plan of a validate folder, beside parsim's own measurement and prediction:
     python benchmarks/reference_torch.py --compare runs/validate --steps 12
 
+Each rank runs with the executor's process settings (``parsim.exec.runtime.configure_process``:
+one compute thread, and glibc malloc told to keep freed memory rather than unmap it, which the
+executor's docstring measured at 3-5% of a ResNet-50 step), so that a comparison measures the
+training loops, not the allocator.
 Each step starts after a barrier, as the executor's do, and a step's time is the slowest rank's;
 the figure is the median over the steps after warm-up.  Optimizer: SGD with momentum 0.9, lr 0.01
 (training.optimizer: momentum) or Adam (lr 1e-3), the executor's settings.  Synthetic inputs:
@@ -77,7 +83,9 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
     from parsim.model.extract import cut_units
     from parsim.model.spec import build_module, load_model
 
-    torch.set_num_threads(1)
+    from parsim.exec.runtime import configure_process
+
+    configure_process(1)     # the executor's process settings: one thread, glibc keeping freed memory mapped
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     plan = json.load(open(plan_path))
     par, m = plan["parallel"], plan["model"]
@@ -147,12 +155,17 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
     exit_without_teardown(0)            # torch's teardown after gloo can abort a finished rank (SIGABRT)
 
 
+def supported(par: dict) -> bool:
+    """Whether this script runs a plan's ``parallel`` section: dp=2 or pp=2 (GPipe, 1F1B), nothing else."""
+    return (par["dp"] * par["pp"] == 2 and par["dp"] != par["pp"] and par["schedule"] in ("gpipe", "1f1b")
+            and all(par.get(k, 1) == 1 for k in ("tp", "cp", "ep", "chunks")) and not par.get("zero", 0))
+
+
 def run(plan_path: str, steps: int, warmup: int) -> dict:
     plan = json.load(open(plan_path))
     par = plan["parallel"]
     world = par["dp"] * par["pp"]
-    if world != 2 or (par["dp"] > 1 and par["pp"] > 1) or any(par.get(k, 1) != 1 for k in ("tp", "cp", "chunks")) \
-            or par.get("zero", 0) or par["schedule"] not in ("gpipe", "1f1b"):
+    if not supported(par):
         raise SystemExit(f"{plan_path}: the reference runs dp=2 or pp=2 (GPipe, 1F1B) only")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as d:
@@ -166,9 +179,7 @@ def compare(folder: str, steps: int, warmup: int) -> None:
     print(f"{'plan':24} {'predicted s':>12} {'parsim run s':>13} {'reference s':>12} {'parsim/ref':>11}")
     for plan_path in sorted(glob.glob(os.path.join(folder, "*.plan.json"))):
         label = os.path.basename(plan_path).removesuffix(".plan.json")
-        par = json.load(open(plan_path))["parallel"]
-        if par["dp"] * par["pp"] != 2 or par["dp"] == par["pp"] or par.get("tp", 1) != 1 or par.get("zero", 0) \
-                or par["schedule"] not in ("gpipe", "1f1b") or par.get("cp", 1) != 1:
+        if not supported(json.load(open(plan_path))["parallel"]):
             continue
         runs = sorted(glob.glob(os.path.join(folder, label, "measured.json"))
                       + glob.glob(os.path.join(folder, f"{label}.pass*", "measured.json")))

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from parsim.report.errorbars import distinguishable, interval, plan_errors, replicates
+from parsim.report.errorbars import distinguishable, interval, paired_ratio, plan_errors, replicates
 from parsim.report.validation import Row, summary
 from parsim.validation import run_order
 
@@ -82,3 +82,16 @@ def test_runs_alternate_between_plans_and_each_pass_starts_one_later():
     positions = {lab: sorted(i % 3 for i, (_, l) in enumerate(order) if l == lab) for lab in "ABC"}
     assert all(p == [0, 1, 2] for p in positions.values())
     assert run_order(["A", "B"], 1) == [(0, "A"), (0, "B")]
+
+
+def test_paired_ratio_is_the_geometric_mean_of_the_pairs_with_a_bootstrap_over_them():
+    """Pairs whose ratios are all 1.1 give 1.1 and a zero-width interval, however the runs drift;
+    two pairs of ratios 1 and 4 give 2 (the geometric mean), and their replicates' means are 1, 2
+    or 4 with probabilities 1/4, 1/2, 1/4, so the 95% interval is [1, 4]."""
+    drift = [1.0, 1.5, 0.7, 2.0]
+    ratio, ci = paired_ratio([1.1 * d for d in drift], drift)
+    assert ratio == pytest.approx(1.1) and ci == pytest.approx((1.1, 1.1))
+    ratio, ci = paired_ratio([1.0, 8.0], [1.0, 2.0], n_boot=20000)
+    assert ratio == pytest.approx(2.0) and ci == pytest.approx((1.0, 4.0))
+    with pytest.raises(ValueError):
+        paired_ratio([1.0, 2.0], [1.0])

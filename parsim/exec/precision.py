@@ -52,8 +52,9 @@ class MasterWeightSGD:
         self.mixed = any(p.dtype != torch.float32 for p in self.params)
         if inner is not None and self.mixed:
             raise ValueError("a torch optimizer in place of SGD steps fp32 parameters only")
-        # fp32: torch's SGD, or the optimizer given (``make_optimizer``: Adam)
-        self.inner = None if self.mixed else inner(self.params) if inner is not None else \
+        # fp32: torch's SGD, or the optimizer given (``make_optimizer``: Adam); none for a stage of
+        # parameter-free units (a Flatten alone), which torch's optimizers refuse ("empty parameter list")
+        self.inner = None if self.mixed or not self.params else inner(self.params) if inner is not None else \
             torch.optim.SGD(self.params, lr=lr, momentum=momentum)
         self.masters = [local(p).detach().float().clone() for p in self.params] if self.mixed else []
         self.buffers: list[torch.Tensor | None] = [None] * len(self.masters)
@@ -63,7 +64,7 @@ class MasterWeightSGD:
     def state(self) -> dict:
         """Tensors held between steps, by parameter: the master copy and the momentum."""
         if not self.mixed:
-            return self.inner.state
+            return self.inner.state if self.inner is not None else {}
         return {i: {"master": m, **({"momentum_buffer": b} if b is not None else {})}
                 for i, (m, b) in enumerate(zip(self.masters, self.buffers))}
 
@@ -82,7 +83,8 @@ class MasterWeightSGD:
     @torch.no_grad()
     def step(self) -> None:
         if not self.mixed:
-            self.inner.step()
+            if self.inner is not None:
+                self.inner.step()
             return
         for k, (p, m) in enumerate(zip(self.params, self.masters)):
             if p.grad is None:
@@ -100,13 +102,15 @@ class MasterWeightSGD:
 
     def state_dict(self) -> dict:
         if not self.mixed:
-            return {"inner": self.inner.state_dict()}
+            return {"inner": self.inner.state_dict() if self.inner is not None else None}
         return {"masters": self.masters, "buffers": self.buffers, "scale": self.scale}
 
     def load_state_dict(self, state: dict) -> None:
         """Load what ``state_dict`` gave, or its local shards (checkpoints keep tensor-parallel
         ranks' momentum as local tensors): those become DTensors again, laid out as their
         parameters."""
+        if self.inner is None and not self.mixed:
+            return
         if not self.mixed:
             self.inner.load_state_dict(state["inner"])
             for p in self.params:

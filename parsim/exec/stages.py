@@ -46,15 +46,38 @@ def in_memory_format(x: torch.Tensor | None, fmt: torch.memory_format) -> torch.
 
 class _DenseBoundary(torch.autograd.Function):
     """Identity whose forward output and backward gradient are both made dense in torch's default
-    layout: what crosses a pipeline boundary (gloo, like NCCL, sends contiguous buffers only)."""
+    layout: what crosses a pipeline boundary (gloo, like NCCL, sends contiguous buffers only).
+    The output is never a view: a dense input leaves as an alias (``detach``, no copy), since
+    torch's split backward (``stage_backward_input``, ZB-H1's I) detaches a stage's outputs in
+    place, which torch refuses for a view ("Can't detach views in-place"); returning the input
+    itself, as ``contiguous`` does when it has nothing to copy, makes autograd wrap it in a view."""
 
     @staticmethod
     def forward(ctx, x):
-        return x.contiguous()
+        return x.detach() if x.is_contiguous() else x.contiguous()
 
     @staticmethod
     def backward(ctx, grad):
         return grad.contiguous()
+
+
+class _Alias(torch.autograd.Function):
+    """Identity through a tensor that is not a view (``not_a_view``)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def not_a_view(x: torch.Tensor) -> torch.Tensor:
+    """``x``, or where it is an autograd view (``Flatten``, ``transpose``, ``narrow``... of another
+    tensor) an alias of the same storage and strides that is not: what torch's split backward
+    (``stage_backward_input``) may detach in place.  No copy either way."""
+    return _Alias.apply(x) if x._is_view() else x
 
 
 class DenseBoundary(nn.Module):

@@ -37,11 +37,11 @@ from dataclasses import asdict
 import torch
 
 from parsim.hardware.machine import this_machine
-from parsim.errors import InputError
+from parsim.errors import InputError, ParsimError
 from parsim.exec.objective import loss_fn
 from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD, check_optimizer, make_optimizer
 from parsim.exec.precision import check_supported as check_precision
-from parsim.exec.stages import in_memory_format, memory_format
+from parsim.exec.stages import in_memory_format, memory_format, not_a_view
 from parsim.exec.tensor_parallel import local
 from parsim.exec.vocab_parallel import loss_group
 from parsim.model.extract import cut_units
@@ -80,31 +80,43 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
+def _split_backward_times(units, x, y, reps: int, dev, at: dict) -> tuple[dict, dict]:
     """I and W per unit, timed with the functions torch's zero-bubble schedules call
-    (stage_backward_input, then stage_backward_weight): two autograd passes, not one."""
+    (stage_backward_input, then stage_backward_weight): two autograd passes, not one.  A unit's
+    output that is a view (``Flatten``, ``transpose``...) is handed over as an alias that is not
+    (stages.not_a_view, made before the clock starts, no copy): stage_backward_input detaches its
+    outputs in place, which torch refuses for a view.  A unit nothing flows back through takes 0."""
     from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
     names = [n for n, _ in units]
+    last = len(units) - 1
     times_i = {n: [] for n in names}
     times_w = {n: [] for n in names}
     for _ in range(reps):
         chain, h = [], x
-        for i, (_, m) in enumerate(units):
+        for i, (n, m) in enumerate(units):
+            at.update(unit=n, phase="forward")
             inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
             h = m(inp)
             chain.append((inp, h))
         grad = None
-        for i in range(len(units) - 1, -1, -1):
+        for i in range(last, -1, -1):
             n, m = units[i]
             inp, out = chain[i]
-            outputs, grads = ([_loss(out, y)], None) if grad is None else ([out], [grad])
+            if _nothing_flows_back(i, last, out, grad):
+                times_i[n].append(0.0)
+                times_w[n].append(0.0)
+                grad = None
+                continue
+            outputs, grads = ([_loss(out, y)], None) if i == last else ([not_a_view(out)], [grad])
+            at.update(unit=n, phase="backward (input gradient, stage_backward_input)")
             _sync(dev)
             t0 = time.perf_counter()
             grads_in, param_groups = stage_backward_input(outputs, grads, [inp] if inp.requires_grad else [],
                                                           m.parameters())
             _sync(dev)
             times_i[n].append(time.perf_counter() - t0)
+            at.update(unit=n, phase="backward (weight gradient, stage_backward_weight)")
             t0 = time.perf_counter()
             stage_backward_weight(m.parameters(), param_groups)
             _sync(dev)
@@ -115,11 +127,19 @@ def _split_backward_times(units, x, y, reps: int, dev) -> tuple[dict, dict]:
     return times_i, times_w
 
 
+def _nothing_flows_back(i: int, last: int, out: torch.Tensor, grad) -> bool:
+    """Whether unit i has no backward to time: not the last unit (whose loss starts the backward),
+    and its output needs no gradient (a ``Flatten`` of the input batch) or none came back to it."""
+    return i < last and (grad is None or not out.requires_grad)
+
+
 def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bool,
-                  vocab_group=None) -> tuple[dict, dict, list]:
+                  vocab_group=None, at: dict | None = None) -> tuple[dict, dict, list]:
     """One round at micro-batch size b: {(unit, key): repeat times} for fwd_s, bwd_s (and, when
     ``split``, bwd_input_s, bwd_weight_s), warm-up dropped; {unit: saved bytes per sample}; and
-    each repeat's F + B summed over the units (the chain's time, for ``slowest_rank``)."""
+    each repeat's F + B summed over the units (the chain's time, for ``slowest_rank``).  ``at``
+    is kept pointing at the unit and pass that runs (for ``unit_failed``)."""
+    at = {} if at is None else at
     x, y = _sample_input(spec, b, dev)
     names = [n for n, _ in units]
     times_f = {n: [] for n in names}
@@ -129,6 +149,7 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
         chain = []
         h = x
         for i, (n, m) in enumerate(units):
+            at.update(unit=n, phase="forward")
             inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
             keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
             params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
@@ -147,13 +168,18 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
             times_f[n].append(time.perf_counter() - t0)
             chain.append((inp, h))
             saved[n] = sum(keys.values()) / b
-        grad = None
-        for i in range(len(units) - 1, -1, -1):
+        grad, last = None, len(units) - 1
+        for i in range(last, -1, -1):
             n = names[i]
             inp, out = chain[i]
+            if _nothing_flows_back(i, last, out, grad):
+                times_b[n].append(0.0)
+                grad = None
+                continue
+            at.update(unit=n, phase="backward")
             _sync(dev)
             t0 = time.perf_counter()
-            if grad is None:
+            if i == last:
                 _loss(out, y, vocab_group).backward()
             else:
                 out.backward(grad)
@@ -168,11 +194,25 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
         out[(n, "fwd_s")] = times_f[n][warmup:]
         out[(n, "bwd_s")] = times_b[n][warmup:]
     if split:
-        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev)
+        times_i, times_w = _split_backward_times(units, x, y, warmup + repeats, dev, at)
         for n in names:
             out[(n, "bwd_input_s")] = times_i[n][warmup:]
             out[(n, "bwd_weight_s")] = times_w[n][warmup:]
     return out, saved, chain_s
+
+
+def unit_failed(spec: ModelSpec, units, at: dict, b: int, error: Exception) -> InputError:
+    """The error a profiler reports when a unit's own code raised: one line naming the unit, its
+    class, the pass, the micro-batch size and the root cause, and what to change."""
+    while error.__cause__ is not None:           # torch's pipelining wraps the cause in a multi-line message
+        error = error.__cause__
+    cause = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), "")
+    kind = next((type(m).__name__ for n, m in units if n == at.get("unit")), "?")
+    change = ("profile smaller sizes (--microbatch-sizes)" if isinstance(error, torch.OutOfMemoryError) else
+              "every cut unit must run on its own, on the output of the unit before it (as a pipeline stage "
+              "receives it): fix the unit, or put it and its neighbours in one module so that no cut falls between them")
+    return InputError(f"{spec.path}: unit '{at.get('unit', '?')}' ({kind}) failed in its {at.get('phase', 'forward')} "
+                      f"at micro-batch size {b}: {type(error).__name__}: {cause[:300]}; {change}")
 
 
 def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
@@ -227,7 +267,13 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", polic
         return canary_s()
 
     def measure(b):
-        times, saved[b], chain = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group)
+        at: dict = {}
+        try:
+            times, saved[b], chain = _measure_size(units, spec, b, dev, warmup, repeats, tp == 1, vocab_group, at)
+        except ParsimError:
+            raise
+        except Exception as e:         # the model's own code failed: one line naming the unit
+            raise unit_failed(spec, units, at, b, e) from None
         chains[b] += chain
         return times
 
@@ -490,7 +536,6 @@ def main(argv=None) -> int:
 
     import torch.distributed as dist
 
-    from parsim.errors import ParsimError
     from parsim.exec.runtime import configure_process
     from parsim.fileio import write_json
     from parsim.model.spec import load_model

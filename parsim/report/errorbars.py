@@ -90,3 +90,18 @@ def plan_errors(rows, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
     ana = interval(np.mean(np.abs(analytical_errs), axis=0)) if analytical_errs else (np.nan, np.nan)
     return {"plans": per_plan, "mape_step_time_ci": mape, "mape_step_time_analytical_ci": ana,
             "n_boot": n_boot, "seed": seed, "level": LEVEL}
+
+
+def paired_ratio(a_s, b_s, n_boot: int = N_BOOT, seed: int = SEED) -> tuple[float, tuple[float, float]]:
+    """The ratio of two alternated measurements, A over B, from pairs taken one after the other
+    (A B A B ...): the geometric mean of the pairs' ratios a_i / b_i, and its percentile
+    interval over ``n_boot`` replicates that redraw the pairs with replacement (Efron &
+    Tibshirani 1993, Ch. 13).  A pair is drawn whole, so drift that moved both of its runs
+    cancels in its ratio.  ``benchmarks/executor_vs_reference.py``: parsim's executor against
+    plain torch."""
+    a, b = np.asarray(a_s, dtype=float), np.asarray(b_s, dtype=float)
+    if len(a) != len(b) or not len(a) or (a <= 0).any() or (b <= 0).any():
+        raise ValueError(f"{len(a)} and {len(b)} times: needs as many of each, at least one, all positive")
+    logs = np.log(a / b)
+    pick = np.random.default_rng(seed).integers(0, len(logs), size=(n_boot, len(logs)))
+    return float(np.exp(logs.mean())), interval(np.exp(logs[pick].mean(axis=1)))

@@ -1,0 +1,34 @@
+"""benchmarks/executor_vs_reference.py's choices, without its runs (those are timings, taken on a
+quiet machine): which plans it compares and where its results go."""
+
+import importlib.util
+import sys
+
+from parsim.cli import main
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("executor_vs_reference", "benchmarks/executor_vs_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("executor_vs_reference", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_results_go_to_a_folder_named_by_the_cpu():
+    bench = _bench()
+    assert bench.cpu_slug("AMD EPYC 9B14") == "amd-epyc" == bench.cpu_slug("AMD EPYC")
+    assert bench.cpu_slug("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz") == "intel-xeon"
+
+
+def test_a_validate_folder_gives_the_two_rank_plans_the_reference_runs(tmp_path):
+    """dp=2 and pp=2 under GPipe or 1F1B; not one process, not ZB-H1 (plain torch's script
+    runs GPipe and 1F1B only)."""
+    model = "examples/resnet50_cifar10_local.yaml"
+    for label, flags in (("single", ["--dp", "1", "--pp", "1"]), ("dp2", ["--dp", "2", "--pp", "1"]),
+                         ("pp2-gpipe", ["--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "gpipe"]),
+                         ("pp2-zbh1", ["--dp", "1", "--pp", "2", "--microbatches", "2", "--schedule", "zbh1"])):
+        assert main(["simulate", model, "--cluster", "local-cpu", *flags, "-o", str(tmp_path / f"{label}.plan.json"),
+                     "--json"]) == 0
+    chosen = _bench().plans_from(str(tmp_path), str(tmp_path))
+    assert [label for label, _ in chosen] == ["dp2", "pp2-gpipe"]
