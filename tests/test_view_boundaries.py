@@ -13,6 +13,7 @@ from parsim.cli import main
 from parsim.exec.stages import DenseBoundary, not_a_view
 from parsim.model.spec import load_model
 from parsim.profile.layers import profile_layers
+from parsim.profile.rounds import RoundsPolicy
 
 KINDS = ("flatten", "reshape", "view", "transpose", "permute", "narrow")
 
@@ -31,7 +32,7 @@ training: {{global_batch_size: 8, dtype: fp32, optimizer: sgd}}
 
 def _profile(model: str, b: int = 2) -> dict:
     torch.set_num_threads(1)
-    return profile_layers(load_model(model), [b], repeats=1, warmup=0, max_remeasure=0)
+    return profile_layers(load_model(model), [b], policy=RoundsPolicy(1, 1, 1), warmup=0)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -105,8 +106,8 @@ def test_a_pipeline_cut_at_a_non_contiguous_view_equals_one_process(tmp_path, ca
 def test_a_unit_that_raises_in_the_profiler_is_one_line_naming_it(tmp_path, capfd, when):
     model = view_model(tmp_path, "transpose", when)
     capfd.readouterr()
-    assert main(["profile", model, "--nproc", "1", "--microbatch-sizes", "2", "--repeats", "1",
-                 "-o", str(tmp_path / "p.json")]) == 2
+    assert main(["profile", model, "--nproc", "1", "--microbatch-sizes", "2", "--repeats", "1", "--min-rounds", "1",
+                 "--max-rounds", "1", "-o", str(tmp_path / "p.json")]) == 2
     err = capfd.readouterr().err
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if ln.startswith("parsim: error")]
