@@ -17,7 +17,8 @@ from parsim.model.graph import Layer
 from parsim.hardware.machine import Machine, ProfileMachineWarning, this_machine
 from parsim.errors import InputError
 from parsim.model.spec import load_model
-from parsim.profile.layers import _fwd_plus_bwd, _run_optimizer, mean_tables, slowest_rank
+from parsim.profile.layers import _run_optimizer
+from parsim.profile.tables import fwd_plus_bwd, mean_tables, slowest_rank
 from parsim.profile.rounds import HostSample, falls, measure_rounds, median_interval, order_statistic_rank
 
 MODEL = "examples/resnet50_cifar10_local.yaml"
@@ -101,10 +102,10 @@ def test_a_fall_with_size_is_confirmed_only_beyond_both_intervals():
     # F+B of 0.216 s at 8 and 0.192 s at 16 (as measured on this CPU), every round
     measure, _ = scripted({8: [steady(0.072)], 16: [steady(0.064)]})
     got = measure_rounds([8, 16], measure, min_rounds=5, max_rounds=5)
-    assert falls(got, _fwd_plus_bwd) == {"a": [(8, 16)]}
+    assert falls(got, fwd_plus_bwd) == {"a": [(8, 16)]}
     # the same medians, but the rounds at 8 reach below 16's: not confirmed
     measure, _ = scripted({8: [steady(t) for t in (0.072, 0.06, 0.08, 0.072, 0.072)], 16: [steady(0.064)]})
-    assert falls(measure_rounds([8, 16], measure, min_rounds=5, max_rounds=5), _fwd_plus_bwd) == {}
+    assert falls(measure_rounds([8, 16], measure, min_rounds=5, max_rounds=5), fwd_plus_bwd) == {}
 
 
 def row(name, f, b, **extra):

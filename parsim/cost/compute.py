@@ -207,7 +207,7 @@ class ProfileTable:
         optimizer: adam           # optional: the optimizer timed (the model's training.optimizer)
         optimizer_s_per_param: 2.0e-9                   # optional
         slowest_rank: [1.04, ...] # optional, concurrent profilers: per size, the slowest process's
-                                  # F + B over the mean's, repeat by repeat (parsim.profile.layers.slowest_rank);
+                                  # F + B over the mean's, repeat by repeat (parsim.profile.tables.slowest_rank);
                                   # the profiled model prices every layer at it
         tp: 2                     # optional: times of the per-device shards, collectives included
         tp_layout: megatron
