@@ -21,8 +21,10 @@ chunks (the profile's ``collective.tp_overlap_comm_units`` and ``tp_overlap_chun
                                               that nothing covers (its first or its last)
 
 against G + C without the overlap; the layer's other work (attention's batched matmuls, norms,
-activations) is unchanged.  A recomputed layer's backward re-runs its forward, overlapped the
-same way.  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
+activations) is unchanged.  A layer under full recomputation re-runs its forward in the backward,
+its collectives included (``Layer.recomputes_forward``), overlapped the same way; under selective
+recomputation it re-runs only its core attention, which communicates nothing, so there is no
+second pass to overlap (parsim.cost.layer prices the same rule without the overlap).  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
 (once per step) stay exposed.
 
 Approximations: a layer's collectives are pipelined with all its GEMMs as one pair, rather than
@@ -124,7 +126,7 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
         return t
     units, comm_units, chunks = overlap_units(cluster)
     passes = [(kind, "F" if kind == "F" else "B")]          # (compute phase, its collectives' phase)
-    if layer.recompute_bytes and kind in ("B", "I"):
+    if layer.recomputes_forward and kind in ("B", "I"):
         passes.append(("F", "F"))
     for k, ph in passes:
         comm = tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
