@@ -168,3 +168,16 @@ def test_a_depthwise_convolutions_backward_counts_its_groups():
     spec = load_model("results/heldout/models/mobilenet_v2_cifar.yaml")
     for layer in spec.graph.layers:
         assert layer.bwd_flops <= 2 * layer.fwd_flops * (1 + 1e-9), layer.name
+
+
+def test_unsafe_view_moves_no_data():
+    """aten's ``_unsafe_view`` (matmul folding a bmm's operands and output) is a view on the GPU,
+    though not in aten's schema: no kernel records it (and _MemoryBoundBytes, on the same
+    _FREE_OPS, counts none of its bytes), so eager attention's bmm output, the a s^2 scores, is
+    not priced as one more copy."""
+    cfg = GPT_PRESETS["gpt-tiny"]
+    g = extract_graph(_meta(lambda: gpt("gpt-tiny", attention="eager")), InputSpec((cfg.seq_len,), "int64"),
+                      dtype="fp16")
+    block = g.layers[1]
+    assert any(k.op == "bmm" for k in block.kernels)                  # eager attention: matmul's bmm path
+    assert not any(k.op == "_unsafe_view" for layer in g.layers for k in layer.kernels)

@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from parsim.cost.comm import ddp_buckets
+from parsim.cost.comm import DDP_BUCKET_BYTES, ddp_buckets, first_bucket_bytes
 from parsim.errors import InputError
 from parsim.exec.tensor_parallel import local
 
@@ -79,7 +79,8 @@ class GradBuckets:
         alone = frozenset(j for j, (_, is_tied) in enumerate(entries) if is_tied)
         # every bucket holds an entry with gradient bytes (ddp_buckets opens none for an empty one)
         self.params: list[list[nn.Parameter]] = [[p for j in members for p in entries[j][0]]
-                                                 for members in ddp_buckets(sizes, alone=alone)]
+                                                 for members in ddp_buckets(sizes, DDP_BUCKET_BYTES, alone,
+                                                                            first_bucket_bytes(zero))]
         self.bucket_of: dict[nn.Parameter, int] = {}
         self.flat: list[torch.Tensor] = []
         self.flat_params: list[torch.Tensor] = []  # ZeRO: the parameters' storage, laid out as the gradients

@@ -8,8 +8,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
-                              fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
-                              shard_padded_bytes)
+                              first_bucket_bytes, fsdp_units, group_link_class, library_algorithms, p2p_time_s,
+                              prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
@@ -203,7 +203,7 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     group = cfg.expert_dp_group(s % cfg.pp)
     n, link = len(group), group_link_class(cluster, group)
     grads = [expert_own[i - idx.start] * per_param["grads"] for i in reversed(idx)]
-    members = ddp_buckets(grads, DDP_BUCKET_BYTES)
+    members = ddp_buckets(grads, DDP_BUCKET_BYTES, first_cap_bytes=first_bucket_bytes(zero))
     sizes = tuple(sum(grads[j] for j in g) for g in members)
     sizes = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
     op = "reduce_scatter" if zero else "all_reduce"
@@ -379,7 +379,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                         entries.append((p, n_tied, True))
                 position = [p for p, _, _ in entries]
                 grads = [n * per_param["grads"] for _, n, _ in entries]
-                groups = ddp_buckets(grads, DDP_BUCKET_BYTES, frozenset(j for j, e in enumerate(entries) if e[2]))
+                groups = ddp_buckets(grads, DDP_BUCKET_BYTES, frozenset(j for j, e in enumerate(entries) if e[2]),
+                                     first_bucket_bytes(zero))
                 sizes = tuple(sum(grads[j] for j in members) for members in groups)
                 bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
                 # ZeRO-1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half
