@@ -30,6 +30,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
                                       # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
       memory_format: nchw             # | channels_last (torch.channels_last: NHWC, what tensor cores take)
+      grad_reduce_dtype: fp32         # the dtype data-parallel gradients are held and reduced in (default: dtype):
+                                      # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
@@ -104,6 +106,12 @@ class Training:
     # mean (>= 1; parsim.cost.experts).  None: parsim.cost.comm.ROUTING_IMBALANCE, 1.25 (Switch
     # Transformer's capacity factor); 1.0 balanced routing; a measured value where one is known.
     moe_imbalance: float | None = None
+    # The dtype the data-parallel gradients are held and reduced in (all-reduced, or reduce-
+    # scattered under ZeRO); None: ``dtype``.  fp32 under a 16-bit dtype is torch FSDP's
+    # MixedPrecision(param_dtype=bfloat16, reduce_dtype=float32) (Composer's and llm-foundry's
+    # ``mixed_precision: DEFAULT``) and Megatron's ``grad_reduce_in_fp32``: 4 bytes a gradient in
+    # memory and on the wire, the parameters still gathered in ``dtype``.
+    grad_reduce_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -334,7 +342,11 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
                         memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"),
-                        fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None))
+                        fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None),
+                        grad_reduce_dtype=t.choice("grad_reduce_dtype", DTYPES, None))
+    if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
+        raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
+                                          f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")
     if training.moe_imbalance is not None and training.moe_imbalance < 1:
         raise t.fail("moe_imbalance", f"the busiest expert-parallel rank's routed tokens over the mean is at least "
                                       f"1 (1: balanced routing), got {training.moe_imbalance}; set a value >= 1")
