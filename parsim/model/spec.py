@@ -7,8 +7,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
     # exactly one of model / module / hf / layers:
     model: resnet50                   # a built-in: resnet50 | gpt
     args: {num_classes: 10, image_size: 32, stem: imagenet}
-                                      # gpt: {preset: gpt3-175b, attention: eager | sdpa} (sdpa: fused
-                                      # attention, parsim.model.attention; default eager)
+                                      # gpt: {preset: gpt3-175b, attention: sdpa | eager | megatron} (sdpa:
+                                      # fused attention, the default; parsim.model.attention)
     hf: llama3_8b/config.json         # a Hugging Face config.json (relative to this file) or its fields
                                       # inline; args: {seq_len: 8192, attn_implementation: sdpa | eager}
                                       # (default sdpa; parsim.model.hf; needs the [hf] extra)
@@ -29,7 +29,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
                                       # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
-      memory_format: nchw             # | channels_last (torch.channels_last: NHWC, what tensor cores take)
+      memory_format: channels_last    # | nchw (torch.channels_last: NHWC, what tensor cores take; default
+                                      # channels_last under fp16/bf16, nchw under fp32: default_memory_format)
       grad_reduce_dtype: fp32         # the dtype data-parallel gradients are held and reduced in (default: dtype):
                                       # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
@@ -71,6 +72,16 @@ DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
+
+
+def default_memory_format(dtype: str) -> str:
+    """training.memory_format when a model.yaml leaves it out: channels_last (NHWC) under fp16 and
+    bf16, as NVIDIA's mixed-precision recipe runs convolutions (tensor cores take NHWC: NVIDIA,
+    "Convolutional Layers User's Guide", "Tensor Layouts In Memory: NCHW vs NHWC"; its
+    DeepLearningExamples ResNet-50 trains AMP with --memory-format nhwc, torch.channels_last);
+    torch's own default NCHW in fp32.  Only 4-d tensors take it: a model without convolutions
+    is unchanged."""
+    return "channels_last" if dtype in ("fp16", "bf16") else "nchw"
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 ZERO_STAGES = (0, 1, 2, 3)   # ZeRO: none; optimizer state; + gradients; + parameters (Rajbhandari et al. 2020)
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
@@ -336,12 +347,13 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
     t = r.sub("training")
     batch = t.positive_int("global_batch_size", at_most=MAX_GLOBAL_BATCH,
                            why="2^20 samples, 12x the largest published training batch")
+    dtype = t.choice("dtype", DTYPES, "fp32")
     training = Training(global_batch_size=batch,
-                        dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
+                        dtype=dtype, optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
                         recompute=read_recompute(t, "recompute", None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
-                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"),
+                        memory_format=t.choice("memory_format", MEMORY_FORMATS, default_memory_format(dtype)),
                         fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None),
                         grad_reduce_dtype=t.choice("grad_reduce_dtype", DTYPES, None))
     if training.grad_reduce_dtype not in (None, "fp32", training.dtype):

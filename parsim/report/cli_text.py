@@ -42,7 +42,36 @@ def model_lines(spec) -> list[str]:
             f"forward {human_si(t['fwd_flops_per_sample'], 'FLOP')} ({human_si(t['fwd_flops_per_sample'] / 2, 'MAC')}), "
             f"backward {human_si(t['bwd_flops_per_sample'], 'FLOP')}, "
             f"saved activations {human_bytes(t['saved_bytes_per_sample'])} per sample; "
-            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"] + moe_lines(spec)
+            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"] + \
+        default_lines(spec) + moe_lines(spec)
+
+
+def default_lines(spec) -> list[str]:
+    """The kernels a model is priced with where its model.yaml may leave them out: its attention
+    (a transformer) and its memory format (a convolution network), each saying whether it is the
+    default and the source of that default (parsim.model.zoo.gpt.GPTConfig.attention,
+    parsim.model.spec.default_memory_format)."""
+    from parsim.model.spec import default_memory_format
+
+    lines, src = [], spec.source
+    given = dict(src.args) if src is not None else {}
+    if src is not None and src.kind == "builtin" and src.target == "gpt":
+        kind = given.get("attention")
+        lines.append(f"attention: {kind} (args.attention)" if kind else
+                     "attention: sdpa, fused (FlashAttention) kernels: the default, as Megatron-Core (Transformer "
+                     "Engine's fused attention), torchtitan and transformers train; args.attention: eager for "
+                     "explicit QK^T, softmax and AV")
+    elif src is not None and src.kind == "hf":
+        lines.append(f"attention: {given.get('attn_implementation', 'sdpa')} (args.attn_implementation; default sdpa, "
+                     "transformers' default)")
+    if any(k.klass == "conv" for layer in spec.graph.layers for k in layer.kernels):
+        fmt, dtype = spec.training.memory_format, spec.training.dtype
+        default = fmt == default_memory_format(dtype)
+        lines.append(f"memory format: {fmt} (training.memory_format" +
+                     (f"; the default under {dtype}: " + ("NVIDIA's mixed-precision recipe runs convolutions NHWC on "
+                                                          "tensor cores" if fmt == "channels_last" else "torch's NCHW")
+                      if default else "") + ")")
+    return lines
 
 
 def _experts_cell(ex) -> str:
