@@ -70,7 +70,8 @@ def main() -> None:
     print(f"{'row':<{w}} {'configuration':<58} {'measured':>9} {'predicted':>9} {'error':>7} {'tol':>4}  use")
     errors = {}
     for f, p, use in priced:
-        unit = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU"}[f.metric]
+        unit = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU",
+                "step_time_s": "s/step"}[f.metric]
         if isinstance(p, UnpricedFigure):
             config = " ".join(f"{k}={v}" for k, v in f.parallel)
             print(f"{f.id:<{w}} {f.profile + ' ' + config:<58} {f.measured:>9.1f} {'-':>9} {'-':>7} "

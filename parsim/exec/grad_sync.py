@@ -62,15 +62,20 @@ class GradBuckets:
         ``dp``, the group's size; expert gradients divide by dp x cp over a smaller group)."""
         self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
         self.mean_over = mean_over or dp
-        # A parameter two units share (the GPT's tied embedding and head) belongs to the first, as
-        # extraction counts it (parsim.model.extract); autograd accumulates it once per backward.
-        # Under ZeRO-1 a weight tied over pipeline ranks (``tied``) is an entry after the rest of
-        # its unit, in a bucket of its own (ddp_buckets' ``alone``), as the simulator prices it.
-        seen: set = set()
+        # A parameter two units share (the GPT's tied embedding and head) belongs to the first in
+        # forward order, as extraction counts it (parsim.model.extract); autograd accumulates it
+        # once per backward.  Under ZeRO-1 a weight tied over pipeline ranks (``tied``) is an entry
+        # after the rest of its unit, in a bucket of its own (ddp_buckets' ``alone``), as the
+        # simulator prices it.
+        units = list(stage.children())
+        owner: dict = {}
+        for k, unit in enumerate(units):
+            for p in unit.parameters():
+                owner.setdefault(p, k)
         entries: list[tuple[list[nn.Parameter], bool]] = []
-        for unit in list(stage.children())[::-1]:                      # backward order
-            params = [p for p in unit.parameters()
-                      if p.requires_grad and (keep is None or keep(p)) and not (p in seen or seen.add(p))]
+        for k in range(len(units) - 1, -1, -1):                        # backward order
+            params = list(dict.fromkeys(p for p in units[k].parameters()
+                                        if p.requires_grad and (keep is None or keep(p)) and owner[p] == k))
             alone = [p for p in params if zero and p in tied]
             entries.append(([p for p in params if not (zero and p in tied)], False))
             if alone:

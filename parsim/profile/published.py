@@ -18,7 +18,8 @@ with its citation and everything needed to price it again::
                                                #   tp_layout (megatron | megatron-sp; default
                                                #   megatron), tp_comm_overlap (megatron-sp only)
                                                #   and cp_mode (ring | allgather; default ring)
-        measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297}
+        measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297},
+                                               #   {step_time_s: 1.42} (an iteration's seconds)
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
                                                #   routed tokens (below)
         source_config: {...}                   # optional: the source's own settings, verbatim, for
@@ -63,7 +64,7 @@ from parsim.inputs import Fields, load_file
 from parsim.plan import CP_MODES
 
 SCHEMA_VERSION = 1
-METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu")
+METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
 BALANCE = ("forced", "capacity", "learned")
 
 
@@ -146,6 +147,10 @@ class Priced:
 
     @property
     def error(self) -> float:
+        """Predicted throughput over measured, less 1 (positive: predicted faster), whatever the
+        figure's metric: a ``step_time_s`` figure's is measured time over predicted time, less 1."""
+        if self.figure.metric == "step_time_s":
+            return self.figure.measured / self.predicted - 1
         return self.predicted / self.figure.measured - 1
 
 
@@ -370,6 +375,8 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
         predicted = spec.training.global_batch_size / step
     elif figure.metric == "tokens_per_s_per_gpu":
         predicted = figure_tokens(figure) / step / cluster.world_size
+    elif figure.metric == "step_time_s":
+        predicted = step
     else:
         predicted = figure_flops(figure) / step / cluster.world_size / 1e12
     return Priced(figure, predicted, step, describe(cfg))
