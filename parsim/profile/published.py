@@ -64,6 +64,7 @@ from parsim.inputs import Fields, load_file
 from parsim.plan import CP_MODES
 
 SCHEMA_VERSION = 1
+FOLDER = "results/published"      # every *figures*.yaml here is read (load_all_figures)
 METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
 BALANCE = ("forced", "capacity", "learned")
 
@@ -98,6 +99,7 @@ class Figure:
     note: str = ""
     routing: tuple = ()           # (key, value) pairs: balance, capacity_factor, padded; () : not a MoE row
     source_config: tuple = ()     # the source's own settings, frozen (see _freeze); read by nothing
+    source: str = ""              # the source's key in its file's sources:
 
     @property
     def held_within(self) -> float:
@@ -244,7 +246,7 @@ def load_figures(path: str | os.PathLike) -> Figures:
         source_config = _freeze(f.get("source_config", dict, {}))
         figures.append(Figure(ident, sources[key], f.get("row", str), _freeze(raw["model"]), profile, nodes, per_node,
                               tuple(parallel), given[0], value, tol, path, i, f.get("excluded", str, ""), miss, note,
-                              routing, source_config))
+                              routing, source_config, key))
         f.done()
     calibrations = []
     if r.has("calibration"):
@@ -269,7 +271,32 @@ def load_figures(path: str | os.PathLike) -> Figures:
     return Figures(path, tuple(figures), tuple(calibrations))
 
 
-@lru_cache(maxsize=64)
+def load_all_figures(folder: str | os.PathLike = FOLDER) -> Figures:
+    """Every ``*figures*.yaml`` of ``folder`` (results/published/: figures.yaml, moe_figures.yaml,
+    and each other file of public rows), as one Figures: ids unique over the files, a source key
+    naming one citation wherever it appears, each figure keeping its own file (relative model
+    paths resolve from it)."""
+    folder = os.fspath(folder)
+    paths = sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                   if n.endswith(".yaml") and "figures" in n)
+    if not paths:
+        raise InputError(f"{folder}: no *figures*.yaml file; add one (results/published/figures.yaml's schema)")
+    figures, calibrations, seen, cited = [], [], {}, {}
+    for path in paths:
+        one = load_figures(path)
+        for f in one.figures:
+            if f.id in seen:
+                raise InputError(f"{f.where}: id {f.id!r} is also in {seen[f.id]}; ids must be unique over the files")
+            seen[f.id] = path
+            if cited.setdefault(f.source, f.citation) != f.citation:
+                raise InputError(f"{f.where}: source {f.source!r} cites another reference in another file; give it "
+                                 "another key or the same citation")
+            figures.append(f)
+        calibrations += one.calibrations
+    return Figures(folder, tuple(figures), tuple(calibrations))
+
+
+@lru_cache(maxsize=512)
 def _spec(figure_model: tuple, path: str, index: int):
     from parsim.model.spec import model_from_mapping
 

@@ -85,6 +85,9 @@ class Estimate:
     # and the routed experts' gradient buckets, over the expert-data-parallel group
     ep_a2a_bytes: tuple[float, ...] = ()
     expert_grad_buckets_bytes: tuple[tuple[float, ...], ...] = ()
+    # the step time's interval (parsim.sim.band.Interval: the public benchmark's out-of-sample
+    # residuals for this kind of plan, set by parsim.sim.band.with_band); None: not drawn
+    step_time_band: object = field(default=None, compare=False)
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -136,4 +139,5 @@ class Estimate:
                        "input_s": r.input_s, **({"ep_comm_s": r.ep_comm_s} if r.ep_comm_s else {}),
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
+            "step_time_band": self.step_time_band.to_json() if self.step_time_band is not None else None,
         }
