@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import io
 import statistics
 import sys
@@ -35,7 +36,7 @@ import sys
 from parsim.fileio import write_text
 from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
 from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price
-from parsim.sim.band import RESIDUALS, residuals_yaml, row_kind
+from parsim.sim.band import LEVEL, RESIDUALS, Residual, residuals_yaml, row_kind, step_band
 
 FIT = "results/published/fit.yaml"
 UNIT = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU",
@@ -107,6 +108,27 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     return out.getvalue()
 
 
+def coverage(scored) -> str:
+    """The bands scored on the rows they would have priced: each held row's 90% band drawn from the
+    other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
+    the row's measurement falls inside."""
+    held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
+    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error)) for s, k in held)
+    inside, widths, rows = 0, [], []
+    for s, k in held:
+        band = step_band(1.0, k, table, LEVEL, leave_out=s.family)
+        ratio = 1 + s.out_of_sample.error                       # measured step / predicted step
+        hit = band is not None and band.contains(ratio)
+        inside += hit
+        if band is not None:
+            widths.append(band.high / band.low - 1)
+        rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
+                    + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band else "none"))
+    return (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each held row's band drawn from the other "
+            f"families' residuals: {inside} of {len(held)} rows inside ({inside / len(held):.1%} against {LEVEL:.0%} "
+            f"nominal); median width (high / low - 1) {statistics.median(widths):.1%}\n" + "\n".join(rows) + "\n")
+
+
 def quick(only: str) -> None:
     for f in load_all_figures().figures:
         if only and only not in f.id:
@@ -143,7 +165,8 @@ def main() -> None:
         print(file=sys.stderr)
         surrogate_errors = _surrogate_errors(spec, scored)
         text = (f"# {COMMAND}, {datetime.date.today().isoformat()}: every results/published/*figures*.yaml row; "
-                f"fit spec {args.fit}\n" + report(spec, scored, all_values, folds, surrogate_errors))
+                f"fit spec {args.fit}\n" + report(spec, scored, all_values, folds, surrogate_errors) + "\n"
+                + coverage(scored))
         print(text, end="")
         if args.out:
             write_text(args.out, text)

@@ -31,6 +31,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
       memory_format: channels_last    # | nchw (torch.channels_last: NHWC, what tensor cores take; default
                                       # channels_last under fp16/bf16, nchw under fp32: default_memory_format)
+      attention_kernel: fa2           # the fused attention's kernel: FlashAttention-2 (default: the device's production
+                                      # kernel, parsim.hardware.device.KernelExecution.attention_efficiency)
       grad_reduce_dtype: fp32         # the dtype data-parallel gradients are held and reduced in (default: dtype):
                                       # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
@@ -72,6 +74,7 @@ DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
+ATTENTION_KERNELS = ("fa2",)
 
 
 def default_memory_format(dtype: str) -> str:
@@ -123,6 +126,11 @@ class Training:
     # ``mixed_precision: DEFAULT``) and Megatron's ``grad_reduce_in_fp32``: 4 bytes a gradient in
     # memory and on the wire, the parameters still gathered in ``dtype``.
     grad_reduce_dtype: str | None = None
+    # The fused attention kernel: None, the device's production one (parsim.hardware.device:
+    # FlashAttention-2 on Ampere, cuDNN's fused attention on Hopper, what Transformer Engine and
+    # torch's SDPA run there today); "fa2", FlashAttention-2's on any device (flash-attn 2.x,
+    # torch's SDPA before its cuDNN backend), what 2023-era stacks ran on Hopper.
+    attention_kernel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -355,7 +363,8 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                                                        "allow_fp32_to_fp16"),
                         memory_format=t.choice("memory_format", MEMORY_FORMATS, default_memory_format(dtype)),
                         fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None),
-                        grad_reduce_dtype=t.choice("grad_reduce_dtype", DTYPES, None))
+                        grad_reduce_dtype=t.choice("grad_reduce_dtype", DTYPES, None),
+                        attention_kernel=t.choice("attention_kernel", ATTENTION_KERNELS, None))
     if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
         raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
                                           f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")

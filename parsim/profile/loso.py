@@ -191,6 +191,28 @@ class Profiles:
         return price(figure, self.profile(figure.profile, values))
 
 
+def _may_affect(p: Parameter, figure: Figure) -> bool:
+    """False where the parameter's fields price no kernel the row runs (no pricing needed to know
+    its slope is 0): convolution efficiencies on a model without convolutions, attention's on one
+    without the fused attention kernel (FlashAttention-2's on a row that does not ask for it), FP8's
+    on a row without FP8 GEMMs."""
+    from parsim.profile.published import figure_spec
+
+    spec = figure_spec(figure)
+    klasses = {k.klass for layer in spec.graph.layers for k in layer.kernels}
+    for _, dotted in p.fields:
+        leaf = dotted.rsplit(".", 1)[-1]
+        if leaf in ("conv_efficiency", "vector_conv_efficiency") and "conv" not in klasses:
+            return False
+        if leaf.startswith("attention_efficiency") and "attention" not in klasses:
+            return False
+        if leaf == "attention_efficiency_fa2" and spec.training.attention_kernel != "fa2":
+            return False
+        if leaf == "fp8_gemm_efficiency" and not spec.training.fp8:
+            return False
+    return True
+
+
 def _phi(kind: str, x: float) -> float:
     return 1.0 / x if kind == "rate" else x
 
@@ -221,7 +243,7 @@ class Surrogate:
             chain = profiles.chain(f.profile)
             slopes = []
             for p in spec.parameters:
-                if not p.profiles() & chain:
+                if not p.profiles() & chain or not _may_affect(p, f):
                     continue
                 moved = dict(prior)
                 moved[p.name] = min(max(p.prior * (1 - STEP), p.bounds[0]), p.bounds[1])

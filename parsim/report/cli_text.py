@@ -6,6 +6,7 @@ from __future__ import annotations
 from parsim.hardware.links import LINK_CLASSES
 from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
+from parsim.sim.band import band_text
 
 
 def ops_lines(spec, frame) -> list[str]:
@@ -168,7 +169,8 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              f"split: {c['split']}",
              f"step {human_time(est.step_time_s)}, {est.throughput_samples_per_s:,.1f} samples/s, "
              f"bubble {est.bubble_fraction:.1%}, waiting on other ranks {est.sync_wait_fraction:.1%}, "
-             f"exposed communication {est.exposed_comm_fraction:.1%}"]
+             f"exposed communication {est.exposed_comm_fraction:.1%}",
+             "step-time band: " + band_text(est.step_time_band, cluster.device.name)]
     if est.input is not None:
         i = est.input
         how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
@@ -232,6 +234,11 @@ def config_text(c) -> str:
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
 
+def band_cell(band) -> str:
+    """A step-time band as a table cell: [low, high], or "-" where none is drawn."""
+    return "-" if band is None else f"{human_time(band.low)}-{human_time(band.high)}"
+
+
 def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown); ``devices``: the
     devices the plan uses of the cluster's ``world`` (fewer where the rest idle); ``moe``: with
@@ -247,7 +254,8 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
             "devices": f"{c.world_size}/{world or c.world_size}",
             "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
-            "step": human_time(e.step_time_s), "samples/s": f"{e.throughput_samples_per_s:,.1f}",
+            "step": human_time(e.step_time_s), "90% band": band_cell(e.step_time_band),
+            "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
             "exp.comm": f"{e.exposed_comm_fraction:.1%}",
             "peak mem": human_bytes(cand.peak_memory_bytes), "headroom": human_bytes(cap_bytes - cand.peak_memory_bytes)}
@@ -333,6 +341,7 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     lines.append("splits:")
     for row, cand in zip(rows, shown_candidates(result)):
         lines.append(f"  {row['']:>6}: {cand.config.describe_split(spec.graph.names)}")
+    lines.append("the pick's step-time band: " + band_text(result.chosen.estimate.step_time_band, cluster.device.name))
     lines.extend(result.explanation)
     if result.chosen.estimate.comm_bytes:
         lines.append(comm_bytes_line(result.chosen.estimate, "the pick's bytes moved per step"))

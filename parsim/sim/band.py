@@ -204,3 +204,17 @@ def band_text(band: Interval | None, device: str = "") -> str:
             f" ({RESIDUALS})"
     return (f"{band.level:.0%} band [{band.low:.4g}, {band.high:.4g}] s: {band.source}; rows: "
             + ", ".join(band.rows[:6]) + (f" and {len(band.rows) - 6} more" if len(band.rows) > 6 else ""))
+
+
+def with_bands(result, graph, cluster, residuals: tuple[Residual, ...] | None = None):
+    """A planner's result (parsim.search.planner.PlanResult) with every candidate's step-time band."""
+    from dataclasses import replace
+
+    table = load_residuals() if residuals is None else residuals
+
+    def banded(cand):
+        return None if cand is None else replace(cand, estimate=with_band(cand.estimate, graph, cluster, cand.config,
+                                                                           table))
+    return replace(result, chosen=banded(result.chosen), ranked=tuple(banded(c) for c in result.ranked),
+                   pareto=tuple(banded(c) for c in result.pareto), manual=banded(result.manual),
+                   all_devices=banded(result.all_devices))
