@@ -114,19 +114,25 @@ def coverage(scored) -> str:
     the row's measurement falls inside."""
     held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
     table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error)) for s, k in held)
-    inside, widths, rows = 0, [], []
+    inside, banded, widths, rows, by_family = 0, 0, [], [], {}
     for s, k in held:
         band = step_band(1.0, k, table, LEVEL, leave_out=s.family)
         ratio = 1 + s.out_of_sample.error                       # measured step / predicted step
         hit = band is not None and band.contains(ratio)
-        inside += hit
         if band is not None:
+            banded += 1
+            inside += hit
             widths.append(band.high / band.low - 1)
+            by_family.setdefault(s.family, []).append(hit)
         rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
-                    + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band else "none"))
+                    + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
+                       else "none: no other source ran on this device"))
+    per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
     return (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each held row's band drawn from the other "
-            f"families' residuals: {inside} of {len(held)} rows inside ({inside / len(held):.1%} against {LEVEL:.0%} "
-            f"nominal); median width (high / low - 1) {statistics.median(widths):.1%}\n" + "\n".join(rows) + "\n")
+            f"families' residuals: {inside} of {banded} rows inside ({inside / banded:.1%} against {LEVEL:.0%} "
+            f"nominal; averaged per family {per_family:.1%}); {len(held) - banded} rows have no band (no other "
+            f"source ran on their device); median width (high / low - 1) {statistics.median(widths):.1%}\n"
+            + "\n".join(rows) + "\n")
 
 
 def quick(only: str) -> None:

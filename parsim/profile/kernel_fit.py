@@ -354,3 +354,18 @@ def conv_errors(samples: list[ConvSample], parts: dict[str, Part], ratio: float 
         e = relative_errors(pred, [s.time_s for s in rows])
         out[dtype] = (len(rows), float(np.median(e)), float(np.percentile(e, 90)))
     return out
+
+
+def square_gemm_efficiency(profile: str, work_flops: float, dtype: str = "fp16") -> float:
+    """The fraction of ``dtype``'s peak a square GEMM of ``work_flops`` (M = N = K, 2 M N K FLOPs)
+    reaches under the profile's fitted kernel numbers (tiles, waves, K and M fill, its fixed
+    latency): the points of a profile's ``device.efficiency`` table, the roofline that prices
+    layers without kernels (a ``layers:`` model), derived from the per-kernel fit, not guessed."""
+    from parsim.cost.kernels import gemm_shape_efficiency
+
+    device = load_cluster(f"{profile}:1x1").device
+    ex = device.kernels
+    side = (work_flops / 2) ** (1 / 3)
+    peak = device.peak(dtype)
+    t = work_flops / (peak * ex.gemm_efficiency * gemm_shape_efficiency(side, side, side, 1, ex)) + ex.gemm_latency_s
+    return work_flops / t / peak

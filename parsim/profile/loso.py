@@ -266,7 +266,7 @@ def surrogate_step_s(spec: FitSpec, row: SurrogateRow, values: dict[str, float])
     return max(t, 1e-3 * row.t0_s)
 
 
-def fit(spec: FitSpec, surrogate: Surrogate, rows: list[SurrogateRow]) -> dict[str, float]:
+def fit(spec: FitSpec, rows: list[SurrogateRow]) -> dict[str, float]:
     """The maximum a posteriori parameters on ``rows`` (module docstring); a parameter no row
     depends on stays at its prior."""
     params = [p for p in spec.parameters if any(n == p.name for r in rows for n, _ in r.slopes)]
@@ -281,7 +281,7 @@ def fit(spec: FitSpec, surrogate: Surrogate, rows: list[SurrogateRow]) -> dict[s
 
     def residuals(x):
         v = dict(values, **{p.name: math.exp(xi) for p, xi in zip(params, x)})
-        res = [weight[id(r)] * math.log(surrogate.step_s(r, v) / r.measured_s) for r in rows]
+        res = [weight[id(r)] * math.log(surrogate_step_s(spec, r, v) / r.measured_s) for r in rows]
         return res + [prior_w * (xi - math.log(p.prior)) for p, xi in zip(params, x)]
 
     x0 = np.array([math.log(p.prior) for p in params])
@@ -320,10 +320,10 @@ def leave_one_source_out(spec: FitSpec, profiles: Profiles, figures, progress=No
         held.append(f)
     surrogate = Surrogate(spec, profiles, held, progress)
     models = {r.figure.id: r for r in surrogate.rows}
-    all_values = fit(spec, surrogate, surrogate.rows)
+    all_values = fit(spec, surrogate.rows)
     folds = {}
     for fam in sorted({spec.family(r.figure) for r in surrogate.rows}):
-        folds[fam] = fit(spec, surrogate, [r for r in surrogate.rows if spec.family(r.figure) != fam])
+        folds[fam] = fit(spec, [r for r in surrogate.rows if spec.family(r.figure) != fam])
     for f in figures:
         fam = spec.family(f)
         try:
