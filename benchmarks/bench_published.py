@@ -94,16 +94,17 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     print(f"  rows: {len(scored)} ({len(allo)} held, {excluded} excluded, {unpriced} not expressible) from "
           f"{len({s.family for s in scored})} families", file=out)
     names = [p.name for p in spec.parameters]
+    cw = {n: max(9, len(n) + 2) for n in names}
     print("\nFitted parameters (prior; all families; each fold, the family left out):", file=out)
-    print("  " + f"{'':<18}" + "".join(f"{n:>12}" for n in names), file=out)
-    print("  " + f"{'prior':<18}" + "".join(f"{spec.prior[n]:>12.4g}" for n in names), file=out)
-    print("  " + f"{'all families':<18}" + "".join(f"{all_values[n]:>12.4g}" for n in names), file=out)
+    print("  " + f"{'':<20}" + "".join(f"{n:>{cw[n]}}" for n in names), file=out)
+    print("  " + f"{'prior':<20}" + "".join(f"{spec.prior[n]:>{cw[n]}.4g}" for n in names), file=out)
+    print("  " + f"{'all families':<20}" + "".join(f"{all_values[n]:>{cw[n]}.4g}" for n in names), file=out)
     for fam, v in sorted(folds.items()):
-        print("  " + f"{'- ' + fam:<18}" + "".join(f"{v[n]:>12.4g}" for n in names), file=out)
+        print("  " + f"{'- ' + fam:<20}" + "".join(f"{v[n]:>{cw[n]}.4g}" for n in names), file=out)
     if surrogate_errors:
         a = [abs(x) for x in surrogate_errors.values()]
         worst_id = max(surrogate_errors, key=lambda k: abs(surrogate_errors[k]))
-        print(f"\nSurrogate (the fit's linear model of each step) against the exact pricing, held-out rows at their "
+        print(f"\nSurrogate (the fit's linear model of each step) against the exact pricing, each scored row at its "
               f"fold's values: median {statistics.median(a):.2%}, max {max(a):.2%} ({worst_id})", file=out)
     return out.getvalue()
 
@@ -189,7 +190,7 @@ def main() -> None:
 
 
 def _surrogate_errors(spec, scored) -> dict[str, float]:
-    """Each held-out row's surrogate step at its fold's values against the exact step."""
+    """Each scored row's surrogate step at its fold's values against the exact step."""
     from parsim.profile.loso import surrogate_step_s
 
     return {s.figure.id: surrogate_step_s(spec, s.surrogate_row, s.fold_values) / s.out_of_sample.step_time_s - 1

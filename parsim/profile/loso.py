@@ -361,8 +361,8 @@ def write_profiles(spec: FitSpec, profiles: Profiles, values: dict[str, float], 
                 f"  fit_spec: {spec.path}\n"
                 f"  date: \"{datetime.date.today().isoformat()}\"\n"
                 f"  parameters: {{{', '.join(f'{p.name}: {values[p.name]:.4g}' for p in mine)}}}\n"
-                f"  scored: results/published/bench_published.txt (out of sample: each source priced with the "
-                f"parameters fitted on the others)\n")
+                f"  scored: \"results/published/bench_published.txt, out of sample: each source priced with the "
+                f"parameters fitted on the others\"\n")
         path = os.path.join(profiles.folder, f"{name}.yaml")
         write_text(path, set_section(texts[name], "calibrated", body))
         written.append(path)
