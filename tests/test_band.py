@@ -18,8 +18,8 @@ def _res(i, family, device=A100, mix="3d", model="dense", ratio=1.0):
 def test_interval_holds_a_value_its_bounds_level_and_source():
     band = Interval(2.0, 1.5, 3.0, 0.9, "test", ("a", "b"))
     assert band.contains(2.9) and not band.contains(3.1)
-    thr = band.scaled(1 / 2.0)                   # a throughput: 1 / step, the bounds swap
-    assert (thr.low, thr.high, thr.value) == (0.5, pytest.approx(1 / 1.5), 0.5)
+    ms = band.scaled(1e3)                        # the same band in milliseconds
+    assert (ms.low, ms.high, ms.value) == (1500.0, 3000.0, 2000.0)
     assert band.to_json() == {"value": 2.0, "low": 1.5, "high": 3.0, "level": 0.9, "source": "test", "rows": ["a", "b"]}
 
 

@@ -18,7 +18,7 @@ def test_ring_allreduce_matches_bus_bandwidth_factor():
     S = 1e12                                    # large enough that latency vanishes
     link = A100.link_for("group")
     coll = A100.profile.collectives
-    beta = link.bandwidth_bytes_per_s * coll.bandwidth_efficiency
+    beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
     alpha = link.latency_s + coll.latency_s
     t = collective_time_s(A100, ranks, S, algorithm="ring")
     assert t == pytest.approx(2 * 7 * alpha + 2 * 7 / 8 * S / beta)

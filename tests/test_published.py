@@ -36,6 +36,7 @@ from parsim.sim import simulate
 
 FIGURES = load_figures("results/published/figures.yaml")
 ALL = load_all_figures()
+IDS = {f.id for f in ALL.figures}
 
 
 BENCH = "results/published/bench_published.txt"
@@ -46,7 +47,7 @@ def _bench_rows() -> dict[str, tuple[float, str]]:
     rows = {}
     for line in open(BENCH).read().splitlines()[2:]:
         parts = line.split()
-        if len(parts) > 7 and parts[0] in {f.id for f in ALL.figures} and parts[4] != "-":
+        if line[:1].strip() and len(parts) > 7 and parts[0] in IDS and parts[4] != "-":   # the table, not the bands
             rows[parts[0]] = (float(parts[4]), parts[7])
     return rows
 

@@ -57,7 +57,7 @@ class Interval:
         return self.low <= x <= self.high
 
     def scaled(self, factor: float) -> "Interval":
-        """The same interval for a quantity ``factor`` times this one (a throughput: 1 / step)."""
+        """The same interval for a quantity ``factor`` times this one (in other units)."""
         lo, hi = sorted((self.low * factor, self.high * factor))
         return Interval(self.value * factor, lo, hi, self.level, self.source, self.rows)
 
