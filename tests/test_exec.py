@@ -635,7 +635,7 @@ def test_sdpa_gpt_pipeline_matches_reference(tmp_path, capfd):
     """The zoo GPT with attention: sdpa (torch's fused CPU attention) on pp=2, 2 ranks, equals one
     process: the executor builds the same module as the reference."""
     model = tmp_path / "gpt_sdpa.yaml"
-    model.write_text(open("examples/gpt_tiny_local.yaml").read().replace("dropout: 0.0}", "dropout: 0.0, attention: sdpa}"))
+    model.write_text(open("examples/gpt_tiny_local.yaml").read().replace("attention: eager}", "attention: sdpa}"))
     assert "attention: sdpa" in model.read_text()
     assert any(op.kind == "Attention" for op in load_model(str(model)).graph.layers[1].ops)
     plan = str(tmp_path / "pp2.json")
