@@ -45,6 +45,12 @@ def main() -> None:
     print("Transfer to convolutions (DeepBench V100, forward / data / filter gradients as implicit GEMMs,")
     print("dgx1-v100's shipped numbers, nothing fitted on convolutions):")
     print(f"  V100: {_errors(kf.conv_errors(kf.load_convs(), parts))}")
+    ratios = kf.conv_ratios(kf.load_convs(), parts)
+    print("Convolution efficiency as a ratio of the GEMM's, fitted on the same passes (the priors of "
+          "results/published/fit.yaml's conv and vector-conv parameters):")
+    print("  " + ", ".join(f"{dtype} {r:g}" for dtype, r in ratios.items()) + "; with them: V100: "
+          + "; ".join(f"{d} {n} kernels: median {m:.1%}, p90 {p:.1%}"
+                      for d, (n, m, p) in {d: kf.conv_errors(kf.load_convs(), parts, r)[d] for d, r in ratios.items()}.items()))
 
 
 if __name__ == "__main__":

@@ -1,97 +1,200 @@
-"""Every public end-to-end figure the project relies on, against parsim's prediction with the
-hardware profiles AS SHIPPED (hardware_profiles/*.yaml; nothing is fitted here).
+"""Every public end-to-end training figure parsim is held to, priced out of sample: each source
+(a family of sources one team published) priced with the profile numbers fitted on every other
+source (leave-one-source-out, parsim.profile.loso), beside the in-sample error of the fit on all
+sources.  Only the out-of-sample error is parsim's accuracy.
 
-    python benchmarks/bench_published.py [--figures results/published/figures.yaml] [--only SUBSTRING]
+    python benchmarks/bench_published.py [--out results/published/bench_published.txt]
+        [--residuals results/published/residuals.yaml] [--write-profiles] [--quick] [--only SUBSTRING]
 
-The rows, their citations and their assumptions live in results/published/figures.yaml (read by
-parsim.profile.published, which tests/test_published.py reads too):
+The rows, their citations and every setting they assume live in results/published/*figures*.yaml
+(parsim.profile.published.load_all_figures); the fitted parameters, their priors and the source
+families in results/published/fit.yaml.  Each row prints its family, profile and configuration, the
+measured value, the in-sample prediction and error, the out-of-sample prediction and error, and
+whether it is held (scored), excluded (printed, not scored, with the reason) or not expressible (the
+simulator cannot price it, with the reason).  Then, per family and overall: rows, out-of-sample
+MAPE and max, rows beyond 25%, and the in-sample MAPE, labelled in-sample; the fitted values, all
+sources and each fold; and the surrogate's error on each held-out row (the fit's linear model of
+the step against the exact pricing).
 
-- NVIDIA DeepLearningExamples ResNet-50 v1.5 (PyTorch 21.03): 1 and 8 GPUs of a DGX A100 and a
-  DGX-1 V100.  The 8-GPU AMP rows are printed but excluded: the node's input pipeline (PIL
-  decode and augmentation in DataLoader workers) has no public measurement, and the profiles
-  carry no input_pipeline; given one, the loader bounds those rows at min(compute-bound,
-  host_samples_per_s) (tests/test_published.py checks that closed form).
-- Narayanan et al. 2021 (arXiv 2104.04473), Table 1, all ten rows (1.7B ... 1008B on up to 3072
-  A100s), with the micro-batch sizes and interleaving of the paper's own scripts, and the three
-  PTD-P rows of Table 2 (174.6B on 384, 768 and 1536 A100s).
-- NVIDIA Megatron-Bridge 26.04.01 (commit 21d102f5e), the dense DGX-H100 rows: Llama 3 70B on 64
-  and Llama 3.1 405B on 1,024 H100s, FP8, in tokens/s per GPU; held out (added after the
-  2026-11-27 calibration, nothing fitted on them), with the recipes' settings (sequence parallel
-  with tp-communication overlap, the distributed optimizer, no recomputation).
-
-results/published/moe_figures.yaml holds the public mixture-of-experts rows (NVIDIA's Megatron-Bridge
-performance summaries on DGX H100, DeepSeek-V3 on 2,048 H800s), in tokens/s per GPU:
-
-    python benchmarks/bench_published.py --figures results/published/moe_figures.yaml
-
-A row the simulator cannot price yet (expert parallelism, until it lands) prints as "not priced"
-with the reason, and the others are priced as usual.
-
-A row used by `parsim calibrate --published` to fit its profile (the figures file's calibration
-section, whose values are in the shipped profile with their citation) is labelled
-"calibration"; every other row is held out.  Each prints its configuration, the measured and
-predicted values, the error, and whether it meets its tolerance.
+--residuals writes the out-of-sample residuals the step-time bands are drawn from
+(parsim.sim.band); --write-profiles writes the all-source values into hardware_profiles/ with
+their provenance.  --quick prices every row with the profiles as shipped, nothing fitted (a
+development check; its errors are in-sample for whatever the shipped profiles were fitted on).
+Takes about ten minutes (one exact pricing per row at the prior and per parameter it depends on,
+one per row in and out of sample).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import math
+import io
 import statistics
+import sys
 
-from parsim.profile.published import UnpricedFigure, load_figures, price
+from parsim.fileio import write_text
+from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
+from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price
+from parsim.sim.band import LEVEL, RESIDUALS, Residual, residuals_yaml, row_kind, step_band
 
-FIGURES = "results/published/figures.yaml"
+FIT = "results/published/fit.yaml"
+UNIT = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU",
+        "step_time_s": "s/step"}
+COMMAND = "python benchmarks/bench_published.py --write-profiles"
 
 
-def rows(path: str = FIGURES, only: str = ""):
-    """Each figure of ``path`` priced with its profile as shipped: (figure, Priced, use); a figure
-    the simulator cannot price yet has its UnpricedFigure (the reason) in place of the Priced."""
-    figures = load_figures(path)
-    out = []
-    for f in figures.figures:
+def _pct(e) -> str:
+    return "-" if e is None else f"{e:+.1%}"
+
+
+def _summary(label: str, errors: list[float], ins: list[float]) -> str:
+    if not errors:
+        return f"{label}: no held rows"
+    a = [abs(e) for e in errors]
+    return (f"{label}: {len(a)} rows, out-of-sample MAPE {statistics.mean(a):.1%}, max {max(a):.1%}, "
+            f"{sum(x > 0.25 for x in a)} beyond 25%; in-sample MAPE {statistics.mean(abs(e) for e in ins):.1%}")
+
+
+def report(spec, scored, all_values, folds, surrogate_errors) -> str:
+    out = io.StringIO()
+    w = max(len(s.figure.id) for s in scored)
+    print(f"{'row':<{w}} {'family':<18} {'profile':<18} {'measured':>10} {'in-sample':>10} {'err':>7} "
+          f"{'out-of-sample':>13} {'err':>7}  configuration; status", file=out)
+    by_family: dict[str, tuple[list, list]] = {}
+    for s in scored:
+        f = s.figure
+        if s.unpriced:
+            status = f"NOT EXPRESSIBLE: {s.unpriced}"
+            print(f"{f.id:<{w}} {s.family:<18} {f.profile:<18} {f.measured:>10.4g} {'-':>10} {'-':>7} {'-':>13} "
+                  f"{'-':>7}  {status} ({UNIT[f.metric]})", file=out)
+            continue
+        oos = s.out_of_sample
+        status = f"excluded: {f.excluded}" if f.excluded else "held"
+        print(f"{f.id:<{w}} {s.family:<18} {f.profile:<18} {f.measured:>10.4g} {s.in_sample.predicted:>10.4g} "
+              f"{_pct(s.in_sample.error):>7} {(f'{oos.predicted:.4g}' if oos else '-'):>13} "
+              f"{_pct(oos.error if oos else None):>7}  {s.in_sample.config}; {status} ({UNIT[f.metric]})", file=out)
+        if oos is not None:
+            e, i = by_family.setdefault(s.family, ([], []))
+            e.append(oos.error)
+            i.append(s.in_sample.error)
+    print("\nOut of sample (each family priced with the parameters fitted on the others); in-sample beside, "
+          "labelled:", file=out)
+    for fam, (e, i) in sorted(by_family.items()):
+        print("  " + _summary(fam, e, i), file=out)
+    allo = [x for e, _ in by_family.values() for x in e]
+    alli = [x for _, i in by_family.values() for x in i]
+    print("  " + _summary("OVERALL", allo, alli), file=out)
+    worst = max(by_family.items(), key=lambda kv: statistics.mean(abs(x) for x in kv[1][0]))
+    print(f"  families above 12% out-of-sample MAPE: "
+          f"{', '.join(k for k, (e, _) in sorted(by_family.items()) if statistics.mean(abs(x) for x in e) > 0.12) or 'none'}"
+          f" (worst {worst[0]})", file=out)
+    excluded = sum(1 for s in scored if s.figure.excluded and not s.unpriced)
+    unpriced = sum(1 for s in scored if s.unpriced)
+    print(f"  rows: {len(scored)} ({len(allo)} held, {excluded} excluded, {unpriced} not expressible) from "
+          f"{len({s.family for s in scored})} families", file=out)
+    names = [p.name for p in spec.parameters]
+    cw = {n: max(9, len(n) + 2) for n in names}
+    print("\nFitted parameters (prior; all families; each fold, the family left out):", file=out)
+    print("  " + f"{'':<20}" + "".join(f"{n:>{cw[n]}}" for n in names), file=out)
+    print("  " + f"{'prior':<20}" + "".join(f"{spec.prior[n]:>{cw[n]}.4g}" for n in names), file=out)
+    print("  " + f"{'all families':<20}" + "".join(f"{all_values[n]:>{cw[n]}.4g}" for n in names), file=out)
+    for fam, v in sorted(folds.items()):
+        print("  " + f"{'- ' + fam:<20}" + "".join(f"{v[n]:>{cw[n]}.4g}" for n in names), file=out)
+    if surrogate_errors:
+        a = [abs(x) for x in surrogate_errors.values()]
+        worst_id = max(surrogate_errors, key=lambda k: abs(surrogate_errors[k]))
+        print(f"\nSurrogate (the fit's linear model of each step) against the exact pricing, each scored row at its "
+              f"fold's values: median {statistics.median(a):.2%}, max {max(a):.2%} ({worst_id})", file=out)
+    return out.getvalue()
+
+
+def coverage(scored) -> str:
+    """The bands scored on the rows they would have priced: each held row's 90% band drawn from the
+    other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
+    the row's measurement falls inside."""
+    held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
+    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error)) for s, k in held)
+    inside, banded, widths, rows, by_family = 0, 0, [], [], {}
+    for s, k in held:
+        band = step_band(1.0, k, table, LEVEL, leave_out=s.family)
+        ratio = 1 + s.out_of_sample.error                       # measured step / predicted step
+        hit = band is not None and band.contains(ratio)
+        if band is not None:
+            banded += 1
+            inside += hit
+            widths.append(band.high / band.low - 1)
+            by_family.setdefault(s.family, []).append(hit)
+        rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
+                    + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
+                       else "none: no other source ran on this device"))
+    per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
+    return (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each held row's band drawn from the other "
+            f"families' residuals: {inside} of {banded} rows inside ({inside / banded:.1%} against {LEVEL:.0%} "
+            f"nominal; averaged per family {per_family:.1%}); {len(held) - banded} rows have no band (no other "
+            f"source ran on their device); median width (high / low - 1) {statistics.median(widths):.1%}\n"
+            + "\n".join(rows) + "\n")
+
+
+def quick(only: str) -> None:
+    for f in load_all_figures().figures:
         if only and only not in f.id:
             continue
-        use = "calibration" if figures.used_for_calibration(f) else "held out"
         try:
-            priced = price(f)
+            p = price(f)
         except UnpricedFigure as e:
-            priced = e
-        out.append((f, priced, use))
-    return out
+            print(f"{f.id:<48} not expressible: {str(e)[len(f.where) + 2:]}")
+            continue
+        print(f"{f.id:<48} {f.profile:<18} {f.measured:>10.4g} {p.predicted:>10.4g} {p.error:+7.1%}  {p.config}"
+              f"{'  (excluded)' if f.excluded else ''}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--figures", default=FIGURES)
-    ap.add_argument("--only", default="", help="rows whose id contains this")
+    ap.add_argument("--folder", default=FOLDER, help="the *figures*.yaml files' folder")
+    ap.add_argument("--fit", default=FIT, help="the fit spec")
+    ap.add_argument("--out", help="also write the report here")
+    ap.add_argument("--residuals", help=f"write the out-of-sample residuals here (the bands' data: {RESIDUALS})")
+    ap.add_argument("--write-profiles", action="store_true", help="write the all-source fit into hardware_profiles/")
+    ap.add_argument("--quick", action="store_true", help="price with the shipped profiles, nothing fitted")
+    ap.add_argument("--only", default="", help="with --quick: rows whose id contains this")
     args = ap.parse_args()
-    priced = rows(args.figures, args.only)
-    w = max([27] + [len(f.id) for f, _, _ in priced])
-    print(f"{'row':<{w}} {'configuration':<58} {'measured':>9} {'predicted':>9} {'error':>7} {'tol':>4}  use")
-    errors = {}
-    for f, p, use in priced:
-        unit = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU"}[f.metric]
-        if isinstance(p, UnpricedFigure):
-            config = " ".join(f"{k}={v}" for k, v in f.parallel)
-            print(f"{f.id:<{w}} {f.profile + ' ' + config:<58} {f.measured:>9.1f} {'-':>9} {'-':>7} "
-                  f"{f.tolerance:>4.0%}  not priced: {str(p)[len(f.where) + 2:]} ({unit})")
-            continue
-        if f.excluded:
-            mark = "excluded: " + f.excluded
-        elif abs(p.error) <= f.tolerance:
-            mark = "ok"
-        else:
-            mark = "MISS" + (f" (held within {f.miss_within:.0%}: {f.note})" if f.miss_within is not None else "")
-        print(f"{f.id:<{w}} {f.profile + ' ' + p.config:<58} {f.measured:>9.1f} {p.predicted:>9.1f} {p.error:>+7.1%} "
-              f"{f.tolerance:>4.0%}  {use}, {mark} ({unit})")
-        if not f.excluded:
-            parts = f.id.split("-")
-            group = "-".join(parts[:2]) if parts[0] == "narayanan" else parts[0]     # dle, narayanan-t1, -t2
-            errors.setdefault(group, []).append((p.error, use))
-    for group, errs in errors.items():
-        held = [abs(e) for e, use in errs if use == "held out"]
-        if held:
-            print(f"{group}: held-out rows {len(held)}, MAPE {statistics.mean(held):.1%}, max {max(held):.1%}")
+    if args.quick:
+        quick(args.only)
+        return
+    spec = load_fit_spec(args.fit)
+    figures = load_all_figures(args.folder).figures
+    profiles = Profiles(spec)
+    try:
+        def tick(f):
+            print(".", end="", file=sys.stderr, flush=True)
+        all_values, folds, scored = leave_one_source_out(spec, profiles, figures, tick)
+        print(file=sys.stderr)
+        surrogate_errors = _surrogate_errors(spec, scored)
+        text = (f"# {COMMAND}, {datetime.date.today().isoformat()}: every results/published/*figures*.yaml row; "
+                f"fit spec {args.fit}\n" + report(spec, scored, all_values, folds, surrogate_errors) + "\n"
+                + coverage(scored))
+        print(text, end="")
+        if args.out:
+            write_text(args.out, text)
+        if args.residuals:
+            write_text(args.residuals, residuals_yaml(
+                [(s.figure, s.family, row_kind(s.figure, s.in_sample), s.out_of_sample.error)
+                 for s in scored if s.out_of_sample is not None], COMMAND))
+        if args.write_profiles:
+            from parsim.profile.loso import write_profiles
+            for path in write_profiles(spec, profiles, all_values, COMMAND):
+                print(f"wrote {path}", file=sys.stderr)
+    finally:
+        profiles.close()
+
+
+def _surrogate_errors(spec, scored) -> dict[str, float]:
+    """Each scored row's surrogate step at its fold's values against the exact step."""
+    from parsim.profile.loso import surrogate_step_s
+
+    return {s.figure.id: surrogate_step_s(spec, s.surrogate_row, s.fold_values) / s.out_of_sample.step_time_s - 1
+            for s in scored if s.out_of_sample is not None and s.surrogate_row is not None}
 
 
 if __name__ == "__main__":

@@ -103,6 +103,7 @@ def cmd_simulate(args) -> int:
     from parsim.report.timeline import action_frame, chrome_trace
     from parsim.search.resolve import resolve_config
     from parsim.sim import simulate
+    from parsim.sim.band import with_band
     from parsim.sim.interval import profiled_intervals
 
     for flag in ("output", "trace", "csv", "gantt", "memory_plot"):
@@ -135,8 +136,9 @@ def cmd_simulate(args) -> int:
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
                              ep_overlap=args.ep_overlap)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
-    step, memory = profiled_intervals(spec, cluster, cfg, compute, algorithm=args.algorithm)
-    est = dataclasses.replace(est, step_interval=step, memory_interval=memory)
+    step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
+    est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)
+    est = with_band(est, spec.graph, cluster, cfg)        # else the public benchmark's out-of-sample band
     if args.output:
         from parsim.plan import plan_from_candidate
         if from_config:
@@ -228,6 +230,7 @@ def cmd_plan(args) -> int:
     from parsim.report.cli_text import plan_lines, plan_result_json
     from parsim.search.noise import reranker
     from parsim.search.planner import Constraints, plan
+    from parsim.sim.band import with_bands
 
     check_output(args.output, "-o")
     validation = _report_inputs(args)
@@ -257,6 +260,7 @@ def cmd_plan(args) -> int:
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute,
                   rerank=reranker(spec, cluster, compute, tp_compute))
+    result = with_bands(result, spec.graph, cluster)       # the out-of-sample band where no profile gave one
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
     if from_config and args.output:
@@ -299,12 +303,15 @@ def _report_inputs(args) -> dict | None:
 
 def _write_plan_report(folder, spec, cluster, result, compute, validation) -> None:
     """DIR/report.html (parsim.report.html), with the pick simulated again to keep its timeline."""
+    from dataclasses import replace
+
     from parsim.fileio import write_text
     from parsim.report.cli_text import plan_header, plan_rows
     from parsim.report.html import plan_report
     from parsim.sim import simulate
 
     est = simulate(spec.graph, spec.training, cluster, result.chosen.config, compute, strategies=spec.shard)
+    est = replace(est, step_time_band=result.chosen.estimate.step_time_band)
     page = plan_report(result, model=spec.name, cluster=cluster.spec, header=plan_header(spec, cluster, result),
                        rows=plan_rows(result, spec.graph.moe), names=spec.graph.names, estimate=est, validation=validation)
     os.makedirs(folder, exist_ok=True)

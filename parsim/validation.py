@@ -318,8 +318,9 @@ def predict(spec, priced: Pricing, cfg: ParallelConfig, analytical: bool = False
                    keep_timeline=not analytical)
     if analytical:
         return est
-    step, memory = profiled_intervals(spec, priced.cluster, cfg, model, replicates=priced.replicates(model))
-    return replace(est, step_interval=step, memory_interval=memory)
+    step, memory = profiled_intervals(spec, priced.cluster, cfg, model, est.step_time_s,
+                                      replicates=priced.replicates(model))
+    return replace(est, step_time_band=step, peak_memory_band=memory)
 
 
 def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Callable[[int], Measured], out_dir: str,
@@ -411,10 +412,10 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             predicted_spread=(predicted[-1] - predicted[0]) / statistics.median(predicted),
             measured_steps_s=steps, predicted_runs_s=tuple(estimates[j][case.label][0].step_time_s for j, _ in
                                                            sorted(measured_runs, key=lambda km: km[0])),
-            predicted_intervals_s=tuple(_bounds(estimates[j][case.label][0].step_interval)
+            predicted_intervals_s=tuple(_bounds(estimates[j][case.label][0].step_time_band)
                                         for j, _ in sorted(measured_runs, key=lambda km: km[0])),
-            memory_interval_bytes=_bounds(est.memory_interval),
-            interval_level=est.step_interval.level if est.step_interval is not None else math.nan,
+            memory_interval_bytes=_bounds(est.peak_memory_band),
+            interval_level=est.step_time_band.level if est.step_time_band is not None else math.nan,
             tp=cfg.tp, ep=cfg.ep, measured_collectives=report.collectives_text(measured.get("tp_collectives_per_step") or {}),
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,

@@ -18,7 +18,7 @@ def test_ring_allreduce_matches_bus_bandwidth_factor():
     S = 1e12                                    # large enough that latency vanishes
     link = A100.link_for("group")
     coll = A100.profile.collectives
-    beta = link.bandwidth_bytes_per_s * coll.bandwidth_efficiency
+    beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
     alpha = link.latency_s + coll.latency_s
     t = collective_time_s(A100, ranks, S, algorithm="ring")
     assert t == pytest.approx(2 * 7 * alpha + 2 * 7 / 8 * S / beta)
@@ -59,9 +59,16 @@ def test_p2p_uses_the_link_class_of_the_two_ranks():
     assert p2p_time_s(c, 7, 8, S) == pytest.approx(10e-6 + S / 12.5e9)
 
 
-def test_ddp_buckets_cap_and_order():
+def test_ddp_buckets_fill_as_torch_ddp_does():
+    """torch's reducer adds a gradient, then closes the bucket once it holds at least its cap: the
+    first cap 1 MiB (_DEFAULT_FIRST_BUCKET_BYTES), every later one 25 MiB (bucket_cap_mb)."""
     mib = 2**20
-    assert ddp_buckets([10 * mib, 10 * mib, 10 * mib, 30 * mib, 0, 1 * mib]) == [[0, 1], [2], [3, 4], [5]]
+    assert ddp_buckets([0.5 * mib, 0.75 * mib, 10 * mib, 20 * mib, 30 * mib]) == [[0, 1], [2, 3], [4]]
+    assert ddp_buckets([10 * mib, 10 * mib, 10 * mib, 30 * mib, 0, 1 * mib]) == [[0], [1, 2, 3, 4], [5]]
+    # ZeRO-1's buckets (Megatron's contiguous buffer): no smaller first bucket
+    assert ddp_buckets([10 * mib, 10 * mib, 10 * mib, 30 * mib, 0, 1 * mib], first_cap_bytes=25 * mib) == \
+        [[0, 1, 2], [3, 4], [5]]
+    assert ddp_buckets([0.5 * mib, 3 * mib, 2 * mib], alone=frozenset({1})) == [[0], [1], [2]]
 
 
 def test_roofline_is_compute_bound_for_big_matmuls_and_memory_bound_for_elementwise():

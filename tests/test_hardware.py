@@ -41,9 +41,9 @@ def test_rank_table_reads_as_two_ascend_servers():
 
 
 def test_efficiency_interpolates_in_log_space():
-    d = load_cluster("dgx-a100").device
-    assert d.compute_efficiency(1e10) == pytest.approx((0.35 + 0.65) / 2)
-    assert d.compute_efficiency(1e3) == 0.05 and d.compute_efficiency(1e15) == 0.75
+    d = load_cluster("dgx-a100").device          # efficiency: [[1e7, 0.006], [1e9, 0.27], [1e11, 0.678], [1e12, 0.706]]
+    assert d.compute_efficiency(1e10) == pytest.approx((0.27 + 0.678) / 2)
+    assert d.compute_efficiency(1e3) == 0.006 and d.compute_efficiency(1e15) == 0.706
 
 
 # ----------------------------------------------------------------------------- memory headroom
@@ -155,5 +155,6 @@ def test_hgx_h800_is_the_h100_device_with_a_400_gb_per_s_nvlink():
     assert h800.link(0, 8).bandwidth_bytes_per_s == h100.link(0, 8).bandwidth_bytes_per_s == 50e9
     # the multi-plane fat tree: another plane is reached over NVLink first (the "rail" class)
     assert h800.link_class(0, 8) == "network" and h800.link_class(0, 9) == "rail"
-    # 80% of the NVLink link is the 160 GB/s DeepSeek's all-to-all kernels reach (V3 report Sec. 3.2.2)
-    assert h800.profile.collectives.bandwidth_efficiency * 200 == pytest.approx(160)
+    # DeepSeek's all-to-all kernels reach 160 GB/s of the 200 (V3 report Sec. 3.2.2); NCCL's share as
+    # fitted on the public rows (results/published/fit.yaml) prices at least that
+    assert h800.profile.collectives.bandwidth_efficiency * h800.link_for("group").efficiency * 200 >= 160

@@ -12,7 +12,7 @@ from parsim.hardware.numerics import Engine
 from parsim.model.graph import Kernel
 from parsim.profile import kernel_fit as kf
 
-HELD_OUT_FP16_MEDIAN = 0.095      # claimed in the docs: 9.4% (python benchmarks/bench_kernels.py)
+HELD_OUT_FP16_MEDIAN = 0.08       # claimed in the docs: 7.9% (python benchmarks/bench_kernels.py)
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,13 @@ def test_the_shipped_profiles_hold_what_the_fit_computes():
         shipped = {"gemm_efficiency": ex.gemm_efficiency, "k_half": ex.k_half, "m_half": ex.m_half,
                    "gemm_latency_us": ex.gemm_latency_s * 1e6, "vector_gemm_efficiency": ex.vector_gemm_efficiency}
         for key, value in kf.shipped_values(f).items():
-            # one unit of the last written digit: a solver's last bits may round either way
-            assert shipped[key] == pytest.approx(value, abs=1.01 * 10 ** -kf.ROUNDING[key]), (name, key)
+            # the fit depends on the profile's memory_efficiency, which the end-to-end fit sets, and
+            # that one on these numbers: the two are iterated to a fixed point (docs/hardware.md,
+            # Calibration), whose last round moved A100's k_half by 1.1 (of 41) and the GEMM
+            # latencies by 0.03 us; held to that round's step, not to the last written digit
+            tol = {"k_half": 0.05 * max(1.0, abs(value)), "m_half": 0.1, "gemm_latency_us": 0.05}.get(
+                key, 1.01 * 10 ** -kf.ROUNDING[key])
+            assert shipped[key] == pytest.approx(value, abs=tol), (name, key)
 
 
 def test_the_held_out_gpu_is_priced_within_the_claimed_median_error():

@@ -211,11 +211,11 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_n
 def test_tensor_parallel_loss_holds_its_vocabulary_slice():
     # the loss takes the head's vocabulary slice where it lies (vocabulary-parallel,
     # parsim.shard.graph.loss_steps): its log-probabilities and backward buffers are the slice's
-    from parsim.shard.builtin import megatron
+    from parsim.shard.builtin import fused_attention, megatron
     from parsim.shard.graph import shard_graph
 
     g = load_model(BIG_VOCAB).graph
-    tp = shard_graph(g, megatron(2), 2)
+    tp = shard_graph(g, megatron(2, fused=fused_attention(g)), 2)
     assert tp.layers[-1].output_bytes == g.layers[-1].output_bytes / 2
     assert tp.loss_gather_ways == 1 and tp.loss_saved_bytes == g.loss_saved_bytes / 2
     # one gradient of the slice in its backward (parsim.exec.vocab_parallel), not torch's two

@@ -32,7 +32,9 @@ def _compute(cluster, spec):
 @pytest.fixture(scope="module")
 def tiny_gpt(tmp_path_factory):
     path = tmp_path_factory.mktemp("gpt") / "gpt.yaml"
-    path.write_text("schema_version: 1\nmodel: gpt\nargs: {preset: gpt-tiny}\n"
+    # eager attention (not the zoo's fused default): its selective recomputation has something to
+    # recompute, and its batched matmuls split 8 ways over 4 heads
+    path.write_text("schema_version: 1\nmodel: gpt\nargs: {preset: gpt-tiny, attention: eager}\n"
                     "training: {global_batch_size: 16, dtype: fp16, optimizer: adam}\n")
     return load_model(path)
 

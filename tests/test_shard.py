@@ -117,3 +117,20 @@ def test_elementwise_and_norm_strategies():
     assert ln.mirrors and ln.input_grads[1].partial == {1}   # device matrix (4, 1): the 4 is dim 1
     with pytest.raises(InfeasibleError, match="reduced over"):
         layer_norm((8, 16), ((1, 4),), 4)
+
+
+def test_an_all_to_all_step_is_priced_by_the_one_all_to_all_rule():
+    """A redistribution's AllToAll and a MoE dispatch of the same bytes over the same ranks take
+    the same time: parsim.cost.comm.all_to_all_time_s prices both (the library's bandwidth
+    efficiency and per-step latency included), inside a node and across nodes."""
+    from parsim.cost.comm import all_to_all_time_s
+    from parsim.cost.layer import group_ranks
+
+    a2a = redistribute(Layout((8,), (0, -1), (4096, 4096)), Layout((8,), (-1, 0), (4096, 4096)))[0]
+    assert a2a.kind == "AllToAll"
+    for spec, first in (("dgx-a100:1x8", 0), ("dgx-h100-superpod:2x8", 4)):     # ranks 4..11: two nodes
+        cluster = load_cluster(spec)
+        ranks = group_ranks((8,), a2a.device_dim, first)
+        assert len({cluster.node_of(r) for r in ranks}) == (1 if first == 0 else 2)
+        assert step_time_s(a2a, cluster, (8,), first) == pytest.approx(
+            all_to_all_time_s(cluster, ranks, a2a.bytes_per_device))

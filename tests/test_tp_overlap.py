@@ -151,3 +151,35 @@ def test_planner_searches_it_with_megatron_sp_only(gpt, h100):
     pruned = plan(gpt, h100, compute, Constraints(tp_layout="megatron-sp", **{**base, "prune": True, "top": 3}),
                   progress=False)
     assert [x.key() for x in pruned.ranked] == [x.key() for x in sp.ranked[:3]]
+
+
+def test_selective_recompute_adds_no_overlapped_forward_pass(h100):
+    """Under selective recomputation a layer's backward re-runs only its core attention, which
+    communicates nothing (parsim.cost.layer prices no forward collective again): the overlap
+    changes its backward by the backward's own pass, G_B and C_B, and by nothing for a second
+    forward.  Under full recomputation the forward's collectives do re-run, overlapped as well."""
+    from parsim.cost.layer import layer_time_s as plain
+    from parsim.model.spec import model_from_mapping
+    from parsim.sim.overlap import gemm_share, layer_time_s, overlap_units
+
+    spec = model_from_mapping({"model": "gpt", "args": {"layers": 2, "hidden": 256, "heads": 8, "seq_len": 128,
+                                                         "vocab": 2048, "dropout": 0.0, "attention": "eager"},
+                               "training": {"global_batch_size": 8, "dtype": "bf16", "optimizer": "adam"}}, "test")
+    compute = AnalyticalCompute.for_training(h100.device, spec.training)
+    units, comm_units, chunks = overlap_units(h100)
+    b, checked = 4, 0
+    for mode in ("selective", "full"):
+        g = per_device_graph(spec.graph, 2, "megatron-sp", mode, None, h100, spec.training)
+        for layer in g.layers:
+            if not layer.tp_comm or not layer.recompute_bytes:
+                continue
+            passes = [("B", "B")] + ([("F", "F")] if mode == "full" else [])
+            delta = 0.0
+            for k, ph in passes:
+                comm = tp_comm_time_s(layer, ph, b, h100)
+                gemm = compute.layer_time_s(layer, k, b) * gemm_share(layer, k, b)
+                delta += overlapped_s(gemm, comm, units, comm_units, chunks) - gemm - comm
+            got = layer_time_s(compute, layer, "B", b, h100, tp_overlap=True) - plain(compute, layer, "B", b, h100)
+            assert got == pytest.approx(delta, rel=1e-9, abs=1e-15)
+            checked += 1
+    assert checked >= 4

@@ -109,9 +109,12 @@ def test_zero1_exposes_the_parameter_gather_after_a_sharded_optimizer():
     bucket = e1.grad_buckets_bytes[0][0]
     ag = collective_time_s(A100, cfg.dp_group(0), bucket, "all_gather")
     rs = collective_time_s(A100, cfg.dp_group(0), bucket, "reduce_scatter")
-    ar = collective_time_s(A100, cfg.dp_group(0), e0.grad_buckets_bytes[0][0], "all_reduce")
+    # DDP: torch's 1 MiB first bucket closes on the first layer's 2 MB, the other three layers
+    # fill the second, ready at the backward's end (the first is reduced under the backward)
+    assert e0.grad_buckets_bytes == ((2e6, 6e6),)
+    ar = collective_time_s(A100, cfg.dp_group(0), e0.grad_buckets_bytes[0][-1], "all_reduce")
     overlap = A100.profile.collectives.overlap
-    # the one bucket is ready at the backward's end; its time delays the optimizer, its stolen
+    # the last bucket is ready at the backward's end; its time delays the optimizer, its stolen
     # cycles already count inside it
     assert e0.step_time_s == pytest.approx(4 + 8 + ar + 1.0)
     assert e1.step_time_s == pytest.approx(4 + 8 + rs + 1.0 + ag)
@@ -332,3 +335,25 @@ def test_planners_closed_form_takes_fsdps_gradients_by_the_simulators_rule(path,
     assert added > 0 and bnd.fsdp_grad_bytes(b) == pytest.approx(added, rel=1e-12)
     closed = float(bnd.memory_fn("1f1b", m, 1, 1, b, dp, zero)(0, np.array([0]), np.array([L]))[0])
     assert closed <= runs[zero].ranks[0].memory.total_bytes
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_gradients_reduced_in_fp32_under_bf16(zero):
+    """training.grad_reduce_dtype: fp32 (FSDP MixedPrecision(reduce_dtype=float32), llm-foundry's
+    DEFAULT; Megatron's grad_reduce_in_fp32): every gradient collective moves 4 bytes a gradient,
+    twice bf16's, the parameters' gathers stay at 2, and the gradients held take 4 bytes too."""
+    dp, m, params = 4, 2, 1000
+    bf16 = Training(dp * m, "bf16", "adam")
+    fp32 = replace(bf16, grad_reduce_dtype="fp32")
+    _, _, e2 = _run(zero, dp=dp, m=m, params=params, cluster=A100, training=bf16)
+    _, _, e4 = _run(zero, dp=dp, m=m, params=params, cluster=A100, training=fp32)
+    assert [2 * x for x in e2.grad_buckets_bytes[0]] == list(e4.grad_buckets_bytes[0])
+    ops = lambda e, op: sorted(x for o, x in e.sharded_collectives[0] if o == op)   # noqa: E731
+    assert ops(e4, "reduce_scatter") == [2 * x for x in ops(e2, "reduce_scatter")]
+    assert ops(e4, "all_gather") == ops(e2, "all_gather")
+    assert e4.ranks[0].memory.grads_bytes == pytest.approx(2 * e2.ranks[0].memory.grads_bytes)
+    assert e4.step_time_s >= e2.step_time_s
+    with pytest.raises(Exception, match="grad_reduce_dtype"):
+        from parsim.model.spec import model_from_mapping
+        model_from_mapping({"model": "gpt", "args": {"preset": "gpt-tiny"},
+                            "training": {"global_batch_size": 2, "dtype": "bf16", "grad_reduce_dtype": "fp16"}}, "t")

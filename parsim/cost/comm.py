@@ -90,6 +90,10 @@ def library_algorithms(cluster: Cluster, algorithm: str = "auto") -> tuple[str, 
     return (algorithm,)
 
 DDP_BUCKET_BYTES = 25 * 2**20   # torch DDP's default bucket_cap_mb = 25
+# torch DDP's first bucket: torch.distributed._DEFAULT_FIRST_BUCKET_BYTES (c10d reducer.hpp,
+# kDefaultFirstBucketBytes = 1024 * 1024), so that the first gradients of the backward start
+# their all-reduce early; DistributedDataParallel uses it whenever bucket_cap_mb is left default
+DDP_FIRST_BUCKET_BYTES = 2**20
 
 
 def group_link_class(cluster: Cluster, ranks: list[int]) -> str:
@@ -253,27 +257,48 @@ def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap
 
 
 def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES,
-                alone: frozenset[int] = frozenset()) -> list[list[int]]:
-    """Group layers (given in backward order) into DDP-style buckets of at most ``cap_bytes``
-    (a layer larger than the cap gets a bucket of its own).  Returns layer positions per bucket.
-    The positions in ``alone`` get a bucket of their own too: under ZeRO-1, a weight tied over
+                alone: frozenset[int] = frozenset(),
+                first_cap_bytes: float = DDP_FIRST_BUCKET_BYTES) -> list[list[int]]:
+    """Group layers (given in backward order) into buckets as torch DDP fills them: a layer joins
+    the open bucket, and the bucket closes once it holds at least its cap (so it may pass the cap
+    by its last layer), the first bucket's cap ``first_cap_bytes``, every later one's
+    ``cap_bytes`` (torch/csrc/distributed/c10d/reducer.cpp, compute_bucket_assignment_by_size:
+    ``if (bucket.size >= bucket_size_limit)``, the limits [first_bucket_bytes_cap,
+    bucket_bytes_cap]; the Reducer rebuilds its buckets so after the first iteration, in the
+    order the gradients became ready).  Returns layer positions per bucket; a layer without
+    gradient bytes joins the last bucket.
+    The positions in ``alone`` get a bucket of their own: under ZeRO-1, a weight tied over
     pipeline stages, so that every stage holding it slices it the same way over the dp ranks and
     the slices' gradients can be summed over the stages after the reduce-scatter (Megatron's
     distributed optimizer, megatron/core/distributed/param_and_grad_buffer.py: shared embedding
-    parameters go into a separate bucket)."""
+    parameters go into a separate bucket).  Such a bucket does not advance the caps."""
     buckets: list[list[int]] = []
-    size = 0.0
+    size, is_open, closed = 0.0, False, 0
     for i, nbytes in enumerate(grad_bytes_reversed):
-        if nbytes <= 0 and i not in alone:
+        if i in alone:
+            buckets.append([i])
+            is_open = False
+            continue
+        if nbytes <= 0:
             if buckets:
                 buckets[-1].append(i)
             continue
-        if not buckets or size + nbytes > cap_bytes or i in alone or buckets[-1][-1] in alone:
+        if not is_open:
             buckets.append([])
-            size = 0.0
+            size, is_open = 0.0, True
         buckets[-1].append(i)
         size += nbytes
+        if size >= (first_cap_bytes if closed == 0 else cap_bytes):
+            is_open, closed = False, closed + 1
     return buckets
+
+
+def first_bucket_bytes(zero: int) -> float:
+    """The first gradient bucket's cap: torch DDP's 1 MiB (DDP_FIRST_BUCKET_BYTES) without ZeRO;
+    under ZeRO-1 (Megatron's distributed optimizer: its buckets are slices of one contiguous
+    gradient buffer, megatron/core/distributed/param_and_grad_buffer.py) no smaller first
+    bucket, every cap ``DDP_BUCKET_BYTES``.  What the simulator prices and parsim.exec.grad_sync runs."""
+    return DDP_BUCKET_BYTES if zero else DDP_FIRST_BUCKET_BYTES
 
 
 def fsdp_units(param_counts: list[int], tied: list[bool]) -> list[list[int]]:

@@ -92,7 +92,8 @@ class AnalyticalCompute:
         return cls(device, training.dtype, MathMode(training.dtype, training.tf32_conv, training.tf32_matmul,
                                                     training.ascend_precision_mode,
                                                     training.memory_format == "channels_last",
-                                                    getattr(training, "fp8", False)))
+                                                    getattr(training, "fp8", False),
+                                                    getattr(training, "attention_kernel", None) or ""))
 
     @property
     def kernel_level(self) -> bool:

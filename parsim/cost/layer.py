@@ -13,14 +13,16 @@ the forward it re-runs when recomputed, plus its tensor-parallel redistributions
   with the optimizer step, once per step (Megatron's finalize_model_grads).
 - A step is priced with the cluster's alpha-beta model (parsim.cost.comm) over the ranks along
   its device dimension, laid out row-major over its device matrix from the group's first rank.
-  gloo has no all-to-all for DTensor: it is an all_gather plus a local chunk, so it is priced as
-  that all_gather of the whole dimension.
+  An all-to-all is priced by the one all-to-all rule, parsim.cost.comm.all_to_all_time_s (the
+  library's efficiency and per-step latency, PXN across nodes), as a MoE dispatch is.  gloo has
+  no all-to-all for DTensor: it is an all_gather plus a local chunk, so it is priced as that
+  all_gather of the whole dimension.
 """
 
 from __future__ import annotations
 
 
-from parsim.cost.comm import collective_time_s, group_link_class
+from parsim.cost.comm import all_to_all_time_s, collective_time_s
 from parsim.cost.compute import ComputeModel
 from parsim.model.graph import Layer
 
@@ -45,9 +47,7 @@ def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_r
     if op is None:   # AllToAll
         if cluster.profile.collectives.library == "gloo":
             return collective_time_s(cluster, ranks, nbytes * step.group_size, "all_gather")
-        n = step.group_size             # pairwise exchange: (n-1)/n of the local data leaves each device
-        link = cluster.link_for(group_link_class(cluster, ranks))
-        return (n - 1) * link.latency_s + (n - 1) / n * nbytes / (link.bandwidth_bytes_per_s * link.efficiency)
+        return all_to_all_time_s(cluster, ranks, nbytes)
     return collective_time_s(cluster, ranks, nbytes, op)
 
 

@@ -51,10 +51,13 @@ _STATE_FP32_BYTES = {"sgd": 0, "momentum": 4, "adam": 8}
 _MASTER_BYTES = 4
 
 
-def bytes_per_param(dtype: str, optimizer: str) -> dict[str, int]:
-    width = 4 if dtype == "fp32" else 2
+def bytes_per_param(dtype: str, optimizer: str, grad_reduce_dtype: str | None = None) -> dict[str, int]:
+    """Bytes per parameter of the parameters, gradients and optimizer state: the gradients in
+    ``grad_reduce_dtype`` where given (Training.grad_reduce_dtype: fp32 under 16-bit training),
+    else in ``dtype``."""
+    width = {"fp32": 4, "fp16": 2, "bf16": 2}
     state = _STATE_FP32_BYTES[optimizer] + (0 if dtype == "fp32" else _MASTER_BYTES)
-    return {"params": width, "grads": width, "optimizer": state}
+    return {"params": width[dtype], "grads": width[grad_reduce_dtype or dtype], "optimizer": state}
 
 
 def zero_fractions(zero: int, dp: int) -> dict[str, float]:
@@ -104,13 +107,13 @@ def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
 
 def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,
                   zero: int = 0, dp: int = 1, pp: int = 2, expert_params: int = 0,
-                  expert_dp: int = 1) -> dict[str, float]:
+                  expert_dp: int = 1, grad_reduce_dtype: str | None = None) -> dict[str, float]:
     """Everything but activations, for a rank holding ``param_count`` parameters (its shards of
     them under ZeRO stage ``zero`` over ``dp`` ranks) on one of ``pp`` pipeline ranks.  Under
     expert parallelism ``expert_params`` of them are routed experts, sharded over the ``expert_dp``
     ranks holding the same experts instead (parsim.cost.experts; Megatron-Core's distributed
     optimizer shards the expert parameters over the expert-data-parallel group)."""
-    b = bytes_per_param(dtype, optimizer)
+    b = bytes_per_param(dtype, optimizer, grad_reduce_dtype)
     f, fe = zero_fractions(zero, dp), zero_fractions(zero, expert_dp)
     dense = param_count - expert_params
     return {k + "_bytes": (dense * f[k] + expert_params * fe[k]) * b[k] for k in ("params", "grads", "optimizer")} | \

@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from parsim.cost.comm import ddp_buckets
+from parsim.cost.comm import DDP_BUCKET_BYTES, ddp_buckets, first_bucket_bytes
 from parsim.errors import InputError
 from parsim.exec.tensor_parallel import local
 
@@ -62,15 +62,20 @@ class GradBuckets:
         ``dp``, the group's size; expert gradients divide by dp x cp over a smaller group)."""
         self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
         self.mean_over = mean_over or dp
-        # A parameter two units share (the GPT's tied embedding and head) belongs to the first, as
-        # extraction counts it (parsim.model.extract); autograd accumulates it once per backward.
-        # Under ZeRO-1 a weight tied over pipeline ranks (``tied``) is an entry after the rest of
-        # its unit, in a bucket of its own (ddp_buckets' ``alone``), as the simulator prices it.
-        seen: set = set()
+        # A parameter two units share (the GPT's tied embedding and head) belongs to the first in
+        # forward order, as extraction counts it (parsim.model.extract); autograd accumulates it
+        # once per backward.  Under ZeRO-1 a weight tied over pipeline ranks (``tied``) is an entry
+        # after the rest of its unit, in a bucket of its own (ddp_buckets' ``alone``), as the
+        # simulator prices it.
+        units = list(stage.children())
+        owner: dict = {}
+        for k, unit in enumerate(units):
+            for p in unit.parameters():
+                owner.setdefault(p, k)
         entries: list[tuple[list[nn.Parameter], bool]] = []
-        for unit in list(stage.children())[::-1]:                      # backward order
-            params = [p for p in unit.parameters()
-                      if p.requires_grad and (keep is None or keep(p)) and not (p in seen or seen.add(p))]
+        for k in range(len(units) - 1, -1, -1):                        # backward order
+            params = list(dict.fromkeys(p for p in units[k].parameters()
+                                        if p.requires_grad and (keep is None or keep(p)) and owner[p] == k))
             alone = [p for p in params if zero and p in tied]
             entries.append(([p for p in params if not (zero and p in tied)], False))
             if alone:
@@ -79,7 +84,8 @@ class GradBuckets:
         alone = frozenset(j for j, (_, is_tied) in enumerate(entries) if is_tied)
         # every bucket holds an entry with gradient bytes (ddp_buckets opens none for an empty one)
         self.params: list[list[nn.Parameter]] = [[p for j in members for p in entries[j][0]]
-                                                 for members in ddp_buckets(sizes, alone=alone)]
+                                                 for members in ddp_buckets(sizes, DDP_BUCKET_BYTES, alone,
+                                                                            first_bucket_bytes(zero))]
         self.bucket_of: dict[nn.Parameter, int] = {}
         self.flat: list[torch.Tensor] = []
         self.flat_params: list[torch.Tensor] = []  # ZeRO: the parameters' storage, laid out as the gradients

@@ -193,6 +193,9 @@ def check_run(opts: RunOptions):
     if plan.fp8:
         raise InputError(f"{opts.plan}: model.fp8: the executor has no FP8 GEMMs (Transformer Engine on FP8 tensor "
                          "cores); plan with training.fp8: false to run it in bf16")
+    if spec.training.grad_reduce_dtype not in (None, spec.training.dtype):
+        raise InputError(f"{spec.path or opts.plan}: training.grad_reduce_dtype: the executor reduces gradients in the "
+                         f"training dtype ({spec.training.dtype}); drop grad_reduce_dtype to run the plan")
     precision.check_optimizer(plan.optimizer, plan.dtype, opts.plan)
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "

@@ -49,6 +49,8 @@ Profile YAML, schema version 1 (every number cites its source in a comment in th
       date: "2026-11-27"
       fields: {device.kernels.conv_efficiency: 0.52}   # the fitted fields, set above in the file
       rows: ["<figure id>: <source, row, measured value, fitted prediction>"]
+      # or, written by benchmarks/bench_published.py --write-profiles (parsim.profile.loso):
+      # fit_spec: results/published/fit.yaml, parameters: {memory: 0.8}, scored: <its out-of-sample report>
 
 A profile may start from another in the same folder: ``extends: dgx-h100`` takes that file's
 sections, and each top-level key given here replaces the base's whole key (``network:`` all of it);
@@ -517,6 +519,9 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          gemm_efficiency=k.fraction("gemm_efficiency", 1.0),
                          conv_efficiency=k.fraction("conv_efficiency", None),
                          vector_conv_efficiency=k.fraction("vector_conv_efficiency", None),
+                         attention_efficiency=k.fraction("attention_efficiency", None),
+                         attention_efficiency_fa2=k.fraction("attention_efficiency_fa2", None),
+                         fp8_gemm_efficiency=k.fraction("fp8_gemm_efficiency", None),
                          k_half=k.get("k_half", (int, float), 0.0),
                          m_half=k.get("m_half", (int, float), 0.0),
                          conv_k_half=k.get("conv_k_half", (int, float), 0.0),
@@ -737,11 +742,12 @@ def load_profile(path: str | os.PathLike) -> Profile:
         recorded = Machine(cpu_model=prov.get("cpu_model", str, ""), torch=prov.get("torch", str, ""))
         prov.done()
         warn_if_elsewhere(recorded, path)
-    if r.has("calibrated"):      # provenance written by `parsim calibrate --published`
+    if r.has("calibrated"):      # provenance written by `parsim calibrate --published` or the public fit
         cal = r.sub("calibrated")
-        for key in ("command", "figures_file", "date"):
+        for key in ("command", "figures_file", "date", "fit_spec", "scored"):
             cal.get(key, str, "")
         cal.get("fields", dict, {})
+        cal.get("parameters", dict, {})          # parsim.profile.loso.write_profiles: parameter -> value
         cal.get("rows", list, [])
         cal.done()
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,

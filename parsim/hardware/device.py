@@ -60,6 +60,16 @@ class KernelExecution:
     # ... and on the vector units (fp32 convolutions on CUDA cores, Volta's only fp32 path); None:
     # vector_gemm_efficiency
     vector_conv_efficiency: float | None = None
+    # fraction of the dtype's peak the fused attention kernel (FlashAttention, cuDNN's fused
+    # attention: parsim.model.attention) reaches over its forward and backward FLOPs, the device's
+    # production kernel (FlashAttention-2 on Ampere; on Hopper cuDNN's, FlashAttention-3's
+    # generation); ``attention_efficiency_fa2``: FlashAttention-2's where it differs (Hopper), for
+    # training.attention_kernel: fa2.  None: gemm_efficiency.  Fitted end to end (results/published/fit.yaml)
+    attention_efficiency: float | None = None
+    attention_efficiency_fa2: float | None = None
+    # FP8 GEMMs' fraction of the fp8 peak (Transformer Engine's, scaling and casts included); None:
+    # gemm_efficiency.  Fitted end to end (results/published/fit.yaml)
+    fp8_gemm_efficiency: float | None = None
     k_half: float = 0.0                   # reduction length at which a GEMM runs at half that
     m_half: float = 0.0                   # rows (M) at which a GEMM runs at half that; 0: rows never limit
     launch_s: float = 0.0                 # device time per kernel (launch gap; eager dispatch on CPU)

@@ -57,6 +57,7 @@ class MathMode:
     ascend_precision_mode: str = "allow_fp32_to_fp16"
     channels_last: bool = False          # torch.channels_last activations (NHWC); torch's default is NCHW
     fp8: bool = False                    # Linear GEMMs in FP8 (Transformer Engine), the rest in ``dtype`` (bf16)
+    attention_kernel: str = ""           # "fa2": FlashAttention-2's kernel (training.attention_kernel); "": the device's
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,14 @@ def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
             conv = ex.vector_conv_efficiency if vector else ex.conv_efficiency
             if klass == "conv" and conv is not None:
                 eff = conv
+            if klass == "attention" and not vector:
+                fa2 = ex.attention_efficiency_fa2 if mode.attention_kernel == "fa2" else None
+                eff = fa2 or ex.attention_efficiency or eff
         transposes = (ex is not None and ex.nhwc_matrix_engine and not vector and klass == "conv"
                       and not mode.channels_last)
         out[klass] = Engine(dtype, device.peak(dtype), eff, transposes)
     if mode.fp8:
-        out[FP8_KLASS] = replace(out["matmul"], dtype="fp8", rate_flops_per_s=device.peak("fp8"))
+        out[FP8_KLASS] = replace(out["matmul"], dtype="fp8", rate_flops_per_s=device.peak("fp8"),
+                                 efficiency=(ex.fp8_gemm_efficiency if ex is not None and ex.fp8_gemm_efficiency
+                                             else out["matmul"].efficiency))
     return out

@@ -46,8 +46,12 @@ TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bflo
 
 register_flop_formulas()     # fused attention's FLOPs (parsim.model.attention), before any count
 
+# Operators that move no data on a GPU.  ``_unsafe_view`` is not a view in aten's schema (its
+# output does not alias for autograd), but it is ``self.view(size)`` underneath (aten/src/ATen/
+# native/TensorShape.cpp, _unsafe_view_impl): matmul calls it to fold a bmm's operands and to
+# unfold its output, so counting it as a copy priced the a*s^2 attention scores once more.
 _FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "detach", "alias",
-             "lift_fresh", "_local_scalar_dense", "zeros", "ones", "full", "arange", "scalar_tensor"}
+             "lift_fresh", "_local_scalar_dense", "zeros", "ones", "full", "arange", "scalar_tensor", "_unsafe_view"}
 
 
 @dataclass(frozen=True)

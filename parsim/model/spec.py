@@ -7,8 +7,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
     # exactly one of model / module / hf / layers:
     model: resnet50                   # a built-in: resnet50 | gpt
     args: {num_classes: 10, image_size: 32, stem: imagenet}
-                                      # gpt: {preset: gpt3-175b, attention: eager | sdpa} (sdpa: fused
-                                      # attention, parsim.model.attention; default eager)
+                                      # gpt: {preset: gpt3-175b, attention: sdpa | eager | megatron} (sdpa:
+                                      # fused attention, the default; parsim.model.attention)
     hf: llama3_8b/config.json         # a Hugging Face config.json (relative to this file) or its fields
                                       # inline; args: {seq_len: 8192, attn_implementation: sdpa | eager}
                                       # (default sdpa; parsim.model.hf; needs the [hf] extra)
@@ -29,7 +29,12 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
                                       # (torch's defaults: cudnn.allow_tf32 on, cuda.matmul.allow_tf32 off)
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
-      memory_format: nchw             # | channels_last (torch.channels_last: NHWC, what tensor cores take)
+      memory_format: channels_last    # | nchw (torch.channels_last: NHWC, what tensor cores take; default
+                                      # channels_last under fp16/bf16, nchw under fp32: default_memory_format)
+      attention_kernel: fa2           # the fused attention's kernel: FlashAttention-2 (default: the device's production
+                                      # kernel, parsim.hardware.device.KernelExecution.attention_efficiency)
+      grad_reduce_dtype: fp32         # the dtype data-parallel gradients are held and reduced in (default: dtype):
+                                      # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
@@ -69,6 +74,17 @@ DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
+ATTENTION_KERNELS = ("fa2",)
+
+
+def default_memory_format(dtype: str) -> str:
+    """training.memory_format when a model.yaml leaves it out: channels_last (NHWC) under fp16 and
+    bf16, as NVIDIA's mixed-precision recipe runs convolutions (tensor cores take NHWC: NVIDIA,
+    "Convolutional Layers User's Guide", "Tensor Layouts In Memory: NCHW vs NHWC"; its
+    DeepLearningExamples ResNet-50 trains AMP with --memory-format nhwc, torch.channels_last);
+    torch's own default NCHW in fp32.  Only 4-d tensors take it: a model without convolutions
+    is unchanged."""
+    return "channels_last" if dtype in ("fp16", "bf16") else "nchw"
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 ZERO_STAGES = (0, 1, 2, 3)   # ZeRO: none; optimizer state; + gradients; + parameters (Rajbhandari et al. 2020)
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
@@ -104,6 +120,17 @@ class Training:
     # mean (>= 1; parsim.cost.experts).  None: parsim.cost.comm.ROUTING_IMBALANCE, 1.25 (Switch
     # Transformer's capacity factor); 1.0 balanced routing; a measured value where one is known.
     moe_imbalance: float | None = None
+    # The dtype the data-parallel gradients are held and reduced in (all-reduced, or reduce-
+    # scattered under ZeRO); None: ``dtype``.  fp32 under a 16-bit dtype is torch FSDP's
+    # MixedPrecision(param_dtype=bfloat16, reduce_dtype=float32) (Composer's and llm-foundry's
+    # ``mixed_precision: DEFAULT``) and Megatron's ``grad_reduce_in_fp32``: 4 bytes a gradient in
+    # memory and on the wire, the parameters still gathered in ``dtype``.
+    grad_reduce_dtype: str | None = None
+    # The fused attention kernel: None, the device's production one (parsim.hardware.device:
+    # FlashAttention-2 on Ampere, cuDNN's fused attention on Hopper, what Transformer Engine and
+    # torch's SDPA run there today); "fa2", FlashAttention-2's on any device (flash-attn 2.x,
+    # torch's SDPA before its cuDNN backend), what 2023-era stacks ran on Hopper.
+    attention_kernel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -328,13 +355,19 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
     t = r.sub("training")
     batch = t.positive_int("global_batch_size", at_most=MAX_GLOBAL_BATCH,
                            why="2^20 samples, 12x the largest published training batch")
+    dtype = t.choice("dtype", DTYPES, "fp32")
     training = Training(global_batch_size=batch,
-                        dtype=t.choice("dtype", DTYPES, "fp32"), optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
+                        dtype=dtype, optimizer=t.choice("optimizer", OPTIMIZERS, "momentum"),
                         recompute=read_recompute(t, "recompute", None),
                         ascend_precision_mode=t.choice("ascend_precision_mode", ASCEND_PRECISION_MODES,
                                                        "allow_fp32_to_fp16"),
-                        memory_format=t.choice("memory_format", MEMORY_FORMATS, "nchw"),
-                        fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None))
+                        memory_format=t.choice("memory_format", MEMORY_FORMATS, default_memory_format(dtype)),
+                        fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None),
+                        grad_reduce_dtype=t.choice("grad_reduce_dtype", DTYPES, None),
+                        attention_kernel=t.choice("attention_kernel", ATTENTION_KERNELS, None))
+    if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
+        raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
+                                          f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")
     if training.moe_imbalance is not None and training.moe_imbalance < 1:
         raise t.fail("moe_imbalance", f"the busiest expert-parallel rank's routed tokens over the mean is at least "
                                       f"1 (1: balanced routing), got {training.moe_imbalance}; set a value >= 1")

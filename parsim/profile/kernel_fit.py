@@ -304,31 +304,71 @@ def load_convs(folder: Path | None = None) -> list[ConvSample]:
     return out
 
 
-def conv_errors(samples: list[ConvSample], parts: dict[str, Part]) -> dict[str, tuple[int, float, float]]:
+def _conv_predictions(rows: list[ConvSample], parts: dict[str, Part], dtype: str, ratio: float) -> list[float]:
+    """Each pass's time as an implicit GEMM at ``ratio`` x the profile's GEMM efficiency (tensor
+    cores for fp16, the CUDA cores' for fp32), the launch gap left out."""
+    pred = []
+    for s in rows:
+        device = load_cluster(f"{parts[s.device].profile}:1x1").device
+        ex = device.kernels
+        base = ex.vector_gemm_efficiency if dtype == "fp32" else ex.gemm_efficiency
+        engine = Engine(dtype, dict(parts[s.device].peak_flops_per_s)[dtype], min(1.0, base * ratio))
+        m, n, k = s.gemm()
+        p, q = s.out_hw
+        activations = DTYPE_BYTES[dtype] * s.n * (s.c * s.h * s.w + s.k * p * q)
+        weights = DTYPE_BYTES[dtype] * s.k * s.c * s.r * s.s
+        kernel = Kernel(s.phase, "convolution", "conv", flops=(0.0, 2.0 * m * n * k),
+                        bytes=(weights, activations), gemm=((0, m), (0, n), (0, k), (0, 1)))
+        pred.append(kernel_time_s(kernel, 1, device, {"conv": engine}) - ex.launch_s)
+    return pred
+
+
+def conv_ratios(samples: list[ConvSample], parts: dict[str, Part]) -> dict[str, float]:
+    """The convolution efficiency as a ratio of the GEMM's that fits DeepBench's convolution
+    passes best (least squares on log(predicted / measured), one number per dtype: fp16 on the
+    tensor cores, fp32 on the CUDA cores): the prior of results/published/fit.yaml's conv and
+    vector-conv parameters, from kernels, before any end-to-end figure."""
+    out = {}
+    for dtype in DTYPE_BYTES:
+        rows = [s for s in samples if s.dtype == dtype]
+        if not rows:
+            continue
+        measured = np.array([s.time_s for s in rows])
+
+        def residuals(x):
+            return np.log(np.array(_conv_predictions(rows, parts, dtype, float(np.exp(x[0])))) / measured)
+        fit_ = least_squares(residuals, [0.0], bounds=([np.log(0.1)], [np.log(1.5)]))
+        out[dtype] = float(f"{np.exp(fit_.x[0]):.3g}")
+    return out
+
+
+def conv_errors(samples: list[ConvSample], parts: dict[str, Part], ratio: float = 1.0) -> dict[str, tuple[int, float, float]]:
     """Convolutions priced as implicit GEMMs by parsim.cost.kernels.kernel_time_s with the shipped
-    profile's numbers (fitted on GEMMs only: a transfer, nothing fitted on convolutions), the
-    launch gap left out.  DeepBench lays fp16 tensors out NHWC for the tensor cores and fp32 ones
-    NCHW (its code/nvidia/conv_bench.cu), so no pass pays layout transposes (as torch.channels_last).
+    profile's numbers (fitted on GEMMs only; ``ratio`` x their efficiency), the launch gap left
+    out.  DeepBench lays fp16 tensors out NHWC for the tensor cores and fp32 ones NCHW (its
+    code/nvidia/conv_bench.cu), so no pass pays layout transposes (as torch.channels_last).
     dtype -> (passes, median, p90 relative error)."""
     out = {}
     for dtype in DTYPE_BYTES:
         rows = [s for s in samples if s.dtype == dtype]
         if not rows:
             continue
-        pred = []
-        for s in rows:
-            device = load_cluster(f"{parts[s.device].profile}:1x1").device
-            ex = device.kernels
-            vector = dtype == "fp32"
-            engine = Engine(dtype, dict(parts[s.device].peak_flops_per_s)[dtype],
-                            ex.vector_gemm_efficiency if vector else ex.gemm_efficiency)
-            m, n, k = s.gemm()
-            p, q = s.out_hw
-            activations = DTYPE_BYTES[dtype] * s.n * (s.c * s.h * s.w + s.k * p * q)
-            weights = DTYPE_BYTES[dtype] * s.k * s.c * s.r * s.s
-            kernel = Kernel(s.phase, "convolution", "conv", flops=(0.0, 2.0 * m * n * k),
-                            bytes=(weights, activations), gemm=((0, m), (0, n), (0, k), (0, 1)))
-            pred.append(kernel_time_s(kernel, 1, device, {"conv": engine}) - ex.launch_s)
+        pred = _conv_predictions(rows, parts, dtype, ratio)
         e = relative_errors(pred, [s.time_s for s in rows])
         out[dtype] = (len(rows), float(np.median(e)), float(np.percentile(e, 90)))
     return out
+
+
+def square_gemm_efficiency(profile: str, work_flops: float, dtype: str = "fp16") -> float:
+    """The fraction of ``dtype``'s peak a square GEMM of ``work_flops`` (M = N = K, 2 M N K FLOPs)
+    reaches under the profile's fitted kernel numbers (tiles, waves, K and M fill, its fixed
+    latency): the points of a profile's ``device.efficiency`` table, the roofline that prices
+    layers without kernels (a ``layers:`` model), derived from the per-kernel fit, not guessed."""
+    from parsim.cost.kernels import gemm_shape_efficiency
+
+    device = load_cluster(f"{profile}:1x1").device
+    ex = device.kernels
+    side = (work_flops / 2) ** (1 / 3)
+    peak = device.peak(dtype)
+    t = work_flops / (peak * ex.gemm_efficiency * gemm_shape_efficiency(side, side, side, 1, ex)) + ex.gemm_latency_s
+    return work_flops / t / peak

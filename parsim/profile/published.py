@@ -18,7 +18,8 @@ with its citation and everything needed to price it again::
                                                #   tp_layout (megatron | megatron-sp; default
                                                #   megatron), tp_comm_overlap (megatron-sp only)
                                                #   and cp_mode (ring | allgather; default ring)
-        measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297}
+        measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297},
+                                               #   {step_time_s: 1.42} (an iteration's seconds)
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
                                                #   routed tokens (below)
         source_config: {...}                   # optional: the source's own settings, verbatim, for
@@ -63,7 +64,8 @@ from parsim.inputs import Fields, load_file
 from parsim.plan import CP_MODES
 
 SCHEMA_VERSION = 1
-METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu")
+FOLDER = "results/published"      # every *figures*.yaml here is read (load_all_figures)
+METRICS = ("samples_per_s", "tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
 BALANCE = ("forced", "capacity", "learned")
 
 
@@ -97,6 +99,7 @@ class Figure:
     note: str = ""
     routing: tuple = ()           # (key, value) pairs: balance, capacity_factor, padded; () : not a MoE row
     source_config: tuple = ()     # the source's own settings, frozen (see _freeze); read by nothing
+    source: str = ""              # the source's key in its file's sources:
 
     @property
     def held_within(self) -> float:
@@ -146,6 +149,10 @@ class Priced:
 
     @property
     def error(self) -> float:
+        """Predicted throughput over measured, less 1 (positive: predicted faster), whatever the
+        figure's metric: a ``step_time_s`` figure's is measured time over predicted time, less 1."""
+        if self.figure.metric == "step_time_s":
+            return self.figure.measured / self.predicted - 1
         return self.predicted / self.figure.measured - 1
 
 
@@ -239,7 +246,7 @@ def load_figures(path: str | os.PathLike) -> Figures:
         source_config = _freeze(f.get("source_config", dict, {}))
         figures.append(Figure(ident, sources[key], f.get("row", str), _freeze(raw["model"]), profile, nodes, per_node,
                               tuple(parallel), given[0], value, tol, path, i, f.get("excluded", str, ""), miss, note,
-                              routing, source_config))
+                              routing, source_config, key))
         f.done()
     calibrations = []
     if r.has("calibration"):
@@ -264,7 +271,32 @@ def load_figures(path: str | os.PathLike) -> Figures:
     return Figures(path, tuple(figures), tuple(calibrations))
 
 
-@lru_cache(maxsize=64)
+def load_all_figures(folder: str | os.PathLike = FOLDER) -> Figures:
+    """Every ``*figures*.yaml`` of ``folder`` (results/published/: figures.yaml, moe_figures.yaml,
+    and each other file of public rows), as one Figures: ids unique over the files, a source key
+    naming one citation wherever it appears, each figure keeping its own file (relative model
+    paths resolve from it)."""
+    folder = os.fspath(folder)
+    paths = sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                   if n.endswith(".yaml") and "figures" in n)
+    if not paths:
+        raise InputError(f"{folder}: no *figures*.yaml file; add one (results/published/figures.yaml's schema)")
+    figures, calibrations, seen, cited = [], [], {}, {}
+    for path in paths:
+        one = load_figures(path)
+        for f in one.figures:
+            if f.id in seen:
+                raise InputError(f"{f.where}: id {f.id!r} is also in {seen[f.id]}; ids must be unique over the files")
+            seen[f.id] = path
+            if cited.setdefault(f.source, f.citation) != f.citation:
+                raise InputError(f"{f.where}: source {f.source!r} cites another reference in another file; give it "
+                                 "another key or the same citation")
+            figures.append(f)
+        calibrations += one.calibrations
+    return Figures(folder, tuple(figures), tuple(calibrations))
+
+
+@lru_cache(maxsize=512)
 def _spec(figure_model: tuple, path: str, index: int):
     from parsim.model.spec import model_from_mapping
 
@@ -370,6 +402,8 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
         predicted = spec.training.global_batch_size / step
     elif figure.metric == "tokens_per_s_per_gpu":
         predicted = figure_tokens(figure) / step / cluster.world_size
+    elif figure.metric == "step_time_s":
+        predicted = step
     else:
         predicted = figure_flops(figure) / step / cluster.world_size / 1e12
     return Priced(figure, predicted, step, describe(cfg))

@@ -8,6 +8,7 @@ import math
 from parsim.hardware.links import LINK_CLASSES
 from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
+from parsim.sim.band import band_text
 
 
 def ops_lines(spec, frame) -> list[str]:
@@ -44,7 +45,36 @@ def model_lines(spec) -> list[str]:
             f"forward {human_si(t['fwd_flops_per_sample'], 'FLOP')} ({human_si(t['fwd_flops_per_sample'] / 2, 'MAC')}), "
             f"backward {human_si(t['bwd_flops_per_sample'], 'FLOP')}, "
             f"saved activations {human_bytes(t['saved_bytes_per_sample'])} per sample; "
-            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"] + moe_lines(spec)
+            f"global batch {spec.training.global_batch_size}, optimizer {spec.training.optimizer}"] + \
+        default_lines(spec) + moe_lines(spec)
+
+
+def default_lines(spec) -> list[str]:
+    """The kernels a model is priced with where its model.yaml may leave them out: its attention
+    (a transformer) and its memory format (a convolution network), each saying whether it is the
+    default and the source of that default (parsim.model.zoo.gpt.GPTConfig.attention,
+    parsim.model.spec.default_memory_format)."""
+    from parsim.model.spec import default_memory_format
+
+    lines, src = [], spec.source
+    given = dict(src.args) if src is not None else {}
+    if src is not None and src.kind == "builtin" and src.target == "gpt":
+        kind = given.get("attention")
+        lines.append(f"attention: {kind} (args.attention)" if kind else
+                     "attention: sdpa, fused (FlashAttention) kernels: the default, as Megatron-Core (Transformer "
+                     "Engine's fused attention), torchtitan and transformers train; args.attention: eager for "
+                     "explicit QK^T, softmax and AV")
+    elif src is not None and src.kind == "hf":
+        lines.append(f"attention: {given.get('attn_implementation', 'sdpa')} (args.attn_implementation; default sdpa, "
+                     "transformers' default)")
+    if any(k.klass == "conv" for layer in spec.graph.layers for k in layer.kernels):
+        fmt, dtype = spec.training.memory_format, spec.training.dtype
+        default = fmt == default_memory_format(dtype)
+        lines.append(f"memory format: {fmt} (training.memory_format" +
+                     (f"; the default under {dtype}: " + ("NVIDIA's mixed-precision recipe runs convolutions NHWC on "
+                                                          "tensor cores" if fmt == "channels_last" else "torch's NCHW")
+                      if default else "") + ")")
+    return lines
 
 
 def _experts_cell(ex) -> str:
@@ -149,13 +179,13 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
              f"split: {c['split']}",
-             f"step {human_time(est.step_time_s)}{interval_text(est.step_interval, human_time)}, "
+             f"step {human_time(est.step_time_s)}{interval_text(est.step_time_band, human_time)}, "
              f"{est.throughput_samples_per_s:,.1f} samples/s, "
              f"bubble {est.bubble_fraction:.1%}, waiting on other ranks {est.sync_wait_fraction:.1%}, "
-             f"exposed communication {est.exposed_comm_fraction:.1%}"]
-    for what, iv in (("step", est.step_interval), ("peak memory", est.memory_interval)):
-        if iv is not None:
-            lines.append(f"{what} interval ({iv.level:.0%}): {iv.source}")
+             f"exposed communication {est.exposed_comm_fraction:.1%}",
+             "step-time band: " + band_text(est.step_time_band, cluster.device.name)]
+    if est.peak_memory_band is not None:
+        lines.append("peak-memory band: " + band_text(est.peak_memory_band, unit="bytes"))
     if est.input is not None:
         i = est.input
         how = (f"inline, {human_time(i['microbatch_s'])} per micro-batch on stage 0's rank" if not i["overlap"] else
@@ -219,6 +249,11 @@ def config_text(c) -> str:
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
 
+def band_cell(band) -> str:
+    """A step-time band as a table cell: [low, high], or "-" where none is drawn."""
+    return "-" if band is None else f"{human_time(band.low)}-{human_time(band.high)}"
+
+
 def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> dict:
     """A planner candidate as a row of the ranked table (strings as shown); ``devices``: the
     devices the plan uses of the cluster's ``world`` (fewer where the rest idle); ``moe``: with
@@ -234,8 +269,7 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
             "devices": f"{c.world_size}/{world or c.world_size}",
             "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
-            "step": human_time(e.step_time_s), **({"90% interval": interval_text(e.step_interval, human_time)[6:-1]}
-                                                  if e.step_interval is not None else {}),
+            "step": human_time(e.step_time_s), "90% band": band_cell(e.step_time_band),
             **({"P(best)": f"{cand.p_best:.0%}"} if getattr(cand, "p_best", None) is not None else {}),
             "samples/s": f"{e.throughput_samples_per_s:,.1f}",
             "bubble": f"{e.bubble_fraction:.1%}", "sync wait": f"{e.sync_wait_fraction:.1%}",
@@ -325,6 +359,7 @@ def plan_lines(spec, cluster, result, strategies: list[dict]) -> list[str]:
     lines.append("splits:")
     for row, cand in zip(rows, shown_candidates(result)):
         lines.append(f"  {row['']:>6}: {cand.config.describe_split(spec.graph.names)}")
+    lines.append("the pick's step-time band: " + band_text(result.chosen.estimate.step_time_band, cluster.device.name))
     lines.extend(result.explanation)
     if result.chosen.estimate.comm_bytes:
         lines.append(comm_bytes_line(result.chosen.estimate, "the pick's bytes moved per step"))

@@ -19,6 +19,7 @@ from parsim.report.cli_text import config_text, shown_candidates
 from parsim.report.fmt import human_bytes, human_time
 from parsim.report.plots import gantt_figure, memory_figure, png_bytes, shares_figure
 from parsim.report.timeline import bars, memory_timeline
+from parsim.sim.band import band_text
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }
@@ -59,7 +60,8 @@ def plan_report(result, *, model: str, cluster: str, header: str, rows: list[dic
     shown = shown_candidates(result)
     pick_row, e = rows[0], estimate
     title = f"parsim plan: {model} on {cluster}"
-    cards = [("step", "step", pick_row["step"]), ("throughput", "samples/s", pick_row["samples/s"]),
+    cards = [("step", "step", pick_row["step"]), ("band", "step, 90% band", pick_row["90% band"]),
+             ("throughput", "samples/s", pick_row["samples/s"]),
              ("peak-memory", "peak memory", pick_row["peak mem"]), ("headroom", "headroom", pick_row["headroom"]),
              ("bubble", "bubble", share(e.bubble_fraction)),
              ("sync-wait", "waiting on other ranks", share(e.sync_wait_fraction)),
@@ -73,6 +75,7 @@ def plan_report(result, *, model: str, cluster: str, header: str, rows: list[dic
         '<div class="cards">' + "".join(
             f'<div class="card"><div class="label">{escape(label)}</div>'
             f'<div class="value" id="{key}">{escape(value)}</div></div>' for key, label, value in cards) + "</div>",
+        f'<p class="band" id="pick-band">{escape(band_text(e.step_time_band))}</p>',
         "</section>",
         '<section id="why"><h2>Why this plan</h2><ul id="explanation">'
         + "".join(f"<li>{escape(line)}</li>" for line in result.explanation) + "</ul></section>",

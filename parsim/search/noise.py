@@ -102,7 +102,7 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
     ``compute`` has no profile rounds to redraw."""
     from parsim.search.planner import _short as short
     from parsim.sim import simulate
-    from parsim.sim.interval import Interval, compose, load_residuals, model_kind, quantiles, replicate_models
+    from parsim.sim.interval import Interval, compose, load_residuals, quantiles, replicate_models, residual_kind
 
     replicates = replicate_models(compute)
     if not replicates:
@@ -115,7 +115,7 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
                         keep_timeline=False).step_time_s
 
     residuals = load_residuals(cluster.profile.name)
-    kind = model_kind(spec.graph)
+    kind = residual_kind(spec.graph)
     errors = residuals.step.get(kind, ()) if residuals is not None else ()
     source = (f"the profile's {compute.table.rounds.count} rounds redrawn {len(replicates)} times"
               + (f", x the profiled model's errors on {residuals.describe(kind)}" if errors else ""))
@@ -126,7 +126,8 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
         for c in ranking.ranked:
             lo, hi = compose(times[c.key()], errors, level) if errors else quantiles(times[c.key()], level)
             top.append(replace(c, p_best=ranking.p_best[c.key()],
-                               estimate=replace(c.estimate, step_interval=Interval(lo, hi, level, source))))
+                               estimate=replace(c.estimate, step_time_band=Interval(c.estimate.step_time_s, lo, hi,
+                                                                                  level, source))))
         shown = {c.key() for c in top}
         lines = (f"the first {len(top)} rows are ranked by expected throughput over the profile's replicates, the "
                  "rest by their step",) + tuple(ranking.lines(short))

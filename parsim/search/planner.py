@@ -319,7 +319,7 @@ class _Bounds:
         # keeps a copy (LayerGraph.held_param_count)
         self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
-        self.per_param = per = bytes_per_param(t.dtype, t.optimizer)
+        self.per_param = per = bytes_per_param(t.dtype, t.optimizer, t.grad_reduce_dtype)
         self.grad_per_param = per["grads"]
         self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
         self._costs: dict[int, tuple[list, list]] = {}

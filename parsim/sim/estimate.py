@@ -85,10 +85,12 @@ class Estimate:
     # and the routed experts' gradient buckets, over the expert-data-parallel group
     ep_a2a_bytes: tuple[float, ...] = ()
     expert_grad_buckets_bytes: tuple[tuple[float, ...], ...] = ()
-    # the predicted step time's and peak memory's intervals (parsim.sim.interval.Interval: low, high,
-    # level and where it comes from); None where nothing measured gives one
-    step_interval: object = None
-    memory_interval: object = None
+    # the step time's interval (parsim.sim.band.Interval): from the layer profile's rounds and the
+    # profiled model's development residuals (parsim.sim.interval) where it was priced from a profile
+    # taken in rounds, else the public benchmark's out-of-sample residuals for this kind of plan
+    # (parsim.sim.band.with_band); None: nothing measured gives one
+    step_time_band: object = field(default=None, compare=False)
+    peak_memory_band: object = field(default=None, compare=False)     # the same of the peak memory
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -140,7 +142,6 @@ class Estimate:
                        "input_s": r.input_s, **({"ep_comm_s": r.ep_comm_s} if r.ep_comm_s else {}),
                        "max_inflight_microbatches": r.max_inflight_microbatches} for r in self.ranks],
             "config": self.config,
-            **({"step_time_interval_s": self.step_interval.to_json()} if self.step_interval is not None else {}),
-            **({"peak_memory_interval_bytes": self.memory_interval.to_json()}
-               if self.memory_interval is not None else {}),
+            "step_time_band": self.step_time_band.to_json() if self.step_time_band is not None else None,
+            **({"peak_memory_band": self.peak_memory_band.to_json()} if self.peak_memory_band is not None else {}),
         }

@@ -1,7 +1,10 @@
 """A prediction's interval, and where it comes from.
 
-``Interval`` is the value every estimate, plan and report carries beside a predicted step time
-(or peak memory): low, high, the level, and the source in words.
+``Interval`` (parsim.sim.band) is the value every estimate, plan and report carries beside a
+predicted step time (``Estimate.step_time_band``) or peak memory (``peak_memory_band``): the value,
+low, high, the level, and the source in words.  A plan priced from the public benchmark's side (a
+GPU profile) gets its band from parsim.sim.band; this module gives one to a plan priced from a
+layer profile.
 
 For a prediction priced from a layer profile taken in rounds (parsim.profile.rounds), the
 interval composes two measured sources of error, each drawn independently:
@@ -32,31 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from parsim.sim.band import Interval, model_kind as band_model_kind
+
 LEVEL = 0.9
 N_DRAWS = 4000
 SEED = 0
-
-
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
-    level: float
-    source: str
-
-    def contains(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
-    def relative(self, value: float) -> tuple[float, float]:
-        """(low, high) as fractions off ``value``: (-0.08, +0.11)."""
-        return self.low / value - 1, self.high / value - 1
-
-    def to_json(self) -> dict:
-        return {"low": self.low, "high": self.high, "level": self.level, "source": self.source}
-
-    @classmethod
-    def from_json(cls, d: dict | None) -> "Interval | None":
-        return None if d is None else cls(float(d["low"]), float(d["high"]), float(d["level"]), str(d["source"]))
 
 
 def quantiles(samples, level: float = LEVEL) -> tuple[float, float]:
@@ -126,14 +109,15 @@ def load_residuals(profile_name: str) -> Residuals | None:
     return res
 
 
-def model_kind(graph) -> str:
-    return "moe" if getattr(graph, "moe", False) else "dense"
+def residual_kind(graph) -> str:
+    """The residual table's kind of a model: "moe", else "dense" (a convolution network too)."""
+    return "moe" if band_model_kind(graph) == "moe" else "dense"
 
 
-def profiled_intervals(spec, cluster, cfg, compute, level: float = LEVEL, replicates=None,
+def profiled_intervals(spec, cluster, cfg, compute, step_s: float, level: float = LEVEL, replicates=None,
                        **simulate_kw) -> tuple[Interval | None, Interval | None]:
-    """(step time, peak memory) intervals of ``cfg`` priced by ``compute`` (a ProfiledCompute), or
-    (None, None) where its profile has no rounds.  ``replicates``: the compute models of the
+    """(step time, peak memory) intervals of ``cfg`` priced by ``compute`` (a ProfiledCompute), its
+    predicted step ``step_s``, or (None, None) where its profile has no rounds.  ``replicates``: the compute models of the
     profile's replicates, when the caller prices many plans with one profile."""
     from parsim.sim.simulate import simulate
 
@@ -145,19 +129,19 @@ def profiled_intervals(spec, cluster, cfg, compute, level: float = LEVEL, replic
     peak = max(simulate(spec.graph, spec.training, cluster, cfg, compute, strategies=spec.shard,
                         keep_timeline=False, **simulate_kw).peak_memory_bytes)
     res = load_residuals(cluster.profile.name)
-    kind = model_kind(spec.graph)
+    kind = residual_kind(spec.graph)
     rounds = compute.table.rounds
     what = f"the profile's {rounds.count} rounds redrawn {len(replicates)} times"
     if res is None or not res.step.get(kind):
         lo, hi = quantiles(steps, level)
-        return Interval(lo, hi, level, f"{what}; no residuals for {cluster.profile.name} ({kind}): the profile's "
+        return Interval(step_s, lo, hi, level, f"{what}; no residuals for {cluster.profile.name} ({kind}): the profile's "
                                        "noise only"), None
     lo, hi = compose(steps, res.step[kind], level)
-    step = Interval(lo, hi, level, f"{what}, x the profiled model's errors on {res.describe(kind)}")
+    step = Interval(step_s, lo, hi, level, f"{what}, x the profiled model's errors on {res.describe(kind)}")
     memory = None
     if res.memory.get(kind):
         mlo, mhi = compose([peak], res.memory[kind], level)
-        memory = Interval(mlo, mhi, level, f"the profiled model's peak-memory errors on {res.describe(kind, 'memory')}")
+        memory = Interval(peak, mlo, mhi, level, f"the profiled model's peak-memory errors on {res.describe(kind, 'memory')}")
     return step, memory
 
 

@@ -21,9 +21,10 @@ chunks (the profile's ``collective.tp_overlap_comm_units`` and ``tp_overlap_chun
                                               that nothing covers (its first or its last)
 
 against G + C without the overlap; the layer's other work (attention's batched matmuls, norms,
-activations) is unchanged.  A layer under full recomputation re-runs its forward in the
-backward, collectives included, overlapped the same way; selective recomputation re-runs only the
-core attention, which communicates nothing (parsim.cost.layer), so adds no overlapped pass.  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
+activations) is unchanged.  A layer under full recomputation re-runs its forward in the backward,
+its collectives included (``Layer.recomputes_forward``), overlapped the same way; under selective
+recomputation it re-runs only its core attention, which communicates nothing, so there is no
+second pass to overlap (parsim.cost.layer prices the same rule without the overlap).  The loss's collectives (vocabulary-parallel cross-entropy) and the gradient mirrors
 (once per step) stay exposed.
 
 Approximations: a layer's collectives are pipelined with all its GEMMs as one pair, rather than
@@ -125,8 +126,8 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
         return t
     units, comm_units, chunks = overlap_units(cluster)
     passes = [(kind, "F" if kind == "F" else "B")]          # (compute phase, its collectives' phase)
-    if layer.recomputes_forward and kind in ("B", "I"):     # full recompute re-runs the forward's
-        passes.append(("F", "F"))                            # collectives; selective re-runs none
+    if layer.recomputes_forward and kind in ("B", "I"):
+        passes.append(("F", "F"))
     for k, ph in passes:
         comm = tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
         gemm = compute.layer_time_s(layer, k, microbatch) * gemm_share(layer, k, microbatch)

@@ -8,8 +8,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
-                              fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
-                              shard_padded_bytes)
+                              first_bucket_bytes, fsdp_units, group_link_class, library_algorithms, p2p_time_s,
+                              prefetched_gather_s, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
@@ -203,7 +203,7 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     group = cfg.expert_dp_group(s % cfg.pp)
     n, link = len(group), group_link_class(cluster, group)
     grads = [expert_own[i - idx.start] * per_param["grads"] for i in reversed(idx)]
-    members = ddp_buckets(grads, DDP_BUCKET_BYTES)
+    members = ddp_buckets(grads, DDP_BUCKET_BYTES, first_cap_bytes=first_bucket_bytes(zero))
     sizes = tuple(sum(grads[j] for j in g) for g in members)
     sizes = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
     op = "reduce_scatter" if zero else "all_reduce"
@@ -214,9 +214,11 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
         bucket[(s, k)] = entry
     buckets_per_stage[s] = len(dense) + len(ours)
     comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * cfg.tp
-    if zero == 1:
-        after_opt[s] = after_opt.get(s, 0.0) + sum(collective_time_s(cluster, group, x, "all_gather") for x in sizes)
-        comm_bytes[link] += (n - 1) * sum(sizes) * cfg.tp
+    if zero == 1:           # the updated shards: parameters, in the training dtype
+        share = per_param["params"] / per_param["grads"]
+        after_opt[s] = after_opt.get(s, 0.0) + sum(collective_time_s(cluster, group, x * share, "all_gather")
+                                                   for x in sizes)
+        comm_bytes[link] += (n - 1) * sum(sizes) * share * cfg.tp
     return sizes
 
 
@@ -234,7 +236,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     cp, replicas = cfg.cp, cfg.dp * cfg.cp * cfg.tp       # ranks per pipeline rank
     S, layers = cfg.stages, graph.layers
     grank = [cfg.global_rank(0, r) for r in range(cfg.pp)]          # replica 0's ranks
-    per_param = bytes_per_param(training.dtype, training.optimizer)
+    per_param = bytes_per_param(training.dtype, training.optimizer, training.grad_reduce_dtype)
     opt_moved = optimizer_bytes_moved_per_param(training.dtype, training.optimizer)
 
     # layers each pipeline rank holds, for the copies of tied weights (LayerGraph.held_param_count)
@@ -255,7 +257,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     hooks_s: dict = {}                             # ZeRO 2-3: FSDP2's per-unit host time, every micro-batch
     reduce_buffer_bytes: dict[int, dict] = {}      # ZeRO 2-3: per layer, the unsharded gradients live in its backward
     gathered_bytes: dict[int, dict] = {}           # ZeRO-3: per layer, the parameters gathered in its backward
-    width = per_param["grads"]          # bytes per gradient (and parameter) element
+    width = per_param["grads"]          # bytes per gradient element, as reduced (Training.grad_reduce_dtype)
+    # the parameters' bytes over the gradients' (gathers move parameters: 1/2 under fp32 reduction)
+    param_share = per_param["params"] / per_param["grads"]
     overlap = cluster.profile.collectives.overlap
     kinds = ("F", "I", "W") if split else ("F", "B")
     ring_bytes: dict[int, float] = {}                 # cp: per stage, bytes one rank sends around its ring per step
@@ -342,7 +346,9 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
-                gathers = [collective_time_s(cluster, group, x, "all_gather") for x in unit_bytes]
+                # gathers move the parameters, in the training dtype, whatever the gradients' dtype
+                gather_bytes = tuple(shard_padded_bytes(x * param_share, per_param["params"], dp) for x in sizes)
+                gathers = [collective_time_s(cluster, group, x, "all_gather") for x in gather_bytes]
                 own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
@@ -352,18 +358,18 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 # (Collectives.fsdp_host_s): on the compute stream, so not hidden by prefetching;
                 # every micro-batch's backward reduce-scatters every unit
                 colls = cluster.profile.collectives
-                gather_host_s = sum(colls.fsdp_host_s("all_gather", unit_bytes[k]) for k, u in enumerate(units) if u)
+                gather_host_s = sum(colls.fsdp_host_s("all_gather", gather_bytes[k]) for k, u in enumerate(units) if u)
                 gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + gather_host_s
                 hooks_s[(s, Kind.B)] = sum(colls.fsdp_host_s("reduce_scatter", x) for x in bucket_bytes[s])
                 runs_f = 1 if zero == 2 else m
-                comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * runs_f
-                sharded[s] += [("all_gather", x) for x in unit_bytes if x] * runs_f
+                comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * runs_f
+                sharded[s] += [("all_gather", x) for x in gather_bytes if x] * runs_f
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = per_layer_gather[::-1]
                     bwd[0] += root_s
                     gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + gather_host_s
-                    comm_bytes[link] += (dp - 1) * sum(x for x in unit_bytes if x) * cfg.tp * m
-                    sharded[s] += [("all_gather", x) for x in unit_bytes if x] * m
+                    comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * m
+                    sharded[s] += [("all_gather", x) for x in gather_bytes if x] * m
                     # the root's, the running and the prefetched unit's (fsdp_gathered_param_bytes)
                     full = [sum(own[i] for i in u) * per_param["params"] for u in units]
                     gathered_bytes[s] = dict(zip(idx, fsdp_gathered_param_bytes(units, full, len(idx))))
@@ -379,7 +385,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                         entries.append((p, n_tied, True))
                 position = [p for p, _, _ in entries]
                 grads = [n * per_param["grads"] for _, n, _ in entries]
-                groups = ddp_buckets(grads, DDP_BUCKET_BYTES, frozenset(j for j, e in enumerate(entries) if e[2]))
+                groups = ddp_buckets(grads, DDP_BUCKET_BYTES, frozenset(j for j, e in enumerate(entries) if e[2]),
+                                     first_bucket_bytes(zero))
                 sizes = tuple(sum(grads[j] for j in members) for members in groups)
                 bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
                 # ZeRO-1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half
@@ -392,9 +399,10 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 buckets_per_stage[s] = len(groups)
                 if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
                     sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
-                    after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
-                    comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
-                    sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
+                    gathered = [x * param_share for x in bucket_bytes[s]]        # parameters, not gradients
+                    after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in gathered)
+                    comm_bytes[link] += (dp - 1) * sum(gathered) * cfg.tp
+                    sharded[s] += [("all_gather", x) for x in gathered]
                 if experts and cfg.expert_dp > 1:       # ep: the experts' own buckets over the expert_dp ranks
                     expert_buckets[s] = _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param,
                                                         width, zero, algorithm, bucket, buckets_per_stage, after_opt,

@@ -1,11 +1,14 @@
 """A GPT-style decoder (Radford et al. 2019; Brown et al. 2020), written the way Megatron-LM lays
 out a layer so that its saved activations match Korthikanti et al. 2022, Sec. 4.1:
-pre-LayerNorm, fused QKV projection, explicit softmax attention with dropout, a 4h GeLU MLP, and
-dropout on both residual branches.  Embedding and LM head share one weight.  ``attention="sdpa"``
-runs attention (with its dropout) as one ``F.scaled_dot_product_attention`` instead, the fused
-kernel Megatron-LM trains with (parsim.model.attention); ``attention="megatron"`` runs it as
-Megatron-LM did in 2021-2022 (Narayanan et al. 2021): the scale folded into QK^T and one fused
-masked-softmax kernel (parsim.model.fused_softmax); parameters are the same.
+pre-LayerNorm, fused QKV projection, attention with dropout, a 4h GeLU MLP, and dropout on both
+residual branches.  Embedding and LM head share one weight.  Attention (parsim.model.attention) is
+by default ``attention="sdpa"``: one ``F.scaled_dot_product_attention`` (with its dropout), the
+fused FlashAttention kernel every GPU training stack runs (Megatron-Core through Transformer
+Engine's fused attention, torchtitan, transformers' default); ``attention="eager"`` runs explicit
+QK^T, softmax and AV, saving the s x s scores (Korthikanti et al. 2022, Sec. 4.1, without flash
+attention); ``attention="megatron"`` as Megatron-LM did in 2021-2022 (Narayanan et al. 2021): the
+scale folded into QK^T and one fused masked-softmax kernel (parsim.model.fused_softmax).
+Parameters are the same for all three.
 
 Parameters: 12*L*h^2 + 13*L*h (layers: QKV 3h^2+3h, proj h^2+h, fc1 4h^2+4h, fc2 4h^2+h, two
 LayerNorms 4h) + V*h (tied word embedding) + s*h (positions) + 2h (final LayerNorm).
@@ -35,7 +38,11 @@ class GPTConfig:
     vocab: int
     dropout: float = 0.1
     ffn_mult: int = 4
-    attention: str = "eager"      # eager | sdpa | megatron (parsim.model.attention.ZOO_KINDS)
+    # eager | sdpa | megatron (parsim.model.attention.ZOO_KINDS).  Default sdpa, fused attention:
+    # what GPU training has run since FlashAttention (Dao et al. 2022): Megatron-Core's default
+    # attention backend is Transformer Engine's fused attention, torchtitan calls
+    # F.scaled_dot_product_attention, transformers defaults attn_implementation to sdpa.
+    attention: str = "sdpa"
 
     def param_count(self) -> int:
         L, h, V, s = self.layers, self.hidden, self.vocab, self.seq_len

@@ -1,0 +1,249 @@
+"""A prediction's interval, and the step-time bands drawn from the public benchmark's
+out-of-sample residuals.
+
+``Interval`` is one value with its low and high, the nominal coverage (``level``) and where the
+interval comes from (``source``, and the ``rows`` it rests on): out-of-sample residuals of
+published rows here; the spread of profile repeats elsewhere.  It is one field of an Estimate
+(``Estimate.step_time_band``), carried into the plan file and the report.
+
+The step-time band of a plan rests on the residual table ``results/published/residuals.yaml``,
+committed data that ``python benchmarks/bench_published.py --residuals`` regenerates: each public
+row priced out of sample (its source left out of the fit, parsim.profile.loso), classed by
+``PlanKind``: its device, its parallelism mix (``ep``, ``fsdp`` for ZeRO-2/3, ``3d`` for any
+tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
+Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
+the class until at least MIN_ROWS rows of MIN_FAMILIES source families remain (device, mix and
+model; device and model; mix and model; model; every row), and sets
+
+    r_i = log(measured step / predicted step) of row i,   w_i = 1 / (rows of i's family),
+    m = the w-weighted median of r,
+    q = the smallest |r_i - m| whose w-weighted share of the rows reaches level x (1 + 1/F),
+    band = predicted x [exp(m - q), exp(m + q)]
+
+split conformal prediction on log residuals (Vovk et al. 2005; Lei et al. 2018), with the rows
+weighted so that each of the class's F families counts once: a new plan is a new source's, whose
+error is its source's bias plus its own, and rows of one source share their bias (one source's
+forty rows are not forty independent draws).  The (1 + 1/F) is the finite-sample correction over
+families.  benchmarks/bench_published.py scores the bands out of sample: each row's band drawn
+without its own family.  A device with no public row (a CPU) gets no band, and says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+LEVEL = 0.9                     # the bands' nominal coverage
+MIN_ROWS = 9                    # a 90% conformal band needs ceil((n + 1) 0.9) <= n
+MIN_FAMILIES = 3                # a band rests on the errors of at least three independent sources
+RESIDUALS = "results/published/residuals.yaml"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """``value`` with [``low``, ``high``] at nominal coverage ``level``, from ``source`` (the rows it
+    rests on in ``rows``)."""
+
+    value: float
+    low: float
+    high: float
+    level: float
+    source: str
+    rows: tuple[str, ...] = ()
+
+    def contains(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+    def scaled(self, factor: float) -> "Interval":
+        """The same interval for a quantity ``factor`` times this one (in other units)."""
+        lo, hi = sorted((self.low * factor, self.high * factor))
+        return Interval(self.value * factor, lo, hi, self.level, self.source, self.rows)
+
+    def relative(self) -> tuple[float, float]:
+        """(low, high) as fractions off the value: (-0.08, +0.11)."""
+        return self.low / self.value - 1, self.high / self.value - 1
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "level": self.level, "source": self.source,
+                "rows": list(self.rows)}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Interval | None":
+        return None if d is None else cls(float(d["value"]), float(d["low"]), float(d["high"]), float(d["level"]),
+                                          str(d["source"]), tuple(d.get("rows", ())))
+
+
+@dataclass(frozen=True)
+class PlanKind:
+    device: str
+    mix: str                    # ep | fsdp | 3d | cp | dp
+    model: str                  # moe | conv | dense
+
+    def __str__(self) -> str:
+        return f"{self.device}, {self.mix}, {self.model}"
+
+
+def parallel_mix(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, zero: int = 0) -> str:
+    if ep > 1:
+        return "ep"
+    if zero >= 2:
+        return "fsdp"
+    if tp > 1 or pp > 1:
+        return "3d"
+    return "cp" if cp > 1 else "dp"
+
+
+def model_kind(graph) -> str:
+    if getattr(graph, "moe", False):
+        return "moe"
+    return "conv" if any(k.klass == "conv" for layer in graph.layers for k in layer.kernels) else "dense"
+
+
+def plan_kind(device_name: str, graph, cfg) -> PlanKind:
+    return PlanKind(device_name, parallel_mix(cfg.tp, cfg.pp, cfg.cp, cfg.ep, cfg.zero), model_kind(graph))
+
+
+def row_kind(figure, priced=None) -> PlanKind:
+    """A published row's kind (parsim.profile.published.Figure): its profile's device, its
+    parallel sizes, its model."""
+    from parsim.profile.published import figure_spec, shipped_profile
+
+    par = dict(figure.parallel)
+    mix = parallel_mix(par.get("tp", 1), par.get("pp", 1), par.get("cp", 1), par.get("ep", 1), par.get("zero", 0))
+    return PlanKind(shipped_profile(figure).device.name, mix, model_kind(figure_spec(figure).graph))
+
+
+@dataclass(frozen=True)
+class Residual:
+    id: str
+    family: str
+    kind: PlanKind
+    log_ratio: float            # log(measured step / predicted step), out of sample
+
+
+def residuals_yaml(rows, command: str) -> str:
+    """The residual table's text: ``rows`` of (figure, family, PlanKind, out-of-sample throughput
+    error), the error e giving measured step / predicted step = 1 + e."""
+    lines = [f"# Out-of-sample residuals of the public rows, written by {command} --residuals",
+             "# (each row priced with the profile numbers fitted on every other source: parsim.profile.loso);",
+             "# parsim.sim.band draws the step-time bands of simulate, plan and the report from them.",
+             "schema_version: 1", f"level: {LEVEL}", "rows:"]
+    for f, family, kind, err in rows:
+        lines.append(f"  - {{id: {f.id}, family: {family}, device: \"{kind.device}\", mix: {kind.mix}, "
+                     f"model: {kind.model}, error: {err:+.4f}}}")
+    return "\n".join(lines) + "\n"
+
+
+def residuals_path() -> Path:
+    """$PARSIM_RESIDUALS, else results/published/residuals.yaml beside hardware_profiles/."""
+    env = os.environ.get("PARSIM_RESIDUALS")
+    if env:
+        return Path(env)
+    from parsim.hardware.cluster import profiles_dir
+
+    return profiles_dir().parent / RESIDUALS
+
+
+def load_residuals(path: str | os.PathLike | None = None) -> tuple[Residual, ...]:
+    """The residual table (() where the file is absent); a malformed one is an InputError."""
+    from parsim.inputs import Fields, load_file
+
+    path = Path(path or residuals_path())
+    if not path.is_file():
+        return ()
+    r = Fields(load_file(str(path), "a residual table YAML"), str(path))
+    r.schema_version(1)
+    r.fraction("level")
+    out = []
+    for i, raw in enumerate(r.get("rows", list)):
+        f = Fields(raw, str(path), f"rows[{i}].")
+        err = f.get("error", float)
+        if err <= -1:
+            raise f.fail("error", f"{err}: a throughput error is above -1")
+        out.append(Residual(f.get("id", str), f.get("family", str),
+                            PlanKind(f.get("device", str), f.get("mix", str), f.get("model", str)), math.log1p(err)))
+        f.done()
+    r.done()
+    return tuple(out)
+
+
+def _classes(kind: PlanKind):
+    yield "device, mix, model", lambda k: k == kind
+    yield "device, model", lambda k: (k.device, k.model) == (kind.device, kind.model)
+    yield "mix, model", lambda k: (k.mix, k.model) == (kind.mix, kind.model)
+    yield "model", lambda k: k.model == kind.model
+    yield "every row", lambda k: True
+
+
+def _weighted_point(pairs: list[tuple[float, float]], share: float) -> float:
+    """The smallest value whose weight, with every smaller value's, reaches ``share`` of the total."""
+    pairs = sorted(pairs)
+    total, acc = sum(w for _, w in pairs), 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= share * total - 1e-12:
+            return v
+    return pairs[-1][0]
+
+
+def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], level: float = LEVEL,
+              leave_out: str = "") -> Interval | None:
+    """The band of a predicted step ``step_s`` of a plan of ``kind`` (module docstring); rows of
+    the family ``leave_out`` are not used (to score a band on that family's rows).  None where no
+    public row ran on the plan's device."""
+    pool = [r for r in residuals if r.family != leave_out]
+    if not any(r.kind.device == kind.device for r in pool):
+        return None
+    for label, match in _classes(kind):
+        rows = [r for r in pool if match(r.kind)]
+        families = {r.family for r in rows}
+        if len(rows) >= MIN_ROWS and len(families) >= MIN_FAMILIES:
+            break
+    else:
+        return None
+    count = {f: sum(1 for r in rows if r.family == f) for f in families}
+    weights = [1 / count[r.family] for r in rows]
+    m = _weighted_point([(r.log_ratio, w) for r, w in zip(rows, weights)], 0.5)
+    q = _weighted_point([(abs(r.log_ratio - m), w) for r, w in zip(rows, weights)],
+                        min(1.0, level * (1 + 1 / len(families))))
+    source = (f"{level:.0%} band from the out-of-sample residuals of {len(rows)} public rows of {len(families)} "
+              f"sources ({label} as this plan's: {kind}); median bias {math.expm1(m):+.1%}")
+    return Interval(step_s, step_s * math.exp(m - q), step_s * math.exp(m + q), level, source,
+                    tuple(r.id for r in rows))
+
+
+def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | None = None):
+    """``estimate`` with its step-time band (None where no public row ran on the device)."""
+    from dataclasses import replace
+
+    if estimate.step_time_band is not None:          # a profiled prediction's own interval comes first
+        return estimate
+    table = load_residuals() if residuals is None else residuals
+    band = step_band(estimate.step_time_s, plan_kind(cluster.device.name, graph, cfg), table)
+    return replace(estimate, step_time_band=band)
+
+
+def band_text(band: Interval | None, device: str = "", unit: str = "s") -> str:
+    """One line for a report: the band and what it rests on."""
+    if band is None:
+        return (f"no step-time band: no public row ran on {device}" if device else "no step-time band") + \
+            f" ({RESIDUALS})"
+    return (f"{band.level:.0%} band [{band.low:.4g}, {band.high:.4g}] {unit}: {band.source}"
+            + ("; rows: " + ", ".join(band.rows[:6]) + (f" and {len(band.rows) - 6} more" if len(band.rows) > 6 else "")
+               if band.rows else ""))
+
+
+def with_bands(result, graph, cluster, residuals: tuple[Residual, ...] | None = None):
+    """A planner's result (parsim.search.planner.PlanResult) with every candidate's step-time band."""
+    from dataclasses import replace
+
+    table = load_residuals() if residuals is None else residuals
+
+    def banded(cand):
+        return None if cand is None else replace(cand, estimate=with_band(cand.estimate, graph, cluster, cand.config,
+                                                                           table))
+    return replace(result, chosen=banded(result.chosen), ranked=tuple(banded(c) for c in result.ranked),
+                   pareto=tuple(banded(c) for c in result.pareto), manual=banded(result.manual),
+                   all_devices=banded(result.all_devices))
