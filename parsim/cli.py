@@ -148,13 +148,15 @@ def cmd_simulate(args) -> int:
     return 0
 
 
-def _strategy_rows(spec, cluster, cfg) -> list[dict]:
+def _strategy_rows(spec, cluster, cfg, prices) -> list[dict]:
+    """The pick's operator strategies (``prices``: the search's pricing context, parsim.sim.prices,
+    whose strategy searches serve where ``cluster`` is the one it searched on)."""
     from parsim.shard.graph import strategy_summary
     from parsim.shard.prepare import auto_memory_bytes, layout_strategies
 
     patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
                                  cfg.microbatch_size(spec.training.global_batch_size),
-                                 auto_memory_bytes(cluster, cfg.pp))
+                                 auto_memory_bytes(cluster, cfg.pp), prices.shard)
     return [{"op": name, "strategy": str(strategy), "layers": n}
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 
@@ -213,6 +215,7 @@ def cmd_plan(args) -> int:
     from parsim.plan import plan_from_candidate
     from parsim.report.cli_text import plan_lines, plan_result_json
     from parsim.search.planner import Constraints, plan
+    from parsim.sim.prices import Prices
 
     check_output(args.output, "-o")
     validation = _report_inputs(args)
@@ -224,6 +227,7 @@ def cmd_plan(args) -> int:
     profiled_ep = getattr(getattr(compute, "table", None), "ep", 1)      # an --ep profile prices its own ep only
     if profiled_ep > 1:
         check_profile_ep(compute, args.ep or profiled_ep)
+    prices = Prices(cluster.for_dtype(spec.training.dtype))      # the search's, and the pick's layout's below
     result = plan(spec, cluster, compute, Constraints(dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                                                       schedule=args.schedule, max_memory_bytes=cap, top=args.top,
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
@@ -231,7 +235,7 @@ def cmd_plan(args) -> int:
                                                       ep=args.ep or (profiled_ep if profiled_ep > 1 else None),
                                                       ep_overlap=args.ep_overlap,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
-                  progress=None if not args.json else False, tp_compute=tp_compute)
+                  progress=None if not args.json else False, tp_compute=tp_compute, prices=prices)
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
     plan_json = plan_from_candidate(spec, cluster, chosen.config, chosen.estimate.to_json()).to_json()
@@ -239,8 +243,8 @@ def cmd_plan(args) -> int:
         write_json(args.output, plan_json)
     if args.report:
         _write_plan_report(args.report, spec, cluster, result,
-                           tp_compute.get((chosen.config.tp, chosen.config.tp_layout), compute), validation)
-    strategies = _strategy_rows(spec, cluster, chosen.config) if chosen.config.tp > 1 else []
+                           tp_compute.get((chosen.config.tp, chosen.config.tp_layout), compute), validation, prices)
+    strategies = _strategy_rows(spec, cluster, chosen.config, prices) if chosen.config.tp > 1 else []
     if args.json:
         _print_json(plan_result_json(result, plan_json, strategies, used))
         return 0
@@ -266,14 +270,15 @@ def _report_inputs(args) -> dict | None:
     return load_validation(args.validation)
 
 
-def _write_plan_report(folder, spec, cluster, result, compute, validation) -> None:
+def _write_plan_report(folder, spec, cluster, result, compute, validation, prices) -> None:
     """DIR/report.html (parsim.report.html), with the pick simulated again to keep its timeline."""
     from parsim.fileio import write_text
     from parsim.report.cli_text import plan_header, plan_rows
     from parsim.report.html import plan_report
     from parsim.sim import simulate
 
-    est = simulate(spec.graph, spec.training, cluster, result.chosen.config, compute, strategies=spec.shard)
+    est = simulate(spec.graph, spec.training, cluster, result.chosen.config, compute, strategies=spec.shard,
+                   prices=prices)
     page = plan_report(result, model=spec.name, cluster=cluster.spec, header=plan_header(spec, cluster, result),
                        rows=plan_rows(result, spec.graph.moe), names=spec.graph.names, estimate=est, validation=validation)
     os.makedirs(folder, exist_ok=True)

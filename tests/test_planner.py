@@ -106,8 +106,6 @@ def test_searching_auto_layouts_ahead_changes_no_answer(tiny_gpt, monkeypatch):
                         lambda *a, **k: (batches.append(len(set(a[5]))), auto.search_sizes(*a, **k))[1])
 
     def ranked():
-        auto._SEARCHED.clear()
-        auto._COST_GRAPHS.clear()
         r = plan(tiny_gpt, cluster, _compute(cluster, tiny_gpt), Constraints(top=8, tp_layout="auto"), progress=False)
         return [(c.key(), c.estimate.step_time_s, c.peak_memory_bytes) for c in r.ranked]
 
@@ -388,25 +386,3 @@ def test_tensor_parallel_candidates_use_their_own_compute_model(tiny_gpt):
     picked = plan(tiny_gpt, cluster, base, Constraints(top=1), progress=False,
                   tp_compute={(2, "megatron"): Free()}).chosen.config
     assert (picked.tp, picked.tp_layout) == (2, "megatron") != (without.tp, without.tp_layout)
-
-
-def test_plan_leaves_the_collectors_frozen_objects_as_it_found_them(cifar):
-    """plan() freezes what existed before it out of the cyclic collector while it searches
-    (planner._older_objects_frozen) and unfreezes it after, also when the search raises; a heap
-    frozen before it stays frozen."""
-    import gc
-
-    cluster = load_cluster("ascend910:1x8")
-    assert gc.get_freeze_count() == 0
-    plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=2, pp=2), progress=False)
-    assert gc.get_freeze_count() == 0
-    with pytest.raises(DoesNotFitError):
-        plan(cifar, cluster, _compute(cluster, cifar), Constraints(max_memory_bytes=1), progress=False)
-    assert gc.get_freeze_count() == 0
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=2, pp=2), progress=False)
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()

@@ -351,7 +351,7 @@ def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypa
     without ZeRO's collective buffers (ZeRO 0-1 under NCCL), never above it with them."""
     from parsim.model.recompute import recompute_mode
     from parsim.sim.memory import peak_floor_bytes
-    from parsim.sim.simulate import built_schedule
+    from parsim.schedule import build_schedule
 
     spec = load_model("examples/gpt_small_local.yaml")
     cluster = load_cluster("dgx-a100:2x8")
@@ -361,7 +361,7 @@ def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypa
     kinds, over, below = set(), 0, 0
     for graph, cfg, est in seen:
         floor = peak_floor_bytes(graph, spec.training, cfg,
-                                 built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks))
+                                 build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks))
         peak = max(est.peak_memory_bytes)
         if cfg.zero <= 1:
             assert floor == peak, cfg

@@ -229,22 +229,19 @@ def test_edges_scaled_by_signature_equal_edges_worked_out(monkeypatch):
     from parsim.shard.redistribute import edge
     checked = []
 
-    def compare(src, dst, dst_grad, eb):
-        got = scaled(src, dst, dst_grad, eb)
+    def compare(src, dst, dst_grad, eb, memo):
+        got = scaled(src, dst, dst_grad, eb, memo)
         assert tuple(map(list, got)) == tuple(map(list, edge(src, dst, dst_grad, eb))), (src, dst, dst_grad)
         checked.append(src.shape)
         return got
 
     scaled = sg._edge_by_signature
     monkeypatch.setattr(sg, "_edge_by_signature", compare)
-    monkeypatch.setattr(sg, "_SIGNATURES", {})
-    sg.edge_steps.cache_clear()
-    auto._edge_steps.cache_clear()
+    memo = auto.StrategySearches()
     for path, ts in (("examples/resnet50_imagenet.yaml", (2, 4, 8)), ("examples/gpt3_175b.yaml", (2, 8))):
         spec = load_model(path)
         cluster = load_cluster("dgx-a100:1x8").for_dtype(spec.training.dtype)
         for t in ts:
-            auto.cost_graph(spec.graph, t, cluster, spec.training.dtype, spec.training.optimizer, 1)
-    assert len(checked) > 1000 and len(sg._SIGNATURES) < len(checked) / 3
-    sg.edge_steps.cache_clear()
-    auto._edge_steps.cache_clear()
+            auto.cost_graph(spec.graph, t, cluster, spec.training.dtype, spec.training.optimizer, 1, memo=memo)
+    signatures = [key for key in memo.edges if key[0] == "signature"]
+    assert len(checked) > 1000 and len(signatures) < len(checked) / 3

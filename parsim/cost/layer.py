@@ -51,24 +51,10 @@ def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_r
     return collective_time_s(cluster, ranks, nbytes, op)
 
 
-_MEMO: dict[tuple, tuple] = {}
-
-
 def tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int = 0) -> float:
     """The layer's tensor-parallel steps of ``phase`` ("F", "B", "loss" per micro-batch; "grad" per step).
-    Memoized: the planner asks for the same layers at the same sizes thousands of times."""
-    key = (id(layer.tp_comm), phase, microbatch, id(cluster), first_rank)
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0] is layer.tp_comm and hit[1] is cluster:
-        return hit[2]
-    if len(_MEMO) > 100_000:
-        _MEMO.clear()
-    value = _tp_comm_time_s(layer, phase, microbatch, cluster, first_rank)
-    _MEMO[key] = (layer.tp_comm, cluster, value)          # holding both keeps their ids their own
-    return value
-
-
-def _tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int) -> float:
+    The planner asks for the same layers at the same sizes thousands of times: its pricing context
+    keeps each layer's whole time (parsim.sim.prices.Prices.layer_times)."""
     scale = 1 if phase == "grad" else microbatch
     total = 0.0
     for ph, step, matrix in layer.tp_comm:

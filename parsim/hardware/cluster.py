@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
 from parsim.errors import InputError
@@ -297,9 +297,14 @@ class Cluster:
 
     def for_dtype(self, dtype: str) -> "Cluster":
         """This cluster with its collectives priced for a run in ``dtype`` (Collectives.for_dtype);
-        itself where the profile has nothing for that dtype.  The same object for the same
-        (cluster, dtype), so the cost model's caches keyed on a cluster keep hitting."""
-        return self if not self.profile.collectives.dtypes else _for_dtype(self, dtype)
+        itself where the profile has nothing for that dtype, and for a cluster already resolved
+        (its collectives list no dtypes), so that a run resolves it once and keeps the object."""
+        if not self.profile.collectives.dtypes:
+            return self
+        coll = self.profile.collectives.for_dtype(dtype)
+        if coll is self.profile.collectives:
+            return self
+        return replace(self, profile=replace(self.profile, collectives=coll))
 
     def describe(self) -> dict:
         p = self.profile
@@ -367,14 +372,6 @@ def _rate(c, key: str) -> float:
     if gb_per_s < 0:
         raise c.fail(key, f"must be >= 0 GB/s (0: none), got {gb_per_s:g}")
     return gb_per_s * 1e9
-
-
-@lru_cache(maxsize=64)
-def _for_dtype(cluster: Cluster, dtype: str) -> Cluster:
-    coll = cluster.profile.collectives.for_dtype(dtype)
-    if coll is cluster.profile.collectives:
-        return cluster
-    return replace(cluster, profile=replace(cluster.profile, collectives=coll))
 
 
 def with_measured_fits(cluster: Cluster, measured: Profile, where: str) -> Cluster:

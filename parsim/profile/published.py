@@ -264,6 +264,8 @@ def load_figures(path: str | os.PathLike) -> Figures:
     return Figures(path, tuple(figures), tuple(calibrations))
 
 
+# Kept, by value: a figure's model is extracted from torch once per process (seconds each), and
+# pricing a row asks for it two or three times (price, tokens per step), tests/test_published.py again.
 @lru_cache(maxsize=64)
 def _spec(figure_model: tuple, path: str, index: int):
     from parsim.model.spec import model_from_mapping

@@ -55,8 +55,6 @@ plan: ties break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
-import functools
-import gc
 import heapq
 import itertools
 import math
@@ -65,7 +63,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
+from parsim.cost.comm import fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
 from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
@@ -85,13 +83,13 @@ from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
 from parsim.search.bound import floor_s, memory_floor_bytes, searched_floor_s
 from parsim.search.partition import grid_band, partition
-from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
+from parsim.search.resolve import boundary_costs, boundary_links
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.graph import replicates_every_operator
 from parsim.shard.prepare import auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes
 from parsim.sim import Estimate, simulate
 from parsim.sim.memory import peak_floor_bytes
-from parsim.sim.simulate import built_schedule
+from parsim.sim.prices import Prices
 
 
 @dataclass(frozen=True)
@@ -301,9 +299,10 @@ class _Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
     def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel,
-                 tp_overlap: bool = False):
+                 tp_overlap: bool = False, prices: Prices | None = None):
         g, t = graph, spec.training
         self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
+        self.prices = prices if prices is not None else Prices(cluster)     # the run's (parsim.sim.prices)
         self.tp_overlap = tp_overlap          # its layers' tp collectives overlapped with their GEMMs (sim.overlap)
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
@@ -326,8 +325,12 @@ class _Bounds:
         self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
 
     def costs(self, b: int):
+        """(forward + backward time per layer, bytes a stage ending after the layer sends per
+        micro-batch), as parsim.search.resolve.layer_costs gives them, from the run's prices."""
         if b not in self._costs:
-            self._costs[b] = layer_costs(self.graph, self.compute, b, self.cluster, self.tp_overlap)
+            f, bwd = (self.prices.layer_times(self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s)
+                      for k in ("F", "B"))
+            self._costs[b] = ([x + y for x, y in zip(f, bwd)], [layer.output_bytes * b for layer in self.graph.layers])
         return self._costs[b]
 
     def fsdp_grad_bytes(self, b: int) -> float:
@@ -408,11 +411,8 @@ class _Bounds:
         """Per-layer prefix sums of F, B, I and W times."""
         key = ("phases", b)
         if key not in self._costs:
-            layers, c = self.graph.layers, self.compute
-            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([layer_time_s(c, l, k, b, self.cluster, 0,
-                                                                                     self.tp_overlap)
-                                                                        for l in layers])])
-                                     for k in ("F", "B", "I", "W"))
+            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum(self.prices.layer_times(
+                self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s))]) for k in ("F", "B", "I", "W"))
         return self._costs[key]
 
     def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
@@ -438,7 +438,7 @@ class _Bounds:
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
         # one transfer across each stage boundary (each way: the link classes are symmetric)
-        sent = self.edges(b, boundary_links(self.cluster, cfg)) / 2
+        sent = self.edges(b, self.prices.boundary_links(cfg, boundary_links)) / 2
         per_rank = [0.0] * pp
         after = [0.0] * pp                  # per rank: its optimizer steps and ZeRO-1's gathers
         head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
@@ -477,13 +477,10 @@ class _Bounds:
         return max(best, max(ends))
 
     def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
-        """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), memoized: the
-        group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of thousands is
-        slow to list."""
-        key = ("group", cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.placement, pipe_rank, nbytes, op)
-        if key not in self._costs:
-            self._costs[key] = collective_time_s(self.cluster, cfg.grad_group(pipe_rank), nbytes, op)
-        return self._costs[key]
+        """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), from the run's
+        prices: the group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of
+        thousands is slow to list."""
+        return self.prices.collective_s(self.prices.group(cfg, "grad", pipe_rank), nbytes, op)
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
@@ -510,7 +507,7 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
     """``cfg`` (without bounds) split for its placement's boundary links, as a pending entry
     ordered by its lower bound, then by a tie-break on the configuration; None (noted in
     ``misses``) where no split fits the memory bound."""
-    links = boundary_links(bnd.cluster, cfg)
+    links = bnd.prices.boundary_links(cfg, boundary_links)
     # memory: ZeRO shards over the dp x cp ranks holding the same parameters
     args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.grad_ranks, links)
     bounds = bnd.split(*args, cap, zero=cfg.zero)
@@ -636,64 +633,39 @@ def _no_ep_line(ranked: list[Candidate]) -> str | None:
             f"the pick's {human_time(mine.bubble_s)}")
 
 
-def _older_objects_frozen(search):
-    """Run ``search`` with what existed before it frozen out of the cyclic collector (gc.freeze):
-    a full collection scans every tracked object, and the model and cluster loaded before a
-    planner run (GPT-3 175B's: some 290,000 objects) are neither garbage nor changed by it
-    (GPT-3 175B on 1,024 A100s: its two full collections took 0.32 s of a 2.2 s search, 0.02 s
-    frozen).  The youngest generation is collected every YOUNG_COLLECTION_ALLOCATIONS
-    allocations instead of 700: the search's objects are short-lived tuples and arrays that
-    reference counting frees, and ResNet-50 on 1,024 Ascend 910s (some 43,000 tracked
-    allocations) planned in 0.185 s without collections against 0.193 s with them (medians of 8
-    cold runs each, interleaved, one core, 2026-11-24).  Both undone after; a heap someone else
-    froze is left as it is."""
-    @functools.wraps(search)
-    def run(*args, **kwargs):
-        if gc.get_freeze_count():
-            return search(*args, **kwargs)
-        gc.freeze()
-        thresholds = gc.get_threshold()
-        gc.set_threshold(max(thresholds[0], YOUNG_COLLECTION_ALLOCATIONS), *thresholds[1:])
-        try:
-            return search(*args, **kwargs)
-        finally:
-            gc.set_threshold(*thresholds)
-            gc.unfreeze()
-    return run
-
-
-YOUNG_COLLECTION_ALLOCATIONS = 100_000
-
-
-@_older_objects_frozen
 def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: Constraints = Constraints(),
          progress: bool | None = None, tp_compute: dict[tuple[int, str], ComputeModel] | None = None,
-         ep_compute: dict[int, ComputeModel] | None = None) -> PlanResult:
+         ep_compute: dict[int, ComputeModel] | None = None, prices: Prices | None = None) -> PlanResult:
     """``tp_compute`` maps (tp, layout) to the compute model that prices those candidates (a
     profile of the shards as they run, ``parsim profile --tp``), ``ep_compute`` an ep to the one
     that prices its candidates (``parsim profile --ep``); other candidates use ``compute``.
     ``progress``: a bar of the simulations on stderr (None: where stderr is a terminal,
-    parsim.report.progress)."""
+    parsim.report.progress).  ``prices``: the pricing context (parsim.sim.prices) on ``cluster``
+    resolved for the model's dtype, to share with the caller (the CLI prices the pick's layout
+    again from it); None: the search's own."""
     tp_compute, ep_compute = tp_compute or {}, ep_compute or {}
 
     def compute_of(tp: int, layout: str, ep: int) -> ComputeModel:
         return tp_compute.get((tp, layout)) or ep_compute.get(ep) or compute
 
     t0 = time.perf_counter()
-    cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
+    if prices is None:                                   # collectives priced in the run's dtype
+        prices = Prices(cluster.for_dtype(spec.training.dtype))
+    cluster = prices.cluster
+    memo = prices.shard
     c = constraints
     g, batch = spec.graph, spec.training.global_batch_size
     cap = cluster.device.memory_cap_bytes(c.max_memory_bytes)    # usable memory, or --max-memory as given
     world = cluster.world_size
     L = len(g)
     check_usable(spec, cluster, c)
-    variants = _variants(spec, cluster, c, build_searched=False)
+    variants = _variants(spec, cluster, c, build_searched=False, memo=memo)
     if not variants:
         raise InfeasibleError("no tensor-parallel setting applies: --tp must divide the devices and fit a node's "
                               "fast-link group, and the layout must name the model's operators; "
                               "change --tp/--tp-layout")
 
-    families = list(_families(spec, cluster, c, variants))
+    families = list(_families(spec, cluster, c, variants, memo))
     if not families:
         raise InfeasibleError(f"no dp x pp = {world} devices fits: dp must divide the global batch ({batch}) and "
                               f"pp be at most {L} layers" + (" under the given --dp/--pp" if c.dp or c.pp else "")
@@ -716,7 +688,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     def bounds_for(tp, layout, graph, overlap=False) -> _Bounds:
         if (id(graph), overlap) not in bounds_of:
-            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, compute_of(tp, layout, graph.ep), overlap)
+            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, compute_of(tp, layout, graph.ep), overlap,
+                                                      prices)
         return bounds_of[(id(graph), overlap)]
 
     def overlaps(tp, layout) -> tuple[bool, ...]:
@@ -734,7 +707,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         """The searched layout for this micro-batch size and pp devices' memory; None if none fits."""
         try:
             return per_device_graph(spec.graph, tp, SEARCHED, recompute, spec.shard, cluster, spec.training,
-                                    b, auto_memory_bytes(cluster, pp), cp=cp)
+                                    b, auto_memory_bytes(cluster, pp), cp=cp, memo=memo)
         except InfeasibleError:
             return None
 
@@ -749,7 +722,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         key = (recompute, cp)
         if key not in unsharded_graphs:
             unsharded_graphs[key] = per_device_graph(spec.graph, 1, "", recompute, spec.shard, cluster, spec.training,
-                                                     cp=cp)
+                                                     cp=cp, memo=memo)
         return unsharded_graphs[key]
 
     replicating: dict[int, bool] = {}           # id(graph) -> whether its layout splits no operator
@@ -782,13 +755,14 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         """Whether the candidate's twin without recomputation has a split within the closed-form
         memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
         graph = (searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
-                 else expert_graph(unsharded(False, cfg.cp), cfg.ep, spec.training) if cfg.tp == 1
+                 else expert_graph(unsharded(False, cfg.cp), cfg.ep, spec.training, memo) if cfg.tp == 1
                  else twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
         if graph is None:
             return False
         twin = replace(cfg, recompute=False)
         return bounds_for(cfg.tp, cfg.tp_layout, graph, cfg.tp_comm_overlap).split(
-            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.grad_ranks, boundary_links(cluster, twin),
+            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.grad_ranks,
+            prices.boundary_links(twin, boundary_links),
             cap, zero=twin.zero) is not None             # ZeRO shards over dp x cp, as in _candidate
 
     def searched_bound(tp, recompute, cp, dp, pp, m, b) -> float:
@@ -796,7 +770,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         the compute model gives no such floor (a profile of the shards)."""
         if tp_compute.get((tp, SEARCHED), compute) is not compute or not share_bounds_time(compute):
             return 0.0
-        whole = per_device_graph(spec.graph, 1, "", recompute, cp=cp)
+        whole = per_device_graph(spec.graph, 1, "", recompute, cp=cp, memo=memo)
         return searched_floor_s(bounds_for(1, "", whole).phase_times(b), tp,
                                 [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in members(dp, pp, m, cp)])
 
@@ -823,7 +797,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     def simulated_candidate(cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
         est = simulate(graph, spec.training, cluster, cfg, compute_of(cfg.tp, cfg.tp_layout, cfg.ep),
-                       keep_timeline=False)
+                       keep_timeline=False, prices=prices)
         return Candidate(cfg, est)
 
     def missed_cap(cfg: ParallelConfig) -> None:
@@ -847,7 +821,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                 sizes = []
                 while ahead and (ahead[-1][0] <= SEARCH_AHEAD * bound or not c.prune):
                     sizes.append(ahead.pop()[1])
-                search_auto_sizes(spec.graph, tp, cluster, spec.training, sizes)
+                search_auto_sizes(spec.graph, tp, cluster, spec.training, sizes, memo)
             graph = searched_graph(tp, recompute, b, pp, cp)
             if graph is not None:
                 bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
@@ -868,7 +842,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             continue
         cfg, graph = item
         if c.prune and peak_floor_bytes(graph, spec.training, cfg,
-                                        built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), cap) > cap:
+                                        prices.schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), cap,
+                                        prices) > cap:
             unsimulated.append((cfg, graph))       # its simulated peak would exceed the cap (sim.memory)
             missed_cap(cfg)
             continue
@@ -896,7 +871,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             pareto.append(cand)
             best_mem = cand.peak_memory_bytes
 
-    manual = _manual(spec, cluster, compute, c, cap) if spec.manual_stages else None
+    manual = _manual(spec, prices, compute, c, cap) if spec.manual_stages else None
     ranked = tuple(results[: c.top])
     all_devices = None
     if ranked[0].config.world_size < world:
@@ -904,7 +879,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         if all_devices is None:            # none simulated: search the plans on every device alone
             try:
                 all_devices = plan(spec, cluster, compute, replace(c, use_all_devices=True, top=1), progress=False,
-                                   tp_compute=tp_compute, ep_compute=ep_compute).chosen
+                                   tp_compute=tp_compute, ep_compute=ep_compute, prices=prices).chosen
             except (DoesNotFitError, InfeasibleError):
                 all_devices = None
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=tuple(pareto), manual=manual, capacity_bytes=cap,
@@ -915,8 +890,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                       world_size=world, all_devices=all_devices)
 
 
-def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
-              build_searched: bool = True) -> list[tuple[int, str, bool, int, LayerGraph | None]]:
+def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints, build_searched: bool = True,
+              memo=None) -> list[tuple[int, str, bool, int, LayerGraph | None]]:
     """(tp, layout, recompute, cp, per-device graph) for every tensor- and context-parallel
     setting to search; without ``build_searched`` the searched layout's graph is None (plan()
     searches it per micro-batch size), and it applies wherever the model has an operator view."""
@@ -956,7 +931,8 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
                             out.append((tp, layout, rc, cp, None))
                         continue
                     try:
-                        graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training, cp=cp)
+                        graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training, cp=cp,
+                                                 memo=memo)
                     except InfeasibleError:
                         continue             # this layout does not apply to the model (or does not divide it)
                     out.append((tp, layout, rc, cp, graph))
@@ -1009,7 +985,7 @@ def _zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec,
                 yield schedule, v, placement, zero
 
 
-def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
+def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants, memo=None):
     """The search space, the one place it is enumerated: (tp, layout, recompute, cp, graph, dp,
     pp, m, b, ep) for every tensor- and context-parallel setting (``variants``), factorization of the
     rest of the devices into dp x pp, expert-parallel size (_ep_options; the graph then its
@@ -1024,7 +1000,7 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
                 continue
             per_replica = batch // dp
             for ep in _ep_options(spec, c, dp, cp, tp):
-                experts = graph if graph is None else expert_graph(graph, ep, spec.training)
+                experts = graph if graph is None else expert_graph(graph, ep, spec.training, memo)
                 for m in divisors(per_replica):
                     b = per_replica // m
                     if (c.microbatches and m != c.microbatches) or b < spec.graph.min_microbatch or \
@@ -1044,8 +1020,9 @@ def _tp_domain(cluster: Cluster) -> int:
     return max(len(g) for g in cluster.groups) if cluster.groups else cluster.devices_per_node
 
 
-def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
+def _manual(spec, prices: Prices, compute, c: Constraints, cap) -> Candidate | None:
     """The user's pipeline_stage split, as given, with its best micro-batch count and schedule."""
+    cluster = prices.cluster
     bounds = bounds_from_assignment(spec.manual_stages)
     pp = len(bounds) - 1
     tp, cp = spec.parallel.tp or 1, spec.parallel.cp or 1
@@ -1068,7 +1045,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
                                  ep=spec.parallel.ep or 1)
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
-                           strategies=spec.shard)
+                           strategies=spec.shard, prices=prices)
             cand = Candidate(cfg, est, "manual")
             if best is None or (est.step_time_s, cand.key()) < (best.estimate.step_time_s, best.key()):
                 best = cand

@@ -41,7 +41,6 @@ Per device, a sharded layer has:
 
 from __future__ import annotations
 
-import functools
 import math
 import fnmatch
 from dataclasses import dataclass, replace
@@ -200,42 +199,56 @@ def _by_ways(src: Layout, dst: Layout, elem_bytes: int) -> list[Step]:
     return steps
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
-               through_copy: bool = False) -> tuple[list[Step], list[Step], tuple[int, ...] | None]:
+def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int, through_copy: bool = False,
+               memo: dict | None = None) -> tuple[list[Step], list[Step], tuple[int, ...] | None]:
     """(forward steps, backward steps, the device matrix their device dimensions count in, or
     None for consecutive groups) from a producer's output layout to a consumer's input.  A pure
     view between them ([b, s, h] -> [b*s, h]) carries the layout over (``reshape_layout``); a copy
-    (a transpose made contiguous) is compared by ways (module docstring).  Cached (layouts are
-    values; the auto layout's cost graphs ask for the same pairs at every micro-batch size): the
-    lists are shared, read them only."""
+    (a transpose made contiguous) is compared by ways (module docstring).  ``memo``: a run's
+    (parsim.shard.auto.StrategySearches.edges; layouts are values, and the auto layout's cost
+    graphs ask for the same pairs at every micro-batch size), which keeps each pair's steps and
+    each signature's (_edge_by_signature): the lists are shared, read them only."""
+    if memo is not None:
+        key = (src, dst, dst_grad, elem_bytes, through_copy)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = _edge_steps(src, dst, dst_grad, elem_bytes, through_copy, memo)
+        return hit
+    return _edge_steps(src, dst, dst_grad, elem_bytes, through_copy, None)
+
+
+def _edge_steps(src, dst, dst_grad, elem_bytes, through_copy, memo):
+    """edge_steps' work (``memo`` for the signatures, or None)."""
     matrix = src.normalized().device_matrix
     if tuple(src.shape) != tuple(dst.shape) and not through_copy:
         moved = reshape_layout(src, dst.shape)
         src = moved if moved is not None else src
     if tuple(src.shape) == tuple(dst.shape) and \
             matrix == dst.normalized().device_matrix == dst_grad.normalized().device_matrix:
-        fwd, bwd = (_edge_by_signature if len(matrix) == 1 else edge)(src, dst, dst_grad, elem_bytes)
+        if len(matrix) == 1 and memo is not None:
+            fwd, bwd = _edge_by_signature(src, dst, dst_grad, elem_bytes, memo)
+        else:
+            fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
         return fwd, bwd, matrix
     return _by_ways(src, dst, elem_bytes), _by_ways(dst_grad, _settled(src), elem_bytes), None
 
 
-_SIGNATURES: dict[tuple, tuple] = {}
-
-
-def _edge_by_signature(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int) -> tuple[list[Step], list[Step]]:
+def _edge_by_signature(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
+                       memo: dict) -> tuple[list[Step], list[Step]]:
     """edge() on one device dimension, where the steps depend on the tensor's shape only through
     their bytes: worked out once per (device matrices, tensor maps, partials, element bytes) and
     scaled by the tensor's elements for every other shape (the auto layout's first cost graph
-    meets some 700 layout pairs on ResNet-50 and far fewer signatures).  Exact: each step's bytes
-    are the elements over the layout's ways (dividing, or the layouts would not exist) times the
-    element bytes and the step's group, whole numbers in the same proportion to the elements."""
-    key = tuple((x.device_matrix, x.tensor_map, x.partial) for x in (src, dst, dst_grad)) + (elem_bytes,)
+    meets some 700 layout pairs on ResNet-50 and far fewer signatures), kept in ``memo``.
+    Exact: each step's bytes are the elements over the layout's ways (dividing, or the layouts
+    would not exist) times the element bytes and the step's group, whole numbers in the same
+    proportion to the elements."""
+    key = ("signature",) + tuple((x.device_matrix, x.tensor_map, x.partial) for x in (src, dst, dst_grad)) \
+        + (elem_bytes,)
     elements = math.prod(src.shape)
-    hit = _SIGNATURES.get(key)
+    hit = memo.get(key)
     if hit is None:
         fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
-        _SIGNATURES[key] = (elements, fwd, bwd)
+        memo[key] = (elements, fwd, bwd)
         return fwd, bwd
     base, fwd, bwd = hit
     fwd, bwd = ([Step(x.kind, x.device_dim, x.group_size, x.bytes_per_device * elements // base, x.from_dim, x.to_dim)
@@ -258,13 +271,14 @@ def elem_bytes(op: OpInfo) -> int:
 
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
-                in_layout: Layout | None, input_grad: bool = True, memo: dict | None = None) -> LayerSharding:
+                in_layout: Layout | None, input_grad: bool = True, memo: dict | None = None,
+                edges: dict | None = None) -> LayerSharding:
     """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
     shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output;
     ``input_grad``: whether the layer's input carries a gradient back (else no backward step
     leaves the layer through its input).  ``memo``: one graph's layers that share their operators
     (a GPT's identical blocks) share the operators' shardings and steps, worked out once (the
-    caller keeps the layers alive)."""
+    caller keeps the layers alive).  ``edges``: edge_steps' memo, where a run keeps one."""
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
@@ -273,10 +287,10 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
     if memo is not None and key in memo:
         shardings, tp_comm, out_layout, shares = memo[key]
     else:
-        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
+        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad, edges)
         tp_comm = _tp_comm(comm, batch)
         shares = _op_shares(ops, shardings, layer.param_count)
-        if memo is not None:     # one tp_comm object for identical layers: parsim.cost.layer memoizes by it
+        if memo is not None:     # one tp_comm object for identical layers
             memo[key] = (shardings, tp_comm, out_layout, shares)
     return LayerSharding(shardings, out_layout, _per_device_layer(layer, shares, tp_comm, batch, in_layout,
                                                                   out_layout))
@@ -291,7 +305,7 @@ def _tp_comm(comm: list[tuple], batch: int) -> tuple:
 
 
 def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
-               input_grad: bool) -> tuple[tuple, list, Layout]:
+               input_grad: bool, edges: dict | None = None) -> tuple[tuple, list, Layout]:
     """(each op's sharding, the layer's redistribution steps, its output layout)."""
     ops = layer.ops
     shardings: list[st.OpSharding] = []
@@ -327,7 +341,7 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
             if j >= len(sh.inputs):
                 continue
             fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb,
-                                          op.input_copied(j))
+                                          op.input_copied(j), edges)
             # One tensor read by several consumers is redistributed once for all that need the same
             # step (a partial sum completed once), and their gradients are summed locally and reduced
             # once: Megatron's fused QKV and gate/up projections take one backward all-reduce.
@@ -474,11 +488,13 @@ def _as_ints(strategy, memo: dict) -> Strategy:
         return tuple(tuple(int(x) for x in s) for s in strategy)
 
 
-def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> list[LayerSharding | None]:
+def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int,
+                    edges: dict | None = None) -> list[LayerSharding | None]:
     """Each layer of ``graph`` sharded by ``patterns`` on groups of ``devices`` (None for a layer
     without an operator view): what the simulator prices (``shard_graph``) and the executor runs
     (parsim.exec.op_parallel).  A layer's input carries a gradient only after a layer with
-    parameters: before one (the images through a Flatten), no backward step leaves it."""
+    parameters: before one (the images through a Flatten), no backward step leaves it.  ``edges``:
+    edge_steps' memo, where a run keeps one."""
     by_layer: dict[int, dict[int, tuple[Strategy, bool]]] = {}   # per layer, as select gives them
     for (li, oi), s in select(graph, patterns).items():
         by_layer.setdefault(li, {})[oi] = s
@@ -488,7 +504,8 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
             out.append(None)
             prev = None
         else:
-            out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
+            out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads,
+                                   memo=memo, edges=edges))
             prev = out[-1].output
         grads = grads or layer.param_count > 0 or bool(layer.tied)
     return out
@@ -528,9 +545,11 @@ def loss_steps(out: Layout, extraction_batch: int, eb: int) -> tuple[tuple, int]
                  for ph, steps in (("F", fwd), ("B", bwd)) for x in steps if x.communicates), ways(out)
 
 
-def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> LayerGraph:
-    """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``."""
-    shardings = layer_shardings(graph, patterns, devices)
+def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int,
+                edges: dict | None = None) -> LayerGraph:
+    """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``
+    (``edges``: edge_steps' memo, where a run keeps one)."""
+    shardings = layer_shardings(graph, patterns, devices, edges)
     layers = [layer if s is None else s.layer for layer, s in zip(graph.layers, shardings)]
     prev = shardings[-1].output if shardings and shardings[-1] is not None else None
     gathered = 1

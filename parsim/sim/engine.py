@@ -171,7 +171,7 @@ def _by_kind(by_stage_kind: dict, num_stages: int) -> dict[Kind, list[float]]:
     return out
 
 
-def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
+def run(schedule: Schedule, costs: Costs, keep_records: bool = True, prices=None) -> Timeline:
     R, M = schedule.num_ranks, schedule.num_microbatches
     last_bwd = Kind.W if schedule.split_backward else Kind.B
     orders = [schedule.actions(r) for r in range(R)]
@@ -418,7 +418,7 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
     # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
-    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes)
+    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, prices)
     deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes,
                                costs.w_held_bytes) if keep_records else {}
     return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,

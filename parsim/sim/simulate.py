@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
-                              fsdp_units, group_link_class, library_algorithms, p2p_time_s, prefetched_gather_s,
+                              fsdp_units, library_algorithms, p2p_time_s, prefetched_gather_s,
                               shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
@@ -23,13 +22,13 @@ from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import CP_MODES, ParallelConfig
-from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
 from parsim.sim.memory import rank_memory, stage_activation_bytes
 from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
+from parsim.sim.prices import Prices
 
 
 def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
@@ -82,19 +81,23 @@ def _paused_gc():
 
 def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig,
              compute: ComputeModel | None = None, *, algorithm: str = "auto", keep_timeline: bool = True,
-             strategies: dict | None = None) -> Estimate:
+             strategies: dict | None = None, prices: Prices | None = None) -> Estimate:
     """Predict one training step of ``cfg``; see parsim.sim.engine for the execution semantics.
     ``graph`` is the model's (or already its per-device graph for cfg); ``strategies`` are the
-    model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
+    model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"; ``prices``: the run's
+    pricing context (parsim.sim.prices: the planner's, on ``cluster`` resolved for the run's dtype),
+    else this call's own."""
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
-    cluster = cluster.for_dtype(training.dtype)     # its collectives' fit and overlap in the run's dtype
+    if prices is None:                              # its collectives' fit and overlap in the run's dtype
+        prices = Prices(cluster.for_dtype(training.dtype))
+    cluster = prices.cluster
     if graph.ep == 1:                               # the model's graph: ep's constraints before its per-device one
         check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep)
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, memo=prices.shard)
     with _paused_gc():
-        return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
+        return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
 
 
 def backward_intensity(graph, layer_indices, b: int) -> float:
@@ -180,19 +183,7 @@ def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
     return bubble, sync
 
 
-# pure, and a search meets the same ones often (the planner's memory floor too: parsim.sim.memory)
-built_schedule = functools.lru_cache(maxsize=256)(build_schedule)
-
-
-@functools.lru_cache(maxsize=256)
-def _lowered(name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tuple):
-    """lower(build_schedule(...)), remembered: both are pure functions of these, and a planner run
-    simulates the same schedule with the same buckets many times (GPT-3 on 1,024 A100s: 26
-    simulations, 13 lowered schedules; Llama-3 405B: 36, 9)."""
-    return lower(built_schedule(name, pp, m, v), dict(buckets), tied_stages)
-
-
-def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, width, zero, algorithm, bucket,
+def _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param, width, zero, algorithm, bucket,
                     buckets_per_stage, after_opt, comm_bytes) -> tuple[float, ...]:
     """ep > 1: stage s's routed-expert gradients, bucketed as DDP buckets the dense ones
     (Megatron-Core keeps the expert parameters in a buffer of their own), all-reduced (ZeRO-1:
@@ -200,14 +191,14 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     holding the same experts (ParallelConfig.expert_dp_group: 1/ep of the bytes, dp x cp / ep
     ranks).  Added to the stage's buckets (``bucket``) in the order they become ready, on the
     same stream; returns their bytes."""
-    group = cfg.expert_dp_group(s % cfg.pp)
-    n, link = len(group), group_link_class(cluster, group)
+    group = prices.group(cfg, "expert_dp", s % cfg.pp)
+    n, link = len(group), prices.link_class(group)
     grads = [expert_own[i - idx.start] * per_param["grads"] for i in reversed(idx)]
     members = ddp_buckets(grads, DDP_BUCKET_BYTES)
     sizes = tuple(sum(grads[j] for j in g) for g in members)
     sizes = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
     op = "reduce_scatter" if zero else "all_reduce"
-    ours = [(sum(last[: g[-1] + 1]) / total, collective_time_s(cluster, group, x, op, algorithm))
+    ours = [(sum(last[: g[-1] + 1]) / total, prices.collective_s(group, x, op, algorithm))
             for g, x in zip(members, sizes)]
     dense = [bucket.pop((s, k)) for k in range(buckets_per_stage.get(s, 0))]
     for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
@@ -215,16 +206,17 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     buckets_per_stage[s] = len(dense) + len(ours)
     comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * cfg.tp
     if zero == 1:
-        after_opt[s] = after_opt.get(s, 0.0) + sum(collective_time_s(cluster, group, x, "all_gather") for x in sizes)
+        after_opt[s] = after_opt.get(s, 0.0) + sum(prices.collective_s(group, x, "all_gather") for x in sizes)
         comm_bytes[link] += (n - 1) * sum(sizes) * cfg.tp
     return sizes
 
 
-def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
+def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -> Estimate:
+    cluster = prices.cluster
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
     check_profile_ep(compute, cfg.ep)
-    schedule = built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+    schedule = prices.schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
     split = schedule.split_backward
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
@@ -267,26 +259,26 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
-        per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me, cfg.tp_comm_overlap) for i in idx]
-                     for k in kinds}
+        per_layer = {k: list(prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s)[
+                         idx.start:idx.stop]) for k in kinds}
         if cp > 1 and cfg.cp_mode == "allgather":     # K, V all-gathered, dK, dV reduce-scattered: exposed
             ring = cfg.cp_group(0, s % cfg.pp)
             for k in kinds:
                 per_layer[k] = [t + allgather_exposed_s(layers[i], k, b, cp, cluster, ring)
                                 for t, i in zip(per_layer[k], idx)]
             ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
-            comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
+            comm_bytes[prices.link_class(ring)] += ring_bytes[s] * replicas
         elif cp > 1:       # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
             ring = cfg.cp_group(0, s % cfg.pp)
-            link = cluster.link_for(group_link_class(cluster, ring))
+            link = cluster.link_for(prices.link_class(ring))
             delay = cluster.profile.collectives.busy_sender_delay_s
             for k in kinds:
                 per_layer[k] = [t + ring_exposed_s(compute, layers[i], k, b, cp, link, overlap, delay)
                                 for t, i in zip(per_layer[k], idx)]
             ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
-            comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
+            comm_bytes[prices.link_class(ring)] += ring_bytes[s] * replicas
         if cfg.ep > 1:      # the MoE layers' token all-to-alls over the ep group, exposed (parsim.cost.experts)
-            group = cfg.ep_group(s % cfg.pp)
+            group = prices.group(cfg, "ep", s % cfg.pp)
             # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
             timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
             a2a = {k: [0.0 if timed else a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance)
@@ -296,7 +288,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 a2a_s[(s, Kind(k))] = sum(a2a[k])
             ep_comm_s[s] = m * sum(sum(v) for v in a2a.values())
             ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in kinds)
-            comm_bytes[group_link_class(cluster, group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
+            comm_bytes[prices.link_class(group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
         mine = held[s % cfg.pp]
@@ -318,8 +310,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
             comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * replicas
         if dp > 1 and params:            # dp: the dp x cp ranks holding the stage's parameters
-            group = cfg.grad_group(s % cfg.pp)
-            link = group_link_class(cluster, group)
+            group = prices.group(cfg, "grad", s % cfg.pp)
+            link = prices.link_class(group)
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
             if zero >= 2:        # FSDP2's units (parsim.exec.fsdp), reduce-scattered every micro-batch
@@ -332,8 +324,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 bucket_bytes[s] = tuple(unit_bytes[k] for k in order)
                 for pos, k in enumerate(order):
                     ready = 1.0 if k == 0 else sum(last[: len(idx) - units[k][0]]) / total
-                    bucket[(s, pos)] = (ready, collective_time_s(cluster, group, unit_bytes[k], "reduce_scatter",
-                                                                 algorithm))
+                    bucket[(s, pos)] = (ready, prices.collective_s(group, unit_bytes[k], "reduce_scatter", algorithm))
                 buckets_per_stage[s] = len(order)
                 comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
                 sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
@@ -342,7 +333,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
-                gathers = [collective_time_s(cluster, group, x, "all_gather") for x in unit_bytes]
+                gathers = [prices.collective_s(group, x, "all_gather") for x in unit_bytes]
                 own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
@@ -387,16 +378,16 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 for k, members in enumerate(groups):
                     nbytes = bucket_bytes[s][k]
                     ready = sum(last[: position[members[-1]] + 1]) / total
-                    bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
+                    bucket[(s, k)] = (ready, prices.collective_s(group, nbytes, op, algorithm))
                     comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
                 buckets_per_stage[s] = len(groups)
                 if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
                     sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
-                    after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in bucket_bytes[s])
+                    after_opt[s] = sum(prices.collective_s(group, x, "all_gather") for x in bucket_bytes[s])
                     comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp
                     sharded[s] += [("all_gather", x) for x in bucket_bytes[s]]
                 if experts and cfg.expert_dp > 1:       # ep: the experts' own buckets over the expert_dp ranks
-                    expert_buckets[s] = _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param,
+                    expert_buckets[s] = _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param,
                                                         width, zero, algorithm, bucket, buckets_per_stage, after_opt,
                                                         comm_bytes)
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
@@ -405,16 +396,16 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             # a fully recomputed layer's backward runs its forward's steps again (selective: none)
             tp_bytes = sum(step.bytes_per_device * runs[ph] * (2 if ph == "F" and layers[i].recomputes_forward else 1)
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
-            comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
+            comm_bytes[prices.link_class(cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
 
     tied_s = {}
     for group, stages, count in tied:     # every (replica, tp rank) runs its own, at once
         ranks = [grank[s % cfg.pp] for s in stages]
         nbytes = count * per_param["grads"]
-        secs = collective_time_s(cluster, ranks, nbytes, "all_reduce", algorithm)
+        secs = prices.collective_s(ranks, nbytes, "all_reduce", algorithm)
         tied_s.update((s, (group, secs)) for s in stages)
         n = len(ranks)
-        comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
+        comm_bytes[prices.link_class(ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
     # The gradient all-reduces (ZeRO-2/3: the reduce-scatters) against the compute they run under:
     # from the interaction profile-comm measured on synthetic kernels, at the size of replica
     # 0's buckets and the intensity of its first rank's backward; never from the model's own
@@ -429,7 +420,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if terms is not None:
             overlap, contention = terms
     saved, w_held = stage_activation_bytes(graph, cfg, b, split)
-    lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
+    lowered = prices.lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
                        tuple(sorted(tied_s)))
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
                          w_held_bytes=w_held,
@@ -446,14 +437,14 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                           round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
     if load is not None and not load.overlap:
         costs.input_s = load.microbatch_s
-    tl = engine.run(lowered, costs, keep_records=keep_timeline)
+    tl = engine.run(lowered, costs, keep_records=keep_timeline, prices=prices)
     T = max(tl.end_s)
     input_bound = False
     if load is not None and load.overlap:
         ready = loader_ready_s(load.microbatch_s, cfg.microbatches, tl.first_forward_s, T)
         if any(x > 0 for x in ready):      # the loader is slower than compute: run again, waiting on it
             costs.input_ready_s = tuple(ready)
-            tl = engine.run(lowered, costs, keep_records=keep_timeline)
+            tl = engine.run(lowered, costs, keep_records=keep_timeline, prices=prices)
             T = max(tl.end_s)
             input_bound = True
 
@@ -461,7 +452,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     ranks = []
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
-        static, workspace = rank_memory(graph, training, cfg, b, r, held[r])
+        static, workspace = rank_memory(graph, training, cfg, b, r, held[r], prices)
         ranges = [cfg.stage_layers(s) for s in stages]
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
