@@ -278,7 +278,7 @@ def test_world_and_bad_cp_are_refused(gpt, resnet):
 # ----------------------------------------------------------------------------- the planner
 
 def test_planner_searches_cp_for_long_sequences_with_attention_only(gpt, resnet, tmp_path):
-    from parsim.search.planner import CP_SEARCH_MIN_TOKENS
+    from parsim.search.enumerate import CP_SEARCH_MIN_TOKENS
 
     long = tmp_path / "long.yaml"          # a small GPT over 16,384 tokens: the shortest the search splits
     long.write_text(f"schema_version: 1\nmodel: gpt\nargs: {{layers: 2, hidden: 64, heads: 4, "

@@ -20,7 +20,7 @@ from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.graph import Layer, LayerGraph
 from parsim.model.spec import load_model
 from parsim.model.zoo.resnet import Bottleneck
-from parsim.search import planner
+from parsim.search import split
 
 
 def _blocks() -> nn.Sequential:
@@ -87,7 +87,7 @@ def test_shared_input_is_the_previous_blocks_output():
 def test_planner_stage_memory_uses_the_same_saved_bytes():
     spec = load_model("examples/resnet50_cifar10.yaml")
     cluster = load_cluster("local-cpu")
-    bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
+    bnd = split.Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
     n = len(spec.graph)
     for A in range(n):
         for B in range(A + 1, n + 1):
@@ -188,7 +188,7 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_n
     assert pipeline_buffer_bytes(1000.0, 2) == 2000.0
     spec = load_model(BIG_VOCAB)
     cluster = load_cluster("local-cpu")
-    bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
+    bnd = split.Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
     n, b = len(spec.graph), 2
     static = spec.graph.param_count * 12                 # fp32 momentum: 4 + 4 + 4 bytes per parameter
     single = static + b * spec.graph.stage_saved_bytes(0, n)

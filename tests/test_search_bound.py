@@ -12,7 +12,8 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.search import planner
-from parsim.search.bound import memory_floor_bytes
+from parsim.search import split
+from parsim.search.split import memory_floor_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.shard.auto import cost_graph
 from parsim.shard.search import search
@@ -31,7 +32,7 @@ def seeds_split():
 def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split(seeds_split):
     spec = seeds_split
     cluster = load_cluster("ascend910:1x8")
-    bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
+    bnd = split.Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
     L = len(spec.graph)
     checked = 0
     for schedule, m, pp, v, b, dp, zero in [("1f1b", 8, 4, 1, 4, 2, 0), ("gpipe", 4, 2, 1, 16, 1, 0),
@@ -178,9 +179,9 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
     t = spec.training
     layers = 0
     for tp, b, recompute in itertools.product((2, 4), (1, 4, 16), (False, True)):
-        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", recompute), cluster, compute).phase_times(b)
+        whole = split.Bounds(spec, per_device_graph(spec.graph, 1, "", recompute), cluster, compute).phase_times(b)
         graph = per_device_graph(spec.graph, tp, "auto", recompute, None, cluster, t, b, auto_memory_bytes(cluster, 1))
-        sharded = planner._Bounds(spec, graph, cluster, compute).phase_times(b)
+        sharded = split.Bounds(spec, graph, cluster, compute).phase_times(b)
         for w, s in zip(whole, sharded):
             assert np.all(np.diff(s) >= np.diff(w) / tp * (1 - 1e-12))
             layers += len(s) - 1
@@ -195,12 +196,12 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
         if tp == 1:
             continue
         b = t.global_batch_size // (c.dp * c.microbatches)
-        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
+        whole = split.Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
         floor = searched_floor_s(whole.phase_times(b), tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
         assert floor <= cand.estimate.step_time_s, c
         graph = per_device_graph(spec.graph, tp, "auto", c.recompute, None, cluster, t, b,
                                  auto_memory_bytes(cluster, c.pp))
-        own = floor_s(*planner._Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
+        own = floor_s(*split.Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
                       c.schedule == "zbh1")
         assert floor <= own * (1 + 1e-9), c
         checked += 1
@@ -250,7 +251,7 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
         graph = per_device_graph(spec.graph, c.tp, c.tp_layout, c.recompute, spec.shard, cluster, t, b,
                                  auto_memory_bytes(cluster, c.pp), cp=c.cp)
         bnd = bounds_of.setdefault((id(graph), c.tp_comm_overlap),          # its layers' times with the overlap
-                                   planner._Bounds(spec, graph, cluster, compute, c.tp_comm_overlap))
+                                   split.Bounds(spec, graph, cluster, compute, c.tp_comm_overlap))
         lb = bnd.lower_bound_s(c, b)
         assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
         assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
@@ -309,7 +310,7 @@ def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(
 
     spec = seeds_split
     cluster = load_cluster("ascend910:1x8")
-    bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
+    bnd = split.Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
     L = len(spec.graph)
     A, B, _ = _grid(L)
     checked = 0

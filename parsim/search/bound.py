@@ -1,12 +1,13 @@
-"""A candidate's step-time floor before it has a split: the planner's first, cheapest bound.
+"""The planner's branch and bound: candidates taken best bound first, each priced in steps of
+rising cost, and a candidate's step-time floor before it has a split, the first, cheapest bound.
 
-The planner's branch and bound (parsim.search.planner.plan) prices a candidate in three steps,
-each dearer and tighter than the last:
+The branch and bound (parsim.search.planner.plan) prices a candidate in three steps, each dearer
+and tighter than the last:
 
 0. for the searched layout, before its graph is built (a strategy search per micro-batch size):
    searched_floor_s, this floor of the unsharded graph over tp;
 1. this floor, from per-layer prefix sums alone (no split, no memory check);
-2. its memory-constrained split and the split's lower bound (planner._Bounds.lower_bound_s);
+2. its memory-constrained split and the split's lower bound (parsim.search.split.Bounds.lower_bound_s);
 3. the simulation, unless the split's peak memory without it already exceeds the cap
    (parsim.sim.memory.peak_floor_bytes: every term the simulator charges but ZeRO's buffers).
 
@@ -35,21 +36,6 @@ backward) is at least each of:
   at least m T / pp (Bernoulli): the pipeline's fill and drain, about (m + (pp - 1) / 2) T / pp
   at large m where the balanced split takes (m + pp - 1) T / pp.
 
-The memory floor: the closed-form peak of a split (planner._StageMemory) charges stage j
-
-    mem_j = v (static_j + boundary_j + n_j b saved_j),   every term >= 0,
-
-n_j its in-flight micro-batches.  Over the pp v stages the static bytes add up to at least
-P x the static bytes per parameter (every parameter is held at least once; a tied weight's copy
-adds) and the saved bytes to at least S, the whole model's (the stage sums telescope, and what a
-stage's first layer shares with its input only adds).  The fullest stage holds at least the
-average, so max_j mem_j >= P static / pp; and it holds at least any weighted mean, here with
-weights (1 / n_j) / H, H = sum of 1 / n_j, which cancels the in-flight counts:
-
-    max_j mem_j >= v (P static / (H max_j n_j) + b S / H).
-
-When the larger of the two exceeds the cap, no split fits and the partitioner need not run.
-
 The searched layout's floor: where the compute model says a layer's share on one device of a
 tensor-parallel group takes at least 1/tp of the whole layer's time in each phase
 (parsim.cost.compute.share_bounds_time), and its tensor-parallel steps only add to it, every
@@ -64,10 +50,16 @@ searches.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
-# Rounding: prefix differences are not bit-equal to the split's own sums.
-_SLACK = 1 - 1e-9
+from parsim.model.graph import LayerGraph
+from parsim.plan import ParallelConfig
+from parsim.search.resolve import boundary_links
+from parsim.search.split import SLACK, Bounds
+from parsim.sim import Estimate
+
 
 
 def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, pp: int, v: int,
@@ -86,7 +78,7 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
         floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
         if not split_backward and m > 1:     # the fill of any split (module docstring)
             floor = max(floor, total / (1 - (1 - 1 / m) ** pp))
-    return floor * _SLACK
+    return floor * SLACK
 
 
 def searched_floor_s(phases, tp: int, members) -> float:
@@ -96,12 +88,45 @@ def searched_floor_s(phases, tp: int, members) -> float:
     return min((floor_s(*phases, m, pp, v, split) for m, pp, v, split in set(members)), default=np.inf) / tp
 
 
-def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,
-                       b: int, v: int) -> float:
-    """The least closed-form stage peak any split can have (above): ``params`` and ``saved_bytes``
-    (per sample) of the whole model, ``inflight`` the in-flight micro-batches of each of the pp v
-    stages, b samples per micro-batch."""
-    pp = len(inflight) / v
-    static = params * static_bytes_per_param
-    h = sum(1 / n for n in inflight)
-    return max(static / pp, v * (static / (h * max(inflight)) + b * saved_bytes / h)) * _SLACK
+@dataclass(frozen=True)
+class Candidate:
+    config: ParallelConfig
+    estimate: Estimate
+    label: str = "planner"
+
+    @property
+    def peak_memory_bytes(self) -> float:
+        return max(self.estimate.peak_memory_bytes)
+
+    def key(self) -> tuple:
+        c = self.config
+        return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep)
+
+
+GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in plan()'s branch and bound
+# When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
+# same tp whose families' bounds are within this factor of its bound are searched with it, in one
+# pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search).
+# Speed only, never the answer.  Measured on the goals of bench_planner.py (2026-11-24): the
+# sizes the search went on to need had bounds 1.0-1.6x the first one's of their tp (ResNet-50
+# on 1024 Ascend 910s, GPT-3 175B on 1024 A100s); those it pruned, 1.9x and more (GPT-3: three
+# sizes searched for nothing) and 2.4x and more (ResNet-50).
+SEARCH_AHEAD = 2.0
+
+
+def candidate(bnd: Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):
+    """``cfg`` (without bounds) split for its placement's boundary links, as a pending entry
+    ordered by its lower bound, then by a tie-break on the configuration; None (noted in
+    ``misses``) where no split fits the memory bound."""
+    links = bnd.prices.boundary_links(cfg, boundary_links)
+    # memory: ZeRO shards over the dp x cp ranks holding the same parameters
+    args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.grad_ranks, links)
+    bounds = bnd.split(*args, cap, zero=cfg.zero)
+    if bounds is None:
+        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute, cfg.zero, cfg.cp)))
+        return None
+    cfg = replace(cfg, bounds=bounds)
+    key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
+    return (key[0], key, cfg, graph)
