@@ -15,7 +15,7 @@ from parsim.model.recompute import Recompute
 from parsim.model.spec import load_model
 from parsim.report.fmt import human_bytes
 from parsim.plan import ParallelConfig
-from parsim.search import planner, split
+from parsim.search import bound, split
 from parsim.search.enumerate import divisors, schedules, variants
 from parsim.search.resolve import boundary_links
 from parsim.search.bound import floor_s
@@ -114,7 +114,7 @@ def test_searching_auto_layouts_ahead_changes_no_answer(tiny_gpt, monkeypatch):
 
     ahead = ranked()
     assert max(batches) >= 2
-    monkeypatch.setattr(planner, "search_auto_sizes", lambda *a, **k: None)
+    monkeypatch.setattr(bound, "search_auto_sizes", lambda *a, **k: None)
     assert ranked() == ahead
 
 

@@ -11,8 +11,7 @@ import pytest
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
-from parsim.search import planner
-from parsim.search import split
+from parsim.search import bound, split
 from parsim.search.split import memory_floor_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.shard.auto import cost_graph
@@ -331,13 +330,13 @@ def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(
 
 def _recorded_simulations(monkeypatch) -> list:
     """(graph, config, estimate) of each candidate plan() simulates from now on."""
-    seen, real = [], planner.simulate
+    seen, real = [], bound.simulate
 
     def record(graph, training, cluster, cfg, compute=None, **kw):
         est = real(graph, training, cluster, cfg, compute, **kw)
         seen.append((graph, cfg, est))
         return est
-    monkeypatch.setattr(planner, "simulate", record)
+    monkeypatch.setattr(bound, "simulate", record)
     return seen
 
 
