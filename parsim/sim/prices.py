@@ -59,17 +59,25 @@ class Prices:
 
     # ------------------------------------------------------------------ compute
 
-    def layer_times(self, compute, graph, kind: str, microbatch: int, first_rank: int = 0,
-                    overlap: bool = False, price=None) -> tuple[float, ...]:
-        """Each layer's time in phase ``kind`` on one micro-batch (``price``: parsim.sim.overlap.
-        layer_time_s, which the caller passes: the rule stays in its module)."""
+    def layer_times(self, compute, graph, kind: str, microbatch: int, first_rank: int = 0, overlap: bool = False,
+                    price=None, start: int = 0, stop: int | None = None) -> list[float]:
+        """Layers [start, stop)'s times in phase ``kind`` on one micro-batch (``price``: parsim.sim.
+        overlap.layer_time_s, which the caller passes: the rule stays in its module), each priced
+        on its first ask.  ``first_rank`` (of the tensor-parallel group, whose links price its
+        steps) counts only where the graph has tensor-parallel steps: without them every rank
+        prices the same."""
+        if graph.tp == 1:
+            first_rank = 0
         key = (id(compute), id(graph), kind, microbatch, first_rank, overlap)
         hit = self._layers.get(key)
         if hit is None:
-            times = tuple(price(compute, layer, kind, microbatch, self.cluster, first_rank, overlap)
-                          for layer in graph.layers)
-            hit = self._layers[key] = (compute, graph, times)
-        return hit[2]
+            hit = self._layers[key] = (compute, graph, [None] * len(graph.layers))
+        times = hit[2]
+        stop = len(times) if stop is None else stop
+        for i in range(start, stop):
+            if times[i] is None:
+                times[i] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap)
+        return times[start:stop]
 
     # ------------------------------------------------------------------ groups and collectives
 

@@ -259,8 +259,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
-        per_layer = {k: list(prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s)[
-                         idx.start:idx.stop]) for k in kinds}
+        per_layer = {k: prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s, idx.start,
+                                           idx.stop) for k in kinds}
         if cp > 1 and cfg.cp_mode == "allgather":     # K, V all-gathered, dK, dV reduce-scattered: exposed
             ring = cfg.cp_group(0, s % cfg.pp)
             for k in kinds:
