@@ -250,9 +250,13 @@ class _Step:
 
     def __init__(self, schedule: Schedule, costs: Costs, keep_records: bool, waited: dict):
         R, M, S = schedule.num_ranks, schedule.num_microbatches, schedule.num_stages
-        self.waited = waited                # (stage, kind) -> what its actions wait for (templates)
+        self.waited: dict[Kind, list] = {}  # kind -> per stage, what its actions wait for (templates)
+        for (st, k), template in waited.items():
+            self.waited.setdefault(k, [()] * S)[st] = template
         self.R, self.M, self.costs, self.keep = R, M, costs, keep_records
-        self.rank_of = schedule.rank_of
+        # the rank each stage's SEND_F and SEND_B goes to (Schedule.rank_of: the placement's one rule)
+        self.peer = {Kind.SEND_F: [schedule.rank_of(s + 1) for s in range(S)],
+                     Kind.SEND_B: [schedule.rank_of(s - 1) for s in range(S)]}
         self.last_bwd = Kind.W if schedule.split_backward else Kind.B
         self.orders = [schedule.actions(r) for r in range(R)]
         self.pos = [0] * R
@@ -300,13 +304,14 @@ class _Step:
         while i < n:
             a = order[i]
             s, k, mb = a
-            deps = [(ds, dk, mb if own else dm) for ds, dk, own, dm in waited[(s, k)]]
-            for d in deps:
+            template = waited[k][s]
+            for ds, dk, own, dm in template:
+                d = (ds, dk, mb if own else dm)
                 if d not in done:
                     self.waiting[d] = r
                     self.pos[r] = i
                     return
-            if not handlers[k](r, a, deps):
+            if not handlers[k](r, a, template):
                 self.pos[r] = i
                 return
             i += 1
@@ -318,7 +323,12 @@ class _Step:
         if self.keep:
             self.records.append((r, a, stream, start, end))
 
-    def compute(self, r: int, a: Action, deps) -> bool:
+    @staticmethod
+    def deps(a: Action, template) -> list[tuple]:
+        """What ``a`` waited for (its (stage, kind)'s template with its micro-batch put in)."""
+        return [(ds, dk, a[2] if own else dm) for ds, dk, own, dm in template]
+
+    def compute(self, r: int, a: Action, template) -> bool:
         """F, B, I, W: what it waits for ran on this rank (or arrived through a RECV before it)."""
         s, k, mb = a
         t, costs = self.t[r], self.costs
@@ -345,7 +355,8 @@ class _Step:
             self.record(r, a, DP, t, t + g)
             t += g
             self.exposed[r] += g
-        self.record(r, a, COMPUTE, t, t + d)
+        if self.keep:
+            self.records.append((r, a, COMPUTE, t, t + d))
         self.span[a] = (t, d)
         stolen = 0.0
         if k is self.last_bwd and mb != self.M - 1 and s in self.every_mb:   # ZeRO >= 2: this one's reduce-scatters
@@ -363,12 +374,12 @@ class _Step:
         self.t[r] = t
         return True
 
-    def send(self, r: int, a: Action, deps) -> bool:
+    def send(self, r: int, a: Action, template) -> bool:
         """SEND_F, SEND_B: posted now, on the FIFO link to the receiving stage's rank; arrives when
         it is through (with a busy sender, decided by what the sender does next: ``settle``)."""
         s, k, _ = a
         t = self.t[r]
-        link = (r, self.rank_of(s + 1) if k is Kind.SEND_F else self.rank_of(s - 1))
+        link = (r, self.peer[k][s])
         start = max(t, self.link_free.get(link, 0.0))
         end = start + self.dur[k][s]
         self.link_free[link] = end
@@ -382,15 +393,16 @@ class _Step:
         """A send of rank r's arrives: done, recorded, and the rank waiting on it woken."""
         self.sent[a] = (posted, arrived)
         self.done[a] = arrived
-        self.record(r, a, P2P, start, arrived)
+        if self.keep:
+            self.records.append((r, a, P2P, start, arrived))
         w = self.waiting.pop(a, None)
         if w is not None:
             self.stack.append(w)
 
-    def recv(self, r: int, a: Action, deps) -> bool:
-        """RECV_F, RECV_B: the rank waits for the send (deps) to arrive: idle until the peer posted
-        it, exposed communication while it travels (and queues on the link)."""
-        posted, arrived = self.sent[deps[0]]
+    def recv(self, r: int, a: Action, template) -> bool:
+        """RECV_F, RECV_B: the rank waits for the send it waited for to arrive: idle until the peer
+        posted it, exposed communication while it travels (and queues on the link)."""
+        posted, arrived = self.sent[self.deps(a, template)[0]]
         t = self.t[r]
         if arrived > t:
             if posted > t:
@@ -401,11 +413,11 @@ class _Step:
         self.t[r] = self.done[a] = t
         return True
 
-    def reduce_grad(self, r: int, a: Action, deps) -> bool:
+    def reduce_grad(self, r: int, a: Action, template) -> bool:
         """A gradient bucket: ready part-way through the backward it waits for, on the dp stream;
         the part compute does not hide delays the compute stream."""
         frac, d = self.costs.bucket[(a.stage, a.microbatch)]
-        b_start, b_dur = self.span[deps[0]]
+        b_start, b_dur = self.span[self.deps(a, template)[0]]
         start = max(b_start + frac * b_dur, self.dp_free[r])
         self.dp_free[r] = self.done[a] = start + d
         stolen = self.exposed_share * d
@@ -415,14 +427,14 @@ class _Step:
         self.record(r, a, DP, start, start + d)
         return True
 
-    def _ready(self, r: int, deps) -> None:
+    def _ready(self, r: int, a: Action, template) -> None:
         """Wait on the compute stream, exposed, until what the action waits for is done."""
-        ready = max((self.done[d] for d in deps), default=self.t[r])
+        ready = max((self.done[d] for d in self.deps(a, template)), default=self.t[r])
         if ready > self.t[r]:
             self.exposed[r] += ready - self.t[r]
             self.t[r] = ready
 
-    def reduce_tied(self, r: int, a: Action, deps) -> bool:
+    def reduce_tied(self, r: int, a: Action, template) -> bool:
         """A tied weight's gradient, all-reduced by the stages of its group together (a blocking
         collective): after the stage's buckets, once every partner has reached its own."""
         s = a.stage
@@ -431,7 +443,7 @@ class _Step:
         g, d = self.costs.tied[s]
         arrived = self.tied_arrived.setdefault(g, {})
         if s not in arrived:
-            self._ready(r, deps)
+            self._ready(r, a, template)
             arrived[s] = self.t[r]
         if len(arrived) < self.tied_size[g]:
             self.tied_waiting.setdefault(g, []).append(r)
@@ -445,13 +457,13 @@ class _Step:
         self.exposed[r] += d
         return True
 
-    def optimizer(self, r: int, a: Action, deps) -> bool:
+    def optimizer(self, r: int, a: Action, template) -> bool:
         """The stage's optimizer step on the compute stream, once its gradients are reduced; under
         ZeRO 1-2, then the updated shards all-gathered (exposed)."""
         s = a.stage
         if self.pending[r]:                 # torch waits on a step's sends before it returns
             self.settle(r, None)
-        self._ready(r, deps)
+        self._ready(r, a, template)
         t, d = self.t[r], self.dur[Kind.OPTIMIZER][s]
         self.record(r, a, COMPUTE, t, t + d)
         t += d

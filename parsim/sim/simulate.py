@@ -23,7 +23,8 @@ from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import CP_MODES, ParallelConfig
 from parsim.schedule.actions import Kind
-from parsim.sim import engine
+from parsim.schedule.generators import check_feasible
+from parsim.sim import engine, steady
 from parsim.sim.memory import rank_memory, stage_activation_bytes
 from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
@@ -216,8 +217,9 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
     check_profile_ep(compute, cfg.ep)
-    schedule = prices.schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
-    split = schedule.split_backward
+    check_feasible(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+    # the schedule's kind of backward, read off a short one (a long step is not built: parsim.sim.steady)
+    split = prices.schedule(cfg.schedule, cfg.pp, cfg.pp, cfg.chunks).split_backward
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
                               "would be held from I to W); use zero <= 2 or another schedule")
@@ -420,8 +422,11 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         if terms is not None:
             overlap, contention = terms
     saved, w_held = stage_activation_bytes(graph, cfg, b, split)
-    lowered = prices.lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
-                       tuple(sorted(tied_s)))
+    buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
+
+    def lowered(k: int):
+        """The lowered schedule of k micro-batches."""
+        return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
                          w_held_bytes=w_held,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
@@ -437,14 +442,18 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                           round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
     if load is not None and not load.overlap:
         costs.input_s = load.microbatch_s
-    tl = engine.run(lowered, costs, keep_records=keep_timeline, prices=prices)
+    tl = None
+    if not keep_timeline and not (load is not None and load.overlap) and S * m >= steady.FROM_ACTIONS:
+        tl = steady.run(lowered, costs, m, S, steady.round_of(cfg.schedule, cfg.pp, cfg.chunks), prices)
+    if tl is None:
+        tl = engine.run(lowered(m), costs, keep_records=keep_timeline, prices=prices)
     T = max(tl.end_s)
     input_bound = False
     if load is not None and load.overlap:
         ready = loader_ready_s(load.microbatch_s, cfg.microbatches, tl.first_forward_s, T)
         if any(x > 0 for x in ready):      # the loader is slower than compute: run again, waiting on it
             costs.input_ready_s = tuple(ready)
-            tl = engine.run(lowered, costs, keep_records=keep_timeline, prices=prices)
+            tl = engine.run(lowered(m), costs, keep_records=keep_timeline, prices=prices)
             T = max(tl.end_s)
             input_bound = True
 
