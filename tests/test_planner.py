@@ -13,7 +13,7 @@ from parsim.errors import DoesNotFitError
 from parsim.hardware import load_cluster
 from parsim.model.recompute import Recompute
 from parsim.model.spec import load_model
-from parsim.report.fmt import human_bytes
+from parsim.fmt import human_bytes
 from parsim.plan import ParallelConfig
 from parsim.search import bound, split
 from parsim.search.enumerate import divisors, schedules, variants

@@ -74,7 +74,7 @@ from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, i
 from parsim.fileio import write_json
 from parsim.model.recompute import Recompute
 from parsim.plan import load_plan_and_model
-from parsim.report.progress import print_above, progress_bar
+from parsim.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
 
@@ -690,7 +690,7 @@ def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, s
                           "out": opts.out}, indent=2))
         return
     if out["peak_memory_reserved_bytes"] is not None:
-        from parsim.report.fmt import human_bytes
+        from parsim.fmt import human_bytes
         print("peak memory per rank, allocated / reserved by the caching allocator (unused share of its pool): "
               + ", ".join(f"{human_bytes(a)} / {human_bytes(r)} ({f:.1%})" for a, r, f in
                           zip(out["peak_memory_bytes"], out["peak_memory_reserved_bytes"], out["allocator_fragmentation"])))

@@ -4,7 +4,7 @@ text as lines (or, for ``--json``, the object to dump); parsim.cli prints them."
 from __future__ import annotations
 
 from parsim.hardware.links import LINK_CLASSES
-from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
+from parsim.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
 
 

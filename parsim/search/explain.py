@@ -8,7 +8,7 @@ from parsim.cost.kernels import kernel_counts
 from parsim.model.graph import LayerGraph
 from parsim.model.attention import sequence_length
 from parsim.plan import ParallelConfig
-from parsim.report.fmt import human_bytes, human_time
+from parsim.fmt import human_bytes, human_time
 from parsim.search.bound import Candidate
 from parsim.sim import Estimate
 
@@ -45,7 +45,7 @@ def recomputed_kernels(layer) -> int:
 
 def explanation(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str, world: int = 0,
              all_devices: Candidate | None = None) -> tuple[str, ...]:
-    """``memory_line``: the pick's peak against the cap (parsim.report.fmt.memory_margin);
+    """``memory_line``: the pick's peak against the cap (parsim.fmt.memory_margin);
     ``all_devices``: where the pick leaves devices idle, the best plan on all ``world``."""
     names = graph.names
     best = result_ranked[0]

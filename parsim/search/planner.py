@@ -31,8 +31,8 @@ from parsim.hardware.cluster import Cluster
 from parsim.model.recompute import Recompute
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
-from parsim.report.fmt import human_bytes, memory_margin
-from parsim.report.progress import progress_bar
+from parsim.fmt import human_bytes, memory_margin
+from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import Constraints, check_usable, divisors, families, schedules, variants
 from parsim.search.explain import explanation, nothing_fits
@@ -71,7 +71,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     profile of the shards as they run, ``parsim profile --tp``), ``ep_compute`` an ep to the one
     that prices its candidates (``parsim profile --ep``); other candidates use ``compute``.
     ``progress``: a bar of the simulations on stderr (None: where stderr is a terminal,
-    parsim.report.progress).  ``prices``: the pricing context (parsim.sim.prices) on ``cluster``
+    parsim.progress).  ``prices``: the pricing context (parsim.sim.prices) on ``cluster``
     resolved for the model's dtype, to share with the caller (the CLI prices the pick's layout
     again from it); None: the search's own."""
     t0 = time.perf_counter()
