@@ -1,5 +1,5 @@
 """A run's measurement: the memory a rank holds and allocates (static_bytes, profiled_peak_bytes),
-every rank's numbers gathered on rank 0 into measured.json (report_run), and the plan's prediction
+every rank's numbers gathered on rank 0 into measured.json (record_run), and the plan's prediction
 beside them (predicted_against_measured).  What is measured and how: parsim.exec.train."""
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ def reserved_against_allocated(allocated: list, reserved: list) -> dict:
             "allocator_fragmentation": [1.0 - a / r if r else 0.0 for a, r in zip(allocated, reserved)]}
 
 
-def report_run(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives,
-            comm: dict) -> None:
-    from parsim.report.timeline import trace_from_records
+def record_run(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives,
+               comm: dict, on_measured=None) -> None:
+    """Gather every rank's numbers on rank 0 into measured.json in ``opts.out``, and hand them to
+    ``on_measured(out, records, names, out_dir, as_json)``, which reports them (replica 0's timed
+    actions as records, the pipeline ranks' names): the executor hands its data to the report."""
 
     pipe_rank, replica, tp_rank, cp_rank = where
     peak_bytes, peak_parts, reserved_bytes = peak
@@ -133,23 +135,9 @@ def report_run(opts, plan, cfg, env, where, step_times, losses, actions, peak, b
             print(f"accuracy on {os.path.join(opts.data, 'test_batch.bin')}: {out['accuracy']:.4f}")
     os.makedirs(opts.out, exist_ok=True)
     write_json(os.path.join(opts.out, "measured.json"), out)
-    names = {g["pipe_rank"]: f"measured rank {g['pipe_rank']} (global {g['rank']})" for g in replica0}
-    write_json(os.path.join(opts.out, "measured_trace.json"),
-               trace_from_records(records, names, None, {"config": out["config"]}))
-    if opts.json:
-        print(json.dumps({"step_time_s": out["step_time_s"], "peak_memory_bytes": out["peak_memory_bytes"],
-                          "peak_memory_reserved_bytes": out["peak_memory_reserved_bytes"],
-                          "loss": losses, "accuracy": out.get("accuracy"), "predicted": out["predicted"],
-                          "out": opts.out}, indent=2))
-        return
-    if out["peak_memory_reserved_bytes"] is not None:
-        from parsim.fmt import human_bytes
-        print("peak memory per rank, allocated / reserved by the caching allocator (unused share of its pool): "
-              + ", ".join(f"{human_bytes(a)} / {human_bytes(r)} ({f:.1%})" for a, r, f in
-                          zip(out["peak_memory_bytes"], out["peak_memory_reserved_bytes"], out["allocator_fragmentation"])))
-    from parsim.report.cli_text import run_summary_lines
-    for line in run_summary_lines(out, opts.out):
-        print(line)
+    if on_measured is not None:          # what reports it (parsim.report.measured, given by parsim.run)
+        names = {g["pipe_rank"]: f"measured rank {g['pipe_rank']} (global {g['rank']})" for g in replica0}
+        on_measured(out, records, names, opts.out, opts.json)
 
 
 def predicted_against_measured(plan, out: dict, backend: str) -> dict:

@@ -64,7 +64,7 @@ from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, 
                          precision, tensor_parallel, vocab_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
-from parsim.exec.measure import profiled_peak_bytes, report_run, static_bytes
+from parsim.exec.measure import profiled_peak_bytes, record_run, static_bytes
 from parsim.exec.objective import loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, recompute_attention, recompute_units, schedule_class, stage_module)
@@ -211,19 +211,21 @@ def check_trainable(spec) -> None:
                          f"(got {spec.source.kind} with input {list(shape)})")
 
 
-def train(opts: RunOptions) -> int:
+def train(opts: RunOptions, on_measured=None) -> int:
+    """Run ``opts``'s plan on this rank; rank 0 writes measured.json and hands the measurement to
+    ``on_measured`` (parsim.exec.measure.record_run: parsim.run passes the report's)."""
     plan, spec, kind = check_run(opts)
     cfg = plan.config
 
     env = groups.init(opts.timeout_s)
     try:
-        return _train(opts, plan, spec, cfg, env, kind)
+        return _train(opts, plan, spec, cfg, env, kind, on_measured)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
 
 
-def _train(opts, plan, spec, cfg, env, kind) -> int:
+def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     beats = heartbeat.Beats(env.rank)     # the points every rank passes, for the launcher to name a hung one
     beats.beat("start-up")
     groups.preflight(env, cfg, opts.plan)
@@ -503,12 +505,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if saved != opts.steps:
         _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
-    report_run(opts, plan, cfg, env, (pipe_rank, replica, tp_rank, cp_rank), step_times, losses_by_step, actions,
-            (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
-            {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
-             "sharded_collectives": dict(zip(stage_ids, sharded)),
-             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives,
-             "ep_all_to_all": ep_bytes or None, "expert_grad_buckets_bytes": dict(zip(stage_ids, expert_buckets))})
+    record_run(opts, plan, cfg, env, (pipe_rank, replica, tp_rank, cp_rank), step_times, losses_by_step, actions,
+               (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
+               {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
+                "sharded_collectives": dict(zip(stage_ids, sharded)),
+                "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives,
+                "ep_all_to_all": ep_bytes or None, "expert_grad_buckets_bytes": dict(zip(stage_ids, expert_buckets))},
+               on_measured)
     return 0
 
 
