@@ -36,11 +36,18 @@ def _print_lines(lines, file=None) -> None:
         print(line, file=file or sys.stdout)
 
 
-def cmd_model(args) -> int:
+def _load_model(path: str):
+    """The model.yaml, read and checked: its shard: section too (parsim.shard.prepare)."""
     from parsim.model.spec import load_model
+    from parsim.shard.prepare import check_shard_section
+
+    return check_shard_section(load_model(path))
+
+
+def cmd_model(args) -> int:
     from parsim.report.cli_text import model_lines, ops_lines
 
-    spec = load_model(args.model)
+    spec = _load_model(args.model)
     g = spec.graph
     if args.ops:
         from parsim.shard.graph import ops_frame
@@ -97,7 +104,6 @@ def _print_coverage(models, file=None) -> None:
 def cmd_simulate(args) -> int:
     from parsim.fileio import check_output, write_json, write_text
     from parsim.hardware import load_cluster
-    from parsim.model.spec import load_model
     from parsim.report.cli_text import simulate_lines
     from parsim.report.timeline import action_frame, chrome_trace
     from parsim.search.resolve import resolve_config
@@ -108,7 +114,10 @@ def cmd_simulate(args) -> int:
     if args.model.endswith(".json"):
         from parsim.plan import load_plan_and_model, model_changed
 
+        from parsim.shard.prepare import check_shard_section
+
         plan, spec = load_plan_and_model(args.model)
+        check_shard_section(spec)
         stale = model_changed(plan, args.model)
         if stale:          # a what-if is allowed: the plan's config, priced on the model as it is now
             print("parsim: note: " + stale.replace("; plan again", "; priced on the model as it is now"),
@@ -118,7 +127,7 @@ def cmd_simulate(args) -> int:
         cfg = plan.config
     else:
         cluster = load_cluster(args.cluster or DEFAULT_CLUSTER)
-        spec = _fp8(load_model(args.model), args)
+        spec = _fp8(_load_model(args.model), args)
         compute = _compute_model(args, cluster, spec)
         cfg = resolve_config(spec, cluster, compute, dp=args.dp, pp=args.pp, microbatches=args.microbatches,
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
@@ -211,7 +220,6 @@ def cmd_plan(args) -> int:
     from parsim.fileio import check_output, write_json
     from parsim.hardware import load_cluster
     from parsim.inputs import parse_bytes
-    from parsim.model.spec import load_model
     from parsim.plan import plan_from_candidate
     from parsim.report.cli_text import plan_lines, plan_result_json
     from parsim.search.planner import Constraints, plan
@@ -221,7 +229,7 @@ def cmd_plan(args) -> int:
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     cluster = load_cluster(args.cluster)          # first: a bad cluster is refused before the model is built
-    spec = _fp8(load_model(args.model), args)
+    spec = _fp8(_load_model(args.model), args)
     compute = _compute_model(args, cluster, spec)
     tp_compute = tp_compute_models(args.tp_profile, AnalyticalCompute.for_training(cluster.device, spec.training))
     profiled_ep = getattr(getattr(compute, "table", None), "ep", 1)      # an --ep profile prices its own ep only
@@ -304,11 +312,10 @@ def cmd_profile(args) -> int:
     import json
 
     from parsim.fileio import check_output
-    from parsim.model.spec import load_model
     from parsim.profile.layers import check_ep_flags, launch_profilers
     from parsim.report.cli_text import profile_lines
 
-    spec = load_model(args.model)          # bad input fails here, once
+    spec = _load_model(args.model)          # bad input fails here, once
     sizes = args.microbatch_sizes
     if sizes[0] < spec.graph.min_microbatch:
         raise InputError(f"--microbatch-sizes: {spec.graph.min_microbatch_reason}; start at {spec.graph.min_microbatch}")
@@ -372,9 +379,8 @@ def cmd_validate(args) -> int:
         profiles = {1: args.profile}
     else:                     # profile as the runs will run: alone, and with every core busy; before each pass
         from parsim.hardware import load_cluster
-        from parsim.model.spec import load_model
         from parsim.validation import measure_this_machine, sizes_to_profile
-        spec = load_model(args.model)
+        spec = _load_model(args.model)
         per_node = load_cluster(args.cluster).devices_per_node
         from parsim.validation_sets import is_set_file
         # a set file is held out: only its own sizes (never profiled in development) unless asked
@@ -408,7 +414,6 @@ def cmd_calibrate(args) -> int:
     from parsim.cost.compute import load_profile_table
     from parsim.fileio import check_output, write_text
     from parsim.hardware import load_cluster
-    from parsim.model.spec import load_model
     from parsim.profile.calibrate import calibrate, profile_yaml
     from parsim.report.cli_text import calibrate_lines
 
@@ -420,7 +425,7 @@ def cmd_calibrate(args) -> int:
                          "FIGURES.yaml (fit to published end-to-end figures)")
     if args.fit or args.rows:
         raise InputError("calibrate: --fit and --rows go with --published FIGURES.yaml")
-    spec = load_model(args.model)
+    spec = _load_model(args.model)
     cluster = load_cluster(args.cluster)
     table = load_profile_table(args.profile)
     device, report = calibrate(spec.graph, table, cluster.device, spec.training.dtype)

@@ -73,6 +73,7 @@ from parsim.plan import load_plan_and_model
 from parsim.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
+from parsim.shard.prepare import check_shard_section
 
 BN_WARN_BELOW = 16
 
@@ -150,6 +151,7 @@ def check_run(opts: RunOptions):
     and its model's (run_warnings).  ``parsim run`` calls it before it launches anything; each rank
     calls it again."""
     plan, spec = load_plan_and_model(opts.plan)
+    check_shard_section(spec)
     cfg = plan.config
     if plan.fp8:
         raise InputError(f"{opts.plan}: model.fp8: the executor has no FP8 GEMMs (Transformer Engine on FP8 tensor "

@@ -11,7 +11,7 @@ from typing import Mapping
 
 from parsim.cost.context import context_parallel_graph
 from parsim.cost.experts import expert_parallel_graph, routing_imbalance
-from parsim.errors import InfeasibleError
+from parsim.errors import InfeasibleError, InputError
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.shard import builtin
@@ -27,6 +27,19 @@ class ShardMemo:
     def __init__(self):
         self.graphs: dict[tuple, tuple] = {}
         self.searches = StrategySearches()
+
+
+def check_shard_section(spec):
+    """``spec`` (a ModelSpec), once its model.yaml's ``shard:`` section shards its graph: every
+    strategy names operators, divides their shapes and uses the tensor-parallel group's devices
+    (parallel.tp); else an InputError naming the file.  The commands call it as they load a model
+    (parsim.model.spec reads the section; the rule that checks it lives here, above the model)."""
+    if spec.shard:
+        try:
+            shard_graph(spec.graph, spec.shard, spec.parallel.tp)
+        except InfeasibleError as e:
+            raise InputError(f"{spec.path}: shard: {e}") from None
+    return spec
 
 
 def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategies=None, cluster=None,
