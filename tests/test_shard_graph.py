@@ -16,7 +16,8 @@ from parsim.model.spec import Training, load_model
 from parsim.model.zoo.gpt import gpt
 from parsim.plan import ParallelConfig
 from parsim.shard.builtin import megatron
-from parsim.shard.graph import reshape_layout, shard_graph
+from parsim.shard.graph import shard_graph
+from parsim.shard.ops import reshape_layout
 from parsim.shard.prepare import per_device_graph
 from parsim.shard.layout import Layout
 from parsim.sim import simulate
@@ -225,7 +226,7 @@ def test_edges_scaled_by_signature_equal_edges_worked_out(monkeypatch):
     partials) signature out once and scales its steps' bytes by the tensor's elements; every
     edge of the auto layout's cost graphs of ResNet-50 and GPT-3 (tp 2, 4, 8) equals
     redistribute.edge worked out for its own shape, and signatures repeat (else nothing is saved)."""
-    from parsim.shard import auto, graph as sg
+    from parsim.shard import auto, ops as sg
     from parsim.shard.redistribute import edge
     checked = []
 

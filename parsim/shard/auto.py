@@ -19,7 +19,7 @@ Costs, per micro-batch of b samples, on one device:
 - node memory: its parameters' bytes per device under the optimizer (parsim.cost.memory), plus
   the saved activations of its output over the output's pieces;
 - edge time: the forward and backward redistribution between the producer's output layout and the
-  consumer's input layout (parsim.shard.graph.edge_steps), priced on the group's links.
+  consumer's input layout (parsim.shard.ops.edge_steps), priced on the group's links.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from parsim.errors import InfeasibleError
 from parsim.hardware.numerics import MathMode, engines
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
 from parsim.model.attention import BACKWARD_RATIO
-from parsim.shard.graph import (COMPUTE, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
-                                 op_sharding, ways)
+from parsim.shard.graph import elem_bytes, mirror_steps
+from parsim.shard.ops import COMPUTE, REDUCED_DIMS, edge_steps, op_pieces, op_sharding, ways
 from parsim.shard.search import CostGraph, SearchResult, search
 from parsim.shard.search_np import fastest_many
 
@@ -97,7 +97,7 @@ class StrategySearches:
       an edge's costs take from the shardings alone, the same at every micro-batch size (a ResNet
       meets some 13 sizes per tp);
     - ``interned``: one object per (step, device matrix) value (cost_graphs prices each by its id);
-    - ``edges``: parsim.shard.graph.edge_steps' memo (layout pairs and their signatures)."""
+    - ``edges``: parsim.shard.ops.edge_steps' memo (layout pairs and their signatures)."""
 
     def __init__(self):
         self.searched: dict[tuple, tuple] = {}
