@@ -340,7 +340,7 @@ def cmd_profile(args) -> int:
 
 def cmd_profile_comm(args) -> int:
     from parsim.fileio import check_output
-    from parsim.hardware.cluster import measured_dtypes
+    from parsim.hardware.collectives import measured_dtypes
     from parsim.profile.comm import launch_profile_comm
 
     check_output(args.output, "-o")

@@ -6,7 +6,8 @@ import pytest
 from parsim.cli import main
 from parsim.cost.comm import collective_time_s
 from parsim.hardware import load_cluster
-from parsim.hardware.cluster import REDUCED_DTYPES, DtypeCollectives, load_profile
+from parsim.hardware.cluster import load_profile
+from parsim.hardware.collectives import REDUCED_DTYPES, DtypeCollectives
 from parsim.model.graph import Layer, LayerGraph
 from parsim.model.spec import DTYPES, Training
 from parsim.plan import ParallelConfig
