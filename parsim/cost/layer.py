@@ -83,16 +83,21 @@ def recompute_time_s(compute: ComputeModel, layer: Layer, microbatch: int) -> fl
 
 
 def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
-                 first_rank: int = 0) -> float:
-    """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring)."""
+                 first_rank: int = 0, tp_comm_s=None) -> float:
+    """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring);
+    ``tp_comm_s(layer, phase, microbatch, first_rank)``: tp_comm_time_s on ``cluster``, as the
+    run's pricing context keeps it (parsim.sim.prices), else priced here."""
     t = compute.layer_time_s(layer, kind, microbatch)
     priced = cluster is not None and layer.tp_comm and not includes_tp_comm(compute, microbatch)
+    if priced and tp_comm_s is None:
+        def tp_comm_s(lay, phase, b, rank):
+            return tp_comm_time_s(lay, phase, b, cluster, rank)
     if layer.recompute_bytes and kind in ("B", "I"):
         t += recompute_time_s(compute, layer, microbatch)
         if priced and layer.recomputes_forward:
-            t += tp_comm_time_s(layer, "F", microbatch, cluster, first_rank)
+            t += tp_comm_s(layer, "F", microbatch, first_rank)
     if priced and kind in ("F", "B", "I"):
-        t += tp_comm_time_s(layer, "F" if kind == "F" else "B", microbatch, cluster, first_rank)
+        t += tp_comm_s(layer, "F" if kind == "F" else "B", microbatch, first_rank)
     if priced and kind == "F":
-        t += tp_comm_time_s(layer, "loss", microbatch, cluster, first_rank)
+        t += tp_comm_s(layer, "loss", microbatch, first_rank)
     return t

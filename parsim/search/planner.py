@@ -37,6 +37,7 @@ from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import Constraints, check_usable, divisors, families, schedules, variants
 from parsim.search.explain import explanation, nothing_fits
 from parsim.sim import simulate
+from parsim.sim.simulate import paused_gc
 from parsim.sim.prices import Prices
 
 __all__ = ["Candidate", "Constraints", "PlanResult", "plan"]
@@ -93,10 +94,11 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                               + (" under the given --dp/--pp" if c.dp or c.pp else "")
                               + "; change --dp/--pp, the cluster, or training.global_batch_size")
     search = BranchAndBound(spec, prices, c, cap, settings, compute, tp_compute or {}, ep_compute or {})
-    considered = search.push(space)
-    bar = progress_bar(considered, "planning", progress, unit="plan")    # simulations, of at most every candidate
-    search.run(bar)
-    bar.close()
+    with paused_gc():                                    # the search allocates by the million
+        considered = search.push(space)
+        bar = progress_bar(considered, "planning", progress, unit="plan")    # simulations, of at most every one
+        search.run(bar)
+        bar.close()
     results, over_memory = search.results, search.over_memory
     if not results:                       # the message names the smallest simulated peak
         over_memory += [search.simulated(cfg, graph) for cfg, graph in search.unsimulated]

@@ -250,9 +250,15 @@ class _Step:
 
     def __init__(self, schedule: Schedule, costs: Costs, keep_records: bool, waited: dict):
         R, M, S = schedule.num_ranks, schedule.num_microbatches, schedule.num_stages
-        self.waited: dict[Kind, list] = {}  # kind -> per stage, what its actions wait for (templates)
+        # kind -> per stage: what its actions wait for (templates), and of it what another rank does:
+        # an action's own rank runs in order, so what it waits for there is done before it
+        # (parsim.schedule.validate checks the order by the same rule)
+        self.waited: dict[Kind, list] = {}
+        self.elsewhere: dict[Kind, list] = {}
         for (st, k), template in waited.items():
             self.waited.setdefault(k, [()] * S)[st] = template
+            self.elsewhere.setdefault(k, [()] * S)[st] = tuple(
+                t for t in template if schedule.rank_of(t[0]) != schedule.rank_of(st))
         self.R, self.M, self.costs, self.keep = R, M, costs, keep_records
         # the rank each stage's SEND_F and SEND_B goes to (Schedule.rank_of: the placement's one rule)
         self.peer = {Kind.SEND_F: [schedule.rank_of(s + 1) for s in range(S)],
@@ -300,18 +306,17 @@ class _Step:
         """Run rank r's actions in order until one waits for an action not done (then it sleeps
         in ``waiting`` until that action is done) or its list ends."""
         order, i, n = self.orders[r], self.pos[r], len(self.orders[r])
-        done, handlers, waited = self.done, self.handlers, self.waited
+        done, handlers, waited, elsewhere = self.done, self.handlers, self.waited, self.elsewhere
         while i < n:
             a = order[i]
             s, k, mb = a
-            template = waited[k][s]
-            for ds, dk, own, dm in template:
+            for ds, dk, own, dm in elsewhere[k][s]:
                 d = (ds, dk, mb if own else dm)
                 if d not in done:
                     self.waiting[d] = r
                     self.pos[r] = i
                     return
-            if not handlers[k](r, a, template):
+            if not handlers[k](r, a, waited[k][s]):
                 self.pos[r] = i
                 return
             i += 1

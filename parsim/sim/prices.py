@@ -29,10 +29,23 @@ entry, so an id is never reused while the context lives.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from parsim.cost.comm import collective_time_s, group_shape
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.layer import tp_comm_time_s
 from parsim.hardware.cluster import Cluster
 from parsim.schedule import build_schedule, lower
+from parsim.model.graph import Layer
 from parsim.shard.prepare import ShardMemo
+
+_LAYER_FIELDS = tuple(f for f in fields(Layer) if f.name != "name")
+
+
+def _field_key(value):
+    """A layer field in a twin's signature: numbers, text and flags by value, anything else (the
+    kernels, operators and steps a layer carries) by identity (the graph holds them)."""
+    return value if value is None or isinstance(value, (int, float, str, bool)) else ("id", id(value))
 
 
 class Prices:
@@ -43,6 +56,8 @@ class Prices:
         self.cluster = cluster
         self.shard = ShardMemo()
         self._layers: dict[tuple, tuple] = {}
+        self._tp_comm: dict[tuple, tuple] = {}
+        self._twins: dict[int, tuple] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
         self._shapes: dict[int, tuple] = {}
         self._shapes_by_value: dict[tuple, tuple] = {}
@@ -65,7 +80,9 @@ class Prices:
         overlap.layer_time_s, which the caller passes: the rule stays in its module), each priced
         on its first ask.  ``first_rank`` (of the tensor-parallel group, whose links price its
         steps) counts only where the graph has tensor-parallel steps: without them every rank
-        prices the same."""
+        prices the same.  Under the analytical model, which prices a layer by what it holds and
+        not by its name, a layer the same as an earlier one of the graph (``twins``: a
+        transformer's identical blocks) takes that one's time."""
         if graph.tp == 1:
             first_rank = 0
         key = (id(compute), id(graph), kind, microbatch, first_rank, overlap)
@@ -74,10 +91,40 @@ class Prices:
             hit = self._layers[key] = (compute, graph, [None] * len(graph.layers))
         times = hit[2]
         stop = len(times) if stop is None else stop
+        twin = self.twins(graph) if isinstance(compute, AnalyticalCompute) else range(len(times))
         for i in range(start, stop):
             if times[i] is None:
-                times[i] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap)
+                j = twin[i]
+                if times[j] is None:
+                    times[j] = price(compute, graph.layers[j], kind, microbatch, self.cluster, first_rank, overlap,
+                                     self.tp_comm_s)
+                times[i] = times[j]
         return times[start:stop]
+
+    def twins(self, graph) -> list[int]:
+        """Per layer of ``graph``, the first layer that holds the same in every field but its name
+        (fields compared by value, the objects it carries, kernels, operators, steps, by
+        identity: identical blocks share them), itself where none does."""
+        hit = self._twins.get(id(graph))
+        if hit is None:
+            first: dict[tuple, int] = {}
+            out = []
+            for i, layer in enumerate(graph.layers):
+                sig = tuple(_field_key(getattr(layer, f.name)) for f in _LAYER_FIELDS)
+                out.append(first.setdefault(sig, i))
+            hit = self._twins[id(graph)] = (graph, out)
+        return hit[1]
+
+    def tp_comm_s(self, layer, phase: str, microbatch: int, first_rank: int = 0) -> float:
+        """parsim.cost.layer.tp_comm_time_s of ``layer`` on this cluster, by (its steps, phase,
+        micro-batch size, first rank): a transformer's identical blocks share one tuple of steps
+        (parsim.shard.graph.shard_layer), so each is priced once for all of them."""
+        key = (id(layer.tp_comm), phase, microbatch, first_rank)
+        hit = self._tp_comm.get(key)
+        if hit is None:
+            hit = self._tp_comm[key] = (layer.tp_comm, tp_comm_time_s(layer, phase, microbatch, self.cluster,
+                                                                       first_rank))
+        return hit[1]
 
     # ------------------------------------------------------------------ groups and collectives
 

@@ -13,7 +13,6 @@ from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradS
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
-from parsim.cost.layer import tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
                                 fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
 from parsim.errors import InfeasibleError
@@ -68,9 +67,14 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
 
 
 @contextmanager
-def _paused_gc():
-    """A step of p*m actions allocates ~10^5 small acyclic tuples; the cyclic collector scanning
-    them doubled simulate()'s time (benchmarks/bench_simulator.py), so it waits until we're done."""
+def paused_gc():
+    """The cyclic collector paused while a simulation or a search runs.  A step of p*m actions
+    allocates ~10^5 small acyclic tuples; the collector scanning them doubled simulate()'s time
+    (benchmarks/bench_simulator.py).  A planner run allocates such objects by the million while
+    the model it searches (GPT-3 175B: some 290,000 objects) stays put, and each full collection
+    scans them all: GPT-3 175B on 1,024 A100s searched in 12.5 s with the collector running and
+    9.5 s paused (one run each, a shared 2-core host: unconfirmed on a quiet one,
+    benchmarks/bench_planner.py --goals).  It waits until we're done."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -97,7 +101,7 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
                              auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, memo=prices.shard)
-    with _paused_gc():
+    with paused_gc():
         return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
 
 
@@ -302,7 +306,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
         stepped = (params - experts) / dp + experts / cfg.expert_dp if zero else params
         compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(stepped, opt_moved) + \
-            sum(tp_comm_time_s(layers[i], "grad", b, cluster, me) for i in idx)
+            sum(prices.tp_comm_s(layers[i], "grad", b, me) for i in idx)
         if s < S - 1:
             nbytes = layers[idx[-1]].output_bytes * b
             transfer_s[(s, Kind.SEND_F)] = p2p_time_s(cluster, me, next_rank, nbytes)
