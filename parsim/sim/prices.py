@@ -33,6 +33,7 @@ from dataclasses import fields
 
 from parsim.cost.comm import collective_time_s, group_shape
 from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.experts import a2a_time_s
 from parsim.cost.layer import tp_comm_time_s
 from parsim.hardware.cluster import Cluster
 from parsim.schedule import build_schedule, lower
@@ -58,6 +59,7 @@ class Prices:
         self._layers: dict[tuple, tuple] = {}
         self._tp_comm: dict[tuple, tuple] = {}
         self._twins: dict[int, tuple] = {}
+        self._a2a: dict[tuple, tuple] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
         self._shapes: dict[int, tuple] = {}
         self._shapes_by_value: dict[tuple, tuple] = {}
@@ -113,6 +115,17 @@ class Prices:
                 sig = tuple(_field_key(getattr(layer, f.name)) for f in _LAYER_FIELDS)
                 out.append(first.setdefault(sig, i))
             hit = self._twins[id(graph)] = (graph, out)
+        return hit[1]
+
+    def a2a_s(self, graph, i: int, kind: str, microbatch: int, group: tuple[int, ...]) -> float:
+        """parsim.cost.experts.a2a_time_s of layer i of ``graph`` over the expert-parallel ``group``
+        (a tuple this context listed), by its twin (a MoE model's identical layers) and group."""
+        j = self.twins(graph)[i]
+        key = (id(graph), j, kind, microbatch, id(group))
+        hit = self._a2a.get(key)
+        if hit is None:
+            hit = self._a2a[key] = (group, a2a_time_s(graph.layers[j], kind, microbatch, graph.dtype, self.cluster,
+                                                      group, graph.moe_imbalance))
         return hit[1]
 
     def tp_comm_s(self, layer, phase: str, microbatch: int, first_rank: int = 0) -> float:

@@ -11,7 +11,7 @@ from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, co
                               shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
-from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
+from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
                                 fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
@@ -287,8 +287,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             group = prices.group(cfg, "ep", s % cfg.pp)
             # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
             timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
-            a2a = {k: [0.0 if timed else a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance)
-                       for i in idx] for k in kinds}
+            a2a = {k: [0.0 if timed else prices.a2a_s(graph, i, k, b, group) for i in idx] for k in kinds}
             for k in kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
                 a2a_s[(s, Kind(k))] = sum(a2a[k])
