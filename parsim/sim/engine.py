@@ -57,9 +57,11 @@ the optimizer waiting on its buckets) or idle (a RECV waiting for the peer to re
 a REDUCE_TIED waiting for its partners: ``collective_waits``).
 
 The engine is a work-list over ranks: a rank runs its actions in order, each once what it waits
-for is done, and those waits are parsim.schedule.deps' (``waits``: the one rule, which the
-validator and the lowering read too); a rank blocks on an action of another rank not done yet (a
-RECV's SEND) or on a REDUCE_TIED its partners have not reached, and is woken when it is.  Each
+for is done, and those waits are parsim.schedule.deps' (``templates``, ``waits``: the one rule,
+which the validator and the lowering read too; what a rank waits for on its own rank its order
+has done before, so only another rank's is looked up); a rank blocks on an action of another rank
+not done yet (a RECV's SEND) or on a REDUCE_TIED its partners have not reached, and is woken when
+it is.  Each
 kind of action has its handler (``_Step``, a table as DeepSpeed's pipeline engine keeps).  Each
 action is visited once (a REDUCE_TIED that waited, twice).
 """

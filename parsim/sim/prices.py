@@ -13,13 +13,17 @@ its own (the numbers are the ones those modules compute, bit for bit):
 - per-device graphs (``shard``: parsim.shard.prepare.per_device_graph, and the strategy searches
   of parsim.shard.auto that the searched layout runs);
 - per-layer compute prices by (compute model, graph, phase, micro-batch size, first rank of the
-  tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of every layer, as a tuple;
+  tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of each layer, a layer the
+  same as an earlier one of its graph (``twins``) priced once under the analytical model; the
+  tensor-parallel steps' times by (steps, phase, size, rank) (parsim.cost.layer.tp_comm_time_s)
+  and the MoE layers' all-to-alls by (twin, phase, size, group) (parsim.cost.experts.a2a_time_s);
 - groups of ranks by layout (ParallelConfig.grad_group and the groups cut from it), their shape
   (parsim.cost.comm.group_shape) and collective prices by (group, bytes, op, algorithm)
   (parsim.cost.comm.collective_time_s);
 - the link class of each stage boundary by layout (parsim.search.resolve.boundary_links);
-- schedules, built and lowered (parsim.schedule), and the order of the activations each rank's
-  compute actions keep and free (parsim.sim.memory);
+- schedules, built and lowered (parsim.schedule), what each action of a lowered one waits for
+  (parsim.sim.engine.templates) and the order of the activations each rank's compute actions
+  keep and free (parsim.sim.memory);
 - memory terms: the backward's workspace by (graph, stage ranges, micro-batch size, cp mode)
   (parsim.cost.memory.backward_workspace_bytes).
 
@@ -36,8 +40,8 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.experts import a2a_time_s
 from parsim.cost.layer import tp_comm_time_s
 from parsim.hardware.cluster import Cluster
-from parsim.schedule import build_schedule, lower
 from parsim.model.graph import Layer
+from parsim.schedule import build_schedule, lower
 from parsim.shard.prepare import ShardMemo
 
 _LAYER_FIELDS = tuple(f for f in fields(Layer) if f.name != "name")
@@ -149,7 +153,7 @@ class Prices:
         hit = self._groups.get(key)
         if hit is None:
             if which == "grad":
-                hit = tuple(cfg.grad_group(pipe_rank))
+                hit = cfg.grad_group(pipe_rank)
             elif which == "ep":
                 hit = tuple(self.group(cfg, "grad", pipe_rank)[:cfg.ep])
             else:
