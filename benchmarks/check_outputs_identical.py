@@ -15,7 +15,7 @@ Runs, each in a fresh process as a user would:
 
 What differs run to run is removed before the comparison: the planner's ``search_time_s`` and the
 "in 0.37 s" of its text; outputs whose numbers differ between two runs of main itself (UNSTABLE,
-with the reason) are compared number by number to 0.1%.  ``compare`` prints a unified diff of each output that changed and exits
+with the reason) are compared number by number to 0.5%.  ``compare`` prints a unified diff of each output that changed and exits
 1 if any did (the outputs of both runs stay in BASE_DIR and BASE_DIR.new for a closer look).
 The outputs are not committed: write them under /tmp.
 """
@@ -90,7 +90,8 @@ SIMULATE = [
 
 _SEARCH_TIME = re.compile(r"(simulated [\d,]+) in [\d.]+ (m?s)")
 # Outputs that differ between two runs of main itself, and why: compared number by number to
-# 0.1% (or 0.011 in the last printed digit), the rest of the text exactly.  DeepSeek-V3's MoE
+# 0.5% (a memory margin of 344 MiB moves by 0.75 MiB) or 0.011 in the last printed digit, the
+# rest of the text exactly.  DeepSeek-V3's MoE
 # layers' saved bytes come out 3,142,991,872 or 3,143,254,016 for layers.4 from one process to
 # the next (the same operators each time; parsim.model.extract keys saved storages by their C
 # address, _storage_key), so its backward workspace is 8,047,591,424, 8,048,115,712 or
@@ -100,11 +101,11 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 def _close(a: str, b: str) -> bool:
-    """The same text but for numbers within 0.1% (or 0.011) of each other."""
+    """The same text but for numbers within 0.5% (or 0.011) of each other."""
     if _NUMBER.split(a) != _NUMBER.split(b):
         return False
     xs, ys = _NUMBER.findall(a), _NUMBER.findall(b)
-    return len(xs) == len(ys) and all(abs(float(x) - float(y)) <= max(1e-3 * abs(float(x)), 0.011)
+    return len(xs) == len(ys) and all(abs(float(x) - float(y)) <= max(5e-3 * abs(float(x)), 0.011)
                                       for x, y in zip(xs, ys))
 
 
@@ -193,14 +194,14 @@ def compare(base: str, new: str, quick: bool) -> int:
         a, b = open(a_path).read(), open(b_path).read()
         unstable = next((why for key, why in UNSTABLE.items() if name.startswith(key)), None)
         if a != b and unstable and _close(a, b):
-            close.append(f"{name}: within 0.1% ({unstable})")
+            close.append(f"{name}: within 0.5% ({unstable})")
         elif a != b:
             changed += 1
             sys.stdout.writelines(difflib.unified_diff(a.splitlines(True), b.splitlines(True), a_path, b_path, n=2))
     for line in close:
         print(line)
     print(f"{len(names) - changed - len(close)} of {len(names)} outputs identical"
-          + (f", {len(close)} within 0.1% where main itself varies" if close else "")
+          + (f", {len(close)} within 0.5% where main itself varies" if close else "")
           + (f", {changed} differ" if changed else ""))
     return 1 if changed else 0
 
