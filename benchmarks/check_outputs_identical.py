@@ -15,7 +15,8 @@ Runs, each in a fresh process as a user would:
 
 What differs run to run is removed before the comparison: the planner's ``search_time_s`` and the
 "in 0.37 s" of its text; outputs whose numbers differ between two runs of main itself (UNSTABLE,
-with the reason) are compared number by number to 0.5%.  ``compare`` prints a unified diff of each output that changed and exits
+with the reason) are compared number by number to 0.5%.  ``compare`` prints a unified diff of each
+output that changed and exits
 1 if any did (the outputs of both runs stay in BASE_DIR and BASE_DIR.new for a closer look).
 The outputs are not committed: write them under /tmp.
 """
@@ -96,7 +97,8 @@ _SEARCH_TIME = re.compile(r"(simulated [\d,]+) in [\d.]+ (m?s)")
 # the next (the same operators each time; parsim.model.extract keys saved storages by their C
 # address, _storage_key), so its backward workspace is 8,047,591,424, 8,048,115,712 or
 # 8,049,688,576 bytes a stage, PYTHONHASHSEED fixed or not.
-UNSTABLE = {"plan-deepseek_v3": "main's memory numbers for DeepSeek-V3 vary run to run (saved bytes by storage address)"}
+UNSTABLE = {"plan-deepseek_v3": "main's memory numbers for DeepSeek-V3 vary run to run "
+                                "(saved bytes by storage address)"}
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
@@ -167,7 +169,8 @@ def write_outputs(folder: str, quick: bool, workers: int, only: str = "") -> Non
         for name, argv in task:
             p = subprocess.run(argv, cwd=scratch, capture_output=True, text=True)
             kind = "json" if name.endswith(".json") else "txt"
-            text = _normalise(p.stdout, kind) + f"--- stderr ---\n{_normalise(p.stderr, 'txt')}--- exit {p.returncode}\n"
+            text = (_normalise(p.stdout, kind) + f"--- stderr ---\n{_normalise(p.stderr, 'txt')}"
+                    f"--- exit {p.returncode}\n")
             with open(os.path.join(folder, name), "w") as f:
                 f.write(text)
             print(f"  {name}", flush=True)

@@ -1,5 +1,6 @@
 """The planner: search data x tensor x pipeline parallel strategies and rank them by simulated
-throughput.
+throughput.  The search space and its constraints are parsim.search.enumerate's, the order of
+the search parsim.search.bound's, what the planner says about its pick parsim.search.explain's.
 
 Plans on fewer devices: a tp > 1 layout that splits no operator (parsim.shard.graph.
 replicates_every_operator: the searched layout may choose this where sharing the work costs more
@@ -11,8 +12,8 @@ a second search with Constraints.use_all_devices), and the explanation compares 
 
 Order: branch and bound, best bound first, in three steps of rising cost (parsim.search.bound):
 a candidate's split-free floor (and a memory floor: no split fits), then its memory-constrained
-split and that split's lower bound (parsim.search.split.Bounds.lower_bound_s: no schedule beats it), then the
-simulation, unless the split's peak memory without it (parsim.sim.memory.peak_floor_bytes: all
+split and that split's lower bound (parsim.search.split.Bounds.lower_bound_s: no schedule beats
+it), then the simulation, unless the split's peak memory without it (parsim.sim.memory.peak_floor_bytes: all
 the simulator charges but ZeRO's collective buffers) already exceeds the cap; the searched
 layout's graph is built only when its family comes up, by a floor of its unsharded graph over
 tp.  The search stops once the best bound left exceeds the k-th best simulated step time, so it
@@ -27,18 +28,18 @@ from dataclasses import dataclass, field, replace
 
 from parsim.cost.compute import ComputeModel
 from parsim.errors import DoesNotFitError, InfeasibleError
+from parsim.fmt import human_bytes, memory_margin
 from parsim.hardware.cluster import Cluster
 from parsim.model.recompute import Recompute
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
-from parsim.fmt import human_bytes, memory_margin
 from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import Constraints, check_usable, divisors, families, schedules, variants
 from parsim.search.explain import explanation, nothing_fits
 from parsim.sim import simulate
-from parsim.sim.simulate import paused_gc
 from parsim.sim.prices import Prices
+from parsim.sim.simulate import paused_gc
 
 __all__ = ["Candidate", "Constraints", "PlanResult", "plan"]
 
