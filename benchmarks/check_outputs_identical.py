@@ -16,8 +16,8 @@ Runs, each in a fresh process as a user would:
 What differs run to run is removed before the comparison: the planner's ``search_time_s`` and the
 "in 0.37 s" of its text; outputs whose numbers differ between two runs of main itself (UNSTABLE,
 with the reason) are compared number by number to 0.5%.  ``compare`` prints a unified diff of each
-output that changed and exits
-1 if any did (the outputs of both runs stay in BASE_DIR and BASE_DIR.new for a closer look).
+output that changed and exits 1 if any did (the outputs of both runs stay in BASE_DIR and
+BASE_DIR.new for a closer look).
 The outputs are not committed: write them under /tmp.
 """
 
