@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 import two_ranks        # benchmarks/two_ranks.py, beside this script
 from parsim.exec.runtime import configure_process
-from parsim.hardware.cluster import COLLECTIVE_FIT_OPS
+from parsim.hardware.collectives import COLLECTIVE_FIT_OPS
 from parsim.profile.comm import (FSDP_UNIT_BYTES, SIZES_BYTES, fsdp_excess_s, fsdp_host_fit,
                                  sharded_collective_times)
 

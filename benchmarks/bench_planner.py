@@ -1,14 +1,25 @@
 """Planner speed: whole searches (search_time_s: the search alone, after model extraction).
 
     python benchmarks/bench_planner.py            # the goals, then growth with layers and devices
-    python benchmarks/bench_planner.py --goals    # the goals alone
+    python benchmarks/bench_planner.py --goals    # the goals alone; results/bench_planner_goals.txt too
 
-Goals (issue 15): ResNet-50 on 1024 Ascend 910 (128 x 8) under 0.2 s; GPT-3 175B on 1024 A100s
-under 2 s; Llama-3 405B at 8192 tokens per sequence on 16,384 H100s under 5 s, on the multi-tier
-SuperPOD fabric (dgx-h100-superpod:2048x8, rail-optimised leaf/spine; needs the [hf] extra).
-ResNet-50 on 64 DGX A100 nodes is kept from the earlier goals (under 1 s).  Then how search
-time grows with layers and devices.
-Medians of 3 cold runs, each in a fresh process as `parsim plan` runs.
+The goals (issue 40), each in seconds and as a ratio to an 8-device ResNet-50 search (ImageNet,
+one Ascend 910 server) timed in the same run, so that a slower or faster machine shows as the
+reference moving and the ratios holding:
+
+- DeepSeek-V3 (examples/deepseek_v3.yaml) on 2,048 H100s, dgx-h100-superpod:256x8: under 5 s;
+- GPT-3 175B on 1,024 A100s, dgx-a100:128x8: under 2 s;
+- Llama 3 405B at 8,192 tokens a sequence on 16,384 H100s, dgx-h100-superpod:2048x8: under 3 s;
+- a shipped model on a cluster of 100,000 GPUs or more: Llama 3 405B on 131,072 H100s,
+  dgx-h100-superpod:16384x8 (a model uses a cluster whose devices factor into dp x pp x tp x cp:
+  Llama 3 405B's batch of 2,048 sequences and 126 cut units cannot fill 100,000 = 2^5 x 5^5
+  devices, 2^17 = 8 x 64 x 256 it can): under 10 s;
+- ResNet-50 on 1,024 Ascend 910s, ascend910:128x8: under 0.2 s.
+
+Medians of 3 cold runs, each in a fresh process as `parsim plan` runs (the search's own time,
+PlanResult.search_time_s).  Timings are the machine's: run it on a quiet one.  ResNet-50 on 64
+DGX A100 nodes is kept from the earlier goals (under 1 s).  Then how search time grows with
+layers and devices.
 """
 
 import json
@@ -41,7 +52,7 @@ def _one(model_path: str, cluster_spec: str) -> dict:
 
 def search(model_path: str, cluster_spec: str, repeats: int = 3):
     """Median search_time_s over ``repeats`` cold runs: each in a fresh interpreter, as `parsim plan`
-    runs, so that no memo (strategy searches, sharded graphs, kernel prices) carries over."""
+    runs (each with its own model extraction and pricing context, parsim.sim.prices)."""
     runs = []
     for _ in range(repeats):
         out = subprocess.run([sys.executable, __file__, "--one", model_path, cluster_spec], check=True,
@@ -58,23 +69,47 @@ def gpt_yaml(layers, batch=512):
     return f.name
 
 
+GOALS = [("DeepSeek-V3, 2,048 H100", "examples/deepseek_v3.yaml", "dgx-h100-superpod:256x8", 5.0),
+         ("GPT-3 175B, 1,024 A100", "examples/gpt3_175b.yaml", "dgx-a100:128x8", 2.0),
+         ("Llama 3 405B, 16,384 H100", "examples/llama3_405b.yaml", "dgx-h100-superpod:2048x8", 3.0),
+         ("Llama 3 405B, 131,072 H100", "examples/llama3_405b.yaml", "dgx-h100-superpod:16384x8", 10.0),
+         ("ResNet-50, 1,024 Ascend 910", "examples/resnet50_imagenet.yaml", "ascend910:128x8", 0.2),
+         ("ResNet-50, 64 DGX A100 nodes", "examples/resnet50_imagenet.yaml", "dgx-a100:64x8", 1.0)]
+REFERENCE = ("ResNet-50, 8 Ascend 910", "examples/resnet50_imagenet.yaml", "ascend910:1x8")
+
+
+def goals(repeats: int = 3) -> list[str]:
+    """One line per goal: seconds, the ratio to the reference search, the goal, met or by how much
+    not, and the pick; the reference first."""
+    label, spec, cluster = REFERENCE
+    ref, outcome = search(spec, cluster, repeats)
+    lines = [f"  {label:30s} {ref:7.3f} s   1.0x  (the reference)  {outcome}"]
+    print(lines[-1], flush=True)
+    for label, spec, cluster, goal in GOALS:
+        t, outcome = search(spec, cluster, repeats)
+        verdict = "met" if t < goal else f"NOT met, {t / goal:.1f}x the goal"
+        lines.append(f"  {label:30s} {t:7.3f} s {t / ref:6.1f}x  (goal < {goal:g} s: {verdict})  {outcome}")
+        print(lines[-1], flush=True)
+    return lines
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         print(json.dumps(_one(sys.argv[2], sys.argv[3])))
         sys.exit(0)
-    resnet = "examples/resnet50_imagenet.yaml"
-    gpt3 = "examples/gpt3_175b.yaml"
-    print("goals (cold: each search in a fresh process):")
-    for label, spec, cluster, goal in [("ResNet-50, 1024 Ascend 910", resnet, "ascend910:128x8", 0.2),
-                                       ("ResNet-50, 64 DGX A100 nodes", resnet, "dgx-a100:64x8", 1),
-                                       ("GPT-3 175B, 1024 A100", gpt3, "dgx-a100:128x8", 2),
-                                       ("Llama-3 405B, 16384 H100", "examples/llama3_405b.yaml",
-                                        "dgx-h100-superpod:2048x8", 5)]:
-        t, outcome = search(spec, cluster)
-        print(f"  {label:30s} {t:6.3f} s (goal < {goal} s)  {outcome}")
-        sys.stdout.flush()
+    print("goals (cold: each search in a fresh process; ratio to the reference search of this run):")
+    lines = goals()
     if sys.argv[1:2] == ["--goals"]:
+        import os
+        import platform
+        import time
+        from parsim.fileio import write_text
+        os.makedirs("results", exist_ok=True)
+        head = (f"python benchmarks/bench_planner.py --goals  ({time.strftime('%Y-%m-%d %H:%M')}, "
+                f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores)\n")
+        write_text("results/bench_planner_goals.txt", head + "\n".join(lines) + "\n")
         sys.exit(0)
+    resnet = "examples/resnet50_imagenet.yaml"
     print("growth with devices (ResNet-50 ImageNet, Ascend 910):")
     for nodes in (1, 8, 32, 128):
         t, outcome = search(resnet, f"ascend910:{nodes}x8")

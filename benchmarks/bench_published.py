@@ -36,7 +36,8 @@ import sys
 from parsim.fileio import write_text
 from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
 from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price
-from parsim.sim.band import LEVEL, RESIDUALS, Residual, residuals_yaml, row_kind, step_band
+from parsim.profile.published import row_kind
+from parsim.sim.band import LEVEL, RESIDUALS, Residual, residuals_yaml, step_band
 
 FIT = "results/published/fit.yaml"
 UNIT = {"samples_per_s": "img/s", "tflops_per_gpu": "TF/GPU", "tokens_per_s_per_gpu": "tok/s/GPU",

@@ -1,5 +1,5 @@
 """The planner's work on one goal, counted rather than timed (deterministic on any machine): the
-candidates it split and bounded (parsim.search.planner._candidate), the partitions it ran, the
+candidates it split and bounded (parsim.search.bound.candidate), the partitions it ran, the
 simulations, and its pick.  For comparing search spaces where no quiet machine is at hand; the
 speed goals themselves are bench_planner.py --goals.
 
@@ -9,7 +9,9 @@ speed goals themselves are bench_planner.py --goals.
 import sys
 from collections import Counter
 
-import parsim.search.planner as planner
+import parsim.search.bound as bound
+import parsim.search.split as split
+from parsim.search.planner import plan
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
@@ -17,7 +19,7 @@ from parsim.model.spec import load_model
 
 def counted(model_path: str, cluster_spec: str) -> dict:
     calls = Counter()
-    partition, candidate = planner.partition, planner._candidate
+    partition, candidate = split.partition, bound.candidate
 
     def counting(name, fn):
         def wrapped(*args, **kwargs):
@@ -25,12 +27,12 @@ def counted(model_path: str, cluster_spec: str) -> dict:
             return fn(*args, **kwargs)
         return wrapped
 
-    planner.partition, planner._candidate = counting("partitions", partition), counting("candidates", candidate)
+    split.partition, bound.candidate = counting("partitions", partition), counting("candidates", candidate)
     try:
         spec, cluster = load_model(model_path), load_cluster(cluster_spec)
-        r = planner.plan(spec, cluster, AnalyticalCompute.for_training(cluster.device, spec.training), progress=False)
+        r = plan(spec, cluster, AnalyticalCompute.for_training(cluster.device, spec.training), progress=False)
     finally:
-        planner.partition, planner._candidate = partition, candidate
+        split.partition, bound.candidate = partition, candidate
     c = r.chosen.config
     return {**calls, "considered": r.considered, "simulated": r.simulated,
             "pick": f"dp={c.dp} pp={c.pp} tp={c.tp} {c.tp_layout} m={c.microbatches} {c.schedule} v={c.chunks} "

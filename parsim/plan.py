@@ -16,7 +16,6 @@ prices and what the executor runs.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
@@ -113,10 +112,10 @@ class ParallelConfig:
         return [self.global_rank(replica, pipe_rank, tp_rank, c) for c in range(self.cp)]
 
     def grad_group(self, pipe_rank: int, tp_rank: int = 0) -> tuple[int, ...]:
-        """The dp x cp ranks a stage's gradients are averaged over (``grad_ranks``), listed once per
-        rank layout (_grad_ranks): the planner and the simulator ask for thousands of them per
-        candidate at scale."""
-        return _grad_ranks(self.dp, self.pp, self.tp, self.cp, self.placement, pipe_rank, tp_rank)
+        """The dp x cp ranks a stage's gradients are averaged over (``grad_ranks``).  They depend on
+        the rank layout alone, not on the split or the micro-batches: a run's pricing context lists
+        each once (parsim.sim.prices.Prices.group)."""
+        return tuple(self.global_rank(d, pipe_rank, tp_rank, c) for d in range(self.dp) for c in range(self.cp))
 
     @property
     def expert_dp(self) -> int:
@@ -154,14 +153,6 @@ class ParallelConfig:
     def describe_split(self, names: list[str]) -> str:
         return " | ".join(f"{names[a]}..{names[b - 1]}" if b - a > 1 else names[a]
                           for a, b in zip(self.bounds, self.bounds[1:]))
-
-
-@functools.lru_cache(maxsize=4096)
-def _grad_ranks(dp: int, pp: int, tp: int, cp: int, placement: str, pipe_rank: int, tp_rank: int) -> tuple[int, ...]:
-    """ParallelConfig.grad_group: it depends on the rank layout alone, not on the split or the
-    micro-batches."""
-    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=1, tp=tp, cp=cp, placement=placement)
-    return tuple(cfg.global_rank(d, pipe_rank, tp_rank, c) for d in range(dp) for c in range(cp))
 
 
 def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:

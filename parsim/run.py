@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
         configure_process(int(os.environ.get("OMP_NUM_THREADS", "1")))
         from parsim.exec.train import train
+        from parsim.report.measured import report_measurement
 
-        return train(options_from(args))
+        return train(options_from(args), report_measurement)     # the executor measures, the report reports
     except ParsimError as e:
         print(f"parsim: error: rank {rank}: {e}", file=sys.stderr)
         return e.exit_code

@@ -42,7 +42,7 @@ from parsim.search.noise import TOP, reranker
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.shard.graph import collective_counts
-from parsim.shard.prepare import auto_memory_bytes, per_device_graph
+from parsim.shard.prepare import auto_memory_bytes, check_shard_section, per_device_graph
 from parsim.validation_sets import is_set_file, load_plan_set
 from parsim.sim import simulate
 from parsim.sim.interval import profiled_intervals, replicate_models
@@ -333,7 +333,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     spread in the predictions (``predicted_spread``) instead of as error.  The set's plans (the
     planner's pick included) are chosen with pass 0's.  With ``results_root``, the evidence (the
     small files and the profiles) is copied under it too (``write_evidence``)."""
-    spec = load_model(model_path)
+    spec = check_shard_section(load_model(model_path))
     if callable(profiles):
         measure = profiles
     else:

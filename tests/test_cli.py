@@ -71,7 +71,7 @@ def test_infeasible_simulation_is_one_line(capsys):
 
 def test_plan_reports_its_margin_against_the_usable_memory_or_the_cap_given(capsys):
     from parsim.hardware import load_cluster
-    from parsim.report.fmt import human_bytes
+    from parsim.fmt import human_bytes
 
     usable = load_cluster("ascend910:1x8").device.usable_memory_bytes
     argv = ["plan", "examples/resnet50_cifar10_seeds_split.yaml", "--tp", "1", "--top", "2"]

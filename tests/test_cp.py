@@ -21,7 +21,7 @@ from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig, Plan
 from parsim.schedule.actions import Kind
 from parsim.search.planner import Constraints, plan
-from parsim.shard.prepare import per_device_graph
+from parsim.shard.prepare import ShardMemo, per_device_graph
 from parsim.sim import simulate
 
 GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s 128, vocabulary 2048
@@ -104,8 +104,9 @@ def test_grouped_query_attention_ring_carries_the_kv_heads():
 @pytest.mark.parametrize("cp", [2, 4])
 def test_a_cp_rank_holds_s_over_cp_tokens_of_every_layer(gpt, cp):
     g = gpt.graph
-    c = per_device_graph(g, cp=cp)
-    assert c.cp == cp and per_device_graph(g, cp=cp) is c                  # cached
+    memo = ShardMemo()
+    c = per_device_graph(g, cp=cp, memo=memo)
+    assert c.cp == cp and per_device_graph(g, cp=cp, memo=memo) is c        # kept in the run's memo
     assert c.input_bytes == g.input_bytes / cp
     for whole, part in zip(g.layers, c.layers):
         for f in ("fwd_flops", "bwd_flops", "fwd_mem_bytes", "bwd_mem_bytes", "output_bytes",
@@ -276,7 +277,7 @@ def test_world_and_bad_cp_are_refused(gpt, resnet):
 # ----------------------------------------------------------------------------- the planner
 
 def test_planner_searches_cp_for_long_sequences_with_attention_only(gpt, resnet, tmp_path):
-    from parsim.search.planner import CP_SEARCH_MIN_TOKENS
+    from parsim.search.enumerate import CP_SEARCH_MIN_TOKENS
 
     long = tmp_path / "long.yaml"          # a small GPT over 16,384 tokens: the shortest the search splits
     long.write_text(f"schema_version: 1\nmodel: gpt\nargs: {{layers: 2, hidden: 64, heads: 4, "

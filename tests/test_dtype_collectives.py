@@ -6,7 +6,8 @@ import pytest
 from parsim.cli import main
 from parsim.cost.comm import collective_time_s
 from parsim.hardware import load_cluster
-from parsim.hardware.cluster import REDUCED_DTYPES, DtypeCollectives, load_profile
+from parsim.hardware.cluster import load_profile
+from parsim.hardware.collectives import REDUCED_DTYPES, DtypeCollectives
 from parsim.model.graph import Layer, LayerGraph
 from parsim.model.spec import DTYPES, Training
 from parsim.plan import ParallelConfig
@@ -48,7 +49,7 @@ def test_a_profile_reads_its_dtypes_and_a_run_takes_its_own(cluster):
     bf16 = cluster.for_dtype("bf16")
     assert (bf16.profile.collectives.bandwidth_efficiency, bf16.profile.collectives.latency_s,
             bf16.profile.collectives.overlap) == pytest.approx(FITS["bf16"])
-    assert bf16.for_dtype("bf16") is bf16 and cluster.for_dtype("bf16") is bf16    # resolved once, one object
+    assert bf16.for_dtype("bf16") is bf16 and cluster.for_dtype("bf16") == bf16    # a resolved cluster resolves to itself
     assert cluster.for_dtype("fp32") is cluster and cluster.for_dtype("fp16") is cluster    # not listed: fp32's
     assert collective_time_s(bf16, [0, 1], 20e6) == pytest.approx(ring_s(20e6, "bf16"), rel=1e-12)
     assert collective_time_s(cluster, [0, 1], 20e6) == pytest.approx(ring_s(20e6, "fp32"), rel=1e-12)

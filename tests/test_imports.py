@@ -1,5 +1,7 @@
 """parsim's modules import one way: no module reaches itself through its imports, counting the
-imports inside functions (a lazy import still ties the two modules together)."""
+imports inside functions (a lazy import still ties the two modules together); and each package
+imports only the floors below its own (FLOORS), so that the house's layering is kept, not only its
+lack of cycles."""
 
 from __future__ import annotations
 
@@ -86,10 +88,78 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
+# The floors of the house, lowest first (../shared/STYLE.md, "The shape of parsim"): a package may
+# import its own modules and any package of a lower floor, never one of its own floor or above.
+# Packages on one floor do not import each other: model, hardware and schedule are the ground;
+# sim and exec both run a schedule, neither through the other; search drives the simulator;
+# report reads what search, sim and exec hand it, and they never import it.
+FLOORS = (
+    ("errors",),
+    ("inputs", "fileio", "fmt", "progress"),            # utilities: read inputs, write outputs, print numbers
+    ("model", "hardware", "schedule", "validation_sets"),  # the ground
+    ("cost", "plan"),
+    ("shard",),
+    ("sim", "exec"),
+    ("search",),
+    ("report", "export"),                             # export: adapters from a Plan to a framework's names
+    ("profile",),
+    ("validation", "run"),
+    ("cli",),
+)
+
+
+def package_of(module: str) -> str:
+    """parsim.sim.engine -> sim; parsim.cli -> cli; parsim -> parsim."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floor_violations(graph: dict[str, set[str]], floors) -> list[str]:
+    """Every import of a package on the same floor or above, as 'importer -> imported (floor a -> b)';
+    the top package (its __init__) may import anything, a package not on any floor is reported."""
+    floor_of = {p: k for k, names in enumerate(floors) for p in names}
+    out = []
+    for module, imported in sorted(graph.items()):
+        mine = package_of(module)
+        if mine == module.split(".")[0]:
+            continue
+        if mine not in floor_of:
+            out.append(f"{module}: package {mine} is on no floor")
+            continue
+        for target in sorted(imported):
+            theirs = package_of(target)
+            if theirs != mine and floor_of.get(theirs, len(floors)) >= floor_of[mine]:
+                out.append(f"{module} -> {target} (floor {floor_of[mine]} -> {floor_of.get(theirs, '?')})")
+    return out
+
+
+def test_each_package_imports_only_the_floors_below_it():
+    graph = import_graph(ROOT, "parsim")
+    assert {package_of(m) for m in graph} - {"parsim"} == {p for names in FLOORS for p in names}
+    bad = floor_violations(graph, FLOORS)
+    assert not bad, "imports across floors: " + "; ".join(bad)
+
+
+def test_a_floor_violation_is_found_and_named(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "low").mkdir(parents=True)
+    (pkg / "high").mkdir()
+    for f in ("__init__.py", "low/__init__.py", "high/__init__.py"):
+        (pkg / f).write_text("")
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")     # up a floor, lazily
+    (pkg / "high" / "b.py").write_text("from pkg.low import a\n")                    # down: fine
+    (pkg / "side.py").write_text("import pkg.low.a\n")                               # the same floor as low
+    graph = import_graph(tmp_path, "pkg")
+    assert floor_violations(graph, (("low", "side"), ("high",))) == \
+        ["pkg.low.a -> pkg.high.b (floor 0 -> 1)", "pkg.side -> pkg.low.a (floor 0 -> 0)"]
+    assert floor_violations(graph, (("low",), ("high",))) == \
+        ["pkg.low.a -> pkg.high.b (floor 0 -> 1)", "pkg.side: package side is on no floor"]
+
+
 def test_parsim_has_no_import_cycle():
     graph = import_graph(ROOT, "parsim")
     assert len(graph) > 50 and "parsim.cli" in graph
-    assert "parsim.exec.reference" in graph["parsim.exec.train"]       # a function-level import is seen
+    assert "parsim.exec.reference" in graph["parsim.exec.measure"]     # a function-level import is seen
     cycles = import_cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 

@@ -94,7 +94,7 @@ def test_a_bad_interaction_row_is_one_line(tmp_path, row, field):
 
 
 def test_the_table_round_trips_through_the_profile_yaml(tmp_path):
-    from parsim.hardware.cluster import collectives_flow
+    from parsim.hardware.collectives import collectives_flow
 
     cluster = load_cluster("local-cpu")
     colls = replace(cluster.profile.collectives, interaction=TABLE)

@@ -14,7 +14,7 @@ from parsim.model.graph import Layer, LayerGraph
 from parsim.model.spec import Training, load_model
 from parsim.plan import ParallelConfig
 from parsim.schedule.generators import build_schedule, check_feasible
-from parsim.search import planner
+from parsim.search import enumerate as space
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
 
@@ -87,7 +87,7 @@ def test_planner_considers_depths_beyond_four(tmp_path):
     c = Constraints(pp=2, dp=1, tp=1, microbatches=4, schedule="interleaved", zero=0, recompute=False, prune=False,
                     top=1000)
     result = plan(spec, cluster, compute, c, progress=False)
-    assert planner.INTERLEAVE_SEARCH_MAX == 8
+    assert space.INTERLEAVE_SEARCH_MAX == 8
     assert {x.config.chunks for x in result.ranked} == set(range(2, 9))
     told = plan(spec, cluster, compute, Constraints(**{**c.__dict__, "chunk_options": tuple(range(2, 20))}),
                 progress=False)

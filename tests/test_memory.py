@@ -20,7 +20,7 @@ from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.graph import Layer, LayerGraph
 from parsim.model.spec import load_model
 from parsim.model.zoo.resnet import Bottleneck
-from parsim.search import planner
+from parsim.search import split
 
 
 def _blocks() -> nn.Sequential:
@@ -87,7 +87,7 @@ def test_shared_input_is_the_previous_blocks_output():
 def test_planner_stage_memory_uses_the_same_saved_bytes():
     spec = load_model("examples/resnet50_cifar10.yaml")
     cluster = load_cluster("local-cpu")
-    bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
+    bnd = split.Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
     n = len(spec.graph)
     for A in range(n):
         for B in range(A + 1, n + 1):
@@ -166,7 +166,7 @@ def test_a_single_rank_step_peak_is_activations_plus_the_loss_backward():
     # predicted 1,721,856; before, two logits of pipeline buffers and the head's working set on top
     # of activations without the loss's: 2,770,432, 61% high.
     from parsim.exec.objective import loss_fn
-    from parsim.exec.train import _profiled_peak_bytes
+    from parsim.exec.measure import profiled_peak_bytes
     from parsim.plan import ParallelConfig
     from parsim.sim import simulate
 
@@ -174,7 +174,7 @@ def test_a_single_rank_step_peak_is_activations_plus_the_loss_backward():
     g, b = spec.graph, 2
     x, y = torch.randint(0, 4096, (b, 16)), torch.randint(0, 4096, (b, 16))
     loss_fn(model(x), y).backward()                  # .grad exists before the measured step, as in a run
-    measured = _profiled_peak_bytes(lambda: loss_fn(model(x), y).backward())
+    measured = profiled_peak_bytes(lambda: loss_fn(model(x), y).backward())
     est = simulate(g, spec.training, load_cluster("local-cpu:1x1"), ParallelConfig(1, 1, 1, "1f1b", 1, (0, len(g))))
     mem = est.ranks[0].memory
     assert mem.comm_buffers_bytes == 0
@@ -188,7 +188,7 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_n
     assert pipeline_buffer_bytes(1000.0, 2) == 2000.0
     spec = load_model(BIG_VOCAB)
     cluster = load_cluster("local-cpu")
-    bnd = planner._Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
+    bnd = split.Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
     n, b = len(spec.graph), 2
     static = spec.graph.param_count * 12                 # fp32 momentum: 4 + 4 + 4 bytes per parameter
     single = static + b * spec.graph.stage_saved_bytes(0, n)
@@ -223,7 +223,7 @@ def test_tensor_parallel_loss_holds_its_vocabulary_slice():
 
 
 def test_memory_breakdown_rows_sum_to_each_sides_total():
-    from parsim.exec.train import _static_bytes
+    from parsim.exec.measure import static_bytes
     from parsim.plan import ParallelConfig
     from parsim.report.validation import memory_breakdown, memory_table
     from parsim.sim import simulate
@@ -237,7 +237,7 @@ def test_memory_breakdown_rows_sum_to_each_sides_total():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     model(torch.randn(4, 8, 8, 8)).sum().backward()
     opt.step()
-    held = _static_bytes([model], [opt])
+    held = static_bytes([model], [opt])
     param_bytes = sum(p.numel() * 4 for p in model.parameters())
     assert held["params_bytes"] == held["grads_bytes"] == held["optimizer_bytes"] == param_bytes
     assert held["buffers_bytes"] == sum(b.untyped_storage().nbytes() for b in model.buffers())
@@ -315,7 +315,7 @@ def test_a_cuda_run_reports_reserved_against_allocated():
     peak, and the unused share, 1 - allocated / reserved, what a profile's fragmentation_fraction
     stands for.  On CPU (no caching allocator) both are null.  The CUDA branch of the run that
     feeds it (torch.cuda.max_memory_reserved after each step) is not exercised here: no GPU."""
-    from parsim.exec.train import reserved_against_allocated
+    from parsim.exec.measure import reserved_against_allocated
 
     out = reserved_against_allocated([60 * 2**30, 3 * 2**30], [80 * 2**30, 3 * 2**30])
     assert out == {"peak_memory_reserved_bytes": [80 * 2**30, 3 * 2**30], "allocator_fragmentation": [0.25, 0.0]}

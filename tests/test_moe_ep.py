@@ -243,13 +243,13 @@ def test_every_schedule_runs_moe_stages(tiny, schedule, chunks):
 
 def test_dense_search_has_ep_1_only(tiny):
     from parsim.model.spec import load_model
-    from parsim.search.planner import Constraints, _ep_options
+    from parsim.search.enumerate import Constraints, ep_values
 
-    assert _ep_options(load_model(DENSE), Constraints(), 8, 1, 1) == [1]
-    assert _ep_options(tiny, Constraints(), 8, 1, 1) == [1, 2, 4, 8]
-    assert _ep_options(tiny, Constraints(), 6, 1, 1) == [1, 2]
-    assert _ep_options(tiny, Constraints(), 8, 1, 2) == [1]          # tp > 1: no expert tensor parallelism
-    assert _ep_options(tiny, Constraints(ep=4), 8, 1, 1) == [4]
+    assert ep_values(load_model(DENSE), Constraints(), 8, 1, 1) == [1]
+    assert ep_values(tiny, Constraints(), 8, 1, 1) == [1, 2, 4, 8]
+    assert ep_values(tiny, Constraints(), 6, 1, 1) == [1, 2]
+    assert ep_values(tiny, Constraints(), 8, 1, 2) == [1]          # tp > 1: no expert tensor parallelism
+    assert ep_values(tiny, Constraints(ep=4), 8, 1, 1) == [4]
 
 
 def test_planner_picks_ep_where_memory_asks_for_it(tiny):

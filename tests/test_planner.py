@@ -13,8 +13,11 @@ from parsim.errors import DoesNotFitError
 from parsim.hardware import load_cluster
 from parsim.model.recompute import Recompute
 from parsim.model.spec import load_model
-from parsim.report.fmt import human_bytes
-from parsim.search import planner
+from parsim.fmt import human_bytes
+from parsim.plan import ParallelConfig
+from parsim.search import bound, split
+from parsim.search.enumerate import divisors, schedules, variants
+from parsim.search.resolve import boundary_links
 from parsim.search.bound import floor_s
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
@@ -42,22 +45,22 @@ def tiny_gpt(tmp_path_factory):
 def _check_lower_bound(spec, cluster, compute, variants) -> int:
     checked = 0
     for tp, layout, recompute, cp, graph in variants:
-        bnd = planner._Bounds(spec, graph, cluster, compute)
-        for pp in planner.divisors(cluster.world_size // (tp * cp)):
+        bnd = split.Bounds(spec, graph, cluster, compute)
+        for pp in divisors(cluster.world_size // (tp * cp)):
             dp = cluster.world_size // (tp * cp) // pp
             if spec.training.global_batch_size % dp or pp > len(graph):
                 continue
-            for m in planner.divisors(spec.training.global_batch_size // dp):
+            for m in divisors(spec.training.global_batch_size // dp):
                 b = spec.training.global_batch_size // dp // m
                 if b < graph.min_microbatch:
                     continue
-                for schedule, v in planner._schedules(pp, m, len(graph), Constraints()):
+                for schedule, v in schedules(pp, m, len(graph), Constraints()):
                     for placement in ("pp-inner", "dp-inner"):
-                        cfg = planner.ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute,
+                        cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute,
                                                      cp=cp)
-                        links = planner.boundary_links(cluster, cfg)
+                        links = boundary_links(cluster, cfg)
                         bounds = bnd.split(schedule, m, pp, v, b, cfg.grad_ranks, links, float("inf"))
-                        cfg = planner.replace(cfg, bounds=bounds)
+                        cfg = replace(cfg, bounds=bounds)
                         est = simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False)
                         lb = bnd.lower_bound_s(cfg, b)
                         assert lb <= est.step_time_s * (1 + 1e-9), cfg
@@ -68,9 +71,9 @@ def _check_lower_bound(spec, cluster, compute, variants) -> int:
 
 
 def test_divisors_rising_and_in_square_root_steps():
-    assert all(planner.divisors(n) == [d for d in range(1, n + 1) if n % d == 0] for n in range(1, 2000))
-    assert planner.divisors(2**40) == [2**k for k in range(41)]      # 2^20 steps, not 2^40
-    assert planner.divisors(999_999_000_001) == [1, 999_999_000_001]  # a prime near 10^12
+    assert all(divisors(n) == [d for d in range(1, n + 1) if n % d == 0] for n in range(1, 2000))
+    assert divisors(2**40) == [2**k for k in range(41)]      # 2^20 steps, not 2^40
+    assert divisors(999_999_000_001) == [1, 999_999_000_001]  # a prime near 10^12
 
 
 @pytest.mark.parametrize("cluster_spec", ["ascend910:1x8", "dgx-a100:2x8", "local-cpu"])
@@ -82,11 +85,11 @@ def test_lower_bound_never_exceeds_the_simulated_step(cifar, cluster_spec):
 
 def test_lower_bound_holds_with_tensor_parallelism_and_recomputation(tiny_gpt):
     cluster = load_cluster("dgx-a100:1x8")
-    variants = planner._variants(tiny_gpt, cluster, Constraints())
+    settings = variants(tiny_gpt, cluster, Constraints())
     none, sel, full = Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL
-    assert {(tp, layout, rc) for tp, layout, rc, _, _ in variants} >= {(1, "", none), (2, "megatron", full),
+    assert {(tp, layout, rc) for tp, layout, rc, _, _ in settings} >= {(1, "", none), (2, "megatron", full),
                                                                     (2, "megatron", sel), (8, "megatron-sp", none)}
-    assert _check_lower_bound(tiny_gpt, cluster, _compute(cluster, tiny_gpt), variants) > 100
+    assert _check_lower_bound(tiny_gpt, cluster, _compute(cluster, tiny_gpt), settings) > 100
 
 
 def test_pruned_search_equals_exhaustive(cifar):
@@ -99,7 +102,7 @@ def test_pruned_search_equals_exhaustive(cifar):
 
 def test_searching_auto_layouts_ahead_changes_no_answer(tiny_gpt, monkeypatch):
     """The planner searches the auto layout at the sizes likely to come up next in one pass
-    (planner.SEARCH_AHEAD, auto.search_sizes); the ranking is the one it finds searching each
+    (parsim.search.bound.SEARCH_AHEAD, auto.search_sizes); the ranking is the one it finds searching each
     size as it comes up, and more than one size was searched at once."""
     from parsim.shard import auto, prepare
     cluster = load_cluster("dgx-a100:1x8")
@@ -108,14 +111,12 @@ def test_searching_auto_layouts_ahead_changes_no_answer(tiny_gpt, monkeypatch):
                         lambda *a, **k: (batches.append(len(set(a[5]))), auto.search_sizes(*a, **k))[1])
 
     def ranked():
-        auto._SEARCHED.clear()
-        auto._COST_GRAPHS.clear()
         r = plan(tiny_gpt, cluster, _compute(cluster, tiny_gpt), Constraints(top=8, tp_layout="auto"), progress=False)
         return [(c.key(), c.estimate.step_time_s, c.peak_memory_bytes) for c in r.ranked]
 
     ahead = ranked()
     assert max(batches) >= 2
-    monkeypatch.setattr(planner, "search_auto_sizes", lambda *a, **k: None)
+    monkeypatch.setattr(bound, "search_auto_sizes", lambda *a, **k: None)
     assert ranked() == ahead
 
 
@@ -272,12 +273,12 @@ def test_recomputation_is_tried_when_the_simulated_peak_misses_the_cap(tiny_gpt)
     cluster = load_cluster("dgx-a100:1x2")
     compute = _compute(cluster, tiny_gpt)
     only = dict(tp=1, cp=1, pp=2, microbatches=4, schedule="1f1b")
-    (_, _, _, _, graph), = [v for v in planner._variants(tiny_gpt, cluster, Constraints(**only)) if not v[2]]
-    bnd = planner._Bounds(tiny_gpt, graph, cluster, compute)
+    (_, _, _, _, graph), = [v for v in variants(tiny_gpt, cluster, Constraints(**only)) if not v[2]]
+    bnd = split.Bounds(tiny_gpt, graph, cluster, compute)
     bounds = bnd.split("1f1b", 4, 2, 1, 4, 1, ("group",), float("inf"))
     mem = bnd.memory_fn("1f1b", 4, 2, 1, 4, 1)
     closed = max(float(mem(j, bounds[j], bounds[j + 1])) for j in range(2))
-    cfg = planner.ParallelConfig(1, 2, 4, "1f1b", 1, bounds)
+    cfg = ParallelConfig(1, 2, 4, "1f1b", 1, bounds)
     simulated = max(simulate(graph, tiny_gpt.training, cluster, cfg, compute, keep_timeline=False).peak_memory_bytes)
     assert closed < simulated
     cap = int((closed + simulated) / 2)
@@ -390,25 +391,3 @@ def test_tensor_parallel_candidates_use_their_own_compute_model(tiny_gpt):
     picked = plan(tiny_gpt, cluster, base, Constraints(top=1), progress=False,
                   tp_compute={(2, "megatron"): Free()}).chosen.config
     assert (picked.tp, picked.tp_layout) == (2, "megatron") != (without.tp, without.tp_layout)
-
-
-def test_plan_leaves_the_collectors_frozen_objects_as_it_found_them(cifar):
-    """plan() freezes what existed before it out of the cyclic collector while it searches
-    (planner._older_objects_frozen) and unfreezes it after, also when the search raises; a heap
-    frozen before it stays frozen."""
-    import gc
-
-    cluster = load_cluster("ascend910:1x8")
-    assert gc.get_freeze_count() == 0
-    plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=2, pp=2), progress=False)
-    assert gc.get_freeze_count() == 0
-    with pytest.raises(DoesNotFitError):
-        plan(cifar, cluster, _compute(cluster, cifar), Constraints(max_memory_bytes=1), progress=False)
-    assert gc.get_freeze_count() == 0
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        plan(cifar, cluster, _compute(cluster, cifar), Constraints(top=2, pp=2), progress=False)
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()

@@ -359,7 +359,7 @@ def test_tensor_parallel_profile_times_the_shards_with_their_collectives(tmp_pat
 def test_the_collective_section_round_trips_every_field(tmp_path):
     """collectives_flow, which profile-comm and calibrate both write, holds every field
     load_profile reads back: nothing measured is dropped when a profile is calibrated."""
-    from parsim.hardware.cluster import Collectives, DtypeCollectives, collectives_flow
+    from parsim.hardware.collectives import Collectives, DtypeCollectives, collectives_flow
     coll = Collectives(library="gloo", bandwidth_efficiency=0.5, latency_s=1e-4, overlap=0.08, busy_sender_delay_s=4e-3,
                        op_fits=(("all_gather", 2e-4, 0.25), ("reduce_scatter", 0.0, 0.125)),
                        fsdp_gather_overhead_s=1.5e-3, fsdp_reduce_scatter_overhead_s=2e-3,

@@ -8,7 +8,7 @@ import sys
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
-from parsim.report.progress import print_above, progress_bar
+from parsim.progress import print_above, progress_bar
 from parsim.search.planner import Constraints, plan
 
 

@@ -29,7 +29,7 @@ from parsim.errors import DoesNotFitError, InputError
 from parsim.plan import CP_MODES
 from parsim.profile.published import (_thaw, figure_cluster, figure_spec, load_all_figures, load_figures, price,
                                       shipped_profile)
-from parsim.report.fmt import human_bytes
+from parsim.fmt import human_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.search.resolve import resolve_config
 from parsim.sim import simulate

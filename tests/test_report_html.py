@@ -19,7 +19,7 @@ from parsim.cli import main
 from parsim.hardware.machine import Machine
 from parsim.plan import ParallelConfig
 from parsim.report import validation as vreport
-from parsim.report.fmt import human_bytes, human_time
+from parsim.fmt import human_bytes, human_time
 from parsim.report.html import validation_section
 
 MODEL = "examples/resnet50_cifar10_seeds_split.yaml"       # the quick start's model

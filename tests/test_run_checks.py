@@ -11,7 +11,8 @@ import pytest
 from parsim.cli import main
 from parsim.errors import InputError
 from parsim.exec import launch as launch_module
-from parsim.exec.train import RunOptions, check_run, predicted_against_measured, run_warnings
+from parsim.exec.measure import predicted_against_measured
+from parsim.exec.train import RunOptions, check_run, run_warnings
 from parsim.plan import load_plan
 from parsim.report.cli_text import run_summary_lines
 

@@ -11,8 +11,8 @@ import pytest
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
-from parsim.search import planner
-from parsim.search.bound import memory_floor_bytes
+from parsim.search import bound, split
+from parsim.search.split import memory_floor_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.shard.auto import cost_graph
 from parsim.shard.search import search
@@ -31,7 +31,7 @@ def seeds_split():
 def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split(seeds_split):
     spec = seeds_split
     cluster = load_cluster("ascend910:1x8")
-    bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
+    bnd = split.Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
     L = len(spec.graph)
     checked = 0
     for schedule, m, pp, v, b, dp, zero in [("1f1b", 8, 4, 1, 4, 2, 0), ("gpipe", 4, 2, 1, 16, 1, 0),
@@ -181,9 +181,9 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
     t = spec.training
     layers = 0
     for tp, b, recompute in itertools.product((2, 4), (1, 4, 16), (False, True)):
-        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", recompute), cluster, compute).phase_times(b)
+        whole = split.Bounds(spec, per_device_graph(spec.graph, 1, "", recompute), cluster, compute).phase_times(b)
         graph = per_device_graph(spec.graph, tp, "auto", recompute, None, cluster, t, b, auto_memory_bytes(cluster, 1))
-        sharded = planner._Bounds(spec, graph, cluster, compute).phase_times(b)
+        sharded = split.Bounds(spec, graph, cluster, compute).phase_times(b)
         for w, s in zip(whole, sharded):
             assert np.all(np.diff(s) >= np.diff(w) / tp * (1 - 1e-12))
             layers += len(s) - 1
@@ -198,12 +198,12 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
         if tp == 1:
             continue
         b = t.global_batch_size // (c.dp * c.microbatches)
-        whole = planner._Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
+        whole = split.Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
         floor = searched_floor_s(whole.phase_times(b), tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
         assert floor <= cand.estimate.step_time_s, c
         graph = per_device_graph(spec.graph, tp, "auto", c.recompute, None, cluster, t, b,
                                  auto_memory_bytes(cluster, c.pp))
-        own = floor_s(*planner._Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
+        own = floor_s(*split.Bounds(spec, graph, cluster, compute).phase_times(b), c.microbatches, c.pp, c.chunks,
                       c.schedule == "zbh1")
         assert floor <= own * (1 + 1e-9), c
         checked += 1
@@ -253,7 +253,7 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
         graph = per_device_graph(spec.graph, c.tp, c.tp_layout, c.recompute, spec.shard, cluster, t, b,
                                  auto_memory_bytes(cluster, c.pp), cp=c.cp)
         bnd = bounds_of.setdefault((id(graph), c.tp_comm_overlap),          # its layers' times with the overlap
-                                   planner._Bounds(spec, graph, cluster, compute, c.tp_comm_overlap))
+                                   split.Bounds(spec, graph, cluster, compute, c.tp_comm_overlap))
         lb = bnd.lower_bound_s(c, b)
         assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
         assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
@@ -312,7 +312,7 @@ def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(
 
     spec = seeds_split
     cluster = load_cluster("ascend910:1x8")
-    bnd = planner._Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
+    bnd = split.Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
     L = len(spec.graph)
     A, B, _ = _grid(L)
     checked = 0
@@ -333,13 +333,13 @@ def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(
 
 def _recorded_simulations(monkeypatch) -> list:
     """(graph, config, estimate) of each candidate plan() simulates from now on."""
-    seen, real = [], planner.simulate
+    seen, real = [], bound.simulate
 
     def record(graph, training, cluster, cfg, compute=None, **kw):
         est = real(graph, training, cluster, cfg, compute, **kw)
         seen.append((graph, cfg, est))
         return est
-    monkeypatch.setattr(planner, "simulate", record)
+    monkeypatch.setattr(bound, "simulate", record)
     return seen
 
 
@@ -354,7 +354,7 @@ def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypa
     without ZeRO's collective buffers (ZeRO 0-1 under NCCL), never above it with them."""
     from parsim.model.recompute import recompute_mode
     from parsim.sim.memory import peak_floor_bytes
-    from parsim.sim.simulate import built_schedule
+    from parsim.schedule import build_schedule
 
     spec = load_model("examples/gpt_small_local.yaml")
     cluster = load_cluster("dgx-a100:2x8")
@@ -364,7 +364,7 @@ def test_peak_floor_is_the_simulated_peak_less_zeros_collective_buffers(monkeypa
     kinds, over, below = set(), 0, 0
     for graph, cfg, est in seen:
         floor = peak_floor_bytes(graph, spec.training, cfg,
-                                 built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks))
+                                 build_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks))
         peak = max(est.peak_memory_bytes)
         if cfg.zero <= 1:
             assert floor == peak, cfg

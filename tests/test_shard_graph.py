@@ -16,7 +16,8 @@ from parsim.model.spec import Training, load_model
 from parsim.model.zoo.gpt import gpt
 from parsim.plan import ParallelConfig
 from parsim.shard.builtin import megatron
-from parsim.shard.graph import reshape_layout, shard_graph
+from parsim.shard.graph import shard_graph
+from parsim.shard.ops import reshape_layout
 from parsim.shard.prepare import per_device_graph
 from parsim.shard.layout import Layout
 from parsim.sim import simulate
@@ -226,26 +227,23 @@ def test_edges_scaled_by_signature_equal_edges_worked_out(monkeypatch):
     partials) signature out once and scales its steps' bytes by the tensor's elements; every
     edge of the auto layout's cost graphs of ResNet-50 and GPT-3 (tp 2, 4, 8) equals
     redistribute.edge worked out for its own shape, and signatures repeat (else nothing is saved)."""
-    from parsim.shard import auto, graph as sg
+    from parsim.shard import auto, ops as sg
     from parsim.shard.redistribute import edge
     checked = []
 
-    def compare(src, dst, dst_grad, eb):
-        got = scaled(src, dst, dst_grad, eb)
+    def compare(src, dst, dst_grad, eb, memo):
+        got = scaled(src, dst, dst_grad, eb, memo)
         assert tuple(map(list, got)) == tuple(map(list, edge(src, dst, dst_grad, eb))), (src, dst, dst_grad)
         checked.append(src.shape)
         return got
 
     scaled = sg._edge_by_signature
     monkeypatch.setattr(sg, "_edge_by_signature", compare)
-    monkeypatch.setattr(sg, "_SIGNATURES", {})
-    sg.edge_steps.cache_clear()
-    auto._edge_steps.cache_clear()
+    memo = auto.StrategySearches()
     for path, ts in (("examples/resnet50_imagenet.yaml", (2, 4, 8)), ("examples/gpt3_175b.yaml", (2, 8))):
         spec = load_model(path)
         cluster = load_cluster("dgx-a100:1x8").for_dtype(spec.training.dtype)
         for t in ts:
-            auto.cost_graph(spec.graph, t, cluster, spec.training.dtype, spec.training.optimizer, 1)
-    assert len(checked) > 1000 and len(sg._SIGNATURES) < len(checked) / 3
-    sg.edge_steps.cache_clear()
-    auto._edge_steps.cache_clear()
+            auto.cost_graph(spec.graph, t, cluster, spec.training.dtype, spec.training.optimizer, 1, memo=memo)
+    signatures = [key for key in memo.edges if key[0] == "signature"]
+    assert len(checked) > 1000 and len(signatures) < len(checked) / 3

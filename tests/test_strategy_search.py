@@ -11,7 +11,7 @@ from parsim.model.attention import FUSED_OP
 from parsim.model.spec import load_model
 from parsim.shard.auto import auto_strategies, candidates
 from parsim.shard.graph import shard_graph
-from parsim.shard.prepare import per_device_graph
+from parsim.shard.prepare import ShardMemo, per_device_graph
 from parsim.shard.search import CostGraph, Point, exhaustive, pareto, search
 
 
@@ -120,10 +120,10 @@ def test_searching_several_sizes_at_once_gives_each_its_own_answer(path, cluster
     with pytest.raises(ValueError, match="differ in shape"):
         fastest_many([graphs[0], auto.cost_graph(g, 2 * t, load_cluster("dgx-a100:1x8"), tr.dtype, tr.optimizer, 1)[0]])
 
-    auto.search_sizes(g, t, cl, tr.dtype, tr.optimizer, sizes)
-    batched = [auto.auto_strategies(g, t, cl, tr.dtype, tr.optimizer, size) for size in sizes]
-    auto._SEARCHED.clear()
-    auto._COST_GRAPHS.clear()
+    memo = auto.StrategySearches()
+    auto.search_sizes(g, t, cl, tr.dtype, tr.optimizer, sizes, memo=memo)
+    assert len(memo.searched) == len(sizes)
+    batched = [auto.auto_strategies(g, t, cl, tr.dtype, tr.optimizer, size, memo=memo) for size in sizes]
     assert batched == [auto.auto_strategies(g, t, cl, tr.dtype, tr.optimizer, size) for size in sizes]
 
 
@@ -164,9 +164,10 @@ def test_auto_layout_follows_the_microbatch_size_and_the_memory_cap(tmp_path):
                     "training: {global_batch_size: 16, dtype: fp16, optimizer: adam}\n")
     spec = load_model(path)
     g, cluster, training = spec.graph, load_cluster("local-cpu"), spec.training
+    memo = ShardMemo()                 # one run's: the same settings give the same graph
 
     def per_device(microbatch, memory_bytes=None):
-        return per_device_graph(g, 2, "auto", False, None, cluster, training, microbatch, memory_bytes)
+        return per_device_graph(g, 2, "auto", False, None, cluster, training, microbatch, memory_bytes, memo=memo)
     one, many = per_device(1), per_device(256)
     assert one.fwd_flops == pytest.approx(g.fwd_flops) and one.param_count == g.param_count   # replicated
     assert many.fwd_flops < 0.75 * g.fwd_flops

@@ -31,7 +31,7 @@ def _worker(rank, port, results):
     from parsim.exec.objective import loss_fn
     from parsim.exec.runtime import exit_without_teardown
     from parsim.exec.tensor_parallel import CollectiveCounter
-    from parsim.exec.train import _profiled_peak_bytes
+    from parsim.exec.measure import profiled_peak_bytes
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -53,7 +53,7 @@ def _worker(rank, port, results):
                                fwd.counts, bwd.counts)
     mine = torch.randn(MEMORY_ROWS, MEMORY_VOCAB // 2, requires_grad=True)
     loss = loss_fn(mine, torch.randint(0, MEMORY_VOCAB, (MEMORY_ROWS,)), group)
-    found[("backward_peak_bytes", rank)] = _profiled_peak_bytes(loss.backward)
+    found[("backward_peak_bytes", rank)] = profiled_peak_bytes(loss.backward)
     results.update(found)
     dist.destroy_process_group()
     exit_without_teardown(0)

@@ -15,7 +15,9 @@ from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
 from parsim.model.spec import Training, load_model
 from parsim.plan import ParallelConfig
-from parsim.search import planner
+from parsim.search import split
+from parsim.search.enumerate import schedules
+from parsim.search.resolve import boundary_links
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
 
@@ -172,17 +174,17 @@ def test_planner_searches_zero_and_its_pruning_stays_exact():
 def test_lower_bound_holds_under_every_zero_stage():
     spec = load_model("examples/resnet50_cifar10_seeds_split.yaml")
     compute = AnalyticalCompute.for_training(A100.device, spec.training)
-    bnd = planner._Bounds(spec, spec.graph, A100, compute)
+    bnd = split.Bounds(spec, spec.graph, A100, compute)
     checked = 0
     for dp, pp in ((8, 1), (4, 2), (2, 4)):
         for m in (1, 2, 4):
             b = spec.training.global_batch_size // dp // m
-            for schedule, _ in planner._schedules(pp, m, len(spec.graph), Constraints(chunk_options=())):
+            for schedule, _ in schedules(pp, m, len(spec.graph), Constraints(chunk_options=())):
                 for zero in (1, 2, 3):
                     if (zero == 3 and schedule == "zbh1") or (zero >= 2 and pp > 1):
                         continue
                     cfg = ParallelConfig(dp, pp, m, schedule, zero=zero)
-                    links = planner.boundary_links(A100, cfg)
+                    links = boundary_links(A100, cfg)
                     cfg = replace(cfg, bounds=bnd.split(schedule, m, pp, 1, b, dp, links, float("inf"), zero=zero))
                     est = simulate(spec.graph, spec.training, A100, cfg, compute, keep_timeline=False)
                     assert bnd.lower_bound_s(cfg, b) <= est.step_time_s * (1 + 1e-9), cfg
@@ -320,7 +322,7 @@ def test_zero1_on_gloo_holds_every_buckets_copy_after_the_backward(library):
 @pytest.mark.parametrize("path", ["examples/resnet50_cifar10_local.yaml", "examples/gpt_small_local.yaml"])
 @pytest.mark.parametrize("zero", [2, 3])
 def test_planners_closed_form_takes_fsdps_gradients_by_the_simulators_rule(path, zero):
-    """The planner's closed-form stage memory (planner._StageMemory) adds for ZeRO-2 and -3 what
+    """The planner's closed-form stage memory (split.StageMemory) adds for ZeRO-2 and -3 what
     the FSDP units' unsharded gradients add to the simulated backward peak, byte for byte (one
     rule: cost.memory.fsdp_held_grad_bytes), and stays below the simulated peak."""
     import numpy as np
@@ -331,7 +333,7 @@ def test_planners_closed_form_takes_fsdps_gradients_by_the_simulators_rule(path,
     runs = {z: simulate(g, spec.training, cluster, ParallelConfig(dp=dp, pp=1, microbatches=m, bounds=(0, L), zero=z),
                         compute) for z in (0, zero)}
     added = runs[zero].ranks[0].memory.comm_buffers_bytes - runs[0].ranks[0].memory.comm_buffers_bytes
-    bnd = planner._Bounds(spec, g, cluster, compute)
+    bnd = split.Bounds(spec, g, cluster, compute)
     assert added > 0 and bnd.fsdp_grad_bytes(b) == pytest.approx(added, rel=1e-12)
     closed = float(bnd.memory_fn("1f1b", m, 1, 1, b, dp, zero)(0, np.array([0]), np.array([L]))[0])
     assert closed <= runs[zero].ranks[0].memory.total_bytes

@@ -2,7 +2,7 @@
 
 Registered under `hooks:` in mkdocs.yml. At every build it walks `parsim.cli.build_parser()` and
 writes each subcommand's usage and options as markdown, so the page cannot drift from the code:
-a flag added to cli.py appears in the next build. `python docs/hooks/cli_reference.py` prints
+a flag added to parsim/cli appears in the next build. `python docs/hooks/cli_reference.py` prints
 the page.
 """
 

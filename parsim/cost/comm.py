@@ -29,7 +29,6 @@ for it (Cluster.for_dtype; gloo's bf16 all-reduce is slower per byte than its fp
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 from parsim.cost import hccl
 from parsim.errors import InputError
@@ -96,40 +95,20 @@ DDP_BUCKET_BYTES = 25 * 2**20   # torch DDP's default bucket_cap_mb = 25
 DDP_FIRST_BUCKET_BYTES = 2**20
 
 
-def group_link_class(cluster: Cluster, ranks: list[int]) -> str:
+def group_link_class(cluster: Cluster, ranks) -> str:
     """The farthest link class between any two members (what a ring over them must cross)."""
-    return _group_shape(cluster, tuple(ranks))[0]
+    return cluster.span_class(ranks)
 
 
-@lru_cache(maxsize=4096)
-def _group_shape(cluster: Cluster, ranks: tuple[int, ...]) -> tuple[str, int, int, str]:
+def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str]:
     """(farthest link class, nodes spanned, most ranks on one node, link class inside a node).
-    Cached: the planner prices the same groups for every candidate and bucket."""
+    The planner prices the same groups for every candidate and bucket: its pricing context keeps
+    them (parsim.sim.prices.Prices.shape)."""
     nodes: dict[int, list[int]] = {}
     for r in ranks:
         nodes.setdefault(cluster.node_of(r), []).append(r)
     first = next(iter(nodes.values()))
     return cluster.span_class(ranks), len(nodes), max(len(v) for v in nodes.values()), cluster.span_class(first)
-
-
-_SHAPES_BY_IDENTITY: dict[tuple[int, int], tuple] = {}
-
-
-def _shape_of(cluster: Cluster, ranks) -> tuple[str, int, int, str]:
-    """_group_shape, looked up by the identity of a tuple of ranks (ParallelConfig.grad_group's
-    are listed once and asked for thousands of times per planner run: hashing 1,024 ranks and the
-    cluster took 5 of the 12 us of pricing one all-reduce).  Each entry holds the objects its ids
-    name, so an id is never reused while its entry lives; lists, which may change, go by value."""
-    key = (id(cluster), id(ranks))
-    hit = _SHAPES_BY_IDENTITY.get(key)
-    if hit is not None and hit[0] is cluster and hit[1] is ranks:
-        return hit[2]
-    shape = _group_shape(cluster, tuple(ranks))
-    if type(ranks) is tuple:
-        if len(_SHAPES_BY_IDENTITY) > 4096:
-            _SHAPES_BY_IDENTITY.clear()
-        _SHAPES_BY_IDENTITY[key] = (cluster, ranks, shape)
-    return shape
 
 
 def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
@@ -181,12 +160,12 @@ def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str) 
 
 
 def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str = "all_reduce",
-                      algorithm: str = "auto") -> float:
+                      algorithm: str = "auto", shape: tuple | None = None) -> float:
     """All-reduce under ``algorithm`` (``auto``: the fastest the cluster's library implements);
     all-gather and reduce-scatter as rings whatever the algorithm: at the alpha and efficiency
     profile-comm measured for the op (Collectives.op_fit) where it did, else at the all-reduce's,
     and a reduce-scatter on a library that runs it as an all-reduce (REDUCE_SCATTER_BY_ALL_REDUCE)
-    as that all-reduce."""
+    as that all-reduce.  ``shape``: group_shape(cluster, ranks), where the caller keeps it."""
     n = len(ranks)
     algorithms = library_algorithms(cluster, algorithm)
     if n <= 1 or nbytes <= 0:
@@ -194,7 +173,7 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
     coll = cluster.profile.collectives
     if op == "reduce_scatter" and coll.op_fit(op) is None and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
         op = "all_reduce"
-    worst, n_nodes, k, inner_class = _shape_of(cluster, ranks)
+    worst, n_nodes, k, inner_class = shape or group_shape(cluster, ranks)
     if op != "all_reduce":
         return _sharded(cluster, n, nbytes, worst, op)
     best = math.inf

@@ -51,24 +51,10 @@ def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_r
     return collective_time_s(cluster, ranks, nbytes, op)
 
 
-_MEMO: dict[tuple, tuple] = {}
-
-
 def tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int = 0) -> float:
     """The layer's tensor-parallel steps of ``phase`` ("F", "B", "loss" per micro-batch; "grad" per step).
-    Memoized: the planner asks for the same layers at the same sizes thousands of times."""
-    key = (id(layer.tp_comm), phase, microbatch, id(cluster), first_rank)
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0] is layer.tp_comm and hit[1] is cluster:
-        return hit[2]
-    if len(_MEMO) > 100_000:
-        _MEMO.clear()
-    value = _tp_comm_time_s(layer, phase, microbatch, cluster, first_rank)
-    _MEMO[key] = (layer.tp_comm, cluster, value)          # holding both keeps their ids their own
-    return value
-
-
-def _tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int) -> float:
+    The planner asks for the same layers at the same sizes thousands of times: its pricing context
+    keeps each layer's whole time (parsim.sim.prices.Prices.layer_times)."""
     scale = 1 if phase == "grad" else microbatch
     total = 0.0
     for ph, step, matrix in layer.tp_comm:
@@ -97,16 +83,21 @@ def recompute_time_s(compute: ComputeModel, layer: Layer, microbatch: int) -> fl
 
 
 def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
-                 first_rank: int = 0) -> float:
-    """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring)."""
+                 first_rank: int = 0, tp_comm_s=None) -> float:
+    """Phase ``kind`` (F, B, I or W) of ``layer`` on one micro-batch (module docstring);
+    ``tp_comm_s(layer, phase, microbatch, first_rank)``: tp_comm_time_s on ``cluster``, as the
+    run's pricing context keeps it (parsim.sim.prices), else priced here."""
     t = compute.layer_time_s(layer, kind, microbatch)
     priced = cluster is not None and layer.tp_comm and not includes_tp_comm(compute, microbatch)
+    if priced and tp_comm_s is None:
+        def tp_comm_s(lay, phase, b, rank):
+            return tp_comm_time_s(lay, phase, b, cluster, rank)
     if layer.recompute_bytes and kind in ("B", "I"):
         t += recompute_time_s(compute, layer, microbatch)
         if priced and layer.recomputes_forward:
-            t += tp_comm_time_s(layer, "F", microbatch, cluster, first_rank)
+            t += tp_comm_s(layer, "F", microbatch, first_rank)
     if priced and kind in ("F", "B", "I"):
-        t += tp_comm_time_s(layer, "F" if kind == "F" else "B", microbatch, cluster, first_rank)
+        t += tp_comm_s(layer, "F" if kind == "F" else "B", microbatch, first_rank)
     if priced and kind == "F":
-        t += tp_comm_time_s(layer, "loss", microbatch, cluster, first_rank)
+        t += tp_comm_s(layer, "loss", microbatch, first_rank)
     return t

@@ -144,7 +144,7 @@ def _placements(layout, recorded_shape, shape, where: str):
     a tensor of ``shape`` that the operator view saw as ``recorded_shape`` (same elements)."""
     from torch.distributed.tensor import Replicate
 
-    from parsim.shard.graph import reshape_layout
+    from parsim.shard.ops import reshape_layout
     from parsim.shard.layout import Layout
 
     lay = layout.normalized()

@@ -51,12 +51,8 @@ Measured, as the simulator predicts it:
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import os
-import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -68,15 +64,16 @@ from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, 
                          precision, tensor_parallel, vocab_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
+from parsim.exec.measure import profiled_peak_bytes, record_run, static_bytes
 from parsim.exec.objective import loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, recompute_attention, recompute_units, schedule_class, stage_module)
-from parsim.fileio import write_json
 from parsim.model.recompute import Recompute
 from parsim.plan import load_plan_and_model
-from parsim.report.progress import print_above, progress_bar
+from parsim.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
 from parsim.schedule.actions import Action, Kind
+from parsim.shard.prepare import check_shard_section
 
 BN_WARN_BELOW = 16
 
@@ -148,47 +145,13 @@ def _uncounted(infra):
     return call
 
 
-def _static_bytes(modules, optimizers) -> dict[str, int]:
-    """Bytes held between steps, by kind, each storage once (the first kind that holds it)."""
-    kinds = {
-        "params_bytes": [p for m in modules for p in m.parameters()],
-        "buffers_bytes": [b for m in modules for b in m.buffers()],
-        "optimizer_bytes": [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)],
-        "grads_bytes": [p.grad for m in modules for p in m.parameters() if p.grad is not None],
-    }
-    seen, out = set(), {}
-    for kind, tensors in kinds.items():
-        out[kind] = 0
-        for t in tensors:
-            t = tensor_parallel.local(t)
-            key = t.untyped_storage().data_ptr()
-            if key not in seen:
-                seen.add(key)
-                out[kind] += t.untyped_storage().nbytes()
-    return out
-
-
-def _profiled_peak_bytes(step_fn) -> int:
-    """Peak of bytes allocated during ``step_fn`` on CPU, from torch.profiler memory events."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step_fn()
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    totals = [e["args"].get("Total Allocated", 0) for e in events if e.get("name") == "[memory]"]
-    return int(max(totals, default=0))
-
-
 def check_run(opts: RunOptions):
     """(plan, spec, input kind) once everything a run can check without starting a process holds:
     the plan, its model, what the executor supports, the data, and that the plan is this machine's
     and its model's (run_warnings).  ``parsim run`` calls it before it launches anything; each rank
     calls it again."""
     plan, spec = load_plan_and_model(opts.plan)
+    check_shard_section(spec)
     cfg = plan.config
     if plan.fp8:
         raise InputError(f"{opts.plan}: model.fp8: the executor has no FP8 GEMMs (Transformer Engine on FP8 tensor "
@@ -253,19 +216,21 @@ def check_trainable(spec) -> None:
                          f"(got {spec.source.kind} with input {list(shape)})")
 
 
-def train(opts: RunOptions) -> int:
+def train(opts: RunOptions, on_measured=None) -> int:
+    """Run ``opts``'s plan on this rank; rank 0 writes measured.json and hands the measurement to
+    ``on_measured`` (parsim.exec.measure.record_run: parsim.run passes the report's)."""
     plan, spec, kind = check_run(opts)
     cfg = plan.config
 
     env = groups.init(opts.timeout_s)
     try:
-        return _train(opts, plan, spec, cfg, env, kind)
+        return _train(opts, plan, spec, cfg, env, kind, on_measured)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
 
 
-def _train(opts, plan, spec, cfg, env, kind) -> int:
+def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     beats = heartbeat.Beats(env.rank)     # the points every rank passes, for the launcher to name a hung one
     beats.beat("start-up")
     groups.preflight(env, cfg, opts.plan)
@@ -490,13 +455,13 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
-            held = _static_bytes(modules, optimizers)
+            held = static_bytes(modules, optimizers)
             # the batch this rank read (first stage: images, last: labels) is resident during the step
             # but allocated before it, so the profiler does not see it
             held["inputs_bytes"] = sum(t.untyped_storage().nbytes() for t in (x, y) if t is not None)
             static = sum(held.values())
             holder = {}
-            peak_step = _profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
+            peak_step = profiled_peak_bytes(lambda: holder.setdefault("l", run_step(x, y)))
             losses = holder["l"]
             peak_bytes = static + peak_step
             peak_parts = {"static_bytes": static, "step_peak_bytes": peak_step, **held}
@@ -545,24 +510,14 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if saved != opts.steps:
         _save(opts, env, modules, optimizers, opts.steps)
     dist.barrier()                         # every rank's checkpoint is on disk
-    _report(opts, plan, cfg, env, (pipe_rank, replica, tp_rank, cp_rank), step_times, losses_by_step, actions,
-            (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
-            {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
-             "sharded_collectives": dict(zip(stage_ids, sharded)),
-             "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives,
-             "ep_all_to_all": ep_bytes or None, "expert_grad_buckets_bytes": dict(zip(stage_ids, expert_buckets))})
+    record_run(opts, plan, cfg, env, (pipe_rank, replica, tp_rank, cp_rank), step_times, losses_by_step, actions,
+               (peak_bytes, peak_parts, reserved_bytes), b, start, kind, collectives,
+               {"grad_buckets_bytes": dict(zip(stage_ids, dp_buckets)), "tied_grad_bytes": tied_bytes,
+                "sharded_collectives": dict(zip(stage_ids, sharded)),
+                "cp_ring_bytes": dict(zip(stage_ids, ring_bytes)), "tp_collectives": collectives,
+                "ep_all_to_all": ep_bytes or None, "expert_grad_buckets_bytes": dict(zip(stage_ids, expert_buckets))},
+               on_measured)
     return 0
-
-
-def reserved_against_allocated(allocated: list, reserved: list) -> dict:
-    """measured.json's CUDA memory fields: per rank the caching allocator's pool at its peak
-    (``max_memory_reserved``) and the share of it no tensor held at the peak, 1 - allocated /
-    reserved, the quantity a profile's ``memory_reserved.fragmentation_fraction`` stands for.
-    None where not measured (CPU: no caching allocator)."""
-    if any(r is None for r in reserved):
-        return {"peak_memory_reserved_bytes": None, "allocator_fragmentation": None}
-    return {"peak_memory_reserved_bytes": list(reserved),
-            "allocator_fragmentation": [1.0 - a / r if r else 0.0 for a, r in zip(allocated, reserved)]}
 
 
 def check_loss(step: int, flags: list[float], cfg, saved: int) -> None:
@@ -611,112 +566,3 @@ def _local_state(state):
     if isinstance(state, list):
         return [_local_state(v) for v in state]
     return tensor_parallel.local(state) if torch.is_tensor(state) else state
-
-
-def _report(opts, plan, cfg, env, where, step_times, losses, actions, peak, b, start, kind, collectives,
-            comm: dict) -> None:
-    from parsim.report.timeline import trace_from_records
-
-    pipe_rank, replica, tp_rank, cp_rank = where
-    peak_bytes, peak_parts, reserved_bytes = peak
-    mine = {"rank": env.rank, "pipe_rank": pipe_rank, "replica": replica, "tp_rank": tp_rank, "cp_rank": cp_rank,
-            "peak_memory_bytes": peak_bytes, "peak_reserved_bytes": reserved_bytes,
-            "peak_parts": peak_parts, **comm,
-            "step_times_s": step_times, "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in actions]}
-    gathered = [None] * env.world_size
-    dist.all_gather_object(gathered, mine)
-    if env.rank != 0:
-        return
-    # a step ends when its slowest rank does (as the simulator counts it)
-    step_times = [float("nan") if any(t != t for t in ts) else max(ts)
-                  for ts in zip(*(g["step_times_s"] for g in gathered))]
-    timed = [t for i, t in enumerate(step_times) if i >= opts.warmup and t == t]
-    replica0 = sorted((g for g in gathered if g["replica"] == 0 and g["tp_rank"] == 0 and g["cp_rank"] == 0),
-                      key=lambda g: g["pipe_rank"])
-    records = [(r, Action.parse(a), s, t0, t1) for g in replica0 for r, a, s, t0, t1 in g["actions"]]
-    by_rank = sorted(gathered, key=lambda g: g["rank"])
-    out = {
-        "schema_version": 1, "kind": "parsim-measurement", "plan": opts.plan, "world_size": env.world_size,
-        "backend": env.backend, "device": env.device.type, "threads": torch.get_num_threads(),
-        "steps": opts.steps, "first_step": start, "warmup": opts.warmup, "step_times_s": step_times,
-        "step_time_s": statistics.median(timed) if timed else None, "loss": losses,
-        # each rank's own, by global rank: how far the slowest rank, which sets the step, is ahead of the rest
-        "rank_step_times_s": [g["step_times_s"] for g in by_rank],
-        "peak_memory_bytes": [g["peak_memory_bytes"] for g in by_rank],
-        "peak_memory_parts": [g["peak_parts"] for g in by_rank],
-        **reserved_against_allocated([g["peak_memory_bytes"] for g in by_rank], [g["peak_reserved_bytes"] for g in by_rank]),
-        "memory_method": ("torch.cuda.max_memory_allocated (reserved: torch.cuda.max_memory_reserved)"
-                          if env.device.type == "cuda" else
-                          "parameters + buffers + gradients + optimizer state + the input batch before the step, plus the "
-                          "peak of torch.profiler 'Total Allocated' during the last warm-up step"),
-        "microbatch_size": b, "batchnorm_batch": b if kind[0] == "image" else None,
-        "tp_collectives_per_step": collectives,     # rank 0's, counted on the first step
-        # replica 0's (tp rank 0's) per pipeline rank: each rank's stages' collectives
-        "tp_collectives_per_pipe_rank": [g["tp_collectives"] for g in replica0],
-        # replica 0's (tp rank 0's) data-parallel all-reduces per stage, bytes each, on the last step
-        "grad_buckets_bytes": [next((g["grad_buckets_bytes"][s] for g in replica0 if s in g["grad_buckets_bytes"]), [])
-                               for s in range(cfg.stages)],
-        # ZeRO: replica 0's reduce-scatters and all-gathers per stage, [collective, bytes] in launch order
-        "sharded_collectives": [next(([list(c) for c in g["sharded_collectives"][s]] for g in replica0
-                                      if s in g["sharded_collectives"]), []) for s in range(cfg.stages)],
-        # replica 0's (tp rank 0's) all-reduce of tied weights' gradients across stages, bytes per stage
-        "tied_grad_bytes": {str(s): n for g in replica0 for s, n in sorted(g["tied_grad_bytes"].items())},
-        # cp: replica 0's (tp and cp rank 0's) bytes sent around its ring per stage, on the last step
-        "cp_ring_bytes": [next((g["cp_ring_bytes"][s] for g in replica0 if s in g["cp_ring_bytes"]), 0)
-                          for s in range(cfg.stages)],
-        # ep: per rank, the bytes of every token all_to_all_single's input buffer on the last step,
-        # forward and backward, by kind (parsim.exec.expert_parallel.Exchanges.summary); None without ep
-        "ep_all_to_all": [g["ep_all_to_all"] for g in by_rank] if cfg.ep > 1 else None,
-        # ep with more than one rank per expert: replica 0's expert-gradient all-reduces per stage
-        "expert_grad_buckets_bytes": [next((g["expert_grad_buckets_bytes"][s] for g in replica0
-                                            if s in g["expert_grad_buckets_bytes"]), []) for s in range(cfg.stages)],
-        "actions": [[r, str(a), s, t0, t1] for r, a, s, t0, t1 in records],
-        "config": {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "tp_layout": cfg.tp_layout,
-                   "microbatches": cfg.microbatches, "schedule": cfg.schedule,
-                   "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement},
-    }
-    out["predicted"] = predicted_against_measured(plan, out, env.backend)
-    if opts.data and kind[0] == "image" and os.path.isfile(os.path.join(opts.data, "test_batch.bin")):
-        from parsim.exec.reference import assemble_model, evaluate
-        out["accuracy"] = evaluate(assemble_model(opts.out, opts.plan, opts.seed), opts.data, kind[1])
-        if not opts.json:
-            print(f"accuracy on {os.path.join(opts.data, 'test_batch.bin')}: {out['accuracy']:.4f}")
-    os.makedirs(opts.out, exist_ok=True)
-    write_json(os.path.join(opts.out, "measured.json"), out)
-    names = {g["pipe_rank"]: f"measured rank {g['pipe_rank']} (global {g['rank']})" for g in replica0}
-    write_json(os.path.join(opts.out, "measured_trace.json"),
-               trace_from_records(records, names, None, {"config": out["config"]}))
-    if opts.json:
-        print(json.dumps({"step_time_s": out["step_time_s"], "peak_memory_bytes": out["peak_memory_bytes"],
-                          "peak_memory_reserved_bytes": out["peak_memory_reserved_bytes"],
-                          "loss": losses, "accuracy": out.get("accuracy"), "predicted": out["predicted"],
-                          "out": opts.out}, indent=2))
-        return
-    if out["peak_memory_reserved_bytes"] is not None:
-        from parsim.report.fmt import human_bytes
-        print("peak memory per rank, allocated / reserved by the caching allocator (unused share of its pool): "
-              + ", ".join(f"{human_bytes(a)} / {human_bytes(r)} ({f:.1%})" for a, r, f in
-                          zip(out["peak_memory_bytes"], out["peak_memory_reserved_bytes"], out["allocator_fragmentation"])))
-    from parsim.report.cli_text import run_summary_lines
-    for line in run_summary_lines(out, opts.out):
-        print(line)
-
-
-def predicted_against_measured(plan, out: dict, backend: str) -> dict:
-    """The plan's prediction beside the run's measurement: step time and the fullest rank's peak
-    memory, each error (predicted - measured) / measured (as parsim validate counts it); None where
-    the run timed no step.  ``same_cluster``: whether the plan was made for this machine's kind of
-    devices (under --force it may not be: then its prediction is not this machine's)."""
-    est = plan.estimate or {}
-    step_p, peaks_p = est.get("step_time_s"), est.get("peak_memory_bytes") or []
-    # None where no peak was measured (on CPU, only on the last of at least 3 warm-up steps)
-    step_m, peak_m = out["step_time_s"], max((b for b in out["peak_memory_bytes"] if b is not None), default=None)
-    peak_p = max(peaks_p) if peaks_p else None
-
-    def error(p, m):
-        return (p - m) / m if p is not None and m else None
-    return {"cluster": plan.cluster,
-            "same_cluster": groups.cluster_mismatch(plan.cluster, backend, plan.cluster) is None,
-            "step_time_s": step_p, "peak_memory_bytes": peak_p,
-            "measured_step_time_s": step_m, "measured_peak_memory_bytes": peak_m,
-            "step_time_error": error(step_p, step_m), "peak_memory_error": error(peak_p, peak_m)}

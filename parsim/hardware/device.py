@@ -11,17 +11,13 @@ context and the collective library leave, less what its allocator loses to fragm
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 from dataclasses import dataclass
 
 
 def log_interp(points: tuple[tuple[float, float], ...], x: float) -> float:
     """The (size, value) table at size x: linear in log10(size), flat outside the table."""
-    try:
-        xs, ys = _log_table(points)
-    except TypeError:                     # lists of pairs (a calibration's report): not hashable
-        xs, ys = _log_table(tuple(map(tuple, points)))
+    xs, ys = tuple(math.log10(max(w, 1.0)) for w, _ in points), tuple(e for _, e in points)
     lx = math.log10(max(x, 1.0))
     if lx <= xs[0]:
         return ys[0]
@@ -30,13 +26,6 @@ def log_interp(points: tuple[tuple[float, float], ...], x: float) -> float:
     i = bisect.bisect_right(xs, lx)
     t = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
     return ys[i - 1] + t * (ys[i] - ys[i - 1])
-
-
-@functools.lru_cache(maxsize=256)
-def _log_table(points: tuple[tuple[float, float], ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """log10 of each size of a table, and its values: a planner run reads the same few tables
-    some 10^5 times."""
-    return tuple(math.log10(max(w, 1.0)) for w, _ in points), tuple(e for _, e in points)
 
 
 @dataclass(frozen=True)

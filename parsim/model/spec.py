@@ -466,7 +466,7 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
         manual = _stage_assignment(r.sub("pipeline_stage"), graph.names)
     shard: dict = {}
     if r.has("shard"):
-        shard, parallel = _shard_section(r.sub("shard"), graph, parallel)
+        shard, parallel = _shard_section(r.sub("shard"), parallel)
     elif parallel.tp_layout == "model":
         raise InputError(f"{path}: parallel.tp_layout: 'model' needs a shard: section; add one or use megatron")
     r.done()
@@ -474,13 +474,12 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                      manual_stages=manual, path=path, input=input_spec, shard=shard)
 
 
-def _shard_section(f: Fields, graph: LayerGraph, parallel: ParallelHint) -> tuple[dict, ParallelHint]:
-    """Read ``shard:`` (pattern -> strategy) and check it on the graph: every strategy must name
-    operators, divide their shapes and use the tensor-parallel group's devices, ``parallel.tp``
-    (default: the most devices any strategy uses)."""
+def _shard_section(f: Fields, parallel: ParallelHint) -> tuple[dict, ParallelHint]:
+    """Read ``shard:`` (pattern -> strategy): lists of split counts, on a tensor-parallel group of
+    ``parallel.tp`` devices (default: the most devices any strategy uses).  That each names
+    operators and divides their shapes is the shard layer's to check, above this one
+    (parsim.shard.prepare.check_shard_section: the commands check it as they load the model)."""
     from dataclasses import replace
-
-    from parsim.shard.graph import shard_graph
 
     strategies = {}
     for key in list(f.data):
@@ -497,9 +496,5 @@ def _shard_section(f: Fields, graph: LayerGraph, parallel: ParallelHint) -> tupl
     if parallel.tp_layout not in (None, "model"):
         raise InputError(f"{f.source}: parallel.tp_layout: {parallel.tp_layout!r} conflicts with the shard: "
                          "section; remove one of them or set tp_layout: model")
-    try:
-        shard_graph(graph, strategies, tp)
-    except InfeasibleError as e:
-        raise InputError(f"{f.source}: shard: {e}") from None
     return strategies, replace(parallel, tp=tp, tp_layout="model")
 

@@ -38,7 +38,7 @@ from parsim.errors import InputError
 from parsim.cost.compute import AnalyticalCompute, ProfileTable
 from parsim.cost.kernels import memory_family
 from parsim.hardware.device import Device, KernelExecution
-from parsim.hardware.cluster import collectives_flow
+from parsim.hardware.collectives import collectives_flow
 from parsim.model.graph import LayerGraph
 
 

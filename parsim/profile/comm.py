@@ -38,8 +38,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.exec.precision import TORCH_DTYPES
-from parsim.hardware.cluster import (COLLECTIVE_FIT_OPS, SHARDED_OPS, Collectives, DtypeCollectives,
-                                    collectives_flow, measured_dtypes)
+from parsim.hardware.collectives import (COLLECTIVE_FIT_OPS, SHARDED_OPS, Collectives, DtypeCollectives,
+                                        collectives_flow, measured_dtypes)
 from parsim.hardware.machine import this_machine
 
 SIZES_BYTES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]

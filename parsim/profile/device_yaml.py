@@ -198,7 +198,7 @@ def run(device: str, output: str, name: str, command: str, tables: str | None = 
     p = dev.plan(backend.name, quick, repeats)
     p = dev.within_budget(p, lambda q: q.estimate_s(rate, call_s, copy), budget_s or dev.BUDGET_S)
     est = p.estimate_s(rate, call_s, copy)
-    from parsim.report.fmt import human_time
+    from parsim.fmt import human_time
     log(f"profile-device: {backend.name}: {len(p.gemms)} GEMMs, {len(p.convs)} convolutions (3 passes each), a "
         f"{p.copy_bytes >> 20} MiB copy and {dev.LAUNCHES} launches, {p.repeats} repeats each: about {human_time(est)} "
         f"(at the probe's {rate / 1e12:.3g} TFLOP/s)"

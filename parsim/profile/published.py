@@ -296,6 +296,8 @@ def load_all_figures(folder: str | os.PathLike = FOLDER) -> Figures:
     return Figures(folder, tuple(figures), tuple(calibrations))
 
 
+# Kept, by value: a figure's model is extracted from torch once per process (seconds each), and
+# pricing a row asks for it two or three times (price, tokens per step), tests/test_published.py again.
 @lru_cache(maxsize=512)
 def _spec(figure_model: tuple, path: str, index: int):
     from parsim.model.spec import model_from_mapping
@@ -407,3 +409,13 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     else:
         predicted = figure_flops(figure) / step / cluster.world_size / 1e12
     return Priced(figure, predicted, step, describe(cfg))
+
+
+def row_kind(figure, priced=None):
+    """A published row's kind (parsim.sim.band.PlanKind): its profile's device, its parallel
+    sizes, its model."""
+    from parsim.sim.band import PlanKind, model_kind, parallel_mix
+
+    par = dict(figure.parallel)
+    mix = parallel_mix(par.get("tp", 1), par.get("pp", 1), par.get("cp", 1), par.get("ep", 1), par.get("zero", 0))
+    return PlanKind(shipped_profile(figure).device.name, mix, model_kind(figure_spec(figure).graph))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from parsim.hardware.links import LINK_CLASSES
-from parsim.report.fmt import human_bytes, human_si, human_time, memory_margin
+from parsim.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
 from parsim.sim.band import band_text
 

@@ -16,7 +16,7 @@ import math
 from html import escape
 
 from parsim.report.cli_text import config_text, shown_candidates
-from parsim.report.fmt import human_bytes, human_time
+from parsim.fmt import human_bytes, human_time
 from parsim.report.plots import gantt_figure, memory_figure, png_bytes, shares_figure
 from parsim.report.timeline import bars, memory_timeline
 from parsim.sim.band import band_text

@@ -12,7 +12,7 @@ from matplotlib.ticker import PercentFormatter
 
 from parsim.fileio import atomic_path
 from parsim.report.cli_text import config_text
-from parsim.report.fmt import bytes_unit, human_bytes, human_time, time_unit
+from parsim.fmt import bytes_unit, human_bytes, human_time, time_unit
 from parsim.report.timeline import bars, memory_timeline
 from parsim.sim.engine import COMPUTE, DP, INPUT, P2P
 from parsim.sim.estimate import Estimate

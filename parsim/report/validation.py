@@ -293,7 +293,7 @@ def scatter(rows: list[Row], path: str) -> None:
 
 def overlay(est, measured: dict, path: str, title: str) -> None:
     """The simulated step above the measured one, on one time axis, action names lined up."""
-    from parsim.report.fmt import human_time
+    from parsim.fmt import human_time
     from parsim.report.plots import draw_records, kinds_legend, label_bars, save, subplots
 
     records = [(r, Action.parse(a), s, t0, t1) for r, a, s, t0, t1 in measured["actions"]]

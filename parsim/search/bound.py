@@ -1,12 +1,13 @@
-"""A candidate's step-time floor before it has a split: the planner's first, cheapest bound.
+"""The planner's branch and bound: candidates taken best bound first, each priced in steps of
+rising cost, and a candidate's step-time floor before it has a split, the first, cheapest bound.
 
-The planner's branch and bound (parsim.search.planner.plan) prices a candidate in three steps,
-each dearer and tighter than the last:
+The branch and bound (parsim.search.planner.plan) prices a candidate in three steps, each dearer
+and tighter than the last:
 
 0. for the searched layout, before its graph is built (a strategy search per micro-batch size):
    searched_floor_s, this floor of the unsharded graph over tp;
 1. this floor, from per-layer prefix sums alone (no split, no memory check);
-2. its memory-constrained split and the split's lower bound (planner._Bounds.lower_bound_s);
+2. its memory-constrained split and the split's lower bound (parsim.search.split.Bounds.lower_bound_s);
 3. the simulation, unless the split's peak memory without it already exceeds the cap
    (parsim.sim.memory.peak_floor_bytes: every term the simulator charges but ZeRO's buffers).
 
@@ -35,21 +36,6 @@ backward) is at least each of:
   at least m T / pp (Bernoulli): the pipeline's fill and drain, about (m + (pp - 1) / 2) T / pp
   at large m where the balanced split takes (m + pp - 1) T / pp.
 
-The memory floor: the closed-form peak of a split (planner._StageMemory) charges stage j
-
-    mem_j = v (static_j + boundary_j + n_j b saved_j),   every term >= 0,
-
-n_j its in-flight micro-batches.  Over the pp v stages the static bytes add up to at least
-P x the static bytes per parameter (every parameter is held at least once; a tied weight's copy
-adds) and the saved bytes to at least S, the whole model's (the stage sums telescope, and what a
-stage's first layer shares with its input only adds).  The fullest stage holds at least the
-average, so max_j mem_j >= P static / pp; and it holds at least any weighted mean, here with
-weights (1 / n_j) / H, H = sum of 1 / n_j, which cancels the in-flight counts:
-
-    max_j mem_j >= v (P static / (H max_j n_j) + b S / H).
-
-When the larger of the two exceeds the cap, no split fits and the partitioner need not run.
-
 The searched layout's floor: where the compute model says a layer's share on one device of a
 tensor-parallel group takes at least 1/tp of the whole layer's time in each phase
 (parsim.cost.compute.share_bounds_time), and its tensor-parallel steps only add to it, every
@@ -64,10 +50,27 @@ searches.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
+from dataclasses import dataclass, replace
+
 import numpy as np
 
-# Rounding: prefix differences are not bit-equal to the split's own sums.
-_SLACK = 1 - 1e-9
+from parsim.cost.compute import share_bounds_time
+from parsim.errors import InfeasibleError
+from parsim.model.graph import LayerGraph
+from parsim.plan import CP_MODES, ParallelConfig
+from parsim.search.enumerate import schedules, twin_key, zero_variants
+from parsim.search.resolve import boundary_links
+from parsim.search.split import SLACK, Bounds
+from parsim.shard.builtin import SEARCHED
+from parsim.shard.graph import replicates_every_operator
+from parsim.shard.prepare import auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes
+from parsim.sim import Estimate, simulate
+from parsim.sim.memory import peak_floor_bytes
+from parsim.sim.overlap import TP_OVERLAP_LAYOUTS, supports_overlap
+
 
 
 def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, pp: int, v: int,
@@ -86,7 +89,7 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
         floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
         if not split_backward and m > 1:     # the fill of any split (module docstring)
             floor = max(floor, total / (1 - (1 - 1 / m) ** pp))
-    return floor * _SLACK
+    return floor * SLACK
 
 
 def searched_floor_s(phases, tp: int, members) -> float:
@@ -96,12 +99,267 @@ def searched_floor_s(phases, tp: int, members) -> float:
     return min((floor_s(*phases, m, pp, v, split) for m, pp, v, split in set(members)), default=np.inf) / tp
 
 
-def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,
-                       b: int, v: int) -> float:
-    """The least closed-form stage peak any split can have (above): ``params`` and ``saved_bytes``
-    (per sample) of the whole model, ``inflight`` the in-flight micro-batches of each of the pp v
-    stages, b samples per micro-batch."""
-    pp = len(inflight) / v
-    static = params * static_bytes_per_param
-    h = sum(1 / n for n in inflight)
-    return max(static / pp, v * (static / (h * max(inflight)) + b * saved_bytes / h)) * _SLACK
+@dataclass(frozen=True)
+class Candidate:
+    config: ParallelConfig
+    estimate: Estimate
+    label: str = "planner"
+    p_best: float | None = None        # the share of the profile's replicates it is fastest in (search.noise)
+
+    @property
+    def peak_memory_bytes(self) -> float:
+        return max(self.estimate.peak_memory_bytes)
+
+    def key(self) -> tuple:
+        c = self.config
+        return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep)
+
+
+GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in the branch and bound (BranchAndBound)
+# When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
+# same tp whose families' bounds are within this factor of its bound are searched with it, in one
+# pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search).
+# Speed only, never the answer.  Measured on the goals of bench_planner.py (2026-11-24): the
+# sizes the search went on to need had bounds 1.0-1.6x the first one's of their tp (ResNet-50
+# on 1024 Ascend 910s, GPT-3 175B on 1024 A100s); those it pruned, 1.9x and more (GPT-3: three
+# sizes searched for nothing) and 2.4x and more (ResNet-50).
+SEARCH_AHEAD = 2.0
+
+
+def candidate(bnd: Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: float, misses: list):
+    """``cfg`` (without bounds) split for its placement's boundary links, as a pending entry
+    ordered by its lower bound, then by a tie-break on the configuration; None (noted in
+    ``misses``) where no split fits the memory bound."""
+    links = bnd.prices.boundary_links(cfg, boundary_links)
+    # memory: ZeRO shards over the dp x cp ranks holding the same parameters
+    args = (cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.grad_ranks, links)
+    bounds = bnd.split(*args, cap, zero=cfg.zero)
+    if bounds is None:
+        misses.append((bnd, args, (cfg.tp, cfg.tp_layout, cfg.recompute, cfg.zero, cfg.cp)))
+        return None
+    cfg = replace(cfg, bounds=bounds)
+    key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
+    return (key[0], key, cfg, graph)
+
+
+class BranchAndBound:
+    """The planner's search over the candidates of ``families`` (parsim.search.enumerate), best
+    bound first, over three kinds of entry:
+
+        GRAPH  a searched-layout family whose per-device graph is not built yet, bounded by its
+               unsharded graph's floor over tp (searched_floor_s);
+        FLOOR  a candidate without a split, bounded by its floor (floor_s);
+        SPLIT  a candidate with its memory-constrained split, bounded by Bounds.lower_bound_s.
+
+    Every bound is at most the simulated step time of every candidate it stands for, so the search
+    may stop when the best bound left exceeds the k-th best simulated step: what it skips cannot
+    reach the top k (Constraints.prune=False simulates everything, for tests).  A recomputing
+    candidate whose twin without recomputation fits the closed-form memory bound is held back,
+    and comes back only if the twin's simulated peak misses the cap (recomputing is never faster).
+
+    After ``run``: ``results`` (simulated within the cap), ``over_memory`` (simulated over it),
+    ``unsimulated`` ((cfg, graph) whose peak floor exceeds the cap) and ``misses`` (no split fits)."""
+
+    def __init__(self, spec, prices, constraints, cap: float, settings, compute, tp_compute: dict, ep_compute: dict):
+        self.spec, self.prices, self.c, self.cap = spec, prices, constraints, cap
+        self.compute, self.tp_compute, self.ep_compute = compute, tp_compute, ep_compute
+        self.cluster, self.memo = prices.cluster, prices.shard
+        self.twin_graphs = {(tp, layout, cp): graph for tp, layout, recompute, cp, graph in settings if not recompute}
+        self.heap: list[tuple] = []
+        self.order = itertools.count()          # ties: first pushed first; payloads never compared
+        self.bounds_of: dict[tuple, Bounds] = {}
+        self.overlap_priced = supports_overlap(self.cluster)
+        self.misses: list[tuple] = []
+        self.unsharded_graphs: dict[tuple[bool, int], LayerGraph] = {}
+        self.pushed: set[tuple] = set()         # the families bound so far (a canonical one may recur)
+        self.replicating: dict[int, bool] = {}  # id(graph) -> whether its layout splits no operator
+        self.graph_sizes: dict[int, list[tuple[float, int]]] = {}     # tp -> (bound, b) of its GRAPH entries
+        self.results: list[Candidate] = []
+        self.over_memory: list[Candidate] = []
+        self.held: dict[tuple, tuple] = {}      # recomputing candidates whose twin fits without (by its key)
+        self.released: set[tuple] = set()       # keys whose twin without recomputation missed the cap, simulated
+        self.unsimulated: list[tuple] = []      # (cfg, graph) whose peak floor exceeds the cap: not simulated
+        self.kth = float("inf")
+
+    def compute_of(self, tp: int, layout: str, ep: int):
+        return self.tp_compute.get((tp, layout)) or self.ep_compute.get(ep) or self.compute
+
+    def push(self, families) -> int:
+        """Every family's first entry; returns the candidates in the search space."""
+        considered = sum(len(self.members(dp, pp, m, cp, ep)) * len(self.overlaps(tp, layout)) * len(self.cp_modes(cp))
+                         for tp, layout, _, cp, _, dp, pp, m, _, ep in families)
+        for tp, layout, recompute, cp, graph, dp, pp, m, b, ep in families:
+            if graph is None:
+                bound = self.searched_bound(tp, recompute, cp, dp, pp, m, b)
+                if bound < math.inf:
+                    heapq.heappush(self.heap, (bound, next(self.order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
+                    self.graph_sizes.setdefault(tp, []).append((bound, b))
+            else:
+                self.bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b, ep)
+        for ahead in self.graph_sizes.values():
+            ahead.sort(reverse=True)            # the least bound last: taken first, as the heap pops them
+        return considered
+
+    def run(self, bar) -> None:
+        """Take entries, best bound first, until the best left cannot reach the top k; ``bar``
+        counts the simulations (a progress bar's update)."""
+        step = {GRAPH: self.graph_entry, FLOOR: self.floor_entry, SPLIT: self.split_entry}
+        while self.heap:
+            bound, _, kind, item = heapq.heappop(self.heap)
+            if bound > self.kth and self.c.prune:
+                break
+            if step[kind](bound, item):
+                bar.update()
+
+    def graph_entry(self, bound: float, item) -> bool:
+        """A searched-layout family comes up: search its layout (with the sizes of its tp likely to
+        come up next, SEARCH_AHEAD) and bound its candidates."""
+        tp, layout, recompute, cp, dp, pp, m, b = item
+        ahead = self.graph_sizes.get(tp)
+        if ahead:
+            sizes = []
+            while ahead and (ahead[-1][0] <= SEARCH_AHEAD * bound or not self.c.prune):
+                sizes.append(ahead.pop()[1])
+            search_auto_sizes(self.spec.graph, tp, self.cluster, self.spec.training, sizes, self.memo)
+        graph = self.searched_graph(tp, recompute, b, pp, cp)
+        if graph is not None:
+            self.bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)
+        return False
+
+    def floor_entry(self, bound: float, item) -> bool:
+        """A candidate without a split: held back (above), or split and bounded again."""
+        cfg, bnd, graph, b = item
+        c, same = self.c, twin_key(cfg)
+        if cfg.recompute and c.recompute is None and self.spec.training.recompute is None \
+                and same not in self.released and self.fits_without_recompute(cfg, b):
+            # Held back: the closed form (no workspace term) says the plan fits without
+            # recomputation; should the simulated peak say otherwise, it comes back.
+            self.held[same] = (bound, cfg, bnd, graph, b)
+            return False
+        entry = candidate(bnd, cfg, b, graph, self.cap, self.misses)
+        if entry is not None:
+            lb, _, cfg, graph = entry
+            heapq.heappush(self.heap, (max(bound, lb), next(self.order), SPLIT, (cfg, graph)))
+        return False
+
+    def split_entry(self, bound: float, item) -> bool:
+        """A candidate with its split: simulated, unless its peak floor already exceeds the cap."""
+        cfg, graph = item
+        prices, cap = self.prices, self.cap
+        if self.c.prune and peak_floor_bytes(graph, self.spec.training, cfg,
+                                             prices.schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), cap,
+                                             prices) > cap:
+            self.unsimulated.append((cfg, graph))       # its simulated peak would exceed the cap (sim.memory)
+            self.missed_cap(cfg)
+            return False
+        cand = self.simulated(cfg, graph)
+        (self.results if cand.peak_memory_bytes <= cap else self.over_memory).append(cand)
+        if len(self.results) >= self.c.top:
+            self.kth = sorted(x.estimate.step_time_s for x in self.results)[self.c.top - 1]
+        if cand.peak_memory_bytes > cap:
+            self.missed_cap(cfg)
+        return True
+
+    def simulated(self, cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
+        est = simulate(graph, self.spec.training, self.cluster, cfg, self.compute_of(cfg.tp, cfg.tp_layout, cfg.ep),
+                       keep_timeline=False, prices=self.prices)
+        return Candidate(cfg, est)
+
+    def missed_cap(self, cfg: ParallelConfig) -> None:
+        """A candidate's peak exceeds the cap: its twin with recomputation, if held back, comes back."""
+        if cfg.recompute:
+            return
+        same = twin_key(cfg)
+        self.released.add(same)
+        if same in self.held:
+            tbound, tcfg, tbnd, tgraph, tb = self.held.pop(same)
+            heapq.heappush(self.heap, (tbound, next(self.order), FLOOR, (tcfg, tbnd, tgraph, tb)))
+
+    def bounds_for(self, tp, layout, graph, overlap=False) -> Bounds:
+        if (id(graph), overlap) not in self.bounds_of:
+            self.bounds_of[(id(graph), overlap)] = Bounds(self.spec, graph, self.cluster,
+                                                          self.compute_of(tp, layout, graph.ep), overlap, self.prices)
+        return self.bounds_of[(id(graph), overlap)]
+
+    def overlaps(self, tp, layout) -> tuple[bool, ...]:
+        """tp_comm_overlap's settings to search: both where it applies (sim.overlap), unless fixed."""
+        if tp == 1 or layout not in TP_OVERLAP_LAYOUTS or not self.overlap_priced:
+            return (False,)
+        return (self.c.tp_comm_overlap,) if self.c.tp_comm_overlap is not None else (False, True)
+
+    def cp_modes(self, cp) -> tuple[str, ...]:
+        if cp == 1:
+            return ("ring",)
+        return (self.c.cp_mode,) if self.c.cp_mode else CP_MODES
+
+    def members(self, dp, pp, m, cp, ep=1):
+        return list(zero_variants(schedules(pp, m, len(self.spec.graph), self.c), dp, pp, self.c, self.spec, cp, ep))
+
+    def searched_graph(self, tp, recompute, b, pp, cp) -> LayerGraph | None:
+        """The searched layout for this micro-batch size and pp devices' memory; None if none fits."""
+        spec = self.spec
+        try:
+            return per_device_graph(spec.graph, tp, SEARCHED, recompute, spec.shard, self.cluster, spec.training,
+                                    b, auto_memory_bytes(self.cluster, pp), cp=cp, memo=self.memo)
+        except InfeasibleError:
+            return None
+
+    def unsharded(self, recompute: bool, cp: int) -> LayerGraph:
+        """The tp = 1 graph (the same object as the tp = 1 variant's: the run's memo keeps it)."""
+        key = (recompute, cp)
+        if key not in self.unsharded_graphs:
+            spec = self.spec
+            self.unsharded_graphs[key] = per_device_graph(spec.graph, 1, "", recompute, spec.shard, self.cluster,
+                                                          spec.training, cp=cp, memo=self.memo)
+        return self.unsharded_graphs[key]
+
+    def bound_family(self, tp, layout, recompute, cp, graph, dp, pp, m, b, ep=1) -> None:
+        """Each candidate of a family, at its floor (families that repeat the same work on a tp
+        group are searched as what they are: tp = 1 on dp x pp x cp devices)."""
+        if tp > 1 and self.replicating.setdefault(id(graph), replicates_every_operator(graph)):
+            if self.c.use_all_devices:
+                return
+            tp, layout, graph = 1, "", self.unsharded(recompute, cp)
+        family = (tp, layout, recompute, cp, dp, pp, m, b, ep)
+        if family in self.pushed:
+            return
+        self.pushed.add(family)
+        for overlap in self.overlaps(tp, layout):
+            bnd = self.bounds_for(tp, layout, graph, overlap)
+            phases = bnd.phase_times(b)
+            floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
+            for schedule, v, placement, zero in self.members(dp, pp, m, cp, ep):
+                shape = (v, schedule == "zbh1")
+                if shape not in floors:
+                    floors[shape] = floor_s(*phases, m, pp, *shape)
+                for mode in self.cp_modes(cp):
+                    cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
+                                         tp_comm_overlap=overlap, cp_mode=mode, ep=ep,
+                                         ep_overlap=self.c.ep_overlap and ep > 1)
+                    heapq.heappush(self.heap, (floors[shape], next(self.order), FLOOR, (cfg, bnd, graph, b)))
+
+    def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:
+        """Whether the candidate's twin without recomputation has a split within the closed-form
+        memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
+        graph = (self.searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
+                 else expert_graph(self.unsharded(False, cfg.cp), cfg.ep, self.spec.training, self.memo)
+                 if cfg.tp == 1 else self.twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
+        if graph is None:
+            return False
+        twin = replace(cfg, recompute=False)
+        return self.bounds_for(cfg.tp, cfg.tp_layout, graph, cfg.tp_comm_overlap).split(
+            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.grad_ranks,
+            self.prices.boundary_links(twin, boundary_links),
+            self.cap, zero=twin.zero) is not None       # ZeRO shards over dp x cp, as in candidate
+
+    def searched_bound(self, tp, recompute, cp, dp, pp, m, b) -> float:
+        """A searched-layout family's floor before its graph (searched_floor_s), 0 where the compute
+        model gives no such floor (a profile of the shards)."""
+        if self.tp_compute.get((tp, SEARCHED), self.compute) is not self.compute or \
+                not share_bounds_time(self.compute):
+            return 0.0
+        whole = per_device_graph(self.spec.graph, 1, "", recompute, cp=cp, memo=self.memo)
+        return searched_floor_s(self.bounds_for(1, "", whole).phase_times(b), tp,
+                                [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in self.members(dp, pp, m, cp)])

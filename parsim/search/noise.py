@@ -100,7 +100,7 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
     """For plan(rerank=...): a function of the ranked candidates returning (the candidates, the pick
     first, each of the top ones with its step interval; the explanation's lines), or None where
     ``compute`` has no profile rounds to redraw."""
-    from parsim.search.planner import _short as short
+    from parsim.search.explain import short
     from parsim.sim import simulate
     from parsim.sim.interval import Interval, compose, load_residuals, quantiles, replicate_models, residual_kind
 

@@ -4,8 +4,6 @@ user gave one."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from parsim.cost.compute import ComputeModel
@@ -34,17 +32,11 @@ def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, clust
 
 def boundary_links(cluster: Cluster, cfg: ParallelConfig) -> tuple[str, ...]:
     """The link class from each stage's device to the next stage's under cfg's placement, for
-    replica 0 as the simulator prices it (parsim.sim.simulate: SEND_F and SEND_B)."""
-    return _boundary_links(cluster, cfg.dp, cfg.pp, cfg.chunks, cfg.tp, cfg.cp, cfg.placement)
-
-
-@lru_cache(maxsize=4096)
-def _boundary_links(cluster: Cluster, dp: int, pp: int, chunks: int, tp: int, cp: int, placement: str
-                    ) -> tuple[str, ...]:
-    """Cached: what the links depend on (the planner asks for every candidate)."""
-    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=1, chunks=chunks, tp=tp, cp=cp, placement=placement)
-    ranks = [cfg.global_rank(0, r) for r in range(pp)]
-    return tuple(cluster.link_class(ranks[s % pp], ranks[(s + 1) % pp]) for s in range(cfg.stages - 1))
+    replica 0 as the simulator prices it (parsim.sim.simulate: SEND_F and SEND_B).  They depend on
+    (dp, pp, chunks, tp, cp, placement) alone: a run's pricing context keeps them
+    (parsim.sim.prices.Prices.boundary_links)."""
+    ranks = [cfg.global_rank(0, r) for r in range(cfg.pp)]
+    return tuple(cluster.link_class(ranks[s % cfg.pp], ranks[(s + 1) % cfg.pp]) for s in range(cfg.stages - 1))
 
 
 def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.ndarray:

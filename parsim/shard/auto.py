@@ -19,12 +19,11 @@ Costs, per micro-batch of b samples, on one device:
 - node memory: its parameters' bytes per device under the optimizer (parsim.cost.memory), plus
   the saved activations of its output over the output's pieces;
 - edge time: the forward and backward redistribution between the producer's output layout and the
-  consumer's input layout (parsim.shard.graph.edge_steps), priced on the group's links.
+  consumer's input layout (parsim.shard.ops.edge_steps), priced on the group's links.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 from parsim.cost.layer import redistribution_time_s
@@ -33,8 +32,8 @@ from parsim.errors import InfeasibleError
 from parsim.hardware.numerics import MathMode, engines
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpInfo
 from parsim.model.attention import BACKWARD_RATIO
-from parsim.shard.graph import (COMPUTE, REDUCED_DIMS, edge_steps, elem_bytes, mirror_steps, op_pieces,
-                                 op_sharding, ways)
+from parsim.shard.graph import elem_bytes, mirror_steps
+from parsim.shard.ops import COMPUTE, REDUCED_DIMS, edge_steps, op_pieces, op_sharding, ways
 from parsim.shard.search import CostGraph, SearchResult, search
 from parsim.shard.search_np import fastest_many
 
@@ -87,17 +86,43 @@ def candidates(op: OpInfo, t: int, kv_heads: int = 0) -> list[tuple]:
     return out
 
 
+class StrategySearches:
+    """The auto layout's searches of one run, and what building their cost graphs works out more
+    than once (parsim.sim.prices.Prices keeps one; a call given none makes its own):
+
+    - ``searched``: auto_strategies' answers by (graph id, t, cluster id, dtype, optimizer, micro-
+      batch size, micro-batches[, cap]), the graph and cluster held in the entry;
+    - ``cost_graphs``: the cost graph of each such key without a cap, and its least memory;
+    - ``options``, ``node_terms``, ``edge_steps``: per operator (by value) and t, what a node's and
+      an edge's costs take from the shardings alone, the same at every micro-batch size (a ResNet
+      meets some 13 sizes per tp);
+    - ``interned``: one object per (step, device matrix) value (cost_graphs prices each by its id);
+    - ``edges``: parsim.shard.ops.edge_steps' memo (layout pairs and their signatures)."""
+
+    def __init__(self):
+        self.searched: dict[tuple, tuple] = {}
+        self.cost_graphs: dict[tuple, tuple] = {}
+        self.options: dict[tuple, tuple] = {}
+        self.node_terms: dict[tuple, tuple] = {}
+        self.edge_steps: dict[tuple, tuple] = {}
+        self.interned: dict[tuple, tuple] = {}
+        self.edges: dict = {}
+
+
 def cost_graph(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch: int,
-               microbatches: int = 1) -> tuple[CostGraph, list[tuple[int, int]], list[list]]:
+               microbatches: int = 1, memo: StrategySearches | None = None
+               ) -> tuple[CostGraph, list[tuple[int, int]], list[list]]:
     """The cost graph of ``graph``'s operators (module docstring): (graph, (layer, op) per node,
     the shardings of each node's candidates)."""
-    return cost_graphs(graph, t, cluster, dtype, optimizer, [microbatch], microbatches)[0]
+    return cost_graphs(graph, t, cluster, dtype, optimizer, [microbatch], microbatches, memo)[0]
 
 
 def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
-                microbatches: int = 1) -> list[tuple[CostGraph, list[tuple[int, int]], list[list]]]:
+                microbatches: int = 1, memo: StrategySearches | None = None
+                ) -> list[tuple[CostGraph, list[tuple[int, int]], list[list]]]:
     """cost_graph at each of ``microbatch_sizes``: the operators, candidates and edges are walked
     once, and each size's numbers are computed as cost_graph computes them alone."""
+    memo = memo if memo is not None else StrategySearches()
     if not any(layer.ops for layer in graph.layers):
         raise InfeasibleError(f"{graph.name} has no operator view (a layers: table?); the auto layout "
                               "searches operators")
@@ -123,7 +148,7 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
             if id(op) not in node_memo:
                 opts, node_cost = [], [[] for _ in sizes]
                 eb = elem_bytes(op)
-                for strategy, sh, pieces, param_elements, out_ways, mirrors in _node_terms(op, t, kv_of[-1]):
+                for strategy, sh, pieces, param_elements, out_ways, mirrors in _node_terms(memo, op, t, kv_of[-1]):
                     if mirrors not in mirror_s:
                         mirror_s[mirrors] = sum(redistribution_time_s(step, cluster, matrix) for step, matrix in mirrors)
                     opts.append((strategy, sh))
@@ -171,7 +196,7 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
                 ul, uo = where[u]
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
-                    steps = _edge_steps(graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
+                    steps = _edge_steps(memo, graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
                     edge_memo[key] = [[[sum([priced(x)[k] for x in pair], 0.0) if pair else 0.0 for pair in row]
                                        for row in steps] for k in sizes]
                 for k in sizes:
@@ -179,80 +204,91 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
     return [(graphs[k], where, shardings) for k in sizes]
 
 
-@functools.lru_cache(maxsize=8192)
-def _options(op: OpInfo, t: int, kv_heads: int) -> tuple[tuple[tuple, object], ...]:
+def _options(memo: StrategySearches, op: OpInfo, t: int, kv_heads: int) -> tuple[tuple[tuple, object], ...]:
     """(strategy, sharding) of each candidate that divides ``op`` on t devices: the same at every
     micro-batch size, so worked out once for the cost graphs of every size (by the operator's
-    value: a ResNet meets some 13 sizes per tp)."""
-    out = []
-    for strategy in candidates(op, t, kv_heads):
-        try:
-            out.append((strategy, op_sharding(op, strategy, t)))
-        except InfeasibleError:
-            continue
-    return tuple(out)
+    value, in ``memo``)."""
+    key = (op, t, kv_heads)
+    hit = memo.options.get(key)
+    if hit is None:
+        out = []
+        for strategy in candidates(op, t, kv_heads):
+            try:
+                out.append((strategy, op_sharding(op, strategy, t)))
+            except InfeasibleError:
+                continue
+        hit = memo.options[key] = tuple(out)
+    return hit
 
 
-@functools.lru_cache(maxsize=8192)
-def _node_terms(op: OpInfo, t: int, kv_heads: int) -> tuple[tuple, ...]:
+def _node_terms(memo: StrategySearches, op: OpInfo, t: int, kv_heads: int) -> tuple[tuple, ...]:
     """(strategy, sharding, pieces, elements of each parameter input on one device, the output's
     ways, the parameter gradients' reductions) of each candidate (_options): what a node's costs
     take from its sharding alone, the same at every micro-batch size."""
-    out = []
-    for strategy, sh in _options(op, t, kv_heads):
-        params = tuple(math.prod(op.input_shapes[j]) // ways(sh.inputs[j]) for j, p in enumerate(op.param_inputs) if p)
-        out.append((strategy, sh, op_pieces(sh), params, ways(sh.output), tuple(mirror_steps(sh, elem_bytes(op)))))
-    return tuple(out)
+    key = (op, t, kv_heads)
+    hit = memo.node_terms.get(key)
+    if hit is None:
+        out = []
+        for strategy, sh in _options(memo, op, t, kv_heads):
+            params = tuple(math.prod(op.input_shapes[j]) // ways(sh.inputs[j]) for j, p in enumerate(op.param_inputs)
+                           if p)
+            out.append((strategy, sh, op_pieces(sh), params, ways(sh.output), tuple(mirror_steps(sh, elem_bytes(op)))))
+        hit = memo.node_terms[key] = tuple(out)
+    return hit
 
 
-@functools.lru_cache(maxsize=16384)
-def _edge_steps(producer: OpInfo, producer_kv: int, consumer: OpInfo, consumer_kv: int, j: int, t: int) -> tuple:
+def _edge_steps(memo: StrategySearches, producer: OpInfo, producer_kv: int, consumer: OpInfo, consumer_kv: int,
+                j: int, t: int) -> tuple:
     """[producer candidate][consumer candidate]: the (step, device matrix) of each communicating
     forward and backward redistribution of the consumer's input j (per sample of the extraction
     batch): the same at every micro-batch size, so listed once for the cost graphs of every size."""
+    key = (producer, producer_kv, consumer, consumer_kv, j, t)
+    hit = memo.edge_steps.get(key)
+    if hit is not None:
+        return hit
     eb, copied = elem_bytes(consumer), consumer.input_copied(j)
     rows = []
-    for _, p_sh in _options(producer, t, producer_kv):
+    for _, p_sh in _options(memo, producer, t, producer_kv):
         row = []
-        for _, c_sh in _options(consumer, t, consumer_kv):
+        for _, c_sh in _options(memo, consumer, t, consumer_kv):
             pair = ()
             if j < len(c_sh.inputs):
-                fwd, bwd, matrix = edge_steps(p_sh.output, c_sh.inputs[j], c_sh.input_grads[j], eb, copied)
-                pair = tuple(_interned((step, matrix if matrix is not None else (step.group_size,)))
+                fwd, bwd, matrix = edge_steps(p_sh.output, c_sh.inputs[j], c_sh.input_grads[j], eb, copied, memo.edges)
+                pair = tuple(_interned(memo, (step, matrix if matrix is not None else (step.group_size,)))
                              for step in fwd + bwd if step.communicates)
             row.append(pair)
         rows.append(tuple(row))
-    return tuple(rows)
+    hit = memo.edge_steps[key] = tuple(rows)
+    return hit
 
 
-_INTERNED: dict[tuple, tuple] = {}
-
-
-def _interned(pair: tuple) -> tuple:
-    """One object per (step, device matrix) value, kept for the process: cost_graph prices each
-    by its id (hashing a Step dataclass per edge cell of every graph cost more than pricing it)."""
-    return _INTERNED.setdefault(pair, pair)
+def _interned(memo: StrategySearches, pair: tuple) -> tuple:
+    """One object per (step, device matrix) value in the run: cost_graphs prices each by its id
+    (hashing a Step dataclass per edge cell of every graph cost more than pricing it)."""
+    return memo.interned.setdefault(pair, pair)
 
 
 def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", optimizer: str = "momentum",
                     microbatch: int = 1, microbatches: int = 1, cap_bytes: float | None = None,
-                    ) -> tuple[dict[str, tuple], SearchResult]:
+                    memo: StrategySearches | None = None) -> tuple[dict[str, tuple], SearchResult]:
     """Every operator's strategy as op id -> strategy (for parsim.shard.graph.shard_graph), and the
-    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``.  Cached: the search
-    without a cap is run once per (graph, t, cluster, training setup, micro-batch size), and a cap
-    that its answer fits gives the same answer; only a cap it misses searches again.  A cap below
-    the least memory any assignment can take is refused before any search, and the cost graph is
-    built once for every cap (search_sizes fills the cache for several sizes at once)."""
+    search's result.  Raises InfeasibleError when nothing fits ``cap_bytes``.  Kept in ``memo``
+    (a run's; None: this call's own): the search without a cap is run once per (graph, t,
+    cluster, training setup, micro-batch size), and a cap that its answer fits gives the same
+    answer; only a cap it misses searches again.  A cap below the least memory any assignment can
+    take is refused before any search, and the cost graph is built once for every cap
+    (search_sizes fills the memo for several sizes at once)."""
+    memo = memo if memo is not None else StrategySearches()
     free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
-    (g, where, shardings), floor_bytes = _cost_graphs_of([free_key], graph, cluster)[0]
+    (g, where, shardings), floor_bytes = _cost_graphs_of(memo, [free_key], graph, cluster)[0]
     infeasible = f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes"
     if cap_bytes is not None and floor_bytes > cap_bytes:
         raise InfeasibleError(infeasible)  # before the search without a cap, which could not help
     keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
     for key in keys:
-        if key not in _SEARCHED:
-            _remember(key, graph, cluster, search(g, key[7] if len(key) > 7 else None))
-        _, _, chosen, result = _SEARCHED[key]
+        if key not in memo.searched:
+            _remember(memo, key, graph, cluster, search(g, key[7] if len(key) > 7 else None))
+        _, _, chosen, result = memo.searched[key]
         if result is None:
             raise InfeasibleError(infeasible)
         if key is keys[-1] or result.mem_bytes <= cap_bytes:
@@ -260,53 +296,49 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
 
 
 def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
-                 microbatches: int = 1) -> None:
+                 microbatches: int = 1, memo: StrategySearches | None = None) -> None:
     """Run the searches without a cap that auto_strategies would run for each of
     ``microbatch_sizes``, all in one pass (search_np.fastest_many: the cost graphs of one model
     on t devices differ only in their numbers, and each answer is the one its own search gives),
-    and cache them; sizes already searched are skipped.  A planner meets some 13 sizes per tp on
-    ResNet-50 and pays for about one search (parsim.search.planner)."""
+    and keep them in ``memo``; sizes already searched are skipped.  A planner meets some 13 sizes
+    per tp on ResNet-50 and pays for about one search (parsim.search.planner)."""
+    if memo is None:
+        return                             # nothing would keep the answers
     keys = [(id(graph), t, id(cluster), dtype, optimizer, b, microbatches) for b in sorted(set(microbatch_sizes))]
-    keys = [k for k in keys if k not in _SEARCHED]
+    keys = [k for k in keys if k not in memo.searched]
     if len(keys) < 2:
         return                             # one size: auto_strategies' own search is the same work
-    graphs = [built[0] for built, _ in _cost_graphs_of(keys, graph, cluster)]
+    graphs = [built[0] for built, _ in _cost_graphs_of(memo, keys, graph, cluster)]
     found = fastest_many(graphs)
     if found is None:                      # an irreducible rest: auto_strategies searches each alone
         return
     for key, result in zip(keys, found):
-        _remember(key, graph, cluster, result)
+        _remember(memo, key, graph, cluster, result)
 
 
-def _cost_graphs_of(keys: list[tuple], graph: LayerGraph, cluster) -> list[tuple[tuple, float]]:
+def _cost_graphs_of(memo: StrategySearches, keys: list[tuple], graph: LayerGraph,
+                    cluster) -> list[tuple[tuple, float]]:
     """The cost graph of each key of auto_strategies (one graph, t and training setup; sizes may
     differ) and the least memory any assignment takes (every node's smallest candidate: edges
-    hold no memory), built once (those missing together, cost_graphs) and kept."""
-    if len(_SEARCHED) > 1024 or len(_COST_GRAPHS) > 1024:   # a cost graph refused by its floor has no search
-        _SEARCHED.clear()
-        _COST_GRAPHS.clear()
-    missing = [key for key in keys if key not in _COST_GRAPHS]   # one cost graph serves every cap
+    hold no memory), built once (those missing together, cost_graphs) and kept in ``memo``."""
+    missing = [key for key in keys if key not in memo.cost_graphs]   # one cost graph serves every cap
     if missing:
         _, t, _, dtype, optimizer, _, microbatches = missing[0]
-        built = cost_graphs(graph, t, cluster, dtype, optimizer, [key[5] for key in missing], microbatches)
+        built = cost_graphs(graph, t, cluster, dtype, optimizer, [key[5] for key in missing], microbatches, memo)
         for key, one in zip(missing, built):
             floor_bytes = sum(min(m for _, m in costs) for costs in one[0].node_costs)
-            _COST_GRAPHS[key] = (graph, cluster, one, floor_bytes)   # kept alive: the key holds their ids
-    return [_COST_GRAPHS[key][2:] for key in keys]
+            memo.cost_graphs[key] = (graph, cluster, one, floor_bytes)   # held: the key names their ids
+    return [memo.cost_graphs[key][2:] for key in keys]
 
 
-def _remember(key: tuple, graph: LayerGraph, cluster, result: SearchResult | None) -> None:
-    """Cache a search's result under its key, with every operator's chosen strategy by op id."""
+def _remember(memo: StrategySearches, key: tuple, graph: LayerGraph, cluster, result: SearchResult | None) -> None:
+    """Keep a search's result under its key, with every operator's chosen strategy by op id."""
     chosen = None
     if result is not None:
-        _, where, shardings = _COST_GRAPHS[key[:7]][2]
+        _, where, shardings = memo.cost_graphs[key[:7]][2]
         chosen = {}
         for v, s in enumerate(result.strategies):
             li, oi = where[v]
             layer = graph.layers[li]
             chosen[f"{layer.name}/{layer.ops[oi].name}"] = shardings[v][s][0]
-    _SEARCHED[key] = (graph, cluster, chosen, result)      # keeps what the key's ids name alive
-
-
-_SEARCHED: dict[tuple, tuple] = {}
-_COST_GRAPHS: dict[tuple, tuple] = {}
+    memo.searched[key] = (graph, cluster, chosen, result)      # held: the key names their ids

@@ -19,14 +19,7 @@ normalizations, softmax: the producer's layout, with partial sums completed firs
 dimensions gathered), and otherwise run replicated on every device of the group (contractions,
 embeddings), which is MindSpore's behaviour for operators it cannot shard.
 
-Edges.  Where producer and consumer see the tensor in the same shape on the same device
-matrix, or through views alone ([b, s, h] -> [b*s, h], ``reshape_layout``), the redistribution
-is exact (``redistribute.edge``).  Where a copy between them reorders the tensor (GPT's heads:
-[b*s, 3h] -> [b*a, s, d] through a transpose made contiguous), the two are compared by how many
-pieces they cut the tensor into ("ways"): equal ways is a local reshape, fewer ways in the
-consumer an AllGather of the ratio, more a local split, and partial sums are completed first,
-as a ReduceScatter when the consumer splits by the partial group, else an AllReduce.  This is
-the seeds' "reshape" redistribution, priced without tracking which dimension moved.
+Edges: parsim.shard.ops (edge_steps).
 
 Per device, a sharded layer has:
 - FLOPs: each contraction's FLOPs over its pieces (``OpInfo.flops``), the unrecorded rest whole;
@@ -41,7 +34,6 @@ Per device, a sharded layer has:
 
 from __future__ import annotations
 
-import functools
 import math
 import fnmatch
 from dataclasses import dataclass, replace
@@ -51,197 +43,9 @@ from parsim.errors import InfeasibleError
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
 from parsim.shard import strategy as st
 from parsim.shard.layout import Layout
-from parsim.shard.redistribute import Step, edge
-
-Strategy = st.Strategy
-CONTRACTIONS = ("MatMul", "BatchMatMul", "Conv2d")
-COMPUTE = CONTRACTIONS + ("Attention",)       # operators priced by FLOPs (OpInfo.flops), not bytes
-_PRIMARY = COMPUTE + ("Embedding", "LayerNorm", "BatchNorm", "Softmax")
-# dimensions an operator reduces over, which no strategy splits.  BatchNorm's statistics are over
-# N, H and W: a batch split would need them all-reduced (MindSpore's BatchNorm does, 2 x C floats
-# forward and back), which parsim neither prices nor runs, so the batch stays whole (strategy.batch_norm)
-REDUCED_DIMS = {"Softmax": lambda n: (n - 1,), "LayerNorm": lambda n: (n - 1,), "BatchNorm": lambda n: (0, 2, 3)}
-
-
-# ----------------------------------------------------------------------------- operators
-
-
-def op_sharding(op: OpInfo, strategy: Strategy, devices: int) -> st.OpSharding:
-    """The sharding of ``op`` under ``strategy`` (split counts per input) on ``devices``."""
-    k = op.kind
-    if k == "MatMul":
-        return st.matmul(*op.input_shapes, strategy, devices, w_is_param=op.param_inputs[1])
-    if k == "BatchMatMul":
-        return st.batch_matmul(*op.input_shapes, strategy, devices, w_is_param=op.param_inputs[1])
-    if k == "Conv2d":
-        return st.conv2d(*op.input_shapes, op.output_shape, strategy, devices)
-    if k == "Attention":
-        return st.attention(*op.input_shapes, strategy, devices)
-    if k == "Embedding":
-        return st.embedding(op.input_shapes[0], strategy, devices, op.output_shape)
-    if k == "Softmax":
-        return st.softmax(op.input_shapes[0], strategy[:1], devices)
-    if k == "LayerNorm":
-        return st.layer_norm(op.input_shapes[0], strategy[:1], devices)
-    if k == "BatchNorm":
-        return st.batch_norm(op.input_shapes[0], strategy[:1], devices)
-    sh = st.elementwise(op.output_shape, strategy[:1], devices, op=f"{op.name} (ElementWise)")
-    return _broadcast_inputs(op, sh.output)
-
-
-def _broadcast_inputs(op: OpInfo, out: Layout) -> st.OpSharding:
-    """An element-wise op's inputs take the output's layout; an input of another shape (a
-    broadcast bias, a positional table) is replicated."""
-    ins = tuple(out if tuple(s) == tuple(out.shape) else _replicated(out.device_matrix, s) for s in op.input_shapes)
-    return st.OpSharding("ElementWise", out.device_matrix, ins, out, ins, (False,) * len(ins))
-
-
-def _replicated(device_matrix, shape) -> Layout:
-    return Layout(tuple(device_matrix), (-1,) * len(shape), tuple(shape))
-
-
-def _settled(layout: Layout) -> Layout:
-    return Layout(layout.device_matrix, layout.tensor_map, layout.shape)
-
-
-def ways(layout: Layout) -> int:
-    """How many distinct pieces the layout cuts the tensor into."""
-    return math.prod(layout.device_dim_size(d) for d in layout.tensor_map if d != -1)
-
-
-def _partial_size(layout: Layout) -> int:
-    return math.prod(layout.device_dim_size(d) for d in layout.partial)
-
-
-def op_pieces(sh: st.OpSharding) -> int:
-    """Distinct pieces of the op's iteration space: the product of the device dimensions any of
-    its tensors is split or summed over (the rest of the device matrix repeats the work); tensors
-    on another device matrix (fused attention's replicated KV heads) follow the output's."""
-    dims = set()
-    for lay in (*sh.inputs, sh.output):
-        if lay.device_matrix == sh.output.device_matrix:
-            dims |= {d for d in lay.tensor_map if d != -1} | set(lay.partial)
-    return math.prod(sh.output.device_dim_size(d) for d in dims)
-
-
-def reshape_layout(layout: Layout, shape: tuple[int, ...]) -> Layout | None:
-    """``layout`` carried through a view to ``shape`` (same element count): each split dimension
-    moves to the first dimension of its reshape group that the split divides; None if one
-    cannot be placed."""
-    if tuple(shape) == tuple(layout.shape):
-        return layout
-    groups, i, j = [], 0, 0
-    while i < len(layout.shape) or j < len(shape):
-        gi, gj, pi, pj = [i], [j], layout.shape[i] if i < len(layout.shape) else 1, shape[j] if j < len(shape) else 1
-        i, j = i + 1, j + 1
-        while pi != pj:
-            if pi < pj and i < len(layout.shape):
-                pi *= layout.shape[i]
-                gi.append(i)
-                i += 1
-            elif j < len(shape):
-                pj *= shape[j]
-                gj.append(j)
-                j += 1
-            else:
-                return None
-        groups.append((gi, [x for x in gj if x < len(shape)]))
-    tmap = [-1] * len(shape)
-    for gi, gj in groups:
-        for src in gi:
-            d = layout.tensor_map[src] if src < len(layout.shape) else -1
-            if d == -1:
-                continue
-            n = layout.device_dim_size(d)
-            dst = next((x for x in gj if tmap[x] == -1 and shape[x] % n == 0), None)
-            if dst is None:
-                return None
-            tmap[dst] = d
-    return Layout(layout.device_matrix, tuple(tmap), tuple(shape), layout.partial)
-
-
-def follow(op: OpInfo, source: Layout, devices: int) -> st.OpSharding:
-    """The sharding of an op without a strategy (module docstring)."""
-    if op.kind in _PRIMARY and op.kind not in REDUCED_DIMS:
-        return op_sharding(op, tuple((1,) * len(s) for s in op.input_shapes), devices)
-    lay = reshape_layout(_settled(source), op.input_shapes[0])
-    if lay is None:
-        lay = _replicated(source.device_matrix, op.input_shapes[0])
-    reduced = REDUCED_DIMS.get(op.kind, lambda n: ())(len(lay.shape))
-    if any(lay.tensor_map[i] != -1 for i in reduced):
-        tmap = tuple(-1 if i in reduced else d for i, d in enumerate(lay.tensor_map))
-        lay = Layout(lay.device_matrix, tmap, lay.shape)
-    if op.kind == "ElementWise":
-        return _broadcast_inputs(op, lay if tuple(lay.shape) == tuple(op.output_shape)
-                                 else _replicated(lay.device_matrix, op.output_shape))
-    return {"Softmax": st.softmax_on, "LayerNorm": st.layer_norm_on, "BatchNorm": st.batch_norm_on}[op.kind](lay)
-
-
-# ----------------------------------------------------------------------------- edges
-
-
-def _by_ways(src: Layout, dst: Layout, elem_bytes: int) -> list[Step]:
-    """Redistribution between layouts of different shapes or device matrices (module docstring).
-    Group ranks are taken as consecutive devices (device dimension 0)."""
-    steps, pieces = [], ways(src)
-    local = src.local_elements() * elem_bytes
-    p, want = _partial_size(src), ways(dst)
-    if p > 1 and not dst.partial:
-        if want == pieces * p:
-            steps.append(Step("ReduceScatter", 0, p, local))
-            local, pieces = local / p, want
-        else:
-            steps.append(Step("AllReduce", 0, p, local))
-    if want < pieces:
-        g = pieces // want
-        steps.append(Step("AllGather", 0, g, local * g))
-    elif want > pieces:
-        steps.append(Step("Split", 0, want // pieces, local))
-    return steps
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
-               through_copy: bool = False) -> tuple[list[Step], list[Step], tuple[int, ...] | None]:
-    """(forward steps, backward steps, the device matrix their device dimensions count in, or
-    None for consecutive groups) from a producer's output layout to a consumer's input.  A pure
-    view between them ([b, s, h] -> [b*s, h]) carries the layout over (``reshape_layout``); a copy
-    (a transpose made contiguous) is compared by ways (module docstring).  Cached (layouts are
-    values; the auto layout's cost graphs ask for the same pairs at every micro-batch size): the
-    lists are shared, read them only."""
-    matrix = src.normalized().device_matrix
-    if tuple(src.shape) != tuple(dst.shape) and not through_copy:
-        moved = reshape_layout(src, dst.shape)
-        src = moved if moved is not None else src
-    if tuple(src.shape) == tuple(dst.shape) and \
-            matrix == dst.normalized().device_matrix == dst_grad.normalized().device_matrix:
-        fwd, bwd = (_edge_by_signature if len(matrix) == 1 else edge)(src, dst, dst_grad, elem_bytes)
-        return fwd, bwd, matrix
-    return _by_ways(src, dst, elem_bytes), _by_ways(dst_grad, _settled(src), elem_bytes), None
-
-
-_SIGNATURES: dict[tuple, tuple] = {}
-
-
-def _edge_by_signature(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int) -> tuple[list[Step], list[Step]]:
-    """edge() on one device dimension, where the steps depend on the tensor's shape only through
-    their bytes: worked out once per (device matrices, tensor maps, partials, element bytes) and
-    scaled by the tensor's elements for every other shape (the auto layout's first cost graph
-    meets some 700 layout pairs on ResNet-50 and far fewer signatures).  Exact: each step's bytes
-    are the elements over the layout's ways (dividing, or the layouts would not exist) times the
-    element bytes and the step's group, whole numbers in the same proportion to the elements."""
-    key = tuple((x.device_matrix, x.tensor_map, x.partial) for x in (src, dst, dst_grad)) + (elem_bytes,)
-    elements = math.prod(src.shape)
-    hit = _SIGNATURES.get(key)
-    if hit is None:
-        fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
-        _SIGNATURES[key] = (elements, fwd, bwd)
-        return fwd, bwd
-    base, fwd, bwd = hit
-    fwd, bwd = ([Step(x.kind, x.device_dim, x.group_size, x.bytes_per_device * elements // base, x.from_dim, x.to_dim)
-                 for x in steps] for steps in (fwd, bwd))
-    return fwd, bwd
-
+from parsim.shard.ops import (COMPUTE, CONTRACTIONS, PRIMARY, Strategy, edge_steps, follow, op_pieces, op_sharding,
+                              partial_size, replicated, ways)
+from parsim.shard.redistribute import Step
 
 # ----------------------------------------------------------------------------- layers
 
@@ -258,13 +62,14 @@ def elem_bytes(op: OpInfo) -> int:
 
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
-                in_layout: Layout | None, input_grad: bool = True, memo: dict | None = None) -> LayerSharding:
+                in_layout: Layout | None, input_grad: bool = True, memo: dict | None = None,
+                edges: dict | None = None) -> LayerSharding:
     """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
     shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output;
     ``input_grad``: whether the layer's input carries a gradient back (else no backward step
     leaves the layer through its input).  ``memo``: one graph's layers that share their operators
     (a GPT's identical blocks) share the operators' shardings and steps, worked out once (the
-    caller keeps the layers alive)."""
+    caller keeps the layers alive).  ``edges``: edge_steps' memo, where a run keeps one."""
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
@@ -273,10 +78,10 @@ def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], d
     if memo is not None and key in memo:
         shardings, tp_comm, out_layout, shares = memo[key]
     else:
-        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad)
+        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad, edges)
         tp_comm = _tp_comm(comm, batch)
         shares = _op_shares(ops, shardings, layer.param_count)
-        if memo is not None:     # one tp_comm object for identical layers: parsim.cost.layer memoizes by it
+        if memo is not None:     # one tp_comm object for identical layers
             memo[key] = (shardings, tp_comm, out_layout, shares)
     return LayerSharding(shardings, out_layout, _per_device_layer(layer, shares, tp_comm, batch, in_layout,
                                                                   out_layout))
@@ -291,7 +96,7 @@ def _tp_comm(comm: list[tuple], batch: int) -> tuple:
 
 
 def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
-               input_grad: bool) -> tuple[tuple, list, Layout]:
+               input_grad: bool, edges: dict | None = None) -> tuple[tuple, list, Layout]:
     """(each op's sharding, the layer's redistribution steps, its output layout)."""
     ops = layer.ops
     shardings: list[st.OpSharding] = []
@@ -300,7 +105,7 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
 
     def out_of(src: int, shape) -> Layout:
         if src == FROM_LAYER_INPUT:
-            return in_layout if in_layout is not None else _replicated((devices,), shape)
+            return in_layout if in_layout is not None else replicated((devices,), shape)
         return shardings[src].output
 
     for i, op in enumerate(ops):
@@ -317,7 +122,7 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
             if sh is None:
                 first = srcs[0] if srcs else None
                 source = (out_of(first[1], op.input_shapes[first[0]]) if first
-                          else _replicated((devices,), op.input_shapes[0]))
+                          else replicated((devices,), op.input_shapes[0]))
                 sh = follow(op, source, devices)
         except InfeasibleError as e:
             raise InfeasibleError(f"{layer.name}/{op.name}: {e}") from None
@@ -327,7 +132,7 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
             if j >= len(sh.inputs):
                 continue
             fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb,
-                                          op.input_copied(j))
+                                          op.input_copied(j), edges)
             # One tensor read by several consumers is redistributed once for all that need the same
             # step (a partial sum completed once), and their gradients are summed locally and reduced
             # once: Megatron's fused QKV and gate/up projections take one backward all-reduce.
@@ -340,7 +145,7 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
                         comm.append((ph, x, matrix))
         comm += [("grad", step, matrix) for step, matrix in mirror_steps(sh, eb)]
     out_layout = out_of(layer.ops_output, ops[-1].output_shape) if layer.ops_output != FROM_ELSEWHERE \
-        else _replicated((devices,), ops[-1].output_shape)
+        else replicated((devices,), ops[-1].output_shape)
     return tuple(shardings), comm, out_layout
 
 
@@ -449,7 +254,7 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
                         ok = fnmatch.fnmatchcase(f"{layer.name}/{op.name}", pattern)
                     else:
                         where = f"{layer.name}/{op.module}" if op.module else layer.name   # a unit that is the module
-                        ok = op.kind in _PRIMARY and fnmatch.fnmatchcase(where, pattern) or \
+                        ok = op.kind in PRIMARY and fnmatch.fnmatchcase(where, pattern) or \
                             op.kind in CONTRACTIONS and fnmatch.fnmatchcase(layer.name, pattern)
                     if ok:
                         chosen[(li, oi)] = (strategy, optional)
@@ -474,11 +279,13 @@ def _as_ints(strategy, memo: dict) -> Strategy:
         return tuple(tuple(int(x) for x in s) for s in strategy)
 
 
-def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> list[LayerSharding | None]:
+def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int,
+                    edges: dict | None = None) -> list[LayerSharding | None]:
     """Each layer of ``graph`` sharded by ``patterns`` on groups of ``devices`` (None for a layer
     without an operator view): what the simulator prices (``shard_graph``) and the executor runs
     (parsim.exec.op_parallel).  A layer's input carries a gradient only after a layer with
-    parameters: before one (the images through a Flatten), no backward step leaves it."""
+    parameters: before one (the images through a Flatten), no backward step leaves it.  ``edges``:
+    edge_steps' memo, where a run keeps one."""
     by_layer: dict[int, dict[int, tuple[Strategy, bool]]] = {}   # per layer, as select gives them
     for (li, oi), s in select(graph, patterns).items():
         by_layer.setdefault(li, {})[oi] = s
@@ -488,7 +295,8 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
             out.append(None)
             prev = None
         else:
-            out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads, memo=memo))
+            out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads,
+                                   memo=memo, edges=edges))
             prev = out[-1].output
         grads = grads or layer.param_count > 0 or bool(layer.tied)
     return out
@@ -514,7 +322,7 @@ def loss_steps(out: Layout, extraction_batch: int, eb: int) -> tuple[tuple, int]
       keeps its slice (no gather);
     - otherwise, split or partial: gathered whole forward (split back backward), with the
       gathered whole kept."""
-    if ways(out) * _partial_size(out) == 1:
+    if ways(out) * partial_size(out) == 1:
         return (), 1
     if vocab_parallel_loss(out):
         rows = math.prod(out.shape[:-1]) / extraction_batch          # per sample
@@ -522,15 +330,17 @@ def loss_steps(out: Layout, extraction_batch: int, eb: int) -> tuple[tuple, int]
         d = lay.tensor_map[-1]
         step = Step("AllReduce", d, lay.device_dim_size(d), rows * 4)   # fp32 (objective.loss_fn)
         return (("loss", step, lay.device_matrix),) * 3, 1
-    whole = _replicated(out.device_matrix, out.shape)
+    whole = replicated(out.device_matrix, out.shape)
     fwd, bwd, matrix = edge_steps(out, whole, whole, eb)
     return tuple((ph, replace(x, bytes_per_device=x.bytes_per_device / extraction_batch), matrix)
                  for ph, steps in (("F", fwd), ("B", bwd)) for x in steps if x.communicates), ways(out)
 
 
-def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int) -> LayerGraph:
-    """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``."""
-    shardings = layer_shardings(graph, patterns, devices)
+def shard_graph(graph: LayerGraph, patterns: Mapping[str, Strategy], devices: int,
+                edges: dict | None = None) -> LayerGraph:
+    """The per-device LayerGraph of ``graph`` under ``patterns`` on groups of ``devices``
+    (``edges``: edge_steps' memo, where a run keeps one)."""
+    shardings = layer_shardings(graph, patterns, devices, edges)
     layers = [layer if s is None else s.layer for layer, s in zip(graph.layers, shardings)]
     prev = shardings[-1].output if shardings and shardings[-1] is not None else None
     gathered = 1
@@ -576,7 +386,7 @@ def strategy_summary(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> lis
         if any(c != 1 for split in strategy for c in split):
             op = graph.layers[li].ops[oi]
             counts[(op.name, strategy)] = counts.get((op.name, strategy), 0) + 1
-            rank[op.name] = (_PRIMARY + ("ElementWise",)).index(op.kind)     # contractions first
+            rank[op.name] = (PRIMARY + ("ElementWise",)).index(op.kind)     # contractions first
     return sorted(((name, strategy, n) for (name, strategy), n in counts.items()),
                   key=lambda x: (-x[2], rank[x[0]], x[0]))
 

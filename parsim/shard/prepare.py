@@ -1,7 +1,8 @@
 """The graph one device of a plan runs: a layout's strategies chosen (the model's ``shard:``,
 parsim.shard.builtin's, or searched by parsim.shard.auto), applied by parsim.shard.graph, then
 recomputed if asked, then cut to s/cp tokens of each sequence under context parallelism
-(parsim.cost.context); cached, since the planner asks for the same graphs many times."""
+(parsim.cost.context); kept in a run's ShardMemo (parsim.sim.prices.Prices.shard), since the
+planner asks for the same graphs many times."""
 
 from __future__ import annotations
 
@@ -10,21 +11,44 @@ from typing import Mapping
 
 from parsim.cost.context import context_parallel_graph
 from parsim.cost.experts import expert_parallel_graph, routing_imbalance
-from parsim.errors import InfeasibleError
+from parsim.errors import InfeasibleError, InputError
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.shard import builtin
-from parsim.shard.auto import auto_strategies, search_sizes
+from parsim.shard.auto import StrategySearches, auto_strategies, search_sizes
 from parsim.shard.graph import Strategy, shard_graph
 
-_PREPARED: dict[tuple, tuple] = {}
+
+class ShardMemo:
+    """What one run's per-device graphs are made of, made once: ``graphs`` by their settings
+    (keys name the graphs they come from by id; each entry holds them) and ``searches``, the
+    auto layout's (parsim.shard.auto.StrategySearches)."""
+
+    def __init__(self):
+        self.graphs: dict[tuple, tuple] = {}
+        self.searches = StrategySearches()
+
+
+def check_shard_section(spec):
+    """``spec`` (a ModelSpec), once its model.yaml's ``shard:`` section shards its graph: every
+    strategy names operators, divides their shapes and uses the tensor-parallel group's devices
+    (parallel.tp); else an InputError naming the file.  The commands call it as they load a model
+    (parsim.model.spec reads the section; the rule that checks it lives here, above the model)."""
+    if spec.shard:
+        try:
+            shard_graph(spec.graph, spec.shard, spec.parallel.tp)
+        except InfeasibleError as e:
+            raise InputError(f"{spec.path}: shard: {e}") from None
+    return spec
 
 
 def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategies=None, cluster=None,
-                      training=None, microbatch: int = 1, memory_bytes: float | None = None) -> dict[str, Strategy]:
+                      training=None, microbatch: int = 1, memory_bytes: float | None = None,
+                      memo: ShardMemo | None = None) -> dict[str, Strategy]:
     """The patterns -> strategies of a layout ("model", "auto" or a built-in) for tp devices;
     "auto" is searched for micro-batches of ``microbatch`` samples within ``memory_bytes``
-    (auto_memory_bytes) for the model's operators on one device of each tensor-parallel group."""
+    (auto_memory_bytes) for the model's operators on one device of each tensor-parallel group
+    (``memo``: a run's, which keeps the searches)."""
     if tp > 1 and getattr(graph, "moe", False):
         # Megatron splits a MoE layer's experts by expert parallelism (and each expert's GEMMs by
         # an expert tensor-parallel size, Megatron-Core's MoE docs): parsim prices ep
@@ -42,7 +66,7 @@ def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategi
         if cluster is None or training is None:
             raise ValueError("the auto layout searches on a cluster for a training setup; pass both")
         return auto_strategies(graph, tp, cluster, training.dtype, training.optimizer, microbatch,
-                               cap_bytes=memory_bytes)[0]
+                               cap_bytes=memory_bytes, memo=memo.searches if memo is not None else None)[0]
     return builtin.strategies(tp_layout, tp, graph)
 
 
@@ -63,13 +87,13 @@ def searched_microbatch(microbatch: int) -> int:
     return 1 << (max(1, int(microbatch)).bit_length() - 1)
 
 
-def search_auto_sizes(graph: LayerGraph, tp: int, cluster, training, microbatch_sizes) -> None:
+def search_auto_sizes(graph: LayerGraph, tp: int, cluster, training, microbatch_sizes, memo: ShardMemo) -> None:
     """Search the auto layout for tp devices at several micro-batch sizes at once, ahead of
     per_device_graph asking for them one by one (parsim.shard.auto.search_sizes: the same answers,
-    for about the price of one search)."""
+    for about the price of one search), into the run's ``memo``."""
     if tp > 1:
         search_sizes(graph, tp, cluster, training.dtype, training.optimizer,
-                     {searched_microbatch(b) for b in microbatch_sizes})
+                     {searched_microbatch(b) for b in microbatch_sizes}, memo=memo.searches)
 
 
 def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training) -> dict[str, Strategy]:
@@ -83,22 +107,29 @@ def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training)
                              auto_memory_bytes(cluster, cfg.pp))
 
 
-def expert_graph(base: LayerGraph, ep: int, training=None) -> LayerGraph:
+def expert_graph(base: LayerGraph, ep: int, training=None, memo: ShardMemo | None = None) -> LayerGraph:
     """``base``, a per-device graph without expert parallelism, on one rank of an ep group at
-    ``training``'s routing imbalance (parsim.cost.experts.expert_parallel_graph); cached."""
+    ``training``'s routing imbalance (parsim.cost.experts.expert_parallel_graph); kept in ``memo``."""
     if ep == 1:
         return base
     imbalance = routing_imbalance(training)
-    again = ("experts", id(base), ep, imbalance)
-    if again not in _PREPARED:
-        _PREPARED[again] = (base, expert_parallel_graph(base, ep, imbalance), None)
-    return _PREPARED[again][1]
+    return _kept(memo, ("experts", id(base), ep, imbalance), base, lambda: expert_parallel_graph(base, ep, imbalance))
+
+
+def _kept(memo: ShardMemo | None, key: tuple, held, make) -> LayerGraph:
+    """``make()``, once per ``key`` in the run's memo (None: every time); the entry holds
+    ``held``, which the key names by id."""
+    if memo is None:
+        return make()
+    if key not in memo.graphs:
+        memo.graphs[key] = (held, make())
+    return memo.graphs[key][1]
 
 
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: Recompute | str | bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
                      training=None, microbatch: int = 1, memory_bytes: float | None = None,
-                     cp: int = 1, ep: int = 1) -> LayerGraph:
+                     cp: int = 1, ep: int = 1, memo: ShardMemo | None = None) -> LayerGraph:
     """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
     ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
     on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
@@ -110,53 +141,49 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     nothing to recompute there: that graph is the one without recomputation, marked selective.
     Last, under expert parallelism (``ep`` > 1), one rank's share of the routed experts at
     ``training``'s routing imbalance (parsim.cost.experts.expert_parallel_graph).
-    A graph already prepared for these settings
-    is returned as is; results are cached per graph (the planner asks many times), and settings
-    that give the same strategies share one graph."""
+    A graph already prepared for these settings is returned as is.  ``memo``: the run's, which
+    keeps every graph made (the planner asks many times); settings that give the same
+    strategies share one graph."""
     recompute = recompute_mode(recompute)
     if graph.tp == tp and graph.recompute == recompute and graph.cp == cp and graph.ep == ep:
         return graph
     if graph.tp != 1 or graph.recompute or graph.cp != 1 or graph.ep != 1:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
-    if ep > 1:                    # the tp-sharded, recomputed, cp graph (cached on its own), then ep's experts
+    if ep > 1:                    # the tp-sharded, recomputed, cp graph (kept on its own), then ep's experts
         return expert_graph(per_device_graph(graph, tp, tp_layout, recompute, model_strategies, cluster, training,
-                                             microbatch, memory_bytes, cp), ep, training)
-    if cp > 1:                    # the tp-sharded, recomputed graph (cached on its own), then its tokens / cp
+                                             microbatch, memory_bytes, cp, memo=memo), ep, training, memo)
+    if cp > 1:                    # the tp-sharded, recomputed graph (kept on its own), then its tokens / cp
         selective = recompute is Recompute.SELECTIVE
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE if selective else recompute, model_strategies,
-                                cluster, training, microbatch, memory_bytes)
-        again = ("context", id(base), cp, recompute)
-        if again not in _PREPARED:
-            ring = context_parallel_graph(base, cp)
-            _PREPARED[again] = (base, replace(ring, recompute=recompute) if selective else ring, None)
-        return _PREPARED[again][1]
+                                cluster, training, microbatch, memory_bytes, memo=memo)
+
+        def ring() -> LayerGraph:
+            out = context_parallel_graph(base, cp)
+            return replace(out, recompute=recompute) if selective else out
+        return _kept(memo, ("context", id(base), cp, recompute), base, ring)
     searched = tp_layout == "auto" and tp > 1
     if searched:
         microbatch = searched_microbatch(microbatch)
     key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
            (id(cluster), training, microbatch, memory_bytes) if searched else None)
-    if key in _PREPARED:
-        return _PREPARED[key][1]
-    if len(_PREPARED) > 4096:     # keys are small; the graphs they name are shared
-        _PREPARED.clear()
-    if recompute:                 # the sharded graph, then recomputed (the sharding is cached on its own)
+    if memo is not None and key in memo.graphs:
+        return memo.graphs[key][1]
+    if recompute:                 # the sharded graph, then recomputed (the sharding is kept on its own)
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE, model_strategies, cluster, training,
-                                microbatch, memory_bytes)
-        again = ("recomputed", id(base), recompute)
-        if again not in _PREPARED:
-            _PREPARED[again] = (base, base.with_recompute(recompute), None)
-        _PREPARED[key] = (graph, _PREPARED[again][1], cluster)
-        return _PREPARED[key][1]
-    out = graph
-    if tp > 1:
+                                microbatch, memory_bytes, memo=memo)
+        out = _kept(memo, ("recomputed", id(base), recompute), base, lambda: base.with_recompute(recompute))
+    elif tp > 1:
         patterns = layout_strategies(graph, tp, tp_layout, model_strategies, cluster, training, microbatch,
-                                     memory_bytes)
-        same = ("sharded", id(graph), tp, tuple(sorted(patterns.items())))
-        if same not in _PREPARED:
+                                     memory_bytes, memo)
+
+        def sharded() -> LayerGraph:
             try:
-                _PREPARED[same] = (graph, shard_graph(graph, patterns, tp), None)
+                return shard_graph(graph, patterns, tp, memo.searches.edges if memo is not None else None)
             except InfeasibleError as e:
                 raise InfeasibleError(f"tp={tp} with the {tp_layout} layout: {e}") from None
-        out = _PREPARED[same][1]
-    _PREPARED[key] = (graph, out, cluster)     # keeps what the key's ids name alive
+        out = _kept(memo, ("sharded", id(graph), tp, tuple(sorted(patterns.items()))), graph, sharded)
+    else:
+        out = graph
+    if memo is not None:
+        memo.graphs[key] = ((graph, cluster), out)     # holds what the key's ids name
     return out

@@ -105,16 +105,6 @@ def plan_kind(device_name: str, graph, cfg) -> PlanKind:
     return PlanKind(device_name, parallel_mix(cfg.tp, cfg.pp, cfg.cp, cfg.ep, cfg.zero), model_kind(graph))
 
 
-def row_kind(figure, priced=None) -> PlanKind:
-    """A published row's kind (parsim.profile.published.Figure): its profile's device, its
-    parallel sizes, its model."""
-    from parsim.profile.published import figure_spec, shipped_profile
-
-    par = dict(figure.parallel)
-    mix = parallel_mix(par.get("tp", 1), par.get("pp", 1), par.get("cp", 1), par.get("ep", 1), par.get("zero", 0))
-    return PlanKind(shipped_profile(figure).device.name, mix, model_kind(figure_spec(figure).graph))
-
-
 @dataclass(frozen=True)
 class Residual:
     id: str

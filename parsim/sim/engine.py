@@ -56,8 +56,13 @@ or the optimizer), input, exposed communication (a RECV's transfer time, a bucke
 the optimizer waiting on its buckets) or idle (a RECV waiting for the peer to reach its SEND, or
 a REDUCE_TIED waiting for its partners: ``collective_waits``).
 
-The engine is a work-list over ranks: a rank runs until it blocks on a RECV whose SEND has not
-been issued, or on a REDUCE_TIED its partners have not reached, and is woken when it is.  Each
+The engine is a work-list over ranks: a rank runs its actions in order, each once what it waits
+for is done, and those waits are parsim.schedule.deps' (``templates``, ``waits``: the one rule,
+which the validator and the lowering read too; what a rank waits for on its own rank its order
+has done before, so only another rank's is looked up); a rank blocks on an action of another rank
+not done yet (a RECV's SEND) or on a REDUCE_TIED its partners have not reached, and is woken when
+it is.  Each
+kind of action has its handler (``_Step``, a table as DeepSpeed's pipeline engine keeps).  Each
 action is visited once (a REDUCE_TIED that waited, twice).
 """
 
@@ -66,6 +71,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parsim.schedule.actions import Action, Kind, Schedule
+from parsim.schedule.deps import dependencies
 from parsim.schedule.validate import ScheduleError
 from parsim.sim.memory import activation_deltas, activation_peaks
 
@@ -171,258 +177,343 @@ def _by_kind(by_stage_kind: dict, num_stages: int) -> dict[Kind, list[float]]:
     return out
 
 
-def run(schedule: Schedule, costs: Costs, keep_records: bool = True) -> Timeline:
-    R, M = schedule.num_ranks, schedule.num_microbatches
-    last_bwd = Kind.W if schedule.split_backward else Kind.B
-    orders = [schedule.actions(r) for r in range(R)]
-    pos = [0] * R
-    t_rank = [0.0] * R
-    busy = [0.0] * R
-    exposed = [0.0] * R
-    idle = [0.0] * R
-    last_compute = [0.0] * R
-    dp_free = [0.0] * R
-    link_free: dict[tuple[int, int], float] = {}
-    arrival: dict[int, tuple[float, float]] = {}     # transfer key -> (posted_s, arrived_s)
-    waiting: dict[int, int] = {}                     # transfer key -> blocked rank
-    last_bwd_span: dict[int, tuple[float, float]] = {}
-    buckets_done: dict[int, float] = {}
-    records: list[tuple[int, Action, str, float, float]] = []
-    input_rank = [0.0] * R
-    first_forward = [0.0] * M
-    load_s, ready_s = costs.input_s, costs.input_ready_s
-    dur = _by_kind({**costs.compute_s, **costs.transfer_s}, schedule.num_stages)
-    bucket = costs.bucket
-    every_mb: dict[int, list[tuple[float, float]]] = {}    # stage -> its buckets, when run per micro-batch
-    if costs.buckets_every_microbatch:
-        for (s_, k_), v_ in sorted(bucket.items()):
-            every_mb.setdefault(s_, []).append(v_)
-    gather = _by_kind(costs.gather_s, schedule.num_stages)
-    gather_once = costs.gather_first_microbatch_only
-    hooks = _by_kind(costs.hooks_s, schedule.num_stages)
-    after_opt = costs.after_optimizer_s
-    exposed_share = 1.0 - costs.overlap + costs.contention      # of a bucket's time, charged to compute
-    rank_of = schedule.rank_of
-    F, B, I, W = Kind.F, Kind.B, Kind.I, Kind.W
-    SEND_F, RECV_F = Kind.SEND_F, Kind.RECV_F
-    COMPUTE_KINDS = frozenset((F, B, I, W))
-    SEND_KINDS = frozenset((SEND_F, Kind.SEND_B))
-    RECV_KINDS = frozenset((RECV_F, Kind.RECV_B))
-    tied = costs.tied
-    tied_size: dict[str, int] = {}                   # group -> its stages (one REDUCE_TIED each)
-    for g, _ in tied.values():
-        tied_size[g] = tied_size.get(g, 0) + 1
-    tied_arrived: dict[str, dict[int, float]] = {}   # group -> stage -> when it reached REDUCE_TIED
-    tied_waiting: dict[str, list[int]] = {}          # group -> ranks blocked on it
-    waits: list[list[tuple[float, float]]] = [[] for _ in range(R)]
-    delay = costs.busy_sender_delay_s
-    # per rank: transfers posted whose arrival waits on what the sender does next (delay > 0 only):
-    # (action, key, posted_s, start_s, undelayed end_s, link)
-    pending: list[list[tuple[Action, int, float, float, float, tuple[int, int]]]] = [[] for _ in range(R)]
+def templates(schedule: Schedule) -> dict[tuple[int, Kind], tuple[tuple[int, Kind, bool, int | None], ...]]:
+    """What each (stage, kind) of a lowered schedule waits for, from parsim.schedule.deps (the one
+    rule: ``dependencies``, each REDUCE_TIED and OPTIMIZER told its stage's buckets and whether it
+    holds a tied weight), as (stage, kind, own, micro-batch): ``own`` where the action waited for
+    is of the waiting action's own micro-batch, else the micro-batch named (a bucket waits for the
+    last micro-batch's backward).  The rule is asked once per (stage, kind), at a micro-batch no
+    action has (-1): what it names there is the action's own."""
+    split, last = schedule.split_backward, schedule.num_microbatches - 1
+    buckets: dict[int, int] = {}
+    tied: set[int] = set()
+    kinds: dict[tuple[int, Kind], bool] = {}
+    for acts in schedule.order:
+        for a in acts:
+            if a is None:
+                continue
+            kinds[(a.stage, a.kind)] = a.microbatch is not None
+            if a.kind is Kind.REDUCE_GRAD:
+                buckets[a.stage] = buckets.get(a.stage, 0) + 1
+            elif a.kind is Kind.REDUCE_TIED:
+                tied.add(a.stage)
+    return {(s, k): tuple((d.stage, d.kind, d.microbatch == -1, d.microbatch)
+                          for d in dependencies(Action(s, k, -1 if numbered else None), schedule.num_stages,
+                                                schedule.rank_of, lowered=True, split_backward=split,
+                                                last_microbatch=last, buckets=buckets.get(s, 0), tied=s in tied))
+            for (s, k), numbered in kinds.items()}
 
-    def deliver(r: int, a: Action, key: int, posted: float, start: float, arrived: float) -> None:
-        """A transfer of rank r's arrives: recorded, and the rank blocked on its RECV woken."""
-        arrival[key] = (posted, arrived)
-        if keep_records:
-            records.append((r, a, P2P, start, arrived))
-        w = waiting.pop(key, None)
+
+def waits(schedule: Schedule) -> tuple[tuple[tuple[Action, ...], ...], ...]:
+    """Per rank, per action of its order: what the engine waits for before it starts the action
+    (``templates``, each with the action's micro-batch put in)."""
+    t = templates(schedule)
+    return tuple(tuple(tuple(Action(ds, dk, mb if own else dm) for ds, dk, own, dm in t[(s, k)])
+                       for s, k, mb in schedule.actions(r)) for r in range(schedule.num_ranks))
+
+
+def run(schedule: Schedule, costs: Costs, keep_records: bool = True, prices=None) -> Timeline:
+    """Execute a lowered schedule (module docstring): each rank runs its actions in order, an
+    action once what it waits for (``templates``) is done, by the handler of its kind (``_Step``);
+    a rank blocked on an action of another rank is woken when that action is done.  ``prices``:
+    the run's pricing context (parsim.sim.prices), which keeps each schedule's waits and
+    activation events."""
+    if prices is None:
+        waited = templates(schedule)
+    else:
+        table = prices.table("engine waits")
+        hit = table.get(id(schedule))
+        if hit is None:
+            hit = table[id(schedule)] = (schedule, templates(schedule))
+        waited = hit[1]
+    step = _Step(schedule, costs, keep_records, waited)
+    while step.stack:
+        step.advance(step.stack.pop())
+        if not step.stack and step.delay and any(step.pending):   # every rank blocked, some on a pending send
+            step.unblock()
+    stuck = [f"rank {r} waits at {step.orders[r][step.pos[r]]}" for r in range(step.R)
+             if step.pos[r] < len(step.orders[r])]
+    if stuck:
+        raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
+    # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
+    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, prices)
+    deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes,
+                               costs.w_held_bytes) if keep_records else {}
+    return Timeline(step.records, step.t, step.busy, step.exposed, peak, max_inflight, step.last_bwd,
+                    step.input_rank, step.first_forward, step.idle, step.last_compute, step.collective_waits, deltas,
+                    step.hidden)
+
+
+class _Step:
+    """The state of one step's execution and a handler per action kind (DeepSpeed's instruction
+    table): each takes the rank, the action and what it waited for, and moves the rank's clock.
+    A handler returns False where the action cannot run yet (a REDUCE_TIED whose partners have
+    not reached theirs); the rank is then visited again when they have."""
+
+    def __init__(self, schedule: Schedule, costs: Costs, keep_records: bool, waited: dict):
+        R, M, S = schedule.num_ranks, schedule.num_microbatches, schedule.num_stages
+        # kind -> per stage: what its actions wait for (templates), and of it what another rank does:
+        # an action's own rank runs in order, so what it waits for there is done before it
+        # (parsim.schedule.validate checks the order by the same rule)
+        self.waited: dict[Kind, list] = {}
+        self.elsewhere: dict[Kind, list] = {}
+        for (st, k), template in waited.items():
+            self.waited.setdefault(k, [()] * S)[st] = template
+            self.elsewhere.setdefault(k, [()] * S)[st] = tuple(
+                t for t in template if schedule.rank_of(t[0]) != schedule.rank_of(st))
+        self.R, self.M, self.costs, self.keep = R, M, costs, keep_records
+        # the rank each stage's SEND_F and SEND_B goes to (Schedule.rank_of: the placement's one rule)
+        self.peer = {Kind.SEND_F: [schedule.rank_of(s + 1) for s in range(S)],
+                     Kind.SEND_B: [schedule.rank_of(s - 1) for s in range(S)]}
+        self.last_bwd = Kind.W if schedule.split_backward else Kind.B
+        self.orders = [schedule.actions(r) for r in range(R)]
+        self.pos = [0] * R
+        self.t = [0.0] * R                  # per rank: its compute stream's clock
+        self.busy, self.exposed, self.idle = [0.0] * R, [0.0] * R, [0.0] * R
+        self.last_compute, self.input_rank, self.hidden = [0.0] * R, [0.0] * R, [0.0] * R
+        self.first_forward = [0.0] * M
+        self.collective_waits: list[list[tuple[float, float]]] = [[] for _ in range(R)]
+        self.records: list[tuple[int, Action, str, float, float]] = []
+        self.done: dict[Action, float] = {}                     # when each action's result is available
+        self.span: dict[Action, tuple[float, float]] = {}       # compute actions: (start, seconds)
+        self.sent: dict[Action, tuple[float, float]] = {}       # SEND: (posted_s, arrived_s)
+        self.waiting: dict[Action, int] = {}                    # an action not yet done -> the rank blocked on it
+        self.stack = list(range(R - 1, -1, -1))
+        self.dp_free = [0.0] * R
+        self.link_free: dict[tuple[int, int], float] = {}
+        self.dur = _by_kind({**costs.compute_s, **costs.transfer_s}, S)
+        self.gather, self.hooks, self.a2a = (_by_kind(x, S) for x in (costs.gather_s, costs.hooks_s, costs.a2a_s))
+        self.every_mb: dict[int, list[tuple[float, float]]] = {}    # stage -> its buckets, when run per micro-batch
+        if costs.buckets_every_microbatch:
+            for (s, _), entry in sorted(costs.bucket.items()):
+                self.every_mb.setdefault(s, []).append(entry)
+        self.exposed_share = 1.0 - costs.overlap + costs.contention     # of a bucket's time, charged to compute
+        self.tied_size: dict[str, int] = {}                     # group -> its stages (one REDUCE_TIED each)
+        for g, _ in costs.tied.values():
+            self.tied_size[g] = self.tied_size.get(g, 0) + 1
+        self.tied_arrived: dict[str, dict[int, float]] = {}     # group -> stage -> when it reached REDUCE_TIED
+        self.tied_waiting: dict[str, list[int]] = {}            # group -> ranks blocked on it
+        self.delay = costs.busy_sender_delay_s
+        # per rank: sends whose arrival waits on what the sender does next (delay > 0 only):
+        # (action, posted_s, start_s, undelayed end_s, link)
+        self.pending: list[list[tuple]] = [[] for _ in range(R)]
+        self.unpaired: list[tuple | None] = [None] * R          # per rank: its last F/B/I (ep_overlap)
+        compute = self.compute
+        self.handlers = {Kind.F: compute, Kind.B: compute, Kind.I: compute, Kind.W: compute,
+                         Kind.SEND_F: self.send, Kind.SEND_B: self.send, Kind.RECV_F: self.recv,
+                         Kind.RECV_B: self.recv, Kind.REDUCE_GRAD: self.reduce_grad,
+                         Kind.REDUCE_TIED: self.reduce_tied, Kind.OPTIMIZER: self.optimizer}
+
+    def advance(self, r: int) -> None:
+        """Run rank r's actions in order until one waits for an action not done (then it sleeps
+        in ``waiting`` until that action is done) or its list ends."""
+        order, i, n = self.orders[r], self.pos[r], len(self.orders[r])
+        done, handlers, waited, elsewhere = self.done, self.handlers, self.waited, self.elsewhere
+        while i < n:
+            a = order[i]
+            s, k, mb = a
+            for ds, dk, own, dm in elsewhere[k][s]:
+                d = (ds, dk, mb if own else dm)
+                if d not in done:
+                    self.waiting[d] = r
+                    self.pos[r] = i
+                    return
+            if not handlers[k](r, a, waited[k][s]):
+                self.pos[r] = i
+                return
+            i += 1
+        self.pos[r] = n
+        if self.pending[r]:                 # its list done: the step waits on its sends
+            self.settle(r, None)
+
+    def record(self, r: int, a: Action, stream: str, start: float, end: float) -> None:
+        if self.keep:
+            self.records.append((r, a, stream, start, end))
+
+    @staticmethod
+    def deps(a: Action, template) -> list[tuple]:
+        """What ``a`` waited for (its (stage, kind)'s template with its micro-batch put in)."""
+        return [(ds, dk, a[2] if own else dm) for ds, dk, own, dm in template]
+
+    def compute(self, r: int, a: Action, template) -> bool:
+        """F, B, I, W: what it waits for ran on this rank (or arrived through a RECV before it)."""
+        s, k, mb = a
+        t, costs = self.t[r], self.costs
+        d = self.dur[k][s]
+        if costs.a2a_overlap_cost is not None and k is not Kind.W:
+            d = _paired(r, k is Kind.F, d, self.a2a[k][s] if k in self.a2a else 0.0, mb, self.unpaired, self.hidden,
+                        costs.a2a_overlap_cost)
+        ready_s = costs.input_ready_s
+        if self.pending[r]:                 # this rank's sends: does it compute before they arrive?
+            self.settle(r, max(t, ready_s[mb]) if s == 0 and k is Kind.F and ready_s else t)
+        if s == 0 and k is Kind.F:          # the micro-batch's samples enter here
+            if ready_s and ready_s[mb] > t:
+                self.input_rank[r] += ready_s[mb] - t
+                t = ready_s[mb]
+            if costs.input_s:
+                self.record(r, a, INPUT, t, t + costs.input_s)
+                t += costs.input_s
+                self.input_rank[r] += costs.input_s
+            self.first_forward[mb] = t
+        g = self.gather[k][s] if k in self.gather and (mb == 0 or not costs.gather_first_microbatch_only) else 0.0
+        if k in self.hooks:
+            g += self.hooks[k][s]
+        if g:                               # ZeRO 2-3: parameters not yet gathered
+            self.record(r, a, DP, t, t + g)
+            t += g
+            self.exposed[r] += g
+        if self.keep:
+            self.records.append((r, a, COMPUTE, t, t + d))
+        self.span[a] = (t, d)
+        stolen = 0.0
+        if k is self.last_bwd and mb != self.M - 1 and s in self.every_mb:   # ZeRO >= 2: this one's reduce-scatters
+            for j, (frac, dd) in enumerate(self.every_mb[s]):
+                start = max(t + frac * d, self.dp_free[r])
+                self.dp_free[r] = start + dd
+                stolen += self.exposed_share * dd
+                self.record(r, Action(s, Kind.REDUCE_GRAD, j), DP, start, start + dd)
+        t += d
+        self.busy[r] += d
+        self.last_compute[r] = self.done[a] = t
+        if stolen:                          # cycles the collectives take, after this backward
+            self.exposed[r] += stolen
+            t += stolen
+        self.t[r] = t
+        return True
+
+    def send(self, r: int, a: Action, template) -> bool:
+        """SEND_F, SEND_B: posted now, on the FIFO link to the receiving stage's rank; arrives when
+        it is through (with a busy sender, decided by what the sender does next: ``settle``)."""
+        s, k, _ = a
+        t = self.t[r]
+        link = (r, self.peer[k][s])
+        start = max(t, self.link_free.get(link, 0.0))
+        end = start + self.dur[k][s]
+        self.link_free[link] = end
+        if self.delay:
+            self.pending[r].append((a, t, start, end, link))
+        else:
+            self.deliver(r, a, t, start, end)
+        return True
+
+    def deliver(self, r: int, a: Action, posted: float, start: float, arrived: float) -> None:
+        """A send of rank r's arrives: done, recorded, and the rank waiting on it woken."""
+        self.sent[a] = (posted, arrived)
+        self.done[a] = arrived
+        if self.keep:
+            self.records.append((r, a, P2P, start, arrived))
+        w = self.waiting.pop(a, None)
         if w is not None:
-            stack.append(w)
+            self.stack.append(w)
 
-    def settle(r: int, computes_at: float | None, idle_until: float | None = None) -> None:
-        """Decide rank r's pending transfers: delayed if it starts computing at ``computes_at``
-        before they would have arrived, else (None: it waits on them) as priced; with
-        ``idle_until``, only those that arrive by then (the rank cannot compute before it)."""
+    def recv(self, r: int, a: Action, template) -> bool:
+        """RECV_F, RECV_B: the rank waits for the send it waited for to arrive: idle until the peer
+        posted it, exposed communication while it travels (and queues on the link)."""
+        posted, arrived = self.sent[self.deps(a, template)[0]]
+        t = self.t[r]
+        if arrived > t:
+            if posted > t:
+                self.idle[r] += posted - t
+                t = posted
+            self.exposed[r] += arrived - t
+            t = arrived
+        self.t[r] = self.done[a] = t
+        return True
+
+    def reduce_grad(self, r: int, a: Action, template) -> bool:
+        """A gradient bucket: ready part-way through the backward it waits for, on the dp stream;
+        the part compute does not hide delays the compute stream."""
+        frac, d = self.costs.bucket[(a.stage, a.microbatch)]
+        b_start, b_dur = self.span[self.deps(a, template)[0]]
+        start = max(b_start + frac * b_dur, self.dp_free[r])
+        self.dp_free[r] = self.done[a] = start + d
+        stolen = self.exposed_share * d
+        if stolen:                          # cycles the collective takes from compute: exposed
+            self.t[r] += stolen
+            self.exposed[r] += stolen
+        self.record(r, a, DP, start, start + d)
+        return True
+
+    def _ready(self, r: int, a: Action, template) -> None:
+        """Wait on the compute stream, exposed, until what the action waits for is done."""
+        ready = max((self.done[d] for d in self.deps(a, template)), default=self.t[r])
+        if ready > self.t[r]:
+            self.exposed[r] += ready - self.t[r]
+            self.t[r] = ready
+
+    def reduce_tied(self, r: int, a: Action, template) -> bool:
+        """A tied weight's gradient, all-reduced by the stages of its group together (a blocking
+        collective): after the stage's buckets, once every partner has reached its own."""
+        s = a.stage
+        if self.pending[r]:                 # the sends go while it waits
+            self.settle(r, None)
+        g, d = self.costs.tied[s]
+        arrived = self.tied_arrived.setdefault(g, {})
+        if s not in arrived:
+            self._ready(r, a, template)
+            arrived[s] = self.t[r]
+        if len(arrived) < self.tied_size[g]:
+            self.tied_waiting.setdefault(g, []).append(r)
+            return False
+        self.stack.extend(self.tied_waiting.pop(g, ()))
+        start = max(arrived.values())       # the wait for the partners: idle
+        if start > arrived[s]:
+            self.collective_waits[r].append((arrived[s], start))
+        self.record(r, a, DP, start, start + d)
+        self.t[r] = self.done[a] = start + d
+        self.exposed[r] += d
+        return True
+
+    def optimizer(self, r: int, a: Action, template) -> bool:
+        """The stage's optimizer step on the compute stream, once its gradients are reduced; under
+        ZeRO 1-2, then the updated shards all-gathered (exposed)."""
+        s = a.stage
+        if self.pending[r]:                 # torch waits on a step's sends before it returns
+            self.settle(r, None)
+        self._ready(r, a, template)
+        t, d = self.t[r], self.dur[Kind.OPTIMIZER][s]
+        self.record(r, a, COMPUTE, t, t + d)
+        t += d
+        self.busy[r] += d
+        g = self.costs.after_optimizer_s.get(s, 0.0)
+        if g:                               # ZeRO 1-2: gather the updated parameter shards
+            self.record(r, a, DP, t, t + g)
+            t += g
+            self.exposed[r] += g
+        self.t[r] = self.done[a] = t
+        return True
+
+    def settle(self, r: int, computes_at: float | None, idle_until: float | None = None) -> None:
+        """Decide rank r's pending sends: delayed if it starts computing at ``computes_at`` before
+        they would have arrived, else (None: it waits on them) as priced; with ``idle_until``,
+        only those that arrive by then (the rank cannot compute before it)."""
         keep = []
-        for item in pending[r]:
-            a, key, posted, start, end, link = item
+        for item in self.pending[r]:
+            a, posted, start, end, link = item
             if idle_until is not None and end > idle_until:
                 keep.append(item)
                 continue
             arrived = end
-            if computes_at is not None and computes_at < end and posted + delay > end:
-                arrived = posted + delay
-                if arrived > link_free[link]:
-                    link_free[link] = arrived
-            deliver(r, a, key, posted, start, arrived)
-        pending[r] = keep
+            if computes_at is not None and computes_at < end and posted + self.delay > end:
+                arrived = posted + self.delay
+                if arrived > self.link_free[link]:
+                    self.link_free[link] = arrived
+            self.deliver(r, a, posted, start, arrived)
+        self.pending[r] = keep
 
-    def unblock() -> None:
-        """Every rank is blocked, some on transfers still pending: a blocked sender computes
-        no earlier than the transfer it waits for arrives undelayed, so its own transfers that
-        arrive by then are settled as waited on; if none is, all are (a cycle of waits)."""
-        ends = {it[1]: it[4] for q in range(R) for it in pending[q]}
-        before = sum(map(len, pending))
-        for key, q in list(waiting.items()):
-            if pending[q]:
-                settle(q, None, max(t_rank[q], ends.get(key, t_rank[q])))
-        if sum(map(len, pending)) == before:
-            for q in range(R):
-                if pending[q]:
-                    settle(q, None)
-
-    a2a = _by_kind(costs.a2a_s, schedule.num_stages)
-    pair_cost = costs.a2a_overlap_cost
-    hidden = [0.0] * R
-    unpaired: list[tuple | None] = [None] * R    # per rank: (forward?, compute s, a2a s, micro-batch) of its last F/B/I
-
-    stack = list(range(R - 1, -1, -1))
-    while stack:
-        r = stack.pop()
-        order, i, t = orders[r], pos[r], t_rank[r]
-        # this rank's counters live in locals while it runs, and are written back when it blocks
-        busy_r, exposed_r = busy[r], exposed[r]
-        idle_r, last_r = idle[r], last_compute[r]
-        n = len(order)
-        while i < n:
-            a = order[i]
-            s, k, mb = a
-            if k in COMPUTE_KINDS:
-                d = dur[k][s]
-                if pair_cost is not None and k is not W:
-                    d = _paired(r, k is F, d, a2a[k][s] if k in a2a else 0.0, mb, unpaired, hidden, pair_cost)
-                if pending[r]:                    # this rank's sends: does it compute before they arrive?
-                    settle(r, max(t, ready_s[mb]) if s == 0 and k is F and ready_s else t)
-                if s == 0 and k is F:             # the micro-batch's samples enter here
-                    if ready_s and ready_s[mb] > t:
-                        input_rank[r] += ready_s[mb] - t
-                        t = ready_s[mb]
-                    if load_s:
-                        if keep_records:
-                            records.append((r, a, INPUT, t, t + load_s))
-                        t += load_s
-                        input_rank[r] += load_s
-                    first_forward[mb] = t
-                g = gather[k][s] if k in gather and (mb == 0 or not gather_once) else 0.0
-                if k in hooks:
-                    g += hooks[k][s]
-                if g:                             # ZeRO 2-3: parameters not yet gathered
-                    if keep_records:
-                        records.append((r, a, DP, t, t + g))
-                    t += g
-                    exposed_r += g
-                if keep_records:
-                    records.append((r, a, COMPUTE, t, t + d))
-                if k is last_bwd:
-                    if mb == M - 1:
-                        last_bwd_span[s] = (t, d)
-                    elif s in every_mb:           # ZeRO >= 2: this micro-batch's reduce-scatters
-                        stolen = 0.0
-                        for j, (frac, dd) in enumerate(every_mb[s]):
-                            start = max(t + frac * d, dp_free[r])
-                            dp_free[r] = start + dd
-                            buckets_done[s] = max(buckets_done.get(s, 0.0), start + dd)
-                            stolen += exposed_share * dd
-                            if keep_records:
-                                records.append((r, Action(s, Kind.REDUCE_GRAD, j), DP, start, start + dd))
-                        exposed_r += stolen       # cycles the collectives take, after this backward
-                        t += d
-                        busy_r += d
-                        last_r = t
-                        t += stolen
-                        i += 1
-                        continue
-                t += d
-                busy_r += d
-                last_r = t
-            elif k in SEND_KINDS:
-                forward = k is SEND_F
-                link = (r, rank_of(s + 1) if forward else rank_of(s - 1))
-                start = link_free.get(link, 0.0)
-                if t > start:
-                    start = t
-                end = start + dur[k][s]
-                link_free[link] = end
-                key = (s * M + mb) * 2 + (not forward)
-                if delay:                         # decided at the sender's next compute or wait
-                    pending[r].append((a, key, t, start, end, link))
-                    i += 1
-                    continue
-                deliver(r, a, key, t, start, end)
-            elif k in RECV_KINDS:
-                key = ((s - 1) * M + mb) * 2 if k is RECV_F else ((s + 1) * M + mb) * 2 + 1
-                got = arrival.get(key)
-                if got is None:
-                    waiting[key] = r
-                    break
-                posted, arrived = got
-                if arrived > t:
-                    if posted > t:                 # waiting for the peer to reach its SEND: idle
-                        idle_r += posted - t
-                        t = posted
-                    exposed_r += arrived - t       # the transfer itself (and its queue on the link)
-                    t = arrived
-            elif k is Kind.REDUCE_GRAD:
-                frac, d = bucket[(s, mb)]
-                b_start, b_dur = last_bwd_span[s]
-                start = max(b_start + frac * b_dur, dp_free[r])
-                dp_free[r] = start + d
-                buckets_done[s] = max(buckets_done.get(s, 0.0), start + d)
-                stolen = exposed_share * d
-                if stolen:                         # cycles the collective takes from compute:
-                    t += stolen                    # exposed communication on this rank
-                    exposed_r += stolen
-                if keep_records:
-                    records.append((r, a, DP, start, start + d))
-            elif k is Kind.REDUCE_TIED:
-                if pending[r]:                    # a blocking collective: the sends go while it waits
-                    settle(r, None)
-                g, d = tied[s]
-                arrived = tied_arrived.setdefault(g, {})
-                if s not in arrived:
-                    ready = buckets_done.get(s, t)
-                    if ready > t:
-                        exposed_r += ready - t
-                        t = ready
-                    arrived[s] = t
-                if len(arrived) < tied_size[g]:
-                    tied_waiting.setdefault(g, []).append(r)
-                    break
-                stack.extend(tied_waiting.pop(g, ()))
-                start = max(arrived.values())      # the wait for the partners: idle
-                if start > arrived[s]:
-                    waits[r].append((arrived[s], start))
-                if keep_records:
-                    records.append((r, a, DP, start, start + d))
-                t = start + d
-                exposed_r += d
-            elif k is Kind.OPTIMIZER:
-                if pending[r]:                    # torch waits on a step's sends before it returns
-                    settle(r, None)
-                ready = buckets_done.get(s, t)
-                if ready > t:
-                    exposed_r += ready - t
-                    t = ready
-                d = dur[k][s]
-                if keep_records:
-                    records.append((r, a, COMPUTE, t, t + d))
-                t += d
-                busy_r += d
-                g = after_opt.get(s, 0.0)
-                if g:                             # ZeRO 1-2: gather the updated parameter shards
-                    if keep_records:
-                        records.append((r, a, DP, t, t + g))
-                    t += g
-                    exposed_r += g
-            else:
-                raise ValueError(f"the engine cannot run {a}")
-            i += 1
-        pos[r], t_rank[r] = i, t
-        busy[r], exposed[r] = busy_r, exposed_r
-        idle[r], last_compute[r] = idle_r, last_r
-        if i == n and pending[r]:                 # its list done: the step waits on its sends
-            settle(r, None)
-        if not stack and delay and any(pending):  # every rank blocked, some on a pending transfer
-            unblock()
-    stuck = [f"rank {r} waits at {orders[r][pos[r]]}" for r in range(R) if pos[r] < len(orders[r])]
-    if stuck:
-        raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
-    # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
-    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes)
-    deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes,
-                               costs.w_held_bytes) if keep_records else {}
-    return Timeline(records, t_rank, busy, exposed, peak, max_inflight, last_bwd, input_rank, first_forward, idle,
-                    last_compute, waits, deltas, hidden)
+    def unblock(self) -> None:
+        """Every rank is blocked, some on sends still pending: a blocked sender computes no earlier
+        than the send it waits for arrives undelayed, so its own sends that arrive by then are
+        settled as waited on; if none is, all are (a cycle of waits)."""
+        ends = {item[0]: item[3] for q in range(self.R) for item in self.pending[q]}
+        before = sum(map(len, self.pending))
+        for a, q in list(self.waiting.items()):
+            if self.pending[q]:
+                self.settle(q, None, max(self.t[q], ends.get(a, self.t[q])))
+        if sum(map(len, self.pending)) == before:
+            for q in range(self.R):
+                if self.pending[q]:
+                    self.settle(q, None)
 
 
 def _paired(r: int, forward: bool, d: float, a2a_s: float, mb: int, unpaired: list, hidden: list[float],

@@ -60,18 +60,20 @@ def activation_deltas(num_stages: int, split_backward: bool, saved_bytes: dict,
     return out
 
 
-def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict) -> tuple[list[float], list[int]]:
+def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
+                     prices=None) -> tuple[list[float], list[int]]:
     """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
     replaying its compute actions in order (the arguments as stage_activation_bytes gives them;
     each action's bytes from activation_deltas): a running sum of each action's bytes (np.cumsum
     adds along a row in order, as a loop would), its peak taken after each F and I (a backward
-    only frees)."""
+    only frees).  ``prices``: the run's pricing context (parsim.sim.prices), which keeps each
+    schedule's events."""
     split = schedule.split_backward
     deltas = activation_deltas(schedule.num_stages, split, saved_bytes, w_held_bytes)
     zeros = (0.0,) * schedule.num_stages
     # per action code (_events): what it adds to the rank's activations; code 3 pads
     adds = np.array([deltas[Kind.F], deltas.get(Kind.I, zeros), deltas[Kind.W if split else Kind.B], zeros])
-    stage, code = _events(schedule)
+    stage, code = _events(schedule) if prices is None else _kept(prices.table("activation events"), schedule)
     act = np.cumsum(adds[code, stage], axis=1)
     peaks = np.maximum(np.where(code < 2, act, 0.0).max(axis=1, initial=0.0), 0.0)
     inflight = np.cumsum(_INFLIGHT[code], axis=1).max(axis=1, initial=0)
@@ -79,30 +81,33 @@ def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict) 
 
 
 _INFLIGHT = np.array([1, 0, -1, 0])       # per action code: micro-batches it puts in flight
-_EVENTS: dict[int, tuple] = {}
+
+
+def _kept(table: dict, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """_events, once per schedule of a run (the simulator's are built once per shape: the planner's
+    memory floor and its simulation ask for the same ones), the schedule held in the entry."""
+    hit = table.get(id(schedule))
+    if hit is None:
+        hit = table[id(schedule)] = (schedule, _events(schedule))
+    return hit[1]
 
 
 def _events(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     """(stage, code) of each rank's actions that change its activations, in order, one row per
     rank: code 0 an F, 1 a split backward's I, 2 the backward that frees them (B, or W when
-    split), 3 padding to the longest row.  Remembered per schedule (the simulator's are built once
-    per shape), the schedule kept in the entry so that its id cannot be reused while it lives."""
-    hit = _EVENTS.get(id(schedule))
-    if hit is None or hit[0] is not schedule:
-        if len(_EVENTS) > 1024:
-            _EVENTS.clear()
-        code = {Kind.F: 0, Kind.I: 1, Kind.W if schedule.split_backward else Kind.B: 2}
-        rows = [[(s, code[k]) for s, k, _ in schedule.actions(r) if k in code] for r in range(schedule.num_ranks)]
-        width = max(map(len, rows), default=0)
-        both = np.array([row + [(0, 3)] * (width - len(row)) for row in rows], dtype=np.intp).reshape(len(rows),
-                                                                                                    width, 2)
-        hit = _EVENTS[id(schedule)] = (schedule, (both[:, :, 0], both[:, :, 1]))
-    return hit[1]
+    split), 3 padding to the longest row."""
+    code = {Kind.F: 0, Kind.I: 1, Kind.W if schedule.split_backward else Kind.B: 2}
+    rows = [[(s, code[k]) for s, k, _ in schedule.actions(r) if k in code] for r in range(schedule.num_ranks)]
+    width = max(map(len, rows), default=0)
+    both = np.array([row + [(0, 3)] * (width - len(row)) for row in rows], dtype=np.intp).reshape(len(rows), width, 2)
+    return both[:, :, 0], both[:, :, 1]
 
 
-def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) -> tuple[dict[str, float], float]:
+def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
+                prices=None) -> tuple[dict[str, float], float]:
     """(static bytes by kind, as MemoryBreakdown names them; the backward's workspace) of a
-    pipeline rank holding the layers ``held`` (cfg.rank_layers), before ZeRO's collective buffers."""
+    pipeline rank holding the layers ``held`` (cfg.rank_layers), before ZeRO's collective buffers;
+    ``prices``: the run's pricing context, which keeps the workspaces."""
     layers, S = graph.layers, cfg.stages
     stages = range(pipe_rank, S, cfg.pp)
     # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
@@ -113,36 +118,35 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int]) ->
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.grad_ranks
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
-    return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode)
+    return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode, prices)
 
 
-_WORKSPACES: dict[tuple, tuple] = {}
-
-
-def _workspace_bytes(graph, ranges: tuple[range, ...], b: int, cp_mode: str = "ring") -> float:
-    """backward_workspace_bytes, remembered: the planner's floor and the simulation of the same
-    plan ask for the same ranks, and candidates that differ in placement or ZeRO share splits
-    (each layer's working set walks its operators).  Keyed by the graph's id, the graph kept in the
-    entry so that the id cannot be reused while the entry lives."""
+def _workspace_bytes(graph, ranges: tuple[range, ...], b: int, cp_mode: str = "ring", prices=None) -> float:
+    """backward_workspace_bytes, kept in the run's pricing context where there is one: the
+    planner's floor and the simulation of the same plan ask for the same ranks, and candidates
+    that differ in placement or ZeRO share splits (each layer's working set walks its
+    operators).  Keyed by the graph's id, the graph held in the entry."""
+    if prices is None:
+        return backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode)
+    table = prices.table("backward workspaces")
     key = (id(graph), ranges, b, cp_mode)
-    hit = _WORKSPACES.get(key)
+    hit = table.get(key)
     if hit is None:
-        if len(_WORKSPACES) > 65536:
-            _WORKSPACES.clear()
-        hit = _WORKSPACES[key] = (graph, backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode))
+        hit = table[key] = (graph, backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode))
     return hit[1]
 
 
-def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float = math.inf) -> float:
+def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float = math.inf, prices=None) -> float:
     """The simulated peak of ``cfg`` (its bounds set; ``graph`` its per-device graph, ``schedule``
     its built schedule) less ZeRO's collective buffers: at most the simulated peak, and equal to
     it without them (above).  With ``stop_above``, the first rank's found above it, ranks taken
-    by their activations' peak, the largest first (the planner asks only whether a plan fits)."""
+    by their activations' peak, the largest first (the planner asks only whether a plan fits);
+    ``prices``: the run's pricing context (parsim.sim.prices)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward))
+    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward), prices)
     worst = 0.0
     for r in sorted(range(cfg.pp), key=lambda r: -peaks[r]):
-        static, workspace = rank_memory(graph, training, cfg, b, r, cfg.rank_layers(r))
+        static, workspace = rank_memory(graph, training, cfg, b, r, cfg.rank_layers(r), prices)
         worst = max(worst, MemoryBreakdown(activations_bytes=peaks[r], workspace_bytes=workspace, **static).total_bytes)
         if worst > stop_above:
             break

@@ -117,10 +117,11 @@ def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
 
 
 def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
-                 first_rank: int = 0, tp_overlap: bool = False) -> float:
+                 first_rank: int = 0, tp_overlap: bool = False, tp_comm_s=None) -> float:
     """parsim.cost.layer.layer_time_s, with the layer's tensor-parallel collectives of each
-    forward and backward pass overlapped with its GEMMs where ``tp_overlap`` (module docstring)."""
-    t = plain_layer_time_s(compute, layer, kind, microbatch, cluster, first_rank)
+    forward and backward pass overlapped with its GEMMs where ``tp_overlap`` (module docstring);
+    ``tp_comm_s``: as parsim.cost.layer.layer_time_s takes it."""
+    t = plain_layer_time_s(compute, layer, kind, microbatch, cluster, first_rank, tp_comm_s)
     if not tp_overlap or cluster is None or not layer.tp_comm or includes_tp_comm(compute, microbatch) \
             or kind == "W":
         return t
@@ -129,7 +130,8 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
     if layer.recomputes_forward and kind in ("B", "I"):
         passes.append(("F", "F"))
     for k, ph in passes:
-        comm = tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
+        comm = tp_comm_s(layer, ph, microbatch, first_rank) if tp_comm_s is not None else \
+            tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
         gemm = compute.layer_time_s(layer, k, microbatch) * gemm_share(layer, k, microbatch)
         t += overlapped_s(gemm, comm, units, comm_units, chunks) - gemm - comm
     return t

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 from collections import defaultdict
 from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
-                              first_bucket_bytes, fsdp_units, group_link_class, library_algorithms, p2p_time_s,
-                              prefetched_gather_s, shard_padded_bytes)
+                              first_bucket_bytes, fsdp_units, library_algorithms, p2p_time_s, prefetched_gather_s,
+                              shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
-from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, a2a_time_s, check_ep, expert_param_count
+from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
-from parsim.cost.layer import tp_comm_time_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
                                 fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
 from parsim.errors import InfeasibleError
@@ -23,13 +21,14 @@ from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import CP_MODES, ParallelConfig
-from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
-from parsim.sim import engine
+from parsim.schedule.generators import check_feasible
+from parsim.sim import engine, steady
 from parsim.sim.memory import rank_memory, stage_activation_bytes
 from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
+from parsim.sim.prices import Prices
 
 
 def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
@@ -68,9 +67,14 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
 
 
 @contextmanager
-def _paused_gc():
-    """A step of p*m actions allocates ~10^5 small acyclic tuples; the cyclic collector scanning
-    them doubled simulate()'s time (benchmarks/bench_simulator.py), so it waits until we're done."""
+def paused_gc():
+    """The cyclic collector paused while a simulation or a search runs.  A step of p*m actions
+    allocates ~10^5 small acyclic tuples; the collector scanning them doubled simulate()'s time
+    (benchmarks/bench_simulator.py).  A planner run allocates such objects by the million while
+    the model it searches (GPT-3 175B: some 290,000 objects) stays put, and each full collection
+    scans them all: GPT-3 175B on 1,024 A100s searched in 12.5 s with the collector running and
+    9.5 s paused (one run each, a shared 2-core host: unconfirmed on a quiet one,
+    benchmarks/bench_planner.py --goals).  It waits until we're done."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -82,19 +86,23 @@ def _paused_gc():
 
 def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig,
              compute: ComputeModel | None = None, *, algorithm: str = "auto", keep_timeline: bool = True,
-             strategies: dict | None = None) -> Estimate:
+             strategies: dict | None = None, prices: Prices | None = None) -> Estimate:
     """Predict one training step of ``cfg``; see parsim.sim.engine for the execution semantics.
     ``graph`` is the model's (or already its per-device graph for cfg); ``strategies`` are the
-    model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"."""
+    model.yaml's ``shard:`` strategies, used when cfg.tp_layout is "model"; ``prices``: the run's
+    pricing context (parsim.sim.prices: the planner's, on ``cluster`` resolved for the run's dtype),
+    else this call's own."""
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
-    cluster = cluster.for_dtype(training.dtype)     # its collectives' fit and overlap in the run's dtype
+    if prices is None:                              # its collectives' fit and overlap in the run's dtype
+        prices = Prices(cluster.for_dtype(training.dtype))
+    cluster = prices.cluster
     if graph.ep == 1:                               # the model's graph: ep's constraints before its per-device one
         check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep)
-    with _paused_gc():
-        return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, memo=prices.shard)
+    with paused_gc():
+        return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
 
 
 def backward_intensity(graph, layer_indices, b: int) -> float:
@@ -180,19 +188,7 @@ def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
     return bubble, sync
 
 
-# pure, and a search meets the same ones often (the planner's memory floor too: parsim.sim.memory)
-built_schedule = functools.lru_cache(maxsize=256)(build_schedule)
-
-
-@functools.lru_cache(maxsize=256)
-def _lowered(name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tuple):
-    """lower(build_schedule(...)), remembered: both are pure functions of these, and a planner run
-    simulates the same schedule with the same buckets many times (GPT-3 on 1,024 A100s: 26
-    simulations, 13 lowered schedules; Llama-3 405B: 36, 9)."""
-    return lower(built_schedule(name, pp, m, v), dict(buckets), tied_stages)
-
-
-def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, width, zero, algorithm, bucket,
+def _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param, width, zero, algorithm, bucket,
                     buckets_per_stage, after_opt, comm_bytes) -> tuple[float, ...]:
     """ep > 1: stage s's routed-expert gradients, bucketed as DDP buckets the dense ones
     (Megatron-Core keeps the expert parameters in a buffer of their own), all-reduced (ZeRO-1:
@@ -200,14 +196,14 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     holding the same experts (ParallelConfig.expert_dp_group: 1/ep of the bytes, dp x cp / ep
     ranks).  Added to the stage's buckets (``bucket``) in the order they become ready, on the
     same stream; returns their bytes."""
-    group = cfg.expert_dp_group(s % cfg.pp)
-    n, link = len(group), group_link_class(cluster, group)
+    group = prices.group(cfg, "expert_dp", s % cfg.pp)
+    n, link = len(group), prices.link_class(group)
     grads = [expert_own[i - idx.start] * per_param["grads"] for i in reversed(idx)]
     members = ddp_buckets(grads, DDP_BUCKET_BYTES, first_cap_bytes=first_bucket_bytes(zero))
     sizes = tuple(sum(grads[j] for j in g) for g in members)
     sizes = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
     op = "reduce_scatter" if zero else "all_reduce"
-    ours = [(sum(last[: g[-1] + 1]) / total, collective_time_s(cluster, group, x, op, algorithm))
+    ours = [(sum(last[: g[-1] + 1]) / total, prices.collective_s(group, x, op, algorithm))
             for g, x in zip(members, sizes)]
     dense = [bucket.pop((s, k)) for k in range(buckets_per_stage.get(s, 0))]
     for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
@@ -216,18 +212,19 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * cfg.tp
     if zero == 1:           # the updated shards: parameters, in the training dtype
         share = per_param["params"] / per_param["grads"]
-        after_opt[s] = after_opt.get(s, 0.0) + sum(collective_time_s(cluster, group, x * share, "all_gather")
-                                                   for x in sizes)
+        after_opt[s] = after_opt.get(s, 0.0) + sum(prices.collective_s(group, x * share, "all_gather") for x in sizes)
         comm_bytes[link] += (n - 1) * sum(sizes) * share * cfg.tp
     return sizes
 
 
-def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) -> Estimate:
+def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -> Estimate:
+    cluster = prices.cluster
     b = check_config(graph, training, cluster, cfg)
     compute = compute or AnalyticalCompute.for_training(cluster.device, training)
     check_profile_ep(compute, cfg.ep)
-    schedule = built_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
-    split = schedule.split_backward
+    check_feasible(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+    # the schedule's kind of backward, read off a short one (a long step is not built: parsim.sim.steady)
+    split = prices.schedule(cfg.schedule, cfg.pp, cfg.pp, cfg.chunks).split_backward
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
                               "would be held from I to W); use zero <= 2 or another schedule")
@@ -271,36 +268,35 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     for s in range(S):
         idx = cfg.stage_layers(s)
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
-        per_layer = {k: [layer_time_s(compute, layers[i], k, b, cluster, me, cfg.tp_comm_overlap) for i in idx]
-                     for k in kinds}
+        per_layer = {k: prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s, idx.start,
+                                           idx.stop) for k in kinds}
         if cp > 1 and cfg.cp_mode == "allgather":     # K, V all-gathered, dK, dV reduce-scattered: exposed
             ring = cfg.cp_group(0, s % cfg.pp)
             for k in kinds:
                 per_layer[k] = [t + allgather_exposed_s(layers[i], k, b, cp, cluster, ring)
                                 for t, i in zip(per_layer[k], idx)]
             ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
-            comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
+            comm_bytes[prices.link_class(ring)] += ring_bytes[s] * replicas
         elif cp > 1:       # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
             ring = cfg.cp_group(0, s % cfg.pp)
-            link = cluster.link_for(group_link_class(cluster, ring))
+            link = cluster.link_for(prices.link_class(ring))
             delay = cluster.profile.collectives.busy_sender_delay_s
             for k in kinds:
                 per_layer[k] = [t + ring_exposed_s(compute, layers[i], k, b, cp, link, overlap, delay)
                                 for t, i in zip(per_layer[k], idx)]
             ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
-            comm_bytes[group_link_class(cluster, ring)] += ring_bytes[s] * replicas
+            comm_bytes[prices.link_class(ring)] += ring_bytes[s] * replicas
         if cfg.ep > 1:      # the MoE layers' token all-to-alls over the ep group, exposed (parsim.cost.experts)
-            group = cfg.ep_group(s % cfg.pp)
+            group = prices.group(cfg, "ep", s % cfg.pp)
             # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
             timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
-            a2a = {k: [0.0 if timed else a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance)
-                       for i in idx] for k in kinds}
+            a2a = {k: [0.0 if timed else prices.a2a_s(graph, i, k, b, group) for i in idx] for k in kinds}
             for k in kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
                 a2a_s[(s, Kind(k))] = sum(a2a[k])
             ep_comm_s[s] = m * sum(sum(v) for v in a2a.values())
             ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in kinds)
-            comm_bytes[group_link_class(cluster, group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
+            comm_bytes[prices.link_class(group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
         mine = held[s % cfg.pp]
@@ -312,7 +308,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
         stepped = (params - experts) / dp + experts / cfg.expert_dp if zero else params
         compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(stepped, opt_moved) + \
-            sum(tp_comm_time_s(layers[i], "grad", b, cluster, me) for i in idx)
+            sum(prices.tp_comm_s(layers[i], "grad", b, me) for i in idx)
         if s < S - 1:
             nbytes = layers[idx[-1]].output_bytes * b
             transfer_s[(s, Kind.SEND_F)] = p2p_time_s(cluster, me, next_rank, nbytes)
@@ -322,8 +318,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
             comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * replicas
         if dp > 1 and params:            # dp: the dp x cp ranks holding the stage's parameters
-            group = cfg.grad_group(s % cfg.pp)
-            link = group_link_class(cluster, group)
+            group = prices.group(cfg, "grad", s % cfg.pp)
+            link = prices.link_class(group)
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
             if zero >= 2:        # FSDP2's units (parsim.exec.fsdp), reduce-scattered every micro-batch
@@ -336,8 +332,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 bucket_bytes[s] = tuple(unit_bytes[k] for k in order)
                 for pos, k in enumerate(order):
                     ready = 1.0 if k == 0 else sum(last[: len(idx) - units[k][0]]) / total
-                    bucket[(s, pos)] = (ready, collective_time_s(cluster, group, unit_bytes[k], "reduce_scatter",
-                                                                 algorithm))
+                    bucket[(s, pos)] = (ready, prices.collective_s(group, unit_bytes[k], "reduce_scatter", algorithm))
                 buckets_per_stage[s] = len(order)
                 comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
                 sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
@@ -348,7 +343,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
                 # gathers move the parameters, in the training dtype, whatever the gradients' dtype
                 gather_bytes = tuple(shard_padded_bytes(x * param_share, per_param["params"], dp) for x in sizes)
-                gathers = [collective_time_s(cluster, group, x, "all_gather") for x in gather_bytes]
+                gathers = [prices.collective_s(group, x, "all_gather") for x in gather_bytes]
                 own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
@@ -394,17 +389,17 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                 for k, members in enumerate(groups):
                     nbytes = bucket_bytes[s][k]
                     ready = sum(last[: position[members[-1]] + 1]) / total
-                    bucket[(s, k)] = (ready, collective_time_s(cluster, group, nbytes, op, algorithm))
+                    bucket[(s, k)] = (ready, prices.collective_s(group, nbytes, op, algorithm))
                     comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
                 buckets_per_stage[s] = len(groups)
                 if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
                     sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
                     gathered = [x * param_share for x in bucket_bytes[s]]        # parameters, not gradients
-                    after_opt[s] = sum(collective_time_s(cluster, group, x, "all_gather") for x in gathered)
+                    after_opt[s] = sum(prices.collective_s(group, x, "all_gather") for x in gathered)
                     comm_bytes[link] += (dp - 1) * sum(gathered) * cfg.tp
                     sharded[s] += [("all_gather", x) for x in gathered]
                 if experts and cfg.expert_dp > 1:       # ep: the experts' own buckets over the expert_dp ranks
-                    expert_buckets[s] = _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param,
+                    expert_buckets[s] = _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param,
                                                         width, zero, algorithm, bucket, buckets_per_stage, after_opt,
                                                         comm_bytes)
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
@@ -413,16 +408,16 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             # a fully recomputed layer's backward runs its forward's steps again (selective: none)
             tp_bytes = sum(step.bytes_per_device * runs[ph] * (2 if ph == "F" and layers[i].recomputes_forward else 1)
                            for i in idx for ph, step, _ in layers[i].tp_comm if step.communicates)
-            comm_bytes[group_link_class(cluster, cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
+            comm_bytes[prices.link_class(cfg.tp_group(0, s % cfg.pp))] += tp_bytes * replicas
 
     tied_s = {}
     for group, stages, count in tied:     # every (replica, tp rank) runs its own, at once
         ranks = [grank[s % cfg.pp] for s in stages]
         nbytes = count * per_param["grads"]
-        secs = collective_time_s(cluster, ranks, nbytes, "all_reduce", algorithm)
+        secs = prices.collective_s(ranks, nbytes, "all_reduce", algorithm)
         tied_s.update((s, (group, secs)) for s in stages)
         n = len(ranks)
-        comm_bytes[group_link_class(cluster, ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
+        comm_bytes[prices.link_class(ranks)] += 2 * (n - 1) * nbytes * replicas   # ring, all ranks
     # The gradient all-reduces (ZeRO-2/3: the reduce-scatters) against the compute they run under:
     # from the interaction profile-comm measured on synthetic kernels, at the size of replica
     # 0's buckets and the intensity of its first rank's backward; never from the model's own
@@ -437,8 +432,11 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         if terms is not None:
             overlap, contention = terms
     saved, w_held = stage_activation_bytes(graph, cfg, b, split)
-    lowered = _lowered(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks, tuple(sorted(buckets_per_stage.items())),
-                       tuple(sorted(tied_s)))
+    buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
+
+    def lowered(k: int):
+        """The lowered schedule of k micro-batches."""
+        return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
                          w_held_bytes=w_held,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
@@ -454,14 +452,18 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                           round(graph.input_bytes / DTYPE_BYTES[graph.dtype]))
     if load is not None and not load.overlap:
         costs.input_s = load.microbatch_s
-    tl = engine.run(lowered, costs, keep_records=keep_timeline)
+    tl = None
+    if not keep_timeline and not (load is not None and load.overlap) and S * m >= steady.FROM_ACTIONS:
+        tl = steady.run(lowered, costs, m, S, steady.round_of(cfg.schedule, cfg.pp, cfg.chunks), prices)
+    if tl is None:
+        tl = engine.run(lowered(m), costs, keep_records=keep_timeline, prices=prices)
     T = max(tl.end_s)
     input_bound = False
     if load is not None and load.overlap:
         ready = loader_ready_s(load.microbatch_s, cfg.microbatches, tl.first_forward_s, T)
         if any(x > 0 for x in ready):      # the loader is slower than compute: run again, waiting on it
             costs.input_ready_s = tuple(ready)
-            tl = engine.run(lowered, costs, keep_records=keep_timeline)
+            tl = engine.run(lowered(m), costs, keep_records=keep_timeline, prices=prices)
             T = max(tl.end_s)
             input_bound = True
 
@@ -469,7 +471,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
     ranks = []
     for r in range(cfg.pp):
         stages = tuple(s for s in range(S) if s % cfg.pp == r)
-        static, workspace = rank_memory(graph, training, cfg, b, r, held[r])
+        static, workspace = rank_memory(graph, training, cfg, b, r, held[r], prices)
         ranges = [cfg.stage_layers(s) for s in stages]
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}

@@ -1,5 +1,6 @@
 """Progress bars (tqdm) on stderr, the one rule for them: rank 0 only, and only where stderr is a
-terminal, so that logs, pipes, notebooks and the other ranks never receive one."""
+terminal, so that logs, pipes, notebooks and the other ranks never receive one.  A utility below
+every package (the planner's search and the executor's steps show one)."""
 
 from __future__ import annotations
 

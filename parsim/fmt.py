@@ -1,4 +1,6 @@
-"""Human-readable numbers for tables (binary prefixes for bytes, SI for FLOPs and rates)."""
+"""Human-readable numbers for tables (binary prefixes for bytes, SI for FLOPs and rates): a utility
+below every package, as parsim.fileio is (the planner's explanation, the executor's summary and
+the report all print them)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,321 @@
+"""A candidate's split and the bounds it gives: per-layer numbers as arrays (Bounds), shared by
+every candidate of one per-device graph, for its memory-constrained split (parsim.search.
+partition), the closed-form peak of a stage (StageMemory) and a step time no schedule beats
+(Bounds.lower_bound_s): the second step of the planner's branch and bound (parsim.search.bound).
+
+The memory floor: the closed-form peak of a split (StageMemory) charges stage j
+
+    mem_j = v (static_j + boundary_j + n_j b saved_j),   every term >= 0,
+
+n_j its in-flight micro-batches.  Over the pp v stages the static bytes add up to at least
+P x the static bytes per parameter (every parameter is held at least once; a tied weight's copy
+adds) and the saved bytes to at least S, the whole model's (the stage sums telescope, and what a
+stage's first layer shares with its input only adds).  The fullest stage holds at least the
+average, so max_j mem_j >= P static / pp; and it holds at least any weighted mean, here with
+weights (1 / n_j) / H, H = sum of 1 / n_j, which cancels the in-flight counts:
+
+    max_j mem_j >= v (P static / (H max_j n_j) + b S / H).
+
+When the larger of the two exceeds the cap, no split fits and the partitioner need not run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from parsim.cost.comm import fsdp_units, shard_padded_bytes
+from parsim.cost.compute import ComputeModel
+from parsim.cost.experts import expert_param_count
+from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
+                                optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
+                                zero_fractions)
+from parsim.errors import InfeasibleError
+from parsim.hardware.cluster import Cluster
+from parsim.model.graph import LayerGraph
+from parsim.model.spec import ModelSpec
+from parsim.plan import ParallelConfig
+from parsim.search.partition import grid_band, partition
+from parsim.search.resolve import boundary_costs, boundary_links
+from parsim.sim.overlap import layer_time_s
+from parsim.sim.prices import Prices
+
+# Rounding: prefix differences are not bit-equal to the split's own sums (the floors of
+# parsim.search.bound take it too).
+SLACK = 1 - 1e-9
+
+
+class StageMemory:
+    """memory(j, A, B): the closed-form peak bytes of stage j holding layers [A, B) (j, A, B
+    scalars or arrays, element-wise), v chunks on one device:
+
+        (params x static bytes per param [+ ZeRO-2/3's unsharded gradients]
+         + pipeline buffers (2 x boundary activation x b, none at pp = 1: pipeline_buffer_bytes)
+         + in-flight micro-batches of stage j x b x stage saved bytes) x v
+
+    The partitioner asks for every stage over bands of the same (A, B) matrices
+    (partition.grid_band): the stage-independent parts are computed once per matrix pair.
+
+    It guides the split; it is not a bound on the simulated peak (it leaves out the backward's
+    workspace and ZB-H1's gradients held from I to W, and with v chunks it takes stage j's bytes
+    v times for its rank's).  Changing it would change the splits, and so the plans; the plan's
+    exact check comes once its split is known (parsim.sim.memory.peak_floor_bytes, in plan())."""
+
+    def __init__(self, bnd: "Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: np.ndarray,
+                 expert_static_per_param: float | None = None):
+        self.bnd, self.static_per_param, self.zero, self.b, self.v = bnd, static_per_param, zero, b, v
+        # ep: the routed experts' ZeRO shards are over the expert_dp ranks, fewer than the dp x cp ones
+        self.expert_extra = (expert_static_per_param or static_per_param) - static_per_param
+        self.inflight = inflight
+        self.pp = len(inflight) // v
+        self._last: tuple | None = None          # (A, B, static + boundary, stage saved bytes)
+
+    def _parts(self, A, B):
+        last = self._last
+        if last is not None and last[0] is A and last[1] is B:
+            return last[2], last[3]
+        bnd = self.bnd
+        params = bnd.param_prefix[B] - bnd.param_prefix[A]
+        for u, o, n in bnd.tied:
+            params = params + n * np.logical_and((A <= u) & (u < B), np.logical_not((A <= o) & (o < B)))
+        static = params * self.static_per_param
+        if self.expert_extra:
+            static = static + (bnd.expert_prefix[B] - bnd.expert_prefix[A]) * self.expert_extra
+        if self.zero >= 2:                   # pp = 1 (zero_variants): the stage is the whole model
+            static = static + bnd.fsdp_grad_bytes(self.b)
+        end = B == len(bnd.out)
+        # a stage's buffers hold its output's boundary activation; the model's last stage's, its input's
+        edge = np.where(end, np.maximum(A - 1, 0), np.maximum(B - 1, 0))
+        base = static + pipeline_buffer_bytes(bnd.out[edge] * self.b, self.pp)
+        saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
+        if isinstance(A, np.ndarray):
+            self._last = (A, B, base, saved)
+        return base, saved
+
+    def __call__(self, j, A, B):
+        band = grid_band(A, B) if isinstance(A, np.ndarray) else None
+        if band is None:
+            base, saved = self._parts(A, B)
+        else:
+            gA, gB, rows, cols = band
+            base, saved = (x[rows, cols] for x in self._parts(gA, gB))
+        inflight = self.inflight[j] if np.ndim(j) else float(self.inflight[j])
+        return (base + inflight * self.b * saved) * self.v
+
+
+class Bounds:
+    """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
+
+    def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel,
+                 tp_overlap: bool = False, prices: Prices | None = None):
+        g, t = graph, spec.training
+        self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
+        self.prices = prices if prices is not None else Prices(cluster)     # the run's (parsim.sim.prices)
+        self.tp_overlap = tp_overlap          # its layers' tp collectives overlapped with their GEMMs (sim.overlap)
+        self.params = np.array([l.param_count for l in g.layers], dtype=float)
+        # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
+        self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
+        self.saved = np.array([l.saved_bytes - l.input_shared_bytes for l in g.layers], dtype=float)
+        self.saved[-1] += g.loss_saved_bytes        # the loss's, with the last layer's
+        self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
+        self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
+        # ep > 1: of them, the routed experts this rank holds (gradients over the expert_dp ranks)
+        self.expert_prefix = np.concatenate([[0.0], np.cumsum([expert_param_count(l, g.ep) for l in g.layers])])
+        # (user, owner, parameters) of each tied weight: a stage holding the user without the owner
+        # keeps a copy (LayerGraph.held_param_count)
+        self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
+        self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
+        self.per_param = per = bytes_per_param(t.dtype, t.optimizer, t.grad_reduce_dtype)
+        self.grad_per_param = per["grads"]
+        self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
+        self._costs: dict[int, tuple[list, list]] = {}
+        self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
+        self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
+
+    def costs(self, b: int):
+        """(forward + backward time per layer, bytes a stage ending after the layer sends per
+        micro-batch), as parsim.search.resolve.layer_costs gives them, from the run's prices."""
+        if b not in self._costs:
+            f, bwd = (self.prices.layer_times(self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s)
+                      for k in ("F", "B"))
+            self._costs[b] = ([x + y for x, y in zip(f, bwd)], [layer.output_bytes * b for layer in self.graph.layers])
+        return self._costs[b]
+
+    def fsdp_grad_bytes(self, b: int) -> float:
+        """ZeRO-2 and -3 (pp = 1: the stage is the whole model): what the FSDP units' unsharded
+        gradients add to the backward's peak at micro-batch ``b``, by the simulator's rule
+        (fsdp_held_grad_bytes, beside the activations not yet freed: backward_workspace_bytes),
+        less the backward workspace the closed form leaves out."""
+        key = ("fsdp", b)
+        if key not in self._costs:
+            g = self.graph
+            whole = [range(len(g.layers))]
+            shared = g.sharing(whole[0])
+            own = [l.param_count for l in g.layers]
+            units = fsdp_units(own, [i in shared for i in whole[0]])
+            sizes = [sum(own[i] for i in u) * self.grad_per_param for u in units]
+            held = dict(enumerate(fsdp_held_grad_bytes(units, sizes, len(own))))
+            self._costs[key] = backward_workspace_bytes(g, whole, b, held) - backward_workspace_bytes(g, whole, b)
+        return self._costs[key]
+
+    def memory_fn(self, schedule, m, pp, v, b, dp, zero=0) -> "StageMemory":
+        """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
+        (zero_fractions), plus, from stage 2, the FSDP units' unsharded gradients in the backward
+        (fsdp_grad_bytes; ZeRO-3's gathered layers are left to the simulated peak)."""
+        key = ("inflight", schedule, m, pp, v)
+        if key not in self._costs:
+            self._costs[key] = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
+        return StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key],
+                            self.static_per_param(max(1, dp // self.graph.ep), zero) if self.graph.ep > 1 else None)
+
+    def static_per_param(self, dp: int, zero: int) -> float:
+        """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
+        state, each shrunk by its ZeRO share (zero_fractions)."""
+        f = zero_fractions(zero, dp)
+        return sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
+
+    def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
+        """Boundary times per stage and layer, each stage's on the link to the next stage."""
+        key = ("edges", b, links)
+        if key not in self._costs:
+            self._costs[key] = boundary_costs(self.cluster, links, self.costs(b)[1])
+        return self._costs[key]
+
+    def free_split(self, stages: int, b: int, links: tuple[str, ...]) -> tuple[int, ...]:
+        key = ("free", stages, b, links)
+        if key not in self._splits:
+            self._splits[key] = partition(self.costs(b)[0], stages, self.edges(b, links))
+        return self._splits[key][0]
+
+    def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
+        """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
+        the link class of each stage boundary under the candidate's placement (boundary_links)."""
+        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)    # what a fit depends on: not links
+        if fits_key in self._unfit:
+            return None
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        if memory_floor_bytes(self.param_prefix[-1], mem.static_per_param, self.saved_prefix[-1] + self.shared[0],
+                              mem.inflight, b, v) > cap:
+            self._unfit.add(fits_key)
+            return None                      # no split can fit: the partitioner need not look
+        stages = pp * v
+        times = self.costs(b)[0]
+        edges = self.edges(b, links)
+        bounds = self.free_split(stages, b, links)
+        A, B = np.array(bounds[:-1]), np.array(bounds[1:])
+        if np.all(mem(np.arange(stages), A, B) <= cap):
+            return bounds
+        key = (schedule, m, pp, v, b, dp if zero else dp > 1, zero, links)
+        if key not in self._splits:
+            try:
+                self._splits[key] = partition(times, stages, edges, mem, cap)
+            except InfeasibleError:
+                self._splits[key] = None
+                self._unfit.add(fits_key)
+        found = self._splits[key]
+        return found[0] if found else None
+
+    def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-layer prefix sums of F, B, I and W times."""
+        key = ("phases", b)
+        if key not in self._costs:
+            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum(self.prices.layer_times(
+                self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s))]) for k in ("F", "B", "I", "W"))
+        return self._costs[key]
+
+    def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
+        """A step time no schedule can beat (so the search may skip what cannot reach the top k):
+
+        - a rank computes m x (F + B) of its stages, then steps the optimizer for each of them
+          (on the compute stream: parsim.schedule.lower puts OPTIMIZER last) and, under ZeRO-1,
+          all-gathers each stage's updated shards (no faster than one all-gather of them all);
+        - with one chunk per rank, the bottleneck stage s waits for micro-batch 0's forward through
+          stages < s and its transfers, and (with an unsplit backward) ends before the last
+          backward through them; a split backward's W may overlap that upstream tail, so it is
+          not counted then;
+        - its gradients' all-reduce starts no earlier than its last backward, and one message of
+          all its gradients is no slower than its buckets; then the stage's optimizer runs;
+        - with any number of chunks, rank r's first action is a forward of one of its stages,
+          which waits for that micro-batch's forward through stages 0..r-1 (those before it in
+          chunk 0) and each stage's send to the next: head_r, then the rank computes all its
+          work and steps its optimizer; with an unsplit backward its last compute is the backward
+          of its chunk-0 stage r (every generator's order: tests/test_search_bound.py), after
+          which that micro-batch's backward through stages r-1..0, with the transfers between
+          them, still runs (tail_r), and then rank 0 steps its optimizer."""
+        Fp, Bp, Ip, Wp = self.phase_times(b)
+        m, pp = cfg.microbatches, cfg.pp
+        split = cfg.schedule == "zbh1"
+        # one transfer across each stage boundary (each way: the link classes are symmetric)
+        sent = self.edges(b, self.prices.boundary_links(cfg, boundary_links)) / 2
+        per_rank = [0.0] * pp
+        after = [0.0] * pp                  # per rank: its optimizer steps and ZeRO-1's gathers
+        head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
+        tail = [0.0] * pp                   # its backward through them (unsplit backward only)
+        best = 0.0
+        upstream = 0.0
+        for s in range(cfg.stages):
+            a, z = cfg.bounds[s], cfg.bounds[s + 1]
+            f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            x = float(sent[s, z - 1])
+            if s + 1 < pp:
+                head[s + 1] = head[s] + f + x
+                tail[s + 1] = tail[s] + (0.0 if split else bwd + x)
+            if split:
+                bwd = min(bwd, Ip[z] - Ip[a] + Wp[z] - Wp[a])
+            per_rank[s % pp] += m * (f + bwd)
+            if cfg.chunks == 1:
+                best = max(best, upstream + m * (f + bwd))
+                upstream += f + x + (0.0 if split else bwd + x)
+            params = self.param_prefix[z] - self.param_prefix[a]
+            step = self.compute.optimizer_time_s(params / cfg.grad_ranks if cfg.zero else params, self.opt_moved)
+            if cfg.zero == 1 and cfg.grad_ranks > 1 and params:
+                step += self._collective_s(cfg, s % pp, shard_padded_bytes(params * self.grad_per_param,
+                                                                           self.grad_per_param, cfg.grad_ranks),
+                                           "all_gather")
+            after[s % pp] += step
+            if cfg.grad_ranks > 1:
+                # the dense gradients over the dp x cp ranks (ep: the experts' go over fewer, at once)
+                grads = (params - (self.expert_prefix[z] - self.expert_prefix[a])) * self.grad_per_param
+                # ZeRO: reduce-scatter (and a later all-gather, not counted)
+                ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
+                best = max(best, (m - 1) * (f + bwd) + f + ar + step)
+        ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
+        if not split:
+            ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
+        return max(best, max(ends))
+
+    def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
+        """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), from the run's
+        prices: the group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of
+        thousands is slow to list."""
+        return self.prices.collective_s(self.prices.group(cfg, "grad", pipe_rank), nbytes, op)
+
+    def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
+        """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
+        bounds = self.free_split(pp * v, b, links)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        return max(float(mem(j, np.array(a), np.array(z))) for j, (a, z) in enumerate(zip(bounds, bounds[1:])))
+
+    def smallest_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
+        """Peak-memory bound of the most memory-frugal split, to 1%: bisect the capacity."""
+        times, edges = self.costs(b)[0], self.edges(b, links)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        lo, hi = 0.0, self.balanced_memory(schedule, m, pp, v, b, dp, links, zero)
+        while hi - lo > 0.01 * hi:
+            mid = (lo + hi) / 2
+            try:
+                partition(times, pp * v, edges, mem, mid)
+                hi = mid
+            except InfeasibleError:
+                lo = mid
+        return hi
+
+
+def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,
+                       b: int, v: int) -> float:
+    """The least closed-form stage peak any split can have (above): ``params`` and ``saved_bytes``
+    (per sample) of the whole model, ``inflight`` the in-flight micro-batches of each of the pp v
+    stages, b samples per micro-batch."""
+    pp = len(inflight) / v
+    static = params * static_bytes_per_param
+    h = sum(1 / n for n in inflight)
+    return max(static / pp, v * (static / (h * max(inflight)) + b * saved_bytes / h)) * SLACK

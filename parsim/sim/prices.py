@@ -1,0 +1,218 @@
+"""One pricing context per (model, cluster, options): the prices a run asks for more than once,
+built once and read by the simulator (parsim.sim.simulate), the planner's bounds
+(parsim.search.bound) and the shard search (parsim.shard.prepare, parsim.shard.auto).
+
+A ``Prices`` belongs to one run: ``plan()`` makes one for its search and hands it to every
+simulation, bound and graph it asks for; ``simulate()`` called alone makes its own.  It is
+dropped with the run, so nothing it holds outlives it (no module-level memo: the tables below
+replace the ones each module kept for the process, some keyed by ``id()``).
+
+Its tables, each filled on the first ask by the module that owns the rule, never by a rule of
+its own (the numbers are the ones those modules compute, bit for bit):
+
+- per-device graphs (``shard``: parsim.shard.prepare.per_device_graph, and the strategy searches
+  of parsim.shard.auto that the searched layout runs);
+- per-layer compute prices by (compute model, graph, phase, micro-batch size, first rank of the
+  tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of each layer, a layer the
+  same as an earlier one of its graph (``twins``) priced once under the analytical model; the
+  tensor-parallel steps' times by (steps, phase, size, rank) (parsim.cost.layer.tp_comm_time_s)
+  and the MoE layers' all-to-alls by (twin, phase, size, group) (parsim.cost.experts.a2a_time_s);
+- groups of ranks by layout (ParallelConfig.grad_group and the groups cut from it), their shape
+  (parsim.cost.comm.group_shape) and collective prices by (group, bytes, op, algorithm)
+  (parsim.cost.comm.collective_time_s);
+- the link class of each stage boundary by layout (parsim.search.resolve.boundary_links);
+- schedules, built and lowered (parsim.schedule), what each action of a lowered one waits for
+  (parsim.sim.engine.templates) and the order of the activations each rank's compute actions
+  keep and free (parsim.sim.memory);
+- memory terms: the backward's workspace by (graph, stage ranges, micro-batch size, cp mode)
+  (parsim.cost.memory.backward_workspace_bytes).
+
+Objects a table is keyed by identity on (graphs, compute models, groups of ranks) are held in the
+entry, so an id is never reused while the context lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from parsim.cost.comm import collective_time_s, group_shape
+from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.experts import a2a_time_s
+from parsim.cost.layer import tp_comm_time_s
+from parsim.hardware.cluster import Cluster
+from parsim.model.graph import Layer
+from parsim.schedule import build_schedule, lower
+from parsim.shard.prepare import ShardMemo
+
+_LAYER_FIELDS = tuple(f for f in fields(Layer) if f.name != "name")
+
+
+def _field_key(value):
+    """A layer field in a twin's signature: numbers, text and flags by value, anything else (the
+    kernels, operators and steps a layer carries) by identity (the graph holds them)."""
+    return value if value is None or isinstance(value, (int, float, str, bool)) else ("id", id(value))
+
+
+class Prices:
+    """The pricing context of one run on ``cluster`` (already resolved for the run's dtype:
+    Cluster.for_dtype)."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.shard = ShardMemo()
+        self._layers: dict[tuple, tuple] = {}
+        self._tp_comm: dict[tuple, tuple] = {}
+        self._twins: dict[int, tuple] = {}
+        self._a2a: dict[tuple, tuple] = {}
+        self._groups: dict[tuple, tuple[int, ...]] = {}
+        self._shapes: dict[int, tuple] = {}
+        self._shapes_by_value: dict[tuple, tuple] = {}
+        self._collectives: dict[tuple, float] = {}
+        self._links: dict[tuple, tuple[str, ...]] = {}
+        self._schedules: dict[tuple, object] = {}
+        self._lowered: dict[tuple, object] = {}
+        self.tables: dict[str, dict] = {}
+
+    def table(self, name: str) -> dict:
+        """A table a module keeps its own terms in for this run (parsim.sim.memory's events and
+        workspaces), by the name it gives."""
+        return self.tables.setdefault(name, {})
+
+    # ------------------------------------------------------------------ compute
+
+    def layer_times(self, compute, graph, kind: str, microbatch: int, first_rank: int = 0, overlap: bool = False,
+                    price=None, start: int = 0, stop: int | None = None) -> list[float]:
+        """Layers [start, stop)'s times in phase ``kind`` on one micro-batch (``price``: parsim.sim.
+        overlap.layer_time_s, which the caller passes: the rule stays in its module), each priced
+        on its first ask.  ``first_rank`` (of the tensor-parallel group, whose links price its
+        steps) counts only where the graph has tensor-parallel steps: without them every rank
+        prices the same.  Under the analytical model, which prices a layer by what it holds and
+        not by its name, a layer the same as an earlier one of the graph (``twins``: a
+        transformer's identical blocks) takes that one's time."""
+        if graph.tp == 1:
+            first_rank = 0
+        key = (id(compute), id(graph), kind, microbatch, first_rank, overlap)
+        hit = self._layers.get(key)
+        if hit is None:
+            hit = self._layers[key] = (compute, graph, [None] * len(graph.layers))
+        times = hit[2]
+        stop = len(times) if stop is None else stop
+        twin = self.twins(graph) if isinstance(compute, AnalyticalCompute) else range(len(times))
+        for i in range(start, stop):
+            if times[i] is None:
+                j = twin[i]
+                if times[j] is None:
+                    times[j] = price(compute, graph.layers[j], kind, microbatch, self.cluster, first_rank, overlap,
+                                     self.tp_comm_s)
+                times[i] = times[j]
+        return times[start:stop]
+
+    def twins(self, graph) -> list[int]:
+        """Per layer of ``graph``, the first layer that holds the same in every field but its name
+        (fields compared by value, the objects it carries, kernels, operators, steps, by
+        identity: identical blocks share them), itself where none does."""
+        hit = self._twins.get(id(graph))
+        if hit is None:
+            first: dict[tuple, int] = {}
+            out = []
+            for i, layer in enumerate(graph.layers):
+                sig = tuple(_field_key(getattr(layer, f.name)) for f in _LAYER_FIELDS)
+                out.append(first.setdefault(sig, i))
+            hit = self._twins[id(graph)] = (graph, out)
+        return hit[1]
+
+    def a2a_s(self, graph, i: int, kind: str, microbatch: int, group: tuple[int, ...]) -> float:
+        """parsim.cost.experts.a2a_time_s of layer i of ``graph`` over the expert-parallel ``group``
+        (a tuple this context listed), by its twin (a MoE model's identical layers) and group."""
+        j = self.twins(graph)[i]
+        key = (id(graph), j, kind, microbatch, id(group))
+        hit = self._a2a.get(key)
+        if hit is None:
+            hit = self._a2a[key] = (group, a2a_time_s(graph.layers[j], kind, microbatch, graph.dtype, self.cluster,
+                                                      group, graph.moe_imbalance))
+        return hit[1]
+
+    def tp_comm_s(self, layer, phase: str, microbatch: int, first_rank: int = 0) -> float:
+        """parsim.cost.layer.tp_comm_time_s of ``layer`` on this cluster, by (its steps, phase,
+        micro-batch size, first rank): a transformer's identical blocks share one tuple of steps
+        (parsim.shard.graph.shard_layer), so each is priced once for all of them."""
+        key = (id(layer.tp_comm), phase, microbatch, first_rank)
+        hit = self._tp_comm.get(key)
+        if hit is None:
+            hit = self._tp_comm[key] = (layer.tp_comm, tp_comm_time_s(layer, phase, microbatch, self.cluster,
+                                                                       first_rank))
+        return hit[1]
+
+    # ------------------------------------------------------------------ groups and collectives
+
+    def group(self, cfg, which: str, pipe_rank: int) -> tuple[int, ...]:
+        """One of a configuration's groups for pipeline rank ``pipe_rank`` (replica 0, tp rank 0),
+        listed once per rank layout: ``grad`` (ParallelConfig.grad_group), ``ep`` (ep_group),
+        ``expert_dp`` (expert_dp_group)."""
+        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.placement, pipe_rank)
+        hit = self._groups.get(key)
+        if hit is None:
+            if which == "grad":
+                hit = cfg.grad_group(pipe_rank)
+            elif which == "ep":
+                hit = tuple(self.group(cfg, "grad", pipe_rank)[:cfg.ep])
+            else:
+                hit = tuple(self.group(cfg, "grad", pipe_rank)[::cfg.ep])
+            self._groups[key] = hit
+        return hit
+
+    def shape(self, ranks) -> tuple:
+        """parsim.cost.comm.group_shape of ``ranks``: by identity for a tuple (held in the entry:
+        the groups this context lists are asked for thousands of times, and hashing 1,024 ranks
+        costs more than the lookup), by value for a list."""
+        if type(ranks) is tuple:
+            hit = self._shapes.get(id(ranks))
+            if hit is None:
+                hit = self._shapes[id(ranks)] = (ranks, group_shape(self.cluster, ranks))
+            return hit[1]
+        key = tuple(ranks)
+        hit = self._shapes_by_value.get(key)
+        if hit is None:
+            hit = self._shapes_by_value[key] = group_shape(self.cluster, key)
+        return hit
+
+    def link_class(self, ranks) -> str:
+        """The farthest link class a group crosses (parsim.cost.comm.group_link_class)."""
+        return self.shape(ranks)[0]
+
+    def collective_s(self, ranks, nbytes: float, op: str = "all_reduce", algorithm: str = "auto") -> float:
+        """parsim.cost.comm.collective_time_s over ``ranks``, by (group, bytes, op, algorithm)."""
+        key = (id(ranks), nbytes, op, algorithm)
+        hit = self._collectives.get(key)
+        if hit is None:
+            hit = collective_time_s(self.cluster, ranks, nbytes, op, algorithm, shape=self.shape(ranks))
+            if type(ranks) is tuple:           # held by the shapes' table: its id stays its own
+                self._collectives[key] = hit
+        return hit
+
+    def boundary_links(self, cfg, links) -> tuple[str, ...]:
+        """The link class of each stage boundary of ``cfg`` (``links``: parsim.search.resolve.
+        boundary_links, passed by the caller), by what they depend on."""
+        key = (cfg.dp, cfg.pp, cfg.chunks, cfg.tp, cfg.cp, cfg.placement)
+        hit = self._links.get(key)
+        if hit is None:
+            hit = self._links[key] = links(self.cluster, cfg)
+        return hit
+
+    # ------------------------------------------------------------------ schedules
+
+    def schedule(self, name: str, pp: int, m: int, v: int):
+        """build_schedule(name, pp, m, v), built once."""
+        key = (name, pp, m, v)
+        hit = self._schedules.get(key)
+        if hit is None:
+            hit = self._schedules[key] = build_schedule(name, pp, m, v)
+        return hit
+
+    def lowered(self, name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tuple):
+        """lower(build_schedule(...)) with these buckets per stage and tied stages, built once."""
+        key = (name, pp, m, v, buckets, tied_stages)
+        hit = self._lowered.get(key)
+        if hit is None:
+            hit = self._lowered[key] = lower(self.schedule(name, pp, m, v), dict(buckets), tied_stages)
+        return hit
