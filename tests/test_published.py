@@ -11,7 +11,6 @@ includes the recomputed forward):
     F = 96 B s l h^2 (1 + s / (6 h) + V / (16 l h))
 """
 
-import importlib.util
 import re
 from dataclasses import replace
 

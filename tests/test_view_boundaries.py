@@ -3,7 +3,6 @@ transpose, permute, narrow; contiguous or not) profiles, and a pipeline cut at a
 view runs and equals one process.  A unit that raises inside a profiler reaches the user as one
 line naming it, exit code 2.  The networks are examples/view_units.py's."""
 
-import json
 
 import pytest
 import torch

@@ -17,8 +17,7 @@ from parsim.cli.measure import (cmd_calibrate, cmd_profile, cmd_profile_comm, cm
                                 cmd_validate)
 from parsim.cli.plan import cmd_cluster, cmd_model, cmd_plan, cmd_simulate
 from parsim.errors import InputError, ParsimError
-from parsim.inputs import (nonnegative_float_arg, nonnegative_int_arg, positive_float_arg, positive_int_arg,
-                           rising_sizes_arg)
+from parsim.inputs import nonnegative_float_arg, positive_float_arg, positive_int_arg, rising_sizes_arg
 
 BUILTIN_SETS = ("default", "quick", "schedules", "zero")
 

@@ -26,7 +26,6 @@ have no name in its JSON and are refused.
 from __future__ import annotations
 
 from parsim.export.common import Imported, refuse, split_arg
-from parsim.errors import InputError
 from parsim.inputs import Fields
 
 TARGET = "DeepSpeed"

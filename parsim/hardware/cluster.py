@@ -88,6 +88,8 @@ _BOUND = f"parsim models clusters of at most {MAX_WORLD_SIZE:,} devices"
 # UB links are 196 / 224 = 0.875 of its SIO pairs'; the 910's PCIe between HCCS groups, 16 / 30.
 FAST_LINK_RATIO = 0.8
 
+GROUP_TOPOLOGIES = ("switch", "full-mesh")
+
 
 @dataclass(frozen=True)
 class InputPipeline:

@@ -28,7 +28,6 @@ Writes the ProfileTable format of ``parsim.cost.compute`` (the profiled cost mod
 from __future__ import annotations
 
 import datetime
-import math
 import platform
 import statistics
 import time
