@@ -251,7 +251,11 @@ def config_text(c) -> str:
 
 def band_cell(band) -> str:
     """A step-time band as a table cell: [low, high], or "-" where none is drawn."""
-    return "-" if band is None else f"{human_time(band.low)}-{human_time(band.high)}"
+    if band is None:
+        return "-"
+    low, high = human_time(band.low), human_time(band.high)
+    low_number, _, low_unit = low.partition(" ")
+    return f"{low_number}-{high}" if high.endswith(" " + low_unit) else f"{low}-{high}"   # 3.16-7.49 ms
 
 
 def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> dict:

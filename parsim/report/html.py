@@ -30,8 +30,8 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #cc
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 0.5em 0.9em; min-width: 8em; }
 .card .label { font-size: 0.8em; color: #666; } .card .value { font-size: 1.4em; font-weight: bold; }
 .wide { max-width: 100%; overflow-x: auto; }
-table { border-collapse: collapse; font-size: 0.85em; }
-th, td { padding: 0.25em 0.45em; text-align: right; white-space: nowrap; }
+table { border-collapse: collapse; font-size: 0.8em; }
+th, td { padding: 0.25em 0.4em; text-align: right; white-space: nowrap; }
 th { border-bottom: 2px solid #999; white-space: normal; vertical-align: bottom; }
 td.text { text-align: left; font-family: monospace; } th.text { text-align: left; }
 td.split { white-space: normal; overflow-wrap: anywhere; font-size: 0.85em; color: #555; padding-top: 0; }
