@@ -133,7 +133,7 @@ def cmd_simulate(args) -> int:
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
-                             ep_overlap=args.ep_overlap)
+                             ep_overlap=args.ep_overlap, etp=args.etp)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_interval=step, memory_interval=memory)
@@ -168,7 +168,7 @@ def _strategy_rows(spec, cluster, cfg) -> list[dict]:
 
     patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
                                  cfg.microbatch_size(spec.training.global_batch_size),
-                                 auto_memory_bytes(cluster, cfg.pp))
+                                 auto_memory_bytes(cluster, cfg.pp), cfg.etp)
     return [{"op": name, "strategy": str(strategy), "layers": n}
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 
@@ -190,8 +190,12 @@ def _tp_flags(p) -> None:
                         "K,V ring (models with attention; plan: searched unless given)")
     p.add_argument("--ep", type=positive_int_arg,
                    help="expert-parallel group size (mixtures of experts): each rank holds E/ep routed experts of "
-                        "every MoE layer, tokens exchanged by all-to-alls; divides dp x cp and the experts, tp=1 "
-                        "(plan: searched unless given)")
+                        "every MoE layer, tokens exchanged by all-to-alls; ep x etp divides tp x cp x dp (MoE "
+                        "Parallel Folding) and ep the experts (plan: searched unless given)")
+    p.add_argument("--etp", type=positive_int_arg,
+                   help="expert tensor-parallel size with tp > 1 (Megatron-Core's --expert-tensor-parallel-size): "
+                        "1, the routed experts whole on each rank beside attention's tp (default, as NVIDIA's MoE "
+                        "recipes run), or tp, split as attention is (plan: searches both unless given)")
     p.add_argument("--ep-overlap", action="store_true",
                    help="ep > 1: hide each MoE layer's all-to-alls under the compute of the adjacent backward (forward) "
                         "of another micro-batch, as DeepSeek-V3's DualPipe pairs them (default: exposed)")

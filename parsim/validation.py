@@ -192,7 +192,7 @@ def experts_split_over(spec, ep: int) -> bool:
     """Whether every MoE layer's routed experts split over ``ep`` > 1 (False for a dense model):
     parsim.cost.experts.check_ep's rule, over ep ranks."""
     try:
-        check_ep(spec.graph, ep, ep)
+        check_ep(spec.graph, ep)
     except InfeasibleError:
         return False
     return True

@@ -43,6 +43,7 @@ priced at the mean load (their bytes are a small part of the layer's time).
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from parsim.cost.comm import ROUTING_IMBALANCE, all_to_all_time_s
@@ -57,25 +58,26 @@ def routing_imbalance(training) -> float:
     return ROUTING_IMBALANCE if value is None else value
 
 
-def check_ep(graph: LayerGraph, ep: int, grad_ranks: int, tp: int = 1, zero: int = 0) -> None:
-    """Raise InfeasibleError, one line saying what to change, where ``ep`` cannot shard the model's
-    experts: a model without experts, ep not dividing the dp x cp ranks or some MoE layer's
-    experts, tp > 1 (expert tensor parallelism is not priced), ZeRO-2/3 (not priced with ep)."""
-    if ep == 1:
+def check_ep(graph: LayerGraph, ep: int, etp: int = 1, zero: int = 0) -> None:
+    """Raise InfeasibleError, one line saying what to change, where ``ep`` x ``etp`` cannot shard
+    the model's experts: a model without experts, ep not dividing some MoE layer's experts or etp
+    their intermediate size, ZeRO-2/3 (not priced with ep).  Whether ep x etp fold into the
+    plan's ranks is the layout's rule (parsim.plan.fold_refusal)."""
+    if ep == 1 and etp == 1:
         return
     counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})
+    what = f"ep={ep}" + (f" etp={etp}" if etp > 1 else "")
     if not counts:
-        raise InfeasibleError(f"ep={ep}: {graph.name} has no mixture-of-experts layer to shard; use ep=1")
-    if grad_ranks % ep:
-        raise InfeasibleError(f"ep={ep} must divide dp x cp = {grad_ranks} (the expert-parallel group is carved from "
-                              f"the data-parallel ranks); choose ep among the divisors of {grad_ranks}")
+        raise InfeasibleError(f"{what}: {graph.name} has no mixture-of-experts layer to shard; use ep=1 etp=1")
     bad = [e for e in counts if e % ep]
     if bad:
         raise InfeasibleError(f"ep={ep} must divide every MoE layer's routed experts ({', '.join(map(str, counts))}); "
                               f"{bad[0]} experts do not split over {ep} ranks: choose ep dividing {min(counts)}")
-    if tp > 1:
-        raise InfeasibleError(f"ep={ep} with tp={tp}: expert tensor parallelism is not priced; use tp=1 with ep > 1 "
-                              "(DeepSeek-V3's layout) or ep=1")
+    inter = sorted({layer.experts.intermediate for layer in graph.layers if layer.experts is not None})
+    if any(i % etp for i in inter):
+        raise InfeasibleError(f"etp={etp} must divide the routed experts' intermediate size ({inter[0]}); use etp 1")
+    if ep == 1:
+        return
     if zero >= 2:
         raise InfeasibleError(f"ep={ep} with zero={zero}: ZeRO-2 and -3 are not priced with expert parallelism; use "
                               "zero 0 or 1 (Megatron's distributed optimizer)")
@@ -106,28 +108,34 @@ def _scaled_op(op: OpInfo, experts: int, ep: int, scale: float) -> OpInfo:
                    output_shape=shape(op.output_shape), saved_bytes=op.saved_bytes * scale / ep)
 
 
-def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) -> Layer:
+def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int) -> Layer:
     ex = layer.experts
     e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
-    held = layer.param_count - ex.routed_params + ex.routed_params // ep
-    stacked = 2 * ex.intermediate * ex.hidden * e * layer.param_bytes / layer.param_count
+    held = layer.param_count - ex.routed_params // etp + ex.routed_params // (ep * etp)
+    stacked = 2 * ex.intermediate * ex.hidden * e * layer.param_bytes / layer.param_count / etp
     share = held / layer.param_count if layer.param_count else 1.0
+    # Beside attention's tp the layer's kernels are priced at its share (Layer.tp_share, parsim.cost.
+    # kernels): right for the routed GEMMs' FLOPs (a device's s/tp tokens' rows, or an etp = tp split
+    # of I) but not for their weights, whole (etp 1) or 1/etp on a device: their bytes are set so that
+    # the share gives E/ep experts' / etp; under etp 1 a GEMM's rows are a device's s/tp tokens'.
+    w_scale = 1.0 / (ep * etp * layer.tp_share)
+    rows = scale / (tp if etp == 1 else 1)
     kernels, extra = [], {"F": 0.0, "B": 0.0}
     for k in layer.kernels:
         if _routed_kernel(k, e):
             (m0, m1), n, (k0, k1), _ = k.gemm
-            gemm = ((m0, m1), n, (k0, k1 * scale)) if k.phase == "W" else ((m0, m1 * scale), n, (k0, k1))
+            gemm = ((m0, m1), n, (k0, k1 * rows)) if k.phase == "W" else ((m0, m1 * rows), n, (k0, k1))
             kernels.append(replace(k, gemm=(*gemm, (e / ep, 0.0)), flops=(k.flops[0], k.flops[1] * imbalance),
-                                   bytes=(k.bytes[0] / ep, k.bytes[1] * imbalance)))
-            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1)
+                                   bytes=(k.bytes[0] * w_scale, k.bytes[1] * imbalance)))
+            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1) * layer.tp_share
         elif k.bytes[0]:                   # batch-independent traffic: parameter-sized, the rank's share
             kernels.append(replace(k, bytes=(k.bytes[0] * share, k.bytes[1])))
         else:
             kernels.append(k)
     routed_saved = sum(op.saved_bytes for op in layer.ops if _expert_op(op))
     ops = tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops)
-    # per sample on this device (ops describe the extraction batch, the whole sequence)
-    more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share
+    # per sample on this device (ops describe the extraction batch, the whole sequence, tp = 1)
+    more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share * layer.tp_share
     return replace(layer, kernels=tuple(kernels), ops=ops,
                    fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
                    param_count=held, param_bytes=layer.param_bytes * share,
@@ -141,23 +149,57 @@ def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) ->
 
 def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> LayerGraph:
     """The per-device graph of one rank of an ep group, its MoE layers as the busiest rank runs
-    them (module docstring); the graph itself at ep = 1."""
+    them (module docstring), beside attention's tp with the experts split over ``graph.etp``
+    (fold_experts); the graph itself at ep = 1."""
     if ep == 1:
         return graph
     if graph.ep != 1:
         raise ValueError("expert_parallel_graph takes a graph without expert parallelism")
-    check_ep(graph, ep, ep, graph.tp)
-    layers = tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch) if layer.experts is not None else layer
-                   for layer in graph.layers)
+    check_ep(graph, ep, graph.etp)
+    layers = tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
+                   if layer.experts is not None else layer for layer in graph.layers)
     return replace(graph, layers=layers, ep=ep, moe_imbalance=imbalance)
 
 
-def expert_param_count(layer: Layer, ep: int) -> int:
-    """Routed expert parameters one rank of an ep group holds of ``layer``, whose gradients go over
-    the expert-data-parallel group; 0 for a dense layer and at ep = 1 (one group for all)."""
-    if ep == 1 or layer.experts is None:
+def _expert_weight_bytes(layer: Layer) -> set[float]:
+    """The bytes of each routed-experts operator's weight, whole: what a mirror step of its
+    gradient reduces (parsim.shard.graph.mirror_steps)."""
+    from parsim.shard.graph import elem_bytes
+
+    return {float(math.prod(op.input_shapes[j]) * elem_bytes(op)) for op in layer.ops if _expert_op(op)
+            for j, p in enumerate(op.param_inputs) if p}
+
+
+def fold_experts(graph: LayerGraph, etp: int) -> LayerGraph:
+    """A tp-sharded mixture of experts (parsim.shard.builtin.moe) folded as MoE Parallel Folding
+    folds it (Liu et al. 2025, arXiv 2504.14960): with the routed experts whole on each device of
+    attention's tp group (``etp`` 1), each device's experts compute its own s/tp tokens' rows, and
+    their weights' gradients, partial sums over the group in the operator view, are not summed over
+    it as a dense weight's mirror is: they go, with the other ranks' holding the same experts, over
+    the expert-data-parallel group of tp x cp x dp / (ep x etp) ranks (parsim.plan.ParallelConfig.
+    expert_dp_group; parsim.sim.simulate prices it).  Those mirror steps are dropped here; under
+    etp = tp the experts are split as a dense SwiGLU and have none.  The graph records ``etp``."""
+    if etp == 1 and graph.tp > 1:
+        layers = []
+        for layer in graph.layers:
+            if layer.experts is None:
+                layers.append(layer)
+                continue
+            mirrors = _expert_weight_bytes(layer)
+            kept = tuple(x for x in layer.tp_comm if not (x[0] == "grad" and x[1].bytes_per_device in mirrors))
+            layers.append(replace(layer, tp_comm=kept))
+        graph = replace(graph, layers=tuple(layers))
+    return replace(graph, etp=etp)
+
+
+def expert_param_count(layer: Layer, graph: LayerGraph) -> int:
+    """Routed expert parameters one rank of ``graph`` (a per-device graph) holds of ``layer`` whose
+    gradients go over the expert-data-parallel group rather than with the dense ones: E/ep experts
+    split over etp, where the experts are apart (ep > 1, or etp differing from attention's tp:
+    parsim.plan.ParallelConfig.experts_apart); 0 for a dense layer and where they are not."""
+    if layer.experts is None or (graph.ep == 1 and graph.etp == graph.tp):
         return 0
-    return layer.experts.routed_params // ep
+    return layer.experts.routed_params // (graph.ep * graph.etp)
 
 
 # The SMs an all-to-all's kernels take while it runs beside compute: DeepSeek-V3 (DeepSeek-AI 2024,

@@ -255,20 +255,21 @@ class ExpertGrads:
         return []
 
 
-def ep_groups(cfg, pipe_rank: int, tp_rank: int, rank: int):
-    """(this rank's ep group, its place in it, its expert-data-parallel group): every rank creates
-    every such group, in the same order, as dist.new_group requires."""
+def ep_groups(cfg, rank: int):
+    """(this rank's ep group, its place in it, its expert-data-parallel group) on the folded expert
+    mesh (ParallelConfig.fold): every rank creates every such group, in the same order, as
+    dist.new_group requires."""
     mine = expert_dp = None
     place = 0
     for p in range(cfg.pp):
-        for t in range(cfg.tp):
-            for i in range(cfg.expert_dp):
-                ranks = cfg.ep_group(p, t, i)
-                group = dist.new_group(list(ranks))
-                if rank in ranks:
-                    mine, place = group, ranks.index(rank)
-            for e in range(cfg.ep if cfg.expert_dp > 1 else 0):     # one rank per expert: nothing to average over
-                ranks = cfg.expert_dp_group(p, t, e)
+        for i in range(cfg.expert_dp * cfg.etp):
+            ranks = cfg.ep_group(p, i)
+            group = dist.new_group(list(ranks))
+            if rank in ranks:
+                mine, place = group, ranks.index(rank)
+        for e in range(cfg.ep if cfg.expert_dp > 1 else 0):     # one rank per expert: nothing to average over
+            for t in range(cfg.etp):
+                ranks = cfg.expert_dp_group(p, e, t)
                 group = dist.new_group(list(ranks))
                 if rank in ranks:
                     expert_dp = group

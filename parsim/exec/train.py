@@ -308,7 +308,7 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
             context_parallel.parallelize(m, ring, kind[1], cfg.cp_mode)   # kind: ("tokens", seq_len, vocab)
     exchanges, expert_params = None, frozenset()
     if cfg.ep > 1:                    # each rank keeps E/ep experts per MoE layer; tokens travel by all-to-all
-        ep_group, ep_rank, expert_dp_group = expert_parallel.ep_groups(cfg, pipe_rank, tp_rank, env.rank)
+        ep_group, ep_rank, expert_dp_group = expert_parallel.ep_groups(cfg, env.rank)
         exchanges = expert_parallel.Exchanges(ep_group, cfg.ep, ep_rank)
         expert_params = frozenset(p for m in modules for p in expert_parallel.parallelize(m, exchanges))
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids

@@ -265,6 +265,9 @@ class LayerGraph:
     # layers as the busiest rank runs them at routing imbalance ``moe_imbalance``
     ep: int = 1
     moe_imbalance: float = 1.0
+    # the routed experts' tensor-parallel size on a tp > 1 graph (1: whole on each device beside
+    # attention's tp, or tp; parsim.cost.experts.fold_experts): MoE Parallel Folding
+    etp: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))

@@ -120,6 +120,7 @@ class ParallelHint:
     zero: int | None = None         # ZeRO stage 0..3 (parsim.plan.ParallelConfig.zero); None: searched
     cp: int | None = None           # context-parallel group size (parsim.plan.ParallelConfig.cp); None: searched
     ep: int | None = None           # expert-parallel group size (parsim.plan.ParallelConfig.ep); None: searched
+    etp: int | None = None          # expert tensor-parallel size, 1 or tp (ParallelConfig.etp); None: searched
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                                 chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
                                 tp_layout=p.choice("tp_layout", TP_LAYOUTS, None),
                                 zero=p.choice("zero", ZERO_STAGES, None), cp=p.positive_int("cp", None),
-                                ep=p.positive_int("ep", None))
+                                ep=p.positive_int("ep", None), etp=p.positive_int("etp", None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if training.global_batch_size % (dp * m):
@@ -413,8 +414,9 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
         from parsim.model.fp8 import fp8_graph
 
         graph = fp8_graph(graph)
-    if (training.moe_imbalance is not None or (parallel.ep or 1) > 1) and not graph.moe:
-        key = "training.moe_imbalance" if training.moe_imbalance is not None else "parallel.ep"
+    if (training.moe_imbalance is not None or (parallel.ep or 1) > 1 or (parallel.etp or 1) > 1) and not graph.moe:
+        key = ("training.moe_imbalance" if training.moe_imbalance is not None
+               else "parallel.ep" if (parallel.ep or 1) > 1 else "parallel.etp")
         raise InputError(f"{path}: {key}: {name} has no mixture-of-experts layer; remove {key}")
     if parallel.ep and parallel.ep > 1:
         counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})

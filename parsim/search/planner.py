@@ -314,7 +314,7 @@ class _Bounds:
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
         self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
         # ep > 1: of them, the routed experts this rank holds (gradients over the expert_dp ranks)
-        self.expert_prefix = np.concatenate([[0.0], np.cumsum([expert_param_count(l, g.ep) for l in g.layers])])
+        self.expert_prefix = np.concatenate([[0.0], np.cumsum([expert_param_count(l, g) for l in g.layers])])
         # (user, owner, parameters) of each tied weight: a stage holding the user without the owner
         # keeps a copy (LayerGraph.held_param_count)
         self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]

@@ -22,7 +22,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
-from parsim.plan import CP_MODES, ParallelConfig
+from parsim.plan import CP_MODES, ParallelConfig, fold_refusal
 from parsim.schedule import build_schedule, lower
 from parsim.schedule.actions import Kind
 from parsim.sim import engine
@@ -30,6 +30,15 @@ from parsim.sim.memory import rank_memory, stage_activation_bytes
 from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
+
+
+def check_fold(graph: LayerGraph, cfg: ParallelConfig) -> None:
+    """InfeasibleError, one line, where cfg's ep and etp do not fold into its ranks
+    (parsim.plan.fold_refusal) or do not shard the model's experts (parsim.cost.experts.check_ep)."""
+    why = fold_refusal(cfg)
+    if why:
+        raise InfeasibleError(f"{why[0]}={why[1]}")
+    check_ep(graph, cfg.ep, cfg.etp, cfg.zero)
 
 
 def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
@@ -52,7 +61,7 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
         raise InfeasibleError(f"zero={cfg.zero} with pp={cfg.pp}: ZeRO-2 and -3 run without pipeline parallelism, as in "
                               "DeepSpeed and Megatron; use zero 1 or pp=1")
     check_tp_overlap(cfg, cluster)
-    check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
+    check_fold(graph, cfg)
     if cfg.ep_overlap and cfg.ep == 1:
         raise InfeasibleError("ep_overlap hides the all-to-alls of expert parallelism; with ep=1 there are none: "
                               "use ep > 1 or drop --ep-overlap")
@@ -89,10 +98,10 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
     library_algorithms(cluster, algorithm)          # an algorithm the library lacks: InputError
     cluster = cluster.for_dtype(training.dtype)     # its collectives' fit and overlap in the run's dtype
     if graph.ep == 1:                               # the model's graph: ep's constraints before its per-device one
-        check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
+        check_fold(graph, cfg)
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep)
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, etp=cfg.etp)
     with _paused_gc():
         return _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline)
 
@@ -213,10 +222,11 @@ def _expert_buckets(s, cfg, cluster, idx, expert_own, last, total, per_param, wi
     for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
         bucket[(s, k)] = entry
     buckets_per_stage[s] = len(dense) + len(ours)
-    comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * cfg.tp
+    groups = cfg.ep * cfg.etp                # expert-data-parallel groups per pipeline rank, all alike
+    comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * groups
     if zero == 1:
         after_opt[s] = after_opt.get(s, 0.0) + sum(collective_time_s(cluster, group, x, "all_gather") for x in sizes)
-        comm_bytes[link] += (n - 1) * sum(sizes) * cfg.tp
+        comm_bytes[link] += (n - 1) * sum(sizes) * groups
     return sizes
 
 
@@ -303,7 +313,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
         own = [layers[i].param_count + sum(n for _, n in graph.tied_copies(i, mine)) for i in idx]   # with copies
         params = sum(own)
         # ep: the routed experts a rank holds, their gradients and ZeRO shards over the expert_dp ranks
-        expert_own = [expert_param_count(layers[i], cfg.ep) for i in idx]
+        expert_own = [expert_param_count(layers[i], graph) for i in idx]
         experts = sum(expert_own)
         # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
         stepped = (params - experts) / dp + experts / cfg.expert_dp if zero else params
@@ -487,6 +497,7 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp,
                                   ep_comm_s=a2a_exposed))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "ep_overlap": cfg.ep_overlap, "tp_layout": cfg.tp_layout,
+              **({"etp": cfg.etp} if cfg.etp != 1 else {}),
               "recompute": cfg.recompute.value, "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
