@@ -257,7 +257,7 @@ def cmd_plan(args) -> int:
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
                                                       zero=args.zero, cp=args.cp,
                                                       ep=args.ep or (profiled_ep if profiled_ep > 1 else None),
-                                                      ep_overlap=args.ep_overlap,
+                                                      ep_overlap=args.ep_overlap, etp=args.etp,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute,
                   rerank=reranker(spec, cluster, compute, tp_compute))

@@ -251,8 +251,11 @@ def test_dense_search_has_ep_1_only(tiny):
     assert _ep_options(load_model(DENSE), Constraints(), 8, 1, 1) == [1]
     assert _ep_options(tiny, Constraints(), 8, 1, 1) == [1, 2, 4, 8]
     assert _ep_options(tiny, Constraints(), 6, 1, 1) == [1, 2]
-    assert _ep_options(tiny, Constraints(), 8, 1, 2) == [1]          # tp > 1: no expert tensor parallelism
+    # tp > 1: folded from tp x cp x dp (MoE Parallel Folding), over the expert tp
+    assert _ep_options(tiny, Constraints(), 2, 1, 2) == [1, 2, 4]
+    assert _ep_options(tiny, Constraints(), 2, 1, 2, etp=2) == [1, 2]
     assert _ep_options(tiny, Constraints(ep=4), 8, 1, 1) == [4]
+    assert _ep_options(tiny, Constraints(ep=4), 2, 1, 2, etp=2) == []
 
 
 def test_planner_picks_ep_where_memory_asks_for_it(tiny):

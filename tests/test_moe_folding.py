@@ -156,3 +156,16 @@ def test_tp_beside_experts_needs_megatron_sp(tiny):
     for layout in ("megatron", "auto"):
         with pytest.raises(InfeasibleError, match="megatron-sp"):
             per_device_graph(tiny.graph, 2, layout, cluster=None, training=tiny.training)
+
+
+def test_planner_searches_etp_beside_tp(tiny):
+    from parsim.hardware import load_cluster
+    from parsim.search.planner import Constraints, plan
+
+    from parsim.cost.compute import AnalyticalCompute
+
+    cluster = load_cluster("dgx-h100:1x8")
+    result = plan(tiny, cluster, AnalyticalCompute.for_training(cluster.device, tiny.training),
+                  Constraints(tp=2, pp=1, top=200, recompute="none", zero=0), progress=False)
+    seen = {(c.config.ep, c.config.etp) for c in result.ranked}
+    assert {(1, 1), (1, 2), (2, 1), (4, 1), (2, 2)} <= seen

@@ -25,9 +25,11 @@ Search space:
 - with tp > 1 and the megatron-sp layout, tensor-parallel communication overlapped with the GEMMs
   or not (parsim.sim.overlap; Megatron-Core's --tp-comm-overlap), where the device profile prices it;
 - with cp > 1, the ring and all-gather context parallelism (parsim.cost.context);
-- for mixtures of experts, expert parallelism (parsim.cost.experts) with tp = 1: ep = 1 and the
-  powers of two up to EP_SEARCH_MAX dividing both dp x cp and every MoE layer's routed experts,
-  unless fixed (--ep, model.yaml parallel.ep); ep = 1 alone for a dense model.  The split and the
+- for mixtures of experts, expert parallelism (parsim.cost.experts) folded from the tp x cp x dp
+  ranks (MoE Parallel Folding, parsim.plan.ParallelConfig.fold): ep = 1 and the powers of two up
+  to EP_SEARCH_MAX dividing both tp x cp x dp / etp and every MoE layer's routed experts, unless
+  fixed (--ep, model.yaml parallel.ep); at tp > 1 (megatron-sp) the expert tp etp = 1 and tp,
+  unless fixed (--etp, parallel.etp); ep = 1 alone for a dense model.  The split and the
   bounds price a layer without its all-to-alls (the simulation adds them): the bounds stay below
   the simulated step, only looser, and the split balances compute alone;
 - placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
@@ -85,7 +87,7 @@ from parsim.report.progress import progress_bar
 from parsim.schedule.generators import check_feasible
 from parsim.search.bound import floor_s, memory_floor_bytes, searched_floor_s
 from parsim.search.partition import grid_band, partition
-from parsim.search.resolve import boundary_costs, boundary_links, layer_costs
+from parsim.search.resolve import boundary_costs, boundary_links, default_layout, layer_costs
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.graph import replicates_every_operator
 from parsim.shard.prepare import auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes
@@ -114,6 +116,7 @@ class Constraints:
     cp_mode: str | None = None                       # None: ring and allgather searched where cp > 1
     ep: int | None = None                            # expert-parallel size; None: searched (MoE models)
     ep_overlap: bool = False                         # ep > 1's all-to-alls hidden under paired compute (not searched)
+    etp: int | None = None                           # expert tp, 1 or tp; None: both searched (MoE models, tp > 1)
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
     use_all_devices: bool = False  # True: only plans on every device (no tp group whose layout splits nothing)
 
@@ -148,7 +151,7 @@ class Candidate:
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep)
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep, c.etp)
 
 
 @dataclass(frozen=True)
@@ -520,14 +523,14 @@ def _candidate(bnd: _Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap
         return None
     cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
-           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep, cfg.etp)
     return (key[0], key, cfg, graph)
 
 
 def _short(c: ParallelConfig) -> str:
     """A configuration in a few words: dp=1 pp=8 tp=1 m=2 zbh1."""
     return (f"dp={c.dp} pp={c.pp} tp={c.tp}{f' {c.tp_layout}' if c.tp > 1 else ''}{f' cp={c.cp}' if c.cp > 1 else ''}"
-            f"{f' ep={c.ep}' if c.ep > 1 else ''}"
+            f"{f' ep={c.ep}' if c.ep > 1 else ''}{f' etp={c.etp}' if c.etp > 1 else ''}"
             f"{' recompute' if c.recompute else ''}{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
             f"{c.schedule}{f' v={c.chunks}' if c.chunks > 1 else ''}")
 
@@ -603,7 +606,7 @@ def _explain(result_ranked: list[Candidate], graph: LayerGraph, memory_line: str
         c = rival.config
         rival_kernels = _kernels_per_step(graph, rival) if kernels else 0
         lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp}{f' cp={c.cp}' if c.cp > 1 else ''}"
-                     f"{f' ep={c.ep}' if c.ep > 1 else ''} m={c.microbatches} "
+                     f"{f' ep={c.ep}' if c.ep > 1 else ''}{f' etp={c.etp}' if c.etp > 1 else ''} m={c.microbatches} "
                      f"{c.schedule}"
                      f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
                      f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
@@ -617,7 +620,9 @@ def _ep_line(cand: Candidate) -> str:
     rank, against the step."""
     e, c = cand.estimate, cand.config
     hot = _busiest_rank(e)
-    return (f"expert parallelism: ep={c.ep} (E/{c.ep} routed experts a rank, expert_dp={c.expert_dp}); on the busiest "
+    split = f", each split over etp={c.etp}" if c.etp > 1 else (f", whole beside tp={c.tp}" if c.tp > 1 else "")
+    return (f"expert parallelism: ep={c.ep} (E/{c.ep} routed experts a rank{split}, expert_dp={c.expert_dp}); "
+            f"on the busiest "
             f"rank the token all-to-alls take {human_time(hot.ep_comm_s)} ({hot.ep_comm_s / e.step_time_s:.1%} of the "
             f"step, exposed) and the bubble {human_time(hot.bubble_s)} ({hot.bubble_s / e.step_time_s:.1%})")
 
@@ -700,7 +705,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         raise InfeasibleError(f"no dp x pp = {world} devices fits: dp must divide the global batch ({batch}) and "
                               f"pp be at most {L} layers" + (" under the given --dp/--pp" if c.dp or c.pp else "")
                               + "; change --dp/--pp, the cluster, or training.global_batch_size")
-    twin_graphs = {(tp, layout, cp): graph for tp, layout, recompute, cp, graph in variants if not recompute}
+    twin_graphs = {(tp, layout, cp, graph.etp): graph for tp, layout, recompute, cp, graph in variants
+                   if not recompute and graph is not None}
 
     # Branch and bound over three kinds of entry, best bound first (parsim.search.bound):
     #   GRAPH     a searched-layout family whose per-device graph is not built yet, bounded by
@@ -762,7 +768,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
             if c.use_all_devices:
                 return
             tp, layout, graph = 1, "", unsharded(recompute, cp)
-        family = (tp, layout, recompute, cp, dp, pp, m, b, ep)
+        etp = graph.etp if graph is not None else 1
+        family = (tp, layout, recompute, cp, dp, pp, m, b, ep, etp)
         if family in pushed:
             return
         pushed.add(family)
@@ -777,15 +784,17 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                 for mode in cp_modes(cp):
                     cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
                                          tp_comm_overlap=overlap, cp_mode=mode, ep=ep,
-                                         ep_overlap=c.ep_overlap and ep > 1)
+                                         ep_overlap=c.ep_overlap and ep > 1, etp=etp)
                     heapq.heappush(heap, (floors[shape], next(order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
         memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
         graph = (searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
-                 else expert_graph(unsharded(False, cfg.cp), cfg.ep, spec.training) if cfg.tp == 1
-                 else twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
+                 else unsharded(False, cfg.cp) if cfg.tp == 1
+                 else twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp, cfg.etp)))
+        if graph is not None and cfg.ep > 1:
+            graph = expert_graph(graph, cfg.ep, spec.training)
         if graph is None:
             return False
         twin = replace(cfg, recompute=False)
@@ -940,6 +949,7 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
         layouts = list(LAYOUTS) + [SEARCHED]
     fixed = c.recompute if c.recompute is not None else spec.training.recompute
     recomputes = [recompute_mode(fixed)] if fixed is not None else list(Recompute)
+    fixed_etp = c.etp or hint.etp
     # searched, selective only where a layer has something to recompute selectively (eager
     # attention's s x s tensors; parsim.model.recompute): elsewhere it is none again
     selective_applies = fixed is not None or any(layer.recompute_bytes for layer in
@@ -956,15 +966,26 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
                             or (rc is Recompute.SELECTIVE and cp > 1 and fixed is None):
                         continue
                     if layout == SEARCHED and not build_searched:
-                        if any(layer.ops for layer in spec.graph.layers):
+                        if any(layer.ops for layer in spec.graph.layers) and not spec.graph.moe:
                             out.append((tp, layout, rc, cp, None))
                         continue
-                    try:
-                        graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training, cp=cp)
-                    except InfeasibleError:
-                        continue             # this layout does not apply to the model (or does not divide it)
-                    out.append((tp, layout, rc, cp, graph))
+                    for etp in _etp_options(spec, tp, fixed_etp):
+                        try:
+                            graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training,
+                                                     cp=cp, etp=etp)
+                        except InfeasibleError:
+                            continue         # this layout does not apply to the model (or does not divide it)
+                        out.append((tp, layout, rc, cp, graph))
     return out
+
+
+def _etp_options(spec: ModelSpec, tp: int, fixed: int | None) -> list[int]:
+    """The expert tp values to search beside attention's tp: for a mixture of experts at tp > 1,
+    the one fixed (--etp, then model.yaml) or both that parsim prices, 1 and tp (MoE Parallel
+    Folding; the per-device graph records it, LayerGraph.etp); 1 otherwise."""
+    if tp == 1 or not spec.graph.moe:
+        return [1]
+    return [fixed] if fixed else [1, tp]
 
 
 def _cp_options(spec: ModelSpec, c: Constraints) -> list[int]:
@@ -979,19 +1000,21 @@ def _cp_options(spec: ModelSpec, c: Constraints) -> list[int]:
     return cp_options(s, CP_SEARCH_MAX) if s and s >= CP_SEARCH_MIN_TOKENS else [1]
 
 
-def _ep_options(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int) -> list[int]:
-    """The ep values to search for dp x cp data-parallel ranks: the one fixed (--ep, then
-    model.yaml) where it divides them, else 1 and the powers of two up to EP_SEARCH_MAX dividing
-    dp x cp and every MoE layer's routed experts, with tp = 1 (parsim.cost.experts.check_ep);
-    1 alone for a dense model, so that its search is unchanged."""
+def _ep_options(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int, etp: int = 1) -> list[int]:
+    """The ep values to search for the tp x cp x dp ranks a pipeline rank's MoE layers fold into
+    etp x ep x edp (parsim.plan.ParallelConfig.fold): the one fixed (--ep, then model.yaml) where
+    ep x etp divides them, else 1 and the powers of two up to EP_SEARCH_MAX dividing them over etp
+    and every MoE layer's routed experts (parsim.cost.experts.check_ep); 1 alone for a dense
+    model, so that its search is unchanged."""
+    ranks = dp * cp * tp
     fixed = c.ep or spec.parallel.ep
     if fixed:
-        return [fixed] if (dp * cp) % fixed == 0 and (fixed == 1 or tp == 1) else []
+        return [fixed] if ranks % (fixed * etp) == 0 else []
     counts = {layer.experts.experts for layer in spec.graph.layers if layer.experts is not None}
-    if not counts or tp > 1:
+    if not counts:
         return [1]
     out, ep = [1], 2
-    while ep <= EP_SEARCH_MAX and (dp * cp) % ep == 0 and all(e % ep == 0 for e in counts):
+    while ep <= EP_SEARCH_MAX and ranks % (ep * etp) == 0 and all(e % ep == 0 for e in counts):
         out.append(ep)
         ep *= 2
     return out
@@ -1027,7 +1050,7 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
             if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
                 continue
             per_replica = batch // dp
-            for ep in _ep_options(spec, c, dp, cp, tp):
+            for ep in _ep_options(spec, c, dp, cp, tp, graph.etp if graph is not None else 1):
                 experts = graph if graph is None else expert_graph(graph, ep, spec.training)
                 for m in divisors(per_replica):
                     b = per_replica // m
@@ -1040,7 +1063,7 @@ def _families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants):
 def _twin_key(cfg: ParallelConfig) -> tuple:
     """What a candidate shares with its twin that differs only in recomputation."""
     return (cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks, cfg.placement, cfg.zero,
-            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
+            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep, cfg.etp)
 
 
 def _tp_domain(cluster: Cluster) -> int:
@@ -1054,7 +1077,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
     bounds = bounds_from_assignment(spec.manual_stages)
     pp = len(bounds) - 1
     tp, cp = spec.parallel.tp or 1, spec.parallel.cp or 1
-    layout = (spec.parallel.tp_layout or "megatron") if tp > 1 else ""
+    layout = (spec.parallel.tp_layout or default_layout(spec.graph)) if tp > 1 else ""
     recompute = spec.training.recompute or Recompute.NONE
     dp = spec.parallel.dp or cluster.world_size // (pp * tp * cp)
     zero = (spec.parallel.zero or 0) if dp * cp > 1 else 0
@@ -1071,7 +1094,7 @@ def _manual(spec, cluster, compute, c: Constraints, cap) -> Candidate | None:
             if zero == 3 and schedule == "zbh1":
                 continue
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
-                                 ep=spec.parallel.ep or 1)
+                                 ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1)
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
                            strategies=spec.shard)
             cand = Candidate(cfg, est, "manual")
