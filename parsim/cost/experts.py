@@ -48,14 +48,24 @@ from dataclasses import replace
 
 from parsim.cost.comm import ROUTING_IMBALANCE, all_to_all_time_s
 from parsim.errors import InfeasibleError
-from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph, OpInfo
+from parsim.model.graph import DTYPE_BYTES, ELEMENT_BYTES, Kernel, Layer, LayerGraph, OpInfo
 
 
 def routing_imbalance(training) -> float:
-    """The routing imbalance a run is priced at: model.yaml's ``training.moe_imbalance``, else
-    parsim.cost.comm.ROUTING_IMBALANCE (cited there)."""
+    """The routing imbalance a run is priced at, the busiest rank's routed rows over the mean:
+    model.yaml's ``training.moe_imbalance``, else parsim.cost.comm.ROUTING_IMBALANCE (cited
+    there); under token dropping (``moe_capacity_factor`` cf, Megatron's
+    --moe-expert-capacity-factor: each expert takes at most cf x the mean of a rank's tokens,
+    megatron/core/transformer/moe/moe_utils.py get_capacity, ceil(T k / E x cf)) at most cf, and
+    exactly cf where every expert's input is padded to its capacity (``moe_pad_to_capacity``,
+    --moe-pad-expert-input-to-capacity: every rank sends every expert cf x the mean rows, so the
+    all-to-alls, the permutations and the expert GEMMs all move cf x the mean)."""
     value = getattr(training, "moe_imbalance", None)
-    return ROUTING_IMBALANCE if value is None else value
+    value = ROUTING_IMBALANCE if value is None else value
+    cf = getattr(training, "moe_capacity_factor", None)
+    if cf is None:
+        return value
+    return cf if getattr(training, "moe_pad_to_capacity", False) else min(value, cf)
 
 
 def check_ep(graph: LayerGraph, ep: int, etp: int = 1, zero: int = 0) -> None:
@@ -108,6 +118,23 @@ def _scaled_op(op: OpInfo, experts: int, ep: int, scale: float) -> OpInfo:
                    output_shape=shape(op.output_shape), saved_bytes=op.saved_bytes * scale / ep)
 
 
+def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int) -> list[Kernel]:
+    """The alltoall dispatcher's second permutation and its inverse, which a rank holding several
+    experts runs on the rows the dispatch brought (Megatron-Core's MoEAlltoAllTokenDispatcher,
+    ``sort_chunks_by_idxs`` after the dispatch, "Permutation 2: Sort tokens by local expert", and
+    again before the combine; their transposes in the backward): memory-bound copies of the rows,
+    each read and written once, R h x dtype bytes each way at R = the routed rows (E c of the
+    extraction's grouped GEMMs, per sample) x the imbalance.  The first permutation and the
+    unpermutation (tokens to rows and back) are in the extracted layer already (parsim.model.hf's
+    index_select and _Combine).  Unsharded, as the layer's kernels are (priced at its share)."""
+    gemm = next((op for op in layer.ops if _expert_op(op) and op.kind == "BatchMatMul"), None)
+    if gemm is None:
+        return []
+    e, c, h = gemm.input_shapes[0]
+    nbytes = 2.0 * e * c * h * ELEMENT_BYTES.get(gemm.dtype, 4) / extraction_batch * imbalance
+    return [Kernel(phase, "moe_sort_chunks", "mem", bytes=(0.0, nbytes)) for phase in ("F", "F", "I", "I")]
+
+
 def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int) -> Layer:
     ex = layer.experts
     e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
@@ -132,12 +159,16 @@ def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp
             kernels.append(replace(k, bytes=(k.bytes[0] * share, k.bytes[1])))
         else:
             kernels.append(k)
+    sort = _local_sorts(layer, imbalance, extraction_batch) if ep < e else []     # several experts a rank
+    kernels += sort
+    sorts = sum(k.bytes[1] for k in sort) * layer.tp_share * layer.seq_share
     routed_saved = sum(op.saved_bytes for op in layer.ops if _expert_op(op))
     ops = tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops)
     # per sample on this device (ops describe the extraction batch, the whole sequence, tp = 1)
     more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share * layer.tp_share
     return replace(layer, kernels=tuple(kernels), ops=ops,
                    fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
+                   fwd_mem_bytes=layer.fwd_mem_bytes + sorts / 2, bwd_mem_bytes=layer.bwd_mem_bytes + sorts / 2,
                    param_count=held, param_bytes=layer.param_bytes * share,
                    # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
                    max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
@@ -261,13 +292,29 @@ def split_exchanges(layer: Layer, kind: str) -> int:
     return 1 if kind == "F" or layer.recomputes_forward else 0
 
 
-def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float) -> float:
+def off_node_share(experts, cluster, ranks, dispatcher: str) -> float | None:
+    """The share of a dispatch's buffer that leaves a node under the ``flex`` dispatcher, which
+    sends a token once per remote node its experts lie on (parsim.model.moe.Experts.
+    remote_nodes_per_token over k; group-limited routing bounds those nodes); None under
+    ``alltoall`` (every row its own message: parsim.cost.comm.all_to_all_time_s) or inside a
+    node."""
+    nodes = len({cluster.node_of(r) for r in ranks})
+    if dispatcher != "flex" or nodes == 1:
+        return None
+    return experts.remote_nodes_per_token(nodes) / experts.top_k
+
+
+def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float,
+               dispatcher: str = "alltoall") -> float:
     """Time of ``layer``'s all-to-alls in ``kind`` for one micro-batch over the ep group ``ranks``
-    (module docstring), exposed: the token all-to-alls at the imbalance, and the split-size
-    exchanges before each forward's dispatch (latency-bound: E counts per rank)."""
+    (module docstring), exposed: the token all-to-alls at the imbalance, by ``dispatcher``
+    (``off_node_share``), and the split-size exchanges before each forward's dispatch
+    (latency-bound: E counts per rank)."""
     calls = a2a_calls(layer, kind)
     if not calls or len(ranks) <= 1:
         return 0.0
     nbytes = layer.experts.all_to_all_bytes(local_tokens(layer, dtype, microbatch), DTYPE_BYTES[dtype])
     counts = all_to_all_time_s(cluster, list(ranks), layer.experts.experts * SPLIT_COUNT_BYTES)
-    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance) + split_exchanges(layer, kind) * counts
+    share = off_node_share(layer.experts, cluster, ranks, dispatcher)
+    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance, share) + \
+        split_exchanges(layer, kind) * counts

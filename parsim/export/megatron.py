@@ -48,6 +48,8 @@ SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-over
 group-query-attention untie-embeddings-and-output-weights disable-bias-linear use-tp-pp-dp-mapping use-torch-fsdp2
 torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-attn checkpoint-activations
 use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
+# parsim.model.recompute's deepseek mode: Megatron-Core's recompute_modules (transformer_config.py)
+DEEPSEEK_MODULES = ["--recompute-granularity", "selective", "--recompute-modules", "layernorm", "mla_up_proj", "moe_act"]
 RECOMPUTE_ONE_LAYER = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -78,7 +80,8 @@ def export_args(plan, spec, source: str) -> list[str]:
         args += ["--overlap-moe-expert-parallel-comm"] if c.ep_overlap else []
     args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
              3: ["--use-torch-fsdp2"]}[c.zero]
-    args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER}[c.recompute.value]
+    args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
+             "deepseek": DEEPSEEK_MODULES}[c.recompute.value]
     args += ["--tp-comm-overlap"] if c.tp_comm_overlap else []
     if c.placement == "pp-inner" and c.pp > 1 and c.dp * c.cp > 1:
         args += ["--use-tp-pp-dp-mapping"]
@@ -328,7 +331,12 @@ def _recompute(f: _Flags, source: str) -> str:
     if gran is None:
         return "none"
     if gran == "selective":
-        return "selective"
+        # a list flag: the argument reader keeps its first module, which tells the two apart
+        modules = f.str("recompute-modules", "core_attn")
+        if modules not in ("core_attn", DEEPSEEK_MODULES[3]):
+            raise refuse(source, "--recompute-modules", modules, "parsim", "prices core_attn (selective) or "
+                         "layernorm mla_up_proj moe_act (deepseek)")
+        return "selective" if modules == "core_attn" else "deepseek"
     if gran != "full":
         raise refuse(source, "--recompute-granularity", gran, "Megatron-LM", "takes full or selective")
     method = f.str("recompute-method", "uniform")

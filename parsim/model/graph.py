@@ -380,7 +380,9 @@ class LayerGraph:
           tensors autograd keeps between QK^T and AV (``Attention.scores_saved_bytes``, on this
           device its tensor-parallel share, the heads being split as its FLOPs are) and its
           backward re-runs the core attention's forward kernels (``recompute_part``); a layer
-          with fused attention or none is unchanged (nothing to recompute selectively)."""
+          with fused attention or none is unchanged (nothing to recompute selectively);
+        - deepseek (DeepSeek-V3 Sec. 3.2.3): the norms, MLA's up-projections and the SwiGLU
+          products (parsim.model.recompute_modules)."""
         mode = recompute_mode(mode)
         if self.recompute == mode or not mode:
             return self
@@ -391,6 +393,10 @@ class LayerGraph:
             if mode is Recompute.FULL:
                 layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
                                       input_shared_bytes=0.0))
+            elif mode is Recompute.DEEPSEEK:
+                from parsim.model.recompute_modules import modules_recomputed
+
+                layers.append(modules_recomputed(layer, self.extraction_batch))
             else:
                 layers.append(_selectively_recomputed(layer, self.extraction_batch))
             inp = layer.output_bytes
@@ -413,7 +419,8 @@ class LayerGraph:
                 return tuple(map(tuple, v))
             if k == "experts":
                 return Experts(**{f: v[f] for f in ("experts", "top_k", "hidden", "intermediate",
-                                                    "shared_intermediate", "router_params")})
+                                                    "shared_intermediate", "router_params", "groups", "group_limit")
+                                  if f in v})
             return v
         layers = tuple(Layer(**{k: value(k, v) for k, v in row.items() if k in keys}) for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))

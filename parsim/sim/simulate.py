@@ -299,7 +299,8 @@ def _simulate(graph, training, cluster, cfg, compute, algorithm, keep_timeline) 
             group = cfg.ep_group(s % cfg.pp)
             # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
             timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
-            a2a = {k: [0.0 if timed else a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance)
+            a2a = {k: [0.0 if timed else a2a_time_s(layers[i], k, b, graph.dtype, cluster, group, graph.moe_imbalance,
+                                                    training.moe_dispatcher)
                        for i in idx] for k in kinds}
             for k in kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
