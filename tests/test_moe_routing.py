@@ -178,3 +178,16 @@ def test_deepseek_recompute_drops_norms_up_projections_and_swiglus():
     ops = [k.op for k in part.kernels]
     assert ops.count("rsqrt") == 4 and ops.count("mm") == 2 and ops.count("silu") == 2   # 4 norms, experts + shared
     assert not done.recomputes_forward and graph.with_recompute("deepseek").recompute.value == "deepseek"
+
+
+def test_deepseek_recompute_in_the_planner_for_experts_only(tiny):
+    from parsim.hardware import load_cluster
+    from parsim.model.recompute import Recompute
+    from parsim.model.spec import load_model
+    from parsim.search.planner import Constraints, _variants
+
+    cluster = load_cluster("dgx-h100:1x8")
+    moe = {rc for _, _, rc, _, _ in _variants(tiny, cluster, Constraints(tp=1))}
+    dense = {rc for _, _, rc, _, _ in _variants(load_model(os.path.join(ROOT, "examples", "gpt_tiny_local.yaml")),
+                                                 cluster, Constraints(tp=1))}
+    assert Recompute.DEEPSEEK in moe and Recompute.DEEPSEEK not in dense

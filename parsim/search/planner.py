@@ -948,7 +948,9 @@ def _variants(spec: ModelSpec, cluster: Cluster, c: Constraints,
     else:
         layouts = list(LAYOUTS) + [SEARCHED]
     fixed = c.recompute if c.recompute is not None else spec.training.recompute
-    recomputes = [recompute_mode(fixed)] if fixed is not None else list(Recompute)
+    # DeepSeek-V3's recomputation (norms, MLA up-projections, SwiGLUs) searched for mixtures of experts
+    recomputes = ([recompute_mode(fixed)] if fixed is not None else
+                  [r for r in Recompute if r is not Recompute.DEEPSEEK or spec.graph.moe])
     fixed_etp = c.etp or hint.etp
     # searched, selective only where a layer has something to recompute selectively (eager
     # attention's s x s tensors; parsim.model.recompute): elsewhere it is none again
