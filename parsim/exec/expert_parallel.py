@@ -56,8 +56,8 @@ RECEIVED_ROWS = ("combine", "dispatch-backward")
 
 
 def check_supported(cfg, spec, source: str) -> None:
-    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with tp = 1, no ZeRO and no
-    recomputation (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
+    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with no ZeRO and no
+    recomputation (tp > 1: parsim.exec.folding's checks) (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
     experts over the dense group); one line naming the field otherwise."""
     if cfg.ep == 1:
         return
@@ -72,10 +72,10 @@ def check_supported(cfg, spec, source: str) -> None:
     if spec.source.kind != "hf":
         raise InputError(f"{source}: parallel.ep: the executor splits the experts of hf: models (transformers' MoE "
                          f"blocks); plan {spec.path} with ep 1")
-    if cfg.tp > 1 or cfg.zero or cfg.recompute:
-        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with tp=1, zero 0 and no recomputation "
-                         f"(got tp={cfg.tp}, zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --tp 1 "
-                         f"--zero 0 --no-recompute, or ep 1")
+    if cfg.zero or cfg.recompute:
+        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with zero 0 and no recomputation "
+                         f"(got zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --zero 0 "
+                         f"--no-recompute, or ep 1")
 
 
 # ----------------------------------------------------------------------------- the exchanges

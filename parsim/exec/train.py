@@ -64,8 +64,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
-from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, fsdp, groups, heartbeat, op_parallel,
-                         precision, tensor_parallel, vocab_parallel)
+from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, folding, fsdp, groups, heartbeat,
+                         op_parallel, precision, tensor_parallel, vocab_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.objective import loss_fn
@@ -295,6 +295,9 @@ def _train(opts, plan, spec, cfg, env, kind) -> int:
     if cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:          # per-operator DTensor plans
         partial_grads += op_parallel.parallelize_stages(modules, stage_ids, units, spec, plan, mesh["tp"], dtype,
                                                         env.device)
+    elif cfg.tp > 1 and spec.source.kind == "hf" and spec.graph.moe:  # experts beside tp (MoE Parallel Folding)
+        for m in modules:
+            partial_grads += folding.parallelize(m, mesh["tp"])
     elif cfg.tp > 1:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
