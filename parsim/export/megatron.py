@@ -17,9 +17,12 @@ ArgumentGroupFactory):
                                 --torch-fsdp2-no-reshard-after-forward / --use-torch-fsdp2
     recompute selective / full  --recompute-granularity selective / full --recompute-method uniform
                                 --recompute-num-layers 1
+    recompute deepseek          --recompute-granularity selective --recompute-modules layernorm
+                                mla_up_proj moe_act
     tp_comm_overlap             --tp-comm-overlap
     fp8                         --fp8-format hybrid (with --bf16)
     ep, ep_overlap              --expert-model-parallel-size, --overlap-moe-expert-parallel-comm
+    etp (tp > 1, with ep or > 1) --expert-tensor-parallel-size (Megatron's default is tp)
     Mixtral experts             --num-experts, --moe-router-topk, --moe-ffn-hidden-size
     placement pp-inner          --use-tp-pp-dp-mapping (rank order tp-cp-ep-pp-dp; the default
                                 tp-cp-ep-dp-pp is parsim's dp-inner: parallel_state.py)
@@ -78,6 +81,8 @@ def export_args(plan, spec, source: str) -> list[str]:
     if c.ep > 1:
         args += ["--expert-model-parallel-size", str(c.ep)]
         args += ["--overlap-moe-expert-parallel-comm"] if c.ep_overlap else []
+    if c.tp > 1 and (c.ep > 1 or c.etp > 1):    # Megatron's own default is etp = tp (arguments.py)
+        args += ["--expert-tensor-parallel-size", str(c.etp)]
     args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
              3: ["--use-torch-fsdp2"]}[c.zero]
     args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
@@ -253,7 +258,10 @@ def import_args(text: str, source: str) -> Imported:
     if optimizer == "sgd":
         optimizer = "sgd" if float(f.str("sgd-momentum", "0.9")) == 0 else "momentum"
     gbs, mbs = f.int("global-batch-size"), f.int("micro-batch-size")
-    parallel = dict(tp=tp, pp=pp, cp=cp, ep=f.int("expert-model-parallel-size", 1), chunks=chunks,
+    ep = f.int("expert-model-parallel-size", 1)
+    # Megatron's expert tp defaults to tp (arguments.py); parsim's is 1, which a dense model keeps
+    etp = f.int("expert-tensor-parallel-size", tp if ep > 1 else 1)
+    parallel = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, chunks=chunks,
                     schedule="interleaved" if chunks > 1 else "1f1b", split=split_arg(bounds_from_counts(counts)),
                     tp_layout=("megatron-sp" if f.on("sequence-parallel") else "megatron") if tp > 1 else None,
                     recompute=recompute, zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
