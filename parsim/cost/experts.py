@@ -2,8 +2,9 @@
 
 As Megatron-Core runs it (``--expert-model-parallel-size``, its alltoall token dispatcher,
 dropless, without overlap: megatron/core/transformer/moe/token_dispatcher.py) and DeepSeek-V3
-lays it out (DeepSeek-AI 2024, Sec. 3.2): the ep ranks of a group are carved from the dp x cp
-ranks holding the same dense parameters (parsim.plan.ParallelConfig.ep_group); each holds E/ep
+lays it out (DeepSeek-AI 2024, Sec. 3.2): the ep ranks of a group are folded from a pipeline
+rank's tp x cp x dp ranks (parsim.plan.ParallelConfig.ep_group; at tp = 1, its dp x cp ranks
+holding the same dense parameters); each holds E/ep
 of every MoE layer's E routed experts, and the tokens travel to their experts' ranks and back.
 
 Conventions as parsim.model.moe: T_local the tokens one rank holds in a micro-batch (b samples x
@@ -22,8 +23,8 @@ model.yaml ``training.moe_imbalance``).
   tokens whatever the routing: no imbalance applies, and the graph is the model's.
 - **Parameters.**  A rank holds the layer's dense parameters (attention, norms, router, shared
   experts) and routed / ep; ``expert_param_count`` is the routed part it holds, whose gradients
-  are averaged (and ZeRO-sharded) over the expert-data-parallel group of dp x cp / ep ranks
-  (ParallelConfig.expert_dp_group), the dense part's over the dp x cp ranks as before.
+  are averaged (and ZeRO-sharded) over the expert-data-parallel group of tp x cp x dp / (ep x etp)
+  ranks (ParallelConfig.expert_dp_group), the dense part's over the dp x cp ranks as before.
 - **All-to-all** (``a2a_time_s``).  Per MoE layer and micro-batch: the dispatch and the combine
   in the forward, their transposes in the backward (the input gradient's path: I under a split
   backward; W has none), and a fully recomputed layer's backward runs its forward's two again;
@@ -35,10 +36,20 @@ model.yaml ``training.moe_imbalance``).
   ``ParallelConfig.ep_overlap`` pairs a forward with another micro-batch's backward so that each
   hides the other's all-to-alls (parsim.sim.engine, at ``a2a_overlap_cost``).
 
-Not modelled: expert tensor parallelism (ep > 1 runs with tp = 1, check_ep); DeepSeek-V3's
-node-limited routing, which sends a token once per node (fewer bytes over the NICs); the
-memory-bound kernels of the routed path (activation, permutation) at the imbalance: they are
-priced at the mean load (their bytes are a small part of the layer's time).
+Beside attention's tensor parallelism (MoE Parallel Folding, Liu et al. 2025, arXiv 2504.14960)
+the ep ranks are folded from a pipeline rank's tp x cp x dp (parsim.plan.ParallelConfig.fold), each
+rank dispatching its s/tp tokens (sequence parallelism), its experts whole (etp 1) or split over
+the tp group (etp = tp): ``fold_experts`` and the layout's patterns (parsim.shard.builtin.moe).
+
+How production moves the tokens: ``training.moe_dispatcher`` flex sends a token once per remote
+node its experts lie on (``off_node_share``; DeepSeek-V3's node-limited routing bounds those nodes,
+parsim.model.moe.Experts.remote_nodes_per_token); token dropping and padding to capacity set the
+busiest load (``routing_imbalance``); a rank holding several experts sorts the dispatched rows by
+expert and back (``_local_sorts``).
+
+Not modelled: the memory-bound kernels of the routed path (activation, permutation) at the
+imbalance are priced at the mean load apart from the sorts (their bytes are a small part of the
+layer's time); DeepEP's and HybridEP's own kernel efficiency (priced at NCCL's fitted bandwidth).
 """
 
 from __future__ import annotations
