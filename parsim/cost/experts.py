@@ -198,9 +198,24 @@ def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> Layer
     if graph.ep != 1:
         raise ValueError("expert_parallel_graph takes a graph without expert parallelism")
     check_ep(graph, ep, graph.etp)
-    layers = tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
-                   if layer.experts is not None else layer for layer in graph.layers)
+    layers = _shared(tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
+                           if layer.experts is not None else layer for layer in graph.layers))
     return replace(graph, layers=layers, ep=ep, moe_imbalance=imbalance)
+
+
+def _shared(layers: tuple) -> tuple:
+    """``layers`` with the kernel and tp-step tuples of identical layers shared (the first one's),
+    as extraction shares them: the cost model memoizes a layer's time by their identity
+    (parsim.cost.compute, parsim.cost.layer), and DeepSeek-V3's 58 MoE layers are one layer's
+    prices, not 58."""
+    kernels: dict = {}
+    steps: dict = {}
+    out = []
+    for layer in layers:
+        k = kernels.setdefault(layer.kernels, layer.kernels)
+        t = steps.setdefault(layer.tp_comm, layer.tp_comm)
+        out.append(layer if (k is layer.kernels and t is layer.tp_comm) else replace(layer, kernels=k, tp_comm=t))
+    return tuple(out)
 
 
 def _expert_weight_bytes(layer: Layer) -> set[float]:
@@ -230,7 +245,7 @@ def fold_experts(graph: LayerGraph, etp: int) -> LayerGraph:
             mirrors = _expert_weight_bytes(layer)
             kept = tuple(x for x in layer.tp_comm if not (x[0] == "grad" and x[1].bytes_per_device in mirrors))
             layers.append(replace(layer, tp_comm=kept))
-        graph = replace(graph, layers=tuple(layers))
+        graph = replace(graph, layers=_shared(tuple(layers)))
     return replace(graph, etp=etp)
 
 

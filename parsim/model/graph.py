@@ -388,7 +388,7 @@ class LayerGraph:
             return self
         if self.recompute:
             raise ValueError(f"with_recompute takes a graph without recomputation, not one with {self.recompute}")
-        layers, inp = [], self.input_bytes
+        layers, inp, shared = [], self.input_bytes, {}
         for layer in self.layers:
             if mode is Recompute.FULL:
                 layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
@@ -396,7 +396,7 @@ class LayerGraph:
             elif mode is Recompute.DEEPSEEK:
                 from parsim.model.recompute_modules import modules_recomputed
 
-                layers.append(modules_recomputed(layer, self.extraction_batch))
+                layers.append(modules_recomputed(layer, self.extraction_batch, shared))
             else:
                 layers.append(_selectively_recomputed(layer, self.extraction_batch))
             inp = layer.output_bytes

@@ -92,8 +92,10 @@ def _swiglu_kernels(fwd) -> list:
     return out
 
 
-def modules_recomputed(layer, extraction_batch: int):
-    """``layer`` under the ``deepseek`` mode (module docstring); unchanged where nothing applies."""
+def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None):
+    """``layer`` under the ``deepseek`` mode (module docstring); unchanged where nothing applies.
+    ``shared``: one graph's parts' kernel tuples by value, so that identical layers' parts share
+    one (the cost model memoizes by its identity)."""
     from parsim.model.graph import Layer
 
     ops = recomputed_ops(layer)
@@ -106,6 +108,8 @@ def modules_recomputed(layer, extraction_batch: int):
     kernels = tuple(k for k in fwd if id(k) in picked)        # in forward order
     if not kernels:
         return layer
+    if shared is not None:
+        kernels = shared.setdefault(kernels, kernels)
     flops = sum(op.flops for op in ops) / extraction_batch * share
     part = Layer(name=f"{layer.name}/recomputed-modules", fwd_flops=flops, bwd_flops=0.0, param_count=0,
                  param_bytes=0, output_bytes=0.0, saved_bytes=0.0,
