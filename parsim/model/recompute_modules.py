@@ -96,8 +96,6 @@ def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None)
     """``layer`` under the ``deepseek`` mode (module docstring); unchanged where nothing applies.
     ``shared``: one graph's parts' kernel tuples by value, so that identical layers' parts share
     one (the cost model memoizes by its identity)."""
-    from parsim.model.graph import Layer
-
     ops = recomputed_ops(layer)
     if not ops or not layer.kernels:
         return layer
@@ -111,7 +109,8 @@ def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None)
     if shared is not None:
         kernels = shared.setdefault(kernels, kernels)
     flops = sum(op.flops for op in ops) / extraction_batch * share
-    part = Layer(name=f"{layer.name}/recomputed-modules", fwd_flops=flops, bwd_flops=0.0, param_count=0,
+    # a parsim.model.graph.Layer (its class taken from the layer: graph imports this module)
+    part = type(layer)(name=f"{layer.name}/recomputed-modules", fwd_flops=flops, bwd_flops=0.0, param_count=0,
                  param_bytes=0, output_bytes=0.0, saved_bytes=0.0,
                  fwd_mem_bytes=sum(k.bytes[1] for k in kernels if k.klass == "mem") * share,
                  kernels=kernels, tp_share=layer.tp_share, seq_share=layer.seq_share)
