@@ -305,6 +305,8 @@ def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
     tp x cp x dp ranks (``ParallelConfig.fold``); None where they do.  The one check of the layout
     (the model's own constraints, its experts dividing by ep: parsim.cost.experts.check_ep)."""
     if cfg.etp not in (1, cfg.tp):
+        if cfg.tp == 1:
+            return "etp", f"{cfg.etp}: the expert tp splits experts beside attention's tp, and tp is 1; use etp 1"
         return "etp", (f"{cfg.etp}: parsim prices an expert tensor-parallel size of 1 (experts whole beside "
                        f"attention's tp) or tp = {cfg.tp} (experts split as attention is); choose etp 1 or {cfg.tp}")
     if cfg.fold_ranks % (cfg.ep * cfg.etp):

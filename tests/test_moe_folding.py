@@ -66,6 +66,7 @@ def test_fold_at_tp_1_is_the_data_parallel_carving():
     (dict(tp=2, dp=4, ep=2, etp=4), "etp", "choose etp 1 or 2"),
     (dict(tp=2, dp=2, ep=4, etp=2), "ep", "4 x etp 2 does not divide tp x cp x dp = 2 x 1 x 2 = 4"),
     (dict(tp=1, dp=6, ep=4), "ep", "4 does not divide dp x cp = 6 x 1 = 6"),
+    (dict(tp=1, dp=8, ep=2, etp=2), "etp", "2: the expert tp splits experts beside attention's tp, and tp is 1"),
 ])
 def test_fold_refusals_name_the_field(kw, field, says):
     why = fold_refusal(ParallelConfig(pp=1, microbatches=1, **kw))
