@@ -111,6 +111,19 @@ def test_ep_with_zero_or_recomputation_is_refused():
     expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
 
 
+def test_ep_with_a_dispatcher_the_executor_does_not_run_is_refused():
+    """The executor dispatches every row by all_to_all_single, dropless: a model priced with the flex
+    dispatcher or token dropping is refused, naming the field."""
+    from dataclasses import replace
+
+    spec = load_model(MOE)
+    cfg = ParallelConfig(dp=2, pp=1, microbatches=2, ep=2)
+    for training, field in ((replace(spec.training, moe_dispatcher="flex"), "training.moe_dispatcher"),
+                            (replace(spec.training, moe_capacity_factor=1.0), "training.moe_capacity_factor")):
+        with pytest.raises(InputError, match=f"plan.json: {field}: the executor runs the alltoall dispatcher"):
+            expert_parallel.check_supported(cfg, replace(spec, training=training), "plan.json")
+
+
 def test_ep_under_a_pipeline_equals_the_reference(tmp_path):
     """dp=2, pp=2 (1F1B, 2 micro-batches), ep=2 on 4 ranks: each stage's ep group (its pipeline rank
     in both replicas) exchanges the tokens of its own MoE layer."""

@@ -57,7 +57,8 @@ RECEIVED_ROWS = ("combine", "dispatch-backward")
 
 def check_supported(cfg, spec, source: str) -> None:
     """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with no ZeRO and no
-    recomputation (tp > 1: parsim.exec.folding's checks) (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
+    recomputation (tp > 1: parsim.exec.folding's checks), dropless, by the alltoall dispatcher
+    (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
     experts over the dense group); one line naming the field otherwise."""
     if cfg.ep == 1:
         return
@@ -72,6 +73,12 @@ def check_supported(cfg, spec, source: str) -> None:
     if spec.source.kind != "hf":
         raise InputError(f"{source}: parallel.ep: the executor splits the experts of hf: models (transformers' MoE "
                          f"blocks); plan {spec.path} with ep 1")
+    t = spec.training
+    if t.moe_dispatcher != "alltoall" or t.moe_capacity_factor is not None:
+        key = "moe_dispatcher" if t.moe_dispatcher != "alltoall" else "moe_capacity_factor"
+        raise InputError(f"{source}: training.{key}: the executor runs the alltoall dispatcher, dropless "
+                         f"(all_to_all_single of every row); set training.moe_dispatcher alltoall and no "
+                         f"moe_capacity_factor in {spec.path} to run it")
     if cfg.zero or cfg.recompute:
         raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with zero 0 and no recomputation "
                          f"(got zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --zero 0 "

@@ -27,6 +27,8 @@ Dropout is off in these models; the result equals one process's (tests/test_moe_
 
 from __future__ import annotations
 
+import json
+
 from torch import nn
 
 from parsim.errors import InputError
@@ -42,10 +44,7 @@ def check_supported(cfg, spec, source: str) -> None:
     if cfg.etp != 1:
         raise InputError(f"{source}: parallel.etp: the executor keeps each expert whole beside tp (etp 1); "
                          f"got {cfg.etp}: plan with --etp 1")
-    fields = spec.source.target
-    import json
-
-    hf = json.loads(fields)
+    hf = json.loads(spec.source.target)                    # the config's fields (parsim.model.spec.ModelSource)
     heads, kv = hf["num_attention_heads"], hf.get("num_key_value_heads") or hf["num_attention_heads"]
     if heads % cfg.tp or kv % cfg.tp or hf.get("kv_lora_rank"):
         raise InputError(f"{source}: parallel.tp: the executor splits {heads} query and {kv} KV heads of Llama-style "
