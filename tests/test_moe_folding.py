@@ -170,3 +170,22 @@ def test_planner_searches_etp_beside_tp(tiny):
                   Constraints(tp=2, pp=1, top=200, recompute="none", zero=0), progress=False)
     seen = {(c.config.ep, c.config.etp) for c in result.ranked}
     assert {(1, 1), (1, 2), (2, 1), (4, 1), (2, 2)} <= seen
+
+
+def test_pruned_search_with_exposed_all_to_alls_equals_exhaustive(tiny):
+    """The bounds hold the least all-to-all time any placement gives an ep group (exposed, the
+    group on consecutive ranks): still below every simulated step, so pruning ranks the same plans
+    as simulating them all, here with ep groups across two nodes."""
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.hardware import load_cluster
+    from parsim.search.planner import Constraints, plan
+
+    cluster = load_cluster("dgx-h100-superpod:2x8")
+    compute = AnalyticalCompute.for_training(cluster.device, tiny.training)
+    kw = dict(top=5, zero=0, recompute="none", tp=2, pp=1)
+    training = replace(tiny.training, global_batch_size=16)
+    spec = replace(tiny, training=training)
+    pruned = plan(spec, cluster, compute, Constraints(**kw), progress=False)
+    full = plan(spec, cluster, compute, Constraints(**kw, prune=False), progress=False)
+    assert full.simulated > pruned.simulated
+    assert [c.key() for c in pruned.ranked] == [c.key() for c in full.ranked]

@@ -69,7 +69,7 @@ import numpy as np
 
 from parsim.cost.comm import collective_time_s, fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel, share_bounds_time
-from parsim.cost.experts import expert_param_count
+from parsim.cost.experts import a2a_time_s, expert_param_count
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
                                 optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
                                 zero_fractions)
@@ -305,10 +305,13 @@ class _Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
     def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel,
-                 tp_overlap: bool = False):
+                 tp_overlap: bool = False, exposed_a2a: bool = False):
         g, t = graph, spec.training
         self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
         self.tp_overlap = tp_overlap          # its layers' tp collectives overlapped with their GEMMs (sim.overlap)
+        # ep > 1 without ep_overlap: the all-to-alls run on the compute stream, so their least time
+        # (an ep group on consecutive ranks, the fewest nodes any placement gives it) bounds too
+        self.exposed_a2a = exposed_a2a and g.ep > 1
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
         self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
@@ -409,15 +412,27 @@ class _Bounds:
         return found[0] if found else None
 
     def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-layer prefix sums of F, B, I and W times."""
+        """Per-layer prefix sums of F, B, I and W times, with the least exposed all-to-alls."""
         key = ("phases", b)
         if key not in self._costs:
             layers, c = self.graph.layers, self.compute
             self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum([layer_time_s(c, l, k, b, self.cluster, 0,
                                                                                      self.tp_overlap)
+                                                                        + self.least_a2a_s(l, k, b)
                                                                         for l in layers])])
                                      for k in ("F", "B", "I", "W"))
         return self._costs[key]
+
+    def least_a2a_s(self, layer, kind: str, b: int) -> float:
+        """The all-to-alls ``layer``'s ``kind`` issues per micro-batch over the most compact ep
+        group, exposed (parsim.cost.experts.a2a_time_s); 0 where they may hide (ep_overlap) or a
+        profile's layer times hold them."""
+        g = self.graph
+        if not self.exposed_a2a or layer.experts is None or \
+                getattr(self.compute, "includes_ep_comm_at", lambda _: False)(b):
+            return 0.0
+        return a2a_time_s(layer, kind, b, g.dtype, self.cluster, tuple(range(g.ep)), g.moe_imbalance,
+                          self.spec.training.moe_dispatcher)
 
     def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
         """A step time no schedule can beat (so the search may skip what cannot reach the top k):
@@ -724,7 +739,8 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
 
     def bounds_for(tp, layout, graph, overlap=False) -> _Bounds:
         if (id(graph), overlap) not in bounds_of:
-            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, compute_of(tp, layout, graph.ep), overlap)
+            bounds_of[(id(graph), overlap)] = _Bounds(spec, graph, cluster, compute_of(tp, layout, graph.ep), overlap,
+                                                      exposed_a2a=not c.ep_overlap)
         return bounds_of[(id(graph), overlap)]
 
     def overlaps(tp, layout) -> tuple[bool, ...]:
