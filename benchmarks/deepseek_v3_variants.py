@@ -6,7 +6,7 @@ is worth.  Deterministic (simulated): a figure of the cost model, not a measurem
     python benchmarks/deepseek_v3_variants.py [--plan PLAN.json] [-o results/simulated/deepseek_v3_variants_h100_2048.txt]
 
 PLAN.json is the pick, ``parsim plan examples/deepseek_v3_pretrain.yaml --cluster
-dgx-h100-superpod:256x8 --ep-overlap -o PLAN.json`` (results/simulated/deepseek_v3_plan_h100_2048.txt); without it the
+dgx-h100-superpod:256x8 --ep-overlap -o PLAN.json`` (results/simulated/deepseek_v3_pretrain_plan_h100_2048.txt); without it the
 pick's configuration as that file records it is used.  Tokens per second per GPU are global batch
 x 4096 / step / 2048; DeepSeek's published figure is 1,543 on 2,048 H800s (a whole-run average:
 results/published/moe_figures.yaml, deepseek-v3-h800-2048gpu).
@@ -25,7 +25,7 @@ from parsim.search.resolve import resolve_config
 from parsim.sim import simulate
 
 MODEL, CLUSTER, SEQ = "examples/deepseek_v3_pretrain.yaml", "dgx-h100-superpod:256x8", 4096
-# the pick of results/simulated/deepseek_v3_plan_h100_2048.txt (2026-11-29)
+# the pick of results/simulated/deepseek_v3_pretrain_plan_h100_2048.txt (2026-11-28)
 PICK = ParallelConfig(dp=128, pp=8, microbatches=120, schedule="1f1b", bounds=(0, 8, 15, 23, 31, 39, 47, 55, 63),
                       placement="dp-inner", tp=2, tp_layout="megatron-sp", recompute="deepseek", zero=1,
                       tp_comm_overlap=True, ep=32, ep_overlap=True, etp=1)
