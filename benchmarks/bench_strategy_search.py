@@ -9,7 +9,6 @@ warm-up run; model extraction is not timed.
 
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
-from parsim.shard import auto
 from parsim.shard.auto import auto_strategies, cost_graph
 from parsim.profile.comm import median_time_s
 from parsim.shard.search import search

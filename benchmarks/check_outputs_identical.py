@@ -148,10 +148,7 @@ def _tasks(quick: bool) -> list[list[tuple[str, list[str]]]]:
         tasks.append([(f"simulate-{name}.json", argv + ["--json"]), (f"simulate-{name}.txt", argv + ["--grid"])])
     if not quick:
         bench = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_published.py")]
-        tasks.append([("bench_published.txt",
-                       bench + ["--figures", os.path.join(ROOT, "results", "published", "figures.yaml")])])
-        tasks.append([("bench_published_moe.txt",
-                       bench + ["--figures", os.path.join(ROOT, "results", "published", "moe_figures.yaml")])])
+        tasks.append([("bench_published.txt", bench)])
     return tasks
 
 

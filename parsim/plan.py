@@ -56,17 +56,26 @@ class ParallelConfig:
     # (Megatron-Core's --tp-comm-overlap; parsim.sim.overlap)
     tp_comm_overlap: bool = False
     cp_mode: str = "ring"        # with cp > 1: CP_MODES
-    # Expert parallelism (MoE models): a group of ep ranks carved from the dp x cp ranks holding the
-    # same dense parameters, each holding E/ep of every layer's routed experts, tokens dispatched to
-    # their experts' ranks and combined back by all-to-alls (Megatron-Core's expert-model-parallel
-    # group, "tp-cp-ep-dp-pp": ep inside the data-parallel ranks, next to cp; DeepSeek-V3 Sec. 3.2).
-    # Expert gradients are averaged, and ZeRO-sharded, over the expert-data-parallel group of
-    # dp x cp / ep ranks holding the same experts (``expert_dp_group``).
+    # Expert parallelism (MoE models), as Megatron-Core's MoE Parallel Folding lays it out (Liu et
+    # al. 2025, "MoE Parallel Folding", arXiv 2504.14960, Sec. 3; megatron/core/parallel_state.py's
+    # expert RankGenerator, order "tp-cp-ep-dp-pp" with tp = the expert tp and cp = 1): the MoE
+    # layers fold a pipeline rank's tp x cp x dp ranks into etp x ep x edp, etp innermost
+    # (``fold``).  A group of ep ranks (``ep_group``) holds E/ep of every layer's routed experts,
+    # tokens dispatched to their experts' ranks and combined back by all-to-alls (DeepSeek-V3 Sec.
+    # 3.2); each expert's GEMMs are split over etp ranks (--expert-tensor-parallel-size); expert
+    # gradients are averaged, and ZeRO-sharded, over the edp = tp x cp x dp / (ep x etp) ranks
+    # holding the same expert shard (``expert_dp_group``).  With tp = 1 the ep group is carved from
+    # the dp x cp ranks, as before folding.
     ep: int = 1
     # ep > 1: each MoE layer's all-to-alls hidden under the compute of the rank's adjacent action of
     # the other direction (a forward beside another micro-batch's backward, as DeepSeek-V3's DualPipe
     # and Megatron-Core's --overlap-moe-expert-parallel-comm pair them; parsim.sim.engine)
     ep_overlap: bool = False
+    # the expert tensor-parallel size: 1 or tp (parsim prices those two).  Default 1: the experts
+    # whole on each rank beside attention's tp, as NVIDIA's MoE recipes run them (Megatron-Bridge's
+    # DeepSeek-V3 and Qwen3 pretraining configs set expert_tensor_parallel_size 1;
+    # results/published/moe_figures.yaml's source_config etp), not Megatron's own default (etp = tp)
+    etp: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -118,19 +127,44 @@ class ParallelConfig:
         return tuple(self.global_rank(d, pipe_rank, tp_rank, c) for d in range(self.dp) for c in range(self.cp))
 
     @property
+    def fold_ranks(self) -> int:
+        """Ranks a pipeline rank's MoE layers fold into etp x ep x edp: tp x cp x dp."""
+        return self.tp * self.cp * self.dp
+
+    @property
     def expert_dp(self) -> int:
-        """Ranks holding the same routed experts: dp x cp / ep."""
-        return self.grad_ranks // self.ep
+        """Ranks holding the same routed-expert shard: tp x cp x dp / (ep x etp)."""
+        return self.fold_ranks // (self.ep * self.etp)
 
-    def ep_group(self, pipe_rank: int, tp_rank: int = 0, index: int = 0) -> tuple[int, ...]:
-        """The ``index``-th expert-parallel group of a stage's grad_group: ep consecutive members of
-        it (ep innermost of the data-parallel ranks, so that a group shares a node first)."""
-        g = self.grad_group(pipe_rank, tp_rank)
-        return g[index * self.ep:(index + 1) * self.ep]
+    @property
+    def experts_apart(self) -> bool:
+        """Whether the routed experts' gradients go over groups of their own (``expert_dp_group``)
+        rather than with the dense parameters' (``grad_group``): under expert parallelism, or where
+        the expert tp differs from attention's."""
+        return self.ep > 1 or self.etp != self.tp
 
-    def expert_dp_group(self, pipe_rank: int, tp_rank: int = 0, ep_rank: int = 0) -> tuple[int, ...]:
-        """The ranks holding ep rank ``ep_rank``'s experts, over which their gradients are averaged."""
-        return self.grad_group(pipe_rank, tp_rank)[ep_rank::self.ep]
+    def fold(self, pipe_rank: int) -> tuple[int, ...]:
+        """The one place for the folded expert mesh: a pipeline rank's tp x cp x dp ranks in
+        Megatron's order (tp innermost, then cp, then the replicas), read as (edp, ep, etp) with
+        etp innermost: rank j of the list has etp rank j % etp, ep rank j // etp % ep and edp rank
+        j // (etp ep).  With tp = 1 an ep group is ep consecutive members of ``grad_group``."""
+        return tuple(self.global_rank(d, pipe_rank, t, c)
+                     for d in range(self.dp) for c in range(self.cp) for t in range(self.tp))
+
+    def ep_group(self, pipe_rank: int, index: int = 0) -> tuple[int, ...]:
+        """The ``index``-th expert-parallel group of a pipeline rank (index = edp rank x etp + etp
+        rank): ep members of ``fold`` with the same edp and etp ranks, by ep rank."""
+        f, step = self.fold(pipe_rank), self.etp
+        base = index // step * step * self.ep + index % step
+        return f[base:base + step * self.ep:step]
+
+    def etp_group(self, pipe_rank: int, index: int = 0) -> tuple[int, ...]:
+        """The ``index``-th expert tensor-parallel group: etp consecutive members of ``fold``."""
+        return self.fold(pipe_rank)[index * self.etp:(index + 1) * self.etp]
+
+    def expert_dp_group(self, pipe_rank: int, ep_rank: int = 0, etp_rank: int = 0) -> tuple[int, ...]:
+        """The ranks holding (ep rank, etp rank)'s expert shard, over which its gradients are averaged."""
+        return self.fold(pipe_rank)[ep_rank * self.etp + etp_rank::self.ep * self.etp]
 
     def microbatch_size(self, global_batch: int) -> int:
         if global_batch % (self.dp * self.microbatches):
@@ -200,6 +234,7 @@ class Plan:
                          "recompute": c.recompute.value,
                          "zero": c.zero, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
                          **({"ep": c.ep} if c.ep > 1 else {}), **({"ep_overlap": True} if c.ep_overlap else {}),
+                         **({"etp": c.etp} if c.etp != 1 else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -233,12 +268,12 @@ class Plan:
                              zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1),
                              tp_comm_overlap=p.get("tp_comm_overlap", bool, False),
                              cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1),
-                             ep_overlap=p.get("ep_overlap", bool, False))
+                             ep_overlap=p.get("ep_overlap", bool, False), etp=p.positive_int("etp", 1))
         stages = p.get("stages", list, [])
         p.done()
-        if cfg.grad_ranks % cfg.ep:
-            raise InputError(f"{source}: parallel.ep: {cfg.ep} does not divide dp x cp = {cfg.grad_ranks}; "
-                             f"choose ep among the divisors of {cfg.grad_ranks}")
+        why = fold_refusal(cfg)
+        if why:
+            raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
                 or any(not isinstance(x, int) or x >= y for x, y in zip(bounds, bounds[1:]))):
             raise InputError(f"{source}: parallel.bounds: {bounds} is not {cfg.stages} stages over {len(layers)} layers")
@@ -248,6 +283,23 @@ class Plan:
                    cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"], model["sha256"])
         r.done()
         return plan
+
+
+def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
+    """(field, why, in a line saying what to change) where the expert sizes do not fold into the
+    tp x cp x dp ranks (``ParallelConfig.fold``); None where they do.  The one check of the layout
+    (the model's own constraints, its experts dividing by ep: parsim.cost.experts.check_ep)."""
+    if cfg.etp not in (1, cfg.tp):
+        if cfg.tp == 1:
+            return "etp", f"{cfg.etp}: the expert tp splits experts beside attention's tp, and tp is 1; use etp 1"
+        return "etp", (f"{cfg.etp}: parsim prices an expert tensor-parallel size of 1 (experts whole beside "
+                       f"attention's tp) or tp = {cfg.tp} (experts split as attention is); choose etp 1 or {cfg.tp}")
+    if cfg.fold_ranks % (cfg.ep * cfg.etp):
+        t = f"tp x cp x dp = {cfg.tp} x {cfg.cp} x {cfg.dp}" if cfg.tp > 1 else f"dp x cp = {cfg.dp} x {cfg.cp}"
+        return "ep", (f"{cfg.ep}{f' x etp {cfg.etp}' if cfg.etp > 1 else ''} does not divide {t} = {cfg.fold_ranks} "
+                      f"(the expert-parallel group is folded from those ranks); choose ep among the divisors of "
+                      f"{cfg.fold_ranks // cfg.etp}")
+    return None
 
 
 def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict) -> Plan:

@@ -192,7 +192,7 @@ def experts_split_over(spec, ep: int) -> bool:
     """Whether every MoE layer's routed experts split over ``ep`` > 1 (False for a dense model):
     parsim.cost.experts.check_ep's rule, over ep ranks."""
     try:
-        check_ep(spec.graph, ep, ep)
+        check_ep(spec.graph, ep)
     except InfeasibleError:
         return False
     return True
@@ -420,7 +420,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
                                  spec.training, cfg.microbatch_size(spec.training.global_batch_size),
-                                 auto_memory_bytes(first.cluster, cfg.pp)), cfg.microbatches, cfg.rank_layers(0))))
+                                 auto_memory_bytes(first.cluster, cfg.pp), etp=cfg.etp), cfg.microbatches,
+                cfg.rank_layers(0))))
         rows.append(row)
         results.append((case, est, measured))
     out = report.summary(rows)

@@ -4,7 +4,6 @@ tested on a tiny synthetic one (two models of one set, written as parsim validat
 import json
 import os
 
-import pytest
 
 from parsim.report.accuracy import main
 from parsim.report.validation import Row, summary

@@ -11,7 +11,7 @@ import torch
 
 from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, ProfileTable, LayerTimes
-from parsim.cost.context import context_parallel_graph, ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
+from parsim.cost.context import ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
 from parsim.cost.memory import backward_workspace_bytes
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster

@@ -106,9 +106,22 @@ def test_ep_with_zero_or_recomputation_is_refused():
     spec = load_model(MOE)
     for cfg in (ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, zero=1),
                 ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, recompute=True)):
-        with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with tp=1, zero 0 and no recomp"):
+        with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with zero 0 and no recomp"):
             expert_parallel.check_supported(cfg, spec, "plan.json")
     expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
+
+
+def test_ep_with_a_dispatcher_the_executor_does_not_run_is_refused():
+    """The executor dispatches every row by all_to_all_single, dropless: a model priced with the flex
+    dispatcher or token dropping is refused, naming the field."""
+    from dataclasses import replace
+
+    spec = load_model(MOE)
+    cfg = ParallelConfig(dp=2, pp=1, microbatches=2, ep=2)
+    for training, field in ((replace(spec.training, moe_dispatcher="flex"), "training.moe_dispatcher"),
+                            (replace(spec.training, moe_capacity_factor=1.0), "training.moe_capacity_factor")):
+        with pytest.raises(InputError, match=f"plan.json: {field}: the executor runs the alltoall dispatcher"):
+            expert_parallel.check_supported(cfg, replace(spec, training=training), "plan.json")
 
 
 def test_ep_under_a_pipeline_equals_the_reference(tmp_path):

@@ -97,6 +97,17 @@ def test_megatron_accepts_a_mixture_of_experts(tmp_path, capsys):
 
 
 @needs("megatron.core", extra="megatron")
+def test_megatron_accepts_experts_folded_beside_tp(tmp_path, capsys):
+    """tp 2 with sequence parallelism beside ep 2 and expert tp 1 (MoE Parallel Folding): the
+    expert tp is written out, Megatron's own default being tp."""
+    path = _export(tmp_path, capsys, os.path.join(ROOT, "examples", "moe_tiny_local.yaml"), "local-cpu:2x2",
+                   ["--dp", "2", "--tp", "2", "--ep", "2", "--etp", "1", "--microbatches", "2"], "megatron")
+    assert "--expert-tensor-parallel-size 1" in open(path).read()
+    got = _check("megatron", path, env={"MEGATRON_CHECK_WORLD": "4"})
+    assert (got["tp"], got["ep"], got["etp"], got["sequence_parallel"]) == (2, 2, 1, True)
+
+
+@needs("megatron.core", extra="megatron")
 def test_megatron_refuses_what_it_should(tmp_path):
     """megatron.core's own validation is live: heads that tp does not divide are refused."""
     bad = tmp_path / "bad.args"

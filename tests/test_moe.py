@@ -139,7 +139,9 @@ def test_tiny_deepseek_dense_first_layer_shared_expert_and_mla(tmp_path):
     g = _load(tmp_path, TINY_DEEPSEEK).graph
     assert g.param_count == _transformers_count(TINY_DEEPSEEK) == param_count(TINY_DEEPSEEK)[0]
     assert g.active_param_count == param_count(TINY_DEEPSEEK)[1]
-    assert [layer.experts for layer in g.layers[1:-1]] == [None] + [Experts(8, 2, 64, 32, 32, 8 * 64)] * 2
+    # the tiny config's n_group 2, topk_group 1: group-limited routing, read from the config and the router alike
+    assert [layer.experts for layer in g.layers[1:-1]] == [None] + [Experts(8, 2, 64, 32, 32, 8 * 64, 2, 1)] * 2
+    assert [config_experts(TINY_DEEPSEEK, i) for i in range(3)] == [layer.experts for layer in g.layers[1:-1]]
     # MLA's value heads (8) narrower than its query/key heads (16): fused attention counted on V
     # padded to 16 (parsim.model.attention.fused_on_meta), 4 s^2 a d_qk / 2 per layer
     s, a, d_qk = 16, 4, 16
@@ -179,7 +181,8 @@ def test_published_moe_counts(name, total, active, published):
 def test_deepseek_v3_layout_and_mtp():
     cfg = _cfg("deepseek_v3")
     kinds = [config_experts(cfg, i) for i in range(61)]
-    assert kinds[:3] == [None] * 3 and all(k == Experts(256, 8, 7168, 2048, 2048, 256 * 7168) for k in kinds[3:])
+    # node-limited routing: 8 groups, a token's experts from 4 of them (Sec. 2.1.2)
+    assert kinds[:3] == [None] * 3 and all(k == Experts(256, 8, 7168, 2048, 2048, 256 * 7168, 8, 4) for k in kinds[3:])
     mtp = mtp_param_count(cfg)
     # README_WEIGHTS.md of deepseek-ai/DeepSeek-V3: "11.5B unique parameters" besides the shared
     # 0.9B embedding and 0.9B head; the MoE block alone is 11.51B, with M (7168 x 14336) 11.61B

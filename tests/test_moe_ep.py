@@ -51,9 +51,12 @@ def _alpha_beta(cluster, link_class):
 # ----------------------------------------------------------------------------- validation
 
 @pytest.mark.parametrize("kw, says", [
-    (dict(dp=4, ep=3), "ep=3 must divide dp x cp = 4"),
+    (dict(dp=4, ep=3), "ep=3 does not divide dp x cp = 4 x 1 = 4"),
     (dict(dp=16, ep=16), "do not split over 16 ranks: choose ep dividing 8"),
-    (dict(dp=2, tp=2, tp_layout="megatron", ep=2), "expert tensor parallelism is not priced"),
+    (dict(dp=2, tp=2, tp_layout="megatron", ep=2), "which Megatron runs beside tensor parallelism with sequence "
+                                                   "parallelism only"),
+    (dict(dp=2, tp=2, tp_layout="megatron-sp", ep=4, etp=2), "ep=4 x etp 2 does not divide tp x cp x dp = 2 x 1 x 2"),
+    (dict(dp=4, tp=2, tp_layout="megatron-sp", ep=2, etp=4), "etp=4: parsim prices an expert tensor-parallel size of 1"),
     (dict(dp=4, ep=2, zero=2), "ZeRO-2 and -3 are not priced with expert parallelism"),
 ])
 def test_simulate_refuses_ep_it_cannot_price_in_one_line(tiny, kw, says):
@@ -248,8 +251,11 @@ def test_dense_search_has_ep_1_only(tiny):
     assert ep_values(load_model(DENSE), Constraints(), 8, 1, 1) == [1]
     assert ep_values(tiny, Constraints(), 8, 1, 1) == [1, 2, 4, 8]
     assert ep_values(tiny, Constraints(), 6, 1, 1) == [1, 2]
-    assert ep_values(tiny, Constraints(), 8, 1, 2) == [1]          # tp > 1: no expert tensor parallelism
+    # tp > 1: folded from tp x cp x dp (MoE Parallel Folding), over the expert tp
+    assert ep_values(tiny, Constraints(), 2, 1, 2) == [1, 2, 4]
+    assert ep_values(tiny, Constraints(), 2, 1, 2, etp=2) == [1, 2]
     assert ep_values(tiny, Constraints(ep=4), 8, 1, 1) == [4]
+    assert ep_values(tiny, Constraints(ep=4), 2, 1, 2, etp=2) == []
 
 
 def test_planner_picks_ep_where_memory_asks_for_it(tiny):

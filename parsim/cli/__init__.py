@@ -39,8 +39,12 @@ def _tp_flags(p) -> None:
                         "K,V ring (models with attention; plan: searched unless given)")
     p.add_argument("--ep", type=positive_int_arg,
                    help="expert-parallel group size (mixtures of experts): each rank holds E/ep routed experts of "
-                        "every MoE layer, tokens exchanged by all-to-alls; divides dp x cp and the experts, tp=1 "
-                        "(plan: searched unless given)")
+                        "every MoE layer, tokens exchanged by all-to-alls; ep x etp divides tp x cp x dp (MoE "
+                        "Parallel Folding) and ep the experts (plan: searched unless given)")
+    p.add_argument("--etp", type=positive_int_arg,
+                   help="expert tensor-parallel size with tp > 1 (Megatron-Core's --expert-tensor-parallel-size): "
+                        "1, the routed experts whole on each rank beside attention's tp (default, as NVIDIA's MoE "
+                        "recipes run), or tp, split as attention is (plan: searches both unless given)")
     p.add_argument("--ep-overlap", action="store_true",
                    help="ep > 1: hide each MoE layer's all-to-alls under the compute of the adjacent backward (forward) "
                         "of another micro-batch, as DeepSeek-V3's DualPipe pairs them (default: exposed)")

@@ -107,7 +107,7 @@ def cmd_simulate(args) -> int:
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
-                             ep_overlap=args.ep_overlap)
+                             ep_overlap=args.ep_overlap, etp=args.etp)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)
@@ -145,7 +145,7 @@ def _strategy_rows(spec, cluster, cfg, prices) -> list[dict]:
 
     patterns = layout_strategies(spec.graph, cfg.tp, cfg.tp_layout, spec.shard, cluster, spec.training,
                                  cfg.microbatch_size(spec.training.global_batch_size),
-                                 auto_memory_bytes(cluster, cfg.pp), prices.shard)
+                                 auto_memory_bytes(cluster, cfg.pp), cfg.etp, prices.shard)
     return [{"op": name, "strategy": str(strategy), "layers": n}
             for name, strategy, n in strategy_summary(spec.graph, patterns)]
 
@@ -194,7 +194,7 @@ def cmd_plan(args) -> int:
                                                       tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute,
                                                       zero=args.zero, cp=args.cp,
                                                       ep=args.ep or (profiled_ep if profiled_ep > 1 else None),
-                                                      ep_overlap=args.ep_overlap,
+                                                      ep_overlap=args.ep_overlap, etp=args.etp,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode),
                   progress=None if not args.json else False, tp_compute=tp_compute, prices=prices,
                   rerank=reranker(spec, cluster, compute, tp_compute))

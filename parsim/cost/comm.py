@@ -310,7 +310,8 @@ def _ranks_per_node(cluster: Cluster, ranks) -> list[int]:
     return list(nodes.values())
 
 
-def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalance: float = 1.0) -> float:
+def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalance: float = 1.0,
+                      off_node_share: float | None = None) -> float:
     """An all-to-all (torch's ``all_to_all_single``) over ``ranks`` in which every rank holds
     ``nbytes`` to scatter evenly over the group (S / n to each rank, its own share kept), the
     busiest rank moving ``imbalance`` times its even share (a MoE dispatch's hottest expert
@@ -342,7 +343,17 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
     latency term is pairwise exchange's n - 1 sequential steps; NCCL posts the peers' transfers
     at once, so for small messages over many ranks it is an upper bound until measured.
     ``imbalance`` is the busiest rank's load over the mean; ROUTING_IMBALANCE (one expert's) bounds
-    a rank holding several experts from above."""
+    a rank holding several experts from above.
+
+    ``off_node_share``: a MoE dispatcher that sends each token once per destination node and fans
+    it out to that node's experts over NVLink there (DeepSeek-V3's dispatch kernels, Sec. 3.2.2:
+    "first transmitted via IB to the GPUs with the same in-node index on its target nodes ...
+    instantly forwarded via NVLink"; DeepEP and Megatron-Core's flex dispatcher, HybridEP): the
+    share of the buffer S that leaves a node, once per remote node a token's experts lie on
+    (parsim.model.moe.Experts.remote_nodes_per_token over k), each over the rank's own NIC, so no
+    PXN hop; inside the nodes every row but the receiving GPU's own reaches its expert over NVLink,
+    (k-1)/k of S.  Across N nodes:
+          max((k-1)/k S' / B_in, off_node_share x S' / B_out) + (k-1) a_in + (N-1) a_out."""
     n = len(ranks)
     if n <= 1 or nbytes <= 0:
         return 0.0
@@ -361,6 +372,9 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
         b_in *= len(first_node) - 1
     k = min(per_node)
     a_out, b_out = _alpha_beta(cluster, cluster.span_class(ranks), "all_to_all")
+    if off_node_share is not None:        # once per remote node, then NVLink inside it
+        return (max((k - 1) / k * moved / b_in, off_node_share * moved / b_out)
+                + (k - 1) * a_in + (len(per_node) - 1) * a_out)
     off_node = (n - k) / n * moved
     pxn = (k - 1) / k * off_node if cluster.profile.fabric.rail_optimized else 0.0
     inside = ((k - 1) / n * moved + pxn) / b_in

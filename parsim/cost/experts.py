@@ -2,8 +2,9 @@
 
 As Megatron-Core runs it (``--expert-model-parallel-size``, its alltoall token dispatcher,
 dropless, without overlap: megatron/core/transformer/moe/token_dispatcher.py) and DeepSeek-V3
-lays it out (DeepSeek-AI 2024, Sec. 3.2): the ep ranks of a group are carved from the dp x cp
-ranks holding the same dense parameters (parsim.plan.ParallelConfig.ep_group); each holds E/ep
+lays it out (DeepSeek-AI 2024, Sec. 3.2): the ep ranks of a group are folded from a pipeline
+rank's tp x cp x dp ranks (parsim.plan.ParallelConfig.ep_group; at tp = 1, its dp x cp ranks
+holding the same dense parameters); each holds E/ep
 of every MoE layer's E routed experts, and the tokens travel to their experts' ranks and back.
 
 Conventions as parsim.model.moe: T_local the tokens one rank holds in a micro-batch (b samples x
@@ -22,8 +23,8 @@ model.yaml ``training.moe_imbalance``).
   tokens whatever the routing: no imbalance applies, and the graph is the model's.
 - **Parameters.**  A rank holds the layer's dense parameters (attention, norms, router, shared
   experts) and routed / ep; ``expert_param_count`` is the routed part it holds, whose gradients
-  are averaged (and ZeRO-sharded) over the expert-data-parallel group of dp x cp / ep ranks
-  (ParallelConfig.expert_dp_group), the dense part's over the dp x cp ranks as before.
+  are averaged (and ZeRO-sharded) over the expert-data-parallel group of tp x cp x dp / (ep x etp)
+  ranks (ParallelConfig.expert_dp_group), the dense part's over the dp x cp ranks as before.
 - **All-to-all** (``a2a_time_s``).  Per MoE layer and micro-batch: the dispatch and the combine
   in the forward, their transposes in the backward (the input gradient's path: I under a split
   backward; W has none), and a fully recomputed layer's backward runs its forward's two again;
@@ -35,47 +36,69 @@ model.yaml ``training.moe_imbalance``).
   ``ParallelConfig.ep_overlap`` pairs a forward with another micro-batch's backward so that each
   hides the other's all-to-alls (parsim.sim.engine, at ``a2a_overlap_cost``).
 
-Not modelled: expert tensor parallelism (ep > 1 runs with tp = 1, check_ep); DeepSeek-V3's
-node-limited routing, which sends a token once per node (fewer bytes over the NICs); the
-memory-bound kernels of the routed path (activation, permutation) at the imbalance: they are
-priced at the mean load (their bytes are a small part of the layer's time).
+Beside attention's tensor parallelism (MoE Parallel Folding, Liu et al. 2025, arXiv 2504.14960)
+the ep ranks are folded from a pipeline rank's tp x cp x dp (parsim.plan.ParallelConfig.fold), each
+rank dispatching its s/tp tokens (sequence parallelism), its experts whole (etp 1) or split over
+the tp group (etp = tp): ``fold_experts`` and the layout's patterns (parsim.shard.builtin.moe).
+
+How production moves the tokens: ``training.moe_dispatcher`` flex sends a token once per remote
+node its experts lie on (``off_node_share``; DeepSeek-V3's node-limited routing bounds those nodes,
+parsim.model.moe.Experts.remote_nodes_per_token); token dropping and padding to capacity set the
+busiest load (``routing_imbalance``); a rank holding several experts sorts the dispatched rows by
+expert and back (``_local_sorts``).
+
+Not modelled: the memory-bound kernels of the routed path (activation, permutation) at the
+imbalance are priced at the mean load apart from the sorts (their bytes are a small part of the
+layer's time); DeepEP's and HybridEP's own kernel efficiency (priced at NCCL's fitted bandwidth).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from parsim.cost.comm import ROUTING_IMBALANCE, all_to_all_time_s
 from parsim.errors import InfeasibleError
-from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph, OpInfo
+from parsim.model.graph import DTYPE_BYTES, ELEMENT_BYTES, Kernel, Layer, LayerGraph, OpInfo
 
 
 def routing_imbalance(training) -> float:
-    """The routing imbalance a run is priced at: model.yaml's ``training.moe_imbalance``, else
-    parsim.cost.comm.ROUTING_IMBALANCE (cited there)."""
+    """The routing imbalance a run is priced at, the busiest rank's routed rows over the mean:
+    model.yaml's ``training.moe_imbalance``, else parsim.cost.comm.ROUTING_IMBALANCE (cited
+    there); under token dropping (``moe_capacity_factor`` cf, Megatron's
+    --moe-expert-capacity-factor: each expert takes at most cf x the mean of a rank's tokens,
+    megatron/core/transformer/moe/moe_utils.py get_capacity, ceil(T k / E x cf)) at most cf, and
+    exactly cf where every expert's input is padded to its capacity (``moe_pad_to_capacity``,
+    --moe-pad-expert-input-to-capacity: every rank sends every expert cf x the mean rows, so the
+    all-to-alls, the permutations and the expert GEMMs all move cf x the mean)."""
     value = getattr(training, "moe_imbalance", None)
-    return ROUTING_IMBALANCE if value is None else value
+    value = ROUTING_IMBALANCE if value is None else value
+    cf = getattr(training, "moe_capacity_factor", None)
+    if cf is None:
+        return value
+    return cf if getattr(training, "moe_pad_to_capacity", False) else min(value, cf)
 
 
-def check_ep(graph: LayerGraph, ep: int, grad_ranks: int, tp: int = 1, zero: int = 0) -> None:
-    """Raise InfeasibleError, one line saying what to change, where ``ep`` cannot shard the model's
-    experts: a model without experts, ep not dividing the dp x cp ranks or some MoE layer's
-    experts, tp > 1 (expert tensor parallelism is not priced), ZeRO-2/3 (not priced with ep)."""
-    if ep == 1:
+def check_ep(graph: LayerGraph, ep: int, etp: int = 1, zero: int = 0) -> None:
+    """Raise InfeasibleError, one line saying what to change, where ``ep`` x ``etp`` cannot shard
+    the model's experts: a model without experts, ep not dividing some MoE layer's experts or etp
+    their intermediate size, ZeRO-2/3 (not priced with ep).  Whether ep x etp fold into the
+    plan's ranks is the layout's rule (parsim.plan.fold_refusal)."""
+    if ep == 1 and etp == 1:
         return
     counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})
+    what = f"ep={ep}" + (f" etp={etp}" if etp > 1 else "")
     if not counts:
-        raise InfeasibleError(f"ep={ep}: {graph.name} has no mixture-of-experts layer to shard; use ep=1")
-    if grad_ranks % ep:
-        raise InfeasibleError(f"ep={ep} must divide dp x cp = {grad_ranks} (the expert-parallel group is carved from "
-                              f"the data-parallel ranks); choose ep among the divisors of {grad_ranks}")
+        raise InfeasibleError(f"{what}: {graph.name} has no mixture-of-experts layer to shard; use ep=1 etp=1")
     bad = [e for e in counts if e % ep]
     if bad:
         raise InfeasibleError(f"ep={ep} must divide every MoE layer's routed experts ({', '.join(map(str, counts))}); "
                               f"{bad[0]} experts do not split over {ep} ranks: choose ep dividing {min(counts)}")
-    if tp > 1:
-        raise InfeasibleError(f"ep={ep} with tp={tp}: expert tensor parallelism is not priced; use tp=1 with ep > 1 "
-                              "(DeepSeek-V3's layout) or ep=1")
+    inter = sorted({layer.experts.intermediate for layer in graph.layers if layer.experts is not None})
+    if any(i % etp for i in inter):
+        raise InfeasibleError(f"etp={etp} must divide the routed experts' intermediate size ({inter[0]}); use etp 1")
+    if ep == 1:
+        return
     if zero >= 2:
         raise InfeasibleError(f"ep={ep} with zero={zero}: ZeRO-2 and -3 are not priced with expert parallelism; use "
                               "zero 0 or 1 (Megatron's distributed optimizer)")
@@ -106,30 +129,57 @@ def _scaled_op(op: OpInfo, experts: int, ep: int, scale: float) -> OpInfo:
                    output_shape=shape(op.output_shape), saved_bytes=op.saved_bytes * scale / ep)
 
 
-def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) -> Layer:
+def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int) -> list[Kernel]:
+    """The alltoall dispatcher's second permutation and its inverse, which a rank holding several
+    experts runs on the rows the dispatch brought (Megatron-Core's MoEAlltoAllTokenDispatcher,
+    ``sort_chunks_by_idxs`` after the dispatch, "Permutation 2: Sort tokens by local expert", and
+    again before the combine; their transposes in the backward): memory-bound copies of the rows,
+    each read and written once, R h x dtype bytes each way at R = the routed rows (E c of the
+    extraction's grouped GEMMs, per sample) x the imbalance.  The first permutation and the
+    unpermutation (tokens to rows and back) are in the extracted layer already (parsim.model.hf's
+    index_select and _Combine).  Unsharded, as the layer's kernels are (priced at its share)."""
+    gemm = next((op for op in layer.ops if _expert_op(op) and op.kind == "BatchMatMul"), None)
+    if gemm is None:
+        return []
+    e, c, h = gemm.input_shapes[0]
+    nbytes = 2.0 * e * c * h * ELEMENT_BYTES.get(gemm.dtype, 4) / extraction_batch * imbalance
+    return [Kernel(phase, "moe_sort_chunks", "mem", bytes=(0.0, nbytes)) for phase in ("F", "F", "I", "I")]
+
+
+def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int) -> Layer:
     ex = layer.experts
     e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
-    held = layer.param_count - ex.routed_params + ex.routed_params // ep
-    stacked = 2 * ex.intermediate * ex.hidden * e * layer.param_bytes / layer.param_count
+    held = layer.param_count - ex.routed_params // etp + ex.routed_params // (ep * etp)
+    stacked = 2 * ex.intermediate * ex.hidden * e * layer.param_bytes / layer.param_count / etp
     share = held / layer.param_count if layer.param_count else 1.0
+    # Beside attention's tp the layer's kernels are priced at its share (Layer.tp_share, parsim.cost.
+    # kernels): right for the routed GEMMs' FLOPs (a device's s/tp tokens' rows, or an etp = tp split
+    # of I) but not for their weights, whole (etp 1) or 1/etp on a device: their bytes are set so that
+    # the share gives E/ep experts' / etp; under etp 1 a GEMM's rows are a device's s/tp tokens'.
+    w_scale = 1.0 / (ep * etp * layer.tp_share)
+    rows = scale / (tp if etp == 1 else 1)
     kernels, extra = [], {"F": 0.0, "B": 0.0}
     for k in layer.kernels:
         if _routed_kernel(k, e):
             (m0, m1), n, (k0, k1), _ = k.gemm
-            gemm = ((m0, m1), n, (k0, k1 * scale)) if k.phase == "W" else ((m0, m1 * scale), n, (k0, k1))
+            gemm = ((m0, m1), n, (k0, k1 * rows)) if k.phase == "W" else ((m0, m1 * rows), n, (k0, k1))
             kernels.append(replace(k, gemm=(*gemm, (e / ep, 0.0)), flops=(k.flops[0], k.flops[1] * imbalance),
-                                   bytes=(k.bytes[0] / ep, k.bytes[1] * imbalance)))
-            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1)
+                                   bytes=(k.bytes[0] * w_scale, k.bytes[1] * imbalance)))
+            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1) * layer.tp_share
         elif k.bytes[0]:                   # batch-independent traffic: parameter-sized, the rank's share
             kernels.append(replace(k, bytes=(k.bytes[0] * share, k.bytes[1])))
         else:
             kernels.append(k)
+    sort = _local_sorts(layer, imbalance, extraction_batch) if ep < e else []     # several experts a rank
+    kernels += sort
+    sorts = sum(k.bytes[1] for k in sort) * layer.tp_share * layer.seq_share
     routed_saved = sum(op.saved_bytes for op in layer.ops if _expert_op(op))
     ops = tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops)
-    # per sample on this device (ops describe the extraction batch, the whole sequence)
-    more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share
+    # per sample on this device (ops describe the extraction batch, the whole sequence, tp = 1)
+    more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share * layer.tp_share
     return replace(layer, kernels=tuple(kernels), ops=ops,
                    fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
+                   fwd_mem_bytes=layer.fwd_mem_bytes + sorts / 2, bwd_mem_bytes=layer.bwd_mem_bytes + sorts / 2,
                    param_count=held, param_bytes=layer.param_bytes * share,
                    # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
                    max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
@@ -141,23 +191,72 @@ def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int) ->
 
 def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> LayerGraph:
     """The per-device graph of one rank of an ep group, its MoE layers as the busiest rank runs
-    them (module docstring); the graph itself at ep = 1."""
+    them (module docstring), beside attention's tp with the experts split over ``graph.etp``
+    (fold_experts); the graph itself at ep = 1."""
     if ep == 1:
         return graph
     if graph.ep != 1:
         raise ValueError("expert_parallel_graph takes a graph without expert parallelism")
-    check_ep(graph, ep, ep, graph.tp)
-    layers = tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch) if layer.experts is not None else layer
-                   for layer in graph.layers)
+    check_ep(graph, ep, graph.etp)
+    layers = _shared(tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
+                           if layer.experts is not None else layer for layer in graph.layers))
     return replace(graph, layers=layers, ep=ep, moe_imbalance=imbalance)
 
 
-def expert_param_count(layer: Layer, ep: int) -> int:
-    """Routed expert parameters one rank of an ep group holds of ``layer``, whose gradients go over
-    the expert-data-parallel group; 0 for a dense layer and at ep = 1 (one group for all)."""
-    if ep == 1 or layer.experts is None:
+def _shared(layers: tuple) -> tuple:
+    """``layers`` with the kernel and tp-step tuples of identical layers shared (the first one's),
+    as extraction shares them: the cost model memoizes a layer's time by their identity
+    (parsim.cost.compute, parsim.cost.layer), and DeepSeek-V3's 58 MoE layers are one layer's
+    prices, not 58."""
+    kernels: dict = {}
+    steps: dict = {}
+    out = []
+    for layer in layers:
+        k = kernels.setdefault(layer.kernels, layer.kernels)
+        t = steps.setdefault(layer.tp_comm, layer.tp_comm)
+        out.append(layer if (k is layer.kernels and t is layer.tp_comm) else replace(layer, kernels=k, tp_comm=t))
+    return tuple(out)
+
+
+def _expert_weight_bytes(layer: Layer) -> set[float]:
+    """The bytes of each routed-experts operator's weight, whole: what a mirror step of its
+    gradient reduces (parsim.shard.graph.mirror_steps)."""
+    from parsim.shard.graph import elem_bytes
+
+    return {float(math.prod(op.input_shapes[j]) * elem_bytes(op)) for op in layer.ops if _expert_op(op)
+            for j, p in enumerate(op.param_inputs) if p}
+
+
+def fold_experts(graph: LayerGraph, etp: int) -> LayerGraph:
+    """A tp-sharded mixture of experts (parsim.shard.builtin.moe) folded as MoE Parallel Folding
+    folds it (Liu et al. 2025, arXiv 2504.14960): with the routed experts whole on each device of
+    attention's tp group (``etp`` 1), each device's experts compute its own s/tp tokens' rows, and
+    their weights' gradients, partial sums over the group in the operator view, are not summed over
+    it as a dense weight's mirror is: they go, with the other ranks' holding the same experts, over
+    the expert-data-parallel group of tp x cp x dp / (ep x etp) ranks (parsim.plan.ParallelConfig.
+    expert_dp_group; parsim.sim.simulate prices it).  Those mirror steps are dropped here; under
+    etp = tp the experts are split as a dense SwiGLU and have none.  The graph records ``etp``."""
+    if etp == 1 and graph.tp > 1:
+        layers = []
+        for layer in graph.layers:
+            if layer.experts is None:
+                layers.append(layer)
+                continue
+            mirrors = _expert_weight_bytes(layer)
+            kept = tuple(x for x in layer.tp_comm if not (x[0] == "grad" and x[1].bytes_per_device in mirrors))
+            layers.append(replace(layer, tp_comm=kept))
+        graph = replace(graph, layers=_shared(tuple(layers)))
+    return replace(graph, etp=etp)
+
+
+def expert_param_count(layer: Layer, graph: LayerGraph) -> int:
+    """Routed expert parameters one rank of ``graph`` (a per-device graph) holds of ``layer`` whose
+    gradients go over the expert-data-parallel group rather than with the dense ones: E/ep experts
+    split over etp, where the experts are apart (ep > 1, or etp differing from attention's tp:
+    parsim.plan.ParallelConfig.experts_apart); 0 for a dense layer and where they are not."""
+    if layer.experts is None or (graph.ep == 1 and graph.etp == graph.tp):
         return 0
-    return layer.experts.routed_params // ep
+    return layer.experts.routed_params // (graph.ep * graph.etp)
 
 
 # The SMs an all-to-all's kernels take while it runs beside compute: DeepSeek-V3 (DeepSeek-AI 2024,
@@ -219,13 +318,29 @@ def split_exchanges(layer: Layer, kind: str) -> int:
     return 1 if kind == "F" or layer.recomputes_forward else 0
 
 
-def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float) -> float:
+def off_node_share(experts, cluster, ranks, dispatcher: str) -> float | None:
+    """The share of a dispatch's buffer that leaves a node under the ``flex`` dispatcher, which
+    sends a token once per remote node its experts lie on (parsim.model.moe.Experts.
+    remote_nodes_per_token over k; group-limited routing bounds those nodes); None under
+    ``alltoall`` (every row its own message: parsim.cost.comm.all_to_all_time_s) or inside a
+    node."""
+    nodes = len({cluster.node_of(r) for r in ranks})
+    if dispatcher != "flex" or nodes == 1:
+        return None
+    return experts.remote_nodes_per_token(nodes) / experts.top_k
+
+
+def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float,
+               dispatcher: str = "alltoall") -> float:
     """Time of ``layer``'s all-to-alls in ``kind`` for one micro-batch over the ep group ``ranks``
-    (module docstring), exposed: the token all-to-alls at the imbalance, and the split-size
-    exchanges before each forward's dispatch (latency-bound: E counts per rank)."""
+    (module docstring), exposed: the token all-to-alls at the imbalance, by ``dispatcher``
+    (``off_node_share``), and the split-size exchanges before each forward's dispatch
+    (latency-bound: E counts per rank)."""
     calls = a2a_calls(layer, kind)
     if not calls or len(ranks) <= 1:
         return 0.0
     nbytes = layer.experts.all_to_all_bytes(local_tokens(layer, dtype, microbatch), DTYPE_BYTES[dtype])
     counts = all_to_all_time_s(cluster, list(ranks), layer.experts.experts * SPLIT_COUNT_BYTES)
-    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance) + split_exchanges(layer, kind) * counts
+    share = off_node_share(layer.experts, cluster, ranks, dispatcher)
+    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance, share) + \
+        split_exchanges(layer, kind) * counts

@@ -56,8 +56,9 @@ RECEIVED_ROWS = ("combine", "dispatch-backward")
 
 
 def check_supported(cfg, spec, source: str) -> None:
-    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with tp = 1, no ZeRO and no
-    recomputation (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
+    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with no ZeRO and no
+    recomputation (tp > 1: parsim.exec.folding's checks), dropless, by the alltoall dispatcher
+    (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
     experts over the dense group); one line naming the field otherwise."""
     if cfg.ep == 1:
         return
@@ -72,10 +73,16 @@ def check_supported(cfg, spec, source: str) -> None:
     if spec.source.kind != "hf":
         raise InputError(f"{source}: parallel.ep: the executor splits the experts of hf: models (transformers' MoE "
                          f"blocks); plan {spec.path} with ep 1")
-    if cfg.tp > 1 or cfg.zero or cfg.recompute:
-        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with tp=1, zero 0 and no recomputation "
-                         f"(got tp={cfg.tp}, zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --tp 1 "
-                         f"--zero 0 --no-recompute, or ep 1")
+    t = spec.training
+    if t.moe_dispatcher != "alltoall" or t.moe_capacity_factor is not None:
+        key = "moe_dispatcher" if t.moe_dispatcher != "alltoall" else "moe_capacity_factor"
+        raise InputError(f"{source}: training.{key}: the executor runs the alltoall dispatcher, dropless "
+                         f"(all_to_all_single of every row); set training.moe_dispatcher alltoall and no "
+                         f"moe_capacity_factor in {spec.path} to run it")
+    if cfg.zero or cfg.recompute:
+        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with zero 0 and no recomputation "
+                         f"(got zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --zero 0 "
+                         f"--no-recompute, or ep 1")
 
 
 # ----------------------------------------------------------------------------- the exchanges
@@ -255,20 +262,21 @@ class ExpertGrads:
         return []
 
 
-def ep_groups(cfg, pipe_rank: int, tp_rank: int, rank: int):
-    """(this rank's ep group, its place in it, its expert-data-parallel group): every rank creates
-    every such group, in the same order, as dist.new_group requires."""
+def ep_groups(cfg, rank: int):
+    """(this rank's ep group, its place in it, its expert-data-parallel group) on the folded expert
+    mesh (ParallelConfig.fold): every rank creates every such group, in the same order, as
+    dist.new_group requires."""
     mine = expert_dp = None
     place = 0
     for p in range(cfg.pp):
-        for t in range(cfg.tp):
-            for i in range(cfg.expert_dp):
-                ranks = cfg.ep_group(p, t, i)
-                group = dist.new_group(list(ranks))
-                if rank in ranks:
-                    mine, place = group, ranks.index(rank)
-            for e in range(cfg.ep if cfg.expert_dp > 1 else 0):     # one rank per expert: nothing to average over
-                ranks = cfg.expert_dp_group(p, t, e)
+        for i in range(cfg.expert_dp * cfg.etp):
+            ranks = cfg.ep_group(p, i)
+            group = dist.new_group(list(ranks))
+            if rank in ranks:
+                mine, place = group, ranks.index(rank)
+        for e in range(cfg.ep if cfg.expert_dp > 1 else 0):     # one rank per expert: nothing to average over
+            for t in range(cfg.etp):
+                ranks = cfg.expert_dp_group(p, e, t)
                 group = dist.new_group(list(ranks))
                 if rank in ranks:
                     expert_dp = group

@@ -51,6 +51,11 @@ def check_supported(plan, spec, source: str) -> None:
 
         op_parallel.check_supported(spec, plan, load_cluster(plan.cluster), source)
         return
+    if spec.source.kind == "hf" and spec.graph.moe:                  # MoE Parallel Folding (parsim.exec.folding)
+        from parsim.exec import folding
+
+        folding.check_supported(cfg, spec, source)
+        return
     if spec.source.kind != "builtin" or spec.source.target != "gpt":
         raise InputError(f"{source}: parallel.tp: the executor runs the {', '.join(EXECUTABLE_LAYOUTS)} layouts on "
                          f"the built-in gpt; plan {spec.path} with --tp-layout auto or model, or tp=1")

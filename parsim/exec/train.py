@@ -60,8 +60,8 @@ import torch
 import torch.distributed as dist
 
 from parsim.errors import InputError, RunError
-from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, fsdp, groups, heartbeat, op_parallel,
-                         precision, tensor_parallel, vocab_parallel)
+from parsim.exec import (checkpoint, context_parallel, expert_parallel, faults, folding, fsdp, groups, heartbeat,
+                         op_parallel, precision, tensor_parallel, vocab_parallel)
 from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.measure import profiled_peak_bytes, record_run, static_bytes
@@ -174,6 +174,10 @@ def check_run(opts: RunOptions):
             and any(layer.recompute_bytes for layer in spec.graph.with_recompute(cfg.recompute).layers)):
         raise InputError(f"{opts.plan}: parallel.recompute: selective: the executor recomputes the attention of the "
                          "built-in gpt only; plan with --recompute full or --no-recompute")
+    if cfg.recompute is Recompute.DEEPSEEK:
+        raise InputError(f"{opts.plan}: parallel.recompute: deepseek: the executor does not recompute norms, "
+                         "up-projections and SwiGLUs apart (the simulator prices it); plan with --recompute full, "
+                         "selective or none")
     run_warnings(opts, plan)          # after what no --force can run: a stale or foreign plan
     kind = input_kind(spec)
     check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)
@@ -259,6 +263,9 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     if cfg.tp > 1 and cfg.tp_layout in op_parallel.LAYOUTS:          # per-operator DTensor plans
         partial_grads += op_parallel.parallelize_stages(modules, stage_ids, units, spec, plan, mesh["tp"], dtype,
                                                         env.device)
+    elif cfg.tp > 1 and spec.source.kind == "hf" and spec.graph.moe:  # experts beside tp (MoE Parallel Folding)
+        for m in modules:
+            partial_grads += folding.parallelize(m, mesh["tp"])
     elif cfg.tp > 1:
         for m in modules:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
@@ -276,7 +283,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
             context_parallel.parallelize(m, ring, kind[1], cfg.cp_mode)   # kind: ("tokens", seq_len, vocab)
     exchanges, expert_params = None, frozenset()
     if cfg.ep > 1:                    # each rank keeps E/ep experts per MoE layer; tokens travel by all-to-all
-        ep_group, ep_rank, expert_dp_group = expert_parallel.ep_groups(cfg, pipe_rank, tp_rank, env.rank)
+        ep_group, ep_rank, expert_dp_group = expert_parallel.ep_groups(cfg, env.rank)
         exchanges = expert_parallel.Exchanges(ep_group, cfg.ep, ep_rank)
         expert_params = frozenset(p for m in modules for p in expert_parallel.parallelize(m, exchanges))
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids

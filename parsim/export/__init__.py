@@ -60,7 +60,7 @@ def _strategies(plan, spec) -> dict:
 
     cluster = load_cluster(plan.cluster)
     return layout_strategies(spec.graph, c.tp, c.tp_layout, spec.shard, cluster, spec.training,
-                             c.microbatch_size(plan.global_batch_size), auto_memory_bytes(cluster, c.pp))
+                             c.microbatch_size(plan.global_batch_size), auto_memory_bytes(cluster, c.pp), c.etp)
 
 
 def read_config(framework: str, path: str, sets: list[str] = (), names: tuple[str, ...] | None = None) -> Imported:

@@ -61,8 +61,8 @@ def export_config(plan, spec, source: str) -> dict:
                           ("tp_layout", c.tp > 1 and c.tp_layout != "megatron",
                            "shards with AutoTP (Megatron's column-then-row Linear layout) only"),
                           ("tp_comm_overlap", c.tp_comm_overlap, "has no sequence-parallel tp overlap"),
-                          ("recompute", c.recompute.value == "selective", "recomputes whole layers "
-                                                                            "(deepspeed.checkpointing)")):
+                          ("recompute", c.recompute.value in ("selective", "deepseek"), "recomputes whole layers "
+                                                                                         "(deepspeed.checkpointing)")):
         if bad:
             raise refuse(source, "parallel." + key, getattr(c, key).__str__(), TARGET, why)
     if plan.fp8:

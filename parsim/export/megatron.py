@@ -17,9 +17,12 @@ ArgumentGroupFactory):
                                 --torch-fsdp2-no-reshard-after-forward / --use-torch-fsdp2
     recompute selective / full  --recompute-granularity selective / full --recompute-method uniform
                                 --recompute-num-layers 1
+    recompute deepseek          --recompute-granularity selective --recompute-modules layernorm
+                                mla_up_proj moe_act
     tp_comm_overlap             --tp-comm-overlap
     fp8                         --fp8-format hybrid (with --bf16)
     ep, ep_overlap              --expert-model-parallel-size, --overlap-moe-expert-parallel-comm
+    etp (tp > 1, with ep or > 1) --expert-tensor-parallel-size (Megatron's default is tp)
     Mixtral experts             --num-experts, --moe-router-topk, --moe-ffn-hidden-size
     placement pp-inner          --use-tp-pp-dp-mapping (rank order tp-cp-ep-pp-dp; the default
                                 tp-cp-ep-dp-pp is parsim's dp-inner: parallel_state.py)
@@ -48,6 +51,8 @@ SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-over
 group-query-attention untie-embeddings-and-output-weights disable-bias-linear use-tp-pp-dp-mapping use-torch-fsdp2
 torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-attn checkpoint-activations
 use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
+# parsim.model.recompute's deepseek mode: Megatron-Core's recompute_modules (transformer_config.py)
+DEEPSEEK_MODULES = ["--recompute-granularity", "selective", "--recompute-modules", "layernorm", "mla_up_proj", "moe_act"]
 RECOMPUTE_ONE_LAYER = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -76,9 +81,12 @@ def export_args(plan, spec, source: str) -> list[str]:
     if c.ep > 1:
         args += ["--expert-model-parallel-size", str(c.ep)]
         args += ["--overlap-moe-expert-parallel-comm"] if c.ep_overlap else []
+    if c.tp > 1 and (c.ep > 1 or c.etp > 1):    # Megatron's own default is etp = tp (arguments.py)
+        args += ["--expert-tensor-parallel-size", str(c.etp)]
     args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
              3: ["--use-torch-fsdp2"]}[c.zero]
-    args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER}[c.recompute.value]
+    args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
+             "deepseek": DEEPSEEK_MODULES}[c.recompute.value]
     args += ["--tp-comm-overlap"] if c.tp_comm_overlap else []
     if c.placement == "pp-inner" and c.pp > 1 and c.dp * c.cp > 1:
         args += ["--use-tp-pp-dp-mapping"]
@@ -250,7 +258,10 @@ def import_args(text: str, source: str) -> Imported:
     if optimizer == "sgd":
         optimizer = "sgd" if float(f.str("sgd-momentum", "0.9")) == 0 else "momentum"
     gbs, mbs = f.int("global-batch-size"), f.int("micro-batch-size")
-    parallel = dict(tp=tp, pp=pp, cp=cp, ep=f.int("expert-model-parallel-size", 1), chunks=chunks,
+    ep = f.int("expert-model-parallel-size", 1)
+    # Megatron's expert tp defaults to tp (arguments.py); parsim's is 1, which a dense model keeps
+    etp = f.int("expert-tensor-parallel-size", tp if ep > 1 else 1)
+    parallel = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, chunks=chunks,
                     schedule="interleaved" if chunks > 1 else "1f1b", split=split_arg(bounds_from_counts(counts)),
                     tp_layout=("megatron-sp" if f.on("sequence-parallel") else "megatron") if tp > 1 else None,
                     recompute=recompute, zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
@@ -328,7 +339,12 @@ def _recompute(f: _Flags, source: str) -> str:
     if gran is None:
         return "none"
     if gran == "selective":
-        return "selective"
+        # a list flag: the argument reader keeps its first module, which tells the two apart
+        modules = f.str("recompute-modules", "core_attn")
+        if modules not in ("core_attn", DEEPSEEK_MODULES[3]):
+            raise refuse(source, "--recompute-modules", modules, "parsim", "prices core_attn (selective) or "
+                         "layernorm mla_up_proj moe_act (deepseek)")
+        return "selective" if modules == "core_attn" else "deepseek"
     if gran != "full":
         raise refuse(source, "--recompute-granularity", gran, "Megatron-LM", "takes full or selective")
     method = f.str("recompute-method", "uniform")

@@ -47,7 +47,7 @@ def export_settings(plan, spec, source: str, strategies: dict) -> dict:
                           ("cp", c.cp > 1, "has no ring context parallelism"),
                           ("ep", c.ep > 1, "shards experts through its MoE layers' config, not these settings"),
                           ("tp_comm_overlap", c.tp_comm_overlap, "has no setting for parsim's tp overlap"),
-                          ("recompute", c.recompute.value == "selective", "recomputes cells (cell.recompute()); "
+                          ("recompute", c.recompute.value in ("selective", "deepseek"), "recomputes cells (cell.recompute()); "
                                                                             "plan with --recompute full or none"),
                           ("placement", c.pp > 1 and c.dp > 1 and c.placement != "dp-inner",
                            "puts a stage's replicas on consecutive devices; plan with --placement dp-inner")):

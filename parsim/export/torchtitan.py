@@ -120,6 +120,9 @@ def export_config(plan, spec, source: str) -> dict:
                      "(pp, dp_replicate, dp_shard, cp, tp): plan with --placement dp-inner")
     if c.ep > 1:
         raise refuse(source, "parallel.ep", c.ep, TARGET, "has no expert-parallel llama3 (dense) flavor")
+    if c.recompute.value == "deepseek":
+        raise refuse(source, "parallel.recompute", "deepseek", TARGET, "checkpoints whole blocks (full) or "
+                     "selected ops (selective)")
     if c.schedule == "zbh1" and c.chunks == 1 and c.pp > 1:
         raise refuse(source, "parallel.schedule", "zbh1 with 1 chunk", TARGET, "runs zero bubble interleaved "
                      "(InterleavedZeroBubble, 2 or more stages a rank) only")

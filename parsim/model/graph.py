@@ -265,6 +265,9 @@ class LayerGraph:
     # layers as the busiest rank runs them at routing imbalance ``moe_imbalance``
     ep: int = 1
     moe_imbalance: float = 1.0
+    # the routed experts' tensor-parallel size on a tp > 1 graph (1: whole on each device beside
+    # attention's tp, or tp; parsim.cost.experts.fold_experts): MoE Parallel Folding
+    etp: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -377,17 +380,23 @@ class LayerGraph:
           tensors autograd keeps between QK^T and AV (``Attention.scores_saved_bytes``, on this
           device its tensor-parallel share, the heads being split as its FLOPs are) and its
           backward re-runs the core attention's forward kernels (``recompute_part``); a layer
-          with fused attention or none is unchanged (nothing to recompute selectively)."""
+          with fused attention or none is unchanged (nothing to recompute selectively);
+        - deepseek (DeepSeek-V3 Sec. 3.2.3): the norms, MLA's up-projections and the SwiGLU
+          products (parsim.model.recompute_modules)."""
         mode = recompute_mode(mode)
         if self.recompute == mode or not mode:
             return self
         if self.recompute:
             raise ValueError(f"with_recompute takes a graph without recomputation, not one with {self.recompute}")
-        layers, inp = [], self.input_bytes
+        layers, inp, shared = [], self.input_bytes, {}
         for layer in self.layers:
             if mode is Recompute.FULL:
                 layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
                                       input_shared_bytes=0.0))
+            elif mode is Recompute.DEEPSEEK:
+                from parsim.model.recompute_modules import modules_recomputed
+
+                layers.append(modules_recomputed(layer, self.extraction_batch, shared))
             else:
                 layers.append(_selectively_recomputed(layer, self.extraction_batch))
             inp = layer.output_bytes
@@ -410,7 +419,8 @@ class LayerGraph:
                 return tuple(map(tuple, v))
             if k == "experts":
                 return Experts(**{f: v[f] for f in ("experts", "top_k", "hidden", "intermediate",
-                                                    "shared_intermediate", "router_params")})
+                                                    "shared_intermediate", "router_params", "groups", "group_limit")
+                                  if f in v})
             return v
         layers = tuple(Layer(**{k: value(k, v) for k, v in row.items() if k in keys}) for row in d["layers"])
         return cls(d["name"], layers, d.get("dtype", "fp32"), d.get("input_bytes", 0.0), d.get("min_microbatch", 1))

@@ -157,8 +157,10 @@ def experts_of(layer: nn.Module) -> Experts | None:
     shared = getattr(mlp, "shared_experts", None)
     shared_i = shared.gate_proj.out_features if shared is not None else 0
     router = sum(p.numel() for p in gate.parameters(recurse=False))
+    groups, limit = getattr(gate, "num_group", 1) or 1, getattr(gate, "topk_group", 0) or 0   # DeepSeek-V3's router
     return Experts(experts=e, top_k=gate.top_k, hidden=h, intermediate=two_i // 2, shared_intermediate=shared_i,
-                   router_params=router)
+                   router_params=router, groups=groups if limit and groups > 1 else 1,
+                   group_limit=limit if limit and groups > 1 else 0)
 
 
 def _grouped_experts_forward(module: nn.Module):

@@ -26,6 +26,7 @@ DeepSeek-V3's multi-token-prediction module, which transformers does not build.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -39,6 +40,11 @@ class Experts:
     intermediate: int               # I, one routed expert's
     shared_intermediate: int = 0    # I_s, all shared experts' together (0: none)
     router_params: int = 0          # the router's weight E h (a bias or correction term, if trained, too)
+    # Group-limited routing (DeepSeek-V2 Sec. 2.1.3 "device-limited routing", DeepSeek-V3 Sec. 2.1.2
+    # "node-limited routing"; transformers' n_group, topk_group): the E experts in ``groups`` equal
+    # groups, a token's k experts drawn from the ``group_limit`` groups it scores highest; 0: none
+    groups: int = 1
+    group_limit: int = 0
 
     @property
     def routed_params(self) -> int:
@@ -94,6 +100,33 @@ class Experts:
         their transposes in the backward."""
         return tokens * self.top_k * self.hidden * dtype_bytes
 
+    def remote_nodes_per_token(self, nodes: int) -> float:
+        """The remote nodes a token's k experts lie on, in expectation, with the E experts spread
+        evenly over ``nodes`` nodes (an ep group's, E / nodes each) and the token on one of them: what
+        a dispatcher sending a token once per destination node sends off its node
+        (parsim.cost.comm.all_to_all_time_s' off_node_share, over k).  Routing taken as uniform over
+        the experts it may choose (forced balance; a learned router is no less spread on average
+        under its balancing): the k experts drawn without replacement from the E M / N experts on the
+        M nodes its groups allow (group-limited routing: ``group_limit`` groups of E / ``groups``
+        experts cover at most M = min(N, group_limit x max(1, N / groups)) nodes; DeepSeek-V3's M
+        = 4 of 8, Sec. 2.1.2, "each token will be sent to at most M nodes"), a node of them left
+        out with probability C(E M/N - E/N, k) / C(E M/N, k); the token's own node is one of the
+        M with probability M / N:
+
+            remote = M (1 - C(E M/N - E/N, k) / C(E M/N, k)) (N - 1) / N
+
+        DeepSeek-V3 on 8 nodes: 3.17 (against k (N-1)/N = 7 rows for a dispatcher sending every
+        row; its report's "3.2 experts per node", Sec. 3.2.2, at 4 nodes), bounded by M."""
+        n = max(1, int(nodes))
+        if n == 1:
+            return 0.0
+        limit = n
+        if self.group_limit and self.groups > 1:
+            limit = min(n, int(math.ceil(self.group_limit * max(1.0, n / self.groups))))
+        per_node, pool = self.experts / n, self.experts * limit / n
+        missed = math.comb(int(round(pool - per_node)), self.top_k) / math.comb(int(round(pool)), self.top_k)
+        return limit * (1 - missed) * (n - 1) / n
+
     def fwd_flops_per_token(self) -> float:
         """Forward FLOPs per token of the router, the active routed experts and the shared ones
         (2 x MACs)."""
@@ -102,7 +135,9 @@ class Experts:
     def to_dict(self) -> dict:
         return {"experts": self.experts, "top_k": self.top_k, "hidden": self.hidden,
                 "intermediate": self.intermediate, "shared_intermediate": self.shared_intermediate,
-                "router_params": self.router_params, "routed_params": self.routed_params,
+                "router_params": self.router_params, **({"groups": self.groups, "group_limit": self.group_limit}
+                                                        if self.group_limit else {}),
+                "routed_params": self.routed_params,
                 "active_routed_params": self.active_routed_params, "shared_params": self.shared_params}
 
 
@@ -138,8 +173,11 @@ def config_experts(cfg: dict, layer: int) -> Experts | None:
             return None
         e, inter = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
         # e_score_correction_bias (E) is a buffer in transformers: DeepSeek-V3 moves it by a rule,
-        # not by gradients (aux-loss-free balancing, Sec. 2.1.2), so it is no trained parameter
-        return Experts(e, k, h, inter, inter * _get(cfg, "n_shared_experts", default=0), e * h)
+        # not by gradients (aux-loss-free balancing, Sec. 2.1.2), so it is no trained parameter.
+        # transformers' DeepseekV3TopkRouter always limits a token to topk_group of n_group groups
+        groups, limit = _get(cfg, "n_group", default=1), _get(cfg, "topk_group", default=0)
+        return Experts(e, k, h, inter, inter * _get(cfg, "n_shared_experts", default=0), e * h,
+                       groups if limit and groups > 1 else 1, limit if limit and groups > 1 else 0)
     return None
 
 

@@ -19,7 +19,16 @@ Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   Under context parallelism the ring runs attention flash-style too (parsim.cost.context), so
   ``selective`` equals ``none`` there as well;
 - ``full`` (Chen et al. 2016; Megatron's ``--recompute-granularity full``): each layer keeps only
-  its input, 2 s b h bytes (Table 2), and its backward re-runs its whole forward.
+  its input, 2 s b h bytes (Table 2), and its backward re-runs its whole forward;
+- ``deepseek``: DeepSeek-V3's (DeepSeek-AI 2024, Sec. 3.2.3, "Recomputation of RMSNorm and MLA
+  Up-Projection": "we recompute all RMSNorm operations and MLA up-projections during
+  back-propagation, thereby eliminating the need to persistently store their output
+  activations"; Sec. 3.3.3: the SwiGLU's inputs cached and its output recomputed in backward);
+  Megatron-Core's ``--recompute-granularity selective --recompute-modules layernorm mla_up_proj
+  moe_act``.  The outputs of the norms, of MLA's up-projections and of the SwiGLU products are
+  dropped, and those operators' forward kernels re-run in the backward
+  (parsim.model.graph's ``_modules_recomputed``).  A model without MLA recomputes its norms and
+  SwiGLUs.
 
 ``Recompute`` is truthy for ``selective`` and ``full`` (something is recomputed), falsy for
 ``none``; ``True`` and ``False`` (model.yaml and plan.json files written before the modes) read
@@ -35,6 +44,7 @@ class Recompute(str, Enum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+    DEEPSEEK = "deepseek"
 
     def __bool__(self) -> bool:
         return self is not Recompute.NONE

@@ -24,6 +24,9 @@ Schema version 1 (every key is checked; unknown keys are errors)::
                                       # (parsim.model.fp8; devices with an fp8 peak: H100)
       moe_imbalance: 1.25             # mixtures of experts: the busiest expert-parallel rank's routed tokens
                                       # over the mean, >= 1 (default 1.25: parsim.cost.comm.ROUTING_IMBALANCE)
+      moe_dispatcher: alltoall        # | flex: a token sent once per destination node (DeepEP, HybridEP)
+      moe_capacity_factor: 1.0        # token dropping at this capacity (default none: dropless);
+      moe_pad_to_capacity: true       #   every expert's input padded to it (Megatron's pad-to-capacity)
       recompute: selective            # activation recomputation: none | selective | full (true / false: full /
                                       # none; parsim.model.recompute); planner: tries all three if unset
       tf32: {conv: true, matmul: false}   # fp32 GEMMs on TF32 tensor cores where the device has them
@@ -75,6 +78,7 @@ OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
 ATTENTION_KERNELS = ("fa2",)
+MOE_DISPATCHERS = ("alltoall", "flex")   # parsim.cost.experts: every row by NCCL, or once per destination node
 
 
 def default_memory_format(dtype: str) -> str:
@@ -85,6 +89,8 @@ def default_memory_format(dtype: str) -> str:
     torch's own default NCHW in fp32.  Only 4-d tensors take it: a model without convolutions
     is unchanged."""
     return "channels_last" if dtype in ("fp16", "bf16") else "nchw"
+
+
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 ZERO_STAGES = (0, 1, 2, 3)   # ZeRO: none; optimizer state; + gradients; + parameters (Rajbhandari et al. 2020)
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
@@ -131,6 +137,17 @@ class Training:
     # torch's SDPA run there today); "fa2", FlashAttention-2's on any device (flash-attn 2.x,
     # torch's SDPA before its cuDNN backend), what 2023-era stacks ran on Hopper.
     attention_kernel: str | None = None
+    # The token dispatcher's kind (Megatron-Core's --moe-token-dispatcher-type): "alltoall", NCCL's
+    # all_to_all_single of every (token, expert) row (the executor's; parsim.cost.comm), or "flex",
+    # one copy of a token per destination node fanned out over NVLink there (DeepEP, HybridEP,
+    # DeepSeek-V3's own kernels).  Default alltoall: Megatron-Bridge's Qwen3 recipes
+    # (results/published/moe_figures.yaml's source_config moe_token_dispatcher_type).
+    moe_dispatcher: str = "alltoall"
+    # Token dropping (Megatron's --moe-expert-capacity-factor, --moe-pad-expert-input-to-capacity):
+    # each expert takes at most capacity_factor x the mean tokens, every rank's rows padded up to it
+    # where moe_pad_to_capacity; None: dropless (parsim.cost.experts.routing_imbalance)
+    moe_capacity_factor: float | None = None
+    moe_pad_to_capacity: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +164,7 @@ class ParallelHint:
     zero: int | None = None         # ZeRO stage 0..3 (parsim.plan.ParallelConfig.zero); None: searched
     cp: int | None = None           # context-parallel group size (parsim.plan.ParallelConfig.cp); None: searched
     ep: int | None = None           # expert-parallel group size (parsim.plan.ParallelConfig.ep); None: searched
+    etp: int | None = None          # expert tensor-parallel size, 1 or tp (ParallelConfig.etp); None: searched
 
 
 @dataclass(frozen=True)
@@ -364,10 +382,16 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                         memory_format=t.choice("memory_format", MEMORY_FORMATS, default_memory_format(dtype)),
                         fp8=t.get("fp8", bool, False), moe_imbalance=t.get("moe_imbalance", float, None),
                         grad_reduce_dtype=t.choice("grad_reduce_dtype", DTYPES, None),
-                        attention_kernel=t.choice("attention_kernel", ATTENTION_KERNELS, None))
+                        attention_kernel=t.choice("attention_kernel", ATTENTION_KERNELS, None),
+                        moe_dispatcher=t.choice("moe_dispatcher", MOE_DISPATCHERS, "alltoall"),
+                        moe_capacity_factor=t.positive_float("moe_capacity_factor", None),
+                        moe_pad_to_capacity=t.get("moe_pad_to_capacity", bool, False))
     if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
         raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
                                           f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")
+    if training.moe_pad_to_capacity and training.moe_capacity_factor is None:
+        raise t.fail("moe_pad_to_capacity", "pads each expert's input up to its capacity, which "
+                                            "training.moe_capacity_factor sets; give it, or drop moe_pad_to_capacity")
     if training.moe_imbalance is not None and training.moe_imbalance < 1:
         raise t.fail("moe_imbalance", f"the busiest expert-parallel rank's routed tokens over the mean is at least "
                                       f"1 (1: balanced routing), got {training.moe_imbalance}; set a value >= 1")
@@ -389,7 +413,7 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                                 chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
                                 tp_layout=p.choice("tp_layout", TP_LAYOUTS, None),
                                 zero=p.choice("zero", ZERO_STAGES, None), cp=p.positive_int("cp", None),
-                                ep=p.positive_int("ep", None))
+                                ep=p.positive_int("ep", None), etp=p.positive_int("etp", None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if training.global_batch_size % (dp * m):
@@ -446,8 +470,13 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
         from parsim.model.fp8 import fp8_graph
 
         graph = fp8_graph(graph)
-    if (training.moe_imbalance is not None or (parallel.ep or 1) > 1) and not graph.moe:
-        key = "training.moe_imbalance" if training.moe_imbalance is not None else "parallel.ep"
+    moe_keys = [k for k, on in (("training.moe_imbalance", training.moe_imbalance is not None),
+                                ("training.moe_dispatcher", training.moe_dispatcher != "alltoall"),
+                                ("training.moe_capacity_factor", training.moe_capacity_factor is not None),
+                                ("parallel.ep", (parallel.ep or 1) > 1), ("parallel.etp", (parallel.etp or 1) > 1))
+                if on]
+    if moe_keys and not graph.moe:
+        key = moe_keys[0]
         raise InputError(f"{path}: {key}: {name} has no mixture-of-experts layer; remove {key}")
     if parallel.ep and parallel.ep > 1:
         counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})

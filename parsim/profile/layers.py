@@ -380,7 +380,7 @@ def check_ep_flags(spec, ep: int, tp: int, nproc: int, source: str) -> None:
     if tp > 1 or spec.source.kind != "hf":
         raise InputError(f"--ep {ep}: profiles the MoE layers of an hf: model with --tp 1 ({source})")
     try:
-        check_ep(spec.graph, ep, nproc)
+        check_ep(spec.graph, ep)
     except InfeasibleError as e:
         raise InputError(f"--ep {ep}: {e}") from None
 

@@ -16,8 +16,13 @@ with its citation and everything needed to price it again::
                                                # also cp, zero (0..3), ep (expert parallel,
                                                #   carved from dp x cp as parsim.plan does),
                                                #   tp_layout (megatron | megatron-sp; default
-                                               #   megatron), tp_comm_overlap (megatron-sp only)
-                                               #   and cp_mode (ring | allgather; default ring)
+                                               #   megatron), tp_comm_overlap (megatron-sp only),
+                                               #   cp_mode (ring | allgather; default ring), etp
+                                               #   (expert tp: 1 or tp, MoE Parallel Folding) and
+                                               #   ep_overlap (the all-to-alls hidden, as
+                                               #   --overlap-moe-expert-parallel-comm) and
+                                               #   placement (pp-inner | dp-inner; default
+                                               #   pp-inner; Megatron's order is dp-inner)
         measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297},
                                                #   {step_time_s: 1.42} (an iteration's seconds)
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
@@ -61,7 +66,7 @@ from functools import lru_cache
 from parsim.errors import InfeasibleError, InputError
 from parsim.hardware.cluster import Cluster, Profile, load_profile, profile_path
 from parsim.inputs import Fields, load_file
-from parsim.plan import CP_MODES
+from parsim.plan import CP_MODES, PLACEMENTS
 
 SCHEMA_VERSION = 1
 FOLDER = "results/published"      # every *figures*.yaml here is read (load_all_figures)
@@ -174,7 +179,7 @@ def _thaw(value):
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
                  "chunks": int, "schedule": str, "recompute": bool, "tp_layout": str, "tp_comm_overlap": bool,
-                 "cp_mode": str}
+                 "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str}
 
 
 def _routing(f: Fields) -> tuple:
@@ -225,6 +230,8 @@ def load_figures(path: str | os.PathLike) -> Figures:
                     v = p.choice(k, (0, 1, 2, 3))
                 elif k == "cp_mode":
                     v = p.choice(k, CP_MODES)
+                elif k == "placement":
+                    v = p.choice(k, PLACEMENTS)
                 else:
                     v = p.positive_int(k) if t is int else p.get(k, t)
                 parallel.append((k, v))
@@ -354,7 +361,8 @@ def describe(cfg) -> str:
     tp = f"tp={cfg.tp}" + (" sp" if cfg.tp_layout == "megatron-sp" else "") + (" overlap" if cfg.tp_comm_overlap else "")
     cp = f" cp={cfg.cp}" + (f" {cfg.cp_mode}" if cfg.cp_mode != "ring" else "") if cfg.cp > 1 else ""
     return (f"dp={cfg.dp} {tp} pp={cfg.pp}{cp}"
-            f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
+            f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' etp={cfg.etp}' if cfg.etp > 1 else ''}"
+            f"{' ep-overlap' if cfg.ep_overlap else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
 

@@ -173,7 +173,8 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")
              + (f" cp={c['cp']}" if c["cp"] > 1 else "")
              + (f" ({c['cp_mode']})" if c["cp"] > 1 and c.get("cp_mode", "ring") != "ring" else "")
-             + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (" ep-overlap" if c.get("ep_overlap") else "")
+             + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (f" etp={c['etp']}" if c.get("etp", 1) > 1 else "")
+             + (" ep-overlap" if c.get("ep_overlap") else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
@@ -244,6 +245,7 @@ def config_text(c) -> str:
                        if get("cp") > 1 else []),
                      *([f"ep={get('ep', 1)}" + (" overlap" if get("ep_overlap", False) else "")]
                        if get("ep", 1) > 1 else []),
+                     *([f"etp={get('etp', 1)}"] if get("etp", 1) > 1 else []),
                      *([f"recompute={recompute}"] if recompute else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
@@ -266,7 +268,8 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
     ep = {}
     if moe:
         hot = max(e.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
-        ep = {"ep": c.ep, "a2a": human_time(hot.ep_comm_s) if c.ep > 1 else "-"}
+        ep = {"ep": c.ep if c.etp == 1 else f"{c.ep} etp={c.etp}",
+              "a2a": human_time(hot.ep_comm_s) if c.ep > 1 else "-"}
     return {"": cand.label, "dp": c.dp, "pp": c.pp,
             "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}" + (" overlap" if c.tp_comm_overlap else ""),
             "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}", **ep,
@@ -284,7 +287,7 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
 def candidate_json(cand) -> dict:
     c = cand.config
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp, "ep": c.ep,
-            "ep_overlap": c.ep_overlap,
+            "ep_overlap": c.ep_overlap, "etp": c.etp,
             "devices": c.world_size,
             "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
             "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,

@@ -66,7 +66,7 @@ def table(dirs: list[str]) -> dict:
 def yaml_text(t: dict, command: str) -> str:
     def flow(v):
         return "[" + ", ".join(f"{x:.5f}" for x in v) + "]"
-    lines = [f"# The profiled model's errors on development sets: log(measured / predicted), one per run (step",
+    lines = ["# The profiled model's errors on development sets: log(measured / predicted), one per run (step",
              "# time) and per plan (peak memory), read by parsim.sim.interval for every profiled prediction's",
              "# interval on this cluster.  Development sets only: their coverage is no evidence.",
              f"# Regenerate: {command}",

@@ -113,7 +113,7 @@ class Candidate:
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep)
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep, c.etp)
 
 
 GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in the branch and bound (BranchAndBound)
@@ -140,7 +140,7 @@ def candidate(bnd: Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: 
         return None
     cfg = replace(cfg, bounds=bounds)
     key = (bnd.lower_bound_s(cfg, b), -cfg.microbatches, cfg.pp, cfg.tp, cfg.recompute, cfg.schedule, cfg.chunks,
-           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
+           cfg.placement, cfg.tp_layout, cfg.zero, cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep, cfg.etp)
     return (key[0], key, cfg, graph)
 
 
@@ -166,7 +166,8 @@ class BranchAndBound:
         self.spec, self.prices, self.c, self.cap = spec, prices, constraints, cap
         self.compute, self.tp_compute, self.ep_compute = compute, tp_compute, ep_compute
         self.cluster, self.memo = prices.cluster, prices.shard
-        self.twin_graphs = {(tp, layout, cp): graph for tp, layout, recompute, cp, graph in settings if not recompute}
+        self.twin_graphs = {(tp, layout, cp, graph.etp): graph for tp, layout, recompute, cp, graph in settings
+                            if not recompute and graph is not None}
         self.heap: list[tuple] = []
         self.order = itertools.count()          # ties: first pushed first; payloads never compared
         self.bounds_of: dict[tuple, Bounds] = {}
@@ -280,7 +281,8 @@ class BranchAndBound:
     def bounds_for(self, tp, layout, graph, overlap=False) -> Bounds:
         if (id(graph), overlap) not in self.bounds_of:
             self.bounds_of[(id(graph), overlap)] = Bounds(self.spec, graph, self.cluster,
-                                                          self.compute_of(tp, layout, graph.ep), overlap, self.prices)
+                                                          self.compute_of(tp, layout, graph.ep), overlap, self.prices,
+                                                          exposed_a2a=not self.c.ep_overlap)
         return self.bounds_of[(id(graph), overlap)]
 
     def overlaps(self, tp, layout) -> tuple[bool, ...]:
@@ -322,7 +324,8 @@ class BranchAndBound:
             if self.c.use_all_devices:
                 return
             tp, layout, graph = 1, "", self.unsharded(recompute, cp)
-        family = (tp, layout, recompute, cp, dp, pp, m, b, ep)
+        etp = graph.etp if graph is not None else 1
+        family = (tp, layout, recompute, cp, dp, pp, m, b, ep, etp)
         if family in self.pushed:
             return
         self.pushed.add(family)
@@ -337,15 +340,17 @@ class BranchAndBound:
                 for mode in self.cp_modes(cp):
                     cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
                                          tp_comm_overlap=overlap, cp_mode=mode, ep=ep,
-                                         ep_overlap=self.c.ep_overlap and ep > 1)
+                                         ep_overlap=self.c.ep_overlap and ep > 1, etp=etp)
                     heapq.heappush(self.heap, (floors[shape], next(self.order), FLOOR, (cfg, bnd, graph, b)))
 
     def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
         memory bound (then recomputing is tried only if the twin's simulated peak misses the cap)."""
         graph = (self.searched_graph(cfg.tp, False, b, cfg.pp, cfg.cp) if cfg.tp_layout == SEARCHED
-                 else expert_graph(self.unsharded(False, cfg.cp), cfg.ep, self.spec.training, self.memo)
-                 if cfg.tp == 1 else self.twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp)))
+                 else self.unsharded(False, cfg.cp) if cfg.tp == 1
+                 else self.twin_graphs.get((cfg.tp, cfg.tp_layout, cfg.cp, cfg.etp)))
+        if graph is not None and cfg.ep > 1:
+            graph = expert_graph(graph, cfg.ep, self.spec.training, self.memo)
         if graph is None:
             return False
         twin = replace(cfg, recompute=False)

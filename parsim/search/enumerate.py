@@ -25,9 +25,11 @@ Search space:
 - with tp > 1 and the megatron-sp layout, tensor-parallel communication overlapped with the GEMMs
   or not (parsim.sim.overlap; Megatron-Core's --tp-comm-overlap), where the device profile prices it;
 - with cp > 1, the ring and all-gather context parallelism (parsim.cost.context);
-- for mixtures of experts, expert parallelism (parsim.cost.experts) with tp = 1: ep = 1 and the
-  powers of two up to EP_SEARCH_MAX dividing both dp x cp and every MoE layer's routed experts,
-  unless fixed (--ep, model.yaml parallel.ep); ep = 1 alone for a dense model.  The split and the
+- for mixtures of experts, expert parallelism (parsim.cost.experts) folded from the tp x cp x dp
+  ranks (MoE Parallel Folding, parsim.plan.ParallelConfig.fold): ep = 1 and the powers of two up
+  to EP_SEARCH_MAX dividing both tp x cp x dp / etp and every MoE layer's routed experts, unless
+  fixed (--ep, model.yaml parallel.ep); at tp > 1 (megatron-sp) the expert tp etp = 1 and tp,
+  unless fixed (--etp, parallel.etp); ep = 1 alone for a dense model.  The split and the
   bounds price a layer without its all-to-alls (the simulation adds them): the bounds stay below
   the simulated step, only looser, and the split balances compute alone;
 - placements pp-inner (pipeline neighbours on adjacent devices: inside an HCCS group or node
@@ -72,6 +74,7 @@ class Constraints:
     cp_mode: str | None = None                       # None: ring and allgather searched where cp > 1
     ep: int | None = None                            # expert-parallel size; None: searched (MoE models)
     ep_overlap: bool = False                         # ep > 1's all-to-alls hidden under paired compute (not searched)
+    etp: int | None = None                           # expert tp, 1 or tp; None: both searched (MoE models, tp > 1)
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
     use_all_devices: bool = False  # True: only plans on every device (no tp group whose layout splits nothing)
 
@@ -169,7 +172,10 @@ def variants(spec: ModelSpec, cluster: Cluster, c: Constraints, build_searched: 
     else:
         layouts = list(LAYOUTS) + [SEARCHED]
     fixed = c.recompute if c.recompute is not None else spec.training.recompute
-    recomputes = [recompute_mode(fixed)] if fixed is not None else list(Recompute)
+    # DeepSeek-V3's recomputation (norms, MLA up-projections, SwiGLUs) searched for mixtures of experts
+    recomputes = ([recompute_mode(fixed)] if fixed is not None else
+                  [r for r in Recompute if r is not Recompute.DEEPSEEK or spec.graph.moe])
+    fixed_etp = c.etp or hint.etp
     # searched, selective only where a layer has something to recompute selectively (eager
     # attention's s x s tensors; parsim.model.recompute): elsewhere it is none again
     selective_applies = fixed is not None or any(layer.recompute_bytes for layer in
@@ -186,16 +192,26 @@ def variants(spec: ModelSpec, cluster: Cluster, c: Constraints, build_searched: 
                             or (rc is Recompute.SELECTIVE and cp > 1 and fixed is None):
                         continue
                     if layout == SEARCHED and not build_searched:
-                        if any(layer.ops for layer in spec.graph.layers):
+                        if any(layer.ops for layer in spec.graph.layers) and not spec.graph.moe:
                             out.append((tp, layout, rc, cp, None))
                         continue
-                    try:
-                        graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training, cp=cp,
-                                                 memo=memo)
-                    except InfeasibleError:
-                        continue             # this layout does not apply to the model (or does not divide it)
-                    out.append((tp, layout, rc, cp, graph))
+                    for etp in etp_values(spec, tp, fixed_etp):
+                        try:
+                            graph = per_device_graph(spec.graph, tp, layout, rc, spec.shard, cluster, spec.training,
+                                                     cp=cp, etp=etp, memo=memo)
+                        except InfeasibleError:
+                            continue         # this layout does not apply to the model (or does not divide it)
+                        out.append((tp, layout, rc, cp, graph))
     return out
+
+
+def etp_values(spec: ModelSpec, tp: int, fixed: int | None) -> list[int]:
+    """The expert tp values to search beside attention's tp: for a mixture of experts at tp > 1,
+    the one fixed (--etp, then model.yaml) or both that parsim prices, 1 and tp (MoE Parallel
+    Folding; the per-device graph records it, LayerGraph.etp); 1 otherwise."""
+    if tp == 1 or not spec.graph.moe:
+        return [1]
+    return [fixed] if fixed else [1, tp]
 
 
 def cp_values(spec: ModelSpec, c: Constraints) -> list[int]:
@@ -210,19 +226,21 @@ def cp_values(spec: ModelSpec, c: Constraints) -> list[int]:
     return cp_options(s, CP_SEARCH_MAX) if s and s >= CP_SEARCH_MIN_TOKENS else [1]
 
 
-def ep_values(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int) -> list[int]:
-    """The ep values to search for dp x cp data-parallel ranks: the one fixed (--ep, then
-    model.yaml) where it divides them, else 1 and the powers of two up to EP_SEARCH_MAX dividing
-    dp x cp and every MoE layer's routed experts, with tp = 1 (parsim.cost.experts.check_ep);
-    1 alone for a dense model, so that its search is unchanged."""
+def ep_values(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int, etp: int = 1) -> list[int]:
+    """The ep values to search for the tp x cp x dp ranks a pipeline rank's MoE layers fold into
+    etp x ep x edp (parsim.plan.ParallelConfig.fold): the one fixed (--ep, then model.yaml) where
+    ep x etp divides them, else 1 and the powers of two up to EP_SEARCH_MAX dividing them over etp
+    and every MoE layer's routed experts (parsim.cost.experts.check_ep); 1 alone for a dense
+    model, so that its search is unchanged."""
+    ranks = dp * cp * tp
     fixed = c.ep or spec.parallel.ep
     if fixed:
-        return [fixed] if (dp * cp) % fixed == 0 and (fixed == 1 or tp == 1) else []
+        return [fixed] if ranks % (fixed * etp) == 0 else []
     counts = {layer.experts.experts for layer in spec.graph.layers if layer.experts is not None}
-    if not counts or tp > 1:
+    if not counts:
         return [1]
     out, ep = [1], 2
-    while ep <= EP_SEARCH_MAX and (dp * cp) % ep == 0 and all(e % ep == 0 for e in counts):
+    while ep <= EP_SEARCH_MAX and ranks % (ep * etp) == 0 and all(e % ep == 0 for e in counts):
         out.append(ep)
         ep *= 2
     return out
@@ -258,7 +276,7 @@ def families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants, memo=N
             if pp > L or batch % dp or (c.pp and pp != c.pp) or (c.dp and dp != c.dp):
                 continue
             per_replica = batch // dp
-            for ep in ep_values(spec, c, dp, cp, tp):
+            for ep in ep_values(spec, c, dp, cp, tp, graph.etp if graph is not None else 1):
                 experts = graph if graph is None else expert_graph(graph, ep, spec.training, memo)
                 for m in divisors(per_replica):
                     b = per_replica // m
@@ -271,7 +289,7 @@ def families(spec: ModelSpec, cluster: Cluster, c: Constraints, variants, memo=N
 def twin_key(cfg: ParallelConfig) -> tuple:
     """What a candidate shares with its twin that differs only in recomputation."""
     return (cfg.dp, cfg.pp, cfg.tp, cfg.tp_layout, cfg.microbatches, cfg.schedule, cfg.chunks, cfg.placement, cfg.zero,
-            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep)
+            cfg.cp, cfg.tp_comm_overlap, cfg.cp_mode, cfg.ep, cfg.etp)
 
 
 def tp_domain(cluster: Cluster) -> int:

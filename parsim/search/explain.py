@@ -16,7 +16,7 @@ from parsim.sim import Estimate
 def short(c: ParallelConfig) -> str:
     """A configuration in a few words: dp=1 pp=8 tp=1 m=2 zbh1."""
     return (f"dp={c.dp} pp={c.pp} tp={c.tp}{f' {c.tp_layout}' if c.tp > 1 else ''}{f' cp={c.cp}' if c.cp > 1 else ''}"
-            f"{f' ep={c.ep}' if c.ep > 1 else ''}"
+            f"{f' ep={c.ep}' if c.ep > 1 else ''}{f' etp={c.etp}' if c.etp > 1 else ''}"
             f"{' recompute' if c.recompute else ''}{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
             f"{c.schedule}{f' v={c.chunks}' if c.chunks > 1 else ''}")
 
@@ -92,7 +92,7 @@ def explanation(result_ranked: list[Candidate], graph: LayerGraph, memory_line: 
         c = rival.config
         rival_kernels = kernels_per_step(graph, rival) if kernels else 0
         lines.append(f"runner-up dp={c.dp} pp={c.pp} tp={c.tp}{f' cp={c.cp}' if c.cp > 1 else ''}"
-                     f"{f' ep={c.ep}' if c.ep > 1 else ''} m={c.microbatches} "
+                     f"{f' ep={c.ep}' if c.ep > 1 else ''}{f' etp={c.etp}' if c.etp > 1 else ''} m={c.microbatches} "
                      f"{c.schedule}"
                      f"{f' v={c.chunks}' if c.chunks > 1 else ''} ({c.placement}) is "
                      f"{r.step_time_s / e.step_time_s - 1:.1%} slower; it loses most on {what} "
@@ -106,7 +106,9 @@ def ep_line(cand: Candidate) -> str:
     rank, against the step."""
     e, c = cand.estimate, cand.config
     hot = busiest_rank(e)
-    return (f"expert parallelism: ep={c.ep} (E/{c.ep} routed experts a rank, expert_dp={c.expert_dp}); on the busiest "
+    split = f", each split over etp={c.etp}" if c.etp > 1 else (f", whole beside tp={c.tp}" if c.tp > 1 else "")
+    return (f"expert parallelism: ep={c.ep} (E/{c.ep} routed experts a rank{split}, expert_dp={c.expert_dp}); "
+            f"on the busiest "
             f"rank the token all-to-alls take {human_time(hot.ep_comm_s)} ({hot.ep_comm_s / e.step_time_s:.1%} of the "
             f"step, exposed) and the bubble {human_time(hot.bubble_s)} ({hot.bubble_s / e.step_time_s:.1%})")
 

@@ -37,6 +37,7 @@ from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import Constraints, check_usable, divisors, families, schedules, variants
 from parsim.search.explain import explanation, nothing_fits
+from parsim.search.resolve import default_layout
 from parsim.sim import simulate
 from parsim.sim.prices import Prices
 from parsim.sim.simulate import paused_gc
@@ -155,7 +156,7 @@ def _manual(spec, prices: Prices, compute, c: Constraints) -> Candidate | None:
     bounds = bounds_from_assignment(spec.manual_stages)
     pp = len(bounds) - 1
     tp, cp = spec.parallel.tp or 1, spec.parallel.cp or 1
-    layout = (spec.parallel.tp_layout or "megatron") if tp > 1 else ""
+    layout = (spec.parallel.tp_layout or default_layout(spec.graph)) if tp > 1 else ""
     recompute = spec.training.recompute or Recompute.NONE
     dp = spec.parallel.dp or cluster.world_size // (pp * tp * cp)
     zero = (spec.parallel.zero or 0) if dp * cp > 1 else 0
@@ -172,7 +173,7 @@ def _manual(spec, prices: Prices, compute, c: Constraints) -> Candidate | None:
             if zero == 3 and schedule == "zbh1":
                 continue
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
-                                 ep=spec.parallel.ep or 1)
+                                 ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1)
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
                            strategies=spec.shard, prices=prices)
             cand = Candidate(cfg, est, "manual")

@@ -52,23 +52,34 @@ def boundary_costs(cluster: Cluster, links: tuple[str, ...], sent_bytes) -> np.n
     return out
 
 
+def default_layout(graph: LayerGraph) -> str:
+    """The built-in tp layout a configuration takes unless told: megatron, or megatron-sp for a
+    mixture of experts or multi-head latent attention, which Megatron runs beside tp with sequence
+    parallelism only (parsim.shard.builtin)."""
+    from parsim.shard.builtin import mla_heads
+
+    return "megatron-sp" if graph.moe or mla_heads(graph) else "megatron"
+
+
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
-                   cp_mode=None, ep=None, ep_overlap=False) -> ParallelConfig:
+                   cp_mode=None, ep=None, ep_overlap=False, etp=None) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
-    "manual", or comma-separated boundaries such as "0,8,18"."""
+    "manual", or comma-separated boundaries such as "0,8,18".  A mixture of experts at tp > 1
+    takes the megatron-sp layout unless told (parsim.shard.builtin.moe)."""
     hint = spec.parallel
     cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
     schedule = schedule or hint.schedule or "1f1b"
     chunks = chunks or hint.chunks or (2 if schedule == "interleaved" else 1)
     tp = tp or hint.tp or 1
-    tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else "megatron")) if tp > 1 else ""
+    tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else default_layout(spec.graph))
+                 if tp > 1 else "")
     recompute = recompute_mode(recompute if recompute is not None else (spec.training.recompute or False))
     cp = cp or hint.cp or 1
     extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring", ep=ep or hint.ep or 1,
-                 ep_overlap=bool(ep_overlap))
+                 ep_overlap=bool(ep_overlap), etp=etp or hint.etp or 1)
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -78,15 +89,17 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
         raise InfeasibleError(f"--pp {pp}" + (f" x --chunks {chunks}" if chunks > 1 else "") + f": {stages} pipeline "
                               f"stages, but {spec.path or spec.name} has {len(spec.graph)} cut units; use at most "
                               f"{len(spec.graph)}")
+    from parsim.cost.experts import check_ep
+    from parsim.plan import fold_refusal
+
+    why = fold_refusal(ParallelConfig(dp, pp, 1, tp=tp, cp=cp, **extra))
+    if why:
+        raise InfeasibleError(f"--{why[0]} {why[1]}")
+    check_ep(spec.graph, extra["ep"], extra["etp"], zero)
+    # the per-device graph the split is balanced for (parsim.cost.experts)
     graph = per_device_graph(spec.graph, tp, tp_layout, recompute, spec.shard, cluster, spec.training,
                              max(1, spec.training.global_batch_size // (dp * microbatches)),
-                             auto_memory_bytes(cluster, pp), cp=cp)
-    if extra["ep"] > 1:          # the per-device graph the split is balanced for (parsim.cost.experts)
-        from parsim.cost.experts import check_ep
-        from parsim.shard.prepare import expert_graph
-
-        check_ep(spec.graph, extra["ep"], dp * cp, tp, zero)
-        graph = expert_graph(graph, extra["ep"], spec.training)
+                             auto_memory_bytes(cluster, pp), cp=cp, ep=extra["ep"], etp=extra["etp"])
     if split is None:
         split = "manual" if spec.manual_stages and max(spec.manual_stages) + 1 == stages else "balanced"
     if split == "manual":

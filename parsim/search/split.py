@@ -25,7 +25,7 @@ import numpy as np
 
 from parsim.cost.comm import fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel
-from parsim.cost.experts import expert_param_count
+from parsim.cost.experts import a2a_time_s, expert_param_count
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
                                 optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
                                 zero_fractions)
@@ -106,11 +106,14 @@ class Bounds:
     """Per-layer numbers as arrays, shared by every candidate's lower bound and memory check."""
 
     def __init__(self, spec: ModelSpec, graph: LayerGraph, cluster: Cluster, compute: ComputeModel,
-                 tp_overlap: bool = False, prices: Prices | None = None):
+                 tp_overlap: bool = False, prices: Prices | None = None, exposed_a2a: bool = False):
         g, t = graph, spec.training
         self.spec, self.graph, self.cluster, self.compute = spec, graph, cluster, compute
         self.prices = prices if prices is not None else Prices(cluster)     # the run's (parsim.sim.prices)
         self.tp_overlap = tp_overlap          # its layers' tp collectives overlapped with their GEMMs (sim.overlap)
+        # ep > 1 without ep_overlap: the all-to-alls run on the compute stream, so their least time
+        # (an ep group on consecutive ranks, the fewest nodes any placement gives it) bounds too
+        self.exposed_a2a = exposed_a2a and g.ep > 1
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
         self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
@@ -119,7 +122,7 @@ class Bounds:
         self.out = np.array([l.output_bytes for l in g.layers], dtype=float)
         self.param_prefix = np.concatenate([[0.0], np.cumsum(self.params)])
         # ep > 1: of them, the routed experts this rank holds (gradients over the expert_dp ranks)
-        self.expert_prefix = np.concatenate([[0.0], np.cumsum([expert_param_count(l, g.ep) for l in g.layers])])
+        self.expert_prefix = np.concatenate([[0.0], np.cumsum([expert_param_count(l, g) for l in g.layers])])
         # (user, owner, parameters) of each tied weight: a stage holding the user without the owner
         # keeps a copy (LayerGraph.held_param_count)
         self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
@@ -215,12 +218,24 @@ class Bounds:
         return found[0] if found else None
 
     def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-layer prefix sums of F, B, I and W times."""
+        """Per-layer prefix sums of F, B, I and W times, with the least exposed all-to-alls."""
         key = ("phases", b)
         if key not in self._costs:
-            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum(self.prices.layer_times(
-                self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s))]) for k in ("F", "B", "I", "W"))
+            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum(np.asarray(self.prices.layer_times(
+                self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s), dtype=float)
+                + [self.least_a2a_s(l, k, b) for l in self.graph.layers])]) for k in ("F", "B", "I", "W"))
         return self._costs[key]
+
+    def least_a2a_s(self, layer, kind: str, b: int) -> float:
+        """The all-to-alls ``layer``'s ``kind`` issues per micro-batch over the most compact ep
+        group, exposed (parsim.cost.experts.a2a_time_s); 0 where they may hide (ep_overlap) or a
+        profile's layer times hold them."""
+        g = self.graph
+        if not self.exposed_a2a or layer.experts is None or \
+                getattr(self.compute, "includes_ep_comm_at", lambda _: False)(b):
+            return 0.0
+        return a2a_time_s(layer, kind, b, g.dtype, self.cluster, tuple(range(g.ep)), g.moe_imbalance,
+                          self.spec.training.moe_dispatcher)
 
     def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
         """A step time no schedule can beat (so the search may skip what cannot reach the top k):

@@ -18,6 +18,25 @@ and beyond it (t > g) split g ways and replicated t/g times, each device keeping
 its query heads read (Megatron's rule for tp > num_query_groups); SwiGLU's gate and up
 projections column-split together (Megatron fuses them into one column-parallel linear_fc1), down
 row-split; RMSNorms replicated, or under megatron-sp on s/t of the sequence with the residual adds.
+
+Multi-head latent attention (DeepSeek-V2/V3; Megatron-Core's MLASelfAttention,
+megatron/core/transformer/multi_latent_attention.py): the query and KV down projections
+(q_a_proj, kv_a_proj_with_mqa) are "duplicated", whole on every device of the group and run on
+its s/t tokens, so are their RMSNorms; the up projections (q_b_proj, kv_b_proj) column-split
+after the sequence is gathered, attention on a/t heads, o_proj row-split; the decoupled RoPE key
+is gathered from the sequence-parallel region.  Megatron runs it with sequence parallelism only
+here (megatron-sp).
+
+Mixture-of-experts layers beside attention's tp (``moe``; MoE Parallel Folding, Liu et al. 2025,
+arXiv 2504.14960; Megatron-Core's MoELayer, which raises in training without sequence
+parallelism when attention's tp > 1): megatron-sp only.  The router (mlp.gate) is whole on every
+device and scores its s/t tokens (its gradient a partial sum over the group, as Megatron sums a
+sequence-parallel weight's); the shared experts are split as a dense SwiGLU; the routed experts
+either whole (expert tp 1: each device's experts compute its own s/t tokens' rows, which the
+ep all-to-all then moves, parsim.cost.experts) or split as a SwiGLU over the group (expert tp =
+tp: the rows gathered over the group, gate and up column-split, down row-split and
+reduce-scattered, as Megatron's alltoall dispatcher gathers and scatters over the expert tp
+group).
 """
 
 from __future__ import annotations
@@ -74,8 +93,78 @@ def attention_heads(graph) -> tuple[int, int] | None:
     return None
 
 
-def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fused: bool = False) -> dict[str, tuple]:
-    """Megatron's layout for a Llama-style decoder of ``heads`` query and ``kv_heads`` KV heads."""
+def mla_heads(graph) -> int | None:
+    """The query heads of a multi-head-latent-attention graph (DeepSeek-V2/V3: a kv_a_proj_with_mqa
+    projection), from its attention operator's Q (b, a, s, d); None for other attention."""
+    for layer in graph.layers:
+        if any(op.name == "self_attn.kv_a_proj_with_mqa:mm" for op in layer.ops):
+            att = next((op for op in layer.ops if op.kind == "Attention"), None)
+            return att.input_shapes[0][1] if att is not None else None
+    return None
+
+
+def mla(t: int, heads: int, fused: bool = True) -> dict[str, tuple]:
+    """Megatron-Core's multi-head latent attention layout for ``heads`` heads under sequence
+    parallelism (module docstring), with the decoder's norms, residual adds and dense SwiGLUs."""
+    if heads % t:
+        raise InfeasibleError(f"tp={t} does not divide the {heads} attention heads; Megatron splits whole heads")
+    if not fused:
+        raise InfeasibleError(f"tp={t} with eager multi-head latent attention: parsim lays out MLA's fused "
+                              "attention; use args.attn_implementation sdpa")
+    col, row, rows = ((1, 1), (1, t)), ((1, t), (t, 1)), ((t, 1), (1, 1))
+    seq = ((1, t, 1),)
+    return {
+        "?embed/embed_tokens:embedding": ((t, 1),),
+        "?layers.*/self_attn.q_a_proj": rows, "?layers.*/self_attn.q_b_proj": col, "?layers.*/self_attn.q_proj": col,
+        "layers.*/self_attn.kv_a_proj_with_mqa": rows, "layers.*/self_attn.kv_b_proj": col,
+        **_heads("self_attn", t, heads, fused), "layers.*/self_attn.o_proj": row,
+        "?layers.*/mlp.gate_proj": col, "?layers.*/mlp.up_proj": col, "?layers.*/mlp.down_proj": row,
+        "layers.*/input_layernorm:*": seq, "layers.*/post_attention_layernorm:*": seq,
+        "layers.*/:add#*": ((1, t, 1), (1, t, 1)), "?head/norm:*": seq, "?head/lm_head": col,
+    }
+
+
+def moe(t: int, graph, etp: int = 1) -> dict[str, tuple]:
+    """The mixture-of-experts operators' patterns beside Megatron's sequence-parallel layout on t
+    devices, the routed experts whole (``etp`` 1) or split over the group (``etp`` = t) (module
+    docstring), read from the operators of ``graph``'s first MoE layer: every operator of the
+    routed experts gets a split of its rows (etp 1) or of its I columns (etp = t)."""
+    if etp not in (1, t):
+        raise InfeasibleError(f"etp={etp} with tp={t}: parsim lays out expert tp 1 or tp; choose one")
+    layer = next((x for x in graph.layers if x.experts is not None), None)
+    if layer is None:
+        return {}
+    col, row, rows = ((1, 1), (1, t)), ((1, t), (t, 1)), ((t, 1), (1, 1))
+    out = {"layers.*/mlp.gate:mm": rows,
+           "?layers.*/mlp.shared_experts.gate_proj": col, "?layers.*/mlp.shared_experts.up_proj": col,
+           "?layers.*/mlp.shared_experts.down_proj": row,
+           "?layers.*/mlp.shared_expert.gate_proj": col, "?layers.*/mlp.shared_expert.up_proj": col,
+           "?layers.*/mlp.shared_expert.down_proj": row, "?layers.*/mlp.shared_expert_gate": rows,
+           "?layers.*/mlp:add*": ((1, t, 1), (1, t, 1))}
+    inter = layer.experts.intermediate
+    gemms = [op for op in layer.ops if op.module == "mlp.experts" and op.kind == "BatchMatMul"]
+    for op in layer.ops:
+        if op.module != "mlp.experts":
+            continue
+        key, dims = f"?layers.*/{op.name}", len(op.output_shape)     # optional: rows that do not divide stay whole
+        if op.kind == "BatchMatMul":
+            up = op is gemms[0]
+            out[key] = (((1, t, 1), (1, 1, 1)) if etp == 1 else ((1, 1, 1), (1, 1, t)) if up
+                        else ((1, 1, t), (1, t, 1)))
+        elif etp == 1 or dims != 3 or op.output_shape[-1] != inter:
+            # the rows split: (E, c, .) on c, the combine's (T k, h) on its rows; under etp = t the
+            # combine's rows too (the down projection's partial sums reduce-scattered into them)
+            out[key] = ((1, t, 1),) if dims == 3 else ((t,) + (1,) * (dims - 1),)
+        else:                                   # etp = t: the SwiGLU's (E, c, I) on I
+            out[key] = ((1, 1, t),)
+    return out
+
+
+def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fused: bool = False,
+          dense_mlp: bool = True) -> dict[str, tuple]:
+    """Megatron's layout for a Llama-style decoder of ``heads`` query and ``kv_heads`` KV heads
+    (``dense_mlp`` False: its SwiGLU patterns optional, for a mixture of experts whose first
+    layers may be dense)."""
     if heads % t:
         raise InfeasibleError(f"tp={t} does not divide the {heads} attention heads; Megatron splits whole heads")
     if kv_heads % t and t % kv_heads:
@@ -89,7 +178,8 @@ def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fu
         "layers.*/self_attn.q_proj": col, "layers.*/self_attn.k_proj": kv, "layers.*/self_attn.v_proj": kv,
         **_heads("self_attn", t, kv_heads, fused),
         "layers.*/self_attn.o_proj": row,
-        "layers.*/mlp.gate_proj": col, "layers.*/mlp.up_proj": col, "layers.*/mlp.down_proj": row,
+        **{("" if dense_mlp else "?") + k: v for k, v in (("layers.*/mlp.gate_proj", col), ("layers.*/mlp.up_proj", col),
+                                                          ("layers.*/mlp.down_proj", row))},
         "?head/lm_head": col,
     }
     if sequence_parallel:
@@ -104,13 +194,28 @@ def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fu
     return s
 
 
-def strategies(layout: str, t: int, graph=None) -> dict[str, tuple]:
+def strategies(layout: str, t: int, graph=None, etp: int = 1) -> dict[str, tuple]:
     """The patterns of a built-in layout on t devices, for ``graph``'s kind of block (the zoo's
-    GPT unless the graph has Hugging Face attention projections)."""
+    GPT unless the graph has Hugging Face attention projections; multi-head latent attention
+    and mixtures of experts, their routed experts split over ``etp`` devices, under megatron-sp)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown tensor-parallel layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     sp, fused = layout == "megatron-sp", fused_attention(graph)
+    moe_graph = graph is not None and getattr(graph, "moe", False)
+    if (moe_graph or (graph is not None and mla_heads(graph))) and not sp:
+        what = "a mixture of experts" if moe_graph else "multi-head latent attention"
+        raise InfeasibleError(f"tp={t} with the {layout} layout: {graph.name} has {what}, which Megatron runs "
+                              "beside tensor parallelism with sequence parallelism only (its MoELayer raises "
+                              "without it); use the megatron-sp layout")
+    heads = mla_heads(graph) if graph is not None else None
     found = attention_heads(graph) if graph is not None else None
-    if found is not None:
-        return llama(t, *found, sequence_parallel=sp, fused=fused)
-    return megatron(t, sequence_parallel=sp, fused=fused)
+    if heads:
+        out = mla(t, heads, fused)
+    elif found is not None:
+        out = llama(t, *found, sequence_parallel=sp, fused=fused, dense_mlp=not moe_graph)
+    elif moe_graph:
+        raise InfeasibleError(f"tp={t}: {graph.name}'s attention is neither Llama-style (q_proj, k_proj) nor "
+                              "multi-head latent attention; parsim lays out only those beside experts")
+    else:
+        return megatron(t, sequence_parallel=sp, fused=fused)
+    return {**out, **moe(t, graph, etp)} if moe_graph else out

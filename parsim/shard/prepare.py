@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Mapping
 
 from parsim.cost.context import context_parallel_graph
-from parsim.cost.experts import expert_parallel_graph, routing_imbalance
+from parsim.cost.experts import expert_parallel_graph, fold_experts, routing_imbalance
 from parsim.errors import InfeasibleError, InputError
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
@@ -44,20 +44,20 @@ def check_shard_section(spec):
 
 def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategies=None, cluster=None,
                       training=None, microbatch: int = 1, memory_bytes: float | None = None,
-                      memo: ShardMemo | None = None) -> dict[str, Strategy]:
+                      etp: int = 1, memo: ShardMemo | None = None) -> dict[str, Strategy]:
     """The patterns -> strategies of a layout ("model", "auto" or a built-in) for tp devices;
     "auto" is searched for micro-batches of ``microbatch`` samples within ``memory_bytes``
     (auto_memory_bytes) for the model's operators on one device of each tensor-parallel group
-    (``memo``: a run's, which keeps the searches)."""
-    if tp > 1 and getattr(graph, "moe", False):
-        # Megatron splits a MoE layer's experts by expert parallelism (and each expert's GEMMs by
-        # an expert tensor-parallel size, Megatron-Core's MoE docs): parsim prices ep
-        # (parsim.cost.experts) and no expert tensor parallelism.  The auto search would split the
-        # grouped GEMMs by expert over the tp group, an expert parallelism under another name and
-        # priced by another rule: one rule for experts, so every layout is refused alike.
+    (``memo``: a run's, which keeps the searches).
+    A mixture of experts at tp > 1 takes the megatron-sp layout, its routed experts split over
+    ``etp`` devices (parsim.shard.builtin.moe: Megatron-Core's MoE Parallel Folding)."""
+    if tp > 1 and getattr(graph, "moe", False) and tp_layout not in builtin.LAYOUTS:
+        # The auto search would split the grouped GEMMs by expert over the tp group, an expert
+        # parallelism under another name and priced by another rule: one rule for experts
+        # (parsim.cost.experts), so the experts are laid out by the built-in layout alone.
         raise InfeasibleError(f"tp={tp} with the {tp_layout} layout: {graph.name} is a mixture of experts, whose "
-                              "expert layers have no tensor-parallel layout in parsim; shard its experts with ep "
-                              "and use tp 1")
+                              "expert layers parsim lays out only in Megatron's megatron-sp layout (its MoE "
+                              "Parallel Folding); use --tp-layout megatron-sp, or tp 1")
     if tp_layout == "model":
         if not model_strategies:
             raise InfeasibleError("tp > 1 with the model's strategies, but the model has no shard: section")
@@ -67,7 +67,7 @@ def layout_strategies(graph: LayerGraph, tp: int, tp_layout: str, model_strategi
             raise ValueError("the auto layout searches on a cluster for a training setup; pass both")
         return auto_strategies(graph, tp, cluster, training.dtype, training.optimizer, microbatch,
                                cap_bytes=memory_bytes, memo=memo.searches if memo is not None else None)[0]
-    return builtin.strategies(tp_layout, tp, graph)
+    return builtin.strategies(tp_layout, tp, graph, etp)
 
 
 def auto_memory_bytes(cluster, pp: int) -> float:
@@ -104,7 +104,7 @@ def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training)
     if cfg.tp_layout == "auto":
         microbatch = searched_microbatch(microbatch)
     return layout_strategies(graph, cfg.tp, cfg.tp_layout, model_strategies, cluster, training, microbatch,
-                             auto_memory_bytes(cluster, cfg.pp))
+                             auto_memory_bytes(cluster, cfg.pp), cfg.etp)
 
 
 def expert_graph(base: LayerGraph, ep: int, training=None, memo: ShardMemo | None = None) -> LayerGraph:
@@ -129,7 +129,7 @@ def _kept(memo: ShardMemo | None, key: tuple, held, make) -> LayerGraph:
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: Recompute | str | bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
                      training=None, microbatch: int = 1, memory_bytes: float | None = None,
-                     cp: int = 1, ep: int = 1, memo: ShardMemo | None = None) -> LayerGraph:
+                     cp: int = 1, ep: int = 1, etp: int = 1, memo: ShardMemo | None = None) -> LayerGraph:
     """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
     ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
     on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
@@ -139,23 +139,27 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     group of ``cp`` (parsim.cost.context.context_parallel_graph).  Under context parallelism the
     ring runs attention flash-style, keeping no s x s tensor, so selective recomputation has
     nothing to recompute there: that graph is the one without recomputation, marked selective.
-    Last, under expert parallelism (``ep`` > 1), one rank's share of the routed experts at
-    ``training``'s routing imbalance (parsim.cost.experts.expert_parallel_graph).
+    A mixture of experts at tp > 1 folds its routed experts as Megatron-Core's MoE Parallel
+    Folding does, split over ``etp`` devices (1 or tp; parsim.shard.builtin.moe, then
+    parsim.cost.experts.fold_experts).  Last, under expert parallelism (``ep`` > 1), one rank's
+    share of the routed experts at ``training``'s routing imbalance
+    (parsim.cost.experts.expert_parallel_graph).
     A graph already prepared for these settings is returned as is.  ``memo``: the run's, which
     keeps every graph made (the planner asks many times); settings that give the same
     strategies share one graph."""
     recompute = recompute_mode(recompute)
-    if graph.tp == tp and graph.recompute == recompute and graph.cp == cp and graph.ep == ep:
+    etp = etp if getattr(graph, "moe", False) else 1          # a dense model has no experts to split
+    if graph.tp == tp and graph.recompute == recompute and graph.cp == cp and graph.ep == ep and graph.etp == etp:
         return graph
     if graph.tp != 1 or graph.recompute or graph.cp != 1 or graph.ep != 1:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
     if ep > 1:                    # the tp-sharded, recomputed, cp graph (kept on its own), then ep's experts
         return expert_graph(per_device_graph(graph, tp, tp_layout, recompute, model_strategies, cluster, training,
-                                             microbatch, memory_bytes, cp, memo=memo), ep, training, memo)
+                                             microbatch, memory_bytes, cp, etp=etp, memo=memo), ep, training, memo)
     if cp > 1:                    # the tp-sharded, recomputed graph (kept on its own), then its tokens / cp
         selective = recompute is Recompute.SELECTIVE
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE if selective else recompute, model_strategies,
-                                cluster, training, microbatch, memory_bytes, memo=memo)
+                                cluster, training, microbatch, memory_bytes, etp=etp, memo=memo)
 
         def ring() -> LayerGraph:
             out = context_parallel_graph(base, cp)
@@ -165,23 +169,24 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     if searched:
         microbatch = searched_microbatch(microbatch)
     key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
-           (id(cluster), training, microbatch, memory_bytes) if searched else None)
+           (id(cluster), training, microbatch, memory_bytes) if searched else None, etp)
     if memo is not None and key in memo.graphs:
         return memo.graphs[key][1]
     if recompute:                 # the sharded graph, then recomputed (the sharding is kept on its own)
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE, model_strategies, cluster, training,
-                                microbatch, memory_bytes, memo=memo)
+                                microbatch, memory_bytes, etp=etp, memo=memo)
         out = _kept(memo, ("recomputed", id(base), recompute), base, lambda: base.with_recompute(recompute))
     elif tp > 1:
         patterns = layout_strategies(graph, tp, tp_layout, model_strategies, cluster, training, microbatch,
-                                     memory_bytes, memo)
+                                     memory_bytes, etp, memo)
 
         def sharded() -> LayerGraph:
             try:
-                return shard_graph(graph, patterns, tp, memo.searches.edges if memo is not None else None)
+                sharded = shard_graph(graph, patterns, tp, memo.searches.edges if memo is not None else None)
+                return fold_experts(sharded, etp) if graph.moe else sharded
             except InfeasibleError as e:
                 raise InfeasibleError(f"tp={tp} with the {tp_layout} layout: {e}") from None
-        out = _kept(memo, ("sharded", id(graph), tp, tuple(sorted(patterns.items()))), graph, sharded)
+        out = _kept(memo, ("sharded", id(graph), tp, etp, tuple(sorted(patterns.items()))), graph, sharded)
     else:
         out = graph
     if memo is not None:

@@ -121,15 +121,17 @@ class Prices:
             hit = self._twins[id(graph)] = (graph, out)
         return hit[1]
 
-    def a2a_s(self, graph, i: int, kind: str, microbatch: int, group: tuple[int, ...]) -> float:
+    def a2a_s(self, graph, i: int, kind: str, microbatch: int, group: tuple[int, ...],
+              dispatcher: str = "alltoall") -> float:
         """parsim.cost.experts.a2a_time_s of layer i of ``graph`` over the expert-parallel ``group``
-        (a tuple this context listed), by its twin (a MoE model's identical layers) and group."""
+        (a tuple this context listed) by ``dispatcher``, by its twin (a MoE model's identical
+        layers) and group."""
         j = self.twins(graph)[i]
-        key = (id(graph), j, kind, microbatch, id(group))
+        key = (id(graph), j, kind, microbatch, id(group), dispatcher)
         hit = self._a2a.get(key)
         if hit is None:
             hit = self._a2a[key] = (group, a2a_time_s(graph.layers[j], kind, microbatch, graph.dtype, self.cluster,
-                                                      group, graph.moe_imbalance))
+                                                      group, graph.moe_imbalance, dispatcher))
         return hit[1]
 
     def tp_comm_s(self, layer, phase: str, microbatch: int, first_rank: int = 0) -> float:
@@ -149,15 +151,15 @@ class Prices:
         """One of a configuration's groups for pipeline rank ``pipe_rank`` (replica 0, tp rank 0),
         listed once per rank layout: ``grad`` (ParallelConfig.grad_group), ``ep`` (ep_group),
         ``expert_dp`` (expert_dp_group)."""
-        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.placement, pipe_rank)
+        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement, pipe_rank)
         hit = self._groups.get(key)
         if hit is None:
             if which == "grad":
                 hit = cfg.grad_group(pipe_rank)
             elif which == "ep":
-                hit = tuple(self.group(cfg, "grad", pipe_rank)[:cfg.ep])
+                hit = cfg.ep_group(pipe_rank)
             else:
-                hit = tuple(self.group(cfg, "grad", pipe_rank)[::cfg.ep])
+                hit = cfg.expert_dp_group(pipe_rank)
             self._groups[key] = hit
         return hit
 

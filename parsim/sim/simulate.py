@@ -20,7 +20,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
-from parsim.plan import CP_MODES, ParallelConfig
+from parsim.plan import CP_MODES, ParallelConfig, fold_refusal
 from parsim.schedule.actions import Kind
 from parsim.schedule.generators import check_feasible
 from parsim.sim import engine, steady
@@ -29,6 +29,15 @@ from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
 from parsim.sim.prices import Prices
+
+
+def check_fold(graph: LayerGraph, cfg: ParallelConfig) -> None:
+    """InfeasibleError, one line, where cfg's ep and etp do not fold into its ranks
+    (parsim.plan.fold_refusal) or do not shard the model's experts (parsim.cost.experts.check_ep)."""
+    why = fold_refusal(cfg)
+    if why:
+        raise InfeasibleError(f"{why[0]}={why[1]}")
+    check_ep(graph, cfg.ep, cfg.etp, cfg.zero)
 
 
 def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
@@ -51,7 +60,7 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
         raise InfeasibleError(f"zero={cfg.zero} with pp={cfg.pp}: ZeRO-2 and -3 run without pipeline parallelism, as in "
                               "DeepSpeed and Megatron; use zero 1 or pp=1")
     check_tp_overlap(cfg, cluster)
-    check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
+    check_fold(graph, cfg)
     if cfg.ep_overlap and cfg.ep == 1:
         raise InfeasibleError("ep_overlap hides the all-to-alls of expert parallelism; with ep=1 there are none: "
                               "use ep > 1 or drop --ep-overlap")
@@ -97,10 +106,10 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
         prices = Prices(cluster.for_dtype(training.dtype))
     cluster = prices.cluster
     if graph.ep == 1:                               # the model's graph: ep's constraints before its per-device one
-        check_ep(graph, cfg.ep, cfg.grad_ranks, cfg.tp, cfg.zero)
+        check_fold(graph, cfg)
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, memo=prices.shard)
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, etp=cfg.etp, memo=prices.shard)
     with paused_gc():
         return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
 
@@ -209,11 +218,12 @@ def _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param, wid
     for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
         bucket[(s, k)] = entry
     buckets_per_stage[s] = len(dense) + len(ours)
-    comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * cfg.tp
+    groups = cfg.ep * cfg.etp                # expert-data-parallel groups per pipeline rank, all alike
+    comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * groups
     if zero == 1:           # the updated shards: parameters, in the training dtype
         share = per_param["params"] / per_param["grads"]
         after_opt[s] = after_opt.get(s, 0.0) + sum(prices.collective_s(group, x * share, "all_gather") for x in sizes)
-        comm_bytes[link] += (n - 1) * sum(sizes) * share * cfg.tp
+        comm_bytes[link] += (n - 1) * sum(sizes) * share * groups
     return sizes
 
 
@@ -290,7 +300,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             group = prices.group(cfg, "ep", s % cfg.pp)
             # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
             timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
-            a2a = {k: [0.0 if timed else prices.a2a_s(graph, i, k, b, group) for i in idx] for k in kinds}
+            a2a = {k: [0.0 if timed else prices.a2a_s(graph, i, k, b, group, training.moe_dispatcher) for i in idx]
+                   for k in kinds}
             for k in kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
                 a2a_s[(s, Kind(k))] = sum(a2a[k])
@@ -303,7 +314,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         own = [layers[i].param_count + sum(n for _, n in graph.tied_copies(i, mine)) for i in idx]   # with copies
         params = sum(own)
         # ep: the routed experts a rank holds, their gradients and ZeRO shards over the expert_dp ranks
-        expert_own = [expert_param_count(layers[i], cfg.ep) for i in idx]
+        expert_own = [expert_param_count(layers[i], graph) for i in idx]
         experts = sum(expert_own)
         # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
         stepped = (params - experts) / dp + experts / cfg.expert_dp if zero else params
@@ -497,6 +508,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                                   memory=mem, max_inflight_microbatches=tl.max_inflight[r], input_s=inp,
                                   ep_comm_s=a2a_exposed))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "ep_overlap": cfg.ep_overlap, "tp_layout": cfg.tp_layout,
+              **({"etp": cfg.etp} if cfg.etp != 1 else {}),
               "recompute": cfg.recompute.value, "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode,
               "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
