@@ -164,7 +164,7 @@ def main() -> None:
         quick(args.only)
         return
     spec = load_fit_spec(args.fit)
-    figures = load_all_figures(args.folder).figures
+    figures = load_all_figures(args.folder).scorable()     # calibration rows are in-sample: excluded
     profiles = Profiles(spec)
     try:
         def tick(f):

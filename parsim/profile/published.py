@@ -144,6 +144,14 @@ class Figures:
         c = self.calibration(figure.profile)
         return c is not None and figure.id in c.rows
 
+    def scorable(self) -> tuple[Figure, ...]:
+        """The figures as a score out of sample may hold them: a row some profile's end-to-end
+        calibration was fitted on (a file's ``calibration:`` section, ``parsim calibrate
+        --published``) is excluded, in-sample by construction, and says so."""
+        return tuple(replace(f, excluded=f"a calibration row of {f.profile} (its calibration: section, "
+                                         "parsim calibrate --published): in-sample by construction")
+                     if self.used_for_calibration(f) and not f.excluded else f for f in self.figures)
+
 
 @dataclass(frozen=True)
 class Priced:
