@@ -74,7 +74,8 @@ def main() -> int:
         msrun(n, 8210 + n, os.path.join(out, f"logs_run_dp{n}"),
               ["train", "--fragment", fragment, "--steps", str(a.steps), "-o", measured])
         est = json.loads(sh(parsim + ["simulate", plan, "--profile", profile, "--json"]))
-        interval = est.get("step_time_interval_s") or {"low": est["step_time_s"], "high": est["step_time_s"]}
+        # the profiled interval (parsim.sim.interval), as Estimate.to_json writes it; a point where none
+        interval = est.get("step_time_band") or {"low": est["step_time_s"], "high": est["step_time_s"]}
         with open(measured) as f:
             all_steps = json.load(f)["step_s"]
         steps = all_steps[3:] or all_steps[-1:]

@@ -221,9 +221,8 @@ def _shared(layers: tuple) -> tuple:
 def _expert_weight_bytes(layer: Layer) -> set[float]:
     """The bytes of each routed-experts operator's weight, whole: what a mirror step of its
     gradient reduces (parsim.shard.graph.mirror_steps)."""
-    from parsim.shard.graph import elem_bytes
-
-    return {float(math.prod(op.input_shapes[j]) * elem_bytes(op)) for op in layer.ops if _expert_op(op)
+    return {float(math.prod(op.input_shapes[j]) * ELEMENT_BYTES.get(op.dtype, 4))
+            for op in layer.ops if _expert_op(op)
             for j, p in enumerate(op.param_inputs) if p}
 
 

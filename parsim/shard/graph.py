@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from parsim.errors import InfeasibleError
-from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
+from parsim.model.graph import (ELEMENT_BYTES, FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo,
+                                weight_output_bytes)
 from parsim.shard import strategy as st
 from parsim.shard.layout import Layout
 from parsim.shard.ops import (COMPUTE, CONTRACTIONS, PRIMARY, Strategy, edge_steps, follow, op_pieces, op_sharding,
@@ -58,7 +59,7 @@ class LayerSharding:
 
 
 def elem_bytes(op: OpInfo) -> int:
-    return {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(op.dtype, 4)
+    return ELEMENT_BYTES.get(op.dtype, 4)
 
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
