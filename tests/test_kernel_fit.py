@@ -12,7 +12,7 @@ from parsim.hardware.numerics import Engine
 from parsim.model.graph import Kernel
 from parsim.profile import kernel_fit as kf
 
-HELD_OUT_FP16_MEDIAN = 0.08       # claimed in the docs: 7.9% (python benchmarks/bench_kernels.py)
+HELD_OUT_FP16_MEDIAN = 0.105      # claimed in the docs: 10.4% (python benchmarks/bench_kernels.py; 7.9% before the 2026-11-28 refit)
 
 
 @pytest.fixture(scope="module")
