@@ -2,7 +2,7 @@
 per-kernel measurements (hardware_profiles/kernels/, PROVENANCE.md there), its in-sample error
 per device, and its error on a GPU left out of the fit (parsim.profile.kernel_fit).
 
-    python benchmarks/bench_kernels.py
+    python benchmarks/bench_kernels.py [--write-profiles]
 
 Prints, per shipped profile, the numbers fitted on its own architecture's rows (what the profile
 holds: tests/test_kernel_fit.py checks they agree) with the median and p90 relative error of the
@@ -13,6 +13,8 @@ V100 convolutions priced as implicit GEMMs with the V100 numbers (a transfer: no
 
 from __future__ import annotations
 
+import argparse
+
 from parsim.hardware import load_cluster
 from parsim.profile import kernel_fit as kf
 
@@ -22,6 +24,11 @@ def _errors(summary) -> str:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write-profiles", action="store_true",
+                    help="write each profile's fitted numbers into hardware_profiles/ (one round of the fixed point "
+                         "with bench_published.py --write-profiles: docs/hardware.md, Calibration)")
+    args = ap.parse_args()
     parts = kf.load_parts()
     rows = kf.by_profile(kf.load_gemms(), parts)
     print("Per-device fit (each profile's own rows; what hardware_profiles/<name>.yaml ships):")
@@ -51,6 +58,9 @@ def main() -> None:
     print("  " + ", ".join(f"{dtype} {r:g}" for dtype, r in ratios.items()) + "; with them: V100: "
           + "; ".join(f"{d} {n} kernels: median {m:.1%}, p90 {p:.1%}"
                       for d, (n, m, p) in {d: kf.conv_errors(kf.load_convs(), parts, r)[d] for d, r in ratios.items()}.items()))
+    if args.write_profiles:
+        for path in kf.write_profiles(kf.fit_profiles()):
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":

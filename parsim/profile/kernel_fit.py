@@ -257,6 +257,29 @@ def shipped_values(f: GemmFit) -> dict[str, float]:
     return {key: round(v, ROUNDING[key]) + 0.0 for key, v in raw.items() if v is not None}
 
 
+def write_profiles(fits: dict[str, GemmFit]) -> list[str]:
+    """Each fit's shipped_values written into its profile's ``device.kernels`` fields, each field's
+    comment kept (the fixed point with the end-to-end fit: docs/hardware.md, Calibration).
+    Returns the paths written."""
+    import re
+
+    from parsim.fileio import write_text
+    from parsim.hardware.cluster import profile_path
+    from parsim.profile.profile_edit import set_field
+
+    written = []
+    for name, f in fits.items():
+        path = profile_path(name)
+        text = open(path).read()
+        for key, value in shipped_values(f).items():
+            kept = re.search(rf"^\s+{key}: [^#\n]*#(.*)$", text, re.M)
+            comment = kept.group(1).strip() if kept else ""
+            text = set_field(text, f"device.kernels.{key}", f"{value:g}", comment)
+        write_text(path, text)
+        written.append(path)
+    return written
+
+
 @dataclass(frozen=True)
 class ConvSample:
     """One measured convolution pass (DeepBench): NCHW input N x C x H x W, K filters of C x R x S."""

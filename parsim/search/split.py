@@ -25,7 +25,7 @@ import numpy as np
 
 from parsim.cost.comm import fsdp_units, shard_padded_bytes
 from parsim.cost.compute import ComputeModel
-from parsim.cost.experts import a2a_time_s, expert_param_count
+from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (backward_workspace_bytes, bytes_per_param, fsdp_held_grad_bytes, inflight_microbatches,
                                 optimizer_bytes_moved_per_param, pipeline_buffer_bytes,
                                 zero_fractions)
@@ -114,6 +114,7 @@ class Bounds:
         # ep > 1 without ep_overlap: the all-to-alls run on the compute stream, so their least time
         # (an ep group on consecutive ranks, the fewest nodes any placement gives it) bounds too
         self.exposed_a2a = exposed_a2a and g.ep > 1
+        self.compact_ep = tuple(range(g.ep))  # the most compact ep group, priced through the run's context
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
         self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
@@ -223,19 +224,17 @@ class Bounds:
         if key not in self._costs:
             self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum(np.asarray(self.prices.layer_times(
                 self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s), dtype=float)
-                + [self.least_a2a_s(l, k, b) for l in self.graph.layers])]) for k in ("F", "B", "I", "W"))
+                + [self.least_a2a_s(i, k, b) for i in range(len(self.graph.layers))])]) for k in ("F", "B", "I", "W"))
         return self._costs[key]
 
-    def least_a2a_s(self, layer, kind: str, b: int) -> float:
-        """The all-to-alls ``layer``'s ``kind`` issues per micro-batch over the most compact ep
-        group, exposed (parsim.cost.experts.a2a_time_s); 0 where they may hide (ep_overlap) or a
-        profile's layer times hold them."""
-        g = self.graph
-        if not self.exposed_a2a or layer.experts is None or \
+    def least_a2a_s(self, i: int, kind: str, b: int) -> float:
+        """The all-to-alls layer i's ``kind`` issues per micro-batch over the most compact ep
+        group, exposed (parsim.sim.prices.Prices.a2a_s: a MoE model's identical layers priced
+        once); 0 where they may hide (ep_overlap) or a profile's layer times hold them."""
+        if not self.exposed_a2a or self.graph.layers[i].experts is None or \
                 getattr(self.compute, "includes_ep_comm_at", lambda _: False)(b):
             return 0.0
-        return a2a_time_s(layer, kind, b, g.dtype, self.cluster, tuple(range(g.ep)), g.moe_imbalance,
-                          self.spec.training.moe_dispatcher)
+        return self.prices.a2a_s(self.graph, i, kind, b, self.compact_ep, self.spec.training.moe_dispatcher)
 
     def lower_bound_s(self, cfg: ParallelConfig, b: int) -> float:
         """A step time no schedule can beat (so the search may skip what cannot reach the top k):
