@@ -12,7 +12,7 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.search import bound, split
-from parsim.search.split import memory_floor_bytes
+from parsim.search.split import inflight_terms, memory_floor_bytes
 from parsim.search.planner import Constraints, plan
 from parsim.shard.auto import cost_graph
 from parsim.shard.search import search
@@ -39,7 +39,7 @@ def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split(seeds_spli
                                              ("1f1b", 1, 2, 1, 64, 8, 3)]:
         mem = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)
         floor = memory_floor_bytes(bnd.param_prefix[-1], mem.static_per_param, bnd.saved_prefix[-1] + bnd.shared[0],
-                                   mem.inflight, b, v)
+                                   inflight_terms(mem.inflight), b, v)
         least = np.inf
         for cuts in itertools.combinations(range(1, L), pp * v - 1):
             bounds = (0, *cuts, L)

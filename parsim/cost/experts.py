@@ -59,7 +59,7 @@ from dataclasses import replace
 
 from parsim.cost.comm import ROUTING_IMBALANCE, all_to_all_time_s
 from parsim.errors import InfeasibleError
-from parsim.model.graph import DTYPE_BYTES, ELEMENT_BYTES, Kernel, Layer, LayerGraph, OpInfo
+from parsim.model.graph import DTYPE_BYTES, ELEMENT_BYTES, Kernel, Layer, LayerGraph, OpInfo, twin_signature
 
 
 def routing_imbalance(training) -> float:
@@ -146,7 +146,9 @@ def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int) -> list[
     return [Kernel(phase, "moe_sort_chunks", "mem", bytes=(0.0, nbytes)) for phase in ("F", "F", "I", "I")]
 
 
-def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int) -> Layer:
+def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int) -> dict:
+    """The fields of MoE ``layer`` that change on one rank of an ep group (expert_parallel_graph),
+    from its content alone: a twin (parsim.model.graph.twin_signature) changes alike."""
     ex = layer.experts
     e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
     held = layer.param_count - ex.routed_params // etp + ex.routed_params // (ep * etp)
@@ -177,16 +179,16 @@ def _ep_layer(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp
     ops = tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops)
     # per sample on this device (ops describe the extraction batch, the whole sequence, tp = 1)
     more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share * layer.tp_share
-    return replace(layer, kernels=tuple(kernels), ops=ops,
-                   fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
-                   fwd_mem_bytes=layer.fwd_mem_bytes + sorts / 2, bwd_mem_bytes=layer.bwd_mem_bytes + sorts / 2,
-                   param_count=held, param_bytes=layer.param_bytes * share,
-                   # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
-                   max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
-                   else layer.max_param_bytes,
-                   # a fully recomputed layer keeps its input; its backward re-creates the routed tokens' activations
-                   **({"recompute_bytes": layer.recompute_bytes + more_saved} if layer.recomputes_forward
-                      else {"saved_bytes": layer.saved_bytes + more_saved}))
+    return dict(kernels=tuple(kernels), ops=ops,
+                fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
+                fwd_mem_bytes=layer.fwd_mem_bytes + sorts / 2, bwd_mem_bytes=layer.bwd_mem_bytes + sorts / 2,
+                param_count=held, param_bytes=layer.param_bytes * share,
+                # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
+                max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
+                else layer.max_param_bytes,
+                # a fully recomputed layer keeps its input; its backward re-creates the routed tokens' activations
+                **({"recompute_bytes": layer.recompute_bytes + more_saved} if layer.recomputes_forward
+                   else {"saved_bytes": layer.saved_bytes + more_saved}))
 
 
 def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> LayerGraph:
@@ -198,23 +200,33 @@ def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> Layer
     if graph.ep != 1:
         raise ValueError("expert_parallel_graph takes a graph without expert parallelism")
     check_ep(graph, ep, graph.etp)
-    layers = _shared(tuple(_ep_layer(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
-                           if layer.experts is not None else layer for layer in graph.layers))
-    return replace(graph, layers=layers, ep=ep, moe_imbalance=imbalance)
+    changes: dict[tuple, dict] = {}         # by twin_signature: DeepSeek-V3's 58 MoE layers, one layer's work
+    layers = []
+    for layer in graph.layers:
+        if layer.experts is not None:
+            sig = twin_signature(layer)
+            if sig not in changes:
+                changes[sig] = _ep_changes(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
+            layer = replace(layer, **changes[sig])
+        layers.append(layer)
+    return replace(graph, layers=_shared(tuple(layers)), ep=ep, moe_imbalance=imbalance)
 
 
 def _shared(layers: tuple) -> tuple:
-    """``layers`` with the kernel and tp-step tuples of identical layers shared (the first one's),
-    as extraction shares them: the cost model memoizes a layer's time by their identity
-    (parsim.cost.compute, parsim.cost.layer), and DeepSeek-V3's 58 MoE layers are one layer's
-    prices, not 58."""
+    """``layers`` with the kernel, tp-step and operator tuples of identical layers shared (the
+    first one's), as extraction shares them: the cost model memoizes a layer's time by their
+    identity (parsim.cost.compute, parsim.cost.layer, parsim.sim.prices' classes), and DeepSeek-V3's
+    58 MoE layers are one layer's prices, not 58."""
     kernels: dict = {}
     steps: dict = {}
+    operators: dict = {}
     out = []
     for layer in layers:
         k = kernels.setdefault(layer.kernels, layer.kernels)
         t = steps.setdefault(layer.tp_comm, layer.tp_comm)
-        out.append(layer if (k is layer.kernels and t is layer.tp_comm) else replace(layer, kernels=k, tp_comm=t))
+        o = operators.setdefault(layer.ops, layer.ops)
+        same = k is layer.kernels and t is layer.tp_comm and o is layer.ops
+        out.append(layer if same else replace(layer, kernels=k, tp_comm=t, ops=o))
     return tuple(out)
 
 

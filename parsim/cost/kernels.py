@@ -182,14 +182,20 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
     return t
 
 
-def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engines: dict[str, Engine]) -> float:
+def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engines: dict[str, Engine],
+                         price=None) -> float:
     """The layer's kind (F, B, I or W) at micro-batch b: the sum over its kernels of that phase,
     with the host's dispatch and the layer's call overlapped (asynchronous devices) or added
-    (synchronous ones).  A kind with no kernels (W of a layer without parameters) costs nothing."""
+    (synchronous ones).  A kind with no kernels (W of a layer without parameters) costs nothing.
+    ``price(kernel, share)``: kernel_time_s at b on ``device`` (a caller's memo of it), else
+    kernel_time_s itself."""
     phases = PHASES[kind]
     kernels = [k for k in layer.kernels if k.phase in phases]
     share = layer.tp_share * layer.seq_share
-    device_s = sum(kernel_time_s(k, b, device, engines, share) for k in kernels)
+    if price is None:
+        device_s = sum(kernel_time_s(k, b, device, engines, share) for k in kernels)
+    else:
+        device_s = sum(price(k, share) for k in kernels)
     host_s = len(kernels) * device.kernels.host_dispatch_s + (device.kernels.layer_call_s if kernels else 0.0)
     return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
 

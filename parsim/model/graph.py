@@ -241,6 +241,27 @@ class Layer:
         return bool(self.recompute_bytes) and self.recompute_part is None
 
 
+_TWIN_FIELDS = tuple(f.name for f in fields(Layer) if f.name != "name")
+
+
+def _field_key(value):
+    """A layer field in a twin's signature (twin_signature): numbers, text and flags by value, and
+    a MoE layer's Experts too (a frozen value of integers: each decoder layer carries its own copy,
+    equal to its neighbours'); a layer it carries (a selective recompute's ``recompute_part``,
+    named after its layer) by its own signature; anything else (the kernels, operators and steps a
+    layer carries) by identity (the graph holds them, and identical blocks share them)."""
+    if value is None or isinstance(value, (int, float, str, bool, Experts)):
+        return value
+    return ("layer", twin_signature(value)) if isinstance(value, Layer) else ("id", id(value))
+
+
+def twin_signature(layer: Layer) -> tuple:
+    """Every field of ``layer`` but its name (_field_key): two layers of one graph with the same
+    signature hold the same work, and a rule that reads a layer's content, not its name, prices
+    them alike (a transformer's identical blocks: parsim.sim.prices' layer classes)."""
+    return tuple(_field_key(getattr(layer, name)) for name in _TWIN_FIELDS)
+
+
 @dataclass(frozen=True)
 class LayerGraph:
     name: str

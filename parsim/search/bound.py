@@ -173,6 +173,7 @@ class BranchAndBound:
         self.bounds_of: dict[tuple, Bounds] = {}
         self.overlap_priced = supports_overlap(self.cluster)
         self.misses: list[tuple] = []
+        self.unfit: list[tuple] = []            # (bounds, config's args, b): no split fits, found when bound
         self.unsharded_graphs: dict[tuple[bool, int], LayerGraph] = {}
         self.pushed: set[tuple] = set()         # the families bound so far (a canonical one may recur)
         self.replicating: dict[int, bool] = {}  # id(graph) -> whether its layout splits no operator
@@ -183,6 +184,15 @@ class BranchAndBound:
         self.released: set[tuple] = set()       # keys whose twin without recomputation missed the cap, simulated
         self.unsimulated: list[tuple] = []      # (cfg, graph) whose peak floor exceeds the cap: not simulated
         self.kth = float("inf")
+
+    def all_misses(self) -> list[tuple]:
+        """The candidates no split fits, as ``candidate`` notes them: those found so when their
+        family was bound (``unfit``: every one of them, so a search that simulated nothing names the
+        same ones as one that split each), and those the split found."""
+        for bnd, args, kwargs, b in self.unfit:
+            candidate(bnd, ParallelConfig(*args, **kwargs), b, None, self.cap, self.misses)
+        self.unfit.clear()
+        return self.misses
 
     def compute_of(self, tp: int, layout: str, ep: int):
         return self.tp_compute.get((tp, layout)) or self.ep_compute.get(ep) or self.compute
@@ -331,17 +341,21 @@ class BranchAndBound:
         self.pushed.add(family)
         for overlap in self.overlaps(tp, layout):
             bnd = self.bounds_for(tp, layout, graph, overlap)
-            phases = bnd.phase_times(b)
             floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
             for schedule, v, placement, zero in self.members(dp, pp, m, cp, ep):
+                unfit = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
                 shape = (v, schedule == "zbh1")
-                if shape not in floors:
-                    floors[shape] = floor_s(*phases, m, pp, *shape)
+                if not unfit and shape not in floors:        # priced only where a member may fit
+                    floors[shape] = floor_s(*bnd.phase_times(b), m, pp, *shape)
                 for mode in self.cp_modes(cp):
-                    cfg = ParallelConfig(dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp,
-                                         tp_comm_overlap=overlap, cp_mode=mode, ep=ep,
-                                         ep_overlap=self.c.ep_overlap and ep > 1, etp=etp)
-                    heapq.heappush(self.heap, (floors[shape], next(self.order), FLOOR, (cfg, bnd, graph, b)))
+                    args = (dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
+                    kwargs = dict(tp_comm_overlap=overlap, cp_mode=mode, ep=ep, ep_overlap=self.c.ep_overlap and ep > 1,
+                                  etp=etp)
+                    if unfit:           # no split fits (step 2 would find none): a miss now, not an entry
+                        self.unfit.append((bnd, args, kwargs, b))
+                        continue
+                    heapq.heappush(self.heap, (floors[shape], next(self.order), FLOOR,
+                                               (ParallelConfig(*args, **kwargs), bnd, graph, b)))
 
     def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form

@@ -107,7 +107,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     results, over_memory = search.results, search.over_memory
     if not results:                       # the message names the smallest simulated peak
         over_memory += [search.simulated(cfg, graph) for cfg, graph in search.unsimulated]
-        raise DoesNotFitError(nothing_fits(spec, cap, search.misses, over_memory,
+        raise DoesNotFitError(nothing_fits(spec, cap, search.all_misses(), over_memory,
                                            "" if c.max_memory_bytes else
                                            f" usable ({human_bytes(cluster.device.memory_bytes)} raw, less the "
                                            f"profile's memory_reserved)"))

@@ -114,7 +114,7 @@ class Bounds:
         # ep > 1 without ep_overlap: the all-to-alls run on the compute stream, so their least time
         # (an ep group on consecutive ranks, the fewest nodes any placement gives it) bounds too
         self.exposed_a2a = exposed_a2a and g.ep > 1
-        self.compact_ep = tuple(range(g.ep))  # the most compact ep group, priced through the run's context
+        self.compact_ep = self.prices.compact_group(g.ep)  # the most compact ep group
         self.params = np.array([l.param_count for l in g.layers], dtype=float)
         # a stage's saved bytes: sp[B] - sp[A] + shared[A] (LayerGraph.stage_saved_bytes, vectorised)
         self.shared = np.array([l.input_shared_bytes for l in g.layers] + [0.0], dtype=float)
@@ -134,6 +134,7 @@ class Bounds:
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
         self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
+        self._floor_fits: set[tuple] = set()  # memory settings whose closed-form floor fits (cannot_fit)
 
     def costs(self, b: int):
         """(forward + backward time per layer, bytes a stage ending after the layer sends per
@@ -165,11 +166,22 @@ class Bounds:
         """A stage's peak bytes in closed form; under ZeRO its static bytes shrink per stage
         (zero_fractions), plus, from stage 2, the FSDP units' unsharded gradients in the backward
         (fsdp_grad_bytes; ZeRO-3's gathered layers are left to the simulated peak)."""
-        key = ("inflight", schedule, m, pp, v)
-        if key not in self._costs:
-            self._costs[key] = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
-        return StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self._costs[key],
-                            self.static_per_param(max(1, dp // self.graph.ep), zero) if self.graph.ep > 1 else None)
+        return StageMemory(self, self.static_per_param(dp, zero), zero, b, v, self.inflight(schedule, m, pp, v),
+                           self.static_per_param(max(1, dp // self.graph.ep), zero) if self.graph.ep > 1 else None)
+
+    def inflight(self, schedule, m, pp, v) -> np.ndarray:
+        """Micro-batches in flight on each of the pp v stages (parsim.cost.memory.inflight_microbatches),
+        with their inflight_terms; the run's, as every graph's bounds ask for the same."""
+        return self._inflight(schedule, m, pp, v)[0]
+
+    def _inflight(self, schedule, m, pp, v) -> tuple:
+        table = self.prices.table("inflight")
+        key = (schedule, m, pp, v)
+        hit = table.get(key)
+        if hit is None:
+            inflight = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
+            hit = table[key] = (inflight, inflight_terms(inflight))
+        return hit
 
     def static_per_param(self, dp: int, zero: int) -> float:
         """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
@@ -190,17 +202,29 @@ class Bounds:
             self._splits[key] = partition(self.costs(b)[0], stages, self.edges(b, links))
         return self._splits[key][0]
 
+    def cannot_fit(self, schedule, m, pp, v, b, dp, cap, zero=0) -> bool:
+        """Whether no split of any placement fits ``cap``: the closed-form memory floor
+        (memory_floor_bytes) exceeds it, or the partitioner found none before (what a fit depends
+        on: not the boundary links)."""
+        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)
+        if fits_key in self._unfit:
+            return True
+        if fits_key in self._floor_fits:
+            return False
+        if memory_floor_bytes(self.param_prefix[-1], self.static_per_param(dp, zero),
+                              self.saved_prefix[-1] + self.shared[0], self._inflight(schedule, m, pp, v)[1], b, v) > cap:
+            self._unfit.add(fits_key)
+            return True
+        self._floor_fits.add(fits_key)
+        return False
+
     def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
         """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
         the link class of each stage boundary under the candidate's placement (boundary_links)."""
-        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)    # what a fit depends on: not links
-        if fits_key in self._unfit:
-            return None
-        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
-        if memory_floor_bytes(self.param_prefix[-1], mem.static_per_param, self.saved_prefix[-1] + self.shared[0],
-                              mem.inflight, b, v) > cap:
-            self._unfit.add(fits_key)
+        if self.cannot_fit(schedule, m, pp, v, b, dp, cap, zero):
             return None                      # no split can fit: the partitioner need not look
+        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)
+        mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         stages = pp * v
         times = self.costs(b)[0]
         edges = self.edges(b, links)
@@ -222,9 +246,17 @@ class Bounds:
         """Per-layer prefix sums of F, B, I and W times, with the least exposed all-to-alls."""
         key = ("phases", b)
         if key not in self._costs:
-            self._costs[key] = tuple(np.concatenate([[0.0], np.cumsum(np.asarray(self.prices.layer_times(
-                self.compute, self.graph, k, b, 0, self.tp_overlap, layer_time_s), dtype=float)
-                + [self.least_a2a_s(i, k, b) for i in range(len(self.graph.layers))])]) for k in ("F", "B", "I", "W"))
+            classes = self.prices.classes(self.graph)   # a layer's all-to-alls are its class's (Prices.a2a_s)
+            first: dict[int, int] = {}
+            for i, c in enumerate(classes):
+                first.setdefault(c, i)
+            phases = []
+            for k in ("F", "B", "I", "W"):
+                a2a = {c: self.least_a2a_s(i, k, b) for c, i in first.items()}
+                times = np.asarray(self.prices.layer_times(self.compute, self.graph, k, b, 0, self.tp_overlap,
+                                                           layer_time_s), dtype=float) + [a2a[c] for c in classes]
+                phases.append(np.concatenate([[0.0], np.cumsum(times)]))
+            self._costs[key] = tuple(phases)
         return self._costs[key]
 
     def least_a2a_s(self, i: int, kind: str, b: int) -> float:
@@ -324,12 +356,18 @@ class Bounds:
         return hi
 
 
-def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, inflight,
+def inflight_terms(inflight) -> tuple[int, float, float]:
+    """What memory_floor_bytes reads of the in-flight micro-batches of each of the pp v stages:
+    their count, the sum of their reciprocals and their largest."""
+    return len(inflight), sum(1 / n for n in inflight), max(inflight)
+
+
+def memory_floor_bytes(params: float, static_bytes_per_param: float, saved_bytes: float, terms,
                        b: int, v: int) -> float:
     """The least closed-form stage peak any split can have (above): ``params`` and ``saved_bytes``
-    (per sample) of the whole model, ``inflight`` the in-flight micro-batches of each of the pp v
-    stages, b samples per micro-batch."""
-    pp = len(inflight) / v
+    (per sample) of the whole model, ``terms`` the inflight_terms of the pp v stages' in-flight
+    micro-batches, b samples per micro-batch."""
+    stages, h, most = terms
+    pp = stages / v
     static = params * static_bytes_per_param
-    h = sum(1 / n for n in inflight)
-    return max(static / pp, v * (static / (h * max(inflight)) + b * saved_bytes / h)) * SLACK
+    return max(static / pp, v * (static / (h * most) + b * saved_bytes / h)) * SLACK

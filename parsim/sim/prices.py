@@ -13,10 +13,11 @@ its own (the numbers are the ones those modules compute, bit for bit):
 - per-device graphs (``shard``: parsim.shard.prepare.per_device_graph, and the strategy searches
   of parsim.shard.auto that the searched layout runs);
 - per-layer compute prices by (compute model, graph, phase, micro-batch size, first rank of the
-  tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of each layer, a layer the
-  same as an earlier one of its graph (``twins``) priced once under the analytical model; the
-  tensor-parallel steps' times by (steps, phase, size, rank) (parsim.cost.layer.tp_comm_time_s)
-  and the MoE layers' all-to-alls by (twin, phase, size, group) (parsim.cost.experts.a2a_time_s);
+  tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of each layer, the layers
+  of one class (``classes``: the same in every field but the name, in any graph of the run)
+  priced once under the analytical model; the tensor-parallel steps' times by (steps, phase,
+  size, rank) (parsim.cost.layer.tp_comm_time_s) and the MoE layers' all-to-alls by (class,
+  phase, size, group) (parsim.cost.experts.a2a_time_s);
 - groups of ranks by layout (ParallelConfig.grad_group and the groups cut from it), their shape
   (parsim.cost.comm.group_shape) and collective prices by (group, bytes, op, algorithm)
   (parsim.cost.comm.collective_time_s);
@@ -33,25 +34,14 @@ entry, so an id is never reused while the context lives.
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from parsim.cost.comm import collective_time_s, group_shape
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.experts import a2a_time_s
 from parsim.cost.layer import tp_comm_time_s
 from parsim.hardware.cluster import Cluster
-from parsim.model.graph import Layer
+from parsim.model.graph import twin_signature
 from parsim.schedule import build_schedule, lower
 from parsim.shard.prepare import ShardMemo
-
-_LAYER_FIELDS = tuple(f for f in fields(Layer) if f.name != "name")
-
-
-def _field_key(value):
-    """A layer field in a twin's signature: numbers, text and flags by value, anything else (the
-    kernels, operators and steps a layer carries) by identity (the graph holds them)."""
-    return value if value is None or isinstance(value, (int, float, str, bool)) else ("id", id(value))
-
 
 class Prices:
     """The pricing context of one run on ``cluster`` (already resolved for the run's dtype:
@@ -62,7 +52,10 @@ class Prices:
         self.shard = ShardMemo()
         self._layers: dict[tuple, tuple] = {}
         self._tp_comm: dict[tuple, tuple] = {}
-        self._twins: dict[int, tuple] = {}
+        self._class_times: dict[tuple, float] = {}
+        self._classes: dict[tuple, tuple] = {}
+        self._graph_classes: dict[int, tuple] = {}
+        self._compact: dict[int, tuple[int, ...]] = {}
         self._a2a: dict[tuple, tuple] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
         self._shapes: dict[int, tuple] = {}
@@ -87,8 +80,9 @@ class Prices:
         on its first ask.  ``first_rank`` (of the tensor-parallel group, whose links price its
         steps) counts only where the graph has tensor-parallel steps: without them every rank
         prices the same.  Under the analytical model, which prices a layer by what it holds and
-        not by its name, a layer the same as an earlier one of the graph (``twins``: a
-        transformer's identical blocks) takes that one's time."""
+        not by its name, a layer of the same class as one priced before (``classes``: a
+        transformer's identical blocks, and the layers an expert-parallel graph keeps of its
+        base) takes that one's time."""
         if graph.tp == 1:
             first_rank = 0
         key = (id(compute), id(graph), kind, microbatch, first_rank, overlap)
@@ -97,42 +91,54 @@ class Prices:
             hit = self._layers[key] = (compute, graph, [None] * len(graph.layers))
         times = hit[2]
         stop = len(times) if stop is None else stop
-        twin = self.twins(graph) if isinstance(compute, AnalyticalCompute) else range(len(times))
+        by_class = isinstance(compute, AnalyticalCompute)
+        classes = self.classes(graph)
         for i in range(start, stop):
             if times[i] is None:
-                j = twin[i]
-                if times[j] is None:
-                    times[j] = price(compute, graph.layers[j], kind, microbatch, self.cluster, first_rank, overlap,
+                if not by_class:
+                    times[i] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap,
                                      self.tp_comm_s)
-                times[i] = times[j]
+                    continue
+                ckey = (id(compute), classes[i], kind, microbatch, first_rank, overlap)
+                t = self._class_times.get(ckey)
+                if t is None:
+                    t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster,
+                                                        first_rank, overlap, self.tp_comm_s)
+                times[i] = t
         return times[start:stop]
 
-    def twins(self, graph) -> list[int]:
-        """Per layer of ``graph``, the first layer that holds the same in every field but its name
-        (fields compared by value, the objects it carries, kernels, operators, steps, by
-        identity: identical blocks share them), itself where none does."""
-        hit = self._twins.get(id(graph))
+    def classes(self, graph) -> list[int]:
+        """Per layer of ``graph``, its class: layers of every graph this context was asked about
+        with the same parsim.model.graph.twin_signature (every field but the name) share one (the
+        first such layer is held, so the identities its signature names stay its own)."""
+        hit = self._graph_classes.get(id(graph))
         if hit is None:
-            first: dict[tuple, int] = {}
             out = []
-            for i, layer in enumerate(graph.layers):
-                sig = tuple(_field_key(getattr(layer, f.name)) for f in _LAYER_FIELDS)
-                out.append(first.setdefault(sig, i))
-            hit = self._twins[id(graph)] = (graph, out)
+            for layer in graph.layers:
+                sig = twin_signature(layer)
+                entry = self._classes.get(sig)
+                if entry is None:
+                    entry = self._classes[sig] = (layer, len(self._classes))
+                out.append(entry[1])
+            hit = self._graph_classes[id(graph)] = (graph, out)
         return hit[1]
 
     def a2a_s(self, graph, i: int, kind: str, microbatch: int, group: tuple[int, ...],
               dispatcher: str = "alltoall") -> float:
         """parsim.cost.experts.a2a_time_s of layer i of ``graph`` over the expert-parallel ``group``
-        (a tuple this context listed) by ``dispatcher``, by its twin (a MoE model's identical
-        layers) and group."""
-        j = self.twins(graph)[i]
-        key = (id(graph), j, kind, microbatch, id(group), dispatcher)
+        (a tuple this context listed: compact_group, ParallelConfig's groups) by ``dispatcher``,
+        by the layer's class (a MoE model's identical layers), the graph's dtype and routing
+        imbalance, and the group."""
+        key = (self.classes(graph)[i], kind, microbatch, graph.dtype, graph.moe_imbalance, id(group), dispatcher)
         hit = self._a2a.get(key)
         if hit is None:
-            hit = self._a2a[key] = (group, a2a_time_s(graph.layers[j], kind, microbatch, graph.dtype, self.cluster,
+            hit = self._a2a[key] = (group, a2a_time_s(graph.layers[i], kind, microbatch, graph.dtype, self.cluster,
                                                       group, graph.moe_imbalance, dispatcher))
         return hit[1]
+
+    def compact_group(self, n: int) -> tuple[int, ...]:
+        """Ranks 0..n-1, one tuple per n for the run (a group's prices are keyed by its identity)."""
+        return self._compact.setdefault(n, tuple(range(n)))
 
     def tp_comm_s(self, layer, phase: str, microbatch: int, first_rank: int = 0) -> float:
         """parsim.cost.layer.tp_comm_time_s of ``layer`` on this cluster, by (its steps, phase,
