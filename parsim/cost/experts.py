@@ -217,14 +217,17 @@ def _shared(layers: tuple) -> tuple:
     first one's), as extraction shares them: the cost model memoizes a layer's time by their
     identity (parsim.cost.compute, parsim.cost.layer, parsim.sim.prices' classes), and DeepSeek-V3's
     58 MoE layers are one layer's prices, not 58."""
-    kernels: dict = {}
-    steps: dict = {}
-    operators: dict = {}
+    by_value: dict = {}
+    by_id: dict[int, tuple] = {}            # a tuple seen before: its first equal (hashing one is deep)
+
+    def first(field: str, t: tuple) -> tuple:
+        hit = by_id.get(id(t))
+        if hit is None:
+            hit = by_id[id(t)] = by_value.setdefault((field, t), t)
+        return hit
     out = []
     for layer in layers:
-        k = kernels.setdefault(layer.kernels, layer.kernels)
-        t = steps.setdefault(layer.tp_comm, layer.tp_comm)
-        o = operators.setdefault(layer.ops, layer.ops)
+        k, t, o = first("kernels", layer.kernels), first("tp_comm", layer.tp_comm), first("ops", layer.ops)
         same = k is layer.kernels and t is layer.tp_comm and o is layer.ops
         out.append(layer if same else replace(layer, kernels=k, tp_comm=t, ops=o))
     return tuple(out)

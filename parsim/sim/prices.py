@@ -91,11 +91,10 @@ class Prices:
             hit = self._layers[key] = (compute, graph, [None] * len(graph.layers))
         times = hit[2]
         stop = len(times) if stop is None else stop
-        by_class = isinstance(compute, AnalyticalCompute)
-        classes = self.classes(graph)
+        classes = self.classes(graph) if isinstance(compute, AnalyticalCompute) else None
         for i in range(start, stop):
             if times[i] is None:
-                if not by_class:
+                if classes is None:
                     times[i] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap,
                                      self.tp_comm_s)
                     continue
