@@ -20,8 +20,11 @@ Each step starts after a barrier, as the executor's do, and a step's time is the
 the figure is the median over the steps after warm-up.  Optimizer: SGD with momentum 0.9, lr 0.01
 (training.optimizer: momentum) or Adam (lr 1e-3), the executor's settings.  Synthetic inputs:
 images and 10 class labels, or token ids and next tokens.  Differences from the executor, by
-design: DDP's own buckets (25 MiB) and no tied-embedding gradient sync when a pipeline splits the
-GPT's tied embedding and head (the head keeps its own copy), so compare pp=2 on models without
+design: DDP's own buckets (25 MiB) and its broadcast of rank 0's buffers (BatchNorm's running
+statistics) before each forward, which parsim.exec does not run (``--ddp-bucket-mb`` and
+``--no-broadcast-buffers`` change both for a comparison), and no tied-embedding gradient sync
+when a pipeline splits the GPT's tied embedding and head (the head keeps its own copy), so
+compare pp=2 on models without
 tied weights (ResNet-50, the held-out models).  Each stage's input and output pass a dense copy
 where they are strided views (gloo sends contiguous buffers only), as the executor's stages do.
 """
@@ -79,7 +82,8 @@ class Dense(nn.Module):
         return _Dense.apply(x) if x.is_floating_point() else x
 
 
-def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup: int, out: str) -> None:
+def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup: int, out: str,
+           ddp_options: dict | None = None) -> None:
     from parsim.model.extract import cut_units
     from parsim.model.spec import build_module, load_model
 
@@ -102,7 +106,7 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
                 else torch.optim.SGD(params, lr=0.01, momentum=0.9))
 
     if par["pp"] == 1:                                   # dp = world: plain DDP, micro-batches accumulated
-        ddp = nn.parallel.DistributedDataParallel(model)
+        ddp = nn.parallel.DistributedDataParallel(model, **(ddp_options or {}))
         opt = optimizer(ddp.parameters())
         per_rank = gb // par["dp"]
 
@@ -161,7 +165,9 @@ def supported(par: dict) -> bool:
             and all(par.get(k, 1) == 1 for k in ("tp", "cp", "ep", "chunks")) and not par.get("zero", 0))
 
 
-def run(plan_path: str, steps: int, warmup: int) -> dict:
+def run(plan_path: str, steps: int, warmup: int, ddp_options: dict | None = None) -> dict:
+    """The reference's steps on ``plan_path``; ``ddp_options``: keyword arguments for a dp plan's
+    DistributedDataParallel (default: DDP's own defaults)."""
     plan = json.load(open(plan_path))
     par = plan["parallel"]
     world = par["dp"] * par["pp"]
@@ -170,7 +176,8 @@ def run(plan_path: str, steps: int, warmup: int) -> dict:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out.json")
-        mp.spawn(worker, args=(world, f"file://{os.path.join(d, 'init')}", plan_path, steps, warmup, out), nprocs=world)
+        mp.spawn(worker, args=(world, f"file://{os.path.join(d, 'init')}", plan_path, steps, warmup, out, ddp_options),
+                 nprocs=world)
         with open(out) as f:
             return json.load(f)
 
@@ -195,11 +202,19 @@ def main() -> int:
     ap.add_argument("--compare", metavar="DIR", help="every 2-rank dp or pp plan of a validate folder")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--ddp-bucket-mb", type=float, default=None,
+                    help="DDP's bucket_cap_mb for a dp plan (default: DDP's own, 25); one larger than the model's "
+                         "gradients makes a single all-reduce after the backward")
+    ap.add_argument("--no-broadcast-buffers", action="store_true",
+                    help="DDP(broadcast_buffers=False): no broadcast of rank 0's buffers (BatchNorm's running "
+                         "statistics) before each forward, as parsim's executor, Megatron and torchtitan run")
     args = ap.parse_args()
     if args.compare:
         compare(args.compare, args.steps, args.warmup)
     elif args.plan:
-        got = run(args.plan, args.steps, args.warmup)
+        ddp_options = ({"bucket_cap_mb": args.ddp_bucket_mb} if args.ddp_bucket_mb else {}) | \
+            ({"broadcast_buffers": False} if args.no_broadcast_buffers else {})
+        got = run(args.plan, args.steps, args.warmup, ddp_options)
         print(f"{args.plan}: median step {got['step_time_s']:.4f} s over steps {args.warmup + 1}..{args.steps} "
               f"(each: {', '.join(f'{t:.4f}' for t in got['step_times_s'])})")
     else:
