@@ -160,7 +160,9 @@ class BranchAndBound:
     and comes back only if the twin's simulated peak misses the cap (recomputing is never faster).
 
     After ``run``: ``results`` (simulated within the cap), ``over_memory`` (simulated over it),
-    ``unsimulated`` ((cfg, graph) whose peak floor exceeds the cap) and ``misses`` (no split fits)."""
+    ``unsimulated`` ((cfg, graph) whose peak floor exceeds the cap) and ``all_misses()`` (no split
+    fits: a candidate whose closed-form memory floor exceeds the cap is one when its family is
+    bound, never an entry)."""
 
     def __init__(self, spec, prices, constraints, cap: float, settings, compute, tp_compute: dict, ep_compute: dict):
         self.spec, self.prices, self.c, self.cap = spec, prices, constraints, cap
