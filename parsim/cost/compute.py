@@ -80,7 +80,8 @@ class AnalyticalCompute:
     _memo: dict = field(init=False, repr=False, compare=False)
     # (id of a kernel, b, share) -> (kernel, time): layers that differ share most kernels (an
     # expert-parallel layer keeps its attention's, parsim.cost.experts), each priced once: in
-    # DeepSeek-V3's search on 2,048 H100, 327 thousand kernel prices instead of 1.76 million.
+    # DeepSeek-V3's search on 2,048 H100, before layers were priced by class (parsim.sim.prices),
+    # 327 thousand kernel prices instead of 1.76 million (benchmarks/profile_search.py counts them).
     _kernel_memo: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
