@@ -33,7 +33,7 @@ def main() -> int:
     stats = pstats.Stats(out).stats
     for end, name in COUNTED:
         calls = sum(v[1] for k, v in stats.items() if k[0].endswith(end) and k[2] == name)
-        print(f"  {end}:{name:20s} {calls:>10,} calls")
+        print(f"  {end + ':' + name:40s} {calls:>10,} calls")
     return 0
 
 
