@@ -202,11 +202,16 @@ class Bounds:
             self._splits[key] = partition(self.costs(b)[0], stages, self.edges(b, links))
         return self._splits[key][0]
 
+    @staticmethod
+    def _fits_key(schedule, m, pp, v, b, dp, cap, zero) -> tuple:
+        """What whether a split fits depends on: not the boundary links, and dp only under ZeRO."""
+        return (schedule, m, pp, v, b, dp if zero else 0, zero, cap)
+
     def cannot_fit(self, schedule, m, pp, v, b, dp, cap, zero=0) -> bool:
         """Whether no split of any placement fits ``cap``: the closed-form memory floor
         (memory_floor_bytes) exceeds it, or the partitioner found none before (what a fit depends
         on: not the boundary links)."""
-        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)
+        fits_key = self._fits_key(schedule, m, pp, v, b, dp, cap, zero)
         if fits_key in self._unfit:
             return True
         if fits_key in self._floor_fits:
@@ -223,7 +228,7 @@ class Bounds:
         the link class of each stage boundary under the candidate's placement (boundary_links)."""
         if self.cannot_fit(schedule, m, pp, v, b, dp, cap, zero):
             return None                      # no split can fit: the partitioner need not look
-        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)
+        fits_key = self._fits_key(schedule, m, pp, v, b, dp, cap, zero)
         mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         stages = pp * v
         times = self.costs(b)[0]
