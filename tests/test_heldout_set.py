@@ -2,7 +2,8 @@
 hash to what was committed when the set was drawn, and their content (names, rules, plans,
 model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27, -27b and -27c
 are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
-were held out when drawn; 2026-11-28 (dense, drawn for issue 41's changes) is the newest.  Every model loads and extracts, its torch module runs one forward on the
+were held out when drawn; 2026-11-28 (dense, drawn for issue 41's changes) is a development set
+since its residuals set the CPU intervals; 2026-11-28b (dense) is the newest.  Every model loads and extracts, its torch module runs one forward on the
 executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
 validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
 only from the runs its rule allows."""
@@ -30,14 +31,16 @@ MOE_B = "results/heldout/moe-2026-11-27b.yaml"
 MOE_C = "results/heldout/moe-2026-11-27c.yaml"
 MOE_D = "results/heldout/moe-2026-11-27d.yaml"
 SET_C = "results/heldout/2026-11-28.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C)
+SET_D = "results/heldout/2026-11-28b.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
 # their own (each held-out one was never profiled in development): no size is excluded.
 DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32},
                      MOE: set(), MOE_B: set(), MOE_C: set(), MOE_D: set(),
-                     SET_C: {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32}}      # every size any set used before
+                     SET_C: {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32},      # every size any set used before
+                     SET_D: {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -50,6 +53,10 @@ SHA256 = {
     MOE_C: "bccfd39764333f704261702309aea6c08ae45cbeff62aa811578f9f71d90af02",
     MOE_D: "22ec6f6e9bb737a7ba8da883fd3008d2bbd4fb7171b5be50f9730e3cdf11b59f",
     SET_C: "e588c3ccea2c8efe4099aa8f8773452f32b0cd385aeed35f01a347da566a6e69",
+    SET_D: "c0b074a03213f3eb0be04788140d171e2ac2ca336d970cc1d3997e91ea709de9",
+    "results/heldout/models/vgg11_bn_cifar.yaml": "79256c001dbb5cb124c1ffa8200086f70148b23a308177f5951913b35137cc4e",
+    "results/heldout/models/mixer_cifar.yaml": "9c5a954e3df4e83e6abd59de49560ac917cf210e500c940f47fb443f8c0f4110",
+    "results/heldout/models/starcoder2_tiny.yaml": "8a71076f10831c8fb5c4824f9b23ca92dce928e6e3feae9279550f55019243db",
     "results/heldout/models/resnet18_seq_w24.yaml": "975d1fc476e2c38d6d9e6fae03862545197950b882e62de496331983da7f2b02",
     "results/heldout/models/convnext_cifar.yaml": "7e7de64582e6f3b570356ae9a53a1df4780c8ad9f71d11696df0dc96755609f3",
     "results/heldout/models/qwen3_tiny.yaml": "01354cd6a0a4cf1e5e243d66972a20ae41e748256ad0b4f606f904e816b876a7",
@@ -89,6 +96,10 @@ CONTENT = {
         ("results/heldout/models/resnet18_seq_w24.yaml", 1575202, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/convnext_cifar.yaml", 908218, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/qwen3_tiny.yaml", 1301792, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_D: ("heldout-2026-11-28b", [
+        ("results/heldout/models/vgg11_bn_cifar.yaml", 1300642, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/mixer_cifar.yaml", 569994, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/starcoder2_tiny.yaml", 1518720, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
