@@ -193,9 +193,9 @@ def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engine
     kernels = [k for k in layer.kernels if k.phase in phases]
     share = layer.tp_share * layer.seq_share
     if price is None:
-        device_s = sum(kernel_time_s(k, b, device, engines, share) for k in kernels)
-    else:
-        device_s = sum(price(k, share) for k in kernels)
+        def price(kernel, s):
+            return kernel_time_s(kernel, b, device, engines, s)
+    device_s = sum(price(k, share) for k in kernels)
     host_s = len(kernels) * device.kernels.host_dispatch_s + (device.kernels.layer_call_s if kernels else 0.0)
     return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
 

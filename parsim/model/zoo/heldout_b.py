@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from parsim.model.zoo.heldout import PoolHead
+
 
 # ----------------------------------------------------------------------------- VGG-11 (BN)
 # Simonyan & Zisserman 2015, "Very Deep Convolutional Networks", Table 1, configuration A (eight
@@ -41,7 +43,7 @@ def vgg11_bn(width: int = 64, classes: int = 10) -> nn.Sequential:
 # Tolstikhin et al. 2021, "MLP-Mixer", Sec. 2 and Fig. 1: a per-patch linear embedding, then
 # layers of a token-mixing MLP (over the N patches, applied to the transposed (B, h, N) view) and
 # a channel-mixing MLP (over the h features), each pre-LayerNorm with a residual and GELU, then
-# LayerNorm, global average pooling and a linear classifier.
+# LayerNorm, global average pooling and a linear classifier (the ViT's PoolHead, parsim.model.zoo.heldout).
 
 class MixerEmbed(nn.Module):
     def __init__(self, patch: int, hidden: int):
@@ -65,15 +67,6 @@ class MixerBlock(nn.Module):
         return x + self.ch2(F.gelu(self.ch1(self.norm2(x))))
 
 
-class MixerHead(nn.Module):
-    def __init__(self, hidden: int, classes: int):
-        super().__init__()
-        self.norm, self.fc = nn.LayerNorm(hidden), nn.Linear(hidden, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:     # (B, N, h) -> (B, classes)
-        return self.fc(self.norm(x).mean(1))
-
-
 def mixer(image_size: int = 32, patch: int = 4, hidden: int = 128, layers: int = 6, token_mlp: int = 64,
           channel_mlp: int = 512, classes: int = 10) -> nn.Sequential:
     """An MLP-Mixer at CIFAR size: N = (S / patch)^2 patches of h features; the token MLP's width
@@ -81,4 +74,4 @@ def mixer(image_size: int = 32, patch: int = 4, hidden: int = 128, layers: int =
     tokens = (image_size // patch) ** 2
     return nn.Sequential(MixerEmbed(patch, hidden),
                          *[MixerBlock(tokens, hidden, token_mlp, channel_mlp) for _ in range(layers)],
-                         MixerHead(hidden, classes))
+                         PoolHead(hidden, classes))
