@@ -22,10 +22,12 @@ the figure is the median over the steps after warm-up.  Optimizer: SGD with mome
 images and 10 class labels, or token ids and next tokens.  Differences from the executor, by
 design: DDP's own buckets (25 MiB) and its broadcast of rank 0's buffers (BatchNorm's running
 statistics) before each forward, which parsim.exec does not run (``--ddp-bucket-mb`` and
-``--no-broadcast-buffers`` change both for a comparison), and no tied-embedding gradient sync
-when a pipeline splits the GPT's tied embedding and head (the head keeps its own copy), so
-compare pp=2 on models without
-tied weights (ResNet-50, the held-out models).  Each stage's input and output pass a dense copy
+``--no-broadcast-buffers`` change both for a comparison).  Where a pipeline splits a tied
+embedding and head (a Gemma-style decoder), the two stages' gradients of the shared weight are
+summed after the backward, before the optimizer, as Megatron-LM's embedding-group all-reduce
+(``_allreduce_word_embedding_grads`` in megatron/core/distributed/finalize_model_grads.py) and
+the executor's REDUCE_TIED do: without it each stage would train its own copy, a cheaper step that
+is not the same training.  Each stage's input and output pass a dense copy
 where they are strided views (gloo sends contiguous buffers only), as the executor's stages do.
 """
 
@@ -82,6 +84,14 @@ class Dense(nn.Module):
         return _Dense.apply(x) if x.is_floating_point() else x
 
 
+def tied_params(stage_mod: nn.Module, units: list, a: int, b: int) -> list:
+    """The parameters of a stage (units ``a:b``) that a unit outside it shares (tied embeddings:
+    one ``Parameter`` object, since every rank builds the whole model): the weights whose
+    gradients the stages holding them must sum."""
+    elsewhere = {id(p) for _, u in units[:a] + units[b:] for p in u.parameters()}
+    return [p for p in stage_mod.parameters() if id(p) in elsewhere]
+
+
 def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup: int, out: str,
            ddp_options: dict | None = None) -> None:
     from parsim.model.extract import cut_units
@@ -128,6 +138,7 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
         sched = cls(stage, micro, loss_fn=loss_fn)
         opt = optimizer(stage_mod.parameters())
         per_rank = gb
+        tied = tied_params(stage_mod, units, a, b)      # pp = world = 2: both stages hold a tied weight
 
         def step_fn(x, y):
             if rank == 0:
@@ -136,6 +147,8 @@ def worker(rank: int, world: int, init: str, plan_path: str, steps: int, warmup:
                 sched.step(target=y)
             else:
                 sched.step()
+            for p in tied:
+                dist.all_reduce(p.grad)
             opt.step()
             opt.zero_grad(set_to_none=True)
 

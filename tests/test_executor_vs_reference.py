@@ -32,3 +32,34 @@ def test_a_validate_folder_gives_the_two_rank_plans_the_reference_runs(tmp_path)
                      "--json"]) == 0
     chosen = _bench().plans_from(str(tmp_path), str(tmp_path))
     assert [label for label, _ in chosen] == ["dp2", "pp2-gpipe"]
+
+
+def _reference():
+    spec = importlib.util.spec_from_file_location("reference_torch", "benchmarks/reference_torch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_reference_sums_a_tied_weight_over_the_stages_that_hold_it():
+    """A Gemma-style decoder (tied embedding and head) cut in two: each stage holds the shared
+    weight, so each sums its gradient with the other's (as Megatron-LM and the executor do); a
+    model with an untied head has nothing to sum."""
+    from torch import nn
+
+    from parsim.model.extract import cut_units
+    from parsim.model.spec import build_module, load_model
+
+    ref = _reference()
+    for path, tied in (("results/heldout/models/gemma_tiny.yaml", True),
+                       ("results/heldout/models/phi3_tiny.yaml", False)):
+        spec = load_model(path)
+        units = cut_units(build_module(spec.source, spec.path))
+        cut = len(units) // 2
+        shared = [ref.tied_params(nn.Sequential(*[u for _, u in units[a:b]]), units, a, b)
+                  for a, b in ((0, cut), (cut, len(units)))]
+        if tied:
+            assert len(shared[0]) == len(shared[1]) == 1 and shared[0][0] is shared[1][0]
+            assert shared[0][0] is units[0][1].embed_tokens.weight is units[-1][1].lm_head.weight
+        else:
+            assert shared == [[], []]
