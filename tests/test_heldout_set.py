@@ -3,7 +3,7 @@ hash to what was committed when the set was drawn, and their content (names, rul
 model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27, -27b and -27c
 are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
 were held out when drawn; 2026-11-28 and 2026-11-28b (dense) are development sets since their
-runs set the CPU intervals; 2026-11-28c (dense) is the newest.  Every model loads and extracts, its torch module runs one forward on the
+runs set the CPU intervals; 2026-11-28c and 2026-11-28d (dense) are held out, measuring one model.  Every model loads and extracts, its torch module runs one forward on the
 executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
 validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
 only from the runs its rule allows."""
@@ -33,7 +33,8 @@ MOE_D = "results/heldout/moe-2026-11-27d.yaml"
 SET_C = "results/heldout/2026-11-28.yaml"
 SET_D = "results/heldout/2026-11-28b.yaml"
 SET_E = "results/heldout/2026-11-28c.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E)
+SET_F = "results/heldout/2026-11-28d.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -42,7 +43,8 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      MOE: set(), MOE_B: set(), MOE_C: set(), MOE_D: set(),
                      SET_C: {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32},      # every size any set used before
                      SET_D: {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32},
-                     SET_E: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36}}
+                     SET_E: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36},
+                     SET_F: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 22, 24, 28, 32, 36, 44}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -57,6 +59,10 @@ SHA256 = {
     SET_C: "e588c3ccea2c8efe4099aa8f8773452f32b0cd385aeed35f01a347da566a6e69",
     SET_D: "c0b074a03213f3eb0be04788140d171e2ac2ca336d970cc1d3997e91ea709de9",
     SET_E: "e969e77b2887356d73d4b13aa9cea2521a1f17fe6e131b418cd337df68f7fd09",
+    SET_F: "8bda0477fd8b95080dcadea5141550211c1a767144d25de2d43b82e8b4ab0289",
+    "results/heldout/models/shufflenet_v2_cifar.yaml": "241e4ae69f1f86e97958128be9f5eeee43da6a1defe0e394f99dd7d7aa0bdd41",
+    "results/heldout/models/cohere_tiny.yaml": "ac8a35203bda3e1900943cb5b4bf7c523fb1ce79518200fc6d97c98303ae5f48",
+    "results/heldout/models/olmo2_tiny.yaml": "42558398e78e284fe6329a7a18a0e9d9bbcff4fab0c72720b531f60972e46e45",
     "results/heldout/models/squeezenet_cifar.yaml": "d587b5f9026046c7939513cf6aca56966cadb89e3da8c62f0fe94794e968610d",
     "results/heldout/models/gemma_tiny.yaml": "272aacdd7e152de2b09e3212d22c02ec46183021416bc60774cfeafd03d00864",
     "results/heldout/models/phi3_tiny.yaml": "62b5892bd7b71bf0d55cdeacb14754c63a067116f1c5e4e584a0d631d1719f94",
@@ -110,6 +116,10 @@ CONTENT = {
         ("results/heldout/models/squeezenet_cifar.yaml", 727626, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/gemma_tiny.yaml", 1500480, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/phi3_tiny.yaml", 1770816, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_F: ("heldout-2026-11-28d", [
+        ("results/heldout/models/shufflenet_v2_cifar.yaml", 352042, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/cohere_tiny.yaml", 1585920, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/olmo2_tiny.yaml", 1722816, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
