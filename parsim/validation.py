@@ -36,6 +36,7 @@ from parsim.hardware.cluster import load_profile, with_measured_fits
 from parsim.hardware.machine import this_machine
 from parsim.model.spec import load_model
 from parsim.profile.calibrate import leave_size_out, profiled_compute
+from parsim.profile.host import PhaseWatch, disturbed_phases
 from parsim.plan import ParallelConfig, bounds_from_assignment, plan_from_candidate
 from parsim.report import validation as report
 from parsim.search.noise import TOP, reranker
@@ -351,6 +352,9 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     # Passes run the whole set in turn (run_order), so that slow drifts of the shared machine fall on
     # every plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[tuple[int, dict]]] = {c.label: [] for c in cases}
+    # the canary before each run and the host's counters over it (its ranks' own CPU time apart):
+    # a run taken while the host slowed is named, not silently counted as the model's error
+    watch = PhaseWatch(children=True)
     order = run_order([c.label for c in cases], passes)
     estimates: list[dict] = []                  # per pass: label -> (Estimate, analytical step s)
     for k in range(passes):
@@ -380,14 +384,18 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             log(f"[pass {k + 1}/{passes}, {i + 1}/{len(cases)}] {case.label}: dp={cfg.dp} pp={cfg.pp} tp={cfg.tp} "
                 f"cp={cfg.cp} " + (f"ep={cfg.ep} " if cfg.ep > 1 else "") +
                 f"m={cfg.microbatches} {cfg.schedule}, predicted {est.step_time_s:.4f} s ...")
-            code = launch([os.path.join(out_dir, f"{case.label}.plan.json"), "--steps", str(steps), "--out", run_dir,
-                           "--json", "--timeout", str(timeout_s)], cfg.world_size, timeout_s, module="parsim.run",
-                          quiet=True)
+            code = watch(f"pass {k + 1} {case.label}", lambda: launch(
+                [os.path.join(out_dir, f"{case.label}.plan.json"), "--steps", str(steps), "--out", run_dir, "--json",
+                 "--timeout", str(timeout_s)], cfg.world_size, timeout_s, module="parsim.run", quiet=True))
             if code:
                 raise InputError(f"validate: the run of {case.label} failed (exit {code}); see {run_dir}")
             with open(os.path.join(run_dir, "measured.json")) as f:
                 runs[case.label].append((k, json.load(f)))
             log(f"      measured {runs[case.label][-1][1]['step_time_s']:.4f} s")
+    disturbed = disturbed_phases(watch.phases)
+    for line in disturbed:
+        log(f"parsim: warning: the host was disturbed during the run of {line}; its time is kept, and "
+            "counts as error")
     for case in cases:
         cfg, measured_runs = case.config, runs[case.label]
         times = sorted(m["step_time_s"] for _, m in measured_runs)
@@ -432,7 +440,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                measured_per_pass=[asdict(p.measured) for p in pricing],
                steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
                set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped,
-               memory_breakdown=breakdown,
+               memory_breakdown=breakdown, disturbed_runs=disturbed, runs_watched=len(watch.phases),
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))   # pooled rows

@@ -7,8 +7,9 @@ parsim.profile.rounds.
 - ``HostCounter.sample()``: since the previous call, the cores' busy time that the concurrent
   profilers did not use themselves (``foreign``), and the stolen time (``steal``), each as a
   share of one core over the wall time.  The profilers' own CPU time is this process's, times
-  the profilers on this node (they run the same work in lock-step).  On a machine without
-  ``/proc/stat`` both are 0.
+  the profilers on this node (they run the same work in lock-step); with ``children``, that of
+  the child processes it waited for as well (``parsim validate``: a run's ranks).  On a machine
+  without ``/proc/stat`` both are 0.
 
 Field order of /proc/stat's ``cpu`` line: user nice system idle iowait irq softirq steal
 (proc(5)); steal is also counted as busy by nothing else there, so it is kept apart.
@@ -58,12 +59,15 @@ def _proc_stat() -> tuple[float, float] | None:
 class HostCounter:
     """Call ``sample()`` after each measurement: what the host did since the previous call."""
 
-    def __init__(self, profilers: int = 1):
-        self.profilers = profilers
+    def __init__(self, profilers: int = 1, children: bool = False):
+        self.profilers, self.children = profilers, children
         self._last = self._read()
 
     def _read(self):
         cpu = time.process_time()
+        if self.children:                 # the finished children's CPU seconds (os.times: waited-for ones)
+            t = os.times()
+            cpu += t.children_user + t.children_system
         return time.perf_counter(), cpu, _proc_stat()
 
     def sample(self) -> HostSample:
@@ -79,12 +83,13 @@ class HostCounter:
 
 class PhaseWatch:
     """The canary before, and the host's counters over, each phase of a measurement that is not
-    taken in rounds (``parsim profile-comm``): ``watch(name, fn)`` runs fn and records the phase.
+    taken in rounds (``parsim profile-comm``; each run of ``parsim validate``, whose ranks are
+    child processes: ``children``): ``watch(name, fn)`` runs fn and records the phase.
     A phase is disturbed as a round's measurement is (parsim.profile.rounds.disturbed), its canary
     judged against the median of every phase's canary."""
 
-    def __init__(self, profilers: int = 1):
-        self.counter = HostCounter(profilers)
+    def __init__(self, profilers: int = 1, children: bool = False):
+        self.counter = HostCounter(profilers, children)
         self.phases: list[tuple[str, float, HostSample]] = []
 
     def __call__(self, name: str, fn):
