@@ -352,9 +352,12 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     # Passes run the whole set in turn (run_order), so that slow drifts of the shared machine fall on
     # every plan alike; a plan's measurement is its median over passes, and the spread is reported.
     runs: dict[str, list[tuple[int, dict]]] = {c.label: [] for c in cases}
-    # the canary before each run and the host's counters over it (its ranks' own CPU time apart):
-    # a run taken while the host slowed is named, not silently counted as the model's error
-    watch = PhaseWatch(children=True)
+    # the host's counters over each run (its ranks' own CPU time apart): a run that other processes
+    # or the hypervisor took CPU from is named, not silently counted as the model's error.  No canary:
+    # timed before a run (after the idle gap between runs) it moved by 20-60% on a quiet VM and named
+    # runs no slower than the rest while missing one 18% slower (results/2026-11-28-amd-epyc/
+    # validate-host-watch/)
+    watch = PhaseWatch(children=True, canary=False)
     order = run_order([c.label for c in cases], passes)
     estimates: list[dict] = []                  # per pass: label -> (Estimate, analytical step s)
     for k in range(passes):
@@ -441,6 +444,7 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
                set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped,
                memory_breakdown=breakdown, disturbed_runs=disturbed, runs_watched=len(watch.phases),
+               runs_host=[{"run": name, "foreign_cores": h.foreign, "steal_cores": h.steal} for name, _, h in watch.phases],
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))   # pooled rows

@@ -250,20 +250,24 @@ def test_cpu_slug():
     assert slug("AMD EPYC 7B13") == "amd-epyc-7b13" and slug("") == "unknown"
 
 
-def test_a_run_taken_while_the_host_slowed_is_named(monkeypatch, tmp_path):
-    """The canary before each run: the one that ran 60% slower than the runs' median names its run
-    (kept in the figures), in validation.json and in the printed summary."""
+def test_a_run_other_processes_took_cpu_from_is_named(monkeypatch, tmp_path):
+    """The host's counters over each run: the one during which other processes used 80% of a core
+    names its run (kept in the figures), in validation.json and in the printed summary."""
     from parsim.profile import host
+    from parsim.profile.rounds import HostSample
     from parsim.report.cli_text import validate_lines
 
     cfg = ParallelConfig(1, 1, 1, "1f1b", 1, (0, 2))
     _fake_runs(monkeypatch, [validation.Case("single", cfg)], [0.1, 0.3, 0.2])
-    canaries = iter([1e-3, 1e-3, 1.6e-3])
-    monkeypatch.setattr(host, "canary_s", lambda: next(canaries))
-    monkeypatch.setattr(host, "_proc_stat", lambda: None)       # no counters: the canary alone decides
+    # before and after each run: what the counter saw since its previous sample
+    seen = iter([HostSample(), HostSample(0.05), HostSample(), HostSample(0.1, 0.02), HostSample(), HostSample(0.8)])
+    monkeypatch.setattr(host.HostCounter, "sample", lambda self: next(seen))
+    monkeypatch.setattr(host, "canary_s", lambda: pytest.fail("validate times no canary"))
     out = validation.validate(MODEL, "local-cpu", {2: TABLE}, str(tmp_path / "v"), passes=3, log=lambda *a: None)
-    assert out["runs_watched"] == 3 and out["disturbed_runs"] == ["pass 3 single: canary +60%"]
+    assert out["runs_watched"] == 3 and out["disturbed_runs"] == ["pass 3 single: other processes 80% of a core"]
+    assert [(r["run"], r["foreign_cores"], r["steal_cores"]) for r in out["runs_host"]] == \
+        [("pass 1 single", 0.05, 0.0), ("pass 2 single", 0.1, 0.02), ("pass 3 single", 0.8, 0.0)]
     assert out["plans"][0]["measured_step_s"] == pytest.approx(0.2)          # kept: the median of all three
     lines = validate_lines(out["table"], out, str(tmp_path / "v"))
-    assert "host: 1 of 3 runs disturbed (the canary before each run, other processes' CPU and hypervisor steal " \
-           "over it): pass 3 single: canary +60%" in lines
+    assert "host: 1 of 3 runs disturbed (other processes' CPU or hypervisor steal over a quarter of a core during " \
+           "the run): pass 3 single: other processes 80% of a core" in lines

@@ -86,14 +86,17 @@ class PhaseWatch:
     taken in rounds (``parsim profile-comm``; each run of ``parsim validate``, whose ranks are
     child processes: ``children``): ``watch(name, fn)`` runs fn and records the phase.
     A phase is disturbed as a round's measurement is (parsim.profile.rounds.disturbed), its canary
-    judged against the median of every phase's canary."""
+    judged against the median of every phase's canary; without ``canary``, by the counters alone.
+    (Timed after an idle gap, as before a validate run, the canary's 0.5 ms moved by 20-60% on a
+    quiet 2-core EPYC VM and did not follow the runs' times: see parsim.validation.)"""
 
-    def __init__(self, profilers: int = 1, children: bool = False):
+    def __init__(self, profilers: int = 1, children: bool = False, canary: bool = True):
         self.counter = HostCounter(profilers, children)
+        self.canary = canary
         self.phases: list[tuple[str, float, HostSample]] = []
 
     def __call__(self, name: str, fn):
-        canary = canary_s()
+        canary = canary_s() if self.canary else 0.0
         self.counter.sample()
         out = fn()
         self.phases.append((name, canary, self.counter.sample()))
@@ -112,7 +115,8 @@ def disturbed_phases(phases: list[tuple[str, float, HostSample]]) -> list[str]:
     out = []
     for name, c, h in phases:
         if disturbed(c, med, h):
-            parts = [f"canary {c / med - 1:+.0%}"] + ([f"other processes {h.foreign:.0%} of a core"] if h.foreign else []) \
+            parts = ([f"canary {c / med - 1:+.0%}"] if med > 0 else []) \
+                + ([f"other processes {h.foreign:.0%} of a core"] if h.foreign else []) \
                 + ([f"hypervisor steal {h.steal:.0%}"] if h.steal else [])
             out.append(f"{name}: " + ", ".join(parts))
     return out

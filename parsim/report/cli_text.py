@@ -504,8 +504,8 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
                      "(median)")
     if out.get("runs_watched"):
         bad = out.get("disturbed_runs", [])
-        lines.append(f"host: {len(bad)} of {out['runs_watched']} runs disturbed (the canary before each run, other "
-                     "processes' CPU and hypervisor steal over it)" + (": " + "; ".join(bad) if bad else ""))
+        lines.append(f"host: {len(bad)} of {out['runs_watched']} runs disturbed (other processes' CPU or hypervisor "
+                     "steal over a quarter of a core during the run)" + (": " + "; ".join(bad) if bad else ""))
     lines.append(f"calibrated analytical model, each size fitted without it (leave-one-size-out): step-time MAPE "
                  f"{out['mape_step_time_analytical']:.1%}{_ci(out.get('mape_step_time_analytical_ci'))}, "
                  f"max error {out['max_error_step_time_analytical']:.1%}")
