@@ -444,7 +444,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
                set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped,
                memory_breakdown=breakdown, disturbed_runs=disturbed, runs_watched=len(watch.phases),
-               runs_host=[{"run": name, "foreign_cores": h.foreign, "steal_cores": h.steal} for name, _, h in watch.phases],
+               runs_host=[{"run": name, "foreign_cores": h.foreign, "steal_cores": h.steal}
+                          for name, _, h in watch.phases],
                machine=asdict(this_machine()))      # where it was measured, for a plan report
     write_json(os.path.join(out_dir, "validation.json"), out)
     write_text(os.path.join(out_dir, "validation.csv"), report.table(rows).to_csv(index=False))   # pooled rows

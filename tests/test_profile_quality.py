@@ -352,17 +352,18 @@ def test_the_host_counter_counts_the_children_it_waited_for_as_its_own(monkeypat
     """What a run's ranks (child processes) use is not another process's: with ``children`` the
     counter subtracts their CPU seconds from the cores' busy time, as it does its own."""
     import os
-    import time
+    import types
 
     from parsim.profile import host
 
     clock = iter([0.0, 2.0] * 2)                                 # wall seconds: a 2 s phase, twice
     cpu = iter([1.0, 1.1] * 2)                                   # this process: 0.1 s
-    kids = iter([10.0, 13.6] * 2)                                # its waited-for children: 3.6 s
+    kids = iter([10.0, 13.6])                                    # its waited-for children: 3.6 s
     stat = iter([(100.0, 5.0), (104.0, 5.5)] * 2)                # cores busy 4 s, 0.5 s stolen
-    monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
-    monkeypatch.setattr(time, "process_time", lambda: next(cpu))
-    monkeypatch.setattr(os, "times", lambda: os.times_result((0.0, 0.0, next(kids), 0.0, 0.0)))
+    monkeypatch.setattr(host, "time", types.SimpleNamespace(perf_counter=lambda: next(clock),
+                                                            process_time=lambda: next(cpu)))
+    monkeypatch.setattr(host, "os", types.SimpleNamespace(
+        times=lambda: os.times_result((0.0, 0.0, next(kids), 0.0, 0.0)), sysconf=os.sysconf))
     monkeypatch.setattr(host, "_proc_stat", lambda: next(stat))
     with_children = host.HostCounter(children=True).sample()
     assert with_children.foreign == pytest.approx((4.0 - 0.1 - 3.6) / 2) and with_children.steal == pytest.approx(0.25)
