@@ -405,3 +405,36 @@ def test_pruned_search_simulates_no_candidate_over_the_cap(monkeypatch):
     assert pruned.simulated == len(seen) < full.simulated / 2
     assert [(x.key(), x.estimate.step_time_s, x.peak_memory_bytes) for x in pruned.ranked] == \
         [(x.key(), x.estimate.step_time_s, x.peak_memory_bytes) for x in full.ranked]
+
+
+def test_few_micro_batches_over_many_chunks_are_bounded_by_one_micro_batchs_chain():
+    """Interleaved 1F1B with 2 micro-batches over pp=2 x v=8 stages (ResNet-50 on 1,024 Ascend
+    910s, dp=512): each micro-batch's forward and backward pass every stage and the 2 (v pp - 1)
+    transfers between them in turn, so the step is at least that chain, which here exceeds the
+    busiest rank's work after its head; the simulated step is above it."""
+    from dataclasses import replace
+
+    from parsim.plan import ParallelConfig
+    from parsim.search.resolve import boundary_links
+    from parsim.shard.prepare import per_device_graph
+    from parsim.sim import simulate
+
+    spec = load_model("examples/resnet50_imagenet.yaml")
+    cluster = load_cluster("ascend910:128x8").for_dtype(spec.training.dtype)
+    compute = _compute(cluster, spec)
+    graph = per_device_graph(spec.graph, 1, "", False, spec.shard, cluster, spec.training)
+    bnd = split.Bounds(spec, graph, cluster, compute)
+    cfg = ParallelConfig(512, 2, 2, "interleaved", 8, (), "pp-inner")
+    b = cfg.microbatch_size(spec.training.global_batch_size)
+    links = bnd.prices.boundary_links(cfg, boundary_links)
+    cfg = replace(cfg, bounds=bnd.free_split(16, b, links))
+    F, B, _, _ = bnd.phase_times(b)
+    x = bnd.edges(b, links) / 2
+    stages = list(zip(cfg.bounds, cfg.bounds[1:]))
+    chain = F[-1] + B[-1] + 2 * sum(float(x[s, z - 1]) for s, (_, z) in enumerate(stages[:-1]))
+    work = [cfg.microbatches * sum(F[z] - F[a] + B[z] - B[a] for s, (a, z) in enumerate(stages) if s % 2 == r)
+            for r in range(2)]
+    head_1 = F[cfg.bounds[1]] + float(x[0, cfg.bounds[1] - 1])
+    assert chain > 1.2 * max(work[0], head_1 + work[1])
+    lb = bnd.lower_bound_s(cfg, b)
+    assert chain <= lb <= simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False).step_time_s

@@ -117,8 +117,10 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
         ranked, noise_lines = rerank(ranked)
     all_devices = None
     if ranked[0].config.world_size < world:
-        all_devices = next((x for x in results if x.config.world_size == world), None)
-        if all_devices is None:            # none simulated: search the plans on every device alone
+        # only the top k are the exhaustive search's: an all-device plan among them is the best one;
+        # one simulated below them need not be (the search stopped before pricing the rest)
+        all_devices = next((x for x in results[: c.top] if x.config.world_size == world), None)
+        if all_devices is None:            # none ranked: search the plans on every device alone
             all_devices = _on_every_device(spec, cluster, compute, c, tp_compute, ep_compute, prices)
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=_pareto(results),
                       manual=_manual(spec, prices, compute, c) if spec.manual_stages else None, capacity_bytes=cap,

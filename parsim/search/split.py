@@ -291,7 +291,12 @@ class Bounds:
           work and steps its optimizer; with an unsplit backward its last compute is the backward
           of its chunk-0 stage r (every generator's order: tests/test_search_bound.py), after
           which that micro-batch's backward through stages r-1..0, with the transfers between
-          them, still runs (tail_r), and then rank 0 steps its optimizer."""
+          them, still runs (tail_r), and then rank 0 steps its optimizer;
+        - with any number of chunks, each micro-batch's forward runs through every stage in turn,
+          each stage's output sent to the next, and its backward back through them (under a split
+          backward only I is on that path: W may wait), ending on stage 0, after which rank 0
+          steps its optimizer: the chain.  With few micro-batches over many chunks (interleaved,
+          v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides."""
         Fp, Bp, Ip, Wp = self.phase_times(b)
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
@@ -303,10 +308,12 @@ class Bounds:
         tail = [0.0] * pp                   # its backward through them (unsplit backward only)
         best = 0.0
         upstream = 0.0
+        chain = 0.0                         # one micro-batch through every stage and back (above)
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
             x = float(sent[s, z - 1])
+            chain += f + (Ip[z] - Ip[a] if split else bwd) + (2 * x if s + 1 < cfg.stages else 0.0)
             if s + 1 < pp:
                 head[s + 1] = head[s] + f + x
                 tail[s + 1] = tail[s] + (0.0 if split else bwd + x)
@@ -332,7 +339,7 @@ class Bounds:
         ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
         if not split:
             ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
-        return max(best, max(ends))
+        return max(best, max(ends), chain + after[0])
 
     def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
         """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), from the run's
