@@ -7,12 +7,17 @@ import sys
 from parsim.cli import main
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("executor_vs_reference", "benchmarks/executor_vs_reference.py")
+def _script(name: str):
+    """benchmarks/<name>.py as a module (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, f"benchmarks/{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("executor_vs_reference", module)
+    sys.modules.setdefault(name, module)
     spec.loader.exec_module(module)
     return module
+
+
+def _bench():
+    return _script("executor_vs_reference")
 
 
 def test_results_go_to_a_folder_named_by_the_cpu():
@@ -34,13 +39,6 @@ def test_a_validate_folder_gives_the_two_rank_plans_the_reference_runs(tmp_path)
     assert [label for label, _ in chosen] == ["dp2", "pp2-gpipe"]
 
 
-def _reference():
-    spec = importlib.util.spec_from_file_location("reference_torch", "benchmarks/reference_torch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_reference_sums_a_tied_weight_over_the_stages_that_hold_it():
     """A Gemma-style decoder (tied embedding and head) cut in two: each stage holds the shared
     weight, so each sums its gradient with the other's (as Megatron-LM and the executor do); a
@@ -50,7 +48,7 @@ def test_the_reference_sums_a_tied_weight_over_the_stages_that_hold_it():
     from parsim.model.extract import cut_units
     from parsim.model.spec import build_module, load_model
 
-    ref = _reference()
+    ref = _script("reference_torch")
     for path, tied in (("results/heldout/models/gemma_tiny.yaml", True),
                        ("results/heldout/models/phi3_tiny.yaml", False)):
         spec = load_model(path)

@@ -80,9 +80,13 @@ def vit(image_size: int = 32, patch: int = 4, hidden: int = 192, layers: int = 6
 # 1x1 linear projection), ReLU6, residual where stride 1 and widths match.
 
 class ConvBN(nn.Sequential):
-    def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, act: bool = True):
+    """Convolution (no bias, same padding), BatchNorm and, with ``act``, ``activation`` (MobileNetV2's
+    ReLU6 by default; ShuffleNet V2's ReLU, parsim.model.zoo.heldout_d)."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, act: bool = True,
+                 activation: type[nn.Module] = nn.ReLU6):
         super().__init__(nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
-                         nn.BatchNorm2d(cout), *([nn.ReLU6()] if act else []))
+                         nn.BatchNorm2d(cout), *([activation()] if act else []))
 
 
 class InvertedResidual(nn.Module):
@@ -99,9 +103,9 @@ class InvertedResidual(nn.Module):
 
 
 class ConvHead(nn.Module):
-    def __init__(self, cin: int, width: int, classes: int):
+    def __init__(self, cin: int, width: int, classes: int, activation: type[nn.Module] = nn.ReLU6):
         super().__init__()
-        self.conv, self.fc = ConvBN(cin, width, 1), nn.Linear(width, classes)
+        self.conv, self.fc = ConvBN(cin, width, 1, activation=activation), nn.Linear(width, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:   # (B, c, s, s) -> (B, classes)
         return self.fc(self.conv(x).mean((2, 3)))

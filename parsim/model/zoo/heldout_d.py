@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from parsim.model.zoo.heldout import ConvBN, ConvHead
+
 
 # ----------------------------------------------------------------------------- ShuffleNet V2
 # Ma et al. 2018, "ShuffleNet V2", Sec. 4 and Fig. 3 (c, d): a block of stride 1 splits the
@@ -21,7 +23,8 @@ from torch import nn
 # both halves from the whole input (the left one a 3x3 depthwise conv of stride 2, then a 1x1).
 # Either ends in a channel shuffle of 2 groups.  Table 5's 0.5x widths: stages of 48, 96, 192
 # channels, a 24-channel stem, and a 1x1 convolution to 1024 before pooling.  At CIFAR size the stem
-# has stride 1 and no max pooling.
+# has stride 1 and no max pooling.  Convolutions and head: MobileNetV2's ConvBN and ConvHead
+# (parsim.model.zoo.heldout) with ReLU.
 
 def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
     """(B, c, s, s) with its channels interleaved across ``groups`` (Zhang et al. 2018, ShuffleNet,
@@ -30,20 +33,16 @@ def channel_shuffle(x: torch.Tensor, groups: int) -> torch.Tensor:
     return x.view(b, groups, c // groups, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
 
 
-def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, relu: bool = True) -> list[nn.Module]:
-    layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
-    return layers + [nn.ReLU()] if relu else layers
-
-
 class ShuffleBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int):
         super().__init__()
         half = cout // 2
         self.stride = stride
-        self.left = (nn.Sequential(*_conv_bn(cin, cin, 3, stride, cin, relu=False), *_conv_bn(cin, half, 1))
-                     if stride > 1 else None)
-        self.right = nn.Sequential(*_conv_bn(cin if stride > 1 else half, half, 1),
-                                   *_conv_bn(half, half, 3, stride, half, relu=False), *_conv_bn(half, half, 1))
+        self.left = (nn.Sequential(ConvBN(cin, cin, 3, stride, cin, act=False),
+                                   ConvBN(cin, half, 1, activation=nn.ReLU)) if stride > 1 else None)
+        self.right = nn.Sequential(ConvBN(cin if stride > 1 else half, half, 1, activation=nn.ReLU),
+                                   ConvBN(half, half, 3, stride, half, act=False),
+                                   ConvBN(half, half, 1, activation=nn.ReLU))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:     # (B, cin, s, s) -> (B, cout, s / stride, s / stride)
         if self.stride == 1:
@@ -54,24 +53,14 @@ class ShuffleBlock(nn.Module):
         return channel_shuffle(out, 2)
 
 
-class ConvBNPoolHead(nn.Module):
-    def __init__(self, cin: int, hidden: int, classes: int):
-        super().__init__()
-        self.conv = nn.Sequential(*_conv_bn(cin, hidden, 1))
-        self.fc = nn.Linear(hidden, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:     # (B, c, s, s) -> (B, classes)
-        return self.fc(self.conv(x).mean((2, 3)))
-
-
 def shufflenet_v2(stages: tuple[int, ...] = (48, 96, 192), repeats: tuple[int, ...] = (4, 8, 4), stem: int = 24,
                   head: int = 1024, classes: int = 10) -> nn.Sequential:
     """ShuffleNet V2 at the given widths (default: the paper's 0.5x) and blocks per stage (the
     paper's 4, 8, 4); the stem (3x3 convolution, BatchNorm, ReLU) one unit, each block one, the
     head (1x1 convolution to ``head`` channels, pooling, Linear) one."""
-    units: list[nn.Module] = [nn.Sequential(*_conv_bn(3, stem, 3))]
+    units: list[nn.Module] = [ConvBN(3, stem, 3, activation=nn.ReLU)]
     cin = stem
     for cout, n in zip(stages, repeats):
         units += [ShuffleBlock(cin if i == 0 else cout, cout, 2 if i == 0 else 1) for i in range(n)]
         cin = cout
-    return nn.Sequential(*units, ConvBNPoolHead(cin, head, classes))
+    return nn.Sequential(*units, ConvHead(cin, head, classes, activation=nn.ReLU))
