@@ -1,4 +1,4 @@
-"""The two canary experiments of README.md section 1, as run (2026-11-28 14:23-14:25 UTC).
+"""The two canary experiments of README.md section 1, as run (2026-11-28 14:26-14:27 UTC, between the two quiet validates).
 
     python results/2026-11-28-amd-epyc/validate-host-watch/canary_idle.py
 """
