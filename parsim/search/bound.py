@@ -116,7 +116,7 @@ class Candidate:
                 c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep, c.etp)
 
 
-GRAPH, FLOOR, SPLIT = 0, 1, 2         # the kinds of entry in the branch and bound (BranchAndBound)
+GRAPH, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3     # the kinds of entry in the branch and bound (BranchAndBound)
 # When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
 # same tp whose families' bounds are within this factor of its bound are searched with it, in one
 # pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search).
@@ -148,9 +148,11 @@ class BranchAndBound:
     """The planner's search over the candidates of ``families`` (parsim.search.enumerate), best
     bound first, over three kinds of entry:
 
-        GRAPH  a searched-layout family whose per-device graph is not built yet, bounded by its
-               unsharded graph's floor over tp (searched_floor_s);
-        FLOOR  a candidate without a split, bounded by its floor (floor_s);
+        GRAPH    a searched-layout family whose per-device graph is not built yet, bounded by its
+                 unsharded graph's floor over tp (searched_floor_s);
+        MEMBERS  a family's candidates of one shape (chunks, split backward), which share a floor:
+                 one entry until it comes up, then each candidate a FLOOR entry (below);
+        FLOOR    a candidate without a split, bounded by its floor (floor_s);
         SPLIT  a candidate with its memory-constrained split, bounded by Bounds.lower_bound_s.
 
     Every bound is at most the simulated step time of every candidate it stands for, so the search
@@ -178,6 +180,7 @@ class BranchAndBound:
         self.unfit: list[tuple] = []            # (bounds, config's args, b): no split fits, found when bound
         self.unsharded_graphs: dict[tuple[bool, int], LayerGraph] = {}
         self.pushed: set[tuple] = set()         # the families bound so far (a canonical one may recur)
+        self.member_lists: dict[tuple, list[tuple]] = {}     # (dp, pp, m, cp, ep) -> members
         self.replicating: dict[int, bool] = {}  # id(graph) -> whether its layout splits no operator
         self.graph_sizes: dict[int, list[tuple[float, int]]] = {}     # tp -> (bound, b) of its GRAPH entries
         self.results: list[Candidate] = []
@@ -218,7 +221,8 @@ class BranchAndBound:
     def run(self, bar) -> None:
         """Take entries, best bound first, until the best left cannot reach the top k; ``bar``
         counts the simulations (a progress bar's update)."""
-        step = {GRAPH: self.graph_entry, FLOOR: self.floor_entry, SPLIT: self.split_entry}
+        step = {GRAPH: self.graph_entry, MEMBERS: self.members_entry, FLOOR: self.floor_entry,
+                SPLIT: self.split_entry}
         while self.heap:
             bound, _, kind, item = heapq.heappop(self.heap)
             if bound > self.kth and self.c.prune:
@@ -308,8 +312,13 @@ class BranchAndBound:
             return ("ring",)
         return (self.c.cp_mode,) if self.c.cp_mode else CP_MODES
 
-    def members(self, dp, pp, m, cp, ep=1):
-        return list(zero_variants(schedules(pp, m, len(self.spec.graph), self.c), dp, pp, self.c, self.spec, cp, ep))
+    def members(self, dp, pp, m, cp, ep=1) -> list[tuple]:
+        """(schedule, chunks, placement, zero) of a family's candidates (zero_variants)."""
+        key = (dp, pp, m, cp, ep)
+        if key not in self.member_lists:
+            self.member_lists[key] = list(zero_variants(schedules(pp, m, len(self.spec.graph), self.c), dp, pp, self.c,
+                                                        self.spec, cp, ep))
+        return self.member_lists[key]
 
     def searched_graph(self, tp, recompute, b, pp, cp) -> LayerGraph | None:
         """The searched layout for this micro-batch size and pp devices' memory; None if none fits."""
@@ -341,23 +350,43 @@ class BranchAndBound:
         if family in self.pushed:
             return
         self.pushed.add(family)
+        members, modes = self.members(dp, pp, m, cp, ep), self.cp_modes(cp)
         for overlap in self.overlaps(tp, layout):
             bnd = self.bounds_for(tp, layout, graph, overlap)
-            floors: dict[tuple[int, bool], float] = {}       # the floor depends on the chunks and a split backward
-            for schedule, v, placement, zero in self.members(dp, pp, m, cp, ep):
-                unfit = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
-                shape = (v, schedule == "zbh1")
-                if not unfit and shape not in floors:        # priced only where a member may fit
-                    floors[shape] = floor_s(*bnd.phase_times(b), m, pp, *shape)
-                for mode in self.cp_modes(cp):
+            # Each (member, cp mode) owns the tie-break number base + its index, as if each were
+            # pushed now, so the heap pops them in the same order when their shape's entry comes up.
+            base = next(self.order)
+            self.order = itertools.count(base + len(members) * len(modes))
+            kwargs = [dict(tp_comm_overlap=overlap, cp_mode=mode, ep=ep, ep_overlap=self.c.ep_overlap and ep > 1,
+                           etp=etp) for mode in modes]
+            unfit: dict[tuple, bool] = {}               # what cannot_fit depends on here: schedule, chunks, ZeRO
+            shapes: dict[tuple[int, bool], list[int]] = {}       # the floor depends on the chunks and a split backward
+            for i, (schedule, v, placement, zero) in enumerate(members):
+                key = (schedule, v, zero)
+                if key not in unfit:
+                    unfit[key] = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
+                if unfit[key]:          # no split fits (step 2 would find none): a miss now, not an entry
                     args = (dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
-                    kwargs = dict(tp_comm_overlap=overlap, cp_mode=mode, ep=ep, ep_overlap=self.c.ep_overlap and ep > 1,
-                                  etp=etp)
-                    if unfit:           # no split fits (step 2 would find none): a miss now, not an entry
-                        self.unfit.append((bnd, args, kwargs, b))
-                        continue
-                    heapq.heappush(self.heap, (floors[shape], next(self.order), FLOOR,
-                                               (ParallelConfig(*args, **kwargs), bnd, graph, b)))
+                    self.unfit.extend((bnd, args, kw, b) for kw in kwargs)
+                    continue
+                shapes.setdefault((v, schedule == "zbh1"), []).append(i)
+            for shape, indices in shapes.items():       # priced only where a member may fit
+                floor = floor_s(*bnd.phase_times(b), m, pp, *shape)
+                family = (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b)
+                heapq.heappush(self.heap, (floor, base + indices[0] * len(modes), MEMBERS,
+                                           (base, indices, members, kwargs, family)))
+
+    def members_entry(self, bound: float, item) -> bool:
+        """A family's candidates of one shape come up: each becomes a FLOOR entry, at the floor and
+        tie-break number it was given when its family was bound."""
+        base, indices, members, kwargs, (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b) = item
+        n = len(kwargs)
+        for i in indices:
+            schedule, v, placement, zero = members[i]
+            args = (dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
+            for j, kw in enumerate(kwargs):
+                heapq.heappush(self.heap, (bound, base + i * n + j, FLOOR, (ParallelConfig(*args, **kw), bnd, graph, b)))
+        return False
 
     def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form
