@@ -438,3 +438,46 @@ def test_few_micro_batches_over_many_chunks_are_bounded_by_one_micro_batchs_chai
     assert chain > 1.2 * max(work[0], head_1 + work[1])
     lb = bnd.lower_bound_s(cfg, b)
     assert chain <= lb <= simulate(graph, spec.training, cluster, cfg, compute, keep_timeline=False).step_time_s
+
+
+@pytest.mark.parametrize("path, cluster_spec", [
+    ("examples/gpt_small_local.yaml", "dgx-a100:2x8"),             # a tied head
+    ("examples/resnet50_cifar10.yaml", "ascend910:2x8"),
+    ("examples/moe_tiny_local.yaml", "dgx-h100:2x8"),               # experts sharded over ep
+])
+def test_no_split_fits_only_where_the_partitioner_finds_none(path, cluster_spec):
+    """Bounds.no_split_fits (a greedy check of a monotone relaxation of StageMemory) says no
+    split fits only where the memory-constrained partitioner finds none, over every schedule,
+    ZeRO stage and micro-batch size and caps from below the memory floor to above the balanced
+    split's peak; and it says so for a share of the caps the partitioner refuses (it spares it)."""
+    from parsim.errors import InfeasibleError
+    from parsim.plan import ParallelConfig
+    from parsim.search.resolve import boundary_links
+    from parsim.shard.prepare import expert_graph, per_device_graph
+
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec).for_dtype(spec.training.dtype)
+    graph = per_device_graph(spec.graph, 1, "", False, spec.shard, cluster, spec.training)
+    if any(layer.experts is not None for layer in graph.layers):
+        graph = expert_graph(graph, 2, spec.training)
+    bnd = split.Bounds(spec, graph, cluster, _compute(cluster, spec))
+    L = len(graph)
+    said = refused = 0
+    for schedule, pp, v in [("1f1b", 2, 1), ("gpipe", 4, 1), ("zbh1", 2, 1), ("interleaved", 2, 2), ("1f1b", 1, 1)]:
+        if pp * v > L:
+            continue
+        for m, b, dp, zero in [(4, 2, 4, 0), (8, 1, 2, 1), (2, 8, 8, 1), (1, 4, 4, 2 if pp == 1 else 0)]:
+            mem = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)
+            cfg = ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", zero=zero)
+            top = bnd.balanced_memory(schedule, m, pp, v, b, dp, bnd.prices.boundary_links(cfg, boundary_links), zero)
+            for share in np.linspace(0.05, 1.2, 24):
+                cap = share * top
+                try:
+                    split.partition(bnd.costs(b)[0], pp * v, None, mem, cap)
+                    fits = True
+                except InfeasibleError:
+                    fits, refused = False, refused + 1
+                if bnd.no_split_fits(mem, cap):
+                    said += 1
+                    assert not fits, (schedule, pp, v, m, b, dp, zero, share)
+    assert refused and said >= refused / 2

@@ -128,6 +128,7 @@ class Bounds:
         # keeps a copy (LayerGraph.held_param_count)
         self.tied = [(i, g.index(owner), n) for i, l in enumerate(g.layers) for owner, n in l.tied]
         self.saved_prefix = np.concatenate([[0.0], np.cumsum(self.saved)])
+        self.saved_nonnegative = bool(np.all(self.saved >= 0))   # no_split_fits's activation term
         self.per_param = per = bytes_per_param(t.dtype, t.optimizer, t.grad_reduce_dtype)
         self.grad_per_param = per["grads"]
         self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
@@ -230,6 +231,9 @@ class Bounds:
             return None                      # no split can fit: the partitioner need not look
         fits_key = self._fits_key(schedule, m, pp, v, b, dp, cap, zero)
         mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
+        if self.no_split_fits(mem, cap):
+            self._unfit.add(fits_key)        # what the partitioner would find (no_split_fits)
+            return None
         stages = pp * v
         times = self.costs(b)[0]
         edges = self.edges(b, links)
@@ -246,6 +250,31 @@ class Bounds:
                 self._unfit.add(fits_key)
         found = self._splits[key]
         return found[0] if found else None
+
+    def no_split_fits(self, mem: StageMemory, cap: float) -> bool:
+        """Whether no split can fit ``cap`` by a relaxation of StageMemory that is monotone in a
+        stage's layers, checked greedily (the partitioner then need not run; False: it may fit).
+
+        Stage j's bytes are at least v (static (A, B) + n_j b saved (A, B)): the pipeline buffers,
+        a tied weight's copy and the input a stage's first layer shares are >= 0 and left out (as
+        ZeRO-2/3's gradient term is where it is >= 0), and so is every activation term where a
+        layer's own saved bytes are negative.  Both sums only grow with [A, B), so each stage taking, in turn, the most
+        layers it can hold ends at least as far as any split's same stage does (by induction:
+        what a split's stage j holds beyond the greedy's stage j - 1 is a part of it); if the
+        greedy's pp v stages cannot hold every layer, no split can."""
+        static = (self.param_prefix - self.expert_prefix) * mem.static_per_param + \
+            self.expert_prefix * (mem.static_per_param + mem.expert_extra)
+        if mem.zero >= 2:                    # a constant: kept only where it lowers the sums
+            static = static + min(0.0, self.fsdp_grad_bytes(mem.b))
+        saved = self.saved_prefix if self.saved_nonnegative else None
+        room = cap * (1 + 1e-9) / mem.v     # rounding: the relaxation must not exceed mem's own sums
+        start, layers = 0, len(self.out)
+        for n in mem.inflight:
+            held = static if saved is None else static + (n * mem.b) * saved
+            start = max(start, int(np.searchsorted(held, held[start] + room, side="right")) - 1)
+            if start >= layers:
+                return False
+        return True
 
     def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-layer prefix sums of F, B, I and W times, with the least exposed all-to-alls."""
