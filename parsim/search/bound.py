@@ -146,14 +146,14 @@ def candidate(bnd: Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: 
 
 class BranchAndBound:
     """The planner's search over the candidates of ``families`` (parsim.search.enumerate), best
-    bound first, over three kinds of entry:
+    bound first, over four kinds of entry:
 
         GRAPH    a searched-layout family whose per-device graph is not built yet, bounded by its
                  unsharded graph's floor over tp (searched_floor_s);
         MEMBERS  a family's candidates of one shape (chunks, split backward), which share a floor:
                  one entry until it comes up, then each candidate a FLOOR entry (below);
         FLOOR    a candidate without a split, bounded by its floor (floor_s);
-        SPLIT  a candidate with its memory-constrained split, bounded by Bounds.lower_bound_s.
+        SPLIT    a candidate with its memory-constrained split, bounded by Bounds.lower_bound_s.
 
     Every bound is at most the simulated step time of every candidate it stands for, so the search
     may stop when the best bound left exceeds the k-th best simulated step: what it skips cannot

@@ -258,10 +258,11 @@ class Bounds:
         Stage j's bytes are at least v (static (A, B) + n_j b saved (A, B)): the pipeline buffers,
         a tied weight's copy and the input a stage's first layer shares are >= 0 and left out (as
         ZeRO-2/3's gradient term is where it is >= 0), and so is every activation term where a
-        layer's own saved bytes are negative.  Both sums only grow with [A, B), so each stage taking, in turn, the most
-        layers it can hold ends at least as far as any split's same stage does (by induction:
-        what a split's stage j holds beyond the greedy's stage j - 1 is a part of it); if the
-        greedy's pp v stages cannot hold every layer, no split can."""
+        layer's own saved bytes are negative.  Both sums only grow with [A, B), so each stage
+        taking, in turn, the most layers it can hold ends at least as far as any split's same
+        stage does (by induction: what a split's stage j holds beyond the greedy's stage j - 1 is
+        a part of it); if the greedy's pp v stages cannot hold every layer, no split can.
+        tests/test_search_bound.py checks it against the partitioner."""
         static = (self.param_prefix - self.expert_prefix) * mem.static_per_param + \
             self.expert_prefix * (mem.static_per_param + mem.expert_extra)
         if mem.zero >= 2:                    # a constant: kept only where it lowers the sums
