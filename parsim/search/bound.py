@@ -144,6 +144,13 @@ def candidate(bnd: Bounds, cfg: ParallelConfig, b: int, graph: LayerGraph, cap: 
     return (key[0], key, cfg, graph)
 
 
+def _config_args(dp, pp, m, tp, layout, recompute, cp, member: tuple) -> tuple:
+    """ParallelConfig's positional arguments for a family's member (schedule, chunks, placement,
+    zero; BranchAndBound.members), before its split."""
+    schedule, v, placement, zero = member
+    return (dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
+
+
 class BranchAndBound:
     """The planner's search over the candidates of ``families`` (parsim.search.enumerate), best
     bound first, over four kinds of entry:
@@ -359,14 +366,14 @@ class BranchAndBound:
             self.order = itertools.count(base + len(members) * len(modes))
             kwargs = [dict(tp_comm_overlap=overlap, cp_mode=mode, ep=ep, ep_overlap=self.c.ep_overlap and ep > 1,
                            etp=etp) for mode in modes]
-            unfit: dict[tuple, bool] = {}               # what cannot_fit depends on here: schedule, chunks, ZeRO
+            fits_none: dict[tuple, bool] = {}           # what cannot_fit depends on here: schedule, chunks, ZeRO
             shapes: dict[tuple[int, bool], list[int]] = {}       # the floor depends on the chunks and a split backward
-            for i, (schedule, v, placement, zero) in enumerate(members):
+            for i, (schedule, v, _, zero) in enumerate(members):
                 key = (schedule, v, zero)
-                if key not in unfit:
-                    unfit[key] = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
-                if unfit[key]:          # no split fits (step 2 would find none): a miss now, not an entry
-                    args = (dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
+                if key not in fits_none:
+                    fits_none[key] = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
+                if fits_none[key]:      # no split fits (step 2 would find none): a miss now, not an entry
+                    args = _config_args(dp, pp, m, tp, layout, recompute, cp, members[i])
                     self.unfit.extend((bnd, args, kw, b) for kw in kwargs)
                     continue
                 shapes.setdefault((v, schedule == "zbh1"), []).append(i)
@@ -382,8 +389,7 @@ class BranchAndBound:
         base, indices, members, kwargs, (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b) = item
         n = len(kwargs)
         for i in indices:
-            schedule, v, placement, zero = members[i]
-            args = (dp, pp, m, schedule, v, (), placement, tp, layout, recompute, zero, cp)
+            args = _config_args(dp, pp, m, tp, layout, recompute, cp, members[i])
             for j, kw in enumerate(kwargs):
                 heapq.heappush(self.heap, (bound, base + i * n + j, FLOOR, (ParallelConfig(*args, **kw), bnd, graph, b)))
         return False
