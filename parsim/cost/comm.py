@@ -310,8 +310,17 @@ def _ranks_per_node(cluster: Cluster, ranks) -> list[int]:
     return list(nodes.values())
 
 
+def a2a_geometry(cluster: Cluster, ranks) -> tuple[list[int], int, str, str]:
+    """What all_to_all_time_s reads of a group's placement: (its ranks on each node it spans, its
+    ranks on the first rank's node, the link class among those, the farthest link class).  The
+    planner prices one ep group at many sizes: its pricing context keeps them (parsim.sim.prices)."""
+    first_node = [r for r in ranks if cluster.node_of(r) == cluster.node_of(ranks[0])]
+    inner_class = cluster.span_class(first_node) if len(first_node) > 1 else "group"
+    return _ranks_per_node(cluster, ranks), len(first_node), inner_class, cluster.span_class(ranks)
+
+
 def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalance: float = 1.0,
-                      off_node_share: float | None = None) -> float:
+                      off_node_share: float | None = None, geometry: tuple | None = None) -> float:
     """An all-to-all (torch's ``all_to_all_single``) over ``ranks`` in which every rank holds
     ``nbytes`` to scatter evenly over the group (S / n to each rank, its own share kept), the
     busiest rank moving ``imbalance`` times its even share (a MoE dispatch's hottest expert
@@ -353,25 +362,24 @@ def all_to_all_time_s(cluster: Cluster, ranks: list[int], nbytes: float, imbalan
     (parsim.model.moe.Experts.remote_nodes_per_token over k), each over the rank's own NIC, so no
     PXN hop; inside the nodes every row but the receiving GPU's own reaches its expert over NVLink,
     (k-1)/k of S.  Across N nodes:
-          max((k-1)/k S' / B_in, off_node_share x S' / B_out) + (k-1) a_in + (N-1) a_out."""
+          max((k-1)/k S' / B_in, off_node_share x S' / B_out) + (k-1) a_in + (N-1) a_out.
+
+    ``geometry``: a2a_geometry(cluster, ranks), where the caller keeps it."""
     n = len(ranks)
     if n <= 1 or nbytes <= 0:
         return 0.0
     moved = nbytes * imbalance
-    per_node = _ranks_per_node(cluster, ranks)
-    first_node = [r for r in ranks if cluster.node_of(r) == cluster.node_of(ranks[0])]
-    inner_class = cluster.span_class(first_node) if len(first_node) > 1 else "group"
+    per_node, first_node, inner_class, span = geometry or a2a_geometry(cluster, ranks)
     a_in, b_in = _alpha_beta(cluster, inner_class, "all_to_all")
-    span = cluster.span_class(ranks)
     if len(per_node) == 1 or span == "domain":     # one node, or nodes of one scale-up domain: every
         if _full_mesh(cluster, span):               # peer through the device's own port(s)
             return hccl.mesh_time_s(n, moved, a_in, b_in, "all_to_all")
         a, b = (a_in, b_in) if len(per_node) == 1 else _alpha_beta(cluster, span, "all_to_all")
         return (n - 1) * a + (n - 1) / n * moved / b
     if _full_mesh(cluster, inner_class):            # the k - 1 peers in the node over their own links
-        b_in *= len(first_node) - 1
+        b_in *= first_node - 1
     k = min(per_node)
-    a_out, b_out = _alpha_beta(cluster, cluster.span_class(ranks), "all_to_all")
+    a_out, b_out = _alpha_beta(cluster, span, "all_to_all")
     if off_node_share is not None:        # once per remote node, then NVLink inside it
         return (max((k - 1) / k * moved / b_in, off_node_share * moved / b_out)
                 + (k - 1) * a_in + (len(per_node) - 1) * a_out)

@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from parsim.cost.comm import ROUTING_IMBALANCE, all_to_all_time_s
+from parsim.cost.comm import ROUTING_IMBALANCE, a2a_geometry, all_to_all_time_s
 from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES, ELEMENT_BYTES, Kernel, Layer, LayerGraph, OpInfo, twin_signature
 
@@ -332,29 +332,32 @@ def split_exchanges(layer: Layer, kind: str) -> int:
     return 1 if kind == "F" or layer.recomputes_forward else 0
 
 
-def off_node_share(experts, cluster, ranks, dispatcher: str) -> float | None:
+def off_node_share(experts, cluster, ranks, dispatcher: str, nodes: int | None = None) -> float | None:
     """The share of a dispatch's buffer that leaves a node under the ``flex`` dispatcher, which
     sends a token once per remote node its experts lie on (parsim.model.moe.Experts.
     remote_nodes_per_token over k; group-limited routing bounds those nodes); None under
     ``alltoall`` (every row its own message: parsim.cost.comm.all_to_all_time_s) or inside a
-    node."""
-    nodes = len({cluster.node_of(r) for r in ranks})
+    node.  ``nodes``: the nodes ``ranks`` span, where the caller knows them."""
+    nodes = nodes or len({cluster.node_of(r) for r in ranks})
     if dispatcher != "flex" or nodes == 1:
         return None
     return experts.remote_nodes_per_token(nodes) / experts.top_k
 
 
 def a2a_time_s(layer: Layer, kind: str, microbatch: int, dtype: str, cluster, ranks, imbalance: float,
-               dispatcher: str = "alltoall") -> float:
+               dispatcher: str = "alltoall", geometry: tuple | None = None) -> float:
     """Time of ``layer``'s all-to-alls in ``kind`` for one micro-batch over the ep group ``ranks``
     (module docstring), exposed: the token all-to-alls at the imbalance, by ``dispatcher``
     (``off_node_share``), and the split-size exchanges before each forward's dispatch
-    (latency-bound: E counts per rank)."""
+    (latency-bound: E counts per rank).  ``geometry``: parsim.cost.comm.a2a_geometry of the
+    group, where the caller keeps it."""
     calls = a2a_calls(layer, kind)
     if not calls or len(ranks) <= 1:
         return 0.0
+    ranks = list(ranks)
+    geometry = geometry or a2a_geometry(cluster, ranks)
     nbytes = layer.experts.all_to_all_bytes(local_tokens(layer, dtype, microbatch), DTYPE_BYTES[dtype])
-    counts = all_to_all_time_s(cluster, list(ranks), layer.experts.experts * SPLIT_COUNT_BYTES)
-    share = off_node_share(layer.experts, cluster, ranks, dispatcher)
-    return calls * all_to_all_time_s(cluster, list(ranks), nbytes, imbalance, share) + \
+    counts = all_to_all_time_s(cluster, ranks, layer.experts.experts * SPLIT_COUNT_BYTES, geometry=geometry)
+    share = off_node_share(layer.experts, cluster, ranks, dispatcher, len(geometry[0]))
+    return calls * all_to_all_time_s(cluster, ranks, nbytes, imbalance, share, geometry) + \
         split_exchanges(layer, kind) * counts

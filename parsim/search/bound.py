@@ -77,16 +77,30 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
             split_backward: bool) -> float:
     """The floor above for m micro-batches on pp ranks of v chunks; F, B, I, W: per-layer prefix
     sums (length L + 1) of each phase's time at the candidate's micro-batch size."""
+    return floor_from_terms(floor_terms(F, B, I, W, split_backward), m, pp, v, split_backward)
+
+
+def floor_terms(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray,
+                split_backward: bool) -> tuple[float, float, float, float]:
+    """What floor_s reads of the phases, whatever m, pp and v: (a rank's work per micro-batch over
+    every layer, its largest layer's, the first micro-batch's path to the last layer, the last
+    layer's work).  A family's shapes share them (Bounds.floor_terms)."""
     f = np.diff(F)
     bwd = np.diff(B)
     if split_backward:
         bwd = np.minimum(bwd, np.diff(I) + np.diff(W))
     w = f + bwd
-    total = float(w.sum())
-    floor = m * max(total / pp, float(w.max()))
+    upstream = f if split_backward else f + np.diff(B)
+    return float(w.sum()), float(w.max()), float(upstream[:-1].sum()), float(w[-1])
+
+
+def floor_from_terms(terms: tuple[float, float, float, float], m: int, pp: int, v: int,
+                     split_backward: bool) -> float:
+    """floor_s from its floor_terms."""
+    total, most, upstream, last = terms
+    floor = m * max(total / pp, most)
     if v == 1:
-        upstream = f if split_backward else f + np.diff(B)
-        floor = max(floor, float(upstream[:-1].sum()) + m * float(w[-1]))
+        floor = max(floor, upstream + m * last)
         if not split_backward and m > 1:     # the fill of any split (module docstring)
             floor = max(floor, total / (1 - (1 - 1 / m) ** pp))
     return floor * SLACK
@@ -182,6 +196,7 @@ class BranchAndBound:
         self.heap: list[tuple] = []
         self.order = itertools.count()          # ties: first pushed first; payloads never compared
         self.bounds_of: dict[tuple, Bounds] = {}
+        self.floor_terms_of: dict[tuple, tuple] = {}     # (id(bounds), b, split backward) -> floor_terms
         self.overlap_priced = supports_overlap(self.cluster)
         self.misses: list[tuple] = []
         self.unfit: list[tuple] = []            # (bounds, config's args, b): no split fits, found when bound
@@ -308,6 +323,14 @@ class BranchAndBound:
                                                           exposed_a2a=not self.c.ep_overlap)
         return self.bounds_of[(id(graph), overlap)]
 
+    def floor_terms(self, bnd: Bounds, b: int, split_backward: bool) -> tuple:
+        """floor_terms of ``bnd``'s phases at ``b`` (held in bounds_of, so its id stays its own)."""
+        key = (id(bnd), b, split_backward)
+        hit = self.floor_terms_of.get(key)
+        if hit is None:
+            hit = self.floor_terms_of[key] = floor_terms(*bnd.phase_times(b), split_backward)
+        return hit
+
     def overlaps(self, tp, layout) -> tuple[bool, ...]:
         """tp_comm_overlap's settings to search: both where it applies (sim.overlap), unless fixed."""
         if tp == 1 or layout not in TP_OVERLAP_LAYOUTS or not self.overlap_priced:
@@ -378,7 +401,7 @@ class BranchAndBound:
                     continue
                 shapes.setdefault((v, schedule == "zbh1"), []).append(i)
             for shape, indices in shapes.items():       # priced only where a member may fit
-                floor = floor_s(*bnd.phase_times(b), m, pp, *shape)
+                floor = floor_from_terms(self.floor_terms(bnd, b, shape[1]), m, pp, *shape)
                 family = (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b)
                 heapq.heappush(self.heap, (floor, base + indices[0] * len(modes), MEMBERS,
                                            (base, indices, members, kwargs, family)))

@@ -134,8 +134,11 @@ class Bounds:
         self.opt_moved = optimizer_bytes_moved_per_param(t.dtype, t.optimizer)
         self._costs: dict[int, tuple[list, list]] = {}
         self._splits: dict[tuple, tuple[tuple[int, ...], float] | None] = {}
-        self._unfit: set[tuple] = set()      # memory settings no split fits (whatever the links)
-        self._floor_fits: set[tuple] = set()  # memory settings whose closed-form floor fits (cannot_fit)
+        # memory settings (_fits_key) -> whether no split fits (whatever the links): True once the
+        # closed-form floor or the partitioner says so, False while only the floor was asked (cannot_fit)
+        self._unfit: dict[tuple, bool] = {}
+        self._static: dict[tuple[int, int], float] = {}     # (dp, zero) -> static_per_param
+        self._whole = (self.param_prefix[-1], self.saved_prefix[-1] + self.shared[0])   # memory_floor_bytes's
 
     def costs(self, b: int):
         """(forward + backward time per layer, bytes a stage ending after the layer sends per
@@ -187,8 +190,11 @@ class Bounds:
     def static_per_param(self, dp: int, zero: int) -> float:
         """Bytes a rank holds per parameter of its stages: parameters, gradients and optimizer
         state, each shrunk by its ZeRO share (zero_fractions)."""
-        f = zero_fractions(zero, dp)
-        return sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
+        hit = self._static.get((dp, zero))
+        if hit is None:
+            f = zero_fractions(zero, dp)
+            hit = self._static[(dp, zero)] = sum(self.per_param[k] * f[k] for k in ("params", "grads", "optimizer"))
+        return hit
 
     def edges(self, b: int, links: tuple[str, ...]) -> np.ndarray:
         """Boundary times per stage and layer, each stage's on the link to the next stage."""
@@ -212,17 +218,13 @@ class Bounds:
         """Whether no split of any placement fits ``cap``: the closed-form memory floor
         (memory_floor_bytes) exceeds it, or the partitioner found none before (what a fit depends
         on: not the boundary links)."""
-        fits_key = self._fits_key(schedule, m, pp, v, b, dp, cap, zero)
-        if fits_key in self._unfit:
-            return True
-        if fits_key in self._floor_fits:
-            return False
-        if memory_floor_bytes(self.param_prefix[-1], self.static_per_param(dp, zero),
-                              self.saved_prefix[-1] + self.shared[0], self._inflight(schedule, m, pp, v)[1], b, v) > cap:
-            self._unfit.add(fits_key)
-            return True
-        self._floor_fits.add(fits_key)
-        return False
+        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)       # _fits_key, inline: asked often
+        unfit = self._unfit.get(fits_key)
+        if unfit is None:
+            params, saved = self._whole
+            unfit = self._unfit[fits_key] = bool(memory_floor_bytes(params, self.static_per_param(dp, zero), saved,
+                                                                    self._inflight(schedule, m, pp, v)[1], b, v) > cap)
+        return unfit
 
     def split(self, schedule, m, pp, v, b, dp, links, cap, zero=0):
         """Time-optimal split if it fits, else the memory-constrained one, else None; ``links``:
@@ -232,7 +234,7 @@ class Bounds:
         fits_key = self._fits_key(schedule, m, pp, v, b, dp, cap, zero)
         mem = self.memory_fn(schedule, m, pp, v, b, dp, zero)
         if self.no_split_fits(mem, cap):
-            self._unfit.add(fits_key)        # what the partitioner would find (no_split_fits)
+            self._unfit[fits_key] = True        # what the partitioner would find (no_split_fits)
             return None
         stages = pp * v
         times = self.costs(b)[0]
@@ -247,7 +249,7 @@ class Bounds:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
             except InfeasibleError:
                 self._splits[key] = None
-                self._unfit.add(fits_key)
+                self._unfit[fits_key] = True
         found = self._splits[key]
         return found[0] if found else None
 

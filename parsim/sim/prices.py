@@ -17,7 +17,8 @@ its own (the numbers are the ones those modules compute, bit for bit):
   of one class (``classes``: the same in every field but the name, in any graph of the run)
   priced once under the analytical model; the tensor-parallel steps' times by (steps, phase,
   size, rank) (parsim.cost.layer.tp_comm_time_s) and the MoE layers' all-to-alls by (class,
-  phase, size, group) (parsim.cost.experts.a2a_time_s);
+  phase, size, group) (parsim.cost.experts.a2a_time_s), each group's placement once
+  (parsim.cost.comm.a2a_geometry);
 - groups of ranks by layout (ParallelConfig.grad_group and the groups cut from it), their shape
   (parsim.cost.comm.group_shape) and collective prices by (group, bytes, op, algorithm)
   (parsim.cost.comm.collective_time_s);
@@ -34,7 +35,7 @@ entry, so an id is never reused while the context lives.
 
 from __future__ import annotations
 
-from parsim.cost.comm import collective_time_s, group_shape
+from parsim.cost.comm import a2a_geometry, collective_time_s, group_shape
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.experts import a2a_time_s
 from parsim.cost.layer import tp_comm_time_s
@@ -57,6 +58,7 @@ class Prices:
         self._graph_classes: dict[int, tuple] = {}
         self._compact: dict[int, tuple[int, ...]] = {}
         self._a2a: dict[tuple, tuple] = {}
+        self._a2a_geometry: dict[int, tuple] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
         self._shapes: dict[int, tuple] = {}
         self._shapes_by_value: dict[tuple, tuple] = {}
@@ -131,8 +133,11 @@ class Prices:
         key = (self.classes(graph)[i], kind, microbatch, graph.dtype, graph.moe_imbalance, id(group), dispatcher)
         hit = self._a2a.get(key)
         if hit is None:
+            geometry = self._a2a_geometry.get(id(group))
+            if geometry is None:
+                geometry = self._a2a_geometry[id(group)] = (group, a2a_geometry(self.cluster, group))
             hit = self._a2a[key] = (group, a2a_time_s(graph.layers[i], kind, microbatch, graph.dtype, self.cluster,
-                                                      group, graph.moe_imbalance, dispatcher))
+                                                      group, graph.moe_imbalance, dispatcher, geometry[1]))
         return hit[1]
 
     def compact_group(self, n: int) -> tuple[int, ...]:
