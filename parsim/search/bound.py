@@ -199,7 +199,8 @@ class BranchAndBound:
         self.floor_terms_of: dict[tuple, tuple] = {}     # (id(bounds), b, split backward) -> floor_terms
         self.overlap_priced = supports_overlap(self.cluster)
         self.misses: list[tuple] = []
-        self.unfit: list[tuple] = []            # (bounds, config's args, b): no split fits, found when bound
+        # no split fits, found when bound: (bounds, family, its members' indices, members, kwargs, b)
+        self.unfit: list[tuple] = []
         self.unsharded_graphs: dict[tuple[bool, int], LayerGraph] = {}
         self.pushed: set[tuple] = set()         # the families bound so far (a canonical one may recur)
         self.member_lists: dict[tuple, list[tuple]] = {}     # (dp, pp, m, cp, ep) -> members
@@ -216,8 +217,11 @@ class BranchAndBound:
         """The candidates no split fits, as ``candidate`` notes them: those found so when their
         family was bound (``unfit``: every one of them, so a search that simulated nothing names the
         same ones as one that split each), and those the split found."""
-        for bnd, args, kwargs, b in self.unfit:
-            candidate(bnd, ParallelConfig(*args, **kwargs), b, None, self.cap, self.misses)
+        for bnd, family, indices, members, kwargs, b in self.unfit:
+            for i in indices:
+                args = _config_args(*family, members[i])
+                for kw in kwargs:
+                    candidate(bnd, ParallelConfig(*args, **kw), b, None, self.cap, self.misses)
         self.unfit.clear()
         return self.misses
 
@@ -391,15 +395,17 @@ class BranchAndBound:
                            etp=etp) for mode in modes]
             fits_none: dict[tuple, bool] = {}           # what cannot_fit depends on here: schedule, chunks, ZeRO
             shapes: dict[tuple[int, bool], list[int]] = {}       # the floor depends on the chunks and a split backward
+            unfit: list[int] = []
             for i, (schedule, v, _, zero) in enumerate(members):
                 key = (schedule, v, zero)
                 if key not in fits_none:
                     fits_none[key] = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
                 if fits_none[key]:      # no split fits (step 2 would find none): a miss now, not an entry
-                    args = _config_args(dp, pp, m, tp, layout, recompute, cp, members[i])
-                    self.unfit.extend((bnd, args, kw, b) for kw in kwargs)
+                    unfit.append(i)
                     continue
                 shapes.setdefault((v, schedule == "zbh1"), []).append(i)
+            if unfit:
+                self.unfit.append((bnd, (dp, pp, m, tp, layout, recompute, cp), unfit, members, kwargs, b))
             for shape, indices in shapes.items():       # priced only where a member may fit
                 floor = floor_from_terms(self.floor_terms(bnd, b, shape[1]), m, pp, *shape)
                 family = (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b)

@@ -139,6 +139,8 @@ class Bounds:
         self._unfit: dict[tuple, bool] = {}
         self._static: dict[tuple[int, int], float] = {}     # (dp, zero) -> static_per_param
         self._whole = (self.param_prefix[-1], self.saved_prefix[-1] + self.shared[0])   # memory_floor_bytes's
+        # lower_bound_s's prefix sums as Python floats (the same numbers; its loop reads them one by one)
+        self._prefix_lists = (self.param_prefix.tolist(), self.expert_prefix.tolist())
 
     def costs(self, b: int):
         """(forward + backward time per layer, bytes a stage ending after the layer sends per
@@ -272,9 +274,10 @@ class Bounds:
         saved = self.saved_prefix if self.saved_nonnegative else None
         room = cap * (1 + 1e-9) / mem.v     # rounding: the relaxation must not exceed mem's own sums
         start, layers = 0, len(self.out)
-        for n in mem.inflight:
-            held = static if saved is None else static + (n * mem.b) * saved
-            start = max(start, int(np.searchsorted(held, held[start] + room, side="right")) - 1)
+        # per stage, its bytes over a prefix of layers (one array op for all stages)
+        rows = [static] * len(mem.inflight) if saved is None else static + (mem.inflight * mem.b)[:, None] * saved
+        for held in rows:
+            start = max(start, int(held.searchsorted(held[start] + room, side="right")) - 1)
             if start >= layers:
                 return False
         return True
@@ -294,6 +297,13 @@ class Bounds:
                                                            layer_time_s), dtype=float) + [a2a[c] for c in classes]
                 phases.append(np.concatenate([[0.0], np.cumsum(times)]))
             self._costs[key] = tuple(phases)
+        return self._costs[key]
+
+    def phase_lists(self, b: int) -> tuple[list[float], ...]:
+        """phase_times as lists of Python floats (the same numbers, read one by one faster)."""
+        key = ("phase lists", b)
+        if key not in self._costs:
+            self._costs[key] = tuple(x.tolist() for x in self.phase_times(b))
         return self._costs[key]
 
     def least_a2a_s(self, i: int, kind: str, b: int) -> float:
@@ -329,11 +339,16 @@ class Bounds:
           backward only I is on that path: W may wait), ending on stage 0, after which rank 0
           steps its optimizer: the chain.  With few micro-batches over many chunks (interleaved,
           v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides."""
-        Fp, Bp, Ip, Wp = self.phase_times(b)
+        Fp, Bp, Ip, Wp = self.phase_lists(b)
+        param_prefix, expert_prefix = self._prefix_lists
         m, pp = cfg.microbatches, cfg.pp
         split = cfg.schedule == "zbh1"
         # one transfer across each stage boundary (each way: the link classes are symmetric)
-        sent = self.edges(b, self.prices.boundary_links(cfg, boundary_links)) / 2
+        links = self.prices.boundary_links(cfg, boundary_links)
+        key = ("sent", b, links)
+        if key not in self._costs:
+            self._costs[key] = (self.edges(b, links) / 2).tolist()
+        sent = self._costs[key]
         per_rank = [0.0] * pp
         after = [0.0] * pp                  # per rank: its optimizer steps and ZeRO-1's gathers
         head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
@@ -344,7 +359,7 @@ class Bounds:
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
-            x = float(sent[s, z - 1])
+            x = sent[s][z - 1]
             chain += f + (Ip[z] - Ip[a] if split else bwd) + (2 * x if s + 1 < cfg.stages else 0.0)
             if s + 1 < pp:
                 head[s + 1] = head[s] + f + x
@@ -355,7 +370,7 @@ class Bounds:
             if cfg.chunks == 1:
                 best = max(best, upstream + m * (f + bwd))
                 upstream += f + x + (0.0 if split else bwd + x)
-            params = self.param_prefix[z] - self.param_prefix[a]
+            params = param_prefix[z] - param_prefix[a]
             step = self.compute.optimizer_time_s(params / cfg.grad_ranks if cfg.zero else params, self.opt_moved)
             if cfg.zero == 1 and cfg.grad_ranks > 1 and params:
                 step += self._collective_s(cfg, s % pp, shard_padded_bytes(params * self.grad_per_param,
@@ -364,7 +379,7 @@ class Bounds:
             after[s % pp] += step
             if cfg.grad_ranks > 1:
                 # the dense gradients over the dp x cp ranks (ep: the experts' go over fewer, at once)
-                grads = (params - (self.expert_prefix[z] - self.expert_prefix[a])) * self.grad_per_param
+                grads = (params - (expert_prefix[z] - expert_prefix[a])) * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar + step)

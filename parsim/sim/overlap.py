@@ -110,8 +110,9 @@ def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
     kernels = [k for k in layer.kernels if k.phase in PHASES[kind]]
     if not kernels:
         return 0.0 if kind == "W" else 1.0
-    total = sum(k.at(microbatch)[0] for k in kernels)
-    gemm = sum(k.at(microbatch)[0] for k in kernels
+    # Kernel.at's FLOPs, inline (the planner asks for thousands of layers)
+    total = sum(k.flops[0] + k.flops[1] * microbatch for k in kernels)
+    gemm = sum(k.flops[0] + k.flops[1] * microbatch for k in kernels
                if k.phase in ("F", "I") and k.klass in GEMM_KLASSES and k.gemm and k.gemm[3] == (1.0, 0.0))
     return gemm / total if total else 0.0
 
