@@ -84,7 +84,7 @@ def floor_terms(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray,
                 split_backward: bool) -> tuple[float, float, float, float]:
     """What floor_s reads of the phases, whatever m, pp and v: (a rank's work per micro-batch over
     every layer, its largest layer's, the first micro-batch's path to the last layer, the last
-    layer's work).  A family's shapes share them (Bounds.floor_terms)."""
+    layer's work).  A family's shapes share them (BranchAndBound.floor_terms)."""
     f = np.diff(F)
     bwd = np.diff(B)
     if split_backward:
