@@ -220,7 +220,7 @@ class Bounds:
         """Whether no split of any placement fits ``cap``: the closed-form memory floor
         (memory_floor_bytes) exceeds it, or the partitioner found none before (what a fit depends
         on: not the boundary links)."""
-        fits_key = (schedule, m, pp, v, b, dp if zero else 0, zero, cap)       # _fits_key, inline: asked often
+        fits_key = self._fits_key(schedule, m, pp, v, b, dp, cap, zero)
         unfit = self._unfit.get(fits_key)
         if unfit is None:
             params, saved = self._whole
