@@ -18,6 +18,7 @@ import numpy as np
 import parsim.cost.compute as compute
 import parsim.search.bound as bound
 from parsim.cost.compute import AnalyticalCompute
+from parsim.errors import ParsimError
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.search.planner import plan
@@ -71,9 +72,18 @@ def spread(model_path: str, cluster_spec: str) -> dict:
 
 
 def main() -> int:
+    if len(sys.argv) != 3:
+        print("usage: python benchmarks/floor_spread.py MODEL.yaml CLUSTER (e.g. examples/deepseek_v3.yaml "
+              "dgx-h100-superpod:256x8)", file=sys.stderr)
+        return 2
     model, cluster = sys.argv[1:3]
+    try:
+        counts = spread(model, cluster)
+    except ParsimError as e:                # a bad path or cluster, or no plan fits: one line
+        print(f"floor_spread.py: {e}", file=sys.stderr)
+        return 1
     print(f"{model} on {cluster}:")
-    for key, value in spread(model, cluster).items():
+    for key, value in counts.items():
         print(f"  {key:36s} {value:,.4g}" if isinstance(value, float) else f"  {key:36s} {value:,}")
     return 0
 
