@@ -4,13 +4,16 @@ torchrun's environment variables, one thread each.  When a rank fails, the other
 collective timeout to notice and stop on their own, then they are killed; the launcher prints
 the failing rank's own one-line message and exits non-zero.  When the failure is a rank that
 timed out waiting for a peer that hung (alive, but silent), the ranks' progress beats
-(parsim.exec.heartbeat) name the hung rank, which is killed at once.  On a cluster, use
-torchrun (see runners/), which sets the same variables.
+(parsim.exec.heartbeat) name the hung rank, which is killed at once.  Each rank's stderr is kept
+in a temporary folder (rank<r>.err), with faulthandler's Python stacks if a rank crashes
+(PYTHONFAULTHANDLER); the folder is removed when every rank succeeds, and kept and named when one
+is killed by a signal.  On a cluster, use torchrun (see runners/), which sets the same variables.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -68,7 +71,7 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
     for r in range(nproc):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(nproc),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=str(threads),
-                   PYTHONUNBUFFERED="1", **{heartbeat.ENV: logdir})
+                   PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **{heartbeat.ENV: logdir})
         err = os.path.join(logdir, f"rank{r}.err")
         errs.append(err)
         stdout = None if r == 0 and not quiet else subprocess.DEVNULL
@@ -113,11 +116,12 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
     if failed is None:
         failed = next(((r, p.returncode, 0.0) for r, p in enumerate(procs) if p.returncode), None)
     if failed is None:
+        shutil.rmtree(logdir, ignore_errors=True)
         return 0
     r, code, _ = failed
     own = _last_line(errs[r])
     if code < 0:
-        what = f"rank {r} was killed by signal {-code}"
+        what = f"rank {r} was killed by signal {-code} (its stderr, with the Python stack of a crash: {errs[r]})"
     else:
         what = own if own.startswith("parsim: error") else f"rank {r} exited with code {code}: {own}"
     # rank 0's stderr reached the terminal live (unless quiet): the cause, or the same message
