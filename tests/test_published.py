@@ -175,20 +175,19 @@ def test_gpt3_175b_on_1024_a100_fits_with_three_factors():
     assert memory.endswith(f"margin {human_bytes(result.margin_bytes)}") and " usable (74.51 GiB raw less " in memory
     print(f"{c.dp=} {c.tp=} {c.pp=} {c.schedule=}: {memory}")
     assert any("bottleneck" in line for line in result.explanation)
-    # without tensor parallelism and without ZeRO nothing fits the usable memory, recomputing or
-    # not (the smallest plan misses it by about 2 GiB); given the raw 80 GB as the cap, one fits by
-    # recomputing; sharding the optimizer state over dp (ZeRO-1) fits one into the usable memory;
-    # the pick is faster than both
+    # without tensor parallelism and without ZeRO a plan fits only by recomputing, on the usable
+    # memory and on the raw 80 GB alike (on the usable memory barely: 64 stages, some 59.4 of
+    # 61.1 GiB since the 2026-11-28 refit of the attention kernels moved the split; before it the
+    # time-optimal split missed by about 2 GiB and nothing fitted); sharding the optimizer state
+    # over dp (ZeRO-1) fits one too; the pick is faster than all three
     fp16 = AnalyticalCompute(cluster.device, "fp16")
-    with pytest.raises(DoesNotFitError, match="usable"):
-        plan(spec, cluster, fp16, Constraints(top=1, tp=1, zero=0), progress=False)
-    no_tp = plan(spec, cluster, fp16, Constraints(top=1, tp=1, zero=0, max_memory_bytes=cluster.device.memory_bytes),
-                 progress=False)
-    assert no_tp.chosen.config.recompute                # which fits only by recomputing
+    no_tp = [plan(spec, cluster, fp16, Constraints(top=1, tp=1, zero=0, max_memory_bytes=cap), progress=False)
+             for cap in (None, cluster.device.memory_bytes)]
+    assert all(p.chosen.config.recompute and p.chosen.peak_memory_bytes <= p.capacity_bytes for p in no_tp)
     sharded = plan(spec, cluster, fp16, Constraints(top=1, tp=1), progress=False)
     assert sharded.chosen.config.zero >= 1 and sharded.chosen.peak_memory_bytes <= sharded.capacity_bytes
-    assert result.chosen.estimate.step_time_s < min(no_tp.chosen.estimate.step_time_s,
-                                                    sharded.chosen.estimate.step_time_s)
+    assert result.chosen.estimate.step_time_s < min([p.chosen.estimate.step_time_s for p in no_tp]
+                                                    + [sharded.chosen.estimate.step_time_s])
 
 
 def test_gpt3_175b_without_tensor_parallelism_or_recomputation_does_not_fit():

@@ -53,9 +53,12 @@ class KernelExecution:
     # attention: parsim.model.attention) reaches over its forward and backward FLOPs, the device's
     # production kernel (FlashAttention-2 on Ampere; on Hopper cuDNN's, FlashAttention-3's
     # generation); ``attention_efficiency_fa2``: FlashAttention-2's where it differs (Hopper), for
-    # training.attention_kernel: fa2.  None: gemm_efficiency.  Fitted end to end (results/published/fit.yaml)
+    # training.attention_kernel: fa2; ``attention_efficiency_triton``: FlashAttention in Triton's,
+    # for training.attention_kernel: triton.  None: gemm_efficiency (the kernel-specific ones: the
+    # device's production kernel's).  Fitted end to end (results/published/fit.yaml)
     attention_efficiency: float | None = None
     attention_efficiency_fa2: float | None = None
+    attention_efficiency_triton: float | None = None
     # FP8 GEMMs' fraction of the fp8 peak (Transformer Engine's, scaling and casts included); None:
     # gemm_efficiency.  Fitted end to end (results/published/fit.yaml)
     fp8_gemm_efficiency: float | None = None

@@ -57,7 +57,7 @@ class MathMode:
     ascend_precision_mode: str = "allow_fp32_to_fp16"
     channels_last: bool = False          # torch.channels_last activations (NHWC); torch's default is NCHW
     fp8: bool = False                    # Linear GEMMs in FP8 (Transformer Engine), the rest in ``dtype`` (bf16)
-    attention_kernel: str = ""           # "fa2": FlashAttention-2's kernel (training.attention_kernel); "": the device's
+    attention_kernel: str = ""           # "fa2", "triton": that kernel (training.attention_kernel); "": the device's
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,9 @@ def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
             if klass == "conv" and conv is not None:
                 eff = conv
             if klass == "attention" and not vector:
-                fa2 = ex.attention_efficiency_fa2 if mode.attention_kernel == "fa2" else None
-                eff = fa2 or ex.attention_efficiency or eff
+                named = {"fa2": ex.attention_efficiency_fa2,
+                         "triton": ex.attention_efficiency_triton}.get(mode.attention_kernel)
+                eff = named or ex.attention_efficiency or eff
         transposes = (ex is not None and ex.nhwc_matrix_engine and not vector and klass == "conv"
                       and not mode.channels_last)
         out[klass] = Engine(dtype, device.peak(dtype), eff, transposes)

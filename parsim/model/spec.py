@@ -34,8 +34,9 @@ Schema version 1 (every key is checked; unknown keys are errors)::
       ascend_precision_mode: allow_fp32_to_fp16   # | must_keep_origin_dtype (CANN precision_mode)
       memory_format: channels_last    # | nchw (torch.channels_last: NHWC, what tensor cores take; default
                                       # channels_last under fp16/bf16, nchw under fp32: default_memory_format)
-      attention_kernel: fa2           # the fused attention's kernel: FlashAttention-2 (default: the device's production
-                                      # kernel, parsim.hardware.device.KernelExecution.attention_efficiency)
+      attention_kernel: fa2           # the fused attention's kernel: fa2, FlashAttention-2; triton, FlashAttention in
+                                      # Triton (2022-23 stacks) (default: the device's production kernel,
+                                      # parsim.hardware.device.KernelExecution.attention_efficiency)
       grad_reduce_dtype: fp32         # the dtype data-parallel gradients are held and reduced in (default: dtype):
                                       # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
@@ -77,7 +78,7 @@ DTYPES = ("fp32", "fp16", "bf16")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
-ATTENTION_KERNELS = ("fa2",)
+ATTENTION_KERNELS = ("fa2", "triton")
 MOE_DISPATCHERS = ("alltoall", "flex")   # parsim.cost.experts: every row by NCCL, or once per destination node
 
 
@@ -135,7 +136,9 @@ class Training:
     # The fused attention kernel: None, the device's production one (parsim.hardware.device:
     # FlashAttention-2 on Ampere, cuDNN's fused attention on Hopper, what Transformer Engine and
     # torch's SDPA run there today); "fa2", FlashAttention-2's on any device (flash-attn 2.x,
-    # torch's SDPA before its cuDNN backend), what 2023-era stacks ran on Hopper.
+    # torch's SDPA before its cuDNN backend), what 2023-era stacks ran on Hopper; "triton",
+    # FlashAttention in Triton (the Triton port of FlashAttention that 2022-23 stacks such as
+    # llm-foundry's attn_impl: triton ran, before FlashAttention-2).
     attention_kernel: str | None = None
     # The token dispatcher's kind (Megatron-Core's --moe-token-dispatcher-type): "alltoall", NCCL's
     # all_to_all_single of every (token, expert) row (the executor's; parsim.cost.comm), or "flex",

@@ -194,7 +194,7 @@ class Profiles:
 def _may_affect(p: Parameter, figure: Figure) -> bool:
     """False where the parameter's fields price no kernel the row runs (no pricing needed to know
     its slope is 0): convolution efficiencies on a model without convolutions, attention's on one
-    without the fused attention kernel (FlashAttention-2's on a row that does not ask for it), FP8's
+    without the fused attention kernel (FlashAttention-2's or the Triton port's on a row that does not ask for it), FP8's
     on a row without FP8 GEMMs."""
     from parsim.profile.published import figure_spec
 
@@ -206,7 +206,8 @@ def _may_affect(p: Parameter, figure: Figure) -> bool:
             return False
         if leaf.startswith("attention_efficiency") and "attention" not in klasses:
             return False
-        if leaf == "attention_efficiency_fa2" and spec.training.attention_kernel != "fa2":
+        if leaf in ("attention_efficiency_fa2", "attention_efficiency_triton") \
+                and spec.training.attention_kernel != leaf.rsplit("_", 1)[1]:
             return False
         if leaf == "fp8_gemm_efficiency" and not spec.training.fp8:
             return False

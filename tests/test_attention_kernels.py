@@ -1,0 +1,66 @@
+"""training.attention_kernel: which fused attention kernel a model runs, and the efficiency each
+prices at (parsim.hardware.numerics.engines): the device's production kernel by default,
+FlashAttention-2 (fa2) or FlashAttention in Triton (triton) where the device has a number for it,
+else the production kernel's."""
+
+import pytest
+import yaml
+
+from parsim.errors import InputError
+from parsim.hardware import load_cluster
+from parsim.hardware.numerics import MathMode, engines
+from parsim.model.spec import load_model
+from parsim.profile.loso import Parameter, _may_affect
+from parsim.profile.published import load_figures
+
+
+def _attention_efficiency(profile: str, kernel: str, dtype: str = "bf16") -> float:
+    device = load_cluster(f"{profile}:1x1").device
+    return engines(device, MathMode(dtype, attention_kernel=kernel))["attention"].efficiency
+
+
+def test_each_kernel_prices_at_its_own_field():
+    ex = load_cluster("dgx-h100:1x1").device.kernels
+    assert len({ex.attention_efficiency, ex.attention_efficiency_fa2, ex.attention_efficiency_triton}) == 3
+    assert _attention_efficiency("dgx-h100", "") == ex.attention_efficiency
+    assert _attention_efficiency("dgx-h100", "fa2") == ex.attention_efficiency_fa2
+    assert _attention_efficiency("dgx-h100", "triton") == ex.attention_efficiency_triton
+    a100 = load_cluster("dgx-a100:1x1").device.kernels
+    assert _attention_efficiency("dgx-a100", "triton") == a100.attention_efficiency_triton
+    assert _attention_efficiency("dgx-a100", "fa2") == a100.attention_efficiency    # FlashAttention-2 is A100's own
+    # the Triton port is the slower kernel: FlashAttention-2 is 1.3-2.5x faster (Dao 2023, Sec. 1)
+    assert a100.attention_efficiency_triton < a100.attention_efficiency
+    assert ex.attention_efficiency_triton < ex.attention_efficiency_fa2
+
+
+def test_a_device_without_a_kernels_number_prices_its_production_kernel():
+    ex = load_cluster("ascend910:1x1").device.kernels
+    assert ex.attention_efficiency_triton is None and ex.attention_efficiency_fa2 is None
+    assert _attention_efficiency("ascend910", "triton", "fp16") == _attention_efficiency("ascend910", "", "fp16")
+
+
+def test_a_bad_kernel_names_the_field(tmp_path):
+    path = tmp_path / "model.yaml"
+    path.write_text("model: gpt\nargs: {preset: gpt-tiny}\n"
+                    "training: {global_batch_size: 8, dtype: bf16, attention_kernel: fa3}\n")
+    with pytest.raises(InputError, match="attention_kernel") as e:
+        load_model(str(path))
+    assert "fa2" in str(e.value) and "triton" in str(e.value)
+
+
+def test_a_kernels_fitted_number_moves_only_the_rows_that_run_that_kernel():
+    figures = load_figures("results/published/llmfoundry_figures.yaml").figures
+    triton = Parameter("attention-h100-triton", (("dgx-h100", "device.kernels.attention_efficiency_triton"),),
+                       0.194, (0.05, 1.0))
+    fa2 = Parameter("attention-h100-fa2", (("dgx-h100", "device.kernels.attention_efficiency_fa2"),), 0.35, (0.1, 1.0))
+    row = next(f for f in figures if f.id == "llmfoundry-mpt7b-h100-8gpu-s2048")
+    assert _may_affect(triton, row) and not _may_affect(fa2, row)
+    production = load_figures("results/published/dgxc_figures.yaml").by_id("dgxc-llama31-8b-h100-8gpu-bf16")
+    assert not _may_affect(triton, production) and not _may_affect(fa2, production)
+
+
+def test_the_llm_foundry_rows_run_the_cited_harness_default():
+    """At the cited commit llm-foundry's benchmark harness defaults to attn_impl triton
+    (results/published/llmfoundry_figures.yaml's header quotes the line)."""
+    raw = yaml.safe_load(open("results/published/llmfoundry_figures.yaml").read())
+    assert all(f["model"]["training"]["attention_kernel"] == "triton" for f in raw["figures"])
