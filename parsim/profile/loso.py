@@ -194,8 +194,8 @@ class Profiles:
 def _may_affect(p: Parameter, figure: Figure) -> bool:
     """False where the parameter's fields price no kernel the row runs (no pricing needed to know
     its slope is 0): convolution efficiencies on a model without convolutions, attention's on one
-    without the fused attention kernel (FlashAttention-2's or the Triton port's on a row that does not ask for it), FP8's
-    on a row without FP8 GEMMs."""
+    without the fused attention kernel (FlashAttention-2's or the Triton port's on a row that does
+    not ask for it), FP8's on a row without FP8 GEMMs."""
     from parsim.profile.published import figure_spec
 
     spec = figure_spec(figure)
