@@ -8,8 +8,9 @@ import yaml
 
 from parsim.errors import InputError
 from parsim.hardware import load_cluster
+from parsim.hardware.device import ATTENTION_KERNEL_FIELDS
 from parsim.hardware.numerics import MathMode, engines
-from parsim.model.spec import load_model
+from parsim.model.spec import ATTENTION_KERNELS, load_model
 from parsim.profile.loso import Parameter, _may_affect
 from parsim.profile.published import load_figures
 
@@ -17,6 +18,10 @@ from parsim.profile.published import load_figures
 def _attention_efficiency(profile: str, kernel: str, dtype: str = "bf16") -> float:
     device = load_cluster(f"{profile}:1x1").device
     return engines(device, MathMode(dtype, attention_kernel=kernel))["attention"].efficiency
+
+
+def test_each_kernel_a_model_may_name_has_its_field():
+    assert set(ATTENTION_KERNEL_FIELDS) == set(ATTENTION_KERNELS)
 
 
 def test_each_kernel_prices_at_its_own_field():

@@ -28,6 +28,12 @@ def log_interp(points: tuple[tuple[float, float], ...], x: float) -> float:
     return ys[i - 1] + t * (ys[i] - ys[i - 1])
 
 
+# training.attention_kernel (parsim.model.spec.ATTENTION_KERNELS) -> the KernelExecution field
+# its efficiency is read from: one table for the pricing (parsim.hardware.numerics.engines) and
+# the end-to-end fit's choice of the rows a field prices (parsim.profile.loso)
+ATTENTION_KERNEL_FIELDS = {"fa2": "attention_efficiency_fa2", "triton": "attention_efficiency_triton"}
+
+
 @dataclass(frozen=True)
 class KernelExecution:
     """How a device runs one kernel, for the kernel-level cost model (parsim.cost.kernels).

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from parsim.errors import InputError
-from parsim.hardware.device import Device
+from parsim.hardware.device import ATTENTION_KERNEL_FIELDS, Device
 
 GEMM_CLASSES = ("conv", "matmul", "attention")
 FP8_KLASS = "fp8_matmul"                 # parsim.model.fp8's Linear GEMMs
@@ -110,9 +110,8 @@ def engines(device: Device, mode: MathMode) -> dict[str, Engine]:
             if klass == "conv" and conv is not None:
                 eff = conv
             if klass == "attention" and not vector:
-                named = {"fa2": ex.attention_efficiency_fa2,
-                         "triton": ex.attention_efficiency_triton}.get(mode.attention_kernel)
-                eff = named or ex.attention_efficiency or eff
+                field = ATTENTION_KERNEL_FIELDS.get(mode.attention_kernel)
+                eff = (getattr(ex, field) if field else None) or ex.attention_efficiency or eff
         transposes = (ex is not None and ex.nhwc_matrix_engine and not vector and klass == "conv"
                       and not mode.channels_last)
         out[klass] = Engine(dtype, device.peak(dtype), eff, transposes)

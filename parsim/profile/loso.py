@@ -50,6 +50,7 @@ from scipy.optimize import least_squares
 
 from parsim.errors import InputError
 from parsim.hardware.cluster import Profile, load_profile, profiles_dir
+from parsim.hardware.device import ATTENTION_KERNEL_FIELDS
 from parsim.inputs import Fields, load_file, read_text
 from parsim.profile.profile_edit import get_field, set_field
 from parsim.profile.published import Figure, Priced, UnpricedFigure, price
@@ -206,8 +207,8 @@ def _may_affect(p: Parameter, figure: Figure) -> bool:
             return False
         if leaf.startswith("attention_efficiency") and "attention" not in klasses:
             return False
-        if leaf in ("attention_efficiency_fa2", "attention_efficiency_triton") \
-                and spec.training.attention_kernel != leaf.rsplit("_", 1)[1]:
+        asked = ATTENTION_KERNEL_FIELDS.get(spec.training.attention_kernel)
+        if leaf in ATTENTION_KERNEL_FIELDS.values() and leaf != asked:
             return False
         if leaf == "fp8_gemm_efficiency" and not spec.training.fp8:
             return False
