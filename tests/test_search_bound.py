@@ -171,7 +171,7 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
     layout's graph gives: each layer's F, B, I and W on one device (the claim it rests on,
     cost.compute.share_bounds_time) and the simulated step of every searched-layout candidate."""
     from parsim.cost.compute import share_bounds_time
-    from parsim.search.bound import floor_s, searched_floor_s
+    from parsim.search.bound import floor_s, floor_terms, searched_floor_s
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
     spec = load_model(path)
@@ -199,7 +199,8 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
             continue
         b = t.global_batch_size // (c.dp * c.microbatches)
         whole = split.Bounds(spec, per_device_graph(spec.graph, 1, "", c.recompute), cluster, compute)
-        floor = searched_floor_s(whole.phase_times(b), tp, [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
+        floor = searched_floor_s(lambda split_bwd: floor_terms(*whole.phase_times(b), split_bwd), tp,
+                                 [(c.microbatches, c.pp, c.chunks, c.schedule == "zbh1")])
         assert floor <= cand.estimate.step_time_s, c
         graph = per_device_graph(spec.graph, tp, "auto", c.recompute, None, cluster, t, b,
                                  auto_memory_bytes(cluster, c.pp))

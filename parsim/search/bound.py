@@ -106,11 +106,12 @@ def floor_from_terms(terms: tuple[float, float, float, float], m: int, pp: int, 
     return floor * SLACK
 
 
-def searched_floor_s(phases, tp: int, members) -> float:
+def searched_floor_s(terms_of, tp: int, members) -> float:
     """The least floor over a searched-layout family's candidates before its graph (above):
-    ``phases`` the unsharded graph's prefix sums (floor_s) at the family's micro-batch size,
-    ``members`` (m, pp, v, split_backward) of each candidate."""
-    return min((floor_s(*phases, m, pp, v, split) for m, pp, v, split in set(members)), default=np.inf) / tp
+    ``terms_of(split_backward)`` the unsharded graph's floor_terms at the family's micro-batch
+    size, ``members`` (m, pp, v, split_backward) of each candidate."""
+    return min((floor_from_terms(terms_of(split), m, pp, v, split) for m, pp, v, split in set(members)),
+               default=np.inf) / tp
 
 
 @dataclass(frozen=True)
@@ -445,6 +446,6 @@ class BranchAndBound:
         if self.tp_compute.get((tp, SEARCHED), self.compute) is not self.compute or \
                 not share_bounds_time(self.compute):
             return 0.0
-        whole = per_device_graph(self.spec.graph, 1, "", recompute, cp=cp, memo=self.memo)
-        return searched_floor_s(self.bounds_for(1, "", whole).phase_times(b), tp,
+        whole = self.bounds_for(1, "", per_device_graph(self.spec.graph, 1, "", recompute, cp=cp, memo=self.memo))
+        return searched_floor_s(lambda split: self.floor_terms(whole, b, split), tp,
                                 [(m, pp, v, schedule == "zbh1") for schedule, v, _, _ in self.members(dp, pp, m, cp)])

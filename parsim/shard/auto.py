@@ -172,6 +172,7 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
     graphs = [CostGraph(costs[k]) for k in sizes]
     edge_memo: dict[tuple, list] = {}
     prices: dict[int, list[float]] = {}       # the same steps recur over a graph's edges
+    zero = [0.0] * len(scales)
 
     def priced(pair: tuple) -> list[float]:   # an interned (step, device matrix) of _edge_steps, by its id
         hit = prices.get(id(pair))
@@ -179,6 +180,9 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
             hit = prices[id(pair)] = [redistribution_time_s(pair[0], cluster, pair[1], scale=scale)
                                       for scale in scales]
         return hit
+
+    def cell(steps: tuple) -> list[float]:   # an edge cell's steps summed in order, per size
+        return [sum(col, 0.0) for col in zip(*map(priced, steps))] if steps else zero
 
     for li, layer in enumerate(graph.layers):
         for oi, op in enumerate(layer.ops):
@@ -197,8 +201,8 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
                     steps = _edge_steps(memo, graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
-                    edge_memo[key] = [[[sum([priced(x)[k] for x in pair], 0.0) if pair else 0.0 for pair in row]
-                                       for row in steps] for k in sizes]
+                    cells = [[cell(pair) for pair in row] for row in steps]
+                    edge_memo[key] = [[[c[k] for c in row] for row in cells] for k in sizes]
                 for k in sizes:
                     graphs[k].add_edge(u, v, edge_memo[key][k])
     return [(graphs[k], where, shardings) for k in sizes]
