@@ -305,32 +305,61 @@ def test_partition_is_the_min_max_split_under_per_stage_links_and_memory():
     assert checked > 50 and infeasible > 5
 
 
-def test_stage_memory_over_the_partitioners_bands_equals_it_over_the_whole_grid(seeds_split):
-    """partition() asks the stage memory for each stage's band of its (start, stop) grid
-    (partition.grid_band), which slices the once-per-grid parts: bit for bit what the closed form
-    gives over the whole grid, for every stage and band of several schedules and ZeRO stages."""
-    from parsim.search.partition import _grid, grid_band
+def test_stage_memory_stacked_over_the_partitioners_bands_equals_it_stage_by_stage(seeds_split):
+    """partition() asks the stage memory for blocks of stages over their bands of the (start, stop)
+    grid (StageMemory.stacked, views of the once-per-grid parts, partition.band_stack): bit for bit
+    what the closed form gives stage by stage over each band, for several schedules and ZeRO
+    stages, and for a block that starts past stage 0."""
+    from parsim.search.partition import stage_grid
 
     spec = seeds_split
     cluster = load_cluster("ascend910:1x8")
     bnd = split.Bounds(spec, spec.graph, cluster, _compute(cluster, spec))
     L = len(spec.graph)
-    A, B, _ = _grid(L)
+    A, B, _ = stage_grid(L)
     checked = 0
     for schedule, m, pp, v, b, dp, zero in [("1f1b", 8, 4, 1, 4, 2, 0), ("gpipe", 4, 2, 1, 16, 1, 0),
                                              ("interleaved", 8, 2, 2, 2, 4, 1), ("1f1b", 1, 1, 1, 64, 8, 3)]:
         stages = pp * v
         span = L - stages + 1
-        whole = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)
-        for j in range(stages):
-            rows, cols = slice(j, j + span), slice(j + 1, j + 1 + span)
-            assert grid_band(A[rows, cols], B[rows, cols])[2:] == (rows, cols)
-            banded = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)(j, A[rows, cols], B[rows, cols])
-            assert np.array_equal(banded, whole(j, A.copy(), B.copy())[rows, cols])    # copies: no band
-            checked += 1
-    assert checked == 4 + 2 + 4 + 1
-    assert grid_band(A.copy(), B.copy()) is None and grid_band(A[:, :], B[:, :])[2:] == (slice(0, L + 1),) * 2
+        mem = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)
+        for j0 in range(stages):
+            stacked = mem.stacked(j0, stages, span)
+            assert stacked.shape == (stages - j0, span, span)
+            for j in range(j0, stages):
+                rows, cols = slice(j, j + span), slice(j + 1, j + 1 + span)
+                own = bnd.memory_fn(schedule, m, pp, v, b, dp, zero)(j, A[rows, cols].copy(), B[rows, cols].copy())
+                assert np.array_equal(stacked[j - j0], own)
+                checked += 1
+    assert checked == (4 + 3 + 2 + 1) + (2 + 1) + (4 + 3 + 2 + 1) + 1
 
+
+def test_partition_in_blocks_of_stages_is_the_split_in_one(monkeypatch):
+    """partition() stacks at most _STACK_ELEMENTS (start, stop) pairs at once: with blocks of one
+    stage it finds the same split and bottleneck, memory-capped or not."""
+    from parsim.search import partition as part
+
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        L, stages = int(rng.integers(4, 20)), int(rng.integers(1, 6))
+        cost, edges = rng.uniform(0.1, 2.0, L), rng.uniform(0.0, 1.0, (stages, L))
+        weight = np.concatenate([[0.0], np.cumsum(rng.uniform(1.0, 3.0, L))])
+
+        def memory(j, A, B):
+            return (1 + j) * (weight[B] - weight[A])
+
+        cap = rng.uniform(0.5, 2.0) * weight[-1] / stages
+        with monkeypatch.context() as m:
+            m.setattr(part, "_STACK_ELEMENTS", 1)
+            try:
+                small = part.partition(cost, stages, edges, memory, cap)
+            except part.InfeasibleError:
+                small = None
+        try:
+            whole = part.partition(cost, stages, edges, memory, cap)
+        except part.InfeasibleError:
+            whole = None
+        assert small == whole
 
 def _recorded_simulations(monkeypatch) -> list:
     """(graph, config, estimate) of each candidate plan() simulates from now on."""

@@ -17,6 +17,7 @@ import functools
 from typing import Callable, Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from parsim.errors import InfeasibleError
 
@@ -31,7 +32,10 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
     layer_cost[i]: time of layer i; boundary_cost[i]: time charged to a stage ending after layer i,
     or boundary_cost[j][i]: that time for stage j (its boundary crosses the link from stage j's
     device to stage j+1's, which may differ from stage to stage);
-    memory(j, A, B): bytes of stage j holding layers [A, B) (element-wise over matrices).
+    memory(j, A, B): bytes of stage j holding layers [A, B) (element-wise: partition passes a
+    block of stages at once, j of shape (n, 1, 1) and A, B their bands, band_stack; a memory
+    function may offer ``stacked(j0, j1, span)``, the same numbers from its own once-per-grid
+    parts, parsim.search.split.StageMemory).
     Raises InfeasibleError if no split fits ``capacity_bytes``."""
     L = len(layer_cost)
     if stages > L:
@@ -42,25 +46,36 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
         given = np.asarray(boundary_cost, dtype=float)
         rows = np.broadcast_to(given, (stages, given.shape[-1])) if given.ndim == 1 else given
         edges[:, 1:L] = rows[:stages, : L - 1]                        # no transfer after the last layer
-    A, B, valid = _grid(L)
+    A, B, valid = stage_grid(L)
     work = np.where(valid, prefix[B] - prefix[A], np.inf)    # inf where B <= A, and so is every c below
-    sends = edges.any(axis=1)
     span = L - stages + 1               # stage j starts at l in [j, j + span) and ends at i in (l, j + span]
+    sent = band_stack(edges, span, 0, stages, rows=False) if edges.any() else None   # [j, c] = edges[j, j + 1 + c]
+    stacked = getattr(memory, "stacked", None)
+    block = max(1, _STACK_ELEMENTS // (span * span))
     columns = np.arange(span)
     best = np.full(span, np.inf)        # best[l - j]: the least bottleneck of stages 0..j-1 ending at l
     best[0] = 0.0
     args = []                           # per stage j: for each end i, its start l, as l - j
-    for j in range(stages):
-        rows, cols = slice(j, j + span), slice(j + 1, j + 1 + span)
-        c = work[rows, cols] + edges[j][cols][None, :] if sends[j] else work[rows, cols]
+    for j0 in range(0, stages, block):
+        j1 = min(stages, j0 + block)
+        # c[j - j0][l - j, i - j - 1]: the time of stage j = [l, i), inf where it does not fit
+        c = band_stack(work, span, j0, j1)
+        if sent is not None:
+            c = c + sent[j0:j1, None, :]
         if memory is not None:
-            c = np.where(memory(j, A[rows, cols], B[rows, cols]) <= capacity_bytes, c, np.inf)
-        cand = np.maximum(best[:, None], c)          # cand[l - j, i - j - 1]: stages so far end at l, stage j = [l, i)
-        arg = np.argmin(cand, axis=0)                # first minimum: deterministic
-        best = cand[arg, columns]                    # over the ends i = j + 1 + index: stage j + 1's starts
-        args.append(arg)
-        if best.min() == np.inf:
-            break                                    # stage j can end nowhere, nor can any after it
+            held = stacked(j0, j1, span) if stacked is not None else \
+                memory(np.arange(j0, j1)[:, None, None], band_stack(A, span, j0, j1), band_stack(B, span, j0, j1))
+            c = np.where(held <= capacity_bytes, c, np.inf)
+        for j in range(j0, j1):
+            cand = np.maximum(best[:, None], c[j - j0])   # stages so far end at l, stage j = [l, i)
+            arg = np.argmin(cand, axis=0)                # first minimum: deterministic
+            best = cand[arg, columns]                    # over the ends i = j + 1 + index: stage j + 1's starts
+            args.append(arg)
+            if best.min() == np.inf:
+                break                                    # stage j can end nowhere, nor can any after it
+        else:
+            continue
+        break
     if not np.isfinite(best[-1]):
         raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
     bounds = [L]
@@ -69,15 +84,17 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
     return tuple(reversed(bounds)), float(best[-1])
 
 
-# Kept: grid_band knows a band by its grid's identity, so every call on L layers must get the same
-# arrays.  Benchmark line: GPT-3 175B's plan on 1,024 A100s (bench_planner.py --goals) asks 45,249
-# times for one grid (counts, 2026-11-28).
+# The stages partition() stacks at once: at most about this many (start, stop) pairs (4 MiB of float64).
+_STACK_ELEMENTS = 1 << 19
+
+
+# Kept: StageMemory.stacked finds its once-per-grid parts by the grid's identity, so every call on
+# L layers must get the same arrays.  Benchmark line: GPT-3 175B's plan on 1,024 A100s
+# (bench_planner.py --goals) asks 45,249 times for one grid (counts, 2026-11-28).
 @functools.lru_cache(maxsize=64)
-def _grid(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def stage_grid(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(A, B, B > A) over every (start, stop) layer pair: a stage = layers [A, B); read-only, shared
-    by every call on L layers.  partition() asks the memory function for stage j over the band of
-    pairs stage j can take, a view of rows [j, j + span) and columns [j + 1, j + 1 + span) of A and
-    B (grid_band names it), so a memory function may do its stage-independent work once per grid."""
+    by every call on L layers."""
     A, B = np.meshgrid(np.arange(L + 1), np.arange(L + 1), indexing="ij")
     valid = B > A
     for x in (A, B, valid):
@@ -85,17 +102,18 @@ def _grid(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return A, B, valid
 
 
-def grid_band(A: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray, slice, slice] | None:
-    """(whole A, whole B, rows, columns) of the grid that A and B are a band of (as partition()
-    passes them), None for other arrays: the grid holds A[l, i] = l and B[l, i] = i."""
-    if A.ndim != 2 or A.base is None or B.base is None or A.size == 0:
-        return None
-    L = A.base.shape[0] - 1
-    gA, gB, _ = _grid(L)
-    if A.base is not gA or B.base is not gB:
-        return None
-    r, c = int(A[0, 0]), int(B[0, 0])
-    return gA, gB, slice(r, r + A.shape[0]), slice(c, c + A.shape[1])
+def band_stack(X: np.ndarray, span: int, j0: int, j1: int, rows: bool = True) -> np.ndarray:
+    """Stages j0..j1-1's bands of X, stacked, a read-only view: for an (L + 1) x (L + 1) grid array
+    (rows: starts, columns: stops), [j - j0, a, c] = X[j + a, j + 1 + c], stage j's starts
+    [j, j + span) by its stops [j + 1, j + 1 + span), the pairs partition() weighs for it; with
+    ``rows`` False, for a (stages, L + 1) array of one row per stage, [j - j0, c] = X[j, j + 1 + c]."""
+    X = np.ascontiguousarray(X)
+    if not 0 <= j0 < j1 <= X.shape[0] or j1 + span - 1 >= X.shape[1] or (rows and j1 + span - 2 >= X.shape[0]):
+        raise ValueError(f"band_stack: stages {j0}..{j1 - 1} with span {span} reach past a {X.shape} array")
+    s0, s1 = X.strides
+    if not rows:
+        return as_strided(X[j0:, j0 + 1:], shape=(j1 - j0, span), strides=(s0 + s1, s1), writeable=False)
+    return as_strided(X[j0:, j0 + 1:], shape=(j1 - j0, span, span), strides=(s0 + s1, s0, s1), writeable=False)
 
 
 def balanced_bounds(layer_cost: Sequence[float], stages: int,

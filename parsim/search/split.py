@@ -34,7 +34,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig
-from parsim.search.partition import grid_band, partition
+from parsim.search.partition import band_stack, partition, stage_grid
 from parsim.search.resolve import boundary_costs, boundary_links
 from parsim.sim.overlap import layer_time_s
 from parsim.sim.prices import Prices
@@ -52,8 +52,9 @@ class StageMemory:
          + pipeline buffers (2 x boundary activation x b, none at pp = 1: pipeline_buffer_bytes)
          + in-flight micro-batches of stage j x b x stage saved bytes) x v
 
-    The partitioner asks for every stage over bands of the same (A, B) matrices
-    (partition.grid_band): the stage-independent parts are computed once per matrix pair.
+    The partitioner asks for blocks of stages over their bands of the (start, stop) grid at once
+    (``stacked``): the stage-independent parts are computed once over the whole grid and read
+    through views of each stage's band.
 
     It guides the split; it is not a bound on the simulated peak (it leaves out the backward's
     workspace and ZB-H1's gradients held from I to W, and with v chunks it takes stage j's bytes
@@ -92,14 +93,16 @@ class StageMemory:
         return base, saved
 
     def __call__(self, j, A, B):
-        band = grid_band(A, B) if isinstance(A, np.ndarray) else None
-        if band is None:
-            base, saved = self._parts(A, B)
-        else:
-            gA, gB, rows, cols = band
-            base, saved = (x[rows, cols] for x in self._parts(gA, gB))
+        base, saved = self._parts(A, B)
         inflight = self.inflight[j] if np.ndim(j) else float(self.inflight[j])
         return (base + inflight * self.b * saved) * self.v
+
+    def stacked(self, j0: int, j1: int, span: int) -> np.ndarray:
+        """Stages j0..j1-1 over their bands of the grid (partition.band_stack): what __call__ gives
+        for each stage and band, bit for bit, from the grid's parts computed once."""
+        A, B, _ = stage_grid(len(self.bnd.out))
+        base, saved = (band_stack(x, span, j0, j1) for x in self._parts(A, B))
+        return (base + self.inflight[j0:j1, None, None] * self.b * saved) * self.v
 
 
 class Bounds:
