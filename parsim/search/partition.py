@@ -56,20 +56,21 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
     best = np.full(span, np.inf)        # best[l - j]: the least bottleneck of stages 0..j-1 ending at l
     best[0] = 0.0
     args = []                           # per stage j: for each end i, its start l, as l - j
+    cand = np.empty((span, span))
     for j0 in range(0, stages, block):
         j1 = min(stages, j0 + block)
-        # c[j - j0][l - j, i - j - 1]: the time of stage j = [l, i), inf where it does not fit
-        c = band_stack(work, span, j0, j1)
-        if sent is not None:
-            c = c + sent[j0:j1, None, :]
+        # c[j - j0][i - j - 1, l - j]: the time of stage j = [l, i), inf where it does not fit (ends
+        # by starts, so that each end's minimum over starts runs along contiguous memory)
+        c = band_stack(work, span, j0, j1).transpose(0, 2, 1)
+        c = np.ascontiguousarray(c) if sent is None else np.add(c, sent[j0:j1, :, None], order="C")
         if memory is not None:
             held = stacked(j0, j1, span) if stacked is not None else \
                 memory(np.arange(j0, j1)[:, None, None], band_stack(A, span, j0, j1), band_stack(B, span, j0, j1))
-            c = np.where(held <= capacity_bytes, c, np.inf)
+            np.copyto(c, np.inf, where=~(held.transpose(0, 2, 1) <= capacity_bytes))
         for j in range(j0, j1):
-            cand = np.maximum(best[:, None], c[j - j0])   # stages so far end at l, stage j = [l, i)
-            arg = np.argmin(cand, axis=0)                # first minimum: deterministic
-            best = cand[arg, columns]                    # over the ends i = j + 1 + index: stage j + 1's starts
+            np.maximum(best, c[j - j0], out=cand)        # stages so far end at l, stage j = [l, i)
+            arg = cand.argmin(axis=1)                    # first minimum: deterministic
+            best = cand[columns, arg]                    # over the ends i = j + 1 + index: stage j + 1's starts
             args.append(arg)
             if best.min() == np.inf:
                 break                                    # stage j can end nowhere, nor can any after it
