@@ -1,21 +1,25 @@
 """The Ascend 910B rows (results/published/ascend_figures.yaml: calibrated on one source, held out
 by the other; mindformers2_figures.yaml: the second held-out set, drawn before any change made on the
-first's residuals) and the out-of-sample rows on the new NVIDIA machines (nvidia_new_figures.yaml),
-priced with the profiles as shipped."""
+first's residuals; mindformers3_figures.yaml: the third, drawn before any change made on the first two's,
+checked here as drawn but not yet priced) and the out-of-sample rows on the new NVIDIA machines
+(nvidia_new_figures.yaml), priced with the profiles as shipped."""
 
 import hashlib
 import json
+import os
 
 import pytest
 import yaml
 
 from parsim.hardware.cluster import profile_path
-from parsim.profile.published import load_figures, price
+from parsim.profile.published import _thaw, load_figures, price
 
 ASCEND = load_figures("results/published/ascend_figures.yaml")
 NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
 SECOND = "results/published/mindformers2_figures.yaml"
 ASCEND_2 = load_figures(SECOND)
+THIRD = "results/published/mindformers3_figures.yaml"
+ASCEND_3 = load_figures(THIRD)          # not in ROWS: priced after drawing, its held_within set then
 ROWS = [f for f in ASCEND.figures + ASCEND_2.figures + NVIDIA.figures if not f.excluded]
 # sha256 of the second 910B set's rows as drawn (every field but a row's note and miss_within, which
 # record how it priced) and of the model files they read: a changed row is a different set.
@@ -29,6 +33,29 @@ SECOND_MODELS_SHA256 = {
     "examples/qwen1_5/config_32b.json": "45b5d50494185020bbb50fc0ef50faa9d8c4c54c6b4ba20dd9d48f1bae48e44e",
     "examples/qwen1_5/config_72b.json": "93eeabc6279b144ccbdf2eb6779da10299b0f537e15d5fef02942d83e25e5aee",
 }
+# The same for the third 910B set (drawn on 2026-11-29 by the rule its header states).
+THIRD_ROWS_SHA256 = "0510efbaa1f69ffb6939ab3e378c3aba427f0aaa4a673d9f0ca7c4561296ba5a"
+THIRD_MODELS_SHA256 = {
+    "examples/codellama_34b/config.json": "a9647babdbaa48b18974360004d21763095cc27e500982969581410098b61ec2",
+    "examples/baichuan2_7b/config.json": "f983247b9d21a39e9b6cbcc210c3277004172397d167a9d99a91fe471a9df023",
+    "examples/deepseek_coder_33b/config.json": "b961dbbec961a82df1bdc9178bc053d495f66178b9fe917ab265d6ce0a6b3349",
+    "examples/deepseek_coder_7b_v1_5/config.json": "42cdcce5842e582e0c771b74520068d996c07d36205a3b0f9ae7e0913849596d",
+    "examples/internlm_7b/config.json": "c859ffff6b79e48eb77971e2e10202f1e1c71791a229edf9808a4a8e669631ed",
+    "examples/qwen_7b/config.json": "abe16b8307329af882385ea2232c40b4033a83e0d9a1727c9977f2f300cca986",
+    "examples/qwen_14b/config.json": "3d70d50627cd4cd26a9f8243cb8e7cd326118939fb386c48687fd2605d9eb81e",
+    "examples/yi_6b/config.json": "19ef523c60b5b75db1021c83be310b06c0c2660f28673429059be21dfe6d4bd4",
+    "examples/yi_34b/config.json": "a1db88e511fda52baff9ddb3a537da6e856586f51e1539123ea68dfc7f21c138",
+}
+
+
+def assert_drawn_as_hashed(path, rows_sha256, models_sha256):
+    """A drawn set's rows (every field but a row's note and miss_within) and its model files hash
+    as recorded when it was drawn."""
+    rows = yaml.safe_load(open(path).read())["figures"]
+    drawn = [{k: v for k, v in r.items() if k not in ("note", "miss_within")} for r in rows]
+    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == rows_sha256, path
+    for model, digest in models_sha256.items():
+        assert hashlib.sha256(open(model, "rb").read()).hexdigest() == digest, model
 
 
 @pytest.mark.parametrize("figure", ROWS, ids=[f.id for f in ROWS])
@@ -81,11 +108,7 @@ def test_the_two_910b_bins_differ_by_the_ratio_mindformers_measured():
 def test_the_second_910b_set_is_the_set_drawn():
     """Eleven rows of MindFormers' Qwen1.5 and Llama 3.1 cards, ten priced, on no profile calibrated
     on them, with the model files they were drawn with."""
-    rows = yaml.safe_load(open(SECOND).read())["figures"]
-    drawn = [{k: v for k, v in r.items() if k not in ("note", "miss_within")} for r in rows]
-    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == SECOND_ROWS_SHA256
-    for path, digest in SECOND_MODELS_SHA256.items():
-        assert hashlib.sha256(open(path, "rb").read()).hexdigest() == digest, path
+    assert_drawn_as_hashed(SECOND, SECOND_ROWS_SHA256, SECOND_MODELS_SHA256)
     held = [f for f in ASCEND_2.figures if not f.excluded]
     assert len(ASCEND_2.figures) == 11 and len(held) == 10
     assert not ASCEND_2.calibrations
@@ -93,3 +116,22 @@ def test_the_second_910b_set_is_the_set_drawn():
     calibrated_on = set(ASCEND.calibration("atlas-900-a2").rows)
     assert not calibrated_on & {f.id for f in ASCEND_2.figures}
     assert all(f.tolerance == 0.15 and "MindFormers" in f.citation for f in ASCEND_2.figures)
+
+
+def test_the_third_910b_set_is_the_set_drawn_its_hashes():
+    """Thirteen rows of the MindFormers cards commit 2388c729a changed, whose models are Llama's, eleven
+    priced, on no profile calibrated on them, with the model files they were drawn with; every model
+    file the set reads is hashed."""
+    assert_drawn_as_hashed(THIRD, THIRD_ROWS_SHA256, THIRD_MODELS_SHA256)
+    read = {os.path.normpath(os.path.join(os.path.dirname(THIRD), _thaw(f.model)["hf"]))
+            for f in ASCEND_3.figures}
+    assert read == set(THIRD_MODELS_SHA256)
+    held = [f for f in ASCEND_3.figures if not f.excluded]
+    assert len(ASCEND_3.figures) == 13 and len(held) == 11
+    assert not ASCEND_3.calibrations
+    assert {f.profile for f in ASCEND_3.figures} == {"atlas-800t-a2", "atlas-900-a2"}
+    calibrated_on = set(ASCEND.calibration("atlas-900-a2").rows)
+    assert not calibrated_on & {f.id for f in ASCEND_3.figures}
+    assert not {f.id for f in ASCEND_3.figures} & {f.id for f in ROWS}
+    assert all(f.tolerance == 0.15 and "MindFormers" in f.citation and f.id.startswith("mf3-")
+               for f in ASCEND_3.figures)
