@@ -10,10 +10,12 @@ The rows, their citations and every setting they assume live in results/publishe
 (parsim.profile.published.load_all_figures); the fitted parameters, their priors and the source
 families in results/published/fit.yaml.  Each row prints its family, profile and configuration, the
 measured value, the in-sample prediction and error, the out-of-sample prediction and error, and
-whether it is held (scored), excluded (printed, not scored, with the reason) or not expressible (the
+whether it is scored (in the out-of-sample figures; "scored" says nothing of whether the model was
+developed on it, which the figures files' headers and docs/accuracy.md say), excluded (printed, not
+scored, with the reason) or not expressible (the
 simulator cannot price it, with the reason).  Then, per family and overall: rows, out-of-sample
 MAPE and max, rows beyond 25%, and the in-sample MAPE, labelled in-sample; the fitted values, all
-sources and each fold; and the surrogate's error on each held-out row (the fit's linear model of
+sources and each fold; and the surrogate's error on each scored row (the fit's linear model of
 the step against the exact pricing).
 
 --residuals writes the out-of-sample residuals the step-time bands are drawn from
@@ -51,7 +53,7 @@ def _pct(e) -> str:
 
 def _summary(label: str, errors: list[float], ins: list[float]) -> str:
     if not errors:
-        return f"{label}: no held rows"
+        return f"{label}: no scored rows"
     a = [abs(e) for e in errors]
     return (f"{label}: {len(a)} rows, out-of-sample MAPE {statistics.mean(a):.1%}, max {max(a):.1%}, "
             f"{sum(x > 0.25 for x in a)} beyond 25%; in-sample MAPE {statistics.mean(abs(e) for e in ins):.1%}")
@@ -71,7 +73,7 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
                   f"{'-':>7}  {status} ({UNIT[f.metric]})", file=out)
             continue
         oos = s.out_of_sample
-        status = f"excluded: {f.excluded}" if f.excluded else "held"
+        status = f"excluded: {f.excluded}" if f.excluded else "scored"
         print(f"{f.id:<{w}} {s.family:<18} {f.profile:<18} {f.measured:>10.4g} {s.in_sample.predicted:>10.4g} "
               f"{_pct(s.in_sample.error):>7} {(f'{oos.predicted:.4g}' if oos else '-'):>13} "
               f"{_pct(oos.error if oos else None):>7}  {s.in_sample.config}; {status} ({UNIT[f.metric]})", file=out)
@@ -111,7 +113,7 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
 
 
 def coverage(scored) -> str:
-    """The bands scored on the rows they would have priced: each held row's 90% band drawn from the
+    """The bands scored on the rows they would have priced: each scored row's 90% band drawn from the
     other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
     the row's measurement falls inside."""
     held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
@@ -130,7 +132,7 @@ def coverage(scored) -> str:
                     + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
                        else "none: no other source ran on this device"))
     per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
-    return (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each held row's band drawn from the other "
+    return (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
             f"families' residuals: {inside} of {banded} rows inside ({inside / banded:.1%} against {LEVEL:.0%} "
             f"nominal; averaged per family {per_family:.1%}); {len(held) - banded} rows have no band (no other "
             f"source ran on their device); median width (high / low - 1) {statistics.median(widths):.1%}\n"

@@ -1,7 +1,7 @@
 """The Ascend 910B rows (results/published/ascend_figures.yaml: calibrated on one source, held out
 by the other; mindformers2_figures.yaml: the second held-out set, drawn before any change made on the
-first's residuals; mindformers3_figures.yaml: the third, drawn before any change made on the first two's,
-checked here as drawn but not yet priced) and the out-of-sample rows on the new NVIDIA machines
+first's residuals; mindformers3_figures.yaml: the third, drawn before any change made on the first two's)
+and the out-of-sample rows on the new NVIDIA machines
 (nvidia_new_figures.yaml), priced with the profiles as shipped."""
 
 import hashlib
@@ -19,8 +19,12 @@ NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
 SECOND = "results/published/mindformers2_figures.yaml"
 ASCEND_2 = load_figures(SECOND)
 THIRD = "results/published/mindformers3_figures.yaml"
-ASCEND_3 = load_figures(THIRD)          # not in ROWS: priced after drawing, its held_within set then
-ROWS = [f for f in ASCEND.figures + ASCEND_2.figures + NVIDIA.figures if not f.excluded]
+ASCEND_3 = load_figures(THIRD)
+# A held-out row priced 5.6x its figure (its note): beyond any recorded miss (at most 100%), so pinned
+# on its own below rather than in ROWS.
+UNEXPLAINED = "mf3-deepseek15-7b-s4096-900-a2"
+ROWS = [f for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures + NVIDIA.figures
+        if not f.excluded and f.id != UNEXPLAINED]
 # sha256 of the second 910B set's rows as drawn (every field but a row's note and miss_within, which
 # record how it priced) and of the model files they read: a changed row is a different set.
 SECOND_ROWS_SHA256 = "fbfd7547875d010b1220dab56a4061d830909ad502490caf58ff8d2a554973c6"
@@ -63,6 +67,15 @@ def test_row_within_its_tolerance_or_its_recorded_miss(figure):
     p = price(figure)
     assert abs(p.error) <= figure.held_within, (f"{figure.id}: measured {figure.measured}, predicted "
                                                 f"{p.predicted:.1f} ({p.error:+.1%}), held within {figure.held_within:.0%}")
+
+
+def test_the_held_out_row_parsim_cannot_explain_stays_where_it_was_drawn():
+    """DeepSeek Coder 7B v1.5 on 8 PoDc NPUs at 340 tokens/s/p is 5% of the NPU's peak, where the
+    card's other 4K rows run at 40-60%; priced at 5.6x its figure when drawn.  Held, scored and
+    reported; pinned here so that a change that moves it is seen."""
+    row = ASCEND_3.by_id(UNEXPLAINED)
+    assert not row.excluded and row.measured == 340
+    assert 5.0 < price(row).predicted / row.measured < 6.2
 
 
 def test_the_ascend_calibration_uses_one_source_and_holds_out_the_other():
@@ -132,6 +145,5 @@ def test_the_third_910b_set_is_the_set_drawn_its_hashes():
     assert {f.profile for f in ASCEND_3.figures} == {"atlas-800t-a2", "atlas-900-a2"}
     calibrated_on = set(ASCEND.calibration("atlas-900-a2").rows)
     assert not calibrated_on & {f.id for f in ASCEND_3.figures}
-    assert not {f.id for f in ASCEND_3.figures} & {f.id for f in ROWS}
     assert all(f.tolerance == 0.15 and "MindFormers" in f.citation and f.id.startswith("mf3-")
                for f in ASCEND_3.figures)
