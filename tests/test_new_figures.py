@@ -1,8 +1,8 @@
-"""The Ascend 910B rows (results/published/ascend_figures.yaml: calibrated on one source, held out
-by the other; mindformers2_figures.yaml: the second held-out set, drawn before any change made on the
-first's residuals; mindformers3_figures.yaml: the third, drawn before any change made on the first two's)
-and the out-of-sample rows on the new NVIDIA machines
-(nvidia_new_figures.yaml), priced with the profiles as shipped."""
+"""The Ascend 910B rows (results/published/ascend_figures.yaml: calibrated on one source, out of
+sample for the other; mindformers2_figures.yaml: the second set, drawn held out before any change made
+on the first's residuals, a development set since 2026-11-29; mindformers3_figures.yaml: the third,
+held out, drawn before any change made on the first two's) and the out-of-sample rows on the new NVIDIA
+machines (nvidia_new_figures.yaml), priced with the profiles as shipped."""
 
 import hashlib
 import json
