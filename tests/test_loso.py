@@ -123,3 +123,31 @@ def test_the_public_benchmark_covers_what_issue_37_asks():
     assert any(dict(f.parallel).get("cp", 1) > 1 or "s32768" in f.id for f in figures if f.id in scored)
     assert any("fp8" in f.id for f in figures if f.id in scored)
     assert all(math.isfinite(f.measured) for f in figures)
+
+
+def test_writing_the_fit_keeps_a_profiles_calibration_record(tmp_path):
+    """The public fit writes its own ``fitted:`` section; a profile's ``calibrated:`` section is
+    parsim calibrate --published's record and survives it (until 2026-11-29 the fit wrote over it),
+    and the profile loads with both."""
+    import shutil
+
+    import yaml
+
+    from parsim.hardware.cluster import load_profile, profiles_dir
+    from parsim.profile.loso import write_profiles
+
+    for f in profiles_dir().glob("*.yaml"):
+        shutil.copy(f, tmp_path / f.name)
+    before = yaml.safe_load((tmp_path / "atlas-900-a2.yaml").read_text())["calibrated"]
+    spec = FitSpec("fit.yaml", (Parameter("attn", (("atlas-900-a2", "device.kernels.attention_efficiency"),),
+                                          0.5, (0.2, 1.0)),))
+    written = write_profiles(spec, Profiles(spec, tmp_path), {"attn": 0.4375}, "a command")
+    assert written == [str(tmp_path / "atlas-900-a2.yaml")]
+    after = yaml.safe_load((tmp_path / "atlas-900-a2.yaml").read_text())
+    assert after["calibrated"] == before
+    assert after["fitted"]["parameters"] == {"attn": 0.4375} and after["fitted"]["command"] == "a command"
+    assert after["device"]["kernels"]["attention_efficiency"] == 0.4375
+    again = write_profiles(spec, Profiles(spec, tmp_path), {"attn": 0.5}, "a command")      # refit: replaced
+    after = yaml.safe_load(open(again[0]).read())
+    assert after["calibrated"] == before and after["fitted"]["parameters"] == {"attn": 0.5}
+    assert load_profile(again[0]).device.kernels.attention_efficiency == 0.5

@@ -84,11 +84,12 @@ def test_unconfirmed_numbers_are_listed(name):
 @pytest.mark.parametrize("name", NEW)
 def test_every_number_cites_its_source(name):
     """A key holding a number carries a comment (a source, a derivation, or "unconfirmed"), on its
-    own lines or its section's; the calibrated: section is the calibration's own record."""
+    own lines or its section's; the calibrated: and fitted: sections are the calibration's and the
+    public fit's own records."""
     keys = _keys(name)
     texts = {path: text for path, text, _ in keys}
     for path, text, value in keys:
-        if (path.split(".")[0] in _NOT_NUMBERS + ("calibrated",) or path.endswith(".name")
+        if (path.split(".")[0] in _NOT_NUMBERS + ("calibrated", "fitted") or path.endswith(".name")
                 or not re.search(r"\d", value)):
             continue
         parent = path.rsplit(".", 1)[0] if "." in path else ""

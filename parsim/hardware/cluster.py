@@ -498,14 +498,19 @@ def load_profile(path: str | os.PathLike) -> Profile:
         recorded = Machine(cpu_model=prov.get("cpu_model", str, ""), torch=prov.get("torch", str, ""))
         prov.done()
         warn_if_elsewhere(recorded, path)
-    if r.has("calibrated"):      # provenance written by `parsim calibrate --published` or the public fit
+    if r.has("calibrated"):      # provenance written by `parsim calibrate --published` (parsim.profile.fit_published)
         cal = r.sub("calibrated")
-        for key in ("command", "figures_file", "date", "fit_spec", "scored"):
+        for key in ("command", "figures_file", "date"):
             cal.get(key, str, "")
         cal.get("fields", dict, {})
-        cal.get("parameters", dict, {})          # parsim.profile.loso.write_profiles: parameter -> value
         cal.get("rows", list, [])
         cal.done()
+    if r.has("fitted"):          # provenance written by the public fit (parsim.profile.loso.write_profiles)
+        fit = r.sub("fitted")
+        for key in ("command", "fit_spec", "date", "scored"):
+            fit.get(key, str, "")
+        fit.get("parameters", dict, {})          # parameter -> value
+        fit.done()
     profile = Profile(name=r.get("name", str), description=r.get("description", str, ""), device=device,
                       devices_per_node=devices, groups=tuple(tuple(g) for g in groups),
                       links=tuple(sorted(links, key=lambda kv: LINK_CLASSES.index(kv[0]))),

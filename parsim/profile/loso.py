@@ -342,8 +342,10 @@ def leave_one_source_out(spec: FitSpec, profiles: Profiles, figures, progress=No
 
 def write_profiles(spec: FitSpec, profiles: Profiles, values: dict[str, float], command: str) -> list[str]:
     """Write ``values`` (the all-source fit) into the shipped profile files that hold a fitted
-    field, each field's comment naming its parameter, and a ``calibrated:`` section: the command,
-    the fit spec, the date and the values.  Returns the paths written."""
+    field, each field's comment naming its parameter, and a ``fitted:`` section: the command, the
+    fit spec, the date and the values.  A profile's ``calibrated:`` section is another record,
+    ``parsim calibrate --published``'s (parsim.profile.fit_published), and is kept as it is: a
+    profile may carry both.  Returns the paths written."""
     import datetime
 
     from parsim.fileio import write_text
@@ -352,13 +354,13 @@ def write_profiles(spec: FitSpec, profiles: Profiles, values: dict[str, float], 
     def comment(p: Parameter) -> str:
         ratio = f" x {p.ratio_of}" if p.ratio_of else ""
         return (f"fitted end to end: parameter {p.name} = {values[p.name]:.4g}{ratio} (prior {p.prior:g}) on every "
-                f"public source, scored leave-one-source-out (calibrated: at the end)")
+                f"public source, scored leave-one-source-out (fitted: at the end)")
 
     texts = profiles.texts_with(values, comment)
     written = []
     for name in sorted({prof for p in spec.parameters for prof, _ in p.fields}):
         mine = [p for p in spec.parameters if name in p.profiles()]
-        body = (f"calibrated:                     # written by {command}; rerun it to refit\n"
+        body = (f"fitted:                         # written by {command}; rerun it to refit\n"
                 f"  command: \"{command}\"\n"
                 f"  fit_spec: {spec.path}\n"
                 f"  date: \"{datetime.date.today().isoformat()}\"\n"
@@ -366,6 +368,6 @@ def write_profiles(spec: FitSpec, profiles: Profiles, values: dict[str, float], 
                 f"  scored: \"results/published/bench_published.txt, out of sample: each source priced with the "
                 f"parameters fitted on the others\"\n")
         path = os.path.join(profiles.folder, f"{name}.yaml")
-        write_text(path, set_section(texts[name], "calibrated", body))
+        write_text(path, set_section(texts[name], "fitted", body))
         written.append(path)
     return written
