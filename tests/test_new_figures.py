@@ -1,8 +1,10 @@
 """The Ascend 910B rows (results/published/ascend_figures.yaml: calibrated on one source, out of
 sample for the other; mindformers2_figures.yaml: the second set, drawn held out before any change made
 on the first's residuals, a development set since 2026-11-29; mindformers3_figures.yaml: the third,
-held out, drawn before any change made on the first two's) and the out-of-sample rows on the new NVIDIA
-machines (nvidia_new_figures.yaml), priced with the profiles as shipped."""
+drawn before any change made on the first two's, scored one change since; mindformers4_figures.yaml:
+the fourth, held out, drawn from MindFormers' later releases before any further change) and the
+out-of-sample rows on the new NVIDIA machines (nvidia_new_figures.yaml), priced with the profiles as
+shipped."""
 
 import hashlib
 import json
@@ -20,10 +22,12 @@ SECOND = "results/published/mindformers2_figures.yaml"
 ASCEND_2 = load_figures(SECOND)
 THIRD = "results/published/mindformers3_figures.yaml"
 ASCEND_3 = load_figures(THIRD)
+FOURTH = "results/published/mindformers4_figures.yaml"
+ASCEND_4 = load_figures(FOURTH)
 # A held-out row priced 5.6x its figure (its note): beyond any recorded miss (at most 100%), so pinned
 # on its own below rather than in ROWS.
 UNEXPLAINED = "mf3-deepseek15-7b-s4096-900-a2"
-ROWS = [f for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures + NVIDIA.figures
+ROWS = [f for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures + ASCEND_4.figures + NVIDIA.figures
         if not f.excluded and f.id != UNEXPLAINED]
 # sha256 of the second 910B set's rows as drawn (every field but a row's note and miss_within, which
 # record how it priced) and of the model files they read: a changed row is a different set.  One
@@ -53,6 +57,15 @@ THIRD_MODELS_SHA256 = {
     "examples/yi_34b/config.json": "a1db88e511fda52baff9ddb3a537da6e856586f51e1539123ea68dfc7f21c138",
 }
 
+# The same for the fourth 910B set (drawn on 2026-11-29 from MindFormers' releases after 2388c729a).
+FOURTH_ROWS_SHA256 = "9de906c94ceb6b3fd7acdc6c69d05cf640881af6b0fce3373c9b1f3dae72a762"
+FOURTH_MODELS_SHA256 = {
+    "examples/telechat2_7b/config.json": "1b47370d076dbd84f4039953b47073549fd7ae10ed295caeb362f079c5d1c243",
+    "examples/telechat2_35b/config.json": "b4e4c30b49b9105d4fb339a249eec051cf4a647d3f77b8512271959831a75e13",
+    "examples/telechat2_115b/config.json": "0b04899519522a7314396db4908fcfad5e80005766a5fbf4911be2e4825ad924",
+    "examples/internlm2_20b/config.json": "6d86f2d44ac5c74b42463715692cd897b75ccec4b8d98f8e0ced16da081ca4b8",
+}
+
 
 def assert_drawn_as_hashed(path, rows_sha256, models_sha256):
     """A drawn set's rows (every field but a row's note and miss_within) and its model files hash
@@ -64,14 +77,14 @@ def assert_drawn_as_hashed(path, rows_sha256, models_sha256):
         assert hashlib.sha256(open(model, "rb").read()).hexdigest() == digest, model
 
 
-def assert_a_mindformers_910b_set(drawn, rows: int, priced: int):
-    """A MindFormers 910B set (the second, the third): its rows and how many are priced, on the two
-    910B profiles, none of them a calibration row of atlas-900-a2 and none calibrating anything, each
-    held to the issue's 15%."""
+def assert_a_mindformers_910b_set(drawn, rows: int, priced: int, profiles=("atlas-800t-a2", "atlas-900-a2")):
+    """A MindFormers 910B set (the second, the third, the fourth): its rows and how many are priced,
+    on the 910B profiles named, none of them a calibration row of atlas-900-a2 and none calibrating
+    anything, each held to the issue's 15%."""
     held = [f for f in drawn.figures if not f.excluded]
     assert len(drawn.figures) == rows and len(held) == priced
     assert not drawn.calibrations
-    assert {f.profile for f in drawn.figures} == {"atlas-800t-a2", "atlas-900-a2"}
+    assert {f.profile for f in drawn.figures} == set(profiles)
     calibrated_on = set(ASCEND.calibration("atlas-900-a2").rows)
     assert not calibrated_on & {f.id for f in drawn.figures}
     assert all(f.tolerance == 0.15 and "MindFormers" in f.citation for f in drawn.figures)
@@ -150,3 +163,15 @@ def test_the_third_910b_set_is_the_set_drawn_its_hashes():
     assert read == set(THIRD_MODELS_SHA256)
     assert_a_mindformers_910b_set(ASCEND_3, rows=13, priced=11)
     assert all(f.id.startswith("mf3-") for f in ASCEND_3.figures)
+
+
+def test_the_fourth_910b_set_is_the_set_drawn_its_hashes():
+    """Four rows of the TeleChat2 and InternLM2 cards of MindFormers' releases after 2388c729a, all
+    priced, all on the Atlas 800T A2 (no PoDc row met the rule), with the model files they were
+    drawn with; every model file the set reads is hashed."""
+    assert_drawn_as_hashed(FOURTH, FOURTH_ROWS_SHA256, FOURTH_MODELS_SHA256)
+    read = {os.path.normpath(os.path.join(os.path.dirname(FOURTH), dict(f.model)["hf"])) for f in ASCEND_4.figures}
+    assert read == set(FOURTH_MODELS_SHA256)
+    assert_a_mindformers_910b_set(ASCEND_4, rows=4, priced=4, profiles=("atlas-800t-a2",))
+    assert all(f.id.startswith("mf4-") for f in ASCEND_4.figures)
+    assert not {f.id for f in ASCEND_4.figures} & {f.id for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures}
