@@ -101,12 +101,14 @@ if __name__ == "__main__":
     lines = goals()
     if sys.argv[1:2] == ["--goals"]:
         import os
-        import platform
         import time
         from parsim.fileio import write_text
+        from parsim.hardware.machine import this_machine
         os.makedirs("results", exist_ok=True)
-        head = (f"python benchmarks/bench_planner.py --goals  ({time.strftime('%Y-%m-%d %H:%M')}, "
-                f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores)\n")
+        here = this_machine()           # the CPU as /proc/cpuinfo names it: timings are this host's
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        head = (f"python benchmarks/bench_planner.py --goals  ({time.strftime('%Y-%m-%d %H:%M')}, {here.cpu_model}, "
+                f"{here.cores} cores{f'; at {commit}' if commit else ''})\n")
         write_text("results/bench_planner_goals.txt", head + "\n".join(lines) + "\n")
         sys.exit(0)
     resnet = "examples/resnet50_imagenet.yaml"
