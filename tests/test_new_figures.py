@@ -1,11 +1,11 @@
 """The Ascend 910B rows (results/published/ascend_figures.yaml: calibrated on one source, out of
 sample for the other; mindformers2_figures.yaml: the second set, drawn held out before any change made
 on the first's residuals, a development set since 2026-11-29; mindformers3_figures.yaml: the third,
-drawn before any change made on the first two's, scored one change since; mindformers4_figures.yaml:
-the fourth, held out, drawn from MindFormers' later releases before any further change;
-mindspeed_llm_figures.yaml: the fifth, held out, MindSpeed-LLM's table, the calibration rows' own
-publisher three months later) and the out-of-sample rows on the new NVIDIA machines
-(nvidia_new_figures.yaml), priced with the profiles as shipped."""
+drawn before any change made on the first two's; mindformers4_figures.yaml: the fourth, drawn from
+MindFormers' later releases; mindspeed_llm_figures.yaml: the fifth, MindSpeed-LLM's table, the
+calibration rows' own publisher three months later; the last three held out, and each has scored
+changes not kept since: results/2026-11-29-amd-epyc/) and the out-of-sample rows on the new NVIDIA
+machines (nvidia_new_figures.yaml), priced with the profiles as shipped."""
 
 import hashlib
 import json
