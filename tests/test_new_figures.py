@@ -116,27 +116,33 @@ FIFTH_MODELS_SHA256 = {
 }
 
 
-def assert_drawn_as_hashed(path, rows_sha256, models_sha256):
+def assert_drawn_as_hashed(path, rows_sha256, models_sha256, figures=None):
     """A drawn set's rows (every field but a row's note and miss_within) and its model files hash
-    as recorded when it was drawn."""
+    as recorded when it was drawn; with its loaded ``figures``, the files hashed are every model file
+    its rows read."""
     rows = yaml.safe_load(open(path).read())["figures"]
     drawn = [{k: v for k, v in r.items() if k not in ("note", "miss_within")} for r in rows]
     assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == rows_sha256, path
     for model, digest in models_sha256.items():
         assert hashlib.sha256(open(model, "rb").read()).hexdigest() == digest, model
+    if figures is not None:
+        read = {os.path.normpath(os.path.join(os.path.dirname(path), dict(f.model)["hf"])) for f in figures.figures}
+        assert read == set(models_sha256), path
 
 
-def assert_a_mindformers_910b_set(drawn, rows: int, priced: int, profiles=("atlas-800t-a2", "atlas-900-a2")):
-    """A MindFormers 910B set (the second, the third, the fourth): its rows and how many are priced,
-    on the 910B profiles named, none of them a calibration row of atlas-900-a2 and none calibrating
-    anything, each held to the issue's 15%."""
+def assert_a_910b_set(drawn, rows: int, priced: int, profiles=("atlas-800t-a2", "atlas-900-a2"),
+                      publisher="MindFormers"):
+    """A 910B set drawn after the first (MindFormers' second, third and fourth; MindSpeed-LLM's):
+    its rows and how many are priced, on the 910B profiles named, none of them a calibration row of
+    atlas-900-a2 and none calibrating anything, each held to the issue's 15%, all cited to
+    ``publisher``."""
     held = [f for f in drawn.figures if not f.excluded]
     assert len(drawn.figures) == rows and len(held) == priced
     assert not drawn.calibrations
     assert {f.profile for f in drawn.figures} == set(profiles)
     calibrated_on = set(ASCEND.calibration("atlas-900-a2").rows)
     assert not calibrated_on & {f.id for f in drawn.figures}
-    assert all(f.tolerance == 0.15 and "MindFormers" in f.citation for f in drawn.figures)
+    assert all(f.tolerance == 0.15 and publisher in f.citation for f in drawn.figures)
 
 
 @pytest.mark.parametrize("figure", ROWS, ids=[f.id for f in ROWS])
@@ -209,17 +215,15 @@ def test_the_second_910b_set_is_the_set_drawn():
     """Eleven rows of MindFormers' Qwen1.5 and Llama 3.1 cards, ten priced, on no profile calibrated
     on them, with the model files they were drawn with."""
     assert_drawn_as_hashed(SECOND, SECOND_ROWS_SHA256, SECOND_MODELS_SHA256)
-    assert_a_mindformers_910b_set(ASCEND_2, rows=11, priced=10)
+    assert_a_910b_set(ASCEND_2, rows=11, priced=10)
 
 
 def test_the_third_910b_set_is_the_set_drawn_its_hashes():
     """Thirteen rows of the MindFormers cards commit 2388c729a changed, whose models are Llama's, eleven
     priced, on no profile calibrated on them, with the model files they were drawn with; every model
     file the set reads is hashed."""
-    assert_drawn_as_hashed(THIRD, THIRD_ROWS_SHA256, THIRD_MODELS_SHA256)
-    read = {os.path.normpath(os.path.join(os.path.dirname(THIRD), dict(f.model)["hf"])) for f in ASCEND_3.figures}
-    assert read == set(THIRD_MODELS_SHA256)
-    assert_a_mindformers_910b_set(ASCEND_3, rows=13, priced=11)
+    assert_drawn_as_hashed(THIRD, THIRD_ROWS_SHA256, THIRD_MODELS_SHA256, ASCEND_3)
+    assert_a_910b_set(ASCEND_3, rows=13, priced=11)
     assert all(f.id.startswith("mf3-") for f in ASCEND_3.figures)
 
 
@@ -227,10 +231,8 @@ def test_the_fourth_910b_set_is_the_set_drawn_its_hashes():
     """Four rows of the TeleChat2 and InternLM2 cards of MindFormers' releases after 2388c729a, all
     priced, all on the Atlas 800T A2 (no PoDc row met the rule), with the model files they were
     drawn with; every model file the set reads is hashed."""
-    assert_drawn_as_hashed(FOURTH, FOURTH_ROWS_SHA256, FOURTH_MODELS_SHA256)
-    read = {os.path.normpath(os.path.join(os.path.dirname(FOURTH), dict(f.model)["hf"])) for f in ASCEND_4.figures}
-    assert read == set(FOURTH_MODELS_SHA256)
-    assert_a_mindformers_910b_set(ASCEND_4, rows=4, priced=4, profiles=("atlas-800t-a2",))
+    assert_drawn_as_hashed(FOURTH, FOURTH_ROWS_SHA256, FOURTH_MODELS_SHA256, ASCEND_4)
+    assert_a_910b_set(ASCEND_4, rows=4, priced=4, profiles=("atlas-800t-a2",))
     assert all(f.id.startswith("mf4-") for f in ASCEND_4.figures)
     assert not {f.id for f in ASCEND_4.figures} & {f.id for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures}
 
@@ -241,16 +243,9 @@ def test_the_fifth_910b_set_is_the_set_drawn_its_hashes():
     51 rows of Llama-architecture models, 44 priced, the five calibration models among them
     re-measured with other figures, none a calibration row; with the model files they were drawn
     with."""
-    assert_drawn_as_hashed(FIFTH, FIFTH_ROWS_SHA256, FIFTH_MODELS_SHA256)
-    read = {os.path.normpath(os.path.join(os.path.dirname(FIFTH), dict(f.model)["hf"])) for f in ASCEND_5.figures}
-    assert read == set(FIFTH_MODELS_SHA256)
-    held = [f for f in ASCEND_5.figures if not f.excluded]
-    assert len(ASCEND_5.figures) == 51 and len(held) == 44 and not ASCEND_5.calibrations
-    assert {f.profile for f in ASCEND_5.figures} == {"atlas-900-a2"}
-    calibrated_on = set(ASCEND.calibration("atlas-900-a2").rows)
-    assert not calibrated_on & {f.id for f in ASCEND_5.figures}
-    assert all(f.tolerance == 0.15 and "MindSpeed-LLM" in f.citation and f.id.startswith("msllm-")
-               for f in ASCEND_5.figures)
+    assert_drawn_as_hashed(FIFTH, FIFTH_ROWS_SHA256, FIFTH_MODELS_SHA256, ASCEND_5)
+    assert_a_910b_set(ASCEND_5, rows=51, priced=44, profiles=("atlas-900-a2",), publisher="MindSpeed-LLM")
+    assert all(f.id.startswith("msllm-") for f in ASCEND_5.figures)
     # the calibration models, measured again: other figures than the rows atlas-900-a2 is fitted on
     again = {"msllm-llama2-7b-a2-8npu": "modellink11-llama2-7b-a2-8npu", "msllm-llama2-13b-a2-8npu":
              "modellink11-llama2-13b-a2-8npu", "msllm-llama2-70b-a2-32npu": "modellink11-llama2-70b-a2-32npu",
