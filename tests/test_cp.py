@@ -13,6 +13,7 @@ from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute, ProfiledCompute, ProfileTable, LayerTimes
 from parsim.cost.context import ring_buffer_bytes, ring_exposed_s, ring_sent_bytes
 from parsim.cost.memory import backward_workspace_bytes
+from parsim.cost.layer import loss_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
 from parsim.hardware.links import Link
@@ -232,6 +233,7 @@ def test_simulator_prices_the_ring_and_the_larger_gradient_group(gpt):
     for kind in (Kind.F, Kind.B):
         want = sum(compute.layer_time_s(layer, kind.value, b)
                    + ring_exposed_s(compute, layer, kind.value, b, 2, link, overlap, delay) for layer in g.layers)
+        want += loss_time_s(compute, g, kind.value, b)                       # the last layer runs the loss
         got = [e - s for r, a, _, s, e in est.timeline.records if a.kind == kind and a.microbatch == 0]
         assert got == [pytest.approx(want, rel=1e-9)]
     # per step: 4 blocks x 2 micro-batches x (one K,V step forward + K,V and dK,dV backward)

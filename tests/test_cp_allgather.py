@@ -10,6 +10,7 @@ import pytest
 from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.context import allgather_exposed_s, cp_buffer_bytes, ring_exposed_s, ring_sent_bytes
+from parsim.cost.layer import loss_time_s
 from parsim.cost.memory import backward_workspace_bytes
 from parsim.errors import InfeasibleError
 from parsim.plan import ParallelConfig, Plan
@@ -64,7 +65,8 @@ def test_simulator_adds_the_allgather_exposed_where_the_ring_hides(gpt, h100):
     for kind in (Kind.F, Kind.B):
         for mode, extra in (("allgather", lambda x: allgather_exposed_s(x, kind.value, b, cp, h100, range(cp))),
                             ("ring", lambda x: ring_exposed_s(compute, x, kind.value, b, cp, link, overlap))):
-            want = sum(compute.layer_time_s(x, kind.value, b) + extra(x) for x in g.layers)
+            want = (sum(compute.layer_time_s(x, kind.value, b) + extra(x) for x in g.layers)
+                    + loss_time_s(compute, g, kind.value, b))                 # the last layer runs the loss
             got = [e - s for r, a, _, s, e in runs[mode].timeline.records if a.kind == kind]
             assert got == [pytest.approx(want, rel=1e-9)], (mode, kind)
     assert runs["allgather"].step_time_s > runs["ring"].step_time_s

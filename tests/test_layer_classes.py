@@ -67,7 +67,9 @@ def test_a_layer_that_differs_in_one_field_is_its_own_class(run):
 @pytest.mark.parametrize("ep", [1, 2, 4])
 def test_prices_by_class_equal_each_layers_own(run, recompute, ep):
     """Across the run's graphs (ep = 1 and its expert-parallel graphs share the dense layers),
-    every layer's time from the class table is the one pricing that layer alone gives."""
+    every layer's time from the class table is the one pricing that layer alone gives (the last
+    with the loss, parsim.cost.layer.loss_time_s)."""
+    from parsim.cost.layer import loss_time_s
     from parsim.sim.overlap import layer_time_s
 
     spec, cluster, compute, prices = run
@@ -76,6 +78,7 @@ def test_prices_by_class_equal_each_layers_own(run, recompute, ep):
         for b in (1, 1024):           # 1: launch-bound on an H100; 1024: not
             got = prices.layer_times(compute, graph, kind, b, 0, False, layer_time_s)
             own = [layer_time_s(compute, layer, kind, b, cluster, 0, False, None) for layer in graph.layers]
+            own[-1] += loss_time_s(compute, graph, kind, b)            # the last layer runs the loss
             assert got == own
 
 

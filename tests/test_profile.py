@@ -17,7 +17,7 @@ from parsim.hardware.device import KernelExecution
 from parsim.model.spec import load_model
 from parsim.errors import InputError
 from parsim.profile.calibrate import calibrate, held_out, held_out_split
-from parsim.profile.calibrate import profile_yaml as calibrated_yaml
+from parsim.profile.calibrate import profile_yaml as calibrated_yaml, profiled_layers
 from parsim.profile.comm import fit_alpha_beta, profile_yaml
 from parsim.report.validation import Row, summary, table
 
@@ -31,9 +31,10 @@ def test_alpha_beta_fit_recovers_a_known_link():
 
 
 def _synthetic_table(tmp_path, graph, truth, sizes, **fields):
+    """The profile ``truth`` would measure: each unit timed alone, the last with the loss."""
     table = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": sizes, **fields,
              "layers": [{"name": l.name, "fwd_s": [truth.layer_time_s(l, "F", b) for b in sizes],
-                         "bwd_s": [truth.layer_time_s(l, "B", b) for b in sizes]} for l in graph.layers]}
+                         "bwd_s": [truth.layer_time_s(l, "B", b) for b in sizes]} for l in profiled_layers(graph)]}
     path = tmp_path / "t.json"
     path.write_text(json.dumps(table))
     return load_profile_table(str(path))

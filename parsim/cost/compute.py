@@ -451,6 +451,11 @@ class ProfiledCompute:
         """The collectives are in the profile's times, not in the fallback's."""
         return self.includes_tp_comm and self.how_priced(microbatch) != FALLBACK
 
+    def includes_loss_at(self, microbatch: int) -> bool:
+        """The layer profiler timed the last unit with the run's loss (parsim.profile.layers); the
+        fallback prices the layer alone (parsim.cost.layer.loss_time_s adds the loss)."""
+        return self.how_priced(microbatch) != FALLBACK
+
     def includes_ep_comm_at(self, microbatch: int) -> bool:
         """An expert-parallel profile (``parsim profile --ep``) timed the MoE layers with their
         token all-to-alls, the ranks waiting for each other at every one, as a run's do; its

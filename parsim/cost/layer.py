@@ -11,6 +11,8 @@ the forward it re-runs when recomputed, plus its tensor-parallel redistributions
   Forward steps go with F, backward steps with B (I under a split backward), the loss's
   (vocabulary-parallel: parsim.shard.graph.loss_steps) with F and not recomputed, gradient mirrors
   with the optimizer step, once per step (Megatron's finalize_model_grads).
+- The loss (``loss_time_s``) goes with the last layer: its forward after the layer's F, its
+  backward before the layer's B (or I), as the executor runs it (parsim.model.loss).
 - A step is priced with the cluster's alpha-beta model (parsim.cost.comm) over the ranks along
   its device dimension, laid out row-major over its device matrix from the group's first rank.
   An all-to-all is priced by the one all-to-all rule, parsim.cost.comm.all_to_all_time_s (the
@@ -69,6 +71,23 @@ def includes_tp_comm(compute: ComputeModel, microbatch: int) -> bool:
     fallback prices the shard)."""
     at = getattr(compute, "includes_tp_comm_at", None)
     return at(microbatch) if at is not None else getattr(compute, "includes_tp_comm", False)
+
+
+def includes_loss(compute: ComputeModel, microbatch: int) -> bool:
+    """Whether ``compute``'s time of the last layer at this size already holds the loss: a layer
+    profile times the last unit with the run's loss (parsim.profile.layers), its fallback does not."""
+    at = getattr(compute, "includes_loss_at", None)
+    return at(microbatch) if at is not None else False
+
+
+def loss_time_s(compute: ComputeModel, graph, kind: str, microbatch: int) -> float:
+    """The loss's share of the last layer's phase ``kind`` on one micro-batch (LayerGraph.loss_layer):
+    its forward with F, its backward with B or I (it has no weights: nothing with W), never
+    recomputed.  0 where the graph recorded no loss, or the compute model's times hold it."""
+    loss = graph.loss_layer
+    if loss is None or kind == "W" or includes_loss(compute, microbatch):
+        return 0.0
+    return compute.layer_time_s(loss, kind, microbatch)
 
 
 def recompute_time_s(compute: ComputeModel, layer: Layer, microbatch: int) -> float:

@@ -38,6 +38,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from parsim.model.attention import FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
+from parsim.model.loss import cross_entropy
 from parsim.model.moe import Experts
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -326,6 +327,22 @@ def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tu
     return tuple(kernels)
 
 
+class _Objective(nn.Module):
+    """The run's loss (parsim.model.loss) on a unit's output, every prediction's target class 0."""
+
+    def forward(self, logits: torch.Tensor) -> torch.Tensor:
+        return cross_entropy(logits, torch.zeros(logits.shape[:-1], dtype=torch.long, device=logits.device))
+
+
+def loss_kernels(logits: torch.Tensor) -> tuple[Kernel, ...]:
+    """The loss's kernels on ``logits`` (the last unit's output, meta), forward (F) and backward
+    (I), each size affine in the batch as a unit's are; () where the output is no batch of
+    predictions (not floating point, or one number per sample)."""
+    if not logits.is_floating_point() or logits.dim() < 2:
+        return ()
+    return unit_kernels(_Objective(), logits, True)
+
+
 def _storage_key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
@@ -487,10 +504,12 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()
+    loss = loss_kernels(x)
     reason = ""
     if single_value:
         reason = (f"BatchNorm in {', '.join(single_value[:3])} sees one value per channel per sample; "
                   "training-mode BatchNorm needs micro-batches of at least 2 samples")
     return LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
                       input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason,
-                      extraction_batch=batch)
+                      extraction_batch=batch, loss_kernels=loss,
+                      loss_logits_bytes=layers[-1].output_bytes if loss else 0.0)

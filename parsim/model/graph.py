@@ -289,6 +289,12 @@ class LayerGraph:
     # the routed experts' tensor-parallel size on a tp > 1 graph (1: whole on each device beside
     # attention's tp, or tp; parsim.cost.experts.fold_experts): MoE Parallel Folding
     etp: int = 1
+    # The loss's kernels (parsim.model.loss), as extraction recorded them on the last layer's output
+    # of ``loss_logits_bytes`` per sample, whole: the objective the run computes after the last
+    # layer's forward and before its backward (LayerGraph.loss_layer prices it on the device).  ()
+    # for a graph built by hand, which prices no loss.
+    loss_kernels: tuple = field(default=(), compare=False, repr=False)
+    loss_logits_bytes: float = 0.0
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -381,6 +387,24 @@ class LayerGraph:
         parallelism (loss_gather_ways)."""
         return (self.layers[-1].output_bytes * self.loss_gather_ways / DTYPE_BYTES[self.dtype]
                 * LOSS_BYTES_PER_ELEMENT)
+
+    @cached_property
+    def loss_layer(self) -> "Layer | None":
+        """The loss on one device as a layer of memory-bound kernels, without parameters or output:
+        its forward (F) runs after the last layer's, its backward (I; B) before the last layer's.
+        Its share of the recorded kernels is the logits this device's loss takes (the last layer's
+        output, gathered whole where loss_gather_ways > 1; a context-parallel device's s/cp
+        tokens) over those recorded.  A vocabulary-parallel loss (parsim.exec.vocab_parallel) is
+        priced as the whole loss's kernels on its slice.  None where no loss was recorded."""
+        if not self.loss_kernels or not self.loss_logits_bytes:
+            return None
+        share = self.layers[-1].output_bytes * self.loss_gather_ways / self.loss_logits_bytes
+
+        def per_sample(phase: str) -> float:
+            return share * sum(k.bytes[1] for k in self.loss_kernels if k.phase == phase)
+        return Layer(name="loss", fwd_flops=0.0, bwd_flops=0.0, param_count=0, param_bytes=0, output_bytes=0.0,
+                     saved_bytes=0.0, fwd_mem_bytes=per_sample("F"), bwd_mem_bytes=per_sample("I"),
+                     kernels=self.loss_kernels, tp_share=share)
 
     def stage_saved_bytes(self, start: int, stop: int) -> float:
         """Per sample, what layers [start, stop) keep for backward on one rank: each layer's saved

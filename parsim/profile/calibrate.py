@@ -42,9 +42,23 @@ from parsim.hardware.collectives import collectives_flow
 from parsim.model.graph import LayerGraph
 
 
+def profiled_layers(graph: LayerGraph) -> tuple:
+    """The graph's layers as a layer profile times them: the last holding the loss's kernels and
+    bytes too (LayerGraph.loss_layer), in the one call the profiler times it with the run's loss
+    (parsim.profile.layers), so the model is fitted to both.  (The simulator prices the loss as a
+    call of its own, parsim.cost.layer.loss_time_s: on a CPU, whose kernel-level model charges
+    each call ``layer_call_us``, one call more a micro-batch's forward and backward.)"""
+    loss, last = graph.loss_layer, graph.layers[-1]
+    if loss is None or loss.tp_share != last.tp_share:
+        return graph.layers
+    both = replace(last, kernels=last.kernels + loss.kernels, fwd_mem_bytes=last.fwd_mem_bytes + loss.fwd_mem_bytes,
+                   bwd_mem_bytes=last.bwd_mem_bytes + loss.bwd_mem_bytes)
+    return graph.layers[:-1] + (both,)
+
+
 def _points(graph: LayerGraph, table: ProfileTable, sizes=None):
     rows = []
-    for layer in graph.layers:
+    for layer in profiled_layers(graph):
         t = table.times(layer.name)
         for j, b in enumerate(table.microbatch_sizes):
             if sizes is None or b in sizes:

@@ -22,7 +22,9 @@ with its citation and everything needed to price it again::
                                                #   ep_overlap (the all-to-alls hidden, as
                                                #   --overlap-moe-expert-parallel-comm) and
                                                #   placement (pp-inner | dp-inner; default
-                                               #   pp-inner; Megatron's order is dp-inner)
+                                               #   pp-inner; Megatron's order is dp-inner) and
+                                               #   split (the stage boundaries, "0,3,5,...", as
+                                               #   parsim simulate --split; default balanced)
         measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297},
                                                #   {step_time_s: 1.42} (an iteration's seconds)
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
@@ -91,7 +93,7 @@ class Figure:
     nodes: int
     devices_per_node: int | None  # None: the profile's
     parallel: tuple               # (key, value) pairs: dp, tp, pp, cp, ep, zero, microbatches, schedule, chunks,
-                                  #   recompute, tp_layout, tp_comm_overlap, cp_mode
+                                  #   recompute, tp_layout, tp_comm_overlap, cp_mode, split
     metric: str                   # samples_per_s | tflops_per_gpu | tokens_per_s_per_gpu
     measured: float
     tolerance: float
@@ -187,7 +189,7 @@ def _thaw(value):
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
                  "chunks": int, "schedule": str, "recompute": bool, "tp_layout": str, "tp_comm_overlap": bool,
-                 "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str}
+                 "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str}
 
 
 def _routing(f: Fields) -> tuple:

@@ -34,6 +34,7 @@ table { border-collapse: collapse; font-size: 0.8em; }
 th, td { padding: 0.25em 0.4em; text-align: right; white-space: nowrap; }
 th { border-bottom: 2px solid #999; white-space: normal; vertical-align: bottom; }
 td.text { text-align: left; font-family: monospace; } th.text { text-align: left; }
+#ranked-table td.text { white-space: normal; }   /* "interleaved v=3" may break at its space */
 td.split { white-space: normal; overflow-wrap: anywhere; font-size: 0.85em; color: #555; padding-top: 0; }
 tbody tr:not(.split) td { padding-bottom: 0; } tbody tr.split td { border-bottom: 1px solid #eee; }
 tr.split.pick { font-weight: normal; }

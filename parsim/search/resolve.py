@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from parsim.cost.compute import ComputeModel
+from parsim.cost.layer import loss_time_s
 from parsim.sim.overlap import layer_time_s
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
@@ -27,6 +28,7 @@ def layer_costs(graph: LayerGraph, compute: ComputeModel, microbatch: int, clust
     overlapped with its GEMMs (parsim.sim.overlap)."""
     times = [sum(layer_time_s(compute, layer, k, microbatch, cluster, 0, tp_overlap) for k in ("F", "B"))
              for layer in graph.layers]
+    times[-1] += sum(loss_time_s(compute, graph, k, microbatch) for k in ("F", "B"))
     return times, [layer.output_bytes * microbatch for layer in graph.layers]
 
 

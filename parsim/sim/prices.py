@@ -15,7 +15,7 @@ its own (the numbers are the ones those modules compute, bit for bit):
 - per-layer compute prices by (compute model, graph, phase, micro-batch size, first rank of the
   tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of each layer, the layers
   of one class (``classes``: the same in every field but the name, in any graph of the run)
-  priced once under the analytical model; the tensor-parallel steps' times by (steps, phase,
+  priced once under the analytical model, the last with the loss (parsim.cost.layer.loss_time_s); the tensor-parallel steps' times by (steps, phase,
   size, rank) (parsim.cost.layer.tp_comm_time_s) and the MoE layers' all-to-alls by (class,
   phase, size, group) (parsim.cost.experts.a2a_time_s), each group's placement once
   (parsim.cost.comm.a2a_geometry);
@@ -38,7 +38,7 @@ from __future__ import annotations
 from parsim.cost.comm import a2a_geometry, collective_time_s, group_shape
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.experts import a2a_time_s
-from parsim.cost.layer import tp_comm_time_s
+from parsim.cost.layer import loss_time_s, tp_comm_time_s
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import twin_signature
 from parsim.schedule import build_schedule, lower
@@ -94,18 +94,19 @@ class Prices:
         times = hit[2]
         stop = len(times) if stop is None else stop
         classes = self.classes(graph) if isinstance(compute, AnalyticalCompute) else None
+        last = len(times) - 1
         for i in range(start, stop):
             if times[i] is None:
                 if classes is None:
-                    times[i] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap,
-                                     self.tp_comm_s)
-                    continue
-                ckey = (id(compute), classes[i], kind, microbatch, first_rank, overlap)
-                t = self._class_times.get(ckey)
-                if t is None:
-                    t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster,
-                                                        first_rank, overlap, self.tp_comm_s)
-                times[i] = t
+                    t = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap,
+                              self.tp_comm_s)
+                else:
+                    ckey = (id(compute), classes[i], kind, microbatch, first_rank, overlap)
+                    t = self._class_times.get(ckey)
+                    if t is None:
+                        t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster,
+                                                            first_rank, overlap, self.tp_comm_s)
+                times[i] = t + loss_time_s(compute, graph, kind, microbatch) if i == last else t
         return times[start:stop]
 
     def classes(self, graph) -> list[int]:
