@@ -261,7 +261,6 @@ def test_the_fourth_910b_set_is_the_set_drawn_its_hashes():
     assert not {f.id for f in ASCEND_4.figures} & {f.id for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures}
 
 
-
 def test_the_fifth_910b_set_is_the_set_drawn_its_hashes():
     """MindSpeed-LLM's pre-training table (tokens/s/p on an Atlas 900 A2 PoDc, PyTorch on torch_npu):
     51 rows of Llama-architecture models, 44 priced, the five calibration models among them

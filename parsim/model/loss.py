@@ -2,9 +2,10 @@
 prediction (an image's class, each token's next token), whatever the model's dtype.
 
 Megatron-LM takes its loss in fp32 (megatron/core/tensor_parallel/cross_entropy.py,
-``VocabParallelCrossEntropy.calculate_logits_max``, casts the logits up first).  The executor (parsim.exec.objective) calls it, or its
-vocabulary-parallel form on the same flattened fp32 logits; extraction (parsim.model.extract)
-records its kernels, so that the simulator prices the loss the run computes (LayerGraph.loss_layer).
+``VocabParallelCrossEntropy.calculate_logits_max``, casts the logits up first).  The executor
+(parsim.exec.objective) calls it, or its vocabulary-parallel form on the same flattened fp32
+logits; extraction (parsim.model.extract) records its kernels, so that the simulator prices the
+loss the run computes (LayerGraph.loss_layer).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ its own (the numbers are the ones those modules compute, bit for bit):
 - per-layer compute prices by (compute model, graph, phase, micro-batch size, first rank of the
   tensor-parallel group, tp overlap): parsim.sim.overlap.layer_time_s of each layer, the layers
   of one class (``classes``: the same in every field but the name, in any graph of the run)
-  priced once under the analytical model, the last with the loss (parsim.cost.layer.loss_time_s); the tensor-parallel steps' times by (steps, phase,
-  size, rank) (parsim.cost.layer.tp_comm_time_s) and the MoE layers' all-to-alls by (class,
-  phase, size, group) (parsim.cost.experts.a2a_time_s), each group's placement once
-  (parsim.cost.comm.a2a_geometry);
+  priced once under the analytical model, the last with the loss (parsim.cost.layer.
+  loss_time_s); the tensor-parallel steps' times by (steps, phase, size, rank) (parsim.cost.
+  layer.tp_comm_time_s) and the MoE layers' all-to-alls by (class, phase, size, group)
+  (parsim.cost.experts.a2a_time_s), each group's placement once (parsim.cost.comm.a2a_geometry);
 - groups of ranks by layout (ParallelConfig.grad_group and the groups cut from it), their shape
   (parsim.cost.comm.group_shape) and collective prices by (group, bytes, op, algorithm)
   (parsim.cost.comm.collective_time_s);
