@@ -318,8 +318,18 @@ def test_tp_comm_overlap_and_cp_mode_reach_the_simulator(tmp_path):
     assert "cp=2 allgather" in by_mode["allgather"].config and "cp=2 m=" in by_mode["ring"].config
 
 
+def test_a_rows_split_reaches_the_simulator(tmp_path):
+    """A row's given stage boundaries are the ones priced (a balanced split would not put three of
+    four units on the first stage)."""
+    row = {"dp": 1, "pp": 2, "microbatches": 2}
+    balanced, skewed = (price(load_figures(_figures_file(tmp_path, {**row, **extra})).figures[0])
+                        for extra in ({}, {"split": "0,3,4"}))
+    assert skewed.step_time_s > balanced.step_time_s
+
+
 @pytest.mark.parametrize("parallel, field", [({"dp": 1, "cp_mode": "p2p"}, "parallel.cp_mode"),
-                                             ({"dp": 1, "tp_comm_overlap": "yes"}, "parallel.tp_comm_overlap")])
+                                             ({"dp": 1, "tp_comm_overlap": "yes"}, "parallel.tp_comm_overlap"),
+                                             ({"dp": 1, "pp": 2, "split": "0,x"}, "parallel.split")])
 def test_a_bad_parallel_field_names_itself(tmp_path, parallel, field):
     path = _figures_file(tmp_path, parallel)
     with pytest.raises(InputError, match=re.escape(f"{path}: figures[0].{field}")):

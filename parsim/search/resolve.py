@@ -63,6 +63,14 @@ def default_layout(graph: LayerGraph) -> str:
     return "megatron-sp" if graph.moe or mla_heads(graph) else "megatron"
 
 
+def split_bounds(split: str) -> tuple[int, ...]:
+    """The stage boundaries a split other than balanced and manual gives ("0,8,18")."""
+    try:
+        return tuple(int(x) for x in split.split(","))
+    except ValueError:
+        raise InfeasibleError(f"--split: expected balanced, manual or boundaries like 0,8,18; got {split!r}") from None
+
+
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
@@ -118,10 +126,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
         times, sent = layer_costs(graph, compute, b, cluster, cfg.tp_comm_overlap)
         bounds = balanced_bounds(times, stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent))
     else:
-        try:
-            bounds = tuple(int(x) for x in split.split(","))
-        except ValueError:
-            raise InfeasibleError(f"--split: expected balanced, manual or boundaries like 0,8,18; got {split!r}") from None
+        bounds = split_bounds(split)
     from parsim.schedule.generators import check_feasible
 
     check_feasible(schedule, pp, microbatches, chunks)
