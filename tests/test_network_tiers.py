@@ -1,10 +1,13 @@
 """Multi-tier networks (parsim.hardware.fabric): rail-optimised leaves, PXN across rails, a spine
-between pods at its oversubscription; one-tier profiles priced exactly as before."""
+between pods at its oversubscription; one-tier profiles priced by the closed forms (NCCL's rings
+between nodes on every NIC of a node's ranks since 2026-11-29)."""
 
+import collections
 import itertools
 import json
 import math
 import shutil
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -210,13 +213,26 @@ def test_one_tier_profiles_keep_every_class_and_price(spec):
         cls = _old_group_class(c, g)
         assert group_link_class(c, g) == cls
         link, k = c.link_for(cls), len(g)
+        per_node = collections.Counter(c.node_of(r) for r in g)
+        fewest = min(per_node.values())
+        first_node = [r for r in g if c.node_of(r) == c.node_of(g[0])]
+        inner = c.link_for(_old_group_class(c, first_node)) if len(first_node) > 1 else link
+
+        def spread(beta, efficiency):
+            """NCCL across nodes: each node's traffic over its fewest ranks' NICs at once, up to
+            what the node's own link carries beside it (parsim.cost.comm._between_nodes)."""
+            if len(per_node) > 1 and fewest > 1 and coll.library == "nccl":
+                beta_in = inner.bandwidth_bytes_per_s * inner.efficiency * efficiency
+                return min(fewest * beta, fewest / (fewest - 1) * beta_in)
+            return beta
         alpha = link.latency_s + coll.latency_s
-        beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
+        beta = spread(link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency,
+                      coll.bandwidth_efficiency)
         assert collective_time_s(c, g, S, "all_reduce", "ring") == pytest.approx(
             2 * (k - 1) * alpha + 2 * (k - 1) / k * S / beta, rel=1e-12)
         fit = coll.op_fit("all_gather")      # local-cpu: measured as gloo runs it (Collectives.op_fits)
         if fit is not None:
-            alpha, beta = link.latency_s + fit[0], link.bandwidth_bytes_per_s * link.efficiency * fit[1]
+            alpha, beta = link.latency_s + fit[0], spread(link.bandwidth_bytes_per_s * link.efficiency * fit[1], fit[1])
         assert collective_time_s(c, g, S, "all_gather") == pytest.approx(
             (k - 1) * alpha + (k - 1) / k * S / beta, rel=1e-12)
 
@@ -234,6 +250,58 @@ def test_hierarchical_between_nodes_is_still_the_network_link_on_one_tier():
     hd4 = 2 * 2 * a_out + 2 * 3 / 4 * (S / 8) / b_out
     assert collective_time_s(c, list(range(32)), S, algorithm="hierarchical") == pytest.approx(
         2 * rs + min(ring4, hd4), rel=1e-12)
+
+
+def test_nccl_rings_between_nodes_leave_on_every_nic_of_the_nodes_ranks():
+    """NCCL's channels cross between nodes on different NICs (parsim.cost.comm._between_nodes): a
+    group with k ranks on every node moves its ring traffic between nodes over k NICs at once, up
+    to what the node's link carries beside it; one rank a node, gloo and HCCL keep one NIC a rank;
+    a scale-up domain gives each rank its own link already."""
+    S = 1e9
+    c = load_cluster("dgx-a100:2x8")
+    coll = c.profile.collectives
+    net, nvl = c.link_for("network"), c.link_for("group")
+    b_net = net.bandwidth_bytes_per_s * net.efficiency * coll.bandwidth_efficiency        # 25 GB/s x 0.9...
+    b_nvl = nvl.bandwidth_bytes_per_s * nvl.efficiency * coll.bandwidth_efficiency        # 300 GB/s x 0.83 x 0.9...
+    alpha = net.latency_s + coll.latency_s
+    # 16 ranks, 8 a node: 8 NICs at once (200 GB/s) under NVLink's 8/7 x b_nvl
+    b16 = min(8 * b_net, 8 / 7 * b_nvl)
+    assert b16 == 8 * b_net
+    assert collective_time_s(c, list(range(16)), S, "all_gather") == pytest.approx(
+        15 * alpha + 15 / 16 * S / b16, rel=1e-12)
+    assert collective_time_s(c, list(range(16)), S, "all_reduce", "ring") == pytest.approx(
+        2 * 15 * alpha + 2 * 15 / 16 * S / b16, rel=1e-12)
+    # 4 ranks a node (a tp = 2 plan's dp group): 4 NICs
+    group = [r for r in range(16) if r % 2 == 0]
+    assert collective_time_s(c, group, S, "reduce_scatter") == pytest.approx(7 * alpha + 7 / 8 * S / (4 * b_net),
+                                                                              rel=1e-12)
+    # the node with the fewest of the group's ranks sets it: 3 on node 0, 1 on node 1 is one NIC
+    assert collective_time_s(c, [0, 1, 2, 8], S, "all_gather") == pytest.approx(3 * alpha + 3 / 4 * S / b_net,
+                                                                               rel=1e-12)
+    # one rank a node: its own NIC, as before
+    assert collective_time_s(c, [0, 8], S, "all_gather") == pytest.approx(alpha + S / 2 / b_net, rel=1e-12)
+    # where the node's link is the narrower, it caps: NVLink at a tenth of its speed
+    slow = replace(c, profile=replace(c.profile, links=tuple(
+        (cls, replace(link, efficiency=link.efficiency / 10) if cls == "group" else link)
+        for cls, link in c.profile.links)))
+    assert collective_time_s(slow, list(range(16)), S, "all_gather") == pytest.approx(
+        15 * alpha + 15 / 16 * S / (8 / 7 * b_nvl / 10), rel=1e-12)
+    # HCCL's flat ring and gloo's keep one NIC a rank
+    for spec in ("ascend910:2x8", "local-cpu:2x2"):
+        other = load_cluster(spec)
+        n, link = other.world_size, other.link_for("network")
+        fit = other.profile.collectives.op_fit("all_gather")
+        a, eff = fit or (other.profile.collectives.latency_s, other.profile.collectives.bandwidth_efficiency)
+        assert collective_time_s(other, list(range(n)), S, "all_gather") == pytest.approx(
+            (n - 1) * (link.latency_s + a) + (n - 1) / n * S / (link.bandwidth_bytes_per_s * link.efficiency * eff),
+            rel=1e-12), spec
+    # an NVLink domain across trays: each rank's own link, no multiple
+    nvl72 = load_cluster("gb200-nvl72:36x4")
+    dom = nvl72.link_for("domain")
+    c72 = nvl72.profile.collectives
+    assert collective_time_s(nvl72, list(range(8)), S, "all_gather") == pytest.approx(
+        7 * (dom.latency_s + c72.latency_s) + 7 / 8 * S / (dom.bandwidth_bytes_per_s * dom.efficiency
+                                                            * c72.bandwidth_efficiency), rel=1e-12)
 
 
 # ------------------------------------------------------------------------------- reading, describing, writing

@@ -151,7 +151,14 @@ def test_planner_beats_or_matches_the_papers_configuration(megatron_39b, paper_c
     best = result.chosen
     assert best.estimate.step_time_s <= paper_config[1].step_time_s
     assert best.peak_memory_bytes <= result.capacity_bytes
-    assert best.config.world_size == 512 and best.config.tp > 1
+    assert best.config.world_size == 512
+    # Without ZeRO, as the paper ran (Megatron-LM 2021 had no distributed optimizer), the search
+    # must still match the paper's layout, and does so with tensor parallelism.  (With ZeRO
+    # searched, FSDP over all 512 GPUs wins since NCCL's rings between nodes are priced on all 8
+    # NICs of a node: parsim.cost.comm._between_nodes.)
+    as_paper = plan(spec, cluster, compute, Constraints(top=3, zero=0), progress=False).chosen
+    assert as_paper.estimate.step_time_s <= paper_config[1].step_time_s
+    assert as_paper.config.world_size == 512 and as_paper.config.zero == 0 and as_paper.config.tp > 1
 
 
 def test_gpt3_175b_on_1024_a100_fits_with_three_factors():

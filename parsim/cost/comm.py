@@ -20,6 +20,9 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
 
 B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
 collective library's bandwidth efficiency; a = link latency + the library's per-step latency.
+Across nodes, NCCL's rings and trees leave each node on the NICs of all the group's k ranks there
+at once (one ring per channel, each crossing on another NIC), so B there is k times a rank's share
+of the NICs, up to what the node's own link carries beside it (_between_nodes).
 Both as profile-comm fitted them in the run's dtype: the cluster a simulation gets is resolved
 for it (Cluster.for_dtype; gloo's bf16 all-reduce is slower per byte than its fp32 one).
 ``auto`` takes the fastest of the algorithms the cluster's collective library implements
@@ -100,15 +103,16 @@ def group_link_class(cluster: Cluster, ranks) -> str:
     return cluster.span_class(ranks)
 
 
-def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str]:
-    """(farthest link class, nodes spanned, most ranks on one node, link class inside a node).
-    The planner prices the same groups for every candidate and bucket: its pricing context keeps
-    them (parsim.sim.prices.Prices.shape)."""
+def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str, int]:
+    """(farthest link class, nodes spanned, most ranks on one node, link class inside a node,
+    fewest ranks on one node).  The planner prices the same groups for every candidate and bucket:
+    its pricing context keeps them (parsim.sim.prices.Prices.shape)."""
     nodes: dict[int, list[int]] = {}
     for r in ranks:
         nodes.setdefault(cluster.node_of(r), []).append(r)
     first = next(iter(nodes.values()))
-    return cluster.span_class(ranks), len(nodes), max(len(v) for v in nodes.values()), cluster.span_class(first)
+    counts = [len(v) for v in nodes.values()]
+    return cluster.span_class(ranks), len(nodes), max(counts), cluster.span_class(first), min(counts)
 
 
 def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
@@ -123,6 +127,37 @@ def _alpha_beta(cluster: Cluster, link_class: str, op: str = "all_reduce") -> tu
     coll = cluster.profile.collectives
     latency_s, efficiency = coll.op_fit(op) or (coll.latency_s, coll.bandwidth_efficiency)
     return link.latency_s + latency_s, link.bandwidth_bytes_per_s * link.efficiency * efficiency
+
+
+# Libraries whose rings and trees cross between nodes on several NICs at once: NCCL builds one
+# ring (tree) per channel and has each channel leave the node on another NIC (NCCL's topology
+# search, "Rings ... using different NICs"; NCCL_CROSS_NIC), so a group with k ranks on each node
+# sends its traffic between nodes over those k ranks' NICs.  Measured: two HGX A100 nodes of 8 GPUs
+# and 4 x 200 Gb/s NICs reach an all-reduce bus bandwidth of 91 GB/s (NVIDIA/nccl-tests#100), 86
+# GB/s on another such pair (NVIDIA/nccl#1048), against 25 GB/s for one NIC; 4 nodes give 45 GB/s
+# with 4 GPUs a node and 90 GB/s with 8 (NVIDIA/nccl#1168).  gloo and HCCL's flat ring run one
+# ring, each rank on its own NIC (HCCL's server-level algorithms are _two_level's).
+NIC_CHANNELS = ("nccl",)
+# The tiers between nodes whose bandwidth is a rank's share of its node's NICs (Cluster links:
+# network, and rail and spine derived from it); a scale-up ``domain`` gives every rank its own link.
+NIC_TIERS = ("network", "rail", "spine")
+
+
+def _between_nodes(cluster: Cluster, worst: str, inner_class: str, fewest: int, op: str) -> tuple[float, float]:
+    """(alpha, beta) of a ring or tree across nodes with at least ``fewest`` of the group's ranks
+    on each: on a library with channels (NIC_CHANNELS) over a NIC tier, a rank's ring traffic
+    leaves the node through one of the k = ``fewest`` ranks' NICs, 1/k of it through each, and the
+    other (k - 1)/k stays on the node's link, both at once:
+
+        t = (n-1)/n S x max(1 / (k B_out), (k-1) / (k B_in))  =  (n-1)/n S / min(k B_out, k/(k-1) B_in)
+
+    (per rank, of the farthest tier's B_out and the in-node class's B_in); else the farthest
+    tier's own (alpha, beta)."""
+    alpha, beta = _alpha_beta(cluster, worst, op)
+    if fewest > 1 and worst in NIC_TIERS and cluster.profile.collectives.library in NIC_CHANNELS:
+        beta_in = _alpha_beta(cluster, inner_class, op)[1]
+        beta = min(fewest * beta, fewest / (fewest - 1) * beta_in)
+    return alpha, beta
 
 
 def _flat(n: int, nbytes: float, alpha: float, beta: float, op: str, algorithm: str) -> float:
@@ -151,10 +186,11 @@ def _full_mesh(cluster: Cluster, link_class: str) -> bool:
             and "mesh" in cluster_algorithms(cluster))
 
 
-def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str) -> float:
-    """An all-gather or reduce-scatter over n ranks priced at ``link_class``: a ring, or HCCL's
-    mesh in a full-mesh group where that is faster."""
-    alpha, beta = _alpha_beta(cluster, link_class, op)
+def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str, inner_class: str = "group",
+             fewest: int = 1) -> float:
+    """An all-gather or reduce-scatter over n ranks priced at ``link_class``: a ring (across
+    nodes, _between_nodes), or HCCL's mesh in a full-mesh group where that is faster."""
+    alpha, beta = _between_nodes(cluster, link_class, inner_class, fewest, op)
     ring = _flat(n, nbytes, alpha, beta, op, "ring")
     return min(ring, hccl.mesh_time_s(n, nbytes, alpha, beta, op)) if _full_mesh(cluster, link_class) else ring
 
@@ -173,9 +209,9 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
     coll = cluster.profile.collectives
     if op == "reduce_scatter" and coll.op_fit(op) is None and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
         op = "all_reduce"
-    worst, n_nodes, k, inner_class = shape or group_shape(cluster, ranks)
+    worst, n_nodes, k, inner_class, fewest = shape or group_shape(cluster, ranks)
     if op != "all_reduce":
-        return _sharded(cluster, n, nbytes, worst, op)
+        return _sharded(cluster, n, nbytes, worst, op, inner_class, fewest)
     best = math.inf
     for a in algorithms:
         if a == "mesh":
@@ -185,7 +221,7 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
             if n_nodes > 1 and k > 1:
                 best = min(best, _two_level(cluster, a, n_nodes, k, nbytes, inner_class, worst))
         else:
-            best = min(best, _flat(n, nbytes, *_alpha_beta(cluster, worst), op, a))
+            best = min(best, _flat(n, nbytes, *_between_nodes(cluster, worst, inner_class, fewest, op), op, a))
     return best
 
 
