@@ -131,6 +131,44 @@ def test_prefetch_hides_a_gather_behind_the_previous_layer():
     assert prefetched_gather_s([], [], 0.5) == 0.0
 
 
+def test_prefetch_queues_a_gather_behind_the_reduce_scatter_before_it():
+    """One process group runs one collective at a time (parsim.cost.comm.serial_group): layer
+    i+1's gather, issued as layer i starts, waits for layer i-1's reduce-scatter."""
+    # a gather of 1 and a reduce-scatter of 0.5 fit in a compute of 2: only the first gather waits
+    assert prefetched_gather_s([1.0] * 3, [2.0] * 3, 1.0, [0.5] * 3) == 1.0
+    # 1 + 1.5 > 2: layer 1's gather is issued at 3, queues behind layer 0's reduce-scatter (3 to
+    # 4.5), is in at 5.5, so layer 2 starts at 5.5, not 5; the others fit
+    assert prefetched_gather_s([1.0] * 3, [2.0] * 3, 1.0, [1.5] * 3) == pytest.approx(1.5)
+    # four layers of compute 1, gathers 1, reduce-scatters 1: layer 1's gather goes before any
+    # reduce-scatter; layers 2 and 3 each wait 1 for the one before theirs
+    assert prefetched_gather_s([1.0] * 4, [1.0] * 4, 1.0, [1.0] * 4) == pytest.approx(1 + 2 * 1)
+    # no reduce-scatters: the prefetch rule as before, overlap's charge included
+    assert prefetched_gather_s([1.0, 3.0], [2.0, 2.0], 0.25, [0.0, 0.0]) == pytest.approx(1 + 1 + 0.75 * 2)
+
+
+def test_zero3_backward_gathers_wait_for_the_reduce_scatters_on_nccl(monkeypatch):
+    """A ZeRO-3 backward on NCCL whose gathers and reduce-scatters outlast its compute (1 s of
+    forward, 2 s of backward a layer with UnitCost; 2e11 parameters a layer in fp16 over 4 A100s):
+    the backward's wait is prefetched_gather_s with each layer's reduce-scatter queued on the
+    gathers' group; without that rule (a library whose group runs collectives at once) the step
+    is shorter by the difference."""
+    import parsim.cost.comm as comm
+    g, cfg, serial = _run(3, cluster=A100, params=2 * 10**11)
+    layer = serial.grad_buckets_bytes[0][0]
+    gather = collective_time_s(A100, cfg.dp_group(0), shard_padded_bytes(layer, 2, 4), "all_gather")
+    reduce = collective_time_s(A100, cfg.dp_group(0), layer, "reduce_scatter")
+    overlap = A100.profile.collectives.overlap
+    assert gather + reduce > 2.0 > gather           # the rule matters here, and a gather alone hides
+    backward = prefetched_gather_s([gather] * 4, [2.0] * 4, overlap, [reduce] * 4)
+    waits = [end - start for rank, a, stream, start, end in serial.timeline.records
+             if stream == "dp" and a.kind.value == "B"]
+    assert waits == [pytest.approx(backward)]
+    monkeypatch.setattr(comm, "SERIAL_GROUP_LIBRARIES", ())
+    _, _, parallel = _run(3, cluster=A100, params=2 * 10**11)
+    assert serial.step_time_s - parallel.step_time_s == pytest.approx(
+        backward - prefetched_gather_s([gather] * 4, [2.0] * 4, overlap))
+
+
 def test_zero3_gathers_delay_each_forward_and_backward():
     g, cfg, e = _run(3, cluster=A100, params=10**6, m=2)
     layer = e.grad_buckets_bytes[0][0]

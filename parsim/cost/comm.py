@@ -255,20 +255,59 @@ def shard_padded_bytes(nbytes: float, element_bytes: int, n: int) -> float:
     return -(-elements // n) * n * element_bytes
 
 
-def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap: float) -> float:
+# Libraries whose collectives on one process group run one at a time: PyTorch's FSDP (and
+# Megatron-FSDP) all-gather and reduce-scatter through the same process group, one NCCL
+# communicator, "which processes one collective at a time and so serializes them on the wire"
+# whatever CUDA streams they are issued on (pytorch/pytorch#186335, FSDP2's opt-in separate
+# reduce-scatter group, off by default; #177015; Megatron-LM uses one group by default, #177098).
+# gloo's process group runs its work on a pool of threads, so it is left out.
+SERIAL_GROUP_LIBRARIES = ("nccl",)
+
+
+def serial_group(cluster: Cluster) -> bool:
+    """Whether one process group's collectives queue behind each other on ``cluster``'s library."""
+    return cluster.profile.collectives.library in SERIAL_GROUP_LIBRARIES
+
+
+def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap: float,
+                        reduces_s: list[float] | None = None) -> float:
     """Exposed time of per-layer parameter all-gathers prefetched one layer ahead (ZeRO-3; torch
     FSDP2's implicit prefetch: layer i+1's all-gather is issued as layer i's compute starts),
     layers in the order they run: the first layer's gather waits in full; each later one is
     hidden behind the previous layer's compute up to that compute's length, and of the hidden
     part (1 - overlap) still takes compute cycles (a library sharing the compute engine, gloo on
-    CPU cores; ``overlap`` as profile-comm measures it)."""
+    CPU cores; ``overlap`` as profile-comm measures it).
+
+    ``reduces_s`` (a backward's, on a library whose process group runs one collective at a time,
+    serial_group): per layer, its gradients' reduce-scatter, issued as its compute ends on the
+    gathers' group, so layer i+1's gather, issued as layer i starts, queues behind layer i-1's
+    reduce-scatter.  Where a layer's gather and reduce-scatter together outlast the compute
+    between them, the backward waits:
+
+        issued(i+1) = max(start(i), stream free);  ready(i+1) = issued(i+1) + g(i+1)
+        start(i+1)  = max(start(i) + c(i), ready(i+1));  stream free = max(ready(i+1), start(i) + c(i)) + r(i)
+    """
     if not gathers_s:
         return 0.0
-    exposed = gathers_s[0]
-    for g, c in zip(gathers_s[1:], computes_s):
-        hidden = min(g, c)
-        exposed += g - hidden + (1.0 - overlap) * hidden
-    return exposed
+    if not reduces_s or not any(reduces_s):
+        exposed = gathers_s[0]
+        for g, c in zip(gathers_s[1:], computes_s):
+            hidden = min(g, c)
+            exposed += g - hidden + (1.0 - overlap) * hidden
+        return exposed
+    n = len(gathers_s)
+    start = stream = ready = gathers_s[0]            # layer 0 waits for its own gather in full
+    charged = 0.0
+    for i in range(n):
+        start = max(start, ready)                    # layer i runs once its gather is in
+        end = start + computes_s[i]
+        if i + 1 < n:                                # layer i+1's gather, issued as layer i starts
+            issued = max(start, stream)
+            ready = stream = issued + gathers_s[i + 1]
+            charged += (1.0 - overlap) * max(0.0, min(ready, end) - issued)
+        stream = max(stream, end) + reduces_s[i]     # layer i's reduce-scatter, as it ends
+        start = end
+    return start - sum(computes_s[:n]) + charged
 
 
 def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES,

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
                               first_bucket_bytes, fsdp_units, library_algorithms, p2p_time_s, prefetched_gather_s,
-                              shard_padded_bytes)
+                              serial_group, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, check_ep, expert_param_count
@@ -383,7 +383,13 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = per_layer_gather[::-1]
                     bwd[0] += root_s
-                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap) + gather_host_s
+                    # each layer's own unit reduce-scatters as its backward ends, on the gathers' group
+                    reduces = None
+                    if serial_group(cluster):
+                        unit_rs = {units[k][0]: bucket[(s, pos)][1] for pos, k in enumerate(order) if k}
+                        reduces = [unit_rs.get(i, 0.0) for i in range(len(idx))][::-1]
+                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap,
+                                                                reduces) + gather_host_s
                     comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * m
                     sharded[s] += [("all_gather", x) for x in gather_bytes if x] * m
                     # the root's, the running and the prefetched unit's (fsdp_gathered_param_bytes)
