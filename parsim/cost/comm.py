@@ -130,9 +130,9 @@ def _alpha_beta(cluster: Cluster, link_class: str, op: str = "all_reduce") -> tu
 
 
 # Libraries whose rings and trees cross between nodes on several NICs at once: NCCL builds one
-# ring (tree) per channel and has each channel leave the node on another NIC (NCCL's topology
-# search, "Rings ... using different NICs"; NCCL_CROSS_NIC), so a group with k ranks on each node
-# sends its traffic between nodes over those k ranks' NICs.  Measured: two HGX A100 nodes of 8 GPUs
+# ring (tree) per channel and the channels leave the node on different NICs (NCCL's environment
+# variables, NCCL_CROSS_NIC: whether rings and trees may use different NICs on different nodes),
+# so a group with k ranks on each node sends its traffic between nodes over those k ranks' NICs.  Measured: two HGX A100 nodes of 8 GPUs
 # and 4 x 200 Gb/s NICs reach an all-reduce bus bandwidth of 91 GB/s (NVIDIA/nccl-tests#100), 86
 # GB/s on another such pair (NVIDIA/nccl#1048), against 25 GB/s for one NIC; 4 nodes give 45 GB/s
 # with 4 GPUs a node and 90 GB/s with 8 (NVIDIA/nccl#1168).  gloo and HCCL's flat ring run one
