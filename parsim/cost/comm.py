@@ -186,8 +186,8 @@ def _full_mesh(cluster: Cluster, link_class: str) -> bool:
             and "mesh" in cluster_algorithms(cluster))
 
 
-def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str, inner_class: str = "group",
-             fewest: int = 1) -> float:
+def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str, inner_class: str,
+             fewest: int) -> float:
     """An all-gather or reduce-scatter over n ranks priced at ``link_class``: a ring (across
     nodes, _between_nodes), or HCCL's mesh in a full-mesh group where that is faster."""
     alpha, beta = _between_nodes(cluster, link_class, inner_class, fewest, op)
@@ -213,6 +213,7 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
     if op != "all_reduce":
         return _sharded(cluster, n, nbytes, worst, op, inner_class, fewest)
     best = math.inf
+    flat_ab = _between_nodes(cluster, worst, inner_class, fewest, op)     # every one-level algorithm's
     for a in algorithms:
         if a == "mesh":
             if _full_mesh(cluster, worst):
@@ -221,7 +222,7 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
             if n_nodes > 1 and k > 1:
                 best = min(best, _two_level(cluster, a, n_nodes, k, nbytes, inner_class, worst))
         else:
-            best = min(best, _flat(n, nbytes, *_between_nodes(cluster, worst, inner_class, fewest, op), op, a))
+            best = min(best, _flat(n, nbytes, *flat_ab, op, a))
     return best
 
 
@@ -289,8 +290,8 @@ def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap
     """
     if not gathers_s:
         return 0.0
-    if not reduces_s or not any(reduces_s):
-        exposed = gathers_s[0]
+    if not reduces_s or not any(reduces_s):      # the closed form: the queue below gives the same
+        exposed = gathers_s[0]                   # times to rounding, and these stay bit for bit
         for g, c in zip(gathers_s[1:], computes_s):
             hidden = min(g, c)
             exposed += g - hidden + (1.0 - overlap) * hidden

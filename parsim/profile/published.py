@@ -243,14 +243,14 @@ def load_figures(path: str | os.PathLike) -> Figures:
                 elif k == "placement":
                     v = p.choice(k, PLACEMENTS)
                 elif k == "split":
-                    from parsim.search.resolve import split_bounds
+                    from parsim.search.resolve import SPLIT_FORMS, split_bounds
 
                     v = p.get(k, str)
                     if v not in ("balanced", "manual"):
                         try:
                             split_bounds(v)
                         except InfeasibleError:
-                            raise p.fail(k, f"expected balanced, manual or boundaries like 0,8,18; got {v!r}") from None
+                            raise p.fail(k, f"{SPLIT_FORMS}; got {v!r}") from None
                 else:
                     v = p.positive_int(k) if t is int else p.get(k, t)
                 parallel.append((k, v))

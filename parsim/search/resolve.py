@@ -63,12 +63,15 @@ def default_layout(graph: LayerGraph) -> str:
     return "megatron-sp" if graph.moe or mla_heads(graph) else "megatron"
 
 
+SPLIT_FORMS = "expected balanced, manual or boundaries like 0,8,18"     # what a split may be
+
+
 def split_bounds(split: str) -> tuple[int, ...]:
     """The stage boundaries a split other than balanced and manual gives ("0,8,18")."""
     try:
         return tuple(int(x) for x in split.split(","))
     except ValueError:
-        raise InfeasibleError(f"--split: expected balanced, manual or boundaries like 0,8,18; got {split!r}") from None
+        raise InfeasibleError(f"--split: {SPLIT_FORMS}; got {split!r}") from None
 
 
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
