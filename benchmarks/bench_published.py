@@ -73,7 +73,8 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
                   f"{'-':>7}  {status} ({UNIT[f.metric]})", file=out)
             continue
         oos = s.out_of_sample
-        status = f"excluded: {f.excluded}" if f.excluded else "scored"
+        status = (f"excluded: {f.excluded}" if f.excluded
+                  else "scored" if spec.fitted_on(f) else "scored; a held-out source, fitted on by no fold")
         print(f"{f.id:<{w}} {s.family:<18} {f.profile:<18} {f.measured:>10.4g} {s.in_sample.predicted:>10.4g} "
               f"{_pct(s.in_sample.error):>7} {(f'{oos.predicted:.4g}' if oos else '-'):>13} "
               f"{_pct(oos.error if oos else None):>7}  {s.in_sample.config}; {status} ({UNIT[f.metric]})", file=out)
@@ -88,6 +89,14 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     allo = [x for e, _ in by_family.values() for x in e]
     alli = [x for _, i in by_family.values() for x in i]
     print("  " + _summary("OVERALL", allo, alli), file=out)
+    if spec.held_out:
+        test = {k: v for k, v in by_family.items() if k in spec.held_out}
+        dev = [x for k, (e, _) in by_family.items() if k not in spec.held_out for x in e]
+        print("  " + _summary("development sources (fitted on by the other folds)", dev,
+                              [x for k, (_, i) in by_family.items() if k not in spec.held_out for x in i]), file=out)
+        print("  " + _summary(f"held-out sources ({', '.join(sorted(test))}: drawn after the fit, fitted on by no fold)",
+                              [x for e, _ in test.values() for x in e], [x for _, i in test.values() for x in i]),
+              file=out)
     worst = max(by_family.items(), key=lambda kv: statistics.mean(abs(x) for x in kv[1][0]))
     print(f"  families above 12% out-of-sample MAPE: "
           f"{', '.join(k for k, (e, _) in sorted(by_family.items()) if statistics.mean(abs(x) for x in e) > 0.12) or 'none'}"
@@ -112,31 +121,42 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     return out.getvalue()
 
 
-def coverage(scored) -> str:
+def coverage(spec, scored) -> str:
     """The bands scored on the rows they would have priced: each scored row's 90% band drawn from the
     other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
-    the row's measurement falls inside."""
+    the row's measurement falls inside.  The bands rest on the development sources' residuals (the
+    table --residuals writes); a held-out source's rows are scored against those bands apart, as a
+    test of the bands as of the point predictions."""
     held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
-    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error)) for s, k in held)
-    inside, banded, widths, rows, by_family = 0, 0, [], [], {}
+    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error)) for s, k in held
+                  if spec.fitted_on(s.figure))
+    tallies = {True: [0, 0, [], {}], False: [0, 0, [], {}]}     # development?: inside, banded, widths, by family
+    rows = []
     for s, k in held:
         band = step_band(1.0, k, table, LEVEL, leave_out=s.family)
         ratio = 1 + s.out_of_sample.error                       # measured step / predicted step
         hit = band is not None and band.contains(ratio)
         if band is not None:
-            banded += 1
-            inside += hit
-            widths.append(band.high / band.low - 1)
-            by_family.setdefault(s.family, []).append(hit)
+            t = tallies[spec.fitted_on(s.figure)]
+            t[0] += hit
+            t[1] += 1
+            t[2].append(band.high / band.low - 1)
+            t[3].setdefault(s.family, []).append(hit)
         rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
                     + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
                        else "none: no other source ran on this device"))
+    inside, banded, widths, by_family = tallies[True]
     per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
-    return (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
+    dev = sum(1 for s, _ in held if spec.fitted_on(s.figure))
+    text = (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
             f"families' residuals: {inside} of {banded} rows inside ({inside / banded:.1%} against {LEVEL:.0%} "
-            f"nominal; averaged per family {per_family:.1%}); {len(held) - banded} rows have no band (no other "
-            f"source ran on their device); median width (high / low - 1) {statistics.median(widths):.1%}\n"
-            + "\n".join(rows) + "\n")
+            f"nominal; averaged per family {per_family:.1%}); {dev - banded} rows have no band (no other "
+            f"source ran on their device); median width (high / low - 1) {statistics.median(widths):.1%}\n")
+    t_in, t_banded, t_widths, _ = tallies[False]
+    if t_banded:
+        text += (f"Held-out sources against the same bands (the development residuals; none of theirs): {t_in} of "
+                 f"{t_banded} rows inside; median width {statistics.median(t_widths):.1%}\n")
+    return text + "\n".join(rows) + "\n"
 
 
 def quick(only: str) -> None:
@@ -176,14 +196,14 @@ def main() -> None:
         surrogate_errors = _surrogate_errors(spec, scored)
         text = (f"# {COMMAND}, {datetime.date.today().isoformat()}: every results/published/*figures*.yaml row; "
                 f"fit spec {args.fit}\n" + report(spec, scored, all_values, folds, surrogate_errors) + "\n"
-                + coverage(scored))
+                + coverage(spec, scored))
         print(text, end="")
         if args.out:
             write_text(args.out, text)
         if args.residuals:
             write_text(args.residuals, residuals_yaml(
                 [(s.figure, s.family, row_kind(s.figure, s.in_sample), s.out_of_sample.error)
-                 for s in scored if s.out_of_sample is not None], COMMAND))
+                 for s in scored if s.out_of_sample is not None and spec.fitted_on(s.figure)], COMMAND))
         if args.write_profiles:
             from parsim.profile.loso import write_profiles
             for path in write_profiles(spec, profiles, all_values, COMMAND):

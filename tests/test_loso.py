@@ -151,3 +151,48 @@ def test_writing_the_fit_keeps_a_profiles_calibration_record(tmp_path):
     after = yaml.safe_load(open(again[0]).read())
     assert after["calibrated"] == before and after["fitted"]["parameters"] == {"attn": 0.5}
     assert load_profile(again[0]).device.kernels.attention_efficiency == 0.5
+
+
+def test_a_held_out_source_takes_part_in_no_fit_and_is_scored_at_the_shipped_values(monkeypatch):
+    """results/published/fit.yaml's held_out: a source drawn after the fit is fitted on by no fold
+    and by the all-family fit, and is priced at the all-family values (the shipped ones), which
+    none of its rows moved; without the list its rows would pull every fit."""
+    import parsim.profile.loso as loso
+    from parsim.profile.published import Priced
+
+    monkeypatch.setattr(loso, "_may_affect", lambda p, f: True)
+
+    def step(f, values):                     # a row's step: t0 + g (1/mem - 1/0.8)
+        return f.t0 + f.g * (1 / values["mem"] - 1 / 0.8)
+
+    class FakeProfiles:
+        def chain(self, profile):
+            return {"p"}
+
+        def price(self, f, values):
+            s = step(f, values)
+            return Priced(f, s, s, "")
+
+    def row(ident, source, t0, g, mem):
+        f = SimpleNamespace(id=ident, source=source, excluded="", metric="step_time_s", profile="p", t0=t0, g=g)
+        f.measured = step(f, {"mem": mem})
+        return f
+
+    dev = [row(f"{s}{i}", s, 1.0 + i, 0.5, 0.6) for s in "abc" for i in range(2)]
+    test = [row(f"z{i}", "z", 2.0, 0.5, 0.3) for i in range(2)]      # far off: measured at 0.3
+    spec = FitSpec("t", SPEC.parameters, {}, prior_sigma=0.25, residual_sigma=0.1, held_out=frozenset({"z"}))
+    values, folds, scored = loso.leave_one_source_out(spec, FakeProfiles(), dev + test)
+    alone, _, _ = loso.leave_one_source_out(spec, FakeProfiles(), dev)
+    assert values == alone and "z" not in folds
+    for s in scored:
+        if s.family == "z":
+            assert s.out_of_sample.step_time_s == step(s.figure, values) and s.fold_values == values
+    fitted_on_z = FitSpec("t", SPEC.parameters, {}, prior_sigma=0.25, residual_sigma=0.1)
+    assert loso.leave_one_source_out(fitted_on_z, FakeProfiles(), dev + test)[0]["mem"] < values["mem"]
+
+
+def test_the_fit_spec_refuses_a_held_out_source_in_a_family(tmp_path):
+    bad = tmp_path / "fit.yaml"
+    bad.write_text("schema_version: 1\nfamilies: {f: [a, b]}\nheld_out: [b]\nparameters: []\n")
+    with pytest.raises(InputError, match=r"fit.yaml: held_out: \['b'\] also sit in a family"):
+        load_fit_spec(bad)

@@ -84,16 +84,62 @@ def test_the_shipped_profiles_hold_the_all_source_fit():
 
 def test_no_committed_output_calls_a_row_held_out():
     """Every public row either is scored out of sample (its source left out of the fit) or says why
-    not; no output calls a development row held out (issue 37)."""
-    text = open(BENCH).read().lower()
-    assert "held out" not in text and "held-out" not in text
-    assert "out-of-sample mape" in text and "in-sample mape" in text
+    not; no output calls a development row held out (issue 37): "held-out" names only the sources
+    results/published/fit.yaml keeps out of every fit, on their own rows and their own summary lines."""
+    from parsim.profile.loso import load_fit_spec
+
+    spec = load_fit_spec("results/published/fit.yaml")
+    held_out_rows = {f.id for f in ALL.figures if not spec.fitted_on(f)}
+    text = open(BENCH).read()
+    for line in text.splitlines():
+        low = line.lower()
+        if "held out" in low or "held-out" in low:
+            first = line.split()[0]
+            if first in IDS:
+                assert first in held_out_rows, line
+            elif low.lstrip().startswith("held-out sources ("):            # the MAPE summary: it names them
+                assert set(line[line.index("(") + 1:line.index(":")].split(", ")) <= spec.held_out, line
+            else:
+                assert low.lstrip().startswith("held-out sources against the same bands"), line
+    assert "out-of-sample mape" in text.lower() and "in-sample mape" in text.lower()
     rows = _bench_rows()
     for f in ALL.scorable():            # a profile's calibration rows are excluded, in-sample by construction
         if not f.excluded and f.id in rows:
             assert rows[f.id][1] != "-", f.id
         if f.excluded and f.id in rows:
             assert rows[f.id][1] == "-", f.id
+
+
+# The held-out ZeRO-3 rows of Narayanan et al. 2021's Table 2 (results/published/narayanan_zero3_figures.yaml),
+# drawn on 2026-11-29 and priced once before any change: sha256 of the rows as drawn (every field
+# but a row's note) and each row's error then.  Every one misses its 10% (parsim prices pure ZeRO-3
+# at 384-2,240 A100 at about 205 TFLOP/s a GPU, its gathers hidden under the compute; DeepSpeed's
+# measured 44-144: results/2026-11-29-amd-epyc/zero3-heldout.txt), beyond what a row's miss_within
+# may record (at most 100%), so each is pinned here where it was drawn: it cannot drift unseen, and a
+# change of the model for it makes the source a development one (fit.yaml, held_out).
+ZERO3 = "results/published/narayanan_zero3_figures.yaml"
+ZERO3_ROWS_SHA256 = "61140e4c238fa71359b70c346c107bbd4317798fd3c29de3f51f2539acd5a8ad"
+ZERO3_DRAWN = {"narayanan-zero3-175b-384gpu": 0.430, "narayanan-zero3-175b-768gpu": 1.331,
+               "narayanan-zero3-175b-1536gpu": 3.619, "narayanan-zero3-530b-640gpu": 0.555,
+               "narayanan-zero3-530b-1120gpu": 1.184, "narayanan-zero3-530b-2240gpu": 3.427}
+
+
+def test_the_held_out_zero3_rows_stay_as_drawn_and_out_of_every_fit():
+    import hashlib
+    import json
+
+    from parsim.profile.loso import load_fit_spec
+
+    rows = yaml.safe_load(open(ZERO3).read())["figures"]
+    drawn = [{k: v for k, v in r.items() if k != "note"} for r in rows]
+    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == ZERO3_ROWS_SHA256
+    spec = load_fit_spec("results/published/fit.yaml")
+    figures = load_figures(ZERO3).figures
+    assert {f.source for f in figures} == {"narayanan2021-zero3"} <= spec.held_out
+    assert {f.id for f in figures} == set(ZERO3_DRAWN)
+    for f in figures:
+        assert not f.excluded and not spec.fitted_on(f)
+        assert price(f).error == pytest.approx(ZERO3_DRAWN[f.id], abs=0.02), f.id
 
 
 def test_a_calibration_row_is_never_scored_out_of_sample():

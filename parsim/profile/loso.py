@@ -5,12 +5,16 @@ A fit spec (``results/published/fit.yaml``) names the profile numbers that per-k
 per-link measurements do not ground, each as one **parameter** that may set a field in several
 profile files (one number for every NVIDIA GPU's memory-bound kernels, say), its **prior** (the
 value before any end-to-end figure: cited, or the field's uncalibrated value) and bounds, and the
-**families** of sources (tables one team published from one software stack, held out together)::
+**families** of sources (tables one team published from one software stack, held out together),
+and the **held-out** sources: drawn after the fit, scored, and fitted on by no fold (a test set:
+a source the model or the fit is then changed for becomes a development source, and leaves the
+list)::
 
     schema_version: 1
     prior_sigma: 0.25              # the prior's spread, in log: how far a fit may pull a parameter
     residual_sigma: 0.10           # a row's expected error, in log: the two set the prior's weight
     families: {megatron-bridge: [mbridge-2509, mbridge-26041]}   # other sources: a family each
+    held_out: [narayanan2021-zero3]
     parameters:
       - name: mem
         fields: [dgx-a100:device.memory_efficiency, dgx-h100:device.memory_efficiency]
@@ -34,7 +38,8 @@ fold's fit sees nothing of the source it leaves out.
 
 ``leave_one_source_out``: for each family, fit on every other family's rows and price that
 family's rows exactly with the fit: the out-of-sample error.  ``fit`` on every family gives the
-in-sample error and the values the shipped profiles hold.
+in-sample error and the values the shipped profiles hold.  A held-out source's rows take part in
+neither: they are priced at the all-family values, out of sample for every fit there is.
 """
 
 from __future__ import annotations
@@ -81,9 +86,14 @@ class FitSpec:
     families: dict = field(default_factory=dict)      # source key -> family name
     prior_sigma: float = 0.25
     residual_sigma: float = 0.10
+    held_out: frozenset = frozenset()                 # source keys no fit may use
 
     def family(self, figure: Figure) -> str:
         return self.families.get(figure.source, figure.source)
+
+    def fitted_on(self, figure: Figure) -> bool:
+        """Whether some fit may use the row: a held-out source's rows are only ever scored."""
+        return figure.source not in self.held_out
 
     @property
     def prior(self) -> dict[str, float]:
@@ -107,6 +117,12 @@ def load_fit_spec(path: str | os.PathLike) -> FitSpec:
             for m in members:
                 families[m] = name
         fam.done()
+    held_out = r.get("held_out", list, [])
+    if not all(isinstance(k, str) for k in held_out):
+        raise r.fail("held_out", "expected a list of source keys")
+    if set(held_out) & set(families):
+        raise r.fail("held_out", f"{sorted(set(held_out) & set(families))} also sit in a family: a held-out "
+                                 "source is fitted on by no fold, a family's by every other")
     params, seen = [], set()
     for i, raw in enumerate(r.get("parameters", list)):
         p = Fields(raw, path, f"parameters[{i}].")
@@ -130,7 +146,7 @@ def load_fit_spec(path: str | os.PathLike) -> FitSpec:
                                 p.get("ratio_of", str, None), p.get("why", str, "")))
         p.done()
     r.done()
-    return FitSpec(path, tuple(params), families, prior_sigma, residual_sigma)
+    return FitSpec(path, tuple(params), families, prior_sigma, residual_sigma, frozenset(held_out))
 
 
 class Profiles:
@@ -310,10 +326,11 @@ class Scored:
 
 def leave_one_source_out(spec: FitSpec, profiles: Profiles, figures, progress=None):
     """(all-family values, [Scored]) for ``figures``: rows that are excluded or unpriced are
-    priced at the all-family fit only (or reported unpriced), and take no part in any fit."""
+    priced at the all-family fit only (or reported unpriced), and take no part in any fit; a
+    held-out source's rows are scored at the all-family fit, which none of them took part in."""
     held, scored = [], []
     for f in figures:
-        if f.excluded:
+        if f.excluded or not spec.fitted_on(f):
             continue
         try:
             profiles.price(f, spec.prior)
@@ -333,8 +350,13 @@ def leave_one_source_out(spec: FitSpec, profiles: Profiles, figures, progress=No
         except UnpricedFigure as e:
             scored.append(Scored(f, fam, None, None, {}, str(e)[len(f.where) + 2:]))
             continue
-        oos = profiles.price(f, folds[fam]) if fam in folds and not f.excluded else None
-        scored.append(Scored(f, fam, ins, oos, folds.get(fam, {}), surrogate_row=models.get(f.id)))
+        if f.excluded:
+            oos, fold = None, folds.get(fam, {})
+        elif not spec.fitted_on(f):
+            oos, fold = ins, all_values          # no fit used it: the all-family pricing is out of sample
+        else:
+            oos, fold = (profiles.price(f, folds[fam]), folds[fam]) if fam in folds else (None, {})
+        scored.append(Scored(f, fam, ins, oos, fold, surrogate_row=models.get(f.id)))
         if progress:
             progress(f)
     return all_values, folds, scored

@@ -8,7 +8,8 @@ published rows here; the spread of profile repeats elsewhere.  It is one field o
 
 The step-time band of a plan rests on the residual table ``results/published/residuals.yaml``,
 committed data that ``python benchmarks/bench_published.py --residuals`` regenerates: each public
-row priced out of sample (its source left out of the fit, parsim.profile.loso), classed by
+row of a development source priced out of sample (its source left out of the fit,
+parsim.profile.loso; a held-out source's rows are kept out, to test the bands), classed by
 ``PlanKind``: its device, its parallelism mix (``ep``, ``fsdp`` for ZeRO-2/3, ``3d`` for any
 tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
@@ -117,7 +118,8 @@ def residuals_yaml(rows, command: str) -> str:
     """The residual table's text: ``rows`` of (figure, family, PlanKind, out-of-sample throughput
     error), the error e giving measured step / predicted step = 1 + e."""
     lines = [f"# Out-of-sample residuals of the public rows, written by {command} --residuals",
-             "# (each row priced with the profile numbers fitted on every other source: parsim.profile.loso);",
+             "# (each row priced with the profile numbers fitted on every other source: parsim.profile.loso;",
+             "# the development sources' rows only: results/published/fit.yaml's held-out sources test the bands);",
              "# parsim.sim.band draws the step-time bands of simulate, plan and the report from them.",
              "schema_version: 1", f"level: {LEVEL}", "rows:"]
     for f, family, kind, err in rows:
