@@ -124,12 +124,12 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
 def coverage(spec, scored) -> str:
     """The bands scored on the rows they would have priced: each scored row's 90% band drawn from the
     other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
-    the row's measurement falls inside.  The bands rest on the development sources' residuals (the
-    table --residuals writes); a held-out source's rows are scored against those bands apart, as a
-    test of the bands as of the point predictions."""
+    the row's measurement falls inside.  The bands rest on the development sources' residuals (a
+    held-out source's rows are in the table --residuals writes, marked, and in no band); those rows
+    are scored against the bands apart, a test of the bands as of the point predictions."""
     held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
-    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error)) for s, k in held
-                  if spec.fitted_on(s.figure))
+    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error), not spec.fitted_on(s.figure))
+                  for s, k in held)
     tallies = {True: [0, 0, [], {}], False: [0, 0, [], {}]}     # development?: inside, banded, widths, by family
     rows = []
     for s, k in held:
@@ -202,8 +202,8 @@ def main() -> None:
             write_text(args.out, text)
         if args.residuals:
             write_text(args.residuals, residuals_yaml(
-                [(s.figure, s.family, row_kind(s.figure, s.in_sample), s.out_of_sample.error)
-                 for s in scored if s.out_of_sample is not None and spec.fitted_on(s.figure)], COMMAND))
+                [(s.figure, s.family, row_kind(s.figure, s.in_sample), s.out_of_sample.error, not spec.fitted_on(s.figure))
+                 for s in scored if s.out_of_sample is not None], COMMAND))
         if args.write_profiles:
             from parsim.profile.loso import write_profiles
             for path in write_profiles(spec, profiles, all_values, COMMAND):

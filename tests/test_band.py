@@ -2,6 +2,7 @@
 classes, its source, and where simulate, plan and the report print it."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -74,12 +75,36 @@ def test_the_mix_of_a_plan():
 def test_the_residual_table_round_trips(tmp_path):
     from types import SimpleNamespace
 
-    text = residuals_yaml([(SimpleNamespace(id="a"), "fam", PlanKind(A100, "3d", "dense"), 0.1234)], "cmd")
+    text = residuals_yaml([(SimpleNamespace(id="a"), "fam", PlanKind(A100, "3d", "dense"), 0.1234, False),
+                           (SimpleNamespace(id="b"), "new", PlanKind(A100, "fsdp", "dense"), 2.5, True)], "cmd")
     path = tmp_path / "residuals.yaml"
     path.write_text(text)
-    (r,) = load_residuals(path)
-    assert (r.id, r.family, r.kind, r.log_ratio) == ("a", "fam", PlanKind(A100, "3d", "dense"),
-                                                     pytest.approx(math.log(1.1234)))
+    r, h = load_residuals(path)
+    assert (r.id, r.family, r.kind, r.log_ratio, r.held_out) == ("a", "fam", PlanKind(A100, "3d", "dense"),
+                                                                 pytest.approx(math.log(1.1234)), False)
+    assert (h.id, h.held_out, h.log_ratio) == ("b", True, pytest.approx(math.log(3.5)))
+
+
+def test_a_held_out_sources_rows_are_in_no_band_and_say_how_they_fared():
+    """Rows marked held_out (results/published/fit.yaml's held-out sources) leave the band where it
+    was, and a plan of their mix and model, on any device, is told how they fared against its band."""
+    ratios = [0.90, 0.95, 1.00, 1.02, 1.05, 1.08, 1.10, 1.12, 1.15, 1.20, 1.25, 1.40]
+    rows = tuple(_res(i, f"f{i % 4}", mix="fsdp", ratio=r) for i, r in enumerate(ratios))
+    held = tuple(Residual(f"h{i}", "new", PlanKind(A100, "fsdp", "dense"), math.log(r), True)
+                 for i, r in enumerate([1.1, 2.0, 4.5]))
+    kind = PlanKind(A100, "fsdp", "dense")
+    alone, with_held = step_band(2.0, kind, rows), step_band(2.0, kind, rows + held)
+    assert (with_held.low, with_held.high, with_held.rows) == (alone.low, alone.high, alone.rows)
+    assert "held-out" not in alone.source
+    assert with_held.source.startswith(alone.source)
+    assert ("; held-out test: 3 fsdp dense rows of new (A100-SXM4-80GB), fitted on by nothing, ran 1.10-4.50x "
+            "their predicted steps, 1 of 3 inside this band") in with_held.source
+    elsewhere = tuple(replace(r, kind=PlanKind("H100-SXM5-80GB", "fsdp", "dense")) for r in held)
+    assert "3 fsdp dense rows of new (H100-SXM5-80GB)" in step_band(2.0, kind, rows + elsewhere).source
+    other = step_band(2.0, PlanKind(A100, "3d", "dense"), tuple(_res(i, f"f{i % 4}", ratio=r)
+                                                                for i, r in enumerate(ratios)) + held)
+    assert "held-out" not in other.source                 # another mix: not its test
+    assert "held-out" not in step_band(2.0, kind, rows + held, leave_out="new").source
 
 
 def test_simulate_prints_the_band_and_plan_files_carry_it(tmp_path, capsys):

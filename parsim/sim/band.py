@@ -8,8 +8,7 @@ published rows here; the spread of profile repeats elsewhere.  It is one field o
 
 The step-time band of a plan rests on the residual table ``results/published/residuals.yaml``,
 committed data that ``python benchmarks/bench_published.py --residuals`` regenerates: each public
-row of a development source priced out of sample (its source left out of the fit,
-parsim.profile.loso; a held-out source's rows are kept out, to test the bands), classed by
+row priced out of sample (its source left out of the fit, parsim.profile.loso), classed by
 ``PlanKind``: its device, its parallelism mix (``ep``, ``fsdp`` for ZeRO-2/3, ``3d`` for any
 tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
@@ -27,6 +26,12 @@ error is its source's bias plus its own, and rows of one source share their bias
 forty rows are not forty independent draws).  The (1 + 1/F) is the finite-sample correction over
 families.  benchmarks/bench_published.py scores the bands out of sample: each row's band drawn
 without its own family.  A device with no public row (a CPU) gets no band, and says so.
+
+The rows of a held-out source (results/published/fit.yaml, ``held_out``: fitted on by no fit)
+are in the table, marked, and in no band: they test the bands.  Where some ran plans of the same
+parallelism mix and model as the plan's, on any device, the band's source says how they fared
+against this band (``held_out_check``), so that a kind of plan a held-out test found the model
+wrong about says so wherever it is priced.
 """
 
 from __future__ import annotations
@@ -112,19 +117,20 @@ class Residual:
     family: str
     kind: PlanKind
     log_ratio: float            # log(measured step / predicted step), out of sample
+    held_out: bool = False      # a held-out source's row: it tests the bands, and is in none
 
 
 def residuals_yaml(rows, command: str) -> str:
     """The residual table's text: ``rows`` of (figure, family, PlanKind, out-of-sample throughput
-    error), the error e giving measured step / predicted step = 1 + e."""
+    error, whether its source is held out), the error e giving measured step / predicted step = 1 + e."""
     lines = [f"# Out-of-sample residuals of the public rows, written by {command} --residuals",
-             "# (each row priced with the profile numbers fitted on every other source: parsim.profile.loso;",
-             "# the development sources' rows only: results/published/fit.yaml's held-out sources test the bands);",
-             "# parsim.sim.band draws the step-time bands of simulate, plan and the report from them.",
+             "# (each row priced with the profile numbers fitted on every other source: parsim.profile.loso);",
+             "# parsim.sim.band draws the step-time bands of simulate, plan and the report from them, all but",
+             "# the held_out rows (results/published/fit.yaml's held-out sources), which test the bands.",
              "schema_version: 1", f"level: {LEVEL}", "rows:"]
-    for f, family, kind, err in rows:
+    for f, family, kind, err, held_out in rows:
         lines.append(f"  - {{id: {f.id}, family: {family}, device: \"{kind.device}\", mix: {kind.mix}, "
-                     f"model: {kind.model}, error: {err:+.4f}}}")
+                     f"model: {kind.model}, error: {err:+.4f}{', held_out: true' if held_out else ''}}}")
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +161,8 @@ def load_residuals(path: str | os.PathLike | None = None) -> tuple[Residual, ...
         if err <= -1:
             raise f.fail("error", f"{err}: a throughput error is above -1")
         out.append(Residual(f.get("id", str), f.get("family", str),
-                            PlanKind(f.get("device", str), f.get("mix", str), f.get("model", str)), math.log1p(err)))
+                            PlanKind(f.get("device", str), f.get("mix", str), f.get("model", str)), math.log1p(err),
+                            f.get("held_out", bool, False)))
         f.done()
     r.done()
     return tuple(out)
@@ -185,7 +192,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     """The band of a predicted step ``step_s`` of a plan of ``kind`` (module docstring); rows of
     the family ``leave_out`` are not used (to score a band on that family's rows).  None where no
     public row ran on the plan's device."""
-    pool = [r for r in residuals if r.family != leave_out]
+    pool = [r for r in residuals if r.family != leave_out and not r.held_out]
     if not any(r.kind.device == kind.device for r in pool):
         return None
     for label, match in _classes(kind):
@@ -201,9 +208,27 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     q = _weighted_point([(abs(r.log_ratio - m), w) for r, w in zip(rows, weights)],
                         min(1.0, level * (1 + 1 / len(families))))
     source = (f"{level:.0%} band from the out-of-sample residuals of {len(rows)} public rows of {len(families)} "
-              f"sources ({label} as this plan's: {kind}); median bias {math.expm1(m):+.1%}")
+              f"sources ({label} as this plan's: {kind}); median bias {math.expm1(m):+.1%}"
+              + held_out_check(kind, m - q, m + q, residuals, leave_out))
     return Interval(step_s, step_s * math.exp(m - q), step_s * math.exp(m + q), level, source,
                     tuple(r.id for r in rows))
+
+
+def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Residual, ...],
+                   leave_out: str = "") -> str:
+    """How the held-out rows of ``kind``'s parallelism mix and model (any device; none of the
+    family ``leave_out``) fared against a band of log ratios [``low``, ``high``]: a clause for the
+    band's source, "" where there are none."""
+    rows = [r for r in residuals if r.held_out and r.family != leave_out
+            and (r.kind.mix, r.kind.model) == (kind.mix, kind.model)]
+    if not rows:
+        return ""
+    ratios = sorted(math.exp(r.log_ratio) for r in rows)
+    inside = sum(low <= r.log_ratio <= high for r in rows)
+    return (f"; held-out test: {len(rows)} {kind.mix} {kind.model} rows of "
+            f"{', '.join(sorted({r.family for r in rows}))} ({', '.join(sorted({r.kind.device for r in rows}))}), "
+            f"fitted on by nothing, ran {ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, "
+            f"{inside} of {len(rows)} inside this band")
 
 
 def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | None = None):
