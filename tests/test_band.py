@@ -69,6 +69,8 @@ def test_no_band_for_a_device_no_public_row_ran_on_or_without_its_own_family():
 
 def test_the_mix_of_a_plan():
     assert parallel_mix(ep=8) == "ep" and parallel_mix(zero=3) == "fsdp" and parallel_mix(tp=2) == "3d"
+    # ZeRO-2 moves data parallelism's traffic, not ZeRO-3's per-layer gathers: it classes as its tp, pp, cp say
+    assert parallel_mix(zero=2) == "dp" and parallel_mix(tp=8, zero=2) == "3d" and parallel_mix(tp=8, zero=3) == "fsdp"
     assert parallel_mix(pp=4, zero=1) == "3d" and parallel_mix(cp=2) == "cp" and parallel_mix() == "dp"
 
 

@@ -9,7 +9,7 @@ published rows here; the spread of profile repeats elsewhere.  It is one field o
 The step-time band of a plan rests on the residual table ``results/published/residuals.yaml``,
 committed data that ``python benchmarks/bench_published.py --residuals`` regenerates: each public
 row priced out of sample (its source left out of the fit, parsim.profile.loso), classed by
-``PlanKind``: its device, its parallelism mix (``ep``, ``fsdp`` for ZeRO-2/3, ``3d`` for any
+``PlanKind``: its device, its parallelism mix (``ep``, ``fsdp`` for ZeRO-3, ``3d`` for any
 tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
 the class until at least MIN_ROWS rows of MIN_FAMILIES source families remain (device, mix and
@@ -92,9 +92,14 @@ class PlanKind:
 
 
 def parallel_mix(tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, zero: int = 0) -> str:
+    """The plan's class of communication.  ``fsdp`` is ZeRO-3 alone: it gathers every layer's
+    parameters in the forward and again in the backward, 3 Psi a step against data parallelism's
+    2 Psi, while ZeRO-1 and ZeRO-2 move what data parallelism moves (a reduce-scatter of the
+    gradients and an all-gather of the updated parameters: Rajbhandari et al. 2020, "ZeRO: Memory
+    Optimizations Toward Training Trillion Parameter Models", Sec. 7.2), so they class with it."""
     if ep > 1:
         return "ep"
-    if zero >= 2:
+    if zero >= 3:
         return "fsdp"
     if tp > 1 or pp > 1:
         return "3d"
