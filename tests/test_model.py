@@ -183,3 +183,25 @@ def test_unsafe_view_moves_no_data():
     block = g.layers[1]
     assert any(k.op == "bmm" for k in block.kernels)                  # eager attention: matmul's bmm path
     assert not any(k.op == "_unsafe_view" for layer in g.layers for k in layer.kernels)
+
+
+def test_saved_storages_count_each_storage_once_and_never_mistake_a_reused_address():
+    """parsim.model.extract.SavedStorages: views of one storage count once; a storage freed while
+    the forward records (a branch whose result only feeds indices) keeps its address from the next
+    one, so a hundred short-lived storages of different sizes count a hundred times.  Keyed by
+    address alone, a later storage at a freed address replaced or was taken for the first, as the
+    allocator placed them (DeepSeek-V3's MoE layer's saved bytes moved from process to process)."""
+    from parsim.model.extract import SavedStorages
+
+    recorded = SavedStorages()
+    kept = torch.empty(16, device="meta")
+    recorded.pack(kept)
+    recorded.pack(kept.view(4, 4))                       # a view: the same storage
+    sizes = [4 * (i % 7 + 1) for i in range(100)]
+    for n in sizes:
+        recorded.pack(torch.empty(n, device="meta"))       # freed at once by the caller
+    assert sum(recorded.nbytes.values()) == 4 * (16 + sum(sizes))
+    excluded = torch.empty(8, device="meta")
+    only = SavedStorages({excluded.untyped_storage()._cdata})
+    only.pack(excluded)
+    assert only.nbytes == {}

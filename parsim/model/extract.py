@@ -347,15 +347,33 @@ def _storage_key(t: torch.Tensor) -> int:
     return t.untyped_storage()._cdata
 
 
-def _saved_bytes_packer(saved: dict[int, int], excluded: set[int]):
-    """A saved_tensors_hooks pack function recording each saved storage's bytes once (storages in
-    ``excluded``, parameters and buffers, left out)."""
-    def pack(t: torch.Tensor):
-        key = _storage_key(t)
-        if key not in excluded:
-            saved[key] = t.untyped_storage().nbytes()
+class SavedStorages:
+    """The storages autograd saves for backward during a forward, as a saved_tensors_hooks pack
+    function (``pack``): each storage once, however many views of it are saved, those in
+    ``excluded`` (parameters and buffers) left out; ``storage_of`` the tensor's storage (a
+    DTensor's: its local shard's).  ``nbytes``: address -> bytes.
+
+    Every recorded storage is held until the recorder is dropped, so that no address it keys is
+    freed and reused by a later storage while it records.  Keyed by address alone, a storage a
+    branch freed before the forward ended (DeepSeek-V3's router's group scores) left its address to
+    a later one, whose entry then replaced it or was taken for it as the allocator happened to
+    place them: DeepSeek-V3's MoE layer saved 3,142,991,872, 3,143,254,016 or 3,144,040,448 bytes at
+    extraction batch 2 in five processes of one commit.  Such a freed storage now counts, as every
+    other saved one does (at most 2 MiB of that layer's 3 GB); counting only the survivors depends
+    on when the cyclic garbage collector runs, unless it is run, which made extraction 4x slower."""
+
+    def __init__(self, excluded=frozenset(), storage_of=lambda t: t.untyped_storage()):
+        self.excluded, self.storage_of = excluded, storage_of
+        self.nbytes: dict[int, int] = {}
+        self._held: list = []
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        storage = self.storage_of(t)
+        key = storage._cdata
+        if key not in self.excluded and key not in self.nbytes:
+            self.nbytes[key] = storage.nbytes()
+            self._held.append(storage)
         return t
-    return pack
 
 
 def _conv_backward_flops(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
@@ -385,19 +403,19 @@ def _flop_counter() -> FlopCounterMode:
 def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int],
                   owned_params: set[int]):
     """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
-    saved: dict[int, int] = {}
-    pack = _saved_bytes_packer(saved, excluded)
+    recorded = SavedStorages(excluded)
     x = x.detach().requires_grad_(needs_input_grad)
     fwd_flops, fwd_bytes = _flop_counter(), _MemoryBoundBytes()
     tied = frozenset(_storage_key(p) for p in unit.parameters()) - owned_params
     recorder = _OpRecorder(owned_params, _storage_key(x), tied)
     handles = recorder.module_hooks(unit)
     try:
-        with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
             y = unit(x)
     finally:
         for h in handles:
             h.remove()
+    saved = recorded.nbytes
     if not isinstance(y, torch.Tensor):
         raise TypeError(f"a cut unit must return one tensor, got {type(y).__name__}")
     bwd_flops, bwd_bytes = _flop_counter(), _MemoryBoundBytes()
@@ -429,10 +447,10 @@ def _batch_scaled_saved_bytes(unit: nn.Module, x: torch.Tensor, saved_bytes: int
     micro-batch: 80 kB per sample for ResNet-50 at extraction batch 2, 20 MB at micro-batch 256."""
     n = x.shape[0]
     x2 = torch.empty((2 * n, *x.shape[1:]), dtype=x.dtype, device=x.device).requires_grad_(x.requires_grad)
-    saved: dict[int, int] = {}
-    with torch.autograd.graph.saved_tensors_hooks(_saved_bytes_packer(saved, excluded), lambda t: t):
+    recorded = SavedStorages(excluded)
+    with torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
         unit(x2)
-    return float(sum(saved.values()) - saved_bytes)
+    return float(sum(recorded.nbytes.values()) - saved_bytes)
 
 
 def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model", dtype: str = "fp32",

@@ -43,7 +43,7 @@ from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format, not_a_view
 from parsim.exec.tensor_parallel import local
 from parsim.exec.vocab_parallel import loss_group
-from parsim.model.extract import cut_units
+from parsim.model.extract import SavedStorages, cut_units
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.spec import ModelSpec, build_module
 from parsim.profile.host import HostCounter, canary_s
@@ -151,23 +151,19 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
         for i, (n, m) in enumerate(units):
             at.update(unit=n, phase="forward")
             inp = h.detach().requires_grad_(h.is_floating_point() and i > 0)
-            keys: dict[int, int] = {}   # storages saved for backward (parameters excluded)
-            params = {local(p).untyped_storage().data_ptr() for p in m.parameters()} | \
-                     {local(t).untyped_storage().data_ptr() for t in m.buffers()}
-
-            def pack(t, keys=keys, params=params):
-                storage = local(t).untyped_storage()
-                if storage.data_ptr() not in params:
-                    keys[storage.data_ptr()] = storage.nbytes()
-                return t
+            # storages saved for backward, parameters and buffers excluded (parsim.model.extract)
+            recorded = SavedStorages({local(p).untyped_storage()._cdata for p in m.parameters()}
+                                     | {local(t).untyped_storage()._cdata for t in m.buffers()},
+                                     storage_of=lambda t: local(t).untyped_storage())
             _sync(dev)
             t0 = time.perf_counter()
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
                 h = m(inp)
             _sync(dev)
             times_f[n].append(time.perf_counter() - t0)
             chain.append((inp, h))
-            saved[n] = sum(keys.values()) / b
+            saved[n] = sum(recorded.nbytes.values()) / b
+            del recorded
         grad, last = None, len(units) - 1
         for i in range(last, -1, -1):
             n = names[i]
