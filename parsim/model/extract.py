@@ -358,9 +358,11 @@ class SavedStorages:
     branch freed before the forward ended (DeepSeek-V3's router's group scores) left its address to
     a later one, whose entry then replaced it or was taken for it as the allocator happened to
     place them: DeepSeek-V3's MoE layer saved 3,142,991,872, 3,143,254,016 or 3,144,040,448 bytes at
-    extraction batch 2 in five processes of one commit.  Such a freed storage now counts, as every
-    other saved one does (at most 2 MiB of that layer's 3 GB); counting only the survivors depends
-    on when the cyclic garbage collector runs, unless it is run, which made extraction 4x slower."""
+    extraction batch 2 in five processes of one commit, 3,146,399,744 in every one now.  Such a freed
+    storage counts, as every other saved one does (3.3 MiB of that layer's 3 GB); counting only
+    the survivors depends on when the cyclic garbage collector runs, unless it is run before each
+    count, which made extracting the examples 4.5x slower
+    (results/2026-11-29-amd-epyc/extraction-determinism.txt)."""
 
     def __init__(self, excluded=frozenset(), storage_of=lambda t: t.untyped_storage()):
         self.excluded, self.storage_of = excluded, storage_of
