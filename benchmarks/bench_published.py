@@ -86,17 +86,18 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
           "labelled:", file=out)
     for fam, (e, i) in sorted(by_family.items()):
         print("  " + _summary(fam, e, i), file=out)
-    allo = [x for e, _ in by_family.values() for x in e]
-    alli = [x for _, i in by_family.values() for x in i]
+    def pooled(families) -> tuple[list[float], list[float]]:      # (out-of-sample, in-sample) errors of families
+        families = list(families)
+        return [x for f in families for x in by_family[f][0]], [x for f in families for x in by_family[f][1]]
+
+    allo, alli = pooled(by_family)
     print("  " + _summary("OVERALL", allo, alli), file=out)
     if spec.held_out:
-        test = {k: v for k, v in by_family.items() if k in spec.held_out}
-        dev = [x for k, (e, _) in by_family.items() if k not in spec.held_out for x in e]
-        print("  " + _summary("development sources (fitted on by the other folds)", dev,
-                              [x for k, (_, i) in by_family.items() if k not in spec.held_out for x in i]), file=out)
-        print("  " + _summary(f"held-out sources ({', '.join(sorted(test))}: drawn after the fit, fitted on by no fold)",
-                              [x for e, _ in test.values() for x in e], [x for _, i in test.values() for x in i]),
-              file=out)
+        test = sorted(f for f in by_family if f in spec.held_out)
+        print("  " + _summary("development sources (fitted on by the other folds)",
+                              *pooled(f for f in by_family if f not in spec.held_out)), file=out)
+        print("  " + _summary(f"held-out sources ({', '.join(test)}: drawn after the fit, fitted on by no fold)",
+                              *pooled(test)), file=out)
     worst = max(by_family.items(), key=lambda kv: statistics.mean(abs(x) for x in kv[1][0]))
     print(f"  families above 12% out-of-sample MAPE: "
           f"{', '.join(k for k, (e, _) in sorted(by_family.items()) if statistics.mean(abs(x) for x in e) > 0.12) or 'none'}"
@@ -130,32 +131,32 @@ def coverage(spec, scored) -> str:
     held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
     table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error), not spec.fitted_on(s.figure))
                   for s, k in held)
-    tallies = {True: [0, 0, [], {}], False: [0, 0, [], {}]}     # development?: inside, banded, widths, by family
-    rows = []
+    banded, rows = [], []          # banded: (a development source's?, family, inside?, width) of each row with a band
     for s, k in held:
         band = step_band(1.0, k, table, LEVEL, leave_out=s.family)
         ratio = 1 + s.out_of_sample.error                       # measured step / predicted step
         hit = band is not None and band.contains(ratio)
         if band is not None:
-            t = tallies[spec.fitted_on(s.figure)]
-            t[0] += hit
-            t[1] += 1
-            t[2].append(band.high / band.low - 1)
-            t[3].setdefault(s.family, []).append(hit)
+            banded.append((spec.fitted_on(s.figure), s.family, hit, band.high / band.low - 1))
         rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
                     + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
                        else "none: no other source ran on this device"))
-    inside, banded, widths, by_family = tallies[True]
+    dev = [b for b in banded if b[0]]
+    test = [b for b in banded if not b[0]]
+    by_family: dict[str, list[bool]] = {}
+    for _, family, hit, _ in dev:
+        by_family.setdefault(family, []).append(hit)
+    inside = sum(hit for _, _, hit, _ in dev)
     per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
-    dev = sum(1 for s, _ in held if spec.fitted_on(s.figure))
+    unbanded = sum(1 for s, _ in held if spec.fitted_on(s.figure)) - len(dev)
     text = (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
-            f"families' residuals: {inside} of {banded} rows inside ({inside / banded:.1%} against {LEVEL:.0%} "
-            f"nominal; averaged per family {per_family:.1%}); {dev - banded} rows have no band (no other "
-            f"source ran on their device); median width (high / low - 1) {statistics.median(widths):.1%}\n")
-    t_in, t_banded, t_widths, _ = tallies[False]
-    if t_banded:
-        text += (f"Held-out sources against the same bands (the development residuals; none of theirs): {t_in} of "
-                 f"{t_banded} rows inside; median width {statistics.median(t_widths):.1%}\n")
+            f"families' residuals: {inside} of {len(dev)} rows inside ({inside / len(dev):.1%} against {LEVEL:.0%} "
+            f"nominal; averaged per family {per_family:.1%}); {unbanded} rows have no band (no other "
+            f"source ran on their device); median width (high / low - 1) {statistics.median(b[3] for b in dev):.1%}\n")
+    if test:
+        text += (f"Held-out sources against the same bands (the development residuals; none of theirs): "
+                 f"{sum(hit for _, _, hit, _ in test)} of {len(test)} rows inside; median width "
+                 f"{statistics.median(b[3] for b in test):.1%}\n")
     return text + "\n".join(rows) + "\n"
 
 
