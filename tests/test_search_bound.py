@@ -77,6 +77,69 @@ def test_fill_floor_is_below_every_split_and_tight_on_even_layers():
         assert floor >= 8 / (1 - (1 - 1 / m) ** 2) * (1 - 2e-9) > max(4 * m, 7 + m)   # above the other terms
 
 
+def test_split_backward_fill_floor_is_below_every_split_and_binds_on_even_layers():
+    """bound.floor_s's fill term under a split backward (upstream: the forward alone): below the
+    least, over every contiguous split of random layers, of max over stages r of (f of stages < r)
+    + m w_r, w = F + min(B, I + W) (the lower bound's "upstream" term without transfers), or its
+    chain; on equal layers it binds, above every other term."""
+    from parsim.search.bound import floor_s, floor_terms
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        L, pp, m = int(rng.integers(2, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 9))
+        if pp > L:
+            continue
+        f, b, i, w_ = (rng.uniform(0.1, 1, L) for _ in range(4))
+        f[0] *= rng.uniform(0.01, 1)           # a first layer light in its forward (an embedding)
+        w = f + np.minimum(b, i + w_)
+        phases = [np.concatenate([[0.0], np.cumsum(x)]) for x in (f, b, i, w_)]
+        best = min(max(sum(f[:a]) + m * sum(w[a:z]) for a, z in zip((0,) + cut, cut + (L,)))
+                   for cut in itertools.combinations(range(1, L), pp - 1))
+        chain = f.sum() + i.sum()              # the lower bound's chain (I alone on its path)
+        assert floor_s(*phases, m, pp, 1, True) <= max(best, chain) * (1 + 1e-12)
+    ones = np.ones(8)                     # 8 layers, f = 1, w = 3: stages of two take 2 r + 6 m at best
+    even = [np.concatenate([[0.0], np.cumsum(x)]) for x in (ones, 2 * ones, ones, ones)]
+    lead = floor_terms(*even, True)[-1]
+    assert lead == pytest.approx(1 / 3)
+    floor = floor_s(*even, 4, 4, 1, True)
+    assert floor <= 6 + 24
+    assert floor == pytest.approx(lead * 24 / (1 - (1 - lead / 4) ** 4) * split.SLACK) and floor > 24  # m T / pp = 24
+
+
+def test_chain_floor_is_one_microbatch_through_every_layer_and_below_every_split():
+    """bound.floor_s's chain term, with any number of chunks: at least one micro-batch's forward
+    and backward through every layer (F + B; F + I under a split backward, whose W may wait),
+    and with fewer micro-batches than ranks the term that binds (m T / pp is below one
+    micro-batch's T, and an interleaved floor has no fill term), never above the lower bound's
+    own chain over any contiguous split (its transfers left out: >= 0)."""
+    from parsim.search.bound import floor_s
+    from parsim.search.split import SLACK
+    rng = np.random.default_rng(5)
+    checked = 0
+    for _ in range(300):
+        L, pp, v, m = int(rng.integers(4, 13)), int(rng.integers(2, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        if pp * v > L:
+            continue
+        f, i, w = rng.uniform(0.1, 1, L), rng.uniform(0.1, 1, L), rng.uniform(0.1, 1, L)
+        phases = [np.concatenate([[0.0], np.cumsum(x)]) for x in (f, i + w, i, w)]
+        for split_backward in (False, True):
+            chain = f.sum() + (i.sum() if split_backward else (i + w).sum())
+            floor = floor_s(*phases, m, pp, v, split_backward)
+            assert floor >= chain * SLACK * (1 - 1e-12)
+            work = f + i + w               # B = I + W here: a split backward's min(B, I + W) too
+            if v > 1:                      # an interleaved floor: the work terms and the chain
+                assert floor == pytest.approx(max(m * max(work.sum() / pp, work.max()), chain) * SLACK, rel=1e-12)
+            if v > 1 and chain > m * max(work.sum() / pp, work.max()):     # the chain binds
+                # and the lower bound's chain over any split is the same sum, stage by stage
+                for cut in itertools.islice(itertools.combinations(range(1, L), pp * v - 1), 20):
+                    bounds = (0,) + cut + (L,)
+                    own = sum(phases[0][z] - phases[0][a] + (phases[2][z] - phases[2][a] if split_backward
+                                                             else phases[1][z] - phases[1][a])
+                              for a, z in zip(bounds, bounds[1:]))
+                    assert floor <= own * (1 + 1e-12)
+                checked += 1
+    assert checked > 20
+
+
 @pytest.mark.parametrize("path", ["examples/gpt_tiny_local.yaml", "examples/resnet50_cifar10.yaml"])
 def test_uncapped_strategy_search_in_numpy_equals_the_frontier_search(path):
     spec = load_model(path)

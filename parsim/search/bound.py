@@ -35,6 +35,18 @@ backward) is at least each of:
 
   at least m T / pp (Bernoulli): the pipeline's fill and drain, about (m + (pp - 1) / 2) T / pp
   at large m where the balanced split takes (m + pp - 1) T / pp.
+  Under a split backward the upstream is micro-batch 0's forward alone: M >= F_r + m w_r with
+  F_r the f of stages < r.  With a the least share of the forward in the work of any prefix of
+  layers (a = min over k of F(k) / W(k), at most 1), F_r >= a S_r, and the same induction with
+  q = 1 - a/m gives M >= a T / (1 - (1 - a/m)^pp) (a = 1 is the line above; it falls to m T / pp
+  as a falls to 0, and rises with a).  A ratio, not a sum: it need not hold of a sharded graph
+  whose layers' phases are each at least the unsharded one's over tp, so the searched layout's
+  floor (below) leaves it out;
+- with any number of chunks, one micro-batch's forward through every stage and its backward
+  back (the lower bound's "chain"; I alone under a split backward, W may wait): the sum over
+  every layer of F + B (F + I), whatever the split.  It is the term that holds where a family
+  has fewer micro-batches than ranks (m < pp: the work term m T / pp is under one micro-batch's
+  T), and the only fill term an interleaved or split-backward candidate's floor has.
 
 The searched layout's floor: where the compute model says a layer's share on one device of a
 tensor-parallel group takes at least 1/tp of the whole layer's time in each phase
@@ -81,36 +93,48 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
 
 
 def floor_terms(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray,
-                split_backward: bool) -> tuple[float, float, float, float]:
+                split_backward: bool) -> tuple[float, float, float, float, float, float]:
     """What floor_s reads of the phases, whatever m, pp and v: (a rank's work per micro-batch over
     every layer, its largest layer's, the first micro-batch's path to the last layer, the last
-    layer's work).  A family's shapes share them (BranchAndBound.floor_terms)."""
+    layer's work, one micro-batch's forward and backward through every layer: the chain, and the
+    least share of the work the fill's upstream counts in any prefix of layers: 1 with an unsplit
+    backward, the forward's under a split one).  A family's shapes share them
+    (BranchAndBound.floor_terms)."""
     f = np.diff(F)
     bwd = np.diff(B)
+    chain = f + (np.diff(I) if split_backward else bwd)
     if split_backward:
         bwd = np.minimum(bwd, np.diff(I) + np.diff(W))
     w = f + bwd
     upstream = f if split_backward else f + np.diff(B)
-    return float(w.sum()), float(w.max()), float(upstream[:-1].sum()), float(w[-1])
+    lead = 1.0
+    if split_backward:
+        work, ahead = np.cumsum(w), np.cumsum(f)
+        lead = float(np.min(ahead[work > 0] / work[work > 0], initial=1.0))
+    return float(w.sum()), float(w.max()), float(upstream[:-1].sum()), float(w[-1]), float(chain.sum()), lead
 
 
-def floor_from_terms(terms: tuple[float, float, float, float], m: int, pp: int, v: int,
+def floor_from_terms(terms: tuple[float, float, float, float, float, float], m: int, pp: int, v: int,
                      split_backward: bool) -> float:
     """floor_s from its floor_terms."""
-    total, most, upstream, last = terms
-    floor = m * max(total / pp, most)
+    total, most, upstream, last, chain, lead = terms
+    floor = max(m * max(total / pp, most), chain)
     if v == 1:
         floor = max(floor, upstream + m * last)
-        if not split_backward and m > 1:     # the fill of any split (module docstring)
-            floor = max(floor, total / (1 - (1 - 1 / m) ** pp))
+        if m > 1 and lead > 0:               # the fill of any split (module docstring)
+            floor = max(floor, lead * total / (1 - (1 - lead / m) ** pp))
     return floor * SLACK
 
 
 def searched_floor_s(terms_of, tp: int, members) -> float:
     """The least floor over a searched-layout family's candidates before its graph (above):
     ``terms_of(split_backward)`` the unsharded graph's floor_terms at the family's micro-batch
-    size, ``members`` (m, pp, v, split_backward) of each candidate."""
-    return min((floor_from_terms(terms_of(split), m, pp, v, split) for m, pp, v, split in set(members)),
+    size, ``members`` (m, pp, v, split_backward) of each candidate; a split backward's fill left
+    out (its share of the forward is a ratio, not a sum of the phases)."""
+    def terms(split: bool) -> tuple:
+        t = terms_of(split)
+        return t[:-1] + (0.0,) if split else t
+    return min((floor_from_terms(terms(split), m, pp, v, split) for m, pp, v, split in set(members)),
                default=np.inf) / tp
 
 
