@@ -116,7 +116,8 @@ def test_chain_floor_is_one_microbatch_through_every_layer_and_below_every_split
     rng = np.random.default_rng(5)
     checked = 0
     for _ in range(300):
-        L, pp, v, m = int(rng.integers(4, 13)), int(rng.integers(2, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        L, pp = int(rng.integers(4, 13)), int(rng.integers(2, 5))
+        v, m = int(rng.integers(1, 4)), int(rng.integers(1, 4))
         if pp * v > L:
             continue
         f, i, w = rng.uniform(0.1, 1, L), rng.uniform(0.1, 1, L), rng.uniform(0.1, 1, L)
