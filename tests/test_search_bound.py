@@ -98,7 +98,7 @@ def test_split_backward_fill_floor_is_below_every_split_and_binds_on_even_layers
         assert floor_s(*phases, m, pp, 1, True) <= max(best, chain) * (1 + 1e-12)
     ones = np.ones(8)                     # 8 layers, f = 1, w = 3: stages of two take 2 r + 6 m at best
     even = [np.concatenate([[0.0], np.cumsum(x)]) for x in (ones, 2 * ones, ones, ones)]
-    lead = floor_terms(*even, True)[-1]
+    lead = floor_terms(*even, True).lead
     assert lead == pytest.approx(1 / 3)
     floor = floor_s(*even, 4, 4, 1, True)
     assert floor <= 6 + 24

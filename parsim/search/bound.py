@@ -66,6 +66,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,30 +93,36 @@ def floor_s(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray, m: int, 
     return floor_from_terms(floor_terms(F, B, I, W, split_backward), m, pp, v, split_backward)
 
 
-def floor_terms(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray,
-                split_backward: bool) -> tuple[float, float, float, float, float, float]:
-    """What floor_s reads of the phases, whatever m, pp and v: (a rank's work per micro-batch over
-    every layer, its largest layer's, the first micro-batch's path to the last layer, the last
-    layer's work, one micro-batch's forward and backward through every layer: the chain, and the
-    least share of the work the fill's upstream counts in any prefix of layers: 1 with an unsplit
-    backward, the forward's under a split one).  A family's shapes share them
+class FloorTerms(NamedTuple):
+    """What floor_s reads of the phases, whatever m, pp and v; a family's shapes share them
     (BranchAndBound.floor_terms)."""
-    f = np.diff(F)
-    bwd = np.diff(B)
-    chain = f + (np.diff(I) if split_backward else bwd)
+    total: float        # a rank's work per micro-batch over every layer (T)
+    most: float         # the largest layer's
+    upstream: float     # the first micro-batch's path to the last layer
+    last: float         # the last layer's work
+    chain: float        # one micro-batch's forward and backward through every layer
+    lead: float         # the least share of the work the fill's upstream counts in any prefix of
+                        # layers: 1 with an unsplit backward, the forward's under a split one
+
+
+def floor_terms(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray,
+                split_backward: bool) -> FloorTerms:
+    """FloorTerms of the phases' per-layer prefix sums (module docstring)."""
+    f, bwd = np.diff(F), np.diff(B)
     if split_backward:
-        bwd = np.minimum(bwd, np.diff(I) + np.diff(W))
-    w = f + bwd
-    upstream = f if split_backward else f + np.diff(B)
-    lead = 1.0
-    if split_backward:
+        i = np.diff(I)
+        chain, upstream = f + i, f
+        w = f + np.minimum(bwd, i + np.diff(W))
         work, ahead = np.cumsum(w), np.cumsum(f)
         lead = float(np.min(ahead[work > 0] / work[work > 0], initial=1.0))
-    return float(w.sum()), float(w.max()), float(upstream[:-1].sum()), float(w[-1]), float(chain.sum()), lead
+    else:
+        chain = upstream = w = f + bwd
+        lead = 1.0
+    return FloorTerms(float(w.sum()), float(w.max()), float(upstream[:-1].sum()), float(w[-1]), float(chain.sum()),
+                      lead)
 
 
-def floor_from_terms(terms: tuple[float, float, float, float, float, float], m: int, pp: int, v: int,
-                     split_backward: bool) -> float:
+def floor_from_terms(terms: FloorTerms, m: int, pp: int, v: int, split_backward: bool) -> float:
     """floor_s from its floor_terms."""
     total, most, upstream, last, chain, lead = terms
     floor = max(m * max(total / pp, most), chain)
@@ -131,9 +138,9 @@ def searched_floor_s(terms_of, tp: int, members) -> float:
     ``terms_of(split_backward)`` the unsharded graph's floor_terms at the family's micro-batch
     size, ``members`` (m, pp, v, split_backward) of each candidate; a split backward's fill left
     out (its share of the forward is a ratio, not a sum of the phases)."""
-    def terms(split: bool) -> tuple:
+    def terms(split: bool) -> FloorTerms:
         t = terms_of(split)
-        return t[:-1] + (0.0,) if split else t
+        return t._replace(lead=0.0) if split else t
     return min((floor_from_terms(terms(split), m, pp, v, split) for m, pp, v, split in set(members)),
                default=np.inf) / tp
 
@@ -221,7 +228,7 @@ class BranchAndBound:
         self.heap: list[tuple] = []
         self.order = itertools.count()          # ties: first pushed first; payloads never compared
         self.bounds_of: dict[tuple, Bounds] = {}
-        self.floor_terms_of: dict[tuple, tuple] = {}     # (id(bounds), b, split backward) -> floor_terms
+        self.floor_terms_of: dict[tuple, FloorTerms] = {}     # (id(bounds), b, split backward) -> floor_terms
         self.overlap_priced = supports_overlap(self.cluster)
         self.misses: list[tuple] = []
         # no split fits, found when bound: (bounds, family, its members' indices, members, kwargs, b)
@@ -352,7 +359,7 @@ class BranchAndBound:
                                                           exposed_a2a=not self.c.ep_overlap)
         return self.bounds_of[(id(graph), overlap)]
 
-    def floor_terms(self, bnd: Bounds, b: int, split_backward: bool) -> tuple:
+    def floor_terms(self, bnd: Bounds, b: int, split_backward: bool) -> FloorTerms:
         """floor_terms of ``bnd``'s phases at ``b`` (held in bounds_of, so its id stays its own)."""
         key = (id(bnd), b, split_backward)
         hit = self.floor_terms_of.get(key)
