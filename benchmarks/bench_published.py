@@ -35,6 +35,7 @@ import io
 import statistics
 import sys
 
+from parsim.errors import ParsimError
 from parsim.fileio import write_text
 from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
 from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price
@@ -122,13 +123,13 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     return out.getvalue()
 
 
-def coverage(spec, scored) -> str:
+def coverage(spec, held) -> str:
     """The bands scored on the rows they would have priced: each scored row's 90% band drawn from the
     other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
     the row's measurement falls inside.  The bands rest on the development sources' residuals (a
     held-out source's rows are in the table --residuals writes, marked, and in no band); those rows
-    are scored against the bands apart, a test of the bands as of the point predictions."""
-    held = [(s, row_kind(s.figure, s.in_sample)) for s in scored if s.out_of_sample is not None]
+    are scored against the bands apart, a test of the bands as of the point predictions.  ``held``:
+    (scored row, its PlanKind) of each row priced out of sample."""
     table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error), not spec.fitted_on(s.figure))
                   for s, k in held)
     banded, rows = [], []          # banded: (a development source's?, family, inside?, width) of each row with a band
@@ -195,16 +196,17 @@ def main() -> None:
         all_values, folds, scored = leave_one_source_out(spec, profiles, figures, tick)
         print(file=sys.stderr)
         surrogate_errors = _surrogate_errors(spec, scored)
+        held = [(s, row_kind(s.figure)) for s in scored if s.out_of_sample is not None]    # each row's kind, once
         text = (f"# {COMMAND}, {datetime.date.today().isoformat()}: every results/published/*figures*.yaml row; "
                 f"fit spec {args.fit}\n" + report(spec, scored, all_values, folds, surrogate_errors) + "\n"
-                + coverage(spec, scored))
+                + coverage(spec, held))
         print(text, end="")
         if args.out:
             write_text(args.out, text)
         if args.residuals:
             write_text(args.residuals, residuals_yaml(
-                [(s.figure, s.family, row_kind(s.figure, s.in_sample), s.out_of_sample.error, not spec.fitted_on(s.figure))
-                 for s in scored if s.out_of_sample is not None], COMMAND))
+                [(s.figure, s.family, k, s.out_of_sample.error, not spec.fitted_on(s.figure)) for s, k in held],
+                COMMAND))
         if args.write_profiles:
             from parsim.profile.loso import write_profiles
             for path in write_profiles(spec, profiles, all_values, COMMAND):
@@ -222,4 +224,8 @@ def _surrogate_errors(spec, scored) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ParsimError as e:            # a bad path or field: one line, as parsim's commands give it
+        print(f"bench_published.py: {e}", file=sys.stderr)
+        sys.exit(1)

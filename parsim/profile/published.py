@@ -438,7 +438,7 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     return Priced(figure, predicted, step, describe(cfg))
 
 
-def row_kind(figure, priced=None):
+def row_kind(figure):
     """A published row's kind (parsim.sim.band.PlanKind): its profile's device, its parallel
     sizes, its model."""
     from parsim.sim.band import PlanKind, model_kind, parallel_mix
