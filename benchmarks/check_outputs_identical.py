@@ -147,7 +147,10 @@ def _tasks(quick: bool) -> list[list[tuple[str, list[str]]]]:
         argv = PARSIM + ["simulate", os.path.join(ROOT, args[0])] + args[1:]
         tasks.append([(f"simulate-{name}.json", argv + ["--json"]), (f"simulate-{name}.txt", argv + ["--grid"])])
     if not quick:
-        bench = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_published.py")]
+        # the repository's figures and fit spec by absolute path: each task runs in a scratch folder
+        bench = [sys.executable, os.path.join(ROOT, "benchmarks", "bench_published.py"),
+                 "--folder", os.path.join(ROOT, "results", "published"),
+                 "--fit", os.path.join(ROOT, "results", "published", "fit.yaml")]
         tasks.append([("bench_published.txt", bench)])
     return tasks
 
