@@ -91,6 +91,53 @@ def test_capped_search_in_numpy_equals_the_list_search(keep, monkeypatch):
     assert min(kinds.values()) > 0
 
 
+def _renumbered(rng: random.Random, g: CostGraph) -> CostGraph:
+    """A graph of ``g``'s shape (nodes, strategies, edges) with numbers of its own, as one model's
+    cost graphs at two micro-batch sizes are."""
+    out = CostGraph([[(rng.uniform(0, 10), rng.uniform(0, 10)) for _ in costs] for costs in g.node_costs])
+    out.edge_costs = {k: [[rng.uniform(0, 5) for _ in row] for row in cost] for k, cost in g.edge_costs.items()}
+    return out
+
+
+@pytest.mark.parametrize("keep", [2, 4, 16])
+def test_capped_search_of_several_graphs_at_once_gives_each_its_own_answer(keep):
+    """search_np.capped_many (the planner's searches under one cap at several micro-batch sizes, in
+    one pass): each graph's answer is capped's on it alone, strategies, time, memory, eliminations
+    and exactness, in batches whose graphs differ in whether they thin and whether anything fits
+    (each graph's thinning is its own); graphs of different shapes are refused."""
+    from parsim.shard.search_np import capped, capped_many
+    rng = random.Random(100 + keep)
+    mixed = 0
+    for _ in range(60):
+        base = _random_graph(rng, rng.randint(2, 12), rng.choice([(1,), (1, 1, 2)]), strategies=rng.choice([2, 4, 6]))
+        graphs = [base] + [_renumbered(rng, base) for _ in range(rng.randint(1, 3))]
+        cap = rng.uniform(3, 60)
+        alone = [capped(g, cap, keep) for g in graphs]
+        assert capped_many(graphs, cap, keep) == alone
+        mixed += len({None if r is None else r.exact for r in alone}) > 1
+    assert mixed >= 10
+    other = _random_graph(rng, 5, (1,), strategies=3)
+    with pytest.raises(ValueError, match="differ in shape"):
+        capped_many([other, _random_graph(rng, 6, (1,), strategies=3)], 30.0, keep)
+
+
+def test_searching_sizes_under_a_cap_at_once_gives_what_each_search_gives():
+    """The planner's searches under one cap (auto.search_sizes with caps: those sizes whose answer
+    without a cap misses it, in one pass): the memo then holds them, and auto_strategies answers
+    each size as it does alone.  At 108 MB, GPT small's sizes 14 and 16 miss the cap without one
+    and fit it with one; 12 fits it without (no search under the cap)."""
+    from parsim.shard import auto
+    spec = load_model("examples/gpt_small_local.yaml")
+    cl = load_cluster("dgx-a100:1x8").for_dtype(spec.training.dtype)
+    g, tr, cap, sizes = spec.graph, spec.training, 108e6, [12, 14, 16]
+    memo = auto.StrategySearches()
+    auto.search_sizes(g, 2, cl, tr.dtype, tr.optimizer, sizes, memo=memo, caps={(b, cap) for b in sizes})
+    assert sorted(k[5] for k in memo.searched if len(k) == 8) == [14, 16]
+    batched = [auto.auto_strategies(g, 2, cl, tr.dtype, tr.optimizer, b, cap_bytes=cap, memo=memo) for b in sizes]
+    assert batched == [auto.auto_strategies(g, 2, cl, tr.dtype, tr.optimizer, b, cap_bytes=cap) for b in sizes]
+    assert all(result.mem_bytes <= cap for _, result in batched)
+
+
 @pytest.mark.parametrize("path, cluster, t, sizes", [
     ("examples/gpt_small_local.yaml", "dgx-a100:1x8", 2, [1, 4, 16, 64]),     # 3 different answers
     ("examples/resnet50_cifar10.yaml", "local-cpu:1x2", 2, [1, 8, 64, 512]),

@@ -165,7 +165,8 @@ class Candidate:
 GRAPH, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3     # the kinds of entry in the branch and bound (BranchAndBound)
 # When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
 # same tp whose families' bounds are within this factor of its bound are searched with it, in one
-# pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search).
+# pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search), and
+# so are the searches under their pp's memory caps that those families will ask for, one pass a cap.
 # Speed only, never the answer.  Measured on the goals of bench_planner.py (2026-11-24): the
 # sizes the search went on to need had bounds 1.0-1.6x the first one's of their tp (ResNet-50
 # on 1024 Ascend 910s, GPT-3 175B on 1024 A100s); those it pruned, 1.9x and more (GPT-3: three
@@ -237,7 +238,7 @@ class BranchAndBound:
         self.pushed: set[tuple] = set()         # the families bound so far (a canonical one may recur)
         self.member_lists: dict[tuple, list[tuple]] = {}     # (dp, pp, m, cp, ep) -> members
         self.replicating: dict[int, bool] = {}  # id(graph) -> whether its layout splits no operator
-        self.graph_sizes: dict[int, list[tuple[float, int]]] = {}     # tp -> (bound, b) of its GRAPH entries
+        self.graph_sizes: dict[int, list[tuple[float, int, int]]] = {}    # tp -> (bound, b, pp) of its GRAPH entries
         self.results: list[Candidate] = []
         self.over_memory: list[Candidate] = []
         self.held: dict[tuple, tuple] = {}      # recomputing candidates whose twin fits without (by its key)
@@ -269,7 +270,7 @@ class BranchAndBound:
                 bound = self.searched_bound(tp, recompute, cp, dp, pp, m, b)
                 if bound < math.inf:
                     heapq.heappush(self.heap, (bound, next(self.order), GRAPH, (tp, layout, recompute, cp, dp, pp, m, b)))
-                    self.graph_sizes.setdefault(tp, []).append((bound, b))
+                    self.graph_sizes.setdefault(tp, []).append((bound, b, pp))
             else:
                 self.bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b, ep)
         for ahead in self.graph_sizes.values():
@@ -294,10 +295,10 @@ class BranchAndBound:
         tp, layout, recompute, cp, dp, pp, m, b = item
         ahead = self.graph_sizes.get(tp)
         if ahead:
-            sizes = []
+            entries = []
             while ahead and (ahead[-1][0] <= SEARCH_AHEAD * bound or not self.c.prune):
-                sizes.append(ahead.pop()[1])
-            search_auto_sizes(self.spec.graph, tp, self.cluster, self.spec.training, sizes, self.memo)
+                entries.append(ahead.pop()[1:])
+            search_auto_sizes(self.spec.graph, tp, self.cluster, self.spec.training, entries, self.memo)
         graph = self.searched_graph(tp, recompute, b, pp, cp)
         if graph is not None:
             self.bound_family(tp, layout, recompute, cp, graph, dp, pp, m, b)

@@ -34,8 +34,8 @@ from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, LayerGraph, OpI
 from parsim.model.attention import BACKWARD_RATIO
 from parsim.shard.graph import elem_bytes, mirror_steps
 from parsim.shard.ops import COMPUTE, REDUCED_DIMS, edge_steps, op_pieces, op_sharding, ways
-from parsim.shard.search import CostGraph, SearchResult, search
-from parsim.shard.search_np import fastest_many
+from parsim.shard.search import KEEP, CostGraph, SearchResult, search
+from parsim.shard.search_np import capped_many, fastest_many
 
 
 def kv_head_paths(ops, t: int) -> dict[int, int]:
@@ -300,24 +300,41 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
 
 
 def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
-                 microbatches: int = 1, memo: StrategySearches | None = None) -> None:
+                 microbatches: int = 1, memo: StrategySearches | None = None, caps=()) -> None:
     """Run the searches without a cap that auto_strategies would run for each of
     ``microbatch_sizes``, all in one pass (search_np.fastest_many: the cost graphs of one model
     on t devices differ only in their numbers, and each answer is the one its own search gives),
     and keep them in ``memo``; sizes already searched are skipped.  A planner meets some 13 sizes
-    per tp on ResNet-50 and pays for about one search (parsim.search.planner)."""
+    per tp on ResNet-50 and pays for about one search (parsim.search.planner).  Then, for each
+    (size, cap) of ``caps``, the search under that cap that auto_strategies would run next (the
+    size's answer without a cap misses the cap, and the cap is above the least memory), those of
+    one cap in one pass (search_np.capped_many: each answer the one its own search gives; a
+    GPT-3 175B planner meets two such sizes under one cap, 2026-11-30)."""
     if memo is None:
         return                             # nothing would keep the answers
     keys = [(id(graph), t, id(cluster), dtype, optimizer, b, microbatches) for b in sorted(set(microbatch_sizes))]
     keys = [k for k in keys if k not in memo.searched]
-    if len(keys) < 2:
-        return                             # one size: auto_strategies' own search is the same work
-    graphs = [built[0] for built, _ in _cost_graphs_of(memo, keys, graph, cluster)]
-    found = fastest_many(graphs)
-    if found is None:                      # an irreducible rest: auto_strategies searches each alone
-        return
-    for key, result in zip(keys, found):
-        _remember(memo, key, graph, cluster, result)
+    if len(keys) >= 2:                     # one size: auto_strategies' own search is the same work
+        graphs = [built[0] for built, _ in _cost_graphs_of(memo, keys, graph, cluster)]
+        found = fastest_many(graphs)
+        if found is not None:              # else an irreducible rest: auto_strategies searches each alone
+            for key, result in zip(keys, found):
+                _remember(memo, key, graph, cluster, result)
+    by_cap: dict[float, list[tuple]] = {}
+    for b, cap in sorted(set(caps)):
+        free_key = (id(graph), t, id(cluster), dtype, optimizer, b, microbatches)
+        free = memo.searched.get(free_key)
+        if free is None or free[3] is None or free[3].mem_bytes <= cap or free_key + (cap,) in memo.searched \
+                or memo.cost_graphs[free_key][3] > cap:
+            continue                       # what auto_strategies would not search under the cap
+        by_cap.setdefault(cap, []).append(free_key)
+    for cap, keys in by_cap.items():
+        if len(keys) < 2:
+            continue                       # one size: auto_strategies' own search is the same work
+        graphs = [built[0] for built, _ in _cost_graphs_of(memo, keys, graph, cluster)]
+        for key, result in zip(keys, capped_many(graphs, cap, KEEP)):
+            if result is not None:         # None: no answer, or an irreducible rest: search's own path
+                _remember(memo, key + (cap,), graph, cluster, result)
 
 
 def _cost_graphs_of(memo: StrategySearches, keys: list[tuple], graph: LayerGraph,

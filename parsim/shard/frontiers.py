@@ -6,7 +6,8 @@ A batch of frontiers is two float arrays ``t`` and ``m`` of shape (..., P): one 
 leading index, its points first, sorted as search.pareto sorts them, then padding (time and
 memory both inf; no point with infinite memory is ever kept, so padding never is).  Every result
 also carries, per point, the index it came from in the input's last axis, so that a search can
-walk a chosen point back to the strategies it was made of.
+walk a chosen point back to the strategies it was made of, and, per frontier, whether it was
+thinned (so that a batch of several searches knows which of them thinned).
 
 Each function does exactly what its list counterpart in parsim.shard.search does, point for
 point: the same pairs in the same order, the same stable sort on (time, memory) (ties: the
@@ -20,13 +21,14 @@ import numpy as np
 
 
 def pareto(t: np.ndarray, m: np.ndarray, keep: int | None, cap: float | None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """search.pareto on every frontier of the batch: (time, memory, source index along the last
-    axis, whether any frontier was thinned)."""
+    axis, whether each frontier was thinned: a bool array of the leading shape)."""
     lead, p = t.shape[:-1], t.shape[-1]
     if p == 1:                                          # one point each: kept if it fits
         kept = (m < np.inf) if cap is None else (m <= cap) & (m < np.inf)
-        return np.where(kept, t, np.inf), np.where(kept, m, np.inf), np.zeros(t.shape, dtype=np.intp), False
+        return (np.where(kept, t, np.inf), np.where(kept, m, np.inf), np.zeros(t.shape, dtype=np.intp),
+                np.zeros(lead, dtype=bool))
     t, m = t.reshape(-1, p), m.reshape(-1, p)
     rows = np.arange(t.shape[0])[:, None]
     order = np.lexsort((m, t))                          # stable: equal (time, memory) keep their order
@@ -38,8 +40,8 @@ def pareto(t: np.ndarray, m: np.ndarray, keep: int | None, cap: float | None
     kept[:, 1:] = mv[:, 1:] < np.minimum.accumulate(mv, axis=1)[:, :-1]
     rank = np.cumsum(kept, axis=1) - 1
     n = rank[:, -1:] + 1
-    thinned = keep is not None and bool((n > keep).any())
-    if thinned:
+    over = (n[:, 0] > keep) if keep is not None else np.zeros(t.shape[0], dtype=bool)
+    if over.any():
         # the ranks round(i (n - 1) / (keep - 1)), i < keep, of a frontier of n > keep points
         picks = np.round(np.arange(keep) * (n - 1) / (keep - 1))           # (rows, keep)
         kept &= (n <= keep) | (rank[:, :, None] == picks[:, None, :]).any(-1)
@@ -50,13 +52,14 @@ def pareto(t: np.ndarray, m: np.ndarray, keep: int | None, cap: float | None
     out_t = np.where(live, ts[rows, pack], np.inf)
     out_m = np.where(live, ms[rows, pack], np.inf)
     src = order[rows, pack]
-    return out_t.reshape(lead + (width,)), out_m.reshape(lead + (width,)), src.reshape(lead + (width,)), thinned
+    return (out_t.reshape(lead + (width,)), out_m.reshape(lead + (width,)), src.reshape(lead + (width,)),
+            over.reshape(lead))
 
 
 def plus(at: np.ndarray, am: np.ndarray, bt: np.ndarray, bm: np.ndarray, keep: int | None, cap: float | None
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """"+" of two batches of frontiers (broadcast over the leading axes): every pair, a's points
-    outer, then the frontier; (time, memory, index into a, index into b, thinned)."""
+    outer, then the frontier; (time, memory, index into a, index into b, thinned per frontier)."""
     pb = bt.shape[-1]
     st = at[..., :, None] + bt[..., None, :]
     sm = am[..., :, None] + bm[..., None, :]
@@ -66,9 +69,9 @@ def plus(at: np.ndarray, am: np.ndarray, bt: np.ndarray, bm: np.ndarray, keep: i
 
 
 def union(t: np.ndarray, m: np.ndarray, axis: int, keep: int | None, cap: float | None
-          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """"min" over ``axis`` (not the last): the frontiers' points in axis order, then the frontier;
-    (time, memory, index along ``axis``, index into that frontier, thinned)."""
+    (time, memory, index along ``axis``, index into that frontier, thinned per frontier)."""
     p, nd = t.shape[-1], t.ndim
     if axis % nd != nd - 2:                             # axis just before the points, the rest in order
         perm = [a for a in range(nd - 1) if a != axis % nd] + [axis % nd, nd - 1]

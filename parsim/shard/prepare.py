@@ -87,13 +87,16 @@ def searched_microbatch(microbatch: int) -> int:
     return 1 << (max(1, int(microbatch)).bit_length() - 1)
 
 
-def search_auto_sizes(graph: LayerGraph, tp: int, cluster, training, microbatch_sizes, memo: ShardMemo) -> None:
-    """Search the auto layout for tp devices at several micro-batch sizes at once, ahead of
-    per_device_graph asking for them one by one (parsim.shard.auto.search_sizes: the same answers,
-    for about the price of one search), into the run's ``memo``."""
+def search_auto_sizes(graph: LayerGraph, tp: int, cluster, training, entries, memo: ShardMemo) -> None:
+    """Search the auto layout for tp devices at the (micro-batch size, pp) of several families at
+    once, ahead of per_device_graph asking for them one by one (parsim.shard.auto.search_sizes:
+    the sizes without a cap in one pass, then those under each pp's cap, auto_memory_bytes, that
+    miss it, in one pass a cap; the same answers, for about the price of one search each), into
+    the run's ``memo``."""
     if tp > 1:
         search_sizes(graph, tp, cluster, training.dtype, training.optimizer,
-                     {searched_microbatch(b) for b in microbatch_sizes}, memo=memo.searches)
+                     {searched_microbatch(b) for b, _ in entries}, memo=memo.searches,
+                     caps={(searched_microbatch(b), auto_memory_bytes(cluster, pp)) for b, pp in entries})
 
 
 def plan_strategies(graph: LayerGraph, cfg, model_strategies, cluster, training) -> dict[str, Strategy]:

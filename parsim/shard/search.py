@@ -101,7 +101,11 @@ def exhaustive(graph: CostGraph, cap: float | None = None) -> tuple[tuple[int, .
     return best
 
 
-def search(graph: CostGraph, cap: float | None = None, keep: int | None = 16,
+# The points a frontier keeps (module docstring): the default of every search.
+KEEP = 16
+
+
+def search(graph: CostGraph, cap: float | None = None, keep: int | None = KEEP,
            exhaustive_limit: int = 100_000) -> SearchResult | None:
     """The fastest assignment within ``cap`` (module docstring); None if none fits.  With a cap,
     the frontiers are numpy arrays (search_np.capped), the same points in the same order.  Without a cap

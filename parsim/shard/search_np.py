@@ -1,6 +1,7 @@
 """The strategy search of parsim.shard.search on numpy arrays, answer for answer: without a memory
 cap (``fastest``: every frontier its fastest point, so one number per strategy) and under one
-(``capped``: frontiers as padded batches, parsim.shard.frontiers).  Both make the same
+(``capped``: frontiers as padded batches, parsim.shard.frontiers), each also for several cost
+graphs of one shape at once (``fastest_many``, ``capped_many``).  Both make the same
 eliminations in the same order (costgraph.eliminate_all) with the same sums in the same order,
 and remember each elimination's arithmetic by the exact bytes of its operands, since a
 transformer's identical blocks repeat it."""
@@ -136,40 +137,59 @@ def fastest_many(graphs: Sequence[CostGraph]) -> list[SearchResult] | None:
 def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
     """search(graph, cap, keep) with every matrix of frontiers a padded numpy batch
     (parsim.shard.frontiers): the same eliminations in the same order, the same points in the same
-    order, so the same answer.  Each elimination's result is a version that records, per point,
-    the points it was made of; the chosen point is walked back through them.  None where
-    eliminations leave an irreducible rest (search's generic path handles it)."""
-    n = len(graph.node_costs)
+    order, so the same answer.  None where eliminations leave an irreducible rest (search's generic
+    path handles it)."""
+    return capped_many([graph], cap, keep)[0]
+
+
+def capped_many(graphs: Sequence[CostGraph], cap: float, keep: int) -> list[SearchResult | None]:
+    """capped() of several cost graphs of one shape (as fastest_many's: one model's operators at
+    several micro-batch sizes) under one cap, in one pass: every array carries a first axis with
+    one row per graph.  Each frontier is kept, thinned and padded row by row (frontiers.pareto),
+    so each graph's points, and where they came from, are the ones its own search makes; a row is
+    only padded wider, with points of infinite time and memory that no sum or union keeps, and
+    its thinning is its own.  Each elimination's result is a version that records, per point,
+    the points it was made of; each graph's chosen point is walked back through them."""
+    first = graphs[0]
+    n, g_all = len(first.node_costs), np.arange(len(graphs))
+    for g in graphs[1:]:
+        if [len(c) for c in g.node_costs] != [len(c) for c in first.node_costs] or \
+                g.edge_costs.keys() != first.edge_costs.keys():
+            raise ValueError("capped_many: the cost graphs differ in shape; search them one by one")
     versions: list[tuple] = []            # ("node", v) | ("edge",) | ("fold", ...) | ("op", ...)
 
     def version(record) -> int:
         versions.append(record)
         return len(versions) - 1
 
-    arrays: dict[int, tuple] = {}         # shared cost lists converted once (as in fastest)
-    nodes = {}                            # v -> (time, memory, version), [strategy, point]
-    for v, costs in enumerate(graph.node_costs):
-        if id(costs) not in arrays:
-            arrays[id(costs)] = (np.array([[c[0]] for c in costs], dtype=float),
-                                 np.array([[c[1]] for c in costs], dtype=float))
-        nodes[v] = arrays[id(costs)] + (version(("node", v)),)
-    edges = {}                            # (u, v), u < v -> (time, memory, version), [u's, v's strategy, point]
+    arrays: dict[tuple, tuple] = {}       # shared cost lists converted once (as in fastest)
+    nodes = {}                            # v -> (time, memory, version), [graph, strategy, point]
+    for v in range(n):
+        lists = [g.node_costs[v] for g in graphs]
+        key = tuple(map(id, lists))
+        if key not in arrays:
+            arrays[key] = (np.array([[[c[0]] for c in costs] for costs in lists], dtype=float),
+                           np.array([[[c[1]] for c in costs] for costs in lists], dtype=float))
+        nodes[v] = arrays[key] + (version(("node", v)),)
+    edges = {}                            # (u, v), u < v -> (time, memory, version), [graph, u's, v's strategy, point]
     zeros: dict[tuple, np.ndarray] = {}
-    for k, cost in graph.edge_costs.items():
-        if id(cost) not in arrays:
-            t = np.array(cost, dtype=float)[:, :, None]
-            arrays[id(cost)] = (t, zeros.setdefault(t.shape, np.zeros_like(t)))
-        edges[k] = arrays[id(cost)] + (version(("edge",)),)
+    for k in first.edge_costs:
+        lists = [g.edge_costs[k] for g in graphs]
+        key = tuple(map(id, lists))
+        if key not in arrays:
+            t = np.array(lists, dtype=float)[..., None]
+            arrays[key] = (t, zeros.setdefault(t.shape, np.zeros_like(t)))
+        edges[k] = arrays[key] + (version(("edge",)),)
     adj = adjacency(n, edges)
     counts = {"operator": 0, "triangle": 0, "edge": 0, "merge": 0, "contract": 0, "star": 0}
-    thinned = False
+    thinned = np.zeros(len(graphs), dtype=bool)     # per graph
 
-    def matrix(u, v):                     # (time, memory, version, flipped), oriented [u's][v's strategy]
+    def matrix(u, v):                     # (time, memory, version, flipped), oriented [graph][u's][v's strategy]
         if u < v:
             t, m, ver = edges[(u, v)]
             return t, m, ver, False
         t, m, ver = edges[(v, u)]
-        return t.transpose(1, 0, 2), m.transpose(1, 0, 2), ver, True
+        return t.transpose(0, 2, 1, 3), m.transpose(0, 2, 1, 3), ver, True
 
     def drop_edge(u, v):
         del edges[(min(u, v), max(u, v))]
@@ -186,21 +206,30 @@ def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
             memo[key] = compute()
         return memo[key]
 
-    def plus(at, am, bt, bm):             # (time, memory, index into a, into b, thinned)
-        return remember(("+", at.shape, bt.shape, at.tobytes(), am.tobytes(), bt.tobytes(), bm.tobytes()),
-                        lambda: frontiers.plus(at, am, bt, bm, keep, cap))
+    def per_graph(over: np.ndarray) -> np.ndarray:   # frontiers thinned, per graph (the first axis)
+        return over.reshape(len(graphs), -1).any(axis=1)
 
-    def union(t, m, axis):                # (time, memory, index along axis, into that frontier, thinned)
-        return remember(("min", axis, t.shape, t.tobytes(), m.tobytes()), lambda: frontiers.union(t, m, axis, keep, cap))
+    def plus(at, am, bt, bm):             # (time, memory, index into a, into b, thinned per graph)
+        def compute():
+            t, m, ia, ib, over = frontiers.plus(at, am, bt, bm, keep, cap)
+            return t, m, ia, ib, per_graph(over)
+        return remember(("+", at.shape, bt.shape, at.tobytes(), am.tobytes(), bt.tobytes(), bm.tobytes()), compute)
+
+    def union(t, m, axis):                # (time, memory, index along axis, into that frontier, thinned per graph)
+        def compute():
+            ut, um, j, q, over = frontiers.union(t, m, axis, keep, cap)
+            return ut, um, j, q, per_graph(over)
+        return remember(("min", axis, t.shape, t.tobytes(), m.tobytes()), compute)
 
     def fold_sums(et, em, vt, vm, ot, om):   # N_u[i] + min over j of (E[i][j] + N_v[j]), and where from
-        at, am, a_e, a_v, th1 = plus(et, em, vt[None], vm[None])              # [i, j, point]
-        ut, um, u_j, u_p, th2 = union(at, am, 1)                               # [i, point]
+        at, am, a_e, a_v, th1 = plus(et, em, vt[:, None], vm[:, None])         # [graph, i, j, point]
+        ut, um, u_j, u_p, th2 = union(at, am, 2)                               # [graph, i, point]
         nt, nm, n_old, n_new, th3 = plus(ot, om, ut, um)
-        i = np.arange(nt.shape[0])[:, None]
-        j = np.take_along_axis(u_j, n_new, 1)
-        r = np.take_along_axis(u_p, n_new, 1)
-        return nt, nm, n_old, j, a_e[i, j, r], a_v[i, j, r], th1 or th2 or th3
+        g = g_all[:, None, None]
+        i = np.arange(nt.shape[1])[None, :, None]
+        j = np.take_along_axis(u_j, n_new, 2)
+        r = np.take_along_axis(u_p, n_new, 2)
+        return nt, nm, n_old, j, a_e[g, i, j, r], a_v[g, i, j, r], th1 | th2 | th3
 
     def fold_leaf(v, u):
         nonlocal thinned
@@ -214,17 +243,18 @@ def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
         del nodes[v], adj[v]
 
     def op_sums(t1, m1, vt, vm, t2, m2, old):   # (old +) min over j of ((E1 + N_v) + E2), and where from
-        at, am, a_1, a_v, th1 = plus(t1, m1, vt[None], vm[None])              # [i, j, point]
-        bt, bm, b_a, b_2, th2 = plus(at[:, :, None], am[:, :, None], t2[None], m2[None])   # [i, j, k, point]
-        ut, um, u_j, u_p, th3 = union(bt, bm, 1)                               # [i, k, point]
+        at, am, a_1, a_v, th1 = plus(t1, m1, vt[:, None], vm[:, None])         # [graph, i, j, point]
+        bt, bm, b_a, b_2, th2 = plus(at[:, :, :, None], am[:, :, :, None], t2[:, None], m2[:, None])
+        ut, um, u_j, u_p, th3 = union(bt, bm, 2)                               # [graph, i, k, point]
         o_p, th4 = None, False
         if old is not None:
             ut, um, o_p, n_p, th4 = plus(*old, ut, um)
-            u_j, u_p = np.take_along_axis(u_j, n_p, 2), np.take_along_axis(u_p, n_p, 2)
-        i = np.arange(ut.shape[0])[:, None, None]
-        k = np.arange(ut.shape[1])[None, :, None]
-        r = b_a[i, u_j, k, u_p]
-        return ut, um, u_j, a_1[i, u_j, r], a_v[i, u_j, r], b_2[i, u_j, k, u_p], o_p, th1 or th2 or th3 or th4
+            u_j, u_p = np.take_along_axis(u_j, n_p, 3), np.take_along_axis(u_p, n_p, 3)
+        g = g_all[:, None, None, None]
+        i = np.arange(ut.shape[1])[None, :, None, None]
+        k = np.arange(ut.shape[2])[None, None, :, None]
+        r = b_a[g, i, u_j, k, u_p]
+        return ut, um, u_j, a_1[g, i, u_j, r], a_v[g, i, u_j, r], b_2[g, i, u_j, k, u_p], o_p, th1 | th2 | th3 | th4
 
     def eliminate(u, v, w, triangle):     # E[u][w] (+)= min over j of ((E1 + N_v) + E2)
         nonlocal thinned
@@ -245,10 +275,10 @@ def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
 
     eliminate_all(nodes, adj, counts, fold_leaf, eliminate)
     if any(adj[v] for v in nodes):
-        return None
+        return [None] * len(graphs)
     parts = []                            # per isolated node: its frontier over its strategies
     for v, (t, m, ver) in nodes.items():
-        ft, fm, s, p, th = union(t, m, 0)
+        ft, fm, s, p, th = union(t, m, 1)
         thinned |= th
         parts.append((ft, fm, ver, s, p))
     acc_t, acc_m = parts[0][0], parts[0][1]
@@ -257,33 +287,39 @@ def capped(graph: CostGraph, cap: float, keep: int) -> SearchResult | None:
         acc_t, acc_m, ia, ib, th = plus(acc_t, acc_m, ft, fm)
         thinned |= th
         steps.append((ia, ib))
-    if not acc_m[0] < np.inf:
-        return None
-    walk, p = [], 0                       # the first (fastest) point, back through the "+" chain
-    for (ia, ib), part in zip(reversed(steps), reversed(parts[1:])):
-        walk.append((part, int(ib[p])))
-        p = int(ia[p])
-    walk.append((parts[0], p))
-    stack = [(ver, (int(s[q]),), int(pp[q])) for (_, _, ver, s, pp), q in walk]
-    strategies = [-1] * n
-    while stack:
-        ver, idx, p = stack.pop()
-        rec = versions[ver]
-        if rec[0] == "node":
-            strategies[rec[1]] = idx[0]
-        elif rec[0] == "fold":
-            _, over, ever, flip, vver, n_old, j, e_p, v_p = rec
-            (i,) = idx
-            jj = int(j[i, p])
-            stack += [(over, (i,), int(n_old[i, p])), (ever, (jj, i) if flip else (i, jj), int(e_p[i, p])),
-                      (vver, (jj,), int(v_p[i, p]))]
-        elif rec[0] == "op":
-            _, ver1, flip1, vver, ver2, flip2, old, j, p1, pv, p2 = rec
-            i, k = idx
-            jj = int(j[i, k, p])
-            stack += [(ver1, (jj, i) if flip1 else (i, jj), int(p1[i, k, p])), (vver, (jj,), int(pv[i, k, p])),
-                      (ver2, (k, jj) if flip2 else (jj, k), int(p2[i, k, p]))]
-            if old is not None:
-                stack.append((old[0], (i, k), int(old[1][i, k, p])))
-    t, m = assignment_cost(graph, strategies)
-    return SearchResult(tuple(strategies), t, m, counts, not thinned)
+    out = []
+    for g, graph in enumerate(graphs):
+        if not acc_m[g, 0] < np.inf:
+            out.append(None)
+            continue
+        walk, p = [], 0                   # the first (fastest) point, back through the "+" chain
+        for (ia, ib), part in zip(reversed(steps), reversed(parts[1:])):
+            walk.append((part, int(ib[g, p])))
+            p = int(ia[g, p])
+        walk.append((parts[0], p))
+        stack = [(ver, (int(s[g, q]),), int(pp[g, q])) for (_, _, ver, s, pp), q in walk]
+        strategies = [-1] * n
+        while stack:
+            ver, idx, p = stack.pop()
+            rec = versions[ver]
+            if rec[0] == "node":
+                strategies[rec[1]] = idx[0]
+            elif rec[0] == "fold":
+                _, over, ever, flip, vver, n_old, j, e_p, v_p = rec
+                (i,) = idx
+                jj = int(j[g, i, p])
+                stack += [(over, (i,), int(n_old[g, i, p])),
+                          (ever, (jj, i) if flip else (i, jj), int(e_p[g, i, p])),
+                          (vver, (jj,), int(v_p[g, i, p]))]
+            elif rec[0] == "op":
+                _, ver1, flip1, vver, ver2, flip2, old, j, p1, pv, p2 = rec
+                i, k = idx
+                jj = int(j[g, i, k, p])
+                stack += [(ver1, (jj, i) if flip1 else (i, jj), int(p1[g, i, k, p])),
+                          (vver, (jj,), int(pv[g, i, k, p])),
+                          (ver2, (k, jj) if flip2 else (jj, k), int(p2[g, i, k, p]))]
+                if old is not None:
+                    stack.append((old[0], (i, k), int(old[1][g, i, k, p])))
+        t, m = assignment_cost(graph, strategies)
+        out.append(SearchResult(tuple(strategies), t, m, dict(counts), not bool(thinned[g])))
+    return out
