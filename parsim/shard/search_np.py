@@ -27,6 +27,17 @@ def _lexmin(t: np.ndarray, m: np.ndarray, axis: int) -> tuple[np.ndarray, np.nda
     return np.squeeze(t_min, axis), np.squeeze(m_min, axis), idx
 
 
+def _one_shape(graphs: Sequence[CostGraph], caller: str) -> CostGraph:
+    """The first of ``graphs`` once all have its shape (the same strategies per node and the same
+    edges), as a search of several at once needs; else ValueError."""
+    first = graphs[0]
+    for g in graphs[1:]:
+        if [len(c) for c in g.node_costs] != [len(c) for c in first.node_costs] or \
+                g.edge_costs.keys() != first.edge_costs.keys():
+            raise ValueError(f"{caller}: the cost graphs differ in shape; search them one by one")
+    return first
+
+
 def fastest(graph: CostGraph) -> SearchResult | None:
     """search(graph) without a cap, each frontier its first point, as numpy arrays: the same
     eliminations in the same order and the same sums in the same order, so the same answer; the
@@ -43,12 +54,8 @@ def fastest_many(graphs: Sequence[CostGraph]) -> list[SearchResult] | None:
     fastest()'s on its own graph, element for element, so each answer is the one fastest() gives
     alone, for about the price of one search (the eliminations' order depends on the edges alone,
     and small arrays cost numpy the same whatever their length).  None as fastest()."""
-    first = graphs[0]
+    first = _one_shape(graphs, "fastest_many")
     n = len(first.node_costs)
-    for g in graphs[1:]:
-        if [len(c) for c in g.node_costs] != [len(c) for c in first.node_costs] or \
-                g.edge_costs.keys() != first.edge_costs.keys():
-            raise ValueError("fastest_many: the cost graphs differ in shape; search them one by one")
     nt, nm, et, em = {}, {}, {}, {}
     # identical blocks share their cost lists (parsim.shard.auto.cost_graph), converted once here;
     # arrays are never changed in place, so nodes and edges may share them
@@ -150,12 +157,8 @@ def capped_many(graphs: Sequence[CostGraph], cap: float, keep: int) -> list[Sear
     only padded wider, with points of infinite time and memory that no sum or union keeps, and
     its thinning is its own.  Each elimination's result is a version that records, per point,
     the points it was made of; each graph's chosen point is walked back through them."""
-    first = graphs[0]
+    first = _one_shape(graphs, "capped_many")
     n, g_all = len(first.node_costs), np.arange(len(graphs))
-    for g in graphs[1:]:
-        if [len(c) for c in g.node_costs] != [len(c) for c in first.node_costs] or \
-                g.edge_costs.keys() != first.edge_costs.keys():
-            raise ValueError("capped_many: the cost graphs differ in shape; search them one by one")
     versions: list[tuple] = []            # ("node", v) | ("edge",) | ("fold", ...) | ("op", ...)
 
     def version(record) -> int:
