@@ -575,3 +575,45 @@ def test_no_split_fits_only_where_the_partitioner_finds_none(path, cluster_spec)
                     said += 1
                     assert not fits, (schedule, pp, v, m, b, dp, zero, share)
     assert refused and said >= refused / 2
+
+
+@pytest.mark.parametrize("path, cluster_spec", [
+    ("examples/gpt_small_local.yaml", "dgx-a100:2x8"),             # a tied head
+    ("examples/resnet50_cifar10.yaml", "ascend910:2x8"),
+])
+def test_a_split_shared_by_equal_in_flight_counts_is_each_candidates_own(path, cluster_spec):
+    """Bounds.split keeps a memory-constrained split by what the stage memory reads (the stages'
+    in-flight counts, not the schedule and m that give them), so candidates of one run share it:
+    over a grid of schedules, micro-batch counts and sizes, dp and ZeRO under caps that bind, each
+    answer of one Bounds is the answer of a Bounds asked that candidate alone (the same pricing
+    context), and some were shared."""
+    from parsim.plan import ParallelConfig
+    from parsim.search.resolve import boundary_links
+    from parsim.shard.prepare import per_device_graph
+
+    spec = load_model(path)
+    cluster = load_cluster(cluster_spec).for_dtype(spec.training.dtype)
+    graph = per_device_graph(spec.graph, 1, "", False, spec.shard, cluster, spec.training)
+    compute = _compute(cluster, spec)
+    grid = [(schedule, m, pp, v, b, dp, zero)
+            for schedule, v in [("1f1b", 1), ("gpipe", 1), ("zbh1", 1), ("interleaved", 2)] for pp in (2, 4)
+            for m in (2, 4, 8) for b in (1, 4) for dp, zero in [(2, 0), (4, 0), (4, 1)] if pp * v <= len(graph)]
+    shared = split.Bounds(spec, graph, cluster, compute)
+    links = {}
+    for schedule, m, pp, v, b, dp, zero in grid:
+        cfg = ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", zero=zero)
+        links[(schedule, m, v, dp, zero)] = shared.prices.boundary_links(cfg, boundary_links)
+    top = max(shared.balanced_memory(s, m, pp, v, b, dp, links[(s, m, v, dp, zero)], zero)
+              for s, m, pp, v, b, dp, zero in grid)
+    constrained = 0
+    for share in np.linspace(0.1, 0.7, 7):
+        cap = share * top
+        shared = split.Bounds(spec, graph, cluster, compute, prices=shared.prices)
+        for s, m, pp, v, b, dp, zero in grid:
+            got = shared.split(s, m, pp, v, b, dp, links[(s, m, v, dp, zero)], cap, zero)
+            alone = split.Bounds(spec, graph, cluster, compute, prices=shared.prices).split(
+                s, m, pp, v, b, dp, links[(s, m, v, dp, zero)], cap, zero)
+            assert got == alone, (share, s, m, v, b, dp, zero)
+        constrained += sum(1 for k in shared._splits if k[0] != "free")
+    keys = {(shared._inflight(s, m, pp, v)[2], v) for s, m, pp, v, _, _, _ in grid}
+    assert constrained > 0 and len(keys) < len({(s, m, pp, v) for s, m, pp, v, _, _, _ in grid})

@@ -184,12 +184,14 @@ class Bounds:
         return self._inflight(schedule, m, pp, v)[0]
 
     def _inflight(self, schedule, m, pp, v) -> tuple:
+        """(the in-flight counts, their inflight_terms, the counts as a key: what a stage's memory
+        reads of the schedule and m, the same for every m at or past the schedule's depth)."""
         table = self.prices.table("inflight")
         key = (schedule, m, pp, v)
         hit = table.get(key)
         if hit is None:
             inflight = np.array([inflight_microbatches(schedule, m, pp, k, v) for k in range(pp * v)])
-            hit = table[key] = (inflight, inflight_terms(inflight))
+            hit = table[key] = (inflight, inflight_terms(inflight), tuple(inflight.tolist()))
         return hit
 
     def static_per_param(self, dp: int, zero: int) -> float:
@@ -248,14 +250,17 @@ class Bounds:
         A, B = np.array(bounds[:-1]), np.array(bounds[1:])
         if np.all(mem(np.arange(stages), A, B) <= cap):
             return bounds
-        key = (schedule, m, pp, v, b, dp if zero else dp > 1, zero, links)
+        # what the split reads of the schedule and m is the stages' in-flight counts (memory_fn), so
+        # candidates whose schedule and micro-batch count give the same counts share one split
+        key = (self._inflight(schedule, m, pp, v)[2], pp, v, b, dp if zero else dp > 1, zero, links)
         if key not in self._splits:
             try:
                 self._splits[key] = partition(times, stages, edges, mem, cap)
             except InfeasibleError:
                 self._splits[key] = None
-                self._unfit[fits_key] = True
         found = self._splits[key]
+        if found is None:
+            self._unfit[fits_key] = True        # what the partitioner found (for these in-flight counts)
         return found[0] if found else None
 
     def no_split_fits(self, mem: StageMemory, cap: float) -> bool:
