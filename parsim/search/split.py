@@ -364,6 +364,10 @@ class Bounds:
         best = 0.0
         upstream = 0.0
         chain = 0.0                         # one micro-batch through every stage and back (above)
+        # each pipeline rank's gradient group (dp x cp ranks), from the run's prices (a group of
+        # thousands is slow to list), once a call; collective_time_s over it, from the run's prices
+        groups = [self.prices.group(cfg, "grad", r) for r in range(pp)] if cfg.grad_ranks > 1 else None
+        collective_s = self.prices.collective_s
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
@@ -381,26 +385,20 @@ class Bounds:
             params = param_prefix[z] - param_prefix[a]
             step = self.compute.optimizer_time_s(params / cfg.grad_ranks if cfg.zero else params, self.opt_moved)
             if cfg.zero == 1 and cfg.grad_ranks > 1 and params:
-                step += self._collective_s(cfg, s % pp, shard_padded_bytes(params * self.grad_per_param,
-                                                                           self.grad_per_param, cfg.grad_ranks),
-                                           "all_gather")
+                step += collective_s(groups[s % pp], shard_padded_bytes(params * self.grad_per_param,
+                                                                        self.grad_per_param, cfg.grad_ranks),
+                                     "all_gather")
             after[s % pp] += step
             if cfg.grad_ranks > 1:
                 # the dense gradients over the dp x cp ranks (ep: the experts' go over fewer, at once)
                 grads = (params - (expert_prefix[z] - expert_prefix[a])) * self.grad_per_param
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
-                ar = self._collective_s(cfg, s % pp, grads, "reduce_scatter" if cfg.zero else "all_reduce")
+                ar = collective_s(groups[s % pp], grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar + step)
         ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
         if not split:
             ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
         return max(best, max(ends), chain + after[0])
-
-    def _collective_s(self, cfg: ParallelConfig, pipe_rank: int, nbytes: float, op: str) -> float:
-        """collective_time_s over the pipeline rank's gradient group (dp x cp ranks), from the run's
-        prices: the group's ranks follow from (dp, pp, tp, cp, placement) alone, and a group of
-        thousands is slow to list."""
-        return self.prices.collective_s(self.prices.group(cfg, "grad", pipe_rank), nbytes, op)
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
