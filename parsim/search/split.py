@@ -364,8 +364,8 @@ class Bounds:
         best = 0.0
         upstream = 0.0
         chain = 0.0                         # one micro-batch through every stage and back (above)
-        # each pipeline rank's gradient group (dp x cp ranks), from the run's prices (a group of
-        # thousands is slow to list), once a call; collective_time_s over it, from the run's prices
+        # each pipeline rank's gradient group (dp x cp ranks), listed once a call by the run's prices
+        # (a group of thousands is slow to list), which price collective_time_s over it too
         groups = [self.prices.group(cfg, "grad", r) for r in range(pp)] if cfg.grad_ranks > 1 else None
         collective_s = self.prices.collective_s
         for s in range(cfg.stages):

@@ -309,7 +309,7 @@ def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str,
     (size, cap) of ``caps``, the search under that cap that auto_strategies would run next (the
     size's answer without a cap misses the cap, and the cap is above the least memory), those of
     one cap in one pass (search_np.capped_many: each answer the one its own search gives; a
-    GPT-3 175B planner meets two such sizes under one cap, 2026-11-30)."""
+    GPT-3 175B planner meets two such sizes under one cap, 2026-11-29)."""
     if memo is None:
         return                             # nothing would keep the answers
     keys = [(id(graph), t, id(cluster), dtype, optimizer, b, microbatches) for b in sorted(set(microbatch_sizes))]
