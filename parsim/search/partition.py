@@ -72,11 +72,10 @@ def partition(layer_cost: Sequence[float], stages: int, boundary_cost: Sequence[
             arg = cand.argmin(axis=1)                    # first minimum: deterministic
             best = cand[columns, arg]                    # over the ends i = j + 1 + index: stage j + 1's starts
             args.append(arg)
-            if best.min() == np.inf:
-                break                                    # stage j can end nowhere, nor can any after it
-        else:
-            continue
-        break
+        if best.min() == np.inf:
+            # the block's last stage can end nowhere, nor can any after it (asked once a block: a
+            # stage that can end nowhere leaves every later one so, and the answer is the same)
+            break
     if not np.isfinite(best[-1]):
         raise InfeasibleError(f"no split of {L} layers into {stages} stages fits {capacity_bytes:.4g} bytes per device")
     bounds = [L]
