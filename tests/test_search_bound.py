@@ -602,18 +602,18 @@ def test_a_split_shared_by_equal_in_flight_counts_is_each_candidates_own(path, c
     links = {}
     for schedule, m, pp, v, b, dp, zero in grid:
         cfg = ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", zero=zero)
-        links[(schedule, m, v, dp, zero)] = shared.prices.boundary_links(cfg, boundary_links)
-    top = max(shared.balanced_memory(s, m, pp, v, b, dp, links[(s, m, v, dp, zero)], zero)
+        links[(schedule, m, pp, v, dp, zero)] = shared.prices.boundary_links(cfg, boundary_links)
+    top = max(shared.balanced_memory(s, m, pp, v, b, dp, links[(s, m, pp, v, dp, zero)], zero)
               for s, m, pp, v, b, dp, zero in grid)
     constrained = 0
     for share in np.linspace(0.1, 0.7, 7):
         cap = share * top
         shared = split.Bounds(spec, graph, cluster, compute, prices=shared.prices)
         for s, m, pp, v, b, dp, zero in grid:
-            got = shared.split(s, m, pp, v, b, dp, links[(s, m, v, dp, zero)], cap, zero)
+            got = shared.split(s, m, pp, v, b, dp, links[(s, m, pp, v, dp, zero)], cap, zero)
             alone = split.Bounds(spec, graph, cluster, compute, prices=shared.prices).split(
-                s, m, pp, v, b, dp, links[(s, m, v, dp, zero)], cap, zero)
-            assert got == alone, (share, s, m, v, b, dp, zero)
+                s, m, pp, v, b, dp, links[(s, m, pp, v, dp, zero)], cap, zero)
+            assert got == alone, (share, s, m, pp, v, b, dp, zero)
         constrained += sum(1 for k in shared._splits if k[0] != "free")
     keys = {(shared._inflight(s, m, pp, v)[2], v) for s, m, pp, v, _, _, _ in grid}
     assert constrained > 0 and len(keys) < len({(s, m, pp, v) for s, m, pp, v, _, _, _ in grid})
