@@ -288,15 +288,29 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     infeasible = f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes"
     if cap_bytes is not None and floor_bytes > cap_bytes:
         raise InfeasibleError(infeasible)  # before the search without a cap, which could not help
-    keys = [free_key] + ([free_key + (cap_bytes,)] if cap_bytes is not None else [])
-    for key in keys:
-        if key not in memo.searched:
-            _remember(memo, key, graph, cluster, search(g, key[7] if len(key) > 7 else None))
-        _, _, chosen, result = memo.searched[key]
-        if result is None:
-            raise InfeasibleError(infeasible)
-        if key is keys[-1] or result.mem_bytes <= cap_bytes:
-            return dict(chosen), result
+    if free_key not in memo.searched:
+        _remember(memo, free_key, graph, cluster, search(g, None))
+    _, _, chosen, result = memo.searched[free_key]
+    if result is None:
+        raise InfeasibleError(infeasible)
+    if cap_bytes is None or result.mem_bytes <= cap_bytes:
+        return dict(chosen), result
+    if _capped_search_due(memo, free_key, cap_bytes):
+        _remember(memo, free_key + (cap_bytes,), graph, cluster, search(g, cap_bytes))
+    _, _, chosen, result = memo.searched[free_key + (cap_bytes,)]
+    if result is None:
+        raise InfeasibleError(infeasible)
+    return dict(chosen), result
+
+
+def _capped_search_due(memo: StrategySearches, free_key: tuple, cap_bytes: float) -> bool:
+    """Whether auto_strategies, asked for ``free_key``'s size under ``cap_bytes``, would search
+    under that cap (the one rule, which search_sizes runs ahead of it): the size's answer without a
+    cap is known and misses the cap, the cap is not below the least memory any assignment takes
+    (else it refuses before any search), and that search has not run."""
+    free = memo.searched.get(free_key)
+    return (free is not None and free[3] is not None and free[3].mem_bytes > cap_bytes
+            and free_key + (cap_bytes,) not in memo.searched and memo.cost_graphs[free_key][3] <= cap_bytes)
 
 
 def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
@@ -323,11 +337,8 @@ def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str,
     by_cap: dict[float, list[tuple]] = {}
     for b, cap in sorted(set(caps)):
         free_key = (id(graph), t, id(cluster), dtype, optimizer, b, microbatches)
-        free = memo.searched.get(free_key)
-        if free is None or free[3] is None or free[3].mem_bytes <= cap or free_key + (cap,) in memo.searched \
-                or memo.cost_graphs[free_key][3] > cap:
-            continue                       # what auto_strategies would not search under the cap
-        by_cap.setdefault(cap, []).append(free_key)
+        if _capped_search_due(memo, free_key, cap):
+            by_cap.setdefault(cap, []).append(free_key)
     for cap, keys in by_cap.items():
         if len(keys) < 2:
             continue                       # one size: auto_strategies' own search is the same work
