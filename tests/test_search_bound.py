@@ -617,3 +617,35 @@ def test_a_split_shared_by_equal_in_flight_counts_is_each_candidates_own(path, c
         constrained += sum(1 for k in shared._splits if k[0] != "free")
     keys = {(shared._inflight(s, m, pp, v)[2], v) for s, m, pp, v, _, _, _ in grid}
     assert constrained > 0 and len(keys) < len({(s, m, pp, v) for s, m, pp, v, _, _, _ in grid})
+
+
+def test_whether_any_split_fits_does_not_depend_on_the_tp_overlap():
+    """BranchAndBound.bound_family sorts a family's members by Bounds.cannot_fit once for both tp
+    overlap settings: over a grid of schedules, micro-batches, sizes, dp, ZeRO and caps, the Bounds
+    of a tensor-parallel graph with its collectives overlapped answers as the one without, and the
+    grid holds both answers."""
+    from parsim.plan import ParallelConfig
+    from parsim.search.resolve import boundary_links
+    from parsim.shard.prepare import per_device_graph
+
+    spec = load_model("examples/gpt_small_local.yaml")
+    cluster = load_cluster("dgx-h100:1x8").for_dtype(spec.training.dtype)
+    graph = per_device_graph(spec.graph, 2, "megatron-sp", False, spec.shard, cluster, spec.training)
+    compute = _compute(cluster, spec)
+    plain = split.Bounds(spec, graph, cluster, compute, False)
+    overlapped = split.Bounds(spec, graph, cluster, compute, True, prices=plain.prices)
+    grid = [(schedule, m, pp, v, b, dp, zero) for schedule, v in [("1f1b", 1), ("zbh1", 1), ("interleaved", 2)]
+            for pp in (1, 2) for m in (1, 4) for b in (1, 8) for dp, zero in [(1, 0), (4, 1), (4, 3)]
+            if (zero < 2 or pp == 1) and (v == 1 or pp > 1)]
+    def links(s, m, pp, v, dp, zero):
+        return plain.prices.boundary_links(ParallelConfig(dp, pp, m, s, v, (), "pp-inner", zero=zero), boundary_links)
+
+    top = max(plain.balanced_memory(s, m, pp, v, b, dp, links(s, m, pp, v, dp, zero), zero)
+              for s, m, pp, v, b, dp, zero in grid)
+    answers = set()
+    for share in np.linspace(0.05, 1.0, 12):
+        for s, m, pp, v, b, dp, zero in grid:
+            got = overlapped.cannot_fit(s, m, pp, v, b, dp, share * top, zero)
+            assert got == plain.cannot_fit(s, m, pp, v, b, dp, share * top, zero), (share, s, m, pp, v, b, dp, zero)
+            answers.add(got)
+    assert answers == {True, False}

@@ -418,7 +418,23 @@ class BranchAndBound:
             return
         self.pushed.add(family)
         members, modes = self.members(dp, pp, m, cp, ep), self.cp_modes(cp)
-        for overlap in self.overlaps(tp, layout):
+        overlaps = self.overlaps(tp, layout)
+        # The members no split fits, and the others by what their floor depends on (the chunks and
+        # a split backward), once for every tp overlap: memory does not depend on it (Bounds.cannot_fit
+        # reads the graph's bytes alone; tests/test_search_bound.py)
+        first = self.bounds_for(tp, layout, graph, overlaps[0])
+        fits_none: dict[tuple, bool] = {}           # what cannot_fit depends on here: schedule, chunks, ZeRO
+        shapes: dict[tuple[int, bool], list[int]] = {}
+        unfit: list[int] = []
+        for i, (schedule, v, _, zero) in enumerate(members):
+            key = (schedule, v, zero)
+            if key not in fits_none:
+                fits_none[key] = first.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
+            if fits_none[key]:          # no split fits (step 2 would find none): a miss now, not an entry
+                unfit.append(i)
+                continue
+            shapes.setdefault((v, schedule == "zbh1"), []).append(i)
+        for overlap in overlaps:
             bnd = self.bounds_for(tp, layout, graph, overlap)
             # Each (member, cp mode) owns the tie-break number base + its index, as if each were
             # pushed now, so the heap pops them in the same order when their shape's entry comes up.
@@ -426,17 +442,6 @@ class BranchAndBound:
             self.order = itertools.count(base + len(members) * len(modes))
             kwargs = [dict(tp_comm_overlap=overlap, cp_mode=mode, ep=ep, ep_overlap=self.c.ep_overlap and ep > 1,
                            etp=etp) for mode in modes]
-            fits_none: dict[tuple, bool] = {}           # what cannot_fit depends on here: schedule, chunks, ZeRO
-            shapes: dict[tuple[int, bool], list[int]] = {}       # the floor depends on the chunks and a split backward
-            unfit: list[int] = []
-            for i, (schedule, v, _, zero) in enumerate(members):
-                key = (schedule, v, zero)
-                if key not in fits_none:
-                    fits_none[key] = bnd.cannot_fit(schedule, m, pp, v, b, dp * cp, self.cap, zero)
-                if fits_none[key]:      # no split fits (step 2 would find none): a miss now, not an entry
-                    unfit.append(i)
-                    continue
-                shapes.setdefault((v, schedule == "zbh1"), []).append(i)
             if unfit:
                 self.unfit.append((bnd, (dp, pp, m, tp, layout, recompute, cp), unfit, members, kwargs, b))
             for shape, indices in shapes.items():       # priced only where a member may fit
