@@ -183,3 +183,29 @@ def test_selective_recompute_adds_no_overlapped_forward_pass(h100):
             assert got == pytest.approx(delta, rel=1e-9, abs=1e-15)
             checked += 1
     assert checked >= 4
+
+
+def test_gemm_share_is_the_one_product_gemms_share_of_the_phase_flops(h100):
+    """gemm_share, which the planner asks for thousands of layers, is exactly (==, so in the order
+    sum() adds) the FLOPs (Kernel.at) of a phase's matmul kernels of one product (gemm_at's groups 1
+    at every size), F and I only, over the FLOPs of all the phase's kernels: 1 without kernels, 0 for W."""
+    from parsim.cost.kernels import PHASES
+    from parsim.model.spec import model_from_mapping
+    from parsim.sim.overlap import GEMM_KLASSES, gemm_share
+
+    spec = model_from_mapping({"model": "gpt", "args": {"layers": 2, "hidden": 256, "heads": 8, "seq_len": 128,
+                                                         "vocab": 2048, "dropout": 0.0, "attention": "eager"},
+                               "training": {"global_batch_size": 8, "dtype": "bf16", "optimizer": "adam"}}, "test")
+    graph = per_device_graph(spec.graph, 2, "megatron-sp", False, None, h100, spec.training)
+    shares = []
+    for layer in graph.layers:
+        for kind in ("F", "B", "I", "W"):
+            ks = [k for k in layer.kernels if k.phase in PHASES[kind]]
+            for b in (1, 3, 8):
+                total = sum(k.at(b)[0] for k in ks)
+                one_product = sum(k.at(b)[0] for k in ks if k.phase in ("F", "I") and k.klass in GEMM_KLASSES
+                                  and k.gemm_at(b) is not None and all(k.gemm_at(x)[3] == 1.0 for x in (1, 2, b)))
+                want = (one_product / total if total else 0.0) if ks else (0.0 if kind == "W" else 1.0)
+                assert gemm_share(layer, kind, b) == want, (layer.name, kind, b)
+                shares.append(want)
+    assert any(0 < s < 1 for s in shares) and 0.0 in shares

@@ -107,13 +107,20 @@ def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
     with the batch), forward's, and backward's input-gradient ones (dgrad: phase I), not the
     weight gradients, which TE overlaps only with bulk copies; 1 for a layer without kernels, 0
     for W."""
-    kernels = [k for k in layer.kernels if k.phase in PHASES[kind]]
-    if not kernels:
+    phases = PHASES[kind]
+    # Kernel.at's FLOPs, inline, both sums in one pass in the kernels' order (the planner asks for
+    # thousands of layers): each the left-to-right sum sum() gives
+    total = gemm = 0
+    found = False
+    for k in layer.kernels:
+        if k.phase in phases:
+            found = True
+            flops = k.flops[0] + k.flops[1] * microbatch
+            total += flops
+            if k.phase in ("F", "I") and k.klass in GEMM_KLASSES and k.gemm and k.gemm[3] == (1.0, 0.0):
+                gemm += flops
+    if not found:
         return 0.0 if kind == "W" else 1.0
-    # Kernel.at's FLOPs, inline (the planner asks for thousands of layers)
-    total = sum(k.flops[0] + k.flops[1] * microbatch for k in kernels)
-    gemm = sum(k.flops[0] + k.flops[1] * microbatch for k in kernels
-               if k.phase in ("F", "I") and k.klass in GEMM_KLASSES and k.gemm and k.gemm[3] == (1.0, 0.0))
     return gemm / total if total else 0.0
 
 
