@@ -66,3 +66,22 @@ def test_the_planner_shows_its_bar_on_a_terminal_and_nothing_elsewhere(monkeypat
     monkeypatch.setattr(sys, "stderr", Terminal())
     plan(spec, cluster, compute, Constraints(top=2), progress=False)
     assert sys.stderr.getvalue() == ""
+
+
+def test_a_bar_that_is_off_is_no_tqdm_bar(monkeypatch):
+    """Where no bar is shown, none is made (NoBar counts and draws nothing): tqdm's first bar of a
+    process, even a disabled one, creates its multiprocessing lock, a few ms of the planner's
+    timed search (results/2026-11-29-amd-epyc/no-bar.txt)."""
+    from tqdm import tqdm
+
+    from parsim.progress import NoBar
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    for kw in ({}, {"enabled": False}, {"enabled": True, "rank": 1}):
+        bar = progress_bar(3, "steps", unit="step", **kw)
+        assert isinstance(bar, NoBar) and not isinstance(bar, tqdm), kw
+        bar.update()
+        bar.close()
+    bar = progress_bar(3, "steps", enabled=True)
+    assert isinstance(bar, tqdm)
+    bar.close()
