@@ -637,6 +637,7 @@ def test_whether_any_split_fits_does_not_depend_on_the_tp_overlap():
     grid = [(schedule, m, pp, v, b, dp, zero) for schedule, v in [("1f1b", 1), ("zbh1", 1), ("interleaved", 2)]
             for pp in (1, 2) for m in (1, 4) for b in (1, 8) for dp, zero in [(1, 0), (4, 1), (4, 3)]
             if (zero < 2 or pp == 1) and (v == 1 or pp > 1)]
+
     def links(s, m, pp, v, dp, zero):
         return plain.prices.boundary_links(ParallelConfig(dp, pp, m, s, v, (), "pp-inner", zero=zero), boundary_links)
 

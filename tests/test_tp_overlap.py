@@ -188,7 +188,7 @@ def test_selective_recompute_adds_no_overlapped_forward_pass(h100):
 def test_gemm_share_is_the_one_product_gemms_share_of_the_phase_flops(h100):
     """gemm_share, which the planner asks for thousands of layers, is exactly (==, so in the order
     sum() adds) the FLOPs (Kernel.at) of a phase's matmul kernels of one product (gemm_at's groups 1
-    at every size), F and I only, over the FLOPs of all the phase's kernels: 1 without kernels, 0 for W."""
+    at every size), F and I only, over the FLOPs of all the phase's kernels (a phase without kernels: 1, W's 0)."""
     from parsim.cost.kernels import PHASES
     from parsim.model.spec import model_from_mapping
     from parsim.sim.overlap import GEMM_KLASSES, gemm_share
