@@ -23,6 +23,14 @@ def _compute(cluster, spec):
     return AnalyticalCompute.for_training(cluster.device, spec.training)
 
 
+def _links(bnd, schedule, m, pp, v, dp, zero) -> tuple[str, ...]:
+    """The link class of each stage boundary of that candidate, placed pp-inner (the run's prices)."""
+    from parsim.plan import ParallelConfig
+    from parsim.search.resolve import boundary_links
+
+    return bnd.prices.boundary_links(ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", zero=zero), boundary_links)
+
+
 @pytest.fixture(scope="module")
 def seeds_split():
     return load_model("examples/resnet50_cifar10_seeds_split.yaml")
@@ -587,8 +595,6 @@ def test_a_split_shared_by_equal_in_flight_counts_is_each_candidates_own(path, c
     over a grid of schedules, micro-batch counts and sizes, dp and ZeRO under caps that bind, each
     answer of one Bounds is the answer of a Bounds asked that candidate alone (the same pricing
     context), and some were shared."""
-    from parsim.plan import ParallelConfig
-    from parsim.search.resolve import boundary_links
     from parsim.shard.prepare import per_device_graph
 
     spec = load_model(path)
@@ -599,10 +605,7 @@ def test_a_split_shared_by_equal_in_flight_counts_is_each_candidates_own(path, c
             for schedule, v in [("1f1b", 1), ("gpipe", 1), ("zbh1", 1), ("interleaved", 2)] for pp in (2, 4)
             for m in (2, 4, 8) for b in (1, 4) for dp, zero in [(2, 0), (4, 0), (4, 1)] if pp * v <= len(graph)]
     shared = split.Bounds(spec, graph, cluster, compute)
-    links = {}
-    for schedule, m, pp, v, b, dp, zero in grid:
-        cfg = ParallelConfig(dp, pp, m, schedule, v, (), "pp-inner", zero=zero)
-        links[(schedule, m, pp, v, dp, zero)] = shared.prices.boundary_links(cfg, boundary_links)
+    links = {(s, m, pp, v, dp, zero): _links(shared, s, m, pp, v, dp, zero) for s, m, pp, v, _, dp, zero in grid}
     top = max(shared.balanced_memory(s, m, pp, v, b, dp, links[(s, m, pp, v, dp, zero)], zero)
               for s, m, pp, v, b, dp, zero in grid)
     constrained = 0
@@ -624,8 +627,6 @@ def test_whether_any_split_fits_does_not_depend_on_the_tp_overlap():
     overlap settings: over a grid of schedules, micro-batches, sizes, dp, ZeRO and caps, the Bounds
     of a tensor-parallel graph with its collectives overlapped answers as the one without, and the
     grid holds both answers."""
-    from parsim.plan import ParallelConfig
-    from parsim.search.resolve import boundary_links
     from parsim.shard.prepare import per_device_graph
 
     spec = load_model("examples/gpt_small_local.yaml")
@@ -637,11 +638,7 @@ def test_whether_any_split_fits_does_not_depend_on_the_tp_overlap():
     grid = [(schedule, m, pp, v, b, dp, zero) for schedule, v in [("1f1b", 1), ("zbh1", 1), ("interleaved", 2)]
             for pp in (1, 2) for m in (1, 4) for b in (1, 8) for dp, zero in [(1, 0), (4, 1), (4, 3)]
             if (zero < 2 or pp == 1) and (v == 1 or pp > 1)]
-
-    def links(s, m, pp, v, dp, zero):
-        return plain.prices.boundary_links(ParallelConfig(dp, pp, m, s, v, (), "pp-inner", zero=zero), boundary_links)
-
-    top = max(plain.balanced_memory(s, m, pp, v, b, dp, links(s, m, pp, v, dp, zero), zero)
+    top = max(plain.balanced_memory(s, m, pp, v, b, dp, _links(plain, s, m, pp, v, dp, zero), zero)
               for s, m, pp, v, b, dp, zero in grid)
     answers = set()
     for share in np.linspace(0.05, 1.0, 12):
