@@ -2,6 +2,8 @@
 Korthikanti's activation memory with tensor parallelism, per-device FLOPs and parameters,
 recomputation, and the simulator pricing it all on the cluster."""
 
+import fnmatch
+
 import pytest
 import torch
 
@@ -16,7 +18,8 @@ from parsim.model.spec import Training, load_model
 from parsim.model.zoo.gpt import gpt
 from parsim.plan import ParallelConfig
 from parsim.shard.builtin import megatron
-from parsim.shard.graph import shard_graph
+from parsim.shard.graph import select, shard_graph
+from parsim.shard.ops import CONTRACTIONS, PRIMARY
 from parsim.shard.ops import reshape_layout
 from parsim.shard.prepare import per_device_graph
 from parsim.shard.layout import Layout
@@ -247,3 +250,37 @@ def test_edges_scaled_by_signature_equal_edges_worked_out(monkeypatch):
             auto.cost_graph(spec.graph, t, cluster, spec.training.dtype, spec.training.optimizer, 1, memo=memo)
     signatures = [key for key in memo.edges if key[0] == "signature"]
     assert len(checked) > 1000 and len(signatures) < len(checked) / 3
+
+
+def test_a_pattern_picks_the_operators_its_rule_names_in_order(gpt_fp16):
+    """select's rule, asked of each operator in turn: a pattern with ':' names "<layer>/<op>"; one
+    without names a primary operator by "<layer>/<module>" (its layer's name where the layer is
+    the module) and a contraction by its layer's name too; a later pattern's strategy replaces an
+    earlier one's where both pick an operator, which keeps its first place."""
+    layers = gpt_fp16.layers
+
+    def picked(pattern):
+        out = []
+        for li, layer in enumerate(layers):
+            for oi, op in enumerate(layer.ops):
+                where = f"{layer.name}/{op.module}" if op.module else layer.name
+                if (fnmatch.fnmatchcase(f"{layer.name}/{op.name}", pattern) if ":" in pattern else
+                        op.kind in PRIMARY and fnmatch.fnmatchcase(where, pattern)
+                        or op.kind in CONTRACTIONS and fnmatch.fnmatchcase(layer.name, pattern)):
+                    out.append((li, oi))
+        return out
+    names = [f"{layer.name}/{op.name}" for layer in layers for op in layer.ops]
+    patterns = {"*": ((1,),), "?*/ln*": ((2,),), f"?{names[5]}": ((3,),), "?*:*bmm*": ((4,),),
+                "?layers.1": ((5,),), "?*/fc?": ((6,),), "?nothing.here": ((7,),)}
+    expected = {}
+    for key, strategy in patterns.items():
+        for at in picked(key.lstrip("?")):
+            expected[at] = (strategy, key.startswith("?"))
+    got = select(gpt_fp16, patterns)
+    assert list(got.items()) == list(expected.items())
+    assert {s for s, _ in got.values()} == {((k,),) for k in range(1, 7)}      # every pattern but the last picks
+    # a contraction of a module picked by its layer's name alone (layers.1/qkv:addmm)
+    assert any(layers[li].ops[oi].kind in CONTRACTIONS and layers[li].ops[oi].module and s == ((5,),)
+               for (li, oi), (s, _) in got.items())
+    with pytest.raises(InfeasibleError, match="names no operator"):
+        select(gpt_fp16, {"nothing.here": ((1,),)})

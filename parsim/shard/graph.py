@@ -34,8 +34,9 @@ Per device, a sharded layer has:
 
 from __future__ import annotations
 
-import math
 import fnmatch
+import math
+import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
@@ -235,37 +236,49 @@ def _per_device_layer(layer: Layer, shares: _OpShares, tp_comm: tuple, batch: in
 
 def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[int, int], tuple[Strategy, bool]]:
     """(layer index, op index) -> (strategy, optional) for every op a pattern picks; a required
-    pattern that picks nothing is an error naming it."""
+    pattern that picks nothing is an error naming it.  A pattern with ':' matches an operator's
+    id, "<layer>/<op>"; one without matches a primary operator (PRIMARY) by "<layer>/<module>"
+    (its layer's name where the layer is the module) and a contraction also by its layer's name."""
     chosen: dict[tuple[int, int], tuple[Strategy, bool]] = {}
     exact = graph.op_index
     as_ints: dict = {}                    # a searched layout gives every operator one of a few strategies
+    by_unit = None                        # _by_unit(graph), made at the first pattern without ':'
     for key, strategy in patterns.items():
         optional = key.startswith("?")
         pattern = key[1:] if optional else key
         strategy = _as_ints(strategy, as_ints)
-        hits = 0
         if ":" in pattern and "*" not in pattern and "?" not in pattern and "[" not in pattern:   # an operator id
-            if pattern in exact:
-                chosen[exact[pattern]] = (strategy, optional)
-                hits = 1
+            hits = [exact[pattern]] if pattern in exact else []
         else:
-            for li, layer in enumerate(graph.layers):
-                for oi, op in enumerate(layer.ops):
-                    if ":" in pattern:
-                        ok = fnmatch.fnmatchcase(f"{layer.name}/{op.name}", pattern)
-                    else:
-                        where = f"{layer.name}/{op.module}" if op.module else layer.name   # a unit that is the module
-                        ok = op.kind in PRIMARY and fnmatch.fnmatchcase(where, pattern) or \
-                            op.kind in CONTRACTIONS and fnmatch.fnmatchcase(layer.name, pattern)
-                    if ok:
-                        chosen[(li, oi)] = (strategy, optional)
-                        hits += 1
+            match = re.compile(fnmatch.translate(pattern)).match      # as fnmatch.fnmatchcase matches
+            if ":" in pattern:
+                hits = [at for name, at in exact.items() if match(name)]      # op_index: in (layer, op) order
+            else:
+                by_unit = by_unit or _by_unit(graph)
+                hits = sorted({at for name, ats in by_unit.items() if match(name) for at in ats})
+        for at in hits:
+            chosen[at] = (strategy, optional)
         if not hits and not optional:
             example = next((f"{layer.name}/{op.name}" for layer in graph.layers for op in layer.ops
                             if op.kind in CONTRACTIONS), "")
             raise InfeasibleError(f"{pattern!r} names no operator; operators are named "
                                   f"<layer>/<module>:<aten>, e.g. {example!r}")
     return chosen
+
+
+def _by_unit(graph: LayerGraph) -> dict[str, list[tuple[int, int]]]:
+    """Each name a pattern without ':' matches (select) -> the (layer index, op index) it names:
+    "<layer>/<module>" (the layer's name where the layer is the module) for a primary operator,
+    and the layer's name for a contraction; each name matched once per pattern, not once per
+    operator (DeepSeek-V3's 2,781 operators have 729 such names)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for li, layer in enumerate(graph.layers):
+        for oi, op in enumerate(layer.ops):
+            if op.kind in PRIMARY:
+                out.setdefault(f"{layer.name}/{op.module}" if op.module else layer.name, []).append((li, oi))
+            if op.kind in CONTRACTIONS:
+                out.setdefault(layer.name, []).append((li, oi))
+    return out
 
 
 def _as_ints(strategy, memo: dict) -> Strategy:
