@@ -204,3 +204,18 @@ def test_an_nchw_tensor_core_convolution_pays_a_read_and_write_of_its_activation
     nchw, nhwc = (engines(A100, MathMode("fp16", channels_last=c)) for c in (False, True))
     extra = kernel_time_s(conv, 8, A100, nchw) - kernel_time_s(conv, 8, A100, nhwc)
     assert extra == pytest.approx(2 * 8 * 1e6 / A100.achieved_bandwidth_bytes_per_s())    # weights are not transposed
+
+
+def test_a_layers_kept_price_is_its_kernels_priced_one_by_one(resnet):
+    """AnalyticalCompute keeps each kernel's price per (micro-batch, share) and each GEMM shape's
+    efficiency: whatever it kept before, a layer's price is exactly (==) the sum of its kernels
+    priced afresh, at every size and share, asked in an order that reuses what is kept."""
+    layers = [layer for layer in resnet.layers if layer.kernels]
+    layers += [replace(layer, tp_share=0.5) for layer in layers[:6]]        # the same kernels at a share
+    for device in (A100, ASCEND):
+        compute = AnalyticalCompute(device, "fp16")
+        for b in (1, 3, 8, 3, 1):
+            for layer in layers:
+                for kind in "FBIW":
+                    assert compute.layer_time_s(layer, kind, b) == \
+                        layer_kernels_time_s(layer, kind, b, device, compute.engines), (layer.name, kind, b)

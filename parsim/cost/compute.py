@@ -78,11 +78,15 @@ class AnalyticalCompute:
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
     _memo: dict = field(init=False, repr=False, compare=False)
-    # (id of a kernel, b, share) -> (kernel, time): layers that differ share most kernels (an
+    # (b, share) -> id of a kernel -> (kernel, time): layers that differ share most kernels (an
     # expert-parallel layer keeps its attention's, parsim.cost.experts), each priced once: in
     # DeepSeek-V3's search on 2,048 H100, before layers were priced by class (parsim.sim.prices),
     # 327 thousand kernel prices instead of 1.76 million (benchmarks/profile_search.py counts them).
     _kernel_memo: dict = field(init=False, repr=False, compare=False)
+    # a GEMM's (M, N, K, groups) -> parsim.cost.kernels.gemm_shape_efficiency on this device:
+    # kernels that differ share shapes (DeepSeek-V3's search on 2,048 H100 prices 62,179 GEMMs of
+    # 2,844 shapes, 2026-11-30)
+    _shape_memo: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         mode = self.math or MathMode(self.dtype)
@@ -91,6 +95,7 @@ class AnalyticalCompute:
         object.__setattr__(self, "engines", engines(self.device, mode))
         object.__setattr__(self, "_memo", {})
         object.__setattr__(self, "_kernel_memo", {})
+        object.__setattr__(self, "_shape_memo", {})
 
     @classmethod
     def for_training(cls, device: Device, training) -> "AnalyticalCompute":
@@ -111,7 +116,7 @@ class AnalyticalCompute:
             hit = self._memo.get(key)
             if hit is None:
                 hit = self._memo[key] = (layer.kernels, layer_kernels_time_s(
-                    layer, kind, microbatch, self.device, self.engines, self._kernel_price(microbatch)))
+                    layer, kind, microbatch, self.device, self.engines, self._kernel_times(microbatch)))
             return hit[1]
         flops, mem_bytes = split_flops(layer, kind)
         flops *= microbatch
@@ -122,18 +127,24 @@ class AnalyticalCompute:
             t = max(flops / rate, layer.param_bytes / bw)
         return t + microbatch * mem_bytes / bw
 
-    def _kernel_price(self, microbatch: int):
-        """parsim.cost.kernels.kernel_time_s at ``microbatch`` on this device, each kernel at each
-        share priced once (``_kernel_memo``)."""
-        memo, device, engines = self._kernel_memo, self.device, self.engines
+    def _kernel_times(self, microbatch: int):
+        """Each of a list of kernels' parsim.cost.kernels.kernel_time_s at ``microbatch`` on this
+        device, each kernel at each share priced once (``_kernel_memo``: a table per (micro-batch,
+        share), by the kernel's id)."""
+        memo, device, engines, shapes = self._kernel_memo, self.device, self.engines, self._shape_memo
 
-        def price(kernel, share: float) -> float:
-            key = (id(kernel), microbatch, share)
-            hit = memo.get(key)
-            if hit is None:
-                hit = memo[key] = (kernel, kernel_time_s(kernel, microbatch, device, engines, share))
-            return hit[1]
-        return price
+        def times(kernels, share: float) -> list[float]:
+            table = memo.get((microbatch, share))
+            if table is None:
+                table = memo[(microbatch, share)] = {}
+            out = []
+            for k in kernels:
+                hit = table.get(id(k))
+                if hit is None:
+                    hit = table[id(k)] = (k, kernel_time_s(k, microbatch, device, engines, share, shapes))
+                out.append(hit[1])
+            return out
+        return times
 
     def optimizer_time_s(self, param_count: int, bytes_per_param_moved: float) -> float:
         # The optimizer step is element-wise: memory-bound on parameters, gradients and states.

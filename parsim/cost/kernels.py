@@ -115,8 +115,11 @@ def memory_family(op: str) -> str:
     return family
 
 
-def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Engine], share: float = 1.0) -> float:
-    """Device time of one kernel at micro-batch b, its launch included."""
+def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Engine], share: float = 1.0,
+                  shapes: dict | None = None) -> float:
+    """Device time of one kernel at micro-batch b, its launch included.  ``shapes``: a caller's
+    memo of gemm_shape_efficiency on ``device``, by the GEMM's (M, N, K, groups) (DeepSeek-V3's
+    search prices 62,179 GEMMs of 2,844 shapes)."""
     ex = device.kernels
     flops, nbytes = kernel.at(b)
     bw = device.achieved_bandwidth_bytes_per_s()
@@ -132,7 +135,12 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     if ex.cpu_threads and kernel.conv is not None and dims is not None:
         return _cpu_conv_time_s(kernel, b, dims, device, engine, share, t_mem) + ex.launch_s
     if dims is not None:
-        rate *= gemm_shape_efficiency(*dims, ex)
+        eff = None if shapes is None else shapes.get(dims)
+        if eff is None:
+            eff = gemm_shape_efficiency(*dims, ex)
+            if shapes is not None:
+                shapes[dims] = eff
+        rate *= eff
     t = max(share * flops / rate, t_mem)
     if engine.nchw_transposes:
         t += 2 * share * kernel.bytes[1] * b / bw
@@ -183,19 +191,19 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
 
 
 def layer_kernels_time_s(layer: Layer, kind: str, b: int, device: Device, engines: dict[str, Engine],
-                         price=None) -> float:
+                         times=None) -> float:
     """The layer's kind (F, B, I or W) at micro-batch b: the sum over its kernels of that phase,
     with the host's dispatch and the layer's call overlapped (asynchronous devices) or added
     (synchronous ones).  A kind with no kernels (W of a layer without parameters) costs nothing.
-    ``price(kernel, share)``: kernel_time_s at b on ``device`` (a caller's memo of it), else
-    kernel_time_s itself."""
+    ``times(kernels, share)``: each kernel's kernel_time_s at b on ``device``, in order (a caller's
+    memo of them), else kernel_time_s itself."""
     phases = PHASES[kind]
     kernels = [k for k in layer.kernels if k.phase in phases]
     share = layer.tp_share * layer.seq_share
-    if price is None:
-        def price(kernel, s):
-            return kernel_time_s(kernel, b, device, engines, s)
-    device_s = sum(price(k, share) for k in kernels)
+    if times is None:
+        def times(ks, s):
+            return [kernel_time_s(k, b, device, engines, s) for k in ks]
+    device_s = sum(times(kernels, share))
     host_s = len(kernels) * device.kernels.host_dispatch_s + (device.kernels.layer_call_s if kernels else 0.0)
     return max(device_s, host_s) if device.kernels.asynchronous else device_s + host_s
 
