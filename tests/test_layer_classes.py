@@ -92,3 +92,22 @@ def test_expert_parallel_layers_share_their_kernels_and_operators(run):
     a, b = graph.layers[first], graph.layers[second]
     assert a.kernels is b.kernels and a.ops is b.ops
     assert a.name != b.name and twin_signature(a) == twin_signature(b)
+
+
+@pytest.mark.parametrize("recompute", list(Recompute))
+def test_a_signature_is_each_fields_key_in_order(run, recompute):
+    """twin_signature skips _field_key's call for the types that rule keeps as they are: the
+    signature is still the rule's, field by field (a layer it carries by that layer's signature,
+    the kernels and operators by identity), also where a number's type is a subclass of one it
+    keeps (a numpy float)."""
+    import numpy as np
+
+    from parsim.model.graph import _TWIN_FIELDS, _field_key
+
+    spec, cluster, _, prices = run
+    layers = list(_graph(spec, cluster, prices, recompute).layers)
+    layers.append(replace(layers[-1], fwd_flops=np.float64(layers[-1].fwd_flops)))
+    for layer in layers:
+        assert twin_signature(layer) == tuple(_field_key(getattr(layer, name)) for name in _TWIN_FIELDS)
+    if recompute is Recompute.DEEPSEEK:          # a layer carried (the recomputed part) is among them
+        assert any(layer.recompute_part is not None for layer in layers)

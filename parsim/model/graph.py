@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
+from operator import attrgetter
 from typing import Iterable, NamedTuple, Sequence
 
 from parsim.model.attention import attention_of, core_attention_kernels, fused_attention_flops
@@ -255,11 +256,16 @@ def _field_key(value):
     return ("layer", twin_signature(value)) if isinstance(value, Layer) else ("id", id(value))
 
 
+_TWIN_VALUES = attrgetter(*_TWIN_FIELDS)
+_BY_VALUE = frozenset({type(None), int, float, str, bool, Experts})    # _field_key's own, read by value
+
+
 def twin_signature(layer: Layer) -> tuple:
     """Every field of ``layer`` but its name (_field_key): two layers of one graph with the same
     signature hold the same work, and a rule that reads a layer's content, not its name, prices
-    them alike (a transformer's identical blocks: parsim.sim.prices' layer classes)."""
-    return tuple(_field_key(getattr(layer, name)) for name in _TWIN_FIELDS)
+    them alike (a transformer's identical blocks: parsim.sim.prices' layer classes).  A field of a
+    type _field_key keeps as it is skips the call (the planner signs tens of thousands of layers)."""
+    return tuple([v if type(v) in _BY_VALUE else _field_key(v) for v in _TWIN_VALUES(layer)])
 
 
 @dataclass(frozen=True)
