@@ -209,3 +209,31 @@ def test_gemm_share_is_the_one_product_gemms_share_of_the_phase_flops(h100):
                 assert gemm_share(layer, kind, b) == want, (layer.name, kind, b)
                 shares.append(want)
     assert any(0 < s < 1 for s in shares) and 0.0 in shares
+
+
+def test_a_runs_kept_shares_price_each_layer_as_it_alone(h100):
+    """Under tp overlap the run's pricing context keeps the GEMM shares by the layers' kernels
+    (parsim.sim.overlap._kept_gemm_share), shared by a graph and its recomputed twins and asked
+    again by a fully recomputed layer's backward: every layer's time is still exactly (==) the one
+    pricing that layer alone, without a context, gives."""
+    from parsim.cost.layer import loss_time_s
+    from parsim.model.spec import model_from_mapping
+    from parsim.sim.overlap import layer_time_s
+    from parsim.sim.prices import Prices
+
+    spec = model_from_mapping({"model": "gpt", "args": {"layers": 2, "hidden": 256, "heads": 8, "seq_len": 128,
+                                                         "vocab": 2048, "dropout": 0.0, "attention": "eager"},
+                               "training": {"global_batch_size": 8, "dtype": "bf16", "optimizer": "adam"}}, "test")
+    compute = AnalyticalCompute.for_training(h100.device, spec.training)
+    prices = Prices(h100)
+    checked = 0
+    for b in (1, 4, 1):
+        for mode in ("none", "selective", "full"):
+            graph = per_device_graph(spec.graph, 2, "megatron-sp", mode, None, h100, spec.training, memo=prices.shard)
+            for kind in ("F", "B", "I", "W"):
+                got = prices.layer_times(compute, graph, kind, b, 0, True, layer_time_s)
+                own = [layer_time_s(compute, layer, kind, b, h100, 0, True) for layer in graph.layers]
+                own[-1] += loss_time_s(compute, graph, kind, b)
+                assert got == own, (mode, kind, b)
+                checked += sum(bool(layer.tp_comm) for layer in graph.layers)
+    assert checked and len(prices.table("gemm shares")) > 0

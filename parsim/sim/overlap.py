@@ -125,10 +125,12 @@ def gemm_share(layer: Layer, kind: str, microbatch: int) -> float:
 
 
 def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int, cluster=None,
-                 first_rank: int = 0, tp_overlap: bool = False, tp_comm_s=None) -> float:
+                 first_rank: int = 0, tp_overlap: bool = False, prices=None) -> float:
     """parsim.cost.layer.layer_time_s, with the layer's tensor-parallel collectives of each
     forward and backward pass overlapped with its GEMMs where ``tp_overlap`` (module docstring);
-    ``tp_comm_s``: as parsim.cost.layer.layer_time_s takes it."""
+    ``prices``: the run's pricing context (parsim.sim.prices), which keeps the collectives' prices
+    (Prices.tp_comm_s) and the GEMM shares (_kept_gemm_share)."""
+    tp_comm_s = prices.tp_comm_s if prices is not None else None
     t = plain_layer_time_s(compute, layer, kind, microbatch, cluster, first_rank, tp_comm_s)
     if not tp_overlap or cluster is None or not layer.tp_comm or includes_tp_comm(compute, microbatch) \
             or kind == "W":
@@ -140,6 +142,21 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
     for k, ph in passes:
         comm = tp_comm_s(layer, ph, microbatch, first_rank) if tp_comm_s is not None else \
             tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
-        gemm = compute.layer_time_s(layer, k, microbatch) * gemm_share(layer, k, microbatch)
+        gemm = compute.layer_time_s(layer, k, microbatch) * _kept_gemm_share(prices, layer, k, microbatch)
         t += overlapped_s(gemm, comm, units, comm_units, chunks) - gemm - comm
     return t
+
+
+def _kept_gemm_share(prices, layer: Layer, kind: str, microbatch: int) -> float:
+    """gemm_share, kept in the run's pricing context where there is one, by the layer's kernels
+    (their id; the entry holds them), kind and size: layers of different classes share kernels (a
+    recomputed layer's, its plain twin's), and a fully recomputed layer's B and I each ask for its
+    F's (DeepSeek-V3's search on 2,048 H100: 11,441 asks, 4,971 different, 2026-11-30)."""
+    if prices is None:
+        return gemm_share(layer, kind, microbatch)
+    table = prices.table("gemm shares")
+    key = (id(layer.kernels), kind, microbatch)
+    hit = table.get(key)
+    if hit is None:
+        hit = table[key] = (layer.kernels, gemm_share(layer, kind, microbatch))
+    return hit[1]

@@ -78,10 +78,10 @@ class Prices:
     def layer_times(self, compute, graph, kind: str, microbatch: int, first_rank: int = 0, overlap: bool = False,
                     price=None, start: int = 0, stop: int | None = None) -> list[float]:
         """Layers [start, stop)'s times in phase ``kind`` on one micro-batch (``price``: parsim.sim.
-        overlap.layer_time_s, which the caller passes: the rule stays in its module), each priced
-        on its first ask.  ``first_rank`` (of the tensor-parallel group, whose links price its
-        steps) counts only where the graph has tensor-parallel steps: without them every rank
-        prices the same.  Under the analytical model, which prices a layer by what it holds and
+        overlap.layer_time_s, which the caller passes: the rule stays in its module; it is given
+        this context, whose tables keep its terms), each priced on its first ask.  ``first_rank``
+        (of the tensor-parallel group, whose links price its steps) counts only where the graph
+        has tensor-parallel steps: without them every rank prices the same.  Under the analytical model, which prices a layer by what it holds and
         not by its name, a layer of the same class as one priced before (``classes``: a
         transformer's identical blocks, and the layers an expert-parallel graph keeps of its
         base) takes that one's time."""
@@ -89,41 +89,68 @@ class Prices:
             first_rank = 0
         key = (id(compute), id(graph), kind, microbatch, first_rank, overlap)
         hit = self._layers.get(key)
+        analytical = isinstance(compute, AnalyticalCompute)
+        if hit is None and analytical and start == 0 and stop is None:
+            # every layer at once (the planner's bounds ask so): each class priced once, then listed
+            times = self._by_class(compute, graph, kind, microbatch, first_rank, overlap, price)
+            if times:
+                times[-1] = times[-1] + loss_time_s(compute, graph, kind, microbatch)
+            self._layers[key] = (compute, graph, times)
+            return times[:]
         if hit is None:
             hit = self._layers[key] = (compute, graph, [None] * len(graph.layers))
         times = hit[2]
         stop = len(times) if stop is None else stop
-        classes = self.classes(graph) if isinstance(compute, AnalyticalCompute) else None
+        classes = self.classes(graph) if analytical else None
         last = len(times) - 1
         for i in range(start, stop):
             if times[i] is None:
                 if classes is None:
-                    t = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap,
-                              self.tp_comm_s)
+                    t = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap, self)
                 else:
                     ckey = (id(compute), classes[i], kind, microbatch, first_rank, overlap)
                     t = self._class_times.get(ckey)
                     if t is None:
                         t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster,
-                                                            first_rank, overlap, self.tp_comm_s)
+                                                            first_rank, overlap, self)
                 times[i] = t + loss_time_s(compute, graph, kind, microbatch) if i == last else t
         return times[start:stop]
+
+    def _by_class(self, compute, graph, kind: str, microbatch: int, first_rank: int, overlap: bool,
+                  price) -> list[float]:
+        """Every layer's time (layer_times, without the loss): each class's taken from the table or
+        priced at its first layer, as the layer-by-layer walk prices it, then listed by layer."""
+        table, cluster = self._class_times, self.cluster
+        times = {}
+        for c, i in self._graph_classes_of(graph)[2]:
+            ckey = (id(compute), c, kind, microbatch, first_rank, overlap)
+            t = table.get(ckey)
+            if t is None:
+                t = table[ckey] = price(compute, graph.layers[i], kind, microbatch, cluster, first_rank, overlap, self)
+            times[c] = t
+        return [times[c] for c in self._graph_classes_of(graph)[1]]
 
     def classes(self, graph) -> list[int]:
         """Per layer of ``graph``, its class: layers of every graph this context was asked about
         with the same parsim.model.graph.twin_signature (every field but the name) share one (the
         first such layer is held, so the identities its signature names stay its own)."""
+        return self._graph_classes_of(graph)[1]
+
+    def _graph_classes_of(self, graph) -> tuple:
+        """(graph, its classes, (class, its first layer's index) of each class in the order they
+        first appear), made once per graph."""
         hit = self._graph_classes.get(id(graph))
         if hit is None:
-            out = []
-            for layer in graph.layers:
+            out, firsts = [], {}
+            for i, layer in enumerate(graph.layers):
                 sig = twin_signature(layer)
                 entry = self._classes.get(sig)
                 if entry is None:
                     entry = self._classes[sig] = (layer, len(self._classes))
                 out.append(entry[1])
-            hit = self._graph_classes[id(graph)] = (graph, out)
-        return hit[1]
+                firsts.setdefault(entry[1], i)
+            hit = self._graph_classes[id(graph)] = (graph, out, tuple(firsts.items()))
+        return hit
 
     def a2a_s(self, graph, i: int, kind: str, microbatch: int, group: tuple[int, ...],
               dispatcher: str = "alltoall") -> float:
