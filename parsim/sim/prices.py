@@ -81,10 +81,10 @@ class Prices:
         overlap.layer_time_s, which the caller passes: the rule stays in its module; it is given
         this context, whose tables keep its terms), each priced on its first ask.  ``first_rank``
         (of the tensor-parallel group, whose links price its steps) counts only where the graph
-        has tensor-parallel steps: without them every rank prices the same.  Under the analytical model, which prices a layer by what it holds and
-        not by its name, a layer of the same class as one priced before (``classes``: a
-        transformer's identical blocks, and the layers an expert-parallel graph keeps of its
-        base) takes that one's time."""
+        has tensor-parallel steps: without them every rank prices the same.  Under the
+        analytical model, which prices a layer by what it holds and not by its name, a layer of
+        the same class as one priced before (``classes``: a transformer's identical blocks, and the
+        layers an expert-parallel graph keeps of its base) takes that one's time."""
         if graph.tp == 1:
             first_rank = 0
         key = (id(compute), id(graph), kind, microbatch, first_rank, overlap)
