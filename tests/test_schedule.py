@@ -121,3 +121,18 @@ def test_tied_reduction_lowers_before_the_optimizer_and_validates():
     assert rank0.index("0REDUCE_GRAD1") < rank0.index("0REDUCE_TIED")
     assert [str(a) for a in lowered.actions(1)][-3:] == ["3REDUCE_TIED", "1OPTIMIZER", "3OPTIMIZER"]
     assert Action.parse("3REDUCE_TIED") == Action(3, Kind.REDUCE_TIED)
+
+
+def test_a_ranks_columns_are_its_actions_by_field_without_idle_slots():
+    """Schedule.columns, which the simulator reads long schedules by: rank r's actions (idle
+    slots dropped), as (stages, kinds, micro-batches), on a schedule with idle slots, its lowered
+    form (none) and a rank with no action."""
+    order = ((Action(0, Kind.F, 0), None, Action(0, Kind.B, 0)), (None, None), (None, Action(2, Kind.F, 1)))
+    sched = Schedule("toy", 3, 3, 2, order)
+    assert sched.columns(0) == ((0, 0), (Kind.F, Kind.B), (0, 0))
+    assert sched.columns(1) == ((), (), ())
+    assert sched.columns(2) == ((2,), (Kind.F,), (1,))
+    for built in (build_schedule("interleaved", 4, 8, 2), lower(build_schedule("zbh1", 4, 8), {0: 2}, (0, 3))):
+        for r in range(built.num_ranks):
+            acts = built.actions(r)
+            assert built.columns(r) == tuple(tuple(a[i] for a in acts) for i in range(3))

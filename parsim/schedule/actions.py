@@ -99,6 +99,15 @@ class Schedule:
     def actions(self, rank: int) -> list[Action]:
         return [a for a in self.order[rank] if a is not None]
 
+    def columns(self, rank: int) -> tuple[tuple[int, ...], tuple[Kind, ...], tuple[int | None, ...]]:
+        """Rank ``rank``'s actions (``actions``) as three columns: their stages, kinds and
+        micro-batches, for a reader of every action of a long schedule (the simulator's waits and
+        activation events: one zip, not a loop in Python, over thousands of actions)."""
+        acts = self.order[rank]
+        if None in acts:
+            acts = [a for a in acts if a is not None]
+        return tuple(zip(*acts)) if acts else ((), (), ())
+
     def as_dict(self) -> dict[int, list[Action | None]]:
         return {r: list(acts) for r, acts in enumerate(self.order)}
 

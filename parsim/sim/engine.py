@@ -68,7 +68,10 @@ action is visited once (a REDUCE_TIED that waited, twice).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import is_, is_not
 
 from parsim.schedule.actions import Action, Kind, Schedule
 from parsim.schedule.deps import dependencies
@@ -185,18 +188,14 @@ def templates(schedule: Schedule) -> dict[tuple[int, Kind], tuple[tuple[int, Kin
     last micro-batch's backward).  The rule is asked once per (stage, kind), at a micro-batch no
     action has (-1): what it names there is the action's own."""
     split, last = schedule.split_backward, schedule.num_microbatches - 1
-    buckets: dict[int, int] = {}
-    tied: set[int] = set()
-    kinds: dict[tuple[int, Kind], bool] = {}
-    for acts in schedule.order:
-        for a in acts:
-            if a is None:
-                continue
-            kinds[(a.stage, a.kind)] = a.microbatch is not None
-            if a.kind is Kind.REDUCE_GRAD:
-                buckets[a.stage] = buckets.get(a.stage, 0) + 1
-            elif a.kind is Kind.REDUCE_TIED:
-                tied.add(a.stage)
+    buckets: Counter[int] = Counter()       # per stage, its REDUCE_GRAD actions
+    tied: set[int] = set()                  # the stages with a REDUCE_TIED
+    kinds: dict[tuple[int, Kind], bool] = {}    # (stage, kind) -> whether its actions name a micro-batch
+    for r in range(schedule.num_ranks):
+        stages, kinds_of, numbers = schedule.columns(r)
+        kinds.update(zip(zip(stages, kinds_of), map(is_not, numbers, repeat(None))))
+        buckets.update(compress(stages, map(is_, kinds_of, repeat(Kind.REDUCE_GRAD))))
+        tied.update(compress(stages, map(is_, kinds_of, repeat(Kind.REDUCE_TIED))))
     return {(s, k): tuple((d.stage, d.kind, d.microbatch == -1, d.microbatch)
                           for d in dependencies(Action(s, k, -1 if numbered else None), schedule.num_stages,
                                                 schedule.rank_of, lowered=True, split_backward=split,

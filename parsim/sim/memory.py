@@ -20,6 +20,8 @@ them.
 from __future__ import annotations
 
 import math
+from itertools import compress, repeat
+from operator import is_not
 
 import numpy as np
 
@@ -97,10 +99,19 @@ def _events(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     rank: code 0 an F, 1 a split backward's I, 2 the backward that frees them (B, or W when
     split), 3 padding to the longest row."""
     code = {Kind.F: 0, Kind.I: 1, Kind.W if schedule.split_backward else Kind.B: 2}
-    rows = [[(s, code[k]) for s, k, _ in schedule.actions(r) if k in code] for r in range(schedule.num_ranks)]
-    width = max(map(len, rows), default=0)
-    both = np.array([row + [(0, 3)] * (width - len(row)) for row in rows], dtype=np.intp).reshape(len(rows), width, 2)
-    return both[:, :, 0], both[:, :, 1]
+    rows = []
+    for r in range(schedule.num_ranks):
+        stages, kinds, _ = schedule.columns(r)
+        codes = list(map(code.get, kinds))
+        kept = list(map(is_not, codes, repeat(None)))
+        rows.append((list(compress(stages, kept)), list(compress(codes, kept))))
+    width = max((len(row[0]) for row in rows), default=0)
+    stage = np.zeros((len(rows), width), dtype=np.intp)
+    action = np.full((len(rows), width), 3, dtype=np.intp)
+    for r, (stages, codes) in enumerate(rows):
+        stage[r, :len(stages)] = stages
+        action[r, :len(codes)] = codes
+    return stage, action
 
 
 def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
