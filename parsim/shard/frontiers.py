@@ -35,11 +35,13 @@ def pareto(t: np.ndarray, m: np.ndarray, keep: int | None, cap: float | None
     ts, ms = t[rows, order], m[rows, order]
     mv = ms if cap is None else np.where(ms <= cap, ms, np.inf)    # over the cap: as if absent
     # kept: less memory than every valid point before it (so valid, and never infinite memory)
-    kept = np.empty(mv.shape, dtype=bool)
-    kept[:, 0] = mv[:, 0] < np.inf
-    kept[:, 1:] = mv[:, 1:] < np.minimum.accumulate(mv, axis=1)[:, :-1]
-    rank = np.cumsum(kept, axis=1) - 1
-    n = rank[:, -1:] + 1
+    before = np.empty_like(mv)                          # the least valid memory before each point
+    before[:, 0] = np.inf
+    np.minimum.accumulate(mv[:, :-1], axis=1, out=before[:, 1:])
+    kept = mv < before
+    n = np.cumsum(kept, axis=1)
+    rank = n - 1
+    n = n[:, -1:]
     over = (n[:, 0] > keep) if keep is not None else np.zeros(t.shape[0], dtype=bool)
     if over.any():
         # the ranks round(i (n - 1) / (keep - 1)), i < keep, of a frontier of n > keep points
@@ -47,11 +49,14 @@ def pareto(t: np.ndarray, m: np.ndarray, keep: int | None, cap: float | None
         kept &= (n <= keep) | (rank[:, :, None] == picks[:, None, :]).any(-1)
         rank = np.cumsum(kept, axis=1) - 1
     width = max(1, int(rank[:, -1].max(initial=-1)) + 1)
-    pack = np.argsort(~kept, axis=1, kind="stable")[:, :width]      # the kept points first, in order
-    live = kept[rows, pack]
-    out_t = np.where(live, ts[rows, pack], np.inf)
-    out_m = np.where(live, ms[rows, pack], np.inf)
-    src = order[rows, pack]
+    if kept.all():                                      # every point kept: already packed
+        out_t, out_m, src = ts, ms, order
+    else:
+        pack = np.argsort(~kept, axis=1, kind="stable")[:, :width]      # the kept points first, in order
+        live = kept[rows, pack]
+        out_t = np.where(live, ts[rows, pack], np.inf)
+        out_m = np.where(live, ms[rows, pack], np.inf)
+        src = order[rows, pack]
     return (out_t.reshape(lead + (width,)), out_m.reshape(lead + (width,)), src.reshape(lead + (width,)),
             over.reshape(lead))
 
