@@ -237,3 +237,23 @@ def test_a_runs_kept_shares_price_each_layer_as_it_alone(h100):
                 assert got == own, (mode, kind, b)
                 checked += sum(bool(layer.tp_comm) for layer in graph.layers)
     assert checked and len(prices.table("gemm shares")) > 0
+
+
+def test_a_steps_price_with_the_contexts_group_shapes_is_its_own():
+    """parsim.cost.layer.redistribution_time_s with the group shapes a run's pricing context keeps
+    (shape_of: Prices.shape, as Prices.tp_comm_s passes it) is exactly (==) the price it gives
+    working each group's shape out itself: every kind of step, groups inside a node and across
+    two, from several first ranks."""
+    from parsim.cost.layer import redistribution_time_s
+    from parsim.shard.redistribute import Step
+    from parsim.sim.prices import Prices
+
+    cluster = load_cluster("dgx-h100:2x8")
+    prices = Prices(cluster)
+    for kind in ("AllReduce", "AllGather", "ReduceScatter", "AllToAll"):
+        for matrix, d in (((8,), 0), ((2, 8), 0), ((2, 8), 1), ((16,), 0), ((4, 4), 1)):
+            step = Step(kind, d, matrix[len(matrix) - 1 - d], 3.0e6)
+            for first in (0, 1, 3):
+                for _ in range(2):          # the second asks the kept shape
+                    got = redistribution_time_s(step, cluster, matrix, first, 4.0, prices.shape)
+                    assert got == redistribution_time_s(step, cluster, matrix, first, 4.0), (kind, matrix, d, first)

@@ -38,30 +38,33 @@ def group_ranks(device_matrix: tuple[int, ...], d: int, first_rank: int = 0) -> 
 
 
 def redistribution_time_s(step, cluster, device_matrix: tuple[int, ...], first_rank: int = 0,
-                          scale: float = 1.0) -> float:
+                          scale: float = 1.0, shape_of=None) -> float:
     """Time of one redistribution step (parsim.shard.redistribute.Step), its bytes x ``scale``
-    (a step recorded per sample, priced for a micro-batch)."""
+    (a step recorded per sample, priced for a micro-batch).  ``shape_of(ranks)``: parsim.cost.comm.
+    group_shape on ``cluster``, where the caller keeps it (parsim.sim.prices.Prices.shape)."""
     if not step.communicates:
         return 0.0
     nbytes = step.bytes_per_device * scale
     ranks = group_ranks(device_matrix, step.device_dim, first_rank)
     op = {"AllReduce": "all_reduce", "ReduceScatter": "reduce_scatter", "AllGather": "all_gather"}.get(step.kind)
-    if op is None:   # AllToAll
-        if cluster.profile.collectives.library == "gloo":
-            return collective_time_s(cluster, ranks, nbytes * step.group_size, "all_gather")
+    if op is None and cluster.profile.collectives.library != "gloo":   # AllToAll
         return all_to_all_time_s(cluster, ranks, nbytes)
-    return collective_time_s(cluster, ranks, nbytes, op)
+    shape = shape_of(ranks) if shape_of is not None else None
+    if op is None:   # AllToAll on gloo: DTensor runs it as an all-gather
+        return collective_time_s(cluster, ranks, nbytes * step.group_size, "all_gather", shape=shape)
+    return collective_time_s(cluster, ranks, nbytes, op, shape=shape)
 
 
-def tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int = 0) -> float:
+def tp_comm_time_s(layer: Layer, phase: str, microbatch: int, cluster, first_rank: int = 0, shape_of=None) -> float:
     """The layer's tensor-parallel steps of ``phase`` ("F", "B", "loss" per micro-batch; "grad" per step).
     The planner asks for the same layers at the same sizes thousands of times: its pricing context
-    keeps each layer's whole time (parsim.sim.prices.Prices.layer_times)."""
+    keeps each layer's whole time (parsim.sim.prices.Prices.layer_times) and the groups' shapes
+    (``shape_of``, as redistribution_time_s takes it)."""
     scale = 1 if phase == "grad" else microbatch
     total = 0.0
     for ph, step, matrix in layer.tp_comm:
         if ph == phase:
-            total += redistribution_time_s(step, cluster, matrix, first_rank, scale)
+            total += redistribution_time_s(step, cluster, matrix, first_rank, scale, shape_of)
     return total
 
 

@@ -180,7 +180,7 @@ class Prices:
         hit = self._tp_comm.get(key)
         if hit is None:
             hit = self._tp_comm[key] = (layer.tp_comm, tp_comm_time_s(layer, phase, microbatch, self.cluster,
-                                                                       first_rank))
+                                                                       first_rank, self.shape))
         return hit[1]
 
     # ------------------------------------------------------------------ groups and collectives
