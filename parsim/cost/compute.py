@@ -78,11 +78,12 @@ class AnalyticalCompute:
     # (id of a layer's kernels, its tp share, kind, b) -> (kernels, time): the planner asks for the
     # same layers at the same sizes many times; holding the kernels keeps their id unique.
     _memo: dict = field(init=False, repr=False, compare=False)
-    # (b, share) -> id of a kernel -> (kernel, time): layers that differ share most kernels (an
+    # (b, share) -> id of a kernel -> time: layers that differ share most kernels (an
     # expert-parallel layer keeps its attention's, parsim.cost.experts), each priced once: in
     # DeepSeek-V3's search on 2,048 H100, before layers were priced by class (parsim.sim.prices),
     # 327 thousand kernel prices instead of 1.76 million (benchmarks/profile_search.py counts them).
     _kernel_memo: dict = field(init=False, repr=False, compare=False)
+    _kernels_held: dict = field(init=False, repr=False, compare=False)   # id -> kernel: the ids stay theirs
     # a GEMM's (M, N, K, groups) -> parsim.cost.kernels.gemm_shape_efficiency on this device:
     # kernels that differ share shapes (DeepSeek-V3's search on 2,048 H100 prices 62,179 GEMMs of
     # 2,844 shapes, 2026-11-30)
@@ -95,6 +96,7 @@ class AnalyticalCompute:
         object.__setattr__(self, "engines", engines(self.device, mode))
         object.__setattr__(self, "_memo", {})
         object.__setattr__(self, "_kernel_memo", {})
+        object.__setattr__(self, "_kernels_held", {})
         object.__setattr__(self, "_shape_memo", {})
 
     @classmethod
@@ -131,18 +133,23 @@ class AnalyticalCompute:
         """Each of a list of kernels' parsim.cost.kernels.kernel_time_s at ``microbatch`` on this
         device, each kernel at each share priced once (``_kernel_memo``: a table per (micro-batch,
         share), by the kernel's id)."""
-        memo, device, engines, shapes = self._kernel_memo, self.device, self.engines, self._shape_memo
+        memo, held, device, engines, shapes = (self._kernel_memo, self._kernels_held, self.device, self.engines,
+                                               self._shape_memo)
 
         def times(kernels, share: float) -> list[float]:
             table = memo.get((microbatch, share))
             if table is None:
                 table = memo[(microbatch, share)] = {}
-            out = []
-            for k in kernels:
-                hit = table.get(id(k))
-                if hit is None:
-                    hit = table[id(k)] = (k, kernel_time_s(k, microbatch, device, engines, share, shapes))
-                out.append(hit[1])
+            get = table.get
+            out = [get(id(k)) for k in kernels]         # most are kept: one lookup each, then the rest
+            if None in out:
+                for i, k in enumerate(kernels):
+                    if out[i] is None:
+                        t = get(id(k))                  # a kernel listed twice: priced at its first
+                        if t is None:
+                            t = table[id(k)] = kernel_time_s(k, microbatch, device, engines, share, shapes)
+                            held[id(k)] = k
+                        out[i] = t
             return out
         return times
 
