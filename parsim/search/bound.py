@@ -471,11 +471,11 @@ class BranchAndBound:
             graph = expert_graph(graph, cfg.ep, self.spec.training, self.memo)
         if graph is None:
             return False
-        twin = replace(cfg, recompute=False)
+        # the twin is cfg without recomputation: its split reads the twin's graph and cfg's shape
         return self.bounds_for(cfg.tp, cfg.tp_layout, graph, cfg.tp_comm_overlap).split(
-            twin.schedule, twin.microbatches, twin.pp, twin.chunks, b, twin.grad_ranks,
-            self.prices.boundary_links(twin, boundary_links),
-            self.cap, zero=twin.zero) is not None       # ZeRO shards over dp x cp, as in candidate
+            cfg.schedule, cfg.microbatches, cfg.pp, cfg.chunks, b, cfg.grad_ranks,
+            self.prices.boundary_links(cfg, boundary_links),
+            self.cap, zero=cfg.zero) is not None        # ZeRO shards over dp x cp, as in candidate
 
     def searched_bound(self, tp, recompute, cp, dp, pp, m, b) -> float:
         """A searched-layout family's floor before its graph (searched_floor_s), 0 where the compute
