@@ -408,7 +408,8 @@ class _Step:
     def recv(self, r: int, a: Action, template) -> bool:
         """RECV_F, RECV_B: the rank waits for the send it waited for to arrive: idle until the peer
         posted it, exposed communication while it travels (and queues on the link)."""
-        posted, arrived = self.sent[self.deps(a, template)[0]]
+        ds, dk, own, dm = template[0]       # the SEND it waits for (deps, inline: one per RECV)
+        posted, arrived = self.sent[(ds, dk, a[2] if own else dm)]
         t = self.t[r]
         if arrived > t:
             if posted > t:
