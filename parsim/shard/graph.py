@@ -254,7 +254,8 @@ def select(graph: LayerGraph, patterns: Mapping[str, Strategy]) -> dict[tuple[in
             if ":" in pattern:
                 hits = [at for name, at in exact.items() if match(name)]      # op_index: in (layer, op) order
             else:
-                by_unit = by_unit or _by_unit(graph)
+                if by_unit is None:
+                    by_unit = _by_unit(graph)
                 hits = sorted({at for name, ats in by_unit.items() if match(name) for at in ats})
         for at in hits:
             chosen[at] = (strategy, optional)

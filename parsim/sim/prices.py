@@ -108,27 +108,29 @@ class Prices:
                 if classes is None:
                     t = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank, overlap, self)
                 else:
-                    ckey = (id(compute), classes[i], kind, microbatch, first_rank, overlap)
-                    t = self._class_times.get(ckey)
-                    if t is None:
-                        t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster,
-                                                            first_rank, overlap, self)
+                    t = self._class_time(compute, graph, classes[i], i, kind, microbatch, first_rank, overlap, price)
                 times[i] = t + loss_time_s(compute, graph, kind, microbatch) if i == last else t
         return times[start:stop]
 
     def _by_class(self, compute, graph, kind: str, microbatch: int, first_rank: int, overlap: bool,
                   price) -> list[float]:
-        """Every layer's time (layer_times, without the loss): each class's taken from the table or
-        priced at its first layer, as the layer-by-layer walk prices it, then listed by layer."""
-        table, cluster = self._class_times, self.cluster
-        times = {}
-        for c, i in self._graph_classes_of(graph)[2]:
-            ckey = (id(compute), c, kind, microbatch, first_rank, overlap)
-            t = table.get(ckey)
-            if t is None:
-                t = table[ckey] = price(compute, graph.layers[i], kind, microbatch, cluster, first_rank, overlap, self)
-            times[c] = t
-        return [times[c] for c in self._graph_classes_of(graph)[1]]
+        """Every layer's time (layer_times, without the loss): each class's (_class_time) at its
+        first layer, as the layer-by-layer walk prices it, then listed by layer."""
+        _, classes, firsts = self._graph_classes_of(graph)
+        times = {c: self._class_time(compute, graph, c, i, kind, microbatch, first_rank, overlap, price)
+                 for c, i in firsts}
+        return [times[c] for c in classes]
+
+    def _class_time(self, compute, graph, c: int, i: int, kind: str, microbatch: int, first_rank: int,
+                    overlap: bool, price) -> float:
+        """Class c's time in phase ``kind``: from the table, else priced at layer i of ``graph``
+        (one of that class) and kept."""
+        ckey = (id(compute), c, kind, microbatch, first_rank, overlap)
+        t = self._class_times.get(ckey)
+        if t is None:
+            t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank,
+                                                overlap, self)
+        return t
 
     def classes(self, graph) -> list[int]:
         """Per layer of ``graph``, its class: layers of every graph this context was asked about
