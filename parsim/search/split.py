@@ -290,22 +290,22 @@ class Bounds:
                 return False
         return True
 
-    def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-layer prefix sums of F, B, I and W times, with the least exposed all-to-alls."""
+    def phase_times(self, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per-layer prefix sums of F, B, I and W times, with the least exposed all-to-alls: the
+        rows of one array, each summed left to right (np.cumsum adds in order)."""
         key = ("phases", b)
-        if key not in self._costs:
-            classes = self.prices.classes(self.graph)   # a layer's all-to-alls are its class's (Prices.a2a_s)
-            first: dict[int, int] = {}
-            for i, c in enumerate(classes):
-                first.setdefault(c, i)
-            phases = []
-            for k in ("F", "B", "I", "W"):
-                a2a = {c: self.least_a2a_s(i, k, b) for c, i in first.items()}
-                times = np.asarray(self.prices.layer_times(self.compute, self.graph, k, b, 0, self.tp_overlap,
-                                                           layer_time_s), dtype=float) + [a2a[c] for c in classes]
-                phases.append(np.concatenate([[0.0], np.cumsum(times)]))
-            self._costs[key] = tuple(phases)
-        return self._costs[key]
+        hit = self._costs.get(key)
+        if hit is None:
+            prices, graph = self.prices, self.graph
+            rows = np.zeros((4, len(graph.layers) + 1))
+            a2a = self._a2a_exposed_at(b)
+            for row, k in zip(rows, "FBIW"):
+                row[1:] = prices.layer_times(self.compute, graph, k, b, 0, self.tp_overlap, layer_time_s)
+                if a2a:         # a layer's all-to-alls are its class's (Prices.a2a_s)
+                    least = {c: self.least_a2a_s(i, k, b) for c, i in prices.class_firsts(graph)}
+                    row[1:] += [least[c] for c in prices.classes(graph)]
+            hit = self._costs[key] = tuple(np.cumsum(rows, axis=1))
+        return hit
 
     def phase_lists(self, b: int) -> tuple[list[float], ...]:
         """phase_times as lists of Python floats (the same numbers, read one by one faster)."""
@@ -314,12 +314,16 @@ class Bounds:
             self._costs[key] = tuple(x.tolist() for x in self.phase_times(b))
         return self._costs[key]
 
+    def _a2a_exposed_at(self, b: int) -> bool:
+        """Whether the all-to-alls of micro-batch size ``b`` bound (least_a2a_s): exposed (no
+        ep_overlap) and not already in a profile's layer times."""
+        return self.exposed_a2a and not getattr(self.compute, "includes_ep_comm_at", lambda _: False)(b)
+
     def least_a2a_s(self, i: int, kind: str, b: int) -> float:
         """The all-to-alls layer i's ``kind`` issues per micro-batch over the most compact ep
         group, exposed (parsim.sim.prices.Prices.a2a_s: a MoE model's identical layers priced
         once); 0 where they may hide (ep_overlap) or a profile's layer times hold them."""
-        if not self.exposed_a2a or self.graph.layers[i].experts is None or \
-                getattr(self.compute, "includes_ep_comm_at", lambda _: False)(b):
+        if self.graph.layers[i].experts is None or not self._a2a_exposed_at(b):
             return 0.0
         return self.prices.a2a_s(self.graph, i, kind, b, self.compact_ep, self.spec.training.moe_dispatcher)
 

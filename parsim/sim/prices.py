@@ -138,6 +138,11 @@ class Prices:
         first such layer is held, so the identities its signature names stay its own)."""
         return self._graph_classes_of(graph)[1]
 
+    def class_firsts(self, graph) -> tuple[tuple[int, int], ...]:
+        """(class, the index of its first layer in ``graph``) of each class of ``graph``, in the
+        order they first appear."""
+        return self._graph_classes_of(graph)[2]
+
     def _graph_classes_of(self, graph) -> tuple:
         """(graph, its classes, (class, its first layer's index) of each class in the order they
         first appear), made once per graph."""
