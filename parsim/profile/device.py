@@ -24,13 +24,13 @@ from __future__ import annotations
 import csv
 import math
 import os
-import statistics
 import time
 from dataclasses import dataclass, replace
 
 import torch
 
 from parsim.errors import InputError
+from parsim.profile.comm import median_time_s, resident_bytes
 
 BACKENDS = ("cpu", "cuda", "npu")
 # GEMM grids (M rows, N columns, K reduction): the full grids span a transformer's linears, from a
@@ -126,7 +126,6 @@ class Backend:
 
     def info(self) -> DeviceInfo:
         import platform
-        from parsim.profile.comm import resident_bytes
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         return DeviceInfo(f"{platform.machine()}-cpu", "cpu", memory, torch.get_num_threads(), resident_bytes())
 
@@ -135,14 +134,7 @@ class Backend:
 
     def time_s(self, fn, repeats: int) -> float:
         """Median wall time of ``repeats`` calls after WARMUP untimed ones."""
-        for _ in range(WARMUP):
-            fn()
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return statistics.median(times)
+        return median_time_s(fn, repeats, WARMUP)
 
     def tensor(self, shape, dtype: str) -> torch.Tensor:
         return torch.randn(shape, dtype=TORCH_DTYPES[dtype], device=self.device)
