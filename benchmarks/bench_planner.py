@@ -17,9 +17,9 @@ reference moving and the ratios holding:
 - ResNet-50 on 1,024 Ascend 910s, ascend910:128x8: under 0.2 s.
 
 Medians of 3 cold runs, each in a fresh process as `parsim plan` runs (the search's own time,
-PlanResult.search_time_s).  Timings are the machine's: run it on a quiet one.  ResNet-50 on 64
-DGX A100 nodes is kept from the earlier goals (under 1 s).  Then how search time grows with
-layers and devices.
+PlanResult.search_time_s), with the runs' range beside and how many of them were under the goal.
+Timings are the machine's: run it on a quiet one.  ResNet-50 on 64 DGX A100 nodes is kept from the
+earlier goals (under 1 s).  Then how search time grows with layers and devices.
 """
 
 import json
@@ -51,14 +51,16 @@ def _one(model_path: str, cluster_spec: str) -> dict:
 
 
 def search(model_path: str, cluster_spec: str, repeats: int = 3):
-    """Median search_time_s over ``repeats`` cold runs: each in a fresh interpreter, as `parsim plan`
-    runs (each with its own model extraction and pricing context, parsim.sim.prices)."""
+    """(median search_time_s, every run's, the pick) over ``repeats`` cold runs: each in a fresh
+    interpreter, as `parsim plan` runs (each with its own model extraction and pricing context,
+    parsim.sim.prices)."""
     runs = []
     for _ in range(repeats):
         out = subprocess.run([sys.executable, __file__, "--one", model_path, cluster_spec], check=True,
                              capture_output=True, text=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
-    return statistics.median(r["search_time_s"] for r in runs), runs[-1]["outcome"]
+    times = sorted(r["search_time_s"] for r in runs)
+    return statistics.median(times), times, runs[-1]["outcome"]
 
 
 def gpt_yaml(layers, batch=512):
@@ -79,18 +81,25 @@ REFERENCE = ("ResNet-50, 8 Ascend 910", "examples/resnet50_imagenet.yaml", "asce
 
 
 def goals(repeats: int = 3) -> list[str]:
-    """One line per goal: seconds, the ratio to the reference search, the goal, met or by how much
-    not, and the pick; the reference first."""
+    """One line per goal: the median seconds with the runs' range (this host's spread, the
+    interval a single figure hides), the ratio to the reference search, the goal, met or by how
+    much not (by the median, with how many runs were under it), and the pick; the reference first."""
     label, spec, cluster = REFERENCE
-    ref, outcome = search(spec, cluster, repeats)
-    lines = [f"  {label:30s} {ref:7.3f} s   1.0x  (the reference)  {outcome}"]
+    ref, times, outcome = search(spec, cluster, repeats)
+    lines = [f"  {label:30s} {ref:7.3f} s {_spread(times)}   1.0x  (the reference)  {outcome}"]
     print(lines[-1], flush=True)
     for label, spec, cluster, goal in GOALS:
-        t, outcome = search(spec, cluster, repeats)
+        t, times, outcome = search(spec, cluster, repeats)
+        under = sum(x < goal for x in times)
         verdict = "met" if t < goal else f"NOT met, {t / goal:.1f}x the goal"
-        lines.append(f"  {label:30s} {t:7.3f} s {t / ref:6.1f}x  (goal < {goal:g} s: {verdict})  {outcome}")
+        lines.append(f"  {label:30s} {t:7.3f} s {_spread(times)} {t / ref:6.1f}x  (goal < {goal:g} s: {verdict}; "
+                     f"{under} of {len(times)} runs under)  {outcome}")
         print(lines[-1], flush=True)
     return lines
+
+
+def _spread(times) -> str:
+    return f"[{min(times):.3f}-{max(times):.3f}]"
 
 
 if __name__ == "__main__":
@@ -114,11 +123,11 @@ if __name__ == "__main__":
     resnet = "examples/resnet50_imagenet.yaml"
     print("growth with devices (ResNet-50 ImageNet, Ascend 910):")
     for nodes in (1, 8, 32, 128):
-        t, outcome = search(resnet, f"ascend910:{nodes}x8")
+        t, _, outcome = search(resnet, f"ascend910:{nodes}x8")
         print(f"  {nodes * 8:5d} devices {t:6.3f} s  {outcome}")
         sys.stdout.flush()
     print("growth with layers (GPT, hidden 2048, batch 512, 128 A100):")
     for layers in (12, 24, 48, 96):
-        t, outcome = search(gpt_yaml(layers), "dgx-a100:16x8")
+        t, _, outcome = search(gpt_yaml(layers), "dgx-a100:16x8")
         print(f"  {layers:3d} layers  {t:6.3f} s  {outcome}")
         sys.stdout.flush()
