@@ -647,3 +647,31 @@ def test_whether_any_split_fits_does_not_depend_on_the_tp_overlap():
             assert got == plain.cannot_fit(s, m, pp, v, b, dp, share * top, zero), (share, s, m, pp, v, b, dp, zero)
             answers.add(got)
     assert answers == {True, False}
+
+
+def test_the_phases_are_each_layers_price_and_its_exposed_all_to_alls_summed_in_order():
+    """Bounds.phase_times: each phase's prefix sums are, layer by layer in order, its price
+    (Prices.layer_times) plus, where the all-to-alls are exposed (no ep_overlap), that layer's
+    least all-to-alls (least_a2a_s), and the price alone where they may hide; bit for bit."""
+    from parsim.shard.prepare import expert_graph, per_device_graph
+    from parsim.sim.overlap import layer_time_s
+
+    spec = load_model("examples/moe_tiny_local.yaml")
+    cluster = load_cluster("dgx-h100:2x8").for_dtype(spec.training.dtype)
+    compute = _compute(cluster, spec)
+    graph = expert_graph(per_device_graph(spec.graph, 1, "", False, spec.shard, cluster, spec.training), 4,
+                         spec.training)
+    exposed = 0
+    for overlap in (False, True):
+        bnd = split.Bounds(spec, graph, cluster, compute, exposed_a2a=not overlap)
+        for b in (1, 2):
+            for k, phase in zip("FBIW", bnd.phase_times(b)):
+                prices = bnd.prices.layer_times(compute, graph, k, b, 0, False, layer_time_s)
+                want = [0.0]
+                for i, t in enumerate(prices):
+                    a2a = bnd.least_a2a_s(i, k, b)
+                    assert a2a == 0.0 or not overlap
+                    exposed += a2a > 0
+                    want.append(want[-1] + (t + a2a))
+                assert phase.tolist() == want, (overlap, b, k)
+    assert exposed             # the MoE layers' all-to-alls were in the exposed phases
