@@ -356,11 +356,25 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     """bf16 mixed precision: the model, gradients and activations in bf16, fp32 master weights and
     momentum in the optimizer.  Values equal the single-process reference in bf16; the bytes held
     between steps are the memory model's 2 + 2 + (4 + 4) per parameter; the gradient buckets and
-    the tied embedding's all-reduce carry bf16."""
+    the tied embedding's all-reduce carry bf16.
+
+    ResNet-50 runs a global batch of 16 (micro-batches of 4), not the example's 32, for three steps
+    (the third, the last warm-up step, is the one whose memory is measured): on a CPU without bf16
+    instructions its bf16 convolutions run about 8x slower than fp32 ones, and the example's batch
+    over four steps took 211 s of the suite on such a host
+    (results/2026-11-30c-amd-epyc/suite-durations.txt).  Every check below reads the same parts at
+    any batch; micro-batches of 2 are too few for BatchNorm at the seeds' learning rate (the loss
+    reached 2e5 in four steps, so any rounding difference is amplified past the tolerance)."""
+    steps = 4
+    if "resnet" in name:
+        small = tmp_path / "resnet50_bf16_batch16.yaml"
+        small.write_text(open(model).read().replace("global_batch_size: 32", "global_batch_size: 16"))
+        assert small.read_text() != open(model).read()
+        model, steps = str(small), 3
     plan = make_plan(tmp_path, name, *flags, model=model)
     out = tmp_path / "run"
-    assert run(plan, out, "--steps", "4") == 0
-    m = assert_same_as_reference(plan, out, 4)
+    assert run(plan, out, "--steps", str(steps)) == 0
+    m = assert_same_as_reference(plan, out, steps)
     saved = json.loads(open(plan).read())["estimate"]
     for predicted, measured in zip(saved["memory_breakdown"], m["peak_memory_parts"]):
         for part in ("params_bytes", "grads_bytes", "optimizer_bytes"):
