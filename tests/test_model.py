@@ -5,6 +5,8 @@ import time
 import pytest
 import torch
 
+import parsim.model.extract as extract_module
+import parsim.model.spec as spec_module
 from parsim.model.extract import InputSpec, cut_units, extract_graph
 from parsim.model.spec import load_model
 from parsim.model.zoo import GPT_PRESETS, gpt, resnet50
@@ -86,10 +88,47 @@ def test_gpt_layer_flops_and_saved_activations_match_megatron():
     assert layer.saved_bytes == pytest.approx(s * h * (34 + 5 * a * s / h), rel=2e-5)
 
 
-def test_gpt3_175b_extracts_in_seconds():
+def test_gpt3_175b_extracts_in_seconds(monkeypatch):
+    monkeypatch.setattr(spec_module, "_EXTRACTED", {})        # extracted here, not found from an earlier test
     t = time.perf_counter()
     load_model("examples/gpt3_175b.yaml")
     assert time.perf_counter() - t < 10
+
+
+def test_a_built_in_or_hf_model_is_extracted_once_and_a_module_model_every_time(monkeypatch, tmp_path):
+    """parsim.model.spec keeps a built-in or Hugging Face model's graph by its ModelSource, input,
+    name and dtype (the newest EXTRACTED_KEPT); a module: model, whose code is the user's, is
+    extracted at every load."""
+    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
+    calls = []
+    real = extract_module.extract_graph
+    monkeypatch.setattr(extract_module, "extract_graph", lambda *a, **k: calls.append(k["dtype"]) or real(*a, **k))
+    first = load_model("examples/gpt_tiny_local.yaml")
+    again = load_model("examples/gpt_tiny_local.yaml")
+    assert calls == ["fp32"] and again.graph is first.graph and again is not first
+    tiny = open("examples/gpt_tiny_local.yaml").read()
+
+    def variant(old: str, new: str):
+        path = tmp_path / f"{len(calls)}.yaml"
+        path.write_text(tiny.replace(old, new) + ("" if old else "\n"))
+        assert path.read_text() != tiny
+        return load_model(path).graph
+
+    # the same model in another file: the same graph; in another dtype, other args or another name: its own
+    assert variant("", "") is first.graph and len(calls) == 1
+    bf16 = variant("dtype: fp32", "dtype: bf16")
+    assert calls == ["fp32", "bf16"] and bf16 is not first.graph and bf16.dtype == "bf16"
+    assert variant("attention: eager}", "attention: sdpa}") is not first.graph and len(calls) == 3
+    assert variant("name: gpt-tiny", "name: gpt-other").name == "gpt-other" and len(calls) == 4
+    load_model("examples/mlp_module.yaml")
+    load_model("examples/mlp_module.yaml")
+    assert len(calls) == 6
+    monkeypatch.setattr(spec_module, "EXTRACTED_KEPT", 1)
+    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
+    load_model("examples/gpt_tiny_local.yaml")      # kept, then pushed out by the next
+    load_model("examples/gpt_tiny_local_bf16.yaml")
+    load_model("examples/gpt_tiny_local.yaml")
+    assert len(calls) == 9 and len(spec_module._EXTRACTED) == 1
 
 
 def test_examples_load():

@@ -360,6 +360,18 @@ def spec_sha256(path: str | os.PathLike) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
+# Kept, by value: a built-in or Hugging Face model's LayerGraph (frozen values) by (ModelSource,
+# InputSpec, name, dtype), the newest EXTRACTED_KEPT of them.  Extraction runs the model under
+# torch's fake tensors (ResNet-50: 1.2 s on a 2-core EPYC), and one process loads the same model
+# again and again: a notebook's cells, the Python API, the test suite.  Benchmark line:
+# tests/test_exec.py::test_matches_single_process_reference[dp2] loads
+# examples/resnet50_cifar10_local.yaml 5 times in its pytest process (simulate, run's check, the
+# reference, reading the run's parameters, the test's own count): 9.2-9.7 s of loading without this, 2.9-3.7 s with it
+# (results/2026-11-30c-amd-epyc/extraction-memo.txt).
+EXTRACTED_KEPT = 16
+_EXTRACTED: dict[tuple, LayerGraph] = {}
+
+
 def load_model(path: str | os.PathLike) -> ModelSpec:
     """Read and check a model.yaml, extract its LayerGraph on the meta device."""
     path = os.fspath(path)
@@ -455,19 +467,29 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
             inp.done()
             source = ModelSource("module", target, _freeze(args))
             factory = (lambda f=factory, a=args: f(**a))
-        try:
-            with torch.device("meta"):
-                module = factory()
-        except InputError:
-            raise
-        except Exception as e:
-            raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: "
-                             f"{' '.join(str(e).split())}); check args") from None
-        try:
-            graph = extract_graph(module, input_spec, name=name, dtype=training.dtype)
-        except Exception as e:
-            raise InputError(f"{path}: {kind}: running the model on an input of shape {list(input_spec.shape)} failed "
-                             f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); check input.shape") from None
+        # a built-in or Hugging Face model is its ModelSource (the zoo's code, the config's text):
+        # extracted once per process (_EXTRACTED); a module: model's code is the user's, so never kept
+        key = (source, input_spec, name, training.dtype) if source.kind in ("builtin", "hf") else None
+        graph = _EXTRACTED.get(key) if key is not None else None
+        if graph is None:
+            try:
+                with torch.device("meta"):
+                    module = factory()
+            except InputError:
+                raise
+            except Exception as e:
+                raise InputError(f"{path}: {kind}: building the model failed ({type(e).__name__}: "
+                                 f"{' '.join(str(e).split())}); check args") from None
+            try:
+                graph = extract_graph(module, input_spec, name=name, dtype=training.dtype)
+            except Exception as e:
+                raise InputError(f"{path}: {kind}: running the model on an input of shape {list(input_spec.shape)} "
+                                 f"failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                                 "check input.shape") from None
+            if key is not None:
+                _EXTRACTED[key] = graph
+                while len(_EXTRACTED) > EXTRACTED_KEPT:
+                    del _EXTRACTED[next(iter(_EXTRACTED))]          # the oldest first
 
     if training.fp8:
         from parsim.model.fp8 import fp8_graph
