@@ -128,6 +128,29 @@ def test_inline_fields_equal_the_config_file(tmp_path):
     assert a.param_count == b.param_count and a.fwd_flops == b.fwd_flops
 
 
+def test_an_hf_model_is_extracted_once_per_config(monkeypatch, tmp_path):
+    """parsim.model.spec keeps an hf: model's graph by its config's text (ModelSource): loaded again,
+    it is not extracted again; another config is (tests/test_model.py checks the rest of the key)."""
+    import parsim.model.extract as extract_module
+    import parsim.model.spec as spec_module
+
+    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
+    calls = []
+    real = extract_module.extract_graph
+    monkeypatch.setattr(extract_module, "extract_graph", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = load_model(TINY).graph
+    assert load_model(TINY).graph is first and len(calls) == 1
+    with open(TINY_CFG) as f:
+        c = json.load(f)
+    c["num_hidden_layers"] += 1
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text(json.dumps(c))
+    p = tmp_path / "hf_tiny_llama.yaml"
+    p.write_text(open(TINY).read().replace("hf_tiny_llama/config.json", "cfg/config.json"))
+    deeper = load_model(p).graph
+    assert len(calls) == 2 and len(deeper.layers) == len(first.layers) + 1
+
+
 def test_bad_hf_fields_are_one_line_errors(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("schema_version: 1\nhf: {model_type: llama, hidden_size: 64, intermediate_size: 8, "

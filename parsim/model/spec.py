@@ -366,8 +366,8 @@ def spec_sha256(path: str | os.PathLike) -> str:
 # again and again: a notebook's cells, the Python API, the test suite.  Benchmark line:
 # tests/test_exec.py::test_matches_single_process_reference[dp2] loads
 # examples/resnet50_cifar10_local.yaml 5 times in its pytest process (simulate, run's check, the
-# reference, reading the run's parameters, the test's own count): 9.2-9.7 s of loading without this, 2.9-3.7 s with it
-# (results/2026-11-30c-amd-epyc/extraction-memo.txt).
+# reference, reading the run's parameters, the test's own count): 9.2-9.7 s of loading without
+# this, 2.9-3.7 s with it (results/2026-11-30c-amd-epyc/extraction-memo.txt).
 EXTRACTED_KEPT = 16
 _EXTRACTED: dict[tuple, LayerGraph] = {}
 
