@@ -32,7 +32,6 @@ import json
 from torch import nn
 
 from parsim.errors import InputError
-from parsim.exec.op_parallel import register_fused_softmax_sharding
 from parsim.exec.vocab_parallel import mark_vocab_parallel
 
 
@@ -62,8 +61,6 @@ def parallelize(stage: nn.Module, tp_mesh) -> list[nn.Parameter]:
                                                    parallelize_module)
 
     from parsim.model.hf import Decoder, Embed, Head
-
-    register_fused_softmax_sharding()
 
     t = tp_mesh.size()
     gather = dict(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))

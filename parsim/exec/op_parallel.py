@@ -54,7 +54,6 @@ grouped convolution split at all.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -93,16 +92,10 @@ for _aten, _fs, _pos in (("add", (Tensor.__add__, Tensor.__radd__, Tensor.add, t
         _CALLS[_f] = (_aten, _pos)
 
 
-@functools.cache
-def register_fused_softmax_sharding() -> None:
+def _register_fused_softmax_sharding() -> None:
     """DTensor's rule for parsim.model.fused_softmax's two operators: the causal mask spans the last
     two dimensions (queries, keys), so the scores and probabilities split over the batch and head
-    dimensions only, or stay whole (as DTensor's own rule for aten._softmax keeps its dimension).
-
-    Registered once, by the layouts that shard with DTensor (``parallelize`` here,
-    tensor_parallel.parallelize, folding.parallelize), not on import: importing
-    torch.distributed.tensor took 0.4-1.2 s of each rank's start on a 2-core EPYC, which a data- or
-    pipeline-parallel run never needs (results/2026-11-30c-amd-epyc/launch-overhead.txt)."""
+    dimensions only, or stay whole (as DTensor's own rule for aten._softmax keeps its dimension)."""
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.experimental import register_sharding
 
@@ -114,6 +107,9 @@ def register_fused_softmax_sharding() -> None:
     def _backward(grad, probs, scale):
         return [([Replicate()], [Replicate(), Replicate(), None])] + [([Shard(d)], [Shard(d), Shard(d), None])
                                                                          for d in range(grad.ndim - 2)]
+
+
+_register_fused_softmax_sharding()
 
 
 def _kind_of(func, args) -> tuple[str, str, tuple] | None:
@@ -427,8 +423,6 @@ def parallelize(stage: nn.Sequential, units: list[str], shardings: list, tp_mesh
     ``_boundary_placements`` (None: whole on every rank, as the model's input and the logits the
     loss takes)."""
     from torch.distributed.tensor import Partial, Replicate, distribute_tensor
-
-    register_fused_softmax_sharding()
 
     named = dict(stage.named_children())
     children = [named[name.replace(".", "_")] for name in units]   # without channels_last's boundary modules

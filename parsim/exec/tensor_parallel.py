@@ -73,8 +73,6 @@ def parallelize(stage: nn.Sequential, tp_mesh, sequence_parallel: bool = False) 
 
     from parsim.model.zoo.gpt import Block, Embedding, Head
 
-    op_parallel.register_fused_softmax_sharding()
-
     t = tp_mesh.size()
     seq = Shard(1) if sequence_parallel else Replicate()
     partial: list[nn.Parameter] = []
