@@ -16,3 +16,17 @@ def gpt():
 @pytest.fixture(scope="session")
 def h100():
     return load_cluster("dgx-h100:1x8")
+
+
+@pytest.fixture
+def extractions(monkeypatch) -> list[str]:
+    """The dtype of each graph extraction from here on, with parsim.model.spec's kept graphs emptied
+    (tests/test_model.py, tests/test_hf.py)."""
+    import parsim.model.extract as extract_module
+    import parsim.model.spec as spec_module
+
+    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
+    calls: list[str] = []
+    real = extract_module.extract_graph
+    monkeypatch.setattr(extract_module, "extract_graph", lambda *a, **k: calls.append(k["dtype"]) or real(*a, **k))
+    return calls

@@ -128,16 +128,10 @@ def test_inline_fields_equal_the_config_file(tmp_path):
     assert a.param_count == b.param_count and a.fwd_flops == b.fwd_flops
 
 
-def test_an_hf_model_is_extracted_once_per_config(monkeypatch, tmp_path):
+def test_an_hf_model_is_extracted_once_per_config(tmp_path, extractions):
     """parsim.model.spec keeps an hf: model's graph by its config's text (ModelSource): loaded again,
     it is not extracted again; another config is (tests/test_model.py checks the rest of the key)."""
-    import parsim.model.extract as extract_module
-    import parsim.model.spec as spec_module
-
-    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
-    calls = []
-    real = extract_module.extract_graph
-    monkeypatch.setattr(extract_module, "extract_graph", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = extractions
     first = load_model(TINY).graph
     assert load_model(TINY).graph is first and len(calls) == 1
     with open(TINY_CFG) as f:

@@ -5,7 +5,6 @@ import time
 import pytest
 import torch
 
-import parsim.model.extract as extract_module
 import parsim.model.spec as spec_module
 from parsim.model.extract import InputSpec, cut_units, extract_graph
 from parsim.model.spec import load_model
@@ -95,14 +94,11 @@ def test_gpt3_175b_extracts_in_seconds(monkeypatch):
     assert time.perf_counter() - t < 10
 
 
-def test_a_built_in_or_hf_model_is_extracted_once_and_a_module_model_every_time(monkeypatch, tmp_path):
+def test_a_built_in_or_hf_model_is_extracted_once_and_a_module_model_every_time(monkeypatch, tmp_path, extractions):
     """parsim.model.spec keeps a built-in or Hugging Face model's graph by its ModelSource, input,
     name and dtype (the newest EXTRACTED_KEPT); a module: model, whose code is the user's, is
     extracted at every load."""
-    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
-    calls = []
-    real = extract_module.extract_graph
-    monkeypatch.setattr(extract_module, "extract_graph", lambda *a, **k: calls.append(k["dtype"]) or real(*a, **k))
+    calls = extractions
     first = load_model("examples/gpt_tiny_local.yaml")
     again = load_model("examples/gpt_tiny_local.yaml")
     assert calls == ["fp32"] and again.graph is first.graph and again is not first
