@@ -107,6 +107,13 @@ def test_a_held_out_sources_rows_are_in_no_band_and_say_how_they_fared():
                                                                 for i, r in enumerate(ratios)) + held)
     assert "held-out" not in other.source                 # another mix: not its test
     assert "held-out" not in step_band(2.0, kind, rows + held, leave_out="new").source
+    # each held-out source is its own test: two families, two clauses, each with its own rows
+    later = tuple(Residual(f"g{i}", "later", PlanKind("H100-SXM5-80GB", "fsdp", "dense"), math.log(r), True)
+                  for i, r in enumerate([1.05, 1.15]))
+    both = step_band(2.0, kind, rows + held + later).source
+    assert "; held-out test: 3 fsdp dense rows of new (A100-SXM4-80GB), fitted on by nothing, ran 1.10-4.50x" in both
+    assert ("; held-out test: 2 fsdp dense rows of later (H100-SXM5-80GB), fitted on by nothing, ran 1.05-1.15x "
+            "their predicted steps, 2 of 2 inside this band") in both
 
 
 def test_simulate_prints_the_band_and_plan_files_carry_it(tmp_path, capsys):

@@ -142,6 +142,41 @@ def test_the_held_out_zero3_rows_stay_as_drawn_and_out_of_every_fit():
         assert price(f).error == pytest.approx(ZERO3_DRAWN[f.id], abs=0.02), f.id
 
 
+# The held-out sources drawn on 2026-11-30, each priced once before any change: sha256 of the rows as
+# drawn (every field but a row's note) and each scored row's error then (results/2026-11-30d-amd-epyc/
+# heldout-fsdp-scale.txt, heldout-910b-seventh.txt).  Pinned as the ZeRO-3 rows are above: a change of
+# the model that moves one is seen here, and makes its source a development one (fit.yaml, held_out).
+HELD_OUT_DRAWN = {
+    "results/published/fsdp_scale_figures.yaml": (
+        "llm-foundry-large-scale", "6c8f04f17e5678d5d06356574a0290e78ea573365c9a3ee4876fdd595150edfb",
+        {"llmfoundry-large-mpt70b-h100-512gpu-s2048": 0.163, "llmfoundry-large-mpt30b-h100-512gpu-s2048": 0.128,
+         "llmfoundry-large-mpt13b-h100-512gpu-s2048": 0.066, "llmfoundry-large-mpt7b-h100-512gpu-s2048": 0.367}),
+    "results/published/ascend7_figures.yaml": (
+        "modelzoo-foundation", "70e941bcf174b454e8a13acc682873f72bdd755a8e2c454b7bcaa8144d53fbb5",
+        {"mzf-llama2-7b-fsdp-910b-8npu": 0.030}),
+}
+
+
+@pytest.mark.parametrize("path", sorted(HELD_OUT_DRAWN))
+def test_the_sources_held_out_on_11_30_stay_as_drawn_and_out_of_every_fit(path):
+    import hashlib
+    import json
+
+    from parsim.profile.loso import load_fit_spec
+
+    source, sha256, errors = HELD_OUT_DRAWN[path]
+    rows = yaml.safe_load(open(path).read())["figures"]
+    drawn = [{k: v for k, v in r.items() if k != "note"} for r in rows]
+    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == sha256
+    assert source in load_fit_spec("results/published/fit.yaml").held_out
+    figures = load_figures(path).figures
+    assert {f.source for f in figures} == {source}
+    assert {f.id for f in figures if not f.excluded} == set(errors)
+    for f in figures:
+        if not f.excluded:
+            assert price(f).error == pytest.approx(errors[f.id], abs=0.02), f.id
+
+
 def test_a_calibration_row_is_never_scored_out_of_sample():
     """ModelLink's rows, on which atlas-900-a2 is calibrated (ascend_figures.yaml's calibration:
     section), are excluded from the out-of-sample score and say why."""
