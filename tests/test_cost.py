@@ -1,7 +1,9 @@
 """Cost model: alpha-beta collectives, DDP buckets, roofline, the profiled table."""
 
 import math
+from dataclasses import replace
 
+import nccl_closed_form
 import pytest
 
 from parsim.cost.comm import collective_time_s, ddp_buckets, p2p_time_s
@@ -19,14 +21,44 @@ def test_ring_allreduce_matches_bus_bandwidth_factor():
     link = A100.link_for("group")
     coll = A100.profile.collectives
     beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
-    alpha = link.latency_s + coll.latency_s
+    # the latency: NCCL's own model (dgx-a100's collective.latency_model: nccl, parsim.cost.nccl)
+    assert coll.latency_model == "nccl"
     t = collective_time_s(A100, ranks, S, algorithm="ring")
-    assert t == pytest.approx(2 * 7 * alpha + 2 * 7 / 8 * S / beta)
+    assert t == pytest.approx(nccl_closed_form.ring_s("all_reduce", 8, 1, 2.0) + 2 * 7 / 8 * S / beta)
     # nccl-tests: busbw = algbw * 2(n-1)/n, and busbw -> link bandwidth for large S
     algbw = S / t
     assert algbw * 2 * 7 / 8 == pytest.approx(beta, rel=1e-3)
     ag = collective_time_s(A100, ranks, S, op="all_gather")
-    assert ag == pytest.approx(7 * alpha + 7 / 8 * S / beta)
+    assert ag == pytest.approx(nccl_closed_form.ring_s("all_gather", 8, 1, 2.0) + 7 / 8 * S / beta)
+    # without it, alpha-beta steps: the link's latency and the library's a step
+    steps = replace(A100, profile=replace(A100.profile, collectives=replace(coll, latency_model="")))
+    alpha = link.latency_s + coll.latency_s
+    assert collective_time_s(steps, ranks, S, algorithm="ring") == pytest.approx(2 * 7 * alpha + 2 * 7 / 8 * S / beta)
+    assert collective_time_s(steps, ranks, S, op="all_gather") == pytest.approx(7 * alpha + 7 / 8 * S / beta)
+
+
+def test_nccl_latency_model_inside_and_between_nodes():
+    """NCCL's tuning model (parsim.cost.nccl) on small messages, where it is all there is: a ring's
+    steps inside a node at NVLink's hop, between nodes at the network's, the cross-node ring's
+    inside steps no faster than the host posts them (AMD hosts: 6 us under Simple); a tree's
+    chain inside the node and log2(nodes) hops between, twice."""
+    a100 = load_cluster("dgx-a100:4x8")           # AMD EPYC hosts: net_overhead_us 2
+    h100 = load_cluster("dgx-h100:4x8")           # Intel Xeon hosts: 1
+    tiny = 8.0                                    # bytes: the bandwidth term is nothing
+    for c, overhead in ((a100, 2.0), (h100, 1.0)):
+        assert c.profile.collectives.net_overhead_s == overhead * 1e-6
+        for op in ("all_gather", "reduce_scatter", "all_reduce"):
+            for ranks, nodes in ((list(range(8)), 1), (list(range(32)), 4), (list(range(0, 32, 8)), 4)):
+                t = collective_time_s(c, ranks, tiny, op, "ring")
+                assert t == pytest.approx(nccl_closed_form.ring_s(op, len(ranks), nodes, overhead), rel=1e-3), \
+                    (op, len(ranks))
+        assert collective_time_s(c, list(range(32)), tiny, "all_reduce", "tree") == pytest.approx(
+            nccl_closed_form.tree_s(32, 4), rel=1e-3)
+    # 32 ranks on 4 nodes: 27 of the all-gather's 31 steps inside at 6 us (AMD), 3.4 us (Intel)
+    assert collective_time_s(a100, list(range(32)), tiny, "all_gather") == pytest.approx(
+        (8.4 + 28 * 6 + 3 * 14) * 1e-6, rel=1e-3)
+    assert collective_time_s(h100, list(range(32)), tiny, "all_gather") == pytest.approx(
+        (8.4 + 28 * 3.4 + 3 * 14) * 1e-6, rel=1e-3)
 
 
 def test_hierarchical_wins_across_nodes_and_auto_picks_the_fastest():

@@ -5,10 +5,10 @@ between nodes on every NIC of a node's ranks since 2026-11-29)."""
 import collections
 import itertools
 import json
-import math
 import shutil
 from dataclasses import replace
 
+import nccl_closed_form
 import pytest
 import yaml
 
@@ -147,15 +147,15 @@ def test_collective_time_across_pods_grows_with_oversubscription_by_the_closed_f
         _pods_profile(tmp_path, o, f"pods{int(o * 10)}")
         c = load_cluster(f"pods{int(o * 10)}:6x8")
         coll, net = c.profile.collectives, c.link_for("network")
-        alpha = net.latency_s + 1.5e-6 + coll.latency_s
         beta = net.bandwidth_bytes_per_s * net.efficiency * coll.bandwidth_efficiency / o
-        steps, bus = {("all_reduce", "ring"): (2 * (n - 1), 2 * (n - 1) / n),
-                      ("all_reduce", "tree"): (2 * math.ceil(math.log2(n)), 2.0),
-                      ("all_gather", "ring"): (n - 1, (n - 1) / n),
-                      ("reduce_scatter", "ring"): (n - 1, (n - 1) / n)}[(op, algorithm)]
+        bus = {("all_reduce", "ring"): 2 * (n - 1) / n, ("all_reduce", "tree"): 2.0,
+               ("all_gather", "ring"): (n - 1) / n, ("reduce_scatter", "ring"): (n - 1) / n}[(op, algorithm)]
+        # the latency: NCCL's model (dgx-h100's latency_model: nccl), one rank a node on six nodes
+        latency = (nccl_closed_form.tree_s(n, n) if algorithm == "tree"
+                   else nccl_closed_form.ring_s(op, n, n, coll.net_overhead_s * 1e6))
         bandwidth_term[o] = bus * S / beta
         times[o] = collective_time_s(c, across, S, op, algorithm)
-        assert times[o] == pytest.approx(steps * alpha + bandwidth_term[o], rel=1e-12)
+        assert times[o] == pytest.approx(latency + bandwidth_term[o], rel=1e-12)
         in_pod.add(collective_time_s(c, inside, S, op, algorithm))
     for o, t in times.items():     # only the bandwidth term grows, in proportion to the oversubscription
         assert t - times[1.0] == pytest.approx((o - 1) * bandwidth_term[1.0], rel=1e-9)
@@ -228,13 +228,19 @@ def test_one_tier_profiles_keep_every_class_and_price(spec):
         alpha = link.latency_s + coll.latency_s
         beta = spread(link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency,
                       coll.bandwidth_efficiency)
+
+        def latency(op, steps, step_s):
+            """NCCL's model where the profile asks for it (its rings' steps by hop), else alpha-beta steps"""
+            if coll.latency_model == "nccl":
+                return nccl_closed_form.ring_s(op, k, len(per_node), coll.net_overhead_s * 1e6)
+            return steps * step_s
         assert collective_time_s(c, g, S, "all_reduce", "ring") == pytest.approx(
-            2 * (k - 1) * alpha + 2 * (k - 1) / k * S / beta, rel=1e-12)
+            latency("all_reduce", 2 * (k - 1), alpha) + 2 * (k - 1) / k * S / beta, rel=1e-12)
         fit = coll.op_fit("all_gather")      # local-cpu: measured as gloo runs it (Collectives.op_fits)
         if fit is not None:
             alpha, beta = link.latency_s + fit[0], spread(link.bandwidth_bytes_per_s * link.efficiency * fit[1], fit[1])
         assert collective_time_s(c, g, S, "all_gather") == pytest.approx(
-            (k - 1) * alpha + (k - 1) / k * S / beta, rel=1e-12)
+            latency("all_gather", k - 1, alpha) + (k - 1) / k * S / beta, rel=1e-12)
 
 
 def test_hierarchical_between_nodes_is_still_the_network_link_on_one_tier():
@@ -263,29 +269,32 @@ def test_nccl_rings_between_nodes_leave_on_every_nic_of_the_nodes_ranks():
     net, nvl = c.link_for("network"), c.link_for("group")
     b_net = net.bandwidth_bytes_per_s * net.efficiency * coll.bandwidth_efficiency        # 25 GB/s x 0.9...
     b_nvl = nvl.bandwidth_bytes_per_s * nvl.efficiency * coll.bandwidth_efficiency        # 300 GB/s x 0.83 x 0.9...
-    alpha = net.latency_s + coll.latency_s
+    # the latency: NCCL's model (dgx-a100: latency_model nccl, AMD hosts), two nodes
+    def lat(op, n):
+        return nccl_closed_form.ring_s(op, n, 2, 2.0)
     # 16 ranks, 8 a node: 8 NICs at once (200 GB/s) under NVLink's 8/7 x b_nvl
     b16 = min(8 * b_net, 8 / 7 * b_nvl)
     assert b16 == 8 * b_net
     assert collective_time_s(c, list(range(16)), S, "all_gather") == pytest.approx(
-        15 * alpha + 15 / 16 * S / b16, rel=1e-12)
+        lat("all_gather", 16) + 15 / 16 * S / b16, rel=1e-12)
     assert collective_time_s(c, list(range(16)), S, "all_reduce", "ring") == pytest.approx(
-        2 * 15 * alpha + 2 * 15 / 16 * S / b16, rel=1e-12)
+        lat("all_reduce", 16) + 2 * 15 / 16 * S / b16, rel=1e-12)
     # 4 ranks a node (a tp = 2 plan's dp group): 4 NICs
     group = [r for r in range(16) if r % 2 == 0]
-    assert collective_time_s(c, group, S, "reduce_scatter") == pytest.approx(7 * alpha + 7 / 8 * S / (4 * b_net),
-                                                                              rel=1e-12)
+    assert collective_time_s(c, group, S, "reduce_scatter") == pytest.approx(
+        lat("reduce_scatter", 8) + 7 / 8 * S / (4 * b_net), rel=1e-12)
     # the node with the fewest of the group's ranks sets it: 3 on node 0, 1 on node 1 is one NIC
-    assert collective_time_s(c, [0, 1, 2, 8], S, "all_gather") == pytest.approx(3 * alpha + 3 / 4 * S / b_net,
-                                                                               rel=1e-12)
+    assert collective_time_s(c, [0, 1, 2, 8], S, "all_gather") == pytest.approx(
+        lat("all_gather", 4) + 3 / 4 * S / b_net, rel=1e-12)
     # one rank a node: its own NIC, as before
-    assert collective_time_s(c, [0, 8], S, "all_gather") == pytest.approx(alpha + S / 2 / b_net, rel=1e-12)
+    assert collective_time_s(c, [0, 8], S, "all_gather") == pytest.approx(lat("all_gather", 2) + S / 2 / b_net,
+                                                                          rel=1e-12)
     # where the node's link is the narrower, it caps: NVLink at a tenth of its speed
     slow = replace(c, profile=replace(c.profile, links=tuple(
         (cls, replace(link, efficiency=link.efficiency / 10) if cls == "group" else link)
         for cls, link in c.profile.links)))
     assert collective_time_s(slow, list(range(16)), S, "all_gather") == pytest.approx(
-        15 * alpha + 15 / 16 * S / (8 / 7 * b_nvl / 10), rel=1e-12)
+        lat("all_gather", 16) + 15 / 16 * S / (8 / 7 * b_nvl / 10), rel=1e-12)
     # HCCL's flat ring and gloo's keep one NIC a rank
     for spec in ("ascend910:2x8", "local-cpu:2x2"):
         other = load_cluster(spec)
@@ -299,9 +308,9 @@ def test_nccl_rings_between_nodes_leave_on_every_nic_of_the_nodes_ranks():
     nvl72 = load_cluster("gb200-nvl72:36x4")
     dom = nvl72.link_for("domain")
     c72 = nvl72.profile.collectives
-    assert collective_time_s(nvl72, list(range(8)), S, "all_gather") == pytest.approx(
-        7 * (dom.latency_s + c72.latency_s) + 7 / 8 * S / (dom.bandwidth_bytes_per_s * dom.efficiency
-                                                            * c72.bandwidth_efficiency), rel=1e-12)
+    assert collective_time_s(nvl72, list(range(8)), S, "all_gather") == pytest.approx(       # one NVLink domain
+        nccl_closed_form.ring_s("all_gather", 8, 1, 1.0) + 7 / 8 * S / (dom.bandwidth_bytes_per_s * dom.efficiency
+                                                                         * c72.bandwidth_efficiency), rel=1e-12)
 
 
 # ------------------------------------------------------------------------------- reading, describing, writing

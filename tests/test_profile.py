@@ -376,6 +376,14 @@ def test_the_collective_section_round_trips_every_field(tmp_path):
     assert (back.busy_sender_delay_s, back.fsdp_gather_overhead_s) == pytest.approx((4e-3, 1.5e-3))
     assert back.fsdp_reduce_scatter_copy_bytes_per_s == pytest.approx(1.7e9)
     assert back.for_dtype("bf16").overlap == 0.0
+    # NCCL's latency model (Collectives.latency_model) and its host overhead survive a calibration too
+    nccl = Collectives(library="nccl", bandwidth_efficiency=0.9, latency_s=5e-6, latency_model="nccl",
+                       net_overhead_s=2e-6)
+    out.write_text("\n".join(f"collective: {collectives_flow(nccl)}" if line.startswith("collective:") else line
+                             for line in text) + "\n")
+    back = load_profile(str(out)).collectives
+    assert (back.latency_model, back.net_overhead_s) == ("nccl", pytest.approx(2e-6))
+    assert collectives_flow(back) == collectives_flow(nccl)
 
 
 def test_concurrent_profilers_start_every_optimizer_step_together(monkeypatch):

@@ -19,7 +19,10 @@ PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather and reduce-scatter (n-1)/n):
                              off-node (n-k)/n * S over the NICs (all_to_all_time_s: rails, PXN)
 
 B is the slowest link the group crosses (Cluster.span_class: its farthest tier), times the
-collective library's bandwidth efficiency; a = link latency + the library's per-step latency.
+collective library's bandwidth efficiency; a = link latency + the library's per-step latency,
+except where a profile gives NCCL's own latency model (collective.latency_model: nccl): there a
+ring's or tree's latency is NCCL's (parsim.cost.nccl: a base, then each step at its hop's, inside
+a node or between nodes) and only its bytes are priced as above.
 Across nodes, NCCL's rings and trees leave each node on the NICs of all the group's k ranks there
 at once (one ring per channel, each crossing on another NIC), so B there is k times a rank's share
 of the NICs, up to what the node's own link carries beside it (_between_nodes).
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import math
 
-from parsim.cost import hccl
+from parsim.cost import hccl, nccl
 from parsim.errors import InputError
 from parsim.hardware.cluster import Cluster
 
@@ -103,16 +106,21 @@ def group_link_class(cluster: Cluster, ranks) -> str:
     return cluster.span_class(ranks)
 
 
-def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str, int]:
+def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str, int, int]:
     """(farthest link class, nodes spanned, most ranks on one node, link class inside a node,
-    fewest ranks on one node).  The planner prices the same groups for every candidate and bucket:
-    its pricing context keeps them (parsim.sim.prices.Prices.shape)."""
+    fewest ranks on one node, NVLink domains spanned).  The last counts a scale-up domain across
+    nodes (NVL72's 18 trays) as one, as NCCL's multi-node NVLink treats its ranks as one node's
+    (assumed: NCCL_MNNVL_ENABLE's documentation says only that NVLink is used between them); without
+    one it is the nodes.  The planner prices the same groups for every candidate and bucket: its
+    pricing context keeps them (parsim.sim.prices.Prices.shape)."""
     nodes: dict[int, list[int]] = {}
     for r in ranks:
         nodes.setdefault(cluster.node_of(r), []).append(r)
     first = next(iter(nodes.values()))
     counts = [len(v) for v in nodes.values()]
-    return cluster.span_class(ranks), len(nodes), max(counts), cluster.span_class(first), min(counts)
+    per_domain = cluster.profile.fabric.domain_nodes
+    domains = len({n // per_domain for n in nodes}) if per_domain else len(nodes)
+    return cluster.span_class(ranks), len(nodes), max(counts), cluster.span_class(first), min(counts), domains
 
 
 def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
@@ -186,12 +194,37 @@ def _full_mesh(cluster: Cluster, link_class: str) -> bool:
             and "mesh" in cluster_algorithms(cluster))
 
 
+def _nccl_latency_s(cluster: Cluster, algorithm: str, op: str, n: int, domains: int) -> float | None:
+    """A ring's or tree's latency by NCCL's own tuning model (parsim.cost.nccl) where the
+    profile asks for it (Collectives.latency_model) and profile-comm measured no fit of ``op``'s
+    own; None where the alpha-beta steps price it."""
+    coll = cluster.profile.collectives
+    if coll.latency_model != "nccl" or coll.op_fit(op) is not None:
+        return None
+    if algorithm == "ring":
+        return nccl.ring_latency_s(op, n, domains, coll.net_overhead_s)
+    if algorithm == "tree" and op == "all_reduce":
+        return nccl.tree_latency_s(n, domains)
+    return None
+
+
+def _one_level(cluster: Cluster, n: int, domains: int, nbytes: float, alpha: float, beta: float, op: str,
+               algorithm: str) -> float:
+    """_flat over n ranks on ``domains`` NVLink domains (group_shape), its latency NCCL's model
+    where the profile asks for it (_nccl_latency_s)."""
+    latency_s = _nccl_latency_s(cluster, algorithm, op, n, domains)
+    if latency_s is None or n <= 1 or nbytes <= 0:
+        return _flat(n, nbytes, alpha, beta, op, algorithm)
+    return latency_s + _flat(n, nbytes, 0.0, beta, op, algorithm)
+
+
 def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str, inner_class: str,
-             fewest: int) -> float:
-    """An all-gather or reduce-scatter over n ranks priced at ``link_class``: a ring (across
-    nodes, _between_nodes), or HCCL's mesh in a full-mesh group where that is faster."""
+             fewest: int, domains: int) -> float:
+    """An all-gather or reduce-scatter over n ranks (on ``domains`` NVLink domains: group_shape)
+    priced at ``link_class``: a ring (across nodes, _between_nodes), or HCCL's mesh in a
+    full-mesh group where that is faster."""
     alpha, beta = _between_nodes(cluster, link_class, inner_class, fewest, op)
-    ring = _flat(n, nbytes, alpha, beta, op, "ring")
+    ring = _one_level(cluster, n, domains, nbytes, alpha, beta, op, "ring")
     return min(ring, hccl.mesh_time_s(n, nbytes, alpha, beta, op)) if _full_mesh(cluster, link_class) else ring
 
 
@@ -209,9 +242,9 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
     coll = cluster.profile.collectives
     if op == "reduce_scatter" and coll.op_fit(op) is None and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
         op = "all_reduce"
-    worst, n_nodes, k, inner_class, fewest = shape or group_shape(cluster, ranks)
+    worst, n_nodes, k, inner_class, fewest, domains = shape or group_shape(cluster, ranks)
     if op != "all_reduce":
-        return _sharded(cluster, n, nbytes, worst, op, inner_class, fewest)
+        return _sharded(cluster, n, nbytes, worst, op, inner_class, fewest, domains)
     best = math.inf
     flat_ab = _between_nodes(cluster, worst, inner_class, fewest, op)     # every one-level algorithm's
     for a in algorithms:
@@ -222,7 +255,7 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
             if n_nodes > 1 and k > 1:
                 best = min(best, _two_level(cluster, a, n_nodes, k, nbytes, inner_class, worst))
         else:
-            best = min(best, _flat(n, nbytes, *flat_ab, op, a))
+            best = min(best, _one_level(cluster, n, domains, nbytes, *flat_ab, op, a))
     return best
 
 

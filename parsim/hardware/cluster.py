@@ -260,6 +260,7 @@ class Cluster:
             "nics_per_node": p.nics_per_node,
             "fabric": p.fabric.describe(),
             "collective_library": p.collectives.library,
+            "collective_latency_model": p.collectives.latency_model,
             "rank_devices": [list(rd) for rd in self.rank_devices],
             "input_pipeline": None if p.input_pipeline is None else {
                 "overlap": p.input_pipeline.overlap, "host_samples_per_s": p.input_pipeline.host_samples_per_s,

@@ -13,6 +13,8 @@ from parsim.hardware.interaction import Interaction, interaction_flow, read_inte
 from parsim.inputs import Fields
 
 COLLECTIVE_LIBRARIES = ("hccl", "nccl", "gloo")
+# collective.latency_model: "" (alpha-beta steps at latency_us) or NCCL's tuning model (parsim.cost.nccl)
+LATENCY_MODELS = ("", "nccl")
 # The training dtypes besides fp32 (parsim.model.spec.DTYPES; hardware does not import model, a
 # test keeps the two equal): those collective.dtypes may list.
 REDUCED_DTYPES = ("fp16", "bf16")
@@ -92,6 +94,14 @@ class Collectives:
     # library's defaults (parsim.cost.comm.LIBRARY_ALGORITHMS; its PRODUCT_ALGORITHMS says which a
     # product may add, e.g. HCCL's mesh and pipeline on Atlas A2); () : the defaults
     algorithms: tuple[str, ...] = ()
+    # Whose model prices a ring's or tree's latency: "" the alpha-beta steps (latency_s a step on
+    # top of the link's, as profile-comm measures it); "nccl" NCCL's own tuning model
+    # (parsim.cost.nccl: a base latency, then each step at its hop's, inside a node or between),
+    # for an NCCL profile whose latency nobody measured.  All-to-alls keep the alpha-beta steps.
+    latency_model: str = ""
+    # NCCL's network post overhead of the nodes' host CPU, which bounds a cross-node ring's steps
+    # inside a node (tuning.cc, getNetOverhead: 1 us on an Intel host, 2 us on an AMD one)
+    net_overhead_s: float = 0.0
 
     def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
         """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
@@ -208,6 +218,8 @@ def collectives_flow(c: Collectives) -> str:
         parts.append(f"busy_sender_delay_us: {c.busy_sender_delay_s * 1e6:.0f}")
     if c.algorithms:
         parts.append(f"algorithms: [{', '.join(c.algorithms)}]")
+    if c.latency_model:
+        parts.append(f"latency_model: {c.latency_model}, net_overhead_us: {c.net_overhead_s * 1e6:.4g}")
     parts += [f"{op}: {{bandwidth_efficiency: {e:.4g}, latency_us: {a * 1e6:.4g}}}" for op, a, e in c.op_fits]
     if c.fsdp_gather_overhead_s or c.fsdp_reduce_scatter_overhead_s:
         parts += [f"fsdp_gather_overhead_us: {c.fsdp_gather_overhead_s * 1e6:.0f}",
@@ -268,6 +280,11 @@ def read_collectives(c: Fields) -> Collectives:
                        tp_overlap_chunks=c.positive_int("tp_overlap_chunks", 4),
                        interaction=read_interaction(c.get("interaction", list, []),
                                                     lambda msg: InputError(f"{c.where(msg)}")),
-                       algorithms=_algorithms(c))
+                       algorithms=_algorithms(c),
+                       latency_model=c.choice("latency_model", LATENCY_MODELS, ""),
+                       net_overhead_s=_microseconds(c, "net_overhead_us"))
     c.done()
+    if coll.latency_model == "nccl" and coll.library != "nccl":
+        raise c.fail("latency_model", f"nccl prices NCCL's rings and trees, but the library is {coll.library}; "
+                                      "remove it or set library: nccl")
     return coll
