@@ -5,6 +5,7 @@ the single-process reference is tests/test_exec.py::test_context_parallel_gpt_ma
 
 import json
 
+import nccl_closed_form
 import pytest
 
 from parsim.cli import main
@@ -24,19 +25,19 @@ GPT = "examples/gpt_small_local.yaml"        # 4 blocks, h 256, 8 heads of 32, s
 
 @pytest.mark.parametrize("cp", [2, 4, 8])
 def test_allgather_of_one_attention_layer_in_closed_form(gpt, h100, cp):
-    """Forward: the ring all-gather of cp K, V chunks, (cp-1) alpha + (cp-1) chunk / beta; backward:
-    that all-gather again and the reduce-scatter of dK, dV, twice it; none hidden.  The ring moves
-    the same bytes but hides them behind the chunks' attention."""
+    """Forward: the ring all-gather of cp K, V chunks, NCCL's latency for it (one node: a base and
+    cp-1 NVLink hops, tests/nccl_closed_form.py) + (cp-1) chunk / beta; backward: that all-gather
+    again and the reduce-scatter of dK, dV, twice it; none hidden.  The ring moves the same bytes
+    but hides them behind the chunks' attention."""
     b = 4
     layer = per_device_graph(gpt.graph, cp=cp).layers[1]
     chunk = 2 * (128 // cp) * 8 * 32 * 4 * b                       # K and V of s/cp tokens, 8 heads of 32, fp32
     assert layer.cp_kv_bytes * b == chunk
     link = h100.link_for("group")
     coll = h100.profile.collectives
-    alpha = link.latency_s + coll.latency_s                        # NVLink's 3 us + NCCL's 5 us a step
     beta = link.bandwidth_bytes_per_s * link.efficiency * coll.bandwidth_efficiency
     ranks = list(range(cp))
-    gather = (cp - 1) * alpha + (cp - 1) * chunk / beta
+    gather = nccl_closed_form.ring_s("all_gather", cp, 1, 1.0) + (cp - 1) * chunk / beta
     assert allgather_exposed_s(layer, "F", b, cp, h100, ranks) == pytest.approx(gather, rel=1e-12)
     assert allgather_exposed_s(layer, "B", b, cp, h100, ranks) == pytest.approx(2 * gather, rel=1e-12)
     assert allgather_exposed_s(layer, "W", b, cp, h100, ranks) == 0.0
