@@ -124,15 +124,21 @@ ZERO3_DRAWN = {"narayanan-zero3-175b-384gpu": 0.430, "narayanan-zero3-175b-768gp
                "narayanan-zero3-530b-1120gpu": 1.184, "narayanan-zero3-530b-2240gpu": 3.427}
 
 
-def test_the_held_out_zero3_rows_stay_as_drawn_and_out_of_every_fit():
+def _drawn_sha256(path: str) -> str:
+    """sha256 of a figures file's rows as drawn: every field but a row's note (which records how it
+    priced since)."""
     import hashlib
     import json
 
+    rows = yaml.safe_load(open(path).read())["figures"]
+    drawn = [{k: v for k, v in r.items() if k != "note"} for r in rows]
+    return hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest()
+
+
+def test_the_held_out_zero3_rows_stay_as_drawn_and_out_of_every_fit():
     from parsim.profile.loso import load_fit_spec
 
-    rows = yaml.safe_load(open(ZERO3).read())["figures"]
-    drawn = [{k: v for k, v in r.items() if k != "note"} for r in rows]
-    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == ZERO3_ROWS_SHA256
+    assert _drawn_sha256(ZERO3) == ZERO3_ROWS_SHA256
     spec = load_fit_spec("results/published/fit.yaml")
     figures = load_figures(ZERO3).figures
     assert {f.source for f in figures} == {"narayanan2021-zero3"} <= spec.held_out
@@ -165,15 +171,10 @@ HELD_OUT_DRAWN = {
 
 @pytest.mark.parametrize("path", sorted(HELD_OUT_DRAWN))
 def test_the_sources_held_out_on_11_30_stay_as_drawn_and_out_of_every_fit(path):
-    import hashlib
-    import json
-
     from parsim.profile.loso import load_fit_spec
 
     source, sha256, errors = HELD_OUT_DRAWN[path]
-    rows = yaml.safe_load(open(path).read())["figures"]
-    drawn = [{k: v for k, v in r.items() if k != "note"} for r in rows]
-    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == sha256
+    assert _drawn_sha256(path) == sha256
     assert source in load_fit_spec("results/published/fit.yaml").held_out
     figures = load_figures(path).figures
     assert {f.source for f in figures} == {source}

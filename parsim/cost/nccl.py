@@ -15,7 +15,7 @@ NVLS, CollNet and PAT.
         base + (steps - between) x inside + between x outside,
         inside = max(NVLink hop, 3 x the host's network post overhead) when N > 1
     tree (all-reduce), ppn = n / N ranks a node:
-        base + 2 ((ppn - 1) x tree's NVLink hop + log2(N) x outside)
+        base + 2 ((ppn - 1) x tree's NVLink hop + floor(log2 N) x outside)
 """
 
 from __future__ import annotations

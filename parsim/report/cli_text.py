@@ -124,8 +124,8 @@ def cluster_lines(d: dict) -> list[str]:
     res = dev["memory_reserved"]
     lines = [f"{d['cluster']}: {d['description']}",
              f"  {d['nodes']} node(s) x {d['devices_per_node']} devices = {d['world_size']} ranks; "
-             f"collectives: {d['collective_library']}"
-             + (" (rings' and trees' latency: NCCL's tuning model)" if d.get("collective_latency_model") == "nccl" else ""),
+             f"collectives: {d['collective_library']}" + (" (rings' and trees' latency: NCCL's tuning model)"
+                                                          if d.get("collective_latency_model") == "nccl" else ""),
              f"  device {dev['name']}: {human_bytes(dev['memory_bytes'])} at "
              f"{human_si(dev['memory_bandwidth_bytes_per_s'], 'B/s')}; peak {peaks}",
              f"  usable memory {human_bytes(dev['usable_memory_bytes'])}: less "
