@@ -6,8 +6,10 @@ MindFormers' later releases; mindspeed_llm_figures.yaml: the fifth, MindSpeed-LL
 calibration rows' own publisher three months later, a development set since the loss was priced
 (its small models' miss led to it); modellink_readmes_figures.yaml: the sixth, ModelLink's
 per-model READMEs, drawn to score that change; the third, fourth and sixth held out, and the third
-and fourth have scored changes not kept since: results/2026-11-29-amd-epyc/) and the out-of-sample
-rows on the new NVIDIA machines (nvidia_new_figures.yaml), priced with the profiles as shipped."""
+and fourth have scored changes not kept since: results/2026-11-29-amd-epyc/; ascend7_figures.yaml and
+ascend8_figures.yaml: the seventh and eighth, held-out sources of results/published/fit.yaml) and the
+out-of-sample rows on the new NVIDIA machines (nvidia_new_figures.yaml), priced with the profiles as
+shipped."""
 
 import hashlib
 import json
@@ -31,6 +33,10 @@ FIFTH = "results/published/mindspeed_llm_figures.yaml"
 ASCEND_5 = load_figures(FIFTH)
 SIXTH = "results/published/modellink_readmes_figures.yaml"
 ASCEND_6 = load_figures(SIXTH)
+SEVENTH = "results/published/ascend7_figures.yaml"
+ASCEND_7 = load_figures(SEVENTH)
+EIGHTH = "results/published/ascend8_figures.yaml"
+ASCEND_8 = load_figures(EIGHTH)
 # A held-out row priced 5.6x its figure (its note): beyond any recorded miss (at most 100%), so pinned
 # on its own below rather than in ROWS.
 UNEXPLAINED = "mf3-deepseek15-7b-s4096-900-a2"
@@ -38,7 +44,8 @@ UNEXPLAINED = "mf3-deepseek15-7b-s4096-900-a2"
 # (its note): pinned on its own too.
 TWICE = "msllm-qwen2-0_5b-32k-a2-8npu"
 ROWS = [f for f in ASCEND.figures + ASCEND_2.figures + ASCEND_3.figures + ASCEND_4.figures + ASCEND_5.figures
-        + ASCEND_6.figures + NVIDIA.figures if not f.excluded and f.id not in (UNEXPLAINED, TWICE)]
+        + ASCEND_6.figures + ASCEND_7.figures + ASCEND_8.figures + NVIDIA.figures
+        if not f.excluded and f.id not in (UNEXPLAINED, TWICE)]
 # sha256 of the second 910B set's rows as drawn (every field but a row's note and miss_within, which
 # record how it priced) and of the model files they read: a changed row is a different set.  One
 # correction since (2026-11-29, its note): the Qwen1.5 14B 32K row's global batch, 4 -> 8 (drawn:
@@ -138,6 +145,21 @@ SIXTH_MODELS_SHA256 = {m: FIFTH_MODELS_SHA256[m] for m in (
     "examples/qwen1_5_0_5b/config.json",
     "examples/yi_34b/config.json",
 )}
+
+
+# The seventh and eighth sets (drawn 2026-11-30, held-out sources in results/published/fit.yaml), and
+# each one's scored row's error when drawn (results/2026-11-30d-amd-epyc/heldout-910b-seventh.txt,
+# heldout-910b-eighth.txt): pinned, so that a change that moves either is seen.
+SEVENTH_ROWS_SHA256 = "70e941bcf174b454e8a13acc682873f72bdd755a8e2c454b7bcaa8144d53fbb5"
+SEVENTH_MODELS_SHA256 = {
+    "examples/aquila_7b/config.json": "84451ac57b1788f106bda8c41abfddab4db9f3a5b528e291e112668f5fe9fb18",
+    "examples/llama2_13b/config.json": "ca133a37bfd7c5c3354037d6f08475db7b5fa48635088ab1d081bccb68f1d035",
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+}
+EIGHTH_ROWS_SHA256 = "70632f8b6320ef0f740bb6d75fab391f503628bf3f8aa8bbfb1a3cf5ab4aaf0a"
+EIGHTH_MODELS_SHA256 = {
+    "examples/llama3_8b/config.json": "3ecf9f07d09f6fdc0d91db46ec9b765a44ee78590cfb5bc293f7cdeb1b33e72b",
+}
 
 
 def assert_drawn_as_hashed(path, rows_sha256, models_sha256, figures=None):
@@ -286,3 +308,25 @@ def test_the_sixth_910b_set_is_the_set_drawn_its_hashes():
     assert all(f.id.startswith("mlr-") for f in ASCEND_6.figures)
     earlier = {(dict(f.model)["hf"], f.measured) for s in (ASCEND, ASCEND_5) for f in s.figures}
     assert not {(dict(f.model)["hf"], f.measured) for f in ASCEND_6.figures} & earlier
+
+
+@pytest.mark.parametrize("path,drawn,rows_sha256,models_sha256,rows,source,publisher,errors", [
+    (SEVENTH, ASCEND_7, SEVENTH_ROWS_SHA256, SEVENTH_MODELS_SHA256, 3, "modelzoo-foundation", "ModelZoo-PyTorch",
+     {"mzf-llama2-7b-fsdp-910b-8npu": 0.030}),
+    (EIGHTH, ASCEND_8, EIGHTH_ROWS_SHA256, EIGHTH_MODELS_SHA256, 1, "mindspeed-core-st", "MindSpeed",
+     {"msc-llama3-8b-tp8-910b-8npu": -0.064})], ids=["seventh", "eighth"])
+def test_the_seventh_and_eighth_910b_sets_are_the_sets_drawn_held_out(path, drawn, rows_sha256, models_sha256, rows,
+                                                                       source, publisher, errors):
+    """Ascend ModelZoo-PyTorch's foundation READMEs (3 rows, 1 priced) and MindSpeed's own documents
+    (1 row): with the model files they were drawn with, held out of every fit, each scored row at its
+    error when drawn."""
+    from parsim.profile.loso import load_fit_spec
+
+    assert_drawn_as_hashed(path, rows_sha256, models_sha256, drawn)
+    assert_a_910b_set(drawn, rows=rows, priced=len(errors), profiles=("atlas-900-a2",),
+                      publisher=publisher)
+    assert {f.source for f in drawn.figures} == {source} and source in load_fit_spec("results/published/fit.yaml").held_out
+    assert {f.id for f in drawn.figures if not f.excluded} == set(errors)
+    for f in drawn.figures:
+        if not f.excluded:
+            assert price(f).error == pytest.approx(errors[f.id], abs=0.02), f.id
