@@ -8,7 +8,6 @@ executor's input kind, and every plan (the planner's pick too, kept to the set's
 validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
 only from the runs its rule allows."""
 
-import hashlib
 import json
 
 import pytest
@@ -22,6 +21,8 @@ from parsim.model.spec import build_module, load_model
 from parsim.sim import simulate
 from parsim.validation import case_microbatch_sizes, default_cases
 from parsim.validation_sets import load_plan_set
+
+from drawn_sets import file_sha256
 
 SET = "results/heldout/2026-11-27.yaml"
 HELD = load_plan_set(SET)
@@ -123,11 +124,6 @@ CONTENT = {
 }
 
 
-def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
-
-
 def _files_of(path: str) -> list[str]:
     """The set file, each model file it names, and a Hugging Face config.json a model file names
     by path (the tiny Mixtral's)."""
@@ -138,7 +134,7 @@ def _files_of(path: str) -> list[str]:
 @pytest.mark.parametrize("path", FROZEN)
 def test_the_set_and_its_models_hash_as_committed(path):
     for f in _files_of(path):
-        assert _sha256(f) == SHA256[f], f"{f} changed: a frozen set's files must not (draw a new set instead)"
+        assert file_sha256(f) == SHA256[f], f"{f} changed: a frozen set's files must not (draw a new set instead)"
 
 
 @pytest.mark.parametrize("path", FROZEN)

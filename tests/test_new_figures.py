@@ -11,15 +11,13 @@ ascend8_figures.yaml: the seventh and eighth, held-out sources of results/publis
 out-of-sample rows on the new NVIDIA machines (nvidia_new_figures.yaml), priced with the profiles as
 shipped."""
 
-import hashlib
-import json
-import os
-
 import pytest
 import yaml
 
 from parsim.hardware.cluster import profile_path
 from parsim.profile.published import load_figures, price
+
+from drawn_sets import assert_drawn_as_hashed
 
 ASCEND = load_figures("results/published/ascend_figures.yaml")
 NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
@@ -160,20 +158,6 @@ EIGHTH_ROWS_SHA256 = "70632f8b6320ef0f740bb6d75fab391f503628bf3f8aa8bbfb1a3cf5ab
 EIGHTH_MODELS_SHA256 = {
     "examples/llama3_8b/config.json": "3ecf9f07d09f6fdc0d91db46ec9b765a44ee78590cfb5bc293f7cdeb1b33e72b",
 }
-
-
-def assert_drawn_as_hashed(path, rows_sha256, models_sha256, figures=None):
-    """A drawn set's rows (every field but a row's note and miss_within) and its model files hash
-    as recorded when it was drawn; with its loaded ``figures``, the files hashed are every model file
-    its rows read."""
-    rows = yaml.safe_load(open(path).read())["figures"]
-    drawn = [{k: v for k, v in r.items() if k not in ("note", "miss_within")} for r in rows]
-    assert hashlib.sha256(json.dumps(drawn, sort_keys=True).encode()).hexdigest() == rows_sha256, path
-    for model, digest in models_sha256.items():
-        assert hashlib.sha256(open(model, "rb").read()).hexdigest() == digest, model
-    if figures is not None:
-        read = {os.path.normpath(os.path.join(os.path.dirname(path), dict(f.model)["hf"])) for f in figures.figures}
-        assert read == set(models_sha256), path
 
 
 def assert_a_910b_set(drawn, rows: int, priced: int, profiles=("atlas-800t-a2", "atlas-900-a2"),

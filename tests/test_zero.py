@@ -181,6 +181,30 @@ def test_zero3_gathers_delay_each_forward_and_backward():
     assert_step_adds_up(e)
 
 
+def test_an_nccl_collective_beside_compute_takes_the_sms_it_runs_on():
+    """NCCL runs a collective as one thread block per channel, each on an SM that the compute
+    beside it loses, so every NVIDIA profile's collective.overlap is under 1: one fitted parameter
+    (results/published/fit.yaml, nccl-overlap), its prior 1 - 16 / (132 - 16) from 16 channels of
+    H100's 132 SMs.  A ZeRO-3 step on 4 A100s (its prefetched gathers and its reduce-scatters)
+    grows as overlap falls: the shipped value's step lies between overlap 1's (nothing charged)
+    and overlap 0.5's."""
+    from parsim.profile.loso import load_fit_spec
+    from pathlib import Path
+
+    spec = load_fit_spec(Path(__file__).resolve().parents[1] / "results" / "published" / "fit.yaml")
+    param = next(p for p in spec.parameters if p.name == "nccl-overlap")
+    sms = load_cluster("dgx-h100:1x1").device.kernels.compute_units
+    assert param.prior == round(1 - 16 / (sms - 16), 2)
+    for name in {profile for profile, _ in param.fields} | {"hgx-h800", "dgx-h100-superpod", "dgx-b200", "gb200-nvl72"}:
+        assert 0.3 <= load_cluster(name).profile.collectives.overlap < 1, name
+    colls = A100.profile.collectives
+
+    def step(overlap):
+        cluster = replace(A100, profile=replace(A100.profile, collectives=replace(colls, overlap=overlap)))
+        return _run(3, cluster=cluster, params=10**6, m=2)[2].step_time_s
+    assert step(1.0) < step(colls.overlap) < step(0.5)
+
+
 def test_zero_needs_data_parallel_ranks_and_an_unsplit_backward_at_stage_3():
     with pytest.raises(InfeasibleError, match="leaves nothing to shard"):
         _run(1, dp=1)
