@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 
+import pytest
 import yaml
 
 # A row's fields recorded after it was drawn: how it priced since (note) and the miss it may carry
@@ -38,3 +39,19 @@ def assert_drawn_as_hashed(path, rows_digest, models_sha256=None, figures=None):
     if figures is not None:
         read = {os.path.normpath(os.path.join(os.path.dirname(path), dict(f.model)["hf"])) for f in figures.figures}
         assert read == set(models_sha256 or {}), path
+
+
+def assert_held_out_as_pinned(figures, source, errors):
+    """Every row of ``figures`` comes from ``source``, a held-out source of results/published/fit.yaml;
+    its scored rows are those of ``errors``, each fitted on by no fold and priced at its pinned error
+    (within 0.02)."""
+    from parsim.profile.loso import load_fit_spec
+    from parsim.profile.published import price
+
+    spec = load_fit_spec("results/published/fit.yaml")
+    assert {f.source for f in figures} == {source} and source in spec.held_out
+    scored = [f for f in figures if not f.excluded]
+    assert {f.id for f in scored} == set(errors)
+    for f in scored:
+        assert not spec.fitted_on(f), f.id
+        assert price(f).error == pytest.approx(errors[f.id], abs=0.02), f.id

@@ -17,7 +17,7 @@ import yaml
 from parsim.hardware.cluster import profile_path
 from parsim.profile.published import load_figures, price
 
-from drawn_sets import assert_drawn_as_hashed
+from drawn_sets import assert_drawn_as_hashed, assert_held_out_as_pinned
 
 ASCEND = load_figures("results/published/ascend_figures.yaml")
 NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
@@ -304,13 +304,7 @@ def test_the_seventh_and_eighth_910b_sets_are_the_sets_drawn_held_out(path, draw
     """Ascend ModelZoo-PyTorch's foundation READMEs (3 rows, 1 priced) and MindSpeed's own documents
     (1 row): with the model files they were drawn with, held out of every fit, each scored row at its
     error when drawn."""
-    from parsim.profile.loso import load_fit_spec
-
     assert_drawn_as_hashed(path, rows_sha256, models_sha256, drawn)
     assert_a_910b_set(drawn, rows=rows, priced=len(errors), profiles=("atlas-900-a2",),
                       publisher=publisher)
-    assert {f.source for f in drawn.figures} == {source} and source in load_fit_spec("results/published/fit.yaml").held_out
-    assert {f.id for f in drawn.figures if not f.excluded} == set(errors)
-    for f in drawn.figures:
-        if not f.excluded:
-            assert price(f).error == pytest.approx(errors[f.id], abs=0.02), f.id
+    assert_held_out_as_pinned(drawn.figures, source, errors)

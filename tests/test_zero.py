@@ -189,9 +189,8 @@ def test_an_nccl_collective_beside_compute_takes_the_sms_it_runs_on():
     grows as overlap falls: the shipped value's step lies between overlap 1's (nothing charged)
     and overlap 0.5's."""
     from parsim.profile.loso import load_fit_spec
-    from pathlib import Path
 
-    spec = load_fit_spec(Path(__file__).resolve().parents[1] / "results" / "published" / "fit.yaml")
+    spec = load_fit_spec("results/published/fit.yaml")
     param = next(p for p in spec.parameters if p.name == "nccl-overlap")
     sms = load_cluster("dgx-h100:1x1").device.kernels.compute_units
     assert param.prior == round(1 - 16 / (sms - 16), 2)
