@@ -50,13 +50,34 @@ def test_one_sources_many_rows_weigh_as_one_source():
 
 def test_the_class_widens_until_it_holds_enough_rows_and_sources():
     same = tuple(_res(i, f"f{i % 3}") for i in range(MIN_ROWS))                    # 9 rows, 3 sources
-    assert "device, mix, model" in step_band(1.0, PlanKind(A100, "3d", "dense"), same).source
+    assert "device, mix and model as this plan's: " in step_band(1.0, PlanKind(A100, "3d", "dense"), same).source
     few = same[:4] + tuple(_res(10 + i, f"g{i % 3}", mix="fsdp") for i in range(6))
-    assert "device, model" in step_band(1.0, PlanKind(A100, "3d", "dense"), few).source
+    assert "device and model as this plan's, widened" in step_band(1.0, PlanKind(A100, "3d", "dense"), few).source
     other = tuple(_res(i, f"f{i % 3}", device="H100-SXM5-80GB", mix="fsdp") for i in range(MIN_ROWS))
     mixed = other + (_res(99, "x"),)
     band = step_band(1.0, PlanKind(A100, "fsdp", "dense"), mixed)
-    assert band is not None and "mix, model" in band.source
+    assert band is not None and "mix and model as this plan's, widened" in band.source
+
+
+def test_a_widened_class_says_so_and_why_and_keeps_to_the_device_before_every_row():
+    """A class too small for a band widens, and the band's source says which rows it took and why:
+    an A100 MoE plan whose own class holds one source's four rows takes the A100 rows of every
+    mix and model (not the H100 ones) before it takes every row; a device with one row takes every row."""
+    moe = tuple(_res(i, "moe", mix="ep", model="moe") for i in range(4))
+    a100 = tuple(_res(10 + i, f"a{i % 3}") for i in range(MIN_ROWS))
+    h100 = tuple(_res(20 + i, f"h{i % 3}", device="H100-SXM5-80GB", ratio=2.0) for i in range(MIN_ROWS))
+    band = step_band(1.0, PlanKind(A100, "ep", "moe"), moe + a100 + h100)
+    assert band.rows == tuple(r.id for r in moe + a100)
+    assert ("(device as this plan's, widened: 4 rows of 1 source share this plan's device, mix and model "
+            f"({A100}, ep, moe), under the {MIN_ROWS} rows of 3 sources a band rests on)") in band.source
+    lone = (_res(99, "npu", device="Ascend 910", mix="dp", model="conv"),)
+    band = step_band(1.0, PlanKind("Ascend 910", "dp", "conv"), moe + a100 + h100 + lone)
+    assert len(band.rows) == 4 + 2 * MIN_ROWS + 1
+    assert band.source.split("(", 1)[1].startswith("every public row, of any device, mix and model: 1 row of 1 source "
+                                                   "share this plan's device, mix and model (Ascend 910, dp, conv), "
+                                                   "and no narrower class holds")
+    exact = step_band(1.0, PlanKind(A100, "3d", "dense"), moe + a100)
+    assert f"(device, mix and model as this plan's: {A100}, 3d, dense)" in exact.source and "widened" not in exact.source
 
 
 def test_no_band_for_a_device_no_public_row_ran_on_or_without_its_own_family():

@@ -13,7 +13,8 @@ row priced out of sample (its source left out of the fit, parsim.profile.loso), 
 tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
 the class until at least MIN_ROWS rows of MIN_FAMILIES source families remain (device, mix and
-model; device and model; mix and model; model; every row), and sets
+model; device and model; mix and model; model; device; every row: the band's source says which,
+and why it widened), and sets
 
     r_i = log(measured step / predicted step) of row i,   w_i = 1 / (rows of i's family),
     m = the w-weighted median of r,
@@ -178,7 +179,22 @@ def _classes(kind: PlanKind):
     yield "device, model", lambda k: (k.device, k.model) == (kind.device, kind.model)
     yield "mix, model", lambda k: (k.mix, k.model) == (kind.mix, kind.model)
     yield "model", lambda k: k.model == kind.model
+    yield "device", lambda k: k.device == kind.device
     yield "every row", lambda k: True
+
+
+def _class_clause(label: str, kind: PlanKind, pool: list) -> str:
+    """What the band's rows share with the plan, and, where the class was widened, why."""
+    if label == "device, mix, model":
+        return f"device, mix and model as this plan's: {kind}"
+    own = [r for r in pool if r.kind == kind]
+    n, f = len(own), len({r.family for r in own})
+    share = (f"{n} row{'s' * (n != 1)} of {f} source{'s' * (f != 1)} share this plan's device, mix and model "
+             f"({kind})")
+    need = f"the {MIN_ROWS} rows of {MIN_FAMILIES} sources a band rests on"
+    if label == "every row":
+        return f"every public row, of any device, mix and model: {share}, and no narrower class holds {need}"
+    return f"{label.replace(', ', ' and ')} as this plan's, widened: {share}, under {need}"
 
 
 def _weighted_point(pairs: list[tuple[float, float]], share: float) -> float:
@@ -213,7 +229,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     q = _weighted_point([(abs(r.log_ratio - m), w) for r, w in zip(rows, weights)],
                         min(1.0, level * (1 + 1 / len(families))))
     source = (f"{level:.0%} band from the out-of-sample residuals of {len(rows)} public rows of {len(families)} "
-              f"sources ({label} as this plan's: {kind}); median bias {math.expm1(m):+.1%}"
+              f"sources ({_class_clause(label, kind, pool)}); median bias {math.expm1(m):+.1%}"
               + held_out_check(kind, m - q, m + q, residuals, leave_out))
     return Interval(step_s, step_s * math.exp(m - q), step_s * math.exp(m + q), level, source,
                     tuple(r.id for r in rows))
