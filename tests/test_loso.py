@@ -3,6 +3,7 @@ synthetic rows whose true parameters are known, and the files it reads (every
 results/published/*figures*.yaml; results/published/fit.yaml)."""
 
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -41,6 +42,24 @@ def test_the_fit_finds_the_parameters_the_rows_were_made_with():
     # the prior pulls toward 0.8 and 3.0 as its weight grows
     pulled = fit(FitSpec("t", SPEC.parameters, {}, prior_sigma=0.05, residual_sigma=0.1), rows)
     assert 0.6 < pulled["mem"] < 0.8 and 3.0 < pulled["lat"] < 6.0
+
+
+def test_a_parameter_with_its_own_prior_sigma_is_held_that_near_its_prior():
+    """A prior measured on microbenchmarks carries its own spread (fit.yaml's nccl): the rows pull
+    it only as far as that spread allows, while the other parameters keep the file's.  The same
+    rows, the same file's sigma: only mem's own changes, and only mem moves less."""
+    truth = {"mem": 0.5, "lat": 6.0}
+    rows = [_row(f"r{i}", s, 1.0 + i, 0.3 + 0.1 * i, 0.02 * (5 - i), truth)
+            for i, s in enumerate(["a", "a", "b", "b", "c", "c"])]
+    loose = fit(SPEC, rows)
+    held = replace(SPEC.parameters[0], prior_sigma=0.02)
+    tight = fit(FitSpec("t", (held, SPEC.parameters[1]), {}, prior_sigma=0.25, residual_sigma=0.10), rows)
+    assert loose["mem"] < 0.7                               # the file's 0.25 lets the rows draw it far
+    assert abs(math.log(tight["mem"] / 0.8)) < 0.05 < abs(math.log(loose["mem"] / 0.8))
+    assert tight["lat"] > loose["lat"] > 3.0                # lat takes up what mem may no longer
+    spec = load_fit_spec("results/published/fit.yaml")
+    assert {p.name: p.prior_sigma for p in spec.parameters}["nccl"] == 0.05
+    assert {p.name: p.prior_sigma for p in spec.parameters}["memory-a100"] is None
 
 
 def test_a_parameter_no_row_depends_on_stays_at_its_prior():

@@ -5,6 +5,8 @@ between nodes on every NIC of a node's ranks since 2026-11-29)."""
 import collections
 import itertools
 import json
+import math
+import re
 import shutil
 from dataclasses import replace
 
@@ -18,6 +20,7 @@ from parsim.hardware import load_cluster
 from parsim.hardware.cluster import available_profiles, load_profile
 from parsim.hardware.links import Link
 from parsim.profile.calibrate import profile_yaml
+from parsim.profile.loso import load_fit_spec
 
 TIERED = {"dgx-h100-superpod", "dgx-h100-roce", "hgx-h800"}
 POD = load_cluster("dgx-h100-superpod:64x8")        # two scalable units of 32 nodes, 8 rails
@@ -136,18 +139,26 @@ network:
 
 @pytest.mark.parametrize("op,algorithm", [("all_reduce", "ring"), ("all_reduce", "tree"), ("all_gather", "ring"),
                                           ("reduce_scatter", "ring")])
+@pytest.mark.parametrize("nodes", [range(6), range(0, 12, 2)], ids=["two-nodes-a-pod", "a-node-a-pod"])
 def test_collective_time_across_pods_grows_with_oversubscription_by_the_closed_form(tmp_path, monkeypatch,
-                                                                                   op, algorithm):
+                                                                                   op, algorithm, nodes):
+    """Across pods a ring's hops between pods are p of its N hops between nodes; every group of its
+    kind running at once, a pod sends p/N of its NICs' ring traffic over a spine that carries 1/o
+    of it at speed, so the ring's bandwidth is the NIC's / max(1, o p / N) (ring_spine_relief). Six
+    nodes two a pod: p/N = 1/2, the NIC's speed up to o = 2; six nodes a pod apart: p = N, the
+    spine's own (NIC / o), as a tree always is (it crosses a pod boundary once a level)."""
     monkeypatch.setenv("PARSIM_PROFILES", str(tmp_path))
-    across = [_rank(n, 2) for n in range(6)]           # rail 2 of six nodes: three pods
+    across = [_rank(n, 2) for n in nodes]              # rail 2 of six nodes
     inside = [_rank(0, 2), _rank(1, 2)]                # one pod
     n, S = len(across), 4e9
+    share = len({node // 2 for node in nodes}) / n      # p / N
     times, bandwidth_term, in_pod = {}, {}, set()
     for o in (1.0, 2.0, 3.5, 7.0):
         _pods_profile(tmp_path, o, f"pods{int(o * 10)}")
-        c = load_cluster(f"pods{int(o * 10)}:6x8")
+        c = load_cluster(f"pods{int(o * 10)}:12x8")
         coll, net = c.profile.collectives, c.link_for("network")
-        beta = net.bandwidth_bytes_per_s * net.efficiency * coll.bandwidth_efficiency / o
+        slowdown = o if algorithm == "tree" else max(1.0, o * share)
+        beta = net.bandwidth_bytes_per_s * net.efficiency * coll.bandwidth_efficiency / slowdown
         bus = {("all_reduce", "ring"): 2 * (n - 1) / n, ("all_reduce", "tree"): 2.0,
                ("all_gather", "ring"): (n - 1) / n, ("reduce_scatter", "ring"): (n - 1) / n}[(op, algorithm)]
         # the latency: NCCL's model (dgx-h100's latency_model: nccl), one rank a node on six nodes
@@ -157,9 +168,30 @@ def test_collective_time_across_pods_grows_with_oversubscription_by_the_closed_f
         times[o] = collective_time_s(c, across, S, op, algorithm)
         assert times[o] == pytest.approx(latency + bandwidth_term[o], rel=1e-12)
         in_pod.add(collective_time_s(c, inside, S, op, algorithm))
-    for o, t in times.items():     # only the bandwidth term grows, in proportion to the oversubscription
-        assert t - times[1.0] == pytest.approx((o - 1) * bandwidth_term[1.0], rel=1e-9)
+    for o, t in times.items():     # only the bandwidth term grows, in proportion to the spine's slowdown
+        slowdown = o if algorithm == "tree" else max(1.0, o * share)
+        assert t - times[1.0] == pytest.approx((slowdown - 1) * bandwidth_term[1.0], rel=1e-9, abs=1e-15)
+    if algorithm == "ring" and share < 1:
+        assert times[2.0] == pytest.approx(times[1.0], rel=1e-12)    # 1:2 carries half the NICs' traffic
     assert len(in_pod) == 1                            # inside a pod the spine plays no part
+
+
+def test_a_ring_of_a_layout_crosses_the_spine_as_its_pods_share_of_its_hops_says():
+    """Llama 3 405B's data-parallel rings on 16,384 GPUs of Meta's RoCE cluster (dgx-h100-roce:
+    1:7 between pods of 384 nodes; data parallelism outermost): 128 nodes in 6 pods, o p / N =
+    0.33, so the reduce-scatter of a gradient bucket runs at the NIC's speed, 7 times the spine's;
+    the same ring with a node in each of 6 pods (p = N) runs at the spine's."""
+    c = load_cluster("dgx-h100-roce:2048x8")
+    dp = [16 * 8 * i for i in range(128)]              # tp 8 x pp 16 inside, dp outermost
+    spread = [384 * 8 * i for i in range(6)]           # one node in each of six pods
+    S = 2e9
+    nic = c.link_for("network")
+    beta = nic.bandwidth_bytes_per_s * nic.efficiency * c.profile.collectives.bandwidth_efficiency
+    for ranks, slowdown in ((dp, 1.0), (spread, c.profile.fabric.oversubscription)):
+        n = len(ranks)
+        t = collective_time_s(c, ranks, S, "reduce_scatter")
+        latency = collective_time_s(c, ranks, 1e-3, "reduce_scatter") - (n - 1) / n * 1e-3 * slowdown / beta
+        assert t - latency == pytest.approx((n - 1) / n * S * slowdown / beta, rel=1e-9), n
 
 
 # ------------------------------------------------------------------------------- one-tier profiles unchanged
@@ -412,12 +444,34 @@ def test_bad_extends_gives_one_line(tmp_path, capsys, text, words):
         assert w in err, (w, err)
 
 
-@pytest.mark.parametrize("nodes, per_node, measured_gb_per_s, source", [
+# nccl-tests' all-reduce bus bandwidths between HGX A100 nodes with 4 x 200 Gb/s NICs each:
+# (nodes, GPUs a node, GB/s, source)
+NCCL_TESTS_ROWS = [
     (2, 8, 91.0, "NVIDIA/nccl-tests#100"),
     (2, 8, 86.0, "NVIDIA/nccl#1048"),
     (4, 4, 45.0, "NVIDIA/nccl#1168"),
     (4, 8, 90.0, "NVIDIA/nccl#1168"),
-])
+]
+
+
+def _nccl_tests_bus_gb_per_s(tmp_path, monkeypatch, nodes, per_node, efficiency=None) -> float:
+    """parsim's all-reduce bus bandwidth (2 (n - 1)/n S / t at S = 8 GiB) on dgx-a100 cut to the
+    HGX's 4 NICs a node, at the shipped NCCL efficiency or ``efficiency``."""
+    src = open("hardware_profiles/dgx-a100.yaml").read()
+    assert "nics_per_node: 8 " in src
+    src = src.replace("nics_per_node: 8 ", "nics_per_node: 4 ").replace("name: dgx-a100", "name: hgx-a100-4nic")
+    if efficiency is not None:
+        src, n = re.subn(r"bandwidth_efficiency: [0-9.]+", f"bandwidth_efficiency: {efficiency}", src)
+        assert n == 1
+    (tmp_path / "hgx-a100-4nic.yaml").write_text(src)
+    monkeypatch.setenv("PARSIM_PROFILES", str(tmp_path))
+    c = load_cluster(f"hgx-a100-4nic:{nodes}x8").for_dtype("fp32")
+    ranks = [node * 8 + i for node in range(nodes) for i in range(per_node)]
+    S, k = 8 * 2**30, len(ranks)
+    return 2 * (k - 1) / k * S / collective_time_s(c, ranks, S, "all_reduce") / 1e9
+
+
+@pytest.mark.parametrize("nodes, per_node, measured_gb_per_s, source", NCCL_TESTS_ROWS)
 def test_nccl_all_reduce_between_nodes_matches_published_bus_bandwidths(tmp_path, monkeypatch, nodes, per_node,
                                                                          measured_gb_per_s, source):
     """NCCL's all-reduce across HGX A100 nodes with 4 x 200 Gb/s NICs each, as nccl-tests reports
@@ -425,13 +479,20 @@ def test_nccl_all_reduce_between_nodes_matches_published_bus_bandwidths(tmp_path
     parsim.cost.comm._between_nodes cites: within 12%.  A rank's traffic leaves its node over every
     NIC of the node's ranks (NCCL's channels); one NIC a rank would give 25 GB/s x NCCL's
     efficiency, under a third of the measured."""
-    src = open("hardware_profiles/dgx-a100.yaml").read()
-    assert "nics_per_node: 8 " in src
-    (tmp_path / "hgx-a100-4nic.yaml").write_text(src.replace("nics_per_node: 8 ", "nics_per_node: 4 ")
-                                                 .replace("name: dgx-a100", "name: hgx-a100-4nic"))
-    monkeypatch.setenv("PARSIM_PROFILES", str(tmp_path))
-    c = load_cluster(f"hgx-a100-4nic:{nodes}x8").for_dtype("fp32")
-    ranks = [node * 8 + i for node in range(nodes) for i in range(per_node)]
-    S, k = 8 * 2**30, len(ranks)
-    bus_gb_per_s = 2 * (k - 1) / k * S / collective_time_s(c, ranks, S, "all_reduce") / 1e9
+    bus_gb_per_s = _nccl_tests_bus_gb_per_s(tmp_path, monkeypatch, nodes, per_node)
     assert bus_gb_per_s == pytest.approx(measured_gb_per_s, rel=0.12), source
+
+
+def test_the_nccl_prior_is_the_one_nccl_tests_rows_imply(tmp_path, monkeypatch):
+    """results/published/fit.yaml's nccl prior is the efficiency the nccl-tests rows above imply
+    (each row's: the efficiency at which parsim gives its bus bandwidth; their geometric mean),
+    and its own prior_sigma is at least their spread in log: the end-to-end fit starts from a
+    measurement, and may move it only as far as the measurement's error."""
+    nccl = {p.name: p for p in load_fit_spec("results/published/fit.yaml").parameters}["nccl"]
+    implied = [nccl.prior * measured / _nccl_tests_bus_gb_per_s(tmp_path, monkeypatch, nodes, per_node, nccl.prior)
+               for nodes, per_node, measured, _ in NCCL_TESTS_ROWS]
+    logs = [math.log(x) for x in implied]
+    mean = sum(logs) / len(logs)
+    assert nccl.prior == pytest.approx(math.exp(mean), rel=0.005), implied
+    spread = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    assert spread <= nccl.prior_sigma <= 3 * spread, (spread, nccl.prior_sigma)

@@ -106,21 +106,42 @@ def group_link_class(cluster: Cluster, ranks) -> str:
     return cluster.span_class(ranks)
 
 
-def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str, int, int]:
+def group_shape(cluster: Cluster, ranks) -> tuple[str, int, int, str, int, int, int]:
     """(farthest link class, nodes spanned, most ranks on one node, link class inside a node,
-    fewest ranks on one node, NVLink domains spanned).  The last counts a scale-up domain across
-    nodes (NVL72's 18 trays) as one, as NCCL's multi-node NVLink treats its ranks as one node's
-    (assumed: NCCL_MNNVL_ENABLE's documentation says only that NVLink is used between them); without
-    one it is the nodes.  The planner prices the same groups for every candidate and bucket: its
-    pricing context keeps them (parsim.sim.prices.Prices.shape)."""
+    fewest ranks on one node, NVLink domains spanned, pods spanned).  The NVLink domains count a
+    scale-up domain across nodes (NVL72's 18 trays) as one, as NCCL's multi-node NVLink treats its
+    ranks as one node's (assumed: NCCL_MNNVL_ENABLE's documentation says only that NVLink is used
+    between them); without one they are the nodes.  Pods: the fabric's (``pod_nodes``), 1 without.
+    The planner prices the same groups for every candidate and bucket: its pricing context keeps
+    them (parsim.sim.prices.Prices.shape)."""
     nodes: dict[int, list[int]] = {}
     for r in ranks:
         nodes.setdefault(cluster.node_of(r), []).append(r)
     first = next(iter(nodes.values()))
     counts = [len(v) for v in nodes.values()]
-    per_domain = cluster.profile.fabric.domain_nodes
-    domains = len({n // per_domain for n in nodes}) if per_domain else len(nodes)
-    return cluster.span_class(ranks), len(nodes), max(counts), cluster.span_class(first), min(counts), domains
+    fabric = cluster.profile.fabric
+    domains = len({n // fabric.domain_nodes for n in nodes}) if fabric.domain_nodes else len(nodes)
+    pods = len({n // fabric.pod_nodes for n in nodes}) if fabric.pod_nodes else 1
+    return (cluster.span_class(ranks), len(nodes), max(counts), cluster.span_class(first), min(counts), domains,
+            pods)
+
+
+def ring_spine_relief(cluster: Cluster, link_class: str, pods: int, n_nodes: int) -> float:
+    """How many times the spine link's bandwidth (the NIC's / o: parsim.hardware.fabric) a ring's
+    hops across pods get, 1 off the spine.  NCCL orders a ring by rank, so by node: a ring over N
+    nodes in p pods crosses the spine on p of its N hops between nodes.  Its kind's other groups
+    run at the same time (every data-parallel ring of a step; they are translates of one another
+    and tile the cluster), so a pod sends p/N of its NICs' ring traffic over the spine, which
+    carries 1/o of the NICs' bandwidth at full speed: the hops across pods run at the NIC's
+    bandwidth while o p / N <= 1, and at the NIC's / (o p / N) beyond.  p = N (a node a pod) is
+    every GPU sending across pods at once, the spine's own bandwidth.  The Llama 3 paper places
+    only data parallelism across its 1:7 pods for this reason ("to minimize network communication
+    across pods", Dubey et al. 2024, Sec. 3.3.1).  Rings only: a tree crosses a pod boundary once
+    a level, and an all-to-all or a point-to-point send takes the spine as the fabric prices it."""
+    if link_class != "spine":
+        return 1.0
+    over = cluster.profile.fabric.oversubscription
+    return over / max(1.0, over * pods / n_nodes)
 
 
 def p2p_time_s(cluster: Cluster, src: int, dst: int, nbytes: float) -> float:
@@ -151,7 +172,8 @@ NIC_CHANNELS = ("nccl",)
 NIC_TIERS = ("network", "rail", "spine")
 
 
-def _between_nodes(cluster: Cluster, worst: str, inner_class: str, fewest: int, op: str) -> tuple[float, float]:
+def _between_nodes(cluster: Cluster, worst: str, inner_class: str, fewest: int, op: str,
+                   relief: float = 1.0) -> tuple[float, float]:
     """(alpha, beta) of a ring or tree across nodes with at least ``fewest`` of the group's ranks
     on each: on a library with channels (NIC_CHANNELS) over a NIC tier, a rank's ring traffic
     leaves the node through one of the k = ``fewest`` ranks' NICs, 1/k of it through each, and the
@@ -159,9 +181,10 @@ def _between_nodes(cluster: Cluster, worst: str, inner_class: str, fewest: int, 
 
         t = (n-1)/n S x max(1 / (k B_out), (k-1) / (k B_in))  =  (n-1)/n S / min(k B_out, k/(k-1) B_in)
 
-    (per rank, of the farthest tier's B_out and the in-node class's B_in); else the farthest
-    tier's own (alpha, beta)."""
+    (per rank, of the farthest tier's B_out, times ``relief`` (ring_spine_relief), and the
+    in-node class's B_in); else the farthest tier's own (alpha, beta)."""
     alpha, beta = _alpha_beta(cluster, worst, op)
+    beta *= relief
     if fewest > 1 and worst in NIC_TIERS and cluster.profile.collectives.library in NIC_CHANNELS:
         beta_in = _alpha_beta(cluster, inner_class, op)[1]
         beta = min(fewest * beta, fewest / (fewest - 1) * beta_in)
@@ -219,11 +242,11 @@ def _one_level(cluster: Cluster, n: int, domains: int, nbytes: float, alpha: flo
 
 
 def _sharded(cluster: Cluster, n: int, nbytes: float, link_class: str, op: str, inner_class: str,
-             fewest: int, domains: int) -> float:
+             fewest: int, domains: int, relief: float = 1.0) -> float:
     """An all-gather or reduce-scatter over n ranks (on ``domains`` NVLink domains: group_shape)
-    priced at ``link_class``: a ring (across nodes, _between_nodes), or HCCL's mesh in a
-    full-mesh group where that is faster."""
-    alpha, beta = _between_nodes(cluster, link_class, inner_class, fewest, op)
+    priced at ``link_class``: a ring (across nodes, _between_nodes, its hops across pods at
+    ``relief``), or HCCL's mesh in a full-mesh group where that is faster."""
+    alpha, beta = _between_nodes(cluster, link_class, inner_class, fewest, op, relief)
     ring = _one_level(cluster, n, domains, nbytes, alpha, beta, op, "ring")
     return min(ring, hccl.mesh_time_s(n, nbytes, alpha, beta, op)) if _full_mesh(cluster, link_class) else ring
 
@@ -242,28 +265,31 @@ def collective_time_s(cluster: Cluster, ranks: list[int], nbytes: float, op: str
     coll = cluster.profile.collectives
     if op == "reduce_scatter" and coll.op_fit(op) is None and coll.library in REDUCE_SCATTER_BY_ALL_REDUCE:
         op = "all_reduce"
-    worst, n_nodes, k, inner_class, fewest, domains = shape or group_shape(cluster, ranks)
+    worst, n_nodes, k, inner_class, fewest, domains, pods = shape or group_shape(cluster, ranks)
+    relief = ring_spine_relief(cluster, worst, pods, n_nodes)
     if op != "all_reduce":
-        return _sharded(cluster, n, nbytes, worst, op, inner_class, fewest, domains)
+        return _sharded(cluster, n, nbytes, worst, op, inner_class, fewest, domains, relief)
     best = math.inf
     flat_ab = _between_nodes(cluster, worst, inner_class, fewest, op)     # every one-level algorithm's
+    ring_ab = _between_nodes(cluster, worst, inner_class, fewest, op, relief) if relief != 1.0 else flat_ab
     for a in algorithms:
         if a == "mesh":
             if _full_mesh(cluster, worst):
                 best = min(best, hccl.mesh_time_s(n, nbytes, *_alpha_beta(cluster, worst)))
         elif a in ("hierarchical", "pipeline"):
             if n_nodes > 1 and k > 1:
-                best = min(best, _two_level(cluster, a, n_nodes, k, nbytes, inner_class, worst))
+                best = min(best, _two_level(cluster, a, n_nodes, k, nbytes, inner_class, worst, relief))
         else:
-            best = min(best, _one_level(cluster, n, domains, nbytes, *flat_ab, op, a))
+            best = min(best, _one_level(cluster, n, domains, nbytes, *(ring_ab if a == "ring" else flat_ab), op, a))
     return best
 
 
 def _two_level(cluster: Cluster, algorithm: str, n_nodes: int, k: int, nbytes: float, inner_class: str,
-               worst: str) -> float:
+               worst: str, relief: float = 1.0) -> float:
     """An all-reduce over n_nodes x k ranks in two levels: ``hierarchical`` (reduce-scatter in
-    the node, all-reduce of S/k between nodes with the library's best one-level algorithm,
-    all-gather in the node) or HCCL's ``pipeline`` (parsim.cost.hccl.pipeline_time_s)."""
+    the node, all-reduce of S/k between nodes with the library's best one-level algorithm, a
+    ring's hops across pods at ``relief``, all-gather in the node) or HCCL's ``pipeline``
+    (parsim.cost.hccl.pipeline_time_s)."""
     outer_ab = _alpha_beta(cluster, worst)     # the tiers between nodes (domain, network, rail, spine)
     if algorithm == "pipeline":
         return hccl.pipeline_time_s(n_nodes, k, nbytes, outer_ab, _alpha_beta(cluster, inner_class),
@@ -272,7 +298,8 @@ def _two_level(cluster: Cluster, algorithm: str, n_nodes: int, k: int, nbytes: f
     inner = _flat(k, nbytes, a_in, b_in, "reduce_scatter", "ring")
     if _full_mesh(cluster, inner_class):
         inner = min(inner, hccl.mesh_time_s(k, nbytes, a_in, b_in, "reduce_scatter"))
-    outer = min(_flat(n_nodes, nbytes / k, *outer_ab, "all_reduce", f) for f in algorithms_flat(cluster))
+    outer = min(_flat(n_nodes, nbytes / k, outer_ab[0], outer_ab[1] * (relief if f == "ring" else 1.0),
+                      "all_reduce", f) for f in algorithms_flat(cluster))
     return 2 * inner + outer
 
 

@@ -25,9 +25,10 @@ Between ranks on different nodes, nearest first:
   environment-variable docs and src/graph/paths.cc).  Priced as that path: the node link's
   latency plus the network's, at the slower of the two bandwidths (the NIC's).
 - ``spine``: nodes in different pods: leaf, spine, leaf.  A spine with oversubscription o has 1/o
-  of the uplink bandwidth its leaves have downlinks, so when every GPU sends across pods at once,
-  as data-parallel rings over pods do, each gets the NIC's bandwidth / o; the extra switch hops add
-  ``spine_latency_s``.
+  of the uplink bandwidth its leaves have downlinks, so when every GPU sends across pods at once
+  each gets the NIC's bandwidth / o: the ``spine`` link here; the extra switch hops add
+  ``spine_latency_s``.  A ring whose N nodes lie in p pods sends only p/N of its traffic across
+  them, and gets the NIC's bandwidth / max(1, o p / N) there (parsim.cost.comm.ring_spine_relief).
 
 A group's class is the farthest between any two of its members (Cluster.span_class), so a group
 that spans nodes and rails is ``rail`` even where NCCL could route its ring on one rail; the cost

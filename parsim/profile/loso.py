@@ -21,16 +21,19 @@ list)::
         prior: 0.85
         bounds: [0.4, 1.0]
         kind: rate                 # rate: time ~ 1/value (efficiencies); time: time ~ value (microseconds)
+        prior_sigma: null          # this prior's own spread, in log, where a measurement gives it (else the file's)
         ratio_of: null             # a field name: the field is set to value x that field (conv_efficiency = r x gemm_efficiency)
         why: "..."
 
 The fit, for a set of figures (``fit``): minimise over the parameters p
 
     sum over families f of  mean over f's rows of  log(t_pred(p) / t_meas)^2
-    + (residual_sigma / prior_sigma)^2 x sum over parameters of log(p / prior)^2
+    + sum over parameters of (residual_sigma / prior_sigma_p)^2 x log(p / prior)^2
 
 a maximum a posteriori fit in log space, each family weighted alike (a source with forty rows
 counts as much as one with three), each parameter drawn to its prior where no row pins it.
+prior_sigma_p is the parameter's own where it has one (a prior fitted on microbenchmarks, whose
+spread they measure: NCCL's bandwidth on nccl-tests' rows), else the file's.
 t_pred(p) is a **surrogate**, linear in 1/p (rate) or p (time) around the prior, from one
 exact pricing per row at the prior and one per parameter it depends on (``Surrogate``); the
 result is then priced exactly.  The surrogate's point is the prior, which no figure chose, so a
@@ -74,6 +77,7 @@ class Parameter:
     kind: str = "rate"
     ratio_of: str | None = None              # the field set to value x this field of the same profile
     why: str = ""
+    prior_sigma: float | None = None         # this prior's own spread, in log (None: the spec's)
 
     def profiles(self) -> set[str]:
         return {p for p, _ in self.fields}
@@ -143,7 +147,8 @@ def load_fit_spec(path: str | os.PathLike) -> FitSpec:
         if not lo <= prior <= hi:
             raise p.fail("prior", f"{prior} lies outside bounds [{lo}, {hi}]")
         params.append(Parameter(name, tuple(fields), prior, (float(lo), float(hi)), p.choice("kind", KINDS, "rate"),
-                                p.get("ratio_of", str, None), p.get("why", str, "")))
+                                p.get("ratio_of", str, None), p.get("why", str, ""),
+                                p.positive_float("prior_sigma", None)))
         p.done()
     r.done()
     return FitSpec(path, tuple(params), families, prior_sigma, residual_sigma, frozenset(held_out))
@@ -295,12 +300,12 @@ def fit(spec: FitSpec, rows: list[SurrogateRow]) -> dict[str, float]:
     for r in rows:
         families.setdefault(spec.family(r.figure), []).append(r)
     weight = {id(r): 1 / math.sqrt(len(members)) for members in families.values() for r in members}
-    prior_w = spec.residual_sigma / spec.prior_sigma
+    prior_w = [spec.residual_sigma / (p.prior_sigma or spec.prior_sigma) for p in params]
 
     def residuals(x):
         v = dict(values, **{p.name: math.exp(xi) for p, xi in zip(params, x)})
         res = [weight[id(r)] * math.log(surrogate_step_s(spec, r, v) / r.measured_s) for r in rows]
-        return res + [prior_w * (xi - math.log(p.prior)) for p, xi in zip(params, x)]
+        return res + [w * (xi - math.log(p.prior)) for w, p, xi in zip(prior_w, params, x)]
 
     x0 = np.array([math.log(p.prior) for p in params])
     lo = np.array([math.log(p.bounds[0]) for p in params])
