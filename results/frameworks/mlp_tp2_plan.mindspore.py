@@ -1,5 +1,5 @@
 # mindspore settings from parsim's plan results/frameworks/mlp_tp2_plan.json: mlp-semi-auto on local-cpu:2x2
-# dp 2 x pp 1 x tp 2 x cp 1, 2 micro-batches, 1f1b, zero 0, recompute none, predicted 0.005023 s a step
+# dp 2 x pp 1 x tp 2 x cp 1, 2 micro-batches, 1f1b, zero 0, recompute none, predicted 0.005024 s a step
 # (parsim export results/frameworks/mlp_tp2_plan.json --to mindspore; `parsim simulate --from mindspore FILE` reads it back)
 PARALLEL_CONTEXT = {'parallel_mode': 'semi_auto_parallel', 'device_num': 4, 'gradients_mean': True}
 BATCH_SIZE = 32

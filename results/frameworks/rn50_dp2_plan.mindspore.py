@@ -1,5 +1,5 @@
 # mindspore settings from parsim's plan results/frameworks/rn50_dp2_plan.json: resnet50-cifar10-local on local-cpu:1x2
-# dp 2 x pp 1 x tp 1 x cp 1, 1 micro-batches, 1f1b, zero 0, recompute none, predicted 0.1941 s a step
+# dp 2 x pp 1 x tp 1 x cp 1, 1 micro-batches, 1f1b, zero 0, recompute none, predicted 0.1937 s a step
 # (parsim export results/frameworks/rn50_dp2_plan.json --to mindspore; `parsim simulate --from mindspore FILE` reads it back)
 PARALLEL_CONTEXT = {'parallel_mode': 'data_parallel', 'device_num': 2, 'gradients_mean': True}
 BATCH_SIZE = 16
