@@ -120,7 +120,7 @@ def test_no_committed_output_calls_a_row_held_out():
 # may record (at most 100%), so each is pinned here: it cannot drift unseen, and a change of the model
 # for it makes the source a development one (fit.yaml, held_out).  The errors are those since NCCL's
 # bandwidth took its prior from nccl-tests' rows and a ring's spine share was priced, the fit moving
-# with them (results/2026-11-30g-amd-epyc/nccl-prior.txt; after Llama 3 405B's rows took the paper's
+# with them (results/2026-11-30g-intel-xeon/nccl-prior.txt; after Llama 3 405B's rows took the paper's
 # 8 chunks a pipeline rank, results/2026-11-30f-amd-epyc/llama3-chunks.txt: +40.8%, +124.9%, +324.6%,
 # +52.9%, +110.8%, +309.8%; after NCCL's thread blocks were charged to the compute beside them,
 # results/2026-11-30e-amd-epyc/nccl-overlap.txt: +40.9%, +125.4%, +327.1%, +53.1%, +111.5%, +312.8%;
@@ -142,7 +142,7 @@ ZERO3_ERRORS = {"narayanan-zero3-175b-384gpu": 0.400, "narayanan-zero3-175b-768g
 # read with the paper's 8 chunks a pipeline rank, the fit moving with them
 # (results/2026-11-30f-amd-epyc/llama3-chunks.txt: +14.0%, +10.8%, +5.5%, +32.1%) and NCCL's bandwidth
 # prior taken from nccl-tests' rows with a ring's spine share priced (the errors below;
-# results/2026-11-30g-amd-epyc/nccl-prior.txt).  The 910B's held-out sets are pinned with the other
+# results/2026-11-30g-intel-xeon/nccl-prior.txt).  The 910B's held-out sets are pinned with the other
 # 910B sets (tests/test_new_figures.py).
 FSDP_SCALE = "results/published/fsdp_scale_figures.yaml"
 HELD_OUT_SOURCES = {
