@@ -5,8 +5,9 @@ drawn before any change made on the first two's; mindformers4_figures.yaml: the 
 MindFormers' later releases; mindspeed_llm_figures.yaml: the fifth, MindSpeed-LLM's table, the
 calibration rows' own publisher three months later, a development set since the loss was priced
 (its small models' miss led to it); modellink_readmes_figures.yaml: the sixth, ModelLink's
-per-model READMEs, drawn to score that change; the third, fourth and sixth held out, and the third
-and fourth have scored changes not kept since: results/2026-11-29-amd-epyc/; ascend7_figures.yaml and
+per-model READMEs, drawn to score that change; the third, fourth and sixth drawn held out and
+development sets (relabelled 2026-12-01), each having had a change kept on it: results/2026-11-29-amd-epyc/;
+ascend7_figures.yaml and
 ascend8_figures.yaml: the seventh and eighth, held-out sources of results/published/fit.yaml) and the
 out-of-sample rows on the new NVIDIA machines (nvidia_new_figures.yaml), priced with the profiles as
 shipped."""
