@@ -2,6 +2,7 @@
 planner's search over them, and the configuration's inputs (plan.json, model.yaml, CLI)."""
 
 import json
+import math
 from collections import Counter
 from dataclasses import replace
 
@@ -9,7 +10,7 @@ import pytest
 
 from parsim.cli import main
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.comm import collective_time_s, prefetched_gather_s, shard_padded_bytes
+from parsim.cost.comm import collective_time_s, fsdp_unit_s, prefetched_gather_s, shard_padded_bytes
 from parsim.cost.memory import bytes_per_param, fsdp_gathered_param_bytes
 from parsim.errors import InfeasibleError
 from parsim.hardware import load_cluster
@@ -150,8 +151,9 @@ def test_zero3_backward_gathers_wait_for_the_reduce_scatters_on_nccl(monkeypatch
     """A ZeRO-3 backward on NCCL whose gathers and reduce-scatters outlast its compute (1 s of
     forward, 2 s of backward a layer with UnitCost; 2e11 parameters a layer in fp16 over 4 A100s):
     the backward's wait is prefetched_gather_s with each layer's reduce-scatter queued on the
-    gathers' group; without that rule (a library whose group runs collectives at once) the step
-    is shorter by the difference."""
+    gathers' group, and each unit's copies (fsdp_unit_s: the copy-out after its gather, the copy-in
+    before its reduce-scatter), on the same wait; without that rule (a
+    library whose group runs collectives at once) the step is shorter by the difference."""
     import parsim.cost.comm as comm
     g, cfg, serial = _run(3, cluster=A100, params=2 * 10**11)
     layer = serial.grad_buckets_bytes[0][0]
@@ -159,25 +161,32 @@ def test_zero3_backward_gathers_wait_for_the_reduce_scatters_on_nccl(monkeypatch
     reduce = collective_time_s(A100, cfg.dp_group(0), layer, "reduce_scatter")
     overlap = A100.profile.collectives.overlap
     assert gather + reduce > 2.0 > gather           # the rule matters here, and a gather alone hides
-    backward = prefetched_gather_s([gather] * 4, [2.0] * 4, overlap, [reduce] * 4)
+    unit = shard_padded_bytes(layer, 2, 4)
+    copies = 4 * (fsdp_unit_s(A100, "all_gather", unit, unit) + fsdp_unit_s(A100, "reduce_scatter", layer, layer))
+    backward = prefetched_gather_s([gather] * 4, [2.0] * 4, overlap, [reduce] * 4) + copies
     waits = [end - start for rank, a, stream, start, end in serial.timeline.records
              if stream == "dp" and a.kind.value == "B"]
     assert waits == [pytest.approx(backward)]
     monkeypatch.setattr(comm, "SERIAL_GROUP_LIBRARIES", ())
     _, _, parallel = _run(3, cluster=A100, params=2 * 10**11)
     assert serial.step_time_s - parallel.step_time_s == pytest.approx(
-        backward - prefetched_gather_s([gather] * 4, [2.0] * 4, overlap))
+        backward - copies - prefetched_gather_s([gather] * 4, [2.0] * 4, overlap))
 
 
 def test_zero3_gathers_delay_each_forward_and_backward():
+    """Each forward and backward of each micro-batch waits for its prefetched gathers and their
+    copy-outs; the backward for its reduce-scatters' copy-ins too (fsdp_unit_s)."""
     g, cfg, e = _run(3, cluster=A100, params=10**6, m=2)
     layer = e.grad_buckets_bytes[0][0]
     t = collective_time_s(A100, cfg.dp_group(0), layer, "all_gather")
     overlap = A100.profile.collectives.overlap
-    per_pass = prefetched_gather_s([t] * 4, [1.0] * 4, overlap)     # F: 1 s per layer (UnitCost)
+    copy_out = 4 * fsdp_unit_s(A100, "all_gather", layer, layer)
+    per_pass = prefetched_gather_s([t] * 4, [1.0] * 4, overlap) + copy_out     # F: 1 s per layer (UnitCost)
+    copy_in = 4 * fsdp_unit_s(A100, "reduce_scatter", layer, layer)
     gathers = [(a, end - start) for rank, a, stream, start, end in e.timeline.records
                if stream == "dp" and a.kind.value in ("F", "B")]
-    assert len(gathers) == 2 * 2 and all(d == pytest.approx(per_pass) for _, d in gathers)
+    assert len(gathers) == 2 * 2 and copy_out > 0 and copy_in > 0
+    assert all(d == pytest.approx(per_pass + (copy_in if a.kind.value == "B" else 0.0)) for a, d in gathers)
     assert_step_adds_up(e)
 
 
@@ -363,6 +372,36 @@ def test_fsdp_host_copy_rate_adds_each_units_bytes(zero):
     gathers = 1 if zero == 2 else 2 * m
     want = gathers * sum(unit_bytes) / rate + m * sum(unit_bytes) / (rate / 2)
     assert e1.step_time_s - e0.step_time_s == pytest.approx(want)
+    assert_step_adds_up(e1)
+
+
+def _with_memory_bandwidth(cluster, bytes_per_s):
+    device = replace(cluster.device, memory_bandwidth_bytes_per_s=bytes_per_s, memory_efficiency=1.0)
+    return replace(cluster, profile=replace(cluster.profile, device=device))
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+@pytest.mark.parametrize("grad_dtype", [None, "fp32"])
+def test_fsdp2_copies_are_priced_at_the_devices_memory_bandwidth(zero, grad_dtype):
+    """Where the profile measured no copy rate (GPUs, NPUs), FSDP2's copies around its
+    collectives take the compute stream at the device's memory bandwidth (parsim.cost.comm.
+    fsdp_unit_s, as torch's _fsdp_collectives.py runs them): after every all-gather,
+    split_with_sizes_copy reads and writes the gathered parameters (2 x its bytes); before every
+    micro-batch's reduce-scatter, chunk_cat reads the gradients in the parameters' dtype (fp16: 2
+    bytes each) and writes them in the reduce dtype (the buffer's bytes).  A measured rate (on
+    CPU, profile-comm's) holds them already: priced once, not twice."""
+    m, bw = 3, 1e9
+    slow = _with_memory_bandwidth(IDEAL, bw)
+    measured = _with_collectives(slow, fsdp_gather_copy_bytes_per_s=math.inf, fsdp_reduce_scatter_copy_bytes_per_s=math.inf)
+    training = Training(2 * m, "fp16", "adam", grad_reduce_dtype=grad_dtype)
+    _, _, e0 = _run(zero, dp=2, m=m, cluster=measured, training=training)
+    _, _, e1 = _run(zero, dp=2, m=m, cluster=slow, training=training)
+    ops = e0.sharded_collectives[0]
+    gathered = sum(b for op, b in ops if op == "all_gather")              # every gather of the step
+    reduced = sum(b for op, b in ops if op == "reduce_scatter")           # every micro-batch's
+    read = reduced * 2 / (4 if grad_dtype == "fp32" else 2)
+    assert gathered > 0 and reduced > 0
+    assert e1.step_time_s - e0.step_time_s == pytest.approx((2 * gathered + read + reduced) / bw)
     assert_step_adds_up(e1)
 
 

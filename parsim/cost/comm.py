@@ -426,6 +426,29 @@ def fsdp_units(param_counts: list[int], tied: list[bool]) -> list[list[int]]:
     return [root] + [[i] for i, (n, t) in enumerate(zip(param_counts, tied)) if n and not t]
 
 
+def fsdp_unit_s(cluster: Cluster, op: str, unit_bytes: float, read_bytes: float) -> float:
+    """FSDP2's time on the compute stream for one unit's ``op`` ("all_gather" or
+    "reduce_scatter") beyond the collective: its host time (Collectives.fsdp_host_s) and its
+    copies.  ``unit_bytes``: the unit's whole buffer as the collective moves it (the gathered
+    parameters; the reduce-scatter's input, in the reduce dtype); ``read_bytes``: what the copy
+    reads to make it.
+
+    The copies, as torch runs them (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
+    torch 2.13), both on the current (compute) stream: after each all-gather,
+    foreach_all_gather_copy_out's ``split_with_sizes_copy`` reads the gathered buffer and writes
+    each parameter's unsharded tensor (``unit_bytes`` read and written); before each
+    reduce-scatter, foreach_reduce's ``chunk_cat`` (foreach_reduce_scatter_copy_in) reads the
+    unsharded gradients, in the parameters' dtype (``read_bytes``), and writes the reduce-scatter
+    input, in the reduce dtype (``unit_bytes``).  Memory-bound kernels: their bytes at the
+    device's achieved memory bandwidth.  Where profile-comm measured a copy rate for ``op``
+    (collective.fsdp_*_copy_gb_per_s, on a CPU, where the copies are host work), that
+    measurement already holds them and they are not priced again."""
+    colls = cluster.profile.collectives
+    rate = colls.fsdp_gather_copy_bytes_per_s if op == "all_gather" else colls.fsdp_reduce_scatter_copy_bytes_per_s
+    copies = 0.0 if rate else (read_bytes + unit_bytes) / cluster.device.achieved_bandwidth_bytes_per_s()
+    return colls.fsdp_host_s(op, unit_bytes) + copies
+
+
 # ----------------------------------------------------------------------------- all-to-all
 
 # The most loaded expert's tokens over the mean (tokens x top_k / experts), the default routing

@@ -7,8 +7,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
-                              first_bucket_bytes, fsdp_units, library_algorithms, p2p_time_s, prefetched_gather_s,
-                              serial_group, shard_padded_bytes)
+                              first_bucket_bytes, fsdp_unit_s, fsdp_units, library_algorithms, p2p_time_s,
+                              prefetched_gather_s, serial_group, shard_padded_bytes)
 from parsim.cost.compute import AnalyticalCompute, ComputeModel, FsdpSync, GradSync, check_profile_ep
 from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_bytes
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, check_ep, expert_param_count
@@ -370,13 +370,15 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 root_s = gathers[0] if units[0] else 0.0
                 fwd = list(per_layer_gather)
                 fwd[0] += root_s
-                # FSDP2's host time per unit around its collectives, and per byte of it
-                # (Collectives.fsdp_host_s): on the compute stream, so not hidden by prefetching;
-                # every micro-batch's backward reduce-scatters every unit
-                colls = cluster.profile.collectives
-                gather_host_s = sum(colls.fsdp_host_s("all_gather", gather_bytes[k]) for k, u in enumerate(units) if u)
+                # FSDP2's host time and copies per unit around its collectives (fsdp_unit_s): on
+                # the compute stream, so not hidden by prefetching; every micro-batch's backward
+                # reduce-scatters every unit, its copy-in reading the gradients in the parameters'
+                # dtype (as gathered) and writing them in the reduce dtype
+                gather_host_s = sum(fsdp_unit_s(cluster, "all_gather", gather_bytes[k], gather_bytes[k])
+                                    for k, u in enumerate(units) if u)
                 gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + gather_host_s
-                hooks_s[(s, Kind.B)] = sum(colls.fsdp_host_s("reduce_scatter", x) for x in bucket_bytes[s])
+                hooks_s[(s, Kind.B)] = sum(fsdp_unit_s(cluster, "reduce_scatter", x, x * per_param["params"] / width)
+                                           for x in bucket_bytes[s])
                 runs_f = 1 if zero == 2 else m
                 comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in gather_bytes if x] * runs_f
