@@ -151,9 +151,9 @@ def test_zero3_backward_gathers_wait_for_the_reduce_scatters_on_nccl(monkeypatch
     """A ZeRO-3 backward on NCCL whose gathers and reduce-scatters outlast its compute (1 s of
     forward, 2 s of backward a layer with UnitCost; 2e11 parameters a layer in fp16 over 4 A100s):
     the backward's wait is prefetched_gather_s with each layer's reduce-scatter queued on the
-    gathers' group, and each unit's copies (fsdp_unit_s: the copy-out after its gather, the copy-in
-    before its reduce-scatter), on the same wait; without that rule (a
-    library whose group runs collectives at once) the step is shorter by the difference."""
+    gathers' group, plus each unit's copies (fsdp_unit_s: the copy-out after its gather, the
+    copy-in before its reduce-scatter); without that rule (a library whose group runs collectives
+    at once) the step is shorter by the difference."""
     import parsim.cost.comm as comm
     g, cfg, serial = _run(3, cluster=A100, params=2 * 10**11)
     layer = serial.grad_buckets_bytes[0][0]
