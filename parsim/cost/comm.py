@@ -443,10 +443,9 @@ def fsdp_unit_s(cluster: Cluster, op: str, unit_bytes: float, read_bytes: float)
     device's achieved memory bandwidth.  Where profile-comm measured a copy rate for ``op``
     (collective.fsdp_*_copy_gb_per_s, on a CPU, where the copies are host work), that
     measurement already holds them and they are not priced again."""
-    colls = cluster.profile.collectives
-    rate = colls.fsdp_gather_copy_bytes_per_s if op == "all_gather" else colls.fsdp_reduce_scatter_copy_bytes_per_s
-    copies = 0.0 if rate else (read_bytes + unit_bytes) / cluster.device.achieved_bandwidth_bytes_per_s()
-    return colls.fsdp_host_s(op, unit_bytes) + copies
+    per_unit, rate = cluster.profile.collectives.fsdp_terms(op)
+    copies = unit_bytes / rate if rate else (read_bytes + unit_bytes) / cluster.device.achieved_bandwidth_bytes_per_s()
+    return per_unit + copies
 
 
 # ----------------------------------------------------------------------------- all-to-all

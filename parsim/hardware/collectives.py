@@ -103,14 +103,18 @@ class Collectives:
     # inside a node (tuning.cc, getNetOverhead: 1 us on an Intel host, 2 us on an AMD one)
     net_overhead_s: float = 0.0
 
+    def fsdp_terms(self, op: str) -> tuple[float, float]:
+        """(per-unit overhead in s, host copy rate in bytes/s; 0: not measured) of FSDP2's
+        ``op``, "all_gather" or "reduce_scatter"."""
+        if op == "all_gather":
+            return self.fsdp_gather_overhead_s, self.fsdp_gather_copy_bytes_per_s
+        return self.fsdp_reduce_scatter_overhead_s, self.fsdp_reduce_scatter_copy_bytes_per_s
+
     def fsdp_host_s(self, op: str, unit_bytes: float) -> float:
         """FSDP2's host time on the compute stream for one unit's ``op`` ("all_gather" or
         "reduce_scatter") of a ``unit_bytes`` buffer: the per-unit overhead plus the bytes at the
         host copy rate."""
-        if op == "all_gather":
-            per_unit, rate = self.fsdp_gather_overhead_s, self.fsdp_gather_copy_bytes_per_s
-        else:
-            per_unit, rate = self.fsdp_reduce_scatter_overhead_s, self.fsdp_reduce_scatter_copy_bytes_per_s
+        per_unit, rate = self.fsdp_terms(op)
         return per_unit + (unit_bytes / rate if rate else 0.0)
 
     def for_dtype(self, dtype: str) -> "Collectives":
