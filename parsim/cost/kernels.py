@@ -106,6 +106,36 @@ def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: Kerne
     return max(q * ((k / s) / (k / s + ex.k_half) if ex.k_half else 1.0) for q, s in candidates) * m_fill
 
 
+# The head dimension at which a device's fused-attention efficiency is stated: its fitted
+# attention_efficiency (GPU profiles, fitted on public rows whose models all have heads of 128) or,
+# without one, its GEMM efficiency (Ascend profiles, calibrated on Llama rows, heads of 128).
+REFERENCE_HEAD_DIM = 128
+
+
+def attention_head_efficiency(head_dim: int, ex: KernelExecution) -> float:
+    """Fused attention's rate at head dimension d against its rate at ``REFERENCE_HEAD_DIM``.
+
+    Inside the kernel QK^T reduces over d: a short d cannot fill the matrix unit's pipeline, the
+    GEMM shape model's K / (K + k_half) (above) with the device's k_half; at d = 128 the rate is
+    the device's attention efficiency, so
+
+        f(d) = min(1, fill(d) / fill(128)),   fill(d) = d / (d + k_half)
+
+    Heads of 128 or more are taken at the reference rate.  Checked against the FlashAttention-3
+    paper's forward benchmark on H100 SXM5, BF16, at 16K tokens (Shah et al. 2024, arXiv
+    2407.08608, Fig. 5, as transcribed from the figure): head dim 64 against 128 runs at 497/648 =
+    0.77 (no mask) and 473/616 = 0.77 (causal) for FlashAttention-3, 413/595 = 0.69 and 388/539 =
+    0.72 for cuDNN, 324/370 = 0.88 and 299/335 = 0.89 for FlashAttention-2; f(64) is 0.73 at
+    dgx-h100's k_half (72.5), 0.84 at dgx-a100's (29.5) and 0.75 at the Ascend profiles' 64
+    (unconfirmed there: no public head-dim benchmark of the NPU's FlashAttentionScore).  Head dim
+    256 runs 642/616 = 1.04 of 128 for FlashAttention-3 (causal), not the 1.22 fill(256)/fill(128)
+    would give, hence the cap.  CPU profiles (torch's flash attention for CPU: blocked GEMMs in its
+    own loops, whose cost the profile's measured tables hold) take 1."""
+    if not head_dim or head_dim >= REFERENCE_HEAD_DIM or not ex.k_half or ex.cpu_threads:
+        return 1.0
+    return (head_dim / (head_dim + ex.k_half)) / (REFERENCE_HEAD_DIM / (REFERENCE_HEAD_DIM + ex.k_half))
+
+
 def memory_family(op: str) -> str:
     """A memory-bound aten operator's family: "norm" (batch, layer, group norms), "pool" (max and
     average pooling), each with "_backward" for its gradient kernel, else "elementwise"."""
@@ -131,6 +161,8 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
         return t_mem + ex.launch_s
     engine = engines[kernel.klass]
     rate = engine.rate_flops_per_s * engine.efficiency
+    if kernel.head_dim:
+        rate *= attention_head_efficiency(kernel.head_dim, ex)
     dims = kernel.gemm_at(b)
     if ex.cpu_threads and kernel.conv is not None and dims is not None:
         return _cpu_conv_time_s(kernel, b, dims, device, engine, share, t_mem) + ex.launch_s

@@ -253,7 +253,8 @@ class _KernelRecorder(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.phase = "F"
-        self.rows: list[tuple] = []     # (phase, op, klass, flops, bytes, gemm dims or None, ConvWindow or None)
+        # (phase, op, klass, flops, bytes, gemm dims or None, ConvWindow or None, head dim or 0)
+        self.rows: list[tuple] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -265,16 +266,19 @@ class _KernelRecorder(TorchDispatchMode):
         leaves = [t for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)]
         nbytes = float(sum(t.numel() * t.element_size() for t in leaves))
         if packet not in flop_registry:
-            self.rows.append((self.phase, name, "mem", 0.0, nbytes, None, None))
+            self.rows.append((self.phase, name, "mem", 0.0, nbytes, None, None, 0))
             return out
         klass = "conv" if "conv" in name else "attention" if "attention" in name else "matmul"
         gemms = _gemm_dims(name, args, out if isinstance(out, torch.Tensor) else None)
         window = _conv_window(name, args)
         if not gemms:                  # attention and other counted kernels: FLOPs only
+            # fused attention's Q, [b, h, s, d]: the forward's first argument, the backward's second
+            # (after the output's gradient)
+            head_dim = int(args[1 if name.endswith("_backward") else 0].shape[-1]) if klass == "attention" else 0
             self.rows.append((self.phase, name, klass, float(flop_registry[packet](*args, **kwargs, out_val=out)),
-                              nbytes, None, window))
+                              nbytes, None, window, head_dim))
         for hint, dims, flops in gemms:
-            self.rows.append((hint or self.phase, name, klass, flops, nbytes / len(gemms), dims, window))
+            self.rows.append((hint or self.phase, name, klass, flops, nbytes / len(gemms), dims, window, 0))
         return out
 
 
@@ -310,10 +314,10 @@ def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tu
     hi = _record_kernels(unit, torch.empty((2 * b, *x.shape[1:]), dtype=x.dtype, device="meta"), needs_input_grad)
     if [r[:3] for r in lo] != [r[:3] for r in hi]:
         # The kernel sequence depends on the batch: take every size as proportional to it.
-        hi = [(r[0], r[1], r[2], 2 * r[3], 2 * r[4], None if r[5] is None else (2 * r[5][0], *r[5][1:]), r[6])
+        hi = [(r[0], r[1], r[2], 2 * r[3], 2 * r[4], None if r[5] is None else (2 * r[5][0], *r[5][1:]), *r[6:])
               for r in lo]
     kernels = []
-    for (phase, op, klass, f_lo, by_lo, g_lo, window), (_, _, _, f_hi, by_hi, g_hi, _) in zip(lo, hi):
+    for (phase, op, klass, f_lo, by_lo, g_lo, window, head_dim), (_, _, _, f_hi, by_hi, g_hi, _, _) in zip(lo, hi):
         gemm = ()
         if g_lo is not None:
             gemm = tuple(_affine(a, c, b, 2 * b) for a, c in zip(g_lo, g_hi))
@@ -323,7 +327,7 @@ def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tu
         if phase == "B":
             phase = "I"
         kernels.append(Kernel(phase, op, klass, _affine(f_lo, f_hi, b, 2 * b), _affine(by_lo, by_hi, b, 2 * b), gemm,
-                              window))
+                              window, head_dim))
     return tuple(kernels)
 
 

@@ -131,7 +131,9 @@ class Kernel:
     - ``gemm``: ((m0, m1), (n0, n1), (k0, k1), (g0, g1)) for GEMM-shaped kernels, () otherwise:
       M x K times K x N, g independent such products (a batched matmul's batch, a grouped
       convolution's groups); convolutions as implicit GEMM (Chetlur et al. 2014, "cuDNN");
-    - ``conv``: the convolution's window (``ConvWindow``) for convolution kernels, else None.
+    - ``conv``: the convolution's window (``ConvWindow``) for convolution kernels, else None;
+    - ``head_dim``: a fused attention kernel's head dimension (Q's last: the reduction length of
+      its QK^T), else 0; parsim.cost.kernels prices a short one (``attention_head_efficiency``).
     """
 
     phase: str
@@ -141,6 +143,7 @@ class Kernel:
     bytes: tuple[float, float] = (0.0, 0.0)
     gemm: tuple = ()
     conv: ConvWindow | None = None
+    head_dim: int = 0
 
     def at(self, b: int) -> tuple[float, float]:
         """(FLOPs, bytes) at micro-batch b."""
