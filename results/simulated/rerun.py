@@ -1,7 +1,8 @@
 """Run every `$ ` command of the given results/simulated files again and write what each prints
 under it now, the files' `#` header lines kept (say in the header why they were made again).  A
 plan's search time is left out of its first line ("simulated N", not "simulated N in T s"): it is
-this machine's, not the plan's.  The machines/ files are made by machines/regenerate.sh instead.  From the repository root:
+this machine's, not the plan's.  The machines/ files are made by machines/regenerate.sh instead.
+From the repository root:
 
     python results/simulated/rerun.py results/simulated/2026-11-30-options.txt ...
 """
