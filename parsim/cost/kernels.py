@@ -93,6 +93,12 @@ def gemm_candidates(m: float, n: float, k: float, groups: float, ex: KernelExecu
     return out
 
 
+def k_fill(k: float, k_half: float) -> float:
+    """The share of the matrix unit's pipeline a reduction of length k fills, k / (k + k_half)
+    (1 on a device without a fitted k_half)."""
+    return k / (k + k_half) if k_half else 1.0
+
+
 def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: KernelExecution) -> float:
     """Fraction of the device's large-GEMM rate a GEMM of this shape reaches: the best over the
     device's tile shapes and split-K factors s (``gemm_candidates``) of
@@ -103,7 +109,7 @@ def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: Kerne
     if not candidates:
         return 1.0
     m_fill = m / (m + ex.m_half) if ex.m_half else 1.0
-    return max(q * ((k / s) / (k / s + ex.k_half) if ex.k_half else 1.0) for q, s in candidates) * m_fill
+    return max(q * k_fill(k / s, ex.k_half) for q, s in candidates) * m_fill
 
 
 # The head dimension at which a device's fused-attention efficiency is stated: its fitted
@@ -116,7 +122,7 @@ def attention_head_efficiency(head_dim: int, ex: KernelExecution) -> float:
     """Fused attention's rate at head dimension d against its rate at ``REFERENCE_HEAD_DIM``.
 
     Inside the kernel QK^T reduces over d: a short d cannot fill the matrix unit's pipeline, the
-    GEMM shape model's K / (K + k_half) (above) with the device's k_half; at d = 128 the rate is
+    GEMM shape model's ``k_fill`` (above) with the device's k_half; at d = 128 the rate is
     the device's attention efficiency, so
 
         f(d) = min(1, fill(d) / fill(128)),   fill(d) = d / (d + k_half)
@@ -131,9 +137,9 @@ def attention_head_efficiency(head_dim: int, ex: KernelExecution) -> float:
     256 runs 642/616 = 1.04 of 128 for FlashAttention-3 (causal), not the 1.22 fill(256)/fill(128)
     would give, hence the cap.  CPU profiles (torch's flash attention for CPU: blocked GEMMs in its
     own loops, whose cost the profile's measured tables hold) take 1."""
-    if not head_dim or head_dim >= REFERENCE_HEAD_DIM or not ex.k_half or ex.cpu_threads:
+    if not head_dim or head_dim >= REFERENCE_HEAD_DIM or ex.cpu_threads:
         return 1.0
-    return (head_dim / (head_dim + ex.k_half)) / (REFERENCE_HEAD_DIM / (REFERENCE_HEAD_DIM + ex.k_half))
+    return k_fill(head_dim, ex.k_half) / k_fill(REFERENCE_HEAD_DIM, ex.k_half)
 
 
 def memory_family(op: str) -> str:
