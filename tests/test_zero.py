@@ -1,6 +1,7 @@
 """ZeRO stages 0-3 (Rajbhandari et al. 2020): memory per rank, the collectives priced, the
 planner's search over them, and the configuration's inputs (plan.json, model.yaml, CLI)."""
 
+import functools
 import json
 import math
 from collections import Counter
@@ -145,6 +146,88 @@ def test_prefetch_queues_a_gather_behind_the_reduce_scatter_before_it():
     assert prefetched_gather_s([1.0] * 4, [1.0] * 4, 1.0, [1.0] * 4) == pytest.approx(1 + 2 * 1)
     # no reduce-scatters: the prefetch rule as before, overlap's charge included
     assert prefetched_gather_s([1.0, 3.0], [2.0, 2.0], 0.25, [0.0, 0.0]) == pytest.approx(1 + 1 + 0.75 * 2)
+
+
+def test_post_backward_prefetch_exposes_every_gather():
+    """torch FSDP's BACKWARD_POST (Composer's default): layer i+1's gather is issued as layer i's
+    backward ends, ahead of layer i's reduce-scatter on the one queue, so nothing hides it; the
+    reduce-scatter runs beside the next backward and delays the gather after it only where it
+    outlasts that backward."""
+    post = functools.partial(prefetched_gather_s, prefetch="post")
+    # every gather waits in full, whatever the compute beside it (the default hides all but the first)
+    assert post([1.0] * 3, [2.0] * 3, 1.0) == pytest.approx(3.0)
+    assert post([1.0] * 3, [2.0] * 3, 1.0, [0.5] * 3) == pytest.approx(3.0)     # 0.5 < 2: reduce-scatters hidden
+    assert prefetched_gather_s([1.0] * 3, [2.0] * 3, 1.0, [0.5] * 3) == 1.0
+    # compute 1, gathers 1, reduce-scatters 3: layer 1 starts at 2 (gather 1 + compute 1 + gather 1)
+    # and ends at 3; layer 0's reduce-scatter (2 to 5) holds the queue, so layer 2's gather runs
+    # 5 to 6: 1 + 1 + (6 - 3) exposed
+    assert post([1.0] * 3, [1.0] * 3, 1.0, [3.0] * 3) == pytest.approx(5.0)
+    # a layer inside the unit before it (no gather) waits for nothing; the overlap charge is moot
+    assert post([1.0, 0.0, 1.0], [2.0] * 3, 0.25, [0.0, 0.0, 0.0]) == pytest.approx(2.0)
+    assert post([], [], 0.5) == 0.0
+
+
+def test_zero3_backward_under_backward_post_waits_for_each_gather():
+    """training.fsdp_backward_prefetch post prices a ZeRO-3 backward with every layer's gather
+    exposed: the step grows by the gathers the default hides, and nothing else moves."""
+    pre_g, cfg, pre = _run(3, cluster=A100, params=10**6)
+    _, _, post = _run(3, cluster=A100, params=10**6,
+                      training=Training(4, "fp16", "adam", fsdp_backward_prefetch="post"))
+    layer = pre.grad_buckets_bytes[0][0]
+    t = collective_time_s(A100, cfg.dp_group(0), layer, "all_gather")
+    overlap = A100.profile.collectives.overlap
+    assert 0 < t < 2.0                              # each gather hides under a backward of 2 s by default
+    hidden = prefetched_gather_s([t] * 4, [2.0] * 4, overlap)
+    assert post.step_time_s - pre.step_time_s == pytest.approx(4 * t - hidden)
+    assert post.ranks[0].memory == pre.ranks[0].memory
+
+
+def test_fsdp_backward_prefetch_is_read_and_checked():
+    """model.yaml's training.fsdp_backward_prefetch: pre by default (torch FSDP's BACKWARD_PRE),
+    post where given; anything else names the field and its choices."""
+    from parsim.errors import InputError
+    from parsim.model.spec import model_from_mapping
+    base = {"model": "gpt", "args": {"preset": "gpt-tiny"}, "training": {"global_batch_size": 2, "dtype": "bf16"}}
+    assert model_from_mapping(base, "t").training.fsdp_backward_prefetch == "pre"
+    post = {**base, "training": {**base["training"], "fsdp_backward_prefetch": "post"}}
+    assert model_from_mapping(post, "t").training.fsdp_backward_prefetch == "post"
+    bad = {**base, "training": {**base["training"], "fsdp_backward_prefetch": "none"}}
+    with pytest.raises(InputError, match="fsdp_backward_prefetch: must be one of pre, post"):
+        model_from_mapping(bad, "t")
+
+
+def test_the_executor_refuses_backward_post(tmp_path, capsys):
+    """The executor's FSDP2 prefetches the backward's gathers before each unit (pre): a plan whose
+    model says post is refused in one line naming the field, before anything runs."""
+    import yaml
+
+    from parsim.errors import InputError
+    from parsim.exec.train import RunOptions, check_run
+    doc = {"schema_version": 1, "name": "gpt-post", "model": "gpt",
+           "args": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 256},
+           "training": {"global_batch_size": 4, "dtype": "fp32", "optimizer": "adam", "fsdp_backward_prefetch": "post"}}
+    model = tmp_path / "model.yaml"
+    model.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(model), "--cluster", "local-cpu:1x2", "--zero", "3", "--pp", "1", "--top", "1",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    with pytest.raises(InputError, match=r"model.yaml: training.fsdp_backward_prefetch: the executor's FSDP2"):
+        check_run(RunOptions(plan=str(out), synthetic_size=256))
+
+
+def test_llm_foundry_rows_run_their_harness_backward_prefetch():
+    """The 2023 tables' rows (sweep.sh passes no --fsdp_config_backward_prefetch: Composer's default
+    BACKWARD_POST) say post; the large-scale table's (sweep.py: BACKWARD_PRE) keep the default
+    (the files' headers quote the sources)."""
+    import yaml
+
+    def prefetch(path):
+        rows = yaml.safe_load(open(path).read())["figures"]
+        return {r["model"]["training"].get("fsdp_backward_prefetch", "pre") for r in rows}
+    assert prefetch("results/published/llmfoundry_figures.yaml") == {"post"}
+    assert prefetch("results/published/llmfoundry_narrow_figures.yaml") == {"post"}
+    assert prefetch("results/published/fsdp_scale_figures.yaml") == {"pre"}
 
 
 def test_zero3_backward_gathers_wait_for_the_reduce_scatters_on_nccl(monkeypatch):

@@ -331,7 +331,7 @@ def serial_group(cluster: Cluster) -> bool:
 
 
 def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap: float,
-                        reduces_s: list[float] | None = None) -> float:
+                        reduces_s: list[float] | None = None, prefetch: str = "pre") -> float:
     """Exposed time of per-layer parameter all-gathers prefetched one layer ahead (ZeRO-3; torch
     FSDP2's implicit prefetch: layer i+1's all-gather is issued as layer i's compute starts),
     layers in the order they run: the first layer's gather waits in full; each later one is
@@ -347,9 +347,20 @@ def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap
 
         issued(i+1) = max(start(i), stream free);  ready(i+1) = issued(i+1) + g(i+1)
         start(i+1)  = max(start(i) + c(i), ready(i+1));  stream free = max(ready(i+1), start(i) + c(i)) + r(i)
+
+    ``prefetch`` "post" (a backward under torch FSDP's BACKWARD_POST, Training.fsdp_backward_prefetch):
+    layer i+1's gather is issued only as layer i's backward ends, in its post-backward hook, and
+    ahead of layer i's reduce-scatter (torch.distributed.fsdp _runtime_utils._post_backward_hook
+    calls _prefetch_handles before it reduce-scatters; torch 1.13's FullyShardedDataParallel does
+    the same), so nothing hides the gathers; layer i's reduce-scatter runs beside layer i+1's
+    backward and delays layer i+2's gather where it outlasts it:
+
+        ready(i+1) = max(end(i), stream free) + g(i+1);  start(i+1) = ready(i+1);  stream free = ready(i+1) + r(i)
     """
     if not gathers_s:
         return 0.0
+    if prefetch == "post":
+        return _post_backward_gather_s(gathers_s, computes_s, reduces_s or [0.0] * len(gathers_s))
     if not reduces_s or not any(reduces_s):      # the closed form: the queue below gives the same
         exposed = gathers_s[0]                   # times to rounding, and these stay bit for bit
         for g, c in zip(gathers_s[1:], computes_s):
@@ -369,6 +380,22 @@ def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap
         stream = max(stream, end) + reduces_s[i]     # layer i's reduce-scatter, as it ends
         start = end
     return start - sum(computes_s[:n]) + charged
+
+
+def _post_backward_gather_s(gathers_s: list[float], computes_s: list[float], reduces_s: list[float]) -> float:
+    """prefetched_gather_s under BACKWARD_POST: every gather after the first waits for the layer
+    before it to end, then for the queue (its docstring)."""
+    n = len(gathers_s)
+    end = stream = gathers_s[0]                      # layer 0 waits for its own gather in full
+    for i in range(n):
+        end += computes_s[i]
+        gather = gathers_s[i + 1] if i + 1 < n else 0.0
+        if gather:                                   # layer i+1 opens a unit: its gather, then i's reduce-scatter
+            end = max(stream, end) + gather
+            stream = end + reduces_s[i]
+        else:
+            stream = max(stream, end) + reduces_s[i]
+    return end - sum(computes_s[:n])
 
 
 def ddp_buckets(grad_bytes_reversed: list[float], cap_bytes: float = DDP_BUCKET_BYTES,

@@ -159,6 +159,10 @@ def check_run(opts: RunOptions):
     if spec.training.grad_reduce_dtype not in (None, spec.training.dtype):
         raise InputError(f"{spec.path or opts.plan}: training.grad_reduce_dtype: the executor reduces gradients in the "
                          f"training dtype ({spec.training.dtype}); drop grad_reduce_dtype to run the plan")
+    if spec.training.fsdp_backward_prefetch != "pre":
+        raise InputError(f"{spec.path or opts.plan}: training.fsdp_backward_prefetch: the executor's FSDP2 prefetches "
+                         "the backward's next all-gather before the current unit's backward (pre); drop "
+                         "fsdp_backward_prefetch to run the plan")
     precision.check_optimizer(plan.optimizer, plan.dtype, opts.plan)
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "

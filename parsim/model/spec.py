@@ -39,6 +39,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
                                       # parsim.hardware.device.KernelExecution.attention_efficiency)
       grad_reduce_dtype: fp32         # the dtype data-parallel gradients are held and reduced in (default: dtype):
                                       # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
+      fsdp_backward_prefetch: post    # ZeRO-3: when the backward's next all-gather is issued: pre (default: torch
+                                      # FSDP's BACKWARD_PRE, FSDP2's prefetch) | post (BACKWARD_POST, Composer's)
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
@@ -80,6 +82,7 @@ SCHEDULE_NAMES = ("gpipe", "1f1b", "interleaved", "zbh1")
 MEMORY_FORMATS = ("nchw", "channels_last")
 ATTENTION_KERNELS = ("fa2", "triton")
 MOE_DISPATCHERS = ("alltoall", "flex")   # parsim.cost.experts: every row by NCCL, or once per destination node
+FSDP_BACKWARD_PREFETCH = ("pre", "post")  # torch FSDP's BackwardPrefetch: BACKWARD_PRE | BACKWARD_POST (parsim.cost.comm)
 
 
 def default_memory_format(dtype: str) -> str:
@@ -151,6 +154,16 @@ class Training:
     # where moe_pad_to_capacity; None: dropless (parsim.cost.experts.routing_imbalance)
     moe_capacity_factor: float | None = None
     moe_pad_to_capacity: bool = False
+    # ZeRO-3's backward: when a unit's parameters are all-gathered for the next unit's backward
+    # (torch FSDP's BackwardPrefetch; parsim.cost.comm.prefetched_gather_s).  "pre" (default): as
+    # the current unit's backward starts, beside its compute: torch FSDP1's default BACKWARD_PRE
+    # (torch.distributed.fsdp.FullyShardedDataParallel, backward_prefetch=BackwardPrefetch.
+    # BACKWARD_PRE) and what FSDP2's implicit backward prefetch and parsim's executor
+    # (parsim.exec.fsdp) do.  "post": after it, in its post-backward hook, ahead of its
+    # reduce-scatter on NCCL's queue, so the next backward waits for the gather: BACKWARD_POST,
+    # MosaicML Composer's default (composer/trainer/dist_strategy.py, prepare_fsdp_module:
+    # fsdp_config.get('backward_prefetch', 'BACKWARD_POST')), which llm-foundry's benchmarks ran.
+    fsdp_backward_prefetch: str = "pre"
 
 
 @dataclass(frozen=True)
@@ -400,7 +413,8 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                         attention_kernel=t.choice("attention_kernel", ATTENTION_KERNELS, None),
                         moe_dispatcher=t.choice("moe_dispatcher", MOE_DISPATCHERS, "alltoall"),
                         moe_capacity_factor=t.positive_float("moe_capacity_factor", None),
-                        moe_pad_to_capacity=t.get("moe_pad_to_capacity", bool, False))
+                        moe_pad_to_capacity=t.get("moe_pad_to_capacity", bool, False),
+                        fsdp_backward_prefetch=t.choice("fsdp_backward_prefetch", FSDP_BACKWARD_PREFETCH, "pre"))
     if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
         raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
                                           f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")

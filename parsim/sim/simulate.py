@@ -390,8 +390,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                     if serial_group(cluster):
                         unit_rs = {units[k][0]: bucket[(s, pos)][1] for pos, k in enumerate(order) if k}
                         reduces = [unit_rs.get(i, 0.0) for i in range(len(idx))][::-1]
-                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap,
-                                                                reduces) + gather_host_s
+                    gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap, reduces,
+                                                                training.fsdp_backward_prefetch) + gather_host_s
                     comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * m
                     sharded[s] += [("all_gather", x) for x in gather_bytes if x] * m
                     # the root's, the running and the prefetched unit's (fsdp_gathered_param_bytes)
