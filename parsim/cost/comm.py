@@ -350,10 +350,10 @@ def prefetched_gather_s(gathers_s: list[float], computes_s: list[float], overlap
 
     ``prefetch`` "post" (a backward under torch FSDP's BACKWARD_POST, Training.fsdp_backward_prefetch):
     layer i+1's gather is issued only as layer i's backward ends, in its post-backward hook, and
-    ahead of layer i's reduce-scatter (torch.distributed.fsdp _runtime_utils._post_backward_hook
-    calls _prefetch_handles before it reduce-scatters; torch 1.13's FullyShardedDataParallel does
-    the same), so nothing hides the gathers; layer i's reduce-scatter runs beside layer i+1's
-    backward and delays layer i+2's gather where it outlasts it:
+    ahead of layer i's reduce-scatter (torch 2.x's torch/distributed/fsdp/_runtime_utils.py:
+    _post_backward_hook calls _prefetch_handles before it reduce-scatters), so nothing hides the
+    gathers; layer i's reduce-scatter runs beside layer i+1's backward and delays layer i+2's
+    gather where it outlasts it:
 
         ready(i+1) = max(end(i), stream free) + g(i+1);  start(i+1) = ready(i+1);  stream free = ready(i+1) + r(i)
     """
