@@ -170,7 +170,7 @@ def test_post_backward_prefetch_exposes_every_gather():
 def test_zero3_backward_under_backward_post_waits_for_each_gather():
     """training.fsdp_backward_prefetch post prices a ZeRO-3 backward with every layer's gather
     exposed: the step grows by the gathers the default hides, and nothing else moves."""
-    pre_g, cfg, pre = _run(3, cluster=A100, params=10**6)
+    _, cfg, pre = _run(3, cluster=A100, params=10**6)
     _, _, post = _run(3, cluster=A100, params=10**6,
                       training=Training(4, "fp16", "adam", fsdp_backward_prefetch="post"))
     layer = pre.grad_buckets_bytes[0][0]
