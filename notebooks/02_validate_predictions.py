@@ -27,7 +27,7 @@
 #    rank correlation, and whether the planner's pick was the measured best.
 #
 # The outputs shipped with it were made on the reduced `quick` set with very short runs (3 plans,
-# 4 steps each, layer profiles of 1 repeat: the environment variables below) by
+# 4 steps each, layer profiles of 1 repeat at 3 micro-batch sizes: the environment variables below) by
 # `python -m parsim.report.notebooks`, on a shared 2-core CPU: they show what the notebook prints,
 # not the accuracy figures. The test suite runs it the same way. For the full default set, run it
 # as it is, or use `parsim validate --passes 3` (see the docs for the recorded figures). It runs
@@ -55,6 +55,7 @@ SET = os.environ.get("PARSIM_NB_SET", "default")
 STEPS = int(os.environ.get("PARSIM_NB_STEPS", "12"))        # 3 of them are warm-up
 REPEATS = os.environ.get("PARSIM_NB_REPEATS", "3")         # timed repeats per size and round
 ROUNDS = os.environ.get("PARSIM_NB_ROUNDS", "5:15")         # rounds at least:at most (parsim.profile.rounds)
+SIZES = [int(b) for b in os.environ.get("PARSIM_NB_SIZES", "2,4,8,16,32").split(",")]    # micro-batch sizes profiled
 OUT = os.environ.get("PARSIM_NB_OUT", os.path.relpath(ROOT / "runs" / "notebook-validate"))
 os.makedirs(OUT, exist_ok=True)
 
@@ -63,7 +64,7 @@ for n in (1, 2):            # alone, and with both cores busy
     profiles[n] = f"{OUT}/layers.{n}proc.profile.json"
     least, most = map(int, ROUNDS.split(":"))
     policy = RoundsPolicy(repeats=int(REPEATS), min_rounds=least, max_rounds=most)
-    assert launch_profilers(MODEL, [2, 4, 8, 16, 32], profiles[n], n, policy, quiet=True) == 0
+    assert launch_profilers(MODEL, SIZES, profiles[n], n, policy, quiet=True) == 0
 with open(profiles[2]) as f:
     layers = pd.DataFrame(json.load(f)["layers"])
 layers[["name", "fwd_s", "bwd_s", "bwd_input_s", "bwd_weight_s"]].head()

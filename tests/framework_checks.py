@@ -2,7 +2,7 @@
 (DeepSpeed initialises torch.distributed; MindSpore sets a global context), and print what the
 framework read as JSON.  A rejection is a non-zero exit with the framework's message.
 
-    python tests/framework_checks.py deepspeed ds.json DP
+    python tests/framework_checks.py deepspeed ds.json DP [REFUSED_DP]
     python tests/framework_checks.py megatron plan.args
     python tests/framework_checks.py torchtitan plan.toml
     python tests/framework_checks.py mindspore plan.py   (on a MindSpore copy of examples/mlp_module.py)
@@ -16,9 +16,12 @@ import shlex
 import sys
 
 
-def deepspeed(path: str, dp: str) -> dict:
+def deepspeed(path: str, dp: str, refused_dp: str | None = None) -> dict:
     """DeepSpeedConfig with a data-parallel group of dp ranks: its batch rule, ZeRO, precision,
-    pipeline, AutoTP and optimizer sections (deepspeed/runtime/config.py)."""
+    pipeline, AutoTP and optimizer sections (deepspeed/runtime/config.py).  With ``refused_dp``,
+    also what DeepSpeedConfig says of the same file under that many ranks (``refused``: its
+    message, None where it accepts it), in the same process: importing DeepSpeed twice cost the
+    suite 25 s."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("DS_CHECK_PORT", "29731"), RANK="0",
                       WORLD_SIZE="1", LOCAL_RANK="0")
     import deepspeed as ds
@@ -27,8 +30,11 @@ def deepspeed(path: str, dp: str) -> dict:
     ds.init_distributed(dist_backend="gloo")
 
     class Mpu:            # what DeepSpeedConfig asks of a model-parallel unit
+        def __init__(self, ranks: str):
+            self.ranks = int(ranks)
+
         def get_data_parallel_world_size(self):
-            return int(dp)
+            return self.ranks
 
         def get_data_parallel_rank(self):
             return 0
@@ -40,12 +46,20 @@ def deepspeed(path: str, dp: str) -> dict:
             return 0
 
     with open(path) as f:
-        c = DeepSpeedConfig(json.load(f), mpu=Mpu())
-    return {"train_batch_size": c.train_batch_size, "micro": c.train_micro_batch_size_per_gpu,
-            "accumulation": c.gradient_accumulation_steps, "zero": int(c.zero_optimization_stage),
-            "bf16": c.bfloat16_config.enabled, "pipeline_stages": c.pipeline["stages"],
-            "autotp_size": c.tensor_parallel_config.autotp_size, "optimizer": c.optimizer_name,
-            "world_size": c.world_size}
+        config = json.load(f)
+    c = DeepSpeedConfig(dict(config), mpu=Mpu(dp))
+    out = {"train_batch_size": c.train_batch_size, "micro": c.train_micro_batch_size_per_gpu,
+           "accumulation": c.gradient_accumulation_steps, "zero": int(c.zero_optimization_stage),
+           "bf16": c.bfloat16_config.enabled, "pipeline_stages": c.pipeline["stages"],
+           "autotp_size": c.tensor_parallel_config.autotp_size, "optimizer": c.optimizer_name,
+           "world_size": c.world_size}
+    if refused_dp is not None:
+        try:
+            DeepSpeedConfig(dict(config), mpu=Mpu(refused_dp))
+            out["refused"] = None
+        except Exception as e:          # DeepSpeed asserts its batch rule
+            out["refused"] = f"{type(e).__name__}: {e}"
+    return out
 
 
 # Megatron-LM flags that arguments.py (tag core_v0.16.1) declares by hand, or from training-side

@@ -347,7 +347,7 @@ def test_per_operator_layouts_cross_pipeline_stages(tmp_path, capfd, name, model
 
 
 @pytest.mark.parametrize("name,model,flags", [
-    ("resnet-dp2", "examples/resnet50_cifar10_local_bf16.yaml", ["--dp", "2", "--pp", "1", "--microbatches", "2"]),
+    ("resnet-dp2", "examples/resnet50_cifar10_local_bf16.yaml", ["--dp", "2", "--pp", "1", "--microbatches", "1"]),
     # one micro-batch: the tied gradient is then one sum of two terms, the same in either order
     ("gpt-pp2", "examples/gpt_tiny_local_bf16.yaml",
      ["--dp", "1", "--pp", "2", "--microbatches", "1", "--schedule", "gpipe"]),
@@ -358,17 +358,19 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     between steps are the memory model's 2 + 2 + (4 + 4) per parameter; the gradient buckets and
     the tied embedding's all-reduce carry bf16.
 
-    ResNet-50 runs a global batch of 16 (micro-batches of 4), not the example's 32, for three steps
-    (the third, the last warm-up step, is the one whose memory is measured): on a CPU without bf16
-    instructions its bf16 convolutions run about 8x slower than fp32 ones, and the example's batch
-    over four steps took 211 s of the suite on such a host
-    (results/2026-11-30c-amd-epyc/suite-durations.txt).  Every check below reads the same parts at
-    any batch; micro-batches of 2 are too few for BatchNorm at the seeds' learning rate (the loss
-    reached 2e5 in four steps, so any rounding difference is amplified past the tolerance)."""
+    ResNet-50 runs a global batch of 8 (one micro-batch of 4 a rank), not the example's 32, for three
+    steps (the third, the last warm-up step, is the one whose memory is measured): on a CPU without
+    bf16 instructions its bf16 convolutions run about 8x slower than fp32 ones; the example's batch
+    over four steps took 211 s of the suite on such a host (results/2026-11-30c-amd-epyc/
+    suite-durations.txt), a batch of 16 in two micro-batches 94 s (2026-12-01, AMD EPYC).  Every
+    check below reads the same parts at any batch (bf16 gradients summed over micro-batches: the
+    GPT's rows of test_zero1_shards_the_optimizer_and_runs_the_priced_collectives); micro-batches
+    of 2 are too few for BatchNorm at the seeds' learning rate (the loss reached 2e5 in four
+    steps, so any rounding difference is amplified past the tolerance)."""
     steps = 4
     if "resnet" in name:
-        small = tmp_path / "resnet50_bf16_batch16.yaml"
-        small.write_text(open(model).read().replace("global_batch_size: 32", "global_batch_size: 16"))
+        small = tmp_path / "resnet50_bf16_batch8.yaml"
+        small.write_text(open(model).read().replace("global_batch_size: 32", "global_batch_size: 8"))
         assert small.read_text() != open(model).read()
         model, steps = str(small), 3
     plan = make_plan(tmp_path, name, *flags, model=model)

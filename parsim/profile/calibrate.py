@@ -145,9 +145,16 @@ def _fit(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str, kno
     return _fit_roofline(points, device, dtype, knots)
 
 
+def calibrated_device(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32",
+                      knots: int = 6) -> Device:
+    """``device`` with its kernel (or roofline) efficiencies fitted to every point of ``table``:
+    the fit alone, without ``calibrate``'s report (whose held-out protocol fits twice more)."""
+    return _fit(graph, table, device, dtype, knots)
+
+
 def calibrate(graph: LayerGraph, table: ProfileTable, device: Device, dtype: str = "fp32",
               knots: int = 6) -> tuple[Device, dict]:
-    calibrated = _fit(graph, table, device, dtype, knots)
+    calibrated = calibrated_device(graph, table, device, dtype, knots)
     points = _points(graph, table)
     model = AnalyticalCompute(calibrated, dtype)
     errors = [model.layer_time_s(l, k, b) / t - 1 for l, k, b, t in points]
@@ -309,5 +316,6 @@ def profiled_compute(table: ProfileTable, graph: LayerGraph, device: Device, dty
     if table.dtype != graph.dtype:
         raise InputError(f"--profile: dtype: the profile timed the model in {table.dtype}, but it trains in "
                          f"{graph.dtype}; profile it again with parsim profile")
-    fitted = device if table.tp > 1 else calibrate(graph, table, device, dtype)[0]
+    # the fit alone: calibrate's report (its held-out fits) would triple the time and be dropped
+    fitted = device if table.tp > 1 else calibrated_device(graph, table, device, dtype)
     return ProfiledCompute(table, AnalyticalCompute(fitted, dtype))

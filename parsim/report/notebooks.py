@@ -5,8 +5,9 @@ sees them without running anything.
 
 - Deterministic where the notebook is: no execution timings are recorded, and a notebook listed in
   ``CHEAP_PATHS`` runs with those environment variables (02's validation on its ``quick`` set of
-  3 plans, 4 steps each, profiles of 2 rounds of 1 repeat: its shipped numbers are measurements of this
-  shared CPU, not of the default set; run it yourself for those).
+  3 plans, 4 steps each, profiles of 2 rounds of 1 repeat at micro-batch sizes 4, 8 and 16: its
+  shipped numbers are measurements of this shared CPU, not of the default set; run it yourself for
+  those).
 - The notebook's metadata (``parsim``) records how it was built: the environment, and a digest of
   its code cells' sources (``sources_sha256``).
 - tests/test_notebooks.py checks the shipped outputs are current: it executes each notebook the
@@ -28,7 +29,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 FOLDER = ROOT / "notebooks"
 # Environment for a notebook whose default path measures for long (its cheap path: stated above).
 CHEAP_PATHS = {"02_validate_predictions": {"PARSIM_NB_SET": "quick", "PARSIM_NB_STEPS": "4",
-                                           "PARSIM_NB_REPEATS": "1", "PARSIM_NB_ROUNDS": "2:2"}}
+                                           "PARSIM_NB_REPEATS": "1", "PARSIM_NB_ROUNDS": "2:2",
+                                           "PARSIM_NB_SIZES": "4,8,16"}}
 # Notebooks whose text outputs are the same on every run (the simulator and the planner only).
 DETERMINISTIC = ("01_plan_resnet50",)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
