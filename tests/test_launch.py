@@ -38,3 +38,32 @@ def test_a_crashed_rank_keeps_its_stack_and_names_the_file(tmp_path, monkeypatch
     assert "rank 1 was killed by signal 11" in err and path in err
     assert "Fatal Python error: Segmentation fault" in open(path).read()
     shutil.rmtree(os.path.dirname(path))
+
+
+def test_the_workers_take_the_graphs_the_launcher_extracted(tmp_path, monkeypatch):
+    """The launcher hands its workers the graphs it extracted (parsim.model.spec.EXTRACTED_ENV;
+    `parsim run` has loaded the plan's model to check the plan): a worker whose own extraction
+    would fail still loads the model, the same graph."""
+    from parsim.model.spec import load_model
+
+    model = os.path.abspath("examples/gpt_tiny_local.yaml")
+    graph = load_model(model).graph
+    body = ("import parsim.model.extract as x\n"
+            "def refuse(*args, **kwargs):\n    raise SystemExit(3)\n"
+            "x.extract_graph = refuse\n"
+            "from parsim.model.spec import load_model\n"
+            f"g = load_model({model!r}).graph\n"
+            f"assert (g.names, g.param_count) == ({graph.names!r}, {graph.param_count}), g.names\n")
+    assert launch([], 2, timeout_s=120, module=_module(tmp_path, monkeypatch, "parsim_graph_worker", body),
+                  quiet=True) == 0
+
+
+def test_a_worker_extracts_its_own_graph_where_the_launchers_file_is_unreadable(tmp_path, monkeypatch):
+    from parsim.model import spec
+
+    bad = tmp_path / "extracted.pkl"
+    bad.write_bytes(b"not a pickle")
+    monkeypatch.setattr(spec, "_EXTRACTED", {})
+    monkeypatch.setenv(spec.EXTRACTED_ENV, str(bad))
+    assert spec.load_model("examples/gpt_tiny_local.yaml").graph.param_count > 0
+    assert spec.EXTRACTED_ENV not in os.environ          # read once

@@ -59,7 +59,6 @@ sequence.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from parsim.cost.conv_backend import SLOW2D, cpu_conv_backend, per_sample_dims, per_sample_rows, valid_tap_fraction
 from parsim.hardware.device import Device, KernelExecution, log_interp
@@ -99,17 +98,21 @@ def k_fill(k: float, k_half: float) -> float:
     return k / (k + k_half) if k_half else 1.0
 
 
-def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: KernelExecution) -> float:
+def gemm_shape_efficiency(m: float, n: float, k: float, groups: float, ex: KernelExecution,
+                          k_half: float | None = None) -> float:
     """Fraction of the device's large-GEMM rate a GEMM of this shape reaches: the best over the
     device's tile shapes and split-K factors s (``gemm_candidates``) of
 
         quant * fill,  fill = (K/s) / (K/s + k_half) * M / (M + m_half)
-    """
+
+    ``k_half``: the reduction length at half efficiency, where not the device's (a CPU's oneDNN
+    convolutions, ``KernelExecution.conv_k_half``)."""
     candidates = gemm_candidates(m, n, k, groups, ex)
     if not candidates:
         return 1.0
     m_fill = m / (m + ex.m_half) if ex.m_half else 1.0
-    return max(q * k_fill(k / s, ex.k_half) for q, s in candidates) * m_fill
+    k_half = ex.k_half if k_half is None else k_half
+    return max(q * k_fill(k / s, k_half) for q, s in candidates) * m_fill
 
 
 # The head dimension at which a device's fused-attention efficiency is stated: its fitted
@@ -218,7 +221,7 @@ def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engin
                else engine.efficiency * gemm_shape_efficiency(*one, ex))
         return max(flops / (engine.rate_flops_per_s * eff), t_mem)
     flops *= valid_tap_fraction(kernel.conv)
-    shape = gemm_shape_efficiency(*one, replace(ex, k_half=ex.conv_k_half) if ex.conv_k_half else ex)
+    shape = gemm_shape_efficiency(*one, ex, ex.conv_k_half or ex.k_half)
     t = max(flops / (engine.rate_flops_per_s * engine.efficiency * shape), t_mem)
     rate = ex.weight_touch_bytes_per_s
     if kernel.phase != "F" and ex.backward_weight_touch_bytes_per_s:

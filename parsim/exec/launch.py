@@ -64,14 +64,20 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
            module: str = "parsim.run", quiet: bool = False) -> int:
     """Run ``module`` on ``nproc`` local ranks; returns the exit code.  ``quiet``: rank 0's output
     goes to the log only (a driver such as ``parsim validate`` prints its own)."""
+    from parsim.model.spec import EXTRACTED_ENV, save_extracted
+
     port = free_port()
     logdir = tempfile.mkdtemp(prefix="parsim-run-")
+    # the graphs this process extracted (the plan's model, checked before any rank starts), so
+    # that no rank extracts it again (parsim.model.spec.EXTRACTED_ENV)
+    graphs = os.path.join(logdir, "extracted.pkl")
+    inherited = {EXTRACTED_ENV: graphs} if save_extracted(graphs) else {}
     started_s = time.time()
     procs, errs = [], []
     for r in range(nproc):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(nproc), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(nproc),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS=str(threads),
-                   PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **{heartbeat.ENV: logdir})
+                   PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", **{heartbeat.ENV: logdir}, **inherited)
         err = os.path.join(logdir, f"rank{r}.err")
         errs.append(err)
         stdout = None if r == 0 and not quiet else subprocess.DEVNULL

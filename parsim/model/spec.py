@@ -383,6 +383,47 @@ def spec_sha256(path: str | os.PathLike) -> str:
 # this, 2.9-3.7 s with it (results/2026-11-30c-amd-epyc/extraction-memo.txt).
 EXTRACTED_KEPT = 16
 _EXTRACTED: dict[tuple, LayerGraph] = {}
+# A launcher hands its workers the graphs it extracted (parsim.exec.launch: `parsim run` has
+# loaded the plan's model to check the plan before it starts a rank): a pickle of _EXTRACTED at
+# the path this variable names, read by each worker once, before it would extract.  Benchmark line:
+# a two-rank ResNet-50 run of 4 steps took 10.6-11.9 s from launch to exit with every rank extracting
+# the graph again, 8.7-9.5 s with this and the two other start-up changes of the same commit
+# (results/2026-12-01d-amd-epyc/startup-ab.txt).
+EXTRACTED_ENV = "PARSIM_EXTRACTED"
+
+
+def save_extracted(path: str) -> bool:
+    """Write this process's extracted graphs to ``path`` for the workers it starts (EXTRACTED_ENV);
+    False where it has none, or they do not pickle (the workers then extract their own)."""
+    import pickle
+
+    from parsim.fileio import atomic_path
+
+    if not _EXTRACTED:
+        return False
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            pickle.dump(dict(_EXTRACTED), f, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, OSError):
+        return False
+    return True
+
+
+def _inherit_extracted() -> None:
+    """The graphs the launcher wrote (save_extracted), once per process; none where it wrote none
+    or the file cannot be read (the worker extracts as it would have)."""
+    import pickle
+
+    path = os.environ.pop(EXTRACTED_ENV, None)
+    if not path:
+        return
+    try:
+        with open(path, "rb") as f:
+            graphs = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return
+    for key, graph in graphs.items():
+        _EXTRACTED.setdefault(key, graph)
 
 
 def load_model(path: str | os.PathLike) -> ModelSpec:
@@ -484,6 +525,8 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
         # a built-in or Hugging Face model is its ModelSource (the zoo's code, the config's text):
         # extracted once per process (_EXTRACTED); a module: model's code is the user's, so never kept
         key = (source, input_spec, name, training.dtype) if source.kind in ("builtin", "hf") else None
+        if key is not None and EXTRACTED_ENV in os.environ:
+            _inherit_extracted()
         graph = _EXTRACTED.get(key) if key is not None else None
         if graph is None:
             try:

@@ -39,7 +39,7 @@ from parsim.cost.compute import AnalyticalCompute, ProfileTable
 from parsim.cost.kernels import memory_family
 from parsim.hardware.device import Device, KernelExecution
 from parsim.hardware.collectives import collectives_flow
-from parsim.model.graph import LayerGraph
+from parsim.model.graph import LayerGraph, twin_signature
 
 
 def profiled_layers(graph: LayerGraph) -> tuple:
@@ -65,6 +65,31 @@ def _points(graph: LayerGraph, table: ProfileTable, sizes=None):
                 rows.append((layer, "F", b, t.fwd_s[j]))
                 rows.append((layer, "B", b, t.bwd_s[j]))
     return [p for p in rows if p[3] > 0]
+
+
+def _twins(points) -> tuple[list[tuple], list[int]]:
+    """The (layer, kind, size) of ``points`` to price once each, and per point its index among them:
+    layers with the same twin_signature hold the same work and the analytical model prices them
+    alike (parsim.model.graph.twin_signature; parsim.sim.prices' layer classes rest on the same
+    rule), so the fit's residuals, which price every point at every step, price each class once
+    (a transformer's identical blocks, ResNet's repeated bottlenecks): the same residuals, sooner
+    (ResNet-50's profile: 180 points, 100 classes; its fit took 5.8-7.0 s before, 4.0-4.9 s after,
+    results/2026-12-01d-amd-epyc/startup-ab.txt)."""
+    first: dict[tuple, int] = {}
+    unique, index = [], []
+    for layer, kind, b, _ in points:
+        key = (twin_signature(layer), kind, b)
+        if key not in first:
+            first[key] = len(unique)
+            unique.append((layer, kind, b))
+        index.append(first[key])
+    return unique, index
+
+
+def _log_errors(model, unique, index, points) -> list[float]:
+    """log(predicted / measured) at every point, each class priced once (_twins)."""
+    times = [model.layer_time_s(layer, kind, b) for layer, kind, b in unique]
+    return [math.log(max(times[j], 1e-12) / t) for j, (_, _, _, t) in zip(index, points)]
 
 
 # Rows per sample at which a CPU's per-sample GEMM efficiency is fitted (slow_conv2d, parsim.cost.
@@ -108,9 +133,10 @@ def _fit_kernels(points, device: Device, dtype: str, cpu_threads: int = 0) -> De
                                                launch_s=float(launch_us) * 1e-6, **cpu),
                        memory_efficiency=float(mem_eff))
 
+    unique, index = _twins(points)
+
     def residuals(x):
-        model = AnalyticalCompute(device_for(x), dtype)
-        return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
+        return _log_errors(AnalyticalCompute(device_for(x), dtype), unique, index, points)
 
     x0, lo, hi = [0.5, 64.0, 10.0, 0.5], [1e-3, 0.0, 0.0, 1e-3], [1.0, 8192.0, 1000.0, 1.0]
     if cpu_threads:       # family fractions up to 4: a kernel whose tensors stay in cache beats the copy rate
@@ -130,9 +156,10 @@ def _fit_roofline(points, device: Device, dtype: str, knots: int) -> Device:
         eff = tuple((w, float(e)) for w, e in zip(grid, x[:-1]))
         return replace(device, efficiency=eff, memory_efficiency=float(x[-1]), kernels=None)
 
+    unique, index = _twins(points)
+
     def residuals(x):
-        model = AnalyticalCompute(device_for(x), dtype)
-        return [math.log(max(model.layer_time_s(l, k, b), 1e-12) / t) for l, k, b, t in points]
+        return _log_errors(AnalyticalCompute(device_for(x), dtype), unique, index, points)
 
     fit = least_squares(residuals, [0.5] * knots + [0.5], bounds=([1e-4] * (knots + 1), [1.0] * (knots + 1)))
     return device_for(fit.x)
