@@ -262,7 +262,7 @@ def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated
     assert layers > 100
     full = plan(spec, cluster, compute, Constraints(tp_layout="auto", top=10**6, prune=False), progress=False)
     checked = 0
-    phases: dict[tuple, tuple] = {}         # (tp, recompute, b, pp) -> phase_times: 800 candidates share 30
+    phases: dict[tuple, tuple] = {}         # (tp, recompute, b, pp) -> phase_times, which many candidates share
     for cand in full.ranked:
         c = cand.config
         # a searched family's candidate: tp > 1, or tp = 1 on fewer devices where its layout split
