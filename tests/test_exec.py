@@ -362,11 +362,12 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     steps (the third, the last warm-up step, is the one whose memory is measured): on a CPU without
     bf16 instructions its bf16 convolutions run about 8x slower than fp32 ones; the example's batch
     over four steps took 211 s of the suite on such a host (results/2026-11-30c-amd-epyc/
-    suite-durations.txt), a batch of 16 in two micro-batches 94 s (2026-12-01, AMD EPYC).  Every
-    check below reads the same parts at any batch (bf16 gradients summed over micro-batches: the
-    GPT's rows of test_zero1_shards_the_optimizer_and_runs_the_priced_collectives); micro-batches
-    of 2 are too few for BatchNorm at the seeds' learning rate (the loss reached 2e5 in four
-    steps, so any rounding difference is amplified past the tolerance)."""
+    suite-durations.txt), a batch of 16 in two micro-batches 92 s and this batch 52 s, alone on such
+    a host (results/2026-12-01d-amd-epyc/trimmed-tests.txt).  Every check below reads the same
+    parts at any batch (bf16 gradients summed over micro-batches: the GPT's rows of
+    test_zero1_shards_the_optimizer_and_runs_the_priced_collectives); micro-batches of 2 are too
+    few for BatchNorm at the seeds' learning rate (the loss reached 2e5 in four steps, so any
+    rounding difference is amplified past the tolerance)."""
     steps = 4
     if "resnet" in name:
         small = tmp_path / "resnet50_bf16_batch8.yaml"
