@@ -188,6 +188,17 @@ def rising_sizes_arg(text: str) -> list[int]:
     return values
 
 
+def layer_counts_arg(text: str) -> tuple[int, ...]:
+    """argparse type: '2' -> (2,), '4,0' -> (4, 0): whole numbers, 0 or more."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected a count of layers like 2, or one per stage like 4,0; got {text!r}")
+    return values
+
+
 def _type_name(types: tuple[type, ...]) -> str:
     names = {int: "an integer", float: "a number", str: "a string", bool: "true or false",
              dict: "a mapping", list: "a list"}

@@ -76,9 +76,20 @@ class ParallelConfig:
     # DeepSeek-V3 and Qwen3 pretraining configs set expert_tensor_parallel_size 1;
     # results/published/moe_figures.yaml's source_config etp), not Megatron's own default (etp = tp)
     etp: int = 1
+    # Under full recomputation, how many layers of each stage recompute (Megatron-Core's
+    # --recompute-method block --recompute-num-layers N: "the number of transformer layers to
+    # recompute within each pipeline stage", per virtual stage under interleaving; megatron/core/
+    # transformer/transformer_config.py, transformer_block.py), counted from the stage's first;
+    # ``recomputed_layers``.  () every layer (Megatron's uniform method, one layer a unit); one
+    # count, every stage's; one count per stage, MindFormers' ``recompute: [4, 0]`` form.
+    recompute_layers: tuple[int, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
+        if isinstance(self.recompute_layers, int):
+            object.__setattr__(self, "recompute_layers", (self.recompute_layers,))
+        else:
+            object.__setattr__(self, "recompute_layers", tuple(self.recompute_layers))
 
     @property
     def stages(self) -> int:
@@ -184,9 +195,30 @@ class ParallelConfig:
         """The layers a pipeline rank holds: those of its stages (s % pp == pipe_rank)."""
         return {i for s in range(pipe_rank, self.stages, self.pp) for i in self.stage_layers(s)}
 
+    def recomputed_layers(self, n_layers: int) -> frozenset[int] | None:
+        """The one place for which layers a partial recomputation recomputes (``recompute_layers``;
+        None: every layer, as ``recompute`` says): in each stage, the first N of its layers that
+        are not the model's first or last, its embedding and output layer, which Megatron's
+        TransformerBlock does not hold (a stage's checkpointed layers are its transformer layers:
+        transformer_block.py's block method)."""
+        if not self.recompute_layers:
+            return None
+        bounds = self.bounds or (0, n_layers)
+        counts = self.recompute_layers * (len(bounds) - 1) if len(self.recompute_layers) == 1 else self.recompute_layers
+        out: set[int] = set()
+        for a, b, n in zip(bounds, bounds[1:], counts):
+            out.update([i for i in range(a, b) if 0 < i < n_layers - 1][:n])
+        return frozenset(out)
+
     def describe_split(self, names: list[str]) -> str:
         return " | ".join(f"{names[a]}..{names[b - 1]}" if b - a > 1 else names[a]
                           for a, b in zip(self.bounds, self.bounds[1:]))
+
+
+def recompute_layers_text(counts) -> str:
+    """A partial recomputation's layers per stage (ParallelConfig.recompute_layers), as the
+    reports write it: '2 layers per stage', '4,0 layers per stage'."""
+    return f"{','.join(map(str, counts))} layer{'' if list(counts) == [1] else 's'} per stage"
 
 
 def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:
@@ -235,6 +267,7 @@ class Plan:
                          "zero": c.zero, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
                          **({"ep": c.ep} if c.ep > 1 else {}), **({"ep_overlap": True} if c.ep_overlap else {}),
                          **({"etp": c.etp} if c.etp != 1 else {}),
+                         **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -268,10 +301,11 @@ class Plan:
                              zero=p.choice("zero", ZERO_STAGES, 0), cp=p.positive_int("cp", 1),
                              tp_comm_overlap=p.get("tp_comm_overlap", bool, False),
                              cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1),
-                             ep_overlap=p.get("ep_overlap", bool, False), etp=p.positive_int("etp", 1))
+                             ep_overlap=p.get("ep_overlap", bool, False), etp=p.positive_int("etp", 1),
+                             recompute_layers=p.get("recompute_layers", (int, list), ()))
         stages = p.get("stages", list, [])
         p.done()
-        why = fold_refusal(cfg)
+        why = fold_refusal(cfg) or recompute_layers_refusal(cfg)
         if why:
             raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
@@ -283,6 +317,23 @@ class Plan:
                    cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"], model["sha256"])
         r.done()
         return plan
+
+
+def recompute_layers_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
+    """(field, why, in a line saying what to change) where ``recompute_layers`` does not apply to
+    cfg; None where it does."""
+    n = cfg.recompute_layers
+    if not n:
+        return None
+    if cfg.recompute is not Recompute.FULL:
+        return "recompute_layers", (f"{list(n)}: counts the layers of each stage that recompute fully (Megatron's "
+                                    f"block method); set recompute full or drop recompute_layers")
+    if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in n):
+        return "recompute_layers", f"{list(n)}: expected whole numbers of layers, 0 or more"
+    if len(n) not in (1, cfg.stages):
+        return "recompute_layers", (f"{list(n)}: give one count for every stage or one per stage ({cfg.stages} "
+                                    f"stages)")
+    return None
 
 
 def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:

@@ -431,7 +431,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
             predicted_collectives=report.collectives_text(collective_counts(
                 per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, spec.shard, first.cluster,
                                  spec.training, cfg.microbatch_size(spec.training.global_batch_size),
-                                 auto_memory_bytes(first.cluster, cfg.pp), etp=cfg.etp), cfg.microbatches,
+                                 auto_memory_bytes(first.cluster, cfg.pp), etp=cfg.etp,
+                                 recompute_only=cfg.recomputed_layers(len(spec.graph))), cfg.microbatches,
                 cfg.rank_layers(0))))
         rows.append(row)
         results.append((case, est, measured))

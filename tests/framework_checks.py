@@ -142,7 +142,8 @@ def megatron(path: str) -> dict:
     m = ConstantNumMicroBatchesCalculator(int(flags["global-batch-size"]), int(flags["micro-batch-size"]), dp, None, 0)
     return {"tp": c.tensor_model_parallel_size, "pp": c.pipeline_model_parallel_size,
             "vpp": c.virtual_pipeline_model_parallel_size, "sequence_parallel": c.sequence_parallel,
-            "recompute_granularity": c.recompute_granularity, "microbatches": m.get(), "fp8": c.fp8,
+            "recompute_granularity": c.recompute_granularity, "recompute_method": c.recompute_method,
+            "recompute_num_layers": c.recompute_num_layers, "microbatches": m.get(), "fp8": c.fp8,
             "ep": c.expert_model_parallel_size, "experts": c.num_moe_experts, "topk": c.moe_router_topk,
             "etp": c.expert_tensor_parallel_size}
 

@@ -70,10 +70,12 @@ def test_deepspeed_accepts_the_export(tmp_path, capsys):
     (["--dp", "2", "--pp", "2", "--tp", "2", "--tp-layout", "megatron-sp", "--microbatches", "4", "--zero", "1",
       "--recompute", "selective", "--placement", "dp-inner"],
      {"tp": 2, "pp": 2, "vpp": None, "sequence_parallel": True, "recompute_granularity": "selective", "microbatches": 4}),
-    (["--dp", "4", "--pp", "2", "--schedule", "interleaved", "--chunks", "2", "--microbatches", "2", "--recompute",
-      "full", "fp8"],
-     {"tp": 1, "pp": 2, "vpp": 2, "sequence_parallel": False, "recompute_granularity": "full", "microbatches": 2,
-      "fp8": "hybrid"}),
+    # the first layer of each virtual stage recomputed (Megatron's block method; its TransformerConfig
+    # checks the count against the layers a pipeline rank holds)
+    (["--dp", "4", "--pp", "2", "--schedule", "interleaved", "--chunks", "2", "--microbatches", "2",
+      "--recompute-layers", "1", "fp8"],
+     {"tp": 1, "pp": 2, "vpp": 2, "sequence_parallel": False, "recompute_granularity": "full",
+      "recompute_method": "block", "recompute_num_layers": 1, "microbatches": 2, "fp8": "hybrid"}),
 ])
 def test_megatron_accepts_the_export(tmp_path, capsys, flags, expect):
     model = tmp_path / "gpt.yaml"

@@ -5,8 +5,8 @@ one line) or accepted by `parsim run`'s pre-launch check (parsim.exec.train.chec
 runs here combine the kinds no other test runs, each equal to the single-process reference, and
 the others name the multi-process test that runs them.
 
-Kinds: dp; pp with each schedule; tp with each layout; recompute (full, selective); ZeRO stages 1-3; cp; bf16 and the
-optimizers come from the examples themselves (gpt_tiny_local_bf16, the mlp's Adam).
+Kinds: dp; pp with each schedule; tp with each layout; recompute (full, selective, some layers); ZeRO stages 1-3;
+cp; bf16 and the optimizers come from the examples themselves (gpt_tiny_local_bf16, the mlp's Adam).
 """
 
 import glob
@@ -41,6 +41,7 @@ KINDS = {
        for layout in ("megatron", "megatron-sp", "auto", "model")},
     "recompute": ["--dp", "2", "--pp", "1", "--recompute"],
     "recompute-selective": ["--dp", "2", "--pp", "1", "--recompute", "selective"],
+    "recompute-layers": ["--dp", "1", "--pp", "2", "--recompute-layers", "1"],
     **{f"zero{z}": ["--dp", "2", "--pp", "1", "--zero", str(z)] for z in (1, 2, 3)},
     "cp": ["--dp", "1", "--pp", "1", "--cp", "2"],
 }
@@ -68,9 +69,11 @@ RUNS = {
     "bf16-dp2-zero1-recompute": ("examples/gpt_tiny_local_bf16.yaml",
                                  ["--dp", "2", "--pp", "1", "--microbatches", "2", "--zero", "1", "--recompute"],
                                  {"dp", "zero1", "recompute"}),
-    "pp2-zbh1-recompute": ("examples/gpt_tiny_local.yaml",
-                           ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "zbh1", "--recompute"],
-                           {"pp-zbh1", "recompute"}),
+    # the first layer of each stage recomputed (Megatron's block method), under ZB-H1's split backward
+    "pp2-zbh1-recompute-layers": ("examples/gpt_tiny_local.yaml",
+                                  ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "zbh1",
+                                   "--recompute-layers", "1"],
+                                  {"pp-zbh1", "recompute-layers"}),
     "pp2-1f1b-selective": ("examples/gpt_tiny_local.yaml",
                            ["--dp", "1", "--pp", "2", "--microbatches", "2", "--recompute", "selective"],
                            {"pp-1f1b", "recompute-selective"}),

@@ -17,7 +17,8 @@ from parsim.cli.measure import (cmd_calibrate, cmd_profile, cmd_profile_comm, cm
                                 cmd_validate)
 from parsim.cli.plan import cmd_cluster, cmd_model, cmd_plan, cmd_simulate
 from parsim.errors import InputError, ParsimError
-from parsim.inputs import nonnegative_float_arg, positive_float_arg, positive_int_arg, rising_sizes_arg
+from parsim.inputs import (layer_counts_arg, nonnegative_float_arg, positive_float_arg, positive_int_arg,
+                           rising_sizes_arg)
 
 BUILTIN_SETS = ("default", "quick", "schedules", "zero")
 
@@ -101,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)
+    p.add_argument("--recompute-layers", type=layer_counts_arg, default=(),
+                   help="full recomputation of the first N layers of each stage only (Megatron's --recompute-method "
+                        "block --recompute-num-layers N), or one count per stage (4,0: MindFormers' recompute list); "
+                        "implies --recompute full")
     _from_flags(p)
     from parsim.cost.comm import ALGORITHMS
     p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",

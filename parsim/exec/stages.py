@@ -96,10 +96,15 @@ def local_stages(cfg: ParallelConfig, pipe_rank: int) -> list[int]:
     return [s for s in range(cfg.stages) if s % cfg.pp == pipe_rank]
 
 
+def child_name(unit: str) -> str:
+    """The child module a unit becomes: "layer1.0" -> "layer1_0" (module names cannot hold dots)."""
+    return unit.replace(".", "_")
+
+
 def sequential(units: list[tuple[str, nn.Module]]) -> nn.Sequential:
-    """Units chained in order; unit "layer1.0" becomes child "layer1_0" (module names cannot hold dots),
-    so stage and whole-model state dicts share their keys."""
-    return nn.Sequential(OrderedDict((name.replace(".", "_"), m) for name, m in units))
+    """Units chained in order, as their ``child_name``s, so stage and whole-model state dicts
+    share their keys."""
+    return nn.Sequential(OrderedDict((child_name(name), m) for name, m in units))
 
 
 def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage: int,
@@ -112,13 +117,22 @@ def stage_module(units: list[tuple[str, nn.Module]], cfg: ParallelConfig, stage:
     return sequential(chosen).to(memory_format=fmt)
 
 
-def recompute_units(stage: nn.Sequential) -> None:
+def recomputed_children(cfg: ParallelConfig, units: list[str]) -> set[str] | None:
+    """The child modules full recomputation wraps (``recompute_units``' names) for the model's
+    ``units`` in order: those ParallelConfig.recomputed_layers chooses; None: every one."""
+    only = cfg.recomputed_layers(len(units))
+    return None if only is None else {child_name(units[i]) for i in only}
+
+
+def recompute_units(stage: nn.Sequential, names: set[str] | None = None) -> None:
     """Full activation recomputation, as the simulator prices it (LayerGraph.with_recompute;
-    Megatron's full recompute): each unit keeps only its input, and its backward runs its forward
-    again (torch.utils.checkpoint, non-reentrant, with the forward's random state), collectives
-    included.  BatchNorm's running statistics are left as the first forward set them."""
-    for unit in stage.children():
-        unit.forward = functools.partial(_checkpointed, unit.forward, unit)
+    Megatron's full recompute): each unit (``names``: the units of those names alone, as
+    ParallelConfig.recomputed_layers chooses them, as ``child_name`` writes them) keeps only its input, and its backward runs
+    its forward again (torch.utils.checkpoint, non-reentrant, with the forward's random state),
+    collectives included.  BatchNorm's running statistics are left as the first forward set them."""
+    for name, unit in stage.named_children():
+        if names is None or name in names:
+            unit.forward = functools.partial(_checkpointed, unit.forward, unit)
 
 
 def recompute_attention(stage: nn.Module) -> None:

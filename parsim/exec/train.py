@@ -67,7 +67,8 @@ from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.measure import profiled_peak_bytes, record_run, static_bytes
 from parsim.exec.objective import loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
-                                 memory_format, recompute_attention, recompute_units, schedule_class, stage_module)
+                                 memory_format, recompute_attention, recompute_units, recomputed_children,
+                                 schedule_class, stage_module)
 from parsim.model.recompute import Recompute
 from parsim.plan import load_plan_and_model
 from parsim.progress import print_above, progress_bar
@@ -275,8 +276,9 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
             partial_grads += tensor_parallel.parallelize(m, mesh["tp"], cfg.tp_layout == "megatron-sp")
     del units                         # the other stages' units: the per-operator plans probe through them
     if cfg.recompute is Recompute.FULL:
+        names = recomputed_children(cfg, spec.graph.names)
         for m in modules:
-            recompute_units(m)
+            recompute_units(m, names)
     elif cfg.recompute is Recompute.SELECTIVE:
         for m in modules:
             recompute_attention(m)

@@ -15,6 +15,7 @@ import os
 
 from parsim.errors import InputError
 from parsim.export.common import Imported, parse_value, set_dotted
+from parsim.plan import recompute_layers_text
 
 TARGETS = ("mindspore", "megatron", "torchtitan", "deepspeed")
 READERS = ("megatron", "torchtitan", "deepspeed", "mindformers", "mindspore")
@@ -26,7 +27,8 @@ def _header(plan, source: str, target: str) -> list[str]:
     step = f", predicted {est['step_time_s']:.4g} s a step" if "step_time_s" in est else ""
     return [f"{target} settings from parsim's plan {source}: {plan.model_name} on {plan.cluster}",
             f"dp {c.dp} x pp {c.pp} x tp {c.tp} x cp {c.cp}, {c.microbatches} micro-batches, {c.schedule}, "
-            f"zero {c.zero}, recompute {c.recompute.value}{step}",
+            f"zero {c.zero}, recompute {c.recompute.value}"
+            f"{f' ({recompute_layers_text(c.recompute_layers)})' if c.recompute_layers else ''}{step}",
             f"(parsim export {source} --to {target}; `parsim simulate --from {target} FILE` reads it back)"]
 
 

@@ -62,7 +62,9 @@ def export_config(plan, spec, source: str) -> dict:
                            "shards with AutoTP (Megatron's column-then-row Linear layout) only"),
                           ("tp_comm_overlap", c.tp_comm_overlap, "has no sequence-parallel tp overlap"),
                           ("recompute", c.recompute.value in ("selective", "deepseek"), "recomputes whole layers "
-                                                                                         "(deepspeed.checkpointing)")):
+                                                                                         "(deepspeed.checkpointing)"),
+                          ("recompute_layers", bool(c.recompute_layers), "checkpoints the layers the model code "
+                                                                        "wraps, set in no JSON key")):
         if bad:
             raise refuse(source, "parallel." + key, getattr(c, key).__str__(), TARGET, why)
     if plan.fp8:

@@ -17,6 +17,8 @@ ArgumentGroupFactory):
                                 --torch-fsdp2-no-reshard-after-forward / --use-torch-fsdp2
     recompute selective / full  --recompute-granularity selective / full --recompute-method uniform
                                 --recompute-num-layers 1
+    recompute_layers N          --recompute-granularity full --recompute-method block
+                                --recompute-num-layers N (one count for every stage)
     recompute deepseek          --recompute-granularity selective --recompute-modules layernorm
                                 mla_up_proj moe_act
     tp_comm_overlap             --tp-comm-overlap
@@ -85,8 +87,13 @@ def export_args(plan, spec, source: str) -> list[str]:
         args += ["--expert-tensor-parallel-size", str(c.etp)]
     args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
              3: ["--use-torch-fsdp2"]}[c.zero]
-    args += {"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
-             "deepseek": DEEPSEEK_MODULES}[c.recompute.value]
+    if c.recompute_layers and len(set(c.recompute_layers)) > 1:
+        raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "recomputes the same "
+                     "number of layers in every stage (--recompute-num-layers)")
+    args += ({"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
+              "deepseek": DEEPSEEK_MODULES}[c.recompute.value] if not c.recompute_layers else
+             ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+              str(c.recompute_layers[0])])
     args += ["--tp-comm-overlap"] if c.tp_comm_overlap else []
     if c.placement == "pp-inner" and c.pp > 1 and c.dp * c.cp > 1:
         args += ["--use-tp-pp-dp-mapping"]
@@ -241,7 +248,7 @@ def import_args(text: str, source: str) -> Imported:
         v = layers // (pp * per_virtual)
     chunks = v or 1
     counts = _counts(f, layers, pp, chunks, source)
-    recompute = _recompute(f, source)
+    recompute, recompute_layers = _recompute(f, source, layers // (pp * chunks))
     gran = f.str("cp-comm-type", "p2p")
     if gran not in ("p2p", "allgather", "all_gather"):
         raise refuse(source, "--cp-comm-type", gran, "parsim", "prices p2p (a ring) and allgather only")
@@ -264,7 +271,8 @@ def import_args(text: str, source: str) -> Imported:
     parallel = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, chunks=chunks,
                     schedule="interleaved" if chunks > 1 else "1f1b", split=split_arg(bounds_from_counts(counts)),
                     tp_layout=("megatron-sp" if f.on("sequence-parallel") else "megatron") if tp > 1 else None,
-                    recompute=recompute, zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
+                    recompute=recompute, **({"recompute_layers": recompute_layers} if recompute_layers else {}),
+                    zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
                     cp_mode=("allgather" if gran != "p2p" else "ring") if cp > 1 else None, ep_overlap=f.on("overlap-moe-expert-parallel-comm"),
                     placement="pp-inner" if f.on("use-tp-pp-dp-mapping") else "dp-inner", microbatch_size=mbs)
     training = dict(dtype=dtype, optimizer=optimizer, fp8=fp8, **({"global_batch_size": gbs} if gbs else {}))
@@ -332,26 +340,28 @@ def _counts(f: _Flags, layers: int, pp: int, chunks: int, source: str) -> list[i
     return [fixed.get(s, rest // middle if middle else 0) for s in range(pp)]
 
 
-def _recompute(f: _Flags, source: str) -> str:
+def _recompute(f: _Flags, source: str, per_stage: int) -> tuple[str, int]:
+    """(parsim's recompute mode, layers recomputed per stage: 0 every one) of the recompute flags;
+    ``per_stage``: the transformer layers of a (virtual) pipeline stage."""
     if f.on("checkpoint-activations"):        # the 2021 name of full recomputation (Megatron-LM's sc21 scripts)
-        return "full"
+        return "full", 0
     gran = f.str("recompute-granularity")
     if gran is None:
-        return "none"
+        return "none", 0
     if gran == "selective":
         # a list flag: the argument reader keeps its first module, which tells the two apart
         modules = f.str("recompute-modules", "core_attn")
         if modules not in ("core_attn", DEEPSEEK_MODULES[3]):
             raise refuse(source, "--recompute-modules", modules, "parsim", "prices core_attn (selective) or "
                          "layernorm mla_up_proj moe_act (deepseek)")
-        return "selective" if modules == "core_attn" else "deepseek"
+        return ("selective" if modules == "core_attn" else "deepseek"), 0
     if gran != "full":
         raise refuse(source, "--recompute-granularity", gran, "Megatron-LM", "takes full or selective")
     method = f.str("recompute-method", "uniform")
-    if method == "block" and f.int("recompute-num-layers", 1) < max(1, f.int("num-layers") // f.int("pipeline-model-parallel-size", 1)):
-        raise refuse(source, "--recompute-method", "block", "parsim", "recomputes every layer or none; block "
-                     "recomputation of some layers is not priced")
-    return "full"
+    n = f.int("recompute-num-layers", 1)
+    if method == "block" and n < per_stage:      # the first n layers of each (virtual) stage
+        return "full", n
+    return "full", 0
 
 
 def _stem(source: str) -> str:

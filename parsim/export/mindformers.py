@@ -12,7 +12,8 @@ plan it runs, for Llama-style models (``model.model_config.type`` LlamaConfig).
     runner_config.batch_size x                      micro-batch size (unconfirmed against MindFormers'
       micro_batch_interleave_num                    trainer: its documented global batch formula)
     parallel.enable_parallel_optimizer              zero 1 (2 with gradient_accumulation_shard)
-    recompute_config.recompute / select_recompute   recompute full / selective
+    recompute_config.recompute / select_recompute   recompute full / selective; recompute: [4, 0]
+                                                    (layers per stage): recompute_layers
     model_config.compute_dtype                      dtype (float16 fp16, bfloat16 bf16)
     model_config: num_layers, hidden_size, num_heads, n_kv_heads, intermediate_size (or
       multiple_of, ffn_dim_multiplier as Meta's Llama), vocab_size, seq_length, theta, rms_norm_eps
@@ -58,7 +59,14 @@ def import_config(raw: dict, source: str) -> Imported:
         shard = par.sub("parallel_optimizer_config", required=False).get("gradient_accumulation_shard", bool, False)
         zero = 2 if shard else 1
     rc = Fields(raw, source).sub("recompute_config", required=False)
-    recompute = "full" if rc.get("recompute", (bool, list), False) else "selective" if rc.get("select_recompute", (bool, list), False) else "none"
+    full = rc.get("recompute", (bool, list), False)
+    recompute = "full" if full else "selective" if rc.get("select_recompute", (bool, list), False) else "none"
+    layers_per_stage = ()           # a list: the layers each stage recomputes fully (the first of its own)
+    if isinstance(full, list):
+        if chunks > 1 or len(full) != pp or any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in full):
+            raise refuse(source, "recompute_config.recompute", full, "parsim's MindFormers reader",
+                         f"reads a list of one count of layers per pipeline stage ({pp}), without pp_interleave_num")
+        layers_per_stage = tuple(full)
     opt = Fields(raw, source).sub("optimizer", required=False).get("type", str, "AdamW")
     if "adam" not in opt.lower():
         raise refuse(source, "optimizer.type", opt, "parsim's MindFormers reader", "prices Adam-family optimizers")
@@ -66,7 +74,8 @@ def import_config(raw: dict, source: str) -> Imported:
                     split=split_arg(bounds_from_counts(counts)),
                     tp_layout=("megatron-sp" if pc.get("use_seq_parallel", bool, False) else "megatron") if tp > 1 else None,
                     recompute=recompute, zero=zero, placement="dp-inner" if pp > 1 else "pp-inner",
-                    microbatch_size=mbs, microbatches=m)
+                    microbatch_size=mbs, microbatches=m,
+                    **({"recompute_layers": layers_per_stage} if layers_per_stage else {}))
     return Imported(model_mapping(d, "mindformers-" + str(Fields(raw, source).sub("trainer", required=False)
                                                           .get("model_name", str, "llama"))),
                     dict(dtype=dtype, optimizer="adam", global_batch_size=mbs * m * dp), parallel, dp * tp * pp)

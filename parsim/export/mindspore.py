@@ -16,7 +16,8 @@ pipeline-parallel and distributed-training pages use them:
     tp, tp_layout               SHARD: operator pattern -> strategy, the plan's layout in the seeds'
                                 notation (split counts per input; a Dense's inputs X [m, k] and
                                 W^T [k, n]), dp folded into the first input's first dimension
-    recompute full              RECOMPUTE: the cut units (cell.recompute() on each)
+    recompute full              RECOMPUTE: the cut units (cell.recompute() on each; with
+                                recompute_layers, those ParallelConfig.recomputed_layers names)
     dtype                       AMP_LEVEL "O0" (fp32) / "O2" with AMP_DTYPE float16 or bfloat16
     global batch                BATCH_SIZE per device (create_dataset's batch_size) x dp
 
@@ -77,7 +78,8 @@ def export_settings(plan, spec, source: str, strategies: dict) -> dict:
     if c.tp > 1:
         out["SHARD"] = {k: _fold(v, c.dp) for k, v in sorted(strategies.items())}
     if c.recompute.value == "full":
-        out["RECOMPUTE"] = list(plan.layers)
+        only = c.recomputed_layers(len(plan.layers))
+        out["RECOMPUTE"] = [name for i, name in enumerate(plan.layers) if only is None or i in only]
     return out
 
 

@@ -123,6 +123,10 @@ def export_config(plan, spec, source: str) -> dict:
     if c.recompute.value == "deepseek":
         raise refuse(source, "parallel.recompute", "deepseek", TARGET, "checkpoints whole blocks (full) or "
                      "selected ops (selective)")
+    if c.recompute_layers:
+        raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "checkpoints every "
+                     "block or every N-th block (selective_ac_option N), not the first N of each stage; plan "
+                     "with --recompute full or none")
     if c.schedule == "zbh1" and c.chunks == 1 and c.pp > 1:
         raise refuse(source, "parallel.schedule", "zbh1 with 1 chunk", TARGET, "runs zero bubble interleaved "
                      "(InterleavedZeroBubble, 2 or more stages a rank) only")

@@ -284,6 +284,9 @@ class LayerGraph:
     extraction_batch: int = 2    # samples in the shapes of Layer.ops
     tp: int = 1                  # > 1: per-device layers of a tensor-parallel group (parsim.shard.graph)
     recompute: Recompute = Recompute.NONE   # what layers recompute (LayerGraph.with_recompute); bools: full / none
+    # under full recompute, the layers recomputed when not all are (ParallelConfig.recomputed_layers:
+    # Megatron's block method); None: every layer as ``recompute`` says
+    recompute_only: frozenset | None = None
     cp: int = 1                  # > 1: per-device layers of a context-parallel group (s/cp tokens per sequence)
     # > 1: the last layer's output is cut into this many pieces over the tensor-parallel group and
     # gathered whole for the loss, which then holds the whole; 1 also where the loss takes a split
@@ -424,8 +427,10 @@ class LayerGraph:
         loss = self.loss_saved_bytes if stop == len(self.layers) else 0.0
         return sum(layer.saved_bytes for layer in layers) - sum(layer.input_shared_bytes for layer in layers[1:]) + loss
 
-    def with_recompute(self, mode: Recompute | str | bool = Recompute.FULL) -> "LayerGraph":
-        """The graph with every layer recomputed in backward as ``mode`` says (parsim.model.recompute):
+    def with_recompute(self, mode: Recompute | str | bool = Recompute.FULL,
+                       only: frozenset[int] | None = None) -> "LayerGraph":
+        """The graph with every layer (``only``: the layers of those indices, under full
+        recomputation alone) recomputed in backward as ``mode`` says (parsim.model.recompute):
 
         - full (Chen et al. 2016; Megatron's full recompute, Narayanan et al. 2021 Sec. 3.5): a
           layer keeps only its input, the previous layer's output (the model's input for the
@@ -436,15 +441,22 @@ class LayerGraph:
           backward re-runs the core attention's forward kernels (``recompute_part``); a layer
           with fused attention or none is unchanged (nothing to recompute selectively);
         - deepseek (DeepSeek-V3 Sec. 3.2.3): the norms, MLA's up-projections and the SwiGLU
-          products (parsim.model.recompute_modules)."""
+          products (parsim.model.recompute_modules).
+
+        A layer outside ``only`` is kept as it is, except that it shares no input with a
+        recomputed predecessor, which keeps only its own input (``input_shared_bytes`` 0)."""
         mode = recompute_mode(mode)
-        if self.recompute == mode or not mode:
+        if only is not None and mode is not Recompute.FULL:
+            raise ValueError(f"with_recompute recomputes some layers only under full recomputation, not {mode}")
+        if (self.recompute == mode and self.recompute_only == only) or not mode:
             return self
         if self.recompute:
             raise ValueError(f"with_recompute takes a graph without recomputation, not one with {self.recompute}")
         layers, inp, shared = [], self.input_bytes, {}
-        for layer in self.layers:
-            if mode is Recompute.FULL:
+        for i, layer in enumerate(self.layers):
+            if only is not None and i not in only:
+                layers.append(replace(layer, input_shared_bytes=0.0) if i - 1 in only else layer)
+            elif mode is Recompute.FULL:
                 layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
                                       input_shared_bytes=0.0))
             elif mode is Recompute.DEEPSEEK:
@@ -454,7 +466,7 @@ class LayerGraph:
             else:
                 layers.append(_selectively_recomputed(layer, self.extraction_batch))
             inp = layer.output_bytes
-        return replace(self, layers=tuple(layers), recompute=mode)
+        return replace(self, layers=tuple(layers), recompute=mode, recompute_only=only)
 
     def slice(self, start: int, stop: int) -> Sequence[Layer]:
         return self.layers[start:stop]

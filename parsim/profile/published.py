@@ -68,7 +68,7 @@ from functools import lru_cache
 from parsim.errors import InfeasibleError, InputError
 from parsim.hardware.cluster import Cluster, Profile, load_profile, profile_path
 from parsim.inputs import Fields, load_file
-from parsim.plan import CP_MODES, PLACEMENTS
+from parsim.plan import CP_MODES, PLACEMENTS, recompute_layers_text
 
 SCHEMA_VERSION = 1
 FOLDER = "results/published"      # every *figures*.yaml here is read (load_all_figures)
@@ -93,7 +93,7 @@ class Figure:
     nodes: int
     devices_per_node: int | None  # None: the profile's
     parallel: tuple               # (key, value) pairs: dp, tp, pp, cp, ep, zero, microbatches, schedule, chunks,
-                                  #   recompute, tp_layout, tp_comm_overlap, cp_mode, split
+                                  #   recompute, recompute_layers, tp_layout, tp_comm_overlap, cp_mode, split
     metric: str                   # samples_per_s | tflops_per_gpu | tokens_per_s_per_gpu
     measured: float
     tolerance: float
@@ -188,7 +188,7 @@ def _thaw(value):
 
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
-                 "chunks": int, "schedule": str, "recompute": bool, "tp_layout": str, "tp_comm_overlap": bool,
+                 "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int, "tp_layout": str, "tp_comm_overlap": bool,
                  "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str}
 
 
@@ -383,7 +383,8 @@ def describe(cfg) -> str:
             f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' etp={cfg.etp}' if cfg.etp > 1 else ''}"
             f"{' ep-overlap' if cfg.ep_overlap else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
             f" m={cfg.microbatches} {cfg.schedule}"
-            f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}")
+            f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
+            f"{f' ({recompute_layers_text(cfg.recompute_layers)})' if cfg.recompute_layers else ''}")
 
 
 def figure_imbalance(routing: tuple) -> float | None:

@@ -8,6 +8,7 @@ import math
 from parsim.hardware.links import LINK_CLASSES
 from parsim.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
+from parsim.plan import recompute_layers_text
 from parsim.sim.band import band_text
 
 
@@ -177,6 +178,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (f" etp={c['etp']}" if c.get("etp", 1) > 1 else "")
              + (" ep-overlap" if c.get("ep_overlap") else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
+             + (f" ({recompute_layers_text(c['recompute_layers'])})" if c.get("recompute_layers") else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
@@ -248,6 +250,7 @@ def config_text(c) -> str:
                        if get("ep", 1) > 1 else []),
                      *([f"etp={get('etp', 1)}"] if get("etp", 1) > 1 else []),
                      *([f"recompute={recompute}"] if recompute else []),
+                     *([f"({recompute_layers_text(get('recompute_layers', ()))})"] if get("recompute_layers", ()) else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
@@ -290,8 +293,9 @@ def candidate_json(cand) -> dict:
     return {"label": cand.label, "dp": c.dp, "pp": c.pp, "tp": c.tp, "tp_layout": c.tp_layout, "cp": c.cp, "ep": c.ep,
             "ep_overlap": c.ep_overlap, "etp": c.etp,
             "devices": c.world_size,
-            "recompute": c.recompute.value, "zero": c.zero, "microbatches": c.microbatches,
-            "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
+            "recompute": c.recompute.value, **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers
+                                               else {}),
+            "zero": c.zero, "microbatches": c.microbatches, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 

@@ -29,7 +29,7 @@ def kernels_per_step(graph: LayerGraph, cand: Candidate) -> int:
     """Kernels the busiest rank launches in one step: its stages' kernels (forward, backward, and
     the forward again where recomputed) once per micro-batch."""
     cfg = cand.config
-    graph = graph.with_recompute(cfg.recompute) if not graph.recompute else graph
+    graph = graph.with_recompute(cfg.recompute, cfg.recomputed_layers(len(graph))) if not graph.recompute else graph
     layers = [graph.layers[i] for s in busiest_rank(cand.estimate).stages for i in cfg.stage_layers(s)]
     per_mb = sum(sum(kernel_counts(l).values()) + recomputed_kernels(l) for l in layers)
     return per_mb * cfg.microbatches

@@ -132,7 +132,8 @@ def _kept(memo: ShardMemo | None, key: tuple, held, make) -> LayerGraph:
 def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recompute: Recompute | str | bool = False,
                      model_strategies: Mapping[str, Strategy] | None = None, cluster=None,
                      training=None, microbatch: int = 1, memory_bytes: float | None = None,
-                     cp: int = 1, ep: int = 1, etp: int = 1, memo: ShardMemo | None = None) -> LayerGraph:
+                     cp: int = 1, ep: int = 1, etp: int = 1, memo: ShardMemo | None = None,
+                     recompute_only: frozenset[int] | None = None) -> LayerGraph:
     """The LayerGraph one device of a plan runs: ``graph`` sharded over tp devices by
     ``tp_layout`` ("model": ``model_strategies``, the model.yaml's ``shard:``; "auto": searched
     on ``cluster`` for ``training``'s dtype and optimizer, parsim.shard.auto; else a built-in of
@@ -149,36 +150,40 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     (parsim.cost.experts.expert_parallel_graph).
     A graph already prepared for these settings is returned as is.  ``memo``: the run's, which
     keeps every graph made (the planner asks many times); settings that give the same
-    strategies share one graph."""
+    strategies share one graph.  ``recompute_only``: under full recomputation, the layers
+    recomputed where not every one is (ParallelConfig.recomputed_layers; None: all)."""
     recompute = recompute_mode(recompute)
+    only = recompute_only if recompute is Recompute.FULL else None
     etp = etp if getattr(graph, "moe", False) else 1          # a dense model has no experts to split
-    if graph.tp == tp and graph.recompute == recompute and graph.cp == cp and graph.ep == ep and graph.etp == etp:
+    if (graph.tp == tp and graph.recompute == recompute and graph.recompute_only == only and graph.cp == cp
+            and graph.ep == ep and graph.etp == etp):
         return graph
     if graph.tp != 1 or graph.recompute or graph.cp != 1 or graph.ep != 1:
         raise ValueError("per_device_graph takes the model's graph, not one already prepared for other settings")
     if ep > 1:                    # the tp-sharded, recomputed, cp graph (kept on its own), then ep's experts
         return expert_graph(per_device_graph(graph, tp, tp_layout, recompute, model_strategies, cluster, training,
-                                             microbatch, memory_bytes, cp, etp=etp, memo=memo), ep, training, memo)
+                                             microbatch, memory_bytes, cp, etp=etp, memo=memo, recompute_only=only),
+                            ep, training, memo)
     if cp > 1:                    # the tp-sharded, recomputed graph (kept on its own), then its tokens / cp
         selective = recompute is Recompute.SELECTIVE
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE if selective else recompute, model_strategies,
-                                cluster, training, microbatch, memory_bytes, etp=etp, memo=memo)
+                                cluster, training, microbatch, memory_bytes, etp=etp, memo=memo, recompute_only=only)
 
         def ring() -> LayerGraph:
             out = context_parallel_graph(base, cp)
             return replace(out, recompute=recompute) if selective else out
-        return _kept(memo, ("context", id(base), cp, recompute), base, ring)
+        return _kept(memo, ("context", id(base), cp, recompute, only), base, ring)
     searched = tp_layout == "auto" and tp > 1
     if searched:
         microbatch = searched_microbatch(microbatch)
-    key = (id(graph), tp, tp_layout, recompute, tuple(sorted((model_strategies or {}).items())),
+    key = (id(graph), tp, tp_layout, recompute, only, tuple(sorted((model_strategies or {}).items())),
            (id(cluster), training, microbatch, memory_bytes) if searched else None, etp)
     if memo is not None and key in memo.graphs:
         return memo.graphs[key][1]
     if recompute:                 # the sharded graph, then recomputed (the sharding is kept on its own)
         base = per_device_graph(graph, tp, tp_layout, Recompute.NONE, model_strategies, cluster, training,
                                 microbatch, memory_bytes, etp=etp, memo=memo)
-        out = _kept(memo, ("recomputed", id(base), recompute), base, lambda: base.with_recompute(recompute))
+        out = _kept(memo, ("recomputed", id(base), recompute, only), base, lambda: base.with_recompute(recompute, only))
     elif tp > 1:
         patterns = layout_strategies(graph, tp, tp_layout, model_strategies, cluster, training, microbatch,
                                      memory_bytes, etp, memo)

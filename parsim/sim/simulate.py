@@ -119,7 +119,8 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
         check_fold(graph, cfg)
     graph = per_device_graph(graph, cfg.tp, cfg.tp_layout, cfg.recompute, strategies, cluster, training,
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
-                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, etp=cfg.etp, memo=prices.shard)
+                             auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, etp=cfg.etp, memo=prices.shard,
+                             recompute_only=cfg.recomputed_layers(len(graph)))
     with paused_gc():
         return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
 
@@ -527,8 +528,9 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                                   ep_comm_s=a2a_exposed))
     config = {"dp": cfg.dp, "pp": cfg.pp, "tp": cfg.tp, "cp": cfg.cp, "ep": cfg.ep, "ep_overlap": cfg.ep_overlap, "tp_layout": cfg.tp_layout,
               **({"etp": cfg.etp} if cfg.etp != 1 else {}),
-              "recompute": cfg.recompute.value, "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode,
-              "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
+              "recompute": cfg.recompute.value, **({"recompute_layers": list(cfg.recompute_layers)}
+                                                   if cfg.recompute_layers else {}),
+              "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
     return Estimate(step_time_s=T, global_batch_size=training.global_batch_size, ranks=tuple(ranks),
