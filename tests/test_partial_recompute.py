@@ -8,6 +8,7 @@ writers.  The executor runs it against the single-process reference in tests/tes
 (``pp2-zbh1-recompute-layers``).
 """
 
+import dataclasses
 import json
 
 import pytest
@@ -206,3 +207,31 @@ def test_mindspore_recomputes_the_chosen_cells(tmp_path):
     want = [names[i] for i in sorted(plan.config.recomputed_layers(len(names)))]
     assert export_settings(plan, load_model(GPT), "p.json", {})["RECOMPUTE"] == want
     assert len(want) == 2 and names[0] not in want
+
+
+GPT3 = ["examples/gpt3_175b.yaml", "--cluster", "dgx-h100:64x8", "--tp", "8", "--tp-layout", "megatron", "--pp", "8",
+        "--dp", "8", "--zero", "1", "--microbatches", "64", "--schedule", "1f1b"]
+
+
+def test_the_planner_recomputes_the_fewest_layers_that_fit_when_asked(capsys):
+    """GPT-3 175B where keeping every activation does not fit (results/simulated/2026-12-01-recompute-
+    layers.txt): without --partial-recompute the pick recomputes every layer; with it, the fewest
+    layers of each stage that fit, faster, and one fewer does not fit."""
+    def planned(*flags):
+        capsys.readouterr()
+        assert main(["plan", *GPT3, "--top", "2", "--json", *flags]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    whole, fewer = planned(), planned("--partial-recompute")
+    assert whole["plan"]["parallel"]["recompute"] == "full" and "recompute_layers" not in whole["plan"]["parallel"]
+    n = fewer["plan"]["parallel"]["recompute_layers"]
+    assert fewer["plan"]["parallel"]["recompute"] == "full" and n[0] < 12
+    assert fewer["plan"]["estimate"]["step_time_s"] < whole["plan"]["estimate"]["step_time_s"]
+    assert any(line.startswith(f"recomputation: {n[0]} layers per stage") for line in fewer["explanation"])
+    cap = fewer["capacity_bytes"]
+    assert max(fewer["plan"]["estimate"]["peak_memory_bytes"]) <= cap
+    plan = Plan.from_json(fewer["plan"], "p.json")
+    spec = load_model(GPT3[0])
+    one_fewer = simulate(spec.graph, spec.training, load_cluster("dgx-h100:64x8"),
+                         dataclasses.replace(plan.config, recompute_layers=(n[0] - 1,)))
+    assert max(one_fewer.peak_memory_bytes) > cap

@@ -130,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     _tp_flags(p)
     p.add_argument("--max-memory", help="memory per device, e.g. 24GiB, taken as given (default: the device's usable "
                                         "memory: its capacity less the profile's memory_reserved)")
+    p.add_argument("--partial-recompute", action="store_true",
+                   help="ranked plans that recompute every layer recompute only the fewest layers of each stage that "
+                        "fit (Megatron's --recompute-method block); off by default: torchtitan and DeepSpeed cannot "
+                        "run it")
     _from_flags(p)
     p.add_argument("--top", type=positive_int_arg, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")

@@ -278,7 +278,9 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
             "tp": c.tp if c.tp == 1 else f"{c.tp} {c.tp_layout}" + (" overlap" if c.tp_comm_overlap else ""),
             "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}", **ep,
             "devices": f"{c.world_size}/{world or c.world_size}",
-            "recompute": c.recompute.value, "zero": c.zero, "m": c.microbatches,
+            "recompute": c.recompute.value + (f" ({','.join(map(str, c.recompute_layers))}/stage)"
+                                              if c.recompute_layers else ""),
+            "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "90% band": band_cell(e.step_time_band),
             **({"P(best)": f"{cand.p_best:.0%}"} if getattr(cand, "p_best", None) is not None else {}),

@@ -156,10 +156,15 @@ class Candidate:
     def peak_memory_bytes(self) -> float:
         return max(self.estimate.peak_memory_bytes)
 
+    def rank(self) -> tuple:
+        """The planner's order: by step time, then memory, then the configuration (ties break the
+        same way every run)."""
+        return self.estimate.step_time_s, self.peak_memory_bytes, self.key()
+
     def key(self) -> tuple:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
-                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep, c.etp)
+                c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep, c.etp, c.recompute_layers)
 
 
 GRAPH, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3     # the kinds of entry in the branch and bound (BranchAndBound)

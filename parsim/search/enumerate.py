@@ -77,6 +77,9 @@ class Constraints:
     etp: int | None = None                           # expert tp, 1 or tp; None: both searched (MoE models, tp > 1)
     prune: bool = True             # False: simulate every candidate (the reference the pruned search must equal)
     use_all_devices: bool = False  # True: only plans on every device (no tp group whose layout splits nothing)
+    # True: the ranked plans that recompute every layer recompute the fewest layers a stage that fit
+    # (parsim.search.recompute_layers; off by default, as torchtitan and DeepSpeed cannot run it)
+    partial_recompute: bool = False
 
 
 # The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and

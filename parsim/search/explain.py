@@ -7,7 +7,7 @@ from __future__ import annotations
 from parsim.cost.kernels import kernel_counts
 from parsim.model.graph import LayerGraph
 from parsim.model.attention import sequence_length
-from parsim.plan import ParallelConfig
+from parsim.plan import ParallelConfig, recompute_layers_text
 from parsim.fmt import human_bytes, human_time
 from parsim.search.bound import Candidate
 from parsim.sim import Estimate
@@ -17,7 +17,9 @@ def short(c: ParallelConfig) -> str:
     """A configuration in a few words: dp=1 pp=8 tp=1 m=2 zbh1."""
     return (f"dp={c.dp} pp={c.pp} tp={c.tp}{f' {c.tp_layout}' if c.tp > 1 else ''}{f' cp={c.cp}' if c.cp > 1 else ''}"
             f"{f' ep={c.ep}' if c.ep > 1 else ''}{f' etp={c.etp}' if c.etp > 1 else ''}"
-            f"{' recompute' if c.recompute else ''}{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
+            f"{' recompute' if c.recompute else ''}"
+            f"{f' ({recompute_layers_text(c.recompute_layers)})' if c.recompute_layers else ''}"
+            f"{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
             f"{c.schedule}{f' v={c.chunks}' if c.chunks > 1 else ''}")
 
 

@@ -37,6 +37,7 @@ from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import Constraints, check_usable, divisors, families, schedules, variants
 from parsim.search.explain import explanation, nothing_fits
+from parsim.search.recompute_layers import fewer_lines, fewest_recomputed
 from parsim.search.resolve import default_layout
 from parsim.sim import simulate
 from parsim.sim.prices import Prices
@@ -111,7 +112,11 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                                            "" if c.max_memory_bytes else
                                            f" usable ({human_bytes(cluster.device.memory_bytes)} raw, less the "
                                            f"profile's memory_reserved)"))
-    results.sort(key=lambda x: (x.estimate.step_time_s, x.peak_memory_bytes, x.key()))
+    results.sort(key=Candidate.rank)
+    whole: dict = {}                      # a refined pick's key -> its step recomputing every layer
+    if c.partial_recompute:               # the ranked full recomputations, on as few layers as fit
+        results[: c.top], whole = fewest_recomputed(results[: c.top], len(spec.graph), cap,
+                                                    lambda cfg: _simulated(spec, prices, search, cfg))
     ranked, noise_lines = tuple(results[: c.top]), ()
     if rerank is not None:                 # the top plans again under the profile's noise (parsim.search.noise)
         ranked, noise_lines = rerank(ranked)
@@ -129,8 +134,16 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                       explanation=explanation(list(ranked), spec.graph,
                                               memory_margin(ranked[0].peak_memory_bytes, cluster.device,
                                                             c.max_memory_bytes),
-                                              world, all_devices) + noise_lines,
+                                              world, all_devices)
+                                  + fewer_lines(ranked[0], whole) + noise_lines,
                       world_size=world, all_devices=all_devices)
+
+
+def _simulated(spec, prices: Prices, search: BranchAndBound, cfg: ParallelConfig) -> Candidate:
+    """``cfg`` simulated as the search simulates its candidates, from the model's graph."""
+    return Candidate(cfg, simulate(spec.graph, spec.training, prices.cluster, cfg,
+                                   search.compute_of(cfg.tp, cfg.tp_layout, cfg.ep), keep_timeline=False,
+                                   strategies=spec.shard, prices=prices))
 
 
 def _pareto(results: list[Candidate]) -> tuple[Candidate, ...]:
