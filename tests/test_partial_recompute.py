@@ -159,7 +159,8 @@ def test_the_executor_wraps_the_chosen_units_only():
     assert wrapped == {"h_0", "h_2"}
 
 
-MEGATRON = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32", "--vocab-size", "128",
+MEGATRON = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+            "--vocab-size", "128",
             "--max-position-embeddings", "32", "--micro-batch-size", "1", "--global-batch-size", "8",
             "--pipeline-model-parallel-size", "2", "--recompute-granularity", "full"]
 

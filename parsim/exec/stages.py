@@ -126,10 +126,10 @@ def recomputed_children(cfg: ParallelConfig, units: list[str]) -> set[str] | Non
 
 def recompute_units(stage: nn.Sequential, names: set[str] | None = None) -> None:
     """Full activation recomputation, as the simulator prices it (LayerGraph.with_recompute;
-    Megatron's full recompute): each unit (``names``: the units of those names alone, as
-    ParallelConfig.recomputed_layers chooses them, as ``child_name`` writes them) keeps only its input, and its backward runs
-    its forward again (torch.utils.checkpoint, non-reentrant, with the forward's random state),
-    collectives included.  BatchNorm's running statistics are left as the first forward set them."""
+    Megatron's full recompute): each unit (``names``: only the children of those names,
+    ``recomputed_children``) keeps only its input, and its backward runs its forward again
+    (torch.utils.checkpoint, non-reentrant, with the forward's random state), collectives
+    included.  BatchNorm's running statistics are left as the first forward set them."""
     for name, unit in stage.named_children():
         if names is None or name in names:
             unit.forward = functools.partial(_checkpointed, unit.forward, unit)

@@ -188,7 +188,8 @@ def _thaw(value):
 
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
-                 "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int, "tp_layout": str, "tp_comm_overlap": bool,
+                 "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int,
+                 "tp_layout": str, "tp_comm_overlap": bool,
                  "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str}
 
 

@@ -250,7 +250,8 @@ def config_text(c) -> str:
                        if get("ep", 1) > 1 else []),
                      *([f"etp={get('etp', 1)}"] if get("etp", 1) > 1 else []),
                      *([f"recompute={recompute}"] if recompute else []),
-                     *([f"({recompute_layers_text(get('recompute_layers', ()))})"] if get("recompute_layers", ()) else []),
+                     *([f"({recompute_layers_text(get('recompute_layers', ()))})"]
+                       if get("recompute_layers", ()) else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 

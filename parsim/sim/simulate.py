@@ -530,7 +530,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
               **({"etp": cfg.etp} if cfg.etp != 1 else {}),
               "recompute": cfg.recompute.value, **({"recompute_layers": list(cfg.recompute_layers)}
                                                    if cfg.recompute_layers else {}),
-              "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero, "microbatches": cfg.microbatches, "microbatch_size": b,
+              "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero,
+              "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
     return Estimate(step_time_s=T, global_batch_size=training.global_batch_size, ranks=tuple(ranks),

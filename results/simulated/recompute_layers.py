@@ -1,6 +1,6 @@
 """Full recomputation of the first N layers of each stage (parsim simulate --recompute-layers N;
 Megatron-Core's --recompute-method block --recompute-num-layers N), from none to full, for one
-GPT-3 175B layout on 512 H100s (12 layers a stage).
+GPT-3 175B layout on 512 H100s (its balanced split: 10 to 13 transformer layers a stage).
 
     python results/simulated/recompute_layers.py > results/simulated/2026-12-01-recompute-layers.txt
 """
@@ -21,7 +21,8 @@ def main() -> None:
     usable = load_cluster(CLUSTER).device.usable_memory_bytes
     print("# python results/simulated/recompute_layers.py: parsim simulate " + " ".join(BASE) + " and the flags of "
           "each row")
-    print(f"{'recompute':>16} {'step s':>8} {'rank 0 activations GiB':>23} {'plan peak GiB':>14}  fits in {usable / 2**30:.2f} GiB")
+    print(f"{'recompute':>16} {'step s':>8} {'rank 0 activations GiB':>23} {'plan peak GiB':>14}  "
+          f"fits in {usable / 2**30:.2f} GiB")
     for label, flags in RUNS:
         out = subprocess.run([sys.executable, "-m", "parsim.cli", "simulate", *BASE, *flags, "--json"],
                              capture_output=True, text=True, check=True).stdout
