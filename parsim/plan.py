@@ -83,6 +83,11 @@ class ParallelConfig:
     # ``recomputed_layers``.  () every layer (Megatron's uniform method, one layer a unit); one
     # count, every stage's; one count per stage, MindFormers' ``recompute: [4, 0]`` form.
     recompute_layers: tuple[int, ...] = ()
+    # Under full recomputation, every N-th of a pipeline rank's layers recomputes, counted from 1
+    # over its stages in order (torchtitan's activation_checkpoint.selective_ac_option N, "every nth
+    # layer": torchtitan/distributed/activation_checkpoint.py's _apply_layer_sac wraps the k-th
+    # block where k % N == 0; its default is 2); ``recomputed_layers``.  0: not this rule.
+    recompute_every: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -201,6 +206,8 @@ class ParallelConfig:
         are not the model's first or last, its embedding and output layer, which Megatron's
         TransformerBlock does not hold (a stage's checkpointed layers are its transformer layers:
         transformer_block.py's block method)."""
+        if self.recompute_every:
+            return self._every_nth(n_layers)
         if not self.recompute_layers:
             return None
         bounds = self.bounds or (0, n_layers)
@@ -210,15 +217,29 @@ class ParallelConfig:
             out.update([i for i in range(a, b) if 0 < i < n_layers - 1][:n])
         return frozenset(out)
 
+    def _every_nth(self, n_layers: int) -> frozenset[int]:
+        """``recompute_every``'s layers: on each pipeline rank, the k-th of its layers other than
+        the model's first and last (in order over its stages) where k % N == 0."""
+        ranks = [self.rank_layers(r) for r in range(self.pp)] if self.bounds else [set(range(n_layers))]
+        out: set[int] = set()
+        for held in ranks:
+            body = sorted(i for i in held if 0 < i < n_layers - 1)
+            out.update(body[k - 1] for k in range(self.recompute_every, len(body) + 1, self.recompute_every))
+        return frozenset(out)
+
     def describe_split(self, names: list[str]) -> str:
         return " | ".join(f"{names[a]}..{names[b - 1]}" if b - a > 1 else names[a]
                           for a, b in zip(self.bounds, self.bounds[1:]))
 
 
-def recompute_layers_text(counts) -> str:
-    """A partial recomputation's layers per stage (ParallelConfig.recompute_layers), as the
-    reports write it: '2 layers per stage', '4,0 layers per stage'."""
-    return f"{','.join(map(str, counts))} layer{'' if list(counts) == [1] else 's'} per stage"
+def recompute_layers_text(counts=(), every: int = 0) -> str:
+    """A partial recomputation (ParallelConfig.recompute_layers or recompute_every) as the reports
+    write it: '2 layers per stage', '4,0 layers per stage', '1 layer in 2'; '' where neither is set."""
+    if every:
+        return "every layer" if every == 1 else f"1 layer in {every}"
+    if counts:
+        return f"{','.join(map(str, counts))} layer{'' if list(counts) == [1] else 's'} per stage"
+    return ""
 
 
 def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:
@@ -268,6 +289,7 @@ class Plan:
                          **({"ep": c.ep} if c.ep > 1 else {}), **({"ep_overlap": True} if c.ep_overlap else {}),
                          **({"etp": c.etp} if c.etp != 1 else {}),
                          **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers else {}),
+                         **({"recompute_every": c.recompute_every} if c.recompute_every else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -302,7 +324,8 @@ class Plan:
                              tp_comm_overlap=p.get("tp_comm_overlap", bool, False),
                              cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1),
                              ep_overlap=p.get("ep_overlap", bool, False), etp=p.positive_int("etp", 1),
-                             recompute_layers=p.get("recompute_layers", (int, list), ()))
+                             recompute_layers=p.get("recompute_layers", (int, list), ()),
+                             recompute_every=p.get("recompute_every", int, 0))
         stages = p.get("stages", list, [])
         p.done()
         why = fold_refusal(cfg) or recompute_layers_refusal(cfg)
@@ -323,6 +346,15 @@ def recompute_layers_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
     """(field, why, in a line saying what to change) where ``recompute_layers`` does not apply to
     cfg; None where it does."""
     n = cfg.recompute_layers
+    if cfg.recompute_every:
+        if cfg.recompute is not Recompute.FULL:
+            return "recompute_every", (f"{cfg.recompute_every}: every N-th layer recomputes fully (torchtitan's "
+                                       f"selective_ac_option N); set recompute full or drop recompute_every")
+        if n:
+            return "recompute_every", "give recompute_every or recompute_layers, not both"
+        if cfg.recompute_every < 0:
+            return "recompute_every", f"{cfg.recompute_every}: expected a positive whole number"
+        return None
     if not n:
         return None
     if cfg.recompute is not Recompute.FULL:

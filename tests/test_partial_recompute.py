@@ -1,5 +1,6 @@
-"""Full recomputation of some layers of each stage (ParallelConfig.recompute_layers): Megatron-Core's
---recompute-method block --recompute-num-layers N, and MindFormers' per-stage ``recompute: [4, 0]``.
+"""Full recomputation of some layers (ParallelConfig.recompute_layers, recompute_every): of each stage,
+Megatron-Core's --recompute-method block --recompute-num-layers N and MindFormers' per-stage
+``recompute: [4, 0]``; every N-th layer of a rank, torchtitan's selective_ac_option N.
 
 The rule (which layers), the graph it gives (between none and full, layer by layer), the simulated
 step against a closed form (pp = 1, one micro-batch: each recomputed layer adds its forward to its
@@ -236,3 +237,67 @@ def test_the_planner_recomputes_the_fewest_layers_that_fit_when_asked(capsys):
     one_fewer = simulate(spec.graph, spec.training, load_cluster("dgx-h100:64x8"),
                          dataclasses.replace(plan.config, recompute_layers=(n[0] - 1,)))
     assert max(one_fewer.peak_memory_bytes) > cap
+
+
+def test_every_nth_layer_of_each_rank_as_torchtitan_counts_them():
+    """torchtitan's selective_ac_option N: on each rank, the k-th of its transformer blocks in order
+    (over its stages, counted from 1) where k % N == 0 (activation_checkpoint.py, _apply_layer_sac)."""
+    assert _cfg(bounds=(0, 5, 10), recompute_every=2).recomputed_layers(10) == {2, 4, 6, 8}
+    # interleaved: rank 0 holds stages 0 and 2 (layers 0-2, 6-7), rank 1 stages 1 and 3 (3-5, 8-9)
+    assert _cfg(chunks=2, schedule="interleaved", bounds=(0, 3, 6, 8, 10), recompute_every=2) \
+        .recomputed_layers(10) == {2, 7, 4, 8}
+    assert _cfg(recompute_every=3).recomputed_layers(10) == {3, 6}
+    assert _cfg(bounds=(0, 5, 10), recompute_every=1).recomputed_layers(10) == set(range(1, 9))
+    assert recomputed_children(_cfg(bounds=(0, 3, 6), recompute_every=2),
+                               ["embed", "h.0", "h.1", "h.2", "h.3", "head"]) == {"h_1", "h_3"}
+
+
+def test_every_nth_is_kept_refused_and_exported_to_torchtitan(tmp_path, capsys):
+    d = _plan_json(tmp_path, "--recompute-every", "2")
+    assert d["parallel"]["recompute"] == "full" and d["parallel"]["recompute_every"] == 2
+    assert Plan.from_json(d, "p.json").config.recompute_every == 2
+    for edit, says in (({"recompute": "none"}, "set recompute full"),
+                       ({"recompute_layers": [1]}, "not both")):
+        bad = json.loads(json.dumps(d))
+        bad["parallel"].update(edit)
+        with pytest.raises(InputError, match="parallel.recompute_every") as e:
+            Plan.from_json(bad, "p.json")
+        assert says in str(e.value)
+    assert main(["simulate", GPT, "--cluster", "local-cpu:1x2", "--pp", "2", "--recompute-every", "2",
+                 "--recompute-layers", "1"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section,want", [
+    ('mode = "selective"\nselective_ac_option = "2"\n', ("full", 2)),
+    ('mode = "selective"\n', ("full", 2)),                    # torchtitan's default option is "2"
+    ('mode = "selective"\nselective_ac_option = "0"\n', ("full", 1)),      # 0: every block
+    ('mode = "selective"\nselective_ac_option = "op"\n', ("selective", None)),
+    ('mode = "full"\n', ("full", None)),
+])
+def test_torchtitan_reads_layer_checkpointing_as_every_nth(tmp_path, section, want):
+    toml = tmp_path / "tt.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 8\n'
+                    'seq_len = 256\n[activation_checkpoint]\n' + section)
+    got = read_config("torchtitan", str(toml))
+    assert (got.parallel["recompute"], got.parallel.get("recompute_every")) == want
+
+
+def test_torchtitan_refuses_an_option_it_does_not_take(tmp_path):
+    toml = tmp_path / "tt.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[activation_checkpoint]\nmode = "selective"\n'
+                    'selective_ac_option = "half"\n')
+    with pytest.raises(InputError, match="selective_ac_option"):
+        read_config("torchtitan", str(toml))
+
+
+def test_every_nth_goes_back_to_torchtitan_as_its_layer_option(tmp_path):
+    toml, plan, out = tmp_path / "tt.toml", tmp_path / "plan.json", tmp_path / "out.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 8\nseq_len = 256\n'
+                    '[parallelism]\ndata_parallel_replicate_degree = 8\ndata_parallel_shard_degree = 1\n'
+                    '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "3"\n')
+    assert main(["simulate", "--from", "torchtitan", str(toml), "--cluster", "dgx-h100:1x8", "-o", str(plan)]) == 0
+    assert json.loads(plan.read_text())["parallel"]["recompute_every"] == 3
+    assert main(["export", str(plan), "--to", "torchtitan", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert 'mode = "selective"' in text and 'selective_ac_option = "3"' in text

@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="full recomputation of the first N layers of each stage only (Megatron's --recompute-method "
                         "block --recompute-num-layers N), or one count per stage (4,0: MindFormers' recompute list); "
                         "implies --recompute full")
+    p.add_argument("--recompute-every", type=positive_int_arg, default=0,
+                   help="full recomputation of every N-th layer of each pipeline rank only (torchtitan's "
+                        "selective_ac_option N); implies --recompute full")
     _from_flags(p)
     from parsim.cost.comm import ALGORITHMS
     p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",

@@ -107,7 +107,8 @@ def cmd_simulate(args) -> int:
                              schedule=args.schedule, chunks=args.chunks, split=args.split, placement=args.placement,
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
-                             ep_overlap=args.ep_overlap, etp=args.etp, recompute_layers=args.recompute_layers)
+                             ep_overlap=args.ep_overlap, etp=args.etp, recompute_layers=args.recompute_layers,
+                             recompute_every=args.recompute_every)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)

@@ -28,7 +28,7 @@ def _header(plan, source: str, target: str) -> list[str]:
     return [f"{target} settings from parsim's plan {source}: {plan.model_name} on {plan.cluster}",
             f"dp {c.dp} x pp {c.pp} x tp {c.tp} x cp {c.cp}, {c.microbatches} micro-batches, {c.schedule}, "
             f"zero {c.zero}, recompute {c.recompute.value}"
-            f"{f' ({recompute_layers_text(c.recompute_layers)})' if c.recompute_layers else ''}{step}",
+            f"{f' ({part})' if (part := recompute_layers_text(c.recompute_layers, c.recompute_every)) else ''}{step}",
             f"(parsim export {source} --to {target}; `parsim simulate --from {target} FILE` reads it back)"]
 
 

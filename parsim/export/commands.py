@@ -62,10 +62,14 @@ def imported_config(args, compute_model) -> FromConfig:
     for key in ("split", "schedule", "chunks", "recompute", "zero", "tp_layout", "cp_mode", "tp_comm_overlap"):
         if getattr(args, key, None) is not None:          # a flag given beside --from overrides the config
             p[key] = getattr(args, key)
-    if getattr(args, "recompute_layers", ()):          # simulate's --recompute-layers, likewise
-        p["recompute_layers"] = args.recompute_layers
-    elif p.get("recompute", "full") != "full":           # the config's partial recomputation, overridden
+    # simulate's --recompute-layers / --recompute-every, or another recompute mode, override the
+    # config's partial recomputation
+    given = [key for key in ("recompute_layers", "recompute_every") if getattr(args, key, None)]
+    if given or p.get("recompute", "full") != "full":
         p.pop("recompute_layers", None)
+        p.pop("recompute_every", None)
+    for key in given:
+        p[key] = getattr(args, key)
     world = cluster.world_size
     if imported.world_size and imported.world_size != world:
         raise InputError(f"--cluster {cluster.spec}: {world} devices, but {path} runs on {imported.world_size}; give "

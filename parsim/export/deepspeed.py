@@ -64,7 +64,9 @@ def export_config(plan, spec, source: str) -> dict:
                           ("recompute", c.recompute.value in ("selective", "deepseek"), "recomputes whole layers "
                                                                                          "(deepspeed.checkpointing)"),
                           ("recompute_layers", bool(c.recompute_layers), "checkpoints the layers the model code "
-                                                                        "wraps, set in no JSON key")):
+                                                                        "wraps, set in no JSON key"),
+                          ("recompute_every", bool(c.recompute_every), "checkpoints the layers the model code "
+                                                                      "wraps, set in no JSON key")):
         if bad:
             raise refuse(source, "parallel." + key, getattr(c, key).__str__(), TARGET, why)
     if plan.fp8:

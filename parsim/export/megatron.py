@@ -87,6 +87,9 @@ def export_args(plan, spec, source: str) -> list[str]:
         args += ["--expert-tensor-parallel-size", str(c.etp)]
     args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
              3: ["--use-torch-fsdp2"]}[c.zero]
+    if c.recompute_every:
+        raise refuse(source, "parallel.recompute_every", c.recompute_every, TARGET, "recomputes the first N layers "
+                     "of each stage (--recompute-method block) or every layer, not every N-th")
     if c.recompute_layers and len(set(c.recompute_layers)) > 1:
         raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "recomputes the same "
                      "number of layers in every stage (--recompute-num-layers)")

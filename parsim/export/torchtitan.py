@@ -19,6 +19,8 @@ the 2024 configs (``training.batch_size``, the degrees under ``[training]`` and 
     cp, cp_mode                 parallelism.context_parallel_degree, context_parallel_rotate_method
                                 (ring: alltoall, allgather: allgather)
     recompute                   activation_checkpoint.mode (none, selective, full)
+    recompute_every N           activation_checkpoint.mode selective, selective_ac_option "N" (every N-th
+                                block fully checkpointed; torchtitan's default option is "2")
     fp8                         model.converters ["quantize.linear.float8"]
     dtype bf16 / fp32           training.mixed_precision_param bfloat16 / float32
 
@@ -125,8 +127,8 @@ def export_config(plan, spec, source: str) -> dict:
                      "selected ops (selective)")
     if c.recompute_layers:
         raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "checkpoints every "
-                     "block or every N-th block (selective_ac_option N), not the first N of each stage; plan "
-                     "with --recompute full or none")
+                     "block or every N-th block (selective_ac_option N, parsim's recompute_every), not the first N of "
+                     "each stage; plan with --recompute full or none")
     if c.schedule == "zbh1" and c.chunks == 1 and c.pp > 1:
         raise refuse(source, "parallel.schedule", "zbh1 with 1 chunk", TARGET, "runs zero bubble interleaved "
                      "(InterleavedZeroBubble, 2 or more stages a rank) only")
@@ -166,6 +168,8 @@ def export_config(plan, spec, source: str) -> dict:
     ac = {"mode": c.recompute.value}
     if c.recompute.value == "selective":
         ac["selective_ac_option"] = "op"
+    elif c.recompute_every:          # torchtitan's layer SAC: full checkpointing of every N-th block
+        ac = {"mode": "selective", "selective_ac_option": str(c.recompute_every)}
     return {"model": model, "optimizer": {"name": "AdamW"}, "training": training, "parallelism": par,
             "activation_checkpoint": ac}
 
@@ -245,12 +249,22 @@ def import_config(cfg: dict, source: str) -> Imported:
     mode = g(("activation_checkpoint.mode",), str, "selective")
     if mode not in ("none", "selective", "full"):
         raise refuse(source, "activation_checkpoint.mode", mode, "parsim", "prices none, selective and full")
+    # selective with an integer option is torchtitan's layer SAC, full checkpointing of every N-th
+    # block (its default option, "2"; 0 and 1: every block); "op" its op-level SAC, priced as
+    # parsim's selective
+    option = g(("activation_checkpoint.selective_ac_option",), str, "2") if mode == "selective" else "op"
+    if option != "op" and not option.isdigit():
+        raise refuse(source, "activation_checkpoint.selective_ac_option", option, "torchtitan", "takes a whole "
+                     "number (every N-th layer) or op")
+    every = max(1, int(option)) if option.isdigit() else 0
+    if every:
+        mode = "full"
     converters = g(("model.converters",), list, [])
     fp8 = any(x in (FP8, "float8") for x in converters) or g(("float8.enable_float8_linear",), bool, False)
     precision = g(("training.mixed_precision_param",), str, "bfloat16")
     parallel = dict(dp=dp, tp=tp, pp=pp, cp=cp, chunks=len(counts) // pp, schedule=schedule,
                     split=split_arg(bounds_from_counts(counts)), tp_layout="megatron-sp" if tp > 1 else None,
-                    recompute=mode, zero=zero,
+                    recompute=mode, **({"recompute_every": every} if every else {}), zero=zero,
                     tp_comm_overlap=g(("parallelism.enable_async_tensor_parallel", "experimental.enable_async_tensor_parallel"), bool, False),
                     cp_mode=("ring" if g(("parallelism.context_parallel_rotate_method",), str, "allgather") == "alltoall"
                              else "allgather") if cp > 1 else None,

@@ -93,7 +93,8 @@ class Figure:
     nodes: int
     devices_per_node: int | None  # None: the profile's
     parallel: tuple               # (key, value) pairs: dp, tp, pp, cp, ep, zero, microbatches, schedule, chunks,
-                                  #   recompute, recompute_layers, tp_layout, tp_comm_overlap, cp_mode, split
+                                  #   recompute, recompute_layers, recompute_every, tp_layout, tp_comm_overlap,
+                                  #   cp_mode, split
     metric: str                   # samples_per_s | tflops_per_gpu | tokens_per_s_per_gpu
     measured: float
     tolerance: float
@@ -188,7 +189,7 @@ def _thaw(value):
 
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
-                 "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int,
+                 "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int, "recompute_every": int,
                  "tp_layout": str, "tp_comm_overlap": bool,
                  "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str}
 
@@ -385,7 +386,7 @@ def describe(cfg) -> str:
             f"{' ep-overlap' if cfg.ep_overlap else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
-            f"{f' ({recompute_layers_text(cfg.recompute_layers)})' if cfg.recompute_layers else ''}")
+            f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}")
 
 
 def figure_imbalance(routing: tuple) -> float | None:

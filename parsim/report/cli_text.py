@@ -178,7 +178,8 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (f" etp={c['etp']}" if c.get("etp", 1) > 1 else "")
              + (" ep-overlap" if c.get("ep_overlap") else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
-             + (f" ({recompute_layers_text(c['recompute_layers'])})" if c.get("recompute_layers") else "")
+             + (f" ({part})" if (part := recompute_layers_text(c.get("recompute_layers", ()), c.get("recompute_every", 0)))
+                else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
@@ -250,8 +251,8 @@ def config_text(c) -> str:
                        if get("ep", 1) > 1 else []),
                      *([f"etp={get('etp', 1)}"] if get("etp", 1) > 1 else []),
                      *([f"recompute={recompute}"] if recompute else []),
-                     *([f"({recompute_layers_text(get('recompute_layers', ()))})"]
-                       if get("recompute_layers", ()) else []),
+                     *([f"({part})"] if (part := recompute_layers_text(get("recompute_layers", ()),
+                                                                       get("recompute_every", 0))) else []),
                      *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
@@ -280,7 +281,8 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
             "cp": c.cp if c.cp == 1 or c.cp_mode == "ring" else f"{c.cp} {c.cp_mode}", **ep,
             "devices": f"{c.world_size}/{world or c.world_size}",
             "recompute": c.recompute.value + (f" ({','.join(map(str, c.recompute_layers))}/stage)"
-                                              if c.recompute_layers else ""),
+                                              if c.recompute_layers else f" (1 in {c.recompute_every})"
+                                              if c.recompute_every else ""),
             "zero": c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "90% band": band_cell(e.step_time_band),
@@ -298,6 +300,7 @@ def candidate_json(cand) -> dict:
             "devices": c.world_size,
             "recompute": c.recompute.value, **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers
                                                else {}),
+            **({"recompute_every": c.recompute_every} if c.recompute_every else {}),
             "zero": c.zero, "microbatches": c.microbatches, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}

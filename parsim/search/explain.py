@@ -18,7 +18,7 @@ def short(c: ParallelConfig) -> str:
     return (f"dp={c.dp} pp={c.pp} tp={c.tp}{f' {c.tp_layout}' if c.tp > 1 else ''}{f' cp={c.cp}' if c.cp > 1 else ''}"
             f"{f' ep={c.ep}' if c.ep > 1 else ''}{f' etp={c.etp}' if c.etp > 1 else ''}"
             f"{' recompute' if c.recompute else ''}"
-            f"{f' ({recompute_layers_text(c.recompute_layers)})' if c.recompute_layers else ''}"
+            f"{f' ({part})' if (part := recompute_layers_text(c.recompute_layers, c.recompute_every)) else ''}"
             f"{f' zero={c.zero}' if c.zero else ''} m={c.microbatches} "
             f"{c.schedule}{f' v={c.chunks}' if c.chunks > 1 else ''}")
 

@@ -77,13 +77,15 @@ def split_bounds(split: str) -> tuple[int, ...]:
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
-                   cp_mode=None, ep=None, ep_overlap=False, etp=None, recompute_layers=()) -> ParallelConfig:
+                   cp_mode=None, ep=None, ep_overlap=False, etp=None, recompute_layers=(),
+                   recompute_every=0) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "manual", or comma-separated boundaries such as "0,8,18".  A mixture of experts at tp > 1
     takes the megatron-sp layout unless told (parsim.shard.builtin.moe).  ``recompute_layers``:
     the layers of each stage recomputed (ParallelConfig.recompute_layers), full recomputation
     implied; a balanced split is then balanced on the layers without recomputation, since every
-    stage recomputes the same count."""
+    stage recomputes the same count.  ``recompute_every``: every N-th layer of a rank recomputed
+    (ParallelConfig.recompute_every), full recomputation implied, balanced likewise."""
     hint = spec.parallel
     cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
@@ -92,12 +94,14 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     tp = tp or hint.tp or 1
     tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else default_layout(spec.graph))
                  if tp > 1 else "")
-    if recompute_layers and recompute is None:
+    partial = bool(recompute_layers or recompute_every)
+    if partial and recompute is None:
         recompute = "full"
     recompute = recompute_mode(recompute if recompute is not None else (spec.training.recompute or False))
     cp = cp or hint.cp or 1
     extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring", ep=ep or hint.ep or 1,
-                 ep_overlap=bool(ep_overlap), etp=etp or hint.etp or 1, recompute_layers=recompute_layers or ())
+                 ep_overlap=bool(ep_overlap), etp=etp or hint.etp or 1, recompute_layers=recompute_layers or (),
+                 recompute_every=recompute_every or 0)
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -116,7 +120,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
         raise InfeasibleError(f"--{why[0].replace('_', '-')} {why[1]}")
     check_ep(spec.graph, extra["ep"], extra["etp"], zero)
     # the per-device graph the split is balanced for (parsim.cost.experts)
-    graph = per_device_graph(spec.graph, tp, tp_layout, "none" if recompute_layers else recompute, spec.shard,
+    graph = per_device_graph(spec.graph, tp, tp_layout, "none" if partial else recompute, spec.shard,
                              cluster, spec.training,
                              max(1, spec.training.global_batch_size // (dp * microbatches)),
                              auto_memory_bytes(cluster, pp), cp=cp, ep=extra["ep"], etp=extra["etp"])

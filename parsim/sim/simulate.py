@@ -530,6 +530,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
               **({"etp": cfg.etp} if cfg.etp != 1 else {}),
               "recompute": cfg.recompute.value, **({"recompute_layers": list(cfg.recompute_layers)}
                                                    if cfg.recompute_layers else {}),
+              **({"recompute_every": cfg.recompute_every} if cfg.recompute_every else {}),
               "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero,
               "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
