@@ -178,8 +178,8 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (f" ep={c['ep']}" if c.get("ep", 1) > 1 else "") + (f" etp={c['etp']}" if c.get("etp", 1) > 1 else "")
              + (" ep-overlap" if c.get("ep_overlap") else "")
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
-             + (f" ({part})" if (part := recompute_layers_text(c.get("recompute_layers", ()), c.get("recompute_every", 0)))
-                else "")
+             + (f" ({part})" if (part := recompute_layers_text(c.get("recompute_layers", ()),
+                                                               c.get("recompute_every", 0))) else "")
              + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
