@@ -214,7 +214,7 @@ class ParallelConfig:
         counts = self.recompute_layers * (len(bounds) - 1) if len(self.recompute_layers) == 1 else self.recompute_layers
         out: set[int] = set()
         for a, b, n in zip(bounds, bounds[1:], counts):
-            out.update([i for i in range(a, b) if 0 < i < n_layers - 1][:n])
+            out.update(recomputable(range(a, b), n_layers)[:n])
         return frozenset(out)
 
     def _every_nth(self, n_layers: int) -> frozenset[int]:
@@ -223,13 +223,20 @@ class ParallelConfig:
         ranks = [self.rank_layers(r) for r in range(self.pp)] if self.bounds else [set(range(n_layers))]
         out: set[int] = set()
         for held in ranks:
-            body = sorted(i for i in held if 0 < i < n_layers - 1)
+            body = recomputable(held, n_layers)
             out.update(body[k - 1] for k in range(self.recompute_every, len(body) + 1, self.recompute_every))
         return frozenset(out)
 
     def describe_split(self, names: list[str]) -> str:
         return " | ".join(f"{names[a]}..{names[b - 1]}" if b - a > 1 else names[a]
                           for a, b in zip(self.bounds, self.bounds[1:]))
+
+
+def recomputable(indices, n_layers: int) -> list[int]:
+    """Of ``indices``, rising, the layers a partial recomputation counts (``recompute_layers``,
+    ``recompute_every``): all but the model's first and last, its embedding and output layer,
+    which Megatron's TransformerBlock and torchtitan's checkpointed blocks do not hold."""
+    return sorted(i for i in indices if 0 < i < n_layers - 1)
 
 
 def recompute_layers_text(counts=(), every: int = 0) -> str:

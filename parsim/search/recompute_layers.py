@@ -22,14 +22,14 @@ from dataclasses import replace
 
 from parsim.fmt import human_time
 from parsim.model.recompute import Recompute
-from parsim.plan import recompute_layers_text
+from parsim.plan import recomputable, recompute_layers_text
 from parsim.search.bound import Candidate
 
 
 def layers_per_stage(cfg, n_layers: int) -> int:
     """The most layers any stage of cfg could recompute (ParallelConfig.recomputed_layers' count):
     its layers other than the model's first and last."""
-    return max(len([i for i in range(a, b) if 0 < i < n_layers - 1]) for a, b in zip(cfg.bounds, cfg.bounds[1:]))
+    return max(len(recomputable(range(a, b), n_layers)) for a, b in zip(cfg.bounds, cfg.bounds[1:]))
 
 
 def fewer_recomputed(cand: Candidate, n_layers: int, cap_bytes: float, simulated) -> Candidate:

@@ -114,8 +114,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     from parsim.cost.experts import check_ep
     from parsim.plan import fold_refusal, recompute_layers_refusal
 
-    why = (fold_refusal(ParallelConfig(dp, pp, 1, tp=tp, cp=cp, **extra))
-           or recompute_layers_refusal(ParallelConfig(dp, pp, 1, chunks=chunks, recompute=recompute, **extra)))
+    probe = ParallelConfig(dp, pp, 1, chunks=chunks, tp=tp, recompute=recompute, cp=cp, **extra)
+    why = fold_refusal(probe) or recompute_layers_refusal(probe)
     if why:
         raise InfeasibleError(f"--{why[0].replace('_', '-')} {why[1]}")
     check_ep(spec.graph, extra["ep"], extra["etp"], zero)
