@@ -88,6 +88,15 @@ class ParallelConfig:
     # layer": torchtitan/distributed/activation_checkpoint.py's _apply_layer_sac wraps the k-th
     # block where k % N == 0; its default is 2); ``recomputed_layers``.  0: not this rule.
     recompute_every: int = 0
+    # ZeRO's shard group, hybrid sharded data parallelism (HSDP): each ZeRO shard spans dp_shard of
+    # the dp ranks (x cp), and the dp / dp_shard such groups replicate one another.  Gradients are
+    # reduce-scattered within a shard group, the shards all-reduced across the groups, parameters
+    # gathered within one (torchtitan's data_parallel_shard_degree beside data_parallel_replicate_degree
+    # = dp / dp_shard, FSDP2 on a 2-D device mesh: torch.distributed.fsdp.fully_shard, "If the mesh
+    # is 2D, then parameters are sharded across the 1st dim and replicated across the 0th dim";
+    # FSDP1's HYBRID_SHARD; Megatron-Core's --num-distributed-optimizer-instances = dp / dp_shard for
+    # ZeRO-1).  ``shard_group``, ``replicate_group``.  0: the shards span every dp rank (plain ZeRO)
+    dp_shard: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -109,6 +118,16 @@ class ParallelConfig:
         """Ranks holding the same parameters, over which gradients are averaged (and ZeRO shards):
         dp x cp (Megatron's data-parallel group "with cp")."""
         return self.dp * self.cp
+
+    @property
+    def shard_ranks(self) -> int:
+        """Ranks one ZeRO shard spans: dp_shard x cp under HSDP (``dp_shard``), else ``grad_ranks``."""
+        return self.dp_shard * self.cp if self.dp_shard else self.grad_ranks
+
+    @property
+    def shard_replicas(self) -> int:
+        """Shard groups holding the same shards (HSDP's replicate degree): 1 without ``dp_shard``."""
+        return self.grad_ranks // self.shard_ranks
 
     def global_rank(self, replica: int, pipe_rank: int, tp_rank: int = 0, cp_rank: int = 0) -> int:
         """The one place for the rank layout: tp innermost, then cp, then (replica, pipeline rank)
@@ -141,6 +160,25 @@ class ParallelConfig:
         the rank layout alone, not on the split or the micro-batches: a run's pricing context lists
         each once (parsim.sim.prices.Prices.group)."""
         return tuple(self.global_rank(d, pipe_rank, tp_rank, c) for d in range(self.dp) for c in range(self.cp))
+
+    def shard_group(self, pipe_rank: int, tp_rank: int = 0, index: int = 0) -> tuple[int, ...]:
+        """The ``index``-th group of ``grad_group`` one ZeRO shard spans (``shard_ranks``): under HSDP
+        dp_shard consecutive replicas x cp, the inner dimension (torchtitan's mesh order dp_replicate,
+        dp_shard, cp), so that a shard group shares a node's links; else the whole grad_group."""
+        if not self.dp_shard:
+            return self.grad_group(pipe_rank, tp_rank)
+        first = index * self.dp_shard
+        return tuple(self.global_rank(d, pipe_rank, tp_rank, c)
+                     for d in range(first, first + self.dp_shard) for c in range(self.cp))
+
+    def replicate_group(self, pipe_rank: int, tp_rank: int = 0, index: int = 0) -> tuple[int, ...]:
+        """The ranks holding the same shard, one per shard group (``shard_replicas`` of them), which
+        all-reduce it: the ``index``-th position of a shard group (``index`` < shard_ranks)."""
+        if not self.dp_shard:
+            return (self.grad_group(pipe_rank, tp_rank)[index],)
+        d, c = divmod(index, self.cp)
+        return tuple(self.global_rank(d + k * self.dp_shard, pipe_rank, tp_rank, c)
+                     for k in range(self.shard_replicas))
 
     @property
     def fold_ranks(self) -> int:
@@ -297,6 +335,7 @@ class Plan:
                          **({"etp": c.etp} if c.etp != 1 else {}),
                          **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers else {}),
                          **({"recompute_every": c.recompute_every} if c.recompute_every else {}),
+                         **({"dp_shard": c.dp_shard} if c.dp_shard else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -332,10 +371,11 @@ class Plan:
                              cp_mode=p.choice("cp_mode", CP_MODES, "ring"), ep=p.positive_int("ep", 1),
                              ep_overlap=p.get("ep_overlap", bool, False), etp=p.positive_int("etp", 1),
                              recompute_layers=p.get("recompute_layers", (int, list), ()),
-                             recompute_every=p.get("recompute_every", int, 0))
+                             recompute_every=p.get("recompute_every", int, 0),
+                             dp_shard=p.get("dp_shard", int, 0))
         stages = p.get("stages", list, [])
         p.done()
-        why = fold_refusal(cfg) or recompute_layers_refusal(cfg)
+        why = fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg)
         if why:
             raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
@@ -372,6 +412,28 @@ def recompute_layers_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
     if len(n) not in (1, cfg.stages):
         return "recompute_layers", (f"{list(n)}: give one count for every stage or one per stage ({cfg.stages} "
                                     f"stages)")
+    return None
+
+
+def shard_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
+    """(field, why, in a line saying what to change) where ``dp_shard`` (HSDP) does not apply to
+    cfg; None where it does, or where it is not set."""
+    n = cfg.dp_shard
+    if not n:
+        return None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return "dp_shard", f"{n}: expected a whole number of data-parallel ranks, 1 or more (0: every dp rank)"
+    if cfg.dp % n:
+        return "dp_shard", (f"{n} does not divide dp = {cfg.dp} (the shard groups replicate one another); choose "
+                            f"dp_shard among the divisors of {cfg.dp}")
+    if not cfg.zero:
+        return "dp_shard", (f"{n}: hybrid sharding shards ZeRO's states within groups of dp_shard ranks, and zero is 0; "
+                            f"set zero 1, 2 or 3, or drop dp_shard")
+    if n * cfg.cp == 1:
+        return "dp_shard", "1 with cp = 1 leaves nothing to shard; use zero 0 (plain data parallelism) or dp_shard > 1"
+    if cfg.ep > 1:
+        return "dp_shard", (f"{n} with ep = {cfg.ep}: the routed experts shard over their own expert-data-parallel "
+                            f"group, which parsim does not price beside hybrid sharding; drop dp_shard or use ep 1")
     return None
 
 

@@ -4,7 +4,7 @@ framework read as JSON.  A rejection is a non-zero exit with the framework's mes
 
     python tests/framework_checks.py deepspeed ds.json DP [REFUSED_DP]
     python tests/framework_checks.py megatron plan.args
-    python tests/framework_checks.py torchtitan plan.toml
+    python tests/framework_checks.py torchtitan plan.toml [WORLD]
     python tests/framework_checks.py mindspore plan.py   (on a MindSpore copy of examples/mlp_module.py)
 """
 
@@ -71,7 +71,7 @@ MEGATRON_TRAINING_FLAGS = {
     "untie-embeddings-and-output-weights", "group-query-attention", "num-layers-per-virtual-pipeline-stage",
     "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "use-distributed-optimizer",
     "use-torch-fsdp2", "torch-fsdp2-no-reshard-after-forward", "cp-comm-type", "use-tp-pp-dp-mapping", "optimizer",
-    "sgd-momentum", "num-experts"}
+    "sgd-momentum", "num-experts", "num-distributed-optimizer-instances"}
 
 
 def _number(text: str):
@@ -140,7 +140,8 @@ def megatron(path: str) -> dict:
     world = int(os.environ.get("MEGATRON_CHECK_WORLD", "1"))
     dp = world // (c.tensor_model_parallel_size * pp * c.context_parallel_size)
     m = ConstantNumMicroBatchesCalculator(int(flags["global-batch-size"]), int(flags["micro-batch-size"]), dp, None, 0)
-    return {"tp": c.tensor_model_parallel_size, "pp": c.pipeline_model_parallel_size,
+    return {**_megatron_ddp(flags, dp * c.context_parallel_size),
+            "tp": c.tensor_model_parallel_size, "pp": c.pipeline_model_parallel_size,
             "vpp": c.virtual_pipeline_model_parallel_size, "sequence_parallel": c.sequence_parallel,
             "recompute_granularity": c.recompute_granularity, "recompute_method": c.recompute_method,
             "recompute_num_layers": c.recompute_num_layers, "microbatches": m.get(), "fp8": c.fp8,
@@ -148,15 +149,41 @@ def megatron(path: str) -> dict:
             "etp": c.expert_tensor_parallel_size}
 
 
-def torchtitan(path: str) -> dict:
+def _megatron_ddp(flags: dict, dp_cp: int) -> dict:
+    """megatron.core's DistributedDataParallelConfig from the flags, as Megatron-LM's training.py
+    copies its fields from the arguments (torch FSDP2 aside), and the partial distributed optimizer's
+    instance size as parallel_state.py's initialize_model_parallel checks and computes it."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    ddp = DistributedDataParallelConfig(use_distributed_optimizer=bool(flags.get("use-distributed-optimizer")),
+                                        num_distributed_optimizer_instances=int(
+                                            flags.get("num-distributed-optimizer-instances", 1)))
+    instances = ddp.num_distributed_optimizer_instances
+    if dp_cp % instances:
+        raise SystemExit("Data parallel size should be divisible by partial DistOpt shard factor")
+    return {"distributed_optimizer": ddp.use_distributed_optimizer, "instances": instances,
+            "instance_ranks": dp_cp // instances}
+
+
+def torchtitan(path: str, world: str | None = None) -> dict:
     """torchtitan's ConfigManager (0.2.2) reading the TOML into its JobConfig (tyro refuses an
-    unknown key or a wrong type), and the llama3 flavor's arguments."""
+    unknown key or a wrong type), and the llama3 flavor's arguments; with ``world``, also its
+    ParallelDims on that many devices as train.py builds them (it checks the degrees multiply to
+    the world and resolves a shard degree of -1; fsdp_enabled: FSDP2, with dp_replicate HSDP)."""
     from torchtitan.config import ConfigManager
     from torchtitan.models.llama3 import llama3_args
 
     c = ConfigManager().parse_args(["--job.config_file", path])
     p, a = c.parallelism, llama3_args[c.model.flavor]
-    return {"replicate": p.data_parallel_replicate_degree, "shard": p.data_parallel_shard_degree,
+    dims = {}
+    if world is not None:
+        from torchtitan.distributed import ParallelDims
+
+        d = ParallelDims(dp_shard=p.data_parallel_shard_degree, dp_replicate=p.data_parallel_replicate_degree,
+                         cp=p.context_parallel_degree, tp=p.tensor_parallel_degree, pp=p.pipeline_parallel_degree,
+                         ep=p.expert_parallel_degree, etp=p.expert_tensor_parallel_degree, world_size=int(world))
+        dims = {"dims": {"dp_replicate": d.dp_replicate, "dp_shard": d.dp_shard, "fsdp_enabled": d.fsdp_enabled}}
+    return {**dims, "replicate": p.data_parallel_replicate_degree, "shard": p.data_parallel_shard_degree,
             "tp": p.tensor_parallel_degree, "pp": p.pipeline_parallel_degree, "schedule": p.pipeline_parallel_schedule,
             "microbatch_size": p.pipeline_parallel_microbatch_size, "local_batch_size": c.training.local_batch_size,
             "ac": c.activation_checkpoint.mode, "parts": p.module_fqns_per_model_part,
@@ -183,6 +210,7 @@ def mindspore(path: str) -> dict:
             "pipeline_stages": ms.get_auto_parallel_context("pipeline_stages"),
             "parallel_mode": ms.get_auto_parallel_context("parallel_mode"),
             "parallel_optimizer": ms.get_auto_parallel_context("enable_parallel_optimizer"),
+            "optimizer_weight_shard_size": ms.get_auto_parallel_context("optimizer_weight_shard_size"),
             "stages": {n: getattr(cells[n], "pipeline_stage", None) for n in ns.get("PIPELINE_STAGE", {})},
             "shards": {n: cells[n].matmul.attrs.get("in_strategy") for n in ns.get("SHARD", {})}}
 

@@ -395,9 +395,8 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     # over DTensor's tensor-parallel shards: each rank's buckets hold its local shards (4 ranks, values only)
     ("gpt-dp2-tp2", "examples/gpt_tiny_local.yaml",
      ["--dp", "2", "--pp", "1", "--microbatches", "2", "--tp", "2", "--cluster", "local-cpu:2x2"]),
-    # the searched layout's DTensor shards in the buckets (4 ranks, values only)
-    ("gpt-dp2-tp2-auto", "examples/gpt_tiny_local.yaml",
-     ["--dp", "2", "--pp", "1", "--microbatches", "2", "--tp", "2", "--tp-layout", "auto", "--cluster", "local-cpu:2x2"]),
+    # a searched layout's local shards in the buckets: test_zero1_under_resnets_searched_layout_buckets_the_local_shards;
+    # the buckets under hybrid sharding (4 ranks): tests/test_hsdp.py
     # the tied embedding on the first and last stage: a bucket of its own on each, summed over them
     # after the reduce-scatter, as Megatron's distributed optimizer (4 ranks, values only)
     ("gpt-dp2-pp2", "examples/gpt_tiny_local.yaml",
@@ -506,7 +505,8 @@ def test_zero1_under_resnets_searched_layout_buckets_the_local_shards(tmp_path, 
     ("gpt-bf16-dp2-zero3", "examples/gpt_tiny_local_bf16.yaml", 3, 1),
     # FSDP2 over DTensor's tensor-parallel shards (2-D, as torchtitan): 4 ranks on 2 cores, values only
     ("gpt-dp2-tp2-zero3", "examples/gpt_tiny_local.yaml", 3, 1),
-    ("gpt-dp2-tp2-auto-zero2", "examples/gpt_tiny_local.yaml", 2, 1),
+    # (zero 2 under the searched layout ran here until 2026-12-01: the searched layout's FSDP2 runs
+    # at stage 3 below, stage 2 at dp2 above, and FSDP2 on a 2-D mesh in tests/test_hsdp.py)
     ("gpt-dp2-tp2-auto-zero3", "examples/gpt_tiny_local.yaml", 3, 1),
 ])
 def test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives(tmp_path, capfd, name, model, zero, steps):

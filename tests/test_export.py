@@ -65,6 +65,7 @@ def _same_plan(a: dict, b: dict) -> None:
     for key in ("dp", "pp", "tp", "cp", "microbatches", "schedule", "chunks", "bounds", "tp_layout", "recompute",
                 "zero", "tp_comm_overlap", "cp_mode"):
         assert a["parallel"][key] == b["parallel"][key], key
+    assert a["parallel"].get("dp_shard") == b["parallel"].get("dp_shard")      # written where HSDP shards
     assert a["model"]["layers"] == b["model"]["layers"]
     for key in ("global_batch_size", "dtype", "optimizer"):
         assert a["model"][key] == b["model"][key], key
@@ -171,6 +172,9 @@ def test_mindspore_roundtrip(tmp_path, capsys, flags):
     ("torchtitan", ["--zero", "1"], "parallel.zero: 1: torchtitan"),
     ("megatron", ["--pp", "2", "--schedule", "zbh1", "--microbatches", "2"], "parallel.schedule: zbh1: Megatron-LM"),
     ("mindspore", ["--pp", "2", "--schedule", "zbh1", "--microbatches", "2"], "parallel.schedule: zbh1: MindSpore"),
+    # HSDP: Megatron's torch FSDP2 path takes no shard group; DeepSpeed 0.19 shards over every dp rank
+    ("megatron", ["--zero", "3", "--dp-shard", "4"], "parallel.dp_shard: 4: Megatron-LM"),
+    ("deepspeed", ["--zero", "1", "--dp-shard", "4"], "parallel.dp_shard: 4: DeepSpeed"),
 ])
 def test_refusals_name_the_field_and_the_target(tmp_path, capsys, target, flags, field):
     toml = tmp_path / "tt.toml"
@@ -264,3 +268,120 @@ def test_mindformers_yaml_is_read(tmp_path, capsys):
         (2, 2, 2, 4, 1, "full", "megatron", [0, 3, 6])
     rc, _, err = _run(["simulate", "--from", "mindformers", str(cfg), "--cluster", "ascend910:1x4"], capsys)
     assert rc == 2 and "8 devices" in err
+
+
+# ----------------------------------------------------------------------------- HSDP (dp_shard)
+
+def _hsdp_plan(tmp_path, capsys, target) -> tuple:
+    """A plan with ZeRO shard groups of 2 of dp 4 that ``target`` can run: (plan.json, cluster, --model)."""
+    plan = tmp_path / "hsdp_plan.json"
+    if target == "torchtitan":                 # FSDP2 over shard groups of 2, 2 replicas, tp 2
+        toml = tmp_path / "tt.toml"
+        toml.write_text(LLAMA_DEBUG_TOML.replace("data_parallel_shard_degree = 1", "data_parallel_shard_degree = 2")
+                        .replace("pipeline_parallel_degree = 2", "pipeline_parallel_degree = 1"))
+        argv, cluster, model = ["--from", "torchtitan", str(toml)], "dgx-h100:1x8", None
+    elif target == "megatron":                 # the partial distributed optimizer (ZeRO-1)
+        model = tmp_path / "gpt.yaml"
+        model.write_text(GPT_SDPA)
+        argv, cluster, model = [str(model), "--dp", "4", "--tp", "2", "--zero", "1", "--dp-shard", "2",
+                                "--microbatches", "2"], "dgx-h100:1x8", None
+    else:                                      # MindSpore's optimizer_weight_shard_size
+        model = os.path.join(ROOT, "examples", "mlp_semi_auto.yaml")
+        argv, cluster = [model, "--dp", "4", "--tp", "1", "--zero", "1", "--dp-shard", "2", "--microbatches",
+                         "2"], "local-cpu:2x2"
+    rc, _, err = _run(["simulate", *argv, "--cluster", cluster, "-o", str(plan)], capsys)
+    assert rc == 0, err
+    return plan, cluster, model
+
+
+@pytest.mark.parametrize("target", ["torchtitan", "megatron", "mindspore"])
+def test_hsdp_roundtrip(tmp_path, capsys, target):
+    """dp 4 in shard groups of 2 exported and read back: the same dp, zero, dp_shard and step."""
+    plan, cluster, model = _hsdp_plan(tmp_path, capsys, target)
+    a, b = _roundtrip(tmp_path, capsys, plan, target, cluster, model)
+    assert (a["parallel"]["dp"], a["parallel"]["dp_shard"]) == (4, 2)
+    _same_plan(a, b)
+    text = (tmp_path / f"export.{target}").read_text()
+    expect = {"torchtitan": ["data_parallel_replicate_degree = 2\n", "data_parallel_shard_degree = 2\n"],
+              "megatron": ["--use-distributed-optimizer\n", "--num-distributed-optimizer-instances 2\n"],
+              "mindspore": ["'optimizer_weight_shard_size': 2"]}[target]
+    assert all(part in text for part in expect), text
+
+
+def _config(tmp_path, capsys, framework, text, cluster, *flags) -> tuple[int, dict | str]:
+    """``text`` read with --from: (0, the plan's parallel settings) or (2, the one-line error)."""
+    path = tmp_path / ("cfg.toml" if framework == "torchtitan" else "cfg.args" if framework == "megatron"
+                       else "cfg.yaml")
+    path.write_text(text)
+    out = tmp_path / "read.json"
+    rc, _, err = _run(["simulate", "--from", framework, str(path), "--cluster", cluster, "-o", str(out), *flags],
+                      capsys)
+    if rc:
+        assert rc == 2 and err.count("\n") == 1, err
+        return rc, err
+    return rc, _plan(out)["parallel"]
+
+
+TT_REPLICATED = LLAMA_DEBUG_TOML.replace("data_parallel_shard_degree = 1", "data_parallel_shard_degree = -1") \
+    .replace("pipeline_parallel_degree = 2", "pipeline_parallel_degree = 1")
+
+
+@pytest.mark.parametrize("cluster, expect", [
+    ("dgx-h100:1x8", (4, 3, 2)),          # shard -1: the 4 dp ranks tp 2 leaves, over 2 replicas
+    ("dgx-h100:2x8", (8, 3, 4)),
+    ("dgx-h100:1x4", (2, 0, None)),       # a shard group of one rank: torchtitan runs DDP
+])
+def test_torchtitan_hsdp_takes_its_dp_from_the_cluster(tmp_path, capsys, cluster, expect):
+    rc, p = _config(tmp_path, capsys, "torchtitan", TT_REPLICATED, cluster)
+    assert rc == 0, p
+    assert (p["dp"], p["zero"], p.get("dp_shard")) == expect
+
+
+def test_torchtitan_hsdp_replicas_must_divide_the_dp(tmp_path, capsys):
+    rc, err = _config(tmp_path, capsys, "torchtitan", TT_REPLICATED.replace("replicate_degree = 2",
+                                                                            "replicate_degree = 3"), "dgx-h100:1x8")
+    assert rc == 2 and "parallelism.data_parallel_replicate_degree: 3" in err and "divisor of 4" in err
+
+
+MEGATRON_HSDP = ("--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --vocab-size 512 "
+                 "--make-vocab-size-divisible-by 1 --micro-batch-size 1 --global-batch-size 8 --bf16 "
+                 "--num-distributed-optimizer-instances 2 ")
+
+
+@pytest.mark.parametrize("flags, expect", [
+    ("--use-distributed-optimizer", (4, 1, 2)),                  # the partial distributed optimizer
+    ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params", (4, 3, 2)),   # Megatron-FSDP's HSDP
+    ("--use-torch-fsdp2", (4, 3, None)),                         # torch FSDP2 ignores the instances
+    ("", (4, 0, None)),                                          # so does DDP
+])
+def test_megatron_reads_distributed_optimizer_instances(tmp_path, capsys, flags, expect):
+    rc, p = _config(tmp_path, capsys, "megatron", MEGATRON_HSDP + flags, "local-cpu:2x2")
+    assert rc == 0, p
+    assert (p["dp"], p["zero"], p.get("dp_shard")) == expect
+    rc, err = _config(tmp_path, capsys, "megatron", MEGATRON_HSDP.replace("instances 2", "instances 3") + flags,
+                      "local-cpu:2x2")
+    if expect[2]:               # 3 instances do not divide dp 4: one line naming the flag
+        assert rc == 2 and "--num-distributed-optimizer-instances: 3" in err and "divisor of 4" in err
+    else:
+        assert rc == 0, err
+
+
+def test_mindformers_reads_optimizer_weight_shard_size(tmp_path, capsys):
+    yaml_text = MINDFORMERS.replace("data_parallel: 2", "data_parallel: 4").replace("pipeline_stage: 2",
+                                                                                     "pipeline_stage: 1")
+    for size, expect in ((2, 2), (4, None), (-1, None)):
+        hsdp = yaml_text.replace("enable_parallel_optimizer: true}", "enable_parallel_optimizer: true, "
+                                 f"parallel_optimizer_config: {{optimizer_weight_shard_size: {size}}}}}")
+        rc, p = _config(tmp_path, capsys, "mindformers", hsdp, "ascend910:1x8")
+        assert rc == 0, p
+        assert (p["dp"], p["zero"], p.get("dp_shard")) == (4, 1, expect)
+
+
+def test_deepspeed_refuses_mics(tmp_path, capsys):
+    ds = {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+          "zero_optimization": {"stage": 3, "mics_shard_size": 2}}
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(ds))
+    rc, _, err = _run(["simulate", "--from", "deepspeed", str(path), "--model",
+                       os.path.join(ROOT, "examples", "gpt_tiny_local.yaml"), "--cluster", "local-cpu:2x2"], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "zero_optimization.mics_shard_size: 2: DeepSpeed 0.19" in err, err

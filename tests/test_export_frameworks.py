@@ -71,11 +71,13 @@ def test_deepspeed_accepts_the_export(tmp_path, capsys):
       "--recompute", "selective", "--placement", "dp-inner"],
      {"tp": 2, "pp": 2, "vpp": None, "sequence_parallel": True, "recompute_granularity": "selective", "microbatches": 4}),
     # the first layer of each virtual stage recomputed (Megatron's block method; its TransformerConfig
-    # checks the count against the layers a pipeline rank holds)
+    # checks the count against the layers a pipeline rank holds); HSDP at ZeRO-1, the partial
+    # distributed optimizer: 2 instances of 2 ranks each
     (["--dp", "4", "--pp", "2", "--schedule", "interleaved", "--chunks", "2", "--microbatches", "2",
-      "--recompute-layers", "1", "fp8"],
+      "--recompute-layers", "1", "--zero", "1", "--dp-shard", "2", "fp8"],
      {"tp": 1, "pp": 2, "vpp": 2, "sequence_parallel": False, "recompute_granularity": "full",
-      "recompute_method": "block", "recompute_num_layers": 1, "microbatches": 2, "fp8": "hybrid"}),
+      "recompute_method": "block", "recompute_num_layers": 1, "microbatches": 2, "fp8": "hybrid",
+      "distributed_optimizer": True, "instances": 2, "instance_ranks": 2}),
 ])
 def test_megatron_accepts_the_export(tmp_path, capsys, flags, expect):
     model = tmp_path / "gpt.yaml"
@@ -137,6 +139,29 @@ def test_torchtitan_accepts_the_export(tmp_path, capsys):
 
 
 @needs("torchtitan", "triton", extra="torchtitan")
+def test_torchtitan_accepts_hsdp(tmp_path, capsys):
+    """A plan of dp 4 in ZeRO-3 shard groups of 2 (x tp 2), as torchtitan's ConfigManager and
+    ParallelDims on 8 devices read it: HSDP, 2 replicas of FSDP2 over 2 ranks.  In this process, as
+    the flavor check below: parsing a config sets no global state."""
+    import importlib.util as iu
+
+    spec = iu.spec_from_file_location("framework_checks", CHECKS)
+    checks = iu.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    toml = tmp_path / "tt.toml"
+    toml.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 8\nseq_len = 256\n'
+                    "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 2\n"
+                    "tensor_parallel_degree = 2\n")
+    plan, out = tmp_path / "plan.json", tmp_path / "out.toml"
+    assert main(["simulate", "--from", "torchtitan", str(toml), "--cluster", "dgx-h100:1x8", "-o", str(plan)]) == 0
+    assert main(["export", str(plan), "--to", "torchtitan", "-o", str(out)]) == 0
+    capsys.readouterr()
+    got = checks.torchtitan(str(out), "8")
+    assert (got["replicate"], got["shard"], got["tp"], got["dims"]) == \
+        (2, 2, 2, {"dp_replicate": 2, "dp_shard": 2, "fsdp_enabled": True})
+
+
+@needs("torchtitan", "triton", extra="torchtitan")
 def test_torchtitan_flavors_and_split_are_torchtitans():
     """parsim's table of llama3 flavors and its split rule against torchtitan's own code."""
     from torchtitan.distributed.pipeline_parallel import generate_llm_fqn_per_model_part
@@ -157,18 +182,19 @@ def test_torchtitan_flavors_and_split_are_torchtitans():
 
 
 @needs("mindspore", extra="mindspore")
-@pytest.mark.parametrize("flags", [
-    ["--dp", "2", "--pp", "2", "--tp", "1", "--split", "0,4,10", "--microbatches", "4", "--placement", "dp-inner",
-     "--zero", "1", "--recompute", "full"],
-    ["--dp", "2", "--microbatches", "2"],
+@pytest.mark.parametrize("cluster, flags", [
+    # pipeline stages, and ZeRO-1 in shard groups of 2 of dp 4 (HSDP: optimizer_weight_shard_size)
+    ("local-cpu:4x2", ["--dp", "4", "--pp", "2", "--tp", "1", "--split", "0,4,10", "--microbatches", "4",
+                       "--placement", "dp-inner", "--zero", "1", "--dp-shard", "2", "--recompute", "full"]),
+    ("local-cpu:2x2", ["--dp", "2", "--microbatches", "2"]),
 ])
-def test_mindspore_accepts_the_export(tmp_path, capsys, flags):
-    path = _export(tmp_path, capsys, MLP, "local-cpu:2x2", flags, "mindspore")
+def test_mindspore_accepts_the_export(tmp_path, capsys, cluster, flags):
+    path = _export(tmp_path, capsys, MLP, cluster, flags, "mindspore")
     got = _check("mindspore", path)
-    assert got["device_num"] == 4
     if "--pp" in flags:
-        assert (got["cell"], got["pipeline_stages"], got["parallel_optimizer"]) == ("PipelineCell", 2, True)
+        assert (got["device_num"], got["cell"], got["pipeline_stages"], got["parallel_optimizer"],
+                got["optimizer_weight_shard_size"]) == (8, "PipelineCell", 2, True, 2)
         assert got["stages"] == {str(i): int(i >= 4) for i in range(10)}
     else:   # examples/mlp_semi_auto.yaml's column-then-row strategies, dp folded into X's rows, W given [n, k]
-        assert got["parallel_mode"] == "semi_auto_parallel"
+        assert (got["device_num"], got["parallel_mode"]) == (4, "semi_auto_parallel")
         assert got["shards"] == {"1": [[2, 1], [2, 1]], "3": [[2, 2], [1, 2]]}

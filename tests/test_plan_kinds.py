@@ -7,6 +7,7 @@ the others name the multi-process test that runs them.
 
 Kinds: dp; pp with each schedule; tp with each layout; recompute (full, selective, some layers); ZeRO stages 1-3;
 cp; bf16 and the optimizers come from the examples themselves (gpt_tiny_local_bf16, the mlp's Adam).
+Hybrid sharding (dp_shard) needs dp >= 4, more ranks than this cluster's: tests/test_hsdp.py runs it.
 """
 
 import glob

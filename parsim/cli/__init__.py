@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute-every", type=positive_int_arg, default=0,
                    help="full recomputation of every N-th layer of each pipeline rank only (torchtitan's "
                         "selective_ac_option N); implies --recompute full")
+    p.add_argument("--dp-shard", type=positive_int_arg, default=0,
+                   help="hybrid sharding (HSDP): ZeRO's shards span groups of N data-parallel ranks, which "
+                        "replicate one another (torchtitan's data_parallel_shard_degree N beside "
+                        "data_parallel_replicate_degree dp/N); needs --zero (default: every dp rank)")
     _from_flags(p)
     from parsim.cost.comm import ALGORITHMS
     p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",

@@ -108,7 +108,7 @@ def cmd_simulate(args) -> int:
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
                              ep_overlap=args.ep_overlap, etp=args.etp, recompute_layers=args.recompute_layers,
-                             recompute_every=args.recompute_every)
+                             recompute_every=args.recompute_every, dp_shard=args.dp_shard)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)

@@ -21,6 +21,11 @@ stage (FSDP2 sets a root's ``reshard_after_forward`` to False: its parameters ar
 at once). FSDP2 averages the reduce-scattered gradients over the mesh, which is the seeds'
 ``gradients_mean``. The optimizer steps the sharded parameters (DTensors, ``Shard(0)``), so its
 state is 1/dp of the whole.
+
+Under HSDP (``ParallelConfig.dp_shard``) the mesh is 2-D (parsim.exec.groups.data_parallel_meshes):
+the units shard over a shard group of dp_shard ranks, and each reduce-scattered shard is then
+all-reduced over the dp / dp_shard groups holding the same shard; the optimizer state is
+1/dp_shard of the whole.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from parsim.cost.comm import fsdp_units
 from parsim.exec.grad_sync import tied_holders
 
 # c10d's ops, as FSDP2 issues them, by the collective the simulator names
-_OPS = {"_allgather_base_": "all_gather", "_reduce_scatter_base_": "reduce_scatter"}
+_OPS = {"_allgather_base_": "all_gather", "_reduce_scatter_base_": "reduce_scatter", "allreduce_": "all_reduce"}
 
 
 def shard_stage(module: nn.Module, mesh, zero: int) -> None:
@@ -58,17 +63,26 @@ def before_microbatch(module: nn.Module, zero: int, i: int, microbatches: int) -
 
 class ShardedCollectives(TorchDispatchMode):
     """The collectives FSDP2 issues, (op, bytes of the full buffer), in launch order: an
-    all-gather's output, a reduce-scatter's input; the quantities ``Estimate.sharded_collectives``
-    prices."""
+    all-gather's output, a reduce-scatter's input, and under HSDP the all-reduce of each shard
+    over ``replicas`` (its process group; other all-reduces, a tensor-parallel one, are not
+    FSDP2's); the quantities ``Estimate.sharded_collectives`` prices."""
 
-    def __init__(self):
+    def __init__(self, replicas=None):
         super().__init__()
         self.issued: list[tuple[str, int]] = []
+        self.replicas = replicas.group_name if replicas is not None else None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.namespace == "c10d" and func.overloadpacket.__name__ in _OPS:
-            whole = args[0] if func.overloadpacket.__name__ == "_allgather_base_" else args[1]
-            self.issued.append((_OPS[func.overloadpacket.__name__], whole.numel() * whole.element_size()))
+        name = func.overloadpacket.__name__
+        if func.namespace == "c10d" and name in _OPS:
+            if name == "allreduce_":      # ([tensor], its process group, ...)
+                import torch.distributed as dist
+
+                if self.replicas is not None and dist.ProcessGroup.unbox(args[1]).group_name == self.replicas:
+                    self.issued.append(("all_reduce", sum(t.numel() * t.element_size() for t in args[0])))
+            else:
+                whole = args[0] if name == "_allgather_base_" else args[1]
+                self.issued.append((_OPS[name], whole.numel() * whole.element_size()))
         return func(*args, **(kwargs or {}))
 
     def take(self) -> list[tuple[str, int]]:

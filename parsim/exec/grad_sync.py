@@ -28,7 +28,9 @@ flat buffers laid out like the gradients', so the optimizer steps only this rank
 the updated slices back into every rank's parameters.  Under tensor parallelism the buckets
 hold each rank's local shards, and a DTensor parameter is re-made on its slot of the flat
 buffer.  The simulator prices the same collectives, bucket for bucket
-(``Estimate.sharded_collectives``).
+(``Estimate.sharded_collectives``).  Under hybrid sharding (``ParallelConfig.dp_shard``: Megatron's
+partial distributed optimizer) the slices are those of the shard group, and each reduce-scattered
+slice is then all-reduced over the ranks holding the same slice (``replicas``).
 
 A weight two cut units share (the GPT's word embedding, used again by its LM head) is one
 parameter when both units sit on one rank, and autograd sums its two gradients. When pp > 1
@@ -56,11 +58,15 @@ class GradBuckets:
     """One stage module's gradients, all-reduced over ``group`` in the simulator's buckets."""
 
     def __init__(self, stage: nn.Module, group, dp: int, microbatches: int, zero: int = 0,
-                 tied: frozenset = frozenset(), keep=None, mean_over: int | None = None):
+                 tied: frozenset = frozenset(), keep=None, mean_over: int | None = None, replicas=None):
         """``keep``: which parameters the buckets hold (default all; expert parallelism keeps its
         experts apart, parsim.exec.expert_parallel); ``mean_over``: the divisor of the sum (default
-        ``dp``, the group's size; expert gradients divide by dp x cp over a smaller group)."""
+        ``dp``, the group's size; expert gradients divide by dp x cp over a smaller group, HSDP's by
+        every replica's); ``replicas``: under ZeRO-1 with HSDP (ParallelConfig.dp_shard), the
+        process group of the ranks holding this rank's shard, over which each reduce-scattered
+        slice is then all-reduced (``group`` being the shard group, ``dp`` its size)."""
         self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
+        self.replicas = replicas
         self.mean_over = mean_over or dp
         # A parameter two units share (the GPT's tied embedding and head) belongs to the first in
         # forward order, as extraction counts it (parsim.model.extract); autograd accumulates it
@@ -162,6 +168,10 @@ class GradBuckets:
         if self.zero:            # in place: this rank's slice of the buffer receives the sum
             self.handles[k] = dist.reduce_scatter_single(self._slice(flat), flat, group=self.group, async_op=True)
             self.issued.append(("reduce_scatter", nbytes))
+            if self.replicas is not None:      # HSDP: the summed slice over its replicas, after the reduce-scatter
+                self.handles[k].wait()
+                self.handles[k] = dist.all_reduce(self._slice(flat), group=self.replicas, async_op=True)
+                self.issued.append(("all_reduce", nbytes // self.dp))
         else:
             self.handles[k] = dist.all_reduce(flat, group=self.group, async_op=True)
         self.issued_bytes.append(nbytes)

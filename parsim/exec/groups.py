@@ -80,14 +80,47 @@ def init(timeout_s: float) -> Env:
 
 def mesh_for(cfg: ParallelConfig, device: torch.device):
     """A 4-D DeviceMesh with dims named dp, pp, cp and tp, laid out as the plan says: tp innermost
-    (consecutive ranks, parsim.plan.ParallelConfig.global_rank), then cp, then pp or dp by placement."""
+    (consecutive ranks, parsim.plan.ParallelConfig.global_rank), then cp, then pp or dp by placement.
+    Under HSDP (ParallelConfig.dp_shard) dp is two dims, dp_replicate outside dp_shard, as
+    torchtitan's mesh orders them: a shard group is dp_shard consecutive replicas
+    (ParallelConfig.shard_group); ``data_parallel_meshes`` gives the dp ranks' mesh."""
     from torch.distributed.device_mesh import DeviceMesh
 
     ranks = torch.arange(cfg.world_size)
+    dp_dims = ((cfg.dp // cfg.dp_shard, cfg.dp_shard), ("dp_replicate", "dp_shard")) if cfg.dp_shard else \
+        ((cfg.dp,), ("dp",))
     if cfg.placement == "pp-inner":     # rank = ((replica * pp + pipe_rank) * cp + cp_rank) * tp + tp_rank
-        return DeviceMesh(device.type, ranks.reshape(cfg.dp, cfg.pp, cfg.cp, cfg.tp),
-                          mesh_dim_names=("dp", "pp", "cp", "tp"))
-    return DeviceMesh(device.type, ranks.reshape(cfg.pp, cfg.dp, cfg.cp, cfg.tp), mesh_dim_names=("pp", "dp", "cp", "tp"))
+        shape, names = (*dp_dims[0], cfg.pp, cfg.cp, cfg.tp), (*dp_dims[1], "pp", "cp", "tp")
+    else:
+        shape, names = (cfg.pp, *dp_dims[0], cfg.cp, cfg.tp), ("pp", *dp_dims[1], "cp", "tp")
+    return DeviceMesh(device.type, ranks.reshape(shape), mesh_dim_names=names)
+
+
+def data_parallel_meshes(cfg: ParallelConfig, mesh):
+    """(this rank's dp ranks as a 1-D mesh, the mesh FSDP2 shards over): both ``mesh["dp"]``, but
+    under HSDP the dp ranks flattened from (dp_replicate, dp_shard) and FSDP2's 2-D mesh, which
+    "shards across the 1st dim and replicates across the 0th dim" (torch.distributed.fsdp.fully_shard):
+    it reduce-scatters over dp_shard, then all-reduces the shard over dp_replicate."""
+    if not cfg.dp_shard:
+        return mesh["dp"], mesh["dp"]
+    hybrid = mesh["dp_replicate", "dp_shard"]
+    return hybrid._flatten("dp"), hybrid
+
+
+def shard_groups(cfg: ParallelConfig, rank: int):
+    """HSDP: the process groups of this rank's shard group and of its replicas
+    (ParallelConfig.shard_group, replicate_group), for ZeRO-1's buckets (parsim.exec.grad_sync).
+    Every rank creates every such group, in the same order, as dist.new_group requires."""
+    mine = [None, None]
+    for p in range(cfg.pp):
+        for t in range(cfg.tp):
+            for k in range(cfg.shard_replicas):
+                group = dist.new_group(cfg.shard_group(p, t, k))
+                mine[0] = group if rank in cfg.shard_group(p, t, k) else mine[0]
+            for j in range(cfg.shard_ranks):
+                group = dist.new_group(cfg.replicate_group(p, t, j))
+                mine[1] = group if rank in cfg.replicate_group(p, t, j) else mine[1]
+    return tuple(mine)
 
 
 def preflight(env: Env, cfg: ParallelConfig, source: str) -> None:

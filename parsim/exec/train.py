@@ -246,7 +246,8 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     precision.check_supported(plan.dtype, env.device, opts.plan)
     dtype = precision.TORCH_DTYPES[plan.dtype]
     mesh = groups.mesh_for(cfg, env.device)
-    dp_group, pp_group = mesh.get_group("dp"), mesh.get_group("pp")
+    dp_mesh, fsdp_mesh = groups.data_parallel_meshes(cfg, mesh)
+    dp_group, pp_group = dp_mesh.get_group(), mesh.get_group("pp")
     replica, pipe_rank, tp_rank, cp_rank = cfg.coordinates(env.rank)
     is_root = env.rank == 0
     if is_root:
@@ -295,14 +296,19 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     first, last = 0 in stage_ids, cfg.stages - 1 in stage_ids
     if cfg.zero >= 2:                 # FSDP2's units; it reduce-scatters and gathers itself (parsim.exec.fsdp)
         for m in modules:
-            fsdp.shard_stage(m, mesh["dp"], cfg.zero)
+            fsdp.shard_stage(m, fsdp_mesh, cfg.zero)
     # gradients averaged over the dp x cp ranks holding the same parameters (ParallelConfig.grad_group)
     grad_group = dp_group if cfg.cp == 1 else groups.grad_group(cfg, pipe_rank, tp_rank)
+    # HSDP: ZeRO's buckets over the shard group, each slice then over its replicas (grad_sync)
+    replicas = None
+    if cfg.dp_shard and cfg.zero == 1:
+        grad_group, replicas = groups.shard_groups(cfg, env.rank)
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     # dense parameters over grad_group; with ep > 1 the experts apart, over their expert-data-parallel group
-    grad_syncs = ([GradBuckets(m, grad_group, cfg.grad_ranks, cfg.microbatches, cfg.zero,
-                               frozenset(p for t, p, _ in tied.reductions if t == s),
-                               keep=(lambda p: p not in expert_params) if expert_params else None)
+    grad_syncs = ([GradBuckets(m, grad_group, cfg.shard_ranks if cfg.zero else cfg.grad_ranks, cfg.microbatches,
+                               cfg.zero, frozenset(p for t, p, _ in tied.reductions if t == s),
+                               keep=(lambda p: p not in expert_params) if expert_params else None,
+                               mean_over=cfg.grad_ranks, replicas=replicas)
                    for s, m in zip(stage_ids, modules)]
                   if cfg.grad_ranks > 1 and cfg.zero < 2 else [])
     expert_grads = (expert_parallel.ExpertGrads(modules, expert_dp_group, cfg.expert_dp, cfg.grad_ranks,
@@ -482,7 +488,8 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
             t = float("nan")
         elif step == start and (cfg.tp > 1 or cfg.zero >= 2):
             dist.barrier()                 # the first step counts the tp and FSDP collectives (untimed)
-            with tensor_parallel.CollectiveCounter() as counter, fsdp.ShardedCollectives() as issued:
+            with tensor_parallel.CollectiveCounter() as counter, \
+                    fsdp.ShardedCollectives(fsdp_mesh.get_group("dp_replicate") if cfg.dp_shard else None) as issued:
                 losses = run_step(x, y)
             collectives = dict(counter.counts) if cfg.tp > 1 else {}
             if cfg.zero >= 2:              # pp=1: one stage

@@ -79,6 +79,9 @@ def imported_config(args, compute_model) -> FromConfig:
     if dp * width != world:
         raise InputError(f"--cluster {cluster.spec}: {world} devices do not hold dp {dp} x pp x tp x cp {width} from "
                          f"{path}; give a cluster of {dp * width} devices or change the config")
+    _shard_group(p, dp, framework, path, cluster.spec)
+    if getattr(args, "dp_shard", 0):                   # simulate's --dp-shard overrides the config's HSDP
+        p["dp_shard"] = args.dp_shard
     batch, m = _batch(imported, p, dp, path)
     mapping["training"] = {**mapping.get("training", {}), **imported.training, "global_batch_size": batch}
     mapping.pop("parallel", None)              # the config's parallel settings, not the model.yaml's hint
@@ -88,6 +91,30 @@ def imported_config(args, compute_model) -> FromConfig:
         spec, p["tp_layout"] = _layout(spec, cluster, imported.shard, p, batch // (dp * m))
     cfg = resolve_config(spec, cluster, compute, dp=dp, microbatches=m, **p)
     return FromConfig(spec, cluster, compute, cfg, mapping)
+
+
+# The config key of a reader's ``dp_replicate``: HSDP's replicas where the config leaves the dp to the
+# cluster (torchtitan's data_parallel_shard_degree -1; Megatron's dp, world / (tp x pp x cp)).
+REPLICATE_KEYS = {"torchtitan": "parallelism.data_parallel_replicate_degree",
+                  "megatron": "--num-distributed-optimizer-instances"}
+
+
+def _shard_group(p: dict, dp: int, framework: str, path: str, cluster: str) -> None:
+    """HSDP's dp_shard = dp / replicas where the config gives the replicas (``dp_replicate``) and the
+    cluster the dp.  A shard group of one rank (and cp 1) shards nothing: plain data parallelism
+    (torchtitan's ParallelDims.fsdp_enabled is false, and it runs DDP; Megatron's distributed
+    optimizer instances of one rank each all-reduce the whole gradient)."""
+    replicas = p.pop("dp_replicate", None)
+    if not replicas:
+        return
+    key = REPLICATE_KEYS[framework]
+    if dp % replicas:
+        raise InputError(f"{path}: {key}: {replicas} replicas do not divide the {dp} data-parallel ranks --cluster "
+                         f"{cluster} leaves; set {key} to a divisor of {dp} or give another cluster")
+    if dp // replicas * p.get("cp", 1) == 1:
+        p["zero"] = 0
+    else:
+        p["dp_shard"] = dp // replicas
 
 
 def _batch(imported: Imported, p: dict, dp: int, path: str) -> tuple[int, int]:

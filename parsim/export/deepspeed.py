@@ -19,8 +19,12 @@ tensor_parallel/config.py; activation_checkpointing/config.py):
 DeepSpeed's pipeline engine runs 1F1B (runtime/pipe/schedule.py, TrainSchedule) over the mesh
 (pipe, data, model) with pipe outermost (parsim's dp-inner) and takes ZeRO stage 0 or 1 only
 (runtime/pipe/engine.py).  GPipe, interleaved and ZB-H1 schedules, ZeRO 2 and 3 under pp, uneven
-splits, selective recomputation, context and expert parallelism, sequence-parallel layouts and FP8
-have no name in its JSON and are refused.
+splits, selective recomputation, context and expert parallelism, sequence-parallel layouts, FP8
+and hybrid sharding (dp_shard) have no name in its JSON and are refused.  DeepSpeed's ZeRO shards
+over the whole data-parallel group: ZeRO++'s hpZ (zero_optimization.zero_hpz_partition_size) keeps
+only a secondary copy of the parameters within a node (runtime/zero/stage3.py), and MiCS, which
+sharded within groups of mics_shard_size, is removed in 0.19 (runtime/config.py,
+_REMOVED_ZERO_CONFIG_KEYS rejects its keys; the reader refuses them too).
 """
 
 from __future__ import annotations
@@ -66,7 +70,10 @@ def export_config(plan, spec, source: str) -> dict:
                           ("recompute_layers", bool(c.recompute_layers), "checkpoints the layers the model code "
                                                                         "wraps, set in no JSON key"),
                           ("recompute_every", bool(c.recompute_every), "checkpoints the layers the model code "
-                                                                      "wraps, set in no JSON key")):
+                                                                      "wraps, set in no JSON key"),
+                          ("dp_shard", c.shard_replicas > 1, "shards ZeRO over the whole data-parallel group (hpZ "
+                                                             "shards a secondary parameter copy only; 0.19 removed "
+                                                             "MiCS); plan without --dp-shard")):
         if bad:
             raise refuse(source, "parallel." + key, getattr(c, key).__str__(), TARGET, why)
     if plan.fp8:
@@ -104,6 +111,10 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
                                          "gradient_accumulation_steps (DeepSpeed derives the third)")
     zero = r.sub("zero_optimization", required=False)
     stage = zero.choice("stage", (0, 1, 2, 3), 0)
+    for key in ("mics_shard_size", "mics_hierarchical_params_gather"):
+        if zero.has(key):           # DeepSpeed 0.19 rejects them (runtime/config.py, _REMOVED_ZERO_CONFIG_KEYS)
+            raise refuse(source, "zero_optimization." + key, zero.data[key], "DeepSpeed 0.19", "removed MiCS and "
+                         "rejects this key; drop it, and give --dp-shard N to price shard groups of N")
     for key in list(zero.data):
         zero.get(key, (object, bool), None)
     dtype = "fp32"

@@ -15,6 +15,9 @@ ArgumentGroupFactory):
     cp, cp_mode                 --context-parallel-size, --cp-comm-type p2p | allgather
     zero 1 / 2 / 3              --use-distributed-optimizer / --use-torch-fsdp2
                                 --torch-fsdp2-no-reshard-after-forward / --use-torch-fsdp2
+    dp_shard (HSDP), zero 1     --num-distributed-optimizer-instances dp / dp_shard (the partial
+                                distributed optimizer; read also beside --use-megatron-fsdp, whose
+                                HSDP it sets: Megatron's torch FSDP2 path has no shard group)
     recompute selective / full  --recompute-granularity selective / full --recompute-method uniform
                                 --recompute-num-layers 1
     recompute_layers N          --recompute-granularity full --recompute-method block
@@ -85,8 +88,7 @@ def export_args(plan, spec, source: str) -> list[str]:
         args += ["--overlap-moe-expert-parallel-comm"] if c.ep_overlap else []
     if c.tp > 1 and (c.ep > 1 or c.etp > 1):    # Megatron's own default is etp = tp (arguments.py)
         args += ["--expert-tensor-parallel-size", str(c.etp)]
-    args += {0: [], 1: ["--use-distributed-optimizer"], 2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"],
-             3: ["--use-torch-fsdp2"]}[c.zero]
+    args += _zero_args(c, source)
     if c.recompute_every:
         raise refuse(source, "parallel.recompute_every", c.recompute_every, TARGET, "recomputes the first N layers "
                      "of each stage (--recompute-method block) or every layer, not every N-th")
@@ -163,6 +165,25 @@ def _split_args(c, names, layers: int, source: str) -> list[str]:
         if counts[-1] != even:
             args += ["--decoder-last-pipeline-num-layers", str(counts[-1])]
     return args
+
+
+def _zero_args(c, source: str) -> list[str]:
+    """ZeRO as Megatron's data-parallel flags (arguments.py): 1 its distributed optimizer, 2 and 3
+    torch FSDP2.  HSDP at zero 1 is the partial distributed optimizer: dp / dp_shard instances, each
+    sharding over dp_shard x cp consecutive ranks of the dp x cp group (parallel_state.py,
+    initialize_model_parallel; DistributedDataParallelConfig.num_distributed_optimizer_instances, "the
+    factor by which the DP domain is sharded"; param_and_grad_buffer.py reduce-scatters the gradients
+    within an instance, then all-reduces the shard across the instances)."""
+    replicas = c.shard_replicas
+    if replicas > 1 and c.zero > 1:
+        # training.py builds torch FSDP2's config from reshard_after_forward alone, its mesh the whole
+        # dp x cp group (torch_fully_sharded_data_parallel.py); Megatron-FSDP's HSDP is another code path
+        raise refuse(source, "parallel.dp_shard", c.dp_shard, TARGET, f"shards ZeRO {c.zero} with torch FSDP2 "
+                     "(--use-torch-fsdp2) over the whole data-parallel group; plan with --zero 1 (its partial "
+                     "distributed optimizer) or without --dp-shard")
+    args = {0: [], 1: ["--use-distributed-optimizer"],
+            2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"], 3: ["--use-torch-fsdp2"]}[c.zero]
+    return args + (["--num-distributed-optimizer-instances", str(replicas)] if replicas > 1 else [])
 
 
 def _optimizer_args(optimizer: str) -> list[str]:
@@ -269,6 +290,7 @@ def import_args(text: str, source: str) -> Imported:
         optimizer = "sgd" if float(f.str("sgd-momentum", "0.9")) == 0 else "momentum"
     gbs, mbs = f.int("global-batch-size"), f.int("micro-batch-size")
     ep = f.int("expert-model-parallel-size", 1)
+    hsdp = _replicas(f, zero, ep, source)
     # Megatron's expert tp defaults to tp (arguments.py); parsim's is 1, which a dense model keeps
     etp = f.int("expert-tensor-parallel-size", tp if ep > 1 else 1)
     parallel = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, chunks=chunks,
@@ -277,9 +299,29 @@ def import_args(text: str, source: str) -> Imported:
                     recompute=recompute, **({"recompute_layers": recompute_layers} if recompute_layers else {}),
                     zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
                     cp_mode=("allgather" if gran != "p2p" else "ring") if cp > 1 else None, ep_overlap=f.on("overlap-moe-expert-parallel-comm"),
-                    placement="pp-inner" if f.on("use-tp-pp-dp-mapping") else "dp-inner", microbatch_size=mbs)
+                    placement="pp-inner" if f.on("use-tp-pp-dp-mapping") else "dp-inner", microbatch_size=mbs, **hsdp)
     training = dict(dtype=dtype, optimizer=optimizer, fp8=fp8, **({"global_batch_size": gbs} if gbs else {}))
     return Imported(model_mapping(d, "megatron-" + _stem(source)), training, parallel)
+
+
+def _replicas(f: _Flags, zero: int, ep: int, source: str) -> dict:
+    """HSDP's replicas, ``dp_replicate`` (parsim.export.commands divides the cluster's dp by them):
+    --num-distributed-optimizer-instances R > 1 beside the distributed optimizer or Megatron-FSDP
+    (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py: enable_hsdp, the outer dimension
+    replicating under --outer-dp-sharding-strategy no_shard).  Plain DDP and torch FSDP2 ignore it
+    (param_and_grad_buffer.py all-reduces over the whole dp group without the distributed optimizer;
+    training.py gives torch FSDP2 no instance count)."""
+    r = f.int("num-distributed-optimizer-instances", 1)
+    if r == 1 or zero == 0 or f.on("use-torch-fsdp2"):
+        return {}
+    if ep > 1:
+        raise refuse(source, "--num-distributed-optimizer-instances", r, "parsim", "prices hybrid sharding without "
+                     "expert parallelism; drop it or --expert-model-parallel-size")
+    outer = f.str("outer-dp-sharding-strategy", "no_shard")
+    if outer != "no_shard":
+        raise refuse(source, "--outer-dp-sharding-strategy", outer, "parsim", "prices hybrid sharding whose replicas "
+                     "hold whole shards (no_shard); drop it")
+    return {"dp_replicate": r}
 
 
 def _decoder(f: _Flags, tp: int, source: str) -> Decoder:

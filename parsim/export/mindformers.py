@@ -12,6 +12,8 @@ plan it runs, for Llama-style models (``model.model_config.type`` LlamaConfig).
     runner_config.batch_size x                      micro-batch size (unconfirmed against MindFormers'
       micro_batch_interleave_num                    trainer: its documented global batch formula)
     parallel.enable_parallel_optimizer              zero 1 (2 with gradient_accumulation_shard)
+    parallel.parallel_optimizer_config.             dp_shard (HSDP: MindSpore's shard group; -1 or
+      optimizer_weight_shard_size                   dp: every dp rank)
     recompute_config.recompute / select_recompute   recompute full / selective; recompute: [4, 0]
                                                     (layers per stage): recompute_layers
     model_config.compute_dtype                      dtype (float16 fp16, bfloat16 bf16)
@@ -22,6 +24,7 @@ plan it runs, for Llama-style models (``model.model_config.type`` LlamaConfig).
 from __future__ import annotations
 
 from parsim.export.common import Decoder, Imported, bounds_from_counts, model_mapping, refuse, split_arg
+from parsim.export.mindspore import weight_shard_size
 from parsim.export.torchtitan import _ffn
 from parsim.errors import InputError
 from parsim.inputs import Fields
@@ -54,10 +57,14 @@ def import_config(raw: dict, source: str) -> Imported:
     mbs = runner.positive_int("batch_size", 1) * Fields(raw, source).positive_int("micro_batch_interleave_num", 1)
     m = (pc.positive_int("micro_batch_num", 1) if pp > 1 else 1) * runner.positive_int("gradient_accumulation_steps", 1)
     par = Fields(raw, source).sub("parallel", required=False)
-    zero = 0
+    zero, dp_shard = 0, 0
     if par.get("enable_parallel_optimizer", bool, False):
-        shard = par.sub("parallel_optimizer_config", required=False).get("gradient_accumulation_shard", bool, False)
-        zero = 2 if shard else 1
+        optimizer = par.sub("parallel_optimizer_config", required=False)
+        zero = 2 if optimizer.get("gradient_accumulation_shard", bool, False) else 1
+        # MindSpore's shard group (parsim.export.mindspore.weight_shard_size); MindSpore Transformers'
+        # docs: "the number of replicas ... is data_parallel/optimizer_weight_shard_size"
+        dp_shard = weight_shard_size(optimizer.get("optimizer_weight_shard_size", int, -1), dp, source,
+                                     "parallel.parallel_optimizer_config.optimizer_weight_shard_size")
     rc = Fields(raw, source).sub("recompute_config", required=False)
     full = rc.get("recompute", (bool, list), False)
     recompute = "full" if full else "selective" if rc.get("select_recompute", (bool, list), False) else "none"
@@ -73,7 +80,7 @@ def import_config(raw: dict, source: str) -> Imported:
     parallel = dict(dp=dp, tp=tp, pp=pp, chunks=chunks, schedule="interleaved" if chunks > 1 else "1f1b",
                     split=split_arg(bounds_from_counts(counts)),
                     tp_layout=("megatron-sp" if pc.get("use_seq_parallel", bool, False) else "megatron") if tp > 1 else None,
-                    recompute=recompute, zero=zero, placement="dp-inner" if pp > 1 else "pp-inner",
+                    recompute=recompute, zero=zero, dp_shard=dp_shard, placement="dp-inner" if pp > 1 else "pp-inner",
                     microbatch_size=mbs, microbatches=m,
                     **({"recompute_layers": layers_per_stage} if layers_per_stage else {}))
     return Imported(model_mapping(d, "mindformers-" + str(Fields(raw, source).sub("trainer", required=False)

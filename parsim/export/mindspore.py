@@ -13,6 +13,7 @@ pipeline-parallel and distributed-training pages use them:
     schedule gpipe / 1f1b       pipeline_config {"pipeline_scheduler": "gpipe" / "1f1b"}
     microbatches                MICRO_SIZE (nn.PipelineCell micro_size; gradient accumulation at pp = 1)
     zero k                      enable_parallel_optimizer, parallel_optimizer_config {"optimizer_level": "levelk"}
+    dp_shard (HSDP)             parallel_optimizer_config {"optimizer_weight_shard_size": dp_shard}
     tp, tp_layout               SHARD: operator pattern -> strategy, the plan's layout in the seeds'
                                 notation (split counts per input; a Dense's inputs X [m, k] and
                                 W^T [k, n]), dp folded into the first input's first dimension
@@ -64,7 +65,7 @@ def export_settings(plan, spec, source: str, strategies: dict) -> dict:
                                       "pipeline_scheduler": "gpipe" if c.schedule == "gpipe" else "1f1b"}
     if c.zero:
         context["enable_parallel_optimizer"] = True
-        context["parallel_optimizer_config"] = {"optimizer_level": f"level{c.zero}"}
+        context["parallel_optimizer_config"] = _optimizer_config(c)
     stage = {name: s for s in range(c.stages) for name in plan.layers[c.bounds[s]:c.bounds[s + 1]]}
     amp_level, amp_dtype = AMP[plan.dtype]
     out = {"PARALLEL_CONTEXT": context, "BATCH_SIZE": plan.global_batch_size // c.dp, "MICRO_SIZE": c.microbatches,
@@ -81,6 +82,34 @@ def export_settings(plan, spec, source: str, strategies: dict) -> dict:
         only = c.recomputed_layers(len(plan.layers))
         out["RECOMPUTE"] = [name for i, name in enumerate(plan.layers) if only is None or i in only]
     return out
+
+
+def _optimizer_config(c) -> dict:
+    """ZeRO as the parallel optimizer's level; HSDP's shard group as its optimizer_weight_shard_size
+    (mindspore/parallel/_auto_parallel_context.py, set_parallel_optimizer_config: "the maximum group
+    size across devices when the parallel optimizer is enabled"; -1, the default, shards over each
+    parameter's data-parallel group)."""
+    out = {"optimizer_level": f"level{c.zero}"}
+    if c.shard_replicas > 1:
+        out["optimizer_weight_shard_size"] = c.dp_shard
+    return out
+
+
+def weight_shard_size(size, dp: int, source: str, key: str) -> int:
+    """parsim's dp_shard of an optimizer_weight_shard_size: 0 for -1 (each parameter's whole
+    data-parallel group), for a size of dp or more, and for 1 (set_optimizer_weight_shard_size warns
+    that a size of 1 or less is invalid and keeps the default); a size between must divide dp, since
+    MindSpore keeps the whole group where it does not ("If the size of data parallel communication
+    domain of the parameter cannot be divided by optimizer_weight_shard_size, then the specified
+    communication group size will not take effect": mindspore/context.py)."""
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise InputError(f"{source}: {key}: expected a whole number (-1: the data-parallel group), got {size!r}")
+    if size <= 1 or size >= dp:
+        return 0
+    if dp % size:
+        raise refuse(source, key, size, "parsim", f"prices shard groups that divide dp = {dp}; set a divisor of {dp} "
+                     "or -1")
+    return size
 
 
 def _fold(strategy, dp: int):
@@ -177,14 +206,16 @@ def import_settings(s: dict, source: str, names: tuple[str, ...]) -> Imported:
         split = split_arg(tuple(bounds))
     else:
         chunks, split = 1, None
-    level = ctx.get("parallel_optimizer_config", {}).get("optimizer_level", "level1")
-    zero = int(level[-1]) if ctx.get("enable_parallel_optimizer") else 0
+    optimizer = ctx.get("parallel_optimizer_config", {})
+    zero = int(optimizer.get("optimizer_level", "level1")[-1]) if ctx.get("enable_parallel_optimizer") else 0
+    key = "PARALLEL_CONTEXT.parallel_optimizer_config.optimizer_weight_shard_size"
+    dp_shard = weight_shard_size(optimizer.get("optimizer_weight_shard_size", -1), dp, source, key) if zero else 0
     amp = {v: k for k, v in AMP.items()}
     dtype = amp.get((s.get("AMP_LEVEL", "O0"), s.get("AMP_DTYPE")))
     if dtype is None:
         raise refuse(source, "AMP_LEVEL", s.get("AMP_LEVEL"), "parsim", "prices O0 (fp32) and O2 with float16 or "
                      "bfloat16")
-    parallel = dict(dp=dp, pp=pp, tp=tp, chunks=chunks, split=split, zero=zero,
+    parallel = dict(dp=dp, pp=pp, tp=tp, chunks=chunks, split=split, zero=zero, dp_shard=dp_shard,
                     schedule=("interleaved" if chunks > 1 else pcfg.get("pipeline_scheduler", "1f1b")) if pp > 1 else "1f1b",
                     recompute="full" if s.get("RECOMPUTE") else "none",
                     placement="dp-inner" if pp > 1 else "pp-inner", microbatches=int(s.get("MICRO_SIZE", 1)))

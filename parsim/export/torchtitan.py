@@ -9,6 +9,8 @@ the 2024 configs (``training.batch_size``, the degrees under ``[training]`` and 
     parsim                      torchtitan
     dp, zero 3 (2 with pp > 1)  parallelism.data_parallel_shard_degree (FSDP2); fsdp_reshard_after_forward
     dp, zero 0                  parallelism.data_parallel_replicate_degree (DDP)
+    dp_shard (HSDP)             data_parallel_shard_degree = dp_shard beside data_parallel_replicate_degree
+                                = dp / dp_shard (FSDP2 on the mesh dp_replicate x fsdp)
     tp, tp_comm_overlap         parallelism.tensor_parallel_degree (sequence-parallel norms: megatron-sp),
                                 enable_async_tensor_parallel
     pp, schedule                parallelism.pipeline_parallel_degree, pipeline_parallel_schedule
@@ -26,8 +28,8 @@ the 2024 configs (``training.batch_size``, the degrees under ``[training]`` and 
 
 The model is torchtitan's ``llama3`` by flavor (torchtitan/models/llama3/__init__.py, v0.2.2).  The
 device mesh is ["pp", "dp_replicate", "dp_shard", "cp", "tp"] (tp innermost, pp outermost:
-parsim's dp-inner placement).  ZeRO 1 and 2 without pp, HSDP (replicate and shard both > 1), fp16
-and optimizers other than Adam(W) have no torchtitan name and are refused.
+parsim's dp-inner placement).  ZeRO 1 and 2 without pp, fp16 and optimizers other than Adam(W)
+have no torchtitan name and are refused.
 """
 
 from __future__ import annotations
@@ -139,7 +141,10 @@ def export_config(plan, spec, source: str) -> dict:
             raise refuse(source, "parallel.zero", 0, TARGET, "shards with FSDP2 whenever cp > 1; plan with --zero 3")
         par["data_parallel_replicate_degree"] = c.dp
     elif c.zero == 3 or (c.zero == 2 and c.pp > 1):
-        par["data_parallel_shard_degree"] = c.dp
+        # FSDP2 over the dp ranks; with dp_shard, HSDP (job_config.py, Parallelism.data_parallel_replicate_degree:
+        # "If data_parallel_shard_degree is also greater than 1, the parallelism method used is HSDP")
+        par["data_parallel_replicate_degree"] = c.shard_replicas
+        par["data_parallel_shard_degree"] = c.dp // c.shard_replicas
         # FSDP2 without resharding after forward keeps the parameters for the backward (ZeRO-2);
         # torchtitan's "default" reshards unless pp > 1
         par["fsdp_reshard_after_forward"] = "never" if c.zero == 2 else "always" if c.pp > 1 else "default"
@@ -222,9 +227,6 @@ def import_config(cfg: dict, source: str) -> Imported:
     tp = g(("parallelism.tensor_parallel_degree", "training.tensor_parallel_degree"), int, 1)
     pp = g(("parallelism.pipeline_parallel_degree", "experimental.pipeline_parallel_degree"), int, 1)
     cp = g(("parallelism.context_parallel_degree", "experimental.context_parallel_degree"), int, 1)
-    if replicate > 1 and shard not in (1,):
-        raise refuse(source, "parallelism.data_parallel_replicate_degree", replicate, "parsim", "shards ZeRO over all "
-                     "dp ranks; HSDP (replicate and shard both > 1) has no parsim equivalent")
     ep = g(("parallelism.expert_parallel_degree",), int, 1)
     if ep > 1:
         raise refuse(source, "parallelism.expert_parallel_degree", ep, "torchtitan's llama3", "has no experts")
@@ -235,7 +237,6 @@ def import_config(cfg: dict, source: str) -> Imported:
                      "without pipeline parallelism only; price this config with data_parallel_shard_degree = 1 "
                      "(--set parallelism.data_parallel_shard_degree=1)")
     zero = 0 if not sharded else 2 if reshard == "never" or (reshard == "default" and pp > 1) else 3
-    dp = replicate if not sharded else (shard if shard > 0 else None)      # -1: the remaining devices
     schedule_name = g(("parallelism.pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule"), str, "1F1B")
     by_name = {v.lower(): k for k, v in SCHEDULES.items()}
     if pp > 1 and schedule_name.lower() not in by_name:
@@ -262,7 +263,8 @@ def import_config(cfg: dict, source: str) -> Imported:
     converters = g(("model.converters",), list, [])
     fp8 = any(x in (FP8, "float8") for x in converters) or g(("float8.enable_float8_linear",), bool, False)
     precision = g(("training.mixed_precision_param",), str, "bfloat16")
-    parallel = dict(dp=dp, tp=tp, pp=pp, cp=cp, chunks=len(counts) // pp, schedule=schedule,
+    parallel = dict(**_data_parallel(replicate, shard, sharded), tp=tp, pp=pp, cp=cp, chunks=len(counts) // pp,
+                    schedule=schedule,
                     split=split_arg(bounds_from_counts(counts)), tp_layout="megatron-sp" if tp > 1 else None,
                     recompute=mode, **({"recompute_every": every} if every else {}), zero=zero,
                     tp_comm_overlap=g(("parallelism.enable_async_tensor_parallel", "experimental.enable_async_tensor_parallel"), bool, False),
@@ -272,6 +274,23 @@ def import_config(cfg: dict, source: str) -> Imported:
     training = dict(dtype="bf16" if precision == "bfloat16" else "fp32", optimizer="adam", fp8=fp8,
                     **({"global_batch_size": gbs} if gbs > 0 else {}))
     return Imported(model_mapping(d, f"torchtitan-llama3-{flavor}"), training, parallel)
+
+
+def _data_parallel(replicate: int, shard: int, sharded: bool) -> dict:
+    """parsim's dp, and HSDP's dp_shard, of torchtitan's two data-parallel degrees
+    (distributed/parallel_dims.py, ParallelDims: a shard degree of -1 takes the devices the other
+    degrees leave; FSDP2 runs where dp_shard x cp > 1, ``sharded``): DDP over the replicas; FSDP2
+    over the shard ranks; both, HSDP (models/llama3/infra/parallelize.py: fully_shard on the mesh
+    ["dp_replicate", "fsdp"]), each shard group dp_shard x cp ranks.  With a shard degree of -1
+    beside replicas, the dp is known from the cluster only: ``dp_replicate`` hands the replicas to
+    parsim.export.commands, which divides that dp by them."""
+    if not sharded:
+        return {"dp": replicate}
+    if replicate == 1:
+        return {"dp": shard if shard > 0 else None}      # None: the remaining devices
+    if shard > 0:
+        return {"dp": replicate * shard, "dp_shard": shard}
+    return {"dp": None, "dp_replicate": replicate}
 
 
 def _split(cfg, source, layers: int, pp: int, single: bool, g) -> list[int]:

@@ -180,7 +180,8 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (f" recompute={c['recompute']}" if c["recompute"] != "none" else "")
              + (f" ({part})" if (part := recompute_layers_text(c.get("recompute_layers", ()),
                                                                c.get("recompute_every", 0))) else "")
-             + (f" zero={c['zero']}" if c["zero"] else "") + f" microbatches={c['microbatches']} "
+             + (f" zero={c['zero']}" if c["zero"] else "")
+             + (f" dp_shard={c['dp_shard']}" if c.get("dp_shard") else "") + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
              f"split: {c['split']}",
@@ -253,7 +254,8 @@ def config_text(c) -> str:
                      *([f"recompute={recompute}"] if recompute else []),
                      *([f"({part})"] if (part := recompute_layers_text(get("recompute_layers", ()),
                                                                        get("recompute_every", 0))) else []),
-                     *([f"zero={get('zero')}"] if get("zero") else []), f"m={get('microbatches')}",
+                     *([f"zero={get('zero')}"] if get("zero") else []),
+                     *([f"dp_shard={get('dp_shard')}"] if get("dp_shard", 0) else []), f"m={get('microbatches')}",
                      get("schedule") + (f" v={get('chunks')}" if get("chunks") > 1 else ""), get("placement")])
 
 
@@ -283,7 +285,7 @@ def candidate_row(cand, cap_bytes: float, world: int = 0, moe: bool = False) -> 
             "recompute": c.recompute.value + (f" ({','.join(map(str, c.recompute_layers))}/stage)"
                                               if c.recompute_layers else f" (1 in {c.recompute_every})"
                                               if c.recompute_every else ""),
-            "zero": c.zero, "m": c.microbatches,
+            "zero": f"{c.zero} (shard {c.dp_shard})" if c.dp_shard else c.zero, "m": c.microbatches,
             "schedule": c.schedule + (f" v={c.chunks}" if c.chunks > 1 else ""), "placement": c.placement,
             "step": human_time(e.step_time_s), "90% band": band_cell(e.step_time_band),
             **({"P(best)": f"{cand.p_best:.0%}"} if getattr(cand, "p_best", None) is not None else {}),
@@ -301,7 +303,8 @@ def candidate_json(cand) -> dict:
             "recompute": c.recompute.value, **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers
                                                else {}),
             **({"recompute_every": c.recompute_every} if c.recompute_every else {}),
-            "zero": c.zero, "microbatches": c.microbatches, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
+            "zero": c.zero, **({"dp_shard": c.dp_shard} if c.dp_shard else {}),
+            "microbatches": c.microbatches, "tp_comm_overlap": c.tp_comm_overlap, "cp_mode": c.cp_mode,
             "schedule": c.schedule, "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
             "estimate": cand.estimate.to_json()}
 

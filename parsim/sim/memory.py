@@ -124,10 +124,10 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
     # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
     boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
     static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, boundary, cfg.zero,
-                           cfg.grad_ranks, cfg.pp, sum(expert_param_count(layers[i], graph) for i in held),
+                           cfg.shard_ranks, cfg.pp, sum(expert_param_count(layers[i], graph) for i in held),
                            cfg.expert_dp, training.grad_reduce_dtype)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
-        static["params_bytes"] *= 1 + 1 / cfg.grad_ranks
+        static["params_bytes"] *= 1 + 1 / cfg.shard_ranks
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
     return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode, prices)
 

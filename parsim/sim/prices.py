@@ -194,13 +194,18 @@ class Prices:
 
     def group(self, cfg, which: str, pipe_rank: int) -> tuple[int, ...]:
         """One of a configuration's groups for pipeline rank ``pipe_rank`` (replica 0, tp rank 0),
-        listed once per rank layout: ``grad`` (ParallelConfig.grad_group), ``ep`` (ep_group),
-        ``expert_dp`` (expert_dp_group)."""
-        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement, pipe_rank)
+        listed once per rank layout: ``grad`` (ParallelConfig.grad_group), ``shard`` and
+        ``replicate`` (shard_group, replicate_group: HSDP's), ``ep`` (ep_group), ``expert_dp``
+        (expert_dp_group)."""
+        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement, cfg.dp_shard, pipe_rank)
         hit = self._groups.get(key)
         if hit is None:
             if which == "grad":
                 hit = cfg.grad_group(pipe_rank)
+            elif which == "shard":
+                hit = cfg.shard_group(pipe_rank)
+            elif which == "replicate":
+                hit = cfg.replicate_group(pipe_rank)
             elif which == "ep":
                 hit = cfg.ep_group(pipe_rank)
             else:

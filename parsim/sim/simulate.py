@@ -20,7 +20,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
-from parsim.plan import CP_MODES, ParallelConfig, fold_refusal
+from parsim.plan import CP_MODES, ParallelConfig, fold_refusal, shard_refusal
 from parsim.schedule.actions import Kind
 from parsim.schedule.generators import check_feasible
 from parsim.sim import engine, steady
@@ -53,6 +53,12 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     if cfg.zero and cfg.grad_ranks == 1:
         raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel (x context-parallel) ranks, but "
                               "dp=cp=1 leaves nothing to shard; use zero 0 or dp > 1")
+    why = shard_refusal(cfg)
+    if why:
+        raise InfeasibleError(f"{why[0]}={why[1]}")
+    if cfg.dp_shard and graph.moe and cfg.experts_apart:
+        raise InfeasibleError(f"dp_shard={cfg.dp_shard}: the routed experts shard over their own expert-data-parallel "
+                              "group, which parsim does not price beside hybrid sharding; drop dp_shard")
     if cfg.zero >= 2 and cfg.pp > 1:
         # DeepSpeed's pipeline engine asserts zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2
         # and ZeRO-3 are incompatible with pipeline parallelism" (deepspeed/runtime/pipe/engine.py), and
@@ -238,6 +244,13 @@ def _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param, wid
     return sizes
 
 
+def _reduction(nbytes: float, n: int, replicas: int) -> list[tuple[str, float]]:
+    """The collectives ZeRO's reduction of one gradient buffer issues (Estimate.sharded_collectives):
+    its reduce-scatter over the n ranks of a shard group, and under HSDP the all-reduce of the
+    shard over its replicas."""
+    return [("reduce_scatter", nbytes)] + ([("all_reduce", nbytes / n)] if replicas > 1 else [])
+
+
 def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -> Estimate:
     cluster = prices.cluster
     b = check_config(graph, training, cluster, cfg)
@@ -249,8 +262,11 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     if cfg.zero == 3 and split:
         raise InfeasibleError(f"zero=3 with {cfg.schedule}'s split backward is not priced (the gathered parameters "
                               "would be held from I to W); use zero <= 2 or another schedule")
-    # gradients (and ZeRO's shards) over the dp x cp ranks holding the same parameters
+    # gradients over the dp x cp ranks holding the same parameters; ZeRO's shards over n of them
+    # (all, or HSDP's shard group: ParallelConfig.dp_shard), in R = dp / n groups that replicate
+    # one another
     zero, dp, m = cfg.zero, cfg.grad_ranks, cfg.microbatches
+    n, R = (cfg.shard_ranks, cfg.shard_replicas) if zero else (dp, 1)
     cp, replicas = cfg.cp, cfg.dp * cfg.cp * cfg.tp       # ranks per pipeline rank
     S, layers = cfg.stages, graph.layers
     grank = [cfg.global_rank(0, r) for r in range(cfg.pp)]          # replica 0's ranks
@@ -328,7 +344,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         expert_own = [expert_param_count(layers[i], graph) for i in idx]
         experts = sum(expert_own)
         # ZeRO >= 1: a rank steps its shard of the parameters (ZeRO Sec. 5.1)
-        stepped = (params - experts) / dp + experts / cfg.expert_dp if zero else params
+        stepped = (params - experts) / n + experts / cfg.expert_dp if zero else params
         compute_s[(s, Kind.OPTIMIZER)] = compute.optimizer_time_s(stepped, opt_moved) + \
             sum(prices.tp_comm_s(layers[i], "grad", b, me) for i in idx)
         if s < S - 1:
@@ -340,31 +356,47 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             transfer_s[(s, Kind.SEND_B)] = p2p_time_s(cluster, me, prev_rank, nbytes)
             comm_bytes[cluster.link_class(me, prev_rank)] += nbytes * cfg.microbatches * replicas
         if dp > 1 and params:            # dp: the dp x cp ranks holding the stage's parameters
-            group = prices.group(cfg, "grad", s % cfg.pp)
+            # ZeRO: a shard group (every dp x cp rank but under HSDP); HSDP: the shard's replicas
+            group = prices.group(cfg, "shard" if zero else "grad", s % cfg.pp)
             link = prices.link_class(group)
+            across = prices.group(cfg, "replicate", s % cfg.pp) if R > 1 else None
+
+            def reduced_s(nbytes: float) -> float:
+                """ZeRO's reduction of a gradient buffer: reduce-scattered over the shard group and,
+                under HSDP, the shard all-reduced over its replicas, after it on the same stream
+                (FSDP2's foreach_reduce; Megatron's partial distributed optimizer)."""
+                t = prices.collective_s(group, nbytes, "reduce_scatter", algorithm)
+                return t + (prices.collective_s(across, nbytes / n, "all_reduce", algorithm) if across else 0.0)
+
+            def reduced_bytes(sizes, runs: int = 1) -> None:
+                """Ring bytes of ``runs`` reduced_s of each buffer, over every rank: (n-1) x the buffer
+                in each of R shard groups, and 2 (R-1) x each shard in each of n replica groups."""
+                comm_bytes[link] += (dp - R) * sum(sizes) * cfg.tp * runs
+                if across:
+                    comm_bytes[prices.link_class(across)] += 2 * (R - 1) * sum(sizes) * cfg.tp * runs
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
             if zero >= 2:        # FSDP2's units (parsim.exec.fsdp), reduce-scattered every micro-batch
                 shared = graph.sharing(idx)
                 units = fsdp_units(own, [i in shared for i in idx])
                 sizes = tuple(sum(own[i] for i in u) * per_param["grads"] for u in units)
-                unit_bytes = tuple(shard_padded_bytes(x, width, dp) for x in sizes)
+                unit_bytes = tuple(shard_padded_bytes(x, width, n) for x in sizes)
                 # backward order: each unit after its layer's backward, the root's after the whole one
                 order = [k for k in range(len(units) - 1, 0, -1)] + ([0] if units[0] else [])
                 bucket_bytes[s] = tuple(unit_bytes[k] for k in order)
                 for pos, k in enumerate(order):
                     ready = 1.0 if k == 0 else sum(last[: len(idx) - units[k][0]]) / total
-                    bucket[(s, pos)] = (ready, prices.collective_s(group, unit_bytes[k], "reduce_scatter", algorithm))
+                    bucket[(s, pos)] = (ready, reduced_s(unit_bytes[k]))
                 buckets_per_stage[s] = len(order)
-                comm_bytes[link] += (dp - 1) * sum(bucket_bytes[s]) * cfg.tp * m
-                sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]] * m
+                reduced_bytes(bucket_bytes[s], m)
+                sharded[s] += [c for x in bucket_bytes[s] for c in _reduction(x, n, R)] * m
                 # the unsharded gradients live in each layer's backward (fsdp_held_grad_bytes)
                 reduce_buffer_bytes[s] = dict(zip(idx, fsdp_held_grad_bytes(units, sizes, len(idx))))
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
                 # gathers move the parameters, in the training dtype, whatever the gradients' dtype
-                gather_bytes = tuple(shard_padded_bytes(x * param_share, per_param["params"], dp) for x in sizes)
+                gather_bytes = tuple(shard_padded_bytes(x * param_share, per_param["params"], n) for x in sizes)
                 gathers = [prices.collective_s(group, x, "all_gather") for x in gather_bytes]
                 own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
@@ -381,7 +413,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 hooks_s[(s, Kind.B)] = sum(fsdp_unit_s(cluster, "reduce_scatter", x, x * per_param["params"] / width)
                                            for x in bucket_bytes[s])
                 runs_f = 1 if zero == 2 else m
-                comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * runs_f
+                comm_bytes[link] += (dp - R) * sum(x for x in gather_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in gather_bytes if x] * runs_f
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = per_layer_gather[::-1]
@@ -393,7 +425,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                         reduces = [unit_rs.get(i, 0.0) for i in range(len(idx))][::-1]
                     gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap, reduces,
                                                                 training.fsdp_backward_prefetch) + gather_host_s
-                    comm_bytes[link] += (dp - 1) * sum(x for x in gather_bytes if x) * cfg.tp * m
+                    comm_bytes[link] += (dp - R) * sum(x for x in gather_bytes if x) * cfg.tp * m
                     sharded[s] += [("all_gather", x) for x in gather_bytes if x] * m
                     # the root's, the running and the prefetched unit's (fsdp_gathered_param_bytes)
                     full = [sum(own[i] for i in u) * per_param["params"] for u in units]
@@ -413,20 +445,23 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 groups = ddp_buckets(grads, DDP_BUCKET_BYTES, frozenset(j for j, e in enumerate(entries) if e[2]),
                                      first_bucket_bytes(zero))
                 sizes = tuple(sum(grads[j] for j in members) for members in groups)
-                bucket_bytes[s] = tuple(shard_padded_bytes(x, width, dp) for x in sizes) if zero else sizes
+                bucket_bytes[s] = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
                 # ZeRO-1: reduce-scatter, (n-1)/n S per rank, the ring all-reduce's first half
-                op = "reduce_scatter" if zero else "all_reduce"
                 for k, members in enumerate(groups):
                     nbytes = bucket_bytes[s][k]
                     ready = sum(last[: position[members[-1]] + 1]) / total
-                    bucket[(s, k)] = (ready, prices.collective_s(group, nbytes, op, algorithm))
-                    comm_bytes[link] += (1 if zero else 2) * (dp - 1) * nbytes * cfg.tp   # ring, all ranks
+                    secs = reduced_s(nbytes) if zero else prices.collective_s(group, nbytes, "all_reduce", algorithm)
+                    bucket[(s, k)] = (ready, secs)
+                if zero:
+                    reduced_bytes(bucket_bytes[s])
+                else:
+                    comm_bytes[link] += 2 * (dp - 1) * sum(bucket_bytes[s]) * cfg.tp   # ring, all ranks
                 buckets_per_stage[s] = len(groups)
                 if zero == 1:    # the updated shards, gathered bucket by bucket after the optimizer
-                    sharded[s] += [("reduce_scatter", x) for x in bucket_bytes[s]]
+                    sharded[s] += [c for x in bucket_bytes[s] for c in _reduction(x, n, R)]
                     gathered = [x * param_share for x in bucket_bytes[s]]        # parameters, not gradients
                     after_opt[s] = sum(prices.collective_s(group, x, "all_gather") for x in gathered)
-                    comm_bytes[link] += (dp - 1) * sum(gathered) * cfg.tp
+                    comm_bytes[link] += (dp - R) * sum(gathered) * cfg.tp
                     sharded[s] += [("all_gather", x) for x in gathered]
                 if experts and cfg.expert_dp > 1:       # ep: the experts' own buckets over the expert_dp ranks
                     expert_buckets[s] = _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param,
@@ -532,6 +567,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                                                    if cfg.recompute_layers else {}),
               **({"recompute_every": cfg.recompute_every} if cfg.recompute_every else {}),
               "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero,
+              **({"dp_shard": cfg.dp_shard} if cfg.dp_shard else {}),
               "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
