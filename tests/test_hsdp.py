@@ -4,6 +4,7 @@ priced against closed forms, memory as ZeRO over the shard group, the inputs (pl
 the executor against the single-process reference."""
 
 import json
+import os
 from collections import Counter
 from dataclasses import replace
 
@@ -13,6 +14,7 @@ from parsim.cli import main
 from parsim.cost.comm import collective_time_s, shard_padded_bytes
 from parsim.cost.memory import bytes_per_param
 from parsim.errors import InfeasibleError, InputError
+from parsim.fmt import human_time
 from parsim.hardware import load_cluster
 from parsim.model.spec import Training, load_model
 from parsim.plan import ParallelConfig, Plan, shard_refusal
@@ -185,3 +187,65 @@ def test_hsdp_runs_as_the_reference_with_the_priced_collectives(tmp_path, capfd,
     measured, predicted = m["peak_memory_parts"][0], saved["memory_breakdown"][0]
     assert measured["optimizer_bytes"] == pytest.approx(predicted["optimizer_bytes"], rel=0.01) \
         == pytest.approx(whole / 2, rel=0.01)
+
+
+# ----------------------------------------------------------------------------- the planner
+
+@pytest.mark.parametrize("dp,pp,tp,cp,placement,per_node,expect", [
+    (128, 1, 1, 1, "pp-inner", 8, 8),      # pure data parallelism: a node's 8 replicas
+    (64, 1, 2, 1, "pp-inner", 8, 4),       # tp 2: 4 replicas a node
+    (16, 2, 2, 1, "pp-inner", 8, 2),       # pp-inner puts a replica's 2 pipeline ranks between replicas
+    (16, 2, 2, 1, "dp-inner", 8, 4),
+    (12, 1, 1, 1, "pp-inner", 8, 4),       # the most that divide dp and keep to a node (6 would straddle two)
+    (8, 1, 1, 1, "pp-inner", 8, 0),        # one node holds every replica: plain ZeRO
+    (16, 8, 1, 1, "pp-inner", 8, 0),       # one replica a node
+    (16, 4, 1, 2, "dp-inner", 8, 4),       # a shard group of 4 replicas x cp 2
+])
+def test_the_node_shard_keeps_each_group_inside_one_node(dp, pp, tp, cp, placement, per_node, expect):
+    from parsim.search.hybrid_shard import node_shard, shard_sizes
+
+    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=1, tp=tp, cp=cp, zero=1, placement=placement)
+    shard = node_shard(cfg, per_node)
+    assert shard == expect
+    if shard:
+        assert shard_sizes(cfg, per_node)[0] == shard
+        hybrid = replace(cfg, dp_shard=shard)
+        assert shard_refusal(hybrid) is None
+        for k in range(hybrid.shard_replicas):
+            assert len({r // per_node for r in hybrid.shard_group(0, 0, k)}) == 1
+
+
+def test_shard_sizes_double_from_a_nodes_replicas():
+    from parsim.search.hybrid_shard import shard_sizes
+
+    cfg = ParallelConfig(dp=128, pp=1, microbatches=1, zero=3)
+    assert shard_sizes(cfg, 8) == [8, 16, 32, 64]
+    assert shard_sizes(replace(cfg, dp=96), 8) == [8, 16, 32]                 # 64 does not divide 96
+    # a node holds one replica (tp 8): groups of two nodes, then four
+    assert shard_sizes(ParallelConfig(dp=8, pp=1, microbatches=1, tp=8, zero=1), 8) == [2, 4]
+    assert shard_sizes(replace(cfg, dp=8), 8) == []                           # every replica on one node
+
+
+def test_the_planner_keeps_shards_within_a_node_where_that_is_faster_when_asked(tmp_path, capsys):
+    """Llama 2 7B on 16 DGX A100 nodes, one sequence a GPU, ZeRO-1 (results/simulated/2026-12-01-
+    hsdp.txt): with --hybrid-shard the pick shards within each node, faster than sharding over all
+    128 ranks as the search priced it, and says so; the plan.json it writes keeps the groups."""
+    model = tmp_path / "llama2_7b.yaml"
+    text = open("examples/llama2_7b.yaml").read()
+    model.write_text(text.replace("hf: llama2_7b/config.json", "hf: " + os.path.abspath("examples/llama2_7b/config.json"))
+                     .replace("global_batch_size: 1024", "global_batch_size: 128 #"))
+    out = tmp_path / "plan.json"
+    capsys.readouterr()
+    assert main(["plan", str(model), "--cluster", "dgx-a100:16x8", "--dp", "128", "--pp", "1", "--microbatches", "1",
+                 "--recompute", "full", "--zero", "1", "--hybrid-shard", "--top", "1", "--json", "-o", str(out)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["plan"]["parallel"]["dp_shard"] == 8
+    plan = Plan.from_json(json.loads(out.read_text()), str(out))
+    spec = load_model(str(model))
+    plain = simulate(spec.graph, spec.training, load_cluster("dgx-a100:16x8"), replace(plan.config, dp_shard=0))
+    assert got["plan"]["estimate"]["step_time_s"] < plain.step_time_s
+    line = next(x for x in got["explanation"] if x.startswith("hybrid sharding: ZeRO-1's shards over groups of 8 "))
+    for shard in (16, 32, 64):          # the larger groups it tried are slower
+        wider = simulate(spec.graph, spec.training, load_cluster("dgx-a100:16x8"), replace(plan.config, dp_shard=shard))
+        assert wider.step_time_s > got["plan"]["estimate"]["step_time_s"]
+    assert f"against {human_time(plain.step_time_s)} sharding over all 128" in line

@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ranked plans that recompute every layer recompute only the fewest layers of each stage that "
                         "fit (Megatron's --recompute-method block); off by default: torchtitan and DeepSpeed cannot "
                         "run it")
+    p.add_argument("--hybrid-shard", action="store_true",
+                   help="ranked ZeRO plans whose shards span nodes try shard groups of 1, 2, 4, ... nodes (HSDP, "
+                        "--dp-shard) and keep the fastest that fits; off by default: Megatron's FSDP2 path and "
+                        "DeepSpeed cannot run it")
     _from_flags(p)
     p.add_argument("--top", type=positive_int_arg, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")

@@ -197,7 +197,8 @@ def cmd_plan(args) -> int:
                                                       ep=args.ep or (profiled_ep if profiled_ep > 1 else None),
                                                       ep_overlap=args.ep_overlap, etp=args.etp,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode,
-                                                      partial_recompute=args.partial_recompute),
+                                                      partial_recompute=args.partial_recompute,
+                                                      hybrid_shard=args.hybrid_shard),
                   progress=None if not args.json else False, tp_compute=tp_compute, prices=prices,
                   rerank=reranker(spec, cluster, compute, tp_compute))
     result = with_bands(result, spec.graph, cluster)       # the out-of-sample band where no profile gave one

@@ -165,7 +165,7 @@ class Candidate:
         c = self.config
         return (c.dp, c.pp, c.tp, c.tp_layout, c.recompute, c.microbatches, c.schedule, c.chunks, c.placement,
                 c.bounds, c.zero, c.cp, c.tp_comm_overlap, c.cp_mode, c.ep, c.etp, c.recompute_layers,
-                c.recompute_every)
+                c.recompute_every, c.dp_shard)
 
 
 GRAPH, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3     # the kinds of entry in the branch and bound (BranchAndBound)

@@ -80,6 +80,9 @@ class Constraints:
     # True: the ranked plans that recompute every layer recompute the fewest layers a stage that fit
     # (parsim.search.recompute_layers; off by default, as torchtitan and DeepSpeed cannot run it)
     partial_recompute: bool = False
+    # True: the ranked plans whose ZeRO shards span nodes shard over groups of 1, 2, 4, ... nodes where faster
+    # (parsim.search.hybrid_shard; off by default, as Megatron's FSDP2 path and DeepSpeed cannot run it)
+    hybrid_shard: bool = False
 
 
 # The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and

@@ -197,7 +197,10 @@ class Prices:
         listed once per rank layout: ``grad`` (ParallelConfig.grad_group), ``shard`` and
         ``replicate`` (shard_group, replicate_group: HSDP's), ``ep`` (ep_group), ``expert_dp``
         (expert_dp_group)."""
-        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement, cfg.dp_shard, pipe_rank)
+        if which == "shard" and not cfg.dp_shard:
+            which = "grad"                   # the same ranks, listed once
+        shard = cfg.dp_shard if which in ("shard", "replicate") else 0
+        key = (which, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement, shard, pipe_rank)
         hit = self._groups.get(key)
         if hit is None:
             if which == "grad":

@@ -420,8 +420,9 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                     bwd[0] += root_s
                     # each layer's own unit reduce-scatters as its backward ends, on the gathers' group
                     reduces = None
-                    if serial_group(cluster):
-                        unit_rs = {units[k][0]: bucket[(s, pos)][1] for pos, k in enumerate(order) if k}
+                    if serial_group(cluster):      # the gathers' group: HSDP's all-reduces run on the replicas'
+                        unit_rs = {units[k][0]: prices.collective_s(group, unit_bytes[k], "reduce_scatter", algorithm)
+                                   for k in order if k}
                         reduces = [unit_rs.get(i, 0.0) for i in range(len(idx))][::-1]
                     gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap, reduces,
                                                                 training.fsdp_backward_prefetch) + gather_host_s
