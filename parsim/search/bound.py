@@ -168,6 +168,19 @@ class Candidate:
                 c.recompute_every, c.dp_shard)
 
 
+def refine_ranked(ranked: list[Candidate], refine) -> tuple[list[Candidate], dict]:
+    """``refine(cand)`` of each of ``ranked`` (a faster candidate, or ``cand`` itself), ranked again
+    (faster only, so the same top k), and each refined one's key -> the step it replaced, for the
+    report's lines (parsim.search.recompute_layers, parsim.search.hybrid_shard)."""
+    out, replaced = [], {}
+    for cand in ranked:
+        better = refine(cand)
+        if better is not cand:
+            replaced[better.key()] = cand.estimate.step_time_s
+        out.append(better)
+    return sorted(out, key=Candidate.rank), replaced
+
+
 GRAPH, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3     # the kinds of entry in the branch and bound (BranchAndBound)
 # When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
 # same tp whose families' bounds are within this factor of its bound are searched with it, in one

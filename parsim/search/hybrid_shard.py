@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from parsim.errors import InfeasibleError
 from parsim.fmt import human_time
-from parsim.search.bound import Candidate
+from parsim.search.bound import Candidate, refine_ranked
 
 
 def node_shard(cfg, devices_per_node: int) -> int:
@@ -79,15 +79,9 @@ def shard_within_nodes(cand: Candidate, devices_per_node: int, cap_bytes: float,
 
 def hybrid_sharded(ranked: list[Candidate], devices_per_node: int, cap_bytes: float,
                    simulated) -> tuple[list[Candidate], dict]:
-    """``shard_within_nodes`` of each of ``ranked``, ranked again (faster only, so the same top k),
-    and each refined one's key -> its step sharding over every dp rank (for ``hybrid_lines``)."""
-    out, whole = [], {}
-    for cand in ranked:
-        better = shard_within_nodes(cand, devices_per_node, cap_bytes, simulated)
-        if better is not cand:
-            whole[better.key()] = cand.estimate.step_time_s
-        out.append(better)
-    return sorted(out, key=Candidate.rank), whole
+    """``shard_within_nodes`` of each of ``ranked``, ranked again, and each refined one's key -> its
+    step sharding over every dp rank (for ``hybrid_lines``)."""
+    return refine_ranked(ranked, lambda cand: shard_within_nodes(cand, devices_per_node, cap_bytes, simulated))
 
 
 def hybrid_lines(chosen: Candidate, whole: dict) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from parsim.fmt import human_time
 from parsim.model.recompute import Recompute
 from parsim.plan import recomputable, recompute_layers_text
-from parsim.search.bound import Candidate
+from parsim.search.bound import Candidate, refine_ranked
 
 
 def layers_per_stage(cfg, n_layers: int) -> int:
@@ -60,15 +60,9 @@ def fewer_recomputed(cand: Candidate, n_layers: int, cap_bytes: float, simulated
 
 def fewest_recomputed(ranked: list[Candidate], n_layers: int, cap_bytes: float,
                       simulated) -> tuple[list[Candidate], dict]:
-    """``fewer_recomputed`` of each of ``ranked``, ranked again (faster only, so the same top k),
-    and each refined one's key -> its step recomputing every layer (for ``fewer_lines``)."""
-    out, whole = [], {}
-    for cand in ranked:
-        better = fewer_recomputed(cand, n_layers, cap_bytes, simulated)
-        if better is not cand:
-            whole[better.key()] = cand.estimate.step_time_s
-        out.append(better)
-    return sorted(out, key=Candidate.rank), whole
+    """``fewer_recomputed`` of each of ``ranked``, ranked again, and each refined one's key -> its
+    step recomputing every layer (for ``fewer_lines``)."""
+    return refine_ranked(ranked, lambda cand: fewer_recomputed(cand, n_layers, cap_bytes, simulated))
 
 
 def fewer_lines(chosen: Candidate, whole: dict) -> tuple[str, ...]:
