@@ -301,7 +301,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     grad_group = dp_group if cfg.cp == 1 else groups.grad_group(cfg, pipe_rank, tp_rank)
     # HSDP: ZeRO's buckets over the shard group, each slice then over its replicas (grad_sync)
     replicas = None
-    if cfg.dp_shard and cfg.zero == 1:
+    if groups.hybrid(cfg) and cfg.zero == 1:
         grad_group, replicas = groups.shard_groups(cfg, env.rank)
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     # dense parameters over grad_group; with ep > 1 the experts apart, over their expert-data-parallel group
@@ -488,8 +488,8 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
             t = float("nan")
         elif step == start and (cfg.tp > 1 or cfg.zero >= 2):
             dist.barrier()                 # the first step counts the tp and FSDP collectives (untimed)
-            with tensor_parallel.CollectiveCounter() as counter, \
-                    fsdp.ShardedCollectives(fsdp_mesh.get_group("dp_replicate") if cfg.dp_shard else None) as issued:
+            across = fsdp_mesh.get_group("dp_replicate") if groups.hybrid(cfg) else None   # HSDP's all-reduces
+            with tensor_parallel.CollectiveCounter() as counter, fsdp.ShardedCollectives(across) as issued:
                 losses = run_step(x, y)
             collectives = dict(counter.counts) if cfg.tp > 1 else {}
             if cfg.zero >= 2:              # pp=1: one stage
