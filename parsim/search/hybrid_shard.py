@@ -4,10 +4,10 @@ Constraints.hybrid_shard).
 A ranked candidate whose ZeRO shards span data-parallel ranks on more than one node is simulated
 again with shard groups of one node's replicas, then of two nodes', four, ... (ParallelConfig.
 dp_shard: the HSDP torchtitan's and FSDP's users run, shard groups replicated across the rest), and
-the fastest of them that fits the cap takes its place where it is faster.  Which is faster depends on the fabric
-(results/simulated/2026-12-01-hsdp.txt): the gathers move onto the node's links, but the replicas'
-all-reduce moves twice a reduce-scatter's bytes over the network, and a rank holds dp / dp_shard
-times the optimizer state.
+the fastest of them that fits the cap takes its place where it is faster.  Which is faster depends
+on the fabric (results/simulated/2026-12-01-hsdp.txt): the gathers move onto the node's links, but
+the replicas' all-reduce moves twice a reduce-scatter's bytes over the network, and a rank holds
+dp / dp_shard times the optimizer state.
 
 It refines the ranked candidates only: the branch and bound prices ZeRO over every dp rank, so a
 layout that only hybrid sharding would make the best one, and that the search ranked below its
@@ -24,6 +24,11 @@ from parsim.fmt import human_time
 from parsim.search.bound import Candidate, refine_ranked
 
 
+def _on_one_node(cfg, devices_per_node: int) -> bool:
+    """Whether every pipeline rank's data-parallel ranks (ParallelConfig.grad_group) share a node."""
+    return all(len({r // devices_per_node for r in cfg.grad_group(p)}) == 1 for p in range(cfg.pp))
+
+
 def node_shard(cfg, devices_per_node: int) -> int:
     """The dp_shard that keeps each shard group inside one node: the most consecutive replicas
     (ParallelConfig.shard_group) whose every group, on every pipeline rank, sits on one node and
@@ -31,7 +36,7 @@ def node_shard(cfg, devices_per_node: int) -> int:
     cp 1 (nothing to shard).
     Replicas sit pp x cp x tp ranks apart under pp-inner, cp x tp under dp-inner
     (ParallelConfig.global_rank), so a node holds at most devices_per_node over that."""
-    if all(len({r // devices_per_node for r in cfg.grad_group(p)}) == 1 for p in range(cfg.pp)):
+    if _on_one_node(cfg, devices_per_node):
         return 0                     # the shards span one node already
     stride = cfg.cp * cfg.tp * (cfg.pp if cfg.placement == "pp-inner" else 1)
     for shard in range(min(devices_per_node // stride, cfg.dp - 1), 0, -1):
@@ -50,7 +55,7 @@ def shard_sizes(cfg, devices_per_node: int) -> list[int]:
     dividing dp and below it; [] where every replica is on one node already."""
     base = node_shard(cfg, devices_per_node)
     if not base:
-        if all(len({r // devices_per_node for r in cfg.grad_group(p)}) == 1 for p in range(cfg.pp)):
+        if _on_one_node(cfg, devices_per_node):
             return []
         base = 1 if cfg.cp > 1 else 2         # a node holds one replica: groups of two nodes first
     sizes, size = [], base
