@@ -129,6 +129,12 @@ class ParallelConfig:
         """Shard groups holding the same shards (HSDP's replicate degree): 1 without ``dp_shard``."""
         return self.grad_ranks // self.shard_ranks
 
+    @property
+    def hybrid_sharded(self) -> bool:
+        """Whether ZeRO shards in groups that replicate one another (a dp_shard of every dp rank is
+        plain ZeRO: one group, nothing to all-reduce across)."""
+        return self.shard_replicas > 1
+
     def global_rank(self, replica: int, pipe_rank: int, tp_rank: int = 0, cp_rank: int = 0) -> int:
         """The one place for the rank layout: tp innermost, then cp, then (replica, pipeline rank)
         by placement."""

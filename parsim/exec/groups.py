@@ -87,7 +87,7 @@ def mesh_for(cfg: ParallelConfig, device: torch.device):
     from torch.distributed.device_mesh import DeviceMesh
 
     ranks = torch.arange(cfg.world_size)
-    dp_dims = ((cfg.shard_replicas, cfg.dp_shard), ("dp_replicate", "dp_shard")) if hybrid(cfg) else \
+    dp_dims = ((cfg.shard_replicas, cfg.dp_shard), ("dp_replicate", "dp_shard")) if cfg.hybrid_sharded else \
         ((cfg.dp,), ("dp",))
     if cfg.placement == "pp-inner":     # rank = ((replica * pp + pipe_rank) * cp + cp_rank) * tp + tp_rank
         shape, names = (*dp_dims[0], cfg.pp, cfg.cp, cfg.tp), (*dp_dims[1], "pp", "cp", "tp")
@@ -96,18 +96,12 @@ def mesh_for(cfg: ParallelConfig, device: torch.device):
     return DeviceMesh(device.type, ranks.reshape(shape), mesh_dim_names=names)
 
 
-def hybrid(cfg: ParallelConfig) -> bool:
-    """Whether the plan shards ZeRO in groups that replicate one another (a dp_shard of every dp
-    rank is plain ZeRO: one group, nothing to all-reduce across)."""
-    return bool(cfg.dp_shard) and cfg.shard_replicas > 1
-
-
 def data_parallel_meshes(cfg: ParallelConfig, mesh):
     """(this rank's dp ranks as a 1-D mesh, the mesh FSDP2 shards over): both ``mesh["dp"]``, but
     under HSDP the dp ranks flattened from (dp_replicate, dp_shard) and FSDP2's 2-D mesh, which
     "shards across the 1st dim and replicates across the 0th dim" (torch.distributed.fsdp.fully_shard):
     it reduce-scatters over dp_shard, then all-reduces the shard over dp_replicate."""
-    if not hybrid(cfg):
+    if not cfg.hybrid_sharded:
         return mesh["dp"], mesh["dp"]
     both = mesh["dp_replicate", "dp_shard"]
     return both._flatten("dp"), both

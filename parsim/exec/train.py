@@ -301,11 +301,11 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     grad_group = dp_group if cfg.cp == 1 else groups.grad_group(cfg, pipe_rank, tp_rank)
     # HSDP: ZeRO's buckets over the shard group, each slice then over its replicas (grad_sync)
     replicas = None
-    if groups.hybrid(cfg) and cfg.zero == 1:
+    if cfg.hybrid_sharded and cfg.zero == 1:
         grad_group, replicas = groups.shard_groups(cfg, env.rank)
     tied = TiedGrads(holders, cfg, stage_ids, modules, (replica, pipe_rank, tp_rank), opts.plan)
     # dense parameters over grad_group; with ep > 1 the experts apart, over their expert-data-parallel group
-    grad_syncs = ([GradBuckets(m, grad_group, cfg.shard_ranks if cfg.zero else cfg.grad_ranks, cfg.microbatches,
+    grad_syncs = ([GradBuckets(m, grad_group, cfg.shard_ranks, cfg.microbatches,
                                cfg.zero, frozenset(p for t, p, _ in tied.reductions if t == s),
                                keep=(lambda p: p not in expert_params) if expert_params else None,
                                mean_over=cfg.grad_ranks, replicas=replicas)
@@ -488,7 +488,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
             t = float("nan")
         elif step == start and (cfg.tp > 1 or cfg.zero >= 2):
             dist.barrier()                 # the first step counts the tp and FSDP collectives (untimed)
-            across = fsdp_mesh.get_group("dp_replicate") if groups.hybrid(cfg) else None   # HSDP's all-reduces
+            across = fsdp_mesh.get_group("dp_replicate") if cfg.hybrid_sharded else None   # HSDP's all-reduces
             with tensor_parallel.CollectiveCounter() as counter, fsdp.ShardedCollectives(across) as issued:
                 losses = run_step(x, y)
             collectives = dict(counter.counts) if cfg.tp > 1 else {}

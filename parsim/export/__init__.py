@@ -27,7 +27,7 @@ def _header(plan, source: str, target: str) -> list[str]:
     step = f", predicted {est['step_time_s']:.4g} s a step" if "step_time_s" in est else ""
     return [f"{target} settings from parsim's plan {source}: {plan.model_name} on {plan.cluster}",
             f"dp {c.dp} x pp {c.pp} x tp {c.tp} x cp {c.cp}, {c.microbatches} micro-batches, {c.schedule}, "
-            f"zero {c.zero}{f' in shard groups of {c.dp_shard}' if c.shard_replicas > 1 else ''}, "
+            f"zero {c.zero}{f' in shard groups of {c.dp_shard}' if c.hybrid_sharded else ''}, "
             f"recompute {c.recompute.value}"
             f"{f' ({part})' if (part := recompute_layers_text(c.recompute_layers, c.recompute_every)) else ''}{step}",
             f"(parsim export {source} --to {target}; `parsim simulate --from {target} FILE` reads it back)"]

@@ -71,7 +71,7 @@ def export_config(plan, spec, source: str) -> dict:
                                                                         "wraps, set in no JSON key"),
                           ("recompute_every", bool(c.recompute_every), "checkpoints the layers the model code "
                                                                       "wraps, set in no JSON key"),
-                          ("dp_shard", c.shard_replicas > 1, "shards ZeRO over the whole data-parallel group (hpZ "
+                          ("dp_shard", c.hybrid_sharded, "shards ZeRO over the whole data-parallel group (hpZ "
                                                              "shards a secondary parameter copy only; 0.19 removed "
                                                              "MiCS); plan without --dp-shard")):
         if bad:

@@ -174,8 +174,7 @@ def _zero_args(c, source: str) -> list[str]:
     initialize_model_parallel; DistributedDataParallelConfig.num_distributed_optimizer_instances, "the
     factor by which the DP domain is sharded"; param_and_grad_buffer.py reduce-scatters the gradients
     within an instance, then all-reduces the shard across the instances)."""
-    replicas = c.shard_replicas
-    if replicas > 1 and c.zero > 1:
+    if c.hybrid_sharded and c.zero > 1:
         # training.py builds torch FSDP2's config from reshard_after_forward alone, its mesh the whole
         # dp x cp group (torch_fully_sharded_data_parallel.py); Megatron-FSDP's HSDP is another code path
         raise refuse(source, "parallel.dp_shard", c.dp_shard, TARGET, f"shards ZeRO {c.zero} with torch FSDP2 "
@@ -183,7 +182,7 @@ def _zero_args(c, source: str) -> list[str]:
                      "distributed optimizer) or without --dp-shard")
     args = {0: [], 1: ["--use-distributed-optimizer"],
             2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"], 3: ["--use-torch-fsdp2"]}[c.zero]
-    return args + (["--num-distributed-optimizer-instances", str(replicas)] if replicas > 1 else [])
+    return args + (["--num-distributed-optimizer-instances", str(c.shard_replicas)] if c.hybrid_sharded else [])
 
 
 def _optimizer_args(optimizer: str) -> list[str]:

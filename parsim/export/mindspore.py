@@ -90,7 +90,7 @@ def _optimizer_config(c) -> dict:
     size across devices when the parallel optimizer is enabled"; -1, the default, shards over each
     parameter's data-parallel group)."""
     out = {"optimizer_level": f"level{c.zero}"}
-    if c.shard_replicas > 1:
+    if c.hybrid_sharded:
         out["optimizer_weight_shard_size"] = c.dp_shard
     return out
 

@@ -266,7 +266,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     # (all, or HSDP's shard group: ParallelConfig.dp_shard), in R = dp / n groups that replicate
     # one another
     zero, dp, m = cfg.zero, cfg.grad_ranks, cfg.microbatches
-    n, R = (cfg.shard_ranks, cfg.shard_replicas) if zero else (dp, 1)
+    n, R = cfg.shard_ranks, cfg.shard_replicas        # dp and 1 without dp_shard (check_config: it needs zero)
     cp, replicas = cfg.cp, cfg.dp * cfg.cp * cfg.tp       # ranks per pipeline rank
     S, layers = cfg.stages, graph.layers
     grank = [cfg.global_rank(0, r) for r in range(cfg.pp)]          # replica 0's ranks
