@@ -20,12 +20,12 @@ def h100():
 
 @pytest.fixture
 def extractions(monkeypatch) -> list[str]:
-    """The dtype of each graph extraction from here on, with parsim.model.spec's kept graphs emptied
+    """The dtype of each graph extraction from here on, with parsim.model.extracted's kept graphs emptied
     (tests/test_model.py, tests/test_hf.py)."""
     import parsim.model.extract as extract_module
-    import parsim.model.spec as spec_module
+    import parsim.model.extracted as extracted_module
 
-    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
+    monkeypatch.setattr(extracted_module, "_EXTRACTED", {})
     calls: list[str] = []
     real = extract_module.extract_graph
     monkeypatch.setattr(extract_module, "extract_graph", lambda *a, **k: calls.append(k["dtype"]) or real(*a, **k))

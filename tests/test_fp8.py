@@ -3,6 +3,7 @@ device's fp8 peak, memory in closed form, refusal where the device has no FP8 un
 executor."""
 
 import math
+import os
 
 import pytest
 import yaml
@@ -12,7 +13,8 @@ from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.kernels import kernel_time_s
 from parsim.errors import InputError
 from parsim.hardware import load_cluster
-from parsim.model.fp8 import (AMAX_HISTORY_LEN, FP8_KLASS, FP8_META_BYTES_PER_GEMM, fp8_graph, fp8_static_bytes)
+from parsim.model.fp8 import (AMAX_HISTORY_LEN, CAST_OP, FP8_KLASS, FP8_META_BYTES_PER_GEMM, GRAD_CAST_OP, fp8_graph,
+                              fp8_static_bytes)
 from parsim.model.spec import Training, load_model, with_fp8
 from parsim.plan import ParallelConfig
 from parsim.sim import simulate
@@ -96,6 +98,65 @@ def test_fp8_memory_in_closed_form(specs):
         == 2 * (2 * weights) + 8 * 20520
     assert m1.activations_bytes < m0.activations_bytes
     assert runs[1].step_time_s < runs[0].step_time_s
+
+
+def _casts(layer, phase):
+    return [k for k in layer.kernels if k.op in (CAST_OP, GRAD_CAST_OP) and k.phase == phase]
+
+
+def test_fp8_casts_in_closed_form(specs):
+    """TE's cast-transpose kernels (parsim.model.fp8, Casts), 2 bytes an element read and 1 + 1
+    written: forward, the inputs of proj (the attention's output, s h) and fc2 (GeLU's, 4 s h),
+    not qkv's and fc1's, which the LayerNorms write in FP8 (LayerNormLinear); backward, every
+    Linear's output gradient (qkv 3 s h, proj s h, fc1 4 s h, fc2 s h).  Memory-bound kernels
+    priced at the device's bandwidth with their launches, in F and in B."""
+    bf16, fp8 = specs
+    layer0, layer = bf16.graph.layers[1], fp8.graph.layers[1]
+    fwd, bwd = _casts(layer, "F"), _casts(layer, "I")
+    assert [k.bytes for k in fwd] == [(0.0, 4 * S * H), (0.0, 4 * 4 * S * H)]
+    assert sorted(k.bytes[1] for k in bwd) == sorted(4 * x * S * H for x in (3, 1, 4, 1))
+    assert not _casts(layer0, "F") + _casts(layer0, "I") + _casts(layer, "W")
+    assert layer.fwd_mem_bytes - layer0.fwd_mem_bytes == 20 * S * H
+    assert layer.bwd_mem_bytes - layer0.bwd_mem_bytes == 36 * S * H
+    device = load_cluster("dgx-h100").device
+    engines = AnalyticalCompute.for_training(device, fp8.training).engines
+    b, bw = 8, device.achieved_bandwidth_bytes_per_s()
+    for k in fwd + bwd:
+        assert kernel_time_s(k, b, device, engines) == pytest.approx(b * k.bytes[1] / bw + device.kernels.launch_s)
+
+
+def test_fp8_casts_after_rmsnorm(tmp_path):
+    """In a Llama block the norms are RMSNorm, recorded as elementwise operators that end in the
+    product with the norm's weight: q, k and v (one input) and gate and up (one input) read a
+    norm's output, so the forward casts only o_proj's input (the attention's output, h) and
+    down_proj's (SwiGLU's, the intermediate size)."""
+    import shutil
+
+    data = os.path.join(os.path.dirname(__file__), "data")
+    shutil.copytree(os.path.join(data, "hf_tiny_llama"), tmp_path / "hf_tiny_llama")
+    doc = yaml.safe_load(open(os.path.join(data, "hf_tiny_llama.yaml")))
+    doc["training"].update(dtype="bf16", fp8=True)
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
+    layer = load_model(str(tmp_path / "m.yaml")).graph.layers[1]
+    seq, h, inter, kv = 16, 64, 176, 2 * 16             # kv: 2 KV heads of 16
+    assert [k.bytes[1] for k in _casts(layer, "F")] == [4 * seq * h, 4 * seq * inter]
+    assert sum(k.bytes[1] for k in _casts(layer, "I")) == 4 * seq * (h + 2 * kv + h + 2 * inter + h)
+
+
+def test_fp8_casts_an_input_once_for_the_linears_that_read_it():
+    """Two Linears reading one tensor no norm wrote (a GeLU's output) share its one cast; a Linear
+    reading the layer's input casts it; each Linear's output gradient has its own."""
+    from parsim.model.fp8 import cast_kernels
+    from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, OpInfo
+
+    def linear(src, n):
+        return OpInfo("MatMul", "mm", ((4, 8), (8, n)), (4, n), "bfloat16", (False, True),
+                      inputs_from=(src, FROM_ELSEWHERE))
+    gelu = OpInfo("ElementWise", "gelu", ((4, 8),), (4, 8), "bfloat16", (False,), inputs_from=(FROM_LAYER_INPUT,))
+    ops = (gelu, linear(0, 8), linear(0, 16), linear(FROM_LAYER_INPUT, 8))
+    casts = cast_kernels(ops, [1, 2, 3], extraction_batch=2)
+    assert [(k.phase, k.bytes[1]) for k in casts] == [("F", 4 * 16), ("F", 4 * 16), ("I", 4 * 16),
+                                                      ("I", 4 * 32), ("I", 4 * 16)]
 
 
 @pytest.mark.parametrize("profile", ["dgx-a100", "dgx1-v100", "ascend910"])

@@ -12,8 +12,8 @@ from parsim.hardware.numerics import Engine
 from parsim.model.graph import Kernel
 from parsim.profile import kernel_fit as kf
 
-HELD_OUT_FP16_MEDIAN = 0.13       # claimed in the docs: 11.9% (python benchmarks/bench_kernels.py, at H100's memory
-                                  # efficiency 0.7886 since BACKWARD_POST was priced, 2026-12-01; 12.4% at 0.7821; 12.3% at 0.7824; 11.7% at 0.79;
+HELD_OUT_FP16_MEDIAN = 0.13       # claimed in the docs: 11.2% (python benchmarks/bench_kernels.py, at H100's memory
+                                  # efficiency 0.8007 since TE's FP8 casts were priced, 2026-12-01; 11.9% at 0.7886; 12.4% at 0.7821; 12.3% at 0.7824; 11.7% at 0.79;
                                   # 10.1% at 0.820, before 2026-11-30g; 7.9% before the 2026-11-28 refit)
 
 

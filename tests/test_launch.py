@@ -41,7 +41,7 @@ def test_a_crashed_rank_keeps_its_stack_and_names_the_file(tmp_path, monkeypatch
 
 
 def test_the_workers_take_the_graphs_the_launcher_extracted(tmp_path, monkeypatch):
-    """The launcher hands its workers the graphs it extracted (parsim.model.spec.EXTRACTED_ENV;
+    """The launcher hands its workers the graphs it extracted (parsim.model.extracted.EXTRACTED_ENV;
     `parsim run` has loaded the plan's model to check the plan): a worker whose own extraction
     would fail still loads the model, the same graph."""
     from parsim.model.spec import load_model
@@ -59,11 +59,11 @@ def test_the_workers_take_the_graphs_the_launcher_extracted(tmp_path, monkeypatc
 
 
 def test_a_worker_extracts_its_own_graph_where_the_launchers_file_is_unreadable(tmp_path, monkeypatch):
-    from parsim.model import spec
+    from parsim.model import extracted, spec
 
     bad = tmp_path / "extracted.pkl"
     bad.write_bytes(b"not a pickle")
-    monkeypatch.setattr(spec, "_EXTRACTED", {})
-    monkeypatch.setenv(spec.EXTRACTED_ENV, str(bad))
+    monkeypatch.setattr(extracted, "_EXTRACTED", {})
+    monkeypatch.setenv(extracted.EXTRACTED_ENV, str(bad))
     assert spec.load_model("examples/gpt_tiny_local.yaml").graph.param_count > 0
-    assert spec.EXTRACTED_ENV not in os.environ          # read once
+    assert extracted.EXTRACTED_ENV not in os.environ          # read once

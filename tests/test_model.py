@@ -5,7 +5,7 @@ import time
 import pytest
 import torch
 
-import parsim.model.spec as spec_module
+import parsim.model.extracted as extracted_module
 from parsim.model.extract import InputSpec, cut_units, extract_graph
 from parsim.model.spec import load_model
 from parsim.model.zoo import GPT_PRESETS, gpt, resnet50
@@ -88,14 +88,14 @@ def test_gpt_layer_flops_and_saved_activations_match_megatron():
 
 
 def test_gpt3_175b_extracts_in_seconds(monkeypatch):
-    monkeypatch.setattr(spec_module, "_EXTRACTED", {})        # extracted here, not found from an earlier test
+    monkeypatch.setattr(extracted_module, "_EXTRACTED", {})    # extracted here, not found from an earlier test
     t = time.perf_counter()
     load_model("examples/gpt3_175b.yaml")
     assert time.perf_counter() - t < 10
 
 
 def test_a_built_in_or_hf_model_is_extracted_once_and_a_module_model_every_time(monkeypatch, tmp_path, extractions):
-    """parsim.model.spec keeps a built-in or Hugging Face model's graph by its ModelSource, input,
+    """parsim.model.extracted keeps a built-in or Hugging Face model's graph by its ModelSource, input,
     name and dtype (the newest EXTRACTED_KEPT); a module: model, whose code is the user's, is
     extracted at every load."""
     calls = extractions
@@ -119,12 +119,12 @@ def test_a_built_in_or_hf_model_is_extracted_once_and_a_module_model_every_time(
     load_model("examples/mlp_module.yaml")
     load_model("examples/mlp_module.yaml")
     assert len(calls) == 6
-    monkeypatch.setattr(spec_module, "EXTRACTED_KEPT", 1)
-    monkeypatch.setattr(spec_module, "_EXTRACTED", {})
+    monkeypatch.setattr(extracted_module, "EXTRACTED_KEPT", 1)
+    monkeypatch.setattr(extracted_module, "_EXTRACTED", {})
     load_model("examples/gpt_tiny_local.yaml")      # kept, then pushed out by the next
     load_model("examples/gpt_tiny_local_bf16.yaml")
     load_model("examples/gpt_tiny_local.yaml")
-    assert len(calls) == 9 and len(spec_module._EXTRACTED) == 1
+    assert len(calls) == 9 and len(extracted_module._EXTRACTED) == 1
 
 
 def test_examples_load():

@@ -64,12 +64,12 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
            module: str = "parsim.run", quiet: bool = False) -> int:
     """Run ``module`` on ``nproc`` local ranks; returns the exit code.  ``quiet``: rank 0's output
     goes to the log only (a driver such as ``parsim validate`` prints its own)."""
-    from parsim.model.spec import EXTRACTED_ENV, save_extracted
+    from parsim.model.extracted import EXTRACTED_ENV, save_extracted
 
     port = free_port()
     logdir = tempfile.mkdtemp(prefix="parsim-run-")
     # the graphs this process extracted (the plan's model, checked before any rank starts), so
-    # that no rank extracts it again (parsim.model.spec.EXTRACTED_ENV)
+    # that no rank extracts it again (parsim.model.extracted)
     graphs = os.path.join(logdir, "extracted.pkl")
     inherited = {EXTRACTED_ENV: graphs} if save_extracted(graphs) else {}
     started_s = time.time()

@@ -27,9 +27,21 @@ operators, the loss -- in bf16 (TE docs, "Using FP8 with Transformer Engine").  
   TE docs, Common API) and an fp32 scale and inverse scale (transformer_engine/pytorch/module/
   base.py, set_meta_tensor): ``FP8_META_BYTES_PER_GEMM``.
 
-Left out: TE's cast (and amax) kernels, which it fuses into the preceding norm where it can
-(LayerNormLinear); FP8 operands' smaller bytes in a GEMM's roofline (its bytes stay as recorded
-in bf16, so a memory-bound GEMM is not faster in FP8).
+- **Casts.** TE quantizes each FP8 GEMM operand the layer computes in bf16 with a cast that also
+  writes its transpose (Hopper's FP8 GEMMs are TN-only, so the weight gradient's operands are
+  materialized transposed; transformer_engine/common/transpose/cast_transpose.cu, the amax
+  reduction fused in): it reads 2 bytes an element and writes 1 + 1 (``CAST_TRANSPOSE_BYTES`` =
+  4).  Priced as memory-bound kernels (parsim.cost.kernels, family "elementwise") of the layer,
+  one per FP8 Linear input in the forward and one per FP8 Linear output gradient in the
+  backward (``cast_kernels``).  An input that a norm writes costs nothing more: TE's
+  LayerNormLinear, which Megatron-Core's TE layer spec uses for the QKV and FC1 projections
+  (TELayerNormColumnParallelLinear), writes the norm's output in FP8 and its transpose, 1 + 1
+  bytes where bf16 wrote 2.  Recomputation re-runs the forward's casts with its forward.
+
+Left out: the weights' casts, which Megatron-LM runs once a step, not once a micro-batch (it
+passes TE ``is_first_microbatch`` and TE keeps the FP8 weights between micro-batches); FP8
+operands' smaller bytes in a GEMM's roofline (its bytes stay as recorded in bf16, so a
+memory-bound GEMM is not faster in FP8).
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ from dataclasses import replace
 
 FP8_KLASS = "fp8_matmul"
 FP8_BYTES = 1
+CAST_TRANSPOSE_BYTES = 2 + FP8_BYTES + FP8_BYTES   # per element: bf16 read, FP8 and its transpose written
+CAST_OP, GRAD_CAST_OP = "fp8_cast_transpose", "fp8_cast_transpose_grad"   # Kernel.op of the casts
 FP8_WEIGHT_COPY_BYTES = 2                 # the FP8 weight and its transpose (Hopper: TN-only FP8 GEMMs)
 AMAX_HISTORY_LEN = 1024                   # TE DelayedScaling default
 FP8_TENSORS_PER_GEMM = 3 + 2              # forward: input, weight, output; backward: grad output, grad input
@@ -83,8 +97,45 @@ def fp8_layer(layer, extraction_batch: int, width: int):
             ops[src] = replace(ops[src], saved_bytes=ops[src].saved_bytes - nbytes)
     total = sum(v for s, v in cut.items() if s >= 0) / extraction_batch + input_cut
     kernels = tuple(replace(kern, klass=FP8_KLASS) if _linear_kernel(kern) else kern for kern in layer.kernels)
+    if kernels:
+        casts = cast_kernels(layer.ops, linears, extraction_batch)
+        kernels += casts
+        layer = replace(layer, fwd_mem_bytes=layer.fwd_mem_bytes + _per_sample(casts, "F"),
+                        bwd_mem_bytes=layer.bwd_mem_bytes + _per_sample(casts, "I"))
     return replace(layer, ops=tuple(ops), kernels=kernels, saved_bytes=layer.saved_bytes - total,
                    input_saved_bytes=layer.input_saved_bytes - input_cut)
+
+
+def _norm_output(ops, src: int) -> bool:
+    """Whether op ``src`` ends a norm: a LayerNorm, or RMSNorm's last step (its output times the
+    norm's own 1-D weight, as a Llama block records it)."""
+    op = ops[src]
+    return op.kind == "LayerNorm" or (op.kind == "ElementWise" and op.aten == "mul" and any(
+        own and len(shape) == 1 for shape, own in zip(op.input_shapes, op.param_inputs)))
+
+
+def cast_kernels(ops, linears, extraction_batch: int) -> tuple:
+    """TE's cast-transpose kernels around the FP8 Linear operators ``linears`` (module docstring,
+    Casts): per sample, ``CAST_TRANSPOSE_BYTES`` an element of each distinct input a norm did not
+    write (forward, "F") and of each Linear's output gradient (backward, "I")."""
+    from parsim.model.graph import Kernel
+
+    out, seen = [], set()
+    for k in linears:
+        src = ops[k].inputs_from[0] if ops[k].inputs_from else None
+        if src is not None and (src in seen or (src >= 0 and _norm_output(ops, src))):
+            continue                # cast once for every Linear that reads it; a norm wrote it in FP8
+        seen.add(src)
+        elements = math.prod(ops[k].input_shapes[0]) / extraction_batch
+        out.append(Kernel("F", CAST_OP, "mem", bytes=(0.0, CAST_TRANSPOSE_BYTES * elements)))
+    for k in linears:
+        elements = ops[k].output_elements / extraction_batch
+        out.append(Kernel("I", GRAD_CAST_OP, "mem", bytes=(0.0, CAST_TRANSPOSE_BYTES * elements)))
+    return tuple(out)
+
+
+def _per_sample(kernels, phase: str) -> float:
+    return sum(k.bytes[1] for k in kernels if k.phase == phase)
 
 
 def fp8_graph(graph):

@@ -71,6 +71,7 @@ from typing import Any
 
 from parsim.errors import InfeasibleError, InputError
 from parsim.inputs import Fields, load_file
+from parsim.model import extracted
 from parsim.model.attention import KINDS as ATTENTION_KINDS, ZOO_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 from parsim.model.recompute import Recompute, read_recompute
@@ -373,59 +374,6 @@ def spec_sha256(path: str | os.PathLike) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
-# Kept, by value: a built-in or Hugging Face model's LayerGraph (frozen values) by (ModelSource,
-# InputSpec, name, dtype), the newest EXTRACTED_KEPT of them.  Extraction runs the model under
-# torch's fake tensors (ResNet-50: 1.2 s on a 2-core EPYC), and one process loads the same model
-# again and again: a notebook's cells, the Python API, the test suite.  Benchmark line:
-# tests/test_exec.py::test_matches_single_process_reference[dp2] loads
-# examples/resnet50_cifar10_local.yaml 5 times in its pytest process (simulate, run's check, the
-# reference, reading the run's parameters, the test's own count): 9.2-9.7 s of loading without
-# this, 2.9-3.7 s with it (results/2026-11-30c-amd-epyc/extraction-memo.txt).
-EXTRACTED_KEPT = 16
-_EXTRACTED: dict[tuple, LayerGraph] = {}
-# A launcher hands its workers the graphs it extracted (parsim.exec.launch: `parsim run` has
-# loaded the plan's model to check the plan before it starts a rank): a pickle of _EXTRACTED at
-# the path this variable names, read by each worker once, before it would extract.  Benchmark line:
-# a two-rank ResNet-50 run of 4 steps took 10.6-11.9 s from launch to exit with every rank extracting
-# the graph again, 8.7-9.5 s with this and the two other start-up changes of the same commit
-# (results/2026-12-01d-amd-epyc/startup-ab.txt).
-EXTRACTED_ENV = "PARSIM_EXTRACTED"
-
-
-def save_extracted(path: str) -> bool:
-    """Write this process's extracted graphs to ``path`` for the workers it starts (EXTRACTED_ENV);
-    False where it has none, or they do not pickle (the workers then extract their own)."""
-    import pickle
-
-    from parsim.fileio import atomic_path
-
-    if not _EXTRACTED:
-        return False
-    try:
-        with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            pickle.dump(dict(_EXTRACTED), f, protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, TypeError, AttributeError, OSError):
-        return False
-    return True
-
-
-def _inherit_extracted() -> None:
-    """The graphs the launcher wrote (save_extracted), once per process; none where it wrote none
-    or the file cannot be read (the worker extracts as it would have)."""
-    import pickle
-
-    path = os.environ.pop(EXTRACTED_ENV, None)
-    if not path:
-        return
-    try:
-        with open(path, "rb") as f:
-            graphs = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        return
-    for key, graph in graphs.items():
-        _EXTRACTED.setdefault(key, graph)
-
-
 def load_model(path: str | os.PathLike) -> ModelSpec:
     """Read and check a model.yaml, extract its LayerGraph on the meta device."""
     path = os.fspath(path)
@@ -523,11 +471,9 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
             source = ModelSource("module", target, _freeze(args))
             factory = (lambda f=factory, a=args: f(**a))
         # a built-in or Hugging Face model is its ModelSource (the zoo's code, the config's text):
-        # extracted once per process (_EXTRACTED); a module: model's code is the user's, so never kept
+        # extracted once per process (parsim.model.extracted); a module: model's code is the user's, so never kept
         key = (source, input_spec, name, training.dtype) if source.kind in ("builtin", "hf") else None
-        if key is not None and EXTRACTED_ENV in os.environ:
-            _inherit_extracted()
-        graph = _EXTRACTED.get(key) if key is not None else None
+        graph = extracted.kept(key) if key is not None else None
         if graph is None:
             try:
                 with torch.device("meta"):
@@ -544,9 +490,7 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                                  f"failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                                  "check input.shape") from None
             if key is not None:
-                _EXTRACTED[key] = graph
-                while len(_EXTRACTED) > EXTRACTED_KEPT:
-                    del _EXTRACTED[next(iter(_EXTRACTED))]          # the oldest first
+                extracted.keep(key, graph)
 
     if training.fp8:
         from parsim.model.fp8 import fp8_graph
