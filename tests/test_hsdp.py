@@ -162,6 +162,62 @@ def test_plan_json_keeps_dp_shard_and_names_a_bad_one(tmp_path, capsys):
     assert "--dp-shard 2: hybrid sharding shards ZeRO's states" in err and "Traceback" not in err
 
 
+
+def _tiny_with(tmp_path, parallel: str) -> str:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(open("examples/gpt_tiny_local.yaml").read() + f"parallel: {{{parallel}}}\n")
+    return str(path)
+
+
+def test_model_yaml_gives_the_shard_group_as_dp_shard_does(tmp_path, capsys):
+    """model.yaml's parallel.dp_shard is the shard group simulate prices where --dp-shard is not
+    given, as it prices --dp-shard (plan.json keeps it); a bad one is refused in one line naming the
+    file and the field, at load where the file alone shows it, else when priced."""
+    flags = ["--cluster", "local-cpu:2x2", "--dp", "4", "--pp", "1", "--microbatches", "2", "--zero", "2"]
+    hinted, given = tmp_path / "hinted.json", tmp_path / "given.json"
+    assert main(["simulate", _tiny_with(tmp_path, "dp_shard: 2"), *flags, "-o", str(hinted)]) == 0
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", *flags, "--dp-shard", "2", "-o", str(given)]) == 0
+    capsys.readouterr()
+    a, b = (json.loads(x.read_text()) for x in (hinted, given))
+    assert a["parallel"]["dp_shard"] == 2 and a["estimate"]["step_time_s"] == b["estimate"]["step_time_s"]
+    for parallel, says in [("dp: 4, zero: 0, dp_shard: 2", "parallel.dp_shard: 2: hybrid sharding shards ZeRO's"),
+                           ("dp: 4, zero: 1, dp_shard: 3", "parallel.dp_shard: 3 does not divide dp = 4")]:
+        with pytest.raises(InputError, match=r"tiny.yaml: " + says.replace(".", r"\.")):
+            load_model(_tiny_with(tmp_path, parallel))
+    bad = _tiny_with(tmp_path, "dp_shard: 2")           # zero left to the command line: 0 here
+    assert main(["simulate", bad, "--cluster", "local-cpu:2x2", "--dp", "4", "--pp", "1"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tiny.yaml: parallel.dp_shard: 2: hybrid sharding shards ZeRO's states" in err[0]
+
+
+def test_the_planner_prices_its_ranked_plans_with_a_given_shard_group(tmp_path, capsys):
+    """parsim plan --dp-shard 4 (or model.yaml's parallel.dp_shard): the search offers only the ZeRO
+    plans a group of 4 applies to (parsim.plan.shard_refusal: zero 1-3, 4 dividing dp) and prices its
+    ranked plans again with the group, each as simulate prices it; a plan of dp 4 is ZeRO over every
+    dp rank already.  --hybrid-shard beside it is refused in one line."""
+    out = tmp_path / "plan.json"
+    assert main(["plan", "examples/gpt_tiny_local.yaml", "--cluster", "dgx-a100:2x8", "--dp-shard", "4", "--tp", "1",
+                 "--top", "4", "--json", "-o", str(out)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    spec, cluster = load_model("examples/gpt_tiny_local.yaml"), load_cluster("dgx-a100:2x8")
+    assert len(got["candidates"]) == 4
+    for c in got["candidates"]:
+        assert c["zero"] >= 1 and c["dp"] % 4 == 0 and c.get("dp_shard", 0) == (0 if c["dp"] == 4 else 4), c
+    assert any(c["dp"] > 4 for c in got["candidates"])
+    chosen = Plan.from_json(json.loads(out.read_text()), str(out)).config
+    assert simulate(spec.graph, spec.training, cluster, chosen).step_time_s == pytest.approx(
+        got["plan"]["estimate"]["step_time_s"], rel=1e-12)
+    hinted = tmp_path / "hinted.json"
+    assert main(["plan", _tiny_with(tmp_path, "dp_shard: 4"), "--cluster", "dgx-a100:2x8", "--tp", "1", "--top", "4",
+                 "-o", str(hinted)]) == 0
+    assert json.loads(hinted.read_text())["parallel"] == json.loads(out.read_text())["parallel"]
+    capsys.readouterr()
+    assert main(["plan", "examples/gpt_tiny_local.yaml", "--cluster", "dgx-a100:2x8", "--dp-shard", "4",
+                 "--hybrid-shard"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["parsim: error: --dp-shard 4 fixes the shard group and --hybrid-shard searches one; give one"]
+
+
 # ----------------------------------------------------------------------------- the executor
 
 @pytest.mark.parametrize("zero", [1, 3])

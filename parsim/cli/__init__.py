@@ -145,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ranked ZeRO plans whose shards span nodes try shard groups of 1, 2, 4, ... nodes (HSDP, "
                         "--dp-shard) and keep the fastest that fits; off by default: Megatron's FSDP2 path and "
                         "DeepSpeed cannot run it")
+    p.add_argument("--dp-shard", type=positive_int_arg,
+                   help="hybrid sharding (HSDP) with shard groups of N data-parallel ranks: the search offers the ZeRO "
+                        "plans it applies to and prices its ranked plans again with it (default: model.yaml's "
+                        "parallel.dp_shard, else ZeRO over every dp rank)")
     _from_flags(p)
     p.add_argument("--top", type=positive_int_arg, default=10, help="rows in the ranked table")
     p.add_argument("--profile", help="layer-profile YAML: use the profiled cost model")

@@ -171,6 +171,8 @@ def cmd_plan(args) -> int:
     from parsim.sim.prices import Prices
 
     check_output(args.output, "-o")
+    if args.dp_shard and args.hybrid_shard:
+        raise InputError(f"--dp-shard {args.dp_shard} fixes the shard group and --hybrid-shard searches one; give one")
     validation = _report_inputs(args)
     cap = parse_bytes(args.max_memory, "--max-memory") if args.max_memory else None
     from_config = given = None
@@ -198,7 +200,7 @@ def cmd_plan(args) -> int:
                                                       ep_overlap=args.ep_overlap, etp=args.etp,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode,
                                                       partial_recompute=args.partial_recompute,
-                                                      hybrid_shard=args.hybrid_shard),
+                                                      hybrid_shard=args.hybrid_shard, dp_shard=args.dp_shard),
                   progress=None if not args.json else False, tp_compute=tp_compute, prices=prices,
                   rerank=reranker(spec, cluster, compute, tp_compute))
     result = with_bands(result, spec.graph, cluster)       # the out-of-sample band where no profile gave one

@@ -182,6 +182,7 @@ class ParallelHint:
     cp: int | None = None           # context-parallel group size (parsim.plan.ParallelConfig.cp); None: searched
     ep: int | None = None           # expert-parallel group size (parsim.plan.ParallelConfig.ep); None: searched
     etp: int | None = None          # expert tensor-parallel size, 1 or tp (ParallelConfig.etp); None: searched
+    dp_shard: int | None = None     # HSDP's shard group (ParallelConfig.dp_shard); None: every dp rank
 
 
 @dataclass(frozen=True)
@@ -431,9 +432,16 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                                 chunks=p.positive_int("chunks", None), tp=p.positive_int("tp", None),
                                 tp_layout=p.choice("tp_layout", TP_LAYOUTS, None),
                                 zero=p.choice("zero", ZERO_STAGES, None), cp=p.positive_int("cp", None),
-                                ep=p.positive_int("ep", None), etp=p.positive_int("etp", None))
+                                ep=p.positive_int("ep", None), etp=p.positive_int("etp", None),
+                                dp_shard=p.positive_int("dp_shard", None))
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
+        if parallel.dp_shard and parallel.zero == 0:
+            raise p.fail("dp_shard", f"{parallel.dp_shard}: hybrid sharding shards ZeRO's states within groups of "
+                                     f"dp_shard ranks, and zero is 0; set zero 1, 2 or 3, or drop dp_shard")
+        if parallel.dp_shard and parallel.dp and parallel.dp % parallel.dp_shard:
+            raise p.fail("dp_shard", f"{parallel.dp_shard} does not divide dp = {parallel.dp} (the shard groups "
+                                     f"replicate one another); choose dp_shard among the divisors of {parallel.dp}")
         if training.global_batch_size % (dp * m):
             raise t.fail("global_batch_size", f"{training.global_batch_size} does not divide into dp={dp} x "
                                               f"microbatches={m}; use a multiple of {dp * m}")

@@ -83,6 +83,12 @@ class Constraints:
     # True: the ranked plans whose ZeRO shards span nodes shard over groups of 1, 2, 4, ... nodes where faster
     # (parsim.search.hybrid_shard; off by default, as Megatron's FSDP2 path and DeepSpeed cannot run it)
     hybrid_shard: bool = False
+    dp_shard: int | None = None    # HSDP's shard group, fixed (--dp-shard, then model.yaml); None: every dp rank
+
+
+def fixed_shard(c: Constraints, spec: ModelSpec) -> int:
+    """The shard group the plans must take (--dp-shard, then model.yaml's parallel.dp_shard), 0 for none."""
+    return c.dp_shard or spec.parallel.dp_shard or 0
 
 
 # The cp the search tries unless told, a bound on the search (--cp prices any cp): up to 16, and
@@ -256,14 +262,18 @@ def zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, 
     """(schedule, chunks, placement, zero) for each schedule: the placements where both dp and pp
     exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp x cp
     > 1, the ranks it shards over (2-3 only where pp = 1, and 3 not under a split backward:
-    parsim.sim.simulate refuses them)."""
+    parsim.sim.simulate refuses them).  A fixed shard group (``fixed_shard``, HSDP) takes the ZeRO
+    plans it applies to only (parsim.plan.shard_refusal): zero 1-3, its size dividing dp, ep 1."""
     fixed = c.zero if c.zero is not None else spec.parallel.zero
     shards = dp * cp
+    shard = fixed_shard(c, spec)
+    if shard and (dp % shard or shard * cp == 1 or ep > 1):
+        return
     for schedule, v in schedules:
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
             for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if shards > 1 else (0,)):
                 if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1") \
-                        or (zero >= 2 and ep > 1):
+                        or (zero >= 2 and ep > 1) or (shard and not zero):
                     continue
                 yield schedule, v, placement, zero
 

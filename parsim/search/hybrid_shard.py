@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from parsim.errors import InfeasibleError
-from parsim.fmt import human_time
+from parsim.errors import DoesNotFitError, InfeasibleError
+from parsim.fmt import human_bytes, human_time
 from parsim.search.bound import Candidate, refine_ranked
 
 
@@ -87,6 +87,51 @@ def hybrid_sharded(ranked: list[Candidate], devices_per_node: int, cap_bytes: fl
     """``shard_within_nodes`` of each of ``ranked``, ranked again, and each refined one's key -> its
     step sharding over every dp rank (for ``hybrid_lines``)."""
     return refine_ranked(ranked, lambda cand: shard_within_nodes(cand, devices_per_node, cap_bytes, simulated))
+
+
+def fixed_sharded(ranked: list[Candidate], shard: int, top: int, cap_bytes: float,
+                  simulated) -> tuple[list[Candidate], dict]:
+    """A shard group the user fixed (``parsim plan --dp-shard``, model.yaml's ``parallel.dp_shard``):
+    the plans of ``ranked`` (the search's, each ZeRO over every dp rank, best first: the search
+    offered only those the group applies to, parsim.search.enumerate.zero_variants) priced again
+    with it, in rank order until ``top`` of them fit ``cap_bytes``, ranked again; and each one's
+    key -> its step sharding over every dp rank (for ``hybrid_lines``).  A plan whose dp is the
+    group is ZeRO over every dp rank already, and stays as ranked.  Like ``hybrid_sharded``, it
+    refines the ranking of ZeRO over every dp rank (module docstring)."""
+    out, whole = [], {}
+    for cand in ranked:
+        if len(out) == top:
+            break
+        if cand.config.dp == shard:
+            out.append(cand)
+            continue
+        try:
+            trial = simulated(replace(cand.config, dp_shard=shard))
+        except InfeasibleError:      # parsim.plan.shard_refusal
+            continue
+        if trial.peak_memory_bytes <= cap_bytes:
+            trial = replace(trial, label=cand.label)
+            whole[trial.key()] = cand.estimate.step_time_s
+            out.append(trial)
+    if not out:
+        raise DoesNotFitError(f"no ranked plan fits {human_bytes(cap_bytes)} with ZeRO's shards over groups of {shard} "
+                              f"data-parallel ranks (--dp-shard, or model.yaml's parallel.dp_shard), which hold "
+                              f"dp / {shard} times the state; use a larger shard group, or drop it")
+    return sorted(out, key=Candidate.rank), whole
+
+
+def sharding_refined(results: list[Candidate], shard: int, hybrid: bool, top: int, devices_per_node: int,
+                     cap_bytes: float, simulated) -> tuple[list[Candidate], dict]:
+    """The search's ranked plans (``results``, best first) under the sharding asked for: a shard
+    group given (``fixed_sharded``), else ``--hybrid-shard``'s groups within nodes for the top
+    ``top`` (``hybrid_sharded``), else as ranked; and each refined plan's key -> its step sharding
+    over every dp rank (for ``hybrid_lines``)."""
+    if shard:
+        return fixed_sharded(results, shard, top, cap_bytes, simulated)
+    if hybrid:
+        head, whole = hybrid_sharded(results[:top], devices_per_node, cap_bytes, simulated)
+        return head + results[top:], whole
+    return results, {}
 
 
 def hybrid_lines(chosen: Candidate, whole: dict) -> tuple[str, ...]:

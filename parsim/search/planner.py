@@ -35,9 +35,10 @@ from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment
 from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
-from parsim.search.enumerate import Constraints, check_usable, divisors, families, schedules, variants
+from parsim.search.enumerate import (Constraints, check_usable, divisors, families, fixed_shard, schedules,
+                                     variants)
 from parsim.search.explain import explanation, nothing_fits
-from parsim.search.hybrid_shard import hybrid_lines, hybrid_sharded
+from parsim.search.hybrid_shard import hybrid_lines, sharding_refined
 from parsim.search.recompute_layers import fewer_lines, fewest_recomputed
 from parsim.search.resolve import default_layout
 from parsim.sim import simulate
@@ -118,10 +119,10 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     if c.partial_recompute:               # the ranked full recomputations, on as few layers as fit
         results[: c.top], whole = fewest_recomputed(results[: c.top], len(spec.graph), cap,
                                                     lambda cfg: _simulated(spec, prices, search, cfg))
-    sharded: dict = {}                    # a refined pick's key -> its step sharding over every dp rank
-    if c.hybrid_shard:                    # the ranked ZeRO plans, their shards within a node where faster
-        results[: c.top], sharded = hybrid_sharded(results[: c.top], cluster.devices_per_node, cap,
-                                                   lambda cfg: _simulated(spec, prices, search, cfg))
+    # a refined pick's key -> its step sharding over every dp rank: the ranked ZeRO plans with the
+    # shard group given, or (--hybrid-shard) their shards within a node where faster
+    results, sharded = sharding_refined(results, fixed_shard(c, spec), c.hybrid_shard, c.top,
+                                        cluster.devices_per_node, cap, lambda cfg: _simulated(spec, prices, search, cfg))
     ranked, noise_lines = tuple(results[: c.top]), ()
     if rerank is not None:                 # the top plans again under the profile's noise (parsim.search.noise)
         ranked, noise_lines = rerank(ranked)

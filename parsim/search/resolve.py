@@ -102,7 +102,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     cp = cp or hint.cp or 1
     extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring", ep=ep or hint.ep or 1,
                  ep_overlap=bool(ep_overlap), etp=etp or hint.etp or 1, recompute_layers=recompute_layers or (),
-                 recompute_every=recompute_every or 0, dp_shard=dp_shard or 0)
+                 recompute_every=recompute_every or 0, dp_shard=dp_shard or hint.dp_shard or 0)
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -117,6 +117,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
 
     probe = ParallelConfig(dp, pp, 1, chunks=chunks, tp=tp, recompute=recompute, zero=zero, cp=cp, **extra)
     why = fold_refusal(probe) or recompute_layers_refusal(probe) or shard_refusal(probe)
+    if why and why[0] == "dp_shard" and not dp_shard:      # the model.yaml's hint
+        raise InfeasibleError(f"{spec.path or spec.name}: parallel.dp_shard: {why[1]}")
     if why:
         raise InfeasibleError(f"--{why[0].replace('_', '-')} {why[1]}")
     check_ep(spec.graph, extra["ep"], extra["etp"], zero)
