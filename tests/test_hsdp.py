@@ -218,6 +218,23 @@ def test_the_planner_prices_its_ranked_plans_with_a_given_shard_group(tmp_path, 
     assert err == ["parsim: error: --dp-shard 4 fixes the shard group and --hybrid-shard searches one; give one"]
 
 
+
+def test_the_model_yaml_split_takes_its_shard_group(tmp_path):
+    """The model.yaml's own split (pipeline_stage:), priced beside the search's plans, takes its
+    parallel.dp_shard as they do."""
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.search.planner import plan
+
+    path = tmp_path / "split.yaml"
+    path.write_text(open("examples/resnet50_cifar10_seeds_split.yaml").read().replace(
+        "parallel: {dp: 4, pp: 2, microbatches: 2, schedule: gpipe}",
+        "parallel: {dp: 4, pp: 2, microbatches: 2, schedule: gpipe, zero: 1, dp_shard: 2}"))
+    spec, cluster = load_model(str(path)), load_cluster("ascend910:1x8")
+    r = plan(spec, cluster, AnalyticalCompute.for_training(cluster.device, spec.training), progress=False)
+    assert r.manual is not None and r.manual.config.bounds == (0, 8, 18) and r.manual.config.dp_shard == 2
+    assert all(c.config.dp_shard == 2 or c.config.dp == 2 for c in r.ranked)      # dp 2: ZeRO over its group
+
+
 # ----------------------------------------------------------------------------- the executor
 
 @pytest.mark.parametrize("zero", [1, 3])

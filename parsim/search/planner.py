@@ -32,7 +32,7 @@ from parsim.fmt import human_bytes, memory_margin
 from parsim.hardware.cluster import Cluster
 from parsim.model.recompute import Recompute
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig, bounds_from_assignment
+from parsim.plan import ParallelConfig, bounds_from_assignment, shard_refusal
 from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import (Constraints, check_usable, divisors, families, fixed_shard, schedules,
@@ -115,6 +115,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
                                            f" usable ({human_bytes(cluster.device.memory_bytes)} raw, less the "
                                            f"profile's memory_reserved)"))
     results.sort(key=Candidate.rank)
+    simulated = len(results) + len(over_memory)         # before a shard group prices some again
     whole: dict = {}                      # a refined pick's key -> its step recomputing every layer
     if c.partial_recompute:               # the ranked full recomputations, on as few layers as fit
         results[: c.top], whole = fewest_recomputed(results[: c.top], len(spec.graph), cap,
@@ -136,7 +137,7 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     return PlanResult(chosen=ranked[0], ranked=ranked, pareto=_pareto(results),
                       manual=_manual(spec, prices, compute, c) if spec.manual_stages else None, capacity_bytes=cap,
                       search_time_s=time.perf_counter() - t0, considered=considered,
-                      simulated=len(results) + len(over_memory),
+                      simulated=simulated,
                       explanation=explanation(list(ranked), spec.graph,
                                               memory_margin(ranked[0].peak_memory_bytes, cluster.device,
                                                             c.max_memory_bytes),
@@ -181,6 +182,7 @@ def _manual(spec, prices: Prices, compute, c: Constraints) -> Candidate | None:
     recompute = spec.training.recompute or Recompute.NONE
     dp = spec.parallel.dp or cluster.world_size // (pp * tp * cp)
     zero = (spec.parallel.zero or 0) if dp * cp > 1 else 0
+    shard = fixed_shard(c, spec) if zero else 0           # HSDP's group, where it has ZeRO to shard
     batch = spec.training.global_batch_size
     if dp < 1 or dp * pp * tp * cp > cluster.world_size or batch % dp:
         return None
@@ -194,7 +196,9 @@ def _manual(spec, prices: Prices, compute, c: Constraints) -> Candidate | None:
             if zero == 3 and schedule == "zbh1":
                 continue
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
-                                 ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1)
+                                 ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1, dp_shard=shard)
+            if shard_refusal(cfg):                        # a group the split's dp cannot take
+                return None
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,
                            strategies=spec.shard, prices=prices)
             cand = Candidate(cfg, est, "manual")
