@@ -48,7 +48,7 @@ from parsim.model.attention import check_cp, cp_options, sequence_length
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig
+from parsim.plan import ParallelConfig, shard_refusal
 from parsim.schedule.generators import check_feasible
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.prepare import expert_graph, per_device_graph
@@ -267,8 +267,8 @@ def zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, 
     fixed = c.zero if c.zero is not None else spec.parallel.zero
     shards = dp * cp
     shard = fixed_shard(c, spec)
-    if shard and (dp % shard or shard * cp == 1 or ep > 1):
-        return
+    if shard and shard_refusal(ParallelConfig(dp, pp, 1, cp=cp, ep=ep, zero=1, dp_shard=shard)):
+        return                     # the group does not apply to this family at any ZeRO stage
     for schedule, v in schedules:
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
             for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if shards > 1 else (0,)):
