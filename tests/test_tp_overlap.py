@@ -32,6 +32,26 @@ def test_overlap_closed_form():
     # against the sum without overlap: a gain where both streams are long, a loss where the collective is tiny
     assert overlapped_s(10.0, 4.0, 132, 16, 4) < 14.0
     assert overlapped_s(10.0, 0.01, 132, 16, 4) > 10.01
+    # a library that takes no units (HCCL's MC2): the GEMMs on every unit, and 1 - overlap of the
+    # collective's time beside them (all its chunks but the one nothing covers) charged to them
+    assert overlapped_s(10.0, 4.0, 24, 0, 4, 0.25) == pytest.approx(10.0 + 0.25 * 4.0 * 3 / 4 + 4.0 / 4)
+    # communication-bound: the charge lengthens the GEMMs' stream, which the collective still outlasts
+    assert overlapped_s(2.0, 8.0, 24, 0, 4, 0.25) == pytest.approx(8.0 + 2.0 / 4)
+    assert overlapped_s(6.0, 7.0, 24, 0, 4, 0.5) == pytest.approx(6.0 + 0.5 * 6.0 * 3 / 4 + 6.0 / 4)
+
+
+def test_mc2_is_charged_the_librarys_overlap_and_te_is_not():
+    """overlap_units' charge: 1 - collective.overlap where the collectives take no compute units
+    (atlas-900-a2's HCCL), nothing where they take SMs of their own (dgx-h100's TE margin)."""
+    from parsim.sim.overlap import overlap_units
+
+    for name in ("atlas-900-a2", "atlas-800t-a2"):
+        cluster = load_cluster(name)
+        colls = cluster.profile.collectives
+        assert colls.tp_overlap_comm_units == 0 and colls.overlap < 1      # fitted (results/published/fit.yaml)
+        assert overlap_units(cluster)[3] == pytest.approx(1 - colls.overlap)
+    h100 = load_cluster("dgx-h100")
+    assert h100.profile.collectives.overlap < 1 and overlap_units(h100)[3] == 0.0
 
 
 def _megatron_share(name: str, kind: Kind, h: int, s: int) -> float:
@@ -166,7 +186,8 @@ def test_selective_recompute_adds_no_overlapped_forward_pass(h100):
                                                          "vocab": 2048, "dropout": 0.0, "attention": "eager"},
                                "training": {"global_batch_size": 8, "dtype": "bf16", "optimizer": "adam"}}, "test")
     compute = AnalyticalCompute.for_training(h100.device, spec.training)
-    units, comm_units, chunks = overlap_units(h100)
+    units, comm_units, chunks, charge = overlap_units(h100)
+    assert charge == 0.0                    # TE takes SMs of its own: nothing more is charged
     b, checked = 4, 0
     for mode in ("selective", "full"):
         g = per_device_graph(spec.graph, 2, "megatron-sp", mode, None, h100, spec.training)

@@ -20,7 +20,13 @@ chunks (the profile's ``collective.tp_overlap_comm_units`` and ``tp_overlap_chun
                                               stream's n chunks, plus one chunk of the shorter
                                               that nothing covers (its first or its last)
 
-against G + C without the overlap; the layer's other work (attention's batched matmuls, norms,
+against G + C without the overlap.  Where the collectives take no units (u = 0: HCCL's MC2, moved
+by the DMA engines), the GEMMs' stream is charged c = 1 - ``collective.overlap`` of the collective's
+time beside it, as every collective hidden beside compute is (``overlap_units``):
+
+    overlapped = max(G + c x min(G, C) x (1 - 1/n), C) + min(G, C) / n
+
+The layer's other work (attention's batched matmuls, norms,
 activations) is unchanged.  A layer under full recomputation re-runs its forward in the backward,
 its collectives included (``Layer.recomputes_forward``), overlapped the same way; under selective
 recomputation it re-runs only its core attention, which communicates nothing, so there is no
@@ -53,18 +59,28 @@ from parsim.model.graph import Layer
 TP_OVERLAP_LAYOUTS = ("megatron-sp",)
 
 
-def overlapped_s(gemm_s: float, comm_s: float, units: int, comm_units: int, chunks: int) -> float:
+def overlapped_s(gemm_s: float, comm_s: float, units: int, comm_units: int, chunks: int,
+                 charge: float = 0.0) -> float:
     """The GEMMs and their collectives pipelined in ``chunks`` (module docstring): the GEMMs on
-    ``units - comm_units`` of ``units`` compute units while the collectives run."""
+    ``units - comm_units`` of ``units`` compute units while the collectives run, and ``charge``
+    of the collectives' time beside them added to the GEMMs' stream (a library that takes no
+    units: 1 - its ``collective.overlap``, as every collective hidden beside compute is charged)."""
     if comm_s <= 0.0:
         return gemm_s
     stretched = gemm_s * units / (units - comm_units)
-    return max(stretched, comm_s) + min(stretched, comm_s) / chunks
+    shorter = min(stretched, comm_s)
+    return max(stretched + charge * shorter * (1 - 1 / chunks), comm_s) + shorter / chunks
 
 
-def overlap_units(cluster) -> tuple[int, int, int]:
-    """(compute units, units the collectives take, chunks) from the cluster's profile; raises
-    InfeasibleError where the device's units are unknown or no more than the collectives'."""
+def overlap_units(cluster) -> tuple[int, int, int, float]:
+    """(compute units, units the collectives take, chunks, the charge of overlapped_s) from the
+    cluster's profile; raises InfeasibleError where the device's units are unknown or no more than
+    the collectives'.  The charge: where the collectives take no units (HCCL's MC2 on Atlas A2:
+    the AI CPU schedules the collective and the DMA engines move it while the AI Cores run the
+    matmul, CANN's MC2 operator guide), what they cost the GEMMs beside them is the library's
+    ``collective.overlap`` charge, as for every other collective hidden beside compute
+    (parsim.sim.engine); where they take units (Transformer Engine's SM margin), those units are
+    the cost, and nothing more is charged."""
     colls = cluster.profile.collectives
     kernels = cluster.device.kernels
     units = kernels.compute_units if kernels is not None else 0
@@ -73,7 +89,8 @@ def overlap_units(cluster) -> tuple[int, int, int]:
                               f"({units or 'not given'}) must exceed collective.tp_overlap_comm_units "
                               f"({colls.tp_overlap_comm_units}) in {cluster.profile.source}; add them or drop "
                               "--tp-comm-overlap")
-    return units, colls.tp_overlap_comm_units, colls.tp_overlap_chunks
+    charge = 1.0 - colls.overlap if colls.tp_overlap_comm_units == 0 else 0.0
+    return units, colls.tp_overlap_comm_units, colls.tp_overlap_chunks, charge
 
 
 def supports_overlap(cluster) -> bool:
@@ -135,7 +152,7 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
     if not tp_overlap or cluster is None or not layer.tp_comm or includes_tp_comm(compute, microbatch) \
             or kind == "W":
         return t
-    units, comm_units, chunks = overlap_units(cluster)
+    units, comm_units, chunks, charge = overlap_units(cluster)
     passes = [(kind, "F" if kind == "F" else "B")]          # (compute phase, its collectives' phase)
     if layer.recomputes_forward and kind in ("B", "I"):
         passes.append(("F", "F"))
@@ -143,7 +160,7 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
         comm = tp_comm_s(layer, ph, microbatch, first_rank) if tp_comm_s is not None else \
             tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
         gemm = compute.layer_time_s(layer, k, microbatch) * _kept_gemm_share(prices, layer, k, microbatch)
-        t += overlapped_s(gemm, comm, units, comm_units, chunks) - gemm - comm
+        t += overlapped_s(gemm, comm, units, comm_units, chunks, charge) - gemm - comm
     return t
 
 
