@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.recompute import Recompute, read_recompute, recompute_mode
-from parsim.model.spec import ZERO_STAGES
+from parsim.model.spec import ZERO_STAGES, shard_not_dividing, shard_without_zero
 from parsim.schedule.generators import SCHEDULES
 
 PLACEMENTS = ("pp-inner", "dp-inner")
@@ -430,11 +430,9 @@ def shard_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         return "dp_shard", f"{n}: expected a whole number of data-parallel ranks, 1 or more (0: every dp rank)"
     if cfg.dp % n:
-        return "dp_shard", (f"{n} does not divide dp = {cfg.dp} (the shard groups replicate one another); choose "
-                            f"dp_shard among the divisors of {cfg.dp}")
+        return "dp_shard", shard_not_dividing(n, cfg.dp)
     if not cfg.zero:
-        return "dp_shard", (f"{n}: hybrid sharding shards ZeRO's states within groups of dp_shard ranks, and zero is 0; "
-                            f"set zero 1, 2 or 3, or drop dp_shard")
+        return "dp_shard", shard_without_zero(n)
     if n * cfg.cp == 1:
         return "dp_shard", "1 with cp = 1 leaves nothing to shard; use zero 0 (plain data parallelism) or dp_shard > 1"
     if cfg.ep > 1:

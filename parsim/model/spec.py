@@ -106,6 +106,18 @@ TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.built
 MAX_GLOBAL_BATCH = 2**20
 
 
+# Why an HSDP shard group of n data-parallel ranks does not apply, in a line saying what to change:
+# model.yaml's parallel.dp_shard at load time, and parsim.plan.shard_refusal for any ParallelConfig
+def shard_not_dividing(n: int, dp: int) -> str:
+    return (f"{n} does not divide dp = {dp} (the shard groups replicate one another); choose dp_shard among the "
+            f"divisors of {dp}")
+
+
+def shard_without_zero(n: int) -> str:
+    return (f"{n}: hybrid sharding shards ZeRO's states within groups of dp_shard ranks, and zero is 0; set zero "
+            f"1, 2 or 3, or drop dp_shard")
+
+
 @dataclass(frozen=True)
 class Training:
     global_batch_size: int
@@ -437,11 +449,9 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
         p.done()
         dp, m = parallel.dp or 1, parallel.microbatches or 1
         if parallel.dp_shard and parallel.zero == 0:
-            raise p.fail("dp_shard", f"{parallel.dp_shard}: hybrid sharding shards ZeRO's states within groups of "
-                                     f"dp_shard ranks, and zero is 0; set zero 1, 2 or 3, or drop dp_shard")
+            raise p.fail("dp_shard", shard_without_zero(parallel.dp_shard))
         if parallel.dp_shard and parallel.dp and parallel.dp % parallel.dp_shard:
-            raise p.fail("dp_shard", f"{parallel.dp_shard} does not divide dp = {parallel.dp} (the shard groups "
-                                     f"replicate one another); choose dp_shard among the divisors of {parallel.dp}")
+            raise p.fail("dp_shard", shard_not_dividing(parallel.dp_shard, parallel.dp))
         if training.global_batch_size % (dp * m):
             raise t.fail("global_batch_size", f"{training.global_batch_size} does not divide into dp={dp} x "
                                               f"microbatches={m}; use a multiple of {dp * m}")
