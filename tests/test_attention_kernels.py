@@ -1,14 +1,17 @@
 """training.attention_kernel: which fused attention kernel a model runs, and the efficiency each
 prices at (parsim.hardware.numerics.engines): the device's production kernel by default,
 FlashAttention-2 (fa2) or FlashAttention in Triton (triton) where the device has a number for it,
-else the production kernel's; and a head dimension below 128 priced by the device's K fill
-(parsim.cost.kernels.attention_head_efficiency)."""
+else the production kernel's; and a head dimension below 128 priced by the device's K fill, or
+by the kernel's own fill at 128 where the profile states one (kernels.attention_head_fill:
+parsim.cost.kernels.attention_head_efficiency)."""
 
+import re
 from dataclasses import replace
 
 import pytest
 import yaml
 
+from parsim.cli import main
 from parsim.cost.kernels import attention_head_efficiency, kernel_time_s
 from parsim.errors import InputError
 from parsim.hardware import load_cluster
@@ -117,3 +120,46 @@ def test_a_cpu_profile_prices_every_head_dim_at_its_measured_rate():
     device = load_cluster("dgx-h100:1x1").device
     cpu = replace(device, kernels=replace(device.kernels, cpu_threads=2))
     assert _compute_s(_fused(64), cpu) == _compute_s(_fused(128), cpu)
+
+
+def test_a_profiles_head_fill_prices_short_heads_in_closed_form():
+    """attention_head_fill u: heads of d < 128 run at d / (d u + 128 (1 - u)) of the reference rate
+    (1 / (2 - u) at 64); u = 1 prices every head alike, u -> 0 a time per score that does not
+    depend on d (f(64) -> 1/2), and u = fill(128) at the device's k_half is the rule without it."""
+    device = load_cluster("atlas-900-a2:1x1").device
+    u = device.kernels.attention_head_fill
+    assert u is not None and 0 < u <= 1
+    ratio = _compute_s(_fused(128), device) / _compute_s(_fused(64), device)
+    assert ratio == pytest.approx(1 / (2 - u), rel=1e-9)
+    assert _compute_s(_fused(256), device) == _compute_s(_fused(128), device)
+
+    def with_fill(fill):
+        return replace(device.kernels, attention_head_fill=fill)
+
+    assert attention_head_efficiency(64, with_fill(1.0)) == 1.0
+    assert attention_head_efficiency(64, with_fill(1e-9)) == pytest.approx(0.5, rel=1e-6)
+    assert attention_head_efficiency(96, with_fill(0.25)) == pytest.approx(96 / (96 * 0.25 + 128 * 0.75), rel=1e-12)
+    kh = device.kernels.k_half
+    for d in (16, 64, 80, 112):
+        assert attention_head_efficiency(d, with_fill(128 / (128 + kh))) == pytest.approx(
+            attention_head_efficiency(d, with_fill(None)), rel=1e-12)
+
+
+def test_a_head_fill_out_of_range_gives_one_line_naming_the_field(tmp_path, capsys):
+    text = re.sub(r"attention_head_fill: [0-9.]+", "attention_head_fill: 1.5",
+                  open("hardware_profiles/atlas-900-a2.yaml").read())
+    assert "attention_head_fill: 1.5" in text
+    (tmp_path / "npu.yaml").write_text(text)
+    assert main(["cluster", str(tmp_path / "npu.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "npu.yaml" in err and "attention_head_fill" in err and "(0, 1]" in err, err
+
+
+def test_the_head_fill_moves_only_the_rows_with_short_heads():
+    """The public fit prices a row at a moved attention_head_fill only where its heads are under
+    128 (parsim.profile.loso._may_affect): Qwen1.5 0.5B's heads of 64, not Qwen1.5 7B's of 128."""
+    fill = Parameter("attention-head-910b", (("atlas-900-a2", "device.kernels.attention_head_fill"),),
+                     0.6667, (0.02, 1.0), "time")
+    figures = load_figures("results/published/mindspeed_llm_figures.yaml")
+    assert _may_affect(fill, figures.by_id("msllm-qwen1_5-0_5b-a2-8npu"))
+    assert not _may_affect(fill, figures.by_id("msllm-qwen1_5-7b-a2-8npu"))

@@ -135,13 +135,31 @@ def attention_head_efficiency(head_dim: int, ex: KernelExecution) -> float:
     2407.08608, Fig. 5, as transcribed from the figure): head dim 64 against 128 runs at 497/648 =
     0.77 (no mask) and 473/616 = 0.77 (causal) for FlashAttention-3, 413/595 = 0.69 and 388/539 =
     0.72 for cuDNN, 324/370 = 0.88 and 299/335 = 0.89 for FlashAttention-2; f(64) is 0.73 at
-    dgx-h100's k_half (72.5), 0.84 at dgx-a100's (29.5) and 0.75 at the Ascend profiles' 64
-    (unconfirmed there: no public head-dim benchmark of the NPU's FlashAttentionScore).  Head dim
-    256 runs 642/616 = 1.04 of 128 for FlashAttention-3 (causal), not the 1.22 fill(256)/fill(128)
-    would give, hence the cap.  CPU profiles (torch's flash attention for CPU: blocked GEMMs in its
-    own loops, whose cost the profile's measured tables hold) take 1."""
+    dgx-h100's k_half (72.5) and 0.84 at dgx-a100's (29.5).  Head dim 256 runs 642/616 = 1.04 of
+    128 for FlashAttention-3 (causal), not the 1.22 fill(256)/fill(128) would give, hence the cap.
+    CPU profiles (torch's flash attention for CPU: blocked GEMMs in its own loops, whose cost the
+    profile's measured tables hold) take 1.
+
+    A kernel whose per-score work beside the matrix unit does not shrink with d (the softmax on
+    Ascend's Vector cores: FlashAttention there runs QK^T on the Cube, softmax on the Vector, PV
+    on the Cube, the rescale on the Vector, a four-stage cross-core pipeline, pto-isa's
+    kernels/manual/common/flash_atten for A2/A3) has its own half-rate length: a time per score
+    of d + k', not d + k_half.  The profile states it as ``attention_head_fill`` u = fill(128) =
+    128 / (128 + k'), which the step time is linear in (what the public fit needs of a parameter,
+    parsim.profile.loso): with fill(d) = d / (d + k'),
+
+        f(d) = d / (d u + 128 (1 - u))
+
+    u = 1 prices every head at the reference rate; u -> 0 a kernel whose time per score does not
+    depend on d (f(64) -> 1/2).  No public benchmark of the NPU's FlashAttentionScore by head
+    dimension exists; the 910B's u is fitted on the public rows whose heads are 64, from a prior
+    of 0.58 (f(64) = 0.71) that pto-isa's cost model of its own FlashAttention kernel for A2/A3
+    gives (results/published/fit.yaml, attention-head-910b)."""
     if not head_dim or head_dim >= REFERENCE_HEAD_DIM or ex.cpu_threads:
         return 1.0
+    u = ex.attention_head_fill
+    if u is not None:
+        return head_dim / (head_dim * u + REFERENCE_HEAD_DIM * (1 - u))
     return k_fill(head_dim, ex.k_half) / k_fill(REFERENCE_HEAD_DIM, ex.k_half)
 
 

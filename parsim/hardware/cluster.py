@@ -355,6 +355,7 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          attention_efficiency=k.fraction("attention_efficiency", None),
                          attention_efficiency_fa2=k.fraction("attention_efficiency_fa2", None),
                          attention_efficiency_triton=k.fraction("attention_efficiency_triton", None),
+                         attention_head_fill=k.fraction("attention_head_fill", None),
                          fp8_gemm_efficiency=k.fraction("fp8_gemm_efficiency", None),
                          k_half=k.get("k_half", (int, float), 0.0),
                          m_half=k.get("m_half", (int, float), 0.0),

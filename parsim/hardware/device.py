@@ -65,6 +65,11 @@ class KernelExecution:
     attention_efficiency: float | None = None
     attention_efficiency_fa2: float | None = None
     attention_efficiency_triton: float | None = None
+    # fused attention's fill at heads of 128 (parsim.cost.kernels.REFERENCE_HEAD_DIM): the share of
+    # its rate at long heads that heads of 128 reach, which sets how much slower shorter heads run
+    # (parsim.cost.kernels.attention_head_efficiency).  None: the GEMM's, k_fill(128, k_half).
+    # Fitted end to end where a device's kernel differs (results/published/fit.yaml)
+    attention_head_fill: float | None = None
     # FP8 GEMMs' fraction of the fp8 peak (Transformer Engine's, scaling and casts included); None:
     # gemm_efficiency.  Fitted end to end (results/published/fit.yaml)
     fp8_gemm_efficiency: float | None = None

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
+from parsim.cost.kernels import REFERENCE_HEAD_DIM
 from parsim.errors import InputError
 from parsim.hardware.cluster import Profile, load_profile, profiles_dir
 from parsim.hardware.device import ATTENTION_KERNEL_FIELDS
@@ -217,16 +218,21 @@ def _may_affect(p: Parameter, figure: Figure) -> bool:
     """False where the parameter's fields price no kernel the row runs (no pricing needed to know
     its slope is 0): convolution efficiencies on a model without convolutions, attention's on one
     without the fused attention kernel (FlashAttention-2's or the Triton port's on a row that does
-    not ask for it), FP8's on a row without FP8 GEMMs."""
+    not ask for it), the fused attention's fill at heads of 128 on a row whose heads are all 128 or
+    more (parsim.cost.kernels.attention_head_efficiency prices only shorter ones by it), FP8's on a
+    row without FP8 GEMMs."""
     from parsim.profile.published import figure_spec
 
     spec = figure_spec(figure)
-    klasses = {k.klass for layer in spec.graph.layers for k in layer.kernels}
+    kernels = [k for layer in spec.graph.layers for k in layer.kernels]
+    klasses = {k.klass for k in kernels}
     for _, dotted in p.fields:
         leaf = dotted.rsplit(".", 1)[-1]
         if leaf in ("conv_efficiency", "vector_conv_efficiency") and "conv" not in klasses:
             return False
         if leaf.startswith("attention_efficiency") and "attention" not in klasses:
+            return False
+        if leaf == "attention_head_fill" and not any(0 < k.head_dim < REFERENCE_HEAD_DIM for k in kernels):
             return False
         asked = ATTENTION_KERNEL_FIELDS.get(spec.training.attention_kernel)
         if leaf in ATTENTION_KERNEL_FIELDS.values() and leaf != asked:
