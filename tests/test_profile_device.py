@@ -173,3 +173,23 @@ def test_the_estimate_is_said_first_and_the_grid_cut_to_the_budget(fake_cuda):
     cut = dev.within_budget(p, lambda q: q.estimate_s(rate, call_s, copy), budget)
     assert cut.estimate_s(rate, call_s, copy) <= budget and cut.cut > 0
     assert max(g.flops for g in cut.gemms) <= min(g.flops for g in p.gemms if g not in cut.gemms)
+
+
+def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
+    """runners/device_check.sh, the one command a lent GPU machine is to run (issue 38), run here
+    with DEVICE=cpu on the quick grid: it writes the files the device tool brings back (at most 8,
+    no deeper than two folders) and each of its four simulations prints a step."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", QUICK="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    done = subprocess.run(["bash", "runners/device_check.sh"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["compare.txt", "env.txt", "measured.kernels/conv.csv", "measured.kernels/device.csv",
+                     "measured.kernels/gemm.csv", "measured.yaml", "profile-device.log"]
+    compare = (tmp_path / "compare.txt").read_text()
+    assert compare.count("$ parsim simulate ") == 4 and compare.count("\nstep ") == 4 and "(rc " not in compare
+    assert "profile-device took" in (tmp_path / "profile-device.log").read_text()
