@@ -270,7 +270,10 @@ CASES = [
     # ----------------------------------------------------------------- command-line values
     case("simulate: zero dp", f"{SIM} --dp 0", M, ["--dp", "positive integer, got 0", "parsim simulate --help"]),
     case("simulate: pp beyond the cut units", f"{SIM} --dp 1 --pp 5", M, ["--pp 5", "2 cut units"]),
-    case("simulate: split out of range", f"{SIM} --dp 1 --pp 2 --split 0,5,2", M, ["split [0, 5, 2]", "2 layers"]),
+    case("simulate: split out of range", f"{SIM} --dp 1 --pp 2 --split 0,5,2", M,
+         ["split [0, 5, 2]", "2 layers", "give 3 rising boundaries from 0 to 2", "--split 0,1,2", "--split balanced"]),
+    case("simulate: Megatron's layout on a model without attention", f"{SIM} --dp 1 --tp 2 --tp-layout megatron", M,
+         ["tp=2 with the megatron layout", "has no attention", "--tp-layout auto"]),
     case("simulate: cp on a model without attention", f"{SIM} --cp 2", M, ["--cp 2", "no attention", "use cp 1"]),
     case("simulate: output folder missing", f"{SIM} --trace {D}/no/t.json", M, ["--trace", "no/t.json", "does not exist"]),
     case("plan: cluster larger than the model can use", f"plan {D}/m.yaml --cluster ascend910:1000x8", M,

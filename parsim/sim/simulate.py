@@ -77,7 +77,10 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
                               "and allgather only with cp > 1")
     if len(cfg.bounds) != cfg.stages + 1 or cfg.bounds[0] != 0 or cfg.bounds[-1] != len(graph) \
             or any(x >= y for x, y in zip(cfg.bounds, cfg.bounds[1:])):
-        raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stages over {len(graph)} layers")
+        even = ",".join(str(round(i * len(graph) / cfg.stages)) for i in range(cfg.stages + 1))
+        raise InfeasibleError(f"split {list(cfg.bounds)} is not {cfg.stages} non-empty stage(s) over {len(graph)} "
+                              f"layers: give {cfg.stages + 1} rising boundaries from 0 to {len(graph)}, e.g. "
+                              f"--split {even}, or --split balanced")
     return b
 
 
