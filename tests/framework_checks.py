@@ -24,9 +24,16 @@ def deepspeed(path: str, dp: str, refused_dp: str | None = None) -> dict:
     suite 25 s."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("DS_CHECK_PORT", "29731"), RANK="0",
                       WORLD_SIZE="1", LOCAL_RANK="0")
+    import importlib
+
     import deepspeed as ds
     from deepspeed.runtime.config import DeepSpeedConfig
 
+    # init_distributed on a CPU JIT-compiles DeepSpeed's shared-memory all-reduce (about 40 s of
+    # the suite, again in every fresh venv: the build's flags name the venv); nothing here
+    # communicates, so it is not built (the module by name: deepspeed.comm's attribute ``torch``
+    # is torch itself)
+    importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
     ds.init_distributed(dist_backend="gloo")
 
     class Mpu:            # what DeepSpeedConfig asks of a model-parallel unit
