@@ -2,6 +2,7 @@
 test module itself)."""
 
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 import torch
@@ -20,6 +21,26 @@ from parsim.plan import load_plan
 # so a fault (a missing or doubled sum) shows at that scale: lr / 10 tells the two apart.
 ADAM_PARAM_ATOL = ADAM_LR / 10
 
+# The last few single-process references, by what parsim.exec.reference.reference_run reads of a
+# plan: its model file (path and bytes), dtype, optimizer, global batch, dp and micro-batches (the
+# seed, data and thread count are this module's).  The pipeline schedules' tests of one model
+# train the same reference; each is read, never changed, by the caller.
+_REFERENCES: OrderedDict = OrderedDict()
+_KEPT = 2
+
+
+def _reference(plan: str, steps: int, synthetic_size: int) -> tuple[list[float], dict]:
+    p = load_plan(plan)
+    model = Path(p.model_path).resolve()
+    key = (str(model), model.read_bytes(), p.dtype, p.optimizer, p.global_batch_size, p.config.dp,
+           p.config.microbatches, steps, synthetic_size)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = reference_run(plan, steps, synthetic_size=synthetic_size)
+        while len(_REFERENCES) > _KEPT:
+            _REFERENCES.popitem(last=False)
+    _REFERENCES.move_to_end(key)
+    return _REFERENCES[key]
+
 
 def assert_equals_reference(plan: str, out, steps: int, synthetic_size: int) -> tuple[dict, dict]:
     """The run in ``out`` against the single-process reference of ``steps`` steps
@@ -28,7 +49,7 @@ def assert_equals_reference(plan: str, out, steps: int, synthetic_size: int) -> 
     it resumed).  Returns its measured.json and its parameters."""
     measured = json.loads((Path(out) / "measured.json").read_text())
     torch.set_num_threads(1)
-    losses, ref = reference_run(plan, steps, synthetic_size=synthetic_size)
+    losses, ref = _reference(plan, steps, synthetic_size)
     got = distributed_params(str(out), plan)
     assert set(got) == set(ref)
     tolerance = {"atol": ADAM_PARAM_ATOL, "rtol": 1.3e-6} if load_plan(plan).optimizer == "adam" else {}
