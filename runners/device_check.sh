@@ -10,8 +10,10 @@
 #
 # Settings (environment): DEVICE cuda|cpu (cuda; profile-device refuses npu, not timed yet);
 # SHIPPED the shipped profile to compare with (dgx-h200, the lent kind's; local-cpu on the CPU);
-# PEAK the datasheet peaks for --peak (H200 SXM: BF16/FP16 989 and FP32 67 TFLOPS dense, NVIDIA H200 datasheet; the same as H100 SXM's);
-# BUDGET the grid's minutes (6, under the tool's 10-minute command limit); QUICK=1 the small grid.
+# PEAK the datasheet peaks for --peak (H200 SXM: BF16/FP16 989 and FP32 67 TFLOPS dense, NVIDIA's
+# H200 datasheet, as H100 SXM's); BUDGET the grid's minutes (6, under the tool's 10-minute command
+# limit); QUICK=1 the small grid.  Not yet run on a GPU: the machine's torch (2.11 when last seen)
+# is older than the pin, which PYTHONPATH does not check.
 # What comes back (at most 8 files): env.txt, profile-device.log, measured.yaml,
 # measured.kernels/{gemm,conv,device}.csv, compare.txt.
 set -euo pipefail
