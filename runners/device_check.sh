@@ -42,14 +42,20 @@ parsim profile-device "${flags[@]}" 2>&1 | tee "$OUT/profile-device.log"
 echo "profile-device took $(( $(date +%s) - start )) s" | tee -a "$OUT/profile-device.log"
 
 # one device each: the measured profile's numbers against the shipped profile's, on two models
-{
-    # ResNet-50 at 256 images a micro-batch (its global batch of 32768 in 128), the GPT whole
-    for run in "examples/resnet50_imagenet.yaml 128" "examples/gpt_small_local.yaml 1"; do
-        set -- $run
-        for cluster in "$OUT/measured.yaml" "$SHIPPED:1x1"; do
-            echo "\$ parsim simulate $1 --cluster $cluster --dp 1 --pp 1 --microbatches $2"
-            parsim simulate "$1" --cluster "$cluster" --dp 1 --pp 1 --microbatches "$2" || echo "(rc $?)"
-        done
-    done
-} > "$OUT/compare.txt" 2>&1
+# (ResNet-50 at 256 images a micro-batch, its global batch of 32768 in 128; the GPT whole), in one
+# process so that each model is built once
+python3 - "$OUT/measured.yaml" "$SHIPPED:1x1" > "$OUT/compare.txt" 2>&1 <<'PY'
+import sys
+from parsim.cli import main
+for model, m in (("examples/resnet50_imagenet.yaml", "128"), ("examples/gpt_small_local.yaml", "1")):
+    for cluster in sys.argv[1:]:
+        argv = ["simulate", model, "--cluster", cluster, "--dp", "1", "--pp", "1", "--microbatches", m]
+        print("$ parsim " + " ".join(argv), flush=True)
+        try:
+            code = main(argv)
+        except SystemExit as e:
+            code = e.code
+        if code:
+            print(f"(rc {code})", flush=True)
+PY
 echo "wrote $(ls "$OUT" | tr '\n' ' ')"
