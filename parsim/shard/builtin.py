@@ -42,7 +42,7 @@ group).
 from __future__ import annotations
 
 from parsim.errors import InfeasibleError
-from parsim.model.attention import FUSED_OP
+from parsim.model.attention import FUSED_OP, sequence_length
 
 LAYOUTS = ("megatron", "megatron-sp")
 SEARCHED = "auto"          # every operator's strategy searched (parsim.shard.auto)
@@ -216,8 +216,7 @@ def strategies(layout: str, t: int, graph=None, etp: int = 1) -> dict[str, tuple
     elif moe_graph:
         raise InfeasibleError(f"tp={t}: {graph.name}'s attention is neither Llama-style (q_proj, k_proj) nor "
                               "multi-head latent attention; parsim lays out only those beside experts")
-    elif graph is not None and not any(op.kind in ("Attention", "BatchMatMul") for layer in graph.layers
-                                       for op in layer.ops):
+    elif graph is not None and sequence_length(graph) is None:
         raise InfeasibleError(f"tp={t} with the {layout} layout: {graph.name} has no attention, and Megatron's "
                               "layouts split transformer blocks (attention and MLP); use --tp-layout auto, which "
                               "searches each operator's split, or the model's shard: section (--tp-layout model)")
