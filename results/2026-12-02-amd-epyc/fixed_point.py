@@ -28,9 +28,11 @@ CALIBRATE = ["calibrate", "--published", "results/published/ascend_figures.yaml"
              "-o", "hardware_profiles/atlas-900-a2.yaml"]
 
 
-def main(rounds: int) -> None:
+def main(rounds: int, names: tuple[str, ...] = ASCEND) -> None:
+    """``rounds`` of the alternation over the fit.yaml parameters ``names`` (results/2026-12-02b-amd-epyc's
+    fixed point runs it over four)."""
     spec = load_fit_spec(FIT)
-    sub = dataclasses.replace(spec, parameters=tuple(p for p in spec.parameters if p.name in ASCEND))
+    sub = dataclasses.replace(spec, parameters=tuple(p for p in spec.parameters if p.name in names))
     figures = [f for f in load_all_figures().scorable() if spec.fitted_on(f)]
     for r in range(1, rounds + 1):
         profiles = Profiles(sub)
@@ -42,7 +44,7 @@ def main(rounds: int) -> None:
             profiles.close()
         parsim(CALIBRATE)
         dev = load_profile("hardware_profiles/atlas-900-a2.yaml")
-        print(f"round {r}: {', '.join(f'{n} {values[n]:.4g}' for n in ASCEND)}; calibrated gemm_efficiency "
+        print(f"round {r}: {', '.join(f'{n} {values[n]:.4g}' for n in names)}; calibrated gemm_efficiency "
               f"{dev.device.kernels.gemm_efficiency:.4g}, bandwidth_efficiency {dev.collectives.bandwidth_efficiency:.4g}",
               flush=True)
 
