@@ -25,10 +25,12 @@ from parsim.search.resolve import resolve_config
 from parsim.sim import simulate
 
 MODEL, CLUSTER, SEQ = "examples/deepseek_v3_pretrain.yaml", "dgx-h100-superpod:256x8", 4096
-# the pick of results/simulated/deepseek_v3_pretrain_plan_h100_2048.txt (2026-11-28)
-PICK = ParallelConfig(dp=128, pp=8, microbatches=120, schedule="1f1b", bounds=(0, 8, 15, 23, 31, 39, 47, 55, 63),
-                      placement="dp-inner", tp=2, tp_layout="megatron-sp", recompute="deepseek", zero=1,
-                      tp_comm_overlap=True, ep=32, ep_overlap=True, etp=1)
+# the pick of results/simulated/deepseek_v3_pretrain_plan_h100_2048.txt (2026-12-02, after the
+# multi-token-prediction module was priced in the head; 2026-11-28's was dp 128, pp 8, tp 2, ep 32)
+PICK = ParallelConfig(dp=32, pp=16, microbatches=480, schedule="1f1b",
+                      bounds=(0, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 63),
+                      placement="dp-inner", tp=4, tp_layout="megatron-sp", recompute="none", zero=1,
+                      tp_comm_overlap=True, ep=64, ep_overlap=True, etp=1)
 
 
 def _bf16(path: str):

@@ -41,11 +41,11 @@ def _transformers_count(cfg) -> int:
     return sum(p.numel() for p in model.hf.parameters())
 
 
-def _load(tmp_path, cfg, seq_len=16):
+def _load(tmp_path, cfg, seq_len=16, **args):
     from parsim.model.spec import load_model
 
     p = tmp_path / "m.yaml"
-    p.write_text(yaml.safe_dump({"schema_version": 1, "hf": cfg, "args": {"seq_len": seq_len},
+    p.write_text(yaml.safe_dump({"schema_version": 1, "hf": cfg, "args": {"seq_len": seq_len, **args},
                                  "training": {"global_batch_size": 8}}))
     return load_model(p)
 
@@ -136,7 +136,7 @@ def test_a_moe_layer_keeps_for_backward_what_the_run_keeps(model):
 
 
 def test_tiny_deepseek_dense_first_layer_shared_expert_and_mla(tmp_path):
-    g = _load(tmp_path, TINY_DEEPSEEK).graph
+    g = _load(tmp_path, TINY_DEEPSEEK, mtp_layers=0).graph      # the main model, as transformers builds it
     assert g.param_count == _transformers_count(TINY_DEEPSEEK) == param_count(TINY_DEEPSEEK)[0]
     assert g.active_param_count == param_count(TINY_DEEPSEEK)[1]
     # the tiny config's n_group 2, topk_group 1: group-limited routing, read from the config and the router alike
@@ -158,6 +158,40 @@ def test_deepseek_mtp_module_is_one_moe_layer_plus_its_projection_and_norms(tmp_
     assert mtp["own"] == g.layers[-2].param_count + 2 * h * h + 3 * h
     assert mtp["checkpoint"] == mtp["own"] + 2 * V * h
     assert mtp_param_count(_cfg("mixtral_8x7b"))["depths"] == 0
+
+
+def test_the_extracted_mtp_module_is_the_closed_form_in_the_head(tmp_path):
+    """The config's num_nextn_predict_layers 1 puts the module in the head unit (parsim.model.hf.Head):
+    its own parameters (the closed form above; embedding and head shared: the embedding a tied
+    copy), its forward FLOPs one MoE layer's plus M's and the shared head's GEMMs, its tokens
+    routed as a decoder layer's, and a second loss; ``mtp_layers: 0`` leaves it out."""
+    with_mtp, main = _load(tmp_path, TINY_DEEPSEEK).graph, _load(tmp_path, TINY_DEEPSEEK, mtp_layers=0).graph
+    h, V, s = 64, 128, 16
+    head, last = with_mtp.layers[-1], with_mtp.layers[-2]
+    assert [x.name for x in with_mtp.layers] == [x.name for x in main.layers]
+    assert head.param_count == main.layers[-1].param_count + mtp_param_count(TINY_DEEPSEEK)["own"]
+    assert head.tied == (("embed", V * h),) and main.layers[-1].tied == ()
+    assert head.experts == last.experts
+    assert head.fwd_flops == pytest.approx(main.layers[-1].fwd_flops + last.fwd_flops + 2 * (2 * h * h) * s
+                                           + 2 * h * V * s, rel=1e-12)
+    assert head.routed_bytes == last.output_bytes and last.routed_bytes == 0
+    from parsim.cost.experts import a2a_bytes
+    assert a2a_bytes(head, "F", 2, with_mtp.dtype) == a2a_bytes(last, "F", 2, with_mtp.dtype) > 0
+    assert (with_mtp.losses, main.losses) == (2, 1)
+    assert with_mtp.loss_layer.fwd_mem_bytes == pytest.approx(2 * main.loss_layer.fwd_mem_bytes)
+    assert with_mtp.loss_saved_bytes == 2 * main.loss_saved_bytes
+
+
+def test_mtp_layers_beyond_the_config_and_the_executor_are_refused(tmp_path):
+    from parsim.errors import InputError
+    from parsim.exec.stages import build_units
+
+    with pytest.raises(InputError, match="args.mtp_layers: the config states no multi-token-prediction module"):
+        _load(tmp_path, _cfg("mixtral_8x7b"), mtp_layers=1)
+    with pytest.raises(InputError, match="parsim prices one"):
+        _load(tmp_path, {**TINY_DEEPSEEK, "num_nextn_predict_layers": 2})
+    with pytest.raises(InputError, match="args.mtp_layers: the executor does not train"):
+        build_units(_load(tmp_path, TINY_DEEPSEEK), None, 0)      # before the plan is read
 
 
 @pytest.mark.parametrize("name, total, active, published", [

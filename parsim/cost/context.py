@@ -111,7 +111,7 @@ def context_parallel_graph(graph: LayerGraph, cp: int) -> LayerGraph:
         layers.append(replace(
             layer, fwd_flops=layer.fwd_flops / cp, bwd_flops=layer.bwd_flops / cp,
             fwd_mem_bytes=layer.fwd_mem_bytes / cp, bwd_mem_bytes=layer.bwd_mem_bytes / cp,
-            output_bytes=layer.output_bytes / cp, saved_bytes=saved / cp,
+            output_bytes=layer.output_bytes / cp, saved_bytes=saved / cp, routed_bytes=layer.routed_bytes / cp,
             input_saved_bytes=layer.input_saved_bytes / cp, input_shared_bytes=layer.input_shared_bytes / cp,
             recompute_bytes=again / cp, w_held_bytes=layer.w_held_bytes / cp, tp_comm=tp_comm,
             seq_share=layer.seq_share / cp, cp_kv_bytes=kv_bytes, attention_flops=flops))

@@ -293,9 +293,10 @@ def a2a_overlap_cost(cluster) -> float:
 
 
 def local_tokens(layer: Layer, dtype: str, microbatch: int) -> float:
-    """T_local: the tokens of a micro-batch one rank holds at ``layer`` (its output is T_local x h
-    in the graph's dtype: s/cp tokens per sample under context parallelism)."""
-    return microbatch * layer.output_bytes / (layer.experts.hidden * DTYPE_BYTES[dtype])
+    """T_local: the tokens of a micro-batch one rank holds at ``layer`` (its output, or the stream
+    it routes where that is not its output (Layer.routed_bytes), is T_local x h in the graph's
+    dtype: s/cp tokens per sample under context parallelism)."""
+    return microbatch * (layer.routed_bytes or layer.output_bytes) / (layer.experts.hidden * DTYPE_BYTES[dtype])
 
 
 def a2a_calls(layer: Layer, kind: str) -> int:

@@ -12,6 +12,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from parsim.errors import InputError
 from parsim.model.extract import cut_units
 from parsim.model.spec import ModelSpec, build_module
 from parsim.plan import ParallelConfig, Plan, check_plan_matches
@@ -28,6 +29,10 @@ MULTI_STAGE = ("interleaved", "zbh1")
 def build_units(spec: ModelSpec, plan: Plan, seed: int, plan_path: str = "plan") -> list[tuple[str, nn.Module]]:
     """The full model's cut units, initialised identically on every rank (same seed), after
     checking that they are the layers the plan split."""
+    if spec.source.kwargs.get("mtp_layers"):
+        raise InputError(f"{spec.path}: args.mtp_layers: the executor does not train DeepSeek-V3's "
+                         "multi-token-prediction module (it would need the token ids one ahead, which the "
+                         "stages do not pass); set args: {mtp_layers: 0} to run the model without it")
     check_plan_matches(plan, spec, plan_path)
     torch.manual_seed(seed)
     return cut_units(build_module(spec.source, spec.path))

@@ -523,7 +523,11 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
             kernels=stats["kernels"], tied=tuple(tied.items()), w_held_bytes=weight_output_bytes(stats["ops"]) / batch,
             # the unit's input is the previous unit's output: one tensor, measured here on two storages
             input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch),
-            experts=_experts(unit)))
+            experts=_experts(unit),
+            # a MoE unit whose output is not its input's stream (a head with a multi-token-prediction
+            # block) routes its input's tokens
+            routed_bytes=(x.numel() * x.element_size() / batch
+                          if _experts(unit) is not None and y.shape != x.shape else 0.0)))
         prev_output_saved = stats["output_saved_bytes"] / batch
         x = torch.empty_like(y, device="meta")
     for h in handles:
@@ -536,4 +540,5 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
     return LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
                       input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason,
                       extraction_batch=batch, loss_kernels=loss,
-                      loss_logits_bytes=layers[-1].output_bytes if loss else 0.0)
+                      loss_logits_bytes=layers[-1].output_bytes if loss else 0.0,
+                      losses=1 + sum(getattr(unit, "losses", 0) for _, unit in units))

@@ -221,6 +221,10 @@ class Layer:
     # A mixture-of-experts layer's experts (parsim.model.moe), unsharded; None for a dense layer.
     # Its routed experts' kernels are the grouped GEMMs (groups = experts.experts) in ``kernels``.
     experts: Experts | None = field(default=None, compare=False, repr=False)
+    # Per sample, the hidden stream a MoE layer's experts route, where it is not the layer's output
+    # (0: the output): a head holding a multi-token-prediction block routes its input's tokens and
+    # outputs logits (parsim.model.hf.Head; parsim.cost.experts.local_tokens)
+    routed_bytes: float = field(default=0.0, compare=False)
 
     @property
     def active_param_count(self) -> int:
@@ -230,7 +234,7 @@ class Layer:
     def to_dict(self) -> dict:
         d = asdict(self)
         for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels",
-                  "seq_share", "cp_kv_bytes", "attention_flops", "experts", "recompute_part"):
+                  "seq_share", "cp_kv_bytes", "attention_flops", "experts", "recompute_part", "routed_bytes"):
             d.pop(k)
         if self.experts is not None:
             d["active_param_count"] = self.active_param_count
@@ -307,6 +311,11 @@ class LayerGraph:
     # for a graph built by hand, which prices no loss.
     loss_kernels: tuple = field(default=(), compare=False, repr=False)
     loss_logits_bytes: float = 0.0
+    # The cross-entropies over the last layer's logits the run computes: 1, and 1 more per
+    # multi-token-prediction depth (parsim.model.hf.MultiTokenPrediction: same vocabulary, same
+    # tokens, priced with the main loss on the last layer's device; Megatron-Core keeps its MTP
+    # layers on the last pipeline stage)
+    losses: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -396,9 +405,9 @@ class LayerGraph:
     def loss_saved_bytes(self) -> float:
         """Per sample, what the loss keeps for backward: log_softmax's fp32 result, one element per
         output element of the last layer (LOSS_BYTES_PER_ELEMENT), gathered whole under tensor
-        parallelism (loss_gather_ways)."""
+        parallelism (loss_gather_ways), for each of the ``losses``."""
         return (self.layers[-1].output_bytes * self.loss_gather_ways / DTYPE_BYTES[self.dtype]
-                * LOSS_BYTES_PER_ELEMENT)
+                * LOSS_BYTES_PER_ELEMENT * self.losses)
 
     @cached_property
     def loss_layer(self) -> "Layer | None":
@@ -406,11 +415,11 @@ class LayerGraph:
         its forward (F) runs after the last layer's, its backward (I; B) before the last layer's.
         Its share of the recorded kernels is the logits this device's loss takes (the last layer's
         output, gathered whole where loss_gather_ways > 1; a context-parallel device's s/cp
-        tokens) over those recorded.  A vocabulary-parallel loss (parsim.exec.vocab_parallel) is
+        tokens) over those recorded, times the ``losses``.  A vocabulary-parallel loss (parsim.exec.vocab_parallel) is
         priced as the whole loss's kernels on its slice.  None where no loss was recorded."""
         if not self.loss_kernels or not self.loss_logits_bytes:
             return None
-        share = self.layers[-1].output_bytes * self.loss_gather_ways / self.loss_logits_bytes
+        share = self.layers[-1].output_bytes * self.loss_gather_ways / self.loss_logits_bytes * self.losses
 
         def per_sample(phase: str) -> float:
             return share * sum(k.bytes[1] for k in self.loss_kernels if k.phase == phase)

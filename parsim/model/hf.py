@@ -20,7 +20,11 @@ Cut units (thin wrappers whose submodules keep the Hugging Face names, so operat
   the model, not the layer (transformers passes ``position_embeddings=(cos, sin)`` into each
   layer), so cos, sin and the causal mask for T positions are computed once, as buffers of the
   model, and handed to every layer;
-- ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V).
+- ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V); before them, where the
+  config has one (``num_nextn_predict_layers``; ``args: {mtp_layers: 0}`` leaves it out),
+  DeepSeek-V3's multi-token-prediction module (``head/mtp``: MultiTokenPrediction).  One unit, as
+  Megatron-Core keeps its MTP layers on the last pipeline stage with the output layer (the
+  "mL" of its pipeline layouts), and they share the output head.
 
 Any architecture with Llama's layout (``model.embed_tokens``, ``model.layers``, ``model.norm``,
 ``model.rotary_emb``, ``lm_head``: Llama, Mistral, Qwen2; Mixtral, Qwen3-MoE and DeepSeek-V3 with
@@ -220,14 +224,76 @@ class Decoder(_Adopt):
 
 
 class Head(_Adopt):
+    """The final norm and the output head, after the multi-token-prediction module where given
+    (``mtp``: its ``losses`` and ``moe`` are the unit's)."""
+
+    def __init__(self, norm: nn.Module, lm_head: nn.Module, mtp: nn.Module | None = None):
+        super().__init__(norm=norm, lm_head=lm_head, **({"mtp": mtp} if mtp is not None else {}))
+        self.losses = 0 if mtp is None else mtp.losses
+        object.__setattr__(self, "moe", None if mtp is None else mtp.moe)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:          # (B, T, h) -> (B, T, V)
+        if "mtp" in self._modules:
+            x = self.mtp(x)
         return self.lm_head(self.norm(x))
 
 
-class CausalLM(nn.Module):
-    """A transformers causal LM cut into ``embed``, ``layers.0`` ... ``layers.{L-1}``, ``head``."""
+class _JoinLoss(torch.autograd.Function):
+    """The main model's hidden states ``x`` unchanged forward; backward, x's gradient and a
+    gradient for the multi-token-prediction ``logits`` besides: how Megatron-Core joins the MTP
+    loss to the main one without adding it to the output (MTPLossAutoScaler, megatron/core/
+    transformer/multi_token_prediction.py: forward returns its input, backward returns the loss's
+    scaled gradient too).  The loss itself is priced as the main loss is (LayerGraph.losses), so
+    its gradient here is a constant broadcast (a view, no kernel) of the logits' shape."""
 
-    def __init__(self, hf_model: nn.Module, seq_len: int):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        ctx.shape, ctx.dtype = logits.shape, logits.dtype
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, torch.ones((), dtype=ctx.dtype, device=grad.device).expand(ctx.shape)
+
+
+class MultiTokenPrediction(_Adopt):
+    """DeepSeek-V3's multi-token-prediction module of depth 1 (DeepSeek-AI 2024, Sec. 2.2, Fig. 3;
+    Megatron-Core's MultiTokenPredictionLayer, ``--mtp-num-layers 1``), which transformers does
+    not build: the main model's last hidden states h and the embedding of the tokens one further
+    ahead, each RMS-normalised (``hnorm``, ``enorm``), concatenated and projected by M (``eh_proj``,
+    2d -> d), one Transformer block as the model's MoE layers (its children adopted, so operators
+    read ``self_attn.q_b_proj`` as a decoder's do), its final norm (``norm``), and the output head
+    it shares with the main model (``lm_head``, as the embedding: tied weights, parsim.model.
+    extract; the main head owns it, as a module of the same unit: Head).  Its loss joins the main
+    one (_JoinLoss); its output is h itself, which the main head reads next.  The tokens ahead are
+    placeholders (Megatron rolls the input ids by one): their values change no cost, and only
+    extraction and a device's layer profile run this unit (the executor refuses it:
+    parsim.exec.stages)."""
+
+    losses = 1          # the cross-entropies it adds to the main model's (LayerGraph.losses)
+
+    def __init__(self, layer: nn.Module, positions: _Positions, *, embed_tokens, lm_head, norm_class, hidden: int,
+                 eps: float):
+        super().__init__(embed_tokens=embed_tokens, enorm=norm_class(hidden, eps=eps), hnorm=norm_class(hidden, eps=eps),
+                         eh_proj=nn.Linear(2 * hidden, hidden, bias=False), **dict(layer.named_children()),
+                         norm=norm_class(hidden, eps=eps), lm_head=lm_head)
+        object.__setattr__(self, "_layer", layer)
+        object.__setattr__(self, "_positions", positions)
+        object.__setattr__(self, "moe", experts_of(layer))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
+        ahead = torch.zeros(x.shape[:2], dtype=torch.long, device=x.device)
+        y = self.eh_proj(torch.cat([self.hnorm(x), self.enorm(self.embed_tokens(ahead))], dim=-1))
+        pos, mask = self._positions.take(x.shape[1], x.dtype)
+        y = self._layer(y, attention_mask=mask, position_embeddings=pos)
+        return _JoinLoss.apply(x, self.lm_head(self.norm(y)))
+
+
+class CausalLM(nn.Module):
+    """A transformers causal LM cut into ``embed``, ``layers.0`` ... ``layers.{L-1}``, ``head``
+    (with ``mtp_layers`` 1, DeepSeek-V3's MultiTokenPrediction inside it)."""
+
+    def __init__(self, hf_model: nn.Module, seq_len: int, mtp_layers: int = 0):
         super().__init__()
         self.hf = hf_model
         inner, cfg = hf_model.model, hf_model.config
@@ -236,7 +302,15 @@ class CausalLM(nn.Module):
         self.config = cfg
         units = [("embed", Embed(embed_tokens=inner.embed_tokens))]
         units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]
-        units.append(("head", Head(norm=inner.norm, lm_head=hf_model.lm_head)))
+        mtp = None
+        if mtp_layers:
+            # its block as the model's next layer would be (DeepSeek-V3: an MoE layer), in the
+            # module tree (moved and cast with the model), and its embedding and head the model's
+            block = type(inner.layers[-1])(cfg, cfg.num_hidden_layers)
+            mtp = self.mtp = MultiTokenPrediction(block, self.positions, embed_tokens=inner.embed_tokens,
+                                                  lm_head=hf_model.lm_head, norm_class=type(inner.norm),
+                                                  hidden=cfg.hidden_size, eps=cfg.rms_norm_eps)
+        units.append(("head", Head(norm=inner.norm, lm_head=hf_model.lm_head, mtp=mtp)))
         object.__setattr__(self, "_units", units)
 
     def pipeline_units(self) -> list[tuple[str, nn.Module]]:
@@ -249,11 +323,19 @@ class CausalLM(nn.Module):
         return x
 
 
+def mtp_depths(cfg: dict) -> int:
+    """The multi-token-prediction depths a config states: DeepSeek-V3's ``num_nextn_predict_layers``
+    (1 in its config.json, and as DeepSeek and Megatron-Bridge's DeepSeek-V3 recipe train it:
+    ``mtp_num_layers=1``), 0 for other architectures, whose configs have no such modules."""
+    return int(cfg.get("num_nextn_predict_layers") or 0) if cfg.get("model_type") == "deepseek_v3" else 0
+
+
 def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa",
-              grouped_experts: bool = False) -> CausalLM:
+              grouped_experts: bool = False, mtp_layers: int = 0) -> CausalLM:
     """The model for ``config`` (a dict of config.json fields, or their JSON text) at ``seq_len``,
     with ``attn_implementation`` (parsim.model.attention.KINDS) attention; ``grouped_experts``:
-    MoE experts run as grouped GEMMs on balanced routing, for extraction on meta (module docstring)."""
+    MoE experts run as grouped GEMMs on balanced routing, for extraction on meta (module docstring);
+    ``mtp_layers``: 1 adds DeepSeek-V3's multi-token-prediction module (MultiTokenPrediction)."""
     tf = require_transformers()
     fields = json.loads(config) if isinstance(config, str) else dict(config)
     model_type = fields.pop("model_type")
@@ -274,8 +356,9 @@ def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa
             or not hasattr(model, "lm_head"):
         raise InputError(f"hf: model_type: {model_type!r} is not laid out like Llama (model.embed_tokens, "
                          "model.layers, model.norm, model.rotary_emb, lm_head); parsim cuts only such decoders")
+    lm = CausalLM(model, seq_len, mtp_layers)
     if grouped_experts:
-        for layer in inner.layers:
+        for layer in list(inner.layers) + ([lm.mtp._layer] if mtp_layers else []):
             if experts_of(layer) is not None:
                 layer.mlp.experts.forward = _grouped_experts_forward(layer.mlp.experts)
-    return CausalLM(model, seq_len)
+    return lm

@@ -10,8 +10,10 @@ Schema version 1 (every key is checked; unknown keys are errors)::
                                       # gpt: {preset: gpt3-175b, attention: sdpa | eager | megatron} (sdpa:
                                       # fused attention, the default; parsim.model.attention)
     hf: llama3_8b/config.json         # a Hugging Face config.json (relative to this file) or its fields
-                                      # inline; args: {seq_len: 8192, attn_implementation: sdpa | eager}
-                                      # (default sdpa; parsim.model.hf; needs the [hf] extra)
+                                      # inline; args: {seq_len: 8192, attn_implementation: sdpa | eager,
+                                      # mtp_layers: 0 | 1} (default sdpa; mtp_layers: DeepSeek-V3's
+                                      # multi-token prediction, default the config's num_nextn_predict_layers;
+                                      # parsim.model.hf; needs the [hf] extra)
     module: "pkg.mod:factory"         # any torch model: factory(**args) -> nn.Module
     input: {shape: [3, 32, 32], dtype: float32}   # one sample, with `module`
     layers:                           # a model that exists only on paper
@@ -278,16 +280,25 @@ def _hf(r: Fields, args: Fields, path: str):
     import json
 
     from parsim.model.extract import InputSpec
-    from parsim.model.hf import causal_lm, read_config, require_transformers
+    from parsim.model.hf import causal_lm, mtp_depths, read_config, require_transformers
 
     cfg = read_config(r.get("hf", (str, dict)), os.path.dirname(os.path.abspath(path)), path)
     default = cfg.get("max_position_embeddings")
     seq_len = args.positive_int("seq_len", default) if default else args.positive_int("seq_len")
     attn = args.choice("attn_implementation", ATTENTION_KINDS, "sdpa")     # transformers' default
+    stated = mtp_depths(cfg)
+    if stated > 1:
+        raise args.fail("mtp_layers", f"the config states {stated} multi-token-prediction depths "
+                                      "(num_nextn_predict_layers); parsim prices one (DeepSeek-V3's): give 0 or 1")
+    mtp = args.choice("mtp_layers", (0, 1), stated)
+    if mtp and not stated:
+        raise args.fail("mtp_layers", "the config states no multi-token-prediction module (DeepSeek-V3's "
+                                      "num_nextn_predict_layers); leave mtp_layers out or give 0")
     args.done()
     require_transformers(path)
-    source = ModelSource("hf", json.dumps(cfg, sort_keys=True), (("attn_implementation", attn), ("seq_len", seq_len)))
-    return (lambda: causal_lm(cfg, seq_len, attn, grouped_experts=True)), InputSpec((seq_len,), "int64"), source
+    kwargs = (("attn_implementation", attn), ("seq_len", seq_len)) + ((("mtp_layers", mtp),) if mtp else ())
+    source = ModelSource("hf", json.dumps(cfg, sort_keys=True), kwargs)
+    return (lambda: causal_lm(cfg, seq_len, attn, grouped_experts=True, mtp_layers=mtp)), InputSpec((seq_len,), "int64"), source
 
 
 def _import_factory(target: str, where: str):
@@ -315,7 +326,8 @@ def build_module(source: ModelSource, where: str = "model"):
     if source.kind == "hf":
         from parsim.model.hf import causal_lm
 
-        return causal_lm(source.target, source.kwargs["seq_len"], source.kwargs["attn_implementation"])
+        return causal_lm(source.target, source.kwargs["seq_len"], source.kwargs["attn_implementation"],
+                         mtp_layers=source.kwargs.get("mtp_layers", 0))
     raise InputError(f"{where}: a `layers:` table describes no torch module; give model:, module: or hf: to run it")
 
 

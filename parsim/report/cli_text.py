@@ -96,10 +96,12 @@ def moe_lines(spec) -> list[str]:
     g = spec.graph
     if not g.moe:
         return []
-    moe_layers = [layer for layer in g.layers if layer.experts is not None]
+    inside = g.losses > 1          # the head holds a multi-token-prediction block (parsim.model.hf.Head)
+    moe_layers = [layer for layer in g.layers[:-1 if inside else None] if layer.experts is not None]
     ex = moe_layers[0].experts
     seq = spec.input.shape[0] if spec.input is not None else 0
-    lines = [f"mixture of experts: {len(moe_layers)} of {len(g) - 2} decoder layers; "
+    block = " and the head's multi-token-prediction block" if inside else ""
+    lines = [f"mixture of experts: {len(moe_layers)} of {len(g) - 2} decoder layers{block}; "
              f"{g.param_count:,} parameters, {g.active_param_count:,} active per token "
              f"({g.active_param_count / g.param_count:.1%})"]
     if seq:
@@ -111,10 +113,12 @@ def moe_lines(spec) -> list[str]:
     if spec.source.kind == "hf":
         mtp = mtp_param_count(json.loads(spec.source.target))
         if mtp["depths"]:
-            lines.append(f"  multi-token prediction ({mtp['depths']} module, not in the model above; DeepSeek-V3 "
+            where = ("in the model above, in the head, trained as DeepSeek-V3 was; args: {mtp_layers: 0} leaves it out"
+                     if inside else "not in the model above (args: mtp_layers: 0)")
+            total = g.param_count + (mtp["checkpoint"] - mtp["own"] if inside else mtp["checkpoint"])
+            lines.append(f"  multi-token prediction ({mtp['depths']} module, {where}; DeepSeek-V3 "
                          f"Sec. 2.2): {mtp['own']:,} parameters of its own, {mtp['checkpoint']:,} with the "
-                         f"embedding and head copies its checkpoint stores; {g.param_count + mtp['checkpoint']:,} "
-                         "in all")
+                         f"embedding and head copies its checkpoint stores; {total:,} in the checkpoint")
     return lines
 
 

@@ -222,4 +222,24 @@ def strategies(layout: str, t: int, graph=None, etp: int = 1) -> dict[str, tuple
                               "searches each operator's split, or the model's shard: section (--tp-layout model)")
     else:
         return megatron(t, sequence_parallel=sp, fused=fused)
-    return {**out, **moe(t, graph, etp)} if moe_graph else out
+    out = {**out, **moe(t, graph, etp)} if moe_graph else out
+    # a second loss: the head holds a multi-token-prediction module (parsim.model.hf.Head)
+    return {**out, **mtp(out, t, sp)} if graph.losses > 1 else out
+
+
+def mtp(decoder: dict[str, tuple], t: int, sp: bool) -> dict[str, tuple]:
+    """The patterns of the head's multi-token-prediction module (``head/mtp.*``: parsim.model.hf.
+    MultiTokenPrediction; Megatron-Core's MultiTokenPredictionLayer): its block as the decoder
+    layers' ``decoder`` patterns lay them out, its embedding split by vocabulary as the model's is
+    (its output head is the model's ``lm_head``, one module whose pattern names both products),
+    its projection M column-parallel (a ColumnParallelLinear whose output Megatron gathers and
+    scatters back to the sequence), and its three norms on s/t of the sequence under sequence
+    parallelism; all optional."""
+    col = ((1, 1), (1, t))
+    out = {"?head/mtp." + key.lstrip("?").split("/", 1)[1].lstrip(":"): v for key, v in decoder.items()
+           if key.lstrip("?").startswith("layers.*/") and not key.lstrip("?").startswith("layers.*/:")}
+    out.update({"?head/mtp.embed_tokens:embedding": ((t, 1),), "?head/mtp.eh_proj": col})
+    if sp:
+        out.update({f"?head/mtp.{norm}:*": ((1, t, 1),) for norm in ("enorm", "hnorm", "norm")})
+        out["?head/mtp:add#*"] = ((1, t, 1), (1, t, 1))     # the block's residual adds
+    return out

@@ -228,6 +228,7 @@ def _per_device_layer(layer: Layer, shares: _OpShares, tp_comm: tuple, batch: in
                    tp_share=f_ratio if total_f else s.m_ratio,
                    input_saved_bytes=layer.input_saved_bytes / in_ways,
                    input_shared_bytes=layer.input_shared_bytes / in_ways, tied=tied,
+                   routed_bytes=layer.routed_bytes / in_ways,
                    w_held_bytes=s.w_held_bytes / batch)
 
 

@@ -26,8 +26,7 @@ run llama3_405b_gb200-nvl72_144x4.txt parsim plan examples/llama3_405b.yaml --cl
 run llama3_405b_dgx-h100_72x8.txt parsim plan examples/llama3_405b.yaml --cluster dgx-h100:72x8
 # why the layouts changed: each H100 pick simulated on the new machine, and the NVL72 plan kept to one tray
 run deepseek_v3_h100-pick_on_cloudmatrix384.txt parsim simulate examples/deepseek_v3.yaml --cluster cloudmatrix384:48x16 \
-    --dp 48 --pp 16 --ep 8 --microbatches 320 --schedule interleaved --chunks 2 --recompute full --zero 1 \
-    --placement dp-inner
+    --dp 48 --pp 16 --ep 8 --microbatches 320 --schedule 1f1b --recompute full --zero 1 --placement dp-inner
 run llama3_405b_h100-pick_on_gb200-nvl72.txt parsim simulate examples/llama3_405b.yaml --cluster gb200-nvl72:144x4 \
     --dp 16 --pp 9 --tp 4 --tp-layout megatron-sp --microbatches 128 --recompute full --zero 1
 run llama3_405b_gb200-nvl72_tp4.txt parsim plan examples/llama3_405b.yaml --cluster gb200-nvl72:144x4 --tp 4
