@@ -294,3 +294,24 @@ def test_a_token_all_to_all_scatters_every_routed_copy():
     ex = Experts(experts=256, top_k=8, hidden=7168, intermediate=2048, shared_intermediate=2048)
     assert ex.all_to_all_bytes(4096, 2) == 4096 * 8 * 7168 * 2
     assert ROUTING_IMBALANCE == 1.25
+
+
+def test_a_unit_that_names_something_else_losses_adds_no_loss():
+    """LayerGraph.losses counts a head's multi-token-prediction losses (an int it states), not a
+    user module's attribute of that name (a list of losses, a flag)."""
+    import torch
+    from torch import nn
+
+    from parsim.model.extract import InputSpec, extract_graph
+
+    class Logged(nn.Linear):
+        def __init__(self):
+            super().__init__(8, 8)
+            self.losses = []                # a user's own bookkeeping
+
+    class Flagged(nn.Linear):
+        def __init__(self):
+            super().__init__(8, 8)
+            self.losses = True
+    graph = extract_graph(nn.Sequential(Logged(), torch.nn.ReLU(), Flagged()), InputSpec((8,)))
+    assert graph.losses == 1

@@ -541,4 +541,11 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
                       input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason,
                       extraction_batch=batch, loss_kernels=loss,
                       loss_logits_bytes=layers[-1].output_bytes if loss else 0.0,
-                      losses=1 + sum(getattr(unit, "losses", 0) for _, unit in units))
+                      losses=1 + sum(_extra_losses(unit) for _, unit in units))
+
+
+def _extra_losses(unit: nn.Module) -> int:
+    """The losses a unit computes besides the model's own (parsim.model.hf.Head's ``losses``: a
+    multi-token-prediction module's); 0 for any other unit, whatever else it names ``losses``."""
+    n = getattr(unit, "losses", 0)
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
