@@ -512,6 +512,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
             cache[key] = _measure_unit(unit, x, needs_grad, excluded, {_storage_key(p) for p in params})
         stats, y = cache[key]
         count = sum(p.numel() for p in params)
+        experts = _experts(unit)
         layers.append(Layer(
             name=unit_name,
             fwd_flops=stats["fwd_flops"] / batch, bwd_flops=stats["bwd_flops"] / batch,
@@ -523,11 +524,11 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
             kernels=stats["kernels"], tied=tuple(tied.items()), w_held_bytes=weight_output_bytes(stats["ops"]) / batch,
             # the unit's input is the previous unit's output: one tensor, measured here on two storages
             input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch),
-            experts=_experts(unit),
+            experts=experts,
             # a MoE unit whose output is not its input's stream (a head with a multi-token-prediction
             # block) routes its input's tokens
             routed_bytes=(x.numel() * x.element_size() / batch
-                          if _experts(unit) is not None and y.shape != x.shape else 0.0)))
+                          if experts is not None and y.shape != x.shape else 0.0)))
         prev_output_saved = stats["output_saved_bytes"] / batch
         x = torch.empty_like(y, device="meta")
     for h in handles:

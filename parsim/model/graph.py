@@ -357,6 +357,12 @@ class LayerGraph:
     def moe(self) -> bool:
         return any(layer.experts is not None for layer in self.layers)
 
+    @property
+    def mtp_in_head(self) -> bool:
+        """Whether the last layer holds a multi-token-prediction module (parsim.model.hf.Head): the
+        graph's second loss is its."""
+        return self.losses > 1
+
     def held_param_count(self, held: Iterable[int]) -> int:
         """Parameters one device holds for the layers at indices ``held``: their own, plus one copy
         of each tied weight whose owner is not among them.  Megatron keeps the word embedding on

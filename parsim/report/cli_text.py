@@ -96,7 +96,7 @@ def moe_lines(spec) -> list[str]:
     g = spec.graph
     if not g.moe:
         return []
-    inside = g.losses > 1          # the head holds a multi-token-prediction block (parsim.model.hf.Head)
+    inside = g.mtp_in_head
     moe_layers = [layer for layer in g.layers[:-1 if inside else None] if layer.experts is not None]
     ex = moe_layers[0].experts
     seq = spec.input.shape[0] if spec.input is not None else 0

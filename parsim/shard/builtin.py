@@ -223,8 +223,7 @@ def strategies(layout: str, t: int, graph=None, etp: int = 1) -> dict[str, tuple
     else:
         return megatron(t, sequence_parallel=sp, fused=fused)
     out = {**out, **moe(t, graph, etp)} if moe_graph else out
-    # a second loss: the head holds a multi-token-prediction module (parsim.model.hf.Head)
-    return {**out, **mtp(out, t, sp)} if graph.losses > 1 else out
+    return {**out, **mtp(out, t, sp)} if graph.mtp_in_head else out
 
 
 def mtp(decoder: dict[str, tuple], t: int, sp: bool) -> dict[str, tuple]:
@@ -236,7 +235,7 @@ def mtp(decoder: dict[str, tuple], t: int, sp: bool) -> dict[str, tuple]:
     scatters back to the sequence), and its three norms on s/t of the sequence under sequence
     parallelism; all optional."""
     col = ((1, 1), (1, t))
-    out = {"?head/mtp." + key.lstrip("?").split("/", 1)[1].lstrip(":"): v for key, v in decoder.items()
+    out = {"?head/mtp." + key.lstrip("?").split("/", 1)[1]: v for key, v in decoder.items()
            if key.lstrip("?").startswith("layers.*/") and not key.lstrip("?").startswith("layers.*/:")}
     out.update({"?head/mtp.embed_tokens:embedding": ((t, 1),), "?head/mtp.eh_proj": col})
     if sp:
