@@ -343,6 +343,42 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
                                                           for s in ("1f1b", "gpipe", "interleaved", "zbh1")}
 
 
+def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monkeypatch):
+    """lower_bound_s charges a stage's exposed MoE all-to-alls over the ep group its rank runs them
+    on (ParallelConfig.ep_group, as the simulator does), not the most compact group's: at most the
+    simulated step of every expert-parallel candidate of an exhaustive search over both
+    placements, and above the compact group's bound wherever the placement spreads the group over
+    more nodes (pp-inner: pp ranks between its members)."""
+    from parsim.shard.prepare import expert_graph, per_device_graph
+
+    spec = load_model("examples/moe_tiny_local.yaml")
+    cluster = load_cluster("dgx-h100:2x8")
+    compute = _compute(cluster, spec)
+    full = plan(spec, cluster, compute, Constraints(top=10**6, prune=False, tp=1, cp=1), progress=False)
+    cluster = cluster.for_dtype(spec.training.dtype)
+    t = spec.training
+    checked, tighter = 0, 0
+    for cand in full.ranked:
+        c = cand.config
+        if c.ep == 1:
+            continue
+        b = t.global_batch_size // (c.dp * c.microbatches)
+        graph = expert_graph(per_device_graph(spec.graph, 1, "", c.recompute, spec.shard, cluster, t), c.ep, t)
+        bnd = split.Bounds(spec, graph, cluster, compute, exposed_a2a=not c.ep_overlap)
+        lb = bnd.lower_bound_s(c, b)
+        assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
+        with monkeypatch.context() as m:
+            m.setattr(split.Bounds, "ep_phase_lists", lambda *args: None)     # the compact group's phases
+            compact = split.Bounds(spec, graph, cluster, compute, exposed_a2a=not c.ep_overlap).lower_bound_s(c, b)
+        assert compact <= lb * (1 + 1e-12), c
+        spread = len({cluster.node_of(r) for r in c.ep_group(0)}) > 1
+        tighter += spread and lb > compact * (1 + 1e-6)
+        checked += 1
+    assert checked > 20 and tighter > 5
+    placements = {x.config.placement for x in full.ranked if x.config.ep > 1}
+    assert placements == {"pp-inner", "dp-inner"}
+
+
 def test_partition_is_the_min_max_split_under_per_stage_links_and_memory():
     """search.partition against every split of small random cases: the least bottleneck (stage
     time plus its boundary's transfer on that stage's link), within a memory cap per stage."""

@@ -319,6 +319,40 @@ class Bounds:
         ep_overlap) and not already in a profile's layer times."""
         return self.exposed_a2a and not getattr(self.compute, "includes_ep_comm_at", lambda _: False)(b)
 
+    def _ep_phases_by_rank(self, cfg: ParallelConfig, b: int) -> list | None:
+        """ep_phase_lists of each pipeline rank of cfg's layout (the ranks its groups depend on),
+        listed once per layout and size; None where every rank's are the phases as they are."""
+        key = ("ep phases by rank", b, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement)
+        if key not in self._costs:
+            lists = [self.ep_phase_lists(cfg, b, r) for r in range(cfg.pp)]
+            self._costs[key] = None if all(x is None for x in lists) else lists
+        return self._costs[key]
+
+    def ep_phase_lists(self, cfg: ParallelConfig, b: int, r: int) -> tuple[list[float], ...] | None:
+        """phase_lists with each MoE layer's exposed all-to-alls over pipeline rank r's ep group
+        (ParallelConfig.ep_group, as the run's prices list it) in place of the most compact
+        group's: per-layer prefix sums, each summed left to right, kept by the group's placement
+        (Prices.a2a_placement: groups placed alike price alike); None where they are the compact
+        group's (the phases as they are)."""
+        prices, graph = self.prices, self.graph
+        group = prices.group(cfg, "ep", r)
+        key = ("ep phases", b, prices.a2a_placement(group))
+        if key in self._costs:
+            return self._costs[key]
+        dispatcher = self.spec.training.moe_dispatcher
+        firsts = [(c, i) for c, i in prices.class_firsts(graph) if graph.layers[i].experts is not None]
+        own = [prices.a2a_s(graph, i, k, b, group, dispatcher) for k in "FBIW" for _, i in firsts]
+        hit = None
+        if own != [self.least_a2a_s(i, k, b) for k in "FBIW" for _, i in firsts]:
+            rows = np.zeros((4, len(graph.layers) + 1))
+            for j, (row, k) in enumerate(zip(rows, "FBIW")):
+                row[1:] = prices.layer_times(self.compute, graph, k, b, 0, self.tp_overlap, layer_time_s)
+                by_class = dict(zip((c for c, _ in firsts), own[j * len(firsts):(j + 1) * len(firsts)]))
+                row[1:] += [by_class.get(c, 0.0) for c in prices.classes(graph)]
+            hit = tuple(x.tolist() for x in np.cumsum(rows, axis=1))
+        self._costs[key] = hit
+        return hit
+
     def least_a2a_s(self, i: int, kind: str, b: int) -> float:
         """The all-to-alls layer i's ``kind`` issues per micro-batch over the most compact ep
         group, exposed (parsim.sim.prices.Prices.a2a_s: a MoE model's identical layers priced
@@ -350,10 +384,17 @@ class Bounds:
           each stage's output sent to the next, and its backward back through them (under a split
           backward only I is on that path: W may wait), ending on stage 0, after which rank 0
           steps its optimizer: the chain.  With few micro-batches over many chunks (interleaved,
-          v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides."""
-        Fp, Bp, Ip, Wp = self.phase_lists(b)
+          v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides.
+
+        Each stage's phases hold its layers' all-to-alls over the ep group the simulator gives its
+        rank (ParallelConfig.ep_group: parsim.sim.simulate charges the same prices), not the most
+        compact group's the floor and the split read (phase_times): a placement that spreads the ep
+        group over more nodes (pp-inner puts tp x pp ranks between its members) exposes slower
+        all-to-alls, which bound it too (ep_phase_lists)."""
+        phases = self.phase_lists(b)
         param_prefix, expert_prefix = self._prefix_lists
         m, pp = cfg.microbatches, cfg.pp
+        own = self._ep_phases_by_rank(cfg, b) if self._a2a_exposed_at(b) else None
         split = cfg.schedule == "zbh1"
         # one transfer across each stage boundary (each way: the link classes are symmetric)
         links = self.prices.boundary_links(cfg, boundary_links)
@@ -374,6 +415,7 @@ class Bounds:
         collective_s = self.prices.collective_s
         for s in range(cfg.stages):
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
+            Fp, Bp, Ip, Wp = phases if own is None or own[s % pp] is None else own[s % pp]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
             x = sent[s][z - 1]
             chain += f + (Ip[z] - Ip[a] if split else bwd) + (2 * x if s + 1 < cfg.stages else 0.0)

@@ -168,12 +168,24 @@ class Prices:
         key = (self.classes(graph)[i], kind, microbatch, graph.dtype, graph.moe_imbalance, id(group), dispatcher)
         hit = self._a2a.get(key)
         if hit is None:
-            geometry = self._a2a_geometry.get(id(group))
-            if geometry is None:
-                geometry = self._a2a_geometry[id(group)] = (group, a2a_geometry(self.cluster, group))
             hit = self._a2a[key] = (group, a2a_time_s(graph.layers[i], kind, microbatch, graph.dtype, self.cluster,
-                                                      group, graph.moe_imbalance, dispatcher, geometry[1]))
+                                                      group, graph.moe_imbalance, dispatcher, self._geometry(group)))
         return hit[1]
+
+    def _geometry(self, group: tuple[int, ...]) -> tuple:
+        """parsim.cost.comm.a2a_geometry of ``group``, placed once (by identity; held in the entry)."""
+        hit = self._a2a_geometry.get(id(group))
+        if hit is None:
+            hit = self._a2a_geometry[id(group)] = (group, a2a_geometry(self.cluster, group))
+        return hit[1]
+
+    def a2a_placement(self, group: tuple[int, ...]) -> tuple:
+        """What an ep ``group``'s all-to-all prices depend on (parsim.cost.experts.a2a_time_s reads
+        its size and parsim.cost.comm.a2a_geometry alone): (its size, its ranks on each node, on
+        the first rank's node, the link class among those, the farthest), hashable; groups placed
+        alike price alike."""
+        per_node, first_node, inner, span = self._geometry(group)
+        return len(group), tuple(per_node), first_node, inner, span
 
     def compact_group(self, n: int) -> tuple[int, ...]:
         """Ranks 0..n-1, one tuple per n for the run (a group's prices are keyed by its identity)."""
