@@ -1,11 +1,12 @@
-"""The DeepSeek-V3 search on 2,048 H100s (bench_planner.py's goal), each simulated candidate with
+"""A search (by default DeepSeek-V3 on 2,048 H100s, bench_planner.py's goal), each simulated candidate with
 the lower bound it was taken at (its SPLIT entry's bound, parsim.search.split.Bounds.lower_bound_s
 and the floor before it), its simulated step and their ratio, best step first: where the bound is
 loose, by placement and ZeRO stage.  Run at a commit's code (PYTHONPATH=its worktree) to compare.
 
-    python results/2026-12-02e-amd-epyc/ep_group_bound.py
+    python results/2026-12-02e-amd-epyc/ep_group_bound.py [MODEL CLUSTER]     (default: the DeepSeek-V3 goal)
 """
 import collections
+import sys
 
 import parsim.search.bound as bound
 from parsim.cost.compute import AnalyticalCompute
@@ -13,7 +14,7 @@ from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
 from parsim.search.planner import plan
 
-MODEL, CLUSTER = "examples/deepseek_v3.yaml", "dgx-h100-superpod:256x8"
+MODEL, CLUSTER = sys.argv[1:3] if len(sys.argv) == 3 else ("examples/deepseek_v3.yaml", "dgx-h100-superpod:256x8")
 rows, taken = [], {}
 split_entry, simulated = bound.BranchAndBound.split_entry, bound.BranchAndBound.simulated
 
