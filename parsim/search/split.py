@@ -296,16 +296,22 @@ class Bounds:
         key = ("phases", b)
         hit = self._costs.get(key)
         if hit is None:
-            prices, graph = self.prices, self.graph
-            rows = np.zeros((4, len(graph.layers) + 1))
-            a2a = self._a2a_exposed_at(b)
-            for row, k in zip(rows, "FBIW"):
-                row[1:] = prices.layer_times(self.compute, graph, k, b, 0, self.tp_overlap, layer_time_s)
-                if a2a:         # a layer's all-to-alls are its class's (Prices.a2a_s)
-                    least = {c: self.least_a2a_s(i, k, b) for c, i in prices.class_firsts(graph)}
-                    row[1:] += [least[c] for c in prices.classes(graph)]
-            hit = self._costs[key] = tuple(np.cumsum(rows, axis=1))
+            least = (lambda i, k: self.least_a2a_s(i, k, b)) if self._a2a_exposed_at(b) else None
+            hit = self._costs[key] = tuple(self._phase_rows(b, least))
         return hit
+
+    def _phase_rows(self, b: int, a2a_s) -> np.ndarray:
+        """Per-layer prefix sums of F, B, I and W at size b, each layer's price plus, where
+        ``a2a_s(i, kind)`` is given, its all-to-alls: its class's, priced at the class's first
+        layer i (Prices.a2a_s keeps them by class)."""
+        prices, graph = self.prices, self.graph
+        rows = np.zeros((4, len(graph.layers) + 1))
+        for row, k in zip(rows, "FBIW"):
+            row[1:] = prices.layer_times(self.compute, graph, k, b, 0, self.tp_overlap, layer_time_s)
+            if a2a_s is not None:
+                by_class = {c: a2a_s(i, k) for c, i in prices.class_firsts(graph)}
+                row[1:] += [by_class[c] for c in prices.classes(graph)]
+        return np.cumsum(rows, axis=1)
 
     def phase_lists(self, b: int) -> tuple[list[float], ...]:
         """phase_times as lists of Python floats (the same numbers, read one by one faster)."""
@@ -340,16 +346,14 @@ class Bounds:
         if key in self._costs:
             return self._costs[key]
         dispatcher = self.spec.training.moe_dispatcher
-        firsts = [(c, i) for c, i in prices.class_firsts(graph) if graph.layers[i].experts is not None]
-        own = [prices.a2a_s(graph, i, k, b, group, dispatcher) for k in "FBIW" for _, i in firsts]
-        hit = None
-        if own != [self.least_a2a_s(i, k, b) for k in "FBIW" for _, i in firsts]:
-            rows = np.zeros((4, len(graph.layers) + 1))
-            for j, (row, k) in enumerate(zip(rows, "FBIW")):
-                row[1:] = prices.layer_times(self.compute, graph, k, b, 0, self.tp_overlap, layer_time_s)
-                by_class = dict(zip((c for c, _ in firsts), own[j * len(firsts):(j + 1) * len(firsts)]))
-                row[1:] += [by_class.get(c, 0.0) for c in prices.classes(graph)]
-            hit = tuple(x.tolist() for x in np.cumsum(rows, axis=1))
+
+        def own_s(i: int, kind: str) -> float:
+            if graph.layers[i].experts is None:
+                return 0.0
+            return prices.a2a_s(graph, i, kind, b, group, dispatcher)
+        firsts = [i for _, i in prices.class_firsts(graph) if graph.layers[i].experts is not None]
+        same = all(own_s(i, k) == self.least_a2a_s(i, k, b) for k in "FBIW" for i in firsts)
+        hit = None if same else tuple(x.tolist() for x in self._phase_rows(b, own_s))
         self._costs[key] = hit
         return hit
 

@@ -235,8 +235,11 @@ def mtp(decoder: dict[str, tuple], t: int, sp: bool) -> dict[str, tuple]:
     scatters back to the sequence), and its three norms on s/t of the sequence under sequence
     parallelism; all optional."""
     col = ((1, 1), (1, t))
-    out = {"?head/mtp." + key.lstrip("?").split("/", 1)[1]: v for key, v in decoder.items()
-           if key.lstrip("?").startswith("layers.*/") and not key.lstrip("?").startswith("layers.*/:")}
+    out = {}
+    for key, v in decoder.items():
+        bare = key.lstrip("?")          # every pattern here is optional: the module may be absent
+        if bare.startswith("layers.*/") and not bare.startswith("layers.*/:"):
+            out["?head/mtp." + bare.split("/", 1)[1]] = v
     out.update({"?head/mtp.embed_tokens:embedding": ((t, 1),), "?head/mtp.eh_proj": col})
     if sp:
         out.update({f"?head/mtp.{norm}:*": ((1, t, 1),) for norm in ("enorm", "hnorm", "norm")})
