@@ -13,12 +13,15 @@ base = sys.argv[1]
 for path in sorted(glob.glob(os.path.join(base, "plan-*.json"))):
     name = os.path.basename(path)
     new = os.path.join(base + ".new", name)
-    if name.endswith("-simulate.json") or not os.path.exists(new) or open(path).read() == open(new).read():
+    if name.endswith("-simulate.json") or not os.path.exists(new):
+        continue
+    texts = [open(p).read() for p in (path, new)]
+    if texts[0] == texts[1]:
         continue
     try:
-        a, b = (json.JSONDecoder().raw_decode(open(p).read().lstrip())[0] for p in (path, new))   # the stdout part
+        a, b = (json.JSONDecoder().raw_decode(t.lstrip())[0] for t in texts)   # the stdout part
     except json.JSONDecodeError:
-        print(f"{name} | not JSON:", open(new).read().strip().splitlines()[-1][:200])
+        print(f"{name} | not JSON:", texts[1].strip().splitlines()[-1][:200])
         continue
     if a == b:
         continue
