@@ -174,6 +174,29 @@ def test_tiny_llama_megatron_per_device_params(t):
     assert comm == [("B", "AllReduce"), ("F", "AllReduce"), ("B", "AllReduce"), ("F", "AllReduce")]
 
 
+@pytest.mark.parametrize("t", [2, 4])
+def test_an_ungated_mlp_and_layernorm1p_lay_out_as_megatron_lays_them_out(t):
+    """Nemotron's block (an MLP of up_proj, squared ReLU and down_proj; LayerNorm1p, whose weight + 1
+    reads the weight alone) under megatron-sp: up by columns, down by rows, attention by heads, the
+    norms whole (their weight + 1 on every device, the norm itself on s/t of the sequence); a
+    Llama's RMSNorm keeps no operator whole and its MLP is gated."""
+    from parsim.shard.builtin import gated_mlp, strategies, whole_weight_ops
+    from parsim.shard.prepare import per_device_graph
+
+    g = load_model(os.path.join(ROOT, "tests", "data", "hf_tiny_nemotron.yaml")).graph
+    h, inter, V = 64, 256, 256
+    assert not gated_mlp(g) and gated_mlp(load_model(TINY).graph) and whole_weight_ops(load_model(TINY).graph) == {}
+    assert set(whole_weight_ops(g)) == {"layers.*/input_layernorm:add", "layers.*/post_attention_layernorm:add",
+                                        "?head/norm:add"}
+    dev = per_device_graph(g, t, "megatron-sp")
+    norms = 2 * 2 * h                                      # two LayerNorm1p, weight and bias each, whole
+    assert dev.layers[1].param_count == 4 * h * h // t + 2 * h * inter // t + norms
+    assert dev.layers[-1].param_count == 2 * h + V * h // t
+    patterns = strategies("megatron-sp", t, g)
+    assert "layers.*/mlp.gate_proj" not in patterns and patterns["layers.*/mlp.up_proj"] == ((1, 1), (1, t))
+    assert patterns["layers.*/input_layernorm:*"] == ((1, t, 1),) and patterns["layers.*/input_layernorm:add"] == ((1,),)
+
+
 def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():
     from parsim.shard.prepare import per_device_graph
 

@@ -93,6 +93,28 @@ def attention_heads(graph) -> tuple[int, int] | None:
     return None
 
 
+def gated_mlp(graph) -> bool:
+    """Whether a Llama-style graph's MLP is gated (a ``mlp.gate_proj`` operator: a SwiGLU); False
+    for an MLP of up and down projections alone (Nemotron's squared ReLU)."""
+    return any(op.module == "mlp.gate_proj" for layer in graph.layers for op in layer.ops)
+
+
+def whole_weight_ops(graph) -> dict[str, tuple]:
+    """Patterns keeping whole, on every device, the norms' operators that read parameters alone: LayerNorm1p's weight + 1 (Nemotron's norms: F.layer_norm(x, 1 + w),
+    transformers' NemotronLayerNorm1P), an h-vector the sequence-parallel norm patterns, which
+    split activations by sequence, cannot cut; Megatron keeps a norm's weight whole on every
+    tensor-parallel rank (its sequence-parallel norms' weights are replicated, their gradients
+    all-reduced: Korthikanti et al. 2022, Sec. 4.2.2).  Empty for Llama's RMSNorm, whose every
+    operator reads the activations."""
+    out: dict[str, tuple] = {}
+    for layer in graph.layers:
+        prefix = "layers.*" if layer.name.startswith("layers.") else f"?{layer.name}"
+        for op in layer.ops:
+            if op.module.rsplit(".", 1)[-1].endswith("norm") and op.param_inputs and all(op.param_inputs):
+                out[f"{prefix}/{op.name}"] = tuple((1,) * len(shape) for shape in op.input_shapes)
+    return out
+
+
 def mla_heads(graph) -> int | None:
     """The query heads of a multi-head-latent-attention graph (DeepSeek-V2/V3: a kv_a_proj_with_mqa
     projection), from its attention operator's Q (b, a, s, d); None for other attention."""
@@ -161,10 +183,12 @@ def moe(t: int, graph, etp: int = 1) -> dict[str, tuple]:
 
 
 def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fused: bool = False,
-          dense_mlp: bool = True) -> dict[str, tuple]:
+          dense_mlp: bool = True, gated: bool = True) -> dict[str, tuple]:
     """Megatron's layout for a Llama-style decoder of ``heads`` query and ``kv_heads`` KV heads
     (``dense_mlp`` False: its SwiGLU patterns optional, for a mixture of experts whose first
-    layers may be dense)."""
+    layers may be dense; ``gated`` False: an MLP of up_proj and down_proj alone, Nemotron's
+    squared ReLU, whose up projection Megatron's ColumnParallelLinear splits as it does a
+    SwiGLU's fused gate and up projection)."""
     if heads % t:
         raise InfeasibleError(f"tp={t} does not divide the {heads} attention heads; Megatron splits whole heads")
     if kv_heads % t and t % kv_heads:
@@ -178,8 +202,8 @@ def llama(t: int, heads: int, kv_heads: int, sequence_parallel: bool = False, fu
         "layers.*/self_attn.q_proj": col, "layers.*/self_attn.k_proj": kv, "layers.*/self_attn.v_proj": kv,
         **_heads("self_attn", t, kv_heads, fused),
         "layers.*/self_attn.o_proj": row,
-        **{("" if dense_mlp else "?") + k: v for k, v in (("layers.*/mlp.gate_proj", col), ("layers.*/mlp.up_proj", col),
-                                                          ("layers.*/mlp.down_proj", row))},
+        **{("" if dense_mlp else "?") + k: v for k, v in ((("layers.*/mlp.gate_proj", col),) if gated else ()) +
+           (("layers.*/mlp.up_proj", col), ("layers.*/mlp.down_proj", row))},
         "?head/lm_head": col,
     }
     if sequence_parallel:
@@ -212,7 +236,9 @@ def strategies(layout: str, t: int, graph=None, etp: int = 1) -> dict[str, tuple
     if heads:
         out = mla(t, heads, fused)
     elif found is not None:
-        out = llama(t, *found, sequence_parallel=sp, fused=fused, dense_mlp=not moe_graph)
+        out = llama(t, *found, sequence_parallel=sp, fused=fused, dense_mlp=not moe_graph, gated=gated_mlp(graph))
+        if sp:
+            out.update(whole_weight_ops(graph))
     elif moe_graph:
         raise InfeasibleError(f"tp={t}: {graph.name}'s attention is neither Llama-style (q_proj, k_proj) nor "
                               "multi-head latent attention; parsim lays out only those beside experts")
