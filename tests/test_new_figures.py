@@ -10,7 +10,9 @@ development sets (relabelled 2026-12-01), each having had a change kept on it:
 results/2026-11-29-amd-epyc/; ascend7_figures.yaml, ascend8_figures.yaml and ascend9_figures.yaml:
 the seventh, eighth and ninth, held-out sources of results/published/fit.yaml) and the
 out-of-sample rows on the new NVIDIA machines (nvidia_new_figures.yaml), priced with the profiles as
-shipped."""
+shipped; and NeMo 24.07's FP8 table on DGX H100 (nemo_perf_figures.yaml), a held-out source."""
+
+import os
 
 import pytest
 import yaml
@@ -331,3 +333,40 @@ def test_the_seventh_eighth_and_ninth_910b_sets_are_the_sets_drawn_held_out(path
     assert_a_910b_set(drawn, rows=rows, priced=len(errors), profiles=("atlas-900-a2",),
                       publisher=publisher)
     assert_held_out_as_pinned(drawn.figures, source, errors)
+
+
+NEMO = "results/published/nemo_perf_figures.yaml"
+NEMO_ROWS_SHA256 = "7b90483c917cc5a5f016cdf118c7fbc882bb3c6f79db3dc20b5470cd95acaf44"
+NEMO_MODELS_SHA256 = {
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+    "examples/llama2_13b/config.json": "ca133a37bfd7c5c3354037d6f08475db7b5fa48635088ab1d081bccb68f1d035",
+    "examples/llama2_70b/config.json": "1b6f50e64839120e53b97aeb219b03cfe6728af6447d68630af35fe17f747cbe",
+    "examples/llama3_8b/config.json": "3ecf9f07d09f6fdc0d91db46ec9b765a44ee78590cfb5bc293f7cdeb1b33e72b",
+    "examples/llama3_70b/config.json": "75807d84c3a1f0637db824170ffa2dcf9d73aa49d4f53656b6710b7808601fb8",
+    "examples/nemotron_8b/config.json": "c2836e89507a6c3549b418655929622a0ca6475c2c6c7c3b4cbdebd87cfca7b9",
+    "examples/nemotron_22b/config.json": "9ef36cab232c7f41238d55b30b8bbbb7456be827e43154e8457ab1f898df00e1",
+    "examples/nemotron_340b/config.json": "c5c10e80250940fd85f142f93804b2577cd5e1e592670d593cc108a4a2e71f57",
+}
+# Each row's error as first priced (results/2026-12-02g-amd-epyc/nemo-heldout.txt): the nine at a08acac,
+# before any change; the three Nemotron rows after the layout learned their block (parsim.shard.builtin).
+NEMO_ERRORS = {
+    "nemo2407-gpt3-5b-h100-64gpu": 0.216, "nemo2407-gpt3-20b-h100-64gpu": 0.065,
+    "nemo2407-gpt3-175b-h100-128gpu": 0.100, "nemo2407-gpt3-175b-h100-512gpu": 0.068,
+    "nemo2407-llama2-7b-h100-8gpu": -0.145, "nemo2407-llama2-13b-h100-16gpu": -0.078,
+    "nemo2407-llama2-70b-h100-64gpu": -0.063, "nemo2407-llama3-8b-h100-8gpu": 0.028,
+    "nemo2407-llama3-70b-h100-64gpu": -0.019, "nemo2407-nemotron-8b-h100-64gpu": 0.063,
+    "nemo2407-nemotron-22b-h100-64gpu": 0.121, "nemo2407-nemotron-340b-h100-128gpu": 0.107,
+}
+
+
+def test_nemos_fp8_table_is_the_set_drawn_held_out():
+    """NeMo 24.07's FP8 pre-training table on DGX H100: its twelve rows as drawn, with the model files
+    they read (the GPT-3 rows build the zoo's GPT), held out of every fit, each priced at its error
+    when first priced (within 0.02)."""
+    drawn = load_figures(NEMO)
+    assert_drawn_as_hashed(NEMO, NEMO_ROWS_SHA256, NEMO_MODELS_SHA256)
+    read = {os.path.normpath(os.path.join(os.path.dirname(NEMO), dict(f.model)["hf"]))
+            for f in drawn.figures if "hf" in dict(f.model)}
+    assert read == set(NEMO_MODELS_SHA256)
+    assert {f.profile for f in drawn.figures} == {"dgx-h100", "dgx-h100-superpod"}
+    assert_held_out_as_pinned(drawn.figures, "nemo-perf-2407", NEMO_ERRORS)

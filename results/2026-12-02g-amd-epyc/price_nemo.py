@@ -1,5 +1,5 @@
-"""Price the NeMo 24.07 rows (nemo_perf_figures.yaml beside this script) once, at the shipped
-profiles, as benchmarks/bench_published.py --quick prints them:
+"""Price the NeMo 24.07 rows (results/published/nemo_perf_figures.yaml; beside this script when
+drawn) at the shipped profiles, as benchmarks/bench_published.py --quick prints them:
 
     python results/2026-12-02g-amd-epyc/price_nemo.py
 """
@@ -8,12 +8,13 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, ROOT)
 
 from parsim.profile.published import load_figures, price  # noqa: E402
 
 errors = []
-for f in load_figures(os.path.join(os.path.dirname(os.path.abspath(__file__)), "nemo_perf_figures.yaml")).figures:
+for f in load_figures(os.path.join(ROOT, "results", "published", "nemo_perf_figures.yaml")).figures:
     p = price(f)
     errors.append(p.error)
     print(f"{f.id:<48} {f.profile:<18} {f.measured:>10.4g} {p.predicted:>10.4g} {p.error:+7.1%}  {p.config}")
