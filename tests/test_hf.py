@@ -194,7 +194,8 @@ def test_an_ungated_mlp_and_layernorm1p_lay_out_as_megatron_lays_them_out(t):
     assert dev.layers[-1].param_count == 2 * h + V * h // t
     patterns = strategies("megatron-sp", t, g)
     assert "layers.*/mlp.gate_proj" not in patterns and patterns["layers.*/mlp.up_proj"] == ((1, 1), (1, t))
-    assert patterns["layers.*/input_layernorm:*"] == ((1, t, 1),) and patterns["layers.*/input_layernorm:add"] == ((1,),)
+    assert patterns["layers.*/input_layernorm:*"] == ((1, t, 1),)
+    assert patterns["layers.*/input_layernorm:add"] == ((1,),)
 
 
 def test_llama3_8b_tp8_and_tp16_per_device_params_match_the_closed_form():

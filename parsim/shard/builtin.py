@@ -100,12 +100,13 @@ def gated_mlp(graph) -> bool:
 
 
 def whole_weight_ops(graph) -> dict[str, tuple]:
-    """Patterns keeping whole, on every device, the norms' operators that read parameters alone: LayerNorm1p's weight + 1 (Nemotron's norms: F.layer_norm(x, 1 + w),
-    transformers' NemotronLayerNorm1P), an h-vector the sequence-parallel norm patterns, which
-    split activations by sequence, cannot cut; Megatron keeps a norm's weight whole on every
-    tensor-parallel rank (its sequence-parallel norms' weights are replicated, their gradients
-    all-reduced: Korthikanti et al. 2022, Sec. 4.2.2).  Empty for Llama's RMSNorm, whose every
-    operator reads the activations."""
+    """Patterns keeping whole, on every device, the norms' operators that read parameters alone:
+    LayerNorm1p's weight + 1 (Nemotron's norms, F.layer_norm(x, 1 + w): transformers'
+    NemotronLayerNorm1P), an h-vector the sequence-parallel norm patterns, which split activations
+    by sequence, cannot cut.  Megatron keeps a norm's weight whole on every tensor-parallel rank
+    under sequence parallelism and all-reduces its gradient over the group (Megatron-Core,
+    distributed/finalize_model_grads.py: _allreduce_layernorm_grads).  Empty for Llama's RMSNorm,
+    whose every operator reads the activations."""
     out: dict[str, tuple] = {}
     for layer in graph.layers:
         prefix = "layers.*" if layer.name.startswith("layers.") else f"?{layer.name}"
