@@ -161,8 +161,8 @@ def coverage(spec, held) -> str:
     return text + "\n".join(rows) + "\n"
 
 
-def quick(only: str) -> None:
-    for f in load_all_figures().figures:
+def quick(only: str, folder: str = FOLDER) -> None:
+    for f in load_all_figures(folder).figures:
         if only and only not in f.id:
             continue
         try:
@@ -185,7 +185,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="with --quick: rows whose id contains this")
     args = ap.parse_args()
     if args.quick:
-        quick(args.only)
+        quick(args.only, args.folder)
         return
     spec = load_fit_spec(args.fit)
     figures = load_all_figures(args.folder).scorable()     # calibration rows are in-sample: excluded
