@@ -194,6 +194,8 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     if ex.cpu_threads and kernel.conv is not None and dims is not None:
         return _cpu_conv_time_s(kernel, b, dims, device, engine, share, t_mem) + ex.launch_s
     if dims is not None:
+        if ex.gemm_memory_efficiency:           # the GEMM tables' own floor (Device.kernels)
+            t_mem = share * nbytes / (device.memory_bandwidth_bytes_per_s * ex.gemm_memory_efficiency)
         eff = None if shapes is None else shapes.get(dims)
         if eff is None:
             eff = gemm_shape_efficiency(*dims, ex)

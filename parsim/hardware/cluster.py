@@ -372,7 +372,8 @@ def _kernel_execution(k: Fields) -> KernelExecution:
                          weight_touch_bytes_per_s=k.get("weight_touch_gb_per_s", (int, float), 0.0) * 1e9,
                          backward_weight_touch_bytes_per_s=k.get("backward_weight_touch_gb_per_s", (int, float),
                                                                  0.0) * 1e9,
-                         memory_family_efficiency=_memory_families(k))
+                         memory_family_efficiency=_memory_families(k),
+                         gemm_memory_efficiency=k.fraction("gemm_memory_efficiency", None))
     for key, value in (("k_half", ex.k_half), ("m_half", ex.m_half), ("conv_k_half", ex.conv_k_half),
                        ("launch_us", ex.launch_s), ("gemm_latency_us", ex.gemm_latency_s),
                        ("host_dispatch_us", ex.host_dispatch_s), ("layer_call_us", ex.layer_call_s),

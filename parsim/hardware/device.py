@@ -107,6 +107,10 @@ class KernelExecution:
     # "pool", "pool_backward"): (family, fraction of the memory bandwidth) pairs; a family not listed
     # runs at the device's memory_efficiency.  Above 1 where the tensors stay in cache.
     memory_family_efficiency: tuple[tuple[str, float], ...] = ()
+    # The GEMMs' memory floor (operands and result streamed once: parsim.cost.kernels.kernel_time_s)
+    # as a share of the memory bandwidth, where the GEMM tables' fit takes it apart from the device's
+    # memory_efficiency, which the end-to-end fit sets for the memory-bound kernels; None: that one
+    gemm_memory_efficiency: float | None = None
 
 
 @dataclass(frozen=True)

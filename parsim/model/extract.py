@@ -36,6 +36,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from parsim.model.attention import FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas
+from parsim.model.fused_ops import RMS_NORM_OP, ROPE_OP, SWIGLU_OP
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
 from parsim.model.loss import cross_entropy
@@ -114,6 +115,9 @@ _OP_KINDS = {
     "native_dropout": ("ElementWise", (0,)), "masked_fill": ("ElementWise", (0,)),
     FUSED_OP: ("Attention", (0, 1, 2)),
     MEGATRON_SOFTMAX_OP: ("Softmax", (0,)),     # Megatron-LM's fused scale, mask and softmax (parsim.model.fused_softmax)
+    # the fused kernels of a Llama block (parsim.model.fused_ops): RMSNorm as a norm over the last
+    # dimension with its [h] weight (as native_layer_norm), SwiGLU and rotary embeddings elementwise
+    RMS_NORM_OP: ("LayerNorm", (0,)), SWIGLU_OP: ("ElementWise", (0, 1)), ROPE_OP: ("ElementWise", (0,)),
 }
 
 

@@ -167,10 +167,16 @@ def experts_of(layer: nn.Module) -> Experts | None:
                    group_limit=limit if limit and groups > 1 else 0)
 
 
-def _grouped_experts_forward(module: nn.Module):
+def _grouped_experts_forward(module: nn.Module, fused_swiglu: bool = False):
     """A forward for a transformers experts module (stacked ``gate_up_proj``, ``down_proj``,
     ``act_fn``) that runs its experts as grouped GEMMs on balanced routing (module docstring):
-    (T, h) tokens, their top-k expert indices and weights (T, k) -> (T, h)."""
+    (T, h) tokens, their top-k expert indices and weights (T, k) -> (T, h); ``fused_swiglu``: a
+    SiLU activation and its product run as one fused SwiGLU (parsim.model.fused_ops)."""
+    from parsim.model.fused_ops import is_silu, swiglu
+
+    def act(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        return swiglu(gate, up) if fused_swiglu and is_silu(module.act_fn) else module.act_fn(gate) * up
+
     def forward(hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor):
         if not hidden_states.is_meta:       # shapes only: its row indices are placeholders, not the routing
             raise RuntimeError("grouped_experts runs on the meta device only (extraction); build the model "
@@ -181,7 +187,7 @@ def _grouped_experts_forward(module: nn.Module):
         rows = torch.zeros(e * c, dtype=torch.long, device=hidden_states.device)   # which token each row is
         x = hidden_states.index_select(0, rows).view(e, c, h)                       # dispatch: (E, c, h)
         gate, up = torch.bmm(x, module.gate_up_proj.transpose(1, 2)).chunk(2, dim=-1)   # (E, c, I) each
-        y = torch.bmm(module.act_fn(gate) * up, module.down_proj.transpose(1, 2))    # (E, c, h)
+        y = torch.bmm(act(gate, up), module.down_proj.transpose(1, 2))               # (E, c, h)
         w = top_k_weights.reshape(-1).index_select(0, torch.zeros(e * c, dtype=torch.long, device=y.device))
         y = y.reshape(e * c, h) * w[:, None].to(y.dtype)
         return _Combine.apply(y, rows, t)                                            # combine: (T, h)
@@ -331,11 +337,14 @@ def mtp_depths(cfg: dict) -> int:
 
 
 def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa",
-              grouped_experts: bool = False, mtp_layers: int = 0) -> CausalLM:
+              grouped_experts: bool = False, mtp_layers: int = 0, fused_ops: tuple[str, ...] = ()) -> CausalLM:
     """The model for ``config`` (a dict of config.json fields, or their JSON text) at ``seq_len``,
     with ``attn_implementation`` (parsim.model.attention.KINDS) attention; ``grouped_experts``:
     MoE experts run as grouped GEMMs on balanced routing, for extraction on meta (module docstring);
-    ``mtp_layers``: 1 adds DeepSeek-V3's multi-token-prediction module (MultiTokenPrediction)."""
+    ``mtp_layers``: 1 adds DeepSeek-V3's multi-token-prediction module (MultiTokenPrediction);
+    ``fused_ops``: of RMSNorm, rotary embeddings and SwiGLU (parsim.model.fused_ops.KINDS), those
+    run as the fused kernels Megatron-Core, NeMo and MindSpeed run (parsim.model.fused_ops), for
+    extraction."""
     tf = require_transformers()
     fields = json.loads(config) if isinstance(config, str) else dict(config)
     model_type = fields.pop("model_type")
@@ -360,5 +369,8 @@ def causal_lm(config: str | dict, seq_len: int, attn_implementation: str = "sdpa
     if grouped_experts:
         for layer in list(inner.layers) + ([lm.mtp._layer] if mtp_layers else []):
             if experts_of(layer) is not None:
-                layer.mlp.experts.forward = _grouped_experts_forward(layer.mlp.experts)
+                layer.mlp.experts.forward = _grouped_experts_forward(layer.mlp.experts, "swiglu" in fused_ops)
+    if fused_ops:
+        from parsim.model.fused_ops import fuse
+        fuse(lm, fused_ops)
     return lm

@@ -19,7 +19,8 @@ What the layer's operator view (``Layer.ops``) and kernels say of it:
   kernels, found in the kernel list by shape, since kernels carry no module: the RMSNorm runs
   (``pow`` ... ``rsqrt``, ``mul``, ``mul``, with the casts around them) and LayerNorm kernels, the
   up-projections' GEMMs (the matmul of the operator's K x N weight), and each ``silu`` with the
-  ``mul`` after it.
+  ``mul`` after it; under ``fused_ops`` (parsim.model.fused_ops), the fused RMSNorm and SwiGLU
+  kernels.
 
 A layer with none of these operators (or no operator view) is unchanged.
 """
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+
+from parsim.model.fused_ops import RMS_NORM_OP, SWIGLU_OP
 
 _NORM = re.compile(r"(^|\.)(\w*norm|ln\w*)$")
 _UP_PROJ = ("self_attn.q_b_proj", "self_attn.kv_b_proj")
@@ -41,7 +44,7 @@ def recomputed_ops(layer) -> list:
         module = op.module
         if _NORM.search(module) or module in _UP_PROJ:
             out.append(op)
-        elif module in _MLPS and op.kind == "ElementWise" and op.aten == "mul" and module not in seen_mul:
+        elif module in _MLPS and op.kind == "ElementWise" and op.aten in ("mul", SWIGLU_OP) and module not in seen_mul:
             seen_mul.add(module)
             out.append(op)
     return out
@@ -53,7 +56,7 @@ def _norm_runs(fwd) -> list:
     picked, i = [], 0
     while i < len(fwd):
         op = fwd[i].op
-        if op in ("native_layer_norm", "layer_norm", "rms_norm", "_fused_rms_norm"):
+        if op in ("native_layer_norm", "layer_norm", "rms_norm", "_fused_rms_norm", RMS_NORM_OP):
             picked.append(fwd[i])
         elif op == "pow" and i + 2 < len(fwd) and fwd[i + 1].op == "mean":
             start = i - 1 if i and fwd[i - 1].op == "_to_copy" else i
@@ -82,11 +85,13 @@ def _up_proj_gemms(layer, fwd) -> list:
 
 
 def _swiglu_kernels(fwd) -> list:
-    """Each ``silu`` and the product after it (a separate up-projection's GEMM may come between:
-    transformers' act_fn(gate_proj(x)) * up_proj(x))."""
+    """Each fused SwiGLU kernel (parsim.model.fused_ops), and each ``silu`` and the product after it
+    (a separate up-projection's GEMM may come between: transformers' act_fn(gate_proj(x)) * up_proj(x))."""
     out = []
     for i, k in enumerate(fwd):
-        if k.op == "silu":
+        if k.op == SWIGLU_OP:
+            out.append(k)
+        elif k.op == "silu":
             out.append(k)
             out += next(([x] for x in fwd[i + 1:i + 4] if x.op == "mul" and x.klass == "mem"), [])
     return out

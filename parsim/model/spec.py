@@ -11,9 +11,11 @@ Schema version 1 (every key is checked; unknown keys are errors)::
                                       # fused attention, the default; parsim.model.attention)
     hf: llama3_8b/config.json         # a Hugging Face config.json (relative to this file) or its fields
                                       # inline; args: {seq_len: 8192, attn_implementation: sdpa | eager,
-                                      # mtp_layers: 0 | 1} (default sdpa; mtp_layers: DeepSeek-V3's
+                                      # mtp_layers: 0 | 1, fused_ops: false} (default sdpa; mtp_layers: DeepSeek-V3's
                                       # multi-token prediction, default the config's num_nextn_predict_layers;
-                                      # parsim.model.hf; needs the [hf] extra)
+                                      # fused_ops: true, or a list of rms_norm, rope, swiglu, prices those as
+                                      # Megatron-Core's fused kernels, parsim.model.fused_ops; parsim.model.hf;
+                                      # needs the [hf] extra)
     module: "pkg.mod:factory"         # any torch model: factory(**args) -> nn.Module
     input: {shape: [3, 32, 32], dtype: float32}   # one sample, with `module`
     layers:                           # a model that exists only on paper
@@ -275,6 +277,24 @@ def _builtin(name: str, args: Fields):
                      "or give module: 'pkg.mod:factory'")
 
 
+def _fused_ops(args: Fields) -> tuple[str, ...]:
+    """``args.fused_ops`` of an hf: model: the block's operators priced as the fused kernels
+    Megatron-Core, NeMo and MindSpeed run (parsim.model.fused_ops): true (all of KINDS), or a list
+    of the ones the stack fused (MindSpeed's --use-fused-rmsnorm, --use-fused-rotary-pos-emb and
+    --use-fused-swiglu each fuse one); false (the default): as transformers writes them, which is
+    what parsim's executor runs."""
+    from parsim.model.fused_ops import KINDS
+
+    value = args.get("fused_ops", (bool, list), False)
+    if isinstance(value, bool):
+        return KINDS if value else ()
+    unknown = [v for v in value if v not in KINDS]
+    if unknown:
+        raise args.fail("fused_ops", f"{unknown[0]!r} is not one of {', '.join(KINDS)}; give true, false or a list "
+                                     "of those")
+    return tuple(k for k in KINDS if k in value)
+
+
 def _hf(r: Fields, args: Fields, path: str):
     """(module factory, InputSpec, ModelSource) of ``hf:`` (parsim.model.hf)."""
     import json
@@ -294,11 +314,14 @@ def _hf(r: Fields, args: Fields, path: str):
     if mtp and not stated:
         raise args.fail("mtp_layers", "the config states no multi-token-prediction module (DeepSeek-V3's "
                                       "num_nextn_predict_layers); leave mtp_layers out or give 0")
+    fused = _fused_ops(args)
     args.done()
     require_transformers(path)
-    kwargs = (("attn_implementation", attn), ("seq_len", seq_len)) + ((("mtp_layers", mtp),) if mtp else ())
+    kwargs = ((("attn_implementation", attn), ("seq_len", seq_len)) + ((("mtp_layers", mtp),) if mtp else ())
+              + ((("fused_ops", fused),) if fused else ()))
     source = ModelSource("hf", json.dumps(cfg, sort_keys=True), kwargs)
-    return (lambda: causal_lm(cfg, seq_len, attn, grouped_experts=True, mtp_layers=mtp)), InputSpec((seq_len,), "int64"), source
+    return ((lambda: causal_lm(cfg, seq_len, attn, grouped_experts=True, mtp_layers=mtp, fused_ops=fused)),
+            InputSpec((seq_len,), "int64"), source)
 
 
 def _import_factory(target: str, where: str):

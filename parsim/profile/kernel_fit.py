@@ -4,7 +4,7 @@ The tables in hardware_profiles/kernels/ (their sources and transformation: PROV
 hold measured GEMM kernel times by shape on V100, A100 and H100.  The model is
 parsim.cost.kernels' (tile and wave quantization, K fill, M fill, roofline), for one GEMM kernel:
 
-    t = max(FLOPs / (peak * efficiency * shape_efficiency(M, N, K, batch)), bytes / (BW * memory_efficiency))
+    t = max(FLOPs / (peak * efficiency * shape_efficiency(M, N, K, batch)), bytes / (BW * gemm_memory_efficiency))
         + gemm_latency
 
 with FLOPs = 2 x batch x M x N x K (2 x MACs) and bytes = dtype bytes x batch x (MK + KN + MN).  The
@@ -15,7 +15,9 @@ launch gap between kernels (``launch_us``) is not in a kernel's measured duratio
 - fp32 rows (CUDA-core SGEMM, TF32 off) then fit ``vector_gemm_efficiency`` with the others held.
 
 Each row's part (devices.csv: SMs, peaks and bandwidth from its datasheet) names the shipped profile
-of its architecture, whose tiles and memory_efficiency the model takes.  ``held_out`` fits on some
+of its architecture, whose tiles and GEMM memory floor the model takes (``kernels.
+gemm_memory_efficiency``, else its ``memory_efficiency``: where the profile gives its GEMMs a floor of
+their own, the end-to-end fit of the memory-bound kernels' share does not move this fit).  ``held_out`` fits on some
 profiles' rows and prices another's with the fitted numbers and that device's datasheet figures
 (NeuSight, ASPLOS 2025, reports its error the same way: median relative error on an unseen GPU).
 
@@ -137,6 +139,12 @@ def load_gemms(folder: Path | None = None) -> list[GemmSample]:
     return out
 
 
+def gemm_memory_efficiency(device) -> float:
+    """The share of the memory bandwidth a GEMM's memory floor takes (parsim.cost.kernels.kernel_time_s):
+    the profile's kernels.gemm_memory_efficiency, else its memory_efficiency."""
+    return device.kernels.gemm_memory_efficiency or device.memory_efficiency
+
+
 class _Design:
     """The samples as arrays, with each one's (quant, split-K) candidates computed once."""
 
@@ -154,7 +162,7 @@ class _Design:
             device = devices[part.profile]
             peak.append(dict(part.peak_flops_per_s)[s.dtype])
             nbytes = DTYPE_BYTES[s.dtype] * s.batch * (s.m * s.k + s.k * s.n + s.m * s.n)
-            mem_s.append(nbytes / (part.memory_bandwidth_bytes_per_s * device.memory_efficiency))
+            mem_s.append(nbytes / (part.memory_bandwidth_bytes_per_s * gemm_memory_efficiency(device)))
             ex = KernelExecution(compute_units=part.compute_units, tiles=device.kernels.tiles)
             c = gemm_candidates(s.m, s.n, s.k, s.batch, ex)
             quant.append([q for q, _ in c])

@@ -68,6 +68,11 @@ def default_lines(spec) -> list[str]:
     elif src is not None and src.kind == "hf":
         lines.append(f"attention: {given.get('attn_implementation', 'sdpa')} (args.attn_implementation; default sdpa, "
                      "transformers' default)")
+        fused = given.get("fused_ops")
+        lines.append(f"fused kernels: {', '.join(fused)} (args.fused_ops; parsim.model.fused_ops)" if fused else
+                     "fused kernels: none: RMSNorm, rope and SwiGLU as transformers writes them, step by step, as "
+                     "parsim's executor runs them (the default); args.fused_ops: true prices them as the fused "
+                     "kernels Megatron-Core and MindSpeed run")
     if any(k.klass == "conv" for layer in spec.graph.layers for k in layer.kernels):
         fmt, dtype = spec.training.memory_format, spec.training.dtype
         default = fmt == default_memory_format(dtype)
