@@ -105,35 +105,42 @@ def test_a_fused_block_extracts_one_kernel_each_way_with_the_same_parameters_and
     assert block.fwd_mem_bytes < plain.layers[1].fwd_mem_bytes
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("layout", ["megatron", "megatron-sp"])
-def test_a_fused_block_lays_out_as_the_block_as_written(tmp_path, layout):
+def test_a_fused_block_lays_out_as_the_block_as_written(tmp_path, layout, dtype):
     """Megatron's tensor-parallel layouts give the fused graph the same parameters a device as the
     graph as written, at tp 2 and 4, and each block the same activation collectives (the
     all-reduces, or sequence parallelism's gathers and reduce-scatters, of s x h); the first block
     also completes the vocabulary-parallel embedding's output, once (the eager norm's fp32 copy
-    of the layer input is a second reader, which the graph as written charges again).  Under
-    sequence parallelism the fused norm is a norm: its weight's gradient is summed over the group
-    (Megatron-Core's _allreduce_layernorm_grads), h fp32 a norm, where the eager steps instead
-    gathered their per-row statistics."""
+    and mean of the layer input read it too, through operators the view does not record: the
+    same tensor, its completion charged once).  Under sequence parallelism a norm's weight
+    gradient is summed over the group (Megatron-Core's _allreduce_layernorm_grads), h fp32 a
+    norm, fused or eager; the eager norm's per-row statistics stay on the device's rows
+    (parsim.shard.ops.broadcast_layout), so its steps are the fused norm's, collective for
+    collective, in bf16 as in fp32 (the eager norm's fp32 copy reads the bf16 layer input, whose
+    completion moves bf16)."""
     from parsim.shard.prepare import per_device_graph
 
+    eb = 4 if dtype == "fp32" else 2
+
     def steps(layer, t):
-        act = 2 * 16 * 64 * 4 / t           # the extraction's 2 samples of s x h in fp32, over t
+        act = 2 * 16 * 64 * eb / t           # the extraction's 2 samples of s x h, over t
         return [(ph, st.kind, st.group_size) for ph, st, _ in layer.tp_comm if st.bytes_per_device >= act]
 
-    plain, fused = _tiny(tmp_path, False).graph, _tiny(tmp_path, True).graph
+    plain, fused = _tiny(tmp_path, False, dtype).graph, _tiny(tmp_path, True, dtype).graph
     for t in (2, 4):
         a, b = per_device_graph(plain, t, layout), per_device_graph(fused, t, layout)
         for la, lb in zip(a.layers, b.layers):
             assert lb.param_count == la.param_count
-            if la.name != "layers.0":
-                assert steps(lb, t) == steps(la, t)
+            assert steps(lb, t) == steps(la, t)
+            assert [(ph, st.kind, st.group_size, st.bytes_per_device) for ph, st, _ in lb.tp_comm] == \
+                [(ph, st.kind, st.group_size, st.bytes_per_device) for ph, st, _ in la.tp_comm]
         first, block = steps(b.layers[1], t), steps(b.layers[2], t)
         completion = [("F", "AllReduce", t)] if layout == "megatron" else [("F", "ReduceScatter", t),
                                                                          ("B", "AllGather", t)]
         assert first == completion + block
         norm_grads = [st.bytes_per_device for ph, st, _ in b.layers[2].tp_comm if ph == "grad" and st.group_size == t]
-        assert norm_grads == ([64 * 4] * 2 if layout == "megatron-sp" else [])
+        assert norm_grads == ([64 * eb] * 2 if layout == "megatron-sp" else [])
 
 
 def test_deepseek_recomputation_drops_and_reruns_the_fused_norms_and_swiglu(tmp_path):

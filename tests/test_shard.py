@@ -134,3 +134,35 @@ def test_an_all_to_all_step_is_priced_by_the_one_all_to_all_rule():
         assert len({cluster.node_of(r) for r in ranks}) == (1 if first == 0 else 2)
         assert step_time_s(a2a, cluster, (8,), first) == pytest.approx(
             all_to_all_time_s(cluster, ranks, a2a.bytes_per_device))
+
+
+def test_a_broadcast_input_follows_the_output_on_the_dimensions_it_shares():
+    """numpy's broadcasting, aligned from the right: a norm's row statistics [b, s, 1] split with
+    a sequence-split output, its weight [h] whole with its gradient summed over the split (a
+    mirror), a bias [h] split with a column-split output; a shape that does not broadcast,
+    whole."""
+    from parsim.shard.ops import broadcast_layout
+
+    seq = Layout((1, 2, 1), (-1, 1, -1), (2, 16, 64))
+    stats, summed = broadcast_layout(seq, (2, 16, 1))
+    assert stats == Layout((1, 2, 1), (-1, 1, -1), (2, 16, 1)) and summed == frozenset()
+    weight, summed = broadcast_layout(seq, (64,))
+    assert weight == Layout((1, 2, 1), (-1,), (64,)) and summed == frozenset({1})
+    cols = Layout((2, 1), (-1, -1, 0), (2, 16, 64))
+    assert broadcast_layout(cols, (64,)) == (Layout((2, 1), (0,), (64,)), frozenset())
+    assert broadcast_layout(cols, (16, 1, 64))[0].tensor_map == (-1, -1, -1)
+
+
+def test_a_tensor_read_through_an_unrecorded_reduction_is_redistributed_as_the_tensor():
+    """An eager RMSNorm's mean reads [b, s, h] and the view records only its [b, s, 1] output:
+    the consumer's layout stands for the tensor's on the kept dimensions, so a partial sum
+    settled onto s/t is the same reduce-scatter its other readers need, not a gather back."""
+    from parsim.shard.ops import edge_steps, expanded, reduced_from
+
+    partial = Layout((2, 1), (-1, -1, 0), (2, 16, 64), frozenset({1}))
+    rows = Layout((1, 2, 1), (-1, 1, -1), (2, 16, 1))
+    assert reduced_from((2, 16, 1), (2, 16, 64)) and not reduced_from((2, 16, 64), (2, 16, 64))
+    assert not reduced_from((32, 64), (2, 16, 64))
+    assert expanded(rows, (2, 16, 64)) == Layout((1, 2, 1), (-1, 1, -1), (2, 16, 64))
+    whole = Layout((1, 2, 1), (-1, 1, -1), (2, 16, 64))
+    assert edge_steps(partial, rows, rows, 2, True) == edge_steps(partial, whole, whole, 2)

@@ -250,7 +250,7 @@ def _edge_steps(memo: StrategySearches, producer: OpInfo, producer_kv: int, cons
     hit = memo.edge_steps.get(key)
     if hit is not None:
         return hit
-    eb, copied = elem_bytes(consumer), consumer.input_copied(j)
+    eb, copied = elem_bytes(producer), consumer.input_copied(j)       # the producer's output moves
     rows = []
     for _, p_sh in _options(memo, producer, t, producer_kv):
         row = []

@@ -65,22 +65,25 @@ def elem_bytes(op: OpInfo) -> int:
 
 def shard_layer(layer: Layer, strategies: Mapping[int, tuple[Strategy, bool]], devices: int, batch: int,
                 in_layout: Layout | None, input_grad: bool = True, memo: dict | None = None,
-                edges: dict | None = None) -> LayerSharding:
+                edges: dict | None = None, in_elem_bytes: int | None = None) -> LayerSharding:
     """Apply ``strategies`` (op index -> (strategy, optional)) to ``layer``'s ops on ``devices``;
     shapes in ``layer.ops`` hold ``batch`` samples; ``in_layout`` is the previous layer's output;
     ``input_grad``: whether the layer's input carries a gradient back (else no backward step
     leaves the layer through its input).  ``memo``: one graph's layers that share their operators
     (a GPT's identical blocks) share the operators' shardings and steps, worked out once (the
-    caller keeps the layers alive).  ``edges``: edge_steps' memo, where a run keeps one."""
+    caller keeps the layers alive).  ``edges``: edge_steps' memo, where a run keeps one.
+    ``in_elem_bytes``: the element size of the layer's input (the previous layer's output), which
+    its redistributions move; None: each reader's own."""
     ops = layer.ops
     if not ops:
         raise InfeasibleError(f"{layer.name}: has no operator view to shard; extract the model from torch")
     key = (id(ops), tuple(sorted(strategies.items())), devices, in_layout, input_grad, batch,
-           layer.param_count)
+           layer.param_count, in_elem_bytes)
     if memo is not None and key in memo:
         shardings, tp_comm, out_layout, shares = memo[key]
     else:
-        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad, edges)
+        shardings, comm, out_layout = _shard_ops(layer, strategies, devices, in_layout, input_grad, edges,
+                                                 in_elem_bytes)
         tp_comm = _tp_comm(comm, batch)
         shares = _op_shares(ops, shardings, layer.param_count)
         if memo is not None:     # one tp_comm object for identical layers
@@ -98,8 +101,10 @@ def _tp_comm(comm: list[tuple], batch: int) -> tuple:
 
 
 def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
-               input_grad: bool, edges: dict | None = None) -> tuple[tuple, list, Layout]:
-    """(each op's sharding, the layer's redistribution steps, its output layout)."""
+               input_grad: bool, edges: dict | None = None,
+               in_elem_bytes: int | None = None) -> tuple[tuple, list, Layout]:
+    """(each op's sharding, the layer's redistribution steps, its output layout).  A
+    redistribution moves its producer's output, in the producer's element size (``edge_bytes``)."""
     ops = layer.ops
     shardings: list[st.OpSharding] = []
     comm: list[tuple] = []
@@ -133,7 +138,8 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
         for j, s in srcs:
             if j >= len(sh.inputs):
                 continue
-            fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], eb,
+            moved = elem_bytes(ops[s]) if s >= 0 else in_elem_bytes or eb
+            fwd, bwd, matrix = edge_steps(out_of(s, op.input_shapes[j]), sh.inputs[j], sh.input_grads[j], moved,
                                           op.input_copied(j), edges)
             # One tensor read by several consumers is redistributed once for all that need the same
             # step (a partial sum completed once), and their gradients are summed locally and reduced
@@ -305,15 +311,16 @@ def layer_shardings(graph: LayerGraph, patterns: Mapping[str, Strategy], devices
     by_layer: dict[int, dict[int, tuple[Strategy, bool]]] = {}   # per layer, as select gives them
     for (li, oi), s in select(graph, patterns).items():
         by_layer.setdefault(li, {})[oi] = s
-    out, prev, grads, memo = [], None, False, {}
+    out, prev, prev_bytes, grads, memo = [], None, None, False, {}
     for li, layer in enumerate(graph.layers):
         if not layer.ops:
             out.append(None)
-            prev = None
+            prev = prev_bytes = None
         else:
             out.append(shard_layer(layer, by_layer.get(li, {}), devices, graph.extraction_batch, prev, input_grad=grads,
-                                   memo=memo, edges=edges))
+                                   memo=memo, edges=edges, in_elem_bytes=prev_bytes))
             prev = out[-1].output
+            prev_bytes = elem_bytes(layer.ops[layer.ops_output]) if layer.ops_output >= 0 else None
         grads = grads or layer.param_count > 0 or bool(layer.tied)
     return out
 

@@ -60,9 +60,38 @@ def op_sharding(op: OpInfo, strategy: Strategy, devices: int) -> st.OpSharding:
 
 def _broadcast_inputs(op: OpInfo, out: Layout) -> st.OpSharding:
     """An element-wise op's inputs take the output's layout; an input of another shape (a
-    broadcast bias, a positional table) is replicated."""
-    ins = tuple(out if tuple(s) == tuple(out.shape) else replicated(out.device_matrix, s) for s in op.input_shapes)
-    return st.OpSharding("ElementWise", out.device_matrix, ins, out, ins, (False,) * len(ins))
+    broadcast: a norm's per-row statistics [b, s, 1], its weight [h], a bias, a positional table)
+    takes it on the dimensions it shares with the output (numpy's rule: aligned from the right, of
+    the same size) and is whole on those it is broadcast over.  A parameter's gradient sums over
+    the dimensions it is broadcast over, so where the output is split along one, it is a partial
+    sum over that split (a mirror, summed over the group once a step): Megatron's norm weights
+    under sequence parallelism, whose gradients it all-reduces over the tensor-parallel group
+    (Megatron-Core, distributed/finalize_model_grads.py: _allreduce_layernorm_grads).  A
+    broadcast activation's gradient is taken whole, as before it was split (no step charged
+    back): the operator view does not record which activations carry one (a rotary table, a
+    position table or a mask does not)."""
+    params = op.param_inputs or (False,) * len(op.input_shapes)
+    ins, grads = [], []
+    for shape, is_param in zip(op.input_shapes, params):
+        lay, summed = broadcast_layout(out, shape)
+        ins.append(lay)
+        grads.append(lay if lay is out else Layout(lay.device_matrix, lay.tensor_map, lay.shape, summed) if is_param
+                     else replicated(out.device_matrix, shape))
+    return st.OpSharding("ElementWise", out.device_matrix, tuple(ins), out, tuple(grads), tuple(params))
+
+
+def broadcast_layout(out: Layout, shape) -> tuple[Layout, frozenset]:
+    """(the layout of an input of ``shape`` broadcast to ``out``'s shape, the device dimensions of
+    ``out`` it is broadcast over, which its gradient sums over); replicated where ``shape`` does
+    not broadcast to the output's."""
+    shape, offset = tuple(shape), len(out.shape) - len(shape)
+    if shape == tuple(out.shape):
+        return out, frozenset()
+    if offset < 0 or any(n not in (1, out.shape[i + offset]) for i, n in enumerate(shape)):
+        return replicated(out.device_matrix, shape), frozenset()
+    tmap = tuple(out.tensor_map[i + offset] if n == out.shape[i + offset] else -1 for i, n in enumerate(shape))
+    summed = frozenset(d for i, d in enumerate(out.tensor_map) if d != -1 and (i < offset or tmap[i - offset] == -1))
+    return Layout(out.device_matrix, tmap, shape), summed
 
 
 def replicated(device_matrix, shape) -> Layout:
@@ -190,6 +219,13 @@ def edge_steps(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int, thro
 def _edge_steps(src, dst, dst_grad, elem_bytes, through_copy, memo):
     """edge_steps' work (``memo`` for the signatures, or None)."""
     matrix = src.normalized().device_matrix
+    if reduced_from(dst.shape, src.shape):
+        # the consumer reads the producer's tensor through operators the view does not record that
+        # reduce it (an eager RMSNorm's copy to fp32, pow and mean: [b, s, h] -> [b, s, 1]): the
+        # tensor itself is laid out as the consumer's layout says on the dimensions kept, whole on
+        # those reduced, and what it needs is the tensor's redistribution, charged once with its
+        # other readers' (the first block's completion of a vocabulary-parallel embedding)
+        dst, dst_grad, through_copy = expanded(dst, src.shape), expanded(dst_grad, src.shape), False
     if tuple(src.shape) != tuple(dst.shape) and not through_copy:
         moved = reshape_layout(src, dst.shape)
         src = moved if moved is not None else src
@@ -201,6 +237,21 @@ def _edge_steps(src, dst, dst_grad, elem_bytes, through_copy, memo):
             fwd, bwd = edge(src, dst, dst_grad, elem_bytes)
         return fwd, bwd, matrix
     return _by_ways(src, dst, elem_bytes), _by_ways(dst_grad, settled(src), elem_bytes), None
+
+
+def reduced_from(shape, source) -> bool:
+    """Whether ``shape`` is ``source`` reduced over some dimensions kept as 1 (numpy's broadcasting
+    in reverse: aligned from the right, each dimension the source's or 1), with fewer elements."""
+    shape, source = tuple(shape), tuple(source)
+    return len(shape) == len(source) and math.prod(shape) < math.prod(source) and \
+        all(n in (1, m) for n, m in zip(shape, source))
+
+
+def expanded(lay: Layout, shape) -> Layout:
+    """``lay`` of a reduced tensor (``reduced_from``) as the layout of the tensor it was reduced
+    from, of ``shape``: its splits and partial sums kept, the reduced dimensions whole."""
+    return Layout(lay.device_matrix, tuple(d if n == m else -1 for d, n, m in zip(lay.tensor_map, lay.shape, shape)),
+                  tuple(shape), lay.partial)
 
 
 def _edge_by_signature(src: Layout, dst: Layout, dst_grad: Layout, elem_bytes: int,
