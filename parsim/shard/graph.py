@@ -104,7 +104,7 @@ def _shard_ops(layer: Layer, strategies, devices: int, in_layout: Layout | None,
                input_grad: bool, edges: dict | None = None,
                in_elem_bytes: int | None = None) -> tuple[tuple, list, Layout]:
     """(each op's sharding, the layer's redistribution steps, its output layout).  A
-    redistribution moves its producer's output, in the producer's element size (``edge_bytes``)."""
+    redistribution moves its producer's output, in the producer's element size (``elem_bytes`` of the producer)."""
     ops = layer.ops
     shardings: list[st.OpSharding] = []
     comm: list[tuple] = []

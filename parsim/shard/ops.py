@@ -67,9 +67,9 @@ def _broadcast_inputs(op: OpInfo, out: Layout) -> st.OpSharding:
     sum over that split (a mirror, summed over the group once a step): Megatron's norm weights
     under sequence parallelism, whose gradients it all-reduces over the tensor-parallel group
     (Megatron-Core, distributed/finalize_model_grads.py: _allreduce_layernorm_grads).  A
-    broadcast activation's gradient is taken whole, as before it was split (no step charged
-    back): the operator view does not record which activations carry one (a rotary table, a
-    position table or a mask does not)."""
+    broadcast activation's gradient is taken whole, so that no step is charged for it backward:
+    the operator view does not record which activations carry one (a rotary table, a position
+    table or a mask does not)."""
     params = op.param_inputs or (False,) * len(op.input_shapes)
     ins, grads = [], []
     for shape, is_param in zip(op.input_shapes, params):
@@ -241,7 +241,7 @@ def _edge_steps(src, dst, dst_grad, elem_bytes, through_copy, memo):
 
 def reduced_from(shape, source) -> bool:
     """Whether ``shape`` is ``source`` reduced over some dimensions kept as 1 (numpy's broadcasting
-    in reverse: aligned from the right, each dimension the source's or 1), with fewer elements."""
+    in reverse, at the same rank: each dimension the source's or 1), with fewer elements."""
     shape, source = tuple(shape), tuple(source)
     return len(shape) == len(source) and math.prod(shape) < math.prod(source) and \
         all(n in (1, m) for n, m in zip(shape, source))
