@@ -214,6 +214,22 @@ def _with_fused_rope(f):
     return out
 
 
+def fused_ops_arg(args) -> tuple[str, ...]:
+    """``args.fused_ops`` of an hf: model: the block's operators priced as the fused kernels
+    Megatron-Core, NeMo and MindSpeed run (parsim.model.fused_ops): true (all of KINDS), or a list
+    of the ones the stack fused (MindSpeed's --use-fused-rmsnorm, --use-fused-rotary-pos-emb and
+    --use-fused-swiglu each fuse one); false (the default): as transformers writes them, which is
+    what parsim's executor runs.  ``args``: the model's args (parsim.inputs.Fields), read strictly."""
+    value = args.get("fused_ops", (bool, list), False)
+    if isinstance(value, bool):
+        return KINDS if value else ()
+    unknown = [v for v in value if v not in KINDS]
+    if unknown:
+        raise args.fail("fused_ops", f"{unknown[0]!r} is not one of {', '.join(KINDS)}; give true, false or a list "
+                                     "of those")
+    return tuple(k for k in KINDS if k in value)
+
+
 def fuse(model: nn.Module, kinds=KINDS) -> dict[str, int]:
     """Swap the fused ops of ``kinds`` (of KINDS) into ``model``'s modules whose code is Llama's
     (module docstring); the number of modules swapped, by kind."""

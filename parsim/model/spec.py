@@ -277,29 +277,12 @@ def _builtin(name: str, args: Fields):
                      "or give module: 'pkg.mod:factory'")
 
 
-def _fused_ops(args: Fields) -> tuple[str, ...]:
-    """``args.fused_ops`` of an hf: model: the block's operators priced as the fused kernels
-    Megatron-Core, NeMo and MindSpeed run (parsim.model.fused_ops): true (all of KINDS), or a list
-    of the ones the stack fused (MindSpeed's --use-fused-rmsnorm, --use-fused-rotary-pos-emb and
-    --use-fused-swiglu each fuse one); false (the default): as transformers writes them, which is
-    what parsim's executor runs."""
-    from parsim.model.fused_ops import KINDS
-
-    value = args.get("fused_ops", (bool, list), False)
-    if isinstance(value, bool):
-        return KINDS if value else ()
-    unknown = [v for v in value if v not in KINDS]
-    if unknown:
-        raise args.fail("fused_ops", f"{unknown[0]!r} is not one of {', '.join(KINDS)}; give true, false or a list "
-                                     "of those")
-    return tuple(k for k in KINDS if k in value)
-
-
 def _hf(r: Fields, args: Fields, path: str):
     """(module factory, InputSpec, ModelSource) of ``hf:`` (parsim.model.hf)."""
     import json
 
     from parsim.model.extract import InputSpec
+    from parsim.model.fused_ops import fused_ops_arg
     from parsim.model.hf import causal_lm, mtp_depths, read_config, require_transformers
 
     cfg = read_config(r.get("hf", (str, dict)), os.path.dirname(os.path.abspath(path)), path)
@@ -314,7 +297,7 @@ def _hf(r: Fields, args: Fields, path: str):
     if mtp and not stated:
         raise args.fail("mtp_layers", "the config states no multi-token-prediction module (DeepSeek-V3's "
                                       "num_nextn_predict_layers); leave mtp_layers out or give 0")
-    fused = _fused_ops(args)
+    fused = fused_ops_arg(args)
     args.done()
     require_transformers(path)
     kwargs = ((("attn_implementation", attn), ("seq_len", seq_len)) + ((("mtp_layers", mtp),) if mtp else ())

@@ -40,7 +40,7 @@ from parsim.search.enumerate import (Constraints, check_usable, divisors, famili
 from parsim.search.explain import explanation, nothing_fits
 from parsim.search.hybrid_shard import hybrid_lines, sharding_refined
 from parsim.search.recompute_layers import fewer_lines, fewest_recomputed
-from parsim.search.resolve import default_layout
+from parsim.search.resolve import balanced_split, default_layout
 from parsim.sim import simulate
 from parsim.sim.prices import Prices
 from parsim.sim.simulate import paused_gc
@@ -118,8 +118,9 @@ def plan(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, constraints: 
     simulated = len(results) + len(over_memory)         # before a shard group prices some again
     whole: dict = {}                      # a refined pick's key -> its step recomputing every layer
     if c.partial_recompute:               # the ranked full recomputations, on as few layers as fit
-        results[: c.top], whole = fewest_recomputed(results[: c.top], len(spec.graph), cap,
-                                                    lambda cfg: _simulated(spec, prices, search, cfg))
+        results[: c.top], whole = fewest_recomputed(
+            results[: c.top], len(spec.graph), cap, lambda cfg: _simulated(spec, prices, search, cfg),
+            lambda cfg: balanced_split(spec, prices.cluster, search.compute_of(cfg.tp, cfg.tp_layout, cfg.ep), cfg))
     # a refined pick's key -> its step sharding over every dp rank: the ranked ZeRO plans with the
     # shard group given, or (--hybrid-shard) their shards within a node where faster
     results, sharded = sharding_refined(results, fixed_shard(c, spec), c.hybrid_shard, c.top,

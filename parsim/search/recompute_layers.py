@@ -32,21 +32,41 @@ def layers_per_stage(cfg, n_layers: int) -> int:
     return max(len(recomputable(range(a, b), n_layers)) for a, b in zip(cfg.bounds, cfg.bounds[1:]))
 
 
-def fewer_recomputed(cand: Candidate, n_layers: int, cap_bytes: float, simulated) -> Candidate:
+def fewer_recomputed(cand: Candidate, n_layers: int, cap_bytes: float, simulated, balanced=None) -> Candidate:
     """``cand`` with the fewest recomputed layers a stage that fit ``cap_bytes``, where that is
     faster; ``cand`` itself where it does not recompute fully, or nothing fewer fits.
-    ``simulated(cfg) -> Candidate`` prices a configuration as the search does."""
+    ``simulated(cfg) -> Candidate`` prices a configuration as the search does; ``balanced(cfg) ->
+    bounds``, where given, the split balanced for cfg's partial recomputation (parsim.search.
+    resolve.balanced_split, as ``parsim simulate --recompute-layers`` splits), tried beside the
+    candidate's own, which the search balanced for recomputing every layer: the faster of the two
+    that fit is kept."""
     cfg = cand.config
     if cfg.recompute is not Recompute.FULL or cfg.recompute_layers:
         return cand
-    most = layers_per_stage(cfg, n_layers)
+    splits = [cfg.bounds]
+    if balanced is not None:
+        rebalanced = tuple(balanced(replace(cfg, recompute_layers=(1,))))    # the same for every count
+        if rebalanced != tuple(cfg.bounds):
+            splits.append(rebalanced)
+    best = cand
+    for bounds in splits:
+        found = _fewest_that_fit(replace(cfg, bounds=bounds), n_layers, cap_bytes, simulated)
+        if found is not None and found.estimate.step_time_s < best.estimate.step_time_s:
+            best = found
+    return cand if best is cand else replace(best, label=cand.label)
 
+
+def _fewest_that_fit(cfg, n_layers: int, cap_bytes: float, simulated) -> Candidate | None:
+    """``cfg`` simulated with the fewest layers a stage recomputed that fit ``cap_bytes``, found
+    by bisection; None where even its most do not (the embedding and output layer kept: more than
+    full's)."""
     def tried(n: int) -> Candidate:
         return simulated(replace(cfg, recompute_layers=(n,)))
 
+    most = layers_per_stage(cfg, n_layers)
     best = tried(most)
-    if best.peak_memory_bytes > cap_bytes:    # the embedding and output layer kept: more than full's
-        return cand
+    if best.peak_memory_bytes > cap_bytes:
+        return None
     lo, hi = 0, most                          # hi fits; find the fewest that does
     while lo < hi:
         mid = (lo + hi) // 2
@@ -55,14 +75,14 @@ def fewer_recomputed(cand: Candidate, n_layers: int, cap_bytes: float, simulated
             best, hi = trial, mid
         else:
             lo = mid + 1
-    return replace(best, label=cand.label) if best.estimate.step_time_s < cand.estimate.step_time_s else cand
+    return best
 
 
 def fewest_recomputed(ranked: list[Candidate], n_layers: int, cap_bytes: float,
-                      simulated) -> tuple[list[Candidate], dict]:
+                      simulated, balanced=None) -> tuple[list[Candidate], dict]:
     """``fewer_recomputed`` of each of ``ranked``, ranked again, and each refined one's key -> its
     step recomputing every layer (for ``fewer_lines``)."""
-    return refine_ranked(ranked, lambda cand: fewer_recomputed(cand, n_layers, cap_bytes, simulated))
+    return refine_ranked(ranked, lambda cand: fewer_recomputed(cand, n_layers, cap_bytes, simulated, balanced))
 
 
 def fewer_lines(chosen: Candidate, whole: dict) -> tuple[str, ...]:

@@ -74,6 +74,23 @@ def split_bounds(split: str) -> tuple[int, ...]:
         raise InfeasibleError(f"--split: {SPLIT_FORMS}; got {split!r}") from None
 
 
+def balanced_split(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, cfg: ParallelConfig,
+                   graph: LayerGraph | None = None) -> tuple[int, ...]:
+    """The split of ``cfg``'s pp x chunks stages that minimises the slowest (balanced_bounds, its
+    stage boundaries' sends charged), on the per-device graph of cfg's layout: under partial
+    recomputation (ParallelConfig.recompute_layers, recompute_every) the graph without it, since
+    every stage recomputes the same count.  ``graph``: that per-device graph, where the caller made
+    it; ``cluster`` resolved for the run's dtype (Cluster.for_dtype)."""
+    b = cfg.microbatch_size(spec.training.global_batch_size)
+    if graph is None:
+        partial = bool(cfg.recompute_layers or cfg.recompute_every)
+        graph = per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, "none" if partial else cfg.recompute, spec.shard,
+                                 cluster, spec.training, b, auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep,
+                                 etp=cfg.etp)
+    times, sent = layer_costs(graph, compute, b, cluster, cfg.tp_comm_overlap)
+    return tuple(balanced_bounds(times, cfg.stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent)))
+
+
 def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, dp=None, pp=None,
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
@@ -137,11 +154,9 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
             raise InfeasibleError(f"--split manual: {spec.path} assigns {len(bounds) - 1} stages but pp x chunks = "
                                   f"{stages}; change --pp or the pipeline_stage section")
     elif split == "balanced":
-        cfg = ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout, recompute, zero, cp,
-                             **extra)
-        b = cfg.microbatch_size(spec.training.global_batch_size)
-        times, sent = layer_costs(graph, compute, b, cluster, cfg.tp_comm_overlap)
-        bounds = balanced_bounds(times, stages, boundary_costs(cluster, boundary_links(cluster, cfg), sent))
+        bounds = balanced_split(spec, cluster, compute,
+                                ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout,
+                                               recompute, zero, cp, **extra), graph)
     else:
         bounds = split_bounds(split)
     from parsim.schedule.generators import check_feasible
