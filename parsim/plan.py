@@ -299,6 +299,18 @@ def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(bounds)
 
 
+def bounds_from_counts(counts: list[int]) -> tuple[int, ...]:
+    """Transformer layers per (virtual) stage -> the stage boundaries over a decoder's cut units (embed,
+    layers.N, head: the embedding opens the first stage and the head closes the last);
+    parsim.export.common.decoder_counts' inverse."""
+    out, at = [0], 1
+    for c in counts[:-1]:
+        at += c
+        out.append(at)
+    out.append(at + counts[-1] + 1)
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- plan.json
 
 PLAN_SCHEMA_VERSION = 1

@@ -64,8 +64,10 @@ SECOND_MODELS_SHA256 = {
     "examples/qwen1_5/config_32b.json": "45b5d50494185020bbb50fc0ef50faa9d8c4c54c6b4ba20dd9d48f1bae48e44e",
     "examples/qwen1_5/config_72b.json": "93eeabc6279b144ccbdf2eb6779da10299b0f537e15d5fef02942d83e25e5aee",
 }
-# The same for the third 910B set (drawn on 2026-11-29 by the rule its header states).
-THIRD_ROWS_SHA256 = "0510efbaa1f69ffb6939ab3e378c3aba427f0aaa4a673d9f0ca7c4561296ba5a"
+# The same for the third 910B set (drawn on 2026-11-29 by the rule its header states).  Changed once,
+# seen, on 2026-12-03 (forty-first sitting), a development set by then: Yi-34B's offset list became its
+# split (the file's header; drawn as 0510efbaa1f69ffb6939ab3e378c3aba427f0aaa4a673d9f0ca7c4561296ba5a).
+THIRD_ROWS_SHA256 = "4876b850dc7db3e5a8b33f758a86e05b004d22e75718e01a97cdcadc107e1c78"
 THIRD_MODELS_SHA256 = {
     "examples/codellama_34b/config.json": "a9647babdbaa48b18974360004d21763095cc27e500982969581410098b61ec2",
     "examples/baichuan2_7b/config.json": "f983247b9d21a39e9b6cbcc210c3277004172397d167a9d99a91fe471a9df023",
@@ -79,7 +81,10 @@ THIRD_MODELS_SHA256 = {
 }
 
 # The same for the fourth 910B set (drawn on 2026-11-29 from MindFormers' releases after 2388c729a).
-FOURTH_ROWS_SHA256 = "9de906c94ceb6b3fd7acdc6c69d05cf640881af6b0fce3373c9b1f3dae72a762"
+# Changed once, seen, on 2026-12-03 (forty-first sitting), a development set by then: the two TeleChat2
+# rows' offset lists became their splits (the file's header; drawn as
+# 9de906c94ceb6b3fd7acdc6c69d05cf640881af6b0fce3373c9b1f3dae72a762).
+FOURTH_ROWS_SHA256 = "01a721d4e96081c0ce7f3eab39d8428983d873a7f1f801e22e062ae18ecd6674"
 FOURTH_MODELS_SHA256 = {
     "examples/telechat2_7b/config.json": "1b47370d076dbd84f4039953b47073549fd7ae10ed295caeb362f079c5d1c243",
     "examples/telechat2_35b/config.json": "b4e4c30b49b9105d4fb339a249eec051cf4a647d3f77b8512271959831a75e13",
@@ -369,3 +374,30 @@ def test_nemos_fp8_table_is_the_set_drawn_now_a_development_source():
     assert len(llama) == 5 and all(dict(dict(f.model)["args"]).get("fused_ops") is True for f in llama)
     spec = load_fit_spec("results/published/fit.yaml")
     assert "nemo-perf-2407" not in spec.held_out and all(spec.fitted_on(f) for f in drawn.figures)
+
+
+FLAGPERF = "results/published/flagperf_figures.yaml"
+# BAAI FlagPerf's Megatron rows on H100 and H800, drawn 2026-12-03 (forty-first sitting) by a helper who
+# priced nothing; the four Llama 2 rows' zero: 1 at dp 1 dropped before pricing (the file's header).
+FLAGPERF_ROWS_SHA256 = "c3875182b7d8b3709cda453c0e2c3254534ae56609cf926f9c44b51066ef04a2"
+FLAGPERF_MODELS_SHA256 = {
+    "examples/llama2_70b/config.json": "1b6f50e64839120e53b97aeb219b03cfe6728af6447d68630af35fe17f747cbe",
+    "examples/llama3_70b/config.json": "75807d84c3a1f0637db824170ffa2dcf9d73aa49d4f53656b6710b7808601fb8",
+    "examples/llama3_8b/config.json": "3ecf9f07d09f6fdc0d91db46ec9b765a44ee78590cfb5bc293f7cdeb1b33e72b",
+}
+
+
+def test_flagperfs_nvidia_rows_are_the_set_drawn_held_out():
+    """FlagPerf's Megatron pre-training rows (10, 9 priced: the fp32 row's precision is not stated how
+    it ran), on H800 and H100, with the model files they read; held out of every fit, each scored
+    row at its error when first priced (results/2026-12-03b-amd-epyc/flagperf-heldout.txt)."""
+    drawn = load_figures(FLAGPERF)
+    assert_drawn_as_hashed(FLAGPERF, FLAGPERF_ROWS_SHA256, FLAGPERF_MODELS_SHA256, drawn)
+    assert {f.profile for f in drawn.figures} == {"hgx-h800", "dgx-h100", "dgx-h100-superpod"}
+    assert_held_out_as_pinned(drawn.figures, "flagperf-nvidia", {
+        "flagperf-llama2-70b-h800-32gpu-bf16-tp8pp4": +0.048, "flagperf-llama2-70b-h800-32gpu-bf16-tp4pp8": +0.010,
+        "flagperf-llama2-70b-h800-32gpu-bf16-tp4pp8-gbs1024": +0.013, "flagperf-llama3-70b-h100-64gpu-bf16": +0.100,
+        "flagperf-llama3-8b-h100-8gpu-bf16": +0.132, "flagperf-llama3-8b-h100-8gpu-fp8": +0.110,
+        "flagperf-llama3-8b-h100-16gpu-bf16": +0.157, "flagperf-llama3-8b-h100-16gpu-fp8": +0.130,
+        "flagperf-llama3-8b-h100-440gpu-bf16": +0.263})
+

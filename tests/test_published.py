@@ -24,7 +24,7 @@ from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.spec import Training, load_model
 from parsim.model.zoo import resnet50
 from parsim.plan import ParallelConfig
-from parsim.errors import DoesNotFitError, InputError
+from parsim.errors import DoesNotFitError, InfeasibleError, InputError
 from parsim.plan import CP_MODES
 from parsim.profile.published import (_thaw, figure_cluster, figure_spec, load_all_figures, load_figures, price,
                                       shipped_profile)
@@ -453,6 +453,14 @@ def test_a_rows_split_reaches_the_simulator(tmp_path):
     balanced, skewed = (price(load_figures(_figures_file(tmp_path, {**row, **extra})).figures[0])
                         for extra in ({}, {"split": "0,3,4"}))
     assert skewed.step_time_s > balanced.step_time_s
+
+
+def test_a_row_the_simulator_refuses_names_itself(tmp_path):
+    """ZeRO over one data-parallel rank is refused when priced: the one line names the file, the row
+    and its parallel: section, as a bad field is named when read."""
+    path = _figures_file(tmp_path, {"dp": 1, "tp": 2, "zero": 1})
+    with pytest.raises(InfeasibleError, match=re.escape(f"{path}: figures[0] (x): parallel: zero=1")):
+        price(load_figures(path).figures[0])
 
 
 @pytest.mark.parametrize("parallel, field", [({"dp": 1, "cp_mode": "p2p"}, "parallel.cp_mode"),

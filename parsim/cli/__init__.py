@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--microbatches", type=positive_int_arg, help="micro-batches per replica")
     p.add_argument("--schedule", choices=SCHEDULE_CHOICES)
     p.add_argument("--chunks", type=positive_int_arg, help="model chunks per rank (interleaved, zbh1)")
-    p.add_argument("--split", help="balanced | manual (model.yaml pipeline_stage) | boundaries e.g. 0,8,18")
+    p.add_argument("--split", help="balanced | uniform (Megatron's default: layers evenly over the stages) | manual "
+                                   "(model.yaml pipeline_stage) | boundaries e.g. 0,8,18")
     p.add_argument("--placement", choices=("pp-inner", "dp-inner"), default="pp-inner",
                    help="pp-inner: pipeline neighbours on adjacent devices; dp-inner: replicas adjacent")
     _tp_flags(p)

@@ -127,16 +127,6 @@ def decoder_counts(bounds: tuple[int, ...], names: tuple[str, ...], source: str,
     return [b - a - (a == 0) - (b == len(names)) for a, b in zip(bounds, bounds[1:])]
 
 
-def bounds_from_counts(counts: list[int]) -> tuple[int, ...]:
-    """decoder_counts' inverse: transformer layers per stage -> boundaries over embed, layers, head."""
-    out, at = [0], 1
-    for c in counts[:-1]:
-        at += c
-        out.append(at)
-    out.append(at + counts[-1] + 1)
-    return tuple(out)
-
-
 def split_arg(bounds: tuple[int, ...]) -> str:
     return ",".join(map(str, bounds))
 

@@ -46,9 +46,10 @@ import math
 import re
 import shlex
 
-from parsim.export.common import (Decoder, Imported, bounds_from_counts, decoder_counts, decoder_of, model_mapping,
+from parsim.export.common import (Decoder, Imported, decoder_counts, decoder_of, model_mapping,
                                   refuse, split_arg)
 from parsim.errors import InputError
+from parsim.plan import bounds_from_counts
 
 TARGET = "Megatron-LM"
 # Flags that take no value (store_true), as arguments.py declares them; every other flag read takes one.

@@ -23,11 +23,12 @@ plan it runs, for Llama-style models (``model.model_config.type`` LlamaConfig).
 
 from __future__ import annotations
 
-from parsim.export.common import Decoder, Imported, bounds_from_counts, model_mapping, refuse, split_arg
+from parsim.export.common import Decoder, Imported, model_mapping, refuse, split_arg
 from parsim.export.mindspore import weight_shard_size
 from parsim.export.torchtitan import _ffn
 from parsim.errors import InputError
 from parsim.inputs import Fields
+from parsim.plan import bounds_from_counts
 
 LLAMA_TYPES = ("LlamaConfig",)
 

@@ -34,9 +34,10 @@ have no torchtitan name and are refused.
 
 from __future__ import annotations
 
-from parsim.export.common import (Decoder, Imported, bounds_from_counts, decoder_counts, decoder_of, model_mapping,
+from parsim.export.common import (Decoder, Imported, decoder_counts, decoder_of, model_mapping,
                                   refuse, split_arg)
 from parsim.errors import InputError
+from parsim.plan import bounds_from_counts
 
 TARGET = "torchtitan"
 SCHEDULES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "Interleaved1F1B", "zbh1": "InterleavedZeroBubble"}

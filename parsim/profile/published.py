@@ -23,8 +23,10 @@ with its citation and everything needed to price it again::
                                                #   --overlap-moe-expert-parallel-comm) and
                                                #   placement (pp-inner | dp-inner; default
                                                #   pp-inner; Megatron's order is dp-inner) and
-                                               #   split (the stage boundaries, "0,3,5,...", as
-                                               #   parsim simulate --split; default balanced)
+                                               #   split (the stage boundaries, "0,3,5,...", or a
+                                               #   named split, as parsim simulate --split; default
+                                               #   row_split: uniform, the framework's, where the
+                                               #   layers divide, else balanced)
         measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297},
                                                #   {step_time_s: 1.42} (an iteration's seconds)
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
@@ -245,10 +247,10 @@ def load_figures(path: str | os.PathLike) -> Figures:
                 elif k == "placement":
                     v = p.choice(k, PLACEMENTS)
                 elif k == "split":
-                    from parsim.search.resolve import SPLIT_FORMS, split_bounds
+                    from parsim.search.resolve import SPLIT_FORMS, SPLIT_NAMES, split_bounds
 
                     v = p.get(k, str)
-                    if v not in ("balanced", "manual"):
+                    if v not in SPLIT_NAMES:
                         try:
                             split_bounds(v)
                         except InfeasibleError:
@@ -401,6 +403,25 @@ def figure_imbalance(routing: tuple) -> float | None:
     return None
 
 
+def row_split(graph, parallel: dict) -> str:
+    """The split a row that gives none is priced with: the one its framework runs unless told,
+    Megatron-Core's uniform split (parsim.search.resolve.uniform_bounds; MindSpeed-LLM's without
+    --num-layer-list, MindFormers' without offsets), where the model is a decoder whose layers
+    divide over the stages; else parsim's balanced split (a run whose layers do not divide was
+    given an uneven split its row does not state).  A row with its own split states it (split:)."""
+    from parsim.search.resolve import uniform_bounds
+
+    schedule = parallel.get("schedule", "1f1b")
+    stages = parallel.get("pp", 1) * (parallel.get("chunks") or (2 if schedule == "interleaved" else 1))
+    if stages == 1:
+        return "balanced"
+    try:
+        uniform_bounds(graph, stages)
+    except InfeasibleError:
+        return "balanced"
+    return "uniform"
+
+
 def price(figure: Figure, profile: Profile | None = None) -> Priced:
     """What parsim predicts for ``figure`` on ``profile`` (default: the shipped one), in the
     figure's own metric."""
@@ -422,13 +443,17 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
     if world != cluster.world_size:
         raise InputError(f"{figure.where}: parallel: dp x tp x pp x cp = {world}, but the cluster has "
                          f"{cluster.world_size} devices; make them equal")
+    par.setdefault("split", row_split(spec.graph, par))
     try:
         cfg = resolve_config(spec, cluster, compute, **par)
     except InfeasibleError as e:
         if par.get("ep", 1) > 1:          # a layout parsim's expert parallelism does not express
             raise UnpricedFigure(f"{figure.where}: parallel.ep: {par['ep']}: {e}; so this row is not priced") from None
-        raise
-    est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+        raise InfeasibleError(f"{figure.where}: parallel: {e}") from None     # the row that says it
+    try:
+        est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+    except InfeasibleError as e:
+        raise InfeasibleError(f"{figure.where}: parallel: {e}") from None
     step = est.step_time_s
     if figure.metric == "samples_per_s":
         predicted = spec.training.global_batch_size / step

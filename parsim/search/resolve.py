@@ -15,7 +15,7 @@ from parsim.model.attention import check_cp
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import recompute_mode
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig, bounds_from_assignment
+from parsim.plan import ParallelConfig, bounds_from_assignment, bounds_from_counts
 from parsim.search.partition import balanced_bounds
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
@@ -63,15 +63,36 @@ def default_layout(graph: LayerGraph) -> str:
     return "megatron-sp" if graph.moe or mla_heads(graph) else "megatron"
 
 
-SPLIT_FORMS = "expected balanced, manual or boundaries like 0,8,18"     # what a split may be
+SPLIT_NAMES = ("balanced", "uniform", "manual")                          # the splits named, not listed
+SPLIT_FORMS = "expected balanced, uniform, manual or boundaries like 0,8,18"     # what a split may be
 
 
 def split_bounds(split: str) -> tuple[int, ...]:
-    """The stage boundaries a split other than balanced and manual gives ("0,8,18")."""
+    """The stage boundaries a split other than balanced, uniform and manual gives ("0,8,18")."""
     try:
         return tuple(int(x) for x in split.split(","))
     except ValueError:
         raise InfeasibleError(f"--split: {SPLIT_FORMS}; got {split!r}") from None
+
+
+def uniform_bounds(graph: LayerGraph, stages: int, where: str = "--split uniform") -> tuple[int, ...]:
+    """Megatron-Core's default split, which MindSpeed-LLM (without --num-layer-list) and MindFormers
+    (without offsets) keep: the transformer layers evenly over the pp x chunks virtual stages, the
+    embedding with the first and the output layer with the last (megatron/core/transformer/
+    transformer_block.py, get_num_layers_to_build: num_layers / pp / vp layers a virtual stage).
+    InfeasibleError, naming ``where``, for a model that is not embed, layers.N, head, or whose
+    layers do not divide over the stages (Megatron asserts the same unless it is given uneven
+    first and last stages)."""
+    names = [layer.name for layer in graph.layers]
+    if len(names) < 3 or names[0] != "embed" or names[-1] != "head" or \
+            any(not n.startswith("layers.") for n in names[1:-1]):
+        raise InfeasibleError(f"{where}: {graph.name}'s cut units are not a decoder's (embed, layers.N, head); "
+                              "give balanced or boundaries like 0,8,18")
+    layers = len(names) - 2
+    if layers % stages:
+        raise InfeasibleError(f"{where}: {layers} transformer layers do not divide over {stages} pipeline stages, "
+                              "as Megatron asserts; give balanced or boundaries like 0,8,18")
+    return bounds_from_counts([layers // stages] * stages)
 
 
 def balanced_split(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, cfg: ParallelConfig,
@@ -97,7 +118,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                    cp_mode=None, ep=None, ep_overlap=False, etp=None, recompute_layers=(),
                    recompute_every=0, dp_shard=0) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
-    "manual", or comma-separated boundaries such as "0,8,18".  A mixture of experts at tp > 1
+    "uniform" (uniform_bounds: Megatron's default), "manual", or comma-separated boundaries such as
+    "0,8,18".  A mixture of experts at tp > 1
     takes the megatron-sp layout unless told (parsim.shard.builtin.moe).  ``recompute_layers``:
     the layers of each stage recomputed (ParallelConfig.recompute_layers), full recomputation
     implied; a balanced split is then balanced on the layers without recomputation, since every
@@ -157,6 +179,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
         bounds = balanced_split(spec, cluster, compute,
                                 ParallelConfig(dp, pp, microbatches, schedule, chunks, (), placement, tp, tp_layout,
                                                recompute, zero, cp, **extra), graph)
+    elif split == "uniform":
+        bounds = uniform_bounds(spec.graph, stages)
     else:
         bounds = split_bounds(split)
     from parsim.schedule.generators import check_feasible
