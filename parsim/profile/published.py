@@ -409,10 +409,9 @@ def row_split(graph, parallel: dict) -> str:
     --num-layer-list, MindFormers' without offsets), where the model is a decoder whose layers
     divide over the stages; else parsim's balanced split (a run whose layers do not divide was
     given an uneven split its row does not state).  A row with its own split states it (split:)."""
-    from parsim.search.resolve import uniform_bounds
+    from parsim.search.resolve import default_chunks, uniform_bounds
 
-    schedule = parallel.get("schedule", "1f1b")
-    stages = parallel.get("pp", 1) * (parallel.get("chunks") or (2 if schedule == "interleaved" else 1))
+    stages = parallel.get("pp", 1) * (parallel.get("chunks") or default_chunks(parallel.get("schedule", "1f1b")))
     if stages == 1:
         return "balanced"
     try:

@@ -63,6 +63,12 @@ def default_layout(graph: LayerGraph) -> str:
     return "megatron-sp" if graph.moe or mla_heads(graph) else "megatron"
 
 
+def default_chunks(schedule: str) -> int:
+    """Model chunks a pipeline rank holds where none are given: 2 under the interleaved schedule
+    (the fewest that interleave), else 1."""
+    return 2 if schedule == "interleaved" else 1
+
+
 SPLIT_NAMES = ("balanced", "uniform", "manual")                          # the splits named, not listed
 SPLIT_FORMS = "expected balanced, uniform, manual or boundaries like 0,8,18"     # what a split may be
 
@@ -130,7 +136,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
     schedule = schedule or hint.schedule or "1f1b"
-    chunks = chunks or hint.chunks or (2 if schedule == "interleaved" else 1)
+    chunks = chunks or hint.chunks or default_chunks(schedule)
     tp = tp or hint.tp or 1
     tp_layout = (tp_layout or hint.tp_layout or ("model" if spec.shard else default_layout(spec.graph))
                  if tp > 1 else "")
