@@ -299,6 +299,12 @@ def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(bounds)
 
 
+# parsim's decoder cut units (parsim.model.zoo.gpt, parsim.model.hf): the embedding, one unit per
+# transformer layer (layers.N), and the head (final norm and output projection); bounds_from_counts,
+# parsim.search.resolve.uniform_bounds and parsim.export read them.
+EMBED, HEAD = "embed", "head"
+
+
 def bounds_from_counts(counts: list[int]) -> tuple[int, ...]:
     """Transformer layers per (virtual) stage -> the stage boundaries over a decoder's cut units (embed,
     layers.N, head: the embedding opens the first stage and the head closes the last);

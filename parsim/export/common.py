@@ -13,10 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from parsim.errors import InputError
-
-# parsim's decoder cut units (parsim.model.zoo.gpt, parsim.model.hf): the embedding, one unit per
-# transformer layer, and the head (final norm and output projection).
-EMBED, HEAD = "embed", "head"
+from parsim.plan import EMBED, HEAD
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from parsim.model.attention import check_cp
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import recompute_mode
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig, bounds_from_assignment, bounds_from_counts
+from parsim.plan import EMBED, HEAD, ParallelConfig, bounds_from_assignment, bounds_from_counts
 from parsim.search.partition import balanced_bounds
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
@@ -90,7 +90,7 @@ def uniform_bounds(graph: LayerGraph, stages: int, where: str = "--split uniform
     layers do not divide over the stages (Megatron asserts the same unless it is given uneven
     first and last stages)."""
     names = [layer.name for layer in graph.layers]
-    if len(names) < 3 or names[0] != "embed" or names[-1] != "head" or \
+    if len(names) < 3 or names[0] != EMBED or names[-1] != HEAD or \
             any(not n.startswith("layers.") for n in names[1:-1]):
         raise InfeasibleError(f"{where}: {graph.name}'s cut units are not a decoder's (embed, layers.N, head); "
                               "give balanced or boundaries like 0,8,18")
