@@ -312,3 +312,23 @@ def test_plan_json_keeps_ep_and_its_overlap(tiny, tmp_path):
     assert d["estimate"]["ep_a2a_bytes"] == list(est.ep_a2a_bytes)
     back = Plan.from_json(d, "plan.json").config
     assert back.ep == 4 and back.ep_overlap
+
+
+def test_expert_graphs_made_from_a_runs_shared_parts_equal_those_made_alone(tiny):
+    """expert_parallel_graph with the run's table of rescaled kernels and operators (ShardMemo.
+    expert_parts, shared by the graphs of one search) makes the graph it makes alone, field for
+    field, and reuses the table's tuples for a second graph of the same layers."""
+    from parsim.cost.experts import expert_parallel_graph
+    from parsim.model.recompute import Recompute
+    from parsim.shard.prepare import per_device_graph
+
+    parts: dict = {}
+    plain, full = (per_device_graph(tiny.graph, 1, "", rc) for rc in (Recompute.NONE, Recompute.FULL))
+    for base in (plain, full):
+        for ep in (2, 8):
+            shared, alone = expert_parallel_graph(base, ep, 1.2, parts), expert_parallel_graph(base, ep, 1.2)
+            assert shared == alone and shared.layers == alone.layers
+            assert [x.ops for x in shared.layers] == [x.ops for x in alone.layers]     # (not in Layer's ==)
+    moe = [i for i, layer in enumerate(plain.layers) if layer.experts is not None]
+    first, second = (expert_parallel_graph(base, 8, 1.2, parts) for base in (plain, full))
+    assert all(first.layers[i].ops is second.layers[i].ops for i in moe)     # the recompute twin's, reused

@@ -146,9 +146,13 @@ def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int) -> list[
     return [Kernel(phase, "moe_sort_chunks", "mem", bytes=(0.0, nbytes)) for phase in ("F", "F", "I", "I")]
 
 
-def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int) -> dict:
+def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, tp: int, etp: int,
+                parts: dict | None = None) -> dict:
     """The fields of MoE ``layer`` that change on one rank of an ep group (expert_parallel_graph),
-    from its content alone: a twin (parsim.model.graph.twin_signature) changes alike."""
+    from its content alone: a twin (parsim.model.graph.twin_signature) changes alike.  ``parts``: a
+    run's table of the rescaled kernels and operators by what they are made from, each entry
+    holding its source (a run's graphs share kernel and operator tuples: DeepSeek-V3's search on
+    2,048 H100s makes 336 such layers from 112 kernel tuples and 16 operator tuples)."""
     ex = layer.experts
     e, scale = ex.experts, ep * imbalance        # per-expert tokens: mean x ep (fewer experts) x imbalance
     held = layer.param_count - ex.routed_params // etp + ex.routed_params // (ep * etp)
@@ -160,26 +164,22 @@ def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, 
     # the share gives E/ep experts' / etp; under etp 1 a GEMM's rows are a device's s/tp tokens'.
     w_scale = 1.0 / (ep * etp * layer.tp_share)
     rows = scale / (tp if etp == 1 else 1)
-    kernels, extra = [], {"F": 0.0, "B": 0.0}
-    for k in layer.kernels:
-        if _routed_kernel(k, e):
-            (m0, m1), n, (k0, k1), _ = k.gemm
-            gemm = ((m0, m1), n, (k0, k1 * rows)) if k.phase == "W" else ((m0, m1 * rows), n, (k0, k1))
-            kernels.append(replace(k, gemm=(*gemm, (e / ep, 0.0)), flops=(k.flops[0], k.flops[1] * imbalance),
-                                   bytes=(k.bytes[0] * w_scale, k.bytes[1] * imbalance)))
-            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1) * layer.tp_share
-        elif k.bytes[0]:                   # batch-independent traffic: parameter-sized, the rank's share
-            kernels.append(replace(k, bytes=(k.bytes[0] * share, k.bytes[1])))
-        else:
-            kernels.append(k)
+    parts = {} if parts is None else parts
+    key = ("kernels", id(layer.kernels), e, ep, imbalance, rows, w_scale, share, layer.tp_share)
+    if key not in parts:
+        parts[key] = (layer.kernels, *_ep_kernels(layer, e, ep, imbalance, rows, w_scale, share))
+    _, kernels, extra = parts[key]
     sort = _local_sorts(layer, imbalance, extraction_batch) if ep < e else []     # several experts a rank
-    kernels += sort
+    kernels += tuple(sort)
     sorts = sum(k.bytes[1] for k in sort) * layer.tp_share * layer.seq_share
     routed_saved = sum(op.saved_bytes for op in layer.ops if _expert_op(op))
-    ops = tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops)
+    key = ("ops", id(layer.ops), e, ep, scale)
+    if key not in parts:
+        parts[key] = (layer.ops, tuple(_scaled_op(op, e, ep, scale) if _expert_op(op) else op for op in layer.ops))
+    ops = parts[key][1]
     # per sample on this device (ops describe the extraction batch, the whole sequence, tp = 1)
     more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share * layer.tp_share
-    return dict(kernels=tuple(kernels), ops=ops,
+    return dict(kernels=kernels, ops=ops,
                 fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
                 fwd_mem_bytes=layer.fwd_mem_bytes + sorts / 2, bwd_mem_bytes=layer.bwd_mem_bytes + sorts / 2,
                 param_count=held, param_bytes=layer.param_bytes * share,
@@ -191,10 +191,33 @@ def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, 
                    else {"saved_bytes": layer.saved_bytes + more_saved}))
 
 
-def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> LayerGraph:
+def _ep_kernels(layer: Layer, e: int, ep: int, imbalance: float, rows: float, w_scale: float,
+                share: float) -> tuple[tuple[Kernel, ...], dict]:
+    """_ep_changes's kernels of ``layer``: the routed GEMMs' rows, groups and weights rescaled,
+    the others' parameter traffic at the rank's ``share``; and the FLOPs the imbalance adds per
+    phase."""
+    kernels, extra = [], {"F": 0.0, "B": 0.0}
+    for k in layer.kernels:
+        if _routed_kernel(k, e):
+            (m0, m1), n, (k0, k1), _ = k.gemm
+            gemm = ((m0, m1), n, (k0, k1 * rows)) if k.phase == "W" else ((m0, m1 * rows), n, (k0, k1))
+            # (Kernel's fields in order: dataclasses.replace costs 3x as much, 13,000 kernels a search)
+            kernels.append(Kernel(k.phase, k.op, k.klass, (k.flops[0], k.flops[1] * imbalance),
+                                  (k.bytes[0] * w_scale, k.bytes[1] * imbalance), (*gemm, (e / ep, 0.0)), k.conv,
+                                  k.head_dim))
+            extra["F" if k.phase == "F" else "B"] += k.flops[1] * (imbalance - 1) * layer.tp_share
+        elif k.bytes[0]:                   # batch-independent traffic: parameter-sized, the rank's share
+            kernels.append(Kernel(k.phase, k.op, k.klass, k.flops, (k.bytes[0] * share, k.bytes[1]), k.gemm, k.conv,
+                                  k.head_dim))
+        else:
+            kernels.append(k)
+    return tuple(kernels), extra
+
+def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float, parts: dict | None = None) -> LayerGraph:
     """The per-device graph of one rank of an ep group, its MoE layers as the busiest rank runs
     them (module docstring), beside attention's tp with the experts split over ``graph.etp``
-    (fold_experts); the graph itself at ep = 1."""
+    (fold_experts); the graph itself at ep = 1.  ``parts``: the run's table of rescaled kernels and
+    operators (_ep_changes)."""
     if ep == 1:
         return graph
     if graph.ep != 1:
@@ -206,7 +229,8 @@ def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float) -> Layer
         if layer.experts is not None:
             sig = twin_signature(layer)
             if sig not in changes:
-                changes[sig] = _ep_changes(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp)
+                changes[sig] = _ep_changes(layer, ep, imbalance, graph.extraction_batch, graph.tp, graph.etp,
+                                           parts)
             layer = replace(layer, **changes[sig])
         layers.append(layer)
     return replace(graph, layers=_shared(tuple(layers)), ep=ep, moe_imbalance=imbalance)

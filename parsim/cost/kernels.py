@@ -210,6 +210,82 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     return t + ex.launch_s
 
 
+def kernel_floor_terms(kernel: Kernel, device: Device, engines: dict[str, Engine],
+                       share: float = 1.0) -> tuple[float, float, float, float, float]:
+    """(a0, a1, m0, m1, c) such that kernel_time_s(kernel, b, device, engines, share) is at least
+
+        max(a0 + a1 b, m0 + m1 b) + c
+
+    at every micro-batch b >= 1: its compute at the engine's large-GEMM rate (the shape
+    efficiency at its ceiling: gemm_shape_efficiency and attention_head_efficiency are at most
+    1), its bytes over the bandwidth it is priced at, and its fixed times; the NCHW transposes,
+    which only add, left out, and a CPU convolution (parsim.cost.conv_backend's paths, whose
+    rates are measured tables) floored by its bytes alone, as each of its paths is.  Affine in b,
+    so the planner bounds a candidate at any size before pricing it (parsim.sim.prices.Prices.
+    layer_floors)."""
+    ex = device.kernels
+    (f0, f1), (n0, n1) = kernel.flops, kernel.bytes
+    bw = device.achieved_bandwidth_bytes_per_s()
+    if kernel.klass == "mem" or (f0 <= 0 and f1 <= 0):
+        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op))
+        if family is not None:
+            bw = device.memory_bandwidth_bytes_per_s * family
+        return 0.0, 0.0, share * n0 / bw, share * n1 / bw, ex.launch_s
+    if f0 < 0 or f1 < 0:                     # FLOPs of either sign: priced either way; floored by launch
+        return 0.0, 0.0, 0.0, 0.0, ex.launch_s
+    if ex.cpu_threads and kernel.conv is not None and kernel.gemm:
+        return 0.0, 0.0, share * n0 / bw, share * n1 / bw, ex.launch_s
+    engine = engines[kernel.klass]
+    rate = engine.rate_flops_per_s * engine.efficiency
+    if kernel.head_dim:
+        rate *= attention_head_efficiency(kernel.head_dim, ex)
+    c = ex.launch_s
+    if kernel.gemm:
+        c += ex.gemm_latency_s
+        if ex.gemm_memory_efficiency:
+            bw = device.memory_bandwidth_bytes_per_s * ex.gemm_memory_efficiency
+    return share * f0 / rate, share * f1 / rate, share * n0 / bw, share * n1 / bw, c
+
+
+def layer_floor_terms(layer: Layer, kind: str, device: Device, engines: dict[str, Engine],
+                      memo: dict | None = None) -> tuple[float, float, tuple, float]:
+    """What layer_kernels_time_s of ``layer``'s phase ``kind`` is at least, at any b, as (p0, p1,
+    crossing, host_s): its kernels' floors (kernel_floor_terms) summed, p0 + p1 b + the sum over
+    ``crossing`` ((a0, a1, m0, m1) of each kernel whose compute and bytes terms cross at some
+    b >= 1) of max(a0 + a1 b, m0 + m1 b), each other kernel's larger term (the one at least the
+    other at every b >= 1) and every fixed time folded into p0 and p1; taken with the host's
+    time ``host_s`` as max(kernels, host) on an asynchronous device and added on a synchronous
+    one.  Where the layer recomputes (a backward phase of Layer.recompute_bytes), its recomputed
+    forward's kernels (its recompute_part's, else its own) count too, their host time left out
+    (max(a + a', h) <= max(a, h) + max(a', h')).  A layer without kernels: nothing (the roofline's
+    times are not floored).  ``memo``: a caller's table of kernel_floor_terms by (kernel id,
+    share), whose kernels the caller keeps alive."""
+    phases = PHASES[kind]
+    share = layer.tp_share * layer.seq_share
+    kernels = [(k, share) for k in layer.kernels if k.phase in phases]
+    host_s = len(kernels) * device.kernels.host_dispatch_s + (device.kernels.layer_call_s if kernels else 0.0)
+    if layer.recompute_bytes and kind in ("B", "I"):
+        part = layer.recompute_part if layer.recompute_part is not None else layer
+        kernels += [(k, part.tp_share * part.seq_share) for k in part.kernels if k.phase == "F"]
+    p0 = p1 = 0.0
+    crossing = []
+    for k, sh in kernels:
+        terms = None if memo is None else memo.get((id(k), sh))
+        if terms is None:
+            terms = kernel_floor_terms(k, device, engines, sh)
+            if memo is not None:
+                memo[(id(k), sh)] = terms
+        a0, a1, m0, m1, c = terms
+        p0 += c
+        if a1 >= m1 and a0 + a1 >= m0 + m1:         # compute at least bytes from b = 1 on
+            p0, p1 = p0 + a0, p1 + a1
+        elif m1 >= a1 and m0 + m1 >= a0 + a1:
+            p0, p1 = p0 + m0, p1 + m1
+        else:
+            crossing.append((a0, a1, m0, m1))
+    return p0, p1, tuple(crossing), host_s
+
+
 def _cpu_conv_time_s(kernel: Kernel, b: int, dims, device: Device, engine: Engine, share: float,
                      t_mem: float) -> float:
     """A convolution in torch eager on a CPU, where torch sends it (parsim.cost.conv_backend):

@@ -110,16 +110,23 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
     ``tp_comm_s(layer, phase, microbatch, first_rank)``: tp_comm_time_s on ``cluster``, as the
     run's pricing context keeps it (parsim.sim.prices), else priced here."""
     t = compute.layer_time_s(layer, kind, microbatch)
-    priced = cluster is not None and layer.tp_comm and not includes_tp_comm(compute, microbatch)
-    if priced and tp_comm_s is None:
-        def tp_comm_s(lay, phase, b, rank):
-            return tp_comm_time_s(lay, phase, b, cluster, rank)
     if layer.recompute_bytes and kind in ("B", "I"):
         t += recompute_time_s(compute, layer, microbatch)
-        if priced and layer.recomputes_forward:
-            t += tp_comm_s(layer, "F", microbatch, first_rank)
-    if priced and kind in ("F", "B", "I"):
-        t += tp_comm_s(layer, "F" if kind == "F" else "B", microbatch, first_rank)
-    if priced and kind == "F":
-        t += tp_comm_s(layer, "loss", microbatch, first_rank)
+    if cluster is not None and layer.tp_comm and not includes_tp_comm(compute, microbatch):
+        if tp_comm_s is None:
+            def tp_comm_s(lay, phase, b, rank):
+                return tp_comm_time_s(lay, phase, b, cluster, rank)
+        for phase in tp_comm_phases(layer, kind):
+            t += tp_comm_s(layer, phase, microbatch, first_rank)
     return t
+
+
+def tp_comm_phases(layer: Layer, kind: str) -> tuple[str, ...]:
+    """The phases of ``layer``'s tensor-parallel steps (Layer.tp_comm) that its phase ``kind``
+    runs, in order: a recomputed forward's before a backward's (B, I), the loss's after a
+    forward's (F); none with W."""
+    if kind == "F":
+        return ("F", "loss")
+    if kind == "W":
+        return ()
+    return ("F", "B") if layer.recompute_bytes and layer.recomputes_forward else ("B",)

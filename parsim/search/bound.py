@@ -5,7 +5,8 @@ The branch and bound (parsim.search.planner.plan) prices a candidate in three st
 and tighter than the last:
 
 0. for the searched layout, before its graph is built (a strategy search per micro-batch size):
-   searched_floor_s, this floor of the unsharded graph over tp;
+   searched_floor_s, this floor of the unsharded graph over tp; for any family, before a layer is
+   priced at its micro-batch size: this floor of the layers' floors (BranchAndBound.family_floor);
 1. this floor, from per-layer prefix sums alone (no split, no memory check);
 2. its memory-constrained split and the split's lower bound (parsim.search.split.Bounds.lower_bound_s);
 3. the simulation, unless the split's peak memory without it already exceeds the cap
@@ -108,11 +109,16 @@ class FloorTerms(NamedTuple):
 def floor_terms(F: np.ndarray, B: np.ndarray, I: np.ndarray, W: np.ndarray,
                 split_backward: bool) -> FloorTerms:
     """FloorTerms of the phases' per-layer prefix sums (module docstring)."""
-    f, bwd = np.diff(F), np.diff(B)
+    return phase_floor_terms(np.diff(F), np.diff(B), np.diff(I) if split_backward else None,
+                             np.diff(W) if split_backward else None, split_backward)
+
+
+def phase_floor_terms(f: np.ndarray, bwd: np.ndarray, i: np.ndarray | None, w_: np.ndarray | None,
+                      split_backward: bool) -> FloorTerms:
+    """FloorTerms of the phases' per-layer times (I and W read only under a split backward)."""
     if split_backward:
-        i = np.diff(I)
         chain, upstream = f + i, f
-        w = f + np.minimum(bwd, i + np.diff(W))
+        w = f + np.minimum(bwd, i + w_)
         work, ahead = np.cumsum(w), np.cumsum(f)
         lead = float(np.min(ahead[work > 0] / work[work > 0], initial=1.0))
     else:
@@ -181,7 +187,7 @@ def refine_ranked(ranked: list[Candidate], refine) -> tuple[list[Candidate], dic
     return sorted(out, key=Candidate.rank), replaced
 
 
-GRAPH, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3     # the kinds of entry in the branch and bound (BranchAndBound)
+GRAPH, FAMILY, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3, 4     # the kinds of entry in the branch and bound (BranchAndBound)
 # When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
 # same tp whose families' bounds are within this factor of its bound are searched with it, in one
 # pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search), and
@@ -223,6 +229,9 @@ class BranchAndBound:
 
         GRAPH    a searched-layout family whose per-device graph is not built yet, bounded by its
                  unsharded graph's floor over tp (searched_floor_s);
+        FAMILY   a family's candidates under one tp overlap before its layers are priced at its
+                 micro-batch size, bounded by the floor of their floors (family_floor): its
+                 shapes' MEMBERS entries when it comes up;
         MEMBERS  a family's candidates of one shape (chunks, split backward), which share a floor:
                  one entry until it comes up, then each candidate a FLOOR entry (below);
         FLOOR    a candidate without a split, bounded by its floor (floor_s);
@@ -230,7 +239,10 @@ class BranchAndBound:
 
     Every bound is at most the simulated step time of every candidate it stands for, so the search
     may stop when the best bound left exceeds the k-th best simulated step: what it skips cannot
-    reach the top k (Constraints.prune=False simulates everything, for tests).  A recomputing
+    reach the top k (Constraints.prune=False simulates everything, for tests).  A FAMILY entry's
+    floor is at most each of its MEMBERS entries' and carries the least of their tie-break numbers,
+    so every other entry comes up in the order it would if each family were priced when bound: the
+    same candidates split and simulated, the same ranking (tests/test_family_floor.py).  A recomputing
     candidate whose twin without recomputation fits the closed-form memory bound is held back,
     and comes back only if the twin's simulated peak misses the cap (recomputing is never faster).
 
@@ -249,6 +261,7 @@ class BranchAndBound:
         self.order = itertools.count()          # ties: first pushed first; payloads never compared
         self.bounds_of: dict[tuple, Bounds] = {}
         self.floor_terms_of: dict[tuple, FloorTerms] = {}     # (id(bounds), b, split backward) -> floor_terms
+        self.lower_terms_of: dict[tuple, FloorTerms | None] = {}     # (id(bounds), b, split backward) -> family_floor's
         self.overlap_priced = supports_overlap(self.cluster)
         self.misses: list[tuple] = []
         # no split fits, found when bound: (bounds, family, its members' indices, members, kwargs, b)
@@ -299,7 +312,8 @@ class BranchAndBound:
     def run(self, bar) -> None:
         """Take entries, best bound first, until the best left cannot reach the top k; ``bar``
         counts the simulations (a progress bar's update)."""
-        step = {GRAPH: self.graph_entry, MEMBERS: self.members_entry, FLOOR: self.floor_entry,
+        step = {GRAPH: self.graph_entry, FAMILY: self.family_entry, MEMBERS: self.members_entry,
+                FLOOR: self.floor_entry,
                 SPLIT: self.split_entry}
         while self.heap:
             bound, _, kind, item = heapq.heappop(self.heap)
@@ -463,11 +477,45 @@ class BranchAndBound:
                            etp=etp) for mode in modes]
             if unfit:
                 self.unfit.append((bnd, (dp, pp, m, tp, layout, recompute, cp), unfit, members, kwargs, b))
-            for shape, indices in shapes.items():       # priced only where a member may fit
-                floor = floor_from_terms(self.floor_terms(bnd, b, shape[1]), m, pp, *shape)
-                family = (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b)
-                heapq.heappush(self.heap, (floor, base + indices[0] * len(modes), MEMBERS,
-                                           (base, indices, members, kwargs, family)))
+            if not shapes:
+                continue
+            item = (base, shapes, members, kwargs, (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b))
+            lower = self.family_floor(bnd, b, m, pp, shapes)
+            if lower is None:
+                self.family_entry(0.0, item)
+            else:                   # its shapes priced when it comes up (family_entry)
+                heapq.heappush(self.heap, (lower, base, FAMILY, item))
+
+    def family_floor(self, bnd: Bounds, b: int, m: int, pp: int, shapes) -> float | None:
+        """A floor of the floor of each of ``shapes`` ((chunks, split backward) of a family of
+        ``bnd``'s graph at ``b``), with no layer priced: floor_from_terms of the phases' floors
+        (Bounds.floor_phase_times; the floor is non-decreasing in each phase of each layer, but
+        for a split backward's fill, a ratio, left out as searched_floor_s leaves it), less the
+        rounding; None where the compute model gives no floors."""
+        floors = []
+        for v, split in shapes:
+            key = (id(bnd), b, split)
+            terms = self.lower_terms_of.get(key)
+            if terms is None:
+                rows = bnd.floor_phase_times(b)
+                terms = self.lower_terms_of[key] = None if rows is None else \
+                    phase_floor_terms(*rows, split)._replace(lead=0.0 if split else 1.0)
+            if terms is None:
+                return None
+            floors.append(floor_from_terms(terms, m, pp, v, split))
+        return min(floors) * SLACK
+
+    def family_entry(self, bound: float, item) -> bool:
+        """A family's candidates under one tp overlap come up at their floor before pricing
+        (family_floor): each shape's floor priced and pushed as a MEMBERS entry, with the
+        tie-break number the family gave it when bound."""
+        base, shapes, members, kwargs, family = item
+        _, pp, m, *_, bnd, _, b = family
+        for shape, indices in shapes.items():
+            floor = floor_from_terms(self.floor_terms(bnd, b, shape[1]), m, pp, *shape)
+            heapq.heappush(self.heap, (floor, base + indices[0] * len(kwargs), MEMBERS,
+                                       (base, indices, members, kwargs, family)))
+        return False
 
     def members_entry(self, bound: float, item) -> bool:
         """A family's candidates of one shape come up: each becomes a FLOOR entry, at the floor and

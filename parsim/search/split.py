@@ -36,7 +36,7 @@ from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig
 from parsim.search.partition import band_stack, partition, stage_grid
 from parsim.search.resolve import boundary_costs, boundary_links
-from parsim.sim.overlap import layer_time_s
+from parsim.sim.overlap import layer_floor_s, layer_time_s
 from parsim.sim.prices import Prices
 
 # Rounding: prefix differences are not bit-equal to the split's own sums (the floors of
@@ -312,6 +312,30 @@ class Bounds:
                 by_class = {c: a2a_s(i, k) for c, i in prices.class_firsts(graph)}
                 row[1:] += [by_class[c] for c in prices.classes(graph)]
         return np.cumsum(rows, axis=1)
+
+    def floor_phase_times(self, b: int) -> np.ndarray | None:
+        """Per layer, floors of its F, B, I and W at size b (rows of one array), each at most what
+        phase_times' prefix sums give it, with no layer priced: each class's compute floor
+        (Prices.layer_floors) with its tensor-parallel collectives, hidden or not
+        (parsim.sim.overlap.layer_floor_s), and its least exposed all-to-alls, as phase_times
+        adds them.  None where the compute model gives no floors."""
+        key = ("floor phases", b)
+        if key in self._costs:
+            return self._costs[key]
+        prices, graph, compute = self.prices, self.graph, self.compute
+        floors = prices.layer_floors(compute, graph, b)
+        if floors is not None:
+            rows = np.empty_like(floors)
+            exposed = self._a2a_exposed_at(b)
+            classes, firsts = prices.classes(graph), prices.class_firsts(graph)
+            for row, floor, k in zip(rows, floors, "FBIW"):
+                by_class = {c: layer_floor_s(floor[i], compute, graph.layers[i], k, b, prices.cluster, self.tp_overlap,
+                                             prices.tp_comm_s) + (self.least_a2a_s(i, k, b) if exposed else 0.0)
+                            for c, i in firsts}
+                row[:] = [by_class[c] for c in classes]
+            floors = rows
+        self._costs[key] = floors
+        return floors
 
     def phase_lists(self, b: int) -> tuple[list[float], ...]:
         """phase_times as lists of Python floats (the same numbers, read one by one faster)."""

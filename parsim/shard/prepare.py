@@ -21,12 +21,14 @@ from parsim.shard.graph import Strategy, shard_graph
 
 class ShardMemo:
     """What one run's per-device graphs are made of, made once: ``graphs`` by their settings
-    (keys name the graphs they come from by id; each entry holds them) and ``searches``, the
-    auto layout's (parsim.shard.auto.StrategySearches)."""
+    (keys name the graphs they come from by id; each entry holds them), ``searches``, the
+    auto layout's (parsim.shard.auto.StrategySearches), and ``expert_parts``, the kernels and
+    operators an expert-parallel graph rescales (parsim.cost.experts.expert_parallel_graph)."""
 
     def __init__(self):
         self.graphs: dict[tuple, tuple] = {}
         self.searches = StrategySearches()
+        self.expert_parts: dict[tuple, tuple] = {}      # parsim.cost.experts._ep_changes's rescaled kernels and ops
 
 
 def check_shard_section(spec):
@@ -116,7 +118,8 @@ def expert_graph(base: LayerGraph, ep: int, training=None, memo: ShardMemo | Non
     if ep == 1:
         return base
     imbalance = routing_imbalance(training)
-    return _kept(memo, ("experts", id(base), ep, imbalance), base, lambda: expert_parallel_graph(base, ep, imbalance))
+    return _kept(memo, ("experts", id(base), ep, imbalance), base,
+                 lambda: expert_parallel_graph(base, ep, imbalance, memo.expert_parts if memo is not None else None))
 
 
 def _kept(memo: ShardMemo | None, key: tuple, held, make) -> LayerGraph:

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from parsim.cost.compute import ComputeModel
 from parsim.cost.kernels import PHASES
-from parsim.cost.layer import includes_tp_comm, layer_time_s as plain_layer_time_s, tp_comm_time_s
+from parsim.cost.layer import includes_tp_comm, layer_time_s as plain_layer_time_s, tp_comm_phases, tp_comm_time_s
 from parsim.errors import InfeasibleError
 from parsim.model.fp8 import FP8_KLASS
 from parsim.model.graph import Layer
@@ -162,6 +162,45 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
         gemm = compute.layer_time_s(layer, k, microbatch) * _kept_gemm_share(prices, layer, k, microbatch)
         t += overlapped_s(gemm, comm, units, comm_units, chunks, charge) - gemm - comm
     return t
+
+
+def layer_floor_s(compute_floor_s: float, compute: ComputeModel, layer: Layer, kind: str, microbatch: int,
+                  cluster, tp_overlap: bool, tp_comm_s) -> float:
+    """A floor of layer_time_s (first rank 0) from ``compute_floor_s``, a floor of the layer's
+    compute X in phase ``kind`` (its recomputed forward's included: parsim.sim.prices.Prices.
+    layer_floors), and its tensor-parallel collectives' prices (``tp_comm_s(layer, phase, b,
+    rank)``, Prices.tp_comm_s).  With no overlap, the two added, as parsim.cost.layer prices
+    them.  Under the overlap, each pass p with collectives C_p > 0 and GEMMs G_p (X = R + sum
+    G_p, R >= 0) takes overlapped_s >= max(S_p, C_p) + min(S_p, C_p) / n, S_p = G_p U / (U - u),
+    and the collectives no pass hides (the loss's) are added.  That is non-decreasing in R and
+    each G_p, so at X = compute_floor_s its least is where the cheapest time goes first: a pass's
+    GEMMs up to C_p (U - u) / U (those the collectives cover) cost a = U / ((U - u) n) per unit of
+    X, the rest (R, or GEMMs past that) at least 1, so with H = sum_p C_p and
+    Gmax = H (U - u) / U,
+
+        H + min(a, 1) min(X, Gmax) + max(X - Gmax, 0).
+
+    Where a pass would hide a collective the phase does not run (none of the layouts here), the
+    compute floor alone."""
+    if cluster is None or not layer.tp_comm or includes_tp_comm(compute, microbatch):
+        return compute_floor_s
+    phases = tp_comm_phases(layer, kind)
+    if not tp_overlap or kind == "W":
+        return compute_floor_s + sum(tp_comm_s(layer, phase, microbatch, 0) for phase in phases)
+    passes = ("F",) if kind == "F" else ("B", "F") if layer.recomputes_forward else ("B",)
+    if any(phase not in phases for phase in passes):
+        return compute_floor_s
+    units, comm_units, chunks, _ = overlap_units(cluster)
+    hidden = rest = 0.0
+    for phase in phases:
+        c = tp_comm_s(layer, phase, microbatch, 0)
+        if phase not in passes:
+            rest += c
+        elif c > 0:                     # a pass without collectives: overlapped_s is its GEMMs
+            hidden += c
+    covered = hidden * (units - comm_units) / units
+    per_unit = min(1.0, units / ((units - comm_units) * chunks))
+    return rest + hidden + per_unit * min(compute_floor_s, covered) + max(compute_floor_s - covered, 0.0)
 
 
 def _kept_gemm_share(prices, layer: Layer, kind: str, microbatch: int) -> float:

@@ -19,6 +19,9 @@ its own (the numbers are the ones those modules compute, bit for bit):
   loss_time_s); the tensor-parallel steps' times by (steps, phase, size, rank) (parsim.cost.
   layer.tp_comm_time_s) and the MoE layers' all-to-alls by (class, phase, size, group)
   (parsim.cost.experts.a2a_time_s), each group's placement once (parsim.cost.comm.a2a_geometry);
+- per-layer compute floors by (compute model, graph, size): each class's kernels' floors
+  (parsim.cost.kernels.layer_floor_terms, by kernel and share), the planner's family floors
+  before any layer is priced (``layer_floors``);
 - groups of ranks by layout (ParallelConfig.grad_group and the groups cut from it), their shape
   (parsim.cost.comm.group_shape) and collective prices by (group, bytes, op, algorithm)
   (parsim.cost.comm.collective_time_s);
@@ -35,9 +38,12 @@ entry, so an id is never reused while the context lives.
 
 from __future__ import annotations
 
+import numpy as np
+
 from parsim.cost.comm import a2a_geometry, collective_time_s, group_shape
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.experts import a2a_time_s
+from parsim.cost.kernels import layer_floor_terms
 from parsim.cost.layer import loss_time_s, tp_comm_time_s
 from parsim.hardware.cluster import Cluster
 from parsim.model.graph import twin_signature
@@ -54,6 +60,7 @@ class Prices:
         self._layers: dict[tuple, tuple] = {}
         self._tp_comm: dict[tuple, tuple] = {}
         self._class_times: dict[tuple, float] = {}
+        self._floor_terms: dict[tuple, tuple] = {}
         self._classes: dict[tuple, tuple] = {}
         self._graph_classes: dict[int, tuple] = {}
         self._compact: dict[int, tuple[int, ...]] = {}
@@ -131,6 +138,56 @@ class Prices:
             t = self._class_times[ckey] = price(compute, graph.layers[i], kind, microbatch, self.cluster, first_rank,
                                                 overlap, self)
         return t
+
+    def layer_floors(self, compute, graph, microbatch: int) -> np.ndarray | None:
+        """Per layer of ``graph``, a floor of the compute in each of its F, B, I and W times at
+        ``microbatch`` (the rows of a (4, layers) array): at most what layer_times gives less its
+        tensor-parallel collectives and loss, whatever the layer's shape efficiency
+        (parsim.cost.kernels.layer_floor_terms: affine in the size per kernel, so one array
+        expression for every kernel of the graph's classes, no kernel priced).  None where
+        ``compute`` is not the analytical kernel-level model (a profile's times, or a
+        roofline's, have no such floor here)."""
+        if not isinstance(compute, AnalyticalCompute) or compute.device.kernels is None:
+            return None
+        key = (id(compute), id(graph))
+        table = self.table("layer floors")
+        hit = table.get(key)
+        if hit is None:
+            hit = table[key] = (compute, graph, self._floor_arrays(compute, graph), {})
+        rows = hit[3].get(microbatch)
+        if rows is None:
+            p0, p1, host_s, a0, a1, m0, m1, runs, where = hit[2]
+            device_s = p0 + p1 * microbatch
+            if len(runs):               # the kernels whose terms cross: each its larger one, added to its run
+                np.add.at(device_s, runs, np.maximum(a0 + a1 * microbatch, m0 + m1 * microbatch))
+            per_run = np.maximum(device_s, host_s) if compute.device.kernels.asynchronous else device_s + host_s
+            rows = hit[3][microbatch] = per_run[where]
+        return rows
+
+    def _floor_arrays(self, compute, graph) -> tuple:
+        """parsim.cost.kernels.layer_floor_terms of every class of ``graph`` in each phase F, B,
+        I, W (a run): the runs' p0, p1 and host times; the crossing kernels' a0, a1, m0, m1 and
+        their runs; and (4, layers) indices of each layer's run in each phase."""
+        firsts = self.class_firsts(graph)
+        position = {c: j for j, (c, _) in enumerate(firsts)}
+        layer_runs = np.array([position[c] for c in self.classes(graph)])
+        memo = self.table("kernel floors").setdefault(id(compute), {})     # by (kernel id, share)
+        rows, crossing, runs = [], [], []
+        for kind in "FBIW":
+            for c, i in firsts:
+                ckey = (id(compute), c, kind)
+                terms = self._floor_terms.get(ckey)
+                if terms is None:
+                    terms = self._floor_terms[ckey] = layer_floor_terms(graph.layers[i], kind, compute.device,
+                                                                        compute.engines, memo)
+                p0, p1, cross, host_s = terms
+                runs += [len(rows)] * len(cross)
+                crossing += cross
+                rows.append((p0, p1, host_s))
+        where = np.array([layer_runs + j * len(firsts) for j in range(4)])
+        p0, p1, host_s = np.array(rows).T
+        a0, a1, m0, m1 = np.array(crossing).reshape(-1, 4).T
+        return p0, p1, host_s, a0, a1, m0, m1, np.array(runs, dtype=int), where
 
     def classes(self, graph) -> list[int]:
         """Per layer of ``graph``, its class: layers of every graph this context was asked about
