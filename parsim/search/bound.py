@@ -77,12 +77,13 @@ from parsim.model.graph import LayerGraph
 from parsim.plan import CP_MODES, ParallelConfig
 from parsim.search.enumerate import schedules, twin_key, zero_variants
 from parsim.search.resolve import boundary_links
+from parsim.search.resplit import REACH, resplit
 from parsim.search.split import SLACK, Bounds
 from parsim.shard.builtin import SEARCHED
 from parsim.shard.graph import replicates_every_operator
 from parsim.shard.prepare import auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes
 from parsim.sim import Estimate, simulate
-from parsim.sim.memory import peak_floor_bytes
+from parsim.sim.memory import peak_floor_bytes, rank_floors_bytes
 from parsim.sim.overlap import TP_OVERLAP_LAYOUTS, supports_overlap
 
 
@@ -354,22 +355,49 @@ class BranchAndBound:
         return False
 
     def split_entry(self, bound: float, item) -> bool:
-        """A candidate with its split: simulated, unless its peak floor already exceeds the cap."""
+        """A candidate with its split: simulated, unless its peak floor already exceeds the cap;
+        one that does not fit, split again a layer at a time (``repaired``)."""
         cfg, graph = item
         prices, cap = self.prices, self.cap
-        if self.c.prune and peak_floor_bytes(graph, self.spec.training, cfg,
-                                             prices.schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks), cap,
-                                             prices) > cap:
-            self.unsimulated.append((cfg, graph))       # its simulated peak would exceed the cap (sim.memory)
-            self.missed_cap(cfg)
-            return False
+        schedule = prices.schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.chunks)
+        if self.c.prune:
+            # the floor of its simulated peak (sim.memory), read far enough to tell whether resplit may reach it
+            floor = peak_floor_bytes(graph, self.spec.training, cfg, schedule, cap * REACH, prices)
+            if floor > cap:
+                self.unsimulated.append((cfg, graph))       # its simulated peak would exceed the cap
+                if floor <= cap * REACH:
+                    return self.repaired(cfg, graph, schedule)
+                self.missed_cap(cfg)
+                return False
         cand = self.simulated(cfg, graph)
-        (self.results if cand.peak_memory_bytes <= cap else self.over_memory).append(cand)
+        self.kept(cand)
+        if cand.peak_memory_bytes > cap:
+            self.repaired(cfg, graph, schedule)
+        return True
+
+    def kept(self, cand: Candidate) -> None:
+        """A simulated candidate, among the results if it fits the cap (the k-th best step moves)."""
+        (self.results if cand.peak_memory_bytes <= self.cap else self.over_memory).append(cand)
         if len(self.results) >= self.c.top:
             self.kth = sorted(x.estimate.step_time_s for x in self.results)[self.c.top - 1]
-        if cand.peak_memory_bytes > cap:
+
+    def repaired(self, cfg: ParallelConfig, graph: LayerGraph, schedule) -> bool:
+        """``cfg``, whose split's peak exceeds the cap, with a split moved a layer at a time until its
+        peak floor fits (parsim.search.resplit), simulated; whether a simulation ran.  Where none
+        fits, its twin with recomputation, if held back, comes back (missed_cap).  The repaired split
+        is a candidate of its own: its step may be under ``cfg``'s bound, which only lowers the
+        k-th best step, as any simulation may."""
+        training = self.spec.training
+
+        def floors_of(bounds: tuple[int, ...]) -> list[float]:
+            return rank_floors_bytes(graph, training, replace(cfg, bounds=bounds), schedule, self.prices)
+        bounds = resplit(cfg.bounds, cfg.pp, floors_of, self.cap, 2 * cfg.stages)
+        cand = None if bounds is None else self.simulated(replace(cfg, bounds=bounds), graph)
+        if cand is not None:
+            self.kept(cand)
+        if cand is None or cand.peak_memory_bytes > self.cap:
             self.missed_cap(cfg)
-        return True
+        return cand is not None
 
     def simulated(self, cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
         est = simulate(graph, self.spec.training, self.cluster, cfg, self.compute_of(cfg.tp, cfg.tp_layout, cfg.ep),

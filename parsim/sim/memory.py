@@ -157,8 +157,19 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
     peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward), prices)
     worst = 0.0
     for r in sorted(range(cfg.pp), key=lambda r: -peaks[r]):
-        static, workspace = rank_memory(graph, training, cfg, b, r, cfg.rank_layers(r), prices)
-        worst = max(worst, MemoryBreakdown(activations_bytes=peaks[r], workspace_bytes=workspace, **static).total_bytes)
+        worst = max(worst, _rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices))
         if worst > stop_above:
             break
     return worst
+
+
+def rank_floors_bytes(graph, training, cfg, schedule: Schedule, prices=None) -> list[float]:
+    """Each pipeline rank's term of peak_floor_bytes (their largest is it)."""
+    b = cfg.microbatch_size(training.global_batch_size)
+    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward), prices)
+    return [_rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices) for r in range(cfg.pp)]
+
+
+def _rank_floor_bytes(graph, training, cfg, b: int, r: int, activations_bytes: float, prices) -> float:
+    static, workspace = rank_memory(graph, training, cfg, b, r, cfg.rank_layers(r), prices)
+    return MemoryBreakdown(activations_bytes=activations_bytes, workspace_bytes=workspace, **static).total_bytes
