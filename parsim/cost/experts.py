@@ -213,6 +213,7 @@ def _ep_kernels(layer: Layer, e: int, ep: int, imbalance: float, rows: float, w_
             kernels.append(k)
     return tuple(kernels), extra
 
+
 def expert_parallel_graph(graph: LayerGraph, ep: int, imbalance: float, parts: dict | None = None) -> LayerGraph:
     """The per-device graph of one rank of an ep group, its MoE layers as the busiest rank runs
     them (module docstring), beside attention's tp with the experts split over ``graph.etp``

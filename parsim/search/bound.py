@@ -386,7 +386,8 @@ class BranchAndBound:
         peak floor fits (parsim.search.resplit), simulated; whether a simulation ran.  Where none
         fits, its twin with recomputation, if held back, comes back (missed_cap).  The repaired split
         is a candidate of its own: its step may be under ``cfg``'s bound, which only lowers the
-        k-th best step, as any simulation may."""
+        k-th best step, as any simulation may; it is no part of the bound (a candidate pruned
+        before its split is never repaired)."""
         training = self.spec.training
 
         def floors_of(bounds: tuple[int, ...]) -> list[float]:
