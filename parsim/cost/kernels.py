@@ -179,23 +179,17 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     search prices 62,179 GEMMs of 2,844 shapes)."""
     ex = device.kernels
     flops, nbytes = kernel.at(b)
+    if kernel.klass == "mem" or flops <= 0:
+        return share * nbytes / _bandwidth_bytes_per_s(kernel, device, True) + ex.launch_s
     bw = device.achieved_bandwidth_bytes_per_s()
     t_mem = share * nbytes / bw
-    if kernel.klass == "mem" or flops <= 0:
-        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op))
-        if family is not None:
-            t_mem = share * nbytes / (device.memory_bandwidth_bytes_per_s * family)
-        return t_mem + ex.launch_s
     engine = engines[kernel.klass]
-    rate = engine.rate_flops_per_s * engine.efficiency
-    if kernel.head_dim:
-        rate *= attention_head_efficiency(kernel.head_dim, ex)
+    rate = _rate_flops_per_s(kernel, engine, ex)
     dims = kernel.gemm_at(b)
     if ex.cpu_threads and kernel.conv is not None and dims is not None:
         return _cpu_conv_time_s(kernel, b, dims, device, engine, share, t_mem) + ex.launch_s
     if dims is not None:
-        if ex.gemm_memory_efficiency:           # the GEMM tables' own floor (Device.kernels)
-            t_mem = share * nbytes / (device.memory_bandwidth_bytes_per_s * ex.gemm_memory_efficiency)
+        t_mem = share * nbytes / _bandwidth_bytes_per_s(kernel, device, False)
         eff = None if shapes is None else shapes.get(dims)
         if eff is None:
             eff = gemm_shape_efficiency(*dims, ex)
@@ -208,6 +202,30 @@ def kernel_time_s(kernel: Kernel, b: int, device: Device, engines: dict[str, Eng
     if dims is not None:
         t += ex.gemm_latency_s
     return t + ex.launch_s
+
+
+def _bandwidth_bytes_per_s(kernel: Kernel, device: Device, memory_bound: bool) -> float:
+    """The bandwidth a kernel's bytes are priced at (kernel_time_s, kernel_floor_terms): a
+    memory-bound kernel's family's share of the peak where the device has one (memory_family), a
+    GEMM's tables' own floor where the device has one (KernelExecution.gemm_memory_efficiency),
+    else the achieved bandwidth."""
+    ex = device.kernels
+    if memory_bound:
+        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op))
+        if family is not None:
+            return device.memory_bandwidth_bytes_per_s * family
+    elif kernel.gemm and ex.gemm_memory_efficiency:
+        return device.memory_bandwidth_bytes_per_s * ex.gemm_memory_efficiency
+    return device.achieved_bandwidth_bytes_per_s()
+
+
+def _rate_flops_per_s(kernel: Kernel, engine: Engine, ex: KernelExecution) -> float:
+    """A compute kernel's rate before its GEMM shape (kernel_time_s, kernel_floor_terms): its
+    engine's large-GEMM rate, at fused attention's head-dimension factor."""
+    rate = engine.rate_flops_per_s * engine.efficiency
+    if kernel.head_dim:
+        rate *= attention_head_efficiency(kernel.head_dim, ex)
+    return rate
 
 
 def kernel_floor_terms(kernel: Kernel, device: Device, engines: dict[str, Engine],
@@ -225,25 +243,17 @@ def kernel_floor_terms(kernel: Kernel, device: Device, engines: dict[str, Engine
     layer_floors)."""
     ex = device.kernels
     (f0, f1), (n0, n1) = kernel.flops, kernel.bytes
-    bw = device.achieved_bandwidth_bytes_per_s()
     if kernel.klass == "mem" or (f0 <= 0 and f1 <= 0):
-        family = dict(ex.memory_family_efficiency).get(memory_family(kernel.op))
-        if family is not None:
-            bw = device.memory_bandwidth_bytes_per_s * family
+        bw = _bandwidth_bytes_per_s(kernel, device, True)
         return 0.0, 0.0, share * n0 / bw, share * n1 / bw, ex.launch_s
     if f0 < 0 or f1 < 0:                     # FLOPs of either sign: priced either way; floored by launch
         return 0.0, 0.0, 0.0, 0.0, ex.launch_s
     if ex.cpu_threads and kernel.conv is not None and kernel.gemm:
+        bw = device.achieved_bandwidth_bytes_per_s()
         return 0.0, 0.0, share * n0 / bw, share * n1 / bw, ex.launch_s
-    engine = engines[kernel.klass]
-    rate = engine.rate_flops_per_s * engine.efficiency
-    if kernel.head_dim:
-        rate *= attention_head_efficiency(kernel.head_dim, ex)
-    c = ex.launch_s
-    if kernel.gemm:
-        c += ex.gemm_latency_s
-        if ex.gemm_memory_efficiency:
-            bw = device.memory_bandwidth_bytes_per_s * ex.gemm_memory_efficiency
+    rate = _rate_flops_per_s(kernel, engines[kernel.klass], ex)
+    bw = _bandwidth_bytes_per_s(kernel, device, False)
+    c = ex.launch_s + (ex.gemm_latency_s if kernel.gemm else 0.0)
     return share * f0 / rate, share * f1 / rate, share * n0 / bw, share * n1 / bw, c
 
 

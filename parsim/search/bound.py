@@ -145,11 +145,15 @@ def searched_floor_s(terms_of, tp: int, members) -> float:
     ``terms_of(split_backward)`` the unsharded graph's floor_terms at the family's micro-batch
     size, ``members`` (m, pp, v, split_backward) of each candidate; a split backward's fill left
     out (its share of the forward is a ratio, not a sum of the phases)."""
-    def terms(split: bool) -> FloorTerms:
-        t = terms_of(split)
-        return t._replace(lead=0.0) if split else t
-    return min((floor_from_terms(terms(split), m, pp, v, split) for m, pp, v, split in set(members)),
-               default=np.inf) / tp
+    return min((floor_from_terms(without_fill_ratio(terms_of(split), split), m, pp, v, split)
+                for m, pp, v, split in set(members)), default=np.inf) / tp
+
+
+def without_fill_ratio(terms: FloorTerms, split_backward: bool) -> FloorTerms:
+    """``terms`` without a split backward's fill (its lead, the forward's least share of the work:
+    a ratio, which holds of the phases it was read from, not of phases each at least a floor), for
+    floors read from floors of the phases (searched_floor_s, BranchAndBound.family_floor)."""
+    return terms._replace(lead=0.0) if split_backward else terms
 
 
 @dataclass(frozen=True)
@@ -528,7 +532,7 @@ class BranchAndBound:
             if terms is None:
                 rows = bnd.floor_phase_times(b)
                 terms = self.lower_terms_of[key] = None if rows is None else \
-                    phase_floor_terms(*rows, split)._replace(lead=0.0 if split else 1.0)
+                    without_fill_ratio(phase_floor_terms(*rows, split), split)
             if terms is None:
                 return None
             floors.append(floor_from_terms(terms, m, pp, v, split))

@@ -153,15 +153,21 @@ def layer_time_s(compute: ComputeModel, layer: Layer, kind: str, microbatch: int
             or kind == "W":
         return t
     units, comm_units, chunks, charge = overlap_units(cluster)
-    passes = [(kind, "F" if kind == "F" else "B")]          # (compute phase, its collectives' phase)
-    if layer.recomputes_forward and kind in ("B", "I"):
-        passes.append(("F", "F"))
-    for k, ph in passes:
+    for k, ph in overlap_passes(layer, kind):
         comm = tp_comm_s(layer, ph, microbatch, first_rank) if tp_comm_s is not None else \
             tp_comm_time_s(layer, ph, microbatch, cluster, first_rank)
         gemm = compute.layer_time_s(layer, k, microbatch) * _kept_gemm_share(prices, layer, k, microbatch)
         t += overlapped_s(gemm, comm, units, comm_units, chunks, charge) - gemm - comm
     return t
+
+
+def overlap_passes(layer: Layer, kind: str) -> tuple[tuple[str, str], ...]:
+    """(compute phase, its collectives' phase) of each pass the overlap pipelines in phase ``kind``
+    (F, B or I): the phase's own, and in a backward a fully recomputed layer's forward again."""
+    passes = ((kind, "F" if kind == "F" else "B"),)
+    if layer.recomputes_forward and kind in ("B", "I"):
+        passes += (("F", "F"),)
+    return passes
 
 
 def layer_floor_s(compute_floor_s: float, compute: ComputeModel, layer: Layer, kind: str, microbatch: int,
@@ -187,7 +193,7 @@ def layer_floor_s(compute_floor_s: float, compute: ComputeModel, layer: Layer, k
     phases = tp_comm_phases(layer, kind)
     if not tp_overlap or kind == "W":
         return compute_floor_s + sum(tp_comm_s(layer, phase, microbatch, 0) for phase in phases)
-    passes = ("F",) if kind == "F" else ("B", "F") if layer.recomputes_forward else ("B",)
+    passes = tuple(phase for _, phase in overlap_passes(layer, kind))
     if any(phase not in phases for phase in passes):
         return compute_floor_s
     units, comm_units, chunks, _ = overlap_units(cluster)
