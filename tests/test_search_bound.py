@@ -4,6 +4,7 @@ answer, and the pruned search ranks exactly what the exhaustive one ranks.  (flo
 lower_bound_s <= simulated: tests/test_planner.py's lower-bound checks.)"""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -113,13 +114,41 @@ def test_split_backward_fill_floor_is_below_every_split_and_binds_on_even_layers
     assert floor == pytest.approx(lead * 24 / (1 - (1 - lead / 4) ** 4) * split.SLACK) and floor > 24  # m T / pp = 24
 
 
+def _least_makespan(work, machines: int) -> float:
+    """The least that the busiest of ``machines`` carries over every assignment of the layers'
+    ``work`` to them (contiguous or not), by brute force."""
+    return min(max(sum(x for x, k in zip(work, ks) if k == j) for j in range(machines))
+               for ks in itertools.product(range(machines), repeat=len(work)))
+
+
+def test_busiest_share_is_below_every_assignment_and_exact_on_equal_layers():
+    """bound.busiest_share, the work floor of a family's busiest rank: at most the least makespan of
+    the layers on pp machines over every assignment (what any split, contiguous or interleaved,
+    gives its busiest rank), at least the average and the heaviest layer, and on L equal layers
+    ceil(L / pp) of them where the average counts L / pp (98 layers on 64 ranks: 2, not 1.53)."""
+    from parsim.search.bound import busiest_share
+    rng = np.random.default_rng(11)
+    tighter = 0
+    for _ in range(200):
+        L, pp = int(rng.integers(1, 8)), int(rng.integers(1, 4))
+        work = rng.choice([rng.uniform(0.1, 1, L), np.round(rng.uniform(1, 4, L))])
+        heaviest = np.concatenate([[0.0], np.cumsum(np.sort(work)[::-1])]).tolist()
+        share = busiest_share(float(work.sum()), heaviest, pp)
+        assert max(work.sum() / pp, work.max()) * (1 - 1e-12) <= share <= _least_makespan(work, pp) * (1 + 1e-12)
+        tighter += share > max(work.sum() / pp, work.max()) * (1 + 1e-9)
+    assert tighter > 20
+    for L, pp in ((98, 64), (96, 16), (61, 8), (7, 3), (5, 5)):
+        heaviest = [float(k) for k in range(L + 1)]
+        assert busiest_share(float(L), heaviest, pp) == math.ceil(L / pp)
+
+
 def test_chain_floor_is_one_microbatch_through_every_layer_and_below_every_split():
     """bound.floor_s's chain term, with any number of chunks: at least one micro-batch's forward
     and backward through every layer (F + B; F + I under a split backward, whose W may wait),
     and with fewer micro-batches than ranks the term that binds (m T / pp is below one
     micro-batch's T, and an interleaved floor has no fill term), never above the lower bound's
     own chain over any contiguous split (its transfers left out: >= 0)."""
-    from parsim.search.bound import floor_s
+    from parsim.search.bound import busiest_share, floor_s
     from parsim.search.split import SLACK
     rng = np.random.default_rng(5)
     checked = 0
@@ -135,9 +164,11 @@ def test_chain_floor_is_one_microbatch_through_every_layer_and_below_every_split
             floor = floor_s(*phases, m, pp, v, split_backward)
             assert floor >= chain * SLACK * (1 - 1e-12)
             work = f + i + w               # B = I + W here: a split backward's min(B, I + W) too
+            heaviest = np.concatenate([[0.0], np.cumsum(np.sort(work)[::-1])]).tolist()
+            busiest = busiest_share(work.sum(), heaviest, pp)      # (below the least makespan: test above)
             if v > 1:                      # an interleaved floor: the work terms and the chain
-                assert floor == pytest.approx(max(m * max(work.sum() / pp, work.max()), chain) * SLACK, rel=1e-12)
-            if v > 1 and chain > m * max(work.sum() / pp, work.max()):     # the chain binds
+                assert floor == pytest.approx(max(m * busiest, chain) * SLACK, rel=1e-12)
+            if v > 1 and chain > m * busiest:     # the chain binds
                 # and the lower bound's chain over any split is the same sum, stage by stage
                 for cut in itertools.islice(itertools.combinations(range(1, L), pp * v - 1), 20):
                     bounds = (0,) + cut + (L,)
@@ -314,8 +345,9 @@ def test_a_tensor_parallel_profile_or_a_falling_efficiency_gives_no_searched_flo
 def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, cluster_spec, only):
     """lower_bound_s (with its optimizer steps, ZeRO-1's gathers and the transfers of the
     pipeline's head and tail) is at most the simulated step of every candidate the exhaustive
-    search simulates: every ZeRO stage, placement, schedule and layout; and floor_s is at most it."""
-    from parsim.search.bound import floor_s
+    search simulates: every ZeRO stage, placement, schedule and layout; and floor_s is at most it, as is
+    the placed floor (bound.Placed: its sends and optimizer steps), which is above floor_s for many."""
+    from parsim.search.bound import floor_from_terms, floor_s, floor_terms, placed
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
     spec = load_model(path)
@@ -326,6 +358,7 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     t = spec.training
     bounds_of = {}
     seen = set()
+    tighter = 0                     # candidates whose placed floor (sends, optimizer steps) adds to floor_s
     for cand in full.ranked:
         c = cand.config
         b = t.global_batch_size // (c.dp * c.microbatches)
@@ -336,8 +369,13 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
         lb = bnd.lower_bound_s(c, b)
         assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
         assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
+        split_bwd = c.schedule == "zbh1"
+        own = floor_from_terms(floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp, c.chunks, split_bwd,
+                               placed(bnd, c, b))
+        assert own <= lb, c
+        tighter += own > floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, split_bwd) * (1 + 1e-9)
         seen.add((c.zero, c.placement, c.schedule, c.pp > 1))
-    assert len(full.ranked) > 100
+    assert len(full.ranked) > 100 and tighter > len(full.ranked) // 10
     assert {z for z, _, _, _ in seen} >= ({0, 1, 2, 3} if not only else {0, 1})
     assert {(p, s) for _, p, s, deep in seen if deep} >= {(p, s) for p in ("pp-inner", "dp-inner")
                                                           for s in ("1f1b", "gpipe", "interleaved", "zbh1")}

@@ -18,9 +18,14 @@ lower_bound_s of a split into stages s = [A_s, B_s) (v chunks on each of pp rank
 micro-batches, w_s = the stage's F + backward, its backward min(B, I + W) under a split
 backward) is at least each of:
 
-- per rank: m x sum of w_s over the rank's stages.  The ranks share the total T = sum of w over
-  all layers, so the busiest carries at least m T / pp; and it carries at least one stage, whose
-  w is at least the heaviest layer's;
+- per rank: m x sum of w_s over the rank's stages, at least m x the sum of its layers' w (under
+  a split backward a stage's min(B, I + W) is at least the sum of its layers' minimums).  Each
+  layer is on one rank, so the busiest rank carries at least what the busiest machine carries
+  in any assignment of the layers to pp machines (busiest_share): at least T / pp, T = sum of w
+  over all layers, at least the heaviest layer, and, for each k >= 1, at least the k + 1
+  smallest of the k pp + 1 heaviest layers (pigeonhole: some machine holds k + 1 of them).
+  With L layers of one kind that is ceil(L / pp) of them where m T / pp counts L / pp: 98
+  layers on 64 ranks carry 2 layers' work, not 1.53;
 - with one chunk per rank, the last stage [A, L): U(A) + m (P(L) - P(A)), U the prefix of what
   the bound counts upstream (F + B; F alone under a split backward, u_i <= w_i) and P the prefix
   of w.  Raising A by one layer i changes it by u_i - m w_i <= 0, so it is least with the last
@@ -99,7 +104,7 @@ class FloorTerms(NamedTuple):
     """What floor_s reads of the phases, whatever m, pp and v; a family's shapes share them
     (BranchAndBound.floor_terms)."""
     total: float        # a rank's work per micro-batch over every layer (T)
-    most: float         # the largest layer's
+    heaviest: tuple[float, ...]   # prefix sums of the layers' work, heaviest first (busiest_share)
     upstream: float     # the first micro-batch's path to the last layer
     last: float         # the last layer's work
     chain: float        # one micro-batch's forward and backward through every layer
@@ -125,19 +130,67 @@ def phase_floor_terms(f: np.ndarray, bwd: np.ndarray, i: np.ndarray | None, w_: 
     else:
         chain = upstream = w = f + bwd
         lead = 1.0
-    return FloorTerms(float(w.sum()), float(w.max()), float(upstream[:-1].sum()), float(w[-1]), float(chain.sum()),
+    heaviest = np.concatenate([[0.0], np.cumsum(np.sort(w)[::-1])]).tolist()
+    return FloorTerms(float(w.sum()), tuple(heaviest), float(upstream[:-1].sum()), float(w[-1]), float(chain.sum()),
                       lead)
 
 
-def floor_from_terms(terms: FloorTerms, m: int, pp: int, v: int, split_backward: bool) -> float:
-    """floor_s from its floor_terms."""
-    total, most, upstream, last, chain, lead = terms
-    floor = max(m * max(total / pp, most), chain)
+def busiest_share(total: float, heaviest, pp: int) -> float:
+    """The least that the busiest of pp machines carries, whatever layers each is given (module
+    docstring): ``total`` the layers' work, ``heaviest`` its prefix sums with the heaviest layer
+    first (heaviest[i]: the i heaviest layers').  With n = len(heaviest) - 1 layers, the k + 1
+    smallest of the k pp + 1 heaviest are heaviest[k pp + 1] - heaviest[k pp - k]."""
+    n = len(heaviest) - 1
+    if pp == 1:
+        return total
+    share = max(total / pp, heaviest[1])
+    for k in range(1, (n - 1) // pp + 1):
+        share = max(share, heaviest[k * pp + 1] - heaviest[k * pp - k])
+    return share
+
+
+def floor_from_terms(terms: FloorTerms, m: int, pp: int, v: int, split_backward: bool,
+                     placed: "Placed | None" = None) -> float:
+    """floor_s from its floor_terms; with ``placed`` (a candidate's placement known), its sends and
+    optimizer steps too (Placed)."""
+    total, heaviest, upstream, last, chain, lead = terms
+    work = m * busiest_share(total, heaviest, pp)
+    if placed is not None:
+        work = max(work, (m * total + placed.steps_s) / pp)
+        chain += 2 * placed.sends_s
+        upstream += (1 if split_backward else 2) * placed.sends_s
+    floor = max(work, chain)
     if v == 1:
         floor = max(floor, upstream + m * last)
         if m > 1 and lead > 0:               # the fill of any split (module docstring)
             floor = max(floor, lead * total / (1 - (1 - lead / m) ** pp))
     return floor * SLACK
+
+
+class Placed(NamedTuple):
+    """What a candidate's floor adds once its placement is known, before its split (the FLOOR
+    entry's, BranchAndBound.placed_floor), each at most what Bounds.lower_bound_s charges any split:
+
+    - ``sends_s``: the least time of the pp v - 1 sends across its stage boundaries, one way: the
+      sum of the pp v - 1 smallest of each layer's least send over the candidate's boundary links
+      (the boundaries sit after distinct layers).  The chain sends each twice (forward and
+      backward); with one chunk per rank the path to the last stage sends each once under a split
+      backward, twice under an unsplit one (lower_bound_s' head and upstream);
+    - ``steps_s``: the optimizer steps of every stage, which the ranks run after their compute: the
+      ranks' ends sum to at least m T + the steps, so the last ends at least at 1/pp of that.
+      optimizer_time_s is linear in the parameters (both compute models, parsim.cost.compute), so
+      the stages' steps add up to one step of all the parameters (ZeRO: of their shards); ZeRO-1's
+      gathers are left out."""
+    sends_s: float
+    steps_s: float
+
+
+def placed(bnd: Bounds, cfg: ParallelConfig, b: int) -> Placed:
+    """Placed of ``cfg`` (its split not yet known) at micro-batch size ``b``, from ``bnd``'s per-layer
+    numbers and the run's prices (its boundary links)."""
+    stepped = bnd.param_prefix[-1] / cfg.grad_ranks if cfg.zero else bnd.param_prefix[-1]
+    return Placed(bnd.least_sends_s(b, bnd.prices.boundary_links(cfg, boundary_links)),
+                  bnd.compute.optimizer_time_s(stepped, bnd.opt_moved))
 
 
 def searched_floor_s(terms_of, tp: int, members) -> float:
@@ -266,6 +319,7 @@ class BranchAndBound:
         self.order = itertools.count()          # ties: first pushed first; payloads never compared
         self.bounds_of: dict[tuple, Bounds] = {}
         self.floor_terms_of: dict[tuple, FloorTerms] = {}     # (id(bounds), b, split backward) -> floor_terms
+        self.own_terms_of: dict[tuple, FloorTerms] = {}     # (id(ranks' least phases), split backward) -> placed_floor's
         self.lower_terms_of: dict[tuple, FloorTerms | None] = {}     # (id(bounds), b, split backward) -> family_floor's
         self.overlap_priced = supports_overlap(self.cluster)
         self.misses: list[tuple] = []
@@ -334,7 +388,9 @@ class BranchAndBound:
         ahead = self.graph_sizes.get(tp)
         if ahead:
             entries = []
-            while ahead and (ahead[-1][0] <= SEARCH_AHEAD * bound or not self.c.prune):
+            # ahead: the sizes whose families may come up next; not those bounded past the k-th best
+            # step so far, which never come up (it only falls)
+            while ahead and (ahead[-1][0] <= min(SEARCH_AHEAD * bound, self.kth) or not self.c.prune):
                 entries.append(ahead.pop()[1:])
             search_auto_sizes(self.spec.graph, tp, self.cluster, self.spec.training, entries, self.memo)
         graph = self.searched_graph(tp, recompute, b, pp, cp)
@@ -343,8 +399,18 @@ class BranchAndBound:
         return False
 
     def floor_entry(self, bound: float, item) -> bool:
-        """A candidate without a split: held back (above), or split and bounded again."""
-        cfg, bnd, graph, b = item
+        """A candidate without a split: at its placed floors first (placed_floor, the cheaper one
+        first: pushed again, with its tie-break number, where one is higher, so it comes up where it
+        would have had it been pushed there), then held back (above), or split and bounded again."""
+        cfg, bnd, graph, b, tie, placed = item
+        while placed < 2:
+            placed += 1
+            if placed == 2 and bnd.ranks_least_phases(cfg, b) is None:
+                break                       # its ranks' all-to-alls are the compact group's: nothing to add
+            floor = self.placed_floor(bnd, cfg, b, own_a2a=placed == 2)
+            if floor > bound:
+                heapq.heappush(self.heap, (floor, tie, FLOOR, (cfg, bnd, graph, b, tie, placed)))
+                return False
         c, same = self.c, twin_key(cfg)
         if cfg.recompute and c.recompute is None and self.spec.training.recompute is None \
                 and same not in self.released and self.fits_without_recompute(cfg, b):
@@ -417,7 +483,7 @@ class BranchAndBound:
         self.released.add(same)
         if same in self.held:
             tbound, tcfg, tbnd, tgraph, tb = self.held.pop(same)
-            heapq.heappush(self.heap, (tbound, next(self.order), FLOOR, (tcfg, tbnd, tgraph, tb)))
+            heapq.heappush(self.heap, (tbound, next(self.order), FLOOR, (tcfg, tbnd, tgraph, tb, None, 2)))
 
     def bounds_for(self, tp, layout, graph, overlap=False) -> Bounds:
         if (id(graph), overlap) not in self.bounds_of:
@@ -551,15 +617,33 @@ class BranchAndBound:
         return False
 
     def members_entry(self, bound: float, item) -> bool:
-        """A family's candidates of one shape come up: each becomes a FLOOR entry, at the floor and
-        tie-break number it was given when its family was bound."""
+        """A family's candidates of one shape come up: each becomes a FLOOR entry, at its placed
+        floor (placed_floor; at least the shape's) and the tie-break number it was given when its
+        family was bound."""
         base, indices, members, kwargs, (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b) = item
         n = len(kwargs)
         for i in indices:
             args = _config_args(dp, pp, m, tp, layout, recompute, cp, members[i])
             for j, kw in enumerate(kwargs):
-                heapq.heappush(self.heap, (bound, base + i * n + j, FLOOR, (ParallelConfig(*args, **kw), bnd, graph, b)))
+                tie = base + i * n + j
+                heapq.heappush(self.heap, (bound, tie, FLOOR, (ParallelConfig(*args, **kw), bnd, graph, b, tie, 0)))
         return False
+
+    def placed_floor(self, bnd: Bounds, cfg: ParallelConfig, b: int, own_a2a: bool = False) -> float:
+        """floor_from_terms of a candidate with its placement's sends and its optimizer steps (Placed),
+        and with ``own_a2a`` its ranks' own all-to-alls where they are slower than the most compact
+        group's (Bounds.ranks_least_phases: each layer's phases at least the compact ones, and a
+        split backward's fill, a ratio, left out as family_floor leaves it)."""
+        split = cfg.schedule == "zbh1"
+        own = bnd.ranks_least_phases(cfg, b) if own_a2a else None
+        if own is None:
+            terms = self.floor_terms(bnd, b, split)
+        else:
+            key = (id(own), split)          # own is held in bnd's table, so its id stays its own
+            terms = self.own_terms_of.get(key)
+            if terms is None:
+                terms = self.own_terms_of[key] = without_fill_ratio(phase_floor_terms(*own, split), split)
+        return floor_from_terms(terms, cfg.microbatches, cfg.pp, cfg.chunks, split, placed(bnd, cfg, b))
 
     def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:
         """Whether the candidate's twin without recomputation has a split within the closed-form

@@ -358,6 +358,22 @@ class Bounds:
             self._costs[key] = None if all(x is None for x in lists) else lists
         return self._costs[key]
 
+    def ranks_least_phases(self, cfg: ParallelConfig, b: int) -> np.ndarray | None:
+        """Per layer, the least over cfg's pipeline ranks of its F, B, I and W with its exposed
+        all-to-alls over that rank's ep group (ep_phase_lists; rows of one array): what a stage of
+        any split charges at least on whichever rank holds it, before the split (the placed floor,
+        parsim.search.bound.Placed).  None where every rank's are the phases as they are."""
+        own = self._ep_phases_by_rank(cfg, b) if self._a2a_exposed_at(b) else None
+        if own is None:
+            return None
+        key = ("ranks' least phases", b, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement)
+        hit = self._costs.get(key)
+        if hit is None:
+            plain = self.phase_lists(b)
+            hit = self._costs[key] = np.min([np.diff(np.array(x if x is not None else plain), axis=1) for x in own],
+                                            axis=0)
+        return hit
+
     def ep_phase_lists(self, cfg: ParallelConfig, b: int, r: int) -> tuple[list[float], ...] | None:
         """phase_lists with each MoE layer's exposed all-to-alls over pipeline rank r's ep group
         (ParallelConfig.ep_group, as the run's prices list it) in place of the most compact
@@ -473,6 +489,21 @@ class Bounds:
         if not split:
             ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
         return max(best, max(ends), chain + after[0])
+
+    def least_sends_s(self, b: int, links: tuple[str, ...]) -> float:
+        """The least time a split's len(links) stage boundaries over ``links`` send one micro-batch
+        one way (parsim.search.bound.Placed): each boundary sits after a different layer, so at least
+        the len(links) smallest of each layer's least send over the links."""
+        if not links:
+            return 0.0
+        classes = tuple(sorted(set(links)))
+        key = ("least sends", b, classes)
+        prefix = self._costs.get(key)
+        if prefix is None:               # each layer's least send over the classes, as boundary_costs prices it
+            sent = self.costs(b)[1][:-1]
+            least = np.min([[self.cluster.link_for(c).time_s(x) for x in sent] for c in classes], axis=0)
+            prefix = self._costs[key] = np.concatenate([[0.0], np.cumsum(np.sort(least))]).tolist()
+        return prefix[len(links)]
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
