@@ -386,7 +386,8 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
     on (ParallelConfig.ep_group, as the simulator does), not the most compact group's: at most the
     simulated step of every expert-parallel candidate of an exhaustive search over both
     placements, and above the compact group's bound wherever the placement spreads the group over
-    more nodes (pp-inner: pp ranks between its members)."""
+    more nodes (pp-inner: pp ranks between its members); and so is the placed floor with the ranks'
+    own all-to-alls (bound.own_floor_terms), above the compact group's placed floor for many."""
     from parsim.shard.prepare import expert_graph, per_device_graph
 
     spec = load_model("examples/moe_tiny_local.yaml")
@@ -395,7 +396,7 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
     full = plan(spec, cluster, compute, Constraints(top=10**6, prune=False, tp=1, cp=1), progress=False)
     cluster = cluster.for_dtype(spec.training.dtype)
     t = spec.training
-    checked, tighter = 0, 0
+    checked, tighter, own_tighter = 0, 0, 0
     for cand in full.ranked:
         c = cand.config
         if c.ep == 1:
@@ -412,7 +413,17 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
         spread = len({cluster.node_of(r) for r in c.ep_group(0)}) > 1
         tighter += spread and lb > compact * (1 + 1e-6)
         checked += 1
-    assert checked > 20 and tighter > 5
+        # the placed floor with its ranks' own all-to-alls (before any split) is at most it too
+        least = bnd.ranks_least_phases(c, b)
+        split_bwd = c.schedule == "zbh1"
+        if least is not None:
+            own = bound.floor_from_terms(bound.own_floor_terms(least, split_bwd), c.microbatches, c.pp, c.chunks,
+                                         split_bwd, bound.placed(bnd, c, b))
+            assert own <= lb, c
+            plain = bound.floor_from_terms(bound.floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp,
+                                           c.chunks, split_bwd, bound.placed(bnd, c, b))
+            own_tighter += own > plain * (1 + 1e-6)
+    assert checked > 20 and tighter > 5 and own_tighter > 5
     placements = {x.config.placement for x in full.ranked if x.config.ep > 1}
     assert placements == {"pp-inner", "dp-inner"}
 

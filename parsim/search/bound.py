@@ -72,6 +72,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, replace
+from operator import sub
 from typing import NamedTuple
 
 import numpy as np
@@ -140,13 +141,13 @@ def busiest_share(total: float, heaviest, pp: int) -> float:
     docstring): ``total`` the layers' work, ``heaviest`` its prefix sums with the heaviest layer
     first (heaviest[i]: the i heaviest layers').  With n = len(heaviest) - 1 layers, the k + 1
     smallest of the k pp + 1 heaviest are heaviest[k pp + 1] - heaviest[k pp - k]."""
-    n = len(heaviest) - 1
     if pp == 1:
         return total
-    share = max(total / pp, heaviest[1])
-    for k in range(1, (n - 1) // pp + 1):
-        share = max(share, heaviest[k * pp + 1] - heaviest[k * pp - k])
-    return share
+    k = (len(heaviest) - 2) // pp                # the largest k with k pp + 1 <= n
+    # heaviest[k pp + 1] and heaviest[k (pp - 1)] for k = 1..K, in step (one C loop: a planner asks
+    # this for every family it bounds)
+    return max(total / pp, heaviest[1],
+               *map(sub, heaviest[pp + 1: k * pp + 2: pp], heaviest[pp - 1: k * (pp - 1) + 1: pp - 1]))
 
 
 def floor_from_terms(terms: FloorTerms, m: int, pp: int, v: int, split_backward: bool,
@@ -191,6 +192,13 @@ def placed(bnd: Bounds, cfg: ParallelConfig, b: int) -> Placed:
     stepped = bnd.param_prefix[-1] / cfg.grad_ranks if cfg.zero else bnd.param_prefix[-1]
     return Placed(bnd.least_sends_s(b, bnd.prices.boundary_links(cfg, boundary_links)),
                   bnd.compute.optimizer_time_s(stepped, bnd.opt_moved))
+
+
+def own_floor_terms(least_phases: np.ndarray, split_backward: bool) -> FloorTerms:
+    """FloorTerms of each layer's least phases over a candidate's ranks (Bounds.ranks_least_phases),
+    without a split backward's fill (a ratio, which holds of one rank's phases, not of the least
+    over several)."""
+    return without_fill_ratio(phase_floor_terms(*least_phases, split_backward), split_backward)
 
 
 def searched_floor_s(terms_of, tp: int, members) -> float:
@@ -642,7 +650,7 @@ class BranchAndBound:
             key = (id(own), split)          # own is held in bnd's table, so its id stays its own
             terms = self.own_terms_of.get(key)
             if terms is None:
-                terms = self.own_terms_of[key] = without_fill_ratio(phase_floor_terms(*own, split), split)
+                terms = self.own_terms_of[key] = own_floor_terms(own, split)
         return floor_from_terms(terms, cfg.microbatches, cfg.pp, cfg.chunks, split, placed(bnd, cfg, b))
 
     def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:

@@ -363,15 +363,25 @@ class Bounds:
         all-to-alls over that rank's ep group (ep_phase_lists; rows of one array): what a stage of
         any split charges at least on whichever rank holds it, before the split (the placed floor,
         parsim.search.bound.Placed).  None where every rank's are the phases as they are."""
-        own = self._ep_phases_by_rank(cfg, b) if self._a2a_exposed_at(b) else None
-        if own is None:
+        if not self._a2a_exposed_at(b):
             return None
-        key = ("ranks' least phases", b, cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement)
-        hit = self._costs.get(key)
-        if hit is None:
+        layout = (cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement)
+        key = ("ranks' least phases", b, layout)
+        if key in self._costs:
+            return self._costs[key]
+        # one rank for each way the ranks' ep groups are placed (alike placed, alike priced), by layout
+        firsts = self._costs.get(("ep placements", layout))
+        if firsts is None:
+            seen = {}
+            for r in range(cfg.pp):
+                seen.setdefault(self.prices.a2a_placement(self.prices.group(cfg, "ep", r)), r)
+            firsts = self._costs[("ep placements", layout)] = tuple(seen.values())
+        own = [self.ep_phase_lists(cfg, b, r) for r in firsts]
+        hit = None
+        if any(x is not None for x in own):
             plain = self.phase_lists(b)
-            hit = self._costs[key] = np.min([np.diff(np.array(x if x is not None else plain), axis=1) for x in own],
-                                            axis=0)
+            hit = np.min([np.diff(np.array(x if x is not None else plain), axis=1) for x in own], axis=0)
+        self._costs[key] = hit
         return hit
 
     def ep_phase_lists(self, cfg: ParallelConfig, b: int, r: int) -> tuple[list[float], ...] | None:
@@ -496,14 +506,20 @@ class Bounds:
         the len(links) smallest of each layer's least send over the links."""
         if not links:
             return 0.0
-        classes = tuple(sorted(set(links)))
-        key = ("least sends", b, classes)
-        prefix = self._costs.get(key)
-        if prefix is None:               # each layer's least send over the classes, as boundary_costs prices it
-            sent = self.costs(b)[1][:-1]
-            least = np.min([[self.cluster.link_for(c).time_s(x) for x in sent] for c in classes], axis=0)
-            prefix = self._costs[key] = np.concatenate([[0.0], np.cumsum(np.sort(least))]).tolist()
-        return prefix[len(links)]
+        key = ("sends", b, links)
+        hit = self._costs.get(key)
+        if hit is None:
+            classes = tuple(sorted(set(links)))
+            prefix = self._costs.get(("least sends", b, classes))
+            if prefix is None:           # each layer's least send over the classes, as Link.time_s prices it
+                sent = self.out[:-1] * b
+                links_of = [self.cluster.link_for(c) for c in classes]
+                least = np.min([np.where(sent > 0, x.latency_s + sent / (x.bandwidth_bytes_per_s * x.efficiency), 0.0)
+                                for x in links_of], axis=0)
+                prefix = self._costs[("least sends", b, classes)] = \
+                    np.concatenate([[0.0], np.cumsum(np.sort(least))]).tolist()
+            hit = self._costs[key] = prefix[len(links)]
+        return hit
 
     def balanced_memory(self, schedule, m, pp, v, b, dp, links, zero=0) -> float:
         """Peak-memory bound of the time-balanced split (an upper bound on the smallest)."""
