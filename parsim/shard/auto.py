@@ -201,8 +201,9 @@ def cost_graphs(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, 
                 key = (id(graph.layers[ul].ops[uo]), id(op), j)
                 if key not in edge_memo:
                     steps = _edge_steps(memo, graph.layers[ul].ops[uo], kv_of[u], op, kv_of[v], j, t)
-                    cells = [[cell(pair) for pair in row] for row in steps]
-                    edge_memo[key] = [[[c[k] for c in row] for row in cells] for k in sizes]
+                    # per row, its cells by size: [row][k] -> the row's cells at size k (zip: in C)
+                    rows = [tuple(zip(*[cell(pair) for pair in row])) for row in steps]
+                    edge_memo[key] = [[list(row[k]) for row in rows] for k in sizes]
                 for k in sizes:
                     graphs[k].add_edge(u, v, edge_memo[key][k])
     return [(graphs[k], where, shardings) for k in sizes]
