@@ -7,7 +7,8 @@ and tighter than the last:
 0. for the searched layout, before its graph is built (a strategy search per micro-batch size):
    searched_floor_s, this floor of the unsharded graph over tp; for any family, before a layer is
    priced at its micro-batch size: this floor of the layers' floors (BranchAndBound.family_floor);
-1. this floor, from per-layer prefix sums alone (no split, no memory check);
+1. this floor, from per-layer prefix sums alone (no split, no memory check), and, once a
+   candidate's placement is known, what the placement adds to it (Placed);
 2. its memory-constrained split and the split's lower bound (parsim.search.split.Bounds.lower_bound_s);
 3. the simulation, unless the split's peak memory without it already exceeds the cap
    (parsim.sim.memory.peak_floor_bytes: every term the simulator charges but ZeRO's buffers).
@@ -300,7 +301,8 @@ class BranchAndBound:
                  shapes' MEMBERS entries when it comes up;
         MEMBERS  a family's candidates of one shape (chunks, split backward), which share a floor:
                  one entry until it comes up, then each candidate a FLOOR entry (below);
-        FLOOR    a candidate without a split, bounded by its floor (floor_s);
+        FLOOR    a candidate without a split, bounded by its floor (floor_s), then by its placed
+                 floors (placed_floor);
         SPLIT    a candidate with its memory-constrained split, bounded by Bounds.lower_bound_s.
 
     Every bound is at most the simulated step time of every candidate it stands for, so the search
@@ -410,14 +412,14 @@ class BranchAndBound:
         """A candidate without a split: at its placed floors first (placed_floor, the cheaper one
         first: pushed again, with its tie-break number, where one is higher, so it comes up where it
         would have had it been pushed there), then held back (above), or split and bounded again."""
-        cfg, bnd, graph, b, tie, placed = item
-        while placed < 2:
-            placed += 1
-            if placed == 2 and bnd.ranks_least_phases(cfg, b) is None:
+        cfg, bnd, graph, b, tie, step = item       # step: the placed floors taken so far (0, 1 or 2)
+        while step < 2:
+            step += 1
+            if step == 2 and bnd.ranks_least_phases(cfg, b) is None:
                 break                       # its ranks' all-to-alls are the compact group's: nothing to add
-            floor = self.placed_floor(bnd, cfg, b, own_a2a=placed == 2)
+            floor = self.placed_floor(bnd, cfg, b, own_a2a=step == 2)
             if floor > bound:
-                heapq.heappush(self.heap, (floor, tie, FLOOR, (cfg, bnd, graph, b, tie, placed)))
+                heapq.heappush(self.heap, (floor, tie, FLOOR, (cfg, bnd, graph, b, tie, step)))
                 return False
         c, same = self.c, twin_key(cfg)
         if cfg.recompute and c.recompute is None and self.spec.training.recompute is None \
@@ -625,9 +627,9 @@ class BranchAndBound:
         return False
 
     def members_entry(self, bound: float, item) -> bool:
-        """A family's candidates of one shape come up: each becomes a FLOOR entry, at its placed
-        floor (placed_floor; at least the shape's) and the tie-break number it was given when its
-        family was bound."""
+        """A family's candidates of one shape come up: each becomes a FLOOR entry, at the floor and
+        tie-break number it was given when its family was bound (its placed floors are taken when
+        it comes up: floor_entry)."""
         base, indices, members, kwargs, (dp, pp, m, tp, layout, recompute, cp, bnd, graph, b) = item
         n = len(kwargs)
         for i in indices:
