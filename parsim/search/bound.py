@@ -256,7 +256,8 @@ def refine_ranked(ranked: list[Candidate], refine) -> tuple[list[Candidate], dic
 
 GRAPH, FAMILY, MEMBERS, FLOOR, SPLIT = 0, 1, 2, 3, 4     # the kinds of entry in the branch and bound (BranchAndBound)
 # When a GRAPH entry needs the auto layout searched at its micro-batch size, the sizes of the
-# same tp whose families' bounds are within this factor of its bound are searched with it, in one
+# same tp whose families' bounds are within this factor of its bound (and not past the k-th best
+# step so far: those never come up) are searched with it, in one
 # pass (parsim.shard.auto.search_sizes: the same answers, for about the price of one search), and
 # so are the searches under their pp's memory caps that those families will ask for, one pass a cap.
 # Speed only, never the answer.  Measured on the goals of bench_planner.py (2026-11-24): the
