@@ -34,14 +34,21 @@ def spread(model_path: str, cluster_spec: str) -> dict:
              compute.layer_kernels_time_s, compute.kernel_time_s)
     floor_from_terms, bound_family, run, layer_kernels, kernel = saved
 
+    inside = [False]                # floors priced while a family is bound (not a FLOOR entry's placed floors)
+
     def counting_floor(*args, **kwargs):
         value = floor_from_terms(*args, **kwargs)
-        floors[-1] = min(floors[-1], value)
+        if inside[0]:
+            floors[-1] = min(floors[-1], value)
         return value
 
     def counting_family(self, *args, **kwargs):
         floors.append(np.inf)
-        return bound_family(self, *args, **kwargs)
+        inside[0] = True
+        try:
+            return bound_family(self, *args, **kwargs)
+        finally:
+            inside[0] = False
 
     def counting_run(self, bar):
         run(self, bar)
