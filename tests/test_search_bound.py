@@ -387,7 +387,7 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
     simulated step of every expert-parallel candidate of an exhaustive search over both
     placements, and above the compact group's bound wherever the placement spreads the group over
     more nodes (pp-inner: pp ranks between its members); and so is the placed floor with the ranks'
-    own all-to-alls (bound.own_floor_terms), above the compact group's placed floor for many."""
+    own all-to-alls (bound.lower_phase_terms), above the compact group's placed floor for many."""
     from parsim.shard.prepare import expert_graph, per_device_graph
 
     spec = load_model("examples/moe_tiny_local.yaml")
@@ -417,7 +417,7 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
         least = bnd.ranks_least_phases(c, b)
         split_bwd = c.schedule == "zbh1"
         if least is not None:
-            own = bound.floor_from_terms(bound.own_floor_terms(least, split_bwd), c.microbatches, c.pp, c.chunks,
+            own = bound.floor_from_terms(bound.lower_phase_terms(least, split_bwd), c.microbatches, c.pp, c.chunks,
                                          split_bwd, bound.placed(bnd, c, b))
             assert own <= lb, c
             plain = bound.floor_from_terms(bound.floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp,

@@ -195,11 +195,12 @@ def placed(bnd: Bounds, cfg: ParallelConfig, b: int) -> Placed:
                   bnd.compute.optimizer_time_s(stepped, bnd.opt_moved))
 
 
-def own_floor_terms(least_phases: np.ndarray, split_backward: bool) -> FloorTerms:
-    """FloorTerms of each layer's least phases over a candidate's ranks (Bounds.ranks_least_phases),
-    without a split backward's fill (a ratio, which holds of one rank's phases, not of the least
-    over several)."""
-    return without_fill_ratio(phase_floor_terms(*least_phases, split_backward), split_backward)
+def lower_phase_terms(rows: np.ndarray, split_backward: bool) -> FloorTerms:
+    """FloorTerms of per-layer phases each at most the ones a rank runs (floors of the phases,
+    BranchAndBound.family_floor; their least over a candidate's ranks, Bounds.ranks_least_phases),
+    without a split backward's fill (a ratio, which holds of the phases it was read from, not of
+    phases below them)."""
+    return without_fill_ratio(phase_floor_terms(*rows, split_backward), split_backward)
 
 
 def searched_floor_s(terms_of, tp: int, members) -> float:
@@ -609,7 +610,7 @@ class BranchAndBound:
             if terms is None:
                 rows = bnd.floor_phase_times(b)
                 terms = self.lower_terms_of[key] = None if rows is None else \
-                    without_fill_ratio(phase_floor_terms(*rows, split), split)
+                    lower_phase_terms(rows, split)
             if terms is None:
                 return None
             floors.append(floor_from_terms(terms, m, pp, v, split))
@@ -653,7 +654,7 @@ class BranchAndBound:
             key = (id(own), split)          # own is held in bnd's table, so its id stays its own
             terms = self.own_terms_of.get(key)
             if terms is None:
-                terms = self.own_terms_of[key] = own_floor_terms(own, split)
+                terms = self.own_terms_of[key] = lower_phase_terms(own, split)
         return floor_from_terms(terms, cfg.microbatches, cfg.pp, cfg.chunks, split, placed(bnd, cfg, b))
 
     def fits_without_recompute(self, cfg: ParallelConfig, b: int) -> bool:

@@ -511,11 +511,8 @@ class Bounds:
         if hit is None:
             classes = tuple(sorted(set(links)))
             prefix = self._costs.get(("least sends", b, classes))
-            if prefix is None:           # each layer's least send over the classes, as Link.time_s prices it
-                sent = self.out[:-1] * b
-                links_of = [self.cluster.link_for(c) for c in classes]
-                least = np.min([np.where(sent > 0, x.latency_s + sent / (x.bandwidth_bytes_per_s * x.efficiency), 0.0)
-                                for x in links_of], axis=0)
+            if prefix is None:           # each layer's least send over the classes, as boundary_costs prices it
+                least = boundary_costs(self.cluster, classes, self.costs(b)[1])[: len(classes), :-1].min(axis=0) / 2
                 prefix = self._costs[("least sends", b, classes)] = \
                     np.concatenate([[0.0], np.cumsum(np.sort(least))]).tolist()
             hit = self._costs[key] = prefix[len(links)]
