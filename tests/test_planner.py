@@ -18,7 +18,7 @@ from parsim.plan import ParallelConfig
 from parsim.search import bound, split
 from parsim.search.enumerate import divisors, schedules, variants
 from parsim.search.resolve import boundary_links
-from parsim.search.bound import floor_s
+from parsim.search.floor import floor_s
 from parsim.search.planner import Constraints, plan
 from parsim.sim import simulate
 

@@ -61,11 +61,11 @@ def test_memory_floor_never_exceeds_the_closed_form_peak_of_any_split(seeds_spli
 
 
 def test_fill_floor_is_below_every_split_and_tight_on_even_layers():
-    """bound.floor_s's fill term for one chunk per rank and an unsplit backward: below the least,
+    """floor.floor_s's fill term for one chunk per rank and an unsplit backward: below the least,
     over every contiguous split of random layers, of max over stages r of (w of stages < r) + m
     w_r (the lower bound's "upstream" term without transfers), and at least m T / pp; on equal
     layers the fill raises it above every other term of the floor."""
-    from parsim.search.bound import floor_s
+    from parsim.search.floor import floor_s
     rng = np.random.default_rng(3)
     for _ in range(300):
         L, pp, m = int(rng.integers(2, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 9))
@@ -87,11 +87,11 @@ def test_fill_floor_is_below_every_split_and_tight_on_even_layers():
 
 
 def test_split_backward_fill_floor_is_below_every_split_and_binds_on_even_layers():
-    """bound.floor_s's fill term under a split backward (upstream: the forward alone): below the
+    """floor.floor_s's fill term under a split backward (upstream: the forward alone): below the
     least, over every contiguous split of random layers, of max over stages r of (f of stages < r)
     + m w_r, w = F + min(B, I + W) (the lower bound's "upstream" term without transfers), or its
     chain; on equal layers it binds, above every other term."""
-    from parsim.search.bound import floor_s, floor_terms
+    from parsim.search.floor import floor_s, floor_terms
     rng = np.random.default_rng(4)
     for _ in range(300):
         L, pp, m = int(rng.integers(2, 9)), int(rng.integers(1, 5)), int(rng.integers(1, 9))
@@ -122,11 +122,11 @@ def _least_makespan(work, machines: int) -> float:
 
 
 def test_busiest_share_is_below_every_assignment_and_exact_on_equal_layers():
-    """bound.busiest_share, the work floor of a family's busiest rank: at most the least makespan of
+    """floor.busiest_share, the work floor of a family's busiest rank: at most the least makespan of
     the layers on pp machines over every assignment (what any split, contiguous or interleaved,
     gives its busiest rank), at least the average and the heaviest layer, and on L equal layers
     ceil(L / pp) of them where the average counts L / pp (98 layers on 64 ranks: 2, not 1.53)."""
-    from parsim.search.bound import busiest_share
+    from parsim.search.floor import busiest_share
     rng = np.random.default_rng(11)
     tighter = 0
     for _ in range(200):
@@ -143,12 +143,12 @@ def test_busiest_share_is_below_every_assignment_and_exact_on_equal_layers():
 
 
 def test_chain_floor_is_one_microbatch_through_every_layer_and_below_every_split():
-    """bound.floor_s's chain term, with any number of chunks: at least one micro-batch's forward
+    """floor.floor_s's chain term, with any number of chunks: at least one micro-batch's forward
     and backward through every layer (F + B; F + I under a split backward, whose W may wait),
     and with fewer micro-batches than ranks the term that binds (m T / pp is below one
     micro-batch's T, and an interleaved floor has no fill term), never above the lower bound's
     own chain over any contiguous split (its transfers left out: >= 0)."""
-    from parsim.search.bound import busiest_share, floor_s
+    from parsim.search.floor import busiest_share, floor_s
     from parsim.search.split import SLACK
     rng = np.random.default_rng(5)
     checked = 0
@@ -270,11 +270,11 @@ def test_every_ranks_last_compute_is_the_backward_of_its_first_stage():
 @pytest.mark.parametrize("path, cluster_spec", [("examples/gpt_tiny_local.yaml", "dgx-a100:1x8"),
                                                 ("examples/resnet50_cifar10.yaml", "ascend910:1x8")])
 def test_searched_floor_is_below_the_searched_layouts_phases_and_every_simulated_step(path, cluster_spec):
-    """bound.searched_floor_s, from the unsharded graph over tp, never exceeds what the searched
+    """floor.searched_floor_s, from the unsharded graph over tp, never exceeds what the searched
     layout's graph gives: each layer's F, B, I and W on one device (the claim it rests on,
     cost.compute.share_bounds_time) and the simulated step of every searched-layout candidate."""
     from parsim.cost.compute import share_bounds_time
-    from parsim.search.bound import floor_s, floor_terms, searched_floor_s
+    from parsim.search.floor import floor_s, floor_terms, searched_floor_s
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
     spec = load_model(path)
@@ -346,8 +346,8 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     """lower_bound_s (with its optimizer steps, ZeRO-1's gathers and the transfers of the
     pipeline's head and tail) is at most the simulated step of every candidate the exhaustive
     search simulates: every ZeRO stage, placement, schedule and layout; and floor_s is at most it, as is
-    the placed floor (bound.Placed: its sends and optimizer steps), which is above floor_s for many."""
-    from parsim.search.bound import floor_from_terms, floor_s, floor_terms, placed
+    the placed floor (floor.Placed: its sends and optimizer steps), which is above floor_s for many."""
+    from parsim.search.floor import floor_from_terms, floor_s, floor_terms, placed
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
     spec = load_model(path)
@@ -387,7 +387,8 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
     simulated step of every expert-parallel candidate of an exhaustive search over both
     placements, and above the compact group's bound wherever the placement spreads the group over
     more nodes (pp-inner: pp ranks between its members); and so is the placed floor with the ranks'
-    own all-to-alls (bound.lower_phase_terms), above the compact group's placed floor for many."""
+    own all-to-alls (floor.lower_phase_terms), above the compact group's placed floor for many."""
+    from parsim.search.floor import floor_from_terms, floor_terms, lower_phase_terms, placed
     from parsim.shard.prepare import expert_graph, per_device_graph
 
     spec = load_model("examples/moe_tiny_local.yaml")
@@ -417,11 +418,11 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
         least = bnd.ranks_least_phases(c, b)
         split_bwd = c.schedule == "zbh1"
         if least is not None:
-            own = bound.floor_from_terms(bound.lower_phase_terms(least, split_bwd), c.microbatches, c.pp, c.chunks,
-                                         split_bwd, bound.placed(bnd, c, b))
+            own = floor_from_terms(lower_phase_terms(least, split_bwd), c.microbatches, c.pp, c.chunks,
+                                   split_bwd, placed(bnd, c, b))
             assert own <= lb, c
-            plain = bound.floor_from_terms(bound.floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp,
-                                           c.chunks, split_bwd, bound.placed(bnd, c, b))
+            plain = floor_from_terms(floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp,
+                                     c.chunks, split_bwd, placed(bnd, c, b))
             own_tighter += own > plain * (1 + 1e-6)
     assert checked > 20 and tighter > 5 and own_tighter > 5
     placements = {x.config.placement for x in full.ranked if x.config.ep > 1}

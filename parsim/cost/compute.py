@@ -581,7 +581,7 @@ def share_bounds_time(compute: ComputeModel) -> bool:
     group, ``Layer.tp_share`` = s >= 1/tp of its FLOPs, each of its FLOPs, memory-bound and
     parameter bytes at least 1/tp of the whole's and at most all of it) takes at least 1/tp of the
     whole layer's time in every phase, so that the planner may bound a layout it has not built
-    (parsim.search.bound.searched_floor_s):
+    (parsim.search.floor.searched_floor_s):
 
     - the roofline (layers without kernels): each term is the share's work over a rate, and the
       GEMM rate at the share's smaller work is no higher than at the whole's where the device's

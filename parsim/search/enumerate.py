@@ -154,7 +154,7 @@ def schedules(pp: int, m: int, layers: int, c: Constraints) -> list[tuple[str, i
 
 # The deepest interleaving the search tries unless told (Constraints.chunk_options; simulate's
 # --chunks prices any v the cut units allow): v from 2 to min(cut units / pp, 8).  Every v >= 2
-# has the same split-free floor (bound.floor_s: m x a rank's work), so each depth adds its
+# has the same split-free floor (floor.floor_s: m x a rank's work), so each depth adds its
 # candidates' splits and lower bounds to the search: GPT-3 175B on 1,024 A100s split and bounded
 # 3,324 candidates with v in {2, 4}, 7,348 with v up to 8 and 9,156 up to 12 (its 98 cut units
 # allow 49 at pp = 2), simulating 20, 23 and 23, each with tp_comm_overlap searched too (the

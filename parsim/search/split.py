@@ -362,7 +362,7 @@ class Bounds:
         """Per layer, the least over cfg's pipeline ranks of its F, B, I and W with its exposed
         all-to-alls over that rank's ep group (ep_phase_lists; rows of one array): what a stage of
         any split charges at least on whichever rank holds it, before the split (the placed floor,
-        parsim.search.bound.Placed).  None where every rank's are the phases as they are."""
+        parsim.search.floor.Placed).  None where every rank's are the phases as they are."""
         if not self._a2a_exposed_at(b):
             return None
         layout = (cfg.dp, cfg.pp, cfg.tp, cfg.cp, cfg.ep, cfg.etp, cfg.placement)
@@ -502,7 +502,7 @@ class Bounds:
 
     def least_sends_s(self, b: int, links: tuple[str, ...]) -> float:
         """The least time a split's len(links) stage boundaries over ``links`` send one micro-batch
-        one way (parsim.search.bound.Placed): each boundary sits after a different layer, so at least
+        one way (parsim.search.floor.Placed): each boundary sits after a different layer, so at least
         the len(links) smallest of each layer's least send over the links."""
         if not links:
             return 0.0
