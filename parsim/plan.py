@@ -97,6 +97,15 @@ class ParallelConfig:
     # FSDP1's HYBRID_SHARD; Megatron-Core's --num-distributed-optimizer-instances = dp / dp_shard for
     # ZeRO-1).  ``shard_group``, ``replicate_group``.  0: the shards span every dp rank (plain ZeRO)
     dp_shard: int = 0
+    # Data-parallel gradient buckets reduced as the backward makes them ready, overlapped with the
+    # rest of it (True: torch DDP's reducer, which always overlaps; Megatron-Core's
+    # --overlap-grad-reduce, which NeMo's and Megatron-Bridge's training recipes set, the production
+    # default), or all after the pipeline rank's last backward of the step (False: Megatron-Core
+    # without --overlap-grad-reduce, its own default, finalize_model_grads reducing every bucket
+    # once the schedule is done; megatron/core/distributed/distributed_data_parallel_config.py,
+    # overlap_grad_reduce: bool = False).  DDP and ZeRO-1 only: ZeRO 2-3 reduce each micro-batch's
+    # gradients as its backward runs (grad_reduce_refusal).
+    overlap_grad_reduce: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -360,6 +369,7 @@ class Plan:
                          **({"recompute_layers": list(c.recompute_layers)} if c.recompute_layers else {}),
                          **({"recompute_every": c.recompute_every} if c.recompute_every else {}),
                          **({"dp_shard": c.dp_shard} if c.dp_shard else {}),
+                         **({"overlap_grad_reduce": False} if not c.overlap_grad_reduce else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -396,10 +406,11 @@ class Plan:
                              ep_overlap=p.get("ep_overlap", bool, False), etp=p.positive_int("etp", 1),
                              recompute_layers=p.get("recompute_layers", (int, list), ()),
                              recompute_every=p.get("recompute_every", int, 0),
-                             dp_shard=p.get("dp_shard", int, 0))
+                             dp_shard=p.get("dp_shard", int, 0),
+                             overlap_grad_reduce=p.get("overlap_grad_reduce", bool, True))
         stages = p.get("stages", list, [])
         p.done()
-        why = fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg)
+        why = fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg) or grad_reduce_refusal(cfg)
         if why:
             raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
@@ -457,6 +468,17 @@ def shard_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
         return "dp_shard", (f"{n} with ep = {cfg.ep}: the routed experts shard over their own expert-data-parallel "
                             f"group, which parsim does not price beside hybrid sharding; drop dp_shard or use ep 1")
     return None
+
+
+def grad_reduce_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
+    """(field, why, in a line saying what to change) where ``overlap_grad_reduce`` false does not
+    apply to cfg (ZeRO 2-3: FSDP reduce-scatters each micro-batch's gradients during its backward,
+    the only way parsim prices them); None where it does, or where it is true."""
+    if cfg.overlap_grad_reduce or cfg.zero < 2:
+        return None
+    return "overlap_grad_reduce", (f"false with zero {cfg.zero}: ZeRO 2-3 reduce-scatter each micro-batch's "
+                                   "gradients as its backward runs (FSDP), which parsim prices overlapped; use zero "
+                                   "0 or 1 (DDP, Megatron's distributed optimizer), or overlap_grad_reduce true")
 
 
 def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:

@@ -71,14 +71,16 @@ def deepspeed(path: str, dp: str, refused_dp: str | None = None) -> dict:
 
 # Megatron-LM flags that arguments.py (tag core_v0.16.1) declares by hand, or from training-side
 # dataclasses the megatron-core wheel does not ship (training_config.py: micro_batch_size,
-# global_batch_size); every other exported flag must be a megatron.core TransformerConfig field.
+# global_batch_size), or that training.py copies into megatron.core's DistributedDataParallelConfig
+# (overlap-grad-reduce: checked there, _megatron_ddp); every other exported flag must be a
+# megatron.core TransformerConfig field.
 MEGATRON_TRAINING_FLAGS = {
     "micro-batch-size", "global-batch-size", "seq-length", "max-position-embeddings", "vocab-size",
     "make-vocab-size-divisible-by", "swiglu", "position-embedding-type", "rotary-base",
     "untie-embeddings-and-output-weights", "group-query-attention", "num-layers-per-virtual-pipeline-stage",
     "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "use-distributed-optimizer",
     "use-torch-fsdp2", "torch-fsdp2-no-reshard-after-forward", "cp-comm-type", "use-tp-pp-dp-mapping", "optimizer",
-    "sgd-momentum", "num-experts", "num-distributed-optimizer-instances"}
+    "sgd-momentum", "num-experts", "num-distributed-optimizer-instances", "overlap-grad-reduce"}
 
 
 def _number(text: str):
@@ -164,12 +166,13 @@ def _megatron_ddp(flags: dict, dp_cp: int) -> dict:
 
     ddp = DistributedDataParallelConfig(use_distributed_optimizer=bool(flags.get("use-distributed-optimizer")),
                                         num_distributed_optimizer_instances=int(
-                                            flags.get("num-distributed-optimizer-instances", 1)))
+                                            flags.get("num-distributed-optimizer-instances", 1)),
+                                        overlap_grad_reduce=bool(flags.get("overlap-grad-reduce")))
     instances = ddp.num_distributed_optimizer_instances
     if dp_cp % instances:
         raise SystemExit("Data parallel size should be divisible by partial DistOpt shard factor")
     return {"distributed_optimizer": ddp.use_distributed_optimizer, "instances": instances,
-            "instance_ranks": dp_cp // instances}
+            "instance_ranks": dp_cp // instances, "overlap_grad_reduce": ddp.overlap_grad_reduce}
 
 
 def torchtitan(path: str, world: str | None = None) -> dict:

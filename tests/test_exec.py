@@ -88,6 +88,8 @@ def assert_grad_buckets_as_simulated(plan, measured):
 
 @pytest.mark.parametrize("name,flags", [
     ("dp2", ["--dp", "2", "--pp", "1", "--microbatches", "2"]),
+    # the buckets after the backward (Megatron-Core without --overlap-grad-reduce): the same sums
+    ("dp2-after-backward", ["--dp", "2", "--pp", "1", "--microbatches", "2", "--no-overlap-grad-reduce"]),
     ("gpipe", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "gpipe"]),
     ("1f1b", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "1f1b"]),
     ("interleaved", ["--dp", "1", "--pp", "2", "--microbatches", "4", "--schedule", "interleaved", "--chunks", "2"]),

@@ -66,6 +66,8 @@ def _same_plan(a: dict, b: dict) -> None:
                 "zero", "tp_comm_overlap", "cp_mode"):
         assert a["parallel"][key] == b["parallel"][key], key
     assert a["parallel"].get("dp_shard") == b["parallel"].get("dp_shard")      # written where HSDP shards
+    # written where false (the buckets after the backward)
+    assert a["parallel"].get("overlap_grad_reduce", True) == b["parallel"].get("overlap_grad_reduce", True)
     assert a["model"]["layers"] == b["model"]["layers"]
     for key in ("global_batch_size", "dtype", "optimizer"):
         assert a["model"][key] == b["model"][key], key
@@ -94,7 +96,7 @@ def test_megatron_roundtrip(tmp_path, capsys, gpt_plan):
     text = (tmp_path / "export.megatron").read_text()
     for line in ("--tensor-model-parallel-size 2", "--sequence-parallel", "--pipeline-model-parallel-size 2",
                  "--use-distributed-optimizer", "--recompute-granularity selective", "--micro-batch-size 2",
-                 "--global-batch-size 16", "--bf16"):
+                 "--global-batch-size 16", "--bf16", "--overlap-grad-reduce"):
         assert line in text.splitlines()
 
 

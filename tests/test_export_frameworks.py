@@ -69,7 +69,12 @@ def test_deepspeed_accepts_the_export(tmp_path, capsys):
 @pytest.mark.parametrize("flags, expect", [
     (["--dp", "2", "--pp", "2", "--tp", "2", "--tp-layout", "megatron-sp", "--microbatches", "4", "--zero", "1",
       "--recompute", "selective", "--placement", "dp-inner"],
-     {"tp": 2, "pp": 2, "vpp": None, "sequence_parallel": True, "recompute_granularity": "selective", "microbatches": 4}),
+     {"tp": 2, "pp": 2, "vpp": None, "sequence_parallel": True, "recompute_granularity": "selective", "microbatches": 4,
+      "overlap_grad_reduce": True}),
+    # the buckets after the backward: Megatron-Core's own default, no flag
+    (["--dp", "4", "--tp", "2", "--tp-layout", "megatron-sp", "--microbatches", "2", "--zero", "1",
+      "--no-overlap-grad-reduce"],
+     {"tp": 2, "pp": 1, "distributed_optimizer": True, "overlap_grad_reduce": False}),
     # the first layer of each virtual stage recomputed (Megatron's block method; its TransformerConfig
     # checks the count against the layers a pipeline rank holds); HSDP at ZeRO-1, the partial
     # distributed optimizer: 2 instances of 2 ranks each

@@ -114,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hybrid sharding (HSDP): ZeRO's shards span groups of N data-parallel ranks, which "
                         "replicate one another (torchtitan's data_parallel_shard_degree N beside "
                         "data_parallel_replicate_degree dp/N); needs --zero (default: every dp rank)")
+    p.add_argument("--overlap-grad-reduce", action=argparse.BooleanOptionalAction, default=None,
+                   help="dp > 1, zero 0-1: reduce the gradient buckets as the backward makes them ready (default, as "
+                        "torch DDP and Megatron-Core's --overlap-grad-reduce run them), or with --no-overlap-grad-reduce "
+                        "all after the rank's backward (Megatron-Core without the flag); default: the plan's or "
+                        "imported config's, else overlapped")
     _from_flags(p)
     from parsim.cost.comm import ALGORITHMS
     p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
@@ -146,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ranked ZeRO plans whose shards span nodes try shard groups of 1, 2, 4, ... nodes (HSDP, "
                         "--dp-shard) and keep the fastest that fits; off by default: Megatron's FSDP2 path and "
                         "DeepSpeed cannot run it")
+    p.add_argument("--overlap-grad-reduce", action=argparse.BooleanOptionalAction, default=True,
+                   help="the DDP and ZeRO-1 plans reduce their gradient buckets under the backward (default, as torch "
+                        "DDP and Megatron-Core's --overlap-grad-reduce run them), or with --no-overlap-grad-reduce "
+                        "after it (Megatron-Core without the flag); ZeRO 2-3 plans overlap as FSDP does")
     p.add_argument("--dp-shard", type=positive_int_arg,
                    help="hybrid sharding (HSDP) with shard groups of N data-parallel ranks: the search offers the ZeRO "
                         "plans it applies to and prices its ranked plans again with it (default: model.yaml's "

@@ -108,7 +108,10 @@ def cmd_simulate(args) -> int:
                              tp=args.tp, tp_layout=args.tp_layout, recompute=args.recompute, zero=args.zero,
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
                              ep_overlap=args.ep_overlap, etp=args.etp, recompute_layers=args.recompute_layers,
-                             recompute_every=args.recompute_every, dp_shard=args.dp_shard)
+                             recompute_every=args.recompute_every, dp_shard=args.dp_shard,
+                             overlap_grad_reduce=args.overlap_grad_reduce is not False)
+    if args.overlap_grad_reduce is not None:      # beside a plan or an imported config: overrides theirs
+        cfg = dataclasses.replace(cfg, overlap_grad_reduce=args.overlap_grad_reduce)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)
@@ -200,7 +203,8 @@ def cmd_plan(args) -> int:
                                                       ep_overlap=args.ep_overlap, etp=args.etp,
                                                       tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode,
                                                       partial_recompute=args.partial_recompute,
-                                                      hybrid_shard=args.hybrid_shard, dp_shard=args.dp_shard),
+                                                      hybrid_shard=args.hybrid_shard, dp_shard=args.dp_shard,
+                                                      overlap_grad_reduce=args.overlap_grad_reduce),
                   progress=None if not args.json else False, tp_compute=tp_compute, prices=prices,
                   rerank=reranker(spec, cluster, compute, tp_compute))
     result = with_bands(result, spec.graph, cluster)       # the out-of-sample band where no profile gave one

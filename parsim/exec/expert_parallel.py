@@ -242,13 +242,15 @@ class ExpertGrads:
     already sums its ep group's tokens) and, with more than one rank holding the same experts,
     summed over them in grad_sync's buckets; with one, no communication."""
 
-    def __init__(self, modules: list[nn.Module], group, expert_dp: int, grad_ranks: int, microbatches: int):
+    def __init__(self, modules: list[nn.Module], group, expert_dp: int, grad_ranks: int, microbatches: int,
+                 overlap: bool = True):
         from parsim.exec.grad_sync import GradBuckets
 
         self.params = [p for m in modules for _, e in expert_modules(m) for p in e.parameters()]
         self.grad_ranks = grad_ranks
         keep = frozenset(self.params)
-        self.buckets = [GradBuckets(m, group, expert_dp, microbatches, keep=lambda p: p in keep, mean_over=grad_ranks)
+        self.buckets = [GradBuckets(m, group, expert_dp, microbatches, keep=lambda p: p in keep, mean_over=grad_ranks,
+                                    overlap=overlap)
                         for m in modules] if expert_dp > 1 else []
 
     def finish(self) -> list[list[int]]:

@@ -18,7 +18,9 @@ not) and whether its parameters are DTensors (tensor parallelism) or plain:
   ``gradients_mean`` (the seeds'). DTensor parameters (tensor parallelism) keep DTensor
   gradients whose local shards are those views.
 - ``finish()`` starts any bucket still waiting (a parameter that got no gradient this step) and
-  waits for all of them, before the optimizer.
+  waits for all of them, before the optimizer.  Without overlap (ParallelConfig.overlap_grad_reduce
+  false: Megatron-Core without --overlap-grad-reduce) no bucket starts during the backward, and
+  ``finish()`` starts every one, in the same order.
 
 **ZeRO stage 1** (``zero=1``; Rajbhandari et al. 2020; Megatron's distributed optimizer): the
 same buckets, padded to a multiple of dp, are reduce-scattered instead of all-reduced, each rank
@@ -58,14 +60,18 @@ class GradBuckets:
     """One stage module's gradients, all-reduced over ``group`` in the simulator's buckets."""
 
     def __init__(self, stage: nn.Module, group, dp: int, microbatches: int, zero: int = 0,
-                 tied: frozenset = frozenset(), keep=None, mean_over: int | None = None, replicas=None):
+                 tied: frozenset = frozenset(), keep=None, mean_over: int | None = None, replicas=None,
+                 overlap: bool = True):
         """``keep``: which parameters the buckets hold (default all; expert parallelism keeps its
         experts apart, parsim.exec.expert_parallel); ``mean_over``: the divisor of the sum (default
         ``dp``, the group's size; expert gradients divide by dp x cp over a smaller group, HSDP's by
         every replica's); ``replicas``: under ZeRO-1 with HSDP (ParallelConfig.dp_shard), the
         process group of the ranks holding this rank's shard, over which each reduce-scattered
-        slice is then all-reduced (``group`` being the shard group, ``dp`` its size)."""
+        slice is then all-reduced (``group`` being the shard group, ``dp`` its size); ``overlap``
+        false (ParallelConfig.overlap_grad_reduce): no bucket starts during the backward, ``finish``
+        starts them all, in order (Megatron-Core without --overlap-grad-reduce)."""
         self.group, self.dp, self.microbatches, self.zero = group, dp, microbatches, zero
+        self.overlap = overlap
         self.replicas = replicas
         self.mean_over = mean_over or dp
         # A parameter two units share (the GPT's tied embedding and head) belongs to the first in
@@ -154,7 +160,7 @@ class GradBuckets:
         if self.count[p] == self.microbatches:
             k = self.bucket_of[p]
             self.waiting[k] -= 1
-            if self.waiting[k] == 0:
+            if self.waiting[k] == 0 and self.overlap:
                 self._start(k)
 
     def _slice(self, flat: torch.Tensor) -> torch.Tensor:

@@ -308,11 +308,11 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     grad_syncs = ([GradBuckets(m, grad_group, cfg.shard_ranks, cfg.microbatches,
                                cfg.zero, frozenset(p for t, p, _ in tied.reductions if t == s),
                                keep=(lambda p: p not in expert_params) if expert_params else None,
-                               mean_over=cfg.grad_ranks, replicas=replicas)
+                               mean_over=cfg.grad_ranks, replicas=replicas, overlap=cfg.overlap_grad_reduce)
                    for s, m in zip(stage_ids, modules)]
                   if cfg.grad_ranks > 1 and cfg.zero < 2 else [])
     expert_grads = (expert_parallel.ExpertGrads(modules, expert_dp_group, cfg.expert_dp, cfg.grad_ranks,
-                                                cfg.microbatches) if cfg.ep > 1 else None)
+                                                cfg.microbatches, cfg.overlap_grad_reduce) if cfg.ep > 1 else None)
     expert_buckets: list = []         # ep: the last step's expert-gradient all-reduces, bytes each, per local stage
     ep_bytes: dict = {}               # ep: the last step's all-to-alls (Exchanges.summary)
     tied_bytes: dict[int, int] = {}   # the last step's tied-gradient all-reduce, bytes, per local stage

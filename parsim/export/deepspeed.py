@@ -81,6 +81,9 @@ def export_config(plan, spec, source: str) -> dict:
     b = c.microbatch_size(plan.global_batch_size)
     out: dict = {"train_batch_size": plan.global_batch_size, "train_micro_batch_size_per_gpu": b,
                  "gradient_accumulation_steps": c.microbatches, "zero_optimization": {"stage": c.zero}}
+    if c.zero in (1, 2):       # its bucket reduction under the backward, off by default at stages 1-2 (DeepSpeed's
+        # config docs, zero_optimization.overlap_comm): as the plan was priced
+        out["zero_optimization"]["overlap_comm"] = c.overlap_grad_reduce
     if plan.dtype != "fp32":
         out[plan.dtype] = {"enabled": True}
     out["optimizer"] = ({"type": "Adam"} if plan.optimizer == "adam" else
@@ -115,6 +118,10 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
         if zero.has(key):           # DeepSpeed 0.19 rejects them (runtime/config.py, _REMOVED_ZERO_CONFIG_KEYS)
             raise refuse(source, "zero_optimization." + key, zero.data[key], "DeepSpeed 0.19", "removed MiCS and "
                          "rejects this key; drop it, and give --dp-shard N to price shard groups of N")
+    # DeepSpeed 0.19 reduces at stage 0 after the backward (engine.allreduce_gradients at the
+    # accumulation boundary), at stages 1-2 under it only with overlap_comm (stage_1_and_2.py hooks
+    # the gradients where partition_gradients or overlap_comm; config.py's default: stage 3 only)
+    overlap = stage >= 2 or zero.get("overlap_comm", bool, stage == 3)
     for key in list(zero.data):
         zero.get(key, (object, bool), None)
     dtype = "fp32"
@@ -159,6 +166,7 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
     split = split_arg(partition_uniform(units, pp)) if units and pp > 1 else None
     parallel = dict(tp=tp, pp=pp, schedule="1f1b", split=split, tp_layout="megatron" if tp > 1 else None,
                     recompute=recompute, zero=stage, placement="dp-inner" if pp > 1 else "pp-inner",
+                    overlap_grad_reduce=overlap,
                     microbatch_size=mbs, microbatches=gas)
     training = dict(dtype=dtype, optimizer=optimizer, **({"global_batch_size": gbs} if gbs else {}))
     return Imported(None, training, parallel)

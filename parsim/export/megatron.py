@@ -25,6 +25,9 @@ ArgumentGroupFactory):
     recompute deepseek          --recompute-granularity selective --recompute-modules layernorm
                                 mla_up_proj moe_act
     tp_comm_overlap             --tp-comm-overlap
+    overlap_grad_reduce, zero   --overlap-grad-reduce (its DDP and distributed optimizer; without it
+    0-1                         Megatron-Core reduces every bucket after the backward, its default;
+                                torch FSDP2 overlaps whatever it is given)
     fp8                         --fp8-format hybrid (with --bf16)
     ep, ep_overlap              --expert-model-parallel-size, --overlap-moe-expert-parallel-comm
     etp (tp > 1, with ep or > 1) --expert-tensor-parallel-size (Megatron's default is tp)
@@ -53,7 +56,7 @@ from parsim.plan import bounds_from_counts
 
 TARGET = "Megatron-LM"
 # Flags that take no value (store_true), as arguments.py declares them; every other flag read takes one.
-SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-overlap bf16 fp16 swiglu
+SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-overlap overlap-grad-reduce bf16 fp16 swiglu
 group-query-attention untie-embeddings-and-output-weights disable-bias-linear use-tp-pp-dp-mapping use-torch-fsdp2
 torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-attn checkpoint-activations
 use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
@@ -101,6 +104,7 @@ def export_args(plan, spec, source: str) -> list[str]:
              ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
               str(c.recompute_layers[0])])
     args += ["--tp-comm-overlap"] if c.tp_comm_overlap else []
+    args += ["--overlap-grad-reduce"] if c.overlap_grad_reduce and c.zero < 2 else []
     if c.placement == "pp-inner" and c.pp > 1 and c.dp * c.cp > 1:
         args += ["--use-tp-pp-dp-mapping"]
     args += {"fp32": [], "bf16": ["--bf16"], "fp16": ["--fp16"]}[plan.dtype]
@@ -298,6 +302,7 @@ def import_args(text: str, source: str) -> Imported:
                     tp_layout=("megatron-sp" if f.on("sequence-parallel") else "megatron") if tp > 1 else None,
                     recompute=recompute, **({"recompute_layers": recompute_layers} if recompute_layers else {}),
                     zero=zero, tp_comm_overlap=f.on("tp-comm-overlap"),
+                    overlap_grad_reduce=f.on("overlap-grad-reduce") or zero >= 2,
                     cp_mode=("allgather" if gran != "p2p" else "ring") if cp > 1 else None, ep_overlap=f.on("overlap-moe-expert-parallel-comm"),
                     placement="pp-inner" if f.on("use-tp-pp-dp-mapping") else "dp-inner", microbatch_size=mbs, **hsdp)
     training = dict(dtype=dtype, optimizer=optimizer, fp8=fp8, **({"global_batch_size": gbs} if gbs else {}))

@@ -125,6 +125,9 @@ def export_config(plan, spec, source: str) -> dict:
                      "(pp, dp_replicate, dp_shard, cp, tp): plan with --placement dp-inner")
     if c.ep > 1:
         raise refuse(source, "parallel.ep", c.ep, TARGET, "has no expert-parallel llama3 (dense) flavor")
+    if not c.overlap_grad_reduce:
+        raise refuse(source, "parallel.overlap_grad_reduce", False, TARGET, "reduces gradients with torch DDP or FSDP2, "
+                     "which overlap them with the backward; plan without --no-overlap-grad-reduce")
     if c.recompute.value == "deepseek":
         raise refuse(source, "parallel.recompute", "deepseek", TARGET, "checkpoints whole blocks (full) or "
                      "selected ops (selective)")

@@ -17,6 +17,9 @@ with its citation and everything needed to price it again::
                                                #   carved from dp x cp as parsim.plan does),
                                                #   tp_layout (megatron | megatron-sp; default
                                                #   megatron), tp_comm_overlap (megatron-sp only),
+                                               #   overlap_grad_reduce (default true; false: the
+                                               #   buckets after the backward, Megatron-Core
+                                               #   without --overlap-grad-reduce),
                                                #   cp_mode (ring | allgather; default ring), etp
                                                #   (expert tp: 1 or tp, MoE Parallel Folding) and
                                                #   ep_overlap (the all-to-alls hidden, as
@@ -192,7 +195,7 @@ def _thaw(value):
 
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
                  "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int, "recompute_every": int,
-                 "tp_layout": str, "tp_comm_overlap": bool,
+                 "tp_layout": str, "tp_comm_overlap": bool, "overlap_grad_reduce": bool,
                  "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str}
 
 
@@ -388,7 +391,8 @@ def describe(cfg) -> str:
             f"{' ep-overlap' if cfg.ep_overlap else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
-            f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}")
+            f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}"
+            f"{' grads-after-backward' if not cfg.overlap_grad_reduce else ''}")
 
 
 def figure_imbalance(routing: tuple) -> float | None:

@@ -4,7 +4,10 @@ torch.distributed.pipelining's ``_add_send_recv`` and ``_add_reduce_grad``).
 - ``add_send_recv``: a SEND right after the compute that produced the data, a RECV right before
   the compute that needs it (only where the two stages sit on different ranks).
 - ``add_reduce_grad``: after a stage's last backward (B, or W when split), one REDUCE_GRAD per
-  gradient bucket, as DDP issues them while that backward runs.
+  gradient bucket, as DDP issues them while that backward runs; or, ``after_backward``, every
+  stage's at the end of its rank's list, in stage order (Megatron-Core without
+  --overlap-grad-reduce: finalize_model_grads reduces each model chunk's buckets once the schedule
+  is done; parsim.plan.ParallelConfig.overlap_grad_reduce).
 - ``add_reduce_tied``: one REDUCE_TIED per stage that holds a copy of a tied weight (the GPT's
   word embedding on the first and last stage), at the end of its rank's list: Megatron's
   embedding-gradient all-reduce, after the dp buckets and before the optimizer.
@@ -70,18 +73,24 @@ def add_send_recv(schedule: Schedule) -> Schedule:
     return replace(schedule, order=tuple(order))
 
 
-def add_reduce_grad(schedule: Schedule, buckets_per_stage: dict[int, int]) -> Schedule:
+def add_reduce_grad(schedule: Schedule, buckets_per_stage: dict[int, int], after_backward: bool = False) -> Schedule:
     last_bwd = Kind.W if schedule.split_backward else Kind.B
     last = schedule.num_microbatches - 1
     order = []
     for acts in schedule.order:
         out: list[Action] = []
+        done: list[int] = []                # after_backward: the rank's stages, their buckets at the end
         for a in acts:
             if a is None:
                 continue
             out.append(a)
             if a.kind is last_bwd and a.microbatch == last:
-                out += [Action(a.stage, Kind.REDUCE_GRAD, b) for b in range(buckets_per_stage.get(a.stage, 0))]
+                if after_backward:
+                    done.append(a.stage)
+                else:
+                    out += [Action(a.stage, Kind.REDUCE_GRAD, b) for b in range(buckets_per_stage.get(a.stage, 0))]
+        for s in sorted(done):
+            out += [Action(s, Kind.REDUCE_GRAD, b) for b in range(buckets_per_stage.get(s, 0))]
         order.append(tuple(out))
     return replace(schedule, order=tuple(order))
 
@@ -104,9 +113,9 @@ def add_optimizer(schedule: Schedule) -> Schedule:
 
 
 def lower(schedule: Schedule, buckets_per_stage: dict[int, int] | None = None,
-          tied_stages: Iterable[int] = ()) -> Schedule:
-    """All passes: send/recv, gradient reduction (when buckets are given), tied-gradient
-    reduction (on ``tied_stages``), optimizer."""
-    out = add_reduce_grad(schedule, buckets_per_stage) if buckets_per_stage else schedule
+          tied_stages: Iterable[int] = (), reduce_after_backward: bool = False) -> Schedule:
+    """All passes: send/recv, gradient reduction (when buckets are given; all after the rank's
+    backward with ``reduce_after_backward``), tied-gradient reduction (on ``tied_stages``), optimizer."""
+    out = add_reduce_grad(schedule, buckets_per_stage, reduce_after_backward) if buckets_per_stage else schedule
     out = add_send_recv(out)
     return add_optimizer(add_reduce_tied(out, tied_stages) if tied_stages else out)

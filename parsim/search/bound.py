@@ -308,6 +308,10 @@ class BranchAndBound:
         return cand is not None
 
     def simulated(self, cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
+        if not self.c.overlap_grad_reduce and cfg.zero < 2:
+            # DDP and ZeRO-1 reduce after the backward (Constraints.overlap_grad_reduce); the floors
+            # and lower_bound_s count no bucket under the backward, so they hold of it too
+            cfg = replace(cfg, overlap_grad_reduce=False)
         est = simulate(graph, self.spec.training, self.cluster, cfg, self.compute_of(cfg.tp, cfg.tp_layout, cfg.ep),
                        keep_timeline=False, prices=self.prices)
         return Candidate(cfg, est)

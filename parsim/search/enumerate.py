@@ -84,6 +84,10 @@ class Constraints:
     # (parsim.search.hybrid_shard; off by default, as Megatron's FSDP2 path and DeepSpeed cannot run it)
     hybrid_shard: bool = False
     dp_shard: int | None = None    # HSDP's shard group, fixed (--dp-shard, then model.yaml); None: every dp rank
+    # False: the DDP and ZeRO-1 candidates reduce their gradient buckets after the backward
+    # (ParallelConfig.overlap_grad_reduce; Megatron-Core without --overlap-grad-reduce); ZeRO 2-3's
+    # reduce as their backward runs whatever this says (FSDP)
+    overlap_grad_reduce: bool = True
 
 
 def fixed_shard(c: Constraints, spec: ModelSpec) -> int:

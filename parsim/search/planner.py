@@ -197,7 +197,8 @@ def _manual(spec, prices: Prices, compute, c: Constraints) -> Candidate | None:
             if zero == 3 and schedule == "zbh1":
                 continue
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
-                                 ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1, dp_shard=shard)
+                                 ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1, dp_shard=shard,
+                                 overlap_grad_reduce=c.overlap_grad_reduce or zero >= 2)
             if shard_refusal(cfg):                        # a group the split's dp cannot take
                 return None
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,

@@ -122,7 +122,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
                    cp_mode=None, ep=None, ep_overlap=False, etp=None, recompute_layers=(),
-                   recompute_every=0, dp_shard=0) -> ParallelConfig:
+                   recompute_every=0, dp_shard=0, overlap_grad_reduce=True) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "uniform" (uniform_bounds: Megatron's default), "manual", or comma-separated boundaries such as
     "0,8,18".  A mixture of experts at tp > 1
@@ -131,7 +131,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     implied; a balanced split is then balanced on the layers without recomputation, since every
     stage recomputes the same count.  ``recompute_every``: every N-th layer of a rank recomputed
     (ParallelConfig.recompute_every), full recomputation implied, balanced likewise.  ``dp_shard``:
-    HSDP's shard group (ParallelConfig.dp_shard), 0 for ZeRO over every dp rank."""
+    HSDP's shard group (ParallelConfig.dp_shard), 0 for ZeRO over every dp rank.
+    ``overlap_grad_reduce``: ParallelConfig.overlap_grad_reduce."""
     hint = spec.parallel
     cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
@@ -147,7 +148,8 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     cp = cp or hint.cp or 1
     extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring", ep=ep or hint.ep or 1,
                  ep_overlap=bool(ep_overlap), etp=etp or hint.etp or 1, recompute_layers=recompute_layers or (),
-                 recompute_every=recompute_every or 0, dp_shard=dp_shard or hint.dp_shard or 0)
+                 recompute_every=recompute_every or 0, dp_shard=dp_shard or hint.dp_shard or 0,
+                 overlap_grad_reduce=overlap_grad_reduce)
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -158,10 +160,10 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                               f"stages, but {spec.path or spec.name} has {len(spec.graph)} cut units; use at most "
                               f"{len(spec.graph)}")
     from parsim.cost.experts import check_ep
-    from parsim.plan import fold_refusal, recompute_layers_refusal, shard_refusal
+    from parsim.plan import fold_refusal, grad_reduce_refusal, recompute_layers_refusal, shard_refusal
 
     probe = ParallelConfig(dp, pp, 1, chunks=chunks, tp=tp, recompute=recompute, zero=zero, cp=cp, **extra)
-    why = fold_refusal(probe) or recompute_layers_refusal(probe) or shard_refusal(probe)
+    why = fold_refusal(probe) or recompute_layers_refusal(probe) or shard_refusal(probe) or grad_reduce_refusal(probe)
     if why and why[0] == "dp_shard" and not dp_shard:      # the model.yaml's hint
         raise InfeasibleError(f"{spec.path or spec.name}: parallel.dp_shard: {why[1]}")
     if why:

@@ -22,7 +22,9 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   transfer holds its link until it arrives (a pair's messages arrive in order);
 - RECV blocks the compute stream until the matching transfer has arrived;
 - REDUCE_GRAD bucket k becomes ready part-way through the stage's last backward, when the
-  layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream.  Where
+  layers of that bucket have their gradients (DDP's overlap), and runs on the dp stream; without
+  that overlap (``reduce_after_backward``: Megatron-Core without --overlap-grad-reduce) every
+  bucket is ready at the end of the rank's last compute before it, which lowering puts last.  Where
   communication shares the compute engine (gloo on CPU cores), the part that does not hide
   ((1 - overlap + contention) x its time: overlap in [0, 1] and contention >= 0 measured on
   synthetic kernels by profile-comm, parsim.hardware.interaction; else profile-comm's overlap
@@ -108,6 +110,9 @@ class Costs:
     w_held_bytes: dict[int, float] = field(default_factory=dict)
     # ZeRO >= 2: the buckets run after every micro-batch's last backward (reduce-scatters)
     buckets_every_microbatch: bool = False
+    # ParallelConfig.overlap_grad_reduce false: every bucket of a rank waits for the rank's compute
+    # before it (lowered at the end of its list: parsim.schedule.lower, reduce_after_backward)
+    reduce_after_backward: bool = False
     # ZeRO 1-2: all-gather of the updated parameter shards after a stage's OPTIMIZER, exposed
     after_optimizer_s: dict[int, float] = field(default_factory=dict)
     # ZeRO 2-3: exposed parameter all-gather before each (stage, F/B) (what prefetching does not hide)
@@ -426,6 +431,8 @@ class _Step:
         frac, d = self.costs.bucket[(a.stage, a.microbatch)]
         b_start, b_dur = self.span[self.deps(a, template)[0]]
         start = max(b_start + frac * b_dur, self.dp_free[r])
+        if self.costs.reduce_after_backward:     # issued once the rank's backward is done
+            start = max(start, self.t[r])
         self.dp_free[r] = self.done[a] = start + d
         stolen = self.exposed_share * d
         if stolen:                          # cycles the collective takes from compute: exposed

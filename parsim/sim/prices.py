@@ -333,10 +333,12 @@ class Prices:
             hit = self._schedules[key] = build_schedule(name, pp, m, v)
         return hit
 
-    def lowered(self, name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tuple):
+    def lowered(self, name: str, pp: int, m: int, v: int, buckets: tuple, tied_stages: tuple,
+                reduce_after_backward: bool = False):
         """lower(build_schedule(...)) with these buckets per stage and tied stages, built once."""
-        key = (name, pp, m, v, buckets, tied_stages)
+        key = (name, pp, m, v, buckets, tied_stages, reduce_after_backward)
         hit = self._lowered.get(key)
         if hit is None:
-            hit = self._lowered[key] = lower(self.schedule(name, pp, m, v), dict(buckets), tied_stages)
+            hit = self._lowered[key] = lower(self.schedule(name, pp, m, v), dict(buckets), tied_stages,
+                                             reduce_after_backward)
         return hit

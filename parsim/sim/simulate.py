@@ -20,7 +20,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
-from parsim.plan import CP_MODES, ParallelConfig, fold_refusal, shard_refusal
+from parsim.plan import CP_MODES, ParallelConfig, fold_refusal, grad_reduce_refusal, shard_refusal
 from parsim.schedule.actions import Kind
 from parsim.schedule.generators import check_feasible
 from parsim.sim import engine, steady
@@ -53,7 +53,7 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     if cfg.zero and cfg.grad_ranks == 1:
         raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel (x context-parallel) ranks, but "
                               "dp=cp=1 leaves nothing to shard; use zero 0 or dp > 1")
-    why = shard_refusal(cfg)
+    why = shard_refusal(cfg) or grad_reduce_refusal(cfg)
     if why:
         raise InfeasibleError(f"{why[0]}={why[1]}")
     if cfg.dp_shard and graph.moe and cfg.experts_apart:
@@ -502,12 +502,13 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             overlap, contention = terms
     saved, w_held = stage_activation_bytes(graph, cfg, b, split)
     buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
+    after_backward = not cfg.overlap_grad_reduce      # every bucket after the rank's backward (engine)
 
     def lowered(k: int):
         """The lowered schedule of k micro-batches."""
-        return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages)
+        return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages, after_backward)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
-                         w_held_bytes=w_held,
+                         w_held_bytes=w_held, reduce_after_backward=after_backward,
                          buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s,
