@@ -401,3 +401,26 @@ def test_flagperfs_nvidia_rows_are_the_set_drawn_held_out():
         "flagperf-llama3-8b-h100-16gpu-bf16": +0.157, "flagperf-llama3-8b-h100-16gpu-fp8": +0.130,
         "flagperf-llama3-8b-h100-440gpu-bf16": +0.263})
 
+
+
+NEMO_LAUNCHER = "results/published/nemo_launcher_figures.yaml"
+# NeMo Megatron 22.08's GPT-3 rows on DGX A100, drawn 2026-12-03 (forty-fourth sitting) by a helper who
+# priced nothing; the zoo GPT (model: gpt), so no model file is read.
+NEMO_LAUNCHER_ROWS_SHA256 = "7241c51dce71f7b320f58d807771cf3fa10155c780a34e008fb729e24ddc6ea5"
+
+
+def test_nemo_launchers_gpt3_rows_are_the_set_drawn_held_out():
+    """The 5B (8-256 GPUs, the buckets under the backward) and 175B (64-1,024 GPUs, tp 8 pp 8 with
+    sequence parallelism, the buckets after it: NeMo 1.11 turns Apex's overlap off there) rows,
+    11 scored and the convergence row excluded; held out of every fit, each scored row at its error
+    when first priced (results/2026-12-03e-amd-epyc/nemo-launcher-heldout.txt)."""
+    drawn = load_figures(NEMO_LAUNCHER)
+    assert_drawn_as_hashed(NEMO_LAUNCHER, NEMO_LAUNCHER_ROWS_SHA256)
+    assert {dict(f.parallel).get("overlap_grad_reduce") for f in drawn.figures if "175b" in f.id} == {False}
+    assert_held_out_as_pinned(drawn.figures, "nemo-launcher-2208", {
+        "nemo2208-gpt3-5b-a100-8gpu": +0.094, "nemo2208-gpt3-5b-a100-16gpu": +0.105,
+        "nemo2208-gpt3-5b-a100-32gpu": +0.088, "nemo2208-gpt3-5b-a100-64gpu": +0.121,
+        "nemo2208-gpt3-5b-a100-128gpu": +0.054, "nemo2208-gpt3-5b-a100-256gpu": +0.170,
+        "nemo2208-gpt3-175b-a100-64gpu": +0.369, "nemo2208-gpt3-175b-a100-128gpu": +0.362,
+        "nemo2208-gpt3-175b-a100-256gpu": +0.356, "nemo2208-gpt3-175b-a100-512gpu": +0.332,
+        "nemo2208-gpt3-175b-a100-1024gpu": +0.328})
