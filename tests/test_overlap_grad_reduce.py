@@ -147,6 +147,10 @@ def test_a_plan_keeps_it_and_zero_2_3_refuse_it(tmp_path, capsys):
     plan = tmp_path / "plan.json"
     rc, after, _ = _sim(capsys, "--no-overlap-grad-reduce", "-o", str(plan))
     assert rc == 0 and after["step_time_s"] > under["step_time_s"]
+    assert after["config"]["overlap_grad_reduce"] is False and "overlap_grad_reduce" not in under["config"]
+    assert main(["simulate", "examples/resnet50_imagenet.yaml", "--cluster", "ascend910:2x8", "--dp", "16",
+                 "--no-overlap-grad-reduce"]) == 0
+    assert " grads-after-backward microbatches=1 " in capsys.readouterr().out.splitlines()[0]
     saved = json.loads(plan.read_text())
     assert saved["parallel"]["overlap_grad_reduce"] is False
     assert main(["simulate", str(plan), "--json"]) == 0

@@ -190,7 +190,9 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
              + (f" ({part})" if (part := recompute_layers_text(c.get("recompute_layers", ()),
                                                                c.get("recompute_every", 0))) else "")
              + (f" zero={c['zero']}" if c["zero"] else "")
-             + (f" dp_shard={c['dp_shard']}" if c.get("dp_shard") else "") + f" microbatches={c['microbatches']} "
+             + (f" dp_shard={c['dp_shard']}" if c.get("dp_shard") else "")
+             + (" grads-after-backward" if c.get("overlap_grad_reduce") is False else "")
+             + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
              f"split: {c['split']}",

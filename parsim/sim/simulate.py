@@ -573,6 +573,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
               **({"recompute_every": cfg.recompute_every} if cfg.recompute_every else {}),
               "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero,
               **({"dp_shard": cfg.dp_shard} if cfg.dp_shard else {}),
+              **({"overlap_grad_reduce": False} if not cfg.overlap_grad_reduce else {}),
               "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
