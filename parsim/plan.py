@@ -410,7 +410,7 @@ class Plan:
                              overlap_grad_reduce=p.get("overlap_grad_reduce", bool, True))
         stages = p.get("stages", list, [])
         p.done()
-        why = fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg) or grad_reduce_refusal(cfg)
+        why = config_refusal(cfg)
         if why:
             raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")
         if (len(bounds) != cfg.stages + 1 or bounds[0] != 0 or bounds[-1] != len(layers)
@@ -468,6 +468,13 @@ def shard_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
         return "dp_shard", (f"{n} with ep = {cfg.ep}: the routed experts shard over their own expert-data-parallel "
                             f"group, which parsim does not price beside hybrid sharding; drop dp_shard or use ep 1")
     return None
+
+
+def config_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
+    """The first of cfg's refusals, (field, why), that a plan.json or a resolved configuration is
+    checked against: the expert fold, the recomputed layers, the shard group, the gradients'
+    reduction; None where none applies."""
+    return fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg) or grad_reduce_refusal(cfg)
 
 
 def grad_reduce_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:

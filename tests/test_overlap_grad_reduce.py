@@ -7,6 +7,7 @@ frameworks' exports keep or refuse it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -19,7 +20,8 @@ from parsim.schedule.actions import Kind
 from parsim.schedule.deps import dependencies
 from parsim.sim import engine
 
-BUCKETS = 2
+from test_engine_deps import BUCKETS, _costs as unequal_costs
+
 COMPUTE_KINDS = (Kind.F, Kind.B, Kind.I, Kind.W)
 SCHEDULES = [("1f1b", 2, 4, 1), ("interleaved", 2, 4, 2), ("zbh1", 2, 4, 1), ("gpipe", 3, 3, 1)]
 
@@ -30,12 +32,9 @@ def _lowered(name, pp, m, v, after):
 
 
 def _costs(lowered, after: bool) -> engine.Costs:
-    S = lowered.num_stages
-    compute = {(s, k): 0.01 * (1 + s % 3) * (2 if k in (Kind.B, Kind.I) else 1)
-               for s in range(S) for k in (*COMPUTE_KINDS, Kind.OPTIMIZER)}
-    transfer = {(s, k): 0.002 for s in range(S) for k in (Kind.SEND_F, Kind.SEND_B)}
-    bucket = {(s, b): (0.5 + 0.5 * b / BUCKETS, 0.004) for s in range(S) for b in range(BUCKETS)}
-    return engine.Costs(compute, transfer, bucket, overlap=1.0, reduce_after_backward=after)
+    """tests/test_engine_deps.py's unequal prices, every bucket hidden under compute (no cycles taken
+    from it: with them a bucket under the backward may delay the pipeline more than after it)."""
+    return replace(unequal_costs(lowered), overlap=1.0, reduce_after_backward=after)
 
 
 @pytest.mark.parametrize("name,pp,m,v", SCHEDULES)
@@ -45,6 +44,7 @@ def test_the_lowering_holds_every_bucket_until_the_ranks_backward_is_done(name, 
     (the default) a stage's buckets follow that stage's last backward, before the rank's other
     chunks' work where it has some (interleaved)."""
     after, under = _lowered(name, pp, m, v, True), _lowered(name, pp, m, v, False)
+    waits = engine.waits(after)
     for r in range(after.num_ranks):
         acts = list(after.actions(r))
         kinds = [a.kind for a in acts]
@@ -56,7 +56,7 @@ def test_the_lowering_holds_every_bucket_until_the_ranks_backward_is_done(name, 
         assert not any(k in COMPUTE_KINDS for k in kinds[first:])
         assert kinds[-1] is Kind.OPTIMIZER and Kind.OPTIMIZER not in kinds[:first]
         assert sorted(map(str, acts)) == sorted(map(str, under.actions(r)))      # the same actions, moved
-        for a, deps in zip(acts, engine.waits(after)[r]):
+        for a, deps in zip(acts, waits[r]):
             assert list(deps) == dependencies(a, after.num_stages, after.rank_of, lowered=True,
                                               split_backward=after.split_backward, last_microbatch=m - 1,
                                               buckets=BUCKETS, tied=False)
@@ -161,6 +161,10 @@ def test_a_plan_keeps_it_and_zero_2_3_refuse_it(tmp_path, capsys):
     assert "overlap_grad_reduce" not in json.loads((tmp_path / "default.json").read_text())["parallel"]
     rc, _, err = _sim(capsys, "--zero", "3", "--no-overlap-grad-reduce")
     assert rc == 2 and err.count("\n") == 1 and "overlap_grad_reduce" in err and "zero 3" in err, err
+    plan.write_text(json.dumps({**saved, "parallel": {**saved["parallel"], "zero": 3}}))
+    assert main(["simulate", str(plan)]) == 2          # the file's field named, as the plan is read
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{plan}: parallel.overlap_grad_reduce: false with zero 3" in err, err
     saved["parallel"]["overlap_grad_reduce"] = "no"
     plan.write_text(json.dumps(saved))
     assert main(["simulate", str(plan)]) == 2

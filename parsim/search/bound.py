@@ -31,7 +31,7 @@ from parsim.cost.compute import share_bounds_time
 from parsim.errors import InfeasibleError
 from parsim.model.graph import LayerGraph
 from parsim.plan import CP_MODES, ParallelConfig
-from parsim.search.enumerate import schedules, twin_key, zero_variants
+from parsim.search.enumerate import overlaps_grad_reduce, schedules, twin_key, zero_variants
 from parsim.search.floor import FloorTerms, floor_from_terms, floor_terms, lower_phase_terms, placed, searched_floor_s
 from parsim.search.resolve import boundary_links
 from parsim.search.resplit import REACH, resplit
@@ -308,7 +308,7 @@ class BranchAndBound:
         return cand is not None
 
     def simulated(self, cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
-        if not self.c.overlap_grad_reduce and cfg.zero < 2:
+        if cfg.overlap_grad_reduce and not overlaps_grad_reduce(self.c, cfg.zero):
             # DDP and ZeRO-1 reduce after the backward (Constraints.overlap_grad_reduce); the floors
             # and lower_bound_s count no bucket under the backward, so they hold of it too
             cfg = replace(cfg, overlap_grad_reduce=False)

@@ -90,6 +90,12 @@ class Constraints:
     overlap_grad_reduce: bool = True
 
 
+def overlaps_grad_reduce(c: Constraints, zero: int) -> bool:
+    """ParallelConfig.overlap_grad_reduce of a candidate at ZeRO stage ``zero`` under ``c``: ZeRO 2-3
+    always overlap (FSDP), DDP and ZeRO-1 as c says."""
+    return c.overlap_grad_reduce or zero >= 2
+
+
 def fixed_shard(c: Constraints, spec: ModelSpec) -> int:
     """The shard group the plans must take (--dp-shard, then model.yaml's parallel.dp_shard), 0 for none."""
     return c.dp_shard or spec.parallel.dp_shard or 0

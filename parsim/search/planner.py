@@ -35,8 +35,8 @@ from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig, bounds_from_assignment, shard_refusal
 from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
-from parsim.search.enumerate import (Constraints, check_usable, divisors, families, fixed_shard, schedules,
-                                     variants)
+from parsim.search.enumerate import (Constraints, check_usable, divisors, families, fixed_shard,
+                                     overlaps_grad_reduce, schedules, variants)
 from parsim.search.explain import explanation, nothing_fits
 from parsim.search.hybrid_shard import hybrid_lines, sharding_refined
 from parsim.search.recompute_layers import fewer_lines, fewest_recomputed
@@ -198,7 +198,7 @@ def _manual(spec, prices: Prices, compute, c: Constraints) -> Candidate | None:
                 continue
             cfg = ParallelConfig(dp, pp, m, schedule, 1, bounds, "pp-inner", tp, layout, recompute, zero, cp,
                                  ep=spec.parallel.ep or 1, etp=spec.parallel.etp or 1, dp_shard=shard,
-                                 overlap_grad_reduce=c.overlap_grad_reduce or zero >= 2)
+                                 overlap_grad_reduce=overlaps_grad_reduce(c, zero))
             if shard_refusal(cfg):                        # a group the split's dp cannot take
                 return None
             est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False,

@@ -160,10 +160,10 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                               f"stages, but {spec.path or spec.name} has {len(spec.graph)} cut units; use at most "
                               f"{len(spec.graph)}")
     from parsim.cost.experts import check_ep
-    from parsim.plan import fold_refusal, grad_reduce_refusal, recompute_layers_refusal, shard_refusal
+    from parsim.plan import config_refusal
 
     probe = ParallelConfig(dp, pp, 1, chunks=chunks, tp=tp, recompute=recompute, zero=zero, cp=cp, **extra)
-    why = fold_refusal(probe) or recompute_layers_refusal(probe) or shard_refusal(probe) or grad_reduce_refusal(probe)
+    why = config_refusal(probe)
     if why and why[0] == "dp_shard" and not dp_shard:      # the model.yaml's hint
         raise InfeasibleError(f"{spec.path or spec.name}: parallel.dp_shard: {why[1]}")
     if why:
