@@ -23,9 +23,10 @@ parsim plan --from torchtitan examples/torchtitan/debugmodel_dp2_tp2_pp2.toml --
     --schedule 1f1b --zero 0 \
     -o "$out/llama_debug_plan.json" > "$out/llama_debug.plan.txt"
 parsim export "$out/llama_debug_plan.json" --to torchtitan -o "$out/llama_debug_plan.torchtitan.toml"
-# DeepSpeed: parsim's small GPT on two local CPU nodes, dp 2 x pp 2, ZeRO-1
+# DeepSpeed: parsim's small GPT on two local CPU nodes, dp 2 x pp 2, ZeRO-1, its buckets after the backward
+# (as DeepSpeed's pipeline engine reduces them)
 parsim simulate examples/gpt_tiny_local.yaml --cluster local-cpu:2x2 --dp 2 --pp 2 --split 0,3,6 --microbatches 2 \
-    --zero 1 --placement dp-inner -o "$out/gpt_tiny_plan.json" > /dev/null
+    --zero 1 --placement dp-inner --no-overlap-grad-reduce -o "$out/gpt_tiny_plan.json" > /dev/null
 parsim export "$out/gpt_tiny_plan.json" --to deepspeed -o "$out/gpt_tiny_plan.deepspeed.json"
 # MindSpore: the seeds' data-parallel ResNet-50 at 32 px on 2 CPU workers, and the seeds' MLP strategies
 parsim simulate examples/resnet50_cifar10_local.yaml --cluster local-cpu:1x2 --dp 2 -o "$out/rn50_dp2_plan.json" > /dev/null

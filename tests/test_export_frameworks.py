@@ -58,7 +58,8 @@ def _check(framework: str, *args: str, env=None) -> dict:
 def test_deepspeed_accepts_the_export(tmp_path, capsys):
     path = _export(tmp_path, capsys, GPT, "local-cpu:2x2", ["--dp", "2", "--pp", "2", "--split", "0,3,6",
                                                             "--microbatches", "2", "--zero", "1", "--placement",
-                                                            "dp-inner", "--recompute", "full"], "deepspeed")
+                                                            "dp-inner", "--recompute", "full",
+                                                            "--no-overlap-grad-reduce"], "deepspeed")
     got = _check("deepspeed", path, "2", "3")
     assert (got["train_batch_size"], got["micro"], got["accumulation"], got["zero"], got["pipeline_stages"],
             got["world_size"]) == (8, 2, 2, 1, 2, 2)

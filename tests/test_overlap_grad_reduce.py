@@ -246,16 +246,55 @@ def test_the_planner_prices_its_ddp_plans_after_the_backward_and_prunes_as_it_ra
     assert again.step_time_s == pytest.approx(best.estimate.step_time_s, rel=1e-12)
 
 
-@pytest.mark.parametrize("zero, extra, overlap", [(0, {}, False), (1, {}, False), (1, {"overlap_comm": True}, True),
-                                                  (2, {"overlap_comm": False}, True), (3, {}, True)])
-def test_deepspeed_reads_overlap_comm_as_it_runs_it(tmp_path, capsys, zero, extra, overlap):
-    """DeepSpeed 0.19 reduces after the backward at stage 0 (engine.allreduce_gradients) and at
+@pytest.mark.parametrize("zero, extra, pp, overlap", [(0, {}, 1, False), (1, {}, 1, False),
+                                                      (1, {"overlap_comm": True}, 1, True),
+                                                      (1, {"overlap_comm": True}, 2, False),
+                                                      (2, {"overlap_comm": False}, 1, True), (3, {}, 1, True)])
+def test_deepspeed_reads_overlap_comm_as_it_runs_it(tmp_path, capsys, zero, extra, pp, overlap):
+    """DeepSpeed 0.19 reduces after the backward at stage 0 (engine.allreduce_gradients), under its
+    pipeline engine whatever overlap_comm says (ReduceGrads, after the last backward), and at
     stages 1-2 unless zero_optimization.overlap_comm (its default: stage 3 only); stages 2-3 are
     priced overlapped as FSDP (their reduce-scatters as the backward runs)."""
     config = tmp_path / "ds.json"
     config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
-                                  "zero_optimization": {"stage": zero, **extra}, "bf16": {"enabled": True}}))
+                                  "zero_optimization": {"stage": zero, **extra}, "bf16": {"enabled": True},
+                                  **({"pipeline": {"stages": pp}} if pp > 1 else {})}))
     plan = tmp_path / "plan.json"
     assert main(["simulate", "--from", "deepspeed", str(config), "--model", "examples/gpt_tiny_local.yaml",
-                 "--cluster", "local-cpu:1x2", "-o", str(plan)]) == 0, capsys.readouterr().err
+                 "--cluster", f"local-cpu:{pp}x2", "-o", str(plan)]) == 0, capsys.readouterr().err
     assert json.loads(plan.read_text())["parallel"].get("overlap_grad_reduce", True) is overlap
+
+
+@pytest.mark.parametrize("flags, refused", [
+    (["--zero", "0"], True), (["--zero", "1"], False),
+    (["--zero", "1", "--pp", "2", "--placement", "dp-inner", "--split", "0,3,6"], True),
+    (["--zero", "1", "--pp", "2", "--placement", "dp-inner", "--split", "0,3,6", "--no-overlap-grad-reduce"], False),
+    (["--zero", "0", "--dp", "1"], False)])          # one replica: nothing reduced, nothing to refuse
+def test_deepspeed_export_refuses_an_overlap_it_does_not_run(tmp_path, capsys, flags, refused):
+    """DeepSpeed reduces after the backward at stage 0 and under its pipeline engine: an exported
+    plan priced with its buckets under the backward there would run slower than priced, so the
+    export refuses it in one line naming the field; ZeRO-1 without pp overlaps (overlap_comm)."""
+    plan = tmp_path / "plan.json"
+    dp = [] if "--dp" in flags else ["--dp", "2"]
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:2x2", "--microbatches", "2",
+                 "-o", str(plan)] + dp + flags) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    rc = main(["export", str(plan), "--to", "deepspeed", "-o", str(tmp_path / "ds.json")])
+    err = capsys.readouterr().err
+    if refused:
+        assert rc == 2 and err.count("\n") == 1 and "parallel.overlap_grad_reduce: True: DeepSpeed" in err \
+            and "--no-overlap-grad-reduce" in err, err
+    else:
+        assert rc == 0, err
+
+
+def test_deepspeed_reader_refuses_zero2_under_its_pipeline(tmp_path, capsys):
+    """DeepSpeed's pipeline engine asserts ZeRO stage < 2 (runtime/pipe/engine.py): the reader says so
+    in one line naming the key, rather than a plan DeepSpeed would not run."""
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+                                  "zero_optimization": {"stage": 2}, "pipeline": {"stages": 2}}))
+    rc = main(["simulate", "--from", "deepspeed", str(config), "--model", "examples/gpt_tiny_local.yaml",
+               "--cluster", "local-cpu:2x2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "zero_optimization.stage: 2: DeepSpeed" in err, err

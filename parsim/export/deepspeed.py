@@ -33,6 +33,13 @@ from parsim.export.common import Imported, refuse, split_arg
 from parsim.inputs import Fields
 
 TARGET = "DeepSpeed"
+# Where DeepSpeed 0.19 reduces the gradients after the backward, whatever overlap_comm says: at
+# ZeRO stage 0 (DeepSpeedEngine.backward calls allreduce_gradients at the accumulation boundary;
+# no hooks) and under its pipeline engine at any stage (PipelineEngine sets
+# enable_backward_allreduce False and reduces at its ReduceGrads instruction, after the last
+# micro-batch's backward; is_gradient_accumulation_boundary is false until then, so ZeRO-1's
+# hooks reduce nothing: runtime/pipe/engine.py, runtime/zero/stage_1_and_2.py).
+AFTER_BACKWARD = "reduces gradients after the backward at ZeRO stage 0 and under its pipeline engine"
 
 
 def partition_uniform(items: int, parts: int) -> tuple[int, ...]:
@@ -78,6 +85,9 @@ def export_config(plan, spec, source: str) -> dict:
             raise refuse(source, "parallel." + key, getattr(c, key).__str__(), TARGET, why)
     if plan.fp8:
         raise refuse(source, "model.fp8", True, TARGET, "turns on no FP8 GEMMs from its JSON")
+    if c.overlap_grad_reduce and c.grad_ranks > 1 and (c.zero == 0 or c.pp > 1):
+        raise refuse(source, "parallel.overlap_grad_reduce", True, TARGET, AFTER_BACKWARD + "; plan with "
+                     "--no-overlap-grad-reduce" + ("" if c.pp > 1 else ", or ZeRO-1 (--zero 1, overlap_comm)"))
     b = c.microbatch_size(plan.global_batch_size)
     out: dict = {"train_batch_size": plan.global_batch_size, "train_micro_batch_size_per_gpu": b,
                  "gradient_accumulation_steps": c.microbatches, "zero_optimization": {"stage": c.zero}}
@@ -118,10 +128,9 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
         if zero.has(key):           # DeepSpeed 0.19 rejects them (runtime/config.py, _REMOVED_ZERO_CONFIG_KEYS)
             raise refuse(source, "zero_optimization." + key, zero.data[key], "DeepSpeed 0.19", "removed MiCS and "
                          "rejects this key; drop it, and give --dp-shard N to price shard groups of N")
-    # DeepSpeed 0.19 reduces at stage 0 after the backward (engine.allreduce_gradients at the
-    # accumulation boundary), at stages 1-2 under it only with overlap_comm (stage_1_and_2.py hooks
+    # at stages 1-2 (no pipeline) under the backward only with overlap_comm (stage_1_and_2.py hooks
     # the gradients where partition_gradients or overlap_comm; config.py's default: stage 3 only)
-    overlap = stage >= 2 or zero.get("overlap_comm", bool, stage == 3)
+    overlap_comm = stage >= 2 or zero.get("overlap_comm", bool, stage == 3)
     for key in list(zero.data):
         zero.get(key, (object, bool), None)
     dtype = "fp32"
@@ -148,6 +157,9 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
     partition = pipe.get("partition", str, "uniform")
     for key in list(pipe.data):
         pipe.get(key, (object, bool), None)
+    if pp > 1 and stage > 1:
+        raise refuse(source, "zero_optimization.stage", stage, TARGET, "runs ZeRO stage 0 or 1 under its "
+                     "pipeline engine (runtime/pipe/engine.py); give stage 0 or 1, or no pipeline")
     if pp > 1 and partition != "uniform":
         raise refuse(source, "pipeline.partition", partition, "parsim's DeepSpeed reader", "splits 'uniform' only; "
                      "give the split with --split")
@@ -164,6 +176,7 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
     r.get("activation_checkpointing", dict, {})
     r.done()
     split = split_arg(partition_uniform(units, pp)) if units and pp > 1 else None
+    overlap = overlap_comm and stage > 0 and pp == 1        # AFTER_BACKWARD
     parallel = dict(tp=tp, pp=pp, schedule="1f1b", split=split, tp_layout="megatron" if tp > 1 else None,
                     recompute=recompute, zero=stage, placement="dp-inner" if pp > 1 else "pp-inner",
                     overlap_grad_reduce=overlap,
