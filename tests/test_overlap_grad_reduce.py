@@ -298,3 +298,26 @@ def test_deepspeed_reader_refuses_zero2_under_its_pipeline(tmp_path, capsys):
                "--cluster", "local-cpu:2x2"])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "zero_optimization.stage: 2: DeepSpeed" in err, err
+
+
+@pytest.mark.parametrize("overlapped", [False, True])
+def test_plan_from_a_config_says_what_of_its_margin_is_the_overlap(tmp_path, capsys, overlapped):
+    """`plan --from megatron` of a config that reduces after the backward (Megatron's default) ranks
+    plans that overlap: the explanation prices the pick with its buckets after the backward too,
+    so the margin that is the setting alone is told apart; nothing is said where the config overlaps."""
+    args = tmp_path / "run.args"
+    lines = open("results/frameworks/gpt_plan.megatron.args").read().splitlines()
+    args.write_text("\n".join(x for x in lines if overlapped or x != "--overlap-grad-reduce") + "\n")
+    plan = tmp_path / "plan.json"
+    assert main(["plan", "--from", "megatron", str(args), "--cluster", "dgx-h100:1x8", "--top", "3", "--dp", "4",
+                 "--pp", "2", "--microbatches", "4", "-o", str(plan)]) == 0
+    out = capsys.readouterr().out
+    said = [x for x in out.splitlines() if x.startswith("the pick reduces its gradients under the backward")]
+    assert "--overlap-grad-reduce" in lines          # the committed export overlaps (the rows above differ by it)
+    if overlapped:
+        assert said == []
+        return
+    assert main(["simulate", str(plan), "--no-overlap-grad-reduce", "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)["step_time_s"]
+    assert len(said) == 1 and f"it takes {after:.4g} s" in said[0], said
+    assert after > json.loads(plan.read_text())["estimate"]["step_time_s"] * 1.005    # the setting shows here

@@ -226,13 +226,27 @@ def cmd_plan(args) -> int:
     print_lines(plan_lines(spec, cluster, result, strategies))
     if given is not None:
         from parsim.export.commands import better_lines
-        print_lines(better_lines(given, chosen))
+        print_lines(better_lines(given, chosen, _after_backward_s(from_config, chosen, spec, cluster,
+                                                                  tp_compute.get((chosen.config.tp,
+                                                                                  chosen.config.tp_layout), compute))))
     _print_coverage(used)
     if args.output:
         print(f"wrote {args.output}")
     if args.report:
         print(f"wrote {os.path.join(args.report, 'report.html')}")
     return 0
+
+
+def _after_backward_s(from_config, chosen, spec, cluster, compute) -> float | None:
+    """The pick's step with its DDP/ZeRO-1 gradient buckets after the backward, where the config
+    read with --from reduces them so and the pick overlaps them; else None."""
+    c = chosen.config
+    if from_config.config.overlap_grad_reduce or not c.overlap_grad_reduce or c.zero >= 2 or c.grad_ranks == 1:
+        return None
+    from parsim.sim import simulate
+
+    return simulate(spec.graph, spec.training, cluster, dataclasses.replace(c, overlap_grad_reduce=False), compute,
+                    keep_timeline=False).step_time_s
 
 
 def _report_inputs(args) -> dict | None:

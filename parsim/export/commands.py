@@ -178,10 +178,20 @@ def add_from_options(p) -> None:
                         "micro-batch-size=2), as the framework's own command line does; repeatable")
 
 
-def better_lines(given, chosen) -> list[str]:
-    """What the planner's pick gains over the config as given."""
+def better_lines(given, chosen, after_backward_s: float | None = None) -> list[str]:
+    """What the planner's pick gains over the config as given; ``after_backward_s``: the pick's step
+    with its gradient buckets after the backward, where the config reduces them so and the pick
+    overlaps them (the share of the margin that is that setting alone)."""
     a, b = given.step_time_s, chosen.estimate.step_time_s
     c = chosen.config
-    return [f"as given: {a:.4g} s a step; parsim's pick (dp {c.dp} x pp {c.pp} x tp {c.tp} x cp {c.cp}, "
-            f"{c.microbatches} micro-batches, {c.schedule}, zero {c.zero}, recompute {c.recompute.value}): "
-            f"{b:.4g} s a step, {a / b:.2f}x the throughput" if b > 0 else "as given: the pick could not be priced"]
+    if b <= 0:
+        return ["as given: the pick could not be priced"]
+    out = [f"as given: {a:.4g} s a step; parsim's pick (dp {c.dp} x pp {c.pp} x tp {c.tp} x cp {c.cp}, "
+           f"{c.microbatches} micro-batches, {c.schedule}, zero {c.zero}, recompute {c.recompute.value}): "
+           f"{b:.4g} s a step, {a / b:.2f}x the throughput"]
+    if after_backward_s is not None:
+        out.append(f"the pick reduces its gradients under the backward, which the config as given does not "
+                   f"(the export asks for it: Megatron's --overlap-grad-reduce): with its buckets after the backward "
+                   f"it takes {after_backward_s:.4g} s, {a / after_backward_s:.2f}x; plan with "
+                   "--no-overlap-grad-reduce to search as the config runs")
+    return out
