@@ -29,5 +29,5 @@ run deepseek_v3_h100-pick_on_cloudmatrix384.txt parsim simulate examples/deepsee
     --dp 48 --pp 16 --ep 8 --microbatches 320 --schedule 1f1b --recompute full --zero 1 --placement dp-inner
 run llama3_405b_h100-pick_on_gb200-nvl72.txt parsim simulate examples/llama3_405b.yaml --cluster gb200-nvl72:144x4 \
     --dp 16 --pp 9 --tp 4 --tp-layout megatron-sp --microbatches 128 --recompute full --zero 1 \
-    --placement dp-inner --split 0,14,28,42,57,71,85,99,113,128
+    --placement dp-inner --split 0,14,28,42,56,71,85,99,113,128
 run llama3_405b_gb200-nvl72_tp4.txt parsim plan examples/llama3_405b.yaml --cluster gb200-nvl72:144x4 --tp 4
