@@ -29,7 +29,10 @@ with its citation and everything needed to price it again::
                                                #   split (the stage boundaries, "0,3,5,...", or a
                                                #   named split, as parsim simulate --split; default
                                                #   row_split: uniform, the framework's, where the
-                                               #   layers divide, else balanced)
+                                               #   layers divide, else balanced) and dp_shard
+                                               #   (ZeRO 1-3 over shard groups of that many dp
+                                               #   ranks, replicated across them: HSDP, as
+                                               #   parsim simulate --dp-shard; default every dp rank)
         measured: {tflops_per_gpu: 138}        # or {samples_per_s: 2470}, {tokens_per_s_per_gpu: 1297},
                                                #   {step_time_s: 1.42} (an iteration's seconds)
         routing: {balance: forced}             # optional, mixture-of-experts rows: how the source
@@ -196,7 +199,8 @@ def _thaw(value):
 PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": int, "microbatches": int,
                  "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int, "recompute_every": int,
                  "tp_layout": str, "tp_comm_overlap": bool, "overlap_grad_reduce": bool,
-                 "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str}
+                 "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str,
+                 "dp_shard": int}          # HSDP's shard group (ParallelConfig.dp_shard), as --dp-shard
 
 
 def _routing(f: Fields) -> tuple:
@@ -389,6 +393,7 @@ def describe(cfg) -> str:
     return (f"dp={cfg.dp} {tp} pp={cfg.pp}{cp}"
             f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' etp={cfg.etp}' if cfg.etp > 1 else ''}"
             f"{' ep-overlap' if cfg.ep_overlap else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
+            f"{f' dp_shard={cfg.dp_shard}' if cfg.hybrid_sharded else ''}"
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
             f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}"
