@@ -240,13 +240,16 @@ def cmd_plan(args) -> int:
 def _after_backward_s(from_config, chosen, spec, cluster, compute) -> float | None:
     """The pick's step with its DDP/ZeRO-1 gradient buckets after the backward, where the config
     read with --from reduces them so and the pick overlaps them; else None."""
+    from parsim.plan import grad_reduce_refusal
+
     c = chosen.config
-    if from_config.config.overlap_grad_reduce or not c.overlap_grad_reduce or c.zero >= 2 or c.grad_ranks == 1:
+    after = dataclasses.replace(c, overlap_grad_reduce=False)
+    if from_config.config.overlap_grad_reduce or not c.overlap_grad_reduce or c.grad_ranks == 1 \
+            or grad_reduce_refusal(after):          # ZeRO 2-3 reduce under the backward only
         return None
     from parsim.sim import simulate
 
-    return simulate(spec.graph, spec.training, cluster, dataclasses.replace(c, overlap_grad_reduce=False), compute,
-                    keep_timeline=False).step_time_s
+    return simulate(spec.graph, spec.training, cluster, after, compute, keep_timeline=False).step_time_s
 
 
 def _report_inputs(args) -> dict | None:
