@@ -17,7 +17,12 @@ YAML
 parsim simulate "$out/gpt_tiny_sdpa.yaml" --cluster dgx-h100:1x8 --dp 2 --pp 2 --tp 2 --tp-layout megatron-sp \
     --microbatches 4 --zero 1 --recompute selective --placement dp-inner -o "$out/gpt_plan.json" > /dev/null
 parsim export "$out/gpt_plan.json" --to megatron -o "$out/gpt_plan.megatron.args"
-parsim simulate --from megatron "$out/gpt_plan.megatron.args" --cluster dgx-h100:1x8 > "$out/gpt_plan.megatron.simulate.txt"
+# the priced configs' files open with their command (`$ `), which tests/test_quoted_outputs.py runs again
+quoted() {   # quoted FILE ARGS...: `$ parsim ARGS` and what it prints, into FILE
+  local file=$1; shift
+  { echo "\$ parsim $*"; parsim "$@"; } > "$file"
+}
+quoted "$out/gpt_plan.megatron.simulate.txt" simulate --from megatron "$out/gpt_plan.megatron.args" --cluster dgx-h100:1x8
 # torchtitan: its llama3 debugmodel, DDP 2 x tp 2 x pp 2, full recomputation (read from a TOML, planned, exported)
 parsim plan --from torchtitan examples/torchtitan/debugmodel_dp2_tp2_pp2.toml --cluster dgx-h100:1x8 --top 5 \
     --schedule 1f1b --zero 0 \
@@ -34,5 +39,5 @@ parsim export "$out/rn50_dp2_plan.json" --to mindspore -o "$out/rn50_dp2_plan.mi
 parsim simulate examples/mlp_semi_auto.yaml --cluster local-cpu:2x2 --dp 2 --microbatches 2 -o "$out/mlp_tp2_plan.json" > /dev/null
 parsim export "$out/mlp_tp2_plan.json" --to mindspore -o "$out/mlp_tp2_plan.mindspore.py"
 # a published config priced as given: torchtitan's llama3_8b.toml (commit 9dec370) with the benchmark's local batch 2
-parsim simulate --from torchtitan examples/torchtitan/llama3_8b.toml --set training.batch_size=2 \
-    --cluster dgx-h100:1x8 > "$out/torchtitan_llama3_8b_h100x8.simulate.txt"
+quoted "$out/torchtitan_llama3_8b_h100x8.simulate.txt" simulate --from torchtitan examples/torchtitan/llama3_8b.toml \
+    --set training.batch_size=2 --cluster dgx-h100:1x8

@@ -1,7 +1,8 @@
 """The `parsim simulate` outputs the docs quote are the ones parsim prints now.
 
-Each file under results/simulated/ records its commands on `$ ` lines, each followed by what it
-printed.  Every `$ parsim simulate` command is run again here and its step line (the step time,
+Each file under results/simulated/ (and docs/frameworks.md's priced configs, results/frameworks/
+*.simulate.txt, made by docs/make_frameworks.sh) records its commands on `$ ` lines, each followed
+by what it printed.  Every `$ parsim simulate` command is run again here and its step line (the step time,
 its band, bubble, waits and exposed communication) must equal the committed one: a change of the
 cost model, a profile or the residuals behind the bands that moves a quoted figure turns this red
 until the file is made again (its header says how) and the docs say the new figure.  Plans
@@ -22,7 +23,8 @@ import pytest
 
 from parsim.cli import main
 
-FILES = sorted(glob.glob("results/simulated/**/*.txt", recursive=True))
+FILES = sorted(glob.glob("results/simulated/**/*.txt", recursive=True)
+               + glob.glob("results/frameworks/*.simulate.txt"))     # docs/frameworks.md's priced configs
 
 
 def _quoted_simulations() -> list[tuple[str, str, str]]:
@@ -51,7 +53,9 @@ def test_the_quoted_simulations_are_found():
     """The files the docs quote hold simulate commands (the parse above is not vacuous)."""
     assert len(QUOTED) >= 10
     assert {p for p, _, _ in QUOTED} >= {"results/simulated/2026-11-30-options.txt",
-                                          "results/simulated/2026-11-30-network-tiers.txt"}
+                                          "results/simulated/2026-11-30-network-tiers.txt",
+                                          "results/frameworks/gpt_plan.megatron.simulate.txt",
+                                          "results/frameworks/torchtitan_llama3_8b_h100x8.simulate.txt"}
 
 
 @pytest.mark.parametrize("path, command, step", QUOTED, ids=[f"{p.split('/')[-1]}:{i}" for i, (p, _, _) in
