@@ -12,9 +12,9 @@ row priced out of sample (its source left out of the fit, parsim.profile.loso), 
 ``PlanKind``: its device, its parallelism mix (``ep``, ``fsdp`` for ZeRO-3, ``3d`` for any
 tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
-the class until at least MIN_ROWS rows of MIN_FAMILIES source families remain (device, mix and
-model; device and model; mix and model; model; device; every row: the band's source says which,
-and why it widened), and sets
+the class until the rows of at least MIN_FAMILIES source families remain (device, mix and model;
+device and model; mix and model; model; device; every row: the band's source says which, and why
+it widened), and sets
 
     r_i = log(measured step / predicted step) of row i,   w_i = 1 / (rows of i's family),
     m = the w-weighted median of r,
@@ -25,8 +25,14 @@ split conformal prediction on log residuals (Vovk et al. 2005; Lei et al. 2018),
 weighted so that each of the class's F families counts once: a new plan is a new source's, whose
 error is its source's bias plus its own, and rows of one source share their bias (one source's
 forty rows are not forty independent draws).  The (1 + 1/F) is the finite-sample correction over
-families.  benchmarks/bench_published.py scores the bands out of sample: each row's band drawn
-without its own family.  A device with no public row (a CPU) gets no band, and says so.
+families, the exchangeable units; it asks for F >= MIN_FAMILIES (9 at 90%), the fewest families
+whose ceil((F + 1) x level)-th smallest score exists.  Below that the quantile falls past the
+largest residual: a class of three to eight sources was as wide as its one worst row (until the
+forty-sixth sitting every 910B tensor-parallel plan's band was 0.19-5.7x, one MindFormers row's),
+and no wider than those few sources had missed where they agreed (H100 tensor-parallel plans
+0.88-1.11x, which held-out stacks ran outside): results/2026-12-03g-amd-epyc/band-families.txt.
+benchmarks/bench_published.py scores the bands out of sample: each row's band drawn without its
+own family.  A device with no public row (a CPU) gets no band, and says so.
 
 The rows of a held-out source (results/published/fit.yaml, ``held_out``: fitted on by no fit)
 are in the table, marked, and in no band: they test the bands.  Where some ran plans of the same
@@ -43,9 +49,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LEVEL = 0.9                     # the bands' nominal coverage
-MIN_ROWS = 9                    # a 90% conformal band needs ceil((n + 1) 0.9) <= n
-MIN_FAMILIES = 3                # a band rests on the errors of at least three independent sources
 RESIDUALS = "results/published/residuals.yaml"
+
+
+def families_needed(level: float) -> int:
+    """The fewest exchangeable units (source families) a split-conformal band at ``level`` can rest
+    on: the band is the ceil((F + 1) level)-th smallest of F scores, which exists only where that is
+    at most F (Lei et al. 2018, "Distribution-free predictive inference for regression";
+    Dunn, Wasserman & Ramdas 2022, "Distribution-free prediction sets for two-layer hierarchical
+    models", for groups as the units).  9 at 90%."""
+    f = 1
+    while math.ceil((f + 1) * level - 1e-9) > f:
+        f += 1
+    return f
+
+
+MIN_FAMILIES = families_needed(LEVEL)
 
 
 @dataclass(frozen=True)
@@ -191,7 +210,7 @@ def _class_clause(label: str, kind: PlanKind, pool: list) -> str:
     n, f = len(own), len({r.family for r in own})
     share = (f"{n} row{'s' * (n != 1)} of {f} source{'s' * (f != 1)} share this plan's device, mix and model "
              f"({kind})")
-    need = f"the {MIN_ROWS} rows of {MIN_FAMILIES} sources a band rests on"
+    need = f"the {MIN_FAMILIES} sources a {LEVEL:.0%} band rests on"
     if label == "every row":
         return f"every public row, of any device, mix and model: {share}, and no narrower class holds {need}"
     return f"{label.replace(', ', ' and ')} as this plan's, widened: {share}, under {need}"
@@ -219,7 +238,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     for label, match in _classes(kind):
         rows = [r for r in pool if match(r.kind)]
         families = {r.family for r in rows}
-        if len(rows) >= MIN_ROWS and len(families) >= MIN_FAMILIES:
+        if len(families) >= MIN_FAMILIES:
             break
     else:
         return None
