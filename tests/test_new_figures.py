@@ -424,3 +424,33 @@ def test_nemo_launchers_gpt3_rows_are_the_set_drawn_held_out():
         "nemo2208-gpt3-175b-a100-64gpu": +0.369, "nemo2208-gpt3-175b-a100-128gpu": +0.362,
         "nemo2208-gpt3-175b-a100-256gpu": +0.356, "nemo2208-gpt3-175b-a100-512gpu": +0.332,
         "nemo2208-gpt3-175b-a100-1024gpu": +0.328})
+
+
+FMS_FSDP = "results/published/fms_fsdp_figures.yaml"
+# IBM's fms-fsdp README table (Llama 2 7B HSDP, 34B and 70B full sharding, on 128 A100 and 96 H100),
+# drawn 2026-12-03 (forty-sixth sitting) by a helper who priced nothing, with profiles of its clusters'
+# networks; its two 13B cells left out (the checkpointing interval is not stated).
+FMS_FSDP_ROWS_SHA256 = "7bffc320b81ceccd1e54381c57ac507688964786f5e34c689750e8df7964c872"
+FMS_FSDP_MODELS_SHA256 = {
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+    "examples/llama2_70b/config.json": "1b6f50e64839120e53b97aeb219b03cfe6728af6447d68630af35fe17f747cbe",
+    "examples/codellama_34b/config.json": "a9647babdbaa48b18974360004d21763095cc27e500982969581410098b61ec2",
+}
+
+
+def test_fms_fsdps_rows_are_the_set_drawn_held_out_on_their_clusters_networks():
+    """Six rows of plain FSDP (HSDP within a node for 7B) on IBM's clusters, whose networks are the
+    README's 400 and 800 Gb/s a node, not a DGX's 8 x 200 or 8 x 400; held out of every fit, each
+    row at its error when first priced (results/2026-12-03g-amd-epyc/fms-fsdp-heldout.txt)."""
+    from parsim.hardware import load_cluster
+
+    drawn = load_figures(FMS_FSDP)
+    assert_drawn_as_hashed(FMS_FSDP, FMS_FSDP_ROWS_SHA256, FMS_FSDP_MODELS_SHA256, drawn)
+    for name, node_bytes_per_s in (("ibm-a100-400g", 400e9 / 8), ("ibm-h100-800g", 800e9 / 8)):
+        cluster = load_cluster(f"{name}:2x8")           # a node's GPUs share its network
+        assert cluster.link_for("network").bandwidth_bytes_per_s * 8 == pytest.approx(node_bytes_per_s), name
+    assert {dict(f.parallel).get("dp_shard") for f in drawn.figures if "-7b-" in f.id} == {8}
+    assert_held_out_as_pinned(drawn.figures, "fms-fsdp", {
+        "fms-llama2-7b-a100-128gpu-hsdp": +0.012, "fms-llama2-7b-h100-96gpu-hsdp": +0.140,
+        "fms-llama2-34b-a100-128gpu-fullac": -0.102, "fms-llama2-34b-h100-96gpu-fullac": -0.027,
+        "fms-llama2-70b-a100-128gpu-fullac": -0.149, "fms-llama2-70b-h100-96gpu-fullac": -0.050})
