@@ -156,6 +156,9 @@ def test_a_held_out_sources_rows_are_in_no_band_and_say_how_they_fared():
     assert "; held-out test: 3 fsdp dense rows of new (A100-SXM4-80GB), fitted on by nothing, ran 1.10-4.50x" in both
     assert ("; held-out test: 2 fsdp dense rows of later (H100-SXM5-80GB), fitted on by nothing, ran 1.05-1.15x "
             "their predicted steps, 2 of 2 inside this band") in both
+    lone = (Residual("l0", "lone", PlanKind("Ascend 910B", "fsdp", "dense"), math.log(3.0), True),)
+    assert ("; held-out test: 1 fsdp dense row of lone (Ascend 910B), fitted on by nothing, ran 3.00x its "
+            "predicted step, outside this band") in step_band(2.0, kind, rows + lone).source
 
 
 def test_simulate_prints_the_band_and_plan_files_carry_it(tmp_path, capsys):

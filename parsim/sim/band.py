@@ -267,9 +267,14 @@ def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Res
         own = [r for r in rows if r.family == family]
         ratios = sorted(math.exp(r.log_ratio) for r in own)
         inside = sum(low <= r.log_ratio <= high for r in own)
-        clauses.append(f"; held-out test: {len(own)} {kind.mix} {kind.model} rows of {family} "
-                       f"({', '.join(sorted({r.kind.device for r in own}))}), fitted on by nothing, ran "
-                       f"{ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, {inside} of {len(own)} inside this band")
+        devices = ", ".join(sorted({r.kind.device for r in own}))
+        if len(own) == 1:
+            clauses.append(f"; held-out test: 1 {kind.mix} {kind.model} row of {family} ({devices}), fitted on by "
+                           f"nothing, ran {ratios[0]:.2f}x its predicted step, {'in' if inside else 'out'}side this band")
+        else:
+            clauses.append(f"; held-out test: {len(own)} {kind.mix} {kind.model} rows of {family} ({devices}), fitted on "
+                           f"by nothing, ran {ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, {inside} of "
+                           f"{len(own)} inside this band")
     return "".join(clauses)
 
 
