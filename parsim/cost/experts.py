@@ -169,9 +169,14 @@ def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, 
     if key not in parts:
         parts[key] = (layer.kernels, *_ep_kernels(layer, e, ep, imbalance, rows, w_scale, share))
     _, kernels, extra = parts[key]
-    sort = _local_sorts(layer, imbalance, extraction_batch) if ep < e else []     # several experts a rank
-    kernels += tuple(sort)
-    sorts = sum(k.bytes[1] for k in sort) * layer.tp_share * layer.seq_share
+    sorted_bytes = 0.0
+    if ep < e:                              # several experts a rank: the local sorts, one tuple per kernels'
+        key = ("sorted", key, id(layer.ops), extraction_batch)      # entry, so that layers sharing it share
+        if key not in parts:                                        # the result (the cost model prices by id)
+            sort = _local_sorts(layer, imbalance, extraction_batch)
+            parts[key] = (layer.ops, kernels + tuple(sort), sum(k.bytes[1] for k in sort))
+        _, kernels, sorted_bytes = parts[key]
+    sorts = sorted_bytes * layer.tp_share * layer.seq_share
     routed_saved = sum(op.saved_bytes for op in layer.ops if _expert_op(op))
     key = ("ops", id(layer.ops), e, ep, scale)
     if key not in parts:
