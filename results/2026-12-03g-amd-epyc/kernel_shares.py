@@ -1,35 +1,44 @@
 """A published row priced as benchmarks/bench_published.py --quick prices it, and its per-device graph's
 kernel time per micro-batch (forward and backward) split by kernel class: what share of the priced
-compute is fused attention.  From the repository root:
+compute is fused attention.  The kernels of each phase and their share are taken as
+parsim.cost.kernels.layer_kernels_time_s takes them (PHASES; the layer's tp_share x seq_share); host
+dispatch is left out.  Dense rows only (no routing imbalance is applied).  From the repository root:
 
     python results/2026-12-03g-amd-epyc/kernel_shares.py ROW_ID
-(dense rows: no routing imbalance is applied)
 """
-import sys, collections
-from parsim.profile.published import load_all_figures, figure_spec, figure_cluster, shipped_profile, row_split, figure_tokens
+import collections
+import sys
+
 from parsim.cost.compute import AnalyticalCompute
+from parsim.cost.kernels import PHASES
+from parsim.profile.published import (figure_cluster, figure_spec, figure_tokens, load_all_figures, row_split,
+                                      shipped_profile)
 from parsim.search.resolve import resolve_config
-from parsim.sim import simulate
 from parsim.shard.prepare import per_device_graph
-figs={f.id:f for f in load_all_figures("results/published").figures}
-f=figs[sys.argv[1]]
-par=dict(f.parallel); profile=shipped_profile(f); spec=figure_spec(f)
-cluster=figure_cluster(f,profile); compute=AnalyticalCompute.for_training(cluster.device,spec.training)
-if par.get("tp",1)>1: par.setdefault("tp_layout","megatron")
-par.setdefault("split",row_split(spec.graph,par))
-cfg=resolve_config(spec,cluster,compute,**par)
-est=simulate(spec.graph,spec.training,cluster,cfg,compute,keep_timeline=False)
-mb=max(1, spec.training.global_batch_size//(cfg.dp*cfg.microbatches))
-print(f.id, "step", round(est.step_time_s,3), "pred", round(figure_tokens(f)/est.step_time_s/cluster.world_size), "meas", f.measured, "mb", mb, "exposed", round(est.exposed_comm_fraction,3))
-g=per_device_graph(spec.graph, cfg.tp, cfg.tp_layout or "", cfg.recompute, cp=cfg.cp)
-agg=collections.Counter(); tot=0
-times=compute._kernel_times(mb)
-for layer in g.layers:
+from parsim.sim import simulate
+
+figure = {f.id: f for f in load_all_figures("results/published").figures}[sys.argv[1]]
+par, spec = dict(figure.parallel), figure_spec(figure)
+cluster = figure_cluster(figure, shipped_profile(figure))
+compute = AnalyticalCompute.for_training(cluster.device, spec.training)
+if par.get("tp", 1) > 1:
+    par.setdefault("tp_layout", "megatron")
+par.setdefault("split", row_split(spec.graph, par))
+cfg = resolve_config(spec, cluster, compute, **par)
+est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
+microbatch = max(1, spec.training.global_batch_size // (cfg.dp * cfg.microbatches))
+print(f"{figure.id} step {est.step_time_s:.3f} s, predicted {figure_tokens(figure) / est.step_time_s / cluster.world_size:.0f}"
+      f" tokens/s/device, measured {figure.measured:g}, micro-batch {microbatch}")
+
+graph = per_device_graph(spec.graph, cfg.tp, cfg.tp_layout or "", cfg.recompute, cp=cfg.cp)
+times = compute._kernel_times(microbatch)          # the cost model's own per-kernel memo
+by_class = collections.Counter()
+for layer in graph.layers:
     for kind in "FB":
-        ks=[k for k in layer.kernels if (k.phase==kind or (kind=="B" and k.phase in ("B","W")))]
-        if not ks: continue
-        ts=times(ks, layer.tp_share if hasattr(layer,'tp_share') else 1.0)
-        for k,t in zip(ks,ts):
-            agg[(k.klass)]+=t; tot+=t
-print("kernel total per micro-batch (F+B) %.3f s x m=%d = %.3f" % (tot, cfg.microbatches, tot*cfg.microbatches))
-for k,v in agg.most_common(12): print("  %-20s %.3f s  %.1f%%" % (k, v, 100*v/tot))
+        kernels = [k for k in layer.kernels if k.phase in PHASES[kind]]
+        for k, t in zip(kernels, times(kernels, layer.tp_share * layer.seq_share)):
+            by_class[k.klass] += t
+total = sum(by_class.values())
+print(f"kernels of one micro-batch through the whole model (every stage; F + B): {total:.3f} s")
+for klass, t in by_class.most_common():
+    print(f"  {klass:<20} {t:.3f} s  {t / total:.1%}")
