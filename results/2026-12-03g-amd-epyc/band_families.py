@@ -23,12 +23,17 @@ RULES = ((old, "at least 9 rows of 3 families (9702d96)"),
          (new, f"at least {new.MIN_FAMILIES} families (families_needed)"))
 
 
+def in_module(band) -> tuple:
+    """TABLE as the module ``band`` (either version) builds its rows."""
+    return tuple(band.Residual(r.id, r.family, band.PlanKind(*vars(r.kind).values()), r.log_ratio, r.held_out)
+                 for r in TABLE)
+
+
 def score(band, rule: str) -> str:
-    TABLE = tuple(band.Residual(r.id, r.family, band.PlanKind(*vars(r.kind).values()), r.log_ratio, r.held_out)
-                  for r in globals()["TABLE"])
+    table = in_module(band)
     dev, test, by_family = [], [], {}
-    for r in TABLE:
-        b = band.step_band(1.0, r.kind, TABLE, band.LEVEL, leave_out=r.family)
+    for r in table:
+        b = band.step_band(1.0, r.kind, table, band.LEVEL, leave_out=r.family)
         if b is None:
             continue
         hit = b.contains(math.exp(r.log_ratio))
@@ -54,8 +59,7 @@ for band, rule in RULES:
     print(score(band, rule))
 for band, rule in RULES:
     print(f"\nThe band of each kind of plan in the table, {rule}, on every development row:")
-    table = tuple(band.Residual(r.id, r.family, band.PlanKind(*vars(r.kind).values()), r.log_ratio, r.held_out)
-                  for r in TABLE)
+    table = in_module(band)
     for kind in sorted({r.kind for r in table}, key=str):
         b = band.step_band(1.0, kind, table)
         cls = b.source.split("(", 1)[1].split(":")[0] if b else ""
