@@ -430,12 +430,12 @@ def row_split(graph, parallel: dict) -> str:
     return "uniform"
 
 
-def price(figure: Figure, profile: Profile | None = None) -> Priced:
-    """What parsim predicts for ``figure`` on ``profile`` (default: the shipped one), in the
-    figure's own metric."""
+def figure_setup(figure: Figure, profile: Profile | None = None):
+    """What ``figure`` is priced with on ``profile`` (default: the shipped one): (its spec, with the
+    routing's expert load; its cluster; the compute model; the resolved plan).  A row whose sizes do
+    not make its cluster, or that the plan cannot express, raises its one-line error."""
     from parsim.cost.compute import AnalyticalCompute
     from parsim.search.resolve import resolve_config
-    from parsim.sim import simulate
 
     par = dict(figure.parallel)
     profile = profile or shipped_profile(figure)
@@ -458,6 +458,15 @@ def price(figure: Figure, profile: Profile | None = None) -> Priced:
         if par.get("ep", 1) > 1:          # a layout parsim's expert parallelism does not express
             raise UnpricedFigure(f"{figure.where}: parallel.ep: {par['ep']}: {e}; so this row is not priced") from None
         raise InfeasibleError(f"{figure.where}: parallel: {e}") from None     # the row that says it
+    return spec, cluster, compute, cfg
+
+
+def price(figure: Figure, profile: Profile | None = None) -> Priced:
+    """What parsim predicts for ``figure`` on ``profile`` (default: the shipped one), in the
+    figure's own metric."""
+    from parsim.sim import simulate
+
+    spec, cluster, compute, cfg = figure_setup(figure, profile)
     try:
         est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
     except InfeasibleError as e:

@@ -9,22 +9,13 @@ dispatch is left out.  Dense rows only (no routing imbalance is applied).  From 
 import collections
 import sys
 
-from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.kernels import PHASES
-from parsim.profile.published import (figure_cluster, figure_spec, figure_tokens, load_all_figures, row_split,
-                                      shipped_profile)
-from parsim.search.resolve import resolve_config
+from parsim.profile.published import figure_setup, figure_tokens, load_all_figures
 from parsim.shard.prepare import per_device_graph
 from parsim.sim import simulate
 
 figure = {f.id: f for f in load_all_figures("results/published").figures}[sys.argv[1]]
-par, spec = dict(figure.parallel), figure_spec(figure)
-cluster = figure_cluster(figure, shipped_profile(figure))
-compute = AnalyticalCompute.for_training(cluster.device, spec.training)
-if par.get("tp", 1) > 1:
-    par.setdefault("tp_layout", "megatron")
-par.setdefault("split", row_split(spec.graph, par))
-cfg = resolve_config(spec, cluster, compute, **par)
+spec, cluster, compute, cfg = figure_setup(figure)       # as parsim.profile.published.price sets a row up
 est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
 microbatch = max(1, spec.training.global_batch_size // (cfg.dp * cfg.microbatches))
 print(f"{figure.id} step {est.step_time_s:.3f} s, predicted {figure_tokens(figure) / est.step_time_s / cluster.world_size:.0f}"

@@ -15,10 +15,8 @@ import re
 import statistics
 import sys
 
-from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.kernels import PHASES
-from parsim.profile.published import figure_cluster, figure_spec, load_all_figures, row_split, shipped_profile
-from parsim.search.resolve import resolve_config
+from parsim.profile.published import figure_setup, load_all_figures
 from parsim.shard.prepare import per_device_graph
 
 ROW = re.compile(r"^(\S+)\s+(\S+)\s+(atlas-\S+)\s+\S+\s+\S+\s+\S+%\s+\S+\s+([-+]\S+)%\s+.*scored")
@@ -26,14 +24,7 @@ errors = {m.group(1): float(m.group(4)) / 100 for m in map(ROW.match, open(sys.a
 figures = {f.id: f for f in load_all_figures("results/published").figures}
 out = []
 for fid, e in errors.items():
-    figure = figures[fid]
-    par, spec = dict(figure.parallel), figure_spec(figure)
-    cluster = figure_cluster(figure, shipped_profile(figure))
-    compute = AnalyticalCompute.for_training(cluster.device, spec.training)
-    if par.get("tp", 1) > 1:
-        par.setdefault("tp_layout", "megatron")
-    par.setdefault("split", row_split(spec.graph, par))
-    cfg = resolve_config(spec, cluster, compute, **par)
+    spec, cluster, compute, cfg = figure_setup(figures[fid])    # as parsim.profile.published.price sets a row up
     microbatch = max(1, spec.training.global_batch_size // (cfg.dp * cfg.microbatches))
     graph = per_device_graph(spec.graph, cfg.tp, cfg.tp_layout or "", cfg.recompute, cp=cfg.cp)
     times = compute._kernel_times(microbatch)
@@ -51,6 +42,9 @@ print(f"{'row':<40} {'e':>7} {'a':>6} {'x':>6}  tp cp  {'L':>6} head")
 for a, fid, e, tp, cp, seq, hd in sorted(out, reverse=True):
     x = f"{1 + e / a:6.2f}" if a >= 0.02 else "     -"
     print(f"{fid:<40} {e:+7.3f} {a:6.3f} {x}  {tp:>2} {cp:>2}  {seq // cp if seq else '?':>6} {hd}")
-big = [1 + e / a for a, _, e, *_ in out if a >= 0.3]
-print(f"\nrows whose attention is >= 30% of the priced kernels: {len(big)}, x median {statistics.median(big):.2f}, "
-      f"range {min(big):.2f}-{max(big):.2f}")
+print("\nrows whose attention is at least 13% of the priced kernels, x by head and length:")
+for head in (64, 128):
+    for length in sorted({seq // cp for a, _, _, _, cp, seq, hd in out if a >= 0.13 and hd == head}):
+        xs = [1 + e / a for a, _, e, _, cp, seq, hd in out if a >= 0.13 and hd == head and seq // cp == length]
+        print(f"  heads of {head}, L {length}: {len(xs)} rows, x median {statistics.median(xs):.2f}, "
+              f"range {min(xs):.2f}-{max(xs):.2f}")
