@@ -2,7 +2,7 @@
 kernel time per micro-batch (forward and backward) split by kernel class: what share of the priced
 compute is fused attention.  The kernels of each phase and their share are taken as
 parsim.cost.kernels.layer_kernels_time_s takes them (PHASES; the layer's tp_share x seq_share); host
-dispatch is left out.  Dense rows only (no routing imbalance is applied).  From the repository root:
+dispatch is left out.  Dense rows only (the kernel split reads the graph without expert parallelism).  From the repository root:
 
     python results/2026-12-03g-amd-epyc/kernel_shares.py ROW_ID
 """

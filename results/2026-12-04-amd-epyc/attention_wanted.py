@@ -41,7 +41,7 @@ for fid, e in errors.items():
 print(f"{'row':<40} {'e':>7} {'a':>6} {'x':>6}  tp cp  {'L':>6} head")
 for a, fid, e, tp, cp, seq, hd in sorted(out, reverse=True):
     x = f"{1 + e / a:6.2f}" if a >= 0.02 else "     -"
-    print(f"{fid:<40} {e:+7.3f} {a:6.3f} {x}  {tp:>2} {cp:>2}  {seq // cp if seq else '?':>6} {hd}")
+    print(f"{fid:<40} {e:+7.3f} {a:6.3f} {x}  {tp:>2} {cp:>2}  {seq // cp:>6} {hd}")
 print("\nrows whose attention is at least 13% of the priced kernels, x by head and length:")
 for head in (64, 128):
     for length in sorted({seq // cp for a, _, _, _, cp, seq, hd in out if a >= 0.13 and hd == head}):
