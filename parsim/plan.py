@@ -103,8 +103,13 @@ class ParallelConfig:
     # default), or all after the pipeline rank's last backward of the step (False: Megatron-Core
     # without --overlap-grad-reduce, its own default, finalize_model_grads reducing every bucket
     # once the schedule is done; megatron/core/distributed/distributed_data_parallel_config.py,
-    # overlap_grad_reduce: bool = False).  DDP and ZeRO-1 only: ZeRO 2-3 reduce each micro-batch's
-    # gradients as its backward runs (grad_reduce_refusal).
+    # overlap_grad_reduce: bool = False).  Under ZeRO-2, False is DeepSpeed's overlap_comm false (its
+    # default below stage 3): each micro-batch's buckets are still reduce-scattered as its backward
+    # makes them ready, but on the compute stream, which waits for each (DeepSpeed 0.19,
+    # runtime/zero/stage_1_and_2.py: reduce_ipg_grads and average_tensor take
+    # get_accelerator().current_stream() unless overlap_comm; reduce_ready_partitions_and_remove_grads
+    # reduces every micro-step where partition_gradients, stage 2).  ZeRO-3 refuses it
+    # (grad_reduce_refusal).
     overlap_grad_reduce: bool = True
 
     def __post_init__(self):
@@ -479,13 +484,14 @@ def config_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
 
 def grad_reduce_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
     """(field, why, in a line saying what to change) where ``overlap_grad_reduce`` false does not
-    apply to cfg (ZeRO 2-3: FSDP reduce-scatters each micro-batch's gradients during its backward,
-    the only way parsim prices them); None where it does, or where it is true."""
-    if cfg.overlap_grad_reduce or cfg.zero < 2:
+    apply to cfg (ZeRO-3: FSDP reduce-scatters each micro-batch's gradients during its backward on
+    its own stream, the only way parsim prices them); None where it does, or where it is true."""
+    if cfg.overlap_grad_reduce or cfg.zero < 3:
         return None
-    return "overlap_grad_reduce", (f"false with zero {cfg.zero}: ZeRO 2-3 reduce-scatter each micro-batch's "
+    return "overlap_grad_reduce", (f"false with zero {cfg.zero}: ZeRO-3 reduce-scatters each micro-batch's "
                                    "gradients as its backward runs (FSDP), which parsim prices overlapped; use zero "
-                                   "0 or 1 (DDP, Megatron's distributed optimizer), or overlap_grad_reduce true")
+                                   "0-2 (ZeRO-2: on the compute stream, DeepSpeed's overlap_comm false), or "
+                                   "overlap_grad_reduce true")
 
 
 def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:

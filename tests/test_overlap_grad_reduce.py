@@ -138,7 +138,7 @@ def _sim(capsys, *flags):
     return rc, (json.loads(out) if rc == 0 else None), err
 
 
-def test_a_plan_keeps_it_and_zero_2_3_refuse_it(tmp_path, capsys):
+def test_a_plan_keeps_it_and_zero_3_refuses_it(tmp_path, capsys):
     """--no-overlap-grad-reduce: a slower step (ResNet-50's buckets exposed after the backward),
     written into the plan as parallel.overlap_grad_reduce false and read back; the default plan
     writes nothing.  ZeRO 2-3 and a bad value: one line naming the field, exit 2."""
@@ -240,7 +240,7 @@ def test_the_planner_prices_its_ddp_plans_after_the_backward_and_prunes_as_it_ra
     full = plan(spec, cluster, compute, Constraints(top=8, prune=False, overlap_grad_reduce=False), progress=False)
     assert [x.key() for x in pruned.ranked] == [x.key() for x in full.ranked]
     assert [x.estimate.step_time_s for x in pruned.ranked] == [x.estimate.step_time_s for x in full.ranked]
-    assert all(x.config.overlap_grad_reduce is (x.config.zero >= 2) for x in full.ranked)
+    assert all(x.config.overlap_grad_reduce is (x.config.zero >= 3) for x in full.ranked)
     best = pruned.ranked[0]
     again = simulate(spec.graph, spec.training, cluster, best.config, compute, keep_timeline=False)
     assert again.step_time_s == pytest.approx(best.estimate.step_time_s, rel=1e-12)
@@ -249,12 +249,14 @@ def test_the_planner_prices_its_ddp_plans_after_the_backward_and_prunes_as_it_ra
 @pytest.mark.parametrize("zero, extra, pp, overlap", [(0, {}, 1, False), (1, {}, 1, False),
                                                       (1, {"overlap_comm": True}, 1, True),
                                                       (1, {"overlap_comm": True}, 2, False),
-                                                      (2, {"overlap_comm": False}, 1, True), (3, {}, 1, True)])
+                                                      (2, {}, 1, False), (2, {"overlap_comm": False}, 1, False),
+                                                      (2, {"overlap_comm": True}, 1, True), (3, {}, 1, True)])
 def test_deepspeed_reads_overlap_comm_as_it_runs_it(tmp_path, capsys, zero, extra, pp, overlap):
     """DeepSpeed 0.19 reduces after the backward at stage 0 (engine.allreduce_gradients), under its
-    pipeline engine whatever overlap_comm says (ReduceGrads, after the last backward), and at
-    stages 1-2 unless zero_optimization.overlap_comm (its default: stage 3 only); stages 2-3 are
-    priced overlapped as FSDP (their reduce-scatters as the backward runs)."""
+    pipeline engine whatever overlap_comm says (ReduceGrads, after the last backward), at stage 1
+    unless zero_optimization.overlap_comm (its default: stage 3 only), and at stage 2 on the compute
+    stream unless overlap_comm (reduce_ipg_grads: current_stream()); stage 3 is priced overlapped
+    as FSDP (its reduce-scatters as the backward runs), and overlap_comm false there is refused."""
     config = tmp_path / "ds.json"
     config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
                                   "zero_optimization": {"stage": zero, **extra}, "bf16": {"enabled": True},
@@ -286,6 +288,70 @@ def test_deepspeed_export_refuses_an_overlap_it_does_not_run(tmp_path, capsys, f
             and "--no-overlap-grad-reduce" in err, err
     else:
         assert rc == 0, err
+
+
+def test_zero2_without_overlap_charges_every_bucket_to_compute():
+    """ZeRO-2 with overlap_grad_reduce false (DeepSpeed's overlap_comm false): every micro-batch's
+    reduce-scatters run on the compute stream as the backward readies them, so each rank's exposed
+    communication holds the whole of every bucket, the step is slower than with them overlapped, and
+    by no more than the buckets' time (the overlapped step already holds their exposed share)."""
+    from parsim.hardware import load_cluster
+    from parsim.model.spec import load_model
+    from parsim.plan import ParallelConfig
+    from parsim.sim import simulate
+
+    spec = load_model("examples/resnet50_imagenet.yaml")
+    cluster = load_cluster("ascend910:2x8")
+    cfg = ParallelConfig(dp=16, pp=1, microbatches=2, bounds=(0, len(spec.graph.layers)), zero=2)
+    over = simulate(spec.graph, spec.training, cluster, cfg, keep_timeline=True)
+    block = simulate(spec.graph, spec.training, cluster, replace(cfg, overlap_grad_reduce=False), keep_timeline=True)
+    buckets = {rank.rank: 0.0 for rank in block.ranks}      # the ranks simulated (one a stage: replicas alike)
+    for r, a, stream, start, end in block.timeline.records:
+        if a.kind is Kind.REDUCE_GRAD:
+            buckets[r] += end - start
+    assert all(x > 0 for x in buckets.values())
+    assert all(rank.exposed_comm_s >= buckets[rank.rank] * (1 - 1e-9) for rank in block.ranks)
+    most = max(buckets.values())
+    assert over.step_time_s < block.step_time_s <= over.step_time_s + most * (1 + 1e-9)
+    assert max(rank.exposed_comm_s for rank in over.ranks) < most        # overlapped, the profile hides some
+
+
+def test_zero2_without_overlap_runs_with_deepspeed_not_the_executor_or_megatron(tmp_path, capsys):
+    """The plan keeps it; DeepSpeed's export writes overlap_comm false; the executor (torch FSDP2,
+    its reduce-scatters on their own stream) and Megatron's export (FSDP2 too) refuse it in one line
+    naming the field."""
+    path = str(tmp_path / "p.json")
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:1x2", "--dp", "2", "--zero", "2",
+                 "--microbatches", "2", "--no-overlap-grad-reduce", "-o", path, "--json"]) == 0
+    capsys.readouterr()
+    assert json.loads(open(path).read())["parallel"]["overlap_grad_reduce"] is False
+    assert main(["export", path, "--to", "deepspeed", "-o", str(tmp_path / "ds.json")]) == 0
+    assert json.loads((tmp_path / "ds.json").read_text())["zero_optimization"] == {"stage": 2, "overlap_comm": False}
+    capsys.readouterr()
+    assert main(["run", path, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "parallel.overlap_grad_reduce" in err[0] and "--overlap-grad-reduce" in err[0], err
+    from parsim.errors import InputError
+    from parsim.export.megatron import _zero_args
+    from parsim.plan import Plan
+
+    cfg = Plan.from_json(json.loads(open(path).read()), path).config
+    with pytest.raises(InputError, match="parallel.overlap_grad_reduce: False: Megatron-LM .* --overlap-grad-reduce"):
+        _zero_args(cfg, path)
+    assert _zero_args(replace(cfg, overlap_grad_reduce=True), path) == ["--use-torch-fsdp2",
+                                                                        "--torch-fsdp2-no-reshard-after-forward"]
+
+
+def test_deepspeed_reader_refuses_zero3_without_overlap(tmp_path, capsys):
+    """DeepSpeed's stage 3 with overlap_comm false is not priced (parsim prices ZeRO-3's
+    reduce-scatters overlapped): one line naming the key."""
+    config = tmp_path / "ds.json"
+    config.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
+                                  "zero_optimization": {"stage": 3, "overlap_comm": False}}))
+    rc = main(["simulate", "--from", "deepspeed", str(config), "--model", "examples/gpt_tiny_local.yaml",
+               "--cluster", "local-cpu:1x2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "zero_optimization.overlap_comm: False: parsim" in err, err
 
 
 def test_deepspeed_reader_refuses_zero2_under_its_pipeline(tmp_path, capsys):

@@ -238,14 +238,15 @@ def cmd_plan(args) -> int:
 
 
 def _after_backward_s(from_config, chosen, spec, cluster, compute) -> float | None:
-    """The pick's step with its DDP/ZeRO-1 gradient buckets after the backward, where the config
-    read with --from reduces them so and the pick overlaps them; else None."""
+    """The pick's step with its gradient buckets reduced as the config read with --from reduces them
+    (DDP and ZeRO-1 after the backward, ZeRO-2 on the compute stream), where it does so and the pick
+    overlaps them; else None."""
     from parsim.plan import grad_reduce_refusal
 
     c = chosen.config
     after = dataclasses.replace(c, overlap_grad_reduce=False)
     if from_config.config.overlap_grad_reduce or not c.overlap_grad_reduce or c.grad_ranks == 1 \
-            or grad_reduce_refusal(after):          # ZeRO 2-3 reduce under the backward only
+            or grad_reduce_refusal(after):          # ZeRO-3 reduces under the backward only
         return None
     from parsim.sim import simulate
 

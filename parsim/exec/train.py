@@ -168,6 +168,11 @@ def check_run(opts: RunOptions):
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
                          "plan with --zero 1 or --pp 1")
+    if cfg.zero >= 2 and not cfg.overlap_grad_reduce:
+        raise InputError(f"{opts.plan}: parallel.overlap_grad_reduce: false with zero {cfg.zero}: the executor runs "
+                         "ZeRO-2 with torch FSDP2, which reduce-scatters on its own stream under the backward, not on "
+                         "the compute stream (DeepSpeed's overlap_comm false); run the plan with DeepSpeed "
+                         "(parsim export deepspeed), or plan with --overlap-grad-reduce")
     if cfg.tp_comm_overlap:           # TE's userbuffers are CUDA kernels; gloo's collectives cannot pipeline with GEMMs
         raise InputError(f"{opts.plan}: parallel.tp_comm_overlap: the executor runs tensor-parallel collectives "
                          "blocking (gloo has no GEMM-overlapped collectives); plan with --no-tp-comm-overlap")

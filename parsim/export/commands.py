@@ -190,8 +190,9 @@ def better_lines(given, chosen, after_backward_s: float | None = None) -> list[s
            f"{c.microbatches} micro-batches, {c.schedule}, zero {c.zero}, recompute {c.recompute.value}): "
            f"{b:.4g} s a step, {a / b:.2f}x the throughput"]
     if after_backward_s is not None:
+        where = "on the compute stream" if c.zero == 2 else "after the backward"
         out.append("the pick reduces its gradients under the backward, which the config as given does not (the "
-                   "export asks for it where the framework can: Megatron's --overlap-grad-reduce, DeepSpeed's ZeRO-1 "
-                   f"overlap_comm): with its buckets after the backward it takes {after_backward_s:.4g} s, "
+                   "export asks for it where the framework can: Megatron's --overlap-grad-reduce, DeepSpeed's "
+                   f"overlap_comm): with its buckets {where} it takes {after_backward_s:.4g} s, "
                    f"{a / after_backward_s:.2f}x; plan with --no-overlap-grad-reduce to search as the config runs")
     return out

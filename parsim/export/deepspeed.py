@@ -128,9 +128,15 @@ def import_config(raw: dict, source: str, units: int | None) -> Imported:
         if zero.has(key):           # DeepSpeed 0.19 rejects them (runtime/config.py, _REMOVED_ZERO_CONFIG_KEYS)
             raise refuse(source, "zero_optimization." + key, zero.data[key], "DeepSpeed 0.19", "removed MiCS and "
                          "rejects this key; drop it, and give --dp-shard N to price shard groups of N")
-    # at stages 1-2 (no pipeline) under the backward only with overlap_comm (stage_1_and_2.py hooks
-    # the gradients where partition_gradients or overlap_comm; config.py's default: stage 3 only)
-    overlap_comm = stage >= 2 or zero.get("overlap_comm", bool, stage == 3)
+    # at stage 1 (no pipeline) under the backward only with overlap_comm (stage_1_and_2.py hooks the
+    # gradients where partition_gradients or overlap_comm; config.py's default: stage 3 only); at
+    # stage 2 every micro-batch's buckets as the backward readies them (partition_gradients), on the
+    # compute stream without overlap_comm (reduce_ipg_grads, average_tensor: current_stream());
+    # stage 3's reduce-scatters are priced under the backward (FSDP) alone
+    overlap_comm = zero.get("overlap_comm", bool, stage == 3)
+    if stage == 3 and not overlap_comm:
+        raise refuse(source, "zero_optimization.overlap_comm", False, "parsim", "prices ZeRO-3's reduce-scatters "
+                     "overlapped with the backward; set overlap_comm true, or give stage 2")
     for key in list(zero.data):
         zero.get(key, (object, bool), None)
     dtype = "fp32"

@@ -179,6 +179,10 @@ def _zero_args(c, source: str) -> list[str]:
     initialize_model_parallel; DistributedDataParallelConfig.num_distributed_optimizer_instances, "the
     factor by which the DP domain is sharded"; param_and_grad_buffer.py reduce-scatters the gradients
     within an instance, then all-reduces the shard across the instances)."""
+    if c.zero == 2 and not c.overlap_grad_reduce:
+        raise refuse(source, "parallel.overlap_grad_reduce", False, TARGET, "runs ZeRO-2 as torch FSDP2, which "
+                     "reduce-scatters under the backward on its own stream, not on the compute stream (DeepSpeed's "
+                     "overlap_comm false); plan with --overlap-grad-reduce")
     if c.hybrid_sharded and c.zero > 1:
         # training.py builds torch FSDP2's config from reshard_after_forward alone, its mesh the whole
         # dp x cp group (torch_fully_sharded_data_parallel.py); Megatron-FSDP's HSDP is another code path

@@ -309,8 +309,9 @@ class BranchAndBound:
 
     def simulated(self, cfg: ParallelConfig, graph: LayerGraph) -> Candidate:
         if cfg.overlap_grad_reduce and not overlaps_grad_reduce(self.c, cfg.zero):
-            # DDP and ZeRO-1 reduce after the backward (Constraints.overlap_grad_reduce); the floors
-            # and lower_bound_s count no bucket under the backward, so they hold of it too
+            # DDP and ZeRO-1 reduce after the backward, ZeRO-2 on the compute stream
+            # (Constraints.overlap_grad_reduce); the floors and lower_bound_s count no bucket under
+            # the backward, so they hold of it too
             cfg = replace(cfg, overlap_grad_reduce=False)
         est = simulate(graph, self.spec.training, self.cluster, cfg, self.compute_of(cfg.tp, cfg.tp_layout, cfg.ep),
                        keep_timeline=False, prices=self.prices)

@@ -85,15 +85,16 @@ class Constraints:
     hybrid_shard: bool = False
     dp_shard: int | None = None    # HSDP's shard group, fixed (--dp-shard, then model.yaml); None: every dp rank
     # False: the DDP and ZeRO-1 candidates reduce their gradient buckets after the backward
-    # (ParallelConfig.overlap_grad_reduce; Megatron-Core without --overlap-grad-reduce); ZeRO 2-3's
-    # reduce as their backward runs whatever this says (FSDP)
+    # (ParallelConfig.overlap_grad_reduce; Megatron-Core without --overlap-grad-reduce), ZeRO-2's on
+    # the compute stream as their backward readies them (DeepSpeed's overlap_comm false); ZeRO-3's
+    # reduce under the backward whatever this says (FSDP)
     overlap_grad_reduce: bool = True
 
 
 def overlaps_grad_reduce(c: Constraints, zero: int) -> bool:
-    """ParallelConfig.overlap_grad_reduce of a candidate at ZeRO stage ``zero`` under ``c``: ZeRO 2-3
-    always overlap (FSDP), DDP and ZeRO-1 as c says."""
-    return c.overlap_grad_reduce or zero >= 2
+    """ParallelConfig.overlap_grad_reduce of a candidate at ZeRO stage ``zero`` under ``c``: ZeRO-3
+    always overlaps (FSDP), DDP and ZeRO 1-2 as c says."""
+    return c.overlap_grad_reduce or zero >= 3
 
 
 def fixed_shard(c: Constraints, spec: ModelSpec) -> int:

@@ -502,7 +502,12 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             overlap, contention = terms
     saved, w_held = stage_activation_bytes(graph, cfg, b, split)
     buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
-    after_backward = not cfg.overlap_grad_reduce      # every bucket after the rank's backward (engine)
+    after_backward = not cfg.overlap_grad_reduce and zero < 2     # every bucket after the rank's backward (engine)
+    if not cfg.overlap_grad_reduce and zero >= 2:
+        # ZeRO-2 without overlap (DeepSpeed's overlap_comm false, ParallelConfig.overlap_grad_reduce):
+        # each bucket as the backward readies it, on the compute stream, which waits for all of it
+        # (Costs.overlap 0: a bucket's whole time charged to compute; nothing runs beside it to contend)
+        overlap, contention = 0.0, 0.0
 
     def lowered(k: int):
         """The lowered schedule of k micro-batches."""
