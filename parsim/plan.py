@@ -307,6 +307,14 @@ def recompute_layers_text(counts=(), every: int = 0) -> str:
     return ""
 
 
+def grad_reduce_text(overlap: bool, zero: int) -> str:
+    """Gradient reduction without overlap (ParallelConfig.overlap_grad_reduce false) as the reports
+    write it: after the backward (DDP, ZeRO-1) or on the compute stream (ZeRO-2); '' where it overlaps."""
+    if overlap:
+        return ""
+    return "grads-on-compute-stream" if zero >= 2 else "grads-after-backward"
+
+
 def bounds_from_assignment(stages: tuple[int, ...]) -> tuple[int, ...]:
     """(0,0,1,1,1) -> (0, 2, 5)."""
     bounds = [0] + [i for i in range(1, len(stages)) if stages[i] != stages[i - 1]] + [len(stages)]

@@ -76,7 +76,7 @@ from functools import lru_cache
 from parsim.errors import InfeasibleError, InputError
 from parsim.hardware.cluster import Cluster, Profile, load_profile, profile_path
 from parsim.inputs import Fields, load_file
-from parsim.plan import CP_MODES, PLACEMENTS, recompute_layers_text
+from parsim.plan import CP_MODES, PLACEMENTS, grad_reduce_text, recompute_layers_text
 
 SCHEMA_VERSION = 1
 FOLDER = "results/published"      # every *figures*.yaml here is read (load_all_figures)
@@ -397,7 +397,7 @@ def describe(cfg) -> str:
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
             f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}"
-            f"{' grads-after-backward' if not cfg.overlap_grad_reduce else ''}")
+            f"{f' {grads}' if (grads := grad_reduce_text(cfg.overlap_grad_reduce, cfg.zero)) else ''}")
 
 
 def figure_imbalance(routing: tuple) -> float | None:

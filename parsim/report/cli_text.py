@@ -8,7 +8,7 @@ import math
 from parsim.hardware.links import LINK_CLASSES
 from parsim.fmt import human_bytes, human_si, human_time, memory_margin
 from parsim.model.recompute import recompute_mode
-from parsim.plan import recompute_layers_text
+from parsim.plan import grad_reduce_text, recompute_layers_text
 from parsim.sim.band import band_text
 
 
@@ -191,7 +191,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
                                                                c.get("recompute_every", 0))) else "")
              + (f" zero={c['zero']}" if c["zero"] else "")
              + (f" dp_shard={c['dp_shard']}" if c.get("dp_shard") else "")
-             + (" grads-after-backward" if c.get("overlap_grad_reduce") is False else "")
+             + (f" {grads}" if (grads := grad_reduce_text(c.get("overlap_grad_reduce", True), c["zero"])) else "")
              + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",
