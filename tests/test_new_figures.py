@@ -481,3 +481,34 @@ def test_the_moe_model_zoos_rows_are_the_set_drawn_held_out_as_first_priced():
         "modelzoo-qwen3-235b-a22b-h100-256gpu-deepep-tp4": +0.610,
         "modelzoo-qwen3-235b-a22b-gb200-256gpu-bf16": -0.039,
         "modelzoo-qwen3-235b-a22b-gb200-128gpu-mxfp8-s131072": -0.363})
+
+
+ASCEND_10 = "results/published/ascend10_figures.yaml"
+# Ascend ModelZoo-PyTorch's Qwen1.0 and Qwen1.5 fine-tuning READMEs (HF Trainer + DeepSpeed ZeRO-2 with
+# overlap_comm false on Atlas 800T A2), drawn 2026-12-04 (forty-seventh sitting) by a helper who priced
+# nothing, kept unloaded until parsim expressed ZeRO-2 without overlap (forty-eighth sitting).
+ASCEND_10_ROWS_SHA256 = "798ddb31280240b756a299b8cbc4c221e7e062ca5cd538acc91fe3975fb50366"
+ASCEND_10_MODELS_SHA256 = {
+    "examples/qwen1_5/config_14b.json": "7d307dafaf387229d262dee90aa359f1fcac316ebf30b6ae073dc1754383573c",
+    "examples/qwen1_5/config_1_8b.json": "dcf6e172bcc3d176fdb26ef4df0aaebe788e4f58464b392b97ecc3eb38a5b92b",
+    "examples/qwen1_5/config_4b.json": "023cafee1c8f025de7f251f32bcfe195e0c3d8c309e14a479ffd8169fd50cf87",
+    "examples/qwen1_5/config_7b.json": "c26439d84e0b3d28b63edea2b5b92b48c8b66022453c2690fa32b1ef50af8f0c",
+    "examples/qwen1_5_0_5b/config.json": "0b889ca6fc3f2eac71105a092def792db0077ba601325ba658da5439cc19969e",
+    "examples/qwen_14b/config.json": "3d70d50627cd4cd26a9f8243cb8e7cd326118939fb386c48687fd2605d9eb81e",
+    "examples/qwen_7b/config.json": "abe16b8307329af882385ea2232c40b4033a83e0d9a1727c9977f2f300cca986",
+}
+
+
+def test_the_910bs_tenth_set_is_the_set_drawn_held_out_as_first_priced():
+    """Eight rows of DeepSpeed ZeRO-2 fine-tuning on Atlas 800T A2, its gradients reduce-scattered
+    on the compute stream (overlap_comm false), three scored (the Qwen1.5 rows save checkpoints inside
+    the timed run); held out of every fit, each scored row at its error when first priced
+    (results/2026-12-04b-amd-epyc/ascend10-heldout.txt): 14B on two servers misses by two thirds."""
+    drawn = load_figures(ASCEND_10)
+    assert_drawn_as_hashed(ASCEND_10, ASCEND_10_ROWS_SHA256, ASCEND_10_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 8
+    assert all(dict(f.parallel)["zero"] == 2 and dict(f.parallel)["overlap_grad_reduce"] is False for f in drawn.figures)
+    assert_held_out_as_pinned(drawn.figures, "ascend-910b-10", {
+        "mzf10-qwen-1_8b-chat-ft-800ta2-8npu": +0.079,
+        "mzf10-qwen-7b-chat-ft-800ta2-8npu": +0.154,
+        "mzf10-qwen-14b-chat-ft-800ta2-16npu": -0.646})
