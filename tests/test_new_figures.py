@@ -512,3 +512,62 @@ def test_the_910bs_tenth_set_is_the_set_drawn_held_out_as_first_priced():
         "mzf10-qwen-1_8b-chat-ft-800ta2-8npu": +0.079,
         "mzf10-qwen-7b-chat-ft-800ta2-8npu": +0.154,
         "mzf10-qwen-14b-chat-ft-800ta2-16npu": -0.646})
+
+
+MOE_PARALLEL_FOLDING = "results/published/moe_parallel_folding_figures.yaml"
+# arXiv 2504.14960 ("MoE Parallel Folding", NVIDIA), Tables 2-5: Mixtral-8x22B, its 64-expert top-8
+# variant and Llama3-8x70B on 128-1,024 H100, drawn 2026-12-04 (forty-eighth sitting) by a helper who
+# priced nothing; hashed as reviewed (one row's zero 1 at dp 1 set to 0 before its price was seen).
+# Its models are inline Hugging Face configs, inside the rows the hash covers.
+MOE_PARALLEL_FOLDING_ROWS_SHA256 = "3c87b3c8ab9dc06756a505de9ef1946cb5b0d568551d4f6d8d70432223671781"
+
+
+def test_the_parallel_folding_papers_rows_are_the_set_drawn_held_out_as_first_priced():
+    """Ninety-seven rows of Megatron-Core MoE training (attention's tp beside expert parallelism,
+    folded or not), forty scored; held out of every fit, each scored row at its error when first priced
+    (results/2026-12-04b-amd-epyc/moe-parallel-folding-heldout.txt): the 64-expert top-8 model with its
+    experts split over tp 8 is priced about half again too fast."""
+    drawn = load_figures(MOE_PARALLEL_FOLDING)
+    assert_drawn_as_hashed(MOE_PARALLEL_FOLDING, MOE_PARALLEL_FOLDING_ROWS_SHA256)
+    assert len(drawn.figures) == 97 and not any(isinstance(dict(f.model)["hf"], str) for f in drawn.figures)
+    assert_held_out_as_pinned(drawn.figures, "moe-parallel-folding", {
+        "mpf-t3-mixtral-8x22b-tp-ep-dp-h100-128gpu": +0.066,
+        "mpf-t3-mixtral-8x22b-mcore-h100-128gpu": -0.105,
+        "mpf-t3-mixtral-8x22b-folding-h100-128gpu": -0.189,
+        "mpf-t3-mixtral-8x22b-g8t8-tp-ep-dp-h100-128gpu": +0.426,
+        "mpf-t3-mixtral-8x22b-g8t8-mcore-h100-128gpu": +0.156,
+        "mpf-t3-mixtral-8x22b-g8t8-folding-h100-128gpu": +0.073,
+        "mpf-t3-llama3-8x70b-mcore-h100-256gpu": -0.056,
+        "mpf-t3-llama3-8x70b-folding-h100-256gpu": -0.056,
+        "mpf-t2-mixtral-8x22b-mcore-h100-128gpu-fp8": -0.004,
+        "mpf-t2-mixtral-8x22b-folding-h100-128gpu-fp8": -0.113,
+        "mpf-t4-mixtral-8x22b-mcore-h100-128gpu": -0.024,
+        "mpf-t4-mixtral-8x22b-mcore-h100-256gpu": -0.049,
+        "mpf-t4-mixtral-8x22b-mcore-h100-512gpu": -0.096,
+        "mpf-t4-mixtral-8x22b-mcore-h100-1024gpu": -0.189,
+        "mpf-t4-mixtral-8x22b-folding-h100-128gpu": -0.110,
+        "mpf-t4-mixtral-8x22b-folding-h100-256gpu": -0.133,
+        "mpf-t4-mixtral-8x22b-folding-h100-512gpu": -0.189,
+        "mpf-t4-mixtral-8x22b-folding-h100-1024gpu": -0.263,
+        "mpf-t4-mixtral-8x22b-tp-ep-dp-h100-128gpu": -0.001,
+        "mpf-t4-mixtral-8x22b-tp-ep-dp-h100-256gpu": +0.016,
+        "mpf-t4-mixtral-8x22b-tp-ep-dp-h100-512gpu": +0.064,
+        "mpf-t4-mixtral-8x22b-tp-ep-dp-h100-1024gpu": -0.034,
+        "mpf-t4-mixtral-8x22b-g8t8-mcore-h100-128gpu": +0.152,
+        "mpf-t4-mixtral-8x22b-g8t8-mcore-h100-256gpu": +0.177,
+        "mpf-t4-mixtral-8x22b-g8t8-mcore-h100-512gpu": +0.206,
+        "mpf-t4-mixtral-8x22b-g8t8-mcore-h100-1024gpu": +0.238,
+        "mpf-t4-mixtral-8x22b-g8t8-folding-h100-128gpu": +0.128,
+        "mpf-t4-mixtral-8x22b-g8t8-folding-h100-256gpu": +0.113,
+        "mpf-t4-mixtral-8x22b-g8t8-folding-h100-512gpu": +0.139,
+        "mpf-t4-mixtral-8x22b-g8t8-folding-h100-1024gpu": +0.049,
+        "mpf-t4-mixtral-8x22b-g8t8-tp-ep-dp-h100-128gpu": +0.455,
+        "mpf-t4-mixtral-8x22b-g8t8-tp-ep-dp-h100-256gpu": +0.466,
+        "mpf-t4-mixtral-8x22b-g8t8-tp-ep-dp-h100-512gpu": +0.450,
+        "mpf-t4-mixtral-8x22b-g8t8-tp-ep-dp-h100-1024gpu": +0.482,
+        "mpf-t4-llama3-8x70b-mcore-h100-256gpu": -0.014,
+        "mpf-t4-llama3-8x70b-mcore-h100-512gpu": -0.027,
+        "mpf-t4-llama3-8x70b-mcore-h100-1024gpu": -0.069,
+        "mpf-t4-llama3-8x70b-folding-h100-128gpu": -0.001,
+        "mpf-t4-llama3-8x70b-folding-h100-512gpu": -0.030,
+        "mpf-t4-llama3-8x70b-folding-h100-1024gpu": -0.066})
