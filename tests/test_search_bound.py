@@ -342,11 +342,13 @@ def test_a_tensor_parallel_profile_or_a_falling_efficiency_gives_no_searched_flo
     ("examples/gpt_small_local.yaml", "dgx-a100:2x8", {}),         # tp layouts, ZeRO 0-3, a tied head, 2 nodes
     ("examples/resnet50_cifar10.yaml", "ascend910:2x8", {"tp": 1}),  # activations sent between HCCS groups
 ])
-def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, cluster_spec, only):
-    """lower_bound_s (with its optimizer steps, ZeRO-1's gathers and the transfers of the
-    pipeline's head and tail) is at most the simulated step of every candidate the exhaustive
-    search simulates: every ZeRO stage, placement, schedule and layout; and floor_s is at most it, as is
-    the placed floor (floor.Placed: its sends and optimizer steps), which is above floor_s for many."""
+def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, cluster_spec, only, monkeypatch):
+    """lower_bound_s (with its optimizer steps, ZeRO-1's gathers, the transfers of the pipeline's
+    head and tail, and the buckets after each stage's last backward) is at most the simulated step
+    of every candidate the exhaustive search simulates: every ZeRO stage, placement, schedule and
+    layout; and floor_s is at most it, as is the placed floor (floor.Placed: its sends and optimizer
+    steps), which is above floor_s for many.  The buckets' term (split.final_backward_reductions)
+    raises the bound of some."""
     from parsim.search.floor import floor_from_terms, floor_s, floor_terms, placed
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
@@ -359,6 +361,8 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     bounds_of = {}
     seen = set()
     tighter = 0                     # candidates whose placed floor (sends, optimizer steps) adds to floor_s
+    buckets_bind = 0                # candidates whose bound the buckets' term raises
+    with_buckets = split.final_backward_reductions
     for cand in full.ranked:
         c = cand.config
         b = t.global_batch_size // (c.dp * c.microbatches)
@@ -368,6 +372,9 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
                                    split.Bounds(spec, graph, cluster, compute, c.tp_comm_overlap))
         lb = bnd.lower_bound_s(c, b)
         assert lb <= cand.estimate.step_time_s * (1 + 1e-9), c
+        monkeypatch.setattr(split, "final_backward_reductions", lambda *_: 0.0)
+        buckets_bind += lb > bnd.lower_bound_s(c, b) * (1 + 1e-9)
+        monkeypatch.setattr(split, "final_backward_reductions", with_buckets)
         assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
         split_bwd = c.schedule == "zbh1"
         own = floor_from_terms(floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp, c.chunks, split_bwd,
@@ -375,7 +382,7 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
         assert own <= lb, c
         tighter += own > floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, split_bwd) * (1 + 1e-9)
         seen.add((c.zero, c.placement, c.schedule, c.pp > 1))
-    assert len(full.ranked) > 100 and tighter > len(full.ranked) // 10
+    assert len(full.ranked) > 100 and tighter > len(full.ranked) // 10 and buckets_bind > 0
     assert {z for z, _, _, _ in seen} >= ({0, 1, 2, 3} if not only else {0, 1})
     assert {(p, s) for _, p, s, deep in seen if deep} >= {(p, s) for p in ("pp-inner", "dp-inner")
                                                           for s in ("1f1b", "gpipe", "interleaved", "zbh1")}

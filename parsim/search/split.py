@@ -34,6 +34,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig
+from parsim.schedule.actions import Kind
 from parsim.search.partition import band_stack, partition, stage_grid
 from parsim.search.resolve import boundary_costs, boundary_links
 from parsim.sim.overlap import layer_floor_s, layer_time_s
@@ -438,7 +439,13 @@ class Bounds:
           each stage's output sent to the next, and its backward back through them (under a split
           backward only I is on that path: W may wait), ending on stage 0, after which rank 0
           steps its optimizer: the chain.  With few micro-batches over many chunks (interleaved,
-          v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides.
+          v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides;
+        - DDP and ZeRO-1 (final_backward_reductions): a stage's buckets start no earlier than its
+          last backward (W under a split backward) does, which comes after every compute action
+          before it in the rank's list; the rank's buckets run one after another in list order;
+          and the stage whose buckets are last steps its optimizer after them.  Interleaved, the
+          chunks' last backwards all fall in the cool-down, so most of a rank's reductions follow
+          its compute.
 
         Each stage's phases hold its layers' all-to-alls over the ep group the simulator gives its
         rank (ParallelConfig.ep_group: parsim.sim.simulate charges the same prices), not the most
@@ -457,6 +464,7 @@ class Bounds:
             self._costs[key] = (self.edges(b, links) / 2).tolist()
         sent = self._costs[key]
         per_rank = [0.0] * pp
+        work = [(0.0,) * 6] * cfg.stages    # per stage: F, B, I, W, all-reduce, optimizer step
         after = [0.0] * pp                  # per rank: its optimizer steps and ZeRO-1's gathers
         head = [0.0] * pp                   # forward of one micro-batch through stages 0..r-1
         tail = [0.0] * pp                   # its backward through them (unsplit backward only)
@@ -471,6 +479,7 @@ class Bounds:
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             Fp, Bp, Ip, Wp = phases if own is None or own[s % pp] is None else own[s % pp]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            phase_i, phase_w = (Ip[z] - Ip[a], Wp[z] - Wp[a]) if split else (0.0, 0.0)
             x = sent[s][z - 1]
             chain += f + (Ip[z] - Ip[a] if split else bwd) + (2 * x if s + 1 < cfg.stages else 0.0)
             if s + 1 < pp:
@@ -495,6 +504,10 @@ class Bounds:
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = collective_s(groups[s % pp], grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar + step)
+                work[s] = (f, Bp[z] - Bp[a], phase_i, phase_w, ar if grads > 0 else 0.0, step)  # no gradients: no bucket
+        if cfg.grad_ranks > 1 and cfg.zero < 2:
+            best = max(best, final_backward_reductions(self.prices.schedule(cfg.schedule, pp, m, cfg.chunks),
+                                                       work, head))
         ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
         if not split:
             ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
@@ -537,6 +550,35 @@ class Bounds:
             except InfeasibleError:
                 lo = mid
         return hi
+
+
+def final_backward_reductions(schedule, work, head) -> float:
+    """A step no candidate with DDP or ZeRO-1 buckets can beat, from its schedule's order
+    (Bounds.lower_bound_s): on each rank, the buckets of a stage start no earlier than the stage's
+    last backward (W under a split backward: parsim.schedule.lower) does (parsim.sim.engine: at a
+    share of it), which follows every compute action before it in the rank's list (each at least
+    its phase's time in ``work``, the rank's first no earlier than ``head``); the rank's buckets run
+    one after another in list order, each stage's no faster than one message of its gradients
+    (``work``'s all-reduce); then the stage whose buckets are last steps its optimizer.  ``work``:
+    per stage (F, B, I, W, all-reduce, optimizer step) of one micro-batch."""
+    phase = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
+    final = Kind.W if schedule.split_backward else Kind.B
+    last = schedule.num_microbatches - 1
+    best = 0.0
+    for r in range(schedule.num_ranks):
+        clock, starts = head[r], []         # (start of the stage's last backward, its stage)
+        for a in schedule.actions(r):
+            k = phase.get(a.kind)
+            if k is None:
+                continue
+            if a.kind is final and a.microbatch == last:
+                starts.append((clock, a.stage))
+            clock += work[a.stage][k]
+        tail = 0.0
+        for start, s in reversed(starts):
+            tail += work[s][4]
+            best = max(best, start + tail + work[starts[-1][1]][5])
+    return best
 
 
 def inflight_terms(inflight) -> tuple[int, float, float]:
