@@ -506,8 +506,10 @@ class Bounds:
                 best = max(best, (m - 1) * (f + bwd) + f + ar + step)
                 work[s] = (f, Bp[z] - Bp[a], phase_i, phase_w, ar if grads > 0 else 0.0, step)  # no gradients: no bucket
         if cfg.grad_ranks > 1 and cfg.zero < 2:
-            best = max(best, final_backward_reductions(self.prices.schedule(cfg.schedule, pp, m, cfg.chunks),
-                                                       work, head))
+            key = ("finals", cfg.schedule, pp, m, cfg.chunks)
+            if key not in self._costs:
+                self._costs[key] = final_backwards(self.prices.schedule(cfg.schedule, pp, m, cfg.chunks))
+            best = max(best, final_backward_reductions(self._costs[key], work, head))
         ends = [h + busy + opt for h, busy, opt in zip(head, per_rank, after)]
         if not split:
             ends.append(max(h + busy + t for h, busy, t in zip(head, per_rank, tail)) + after[0])
@@ -552,34 +554,47 @@ class Bounds:
         return hi
 
 
-def final_backward_reductions(schedule, work, head) -> float:
-    """A step no candidate with DDP or ZeRO-1 buckets can beat, from its schedule's order
-    (Bounds.lower_bound_s): on each rank, the buckets of a stage start no earlier than the stage's
-    last backward (W under a split backward: parsim.schedule.lower) does (parsim.sim.engine: at a
-    share of it), which follows every compute action before it in the rank's list (each at least
-    its phase's time in ``work``, the rank's first no earlier than ``head``); the rank's buckets run
-    one after another in list order, each stage's no faster than one message of its gradients
-    (``work``'s all-reduce); then the stage whose buckets are last steps its optimizer.  ``work``:
-    per stage (F, B, I, W, all-reduce, optimizer step) of one micro-batch."""
+def final_backwards(schedule) -> list[list[tuple[int, tuple]]]:
+    """Per rank, each of its stages' last backward (W under a split backward: parsim.schedule.lower
+    puts the buckets after it) in list order: (the stage, the compute actions before it in the
+    rank's list as (stage, phase, count)), phase 0-3 for F, B, I, W (final_backward_reductions)."""
     phase = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
     final = Kind.W if schedule.split_backward else Kind.B
     last = schedule.num_microbatches - 1
-    best = 0.0
+    out = []
     for r in range(schedule.num_ranks):
-        clock, starts = head[r], []         # (start of the stage's last backward, its stage)
+        before: dict[tuple[int, int], int] = {}
+        finals = []
         for a in schedule.actions(r):
             k = phase.get(a.kind)
             if k is None:
                 continue
             if a.kind is final and a.microbatch == last:
-                starts.append((clock, a.stage))
-            clock += work[a.stage][k]
-        tail = 0.0
-        for start, s in reversed(starts):
-            tail += work[s][4]
-            best = max(best, start + tail + work[starts[-1][1]][5])
-    return best
+                finals.append((a.stage, tuple((s, p, n) for (s, p), n in before.items())))
+            before[(a.stage, k)] = before.get((a.stage, k), 0) + 1
+        out.append(finals)
+    return out
 
+
+def final_backward_reductions(finals, work, head) -> float:
+    """A step no candidate with DDP or ZeRO-1 buckets can beat, from its schedule's order
+    (Bounds.lower_bound_s; ``finals``: final_backwards of its schedule): on each rank, the buckets
+    of a stage start no earlier than the stage's last backward does (parsim.sim.engine: at a share
+    of it), which follows every compute action before it in the rank's list (each at least its
+    phase's time in ``work``, the rank's first no earlier than ``head``); the rank's buckets run
+    one after another in list order, each stage's no faster than one message of its gradients
+    (``work``'s all-reduce); then the stage whose buckets are last steps its optimizer.  ``work``:
+    per stage (F, B, I, W, all-reduce, optimizer step) of one micro-batch."""
+    best = 0.0
+    for r, stages in enumerate(finals):
+        if not stages:
+            continue
+        tail, step = 0.0, work[stages[-1][0]][5]
+        for s, before in reversed(stages):
+            tail += work[s][4]
+            start = head[r] + sum(n * work[x][p] for x, p, n in before)
+            best = max(best, start + tail + step)
+    return best
 
 def inflight_terms(inflight) -> tuple[int, float, float]:
     """What memory_floor_bytes reads of the in-flight micro-batches of each of the pp v stages:
