@@ -136,6 +136,14 @@ def test_searching_sizes_under_a_cap_at_once_gives_what_each_search_gives():
     batched = [auto.auto_strategies(g, 2, cl, tr.dtype, tr.optimizer, b, cap_bytes=cap, memo=memo) for b in sizes]
     assert batched == [auto.auto_strategies(g, 2, cl, tr.dtype, tr.optimizer, b, cap_bytes=cap) for b in sizes]
     assert all(result.mem_bytes <= cap for _, result in batched)
+    # what the planner asks before searching ahead (auto.answered): each size answered from the memo
+    # under the cap, and a size nothing searched, or a cap whose search has not run, not
+    assert all(auto.answered(g, 2, cl, tr.dtype, tr.optimizer, b, cap, memo=memo) for b in sizes)
+    assert not auto.answered(g, 2, cl, tr.dtype, tr.optimizer, 8, cap, memo=memo)
+    fresh = auto.StrategySearches()
+    auto.search_sizes(g, 2, cl, tr.dtype, tr.optimizer, sizes, memo=fresh)        # without a cap only
+    assert auto.answered(g, 2, cl, tr.dtype, tr.optimizer, 12, cap, memo=fresh)       # fits the cap as it is
+    assert not auto.answered(g, 2, cl, tr.dtype, tr.optimizer, 14, cap, memo=fresh)   # misses it: a search is due
 
 
 @pytest.mark.parametrize("path, cluster, t, sizes", [

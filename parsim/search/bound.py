@@ -38,7 +38,8 @@ from parsim.search.resplit import REACH, resplit
 from parsim.search.split import SLACK, Bounds
 from parsim.shard.builtin import SEARCHED
 from parsim.shard.graph import replicates_every_operator
-from parsim.shard.prepare import auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes
+from parsim.shard.prepare import (auto_memory_bytes, expert_graph, per_device_graph, search_auto_sizes,
+                                   searched_already)
 from parsim.sim import Estimate, simulate
 from parsim.sim.memory import peak_floor_bytes, rank_floors_bytes
 from parsim.sim.overlap import TP_OVERLAP_LAYOUTS, supports_overlap
@@ -220,10 +221,11 @@ class BranchAndBound:
 
     def graph_entry(self, bound: float, item) -> bool:
         """A searched-layout family comes up: search its layout (with the sizes of its tp likely to
-        come up next, SEARCH_AHEAD) and bound its candidates."""
+        come up next, SEARCH_AHEAD) and bound its candidates.  A size an earlier pass answered
+        searches nothing ahead: the sizes left are searched when one of them comes up, if any does."""
         tp, layout, recompute, cp, dp, pp, m, b = item
         ahead = self.graph_sizes.get(tp)
-        if ahead:
+        if ahead and not searched_already(self.spec.graph, tp, self.cluster, self.spec.training, b, pp, self.memo):
             entries = []
             # ahead: the sizes whose families may come up next; not those bounded past the k-th best
             # step so far, which never come up (it only falls)

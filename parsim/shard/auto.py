@@ -314,6 +314,14 @@ def _capped_search_due(memo: StrategySearches, free_key: tuple, cap_bytes: float
             and free_key + (cap_bytes,) not in memo.searched and memo.cost_graphs[free_key][3] <= cap_bytes)
 
 
+def answered(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch: int, cap_bytes: float,
+             microbatches: int = 1, memo: StrategySearches | None = None) -> bool:
+    """Whether auto_strategies would answer this size under ``cap_bytes`` from ``memo`` without a
+    search: its search without a cap has run, and no search under the cap is due (_capped_search_due)."""
+    free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+    return memo is not None and free_key in memo.searched and not _capped_search_due(memo, free_key, cap_bytes)
+
+
 def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch_sizes,
                  microbatches: int = 1, memo: StrategySearches | None = None, caps=()) -> None:
     """Run the searches without a cap that auto_strategies would run for each of

@@ -15,7 +15,7 @@ from parsim.errors import InfeasibleError, InputError
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.shard import builtin
-from parsim.shard.auto import StrategySearches, auto_strategies, search_sizes
+from parsim.shard.auto import StrategySearches, answered, auto_strategies, search_sizes
 from parsim.shard.graph import Strategy, shard_graph
 
 
@@ -87,6 +87,14 @@ def searched_microbatch(microbatch: int) -> int:
     costs it weighs are linear in the size apart from latencies (a heuristic, unconfirmed by
     measurement)."""
     return 1 << (max(1, int(microbatch)).bit_length() - 1)
+
+
+def searched_already(graph: LayerGraph, tp: int, cluster, training, b: int, pp: int, memo: ShardMemo) -> bool:
+    """Whether the run's ``memo`` already answers the auto layout for tp devices at micro-batch
+    size ``b`` within ``pp`` devices' memory (auto.answered, at the size and cap per_device_graph
+    asks for)."""
+    return tp == 1 or answered(graph, tp, cluster, training.dtype, training.optimizer, searched_microbatch(b),
+                               auto_memory_bytes(cluster, pp), memo=memo.searches)
 
 
 def search_auto_sizes(graph: LayerGraph, tp: int, cluster, training, entries, memo: ShardMemo) -> None:
