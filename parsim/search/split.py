@@ -504,7 +504,8 @@ class Bounds:
                 # ZeRO: reduce-scatter (and a later all-gather, not counted)
                 ar = collective_s(groups[s % pp], grads, "reduce_scatter" if cfg.zero else "all_reduce")
                 best = max(best, (m - 1) * (f + bwd) + f + ar + step)
-                work[s] = (f, Bp[z] - Bp[a], phase_i, phase_w, ar if grads > 0 else 0.0, step)  # no gradients: no bucket
+                # a stage without gradients has no bucket
+                work[s] = (f, Bp[z] - Bp[a], phase_i, phase_w, ar if grads > 0 else 0.0, step)
         if cfg.grad_ranks > 1 and cfg.zero < 2:
             key = ("finals", cfg.schedule, pp, m, cfg.chunks)
             if key not in self._costs:
@@ -595,6 +596,7 @@ def final_backward_reductions(finals, work, head) -> float:
             start = head[r] + sum(n * work[x][p] for x, p, n in before)
             best = max(best, start + tail + step)
     return best
+
 
 def inflight_terms(inflight) -> tuple[int, float, float]:
     """What memory_floor_bytes reads of the in-flight micro-batches of each of the pp v stages:
