@@ -347,7 +347,7 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     head and tail, and the buckets after each stage's last backward) is at most the simulated step
     of every candidate the exhaustive search simulates: every ZeRO stage, placement, schedule and
     layout; and floor_s is at most it, as is the placed floor (floor.Placed: its sends and optimizer
-    steps), which is above floor_s for many.  The buckets' term (split.final_backward_reductions)
+    steps), which is above floor_s for many.  The buckets' term (parsim.search.buckets, as split reads it)
     raises the bound of some."""
     from parsim.search.floor import floor_from_terms, floor_s, floor_terms, placed
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph

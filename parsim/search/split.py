@@ -34,7 +34,7 @@ from parsim.hardware.cluster import Cluster
 from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig
-from parsim.schedule.actions import Kind
+from parsim.search.buckets import final_backward_reductions, final_backwards
 from parsim.search.partition import band_stack, partition, stage_grid
 from parsim.search.resolve import boundary_costs, boundary_links
 from parsim.sim.overlap import layer_floor_s, layer_time_s
@@ -440,7 +440,7 @@ class Bounds:
           backward only I is on that path: W may wait), ending on stage 0, after which rank 0
           steps its optimizer: the chain.  With few micro-batches over many chunks (interleaved,
           v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides;
-        - DDP and ZeRO-1 (final_backward_reductions): a stage's buckets start no earlier than its
+        - DDP and ZeRO-1 (parsim.search.buckets): a stage's buckets start no earlier than its
           last backward (W under a split backward) does, which comes after every compute action
           before it in the rank's list; the rank's buckets run one after another in list order;
           and the stage whose buckets are last steps its optimizer after them.  Interleaved, the
@@ -553,49 +553,6 @@ class Bounds:
             except InfeasibleError:
                 lo = mid
         return hi
-
-
-def final_backwards(schedule) -> list[list[tuple[int, tuple]]]:
-    """Per rank, each of its stages' last backward (W under a split backward: parsim.schedule.lower
-    puts the buckets after it) in list order: (the stage, the compute actions before it in the
-    rank's list as (stage, phase, count)), phase 0-3 for F, B, I, W (final_backward_reductions)."""
-    phase = {Kind.F: 0, Kind.B: 1, Kind.I: 2, Kind.W: 3}
-    final = Kind.W if schedule.split_backward else Kind.B
-    last = schedule.num_microbatches - 1
-    out = []
-    for r in range(schedule.num_ranks):
-        before: dict[tuple[int, int], int] = {}
-        finals = []
-        for a in schedule.actions(r):
-            k = phase.get(a.kind)
-            if k is None:
-                continue
-            if a.kind is final and a.microbatch == last:
-                finals.append((a.stage, tuple((s, p, n) for (s, p), n in before.items())))
-            before[(a.stage, k)] = before.get((a.stage, k), 0) + 1
-        out.append(finals)
-    return out
-
-
-def final_backward_reductions(finals, work, head) -> float:
-    """A step no candidate with DDP or ZeRO-1 buckets can beat, from its schedule's order
-    (Bounds.lower_bound_s; ``finals``: final_backwards of its schedule): on each rank, the buckets
-    of a stage start no earlier than the stage's last backward does (parsim.sim.engine: at a share
-    of it), which follows every compute action before it in the rank's list (each at least its
-    phase's time in ``work``, the rank's first no earlier than ``head``); the rank's buckets run
-    one after another in list order, each stage's no faster than one message of its gradients
-    (``work``'s all-reduce); then the stage whose buckets are last steps its optimizer.  ``work``:
-    per stage (F, B, I, W, all-reduce, optimizer step) of one micro-batch."""
-    best = 0.0
-    for r, stages in enumerate(finals):
-        if not stages:
-            continue
-        tail, step = 0.0, work[stages[-1][0]][5]
-        for s, before in reversed(stages):
-            tail += work[s][4]
-            start = head[r] + sum(n * work[x][p] for x, p, n in before)
-            best = max(best, start + tail + step)
-    return best
 
 
 def inflight_terms(inflight) -> tuple[int, float, float]:
