@@ -284,7 +284,7 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     take is refused before any search, and the cost graph is built once for every cap
     (search_sizes fills the memo for several sizes at once)."""
     memo = memo if memo is not None else StrategySearches()
-    free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+    free_key = _free_key(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
     (g, where, shardings), floor_bytes = _cost_graphs_of(memo, [free_key], graph, cluster)[0]
     infeasible = f"no operator strategies on {t} devices fit {cap_bytes or 0:.4g} bytes"
     if cap_bytes is not None and floor_bytes > cap_bytes:
@@ -304,6 +304,13 @@ def auto_strategies(graph: LayerGraph, t: int, cluster, dtype: str = "fp32", opt
     return dict(chosen), result
 
 
+def _free_key(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, microbatch: int,
+              microbatches: int) -> tuple:
+    """The memo's key of a search without a cap (StrategySearches; a cap's adds the cap): the graph
+    and cluster by identity, as the memo holds them."""
+    return (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+
+
 def _capped_search_due(memo: StrategySearches, free_key: tuple, cap_bytes: float) -> bool:
     """Whether auto_strategies, asked for ``free_key``'s size under ``cap_bytes``, would search
     under that cap (the one rule, which search_sizes runs ahead of it): the size's answer without a
@@ -318,7 +325,7 @@ def answered(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str, mic
              microbatches: int = 1, memo: StrategySearches | None = None) -> bool:
     """Whether auto_strategies would answer this size under ``cap_bytes`` from ``memo`` without a
     search: its search without a cap has run, and no search under the cap is due (_capped_search_due)."""
-    free_key = (id(graph), t, id(cluster), dtype, optimizer, microbatch, microbatches)
+    free_key = _free_key(graph, t, cluster, dtype, optimizer, microbatch, microbatches)
     return memo is not None and free_key in memo.searched and not _capped_search_due(memo, free_key, cap_bytes)
 
 
@@ -335,7 +342,7 @@ def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str,
     GPT-3 175B planner meets two such sizes under one cap, 2026-11-29)."""
     if memo is None:
         return                             # nothing would keep the answers
-    keys = [(id(graph), t, id(cluster), dtype, optimizer, b, microbatches) for b in sorted(set(microbatch_sizes))]
+    keys = [_free_key(graph, t, cluster, dtype, optimizer, b, microbatches) for b in sorted(set(microbatch_sizes))]
     keys = [k for k in keys if k not in memo.searched]
     if len(keys) >= 2:                     # one size: auto_strategies' own search is the same work
         graphs = [built[0] for built, _ in _cost_graphs_of(memo, keys, graph, cluster)]
@@ -345,7 +352,7 @@ def search_sizes(graph: LayerGraph, t: int, cluster, dtype: str, optimizer: str,
                 _remember(memo, key, graph, cluster, result)
     by_cap: dict[float, list[tuple]] = {}
     for b, cap in sorted(set(caps)):
-        free_key = (id(graph), t, id(cluster), dtype, optimizer, b, microbatches)
+        free_key = _free_key(graph, t, cluster, dtype, optimizer, b, microbatches)
         if _capped_search_due(memo, free_key, cap):
             by_cap.setdefault(cap, []).append(free_key)
     for cap, keys in by_cap.items():
