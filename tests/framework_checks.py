@@ -80,7 +80,8 @@ MEGATRON_TRAINING_FLAGS = {
     "untie-embeddings-and-output-weights", "group-query-attention", "num-layers-per-virtual-pipeline-stage",
     "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers", "use-distributed-optimizer",
     "use-torch-fsdp2", "torch-fsdp2-no-reshard-after-forward", "cp-comm-type", "use-tp-pp-dp-mapping", "optimizer",
-    "sgd-momentum", "num-experts", "num-distributed-optimizer-instances", "overlap-grad-reduce"}
+    "sgd-momentum", "num-experts", "num-distributed-optimizer-instances", "overlap-grad-reduce", "use-megatron-fsdp",
+    "data-parallel-sharding-strategy"}
 
 
 def _number(text: str):
@@ -167,12 +168,16 @@ def _megatron_ddp(flags: dict, dp_cp: int) -> dict:
     ddp = DistributedDataParallelConfig(use_distributed_optimizer=bool(flags.get("use-distributed-optimizer")),
                                         num_distributed_optimizer_instances=int(
                                             flags.get("num-distributed-optimizer-instances", 1)),
-                                        overlap_grad_reduce=bool(flags.get("overlap-grad-reduce")))
+                                        overlap_grad_reduce=bool(flags.get("overlap-grad-reduce")),
+                                        use_megatron_fsdp=bool(flags.get("use-megatron-fsdp")),
+                                        data_parallel_sharding_strategy=flags.get("data-parallel-sharding-strategy",
+                                                                                  "no_shard"))
     instances = ddp.num_distributed_optimizer_instances
     if dp_cp % instances:
         raise SystemExit("Data parallel size should be divisible by partial DistOpt shard factor")
     return {"distributed_optimizer": ddp.use_distributed_optimizer, "instances": instances,
-            "instance_ranks": dp_cp // instances, "overlap_grad_reduce": ddp.overlap_grad_reduce}
+            "instance_ranks": dp_cp // instances, "overlap_grad_reduce": ddp.overlap_grad_reduce,
+            "megatron_fsdp": ddp.use_megatron_fsdp, "sharding_strategy": ddp.data_parallel_sharding_strategy}
 
 
 def torchtitan(path: str, world: str | None = None) -> dict:

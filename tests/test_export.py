@@ -128,6 +128,20 @@ def test_megatron_roundtrip_mixture_of_experts(tmp_path, capsys):
         assert line in (tmp_path / "export.megatron").read_text().splitlines()
 
 
+def test_megatron_roundtrip_zero_3_beside_expert_parallelism(tmp_path, capsys):
+    """ZeRO-3 with ep 2 goes out as Megatron-FSDP's optim_grads_params and comes back as the plan
+    it was, priced the same."""
+    plan = tmp_path / "moe.json"
+    rc, _, err = _run(["simulate", os.path.join(ROOT, "examples", "moe_tiny_local.yaml"), "--cluster", "local-cpu:2x2",
+                       "--dp", "4", "--ep", "2", "--zero", "3", "--microbatches", "2", "-o", str(plan)], capsys)
+    assert rc == 0, err
+    a, b = _roundtrip(tmp_path, capsys, plan, "megatron", "local-cpu:2x2")
+    _same_plan(a, b)
+    assert (b["parallel"]["ep"], b["parallel"]["zero"]) == (2, 3)
+    lines = (tmp_path / "export.megatron").read_text().splitlines()
+    assert "--use-megatron-fsdp" in lines and "--data-parallel-sharding-strategy optim_grads_params" in lines
+
+
 def test_torchtitan_roundtrip(tmp_path, capsys):
     toml = tmp_path / "tt.toml"
     toml.write_text(LLAMA_DEBUG_TOML)

@@ -116,6 +116,17 @@ def test_megatron_accepts_experts_folded_beside_tp(tmp_path, capsys):
 
 
 @needs("megatron.core", extra="megatron")
+def test_megatron_accepts_zero_3_beside_expert_parallelism(tmp_path, capsys):
+    """ZeRO-3 with ep 2 goes out as Megatron-FSDP sharding parameters, gradients and optimizer
+    state (its experts over the expert data-parallel group), which megatron.core's
+    DistributedDataParallelConfig takes, and reads back as ZeRO-3."""
+    path = _export(tmp_path, capsys, os.path.join(ROOT, "examples", "moe_tiny_local.yaml"), "local-cpu:2x2",
+                   ["--dp", "4", "--ep", "2", "--zero", "3", "--microbatches", "2"], "megatron")
+    got = _check("megatron", path, env={"MEGATRON_CHECK_WORLD": "4"})
+    assert (got["ep"], got["megatron_fsdp"], got["sharding_strategy"]) == (2, True, "optim_grads_params")
+
+
+@needs("megatron.core", extra="megatron")
 def test_megatron_refuses_what_it_should(tmp_path):
     """megatron.core's own validation is live: heads that tp does not divide are refused."""
     bad = tmp_path / "bad.args"

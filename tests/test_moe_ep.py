@@ -57,7 +57,6 @@ def _alpha_beta(cluster, link_class):
                                                    "parallelism only"),
     (dict(dp=2, tp=2, tp_layout="megatron-sp", ep=4, etp=2), "ep=4 x etp 2 does not divide tp x cp x dp = 2 x 1 x 2"),
     (dict(dp=4, tp=2, tp_layout="megatron-sp", ep=2, etp=4), "etp=4: parsim prices an expert tensor-parallel size of 1"),
-    (dict(dp=4, ep=2, zero=2), "ZeRO-2 and -3 are not priced with expert parallelism"),
 ])
 def test_simulate_refuses_ep_it_cannot_price_in_one_line(tiny, kw, says):
     with pytest.raises(InfeasibleError) as e:
@@ -332,3 +331,72 @@ def test_expert_graphs_made_from_a_runs_shared_parts_equal_those_made_alone(tiny
     moe = [i for i, layer in enumerate(plain.layers) if layer.experts is not None]
     first, second = (expert_parallel_graph(base, 8, 1.2, parts) for base in (plain, full))
     assert all(first.layers[i].ops is second.layers[i].ops for i in moe)     # the recompute twin's, reused
+
+
+# ----------------------------------------------------------------------------- ZeRO 2-3 beside ep
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_zero_2_and_3_shard_the_experts_over_their_own_ranks(tiny, zero):
+    """ep 2 on 8 ranks: each MoE layer's routed experts leave the dense FSDP units for a unit of their
+    own, reduce-scattered over the 4 ranks holding the same experts, ROUTED / ep fp32 gradients (8
+    ranks x 73,728 elements pads nothing); the dense units keep every other parameter."""
+    est = _sim(tiny, "dgx-h100:1x8", batch=16, dp=8, ep=2, zero=zero)
+    assert est.expert_grad_buckets_bytes == ((ROUTED / 2 * 4,) * LAYERS,)
+    dense = (sum(layer.param_count for layer in tiny.graph.layers) - LAYERS * ROUTED) * 4
+    units = len(est.grad_buckets_bytes[0])
+    assert dense <= sum(est.grad_buckets_bytes[0]) < dense + units * 8 * 4       # each padded to 8 shards
+
+
+def _without_expert_collectives(monkeypatch, *which):
+    """Price the experts' own FSDP collectives (parsim.sim.expert_grads.FsdpExperts) at nothing."""
+    import importlib
+
+    module = importlib.import_module("parsim.sim.expert_grads")
+    real = module.FsdpExperts.__init__
+
+    def silent(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        for name in which:
+            setattr(self, name, (0.0,) * len(self.grads))
+    monkeypatch.setattr(module.FsdpExperts, "__init__", silent)
+
+
+@pytest.mark.parametrize("which", ["reduce_s", "gather_s"])
+def test_zero_3_charges_the_experts_collectives_to_the_step(tiny, monkeypatch, which):
+    """ZeRO-3 with ep 2 over 16 ranks on two nodes: the experts' reduce-scatters and all-gathers run
+    over their 8 ranks, across the nodes, and the step holds them; priced at nothing, it is shorter."""
+    priced = _sim(tiny, "dgx-h100:2x8", batch=32, dp=16, ep=2, zero=3).step_time_s
+    _without_expert_collectives(monkeypatch, which)
+    assert _sim(tiny, "dgx-h100:2x8", batch=32, dp=16, ep=2, zero=3).step_time_s < priced * 0.99
+
+
+def test_zero_3_experts_held_whole_by_their_ranks_communicate_nothing(tiny, monkeypatch):
+    """dp 2 x ep 2: each rank holds its experts alone (expert_dp 1), so ZeRO-3 shards only the dense
+    units: the step is the same with the experts' collectives priced at nothing."""
+    priced = _sim(tiny, "dgx-h100:1x8", batch=16, dp=2, ep=2, zero=3)
+    assert priced.expert_grad_buckets_bytes == ((ROUTED / 2 * 4,) * LAYERS,)
+    _without_expert_collectives(monkeypatch, "reduce_s", "gather_s")
+    assert _sim(tiny, "dgx-h100:1x8", batch=16, dp=2, ep=2, zero=3).step_time_s == priced.step_time_s
+
+
+def test_zero_3_experts_collectives_run_over_the_expert_data_parallel_group(tiny):
+    """ep 8 on two nodes of 8: the ranks holding an expert shard are one a node (expert_dp 2), not
+    the 16 dense shard ranks: each unit's reduce-scatter and all-gather cost what
+    parsim.cost.comm prices them at over ParallelConfig.expert_dp_group."""
+
+    from parsim.cost.memory import bytes_per_param
+    from parsim.hardware import load_cluster
+    from parsim.sim.expert_grads import FsdpExperts
+    from parsim.sim.prices import Prices
+
+    cfg = ParallelConfig(dp=16, pp=1, microbatches=1, ep=8, zero=3, bounds=(0, len(tiny.graph)))
+    prices = Prices(load_cluster("dgx-h100:2x8").for_dtype(tiny.training.dtype))
+    group = cfg.expert_dp_group(0)
+    assert group == (0, 8)
+    per_param = bytes_per_param(tiny.training.dtype, tiny.training.optimizer)
+    units = [[i] for i in range(LAYERS)]
+    experts = FsdpExperts(cfg, prices, 0, units, [ROUTED // 8] * LAYERS, per_param, 4, "auto")
+    assert experts.shard_bytes == (ROUTED / 8 * 4,) * LAYERS
+    assert experts.reduce_s == tuple(prices.collective_s(group, x, "reduce_scatter", "auto") for x in experts.shard_bytes)
+    assert experts.gather_s == tuple(prices.collective_s(group, x, "all_gather") for x in experts.shard_bytes)
+    assert 0 < experts.reduce_s[0] != prices.collective_s(cfg.grad_group(0), ROUTED / 8 * 4, "reduce_scatter", "auto")

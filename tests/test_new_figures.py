@@ -460,7 +460,9 @@ MOE_MODELZOO = "results/published/moe_modelzoo_figures.yaml"
 # NVIDIA's Megatron MoE Model Zoo (yanring/Megatron-MoE-ModelZoo, best_practice/qwen3/readme.md at
 # 798dfb503): Qwen3-235B-A22B on 256 H100 and on GB200, drawn 2026-12-04 (forty-seventh sitting) by a
 # helper who priced nothing; its script comment's figure excluded on review before the first pricing.
-MOE_MODELZOO_ROWS_SHA256 = "4ce477656e4300615f47bcf68404b5b500caa9e5a90d0226e44882a79ad43542"
+# Rehashed 2026-12-04 (forty-ninth sitting): the excluded FSDP row's reason lost its first clause when
+# parsim came to price ZeRO-3 beside ep; it stays excluded for its second (no scored row changed).
+MOE_MODELZOO_ROWS_SHA256 = "4eb6a1ab6fc2c0056a175df4526ae770c78ff6afab5a273af3f52c5b7f3faf7b"
 MOE_MODELZOO_MODELS_SHA256 = {
     "examples/qwen3_235b_a22b/config.json": "e1fa82eb28205df04a1813dd4245b829f2580db5896dfcd7c6b604679909878c",
 }
@@ -518,8 +520,10 @@ MOE_PARALLEL_FOLDING = "results/published/moe_parallel_folding_figures.yaml"
 # arXiv 2504.14960 ("MoE Parallel Folding", NVIDIA), Tables 2-5: Mixtral-8x22B, its 64-expert top-8
 # variant and Llama3-8x70B on 128-1,024 H100, drawn 2026-12-04 (forty-eighth sitting) by a helper who
 # priced nothing; hashed as reviewed (one row's zero 1 at dp 1 set to 0 before its price was seen).
-# Its models are inline Hugging Face configs, inside the rows the hash covers.
-MOE_PARALLEL_FOLDING_ROWS_SHA256 = "3c87b3c8ab9dc06756a505de9ef1946cb5b0d568551d4f6d8d70432223671781"
+# Its models are inline Hugging Face configs, inside the rows the hash covers.  Rehashed 2026-12-04
+# (forty-ninth sitting): the 20 FSDP + EP rows' excluded reason is now the selection rule's 2(c), as the
+# FSDP rows', since parsim prices ZeRO-3 beside ep (2(b) no longer applies); no scored row changed.
+MOE_PARALLEL_FOLDING_ROWS_SHA256 = "c35df783ef16c34192371af40aca023b3990ba8dc1a11cb270704cb137ff2bff"
 
 
 def test_the_parallel_folding_papers_rows_are_the_set_drawn_held_out_as_first_priced():

@@ -5,6 +5,7 @@ lower_bound_s <= simulated: tests/test_planner.py's lower-bound checks.)"""
 
 import itertools
 import math
+import os
 
 import numpy as np
 import pytest
@@ -18,6 +19,9 @@ from parsim.search.planner import Constraints, plan
 from parsim.shard.auto import cost_graph
 from parsim.shard.search import search
 from parsim.shard.search_np import capped, fastest
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _compute(cluster, spec):
@@ -348,7 +352,7 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     of every candidate the exhaustive search simulates: every ZeRO stage, placement, schedule and
     layout; and floor_s is at most it, as is the placed floor (floor.Placed: its sends and optimizer
     steps), which is above floor_s for many.  The buckets' term (parsim.search.buckets, as split reads it)
-    raises the bound of some."""
+    raises the bound of some, as does ZeRO-3's gathers' (parsim.search.gathers)."""
     from parsim.search.floor import floor_from_terms, floor_s, floor_terms, placed
     from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 
@@ -362,7 +366,8 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
     seen = set()
     tighter = 0                     # candidates whose placed floor (sends, optimizer steps) adds to floor_s
     buckets_bind = 0                # candidates whose bound the buckets' term raises
-    with_buckets = split.final_backward_reductions
+    gathers_bind = 0                # and ZeRO-3's gathers'
+    with_buckets, with_gathers = split.final_backward_reductions, split.least_gathers_s
     for cand in full.ranked:
         c = cand.config
         b = t.global_batch_size // (c.dp * c.microbatches)
@@ -375,6 +380,9 @@ def test_lower_bound_never_exceeds_the_simulated_step_of_any_candidate(path, clu
         monkeypatch.setattr(split, "final_backward_reductions", lambda *_: 0.0)
         buckets_bind += lb > bnd.lower_bound_s(c, b) * (1 + 1e-9)
         monkeypatch.setattr(split, "final_backward_reductions", with_buckets)
+        monkeypatch.setattr(split, "least_gathers_s", lambda *_: 0.0)
+        gathers_bind += lb > bnd.lower_bound_s(c, b) * (1 + 1e-9)
+        monkeypatch.setattr(split, "least_gathers_s", with_gathers)
         assert floor_s(*bnd.phase_times(b), c.microbatches, c.pp, c.chunks, c.schedule == "zbh1") <= lb, c
         split_bwd = c.schedule == "zbh1"
         own = floor_from_terms(floor_terms(*bnd.phase_times(b), split_bwd), c.microbatches, c.pp, c.chunks, split_bwd,
@@ -434,6 +442,41 @@ def test_lower_bound_prices_each_stages_all_to_alls_over_its_ranks_ep_group(monk
     assert checked > 20 and tighter > 5 and own_tighter > 5
     placements = {x.config.placement for x in full.ranked if x.config.ep > 1}
     assert placements == {"pp-inner", "dp-inner"}
+
+
+@pytest.mark.parametrize("ep", [8, 2, 1])
+def test_zero_3s_gathers_bound_each_action_below_the_simulated_step(tmp_path, monkeypatch, ep):
+    """ZeRO-3 of Mixtral-8x7B at 512 tokens a sequence, one a micro-batch, on two nodes of 8 H100s,
+    with and without ep (the experts gathered over their own ranks): its forwards are shorter than
+    their gathers, so the gathers' term (parsim.search.gathers: each forward and backward lasts at
+    least one all-gather of its stage's parameters) raises the bound, by 40% or more, and the bound
+    stays at most the simulated step."""
+    from parsim.plan import ParallelConfig
+    from parsim.shard.prepare import expert_graph, per_device_graph
+    from parsim.sim import simulate
+
+    model = tmp_path / "mixtral.yaml"
+    model.write_text("schema_version: 1\nname: mixtral-8x7b-512\n"
+                     f"hf: {os.path.join(ROOT, 'examples', 'mixtral_8x7b', 'config.json')}\nargs: {{seq_len: 512}}\n"
+                     "training: {global_batch_size: 32, dtype: bf16, optimizer: adam}\n")
+    spec = load_model(str(model))
+    cluster = load_cluster("dgx-h100:2x8")
+    compute = _compute(cluster, spec)
+    cfg = ParallelConfig(dp=16, pp=1, microbatches=2, ep=ep, zero=3, bounds=(0, len(spec.graph)))
+    step = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False).step_time_s
+    cluster = cluster.for_dtype(spec.training.dtype)
+    graph = per_device_graph(spec.graph, 1, "", cfg.recompute, spec.shard, cluster, spec.training)
+    bnd = split.Bounds(spec, expert_graph(graph, ep, spec.training) if ep > 1 else graph, cluster, compute)
+    lb = bnd.lower_bound_s(cfg, 1)
+    # the term: one all-gather of the rank's dense parameters over its 16 shard ranks and one of its
+    # routed experts' over their 16 / ep (bf16, 2 bytes a parameter)
+    experts = bnd.expert_prefix[-1]
+    least = bnd.prices.collective_s(cfg.grad_group(0), (bnd.param_prefix[-1] - experts) * 2, "all_gather") + \
+        (bnd.prices.collective_s(cfg.expert_dp_group(0), experts * 2, "all_gather") if ep > 1 else 0.0)
+    assert split.least_gathers_s(bnd.prices, cfg, 0, bnd.param_prefix[-1] - experts, experts, 2) == least
+    assert 2 * cfg.microbatches * least <= lb <= step                    # every forward and backward waits
+    monkeypatch.setattr(split, "least_gathers_s", lambda *_: 0.0)
+    assert bnd.lower_bound_s(cfg, 1) * 1.4 < lb
 
 
 def test_partition_is_the_min_max_split_under_per_stage_links_and_memory():

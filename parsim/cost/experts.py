@@ -79,11 +79,13 @@ def routing_imbalance(training) -> float:
     return cf if getattr(training, "moe_pad_to_capacity", False) else min(value, cf)
 
 
-def check_ep(graph: LayerGraph, ep: int, etp: int = 1, zero: int = 0) -> None:
+def check_ep(graph: LayerGraph, ep: int, etp: int = 1) -> None:
     """Raise InfeasibleError, one line saying what to change, where ``ep`` x ``etp`` cannot shard
     the model's experts: a model without experts, ep not dividing some MoE layer's experts or etp
-    their intermediate size, ZeRO-2/3 (not priced with ep).  Whether ep x etp fold into the
-    plan's ranks is the layout's rule (parsim.plan.fold_refusal)."""
+    their intermediate size.  Whether ep x etp fold into the plan's ranks is the layout's rule
+    (parsim.plan.fold_refusal).  Any ZeRO stage goes with them: the experts shard over their own
+    expert-data-parallel ranks (parsim.cost.memory.static_memory; ZeRO 2-3's units,
+    parsim.sim.expert_grads.FsdpExperts)."""
     if ep == 1 and etp == 1:
         return
     counts = sorted({layer.experts.experts for layer in graph.layers if layer.experts is not None})
@@ -97,11 +99,6 @@ def check_ep(graph: LayerGraph, ep: int, etp: int = 1, zero: int = 0) -> None:
     inter = sorted({layer.experts.intermediate for layer in graph.layers if layer.experts is not None})
     if any(i % etp for i in inter):
         raise InfeasibleError(f"etp={etp} must divide the routed experts' intermediate size ({inter[0]}); use etp 1")
-    if ep == 1:
-        return
-    if zero >= 2:
-        raise InfeasibleError(f"ep={ep} with zero={zero}: ZeRO-2 and -3 are not priced with expert parallelism; use "
-                              "zero 0 or 1 (Megatron's distributed optimizer)")
 
 
 def _routed_kernel(kernel, experts: int) -> bool:

@@ -15,6 +15,8 @@ ArgumentGroupFactory):
     cp, cp_mode                 --context-parallel-size, --cp-comm-type p2p | allgather
     zero 1 / 2 / 3              --use-distributed-optimizer / --use-torch-fsdp2
                                 --torch-fsdp2-no-reshard-after-forward / --use-torch-fsdp2
+    zero 2 / 3 with ep          --use-megatron-fsdp --data-parallel-sharding-strategy
+                                optim_grads / optim_grads_params
     dp_shard (HSDP), zero 1     --num-distributed-optimizer-instances dp / dp_shard (the partial
                                 distributed optimizer; read also beside --use-megatron-fsdp, whose
                                 HSDP it sets: Megatron's torch FSDP2 path has no shard group)
@@ -189,6 +191,14 @@ def _zero_args(c, source: str) -> list[str]:
         raise refuse(source, "parallel.dp_shard", c.dp_shard, TARGET, f"shards ZeRO {c.zero} with torch FSDP2 "
                      "(--use-torch-fsdp2) over the whole data-parallel group; plan with --zero 1 (its partial "
                      "distributed optimizer) or without --dp-shard")
+    if c.zero > 1 and c.ep > 1:
+        # ZeRO 2-3 beside expert parallelism: Megatron-FSDP, which shards the experts over the expert
+        # data-parallel group (megatron/core/distributed/fsdp/mcore_fsdp_adapter.py takes expt_dp_group
+        # = parallel_state.get_expert_data_parallel_group(); fully_shard_model's expt_device_mesh), as
+        # parsim prices it (parsim.sim.expert_grads.FsdpExperts); the flags of Megatron-Core's parallelism
+        # guide ("--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params")
+        return ["--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                "optim_grads" if c.zero == 2 else "optim_grads_params"]
     args = {0: [], 1: ["--use-distributed-optimizer"],
             2: ["--use-torch-fsdp2", "--torch-fsdp2-no-reshard-after-forward"], 3: ["--use-torch-fsdp2"]}[c.zero]
     return args + (["--num-distributed-optimizer-instances", str(c.shard_replicas)] if c.hybrid_sharded else [])

@@ -284,7 +284,7 @@ def zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, 
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
             for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if shards > 1 else (0,)):
                 if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1") \
-                        or (zero >= 2 and ep > 1) or (shard and not zero):
+                        or (shard and not zero):
                     continue
                 yield schedule, v, placement, zero
 

@@ -168,7 +168,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
         raise InfeasibleError(f"{spec.path or spec.name}: parallel.dp_shard: {why[1]}")
     if why:
         raise InfeasibleError(f"--{why[0].replace('_', '-')} {why[1]}")
-    check_ep(spec.graph, extra["ep"], extra["etp"], zero)
+    check_ep(spec.graph, extra["ep"], extra["etp"])
     # the per-device graph the split is balanced for (parsim.cost.experts)
     graph = per_device_graph(spec.graph, tp, tp_layout, "none" if partial else recompute, spec.shard,
                              cluster, spec.training,

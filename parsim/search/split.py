@@ -35,6 +35,7 @@ from parsim.model.graph import LayerGraph
 from parsim.model.spec import ModelSpec
 from parsim.plan import ParallelConfig
 from parsim.search.buckets import final_backward_reductions, final_backwards
+from parsim.search.gathers import least_gathers_s
 from parsim.search.partition import band_stack, partition, stage_grid
 from parsim.search.resolve import boundary_costs, boundary_links
 from parsim.sim.overlap import layer_floor_s, layer_time_s
@@ -440,6 +441,8 @@ class Bounds:
           backward only I is on that path: W may wait), ending on stage 0, after which rank 0
           steps its optimizer: the chain.  With few micro-batches over many chunks (interleaved,
           v x pp stages) it is the bound that holds: 2 (v pp - 1) transfers that no other work hides;
+        - ZeRO-3 (parsim.search.gathers): each forward and backward lasts at least as long as one
+          all-gather of its stage's parameters;
         - DDP and ZeRO-1 (parsim.search.buckets): a stage's buckets start no earlier than its
           last backward (W under a split backward) does, which comes after every compute action
           before it in the rank's list; the rank's buckets run one after another in list order;
@@ -479,6 +482,11 @@ class Bounds:
             a, z = cfg.bounds[s], cfg.bounds[s + 1]
             Fp, Bp, Ip, Wp = phases if own is None or own[s % pp] is None else own[s % pp]
             f, bwd = Fp[z] - Fp[a], Bp[z] - Bp[a]
+            if cfg.zero == 3:         # each forward and backward waits for its units' gathers (search.gathers)
+                experts = expert_prefix[z] - expert_prefix[a]
+                least = least_gathers_s(self.prices, cfg, s % pp, param_prefix[z] - param_prefix[a] - experts,
+                                        experts, self.per_param["params"])
+                f, bwd = max(f, least), max(bwd, least)
             phase_i, phase_w = (Ip[z] - Ip[a], Wp[z] - Wp[a]) if split else (0.0, 0.0)
             x = sent[s][z - 1]
             chain += f + (Ip[z] - Ip[a] if split else bwd) + (2 * x if s + 1 < cfg.stages else 0.0)

@@ -28,6 +28,7 @@ from parsim.sim.memory import rank_memory, stage_activation_bytes
 from parsim.sim.overlap import check_tp_overlap, layer_time_s
 from parsim.shard.prepare import auto_memory_bytes, per_device_graph
 from parsim.sim.estimate import Estimate, RankEstimate
+from parsim.sim.expert_grads import FsdpExperts, ddp_expert_buckets
 from parsim.sim.prices import Prices
 
 
@@ -37,7 +38,7 @@ def check_fold(graph: LayerGraph, cfg: ParallelConfig) -> None:
     why = fold_refusal(cfg)
     if why:
         raise InfeasibleError(f"{why[0]}={why[1]}")
-    check_ep(graph, cfg.ep, cfg.etp, cfg.zero)
+    check_ep(graph, cfg.ep, cfg.etp)
 
 
 def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig) -> int:
@@ -217,36 +218,6 @@ def idle_by_cause(tl: engine.Timeline) -> tuple[list[float], list[float]]:
     return bubble, sync
 
 
-def _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param, width, zero, algorithm, bucket,
-                    buckets_per_stage, after_opt, comm_bytes) -> tuple[float, ...]:
-    """ep > 1: stage s's routed-expert gradients, bucketed as DDP buckets the dense ones
-    (Megatron-Core keeps the expert parameters in a buffer of their own), all-reduced (ZeRO-1:
-    reduce-scattered, their shards all-gathered after the optimizer) over the expert_dp ranks
-    holding the same experts (ParallelConfig.expert_dp_group: 1/ep of the bytes, dp x cp / ep
-    ranks).  Added to the stage's buckets (``bucket``) in the order they become ready, on the
-    same stream; returns their bytes."""
-    group = prices.group(cfg, "expert_dp", s % cfg.pp)
-    n, link = len(group), prices.link_class(group)
-    grads = [expert_own[i - idx.start] * per_param["grads"] for i in reversed(idx)]
-    members = ddp_buckets(grads, DDP_BUCKET_BYTES, first_cap_bytes=first_bucket_bytes(zero))
-    sizes = tuple(sum(grads[j] for j in g) for g in members)
-    sizes = tuple(shard_padded_bytes(x, width, n) for x in sizes) if zero else sizes
-    op = "reduce_scatter" if zero else "all_reduce"
-    ours = [(sum(last[: g[-1] + 1]) / total, prices.collective_s(group, x, op, algorithm))
-            for g, x in zip(members, sizes)]
-    dense = [bucket.pop((s, k)) for k in range(buckets_per_stage.get(s, 0))]
-    for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
-        bucket[(s, k)] = entry
-    buckets_per_stage[s] = len(dense) + len(ours)
-    groups = cfg.ep * cfg.etp                # expert-data-parallel groups per pipeline rank, all alike
-    comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * groups
-    if zero == 1:           # the updated shards: parameters, in the training dtype
-        share = per_param["params"] / per_param["grads"]
-        after_opt[s] = after_opt.get(s, 0.0) + sum(prices.collective_s(group, x * share, "all_gather") for x in sizes)
-        comm_bytes[link] += (n - 1) * sum(sizes) * share * groups
-    return sizes
-
-
 def _reduction(nbytes: float, n: int, replicas: int) -> list[tuple[str, float]]:
     """The collectives ZeRO's reduction of one gradient buffer issues (Estimate.sharded_collectives):
     its reduce-scatter over the n ranks of a shard group, and under HSDP the all-reduce of the
@@ -383,24 +354,30 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 shared = graph.sharing(idx)
                 units = fsdp_units(own, [i in shared for i in idx])
                 sizes = tuple(sum(own[i] for i in u) * per_param["grads"] for u in units)
-                unit_bytes = tuple(shard_padded_bytes(x, width, n) for x in sizes)
+                # ep: each unit's routed experts, a unit of their own over the expert_dp ranks
+                fsdp_experts = FsdpExperts(cfg, prices, s, units, expert_own, per_param, width, algorithm)
+                unit_bytes = tuple(shard_padded_bytes(x - e, width, n) for x, e in zip(sizes, fsdp_experts.grads))
                 # backward order: each unit after its layer's backward, the root's after the whole one
                 order = [k for k in range(len(units) - 1, 0, -1)] + ([0] if units[0] else [])
                 bucket_bytes[s] = tuple(unit_bytes[k] for k in order)
                 for pos, k in enumerate(order):
                     ready = 1.0 if k == 0 else sum(last[: len(idx) - units[k][0]]) / total
-                    bucket[(s, pos)] = (ready, reduced_s(unit_bytes[k]))
+                    bucket[(s, pos)] = (ready, reduced_s(unit_bytes[k]) + fsdp_experts.reduce_s[k])
                 buckets_per_stage[s] = len(order)
                 reduced_bytes(bucket_bytes[s], m)
                 sharded[s] += [c for x in bucket_bytes[s] for c in _reduction(x, n, R)] * m
+                if fsdp_experts.on:
+                    expert_buckets[s] = tuple(fsdp_experts.shard_bytes[k] for k in order if fsdp_experts.shard_bytes[k])
                 # the unsharded gradients live in each layer's backward (fsdp_held_grad_bytes)
                 reduce_buffer_bytes[s] = dict(zip(idx, fsdp_held_grad_bytes(units, sizes, len(idx))))
                 # gathers: before the step's first forward (ZeRO-2, kept over the micro-batches) or
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
                 # gathers move the parameters, in the training dtype, whatever the gradients' dtype
-                gather_bytes = tuple(shard_padded_bytes(x * param_share, per_param["params"], n) for x in sizes)
-                gathers = [prices.collective_s(group, x, "all_gather") for x in gather_bytes]
+                gather_bytes = tuple(shard_padded_bytes((x - e) * param_share, per_param["params"], n)
+                                     for x, e in zip(sizes, fsdp_experts.grads))
+                gathers = [prices.collective_s(group, x, "all_gather") + e
+                           for x, e in zip(gather_bytes, fsdp_experts.gather_s)]
                 own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
                 per_layer_gather = [gathers[own_unit[i]] if i in own_unit else 0.0 for i in range(len(idx))]
                 root_s = gathers[0] if units[0] else 0.0
@@ -411,13 +388,14 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 # reduce-scatters every unit, its copy-in reading the gradients in the parameters'
                 # dtype (as gathered) and writing them in the reduce dtype
                 gather_host_s = sum(fsdp_unit_s(cluster, "all_gather", gather_bytes[k], gather_bytes[k])
-                                    for k, u in enumerate(units) if u)
+                                    for k, u in enumerate(units) if u) + fsdp_experts.gather_host_s
                 gather_s[(s, Kind.F)] = prefetched_gather_s(fwd, per_layer["F"], overlap) + gather_host_s
                 hooks_s[(s, Kind.B)] = sum(fsdp_unit_s(cluster, "reduce_scatter", x, x * per_param["params"] / width)
-                                           for x in bucket_bytes[s])
+                                           for x in bucket_bytes[s]) + fsdp_experts.reduce_host_s
                 runs_f = 1 if zero == 2 else m
                 comm_bytes[link] += (dp - R) * sum(x for x in gather_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in gather_bytes if x] * runs_f
+                fsdp_experts.count_bytes(comm_bytes, m, runs_f + (m if zero == 3 else 0))
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = per_layer_gather[::-1]
                     bwd[0] += root_s
@@ -425,7 +403,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                     reduces = None
                     if serial_group(cluster):      # the gathers' group: HSDP's all-reduces run on the replicas'
                         unit_rs = {units[k][0]: prices.collective_s(group, unit_bytes[k], "reduce_scatter", algorithm)
-                                   for k in order if k}
+                                   + fsdp_experts.reduce_s[k] for k in order if k}
                         reduces = [unit_rs.get(i, 0.0) for i in range(len(idx))][::-1]
                     gather_s[(s, Kind.B)] = prefetched_gather_s(bwd, per_layer["B"][::-1], overlap, reduces,
                                                                 training.fsdp_backward_prefetch) + gather_host_s
@@ -468,7 +446,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                     comm_bytes[link] += (dp - R) * sum(gathered) * cfg.tp
                     sharded[s] += [("all_gather", x) for x in gathered]
                 if experts and cfg.expert_dp > 1:       # ep: the experts' own buckets over the expert_dp ranks
-                    expert_buckets[s] = _expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param,
+                    expert_buckets[s] = ddp_expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param,
                                                         width, zero, algorithm, bucket, buckets_per_stage, after_opt,
                                                         comm_bytes)
         if cfg.tp > 1:     # tensor-parallel steps, every device of every replica (bytes per device)
