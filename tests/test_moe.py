@@ -26,6 +26,16 @@ TINY_DEEPSEEK = {
 }
 
 
+# Qwen2-MoE's layout (transformers' Qwen2MoeSparseMoeBlock): routed experts beside one shared expert
+# whose output a sigmoid gate (h -> 1) scales, and biases on q, k and v
+TINY_QWEN2 = {
+    "model_type": "qwen2_moe", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 96, "num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128,
+    "max_position_embeddings": 16, "tie_word_embeddings": False, "norm_topk_prob": False,
+}
+
+
 def _cfg(name):
     with open(os.path.join(ROOT, "examples", name, "config.json")) as f:
         return json.load(f)
@@ -133,6 +143,18 @@ def test_a_moe_layer_keeps_for_backward_what_the_run_keeps(model):
     layer = spec.graph.layers[spec.graph.names.index(name)]
     assert layer.experts is not None
     assert layer.saved_bytes == pytest.approx(kept, rel=0.02)
+
+
+def test_tiny_qwen2_moe_reads_its_gated_shared_expert(tmp_path):
+    """Qwen2-MoE: every layer's 8 routed experts of 32 (top-2) and its shared expert of 96, whose
+    sigmoid gate (64 parameters) counts with the router; the traced graph, transformers and the
+    closed form (q, k, v biases included) agree on every parameter, and the active ones leave out
+    the 6 idle experts of each layer."""
+    g = _load(tmp_path, TINY_QWEN2).graph
+    assert g.param_count == _transformers_count(TINY_QWEN2) == param_count(TINY_QWEN2)[0]
+    assert g.active_param_count == param_count(TINY_QWEN2)[1] == g.param_count - 2 * 3 * 64 * 32 * (8 - 2)
+    assert [layer.experts for layer in g.layers[1:-1]] == [config_experts(TINY_QWEN2, i) for i in range(2)] == \
+        [Experts(8, 2, 64, 32, 96, 8 * 64 + 64)] * 2
 
 
 def test_tiny_deepseek_dense_first_layer_shared_expert_and_mla(tmp_path):

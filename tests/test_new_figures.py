@@ -523,14 +523,19 @@ MOE_PARALLEL_FOLDING = "results/published/moe_parallel_folding_figures.yaml"
 # Its models are inline Hugging Face configs, inside the rows the hash covers.  Rehashed 2026-12-04
 # (forty-ninth sitting): the 20 FSDP + EP rows' excluded reason is now the selection rule's 2(c), as the
 # FSDP rows', since parsim prices ZeRO-3 beside ep (2(b) no longer applies); no scored row changed.
-MOE_PARALLEL_FOLDING_ROWS_SHA256 = "c35df783ef16c34192371af40aca023b3990ba8dc1a11cb270704cb137ff2bff"
+# Rehashed again the same sitting: rule 2(a) withdrawn (parsim reads Qwen2-57B-A14B as a mixture of
+# experts), the 18 Qwen2 rows it alone excluded scored at the prices printed beside their exclusion
+# (results/2026-12-04c-amd-epyc/qwen2-moe-scored.txt), the clause dropped from 15 rows other clauses exclude.
+MOE_PARALLEL_FOLDING_ROWS_SHA256 = "d3a5cb3662305e14688633373c3c9d53aa06fbf291558dc08c1d6e8add94c6f9"
 
 
 def test_the_parallel_folding_papers_rows_are_the_set_drawn_held_out_as_first_priced():
     """Ninety-seven rows of Megatron-Core MoE training (attention's tp beside expert parallelism,
-    folded or not), forty scored; held out of every fit, each scored row at its error when first priced
-    (results/2026-12-04b-amd-epyc/moe-parallel-folding-heldout.txt): the 64-expert top-8 model with its
-    experts split over tp 8 is priced about half again too fast."""
+    folded or not), fifty-eight scored; held out of every fit, each scored row at its error when first
+    priced (results/2026-12-04b-amd-epyc/moe-parallel-folding-heldout.txt; the 18 Qwen2-57B-A14B rows
+    scored from the forty-ninth sitting at the prices printed beside their exclusion,
+    results/2026-12-04c-amd-epyc/qwen2-moe-scored.txt): the 64-expert top-8 model with its experts
+    split over tp 8 is priced about half again too fast, Qwen2's tp 4 + ep 4 + dp rows a third."""
     drawn = load_figures(MOE_PARALLEL_FOLDING)
     assert_drawn_as_hashed(MOE_PARALLEL_FOLDING, MOE_PARALLEL_FOLDING_ROWS_SHA256)
     assert len(drawn.figures) == 97 and not any(isinstance(dict(f.model)["hf"], str) for f in drawn.figures)
@@ -574,4 +579,22 @@ def test_the_parallel_folding_papers_rows_are_the_set_drawn_held_out_as_first_pr
         "mpf-t4-llama3-8x70b-mcore-h100-1024gpu": -0.069,
         "mpf-t4-llama3-8x70b-folding-h100-128gpu": -0.001,
         "mpf-t4-llama3-8x70b-folding-h100-512gpu": -0.030,
-        "mpf-t4-llama3-8x70b-folding-h100-1024gpu": -0.066})
+        "mpf-t4-llama3-8x70b-folding-h100-1024gpu": -0.066,
+        "mpf-t3-qwen2-57b-a14b-tp-ep-dp-h100-64gpu": +0.223,
+        "mpf-t3-qwen2-57b-a14b-mcore-h100-64gpu": -0.044,
+        "mpf-t3-qwen2-57b-a14b-folding-h100-64gpu": -0.121,
+        "mpf-t4-qwen2-57b-a14b-mcore-h100-64gpu": -0.000,
+        "mpf-t4-qwen2-57b-a14b-mcore-h100-128gpu": -0.020,
+        "mpf-t4-qwen2-57b-a14b-mcore-h100-256gpu": -0.036,
+        "mpf-t4-qwen2-57b-a14b-mcore-h100-512gpu": -0.063,
+        "mpf-t4-qwen2-57b-a14b-mcore-h100-1024gpu": -0.142,
+        "mpf-t4-qwen2-57b-a14b-folding-h100-64gpu": -0.076,
+        "mpf-t4-qwen2-57b-a14b-folding-h100-128gpu": -0.095,
+        "mpf-t4-qwen2-57b-a14b-folding-h100-256gpu": -0.105,
+        "mpf-t4-qwen2-57b-a14b-folding-h100-512gpu": -0.154,
+        "mpf-t4-qwen2-57b-a14b-folding-h100-1024gpu": -0.222,
+        "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-64gpu": +0.297,
+        "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-128gpu": +0.374,
+        "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-256gpu": +0.415,
+        "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-512gpu": +0.337,
+        "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-1024gpu": +0.256})

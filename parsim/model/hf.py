@@ -151,16 +151,20 @@ class Embed(_Adopt):
 def experts_of(layer: nn.Module) -> Experts | None:
     """The ``Experts`` of a transformers decoder layer, read from its modules: ``mlp.experts``
     with stacked ``gate_up_proj`` (E, 2I, h), ``mlp.gate`` (the router, ``top_k``, ``weight``
-    (E, h)) and optionally ``mlp.shared_experts`` (a SwiGLU MLP); None for a dense layer."""
+    (E, h)) and optionally ``mlp.shared_experts`` (a SwiGLU MLP; DeepSeek) or ``mlp.shared_expert``
+    with its sigmoid gate ``mlp.shared_expert_gate`` (Qwen2-MoE), counted with the router; None
+    for a dense layer."""
     mlp = getattr(layer, "mlp", None)
     experts, gate = getattr(mlp, "experts", None), getattr(mlp, "gate", None)
     stacked = getattr(experts, "gate_up_proj", None)
     if stacked is None or gate is None or stacked.dim() != 3:
         return None
     e, two_i, h = stacked.shape
-    shared = getattr(mlp, "shared_experts", None)
+    shared = getattr(mlp, "shared_experts", None) or getattr(mlp, "shared_expert", None)
     shared_i = shared.gate_proj.out_features if shared is not None else 0
-    router = sum(p.numel() for p in gate.parameters(recurse=False))
+    shared_gate = getattr(mlp, "shared_expert_gate", None)
+    router = sum(p.numel() for p in gate.parameters(recurse=False)) + \
+        (sum(p.numel() for p in shared_gate.parameters()) if shared_gate is not None else 0)
     groups, limit = getattr(gate, "num_group", 1) or 1, getattr(gate, "topk_group", 0) or 0   # DeepSeek-V3's router
     return Experts(experts=e, top_k=gate.top_k, hidden=h, intermediate=two_i // 2, shared_intermediate=shared_i,
                    router_params=router, groups=groups if limit and groups > 1 else 1,

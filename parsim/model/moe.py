@@ -152,8 +152,10 @@ def config_experts(cfg: dict, layer: int) -> Experts | None:
     """The experts of decoder layer ``layer`` as a Hugging Face config lays them out, or None for
     a dense layer.  Which layers are MoE, as transformers 5 builds them:
     - ``mixtral``: every layer; num_local_experts, num_experts_per_tok, intermediate_size;
-    - ``qwen3_moe`` (and ``qwen2_moe``'s field names): layers not in mlp_only_layers with
-      (layer + 1) % decoder_sparse_step == 0; num_experts, moe_intermediate_size;
+    - ``qwen3_moe`` and ``qwen2_moe``: layers not in mlp_only_layers with (layer + 1) %
+      decoder_sparse_step == 0; num_experts, moe_intermediate_size; qwen2_moe adds one shared
+      expert of shared_expert_intermediate_size whose output a sigmoid gate (h -> 1,
+      ``shared_expert_gate``, counted with the router) scales (transformers' Qwen2MoeSparseMoeBlock);
     - ``deepseek_v3``: layers from first_k_dense_replace on; n_routed_experts,
       moe_intermediate_size, n_shared_experts shared experts of that size each."""
     kind = cfg.get("model_type")
@@ -162,12 +164,13 @@ def config_experts(cfg: dict, layer: int) -> Experts | None:
     if kind == "mixtral":
         e = _get(cfg, "num_local_experts", default=8)
         return Experts(e, k, h, cfg["intermediate_size"], 0, e * h)
-    if kind == "qwen3_moe":
+    if kind in ("qwen3_moe", "qwen2_moe"):
         e = _get(cfg, "num_experts", default=0)
         step = _get(cfg, "decoder_sparse_step", default=1)
         if not e or layer in (cfg.get("mlp_only_layers") or []) or (layer + 1) % step:
             return None
-        return Experts(e, k, h, cfg["moe_intermediate_size"], 0, e * h)
+        shared = _get(cfg, "shared_expert_intermediate_size", default=0) if kind == "qwen2_moe" else 0
+        return Experts(e, k, h, cfg["moe_intermediate_size"], shared, e * h + (h if shared else 0))
     if kind == "deepseek_v3":
         if layer < _get(cfg, "first_k_dense_replace", default=0):
             return None
@@ -202,14 +205,16 @@ def mla_attention_params(cfg: dict) -> int:
 def attention_params(cfg: dict) -> int:
     """One layer's attention: MLA (``kv_lora_rank`` given) or grouped-query attention without
     biases, q and o h x a d, k and v h x g d (Qwen3 adds an RMSNorm of d over each head's q and k,
-    Qwen3 Technical Report Sec. 2)."""
+    Qwen3 Technical Report Sec. 2; Qwen2 biases its q, k and v projections, transformers'
+    Qwen2MoeAttention, bias=True on q_proj, k_proj, v_proj)."""
     if cfg.get("kv_lora_rank"):
         return mla_attention_params(cfg)
     h, a = cfg["hidden_size"], cfg["num_attention_heads"]
     g = cfg.get("num_key_value_heads") or a
     d = cfg.get("head_dim") or h // a
     qk_norm = 2 * d if cfg.get("model_type") == "qwen3_moe" else 0
-    return 2 * h * a * d + 2 * h * g * d + qk_norm
+    bias = a * d + 2 * g * d if cfg.get("model_type") == "qwen2_moe" else 0
+    return 2 * h * a * d + 2 * h * g * d + qk_norm + bias
 
 
 def param_count(cfg: dict) -> tuple[int, int]:
