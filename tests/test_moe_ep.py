@@ -383,7 +383,6 @@ def test_zero_3_experts_collectives_run_over_the_expert_data_parallel_group(tiny
     """ep 8 on two nodes of 8: the ranks holding an expert shard are one a node (expert_dp 2), not
     the 16 dense shard ranks: each unit's reduce-scatter and all-gather cost what
     parsim.cost.comm prices them at over ParallelConfig.expert_dp_group."""
-
     from parsim.cost.memory import bytes_per_param
     from parsim.hardware import load_cluster
     from parsim.sim.expert_grads import FsdpExperts
