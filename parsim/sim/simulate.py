@@ -356,7 +356,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 sizes = tuple(sum(own[i] for i in u) * per_param["grads"] for u in units)
                 # ep: each unit's routed experts, a unit of their own over the expert_dp ranks
                 fsdp_experts = FsdpExperts(cfg, prices, s, units, expert_own, per_param, width, algorithm)
-                unit_bytes = tuple(shard_padded_bytes(x - e, width, n) for x, e in zip(sizes, fsdp_experts.grads))
+                dense = tuple(x - e for x, e in zip(sizes, fsdp_experts.grads))     # each unit's but its experts
+                unit_bytes = tuple(shard_padded_bytes(x, width, n) for x in dense)
                 # backward order: each unit after its layer's backward, the root's after the whole one
                 order = [k for k in range(len(units) - 1, 0, -1)] + ([0] if units[0] else [])
                 bucket_bytes[s] = tuple(unit_bytes[k] for k in order)
@@ -374,8 +375,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 # before every forward and every backward (ZeRO-3); each unit's gather is timed at its
                 # first layer, the root's as its forward (backward) opens, prefetched one layer ahead
                 # gathers move the parameters, in the training dtype, whatever the gradients' dtype
-                gather_bytes = tuple(shard_padded_bytes((x - e) * param_share, per_param["params"], n)
-                                     for x, e in zip(sizes, fsdp_experts.grads))
+                gather_bytes = tuple(shard_padded_bytes(x * param_share, per_param["params"], n) for x in dense)
                 gathers = [prices.collective_s(group, x, "all_gather") + e
                            for x, e in zip(gather_bytes, fsdp_experts.gather_s)]
                 own_unit = {u[0]: k for k, u in enumerate(units) if k}       # a layer's own (non-root) unit
