@@ -7,8 +7,8 @@ compute and what of the gathers its compute does not hide (parsim.cost.comm.pref
 one layer ahead), so an action lasts at least as long as its gathers, whatever its compute.  A
 search with many micro-batches of a large model would otherwise simulate ZeRO-3 candidates whose
 gathers alone, repeated each micro-batch, put them far behind the best (DeepSeek-V3 on 2,048
-H100s: 74 such simulations of 110, at 40-430 s a step against a best of 38.6 s; the forty-ninth
-sitting's notes)."""
+H100s: 88 ZeRO-3 simulations of 110, at 39.2-426.9 s a step against a best of 38.6 s; with this
+term 27 of 49, at 39.2-53.5 s: results/2026-12-04c-amd-epyc/zero3-sims-trace.txt)."""
 
 from __future__ import annotations
 
