@@ -462,7 +462,11 @@ MOE_MODELZOO = "results/published/moe_modelzoo_figures.yaml"
 # helper who priced nothing; its script comment's figure excluded on review before the first pricing.
 # Rehashed 2026-12-04 (forty-ninth sitting): the excluded FSDP row's reason lost its first clause when
 # parsim came to price ZeRO-3 beside ep; it stays excluded for its second (no scored row changed).
-MOE_MODELZOO_ROWS_SHA256 = "4eb6a1ab6fc2c0056a175df4526ae770c78ff6afab5a273af3f52c5b7f3faf7b"
+# Rehashed 2026-12-04 (fiftieth sitting): the eight long-context rows, excluded until then because their
+# command recomputes Megatron's moe module, are priced with parsim's new moe mode (their recompute: none
+# became moe, their exclusion was dropped, their notes say so) and scored at their first such pricing
+# (results/2026-12-04d-amd-epyc/modelzoo-moe-recompute-first-priced.txt); no other row changed.
+MOE_MODELZOO_ROWS_SHA256 = "6568f7bd1e338e4b21f97611f39908b8bbbc03cb4333f3e901eb87d1282dbb55"
 MOE_MODELZOO_MODELS_SHA256 = {
     "examples/qwen3_235b_a22b/config.json": "e1fa82eb28205df04a1813dd4245b829f2580db5896dfcd7c6b604679909878c",
 }
@@ -470,9 +474,11 @@ MOE_MODELZOO_MODELS_SHA256 = {
 
 def test_the_moe_model_zoos_rows_are_the_set_drawn_held_out_as_first_priced():
     """Seventeen rows of Qwen3-235B-A22B as NVIDIA's MoE team ran it (expert parallelism folded
-    over tp and dp, DeepEP or NCCL all-to-alls, forced balance), six scored; held out of every fit,
-    each scored row at its error when first priced (results/2026-12-04-amd-epyc/moe-modelzoo-heldout.txt):
-    two rows miss by more than a third (tp 4 with ep 8 on the H100s, MXFP8 at 128K tokens on GB200)."""
+    over tp and dp, DeepEP or NCCL all-to-alls, forced balance), fourteen scored; held out of every
+    fit, each scored row at its error when first priced (results/2026-12-04-amd-epyc/moe-modelzoo-heldout.txt;
+    the eight long-context rows once parsim priced their MoE-block recomputation,
+    results/2026-12-04d-amd-epyc/modelzoo-moe-recompute-first-priced.txt): two rows miss by more than a
+    third (tp 4 with ep 8 on the H100s, MXFP8 at 128K tokens on GB200)."""
     drawn = load_figures(MOE_MODELZOO)
     assert_drawn_as_hashed(MOE_MODELZOO, MOE_MODELZOO_ROWS_SHA256, MOE_MODELZOO_MODELS_SHA256, drawn)
     assert len(drawn.figures) == 17 and all(dict(f.parallel)["ep"] > 1 for f in drawn.figures)
@@ -482,7 +488,15 @@ def test_the_moe_model_zoos_rows_are_the_set_drawn_held_out_as_first_priced():
         "modelzoo-qwen3-235b-a22b-h100-256gpu-a2a-pp32": +0.231,
         "modelzoo-qwen3-235b-a22b-h100-256gpu-deepep-tp4": +0.610,
         "modelzoo-qwen3-235b-a22b-gb200-256gpu-bf16": -0.039,
-        "modelzoo-qwen3-235b-a22b-gb200-128gpu-mxfp8-s131072": -0.363})
+        "modelzoo-qwen3-235b-a22b-gb200-128gpu-mxfp8-s131072": -0.363,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s16384-cp1-forced": -0.062,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s16384-cp1-dropless": +0.065,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s32768-cp2-forced": -0.118,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s32768-cp2-dropless": -0.026,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s65536-cp4-forced": -0.183,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s65536-cp4-dropless": -0.132,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s131072-cp8-forced": -0.219,
+        "modelzoo-qwen3-235b-a22b-h100-256gpu-s131072-cp8-dropless": -0.205})
 
 
 ASCEND_10 = "results/published/ascend10_figures.yaml"

@@ -181,15 +181,25 @@ def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, 
     ops = parts[key][1]
     # per sample on this device (ops describe the extraction batch, the whole sequence, tp = 1)
     more_saved = routed_saved / extraction_batch * (imbalance - 1) * layer.seq_share * layer.tp_share
-    return dict(kernels=kernels, ops=ops,
+    part = layer.recompute_part
+    if part is not None and part.experts is not None:   # a recomputed MoE block (moe mode): one rank's, as the layer's
+        key = ("part", id(part.kernels), e, ep, imbalance, rows, w_scale, share, layer.tp_share, id(kernels))
+        if key not in parts:
+            redone, redone_extra = _ep_kernels(part, e, ep, imbalance, rows, w_scale, share)
+            # the local sorts' forward pair, which the layer's kernels list after its own (above)
+            redone += tuple(k for k in kernels[len(layer.kernels):] if k.phase == "F")
+            parts[key] = (part.kernels, kernels, replace(part, kernels=redone, fwd_flops=part.fwd_flops + redone_extra["F"],
+                                                         fwd_mem_bytes=part.fwd_mem_bytes + sorts / 2))
+        part = parts[key][2]
+    return dict(kernels=kernels, ops=ops, recompute_part=part,
                 fwd_flops=layer.fwd_flops + extra["F"], bwd_flops=layer.bwd_flops + extra["B"],
                 fwd_mem_bytes=layer.fwd_mem_bytes + sorts / 2, bwd_mem_bytes=layer.bwd_mem_bytes + sorts / 2,
                 param_count=held, param_bytes=layer.param_bytes * share,
                 # the largest parameter: the stacked experts' gate and up (E, 2I, h), E/ep of them here
                 max_param_bytes=layer.max_param_bytes / ep if layer.max_param_bytes >= stacked
                 else layer.max_param_bytes,
-                # a fully recomputed layer keeps its input; its backward re-creates the routed tokens' activations
-                **({"recompute_bytes": layer.recompute_bytes + more_saved} if layer.recomputes_forward
+                # a layer that recomputes its dispatch keeps no routed activation; its backward re-creates them
+                **({"recompute_bytes": layer.recompute_bytes + more_saved} if layer.recomputes_dispatch
                    else {"saved_bytes": layer.saved_bytes + more_saved}))
 
 
@@ -328,11 +338,11 @@ def local_tokens(layer: Layer, dtype: str, microbatch: int) -> float:
 
 def a2a_calls(layer: Layer, kind: str) -> int:
     """All-to-alls of a MoE layer's ``kind`` per micro-batch: dispatch and combine forward, their
-    transposes in the backward (B, or I under a split backward), and the forward's again in a
-    fully recomputed layer's backward."""
+    transposes in the backward (B, or I under a split backward), and the forward's again in the
+    backward of a layer that recomputes its dispatch (Layer.recomputes_dispatch: full, or moe)."""
     if layer.experts is None or kind == "W":
         return 0
-    return 2 if kind == "F" else 2 + (2 if layer.recomputes_forward else 0)
+    return 2 if kind == "F" else 2 + (2 if layer.recomputes_dispatch else 0)
 
 
 def a2a_bytes(layer: Layer, kind: str, microbatch: int, dtype: str) -> float:
@@ -354,10 +364,10 @@ SPLIT_COUNT_BYTES = 8
 
 def split_exchanges(layer: Layer, kind: str) -> int:
     """Split-size exchanges of a MoE layer's ``kind`` per micro-batch: one per forward it runs
-    (F, and a fully recomputed layer's backward again)."""
+    (F, and the backward again where it recomputes its dispatch)."""
     if layer.experts is None or kind == "W":
         return 0
-    return 1 if kind == "F" or layer.recomputes_forward else 0
+    return 1 if kind == "F" or layer.recomputes_dispatch else 0
 
 
 def off_node_share(experts, cluster, ranks, dispatcher: str, nodes: int | None = None) -> float | None:

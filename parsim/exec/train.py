@@ -184,10 +184,10 @@ def check_run(opts: RunOptions):
             and any(layer.recompute_bytes for layer in spec.graph.with_recompute(cfg.recompute).layers)):
         raise InputError(f"{opts.plan}: parallel.recompute: selective: the executor recomputes the attention of the "
                          "built-in gpt only; plan with --recompute full or --no-recompute")
-    if cfg.recompute is Recompute.DEEPSEEK:
-        raise InputError(f"{opts.plan}: parallel.recompute: deepseek: the executor does not recompute norms, "
-                         "up-projections and SwiGLUs apart (the simulator prices it); plan with --recompute full, "
-                         "selective or none")
+    if cfg.recompute in (Recompute.DEEPSEEK, Recompute.MOE):
+        raise InputError(f"{opts.plan}: parallel.recompute: {cfg.recompute}: the executor does not recompute "
+                         "modules apart (norms, up-projections, SwiGLUs, MoE blocks; the simulator prices it); plan "
+                         "with --recompute full, selective or none")
     run_warnings(opts, plan)          # after what no --force can run: a stale or foreign plan
     kind = input_kind(spec)
     check_data(opts.data, kind, plan.global_batch_size, opts.synthetic_size)

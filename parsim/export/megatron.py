@@ -26,6 +26,7 @@ ArgumentGroupFactory):
                                 --recompute-num-layers N (one count for every stage)
     recompute deepseek          --recompute-granularity selective --recompute-modules layernorm
                                 mla_up_proj moe_act
+    recompute moe               --recompute-granularity selective --recompute-modules layernorm moe
     tp_comm_overlap             --tp-comm-overlap
     overlap_grad_reduce, zero   --overlap-grad-reduce (its DDP and distributed optimizer; without it
     0-1                         Megatron-Core reduces every bucket after the backward, its default;
@@ -62,8 +63,11 @@ SWITCHES = frozenset("""sequence-parallel use-distributed-optimizer tp-comm-over
 group-query-attention untie-embeddings-and-output-weights disable-bias-linear use-tp-pp-dp-mapping use-torch-fsdp2
 torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-attn checkpoint-activations
 use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
-# parsim.model.recompute's deepseek mode: Megatron-Core's recompute_modules (transformer_config.py)
-DEEPSEEK_MODULES = ["--recompute-granularity", "selective", "--recompute-modules", "layernorm", "mla_up_proj", "moe_act"]
+# parsim.model.recompute's module modes: Megatron-Core's recompute_modules (transformer_config.py;
+# its default, core_attn, is the selective mode)
+MODULES = {"selective": ("core_attn",), "deepseek": ("layernorm", "mla_up_proj", "moe_act"), "moe": ("layernorm", "moe")}
+# Flags that take a list of values (nargs="*"/"+" in arguments.py), read as one space-separated value
+LISTS = frozenset({"recompute-modules"})
 RECOMPUTE_ONE_LAYER = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -102,7 +106,9 @@ def export_args(plan, spec, source: str) -> list[str]:
         raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "recomputes the same "
                      "number of layers in every stage (--recompute-num-layers)")
     args += ({"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
-              "deepseek": DEEPSEEK_MODULES}[c.recompute.value] if not c.recompute_layers else
+              "deepseek": ["--recompute-granularity", "selective", "--recompute-modules", *MODULES["deepseek"]],
+              "moe": ["--recompute-granularity", "selective", "--recompute-modules", *MODULES["moe"]]}[c.recompute.value]
+             if not c.recompute_layers else
              ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
               str(c.recompute_layers[0])])
     args += ["--tp-comm-overlap"] if c.tp_comm_overlap else []
@@ -123,7 +129,10 @@ def render(args: list[str], header: list[str]) -> str:
     lines = [f"# {h}" for h in header]
     i = 0
     while i < len(args):
-        takes = i + 1 < len(args) and not args[i + 1].startswith("--")
+        takes = 0                    # its values: one, or a list flag's every one (LISTS)
+        while i + 1 + takes < len(args) and not args[i + 1 + takes].startswith("--") and \
+                (takes == 0 or args[i][2:] in LISTS):
+            takes += 1
         lines.append(shlex.join(args[i:i + 1 + takes]))
         i += 1 + takes
     return "\n".join(lines) + "\n"
@@ -237,6 +246,12 @@ def parse_args_text(text: str, source: str) -> dict[str, str | bool]:
             flags[name] = value
         elif name in SWITCHES or i >= len(tokens) or tokens[i].startswith("--") or tokens[i] == ")":
             flags[name] = True
+        elif name in LISTS:                  # every value up to the next flag
+            values = []
+            while i < len(tokens) and not tokens[i].startswith("--") and tokens[i] != ")":
+                values.append(_substitute(tokens[i], env))
+                i += 1
+            flags[name] = " ".join(values)
         else:
             flags[name] = _substitute(tokens[i], env)
             i += 1
@@ -413,12 +428,12 @@ def _recompute(f: _Flags, source: str, per_stage: int) -> tuple[str, int]:
     if gran is None:
         return "none", 0
     if gran == "selective":
-        # a list flag: the argument reader keeps its first module, which tells the two apart
-        modules = f.str("recompute-modules", "core_attn")
-        if modules not in ("core_attn", DEEPSEEK_MODULES[3]):
-            raise refuse(source, "--recompute-modules", modules, "parsim", "prices core_attn (selective) or "
-                         "layernorm mla_up_proj moe_act (deepseek)")
-        return ("selective" if modules == "core_attn" else "deepseek"), 0
+        modules = tuple(f.str("recompute-modules", "core_attn").replace(",", " ").split())
+        mode = next((m for m, listed in MODULES.items() if sorted(listed) == sorted(modules)), None)
+        if mode is None:
+            raise refuse(source, "--recompute-modules", " ".join(modules), "parsim", "prices "
+                         + ", ".join(f"{' '.join(listed)} ({m})" for m, listed in MODULES.items()))
+        return mode, 0
     if gran != "full":
         raise refuse(source, "--recompute-granularity", gran, "Megatron-LM", "takes full or selective")
     method = f.str("recompute-method", "uniform")

@@ -128,8 +128,8 @@ def export_config(plan, spec, source: str) -> dict:
     if not c.overlap_grad_reduce:
         raise refuse(source, "parallel.overlap_grad_reduce", False, TARGET, "reduces gradients with torch DDP or FSDP2, "
                      "which overlap them with the backward; plan without --no-overlap-grad-reduce")
-    if c.recompute.value == "deepseek":
-        raise refuse(source, "parallel.recompute", "deepseek", TARGET, "checkpoints whole blocks (full) or "
+    if c.recompute.value in ("deepseek", "moe"):
+        raise refuse(source, "parallel.recompute", c.recompute.value, TARGET, "checkpoints whole blocks (full) or "
                      "selected ops (selective)")
     if c.recompute_layers:
         raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "checkpoints every "

@@ -248,6 +248,12 @@ class Layer:
         which communicates nothing."""
         return bool(self.recompute_bytes) and self.recompute_part is None
 
+    @property
+    def recomputes_dispatch(self) -> bool:
+        """Whether the backward re-runs a MoE layer's token dispatch and combine: its whole forward
+        (full), or its MoE block (the ``moe`` mode's part carries the layer's experts)."""
+        return self.recomputes_forward or (self.recompute_part is not None and self.recompute_part.experts is not None)
+
 
 _TWIN_FIELDS = tuple(f.name for f in fields(Layer) if f.name != "name")
 
@@ -456,7 +462,8 @@ class LayerGraph:
           backward re-runs the core attention's forward kernels (``recompute_part``); a layer
           with fused attention or none is unchanged (nothing to recompute selectively);
         - deepseek (DeepSeek-V3 Sec. 3.2.3): the norms, MLA's up-projections and the SwiGLU
-          products (parsim.model.recompute_modules).
+          products; moe (Megatron-Core's --recompute-modules layernorm moe): the block norms and
+          each MoE layer's whole block (parsim.model.recompute_modules).
 
         A layer outside ``only`` is kept as it is, except that it shares no input with a
         recomputed predecessor, which keeps only its own input (``input_shared_bytes`` 0)."""
@@ -474,10 +481,10 @@ class LayerGraph:
             elif mode is Recompute.FULL:
                 layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
                                       input_shared_bytes=0.0))
-            elif mode is Recompute.DEEPSEEK:
+            elif mode in (Recompute.DEEPSEEK, Recompute.MOE):
                 from parsim.model.recompute_modules import modules_recomputed
 
-                layers.append(modules_recomputed(layer, self.extraction_batch, shared))
+                layers.append(modules_recomputed(layer, self.extraction_batch, shared, mode))
             else:
                 layers.append(_selectively_recomputed(layer, self.extraction_batch))
             inp = layer.output_bytes

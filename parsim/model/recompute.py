@@ -27,10 +27,16 @@ Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
   Megatron-Core's ``--recompute-granularity selective --recompute-modules layernorm mla_up_proj
   moe_act``.  The outputs of the norms, of MLA's up-projections and of the SwiGLU products are
   dropped, and those operators' forward kernels re-run in the backward
-  (parsim.model.graph's ``_modules_recomputed``).  A model without MLA recomputes its norms and
-  SwiGLUs.
+  (parsim.model.recompute_modules).  A model without MLA recomputes its norms and SwiGLUs;
+- ``moe``: Megatron-Core's ``--recompute-granularity selective --recompute-modules layernorm moe``
+  (megatron/core/transformer/moe/moe_layer.py: with "moe" in recompute_modules, MoELayer.forward
+  runs its router, token dispatch, experts and combine under ``tensor_parallel.checkpoint``; the
+  NVIDIA Megatron MoE Model Zoo's long-context Qwen3-235B-A22B runs use it).  The norms' outputs
+  and everything a MoE layer's block keeps are dropped; the backward re-runs the norms and the
+  whole MoE block's forward first, its all-to-alls included (parsim.model.recompute_modules,
+  parsim.cost.experts.a2a_calls).  A dense layer recomputes its norms only.
 
-``Recompute`` is truthy for ``selective`` and ``full`` (something is recomputed), falsy for
+``Recompute`` is truthy for every mode but ``none`` (something is recomputed), falsy for
 ``none``; ``True`` and ``False`` (model.yaml and plan.json files written before the modes) read
 as ``full`` and ``none``.
 """
@@ -45,6 +51,7 @@ class Recompute(str, Enum):
     SELECTIVE = "selective"
     FULL = "full"
     DEEPSEEK = "deepseek"
+    MOE = "moe"
 
     def __bool__(self) -> bool:
         return self is not Recompute.NONE

@@ -1,4 +1,7 @@
-"""DeepSeek-V3's selective recomputation (parsim.model.recompute's ``deepseek`` mode) of one layer.
+"""Module-wise selective recomputation of one layer: parsim.model.recompute's ``deepseek`` and
+``moe`` modes, each a list of Megatron-Core's ``--recompute-modules``.
+
+The ``deepseek`` mode:
 
 DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", Sec. 3.2.3: "we recompute all RMSNorm operations
 and MLA up-projections during back-propagation, thereby eliminating the need to persistently
@@ -22,6 +25,24 @@ What the layer's operator view (``Layer.ops``) and kernels say of it:
   ``mul`` after it; under ``fused_ops`` (parsim.model.fused_ops), the fused RMSNorm and SwiGLU
   kernels.
 
+The ``moe`` mode, Megatron-Core's ``--recompute-modules layernorm moe``
+(megatron/core/transformer/moe/moe_layer.py: MoELayer.forward's router, dispatch, experts and
+combine under ``tensor_parallel.checkpoint``; transformer_layer.py: the ``layernorm`` module
+discards the outputs of ``input_layernorm`` and ``pre_mlp_layernorm`` and recomputes them):
+
+- **dropped**: what the layer's two block norms keep (the decoder layer's own norm modules,
+  ``input_layernorm``, ``post_attention_layernorm``, in a layer with attention: a norm inside
+  attention, such as Qwen3's ``q_norm``, or the head's final norm is not Megatron's ``layernorm``
+  module) and, in a MoE layer, everything its MLP
+  block keeps (every operator of ``mlp`` and its submodules: router, experts, shared experts);
+- **re-run in the backward**: the two norms' forward kernels (the first norm run of the layer and
+  the last one before the block) and the MoE block's forward, from its router's GEMM (a matmul
+  of N = E routed experts over K = h) to the layer's end, less its residual add.  The part
+  carries the layer's ``experts``: its dispatch and combine run again
+  (parsim.cost.experts.a2a_calls), and under expert parallelism its routed GEMMs are one rank's
+  (parsim.cost.experts.expert_parallel_graph rescales them as the layer's).  A dense layer of a
+  MoE model recomputes its norms only ("moe" checkpoints MoELayer, not a dense MLP).
+
 A layer with none of these operators (or no operator view) is unchanged.
 """
 
@@ -31,14 +52,19 @@ import re
 from dataclasses import replace
 
 from parsim.model.fused_ops import RMS_NORM_OP, SWIGLU_OP
+from parsim.model.recompute import Recompute
 
 _NORM = re.compile(r"(^|\.)(\w*norm|ln\w*)$")
 _UP_PROJ = ("self_attn.q_b_proj", "self_attn.kv_b_proj")
 _MLPS = ("mlp", "mlp.experts", "mlp.shared_experts", "mlp.shared_expert")
 
 
-def recomputed_ops(layer) -> list:
-    """The operators whose outputs the mode drops (module docstring)."""
+def recomputed_ops(layer, mode: Recompute = Recompute.DEEPSEEK) -> list:
+    """The operators whose outputs ``mode`` drops (module docstring)."""
+    if mode is Recompute.MOE:
+        decoder = any(op.kind == "Attention" for op in layer.ops)     # a transformer layer's, not the head's
+        return [op for op in layer.ops if (decoder and _NORM.search(op.module) and "." not in op.module)
+                or (layer.experts is not None and op.module.split(".")[0] == "mlp")]
     out, seen_mul = [], set()
     for op in layer.ops:
         module = op.module
@@ -97,17 +123,54 @@ def _swiglu_kernels(fwd) -> list:
     return out
 
 
-def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None):
-    """``layer`` under the ``deepseek`` mode (module docstring); unchanged where nothing applies.
-    ``shared``: one graph's parts' kernel tuples by value, so that identical layers' parts share
-    one (the cost model memoizes by its identity)."""
-    ops = recomputed_ops(layer)
+def _moe_block(layer, fwd) -> list:
+    """The MoE block's forward kernels: from the router's GEMM (N = E over K = h) to the layer's
+    end, less its residual add; none in a dense layer or where no router GEMM is found."""
+    ex = layer.experts
+    if ex is None:
+        return []
+    start = next((i for i, k in enumerate(fwd) if k.klass in ("matmul", "fp8_matmul") and k.gemm_at(1) is not None
+                  and k.gemm_at(1)[1:3] == (ex.experts, ex.hidden)), None)
+    if start is None:
+        return []
+    end = len(fwd) - 1 if fwd[-1].op == "add" else len(fwd)
+    return fwd[start:end]
+
+
+def _block_norms(fwd, block: list) -> list:
+    """The layer's input norm (its first norm run) and the norm before its MoE block (the last
+    run before ``block``'s first kernel; the layer's last run where it has no block)."""
+    at = {id(k): i for i, k in enumerate(fwd)}
+    runs: list[list] = []
+    for k in _norm_runs(fwd):             # one run: consecutive kernels of the forward
+        if runs and at[id(k)] == at[id(runs[-1][-1])] + 1:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    first = at[id(block[0])] if block else len(fwd)
+    before = [r for r in runs if at[id(r[-1])] < first]
+    if not before:
+        return []
+    return before[0] + (before[-1] if len(before) > 1 else [])
+
+
+def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None,
+                       mode: Recompute = Recompute.DEEPSEEK):
+    """``layer`` under ``mode``, deepseek or moe (module docstring); unchanged where nothing
+    applies.  ``shared``: one graph's parts' kernel tuples by value, so that identical layers'
+    parts share one (the cost model memoizes by its identity)."""
+    ops = recomputed_ops(layer, mode)
     if not ops or not layer.kernels:
         return layer
     share = layer.tp_share * layer.seq_share          # ops and kernels describe the unsharded layer
     dropped = min(sum(op.saved_bytes for op in ops) / extraction_batch * share, layer.saved_bytes)
     fwd = [k for k in layer.kernels if k.phase == "F"]
-    picked = {id(k): k for k in _norm_runs(fwd) + _up_proj_gemms(layer, fwd) + _swiglu_kernels(fwd)}
+    if mode is Recompute.MOE:
+        block = _moe_block(layer, fwd)
+        chosen = _block_norms(fwd, block) + block
+    else:
+        block, chosen = [], _norm_runs(fwd) + _up_proj_gemms(layer, fwd) + _swiglu_kernels(fwd)
+    picked = {id(k): k for k in chosen}
     kernels = tuple(k for k in fwd if id(k) in picked)        # in forward order
     if not kernels:
         return layer
@@ -118,5 +181,6 @@ def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None)
     part = type(layer)(name=f"{layer.name}/recomputed-modules", fwd_flops=flops, bwd_flops=0.0, param_count=0,
                  param_bytes=0, output_bytes=0.0, saved_bytes=0.0,
                  fwd_mem_bytes=sum(k.bytes[1] for k in kernels if k.klass == "mem") * share,
-                 kernels=kernels, tp_share=layer.tp_share, seq_share=layer.seq_share)
+                 kernels=kernels, tp_share=layer.tp_share, seq_share=layer.seq_share,
+                 experts=layer.experts if mode is Recompute.MOE and block else None)
     return replace(layer, saved_bytes=layer.saved_bytes - dropped, recompute_bytes=dropped, recompute_part=part)

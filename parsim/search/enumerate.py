@@ -195,9 +195,12 @@ def variants(spec: ModelSpec, cluster: Cluster, c: Constraints, build_searched: 
     else:
         layouts = list(LAYOUTS) + [SEARCHED]
     fixed = c.recompute if c.recompute is not None else spec.training.recompute
-    # DeepSeek-V3's recomputation (norms, MLA up-projections, SwiGLUs) searched for mixtures of experts
+    # DeepSeek-V3's recomputation (norms, MLA up-projections, SwiGLUs) searched for mixtures of
+    # experts; Megatron's MoE-block recomputation (moe: --recompute-modules layernorm moe) only where
+    # asked for: searched, it adds a third to DeepSeek-V3's candidates on 2,048 H100s (514,416 to
+    # 685,888) for the same pick (results/2026-12-04d-amd-epyc/moe-mode-search-cost.txt)
     recomputes = ([recompute_mode(fixed)] if fixed is not None else
-                  [r for r in Recompute if r is not Recompute.DEEPSEEK or spec.graph.moe])
+                  [r for r in Recompute if r is not Recompute.MOE and (r is not Recompute.DEEPSEEK or spec.graph.moe)])
     fixed_etp = c.etp or hint.etp
     # searched, selective only where a layer has something to recompute selectively (eager
     # attention's s x s tensors; parsim.model.recompute): elsewhere it is none again
