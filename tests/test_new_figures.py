@@ -612,3 +612,31 @@ def test_the_parallel_folding_papers_rows_are_the_set_drawn_held_out_as_first_pr
         "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-256gpu": +0.415,
         "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-512gpu": +0.337,
         "mpf-t4-qwen2-57b-a14b-tp-ep-dp-h100-1024gpu": +0.256})
+
+
+MEGASCALE_MOE = "results/published/megascale_moe_figures.yaml"
+# arXiv 2505.11432 ("MegaScale-MoE", ByteDance Seed, EuroSys '26), Table 3: the Megatron-LM baseline
+# (commit f1f03922) of an internal 352B MoE on 240-1,440 H800, drawn 2026-12-04 (fiftieth sitting) by a
+# helper who priced nothing.  Its model is an inline config in its rows, so the rows' hash pins it too.
+MEGASCALE_MOE_ROWS_SHA256 = "359d4a786de880c3790abfc0b5101cc170c7530be77f0799155a38e4525ebcc7"
+
+
+def test_megascale_moes_rows_are_the_set_drawn_held_out_as_first_priced():
+    """Ten rows of a 352B MoE (32 experts of 14,336, top-3, a shared expert inferred from the paper's
+    own totals) on H800, five scored: Megatron-LM splitting every expert over tp 8 (etp 8, ep 1);
+    held out of every fit, each scored row at its error when first priced, before any change
+    (results/2026-12-04d-amd-epyc/megascale-moe-heldout.txt): every one priced 28-41% fast, as the
+    held-out rows with tp-split experts of moe-parallel-folding and moe-modelzoo are."""
+    drawn = load_figures(MEGASCALE_MOE)
+    assert_drawn_as_hashed(MEGASCALE_MOE, MEGASCALE_MOE_ROWS_SHA256)
+    assert len(drawn.figures) == 10
+    hf = {dict(dict(f.model)["hf"])["num_experts"] for f in drawn.figures}
+    assert hf == {32}
+    assert {(dict(f.parallel)["tp"], dict(f.parallel)["etp"], dict(f.parallel)["ep"])
+            for f in drawn.figures if not f.excluded} == {(8, 8, 1)}
+    assert_held_out_as_pinned(drawn.figures, "megascale-moe", {
+        "msmoe-t3-megatron-352b-h800-240gpu": +0.305,
+        "msmoe-t3-megatron-352b-h800-480gpu": +0.277,
+        "msmoe-t3-megatron-352b-h800-720gpu": +0.308,
+        "msmoe-t3-megatron-352b-h800-960gpu": +0.345,
+        "msmoe-t3-megatron-352b-h800-1440gpu": +0.407})
