@@ -10,6 +10,7 @@ import pytest
 
 from parsim.cost.experts import a2a_calls, expert_parallel_graph, split_exchanges
 from parsim.model.recompute import Recompute
+from parsim.model.recompute_modules import recomputed_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "examples", "moe_tiny_local.yaml")
@@ -50,7 +51,8 @@ def test_moe_mode_drops_the_block_norms_and_the_moe_block(tiny):
         block = fwd[router:-1]
         assert fwd[-1].op == "add" and list(part.kernels[-len(block):]) == block
         runs = [i for i, k in enumerate(fwd) if k.op == "pow"]           # each RMSNorm run: pow ... mul, mul
-        assert len(runs) == 2 and list(part.kernels[:-len(block)]) == fwd[runs[0]:runs[0] + 6] + fwd[runs[1]:runs[1] + 6]
+        norms = fwd[runs[0]:runs[0] + 6] + fwd[runs[1]:runs[1] + 6]
+        assert len(runs) == 2 and list(part.kernels[:-len(block)]) == norms
         assert [k.op for k in block].count("bmm") == 2 and not any(k.klass == "attention" for k in part.kernels)
         assert part.fwd_flops == pytest.approx(sum(op.flops for op in _block_ops(before)) / graph.extraction_batch)
 
@@ -91,8 +93,9 @@ def test_the_step_and_the_peak_sit_between_none_and_full(tiny):
 
     cluster = load_cluster("dgx-h100:1x8")
     compute = AnalyticalCompute.for_training(cluster.device, tiny.training)
-    est = {m: simulate(tiny.graph, tiny.training, cluster, ParallelConfig(dp=8, pp=1, microbatches=1, bounds=(0, len(tiny.graph.layers)),
-                                                                       ep=4, recompute=m),
+    whole = (0, len(tiny.graph.layers))
+    est = {m: simulate(tiny.graph, tiny.training, cluster,
+                       ParallelConfig(dp=8, pp=1, microbatches=1, bounds=whole, ep=4, recompute=m),
                        compute, keep_timeline=False) for m in ("none", "moe", "full")}
     steps = [est[m].step_time_s for m in ("none", "moe", "full")]
     peaks = [max(est[m].peak_memory_bytes) for m in ("none", "moe", "full")]
@@ -129,7 +132,8 @@ def test_megatron_modules_parsim_does_not_price_are_one_line(tmp_path, capsys):
 
     args = tmp_path / "args.sh"
     args.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 16 --micro-batch-size 1 "
-                    "--global-batch-size 8 --vocab-size 128 --recompute-granularity selective --recompute-modules mlp layernorm\n")
+                    "--global-batch-size 8 --vocab-size 128 --recompute-granularity selective "
+                    "--recompute-modules mlp layernorm\n")
     rc = main(["simulate", "--from", "megatron", str(args), "--cluster", "local-cpu:1x2"])
     err = capsys.readouterr().err
     assert rc != 0 and len(err.strip().splitlines()) == 1
@@ -146,3 +150,37 @@ def test_the_planner_tries_the_moe_mode_where_asked_only(tiny):
     searched = {rc for _, _, rc, _, _ in variants(tiny, cluster, Constraints(tp=1))}
     fixed = {rc for _, _, rc, _, _ in variants(tiny, cluster, Constraints(tp=1, recompute="moe"))}
     assert Recompute.MOE not in searched and Recompute.DEEPSEEK in searched and fixed == {Recompute.MOE}
+
+
+def test_a_deepseek_layer_and_its_mtp_head_recompute_the_block_only(tmp_path):
+    """On a tiny DeepSeek-V3 with its multi-token-prediction block in the head: each MoE block's
+    recomputed forward ends at the add joining the shared expert (not the residual add, not the
+    head's norms and logits), with the block norms of the layer or of the MTP block (not q_a/kv_a's,
+    nor the model's final norm); what is dropped is those norms' and the MLP block's."""
+    import json
+
+    from parsim.model.spec import load_model
+
+    with open(os.path.join(ROOT, "examples", "deepseek_v3", "config.json")) as f:
+        cfg = json.load(f)
+    cfg.update(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
+               num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16,
+               qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_hidden_layers=2, first_k_dense_replace=1,
+               vocab_size=128, n_group=4, topk_group=2, num_nextn_predict_layers=1)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "m.yaml").write_text("schema_version: 1\nname: ds\nhf: config.json\nargs: {seq_len: 16}\n"
+                                     "training: {global_batch_size: 8, dtype: fp32, optimizer: adam}\n")
+    graph = load_model(str(tmp_path / "m.yaml")).graph
+    done = graph.with_recompute("moe")
+    for name in ("layers.1", "head"):
+        before = next(x for x in graph.layers if x.name == name)
+        part = next(x for x in done.layers if x.name == name).recompute_part
+        ops = [k.op for k in part.kernels]
+        assert ops.count("rsqrt") == 2 and ops.count("bmm") == 2 and ops[-1] == "add"
+        assert ops[-6:-1] == ["mm", "silu", "mm", "mul", "mm"]          # the shared expert, then its add
+        fwd = [k for k in before.kernels if k.phase == "F"]
+        assert len(fwd) - fwd.index(part.kernels[-1]) > 1                 # the residual add (and the head) left out
+        dropped = {op.module for op in recomputed_ops(before, Recompute.MOE)}
+        prefix = "mtp." if name == "head" else ""
+        assert {m for m in dropped if "norm" in m} <= {prefix + "input_layernorm", prefix + "post_attention_layernorm"}
+        assert any(m.startswith(prefix + "mlp") for m in dropped)

@@ -188,7 +188,8 @@ def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, 
             redone, redone_extra = _ep_kernels(part, e, ep, imbalance, rows, w_scale, share)
             # the local sorts' forward pair, which the layer's kernels list after its own (above)
             redone += tuple(k for k in kernels[len(layer.kernels):] if k.phase == "F")
-            parts[key] = (part.kernels, kernels, replace(part, kernels=redone, fwd_flops=part.fwd_flops + redone_extra["F"],
+            parts[key] = (part.kernels, kernels, replace(part, kernels=redone,
+                                                         fwd_flops=part.fwd_flops + redone_extra["F"],
                                                          fwd_mem_bytes=part.fwd_mem_bytes + sorts / 2))
         part = parts[key][2]
     return dict(kernels=kernels, ops=ops, recompute_part=part,

@@ -65,7 +65,8 @@ torch-fsdp2-no-reshard-after-forward overlap-moe-expert-parallel-comm use-flash-
 use-megatron-fsdp no-masked-softmax-fusion moe-grouped-gemm apply-query-key-layer-scaling""".split())
 # parsim.model.recompute's module modes: Megatron-Core's recompute_modules (transformer_config.py;
 # its default, core_attn, is the selective mode)
-MODULES = {"selective": ("core_attn",), "deepseek": ("layernorm", "mla_up_proj", "moe_act"), "moe": ("layernorm", "moe")}
+MODULES = {"selective": ("core_attn",), "deepseek": ("layernorm", "mla_up_proj", "moe_act"),
+           "moe": ("layernorm", "moe")}
 # Flags that take a list of values (nargs="*"/"+" in arguments.py), read as one space-separated value
 LISTS = frozenset({"recompute-modules"})
 RECOMPUTE_ONE_LAYER = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
@@ -105,9 +106,9 @@ def export_args(plan, spec, source: str) -> list[str]:
     if c.recompute_layers and len(set(c.recompute_layers)) > 1:
         raise refuse(source, "parallel.recompute_layers", list(c.recompute_layers), TARGET, "recomputes the same "
                      "number of layers in every stage (--recompute-num-layers)")
+    modules = ["--recompute-granularity", "selective", "--recompute-modules"]
     args += ({"none": [], "selective": ["--recompute-granularity", "selective"], "full": RECOMPUTE_ONE_LAYER,
-              "deepseek": ["--recompute-granularity", "selective", "--recompute-modules", *MODULES["deepseek"]],
-              "moe": ["--recompute-granularity", "selective", "--recompute-modules", *MODULES["moe"]]}[c.recompute.value]
+              "deepseek": modules + list(MODULES["deepseek"]), "moe": modules + list(MODULES["moe"])}[c.recompute.value]
              if not c.recompute_layers else
              ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
               str(c.recompute_layers[0])])

@@ -30,14 +30,14 @@ The ``moe`` mode, Megatron-Core's ``--recompute-modules layernorm moe``
 combine under ``tensor_parallel.checkpoint``; transformer_layer.py: the ``layernorm`` module
 discards the outputs of ``input_layernorm`` and ``pre_mlp_layernorm`` and recomputes them):
 
-- **dropped**: what the layer's two block norms keep (the decoder layer's own norm modules,
-  ``input_layernorm``, ``post_attention_layernorm``, in a layer with attention: a norm inside
-  attention, such as Qwen3's ``q_norm``, or the head's final norm is not Megatron's ``layernorm``
-  module) and, in a MoE layer, everything its MLP
-  block keeps (every operator of ``mlp`` and its submodules: router, experts, shared experts);
-- **re-run in the backward**: the two norms' forward kernels (the first norm run of the layer and
-  the last one before the block) and the MoE block's forward, from its router's GEMM (a matmul
-  of N = E routed experts over K = h) to the layer's end, less its residual add.  The part
+- **dropped**: what the block norms keep (``input_layernorm``, ``post_attention_layernorm``, a
+  multi-token-prediction block's too: a norm inside attention, such as Qwen3's ``q_norm``, or a
+  model's final norm is not Megatron's ``layernorm`` module) and, in a MoE layer, everything its
+  MLP block keeps (every operator of ``mlp`` and its submodules: router, experts, shared experts);
+- **re-run in the backward**: the block norms' forward kernels (the norm runs, in kernel order,
+  paired with the norm modules, in operator order) and the MoE block's forward, from its router's
+  GEMM (a matmul of N = E routed experts over K = h) through the combine and the shared expert's
+  add (``_moe_block``).  The part
   carries the layer's ``experts``: its dispatch and combine run again
   (parsim.cost.experts.a2a_calls), and under expert parallelism its routed GEMMs are one rank's
   (parsim.cost.experts.expert_parallel_graph rescales them as the layer's).  A dense layer of a
@@ -57,14 +57,17 @@ from parsim.model.recompute import Recompute
 _NORM = re.compile(r"(^|\.)(\w*norm|ln\w*)$")
 _UP_PROJ = ("self_attn.q_b_proj", "self_attn.kv_b_proj")
 _MLPS = ("mlp", "mlp.experts", "mlp.shared_experts", "mlp.shared_expert")
+# Megatron's "layernorm" module: a decoder block's input and pre-MLP norms (transformers' names), in
+# a multi-token-prediction block too (``mtp.input_layernorm``); the "moe" module: its MLP block
+_BLOCK_NORM = re.compile(r"(^|\.)(input_layernorm|post_attention_layernorm)$")
+_MLP_BLOCK = re.compile(r"(^|\.)mlp(\.|$)")
 
 
 def recomputed_ops(layer, mode: Recompute = Recompute.DEEPSEEK) -> list:
     """The operators whose outputs ``mode`` drops (module docstring)."""
     if mode is Recompute.MOE:
-        decoder = any(op.kind == "Attention" for op in layer.ops)     # a transformer layer's, not the head's
-        return [op for op in layer.ops if (decoder and _NORM.search(op.module) and "." not in op.module)
-                or (layer.experts is not None and op.module.split(".")[0] == "mlp")]
+        return [op for op in layer.ops if _BLOCK_NORM.search(op.module)
+                or (layer.experts is not None and _MLP_BLOCK.search(op.module))]
     out, seen_mul = [], set()
     for op in layer.ops:
         module = op.module
@@ -124,8 +127,10 @@ def _swiglu_kernels(fwd) -> list:
 
 
 def _moe_block(layer, fwd) -> list:
-    """The MoE block's forward kernels: from the router's GEMM (N = E over K = h) to the layer's
-    end, less its residual add; none in a dense layer or where no router GEMM is found."""
+    """The MoE block's forward kernels: from the router's GEMM (N = E over K = h) through the
+    combine (the routed rows added back to their tokens, ``index_add_``) and, where the layer has
+    a shared expert, through the add that joins its output; without a combine, to the layer's end
+    less its residual add.  None in a dense layer or where no router GEMM is found."""
     ex = layer.experts
     if ex is None:
         return []
@@ -133,13 +138,18 @@ def _moe_block(layer, fwd) -> list:
                   and k.gemm_at(1)[1:3] == (ex.experts, ex.hidden)), None)
     if start is None:
         return []
-    end = len(fwd) - 1 if fwd[-1].op == "add" else len(fwd)
+    combine = max((i for i in range(start, len(fwd)) if fwd[i].op == "index_add_"), default=None)
+    adds = [] if combine is None else [i for i in range(combine + 1, len(fwd)) if fwd[i].op == "add"]
+    if adds:
+        end = adds[0] + 1 if ex.shared_intermediate else adds[0]
+    else:
+        end = len(fwd) - 1 if fwd[-1].op == "add" else len(fwd)
     return fwd[start:end]
 
 
-def _block_norms(fwd, block: list) -> list:
-    """The layer's input norm (its first norm run) and the norm before its MoE block (the last
-    run before ``block``'s first kernel; the layer's last run where it has no block)."""
+def _block_norms(layer, fwd) -> list:
+    """The forward kernels of the block norms (``_BLOCK_NORM``): the norm runs in kernel order
+    matched one to one with the norm modules in operator order; none where they do not pair up."""
     at = {id(k): i for i, k in enumerate(fwd)}
     runs: list[list] = []
     for k in _norm_runs(fwd):             # one run: consecutive kernels of the forward
@@ -147,11 +157,13 @@ def _block_norms(fwd, block: list) -> list:
             runs[-1].append(k)
         else:
             runs.append([k])
-    first = at[id(block[0])] if block else len(fwd)
-    before = [r for r in runs if at[id(r[-1])] < first]
-    if not before:
+    modules = []
+    for op in layer.ops:                  # each norm module once, in order (a norm spans several operators)
+        if _NORM.search(op.module) and (not modules or modules[-1] != op.module):
+            modules.append(op.module)
+    if len(modules) != len(runs):
         return []
-    return before[0] + (before[-1] if len(before) > 1 else [])
+    return [k for module, run in zip(modules, runs) if _BLOCK_NORM.search(module) for k in run]
 
 
 def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None,
@@ -167,7 +179,7 @@ def modules_recomputed(layer, extraction_batch: int, shared: dict | None = None,
     fwd = [k for k in layer.kernels if k.phase == "F"]
     if mode is Recompute.MOE:
         block = _moe_block(layer, fwd)
-        chosen = _block_norms(fwd, block) + block
+        chosen = _block_norms(layer, fwd) + block
     else:
         block, chosen = [], _norm_runs(fwd) + _up_proj_gemms(layer, fwd) + _swiglu_kernels(fwd)
     picked = {id(k): k for k in chosen}
