@@ -206,9 +206,15 @@ class ParallelConfig:
         return self.tp * self.cp * self.dp
 
     @property
+    def expert_shards(self) -> int:
+        """Routed-expert shards a pipeline rank's MoE layers cut into, each with its own
+        expert-data-parallel group: ep x etp."""
+        return self.ep * self.etp
+
+    @property
     def expert_dp(self) -> int:
         """Ranks holding the same routed-expert shard: tp x cp x dp / (ep x etp)."""
-        return self.fold_ranks // (self.ep * self.etp)
+        return self.fold_ranks // self.expert_shards
 
     @property
     def experts_apart(self) -> bool:
@@ -238,7 +244,7 @@ class ParallelConfig:
 
     def expert_dp_group(self, pipe_rank: int, ep_rank: int = 0, etp_rank: int = 0) -> tuple[int, ...]:
         """The ranks holding (ep rank, etp rank)'s expert shard, over which its gradients are averaged."""
-        return self.fold(pipe_rank)[ep_rank * self.etp + etp_rank::self.ep * self.etp]
+        return self.fold(pipe_rank)[ep_rank * self.etp + etp_rank::self.expert_shards]
 
     def microbatch_size(self, global_batch: int) -> int:
         if global_batch % (self.dp * self.microbatches):
@@ -511,7 +517,7 @@ def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
             return "etp", f"{cfg.etp}: the expert tp splits experts beside attention's tp, and tp is 1; use etp 1"
         return "etp", (f"{cfg.etp}: parsim prices an expert tensor-parallel size of 1 (experts whole beside "
                        f"attention's tp) or tp = {cfg.tp} (experts split as attention is); choose etp 1 or {cfg.tp}")
-    if cfg.fold_ranks % (cfg.ep * cfg.etp):
+    if cfg.fold_ranks % cfg.expert_shards:
         t = f"tp x cp x dp = {cfg.tp} x {cfg.cp} x {cfg.dp}" if cfg.tp > 1 else f"dp x cp = {cfg.dp} x {cfg.cp}"
         return "ep", (f"{cfg.ep}{f' x etp {cfg.etp}' if cfg.etp > 1 else ''} does not divide {t} = {cfg.fold_ranks} "
                       f"(the expert-parallel group is folded from those ranks); choose ep among the divisors of "

@@ -29,7 +29,7 @@ def ddp_expert_buckets(s, cfg, prices, idx, expert_own, last, total, per_param, 
     for k, entry in enumerate(sorted(dense + ours, key=lambda e: e[0])):     # stable: dense first on ties
         bucket[(s, k)] = entry
     buckets_per_stage[s] = len(dense) + len(ours)
-    groups = cfg.ep * cfg.etp                # expert-data-parallel groups per pipeline rank, all alike
+    groups = cfg.expert_shards               # expert-data-parallel groups per pipeline rank, all alike
     comm_bytes[link] += sum((1 if zero else 2) * (n - 1) * x for x in sizes) * groups
     if zero == 1:           # the updated shards: parameters, in the training dtype
         share = per_param["params"] / per_param["grads"]
@@ -57,7 +57,7 @@ class FsdpExperts:
         zeros = (0.0,) * len(units)
         self.shard_bytes, self.reduce_s, self.gather_s = zeros, zeros, zeros
         self.gather_host_s = self.reduce_host_s = 0.0
-        self.groups, self.ranks = cfg.ep * cfg.etp, ne      # expert_dp groups per pipeline rank, their ranks
+        self.groups, self.ranks = cfg.expert_shards, ne     # expert_dp groups per pipeline rank, their ranks
         self.gather_bytes = zeros
         if not self.on:
             return
