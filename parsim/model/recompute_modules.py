@@ -41,7 +41,10 @@ discards the outputs of ``input_layernorm`` and ``pre_mlp_layernorm`` and recomp
   carries the layer's ``experts``: its dispatch and combine run again
   (parsim.cost.experts.a2a_calls), and under expert parallelism its routed GEMMs are one rank's
   (parsim.cost.experts.expert_parallel_graph rescales them as the layer's).  A dense layer of a
-  MoE model recomputes its norms only ("moe" checkpoints MoELayer, not a dense MLP).
+  MoE model recomputes its norms only ("moe" checkpoints MoELayer, not a dense MLP).  Not priced:
+  with its experts split over attention's tp (etp = tp) the block's own tensor-parallel gathers and
+  reduce-scatters run again in the recomputation; parsim charges the layer's collectives once (at
+  etp 1, Megatron's MoE Parallel Folding, the block has none).
 
 A layer with none of these operators (or no operator view) is unchanged.
 """
