@@ -184,3 +184,25 @@ def test_a_deepseek_layer_and_its_mtp_head_recompute_the_block_only(tmp_path):
         prefix = "mtp." if name == "head" else ""
         assert {m for m in dropped if "norm" in m} <= {prefix + "input_layernorm", prefix + "post_attention_layernorm"}
         assert any(m.startswith(prefix + "mlp") for m in dropped)
+
+
+@pytest.mark.parametrize("ep, cap_bytes", [(2, None), (4, None), (2, 3 * 2**20)])
+def test_the_pruned_search_under_moe_ranks_what_the_exhaustive_search_ranks(tiny, ep, cap_bytes):
+    """With every candidate recomputing its MoE blocks (at ep 2 or 4, every schedule and ZeRO stage),
+    the branch and bound's floors, lower bounds and peak floors (which read the recomputed part, its
+    all-to-alls and its routed activations) prune nothing the exhaustive search ranks; under a cap
+    that drops some, too."""
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.hardware import load_cluster
+    from parsim.search.planner import Constraints, plan
+
+    cluster = load_cluster("dgx-h100:2x8")
+    compute = AnalyticalCompute.for_training(cluster.device, tiny.training)
+    only = dict(recompute="moe", ep=ep, **({"max_memory_bytes": cap_bytes} if cap_bytes else {}))
+    pruned = plan(tiny, cluster, compute, Constraints(top=8, **only), progress=False)
+    full = plan(tiny, cluster, compute, Constraints(top=8, prune=False, **only), progress=False)
+    assert pruned.simulated < full.simulated and pruned.considered == full.considered
+    assert {x.config.ep for x in full.ranked} == {ep}
+    assert [x.key() for x in pruned.ranked] == [x.key() for x in full.ranked]
+    assert [x.estimate.step_time_s for x in pruned.ranked] == [x.estimate.step_time_s for x in full.ranked]
+    assert all(x.config.recompute is Recompute.MOE for x in full.ranked)
