@@ -102,13 +102,38 @@ def test_ep_not_dividing_the_experts_is_refused(tmp_path, capfd):
     assert len(err.splitlines()) == 1 and "parallel.ep: 4 does not divide the 6 routed experts" in err
 
 
-def test_ep_with_zero_or_recomputation_is_refused():
+def test_ep_with_zero_is_refused():
     spec = load_model(MOE)
-    for cfg in (ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, zero=1),
-                ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, recompute=True)):
-        with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with zero 0 and no recomp"):
-            expert_parallel.check_supported(cfg, spec, "plan.json")
-    expert_parallel.check_supported(ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), spec, "plan.json")
+    with pytest.raises(InputError, match="parallel.ep: the executor runs ep > 1 with zero 0 .got zero=1."):
+        expert_parallel.check_supported(ParallelConfig(dp=2, pp=1, microbatches=2, ep=2, zero=1), spec, "plan.json")
+    for cfg in (ParallelConfig(dp=2, pp=2, microbatches=2, ep=2), ParallelConfig(dp=2, pp=1, microbatches=2, ep=2,
+                                                                                 recompute=True)):
+        expert_parallel.check_supported(cfg, spec, "plan.json")
+    with pytest.raises(InputError, match="parallel.recompute: the executor recomputes beside ep > 1 at tp 1 only"):
+        expert_parallel.check_supported(ParallelConfig(dp=1, pp=1, tp=2, tp_layout="megatron-sp", microbatches=2, ep=2,
+                                                       recompute=True), spec, "plan.json")
+
+
+def test_ep_under_full_recomputation_equals_the_reference_and_exchanges_again(tmp_path):
+    """dp=2, ep=2, every layer recomputed: the backward re-runs each MoE layer's forward, its
+    split-size exchange, dispatch and combine again, so each rank issues 6 token all-to-alls a MoE
+    layer and micro-batch (the simulator's a2a_calls: 2 forward, 4 backward) and 2 split-size
+    exchanges (split_exchanges: 1 and 1); the step equals the single-process reference."""
+    from parsim.cost.experts import a2a_calls, split_exchanges
+
+    plan = ep_plan(tmp_path, "dp2-ep2-full", 2, "--dp", "2", "--microbatches", "2", "--recompute", "full")
+    out = tmp_path / "run"
+    assert main(["run", plan, "--out", str(out), "--synthetic-size", "64", "--steps", "2", "--warmup", "1"]) == 0
+    measured, _ = assert_equals_reference(plan, out, 2, 64)
+    graph = load_model(MOE).graph.with_recompute("full")
+    moe = [layer for layer in graph.layers if layer.experts is not None]
+    calls = sum(a2a_calls(layer, kind) for layer in moe for kind in "FBW") * 2        # 2 micro-batches
+    exchanges = sum(split_exchanges(layer, kind) for layer in moe for kind in "FBW") * 2
+    assert calls == 6 * len(moe) * 2 and exchanges == 2 * len(moe) * 2
+    for r in measured["ep_all_to_all"]:
+        assert r["all_to_alls"] == calls
+        assert r["by_kind"]["dispatch"] == 2 * r["by_kind"]["combine-backward"]    # each forward's again
+        assert r["split_bytes"] == exchanges * 8 * 8                                # E = 8 int64 counts each
 
 
 def test_ep_with_a_dispatcher_the_executor_does_not_run_is_refused():

@@ -56,10 +56,12 @@ RECEIVED_ROWS = ("combine", "dispatch-backward")
 
 
 def check_supported(cfg, spec, source: str) -> None:
-    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with no ZeRO and no
-    recomputation (tp > 1: parsim.exec.folding's checks), dropless, by the alltoall dispatcher
-    (a recomputed forward would issue its all-to-alls again; ZeRO would shard the
-    experts over the dense group); one line naming the field otherwise."""
+    """ep > 1 needs routed experts ep divides, on an ``hf:`` MoE decoder, with no ZeRO (tp > 1:
+    parsim.exec.folding's checks), dropless, by the alltoall dispatcher (ZeRO would shard the
+    experts over the dense group); one line naming the field otherwise.  Full recomputation runs
+    at tp 1: a recomputed layer's backward issues its split-size exchange, dispatch and combine
+    again, as the simulator prices it (parsim.cost.experts.a2a_calls); beside the folded layout's
+    DTensors (tp > 1) it is not run."""
     if cfg.ep == 1:
         return
     moe = [(layer.name, layer.experts) for layer in spec.graph.layers if layer.experts is not None]
@@ -79,10 +81,12 @@ def check_supported(cfg, spec, source: str) -> None:
         raise InputError(f"{source}: training.{key}: the executor runs the alltoall dispatcher, dropless "
                          f"(all_to_all_single of every row); set training.moe_dispatcher alltoall and no "
                          f"moe_capacity_factor in {spec.path} to run it")
-    if cfg.zero or cfg.recompute:
-        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with zero 0 and no recomputation "
-                         f"(got zero={cfg.zero}, recompute={cfg.recompute.value}); plan with --zero 0 "
-                         f"--no-recompute, or ep 1")
+    if cfg.zero:
+        raise InputError(f"{source}: parallel.ep: the executor runs ep > 1 with zero 0 (got zero={cfg.zero}); "
+                         f"plan with --zero 0, or ep 1")
+    if cfg.recompute and cfg.tp > 1:
+        raise InputError(f"{source}: parallel.recompute: the executor recomputes beside ep > 1 at tp 1 only (got "
+                         f"tp={cfg.tp}); plan with --no-recompute, or tp 1")
 
 
 # ----------------------------------------------------------------------------- the exchanges
