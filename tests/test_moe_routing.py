@@ -145,25 +145,13 @@ def test_deepseek_recompute_drops_norms_up_projections_and_swiglus():
     """On a tiny DeepSeek-V3: the bytes dropped are those the norms', up-projections' and SwiGLU
     products' outputs held, and the backward re-runs their kernels: the up-projections' GEMMs
     (their FLOPs), every RMSNorm's six kernels and each silu with its product."""
-    import json
     import tempfile
 
     from parsim.model.recompute_modules import recomputed_ops
-    from parsim.model.spec import load_model
+    from tiny_deepseek import tiny_deepseek_graph
 
-    with open(os.path.join(ROOT, "examples", "deepseek_v3", "config.json")) as f:
-        cfg = json.load(f)
-    cfg.update(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
-               num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16,
-               qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_hidden_layers=2, first_k_dense_replace=1,
-               vocab_size=128, n_group=4, topk_group=2, num_nextn_predict_layers=0)
     with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "config.json"), "w") as f:
-            json.dump(cfg, f)
-        with open(os.path.join(d, "m.yaml"), "w") as f:
-            f.write("schema_version: 1\nname: ds\nhf: config.json\nargs: {seq_len: 16}\n"
-                    "training: {global_batch_size: 8, dtype: fp32, optimizer: adam}\n")
-        graph = load_model(os.path.join(d, "m.yaml")).graph
+        graph = tiny_deepseek_graph(d)
     moe = graph.layers[2]
     names = {op.name for op in recomputed_ops(moe)}
     assert {"self_attn.q_b_proj:mm", "self_attn.kv_b_proj:mm", "mlp.experts:mul#0", "mlp.shared_experts:mul",

@@ -157,20 +157,9 @@ def test_a_deepseek_layer_and_its_mtp_head_recompute_the_block_only(tmp_path):
     recomputed forward ends at the add joining the shared expert (not the residual add, not the
     head's norms and logits), with the block norms of the layer or of the MTP block (not q_a/kv_a's,
     nor the model's final norm); what is dropped is those norms' and the MLP block's."""
-    import json
+    from tiny_deepseek import tiny_deepseek_graph
 
-    from parsim.model.spec import load_model
-
-    with open(os.path.join(ROOT, "examples", "deepseek_v3", "config.json")) as f:
-        cfg = json.load(f)
-    cfg.update(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, n_routed_experts=8,
-               num_experts_per_tok=2, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16,
-               qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, num_hidden_layers=2, first_k_dense_replace=1,
-               vocab_size=128, n_group=4, topk_group=2, num_nextn_predict_layers=1)
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    (tmp_path / "m.yaml").write_text("schema_version: 1\nname: ds\nhf: config.json\nargs: {seq_len: 16}\n"
-                                     "training: {global_batch_size: 8, dtype: fp32, optimizer: adam}\n")
-    graph = load_model(str(tmp_path / "m.yaml")).graph
+    graph = tiny_deepseek_graph(str(tmp_path), mtp_layers=1)
     done = graph.with_recompute("moe")
     for name in ("layers.1", "head"):
         before = next(x for x in graph.layers if x.name == name)
