@@ -83,13 +83,18 @@ def recomputed_ops(layer, mode: Recompute = Recompute.DEEPSEEK) -> list:
 
 
 def _norm_runs(fwd) -> list:
-    """The forward kernels of every norm: a fused LayerNorm kernel, or an RMSNorm's run from its
-    ``pow`` (a cast before it included) through the second ``mul`` after its ``rsqrt``."""
+    """The forward kernels of every norm, in order (_norm_run_list's runs, one after another)."""
+    return [k for run in _norm_run_list(fwd) for k in run]
+
+
+def _norm_run_list(fwd) -> list[list]:
+    """Each norm's forward kernels, a list a norm: a fused LayerNorm kernel, or an RMSNorm's run
+    from its ``pow`` (a cast before it included) through the second ``mul`` after its ``rsqrt``."""
     picked, i = [], 0
     while i < len(fwd):
         op = fwd[i].op
         if op in ("native_layer_norm", "layer_norm", "rms_norm", "_fused_rms_norm", RMS_NORM_OP):
-            picked.append(fwd[i])
+            picked.append([fwd[i]])
         elif op == "pow" and i + 2 < len(fwd) and fwd[i + 1].op == "mean":
             start = i - 1 if i and fwd[i - 1].op == "_to_copy" else i
             j, muls = i + 1, 0
@@ -98,7 +103,7 @@ def _norm_runs(fwd) -> list:
                 j += 1
             if j < len(fwd) and fwd[j].op == "_to_copy" and muls < 2:
                 j += 1
-            picked += fwd[start:j]
+            picked.append(fwd[start:j])
             i = j
             continue
         i += 1
@@ -153,13 +158,7 @@ def _moe_block(layer, fwd) -> list:
 def _block_norms(layer, fwd) -> list:
     """The forward kernels of the block norms (``_BLOCK_NORM``): the norm runs in kernel order
     matched one to one with the norm modules in operator order; none where they do not pair up."""
-    at = {id(k): i for i, k in enumerate(fwd)}
-    runs: list[list] = []
-    for k in _norm_runs(fwd):             # one run: consecutive kernels of the forward
-        if runs and at[id(k)] == at[id(runs[-1][-1])] + 1:
-            runs[-1].append(k)
-        else:
-            runs.append([k])
+    runs = _norm_run_list(fwd)
     modules = []
     for op in layer.ops:                  # each norm module once, in order (a norm spans several operators)
         if _NORM.search(op.module) and (not modules or modules[-1] != op.module):
