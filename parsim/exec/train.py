@@ -69,7 +69,7 @@ from parsim.exec.objective import loss_fn
 from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
                                  memory_format, recompute_attention, recompute_units, recomputed_children,
                                  schedule_class, stage_module)
-from parsim.model.recompute import Recompute
+from parsim.model.recompute import MODULE_MODES, Recompute
 from parsim.plan import load_plan_and_model
 from parsim.progress import print_above, progress_bar
 from parsim.schedule import build_schedule
@@ -184,7 +184,7 @@ def check_run(opts: RunOptions):
             and any(layer.recompute_bytes for layer in spec.graph.with_recompute(cfg.recompute).layers)):
         raise InputError(f"{opts.plan}: parallel.recompute: selective: the executor recomputes the attention of the "
                          "built-in gpt only; plan with --recompute full or --no-recompute")
-    if cfg.recompute in (Recompute.DEEPSEEK, Recompute.MOE):
+    if cfg.recompute in MODULE_MODES:
         raise InputError(f"{opts.plan}: parallel.recompute: {cfg.recompute}: the executor does not recompute "
                          "modules apart (norms, up-projections, SwiGLUs, MoE blocks; the simulator prices it); plan "
                          "with --recompute full, selective or none")

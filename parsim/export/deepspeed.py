@@ -72,7 +72,7 @@ def export_config(plan, spec, source: str) -> dict:
                           ("tp_layout", c.tp > 1 and c.tp_layout != "megatron",
                            "shards with AutoTP (Megatron's column-then-row Linear layout) only"),
                           ("tp_comm_overlap", c.tp_comm_overlap, "has no sequence-parallel tp overlap"),
-                          ("recompute", c.recompute.value in ("selective", "deepseek", "moe"),
+                          ("recompute", c.recompute.value not in ("none", "full"),
                            "recomputes whole layers (deepspeed.checkpointing)"),
                           ("recompute_layers", bool(c.recompute_layers), "checkpoints the layers the model code "
                                                                         "wraps, set in no JSON key"),

@@ -51,7 +51,7 @@ def export_settings(plan, spec, source: str, strategies: dict) -> dict:
                           ("tp_comm_overlap", c.tp_comm_overlap, "has no setting for parsim's tp overlap"),
                           ("overlap_grad_reduce", not c.overlap_grad_reduce, "has no setting that holds the gradient "
                                                                              "all-reduces until the backward ends"),
-                          ("recompute", c.recompute.value in ("selective", "deepseek", "moe"),
+                          ("recompute", c.recompute.value not in ("none", "full"),
                            "recomputes cells (cell.recompute()); plan with --recompute full or none"),
                           ("placement", c.pp > 1 and c.dp > 1 and c.placement != "dp-inner",
                            "puts a stage's replicas on consecutive devices; plan with --placement dp-inner")):

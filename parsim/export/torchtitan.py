@@ -37,6 +37,7 @@ from __future__ import annotations
 from parsim.export.common import (Decoder, Imported, decoder_counts, decoder_of, model_mapping,
                                   refuse, split_arg)
 from parsim.errors import InputError
+from parsim.model.recompute import MODULE_MODES
 from parsim.plan import bounds_from_counts
 
 TARGET = "torchtitan"
@@ -128,7 +129,7 @@ def export_config(plan, spec, source: str) -> dict:
     if not c.overlap_grad_reduce:
         raise refuse(source, "parallel.overlap_grad_reduce", False, TARGET, "reduces gradients with torch DDP or FSDP2, "
                      "which overlap them with the backward; plan without --no-overlap-grad-reduce")
-    if c.recompute.value in ("deepseek", "moe"):
+    if c.recompute in MODULE_MODES:
         raise refuse(source, "parallel.recompute", c.recompute.value, TARGET, "checkpoints whole blocks (full) or "
                      "selected ops (selective)")
     if c.recompute_layers:

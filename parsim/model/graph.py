@@ -19,7 +19,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 from parsim.model.attention import attention_of, core_attention_kernels, fused_attention_flops
 from parsim.model.moe import Experts
-from parsim.model.recompute import Recompute, recompute_mode
+from parsim.model.recompute import MODULE_MODES, Recompute, recompute_mode
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 ELEMENT_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}    # OpInfo.dtype -> bytes
@@ -481,7 +481,7 @@ class LayerGraph:
             elif mode is Recompute.FULL:
                 layers.append(replace(layer, saved_bytes=inp, recompute_bytes=layer.saved_bytes,
                                       input_shared_bytes=0.0))
-            elif mode in (Recompute.DEEPSEEK, Recompute.MOE):
+            elif mode in MODULE_MODES:
                 from parsim.model.recompute_modules import modules_recomputed
 
                 layers.append(modules_recomputed(layer, self.extraction_batch, shared, mode))

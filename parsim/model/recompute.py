@@ -64,6 +64,9 @@ class Recompute(str, Enum):
 
 
 MODES = tuple(m.value for m in Recompute)
+# The modes that recompute named modules apart (parsim.model.recompute_modules), which no framework
+# but Megatron expresses and the executor does not run
+MODULE_MODES = frozenset({Recompute.DEEPSEEK, Recompute.MOE})
 
 
 def recompute_mode(value) -> Recompute:
