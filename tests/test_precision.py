@@ -1,6 +1,7 @@
 """Mixed precision (parsim.exec.precision): fp32 master weights as the memory model prices them,
 dynamic loss scaling, and bf16 through the profiler; the executor's bf16 runs are in test_exec."""
 
+import copy
 import json
 
 import pytest
@@ -115,3 +116,53 @@ def test_bf16_profile_times_the_model_in_bf16_and_is_refused_for_fp32(tmp_path):
     profiled_compute(table, load_model("examples/gpt_tiny_local_bf16.yaml").graph, cluster.device, "bf16")
     with pytest.raises(InputError, match="timed the model in bf16, but it trains in fp32"):
         profiled_compute(table, load_model("examples/gpt_tiny_local.yaml").graph, cluster.device, "fp32")
+
+
+def test_bf16_adam_steps_fp32_masters_as_torch_adam_steps_fp32_parameters():
+    """Adam on a bf16 model (make_optimizer("adam")): the masters follow torch's Adam on fp32
+    copies fed the bf16 gradients, the model holds them rounded to bf16, and what is held
+    between steps is the master and Adam's two moments (4 + 4 + 4 bytes a parameter, and the
+    step counts); a checkpoint's state resumes identically."""
+    from parsim.exec.objective import ADAM_LR
+    from parsim.exec.precision import make_optimizer
+
+    model = _params(torch.bfloat16)
+    masters = [p.detach().float().clone().requires_grad_() for p in model]
+    opt, ref = make_optimizer("adam", model), torch.optim.Adam(masters, lr=ADAM_LR, foreach=False)
+    for step in range(3):
+        _grads(model, step)
+        for m, p in zip(masters, model):
+            m.grad = p.grad.float()
+        opt.step(), ref.step()
+    for p, m, kept in zip(model, masters, opt.masters):
+        assert p.dtype == torch.bfloat16 and kept.dtype == torch.float32
+        assert torch.equal(kept, m.detach()) and kept.grad is None
+        assert torch.equal(p.detach(), m.detach().to(torch.bfloat16))
+    held = sum(t.numel() * t.element_size() for st in opt.state.values() for k, t in st.items() if k != "step")
+    assert held == 12 * sum(p.numel() for p in model)
+    resumed = _params(torch.bfloat16, seed=7)
+    again = make_optimizer("adam", resumed)
+    again.load_state_dict(copy.deepcopy(opt.state_dict()))   # as a checkpoint holds it: no tensor shared
+    for p, q in zip(resumed, model):
+        p.data.copy_(q.data)
+    _grads(model, 3), _grads(resumed, 3)
+    opt.step(), again.step()
+    assert all(torch.equal(p, q) for p, q in zip(model, resumed))
+
+
+def test_a_timed_step_waits_for_the_device_it_ran_on(monkeypatch):
+    """parsim.exec.groups.synchronize, which the executor calls before and after its timed step:
+    it waits on a CUDA or Ascend device (whose kernels run after the host queues them), and on the
+    CPU it does nothing.  Before 2026-12-04 a GPU step was timed without it (its launches only)."""
+    from parsim.exec import groups
+
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(("cuda", device)))
+    monkeypatch.setattr(torch, "npu", type("npu", (), {"synchronize": staticmethod(
+        lambda device=None: waited.append(("npu", device)))}), raising=False)
+    groups.synchronize(torch.device("cpu"))
+    assert waited == []
+    groups.synchronize(torch.device("cuda", 1))
+    npu = type("device", (), {"type": "npu"})()     # torch.device("npu") needs torch_npu installed
+    groups.synchronize(npu)
+    assert waited == [("cuda", torch.device("cuda", 1)), ("npu", npu)]

@@ -311,10 +311,10 @@ def test_concurrent_profilers_record_the_slowest_rank_and_the_profiled_model_pri
 
 
 @pytest.mark.parametrize("optimizer,dtype,inner", [("adam", "fp32", torch.optim.Adam), ("momentum", "fp32", torch.optim.SGD),
-                                                   ("adam", "bf16", None)])
+                                                   ("adam", "bf16", torch.optim.Adam), ("momentum", "bf16", None)])
 def test_a_profile_times_the_optimizer_its_run_steps(optimizer, dtype, inner):
-    """Adam where the executor runs it (fp32); momentum SGD with fp32 masters where it runs none
-    (Adam under bf16 is priced, not run)."""
+    """Adam as the executor runs it, on the parameters (fp32) or on fp32 masters (bf16); momentum
+    SGD by hand on fp32 masters (bf16)."""
     spec = load_model("examples/gpt_tiny_local.yaml")
     spec = dataclasses.replace(spec, training=dataclasses.replace(spec.training, optimizer=optimizer),
                                graph=dataclasses.replace(spec.graph, dtype=dtype))

@@ -39,6 +39,14 @@ def detect_device(local_rank: int) -> tuple[torch.device, str]:
     return torch.device("cpu"), "gloo"
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait until the device has run every kernel queued on it.  CUDA and Ascend launch kernels
+    asynchronously, so a host clock read after a step without this reads how long the launches
+    took, not the step; the CPU runs eagerly and needs nothing."""
+    if device.type in ("cuda", "npu"):
+        getattr(torch, device.type).synchronize(device)
+
+
 # The devices each collective library runs on (a cluster profile's collective.library), as the
 # backend detect_device picks for this machine.
 LIBRARY_DEVICES = {"gloo": "CPUs", "nccl": "NVIDIA GPUs", "hccl": "Ascend NPUs"}

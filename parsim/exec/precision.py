@@ -3,7 +3,8 @@ Rajbhandari et al. 2020, Sec. 3.1; Megatron-LM's Float16Module with its fp32 "ma
 
 - the model's parameters, gradients and activations are in the training dtype (bf16 or fp16):
   2 bytes each, the bytes extraction measured (the model runs in that dtype there too);
-- the optimizer keeps an fp32 master copy of every parameter and its momentum in fp32, steps
+- the optimizer keeps an fp32 master copy of every parameter and its state in fp32 (SGD's
+  momentum; Adam's two moments, as Megatron's DistributedOptimizer and DeepSpeed keep them), steps
   the masters with the gradients cast to fp32, and copies the result back into the model;
 - the loss is taken in fp32 (the logits are cast up first), as Megatron's vocab-parallel and
   torch's autocast losses are;
@@ -41,30 +42,36 @@ class MasterWeightSGD:
     """Momentum SGD on fp32 master copies of a low-precision model's parameters: torch.optim.SGD's
     update (no dampening, no Nesterov, no weight decay: buf = momentum * buf + g, w -= lr * buf,
     the first buf = g).  For an fp32 model it is torch.optim.SGD on the parameters themselves.
+    With ``inner`` (a torch optimizer's constructor: ``make_optimizer``'s Adam) that optimizer
+    steps the masters, or an fp32 model's parameters, instead.
 
     ``step()`` casts one parameter's gradient at a time to fp32 (so the fp32 gradient is a
     transient the size of one parameter, not held), divides out the loss scale, steps that
-    master and writes it back into the model, rounded to the model's dtype."""
+    master and writes it back into the model, rounded to the model's dtype.  An ``inner``
+    optimizer is stepped once a master, with only that master's gradient set (torch's
+    optimizers skip parameters without one)."""
 
     def __init__(self, params, lr: float, momentum: float, inner=None):
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.momentum = lr, momentum
         self.mixed = any(p.dtype != torch.float32 for p in self.params)
-        if inner is not None and self.mixed:
-            raise ValueError("a torch optimizer in place of SGD steps fp32 parameters only")
-        # fp32: torch's SGD, or the optimizer given (``make_optimizer``: Adam); none for a stage of
-        # parameter-free units (a Flatten alone), which torch's optimizers refuse ("empty parameter list")
-        self.inner = None if self.mixed or not self.params else inner(self.params) if inner is not None else \
-            torch.optim.SGD(self.params, lr=lr, momentum=momentum)
         self.masters = [local(p).detach().float().clone() for p in self.params] if self.mixed else []
+        # the optimizer given (``make_optimizer``: Adam) on the masters or the fp32 parameters; else
+        # torch's SGD on fp32 parameters, or SGD by hand on the masters; none for a stage of
+        # parameter-free units (a Flatten alone), which torch's optimizers refuse ("empty parameter list")
+        self.inner = None if not self.params else inner(self.masters or self.params) if inner is not None else \
+            None if self.mixed else torch.optim.SGD(self.params, lr=lr, momentum=momentum)
         self.buffers: list[torch.Tensor | None] = [None] * len(self.masters)
         self.scale = 1.0               # the loss scale the gradients carry (DynamicLossScaler)
 
     @property
     def state(self) -> dict:
-        """Tensors held between steps, by parameter: the master copy and the momentum."""
+        """Tensors held between steps, by parameter: the master copy and the momentum (or the
+        inner optimizer's state: Adam's step count and two moments)."""
         if not self.mixed:
             return self.inner.state if self.inner is not None else {}
+        if self.inner is not None:
+            return {i: {"master": m, **self.inner.state.get(m, {})} for i, m in enumerate(self.masters)}
         return {i: {"master": m, **({"momentum_buffer": b} if b is not None else {})}
                 for i, (m, b) in enumerate(zip(self.masters, self.buffers))}
 
@@ -93,17 +100,23 @@ class MasterWeightSGD:
             # becomes the momentum and is scaled in place, so it must not alias the gradient buffer
             if self.scale != 1.0:
                 g.div_(self.scale)
-            if self.buffers[k] is None:
-                self.buffers[k] = g
+            if self.inner is not None:
+                m.grad = g
+                self.inner.step()
+                m.grad = None
             else:
-                self.buffers[k].mul_(self.momentum).add_(g)
-            m.add_(self.buffers[k], alpha=-self.lr)
+                if self.buffers[k] is None:
+                    self.buffers[k] = g
+                else:
+                    self.buffers[k].mul_(self.momentum).add_(g)
+                m.add_(self.buffers[k], alpha=-self.lr)
             local(p).copy_(m)
 
     def state_dict(self) -> dict:
         if not self.mixed:
             return {"inner": self.inner.state_dict() if self.inner is not None else None}
-        return {"masters": self.masters, "buffers": self.buffers, "scale": self.scale}
+        return {"masters": self.masters, "buffers": self.buffers, "scale": self.scale,
+                **({"inner": self.inner.state_dict()} if self.inner is not None else {})}
 
     def load_state_dict(self, state: dict) -> None:
         """Load what ``state_dict`` gave, or its local shards (checkpoints keep tensor-parallel
@@ -123,24 +136,19 @@ class MasterWeightSGD:
             m.copy_(saved)
         self.buffers = [None if b is None else b.clone() for b in state["buffers"]]
         self.scale = state["scale"]
+        if self.inner is not None:
+            self.inner.load_state_dict(state["inner"])
 
 
 def make_optimizer(kind: str, params) -> MasterWeightSGD:
     """The optimizer of ``training.optimizer`` (parsim.exec.objective's settings): momentum SGD
-    (the seeds'), plain SGD, or Adam on fp32 parameters (``check_optimizer``)."""
+    (the seeds'), plain SGD, or Adam, each on fp32 masters where the model is bf16 or fp16."""
     from parsim.exec.objective import ADAM_LR, LR, MOMENTUM
 
     if kind == "adam":
         # foreach=False: one parameter at a time, as DTensor parameters of different layouts need
         return MasterWeightSGD(params, LR, MOMENTUM, lambda ps: torch.optim.Adam(ps, lr=ADAM_LR, foreach=False))
     return MasterWeightSGD(params, LR, MOMENTUM if kind == "momentum" else 0.0)
-
-
-def check_optimizer(kind: str, dtype: str, source: str) -> None:
-    """Adam runs on fp32 models; with master weights (bf16, fp16) it is priced but not run."""
-    if kind == "adam" and dtype != "fp32":
-        raise InputError(f"{source}: model.optimizer: Adam runs with fp32 (got {dtype}); the executor keeps fp32 "
-                         "master weights for momentum SGD only: set training.dtype: fp32 or optimizer: momentum")
 
 
 class DynamicLossScaler:

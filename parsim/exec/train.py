@@ -164,7 +164,6 @@ def check_run(opts: RunOptions):
         raise InputError(f"{spec.path or opts.plan}: training.fsdp_backward_prefetch: the executor's FSDP2 prefetches "
                          "the backward's next all-gather before the current unit's backward (pre); drop "
                          "fsdp_backward_prefetch to run the plan")
-    precision.check_optimizer(plan.optimizer, plan.dtype, opts.plan)
     if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
         raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
                          "plan with --zero 1 or --pp 1")
@@ -502,9 +501,11 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
             t = float("nan")
         else:
             dist.barrier()                 # every rank starts the step together, as the simulator does
+            groups.synchronize(env.device)   # a GPU's step is timed from an idle device to an idle device
             rec.start()
             t0 = time.perf_counter()
             losses = run_step(x, y)
+            groups.synchronize(env.device)
             t = time.perf_counter() - t0
             if step >= start + opts.warmup:
                 actions = list(rec.records)

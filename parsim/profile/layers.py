@@ -38,7 +38,7 @@ import torch
 from parsim.hardware.machine import this_machine
 from parsim.errors import InputError, ParsimError
 from parsim.exec.objective import loss_fn
-from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD, check_optimizer, make_optimizer
+from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD, make_optimizer
 from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format, not_a_view
 from parsim.exec.tensor_parallel import local
@@ -212,15 +212,12 @@ def unit_failed(spec: ModelSpec, units, at: dict, b: int, error: Exception) -> I
 
 
 def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
-    """The optimizer a run of this model steps (``parsim.exec.precision.make_optimizer``: Adam
-    where the executor runs it, momentum or plain SGD with fp32 masters if mixed).  Until
-    2026-11-27 every profile timed momentum SGD, and Adam models' optimizer steps (torch's Adam,
-    one parameter at a time) were priced at about half what their runs measured (bert-mini of
-    set 2026-11-27: 4.1 ms priced, 8.6 ms measured; results/2026-11-27-amd-epyc/diagnosis-bert-mini)."""
-    try:
-        check_optimizer(spec.training.optimizer, spec.graph.dtype, spec.path)
-    except InputError:                 # Adam on a mixed-precision model: priced, never run
-        return MasterWeightSGD(params, lr=0.01, momentum=0.9)
+    """The optimizer a run of this model steps (``parsim.exec.precision.make_optimizer``: Adam,
+    momentum or plain SGD, on fp32 masters if mixed).  Until 2026-11-27 every profile timed
+    momentum SGD, and Adam models' optimizer steps (torch's Adam, one parameter at a time) were
+    priced at about half what their runs measured (bert-mini of set 2026-11-27: 4.1 ms priced,
+    8.6 ms measured; results/2026-11-27-amd-epyc/diagnosis-bert-mini).  Until 2026-12-04 the
+    executor did not run Adam on a bf16 or fp16 model, and its profiles timed momentum SGD."""
     return make_optimizer(spec.training.optimizer, params)
 
 
