@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
-# Issue 38's GPU check, prepared as one command for a lent GPU machine (the device tool's `run`,
-# which sets OUT and brings back what is written under it): `parsim profile-device` on the GPU at
-# hand, then ResNet-50 and a GPT simulated on one device with the measured profile and with the
-# shipped one, so the two can be compared.  The machine's own torch runs parsim from this checkout
-# (PYTHONPATH): nothing is installed there.
+# The GPU check, prepared as one command for a lent GPU machine (the device tool's `run`, which sets
+# OUT and brings back what is written under it), in the order of what it is worth:
+#   1. runs: each model of MODELS planned on one device of the shipped profile, then trained by
+#      parsim's executor for STEPS steps; the prediction beside the measured step time and peak
+#      memory (the executor times a step from an idle GPU to an idle GPU: parsim.exec.groups.synchronize);
+#   2. `parsim profile-device` on the device at hand (kernel tables and a hardware profile);
+#   3. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one.
+# The machine's own torch runs parsim from this checkout (PYTHONPATH): nothing is installed there.
 #
-#   bash runners/device_check.sh                                  # there: a 6-minute grid, then seconds
+#   bash runners/device_check.sh                                  # there: runs, a 3-minute grid, then seconds
 #   DEVICE=cpu QUICK=1 OUT=/tmp/check bash runners/device_check.sh  # here: the script itself, in seconds
 #
 # Settings (environment): DEVICE cuda|cpu (cuda; profile-device refuses npu, not timed yet);
 # SHIPPED the shipped profile to compare with (dgx-h200, the lent kind's; local-cpu on the CPU);
-# PEAK the datasheet peaks for --peak (H200 SXM: BF16/FP16 989 and FP32 67 TFLOPS dense, NVIDIA's
-# H200 datasheet, as H100 SXM's); BUDGET the grid's minutes (6, under the tool's 10-minute command
-# limit); QUICK=1 the small grid.  Not yet run on a GPU: the machine's torch (2.11 when last seen)
-# is older than the pin, which PYTHONPATH does not check.
-# What comes back (at most 8 files): env.txt, profile-device.log, measured.yaml,
+# MODELS the model files to run (runners/gpu_models/*.yaml on a GPU: a 1.3B GPT, Llama 3.2 1B and
+# ResNet-50 on ImageNet, bf16; the tiny bf16 GPT on the CPU); STEPS the steps a run (20, 5 of them
+# warm-up); PEAK the datasheet peaks for --peak (H200 SXM: BF16/FP16 989 and FP32 67 TFLOPS dense,
+# NVIDIA's H200 datasheet, as H100 SXM's); BUDGET the grid's minutes (3, so that the whole check
+# stays inside the tool's 10-minute command limit); QUICK=1 the small grid.  The machine's torch
+# (2.11 when last seen) is older than the pin, which PYTHONPATH does not check.
+# What comes back (at most 8 files): env.txt, runs.txt, profile-device.log, measured.yaml,
 # measured.kernels/{gemm,conv,device}.csv, compare.txt.
 set -euo pipefail
 : "${OUT:?set OUT to the folder to write into (the device tool sets it)}"
 DEVICE=${DEVICE:-cuda}
-case "$DEVICE" in
-    cuda) SHIPPED=${SHIPPED:-dgx-h200}; PEAK=${PEAK:-fp16=989,fp32=67} ;;
-    *)    SHIPPED=${SHIPPED:-local-cpu}; PEAK=${PEAK:-} ;;
-esac
 cd "$(dirname "$0")/.."
+case "$DEVICE" in
+    cuda) SHIPPED=${SHIPPED:-dgx-h200}; PEAK=${PEAK:-fp16=989,fp32=67}; MODELS=${MODELS:-$(echo runners/gpu_models/*.yaml)} ;;
+    *)    SHIPPED=${SHIPPED:-local-cpu}; PEAK=${PEAK:-}; MODELS=${MODELS:-examples/gpt_tiny_local_bf16.yaml} ;;
+esac
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 parsim() { python3 -c 'import sys; from parsim.cli import main; sys.exit(main(sys.argv[1:]))' "$@"; }
 
@@ -34,14 +39,35 @@ parsim() { python3 -c 'import sys; from parsim.cli import main; sys.exit(main(sy
     python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available() and torch.cuda.get_device_name(0))'
 } > "$OUT/env.txt" 2>&1
 
-flags=(--device "$DEVICE" -o "$OUT/measured.yaml" --name "measured-$DEVICE" --budget-minutes "${BUDGET:-6}")
+# 1. runs: a failed run is reported in runs.txt and the check goes on
+work=$(mktemp -d)
+for model in $MODELS; do
+    name=$(basename "$model" .yaml)
+    {
+        echo "=== $model"
+        parsim plan "$model" --cluster "$SHIPPED:1x1" --dp 1 --pp 1 --top 3 -o "$work/$name.json" \
+            && parsim run "$work/$name.json" --steps "${STEPS:-20}" --warmup 5 --out "$work/$name" \
+            || echo "(rc $?)"
+        python3 - "$model" "$work/$name/measured.json" <<'PY' || true
+import json, sys
+m = json.load(open(sys.argv[2]))
+keep = ("step_time_s", "step_times_s", "peak_memory_bytes", "peak_memory_reserved_bytes", "predicted",
+        "microbatch_size", "config", "device", "backend")
+print("RESULT", json.dumps({"model": sys.argv[1], **{k: m.get(k) for k in keep}}))
+PY
+    } >> "$OUT/runs.txt" 2>&1
+done
+rm -rf "$work"
+
+# 2. the device's kernel tables
+flags=(--device "$DEVICE" -o "$OUT/measured.yaml" --name "measured-$DEVICE" --budget-minutes "${BUDGET:-3}")
 [ -n "$PEAK" ] && flags+=(--peak "$PEAK")
 [ "${QUICK:-0}" = 1 ] && flags+=(--quick)
 start=$(date +%s)
 parsim profile-device "${flags[@]}" 2>&1 | tee "$OUT/profile-device.log"
 echo "profile-device took $(( $(date +%s) - start )) s" | tee -a "$OUT/profile-device.log"
 
-# one device each: the measured profile's numbers against the shipped profile's, on two models
+# 3. one device each: the measured profile's numbers against the shipped profile's, on two models
 # (ResNet-50 at 256 images a micro-batch, its global batch of 32768 in 128; the GPT whole), in one
 # process so that each model is built once
 python3 - "$OUT/measured.yaml" "$SHIPPED:1x1" > "$OUT/compare.txt" 2>&1 <<'PY'
