@@ -166,3 +166,23 @@ def test_a_timed_step_waits_for_the_device_it_ran_on(monkeypatch):
     npu = type("device", (), {"type": "npu"})()     # torch.device("npu") needs torch_npu installed
     groups.synchronize(npu)
     assert waited == [("cuda", torch.device("cuda", 1)), ("npu", npu)]
+
+
+def test_masters_step_in_chunks_no_larger_than_the_largest_parameter():
+    """The mixed step's chunks (MasterWeightSGD._chunks): consecutive parameters with a gradient,
+    each run's elements at most the largest parameter's, so the fp32 gradients cast for one chunk
+    are the transient of one parameter that parsim.cost.memory prices; the step equals torch's
+    SGD on fp32 masters over three steps, a parameter without a gradient left as it is."""
+    g = torch.Generator().manual_seed(3)
+    model = [torch.nn.Parameter(torch.randn(n, generator=g).to(torch.bfloat16)) for n in (3, 4, 15, 5, 6, 2)]
+    masters = [p.detach().float().clone().requires_grad_() for p in model]
+    opt, ref = MasterWeightSGD(model, lr=0.1, momentum=0.9), torch.optim.SGD(masters[:5], lr=0.1, momentum=0.9)
+    for step in range(3):
+        for p, m in zip(model[:5], masters):
+            p.grad = torch.randn(p.shape, generator=g).to(torch.bfloat16)
+            m.grad = p.grad.float()
+        assert opt._chunks() == [[0, 1], [2], [3, 4]]
+        opt.step(), ref.step()
+    for p, m, kept in zip(model[:5], masters, opt.masters):
+        assert torch.equal(kept, m.detach()) and torch.equal(p.detach(), m.detach().to(torch.bfloat16))
+    assert torch.equal(opt.masters[5], model[5].detach().float()) and opt.buffers[5] is None
