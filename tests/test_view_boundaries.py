@@ -65,6 +65,10 @@ def test_the_resnet18_shaped_held_out_network_profiles():
     rows = table["layers"]
     assert [r["name"] for r in rows][-3:] == ["11", "12", "13"]          # pool, Flatten, Linear
     assert rows[-1]["bwd_input_s"][0] > 0 and rows[-1]["bwd_weight_s"][0] > 0
+    # the first unit (a convolution, BatchNorm and ReLU over the input batch) as torch's first stage
+    # runs it under a zero-bubble schedule: no I, its whole backward as its W (about nothing before)
+    first = rows[0]
+    assert first["bwd_input_s"] == [0.0] and first["bwd_weight_s"][0] > 0.3 * first["bwd_s"][0], first
 
 
 def test_a_boundary_sends_a_dense_tensor_without_copying_one_that_is():

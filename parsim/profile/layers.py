@@ -85,7 +85,10 @@ def _split_backward_times(units, x, y, reps: int, dev, at: dict) -> tuple[dict, 
     (stage_backward_input, then stage_backward_weight): two autograd passes, not one.  A unit's
     output that is a view (``Flatten``, ``transpose``...) is handed over as an alias that is not
     (stages.not_a_view, made before the clock starts, no copy): stage_backward_input detaches its
-    outputs in place, which torch refuses for a view.  A unit nothing flows back through takes 0."""
+    outputs in place, which torch refuses for a view.  A unit nothing flows back through takes 0.
+    The model's first unit takes no I and its whole backward as its W, as torch's first stage
+    runs them (until 2026-12-04 both came to about nothing: results/2026-11-28-amd-epyc's
+    resnet18 profiles price its first unit's I + W at 40 us against a backward of 0.36 ms)."""
     from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
     names = [n for n, _ in units]
@@ -109,11 +112,24 @@ def _split_backward_times(units, x, y, reps: int, dev, at: dict) -> tuple[dict, 
                 grad = None
                 continue
             outputs, grads = ([_loss(out, y)], None) if i == last else ([not_a_view(out)], [grad])
+            if not inp.requires_grad:
+                # the model's first unit: torch's first pipeline stage runs no I and its whole backward
+                # as its W (PipelineStage.backward_one_chunk, backward_weight_one_chunk: "full").  Timed
+                # with stage_backward_input, its I and W both came to nothing (its W has no parameter
+                # groups without an input to start from), and torch 2.11 refused the empty input list
+                at.update(unit=n, phase="backward (the first unit's, whole, as its W)")
+                times_i[n].append(0.0)
+                _sync(dev)
+                t0 = time.perf_counter()
+                torch.autograd.backward(outputs, grads)
+                _sync(dev)
+                times_w[n].append(time.perf_counter() - t0)
+                grad = None
+                continue
             at.update(unit=n, phase="backward (input gradient, stage_backward_input)")
             _sync(dev)
             t0 = time.perf_counter()
-            grads_in, param_groups = stage_backward_input(outputs, grads, [inp] if inp.requires_grad else [],
-                                                          m.parameters())
+            grads_in, param_groups = stage_backward_input(outputs, grads, [inp], m.parameters())
             _sync(dev)
             times_i[n].append(time.perf_counter() - t0)
             at.update(unit=n, phase="backward (weight gradient, stage_backward_weight)")
@@ -121,7 +137,7 @@ def _split_backward_times(units, x, y, reps: int, dev, at: dict) -> tuple[dict, 
             stage_backward_weight(m.parameters(), param_groups)
             _sync(dev)
             times_w[n].append(time.perf_counter() - t0)
-            grad = grads_in[0] if inp.requires_grad else None
+            grad = grads_in[0]
         for _, m in units:
             m.zero_grad(set_to_none=False)
     return times_i, times_w
