@@ -274,6 +274,31 @@ def test_split_backward_holds_output_gradients_from_i_to_w():
     assert e.ranks[1].memory.activations_bytes > base.ranks[1].memory.activations_bytes
 
 
+def test_the_first_stage_runs_no_i_and_its_whole_backward_as_its_w():
+    """Under ZB-H1 torch's first stage runs no I (its input needs no gradient) and its whole
+    backward as its W (PipelineStage.backward_one_chunk, backward_weight_one_chunk: "full"); the
+    other stages split theirs, two autograd passes that cost a little more than one (priced so:
+    the first stage's W is its 1F1B backward, the second stage's I + W within 5% above its)."""
+    spec = load_model("examples/gpt_tiny_local.yaml")
+    g, cluster = spec.graph, load_cluster("local-cpu:1x2")
+    split = simulate(g, spec.training, cluster, ParallelConfig(dp=1, pp=2, microbatches=4, schedule="zbh1",
+                                                               bounds=(0, 3, 6)))
+    whole = simulate(g, spec.training, cluster, ParallelConfig(dp=1, pp=2, microbatches=4, schedule="1f1b",
+                                                               bounds=(0, 3, 6)))
+
+    def durations(e, rank, kind):
+        return [end - start for r, a, stream, start, end in e.timeline.records
+                if r == rank and stream == "compute" and a.kind == kind]
+
+    b = durations(whole, 0, Kind.B)
+    assert len(b) == 4 and durations(split, 0, Kind.I) == [0.0] * 4
+    assert durations(split, 0, Kind.W) == pytest.approx(b, rel=1e-12)
+    i, w = durations(split, 1, Kind.I), durations(split, 1, Kind.W)
+    assert min(i) > 0 and min(w) > 0
+    for x, y, full in zip(i, w, durations(whole, 1, Kind.B)):
+        assert full <= x + y <= 1.05 * full
+
+
 def _toy_run(rank0, rank1, delay_s, f_s=(10.0, 1.0), b_s=(2.0, 2.0), transfer_s=0.5):
     """Two ranks, stage r on rank r, the given per-rank action lists (parsed), run by the engine."""
     from parsim.schedule.actions import Action, Schedule

@@ -278,37 +278,45 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     expert_buckets: dict[int, tuple[float, ...]] = {}    # ep: per stage, expert gradient buckets (expert_dp group)
     for s in range(S):
         idx = cfg.stage_layers(s)
+        # torch's first stage runs no I (its input needs no gradient) and its whole backward as its W
+        # (PipelineStage.backward_one_chunk, backward_weight_one_chunk: "full"): priced as a 1F1B B,
+        # then placed in W; parsim.sim.memory holds its I's bytes at nothing by the same rule
+        stage_kinds = ("F", "B") if split and s == 0 else kinds
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
         per_layer = {k: prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s, idx.start,
-                                           idx.stop) for k in kinds}
+                                           idx.stop) for k in stage_kinds}
         if cp > 1 and cfg.cp_mode == "allgather":     # K, V all-gathered, dK, dV reduce-scattered: exposed
             ring = cfg.cp_group(0, s % cfg.pp)
-            for k in kinds:
+            for k in stage_kinds:
                 per_layer[k] = [t + allgather_exposed_s(layers[i], k, b, cp, cluster, ring)
                                 for t, i in zip(per_layer[k], idx)]
-            ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
+            ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in stage_kinds)
             comm_bytes[prices.link_class(ring)] += ring_bytes[s] * replicas
         elif cp > 1:       # the KV ring of each attention layer, overlapped with its chunks (parsim.cost.context)
             ring = cfg.cp_group(0, s % cfg.pp)
             link = cluster.link_for(prices.link_class(ring))
             delay = cluster.profile.collectives.busy_sender_delay_s
-            for k in kinds:
+            for k in stage_kinds:
                 per_layer[k] = [t + ring_exposed_s(compute, layers[i], k, b, cp, link, overlap, delay)
                                 for t, i in zip(per_layer[k], idx)]
-            ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in kinds)
+            ring_bytes[s] = m * sum(ring_sent_bytes(layers[i], k, b, cp) for i in idx for k in stage_kinds)
             comm_bytes[prices.link_class(ring)] += ring_bytes[s] * replicas
         if cfg.ep > 1:      # the MoE layers' token all-to-alls over the ep group, exposed (parsim.cost.experts)
             group = prices.group(cfg, "ep", s % cfg.pp)
             # an expert-parallel profile's MoE layer times hold them already (parsim profile --ep)
             timed = getattr(compute, "includes_ep_comm_at", lambda _: False)(b)
             a2a = {k: [0.0 if timed else prices.a2a_s(graph, i, k, b, group, training.moe_dispatcher) for i in idx]
-                   for k in kinds}
-            for k in kinds:
+                   for k in stage_kinds}
+            for k in stage_kinds:
                 per_layer[k] = [t + x for t, x in zip(per_layer[k], a2a[k])]
                 a2a_s[(s, Kind(k))] = sum(a2a[k])
             ep_comm_s[s] = m * sum(sum(v) for v in a2a.values())
-            ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in kinds)
+            ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in stage_kinds)
             comm_bytes[prices.link_class(group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
+        if split and s == 0:
+            per_layer["W"], per_layer["I"] = per_layer.pop("B"), [0.0] * len(idx)
+            if (s, Kind.B) in a2a_s:
+                a2a_s[(s, Kind.W)], a2a_s[(s, Kind.I)] = a2a_s.pop((s, Kind.B)), 0.0
         for k in kinds:
             compute_s[(s, Kind(k))] = sum(per_layer[k])
         mine = held[s % cfg.pp]
