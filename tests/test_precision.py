@@ -27,6 +27,24 @@ def _grads(params, step):
         p.grad = torch.randn(p.shape, generator=g).to(p.dtype)
 
 
+def _steps_as_torch_on_masters(model, ours, theirs, steps: int = 3):
+    """Step ``ours`` (an optimizer of the bf16 ``model``) and ``theirs`` (torch's, on fp32 copies
+    fed the same bf16 gradients) together; the masters equal the copies exactly, and the model
+    holds them rounded to bf16.  Returns ours."""
+    masters = [p.detach().float().clone().requires_grad_() for p in model]
+    opt, ref = ours(model), theirs(masters)
+    for step in range(steps):
+        _grads(model, step)
+        for m, p in zip(masters, model):
+            m.grad = p.grad.float()
+        opt.step(), ref.step()
+    for p, m, kept in zip(model, masters, opt.masters):
+        assert p.dtype == torch.bfloat16 and kept.dtype == torch.float32
+        assert torch.equal(kept, m.detach()) and kept.grad is None
+        assert torch.equal(p.detach(), m.detach().to(torch.bfloat16))
+    return opt
+
+
 def test_fp32_is_torch_sgd():
     ours, theirs = _params(torch.float32), _params(torch.float32)
     opt, ref = MasterWeightSGD(ours, lr=0.1, momentum=0.9), torch.optim.SGD(theirs, lr=0.1, momentum=0.9)
@@ -41,17 +59,8 @@ def test_bf16_steps_fp32_masters_and_rounds_them_into_the_model():
     """The masters follow fp32 momentum SGD on the bf16 gradients exactly; the model holds the
     masters rounded to bf16, so updates smaller than a bf16 step accumulate instead of vanishing."""
     model = _params(torch.bfloat16)
-    masters = [p.detach().float().clone().requires_grad_() for p in model]
-    opt, ref = MasterWeightSGD(model, lr=0.1, momentum=0.9), torch.optim.SGD(masters, lr=0.1, momentum=0.9)
-    for step in range(3):
-        _grads(model, step)
-        for m, p in zip(masters, model):
-            m.grad = p.grad.float()
-        opt.step(), ref.step()
-    for p, m, kept in zip(model, masters, opt.masters):
-        assert p.dtype == torch.bfloat16 and kept.dtype == torch.float32
-        assert torch.equal(kept, m.detach())
-        assert torch.equal(p.detach(), m.detach().to(torch.bfloat16))
+    opt = _steps_as_torch_on_masters(model, lambda ps: MasterWeightSGD(ps, lr=0.1, momentum=0.9),
+                                     lambda ms: torch.optim.SGD(ms, lr=0.1, momentum=0.9))
     # held between steps: the master and the momentum, 4 + 4 bytes per parameter
     held = sum(t.numel() * t.element_size() for st in opt.state.values() for t in st.values())
     assert held == 8 * sum(p.numel() for p in model)
@@ -127,17 +136,8 @@ def test_bf16_adam_steps_fp32_masters_as_torch_adam_steps_fp32_parameters():
     from parsim.exec.precision import make_optimizer
 
     model = _params(torch.bfloat16)
-    masters = [p.detach().float().clone().requires_grad_() for p in model]
-    opt, ref = make_optimizer("adam", model), torch.optim.Adam(masters, lr=ADAM_LR, foreach=False)
-    for step in range(3):
-        _grads(model, step)
-        for m, p in zip(masters, model):
-            m.grad = p.grad.float()
-        opt.step(), ref.step()
-    for p, m, kept in zip(model, masters, opt.masters):
-        assert p.dtype == torch.bfloat16 and kept.dtype == torch.float32
-        assert torch.equal(kept, m.detach()) and kept.grad is None
-        assert torch.equal(p.detach(), m.detach().to(torch.bfloat16))
+    opt = _steps_as_torch_on_masters(model, lambda ps: make_optimizer("adam", ps),
+                                     lambda ms: torch.optim.Adam(ms, lr=ADAM_LR, foreach=False))
     held = sum(t.numel() * t.element_size() for st in opt.state.values() for k, t in st.items() if k != "step")
     assert held == 12 * sum(p.numel() for p in model)
     resumed = _params(torch.bfloat16, seed=7)
