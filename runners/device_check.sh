@@ -4,6 +4,9 @@
 #   1. runs: each model of MODELS planned on one device of the shipped profile, then trained by
 #      parsim's executor for STEPS steps; the prediction beside the measured step time and peak
 #      memory (the executor times a step from an idle GPU to an idle GPU: parsim.exec.groups.synchronize);
+#      then the model profiled at the run's micro-batch size and the same plan priced by the profiled
+#      model (a PROFILED line: on the H200, 2026-12-04, it came within 4% and 11% where the analytical
+#      model was 6% and 34% off, results/2026-12-04e-amd-epyc/h200/rerun);
 #   2. `parsim profile-device` on the device at hand (kernel tables and a hardware profile);
 #   3. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one.
 # The machine's own torch runs parsim from this checkout (PYTHONPATH): nothing is installed there.
@@ -55,6 +58,15 @@ keep = ("step_time_s", "step_times_s", "peak_memory_bytes", "peak_memory_reserve
         "microbatch_size", "config", "device", "backend")
 print("RESULT", json.dumps({"model": sys.argv[1], **{k: m.get(k) for k in keep}}))
 PY
+        # the profiled model on the same plan: the model profiled at the run's micro-batch size, then priced
+        if [ -f "$work/$name/measured.json" ]; then
+            read -r b m < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["microbatch_size"], d["config"]["microbatches"])' "$work/$name/measured.json")
+            parsim profile "$model" --device "$DEVICE" --microbatch-sizes "$b" --nproc 1 --budget 25 --min-rounds 2 \
+                    --max-rounds 4 -o "$work/$name.profile.json" > "$work/$name.profile.log" 2>&1 \
+                && echo "PROFILED $(parsim simulate "$model" --cluster "$SHIPPED:1x1" --profile "$work/$name.profile.json" \
+                        --dp 1 --pp 1 --microbatches "$m" 2>&1 | grep -E '^step |^step-time band' | tr '\n' ' ')" \
+                || { echo "(rc $?: profile)"; tail -3 "$work/$name.profile.log"; }
+        fi
     } >> "$OUT/runs.txt" 2>&1
 done
 rm -rf "$work"

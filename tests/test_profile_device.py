@@ -178,8 +178,8 @@ def test_the_estimate_is_said_first_and_the_grid_cut_to_the_budget(fake_cuda):
 def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     """runners/device_check.sh, the one command a lent GPU machine is to run (issue 38), run here
     with DEVICE=cpu on the quick grid: it writes the files the device tool brings back (at most 8,
-    no deeper than two folders), its run trains a model and reports the prediction beside it, and
-    each of its four simulations prints a step."""
+    no deeper than two folders), its run trains a model and reports the prediction beside it, the
+    same plan is priced by the profiled model, and each of its four simulations prints a step."""
     import os
     import subprocess
     import sys
@@ -195,6 +195,8 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     result = json.loads(next(ln for ln in runs.splitlines() if ln.startswith("RESULT "))[len("RESULT "):])
     assert result["model"] == "examples/gpt_tiny_local_bf16.yaml" and "(rc " not in runs
     assert result["step_time_s"] > 0 and result["predicted"]["step_time_s"] > 0 and len(result["step_times_s"]) == 20
+    profiled = next(ln for ln in runs.splitlines() if ln.startswith("PROFILED "))    # the same plan, profiled
+    assert "step " in profiled and "band" in profiled, profiled
     compare = (tmp_path / "compare.txt").read_text()
     assert compare.count("$ parsim simulate ") == 4 and compare.count("\nstep ") == 4 and "(rc " not in compare
     assert "profile-device took" in (tmp_path / "profile-device.log").read_text()
