@@ -27,9 +27,9 @@ import torch
 from parsim.exec.data import input_kind, make_loader
 from parsim.exec.groups import synchronize
 from parsim.exec.objective import loss_fn
-from parsim.exec.precision import TORCH_DTYPES, make_optimizer
-from parsim.exec.stages import build_units, in_memory_format, memory_format, sequential
-from parsim.model.spec import load_model
+from parsim.exec.precision import TORCH_DTYPES
+from parsim.exec.reference import reference_model
+from parsim.exec.stages import in_memory_format, memory_format
 from parsim.plan import load_plan
 
 # kernel names by kind, first match wins (cuBLAS/CUTLASS GEMMs are nvjet/sm90_xmma/cutlass/gemm;
@@ -50,11 +50,9 @@ def breakdown(plan_path: str, steps: int, warmup: int) -> None:
     cfg = plan.config
     if cfg.dp * cfg.pp * cfg.tp * cfg.cp != 1:
         raise SystemExit(f"{plan_path}: one device only (dp pp tp cp = 1); plan with --dp 1 --pp 1")
-    spec = load_model(plan.model_path)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    spec, model, opt = reference_model(plan, plan_path, device=dev)
     fmt, dtype = memory_format(spec), TORCH_DTYPES[plan.dtype]
-    model = sequential(build_units(spec, plan, 0, plan_path)).to(device=dev, dtype=dtype, memory_format=fmt)
-    opt = make_optimizer(plan.optimizer, model.parameters())
     b = cfg.microbatch_size(plan.global_batch_size)
     loader, _, _ = make_loader(None, b * cfg.microbatches, 1, 0, input_kind(spec), 0, b * cfg.microbatches)
     x, y = next(iter(loader))

@@ -62,11 +62,13 @@ class MasterWeightSGD:
         self.mixed = any(p.dtype != torch.float32 for p in self.params)
         self.masters = [local(p).detach().float().clone() for p in self.params] if self.mixed else []
         # the optimizer given (``make_optimizer``: Adam) on the masters or the fp32 parameters; else
-        # torch's SGD on fp32 parameters, or SGD by hand on the masters; none for a stage of
+        # torch's SGD on fp32 parameters, or SGD by hand on the masters (None); none for a stage of
         # parameter-free units (a Flatten alone), which torch's optimizers refuse ("empty parameter list")
-        self.inner = None if not self.params else inner(self.masters, foreach=True) if inner is not None and self.mixed \
-            else inner(self.params) if inner is not None else \
-            None if self.mixed else torch.optim.SGD(self.params, lr=lr, momentum=momentum)
+        self.inner = None
+        if self.params and inner is not None:
+            self.inner = inner(self.masters, foreach=True) if self.mixed else inner(self.params)
+        elif self.params and not self.mixed:
+            self.inner = torch.optim.SGD(self.params, lr=lr, momentum=momentum)
         self.buffers: list[torch.Tensor | None] = [None] * len(self.masters)
         self.scale = 1.0               # the loss scale the gradients carry (DynamicLossScaler)
 
@@ -112,13 +114,12 @@ class MasterWeightSGD:
                 for m in masters:
                     m.grad = None
             else:
-                held = [k for k in chunk if self.buffers[k] is not None]
+                held = [(self.buffers[k], g) for k, g in zip(chunk, grads) if self.buffers[k] is not None]
                 if held:
-                    bufs = [self.buffers[k] for k in held]
-                    torch._foreach_mul_(bufs, self.momentum)
-                    torch._foreach_add_(bufs, [g for k, g in zip(chunk, grads) if self.buffers[k] is not None])
+                    torch._foreach_mul_([buf for buf, _ in held], self.momentum)
+                    torch._foreach_add_([buf for buf, _ in held], [g for _, g in held])
                 for k, g in zip(chunk, grads):
-                    if self.buffers[k] is None:
+                    if self.buffers[k] is None:      # the first step: the gradient is the momentum
                         self.buffers[k] = g
                 torch._foreach_add_(masters, [self.buffers[k] for k in chunk], alpha=-self.lr)
             torch._foreach_copy_([local(self.params[k]) for k in chunk], masters)

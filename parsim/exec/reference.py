@@ -16,19 +16,25 @@ from parsim.model.spec import load_model
 from parsim.plan import load_plan
 
 
+def reference_model(plan, plan_path: str, seed: int = 0, device=None):
+    """(model spec, the plan's units in one Sequential in its dtype and memory format on
+    ``device``, its optimizer on their parameters): what a one-process run of the plan steps
+    (reference_run; benchmarks/gpu_breakdown.py times it)."""
+    spec = load_model(plan.model_path)
+    model = sequential(build_units(spec, plan, seed, plan_path)).to(device=device, dtype=TORCH_DTYPES[plan.dtype],
+                                                                    memory_format=memory_format(spec))
+    return spec, model, make_optimizer(plan.optimizer, model.parameters())
+
+
 def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = None,
                   synthetic_size: int = 50_000, buffers: bool = False) -> tuple[list[float], dict[str, torch.Tensor]]:
     """(loss per step, parameters by ``unit.param`` name) after ``steps`` steps; ``buffers``: the
     buffers too (BatchNorm's running statistics)."""
     plan = load_plan(plan_path)
     cfg = plan.config
-    spec = load_model(plan.model_path)
+    spec, model, opt = reference_model(plan, plan_path, seed)
     kind = input_kind(spec)
-    units = build_units(spec, plan, seed, plan_path)
-    fmt = memory_format(spec)
-    dtype = TORCH_DTYPES[plan.dtype]
-    model = sequential(units).to(dtype=dtype, memory_format=fmt)
-    opt = make_optimizer(plan.optimizer, model.parameters())
+    fmt, dtype = memory_format(spec), TORCH_DTYPES[plan.dtype]
     b = cfg.microbatch_size(plan.global_batch_size)
     loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, kind, seed, synthetic_size)
                for d in range(cfg.dp)]

@@ -281,7 +281,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         # torch's first stage runs no I (its input needs no gradient) and its whole backward as its W
         # (PipelineStage.backward_one_chunk, backward_weight_one_chunk: "full"): priced as a 1F1B B,
         # then placed in W; parsim.sim.memory holds its I's bytes at nothing by the same rule
-        stage_kinds = ("F", "B") if split and s == 0 else kinds
+        whole_w = split and s == 0
+        stage_kinds = ("F", "B") if whole_w else kinds
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
         per_layer = {k: prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s, idx.start,
                                            idx.stop) for k in stage_kinds}
@@ -313,7 +314,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             ep_comm_s[s] = m * sum(sum(v) for v in a2a.values())
             ep_bytes[s] = m * sum(a2a_bytes(layers[i], k, b, graph.dtype) for i in idx for k in stage_kinds)
             comm_bytes[prices.link_class(group)] += ep_bytes[s] * (cfg.ep - 1) / cfg.ep * replicas
-        if split and s == 0:
+        if whole_w:
             per_layer["W"], per_layer["I"] = per_layer.pop("B"), [0.0] * len(idx)
             if (s, Kind.B) in a2a_s:
                 a2a_s[(s, Kind.W)], a2a_s[(s, Kind.I)] = a2a_s.pop((s, Kind.B)), 0.0
