@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from parsim.errors import ParsimError
 from parsim.exec.data import input_kind, make_loader
 from parsim.exec.groups import synchronize
 from parsim.exec.objective import loss_fn
@@ -125,8 +126,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args()
-    for p in args.plans:
-        breakdown(p, args.steps, args.warmup)
+    try:
+        for p in args.plans:
+            breakdown(p, args.steps, args.warmup)
+    except ParsimError as e:          # a missing or malformed plan: its one line, no traceback
+        raise SystemExit(f"gpu_breakdown: error: {e}") from None
 
 
 if __name__ == "__main__":
