@@ -15,7 +15,7 @@ from parsim.cost.profile_rounds import replicate_tables
 from parsim.plan import ParallelConfig
 from parsim.report.validation import Row, summary
 from parsim.search.noise import rank_under_noise, simplicity
-from parsim.sim.interval import Interval, compose, load_residuals, quantiles
+from parsim.sim.interval import Interval, compose, load_residuals, quantiles, residuals_for
 
 MODEL = "tests/data/two_layers.yaml"
 
@@ -89,11 +89,39 @@ def test_simulate_prints_the_interval_and_writes_it(tmp_path, capsys):
     est = json.loads(out.read_text())["estimate"]
     iv = Interval.from_json(est["step_time_band"])
     assert iv.low < est["step_time_s"] < iv.high and iv.level == 0.9
-    res = load_residuals("local-cpu")
-    if res is not None and res.step["dense"]:        # the committed residuals widen it past the profile's own
-        assert "development runs" in iv.source
-        lo, hi = quantiles(np.exp(res.step["dense"]), 0.9)
-        assert iv.high / est["step_time_s"] >= hi * 0.95
+    res = load_residuals("local-cpu")                 # the committed residuals widen it past the profile's own
+    assert "development runs" in iv.source and "borrowed" not in iv.source
+    lo, hi = quantiles(np.exp(res.step["dense"]), 0.9)
+    assert iv.high / est["step_time_s"] >= hi * 0.95
+
+
+def test_a_cluster_without_residuals_borrows_the_profiled_models_errors_elsewhere(tmp_path, capsys, monkeypatch):
+    """A GPU profile has no residuals of its own: its interval composes the profile's noise with the
+    profiled model's errors where it was scored (local-cpu), and says they are borrowed, not the
+    noise alone (which covered neither of the first H200's runs); with no table anywhere, the noise
+    alone, saying so."""
+    own, lent = residuals_for("local-cpu", "dense"), residuals_for("dgx-h200", "dense")
+    assert own.lent_to == "" and lent.lent_to == "dgx-h200" and lent.step["dense"] == own.step["dense"]
+    assert lent.memory["dense"] == own.memory["dense"] and "borrowed: the profiled model has none on dgx-h200" in \
+        lent.describe("dense")
+    path = rounds_profile(tmp_path / "p.json", [[1e-3, 2e-3, 4e-3], [1.2e-3, 2.4e-3, 4.8e-3], [0.9e-3, 1.8e-3, 3.6e-3]])
+
+    def band(cluster):
+        out = tmp_path / f"{cluster}.json"
+        assert main(["simulate", MODEL, "--cluster", cluster, "--dp", "1", "--pp", "1", "--microbatches", "2",
+                     "--profile", path, "-o", str(out)]) == 0       # micro-batch 4: inside the profile
+        capsys.readouterr()
+        est = json.loads(out.read_text())["estimate"]
+        return (est["step_time_s"], Interval.from_json(est["step_time_band"]),
+                Interval.from_json(est.get("peak_memory_band")))
+    step, iv, mem = band("dgx-h200:1x1")
+    assert "borrowed: the profiled model has none on dgx-h200" in iv.source and "local-cpu.yaml" in iv.source
+    lo, hi = quantiles(np.exp(own.step["dense"]), 0.9)
+    assert iv.low / step <= lo * 1.05 and iv.high / step >= hi * 0.95 and mem is not None and "borrowed" in mem.source
+    monkeypatch.setattr("parsim.sim.interval.residuals_path", lambda name: str(tmp_path / "none" / f"{name}.yaml"))
+    assert residuals_for("dgx-h200", "dense") is None
+    step, noise, mem = band("dgx-h200:1x1")
+    assert "the profile's noise only" in noise.source and mem is None and noise.high - noise.low < iv.high - iv.low
 
 
 def test_a_prediction_from_the_analytical_model_has_no_profile_interval(capsys):

@@ -102,7 +102,7 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
     ``compute`` has no profile rounds to redraw."""
     from parsim.search.explain import short
     from parsim.sim import simulate
-    from parsim.sim.interval import Interval, compose, load_residuals, quantiles, replicate_models, residual_kind
+    from parsim.sim.interval import Interval, compose, quantiles, replicate_models, residual_kind, residuals_for
 
     replicates = replicate_models(compute)
     if not replicates:
@@ -114,9 +114,9 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
         return simulate(spec.graph, spec.training, cluster, cfg, fixed or model, strategies=spec.shard,
                         keep_timeline=False).step_time_s
 
-    residuals = load_residuals(cluster.profile.name)
     kind = residual_kind(spec.graph)
-    errors = residuals.step.get(kind, ()) if residuals is not None else ()
+    residuals = residuals_for(cluster.profile.name, kind)
+    errors = residuals.step[kind] if residuals is not None else ()
     source = (f"the profile's {compute.table.rounds.count} rounds redrawn {len(replicates)} times"
               + (f", x the profiled model's errors on {residuals.describe(kind)}" if errors else ""))
 

@@ -23,8 +23,12 @@ the percentile interval).  The second source counts the first's noise again, as 
 priced from profiles too: the interval errs wide, not narrow.  ``parsim validate`` reports how
 often runs fall inside (coverage).
 
-Where there are no residuals for the cluster, the interval is the profile's alone and says so;
-a profile without rounds gives none.
+Where the cluster has no residuals of its own (a GPU profile: the committed ones are a CPU's), the
+second source is borrowed: the profiled model's errors on every cluster that has them, pooled, and
+the interval says so.  It is the same model scored on other machines; without them the interval
+was the profile's noise alone, which on its first GPU (one H200, 2026-12-04) covered neither run
+(docs/accuracy.md).  Only where no cluster has residuals is the interval the profile's alone; a
+profile without rounds gives none.
 """
 
 from __future__ import annotations
@@ -66,11 +70,13 @@ class Residuals:
     sets: dict                 # kind -> the development sets they come from
     machine: str
     source: str                # the file
+    lent_to: str = ""          # the cluster they are borrowed for, which has none of its own (residuals_for)
 
     def describe(self, kind: str, what: str = "step") -> str:
         n = len((self.step if what == "step" else self.memory).get(kind, ()))
+        lent = f", borrowed: the profiled model has none on {self.lent_to}" if self.lent_to else ""
         return (f"{n} development {'runs' if what == 'step' else 'plans'} of {', '.join(self.sets.get(kind, ()))} "
-                f"on {self.machine} ({os.path.relpath(self.source)})")
+                f"on {self.machine} ({os.path.relpath(self.source)}){lent}")
 
 
 def residuals_path(profile_name: str) -> str:
@@ -109,6 +115,24 @@ def load_residuals(profile_name: str) -> Residuals | None:
     return res
 
 
+def residuals_for(profile_name: str, kind: str) -> Residuals | None:
+    """The residuals a profiled prediction on cluster ``profile_name`` rests on for a model of
+    ``kind``: the cluster's own where they hold that kind; else every other cluster's, pooled and
+    marked lent (module docstring); else None."""
+    own = load_residuals(profile_name)
+    if own is not None and own.step.get(kind):
+        return own
+    folder = os.path.dirname(residuals_path(profile_name))
+    names = sorted(f[:-len(".yaml")] for f in os.listdir(folder) if f.endswith(".yaml")) if os.path.isdir(folder) else []
+    others = [r for r in (load_residuals(n) for n in names if n != profile_name) if r is not None and r.step.get(kind)]
+    if not others:
+        return None
+    pooled = {what: {kind: tuple(e for r in others for e in getattr(r, what).get(kind, ()))} for what in ("step", "memory")}
+    return Residuals(", ".join(r.cluster for r in others), pooled["step"], pooled["memory"],
+                     {kind: tuple(s for r in others for s in r.sets.get(kind, ()))},
+                     ", ".join(r.machine for r in others), others[0].source if len(others) == 1 else folder, profile_name)
+
+
 def residual_kind(graph) -> str:
     """The residual table's kind of a model: "moe", else "dense" (a convolution network too)."""
     return "moe" if band_model_kind(graph) == "moe" else "dense"
@@ -128,20 +152,21 @@ def profiled_intervals(spec, cluster, cfg, compute, step_s: float, level: float 
                       **simulate_kw).step_time_s for m in replicates]
     peak = max(simulate(spec.graph, spec.training, cluster, cfg, compute, strategies=spec.shard,
                         keep_timeline=False, **simulate_kw).peak_memory_bytes)
-    res = load_residuals(cluster.profile.name)
     kind = residual_kind(spec.graph)
+    res = residuals_for(cluster.profile.name, kind)
     rounds = compute.table.rounds
     what = f"the profile's {rounds.count} rounds redrawn {len(replicates)} times"
-    if res is None or not res.step.get(kind):
+    if res is None:
         lo, hi = quantiles(steps, level)
-        return Interval(step_s, lo, hi, level, f"{what}; no residuals for {cluster.profile.name} ({kind}): the profile's "
-                                       "noise only"), None
+        return Interval(step_s, lo, hi, level, f"{what}; no residuals of the profiled model ({kind}) on any cluster: "
+                                       "the profile's noise only"), None
     lo, hi = compose(steps, res.step[kind], level)
     step = Interval(step_s, lo, hi, level, f"{what}, x the profiled model's errors on {res.describe(kind)}")
     memory = None
     if res.memory.get(kind):
         mlo, mhi = compose([peak], res.memory[kind], level)
-        memory = Interval(peak, mlo, mhi, level, f"the profiled model's peak-memory errors on {res.describe(kind, 'memory')}")
+        memory = Interval(peak, mlo, mhi, level,
+                          f"the profiled model's peak-memory errors on {res.describe(kind, 'memory')}")
     return step, memory
 
 
