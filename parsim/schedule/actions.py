@@ -48,6 +48,15 @@ class Kind(str, Enum):
 
 
 COMPUTE = frozenset({Kind.F, Kind.B, Kind.I, Kind.W, Kind.OPTIMIZER})
+
+
+def whole_backward_in_w(stage: int, split_backward: bool) -> bool:
+    """Whether ``stage``'s W runs its whole backward and its I nothing: torch's first pipeline stage
+    under a split backward, whose input needs no gradient (PipelineStage.backward_one_chunk skips the
+    input gradient, then backward_weight_one_chunk runs the "full" backward).  The one rule the
+    simulator's prices (parsim.sim.simulate) and its activation bytes (parsim.sim.memory) follow;
+    the profiler times the model's first unit the same way (parsim.profile.layers)."""
+    return split_backward and stage == 0
 _PATTERN = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|REDUCE_GRAD|REDUCE_TIED|OPTIMIZER|F|B|I|W)(\d*)$")
 
 

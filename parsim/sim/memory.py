@@ -28,7 +28,7 @@ import numpy as np
 from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, static_memory
 from parsim.model.fp8 import fp8_static_bytes
-from parsim.schedule.actions import Kind, Schedule
+from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
 
 def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, float], dict[int, float]]:
@@ -38,9 +38,10 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, f
     S, layers = cfg.stages, graph.layers
     saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
-    # arrived for the stage's output and, except on the first stage (whose I is empty: its W runs
-    # the whole backward), the weight operators' output gradients (PipelineStage.backward_one_chunk).
-    w_held = {s: ((sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) if s > 0 else 0.0)
+    # arrived for the stage's output and, except where the I is empty and the W runs the whole
+    # backward (whole_backward_in_w), the weight operators' output gradients
+    # (PipelineStage.backward_one_chunk).
+    w_held = {s: ((0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
               for s in range(S)} if split else {}
     return saved, w_held

@@ -21,7 +21,7 @@ from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
 from parsim.plan import CP_MODES, ParallelConfig, fold_refusal, grad_reduce_refusal, shard_refusal
-from parsim.schedule.actions import Kind
+from parsim.schedule.actions import Kind, whole_backward_in_w
 from parsim.schedule.generators import check_feasible
 from parsim.sim import engine, steady
 from parsim.sim.memory import rank_memory, stage_activation_bytes
@@ -278,10 +278,9 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     expert_buckets: dict[int, tuple[float, ...]] = {}    # ep: per stage, expert gradient buckets (expert_dp group)
     for s in range(S):
         idx = cfg.stage_layers(s)
-        # torch's first stage runs no I (its input needs no gradient) and its whole backward as its W
-        # (PipelineStage.backward_one_chunk, backward_weight_one_chunk: "full"): priced as a 1F1B B,
-        # then placed in W; parsim.sim.memory holds its I's bytes at nothing by the same rule
-        whole_w = split and s == 0
+        # torch's first stage runs no I and its whole backward as its W: priced as a 1F1B B, then
+        # placed in W (parsim.schedule.actions.whole_backward_in_w)
+        whole_w = whole_backward_in_w(s, split)
         stage_kinds = ("F", "B") if whole_w else kinds
         me, prev_rank, next_rank = grank[s % cfg.pp], grank[(s - 1) % cfg.pp], grank[(s + 1) % cfg.pp]
         per_layer = {k: prices.layer_times(compute, graph, k, b, me, cfg.tp_comm_overlap, layer_time_s, idx.start,
