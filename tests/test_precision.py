@@ -10,7 +10,7 @@ import torch
 from parsim.cli import main
 from parsim.cost.compute import load_profile_table
 from parsim.errors import InputError
-from parsim.exec.precision import DynamicLossScaler, MasterWeightSGD, check_supported
+from parsim.exec.precision import DynamicLossScaler, MasterWeightOptimizer, check_supported
 from parsim.model.spec import load_model
 from parsim.profile.calibrate import profiled_compute
 from parsim.hardware import load_cluster
@@ -47,7 +47,7 @@ def _steps_as_torch_on_masters(model, ours, theirs, steps: int = 3):
 
 def test_fp32_is_torch_sgd():
     ours, theirs = _params(torch.float32), _params(torch.float32)
-    opt, ref = MasterWeightSGD(ours, lr=0.1, momentum=0.9), torch.optim.SGD(theirs, lr=0.1, momentum=0.9)
+    opt, ref = MasterWeightOptimizer(ours, lr=0.1, momentum=0.9), torch.optim.SGD(theirs, lr=0.1, momentum=0.9)
     for step in range(3):
         _grads(ours, step), _grads(theirs, step)
         opt.step(), ref.step()
@@ -59,13 +59,13 @@ def test_bf16_steps_fp32_masters_and_rounds_them_into_the_model():
     """The masters follow fp32 momentum SGD on the bf16 gradients exactly; the model holds the
     masters rounded to bf16, so updates smaller than a bf16 step accumulate instead of vanishing."""
     model = _params(torch.bfloat16)
-    opt = _steps_as_torch_on_masters(model, lambda ps: MasterWeightSGD(ps, lr=0.1, momentum=0.9),
+    opt = _steps_as_torch_on_masters(model, lambda ps: MasterWeightOptimizer(ps, lr=0.1, momentum=0.9),
                                      lambda ms: torch.optim.SGD(ms, lr=0.1, momentum=0.9))
     # held between steps: the master and the momentum, 4 + 4 bytes per parameter
     held = sum(t.numel() * t.element_size() for st in opt.state.values() for t in st.values())
     assert held == 8 * sum(p.numel() for p in model)
     # a step far below bf16's resolution still moves the master
-    tiny = MasterWeightSGD([torch.nn.Parameter(torch.ones(1, dtype=torch.bfloat16))], lr=1e-4, momentum=0.0)
+    tiny = MasterWeightOptimizer([torch.nn.Parameter(torch.ones(1, dtype=torch.bfloat16))], lr=1e-4, momentum=0.0)
     for _ in range(10):
         tiny.params[0].grad = torch.ones(1, dtype=torch.bfloat16)
         tiny.step()
@@ -74,11 +74,11 @@ def test_bf16_steps_fp32_masters_and_rounds_them_into_the_model():
 
 def test_state_dict_round_trip_resumes_identically():
     a, b = _params(torch.bfloat16), _params(torch.bfloat16)
-    oa, ob = MasterWeightSGD(a, lr=0.1, momentum=0.9), MasterWeightSGD(b, lr=0.1, momentum=0.9)
+    oa, ob = MasterWeightOptimizer(a, lr=0.1, momentum=0.9), MasterWeightOptimizer(b, lr=0.1, momentum=0.9)
     _grads(a, 0), _grads(b, 0)
     oa.step(), ob.step()
     fresh = _params(torch.bfloat16, seed=7)
-    oc = MasterWeightSGD(fresh, lr=0.1, momentum=0.9)
+    oc = MasterWeightOptimizer(fresh, lr=0.1, momentum=0.9)
     oc.load_state_dict(ob.state_dict())
     for p, q in zip(fresh, b):
         p.data.copy_(q.data)
@@ -89,7 +89,7 @@ def test_state_dict_round_trip_resumes_identically():
 
 def test_loss_scale_is_divided_out_of_the_gradients():
     scaled, plain = _params(torch.bfloat16), _params(torch.bfloat16)
-    os_, op = MasterWeightSGD(scaled, lr=0.1, momentum=0.9), MasterWeightSGD(plain, lr=0.1, momentum=0.9)
+    os_, op = MasterWeightOptimizer(scaled, lr=0.1, momentum=0.9), MasterWeightOptimizer(plain, lr=0.1, momentum=0.9)
     _grads(plain, 0)
     for p, q in zip(scaled, plain):
         p.grad = q.grad * 1024           # exact in bf16: a power of two
@@ -169,14 +169,14 @@ def test_a_timed_step_waits_for_the_device_it_ran_on(monkeypatch):
 
 
 def test_masters_step_in_chunks_no_larger_than_the_largest_parameter():
-    """The mixed step's chunks (MasterWeightSGD._chunks): consecutive parameters with a gradient,
+    """The mixed step's chunks (MasterWeightOptimizer._chunks): consecutive parameters with a gradient,
     each run's elements at most the largest parameter's, so the fp32 gradients cast for one chunk
     are the transient of one parameter that parsim.cost.memory prices; the step equals torch's
     SGD on fp32 masters over three steps, a parameter without a gradient left as it is."""
     g = torch.Generator().manual_seed(3)
     model = [torch.nn.Parameter(torch.randn(n, generator=g).to(torch.bfloat16)) for n in (3, 4, 15, 5, 6, 2)]
     masters = [p.detach().float().clone().requires_grad_() for p in model]
-    opt, ref = MasterWeightSGD(model, lr=0.1, momentum=0.9), torch.optim.SGD(masters[:5], lr=0.1, momentum=0.9)
+    opt, ref = MasterWeightOptimizer(model, lr=0.1, momentum=0.9), torch.optim.SGD(masters[:5], lr=0.1, momentum=0.9)
     for step in range(3):
         for p, m in zip(model[:5], masters):
             p.grad = torch.randn(p.shape, generator=g).to(torch.bfloat16)

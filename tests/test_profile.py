@@ -394,10 +394,10 @@ def test_concurrent_profilers_start_every_optimizer_step_together(monkeypatch):
 
     events = []
     for name in ("zero_grad", "step"):
-        def logged(self, *a, _name=name, _fn=getattr(layers.MasterWeightSGD, name), **k):
+        def logged(self, *a, _name=name, _fn=getattr(layers.MasterWeightOptimizer, name), **k):
             events.append(_name)
             return _fn(self, *a, **k)
-        monkeypatch.setattr(layers.MasterWeightSGD, name, logged)
+        monkeypatch.setattr(layers.MasterWeightOptimizer, name, logged)
     layers.profile_layers(load_model("examples/gpt_tiny_local.yaml"), [1], policy=RoundsPolicy(1, 1, 1), warmup=1,
                           barrier=lambda: events.append("barrier"))
     first = events.index("zero_grad")

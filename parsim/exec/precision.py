@@ -38,8 +38,9 @@ def check_supported(dtype: str, device: torch.device, source: str) -> None:
                          "plan bf16 instead")
 
 
-class MasterWeightSGD:
-    """Momentum SGD on fp32 master copies of a low-precision model's parameters: torch.optim.SGD's
+class MasterWeightOptimizer:
+    """An optimizer on fp32 master copies of a low-precision model's parameters, by default momentum
+    SGD by hand (named MasterWeightSGD until it also stepped Adam): torch.optim.SGD's
     update (no dampening, no Nesterov, no weight decay: buf = momentum * buf + g, w -= lr * buf,
     the first buf = g).  For an fp32 model it is torch.optim.SGD on the parameters themselves.
     With ``inner`` (a torch optimizer's constructor: ``make_optimizer``'s Adam) that optimizer
@@ -168,17 +169,17 @@ class MasterWeightSGD:
             self.inner.load_state_dict(state["inner"])
 
 
-def make_optimizer(kind: str, params) -> MasterWeightSGD:
+def make_optimizer(kind: str, params) -> MasterWeightOptimizer:
     """The optimizer of ``training.optimizer`` (parsim.exec.objective's settings): momentum SGD
     (the seeds'), plain SGD, or Adam, each on fp32 masters where the model is bf16 or fp16."""
     from parsim.exec.objective import ADAM_LR, LR, MOMENTUM
 
     if kind == "adam":
         # foreach=False on an fp32 model's parameters: one at a time, as DTensor parameters of different
-        # layouts need; MasterWeightSGD asks foreach=True for a mixed model's masters (plain tensors)
-        return MasterWeightSGD(params, LR, MOMENTUM,
+        # layouts need; MasterWeightOptimizer asks foreach=True for a mixed model's masters (plain tensors)
+        return MasterWeightOptimizer(params, LR, MOMENTUM,
                                lambda ps, foreach=False: torch.optim.Adam(ps, lr=ADAM_LR, foreach=foreach))
-    return MasterWeightSGD(params, LR, MOMENTUM if kind == "momentum" else 0.0)
+    return MasterWeightOptimizer(params, LR, MOMENTUM if kind == "momentum" else 0.0)
 
 
 class DynamicLossScaler:

@@ -38,7 +38,7 @@ import torch
 from parsim.hardware.machine import this_machine
 from parsim.errors import InputError, ParsimError
 from parsim.exec.objective import loss_fn
-from parsim.exec.precision import TORCH_DTYPES, MasterWeightSGD, make_optimizer
+from parsim.exec.precision import TORCH_DTYPES, MasterWeightOptimizer, make_optimizer
 from parsim.exec.precision import check_supported as check_precision
 from parsim.exec.stages import in_memory_format, memory_format, not_a_view
 from parsim.exec.tensor_parallel import local
@@ -227,7 +227,7 @@ def unit_failed(spec: ModelSpec, units, at: dict, b: int, error: Exception) -> I
                       f"at micro-batch size {b}: {type(error).__name__}: {cause[:300]}; {change}")
 
 
-def _run_optimizer(spec: ModelSpec, params) -> MasterWeightSGD:
+def _run_optimizer(spec: ModelSpec, params) -> MasterWeightOptimizer:
     """The optimizer a run of this model steps (``parsim.exec.precision.make_optimizer``: Adam,
     momentum or plain SGD, on fp32 masters if mixed).  Until 2026-11-27 every profile timed
     momentum SGD, and Adam models' optimizer steps (torch's Adam, one parameter at a time) were
