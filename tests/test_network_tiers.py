@@ -63,8 +63,9 @@ def test_the_tier_of_a_group_is_the_farthest_of_any_two_members():
 
 
 def test_a_group_priced_by_identity_is_priced_as_by_value():
-    """collective_time_s may look a tuple of ranks up by identity (comm._shape_of): every tuple is
-    priced as an equal list, a tuple built where a freed one of the same size lived (CPython
+    """collective_time_s prices a group by its ranks' values (a memo keyed by identity, comm._shape_of,
+    once looked a tuple up by id(); results/2026-12-04f-intel-xeon/mutations.py puts one back and this
+    goes red): every tuple is priced as an equal list, a tuple built where a freed one of the same size lived (CPython
     reuses the address, hence the id) is priced by its own ranks, and a list changed in place is
     priced as it is now."""
     across = [_rank(n, 4) for n in range(64)]            # rail 4 of 64 nodes, both SUs: the spine
