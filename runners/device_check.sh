@@ -6,7 +6,8 @@
 #      memory (the executor times a step from an idle GPU to an idle GPU: parsim.exec.groups.synchronize);
 #      then the model profiled at the run's micro-batch size and the same plan priced by the profiled
 #      model (a PROFILED line: on the H200, 2026-12-04, it came within 4% and 11% where the analytical
-#      model was 6% and 34% off, results/2026-12-04e-amd-epyc/h200/rerun);
+#      model was 6% and 34% off, results/2026-12-04e-amd-epyc/h200/rerun); then a BANDS section: each
+#      run's measured step against the analytical and the profiled model's 90% bands, and how many held;
 #   2. `parsim profile-device` on the device at hand (kernel tables and a hardware profile);
 #   3. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one.
 # The machine's own torch runs parsim from this checkout (PYTHONPATH): nothing is installed there.
@@ -51,12 +52,13 @@ for model in $MODELS; do
         parsim plan "$model" --cluster "$SHIPPED:1x1" --dp 1 --pp 1 --top 3 -o "$work/$name.json" \
             && parsim run "$work/$name.json" --steps "${STEPS:-20}" --warmup 5 --out "$work/$name" \
             || echo "(rc $?)"
-        python3 - "$model" "$work/$name/measured.json" <<'PY' || true
+        python3 - "$model" "$work/$name/measured.json" "$work/$name.json" <<'PY' || true
 import json, sys
 m = json.load(open(sys.argv[2]))
 keep = ("step_time_s", "step_times_s", "peak_memory_bytes", "peak_memory_reserved_bytes", "predicted",
         "microbatch_size", "config", "device", "backend")
-print("RESULT", json.dumps({"model": sys.argv[1], **{k: m.get(k) for k in keep}}))
+band = json.load(open(sys.argv[3]))["estimate"].get("step_time_band")      # the plan's, as `parsim plan` printed it
+print("RESULT", json.dumps({"model": sys.argv[1], **{k: m.get(k) for k in keep}, "step_time_band": band}))
 PY
         # the profiled model on the same plan: the model profiled at the run's micro-batch size, then priced
         if [ -f "$work/$name/measured.json" ]; then
@@ -64,12 +66,17 @@ PY
             parsim profile "$model" --device "$DEVICE" --microbatch-sizes "$b" --nproc 1 --budget 25 --min-rounds 2 \
                     --max-rounds 4 -o "$work/$name.profile.json" > "$work/$name.profile.log" 2>&1 \
                 && echo "PROFILED $(parsim simulate "$model" --cluster "$SHIPPED:1x1" --profile "$work/$name.profile.json" \
-                        --dp 1 --pp 1 --microbatches "$m" 2>&1 | grep -E '^step |^step-time band' | tr '\n' ' ')" \
+                        --dp 1 --pp 1 --microbatches "$m" -o "$work/$name.profiled.json" 2>&1 \
+                        | grep -E '^step |^step-time band' | tr '\n' ' ')" \
+                && python3 -c 'import json, sys; e = json.load(open(sys.argv[2]))["estimate"]; print("PROFILED_JSON", json.dumps({"model": sys.argv[1], "step_time_s": e["step_time_s"], "step_time_band": e.get("step_time_band")}))' \
+                        "$model" "$work/$name.profiled.json" \
                 || { echo "(rc $?: profile)"; tail -3 "$work/$name.profile.log"; }
         fi
     } >> "$OUT/runs.txt" 2>&1
 done
 rm -rf "$work"
+# each run's measured step against both models' 90% bands, and how many each held (runners/band_coverage.py)
+python3 runners/band_coverage.py "$OUT/runs.txt" >> "$OUT/runs.txt" 2>&1 || echo "(rc $?: band_coverage)" >> "$OUT/runs.txt"
 
 # 2. the device's kernel tables
 flags=(--device "$DEVICE" -o "$OUT/measured.yaml" --name "measured-$DEVICE" --budget-minutes "${BUDGET:-3}")

@@ -179,7 +179,8 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     """runners/device_check.sh, the one command a lent GPU machine is to run (issue 38), run here
     with DEVICE=cpu on the quick grid: it writes the files the device tool brings back (at most 8,
     no deeper than two folders), its run trains a model and reports the prediction beside it, the
-    same plan is priced by the profiled model, and each of its four simulations prints a step."""
+    same plan is priced by the profiled model, each run is scored against both models' bands, and
+    each of its four simulations prints a step."""
     import os
     import subprocess
     import sys
@@ -197,6 +198,38 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     assert result["step_time_s"] > 0 and result["predicted"]["step_time_s"] > 0 and len(result["step_times_s"]) == 20
     profiled = next(ln for ln in runs.splitlines() if ln.startswith("PROFILED "))    # the same plan, profiled
     assert "step " in profiled and "band" in profiled, profiled
+    # each run against both models' bands (runners/band_coverage.py): the CPU has no public row, so
+    # the analytical model has no band; the profiled model's rests on local-cpu's own residuals
+    bands = runs[runs.index("BANDS "):]
+    assert "analytical bands: 0 of 0 runs inside" in bands and "    analytical " in bands and "no band" in bands
+    profiled_json = json.loads(next(ln for ln in runs.splitlines() if ln.startswith("PROFILED_JSON "))[14:])
+    inside = profiled_json["step_time_band"]["low"] <= result["step_time_s"] <= profiled_json["step_time_band"]["high"]
+    assert f"profiled bands: {int(inside)} of 1 runs inside" in bands and ("] in" if inside else "] OUT") in bands
     compare = (tmp_path / "compare.txt").read_text()
     assert compare.count("$ parsim simulate ") == 4 and compare.count("\nstep ") == 4 and "(rc " not in compare
     assert "profile-device took" in (tmp_path / "profile-device.log").read_text()
+
+
+def test_band_coverage_counts_the_runs_inside_each_models_band(tmp_path, capsys):
+    """runners/band_coverage.py on a GPU's runs.txt as device_check.sh writes it: the first H200's
+    two runs (results/2026-12-04e-amd-epyc/h200/rerun), the GPT inside both bands, ResNet-50
+    outside both (its analytical band here made up, 0.9-1.1x)."""
+    import runpy
+
+    def band(lo, hi):
+        return {"low": lo, "high": hi, "level": 0.9, "source": "", "value": (lo + hi) / 2, "rows": []}
+    lines = [
+        "RESULT " + json.dumps({"model": "gpt", "step_time_s": 0.2939, "predicted": {"step_time_s": 0.2753},
+                                "step_time_band": band(0.25, 0.35)}),
+        "PROFILED_JSON " + json.dumps({"model": "gpt", "step_time_s": 0.3054, "step_time_band": band(0.2778, 0.3578)}),
+        "RESULT " + json.dumps({"model": "rn50", "step_time_s": 0.05638, "predicted": {"step_time_s": 0.0371},
+                                "step_time_band": band(0.0334, 0.0408)}),
+        "PROFILED_JSON " + json.dumps({"model": "rn50", "step_time_s": 0.06262, "step_time_band": band(0.05699, 0.07335)}),
+        "RESULT " + json.dumps({"model": "llama", "step_time_s": None, "predicted": None, "step_time_band": None}),
+    ]
+    (tmp_path / "runs.txt").write_text("\n".join(lines) + "\n")
+    mod = runpy.run_path("runners/band_coverage.py")
+    mod["main"](str(tmp_path / "runs.txt"))
+    out = capsys.readouterr().out
+    assert "analytical bands: 1 of 2 runs inside" in out and "profiled bands: 1 of 2 runs inside" in out
+    assert "llama: no measured step" in out and "( -6.3%)" in out and "[56.99, 73.35] OUT" in out

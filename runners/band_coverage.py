@@ -1,0 +1,60 @@
+"""Each run of runners/device_check.sh against the two models' 90% step-time bands: the plan's
+(the analytical model's, from the public benchmark's out-of-sample residuals, parsim.sim.band) and
+the profiled model's (its profile's noise with the profiled model's errors, own or borrowed,
+parsim.sim.interval), read from the RESULT and PROFILED_JSON lines of runs.txt; a BANDS section
+and, per model, how many of the runs fell inside: the coverage the bands claim, measured.
+
+    python3 runners/band_coverage.py runs.txt
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def records(lines, tag: str) -> dict:
+    """model -> the JSON of each line starting with ``tag`` (the last where a model has several)."""
+    out = {}
+    for line in lines:
+        if line.startswith(tag + " "):
+            d = json.loads(line[len(tag) + 1:])
+            out[d["model"]] = d
+    return out
+
+
+def verdict(measured: float, predicted: float | None, band: dict | None) -> tuple[str, bool | None]:
+    if predicted is None:
+        return "not priced", None
+    err = f"{predicted * 1e3:9.2f} ms ({(predicted / measured - 1):+6.1%})"
+    if band is None:
+        return err + "  no band", None
+    inside = band["low"] <= measured <= band["high"]
+    return f"{err}  [{band['low'] * 1e3:.2f}, {band['high'] * 1e3:.2f}] {'in' if inside else 'OUT'}", inside
+
+
+def main(path: str) -> None:
+    lines = open(path).read().splitlines()
+    runs, profiled = records(lines, "RESULT"), records(lines, "PROFILED_JSON")
+    held = {"analytical": [], "profiled": []}
+    print("BANDS (measured step; each model's prediction, its error against the measurement, its 90% band)")
+    for model, r in runs.items():
+        measured = r.get("step_time_s")
+        if not measured:
+            print(f"  {model}: no measured step")
+            continue
+        p = profiled.get(model, {})
+        rows = (("analytical", (r.get("predicted") or {}).get("step_time_s"), r.get("step_time_band")),
+                ("profiled", p.get("step_time_s"), p.get("step_time_band")))
+        print(f"  {model}: measured {measured * 1e3:.2f} ms")
+        for name, predicted, band in rows:
+            text, inside = verdict(measured, predicted, band)
+            print(f"    {name:10s} {text}")
+            if inside is not None:
+                held[name].append(inside)
+    for name, seen in held.items():
+        print(f"  {name} bands: {sum(seen)} of {len(seen)} runs inside")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
