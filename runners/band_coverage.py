@@ -5,6 +5,7 @@ parsim.sim.interval), read from the RESULT and PROFILED_JSON lines of runs.txt; 
 and, per model, how many of the runs fell inside: the coverage the bands claim, measured.
 
     python3 runners/band_coverage.py runs.txt
+    python3 runners/band_coverage.py --profiled MODEL PLAN.json    # the PROFILED_JSON line of a priced plan
 """
 
 from __future__ import annotations
@@ -56,5 +57,15 @@ def main(path: str) -> None:
         print(f"  {name} bands: {sum(seen)} of {len(seen)} runs inside")
 
 
+def profiled_line(model: str, plan_path: str) -> str:
+    """The PROFILED_JSON line of ``model``'s plan as `parsim simulate --profile ... -o` wrote it."""
+    e = json.load(open(plan_path))["estimate"]
+    return "PROFILED_JSON " + json.dumps({"model": model, "step_time_s": e["step_time_s"],
+                                          "step_time_band": e.get("step_time_band")})
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1:2] == ["--profiled"]:
+        print(profiled_line(sys.argv[2], sys.argv[3]))
+    else:
+        main(sys.argv[1])

@@ -68,8 +68,7 @@ PY
                 && echo "PROFILED $(parsim simulate "$model" --cluster "$SHIPPED:1x1" --profile "$work/$name.profile.json" \
                         --dp 1 --pp 1 --microbatches "$m" -o "$work/$name.profiled.json" 2>&1 \
                         | grep -E '^step |^step-time band' | tr '\n' ' ')" \
-                && python3 -c 'import json, sys; e = json.load(open(sys.argv[2]))["estimate"]; print("PROFILED_JSON", json.dumps({"model": sys.argv[1], "step_time_s": e["step_time_s"], "step_time_band": e.get("step_time_band")}))' \
-                        "$model" "$work/$name.profiled.json" \
+                && python3 runners/band_coverage.py --profiled "$model" "$work/$name.profiled.json" \
                 || { echo "(rc $?: profile)"; tail -3 "$work/$name.profile.log"; }
         fi
     } >> "$OUT/runs.txt" 2>&1

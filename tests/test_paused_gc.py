@@ -1,10 +1,10 @@
-"""parsim.sim.simulate.paused_gc: the collector paused inside, restored after, nothing left frozen,
+"""parsim.search.planner.paused_gc: the collector paused inside, restored after, nothing left frozen,
 a caller's frozen objects kept frozen, and a cycle made inside still collected afterwards."""
 
 import gc
 import weakref
 
-from parsim.sim.simulate import paused_gc
+from parsim.search.planner import paused_gc
 
 
 class _Node:

@@ -233,3 +233,8 @@ def test_band_coverage_counts_the_runs_inside_each_models_band(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "analytical bands: 1 of 2 runs inside" in out and "profiled bands: 1 of 2 runs inside" in out
     assert "llama: no measured step" in out and "( -6.3%)" in out and "[56.99, 73.35] OUT" in out
+    plan = tmp_path / "plan.json"                   # the line device_check.sh writes from a priced plan
+    plan.write_text(json.dumps({"estimate": {"step_time_s": 0.3, "step_time_band": band(0.28, 0.36)}}))
+    line = mod["profiled_line"]("gpt", str(plan))
+    assert line.startswith("PROFILED_JSON ") and json.loads(line[len("PROFILED_JSON "):]) == \
+        {"model": "gpt", "step_time_s": 0.3, "step_time_band": band(0.28, 0.36)}

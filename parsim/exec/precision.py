@@ -178,7 +178,7 @@ def make_optimizer(kind: str, params) -> MasterWeightOptimizer:
         # foreach=False on an fp32 model's parameters: one at a time, as DTensor parameters of different
         # layouts need; MasterWeightOptimizer asks foreach=True for a mixed model's masters (plain tensors)
         return MasterWeightOptimizer(params, LR, MOMENTUM,
-                               lambda ps, foreach=False: torch.optim.Adam(ps, lr=ADAM_LR, foreach=foreach))
+                                     lambda ps, foreach=False: torch.optim.Adam(ps, lr=ADAM_LR, foreach=foreach))
     return MasterWeightOptimizer(params, LR, MOMENTUM if kind == "momentum" else 0.0)
 
 

@@ -57,6 +57,8 @@ def whole_backward_in_w(stage: int, split_backward: bool) -> bool:
     simulator's prices (parsim.sim.simulate) and its activation bytes (parsim.sim.memory) follow;
     the profiler times the model's first unit the same way (parsim.profile.layers)."""
     return split_backward and stage == 0
+
+
 _PATTERN = re.compile(r"^(\d+)(SEND_F|RECV_F|SEND_B|RECV_B|REDUCE_GRAD|REDUCE_TIED|OPTIMIZER|F|B|I|W)(\d*)$")
 
 

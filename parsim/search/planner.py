@@ -23,7 +23,9 @@ plan: ties break on memory, then on the configuration tuple.
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from parsim.cost.compute import ComputeModel
@@ -43,9 +45,36 @@ from parsim.search.recompute_layers import fewer_lines, fewest_recomputed
 from parsim.search.resolve import balanced_split, default_layout
 from parsim.sim import simulate
 from parsim.sim.prices import Prices
-from parsim.sim.simulate import paused_gc
 
 __all__ = ["Candidate", "Constraints", "PlanResult", "plan"]
+
+
+@contextmanager
+def paused_gc():
+    """The cyclic collector paused while the search runs: it allocates small acyclic tuples by the
+    million while the model it searches (GPT-3 175B: some 290,000 objects) stays put, and each full
+    collection scans them all.  Benchmark line: GPT-3 175B on 1,024 A100s searched in 1.52 s paused
+    against 1.93 s with the collector running (each of 5 pairs 1.24-1.36x), DeepSeek-V3 on 2,048
+    H100s 3.58 s against 4.16 s (3 pairs, 1.08-1.25x), alternated in fresh processes on a quiet
+    2-core Intel Xeon (results/2026-12-04f-intel-xeon/gc-ab.txt).  A lone simulate() gains nothing
+    from it now (p=64 at 256 and 512 micro-batches, 0.95-1.04x), so only the search pauses it.
+
+    On the way out, what the block allocated and still holds goes to the oldest generation
+    unscanned (gc.freeze then gc.unfreeze: two list splices), where the next full collection
+    finds any cycle among it as it would have; re-enabled as it was, the collector's first
+    allocation check scanned all of it at once, 3-5% of each goal's search
+    (results/2026-11-28-amd-epyc/gc-promote-ab.txt).  Skipped when the caller keeps frozen objects
+    of its own, which unfreeze would release."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
 
 
 @dataclass(frozen=True)

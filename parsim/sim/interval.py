@@ -127,10 +127,13 @@ def residuals_for(profile_name: str, kind: str) -> Residuals | None:
     others = [r for r in (load_residuals(n) for n in names if n != profile_name) if r is not None and r.step.get(kind)]
     if not others:
         return None
-    pooled = {what: {kind: tuple(e for r in others for e in getattr(r, what).get(kind, ()))} for what in ("step", "memory")}
-    return Residuals(", ".join(r.cluster for r in others), pooled["step"], pooled["memory"],
+
+    def pooled(table: str) -> dict:
+        return {kind: tuple(e for r in others for e in getattr(r, table).get(kind, ()))}
+    return Residuals(", ".join(r.cluster for r in others), pooled("step"), pooled("memory"),
                      {kind: tuple(s for r in others for s in r.sets.get(kind, ()))},
-                     ", ".join(r.machine for r in others), others[0].source if len(others) == 1 else folder, profile_name)
+                     ", ".join(r.machine for r in others), others[0].source if len(others) == 1 else folder,
+                     lent_to=profile_name)
 
 
 def residual_kind(graph) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 from collections import defaultdict
-from contextlib import contextmanager
 
 from parsim.cost.comm import (DDP_BUCKET_BYTES, REDUCE_SCATTER_BY_ALL_REDUCE, collective_time_s, ddp_buckets,
                               first_bucket_bytes, fsdp_unit_s, fsdp_units, library_algorithms, p2p_time_s,
@@ -85,34 +83,6 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     return b
 
 
-@contextmanager
-def paused_gc():
-    """The cyclic collector paused while a simulation or a search runs.  A step of p*m actions
-    allocates ~10^5 small acyclic tuples; the collector scanning them doubled simulate()'s time
-    (benchmarks/bench_simulator.py).  A planner run allocates such objects by the million while
-    the model it searches (GPT-3 175B: some 290,000 objects) stays put, and each full collection
-    scans them all: GPT-3 175B on 1,024 A100s searched in 12.5 s with the collector running and
-    9.5 s paused (one run each, a shared 2-core host: unconfirmed on a quiet one,
-    benchmarks/bench_planner.py --goals).  It waits until we're done.
-
-    On the way out, what the block allocated and still holds goes to the oldest generation
-    unscanned (gc.freeze then gc.unfreeze: two list splices), where the next full collection
-    finds any cycle among it as it would have; re-enabled as it was, the collector's first
-    allocation check scanned all of it at once, some 3-8% of a planner run (py-spy on the
-    goals' searches).  Skipped when the caller keeps frozen objects of its own, which unfreeze
-    would release."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            if gc.get_freeze_count() == 0:
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
-
-
 def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: ParallelConfig,
              compute: ComputeModel | None = None, *, algorithm: str = "auto", keep_timeline: bool = True,
              strategies: dict | None = None, prices: Prices | None = None) -> Estimate:
@@ -131,8 +101,7 @@ def simulate(graph: LayerGraph, training: Training, cluster: Cluster, cfg: Paral
                              max(1, training.global_batch_size // (cfg.dp * cfg.microbatches)),
                              auto_memory_bytes(cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep, etp=cfg.etp, memo=prices.shard,
                              recompute_only=cfg.recomputed_layers(len(graph)))
-    with paused_gc():
-        return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
+    return _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline)
 
 
 def backward_intensity(graph, layer_indices, b: int) -> float:
