@@ -31,6 +31,7 @@ from parsim.exec.objective import loss_fn
 from parsim.exec.precision import TORCH_DTYPES
 from parsim.exec.reference import reference_model
 from parsim.exec.stages import in_memory_format, memory_format
+from parsim.inputs import nonnegative_int_arg, positive_int_arg
 from parsim.plan import load_plan
 
 # kernel names by kind, first match wins (cuBLAS/CUTLASS GEMMs are nvjet/sm90_xmma/cutlass/gemm;
@@ -113,7 +114,8 @@ def breakdown(plan_path: str, steps: int, warmup: int) -> None:
     print(f"device time over one profiled step: {total / 1e3:.2f} ms in {sum(e.count for e in events)} kernels")
     by_kind: dict[str, float] = {}
     for e in events:
-        by_kind[kind_of(e.key)] = by_kind.get(kind_of(e.key), 0.0) + getattr(e, attr)
+        kind = kind_of(e.key)
+        by_kind[kind] = by_kind.get(kind, 0.0) + getattr(e, attr)
     print("  by kind: " + ", ".join(f"{k} {v / 1e3:.2f} ms ({v / total:.0%})" for k, v in
                                    sorted(by_kind.items(), key=lambda kv: -kv[1])))
     for e in sorted(events, key=lambda e: -getattr(e, attr))[:15]:
@@ -123,8 +125,8 @@ def breakdown(plan_path: str, steps: int, warmup: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("plans", nargs="+")
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=positive_int_arg, default=8)
+    ap.add_argument("--warmup", type=nonnegative_int_arg, default=3)
     args = ap.parse_args()
     try:
         for p in args.plans:

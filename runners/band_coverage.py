@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import sys
 
+from parsim.sim.band import Interval
+
 
 def records(lines, tag: str) -> dict:
     """model -> the JSON of each line starting with ``tag`` (the last where a model has several)."""
@@ -30,8 +32,9 @@ def verdict(measured: float, predicted: float | None, band: dict | None) -> tupl
     err = f"{predicted * 1e3:9.2f} ms ({(predicted / measured - 1):+6.1%})"
     if band is None:
         return err + "  no band", None
-    inside = band["low"] <= measured <= band["high"]
-    return f"{err}  [{band['low'] * 1e3:.2f}, {band['high'] * 1e3:.2f}] {'in' if inside else 'OUT'}", inside
+    iv = Interval.from_json(band)
+    inside = iv.contains(measured)
+    return f"{err}  [{iv.low * 1e3:.2f}, {iv.high * 1e3:.2f}] {'in' if inside else 'OUT'}", inside
 
 
 def main(path: str) -> None:
