@@ -68,7 +68,13 @@ def profiled_line(model: str, plan_path: str) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--profiled"]:
-        print(profiled_line(sys.argv[2], sys.argv[3]))
-    else:
-        main(sys.argv[1])
+    args = sys.argv[1:]
+    if not (len(args) == 1 or (len(args) == 3 and args[0] == "--profiled")):
+        sys.exit("band_coverage: usage: band_coverage.py runs.txt | band_coverage.py --profiled MODEL PLAN.json")
+    try:
+        if len(args) == 3:
+            print(profiled_line(args[1], args[2]))
+        else:
+            main(args[0])
+    except (OSError, ValueError, KeyError) as e:       # a missing file, a line or a plan not as written
+        sys.exit(f"band_coverage: error: {' '.join(args)}: {type(e).__name__}: {e}")

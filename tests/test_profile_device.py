@@ -238,3 +238,16 @@ def test_band_coverage_counts_the_runs_inside_each_models_band(tmp_path, capsys)
     line = mod["profiled_line"]("gpt", str(plan))
     assert line.startswith("PROFILED_JSON ") and json.loads(line[len("PROFILED_JSON "):]) == \
         {"model": "gpt", "step_time_s": 0.3, "step_time_band": band(0.28, 0.36)}
+
+
+def test_band_coverage_refuses_bad_input_in_one_line(tmp_path):
+    """A missing runs.txt, a wrong argument count or a runs.txt line that is not JSON: one line, a
+    non-zero exit, no traceback."""
+    import subprocess
+    import sys
+
+    (tmp_path / "runs.txt").write_text("RESULT {not json\n")
+    for args in (["/nonexistent/runs.txt"], ["--profiled", "gpt"], [str(tmp_path / "runs.txt")]):
+        done = subprocess.run([sys.executable, "runners/band_coverage.py", *args], capture_output=True, text=True)
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("band_coverage: ")
