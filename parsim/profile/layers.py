@@ -80,6 +80,16 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _timed(device, run):
+    """(the seconds ``run()`` takes between two synchronisations of ``device``, what it returned):
+    every interval the profiler records, so that a GPU's queued kernels are inside it."""
+    _sync(device)
+    t0 = time.perf_counter()
+    out = run()
+    _sync(device)
+    return time.perf_counter() - t0, out
+
+
 def _split_backward_times(units, x, y, reps: int, dev, at: dict) -> tuple[dict, dict]:
     """I and W per unit, timed with the functions torch's zero-bubble schedules call
     (stage_backward_input, then stage_backward_weight): two autograd passes, not one.  A unit's
@@ -119,24 +129,15 @@ def _split_backward_times(units, x, y, reps: int, dev, at: dict) -> tuple[dict, 
                 # groups without an input to start from), and torch 2.11 refused the empty input list
                 at.update(unit=n, phase="backward (the first unit's, whole, as its W)")
                 times_i[n].append(0.0)
-                _sync(dev)
-                t0 = time.perf_counter()
-                torch.autograd.backward(outputs, grads)
-                _sync(dev)
-                times_w[n].append(time.perf_counter() - t0)
+                times_w[n].append(_timed(dev, lambda: torch.autograd.backward(outputs, grads))[0])
                 grad = None
                 continue
             at.update(unit=n, phase="backward (input gradient, stage_backward_input)")
-            _sync(dev)
-            t0 = time.perf_counter()
-            grads_in, param_groups = stage_backward_input(outputs, grads, [inp], m.parameters())
-            _sync(dev)
-            times_i[n].append(time.perf_counter() - t0)
+            seconds, (grads_in, param_groups) = _timed(
+                dev, lambda: stage_backward_input(outputs, grads, [inp], m.parameters()))
+            times_i[n].append(seconds)
             at.update(unit=n, phase="backward (weight gradient, stage_backward_weight)")
-            t0 = time.perf_counter()
-            stage_backward_weight(m.parameters(), param_groups)
-            _sync(dev)
-            times_w[n].append(time.perf_counter() - t0)
+            times_w[n].append(_timed(dev, lambda: stage_backward_weight(m.parameters(), param_groups))[0])
             grad = grads_in[0]
         for _, m in units:
             m.zero_grad(set_to_none=False)
@@ -171,12 +172,9 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
             recorded = SavedStorages({local(p).untyped_storage()._cdata for p in m.parameters()}
                                      | {local(t).untyped_storage()._cdata for t in m.buffers()},
                                      storage_of=lambda t: local(t).untyped_storage())
-            _sync(dev)
-            t0 = time.perf_counter()
             with torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
-                h = m(inp)
-            _sync(dev)
-            times_f[n].append(time.perf_counter() - t0)
+                seconds, h = _timed(dev, lambda: m(inp))
+            times_f[n].append(seconds)
             chain.append((inp, h))
             saved[n] = sum(recorded.nbytes.values()) / b
             del recorded
@@ -189,14 +187,8 @@ def _measure_size(units, spec, b: int, dev, warmup: int, repeats: int, split: bo
                 grad = None
                 continue
             at.update(unit=n, phase="backward")
-            _sync(dev)
-            t0 = time.perf_counter()
-            if i == last:
-                _loss(out, y, vocab_group).backward()
-            else:
-                out.backward(grad)
-            _sync(dev)
-            times_b[n].append(time.perf_counter() - t0)
+            run = (lambda: _loss(out, y, vocab_group).backward()) if i == last else (lambda: out.backward(grad))
+            times_b[n].append(_timed(dev, run)[0])
             grad = inp.grad if inp.requires_grad else None
         for m in (m for _, m in units):
             m.zero_grad(set_to_none=False)
@@ -306,13 +298,14 @@ def profile_layers(spec: ModelSpec, sizes: list[int], device: str = "cpu", polic
     # here, before their first forward, priced nowhere before).  The simulator charges both at the
     # optimizer: the same step at pp = 1; with pp > 1 a later stage zeroes while it waits for its
     # first input, so its share is charged where it would have hidden.
+    def opt_step():
+        opt.zero_grad(set_to_none=False)
+        opt.step()
     opt_times = []
     for _ in range(warmup + OPTIMIZER_REPEATS):
         barrier()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=False)
-        opt.step()
-        opt_times.append(time.perf_counter() - t0)
+        opt_times.append(_timed(dev, opt_step)[0])      # with its queued kernels (until 2026-12-04 a GPU's
+                                                        # optimizer was timed to its last launch)
     count = sum(local(p).numel() for p in params)
     kinds = ("fwd_s", "bwd_s") + (("bwd_input_s", "bwd_weight_s") if tp == 1 else ())
     sync = fsdp = None
