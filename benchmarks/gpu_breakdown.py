@@ -30,7 +30,7 @@ from parsim.exec.groups import synchronize
 from parsim.exec.objective import loss_fn
 from parsim.exec.precision import TORCH_DTYPES
 from parsim.exec.reference import reference_model
-from parsim.exec.stages import in_memory_format, memory_format
+from parsim.exec.stages import memory_format, model_input
 from parsim.inputs import nonnegative_int_arg, positive_int_arg
 from parsim.plan import load_plan
 
@@ -58,8 +58,7 @@ def breakdown(plan_path: str, steps: int, warmup: int) -> None:
     b = cfg.microbatch_size(plan.global_batch_size)
     loader, _, _ = make_loader(None, b * cfg.microbatches, 1, 0, input_kind(spec), 0, b * cfg.microbatches)
     x, y = next(iter(loader))
-    x = in_memory_format(x, fmt).to(dev)
-    x = x.to(dtype) if x.is_floating_point() else x
+    x = model_input(x, fmt, dtype).to(dev)
     y = y.to(dev)
 
     def step(times: dict | None):

@@ -11,7 +11,7 @@ from torch import nn
 from parsim.exec.data import input_kind, make_loader
 from parsim.exec.objective import loss_fn
 from parsim.exec.precision import TORCH_DTYPES, make_optimizer
-from parsim.exec.stages import build_units, in_memory_format, memory_format, sequential
+from parsim.exec.stages import build_units, memory_format, model_input, sequential
 from parsim.model.spec import load_model
 from parsim.plan import load_plan
 
@@ -51,9 +51,7 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
                 dataset.set_epoch(epoch)
                 iters[d] = iter(loader)
             x, y = next(iters[d])
-            x = in_memory_format(x, fmt)
-            if x.is_floating_point():
-                x = x.to(dtype)
+            x = model_input(x, fmt, dtype)
             model.zero_grad(set_to_none=True)
             for xi, yi in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches)):
                 loss = loss_fn(model(xi), yi)

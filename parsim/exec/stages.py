@@ -49,6 +49,13 @@ def in_memory_format(x: torch.Tensor | None, fmt: torch.memory_format) -> torch.
     return x.contiguous(memory_format=fmt) if x is not None and x.dim() == 4 else x
 
 
+def model_input(x: torch.Tensor, fmt: torch.memory_format, dtype: torch.dtype) -> torch.Tensor:
+    """An input batch as a run feeds its model: images in the run's memory format and the model's
+    dtype; tokens stay integers (the executor, the one-process reference and gpu_breakdown alike)."""
+    x = in_memory_format(x, fmt)
+    return x.to(dtype) if x.is_floating_point() else x
+
+
 class _DenseBoundary(torch.autograd.Function):
     """Identity whose forward output and backward gradient are both made dense in torch's default
     layout: what crosses a pipeline boundary (gloo, like NCCL, sends contiguous buffers only).

@@ -66,8 +66,8 @@ from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.measure import profiled_peak_bytes, record_run, static_bytes
 from parsim.exec.objective import loss_fn
-from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, in_memory_format, local_stages,
-                                 memory_format, recompute_attention, recompute_units, recomputed_children,
+from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, local_stages,
+                                 memory_format, model_input, recompute_attention, recompute_units, recomputed_children,
                                  schedule_class, stage_module)
 from parsim.model.recompute import MODULE_MODES, Recompute
 from parsim.plan import load_plan_and_model
@@ -460,9 +460,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
         x, y = (None, None)
         if loader is not None:
             x, y = next(it)
-            x, y = in_memory_format(x.to(env.device), fmt), y.to(env.device)
-            if x.is_floating_point():
-                x = x.to(dtype)           # images in the model's dtype; tokens stay integers
+            x, y = model_input(x.to(env.device), fmt, dtype), y.to(env.device)
             if ring is not None:          # this rank's zigzag tokens of every sequence, and their targets
                 x, y = (context_parallel.split_sequence(t, cfg.cp, ring.rank) for t in (x, y))
         if faults.injected("hang", n, env.rank):          # test hook: a rank that stops answering
