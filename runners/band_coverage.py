@@ -5,7 +5,10 @@ parsim.sim.interval), read from the RESULT and PROFILED_JSON lines of runs.txt; 
 and, per model, how many of the runs fell inside: the coverage the bands claim, measured.
 
     python3 runners/band_coverage.py runs.txt
+    python3 runners/band_coverage.py --result MODEL MEASURED.json PLAN.json   # a run's RESULT line
     python3 runners/band_coverage.py --profiled MODEL PLAN.json    # the PROFILED_JSON line of a priced plan
+
+The lines it reads are the lines it writes (result_line, profiled_line): one module for the section.
 """
 
 from __future__ import annotations
@@ -60,6 +63,19 @@ def main(path: str) -> None:
         print(f"  {name} bands: {sum(seen)} of {len(seen)} runs inside")
 
 
+# what a RESULT line keeps of `parsim run`'s measured.json (parsim.exec.measure)
+RESULT_KEYS = ("step_time_s", "step_times_s", "peak_memory_bytes", "peak_memory_reserved_bytes", "predicted",
+               "microbatch_size", "config", "device", "backend")
+
+
+def result_line(model: str, measured_path: str, plan_path: str) -> str:
+    """The RESULT line of ``model``'s run: what its measured.json says, beside the band of its plan
+    as `parsim plan -o` wrote it (the analytical model's)."""
+    m = json.load(open(measured_path))
+    band = json.load(open(plan_path))["estimate"].get("step_time_band")
+    return "RESULT " + json.dumps({"model": model, **{k: m.get(k) for k in RESULT_KEYS}, "step_time_band": band})
+
+
 def profiled_line(model: str, plan_path: str) -> str:
     """The PROFILED_JSON line of ``model``'s plan as `parsim simulate --profile ... -o` wrote it."""
     e = json.load(open(plan_path))["estimate"]
@@ -69,11 +85,15 @@ def profiled_line(model: str, plan_path: str) -> str:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    if not (len(args) == 1 or (len(args) == 3 and args[0] == "--profiled")):
-        sys.exit("band_coverage: usage: band_coverage.py runs.txt | band_coverage.py --profiled MODEL PLAN.json")
+    if not (len(args) == 1 or (len(args) == 3 and args[0] == "--profiled")
+            or (len(args) == 4 and args[0] == "--result")):
+        sys.exit("band_coverage: usage: band_coverage.py runs.txt | band_coverage.py --result MODEL MEASURED.json "
+                 "PLAN.json | band_coverage.py --profiled MODEL PLAN.json")
     try:
-        if len(args) == 3:
-            print(profiled_line(args[1], args[2]))
+        if args[0] == "--result":
+            print(result_line(*args[1:]))
+        elif args[0] == "--profiled":
+            print(profiled_line(*args[1:]))
         else:
             main(args[0])
     except (OSError, ValueError, KeyError) as e:       # a missing file, a line or a plan not as written

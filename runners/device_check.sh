@@ -52,14 +52,7 @@ for model in $MODELS; do
         parsim plan "$model" --cluster "$SHIPPED:1x1" --dp 1 --pp 1 --top 3 -o "$work/$name.json" \
             && parsim run "$work/$name.json" --steps "${STEPS:-20}" --warmup 5 --out "$work/$name" \
             || echo "(rc $?)"
-        python3 - "$model" "$work/$name/measured.json" "$work/$name.json" <<'PY' || true
-import json, sys
-m = json.load(open(sys.argv[2]))
-keep = ("step_time_s", "step_times_s", "peak_memory_bytes", "peak_memory_reserved_bytes", "predicted",
-        "microbatch_size", "config", "device", "backend")
-band = json.load(open(sys.argv[3]))["estimate"].get("step_time_band")      # the plan's, as `parsim plan` printed it
-print("RESULT", json.dumps({"model": sys.argv[1], **{k: m.get(k) for k in keep}, "step_time_band": band}))
-PY
+        python3 runners/band_coverage.py --result "$model" "$work/$name/measured.json" "$work/$name.json" || true
         # the profiled model on the same plan: the model profiled at the run's micro-batch size, then priced
         if [ -f "$work/$name/measured.json" ]; then
             read -r b m < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["microbatch_size"], d["config"]["microbatches"])' "$work/$name/measured.json")

@@ -238,16 +238,24 @@ def test_band_coverage_counts_the_runs_inside_each_models_band(tmp_path, capsys)
     line = mod["profiled_line"]("gpt", str(plan))
     assert line.startswith("PROFILED_JSON ") and json.loads(line[len("PROFILED_JSON "):]) == \
         {"model": "gpt", "step_time_s": 0.3, "step_time_band": band(0.28, 0.36)}
+    measured = tmp_path / "measured.json"            # a run's RESULT line, as device_check.sh writes it
+    measured.write_text(json.dumps({"step_time_s": 0.29, "predicted": {"step_time_s": 0.3}, "extra": 1}))
+    line = mod["result_line"]("gpt", str(measured), str(plan))
+    record = json.loads(line[len("RESULT "):])
+    assert line.startswith("RESULT ") and record["model"] == "gpt" and record["step_time_s"] == 0.29
+    assert record["step_time_band"] == band(0.28, 0.36) and "extra" not in record
+    assert mod["records"]([line], "RESULT") == {"gpt": record}     # the line main reads back
 
 
 def test_band_coverage_refuses_bad_input_in_one_line(tmp_path):
-    """A missing runs.txt, a wrong argument count or a runs.txt line that is not JSON: one line, a
-    non-zero exit, no traceback."""
+    """A missing runs.txt or measured.json, a wrong argument count or a runs.txt line that is not
+    JSON: one line, a non-zero exit, no traceback."""
     import subprocess
     import sys
 
     (tmp_path / "runs.txt").write_text("RESULT {not json\n")
-    for args in (["/nonexistent/runs.txt"], ["--profiled", "gpt"], [str(tmp_path / "runs.txt")]):
+    for args in (["/nonexistent/runs.txt"], ["--profiled", "gpt"], [str(tmp_path / "runs.txt")],
+                 ["--result", "gpt", "/nonexistent/measured.json", "/nonexistent/plan.json"], ["--result", "gpt"]):
         done = subprocess.run([sys.executable, "runners/band_coverage.py", *args], capture_output=True, text=True)
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("band_coverage: ")
