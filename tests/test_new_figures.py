@@ -672,3 +672,46 @@ def test_automodels_rows_are_the_set_drawn_held_out_as_first_priced():
         "amp-deepseek-v3-h100-1024gpu": -0.105,
         "amp-kimi-k2-h100-256gpu": -0.157,
         "amp-qwen3-30b-a3b-h100-8gpu": -0.305})
+
+
+XTUNER = "results/published/xtuner_moe_figures.yaml"
+# InternLM XTuner's Megatron MoE benchmark (docs/zh_cn/benchmark/megatron_moe_benchmark.md at 253c42c9):
+# Qwen3-235B-A22B on 256 H800 through Pai-Megatron-Patch, drawn 2026-12-04 (fifty-third sitting) by a
+# helper who priced nothing, reviewed (its overlap labels) and first priced the same sitting.
+XTUNER_ROWS_SHA256 = "c07cf33b80caaf9e7b591ca8877ae6f82614baff50b3efb0ba93ebc5353a2998"
+XTUNER_MODELS_SHA256 = {
+    "examples/qwen3_235b_a22b/config.json": "e1fa82eb28205df04a1813dd4245b829f2580db5896dfcd7c6b604679909878c",
+}
+
+
+def test_xtuners_rows_are_the_set_drawn_held_out_as_first_priced():
+    """Sixteen rows of Qwen3-235B-A22B on 256 H800 with Megatron-Core, thirteen of them with tensor
+    and expert parallelism together (tp 2 or 4 beside ep 8 or 32, experts whole); the unlabelled rows
+    overlap nothing (the review); held out of every fit, each at its error when first priced, before
+    any change (results/2026-12-04g-intel-xeon/xtuner-heldout.txt): tp 4 and 1F1B pp 8 priced fast,
+    full recompute at micro-batches of 4 and 8 priced slow."""
+    drawn = load_figures(XTUNER)
+    assert_drawn_as_hashed(XTUNER, XTUNER_ROWS_SHA256, XTUNER_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 16
+    both = [f for f in drawn.figures if dict(f.parallel)["tp"] >= 2 and dict(f.parallel)["ep"] >= 2]
+    assert len(both) == 13 and {dict(f.parallel)["etp"] for f in drawn.figures} == {1}
+    overlapped = {f.id for f in drawn.figures if dict(f.parallel).get("overlap_grad_reduce", True)}
+    assert overlapped == {"xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp8-sel-zero-overlap",
+                          "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp8-sel-zero-tp-overlap"}
+    assert_held_out_as_pinned(drawn.figures, "xtuner-megatron-moe-bench", {
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp32-vp3-mbs1-sel": +0.035,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-pp8-vp4-mbs1": +0.657,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep32-pp8-vp4-sel": +0.182,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep32-deepep-pp8-vp4-sel": +0.216,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp8-sel": +0.364,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp8-sel-zero-overlap": +0.474,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp8-sel-zero-tp-overlap": +0.462,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp32-vp3-mbs4-full": -0.204,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp2-ep8-pp32-mbs4-full": -0.164,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp1-ep8-pp32-vp3-mbs1-moe": -0.058,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp1-ep8-pp32-vp3-mbs4-full": -0.222,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp1-ep8-pp32-vp3-mbs8-full": -0.207,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap1": +1.373,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap2": +0.711,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap3": +0.356,
+        "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap5": +0.133})
