@@ -16,7 +16,7 @@ ROW = "xtmb-qwen3-235b-a22b-h800-256gpu-tp1-ep8-pp32-vp3-mbs4-full"
 figure = next(f for f in load_all_figures().figures if f.id == ROW)
 spec, cluster, compute, cfg = figure_setup(figure)
 print(f"{ROW}'s layout, one MoE layer, ms per sequence of 4,096 tokens (forward + backward)")
-base = {}
+base, flops = {}, {}
 for mode in ("none", "moe", "full"):
     g = per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, Recompute(mode), spec.shard, cluster, spec.training,
                          cp=cfg.cp, ep=cfg.ep, etp=cfg.etp)
@@ -27,3 +27,8 @@ for mode in ("none", "moe", "full"):
         base.setdefault(mode, per_seq)
         cells.append(f"mbs {b}: {per_seq * 1e3:6.2f} ({per_seq / base[mode] - 1:+5.1%})")
     print(f"  {mode:5s} " + "  ".join(cells))
+    # FLOPs per sequence: forward, backward, and what the backward runs again (the recomputed part's
+    # forward; under full recompute the whole forward)
+    again = layer.fwd_flops if mode == "full" else (layer.recompute_part.fwd_flops if layer.recompute_part else 0.0)
+    flops[mode] = layer.fwd_flops + layer.bwd_flops + again
+print("  FLOPs per sequence, full over moe: " + f"{flops['full'] / flops['moe']:.3f}")
