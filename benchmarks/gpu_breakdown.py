@@ -28,9 +28,7 @@ from parsim.errors import ParsimError
 from parsim.exec.data import input_kind, make_loader
 from parsim.exec.groups import synchronize
 from parsim.exec.objective import loss_fn
-from parsim.exec.precision import TORCH_DTYPES
 from parsim.exec.reference import reference_model
-from parsim.exec.stages import memory_format, model_input
 from parsim.inputs import nonnegative_int_arg, positive_int_arg
 from parsim.plan import load_plan
 
@@ -53,12 +51,11 @@ def breakdown(plan_path: str, steps: int, warmup: int) -> None:
     if cfg.dp * cfg.pp * cfg.tp * cfg.cp != 1:
         raise SystemExit(f"{plan_path}: one device only (dp pp tp cp = 1); plan with --dp 1 --pp 1")
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    spec, model, opt = reference_model(plan, plan_path, device=dev)
-    fmt, dtype = memory_format(spec), TORCH_DTYPES[plan.dtype]
+    spec, model, opt, feed = reference_model(plan, plan_path, device=dev)
     b = cfg.microbatch_size(plan.global_batch_size)
     loader, _, _ = make_loader(None, b * cfg.microbatches, 1, 0, input_kind(spec), 0, b * cfg.microbatches)
     x, y = next(iter(loader))
-    x = model_input(x, fmt, dtype).to(dev)
+    x = feed(x).to(dev)
     y = y.to(dev)
 
     def step(times: dict | None):

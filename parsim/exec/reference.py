@@ -5,6 +5,8 @@ and the same optimizer (the plan's: momentum SGD, SGD or Adam), in the plan's dt
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
 
@@ -18,12 +20,13 @@ from parsim.plan import load_plan
 
 def reference_model(plan, plan_path: str, seed: int = 0, device=None):
     """(model spec, the plan's units in one Sequential in its dtype and memory format on
-    ``device``, its optimizer on their parameters): what a one-process run of the plan steps
-    (reference_run; benchmarks/gpu_breakdown.py times it)."""
+    ``device``, its optimizer on their parameters, ``feed``: an input batch as that model takes it,
+    parsim.exec.stages.model_input at the same format and dtype): what a one-process run of the plan
+    steps (reference_run; benchmarks/gpu_breakdown.py times it)."""
     spec = load_model(plan.model_path)
-    model = sequential(build_units(spec, plan, seed, plan_path)).to(device=device, dtype=TORCH_DTYPES[plan.dtype],
-                                                                    memory_format=memory_format(spec))
-    return spec, model, make_optimizer(plan.optimizer, model.parameters())
+    fmt, dtype = memory_format(spec), TORCH_DTYPES[plan.dtype]
+    model = sequential(build_units(spec, plan, seed, plan_path)).to(device=device, dtype=dtype, memory_format=fmt)
+    return spec, model, make_optimizer(plan.optimizer, model.parameters()), partial(model_input, fmt=fmt, dtype=dtype)
 
 
 def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = None,
@@ -32,9 +35,8 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
     buffers too (BatchNorm's running statistics)."""
     plan = load_plan(plan_path)
     cfg = plan.config
-    spec, model, opt = reference_model(plan, plan_path, seed)
+    spec, model, opt, feed = reference_model(plan, plan_path, seed)
     kind = input_kind(spec)
-    fmt, dtype = memory_format(spec), TORCH_DTYPES[plan.dtype]
     b = cfg.microbatch_size(plan.global_batch_size)
     loaders = [make_loader(data, b * cfg.microbatches, cfg.dp, d, kind, seed, synthetic_size)
                for d in range(cfg.dp)]
@@ -51,7 +53,7 @@ def reference_run(plan_path: str, steps: int, seed: int = 0, data: str | None = 
                 dataset.set_epoch(epoch)
                 iters[d] = iter(loader)
             x, y = next(iters[d])
-            x = model_input(x, fmt, dtype)
+            x = feed(x)
             model.zero_grad(set_to_none=True)
             for xi, yi in zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches)):
                 loss = loss_fn(model(xi), yi)
