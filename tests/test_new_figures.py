@@ -715,3 +715,30 @@ def test_xtuners_rows_are_the_set_drawn_held_out_as_first_priced():
         "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap2": +0.711,
         "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap3": +0.356,
         "xtmb-qwen3-235b-a22b-h800-256gpu-tp4-ep8-deepep-pp8-vp4-cap5": +0.133})
+
+
+MCORE_RELEASE = "results/published/mcore_release_figures.yaml"
+# Megatron-Core v0.9.0's release-test results for its Mixtral models (NVIDIA/Megatron-LM 7b5b8b44ca), drawn
+# 2026-12-05 (fifty-fourth sitting) by a helper who priced nothing, reviewed against Megatron-Core's code
+# of that commit and first priced the same sitting (its header).  Mixtral 8x22B's config is inline in its
+# row, so the rows' hash pins it.
+MCORE_RELEASE_ROWS_SHA256 = "40ee3f8ed3ac67fcb756f9f99e83224d8e2e8fe9c9d23646e85d61f9fb48a654"
+MCORE_RELEASE_MODELS_SHA256 = {
+    "examples/mixtral_8x7b/config.json": "9d56d04b36d0fd12ff54ae4c5bac769cc176e254e64ff71144614b6318b40793",
+}
+
+
+def test_mcore_release_rows_are_the_set_drawn_held_out_as_first_priced():
+    """Two rows of MoE training on H100 from Megatron-Core's own release runs, each with a GPU count
+    read from its logged FLOP rate: Mixtral 8x22B on 128 GPUs with its experts split over tp 2 (etp 2,
+    v0.9.0's only mode) beside ep 8 and pp 8, and Mixtral 8x7B on 64 with tp 1, an interleaved pp 4 of
+    8 chunks and ep 8; held out of every fit, each at its error when first priced, before any change
+    (results/2026-12-05-intel-xeon/mcore090-heldout.txt).  The third run is excluded: its GPU count
+    and hardware are unstated."""
+    drawn = load_figures(MCORE_RELEASE)
+    assert_drawn_as_hashed(MCORE_RELEASE, MCORE_RELEASE_ROWS_SHA256, MCORE_RELEASE_MODELS_SHA256)
+    assert len(drawn.figures) == 3
+    assert {(dict(f.parallel)["tp"], dict(f.parallel)["etp"]) for f in drawn.figures if not f.excluded} == {(2, 2), (1, 1)}
+    assert_held_out_as_pinned(drawn.figures, "mcore-release-0.9.0", {
+        "mcore090-mixtral-8x22b-h100-128gpu-tp2-pp8-ep8": +0.062,
+        "mcore090-mixtral-8x7b-h100-64gpu-tp1-pp4-vp8-ep8": +0.011})
