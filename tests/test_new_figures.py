@@ -96,8 +96,12 @@ FOURTH_MODELS_SHA256 = {
 # its rows read, those of other sets included.  Changed once, seen, on 2026-12-02 (thirty-fifth
 # sitting), a development set by then: the five rows whose scripts pass --num-layer-list took it as
 # their split, and Qwen2.5-32B, excluded until then for its list, was scored (the file's header;
-# drawn as bf7b2bdafaebc9a01ca96a2a94568f616294efe99afc8b0672f385c35f1aaba3).
-FIFTH_ROWS_SHA256 = "b9aeee1c3b159e35dc893ca5a72a34bfba792d8e302a4ef101ef74474bfa86ad"
+# drawn as bf7b2bdafaebc9a01ca96a2a94568f616294efe99afc8b0672f385c35f1aaba3).  Changed again, seen, on
+# 2026-12-05 (fifty-fourth sitting): its Mistral 7B row, excluded until parsim priced sliding-window
+# attention, was scored on Mistral-7B-v0.1's own config with its 4,096-token window (examples/mistral_7b,
+# a Llama-shaped copy without the window until then; as b9aeee1c3b159e35dc893ca5a72a34bfba792d8e302a4ef101ef74474bfa86ad
+# before).
+FIFTH_ROWS_SHA256 = "08d64fb29a70091ca9f41ed5eb53124c814e5bfb3ad3013ab66b2964d532b1d9"
 FIFTH_MODELS_SHA256 = {
     "examples/aquila2_34b/config.json": "d86c7c7db29e38147820164e5c422482b1220b66aa941ddb3b9adb00c850c658",
     "examples/aquila_7b/config.json": "84451ac57b1788f106bda8c41abfddab4db9f3a5b528e291e112668f5fe9fb18",
@@ -118,7 +122,7 @@ FIFTH_MODELS_SHA256 = {
     "examples/llama_33b/config.json": "b57a8fb44461a7cd48fdae5073edc4f7c3267ad0c00ad75f02801683eedf4b27",
     "examples/llama_65b/config.json": "92a0af47a66cf1db3457692127fc2f483b6d94f64746d1c5acf5006ce74963ce",
     "examples/minicpm_2b/config.json": "fc6048514ea2b32dfcdc5bc5aa21bd28fb2c405884d4100c3a8c894a9f2b612f",
-    "examples/mistral_7b/config.json": "6b675ed57424561f64e10f272290e65089996a11f532af8eba45aa9bd44a6f8d",
+    "examples/mistral_7b/config.json": "6206cc248c1566bb6b1f1f21ea5d00fb53718ebe9f013ab77404561bdbd78865",
     "examples/qwen1_5/config_14b.json": "7d307dafaf387229d262dee90aa359f1fcac316ebf30b6ae073dc1754383573c",
     "examples/qwen1_5/config_1_8b.json": "dcf6e172bcc3d176fdb26ef4df0aaebe788e4f58464b392b97ecc3eb38a5b92b",
     "examples/qwen1_5/config_32b.json": "45b5d50494185020bbb50fc0ef50faa9d8c4c54c6b4ba20dd9d48f1bae48e44e",
@@ -140,7 +144,9 @@ FIFTH_MODELS_SHA256 = {
 }
 
 # The same for the sixth (ModelLink's per-model READMEs, drawn on 2026-11-29); every model file its rows read.
-SIXTH_ROWS_SHA256 = "835d8cd07e766697ae366282d18f93491229a80f67cf47def0e9320b548b37e6"
+# Changed once, seen, on 2026-12-05 (fifty-fourth sitting), a development set by then: its Mistral 7B row
+# scored, as the fifth set's (835d8cd07e766697ae366282d18f93491229a80f67cf47def0e9320b548b37e6 before).
+SIXTH_ROWS_SHA256 = "c98fc39b32503041c2e5533e5e37b2d63f42453ef6cb9e7e79e3291c8062e73b"
 # Every one of them is a file the fifth set also reads, with the digest recorded there.
 SIXTH_MODELS_SHA256 = {m: FIFTH_MODELS_SHA256[m] for m in (
     "examples/codellama_34b/config.json",
@@ -292,11 +298,11 @@ def test_the_fourth_910b_set_is_the_set_drawn_its_hashes():
 
 def test_the_fifth_910b_set_is_the_set_drawn_its_hashes():
     """MindSpeed-LLM's pre-training table (tokens/s/p on an Atlas 900 A2 PoDc, PyTorch on torch_npu):
-    51 rows of Llama-architecture models, 44 priced when drawn and 45 since Qwen2.5-32B's layer list
-    became its split, the five calibration models among them re-measured with other figures, none a
+    51 rows of Llama-architecture models, 44 priced when drawn, 45 since Qwen2.5-32B's layer list
+    became its split and 46 since Mistral 7B's sliding window was priced, the five calibration models among them re-measured with other figures, none a
     calibration row; with the model files they were drawn with."""
     assert_drawn_as_hashed(FIFTH, FIFTH_ROWS_SHA256, FIFTH_MODELS_SHA256, ASCEND_5)
-    assert_a_910b_set(ASCEND_5, rows=51, priced=45, profiles=("atlas-900-a2",), publisher="MindSpeed-LLM")
+    assert_a_910b_set(ASCEND_5, rows=51, priced=46, profiles=("atlas-900-a2",), publisher="MindSpeed-LLM")
     assert all(f.id.startswith("msllm-") for f in ASCEND_5.figures)
     # the calibration models, measured again: other figures than the rows atlas-900-a2 is fitted on
     again = {"msllm-llama2-7b-a2-8npu": "modellink11-llama2-7b-a2-8npu", "msllm-llama2-13b-a2-8npu":
@@ -308,10 +314,11 @@ def test_the_fifth_910b_set_is_the_set_drawn_its_hashes():
 
 def test_the_sixth_910b_set_is_the_set_drawn_its_hashes():
     """ModelLink's per-model README tables (tokens/s/p on 8-NPU 910B servers): 14 rows of
-    Llama-architecture models, 13 priced, none a row of an earlier set at the same figure (those
+    Llama-architecture models, 13 priced when drawn and 14 since Mistral 7B's sliding window was
+    priced, none a row of an earlier set at the same figure (those
     were left out by its rule); with the model files they were drawn with."""
     assert_drawn_as_hashed(SIXTH, SIXTH_ROWS_SHA256, SIXTH_MODELS_SHA256, ASCEND_6)
-    assert_a_910b_set(ASCEND_6, rows=14, priced=13, profiles=("atlas-900-a2",), publisher="ModelLink")
+    assert_a_910b_set(ASCEND_6, rows=14, priced=14, profiles=("atlas-900-a2",), publisher="ModelLink")
     assert all(f.id.startswith("mlr-") for f in ASCEND_6.figures)
     earlier = {(dict(f.model)["hf"], f.measured) for s in (ASCEND, ASCEND_5) for f in s.figures}
     assert not {(dict(f.model)["hf"], f.measured) for f in ASCEND_6.figures} & earlier

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from parsim.errors import InputError
+from parsim.model.attention import attention_window
 from parsim.plan import EMBED, HEAD
 
 
@@ -38,6 +39,7 @@ class Decoder:
     dropout: float = 0.0             # the zoo GPT's hidden and attention dropout
     experts: int = 0                 # a Mixtral-style mixture of experts: routed experts per layer (ffn each)
     topk: int = 0                    # experts a token is routed to
+    window: int = 0                  # a sliding window shorter than the sequence (parsim.model.attention), 0 none
 
 
 def decoder_of(spec) -> Decoder | None:
@@ -63,7 +65,8 @@ def decoder_of(spec) -> Decoder | None:
                        kw["seq_len"], bool(cfg.get("tie_word_embeddings", False)), kw["attn_implementation"],
                        float(cfg.get("rope_theta", 10000.0)), float(cfg.get("rms_norm_eps", 1e-5)),
                        experts=cfg.get("num_local_experts", 0) if cfg["model_type"] == "mixtral" else 0,
-                       topk=cfg.get("num_experts_per_tok", 2) if cfg["model_type"] == "mixtral" else 0)
+                       topk=cfg.get("num_experts_per_tok", 2) if cfg["model_type"] == "mixtral" else 0,
+                       window=attention_window(spec.graph))
     return None
 
 

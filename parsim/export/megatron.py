@@ -147,6 +147,9 @@ def _model_args(d: Decoder, source: str) -> list[str]:
         raise refuse(source, "model.args.attention", "eager", TARGET, "has no attention backend that keeps the "
                      "s x s scores as eager attention does; use sdpa (its fused kernels) or megatron (unfused)")
     a += ["--attention-backend", "unfused"] if d.attention == "megatron" else []
+    if d.window:
+        raise refuse(source, "model.hf.sliding_window", d.window, TARGET, "export writes no --window-size: the run "
+                     "would attend over the whole sequence the plan priced windowed; export a model without a window")
     if d.kind == "llama":
         a += ["--swiglu", "--normalization", "RMSNorm", "--position-embedding-type", "rope", "--rotary-base",
               _num(d.rope_theta), "--norm-epsilon", _num(d.norm_eps), "--disable-bias-linear"]

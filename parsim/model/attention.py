@@ -34,6 +34,22 @@ sdpa_backward_flop_count); with causal masking half of each, as FlashAttention-2
 (Dao 2023, Sec. 4.1; ``flops()`` in its benchmarks/benchmark_flash_attention.py:
 4 * batch * seqlen^2 * nheads * headdim // (2 if causal else 1), backward 2.5x).
 
+Sliding-window attention (Mistral 7B's 4,096-token window, Gemma 2/3's and gpt-oss's local layers;
+Beltagy et al. 2020, "Longformer"; Megatron-Core's ``--window-size``, MindSpeed's ``--sliding-window``):
+each query attends to at most ``w`` keys, itself included (transformers' sliding_window mask:
+key j is seen by query i when i - w < j <= i).  A layer's window is the one transformers hands its
+attention function (``sliding_window_of``).  Fused attention skips the key blocks outside the
+band (FlashAttention-2's ``window_size``, cuDNN's and TE's sliding window, Ascend's
+``npu_fusion_attention`` band mode), so its work is the band's share of the causal pairs,
+
+    pairs(s, w) = sum over i = 1..s of min(i, w) = w (w + 1) / 2 + (s - w) w     (s > w),
+
+``window_share`` = pairs(s, w) / pairs(s, s): its FLOPs scale by that share, its bytes (Q, K, V,
+the output, read and written once) do not; extraction applies it to a windowed unit's fused
+attention (``windowed``).  Eager attention computes every score before the mask, so its work does
+not shrink.  Context parallelism is not priced beside a window (``check_cp``): its ring passes
+every chunk of K and V, which a window would cut.
+
 Context parallelism finds a layer's attention from its operators (``attention_of``): what it
 splits over the sequence (parsim.cost.context prices it, parsim.exec.context_parallel runs it).
 Eager attention records QK^T as a parameter-free batched matmul (B*a, T, d) x (B*a, d, T) and AV
@@ -59,9 +75,65 @@ FUSED_BACKWARD_OP = FUSED_OP + "_backward"
 BACKWARD_RATIO = 2.5           # backward / forward FLOPs of fused attention (module docstring)
 
 
-def fused_attention_flops(b: int, h: int, s_q: int, s_k: int, d: int, causal: bool) -> float:
-    """Forward FLOPs of fused attention over b x h heads of d (QK^T and AV), halved when causal."""
-    return 4.0 * b * h * s_q * s_k * d / (2 if causal else 1)
+def fused_attention_flops(b: int, h: int, s_q: int, s_k: int, d: int, causal: bool, window: int = 0) -> float:
+    """Forward FLOPs of fused attention over b x h heads of d (QK^T and AV), halved when causal,
+    and at a causal ``window``'s share of the pairs (module docstring)."""
+    flops = 4.0 * b * h * s_q * s_k * d / (2 if causal else 1)
+    return flops * window_share(s_k, window) if causal else flops
+
+
+def window_pairs(s: int, window: int = 0) -> float:
+    """The query-key pairs causal attention over ``s`` positions scores when each query sees at most
+    ``window`` keys, itself included (0: every earlier key)."""
+    w = s if not window or window >= s else window
+    return w * (w + 1) / 2 + (s - w) * w
+
+
+def window_share(s: int, window: int = 0) -> float:
+    """Of causal attention's pairs over ``s`` positions, the share a ``window`` keeps (1 without one,
+    or with one at least ``s`` long)."""
+    return window_pairs(s, window) / window_pairs(s) if s > 0 else 1.0
+
+
+def sliding_window_of(attention) -> int:
+    """The window transformers hands a decoder layer's ``attention`` module's attention function, 0
+    for none: the module's own ``sliding_window`` where it keeps one (Qwen2 and Qwen3, Gemma 2 and 3,
+    gpt-oss: None on their full-attention layers), else its config's where its forward reads it
+    (Mistral, Mixtral, Starcoder2: ``getattr(self.config, "sliding_window", None)``); Llama's reads
+    none."""
+    import inspect
+
+    if attention is None:
+        return 0
+    if hasattr(attention, "sliding_window"):
+        return int(attention.sliding_window or 0)
+    forward = inspect.unwrap(type(attention).forward).__code__
+    if "sliding_window" not in forward.co_consts and "sliding_window" not in forward.co_names:
+        return 0
+    return int(getattr(getattr(attention, "config", None), "sliding_window", None) or 0)
+
+
+def windowed(ops: tuple, kernels: tuple, window: int, batch: int) -> tuple[tuple, tuple, float, float]:
+    """A unit's fused causal attention at its ``window`` (module docstring): its ``Attention``
+    operators with the window recorded, its attention kernels' FLOPs at the window's share, and the
+    forward and backward FLOPs that removes at ``batch`` samples (the extraction's, at which the
+    unit's FLOP totals were counted).  Unchanged without a fused causal attention, or with a window
+    at least the sequence long."""
+    from dataclasses import replace
+
+    att = next((op for op in ops if op.kind == "Attention" and op.causal), None)
+    share = window_share(att.input_shapes[1][2], window) if att is not None else 1.0
+    if share >= 1.0:
+        return ops, kernels, 0.0, 0.0
+    ops = tuple(replace(op, window=window) if op.kind == "Attention" and op.causal else op for op in ops)
+    removed = {"F": 0.0, "B": 0.0}
+    out = []
+    for k in kernels:
+        if k.klass == "attention":
+            removed["F" if k.phase == "F" else "B"] += k.at(batch)[0] * (1 - share)
+            k = replace(k, flops=(k.flops[0] * share, k.flops[1] * share))
+        out.append(k)
+    return ops, tuple(out), removed["F"], removed["B"]
 
 
 def register_flop_formulas() -> None:
@@ -129,6 +201,7 @@ class Attention:
     # bytes autograd keeps of the s x s tensors eager attention makes between QK^T and AV (the
     # softmax's probabilities; a dropout mask): what flash-style attention recomputes instead; 0 fused
     scores_saved_bytes: float = 0.0
+    window: int = 0             # fused: the keys a query sees at most (sliding-window attention), 0 every earlier one
 
 
 def attention_of(layer, extraction_batch: int) -> Attention | None:
@@ -141,7 +214,7 @@ def attention_of(layer, extraction_batch: int) -> Attention | None:
     for op in ops:
         if op.kind == "Attention":
             (_, h, s, d), (_, g, _, _) = op.input_shapes[:2]
-            return Attention(s, h, g, d, op.flops / extraction_batch)
+            return Attention(s, h, g, d, op.flops / extraction_batch, window=op.window)
     bmms = [op for op in ops if op.kind == "BatchMatMul" and not any(op.param_inputs) and not any(op.tied_inputs)]
     for qk, av in zip(bmms, bmms[1:]):
         (bq, t, d), (bk, dk, t2) = qk.input_shapes
@@ -202,10 +275,24 @@ def check_cp(graph, cp: int, where: str = "") -> int:
     where = where or f"cp={cp}"
     if s is None:
         raise InfeasibleError(f"{where}: {graph.name} has no attention over a sequence to split; use cp 1")
+    window = attention_window(graph)
+    if window:
+        raise InfeasibleError(f"{where}: {graph.name}'s attention sees a {window}-token window of its {s}-token "
+                              "sequence, and parsim prices context parallelism for full causal attention only; use cp 1")
     if s % (2 * cp):
         raise InfeasibleError(f"{where}: the {s}-token sequence does not cut into 2 x cp = {2 * cp} equal chunks "
                               f"(the zigzag split); use cp in {', '.join(map(str, cp_options(s)))}")
     return s
+
+
+def attention_window(graph) -> int:
+    """The narrowest sliding window shorter than its sequence of any layer's fused attention; 0 for none."""
+    windows = []
+    for layer in graph.layers:
+        att = attention_of(layer, graph.extraction_batch)
+        if att is not None and 0 < att.window < att.seq_len:
+            windows.append(att.window)
+    return min(windows, default=0)
 
 
 def cp_options(seq_len: int | None, at_most: int | None = None) -> list[int]:

@@ -35,7 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.attention import FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas
+from parsim.model.attention import FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas, windowed
 from parsim.model.fused_ops import RMS_NORM_OP, ROPE_OP, SWIGLU_OP
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
@@ -434,7 +434,10 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
             y.backward(torch.empty_like(y))
     ops, ops_output, input_saved = recorder.finish(saved, y)
     kernels = unit_kernels(unit, x, needs_input_grad)
-    stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops(), bwd_flops=bwd_flops.get_total_flops(),
+    # a unit whose attention sees a sliding window: its fused attention's work at the window's share
+    ops, kernels, fwd_removed, bwd_removed = windowed(ops, kernels, getattr(unit, "attention_window", 0), x.shape[0])
+    stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops() - fwd_removed,
+                 bwd_flops=bwd_flops.get_total_flops() - bwd_removed,
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
                  saved_bytes=_batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded),
                  output_bytes=y.numel() * y.element_size(),

@@ -62,6 +62,7 @@ class OpInfo:
     inputs_copied: tuple[bool, ...] = ()        # input reached through a copy (e.g. a transpose made contiguous)
     tied_inputs: tuple[bool, ...] = ()          # which inputs are parameters an earlier layer owns (Layer.tied)
     causal: bool = False                        # Attention: causally masked (half the score blocks)
+    window: int = 0                             # Attention: each query's keys at most (a sliding window), 0 every one
 
     @property
     def module(self) -> str:
@@ -81,7 +82,7 @@ class OpInfo:
             return 2.0 * math.prod(self.output_shape) * math.prod(self.input_shapes[1][1:])
         if self.kind == "Attention":
             (b, h, s_q, d), (_, _, s_k, _) = self.input_shapes[:2]
-            return fused_attention_flops(b, h, s_q, s_k, d, self.causal)
+            return fused_attention_flops(b, h, s_q, s_k, d, self.causal, self.window)
         return 0.0
 
     @property

@@ -12,6 +12,10 @@ fields inline; ``args: {seq_len: N}`` is the training sequence length (default: 
 - ``eager``: explicit ``QK^T``, softmax and ``AV`` operators over the repeated KV heads, with the
   s x s scores saved (Korthikanti et al. 2022, Sec. 4.1, without flash attention).
 Either way attention's FLOPs and heads appear in the operator view that tensor parallelism shards.
+A layer whose attention transformers gives a sliding window (Mistral's ``sliding_window``, the local
+layers of Gemma 2/3 and gpt-oss; parsim.model.attention.sliding_window_of) carries it
+(``Decoder.attention_window``): extraction prices its fused attention at the window's share of the
+causal pairs, and on real tensors it runs with the banded mask.
 
 Cut units (thin wrappers whose submodules keep the Hugging Face names, so operator ids read
 ``layers.3/self_attn.q_proj:mm``):
@@ -52,7 +56,7 @@ import torch
 from torch import nn
 
 from parsim.errors import InputError
-from parsim.model.attention import KINDS
+from parsim.model.attention import KINDS, sliding_window_of
 from parsim.model.moe import Experts
 
 INSTALL = "pip install -e '.[hf]'"
@@ -115,22 +119,44 @@ def llama_param_count(cfg: dict) -> int:
     return V * h + L * layer + h + head
 
 
+def causal_mask(t: int, window: int = 0, device=None) -> torch.Tensor:
+    """The additive causal mask (1, 1, t, t): 0 where query i sees key j (j <= i, and i - window < j
+    under a sliding ``window``: transformers' sliding-window mask), -inf elsewhere."""
+    i = torch.arange(t, device=device)
+    seen = i[None, :] <= i[:, None]
+    if window:
+        seen &= i[None, :] > i[:, None] - window
+    return torch.zeros((t, t), device=device).masked_fill(~seen, float("-inf"))[None, None]
+
+
 class _Positions(nn.Module):
     """cos, sin (1, T, d) of the rotary embedding and, for eager attention, the causal mask
-    (1, 1, T, T) for T positions, computed once per model as transformers' model forward does,
-    and read by every layer (fused attention takes ``is_causal`` instead of a mask)."""
+    (1, 1, T, T) for T positions, banded for each sliding window of ``windows``, computed once per
+    model as transformers' model forward does, and read by every layer.  Fused attention takes
+    ``is_causal`` instead of a mask, which extraction records as the fused kernel, its work at a
+    windowed layer's share (parsim.model.attention.windowed); on real tensors a windowed layer
+    shorter than its sequence gets its banded mask, so that what runs is what the model computes."""
 
-    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int, causal_mask: bool):
+    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int, eager: bool, windows=()):
         super().__init__()
         probe = torch.empty(1, seq_len, head_dim)
         cos, sin = rotary(probe, torch.arange(seq_len)[None])
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        mask = torch.full((seq_len, seq_len), float("-inf")).triu(1)[None, None] if causal_mask else None
-        self.register_buffer("mask", mask, persistent=False)
+        self.eager = eager
+        self.register_buffer("mask", causal_mask(seq_len) if eager else None, persistent=False)
+        for w in sorted(set(windows) - {0}):
+            self.register_buffer(f"mask_window_{w}", causal_mask(seq_len, w) if eager else None, persistent=False)
 
-    def take(self, t: int, dtype: torch.dtype):
-        mask = None if self.mask is None else self.mask[..., :t, :t].to(dtype)
+    def take(self, t: int, dtype: torch.dtype, window: int = 0, meta: bool = False):
+        """(cos, sin) and the mask for t positions: eager's buffer (banded under ``window``); for
+        fused attention none, but a banded one on real tensors when the window is shorter than t."""
+        if self.eager:
+            mask = getattr(self, f"mask_window_{window}" if window else "mask")[..., :t, :t].to(dtype)
+        elif window and window < t and not meta:
+            mask = causal_mask(t, window, self.cos.device).to(dtype)
+        else:
+            mask = None
         return (self.cos[:, :t], self.sin[:, :t]), mask
 
 
@@ -227,9 +253,11 @@ class Decoder(_Adopt):
         object.__setattr__(self, "_layer", layer)        # not a child: its children are ours
         object.__setattr__(self, "_positions", positions)
         object.__setattr__(self, "moe", experts_of(layer))
+        # the keys a query sees at most (0: every earlier one), read by extraction (parsim.model.extract)
+        object.__setattr__(self, "attention_window", sliding_window_of(getattr(layer, "self_attn", None)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
-        pos, mask = self._positions.take(x.shape[1], x.dtype)
+        pos, mask = self._positions.take(x.shape[1], x.dtype, self.attention_window, x.is_meta)
         return self._layer(x, attention_mask=mask, position_embeddings=pos)
 
 
@@ -308,7 +336,8 @@ class CausalLM(nn.Module):
         self.hf = hf_model
         inner, cfg = hf_model.model, hf_model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager")
+        windows = [sliding_window_of(getattr(layer, "self_attn", None)) for layer in inner.layers]
+        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager", windows)
         self.config = cfg
         units = [("embed", Embed(embed_tokens=inner.embed_tokens))]
         units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]

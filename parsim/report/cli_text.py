@@ -50,6 +50,18 @@ def model_lines(spec) -> list[str]:
         default_lines(spec) + moe_lines(spec)
 
 
+def window_lines(graph) -> list[str]:
+    """The sliding window fused attention is priced at, where a layer's is shorter than its sequence."""
+    from parsim.model.attention import attention_of, window_share
+
+    found = [a for a in (attention_of(layer, graph.extraction_batch) for layer in graph.layers) if a is not None]
+    a = min((x for x in found if 0 < x.window < x.seq_len), key=lambda x: x.window, default=None)
+    return [] if a is None else [
+        f"sliding window: {a.window} keys a query on {sum(0 < x.window < x.seq_len for x in found)} of {len(found)} "
+        f"attention layers (the config's, as transformers applies it); their fused attention priced at "
+        f"{window_share(a.seq_len, a.window):.1%} of causal attention's work over {a.seq_len} tokens"]
+
+
 def default_lines(spec) -> list[str]:
     """The kernels a model is priced with where its model.yaml may leave them out: its attention
     (a transformer) and its memory format (a convolution network), each saying whether it is the
@@ -68,6 +80,7 @@ def default_lines(spec) -> list[str]:
     elif src is not None and src.kind == "hf":
         lines.append(f"attention: {given.get('attn_implementation', 'sdpa')} (args.attn_implementation; default sdpa, "
                      "transformers' default)")
+        lines += window_lines(spec.graph)
         fused = given.get("fused_ops")
         lines.append(f"fused kernels: {', '.join(fused)} (args.fused_ops; parsim.model.fused_ops)" if fused else
                      "fused kernels: none: RMSNorm, rope and SwiGLU as transformers writes them, step by step, as "

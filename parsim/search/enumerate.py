@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
-from parsim.model.attention import check_cp, cp_options, sequence_length
+from parsim.model.attention import attention_window, check_cp, cp_options, sequence_length
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
@@ -243,13 +243,15 @@ def etp_values(spec: ModelSpec, tp: int, fixed: int | None) -> list[int]:
 def cp_values(spec: ModelSpec, c: Constraints) -> list[int]:
     """The cp values to search: the one fixed (--cp, then model.yaml), else 1, 2, 4, ... up to
     CP_SEARCH_MAX while 2 x cp divides a sequence of at least CP_SEARCH_MIN_TOKENS; 1 for a model
-    without attention or with shorter sequences."""
+    without attention, with shorter sequences or with a sliding window."""
     fixed = c.cp or spec.parallel.cp
     if fixed:
         check_cp(spec.graph, fixed, f"--cp {fixed}")
         return [fixed]
     s = sequence_length(spec.graph)
-    return cp_options(s, CP_SEARCH_MAX) if s and s >= CP_SEARCH_MIN_TOKENS else [1]
+    if not s or s < CP_SEARCH_MIN_TOKENS or attention_window(spec.graph):     # a sliding window: check_cp refuses cp > 1
+        return [1]
+    return cp_options(s, CP_SEARCH_MAX)
 
 
 def ep_values(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int, etp: int = 1) -> list[int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from parsim.cost.kernels import kernel_counts
 from parsim.model.graph import LayerGraph
-from parsim.model.attention import sequence_length
+from parsim.model.attention import attention_window, sequence_length
 from parsim.plan import ParallelConfig, recompute_layers_text
 from parsim.fmt import human_bytes, human_time
 from parsim.search.bound import Candidate
@@ -150,7 +150,7 @@ def nothing_fits(spec, cap, misses, over_memory, usable: str = "") -> str:
         knobs.append("activation recomputation (--recompute selective or full)")
     if where is None or where.tp == 1:
         knobs.append("tensor parallelism (--tp with the zoo's GPT, or a model.yaml shard: section)")
-    if (where is None or where.cp == 1) and sequence_length(spec.graph):
+    if (where is None or where.cp == 1) and sequence_length(spec.graph) and not attention_window(spec.graph):
         knobs.append("context parallelism (--cp)")
     if where is None:
         return f"no plan fits {human_bytes(cap)}{usable} per device; try {', '.join(knobs)}"
