@@ -4,9 +4,10 @@ test must go red.  Each mutation is applied to the working tree, the test run, t
     python results/2026-12-04f-intel-xeon/mutations.py > results/2026-12-04f-intel-xeon/mutations.txt
 """
 
-import subprocess
 import sys
-from pathlib import Path
+
+sys.path.insert(0, "runners")
+from mutations import check  # noqa: E402  (runners/mutations.py; run from the repository root)
 
 GROUP_SHAPE_BY_ID = '''
 
@@ -43,35 +44,5 @@ MUTATIONS = [
 ]
 
 
-def run(test: str) -> tuple[int, str]:
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
-                       capture_output=True, text=True)
-    last = [line for line in p.stdout.splitlines() if line.strip()][-1]
-    return p.returncode, last
-
-
-def main() -> int:
-    bad = 0
-    for what, path, old, new, test in MUTATIONS:
-        f = Path(path)
-        text = f.read_text()
-        if old is None:
-            mutated = text + new
-        else:
-            assert text.count(old) == 1, (path, old)
-            mutated = text.replace(old, new)
-        rc0, clean = run(test)
-        try:
-            f.write_text(mutated)
-            rc1, red = run(test)
-        finally:
-            f.write_text(text)
-        ok = rc0 == 0 and rc1 != 0
-        bad += not ok
-        print(f"{what}\n  {path} mutated; {test}\n  unmutated: {clean}\n  mutated:   {red}\n  "
-              f"{'red under the mutation, green without: it can fail' if ok else 'NOT CAUGHT'}\n")
-    return bad
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check(MUTATIONS))
