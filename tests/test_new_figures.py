@@ -749,3 +749,31 @@ def test_mcore_release_rows_are_the_set_drawn_held_out_as_first_priced():
     assert_held_out_as_pinned(drawn.figures, "mcore-release-0.9.0", {
         "mcore090-mixtral-8x22b-h100-128gpu-tp2-pp8-ep8": +0.062,
         "mcore090-mixtral-8x7b-h100-64gpu-tp1-pp4-vp8-ep8": +0.011})
+
+
+FAST_LLM = "results/published/fastllm_figures.yaml"
+# ServiceNow Fast-LLM's documentation: Mistral-7B-v0.1 at 8,192 tokens with its 4,096-token window, drawn
+# 2026-12-05 (fifty-fourth sitting) by a helper who priced nothing, after parsim came to price
+# sliding-window attention, and first priced the same sitting (its header: the attention kernel
+# corrected to FlashAttention-2 after the first pricing, both errors recorded).  Its configs are inline.
+FAST_LLM_ROWS_SHA256 = "01c7f9cd97b5621af5fb4f05f816b8ef0bcd6ba925bdc1d5e0173234a4fd2549"
+
+
+def test_fast_llms_rows_are_the_set_drawn_held_out_the_windows_test():
+    """Three rows of Mistral 7B with its sliding window on 128 and 32 H100 and 4 A100 (data parallel,
+    ZeRO-1 and -2, FlashAttention-2), drawn after sliding-window attention was priced: held out of
+    every fit, each at its error as corrected (results/2026-12-05-intel-xeon/fastllm-heldout.txt), every
+    scored row's attention windowed."""
+    from parsim.model.attention import attention_window
+    from parsim.profile.published import figure_spec
+
+    drawn = load_figures(FAST_LLM)
+    assert_drawn_as_hashed(FAST_LLM, FAST_LLM_ROWS_SHA256)
+    assert len(drawn.figures) == 8
+    scored = [f for f in drawn.figures if not f.excluded]
+    assert {dict(dict(f.model)["training"])["attention_kernel"] for f in drawn.figures} == {"fa2"}
+    assert all(attention_window(figure_spec(f).graph) == 4096 for f in scored)
+    assert_held_out_as_pinned(drawn.figures, "fast-llm-docs", {
+        "fastllm-mistral-7b-h100-128gpu-8k": +0.114,
+        "fastllm-mistral-7b-h100-32gpu-8k-gbs32": +0.051,
+        "fastllm-mistral-7b-a100-4gpu-8k-mlp-none": -0.013})
