@@ -38,6 +38,12 @@ MUTATIONS = [
      "tests/test_new_figures.py", '"mcore090-mixtral-8x7b-h100-64gpu-tp1-pp4-vp8-ep8": +0.011',
      '"mcore090-mixtral-8x7b-h100-64gpu-tp1-pp4-vp8-ep8": +0.061',
      "tests/test_new_figures.py::test_mcore_release_rows_are_the_set_drawn_held_out_as_first_priced"),
+    ("the held-out fast-llm-docs source taken out of fit.yaml's held_out",
+     "results/published/fit.yaml", "\n  - fast-llm-docs ", "\n  # - fast-llm-docs ",
+     "tests/test_new_figures.py::test_fast_llms_rows_are_the_set_drawn_held_out_the_windows_test"),
+    ("Fast-LLM's rows priced without their window (Mistral's config read as full causal attention)",
+     "parsim/model/attention.py", 'return int(getattr(getattr(attention, "config", None), "sliding_window", None) or 0)',
+     "return 0", "tests/test_new_figures.py::test_fast_llms_rows_are_the_set_drawn_held_out_the_windows_test"),
 ]
 
 
