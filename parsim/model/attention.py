@@ -34,7 +34,7 @@ sdpa_backward_flop_count); with causal masking half of each, as FlashAttention-2
 (Dao 2023, Sec. 4.1; ``flops()`` in its benchmarks/benchmark_flash_attention.py:
 4 * batch * seqlen^2 * nheads * headdim // (2 if causal else 1), backward 2.5x).
 
-Sliding-window attention (Mistral 7B's 4,096-token window, Gemma 2/3's and gpt-oss's local layers;
+Sliding-window attention (Mistral 7B's 4,096-token window, Qwen2's local layers with use_sliding_window;
 Beltagy et al. 2020, "Longformer"; Megatron-Core's ``--window-size``, MindSpeed's ``--sliding-window``):
 each query attends to at most ``w`` keys, itself included (transformers' sliding_window mask:
 key j is seen by query i when i - w < j <= i).  A layer's window is the one transformers hands its
@@ -97,8 +97,8 @@ def window_share(s: int, window: int = 0) -> float:
 
 def sliding_window_of(attention) -> int:
     """The window transformers hands a decoder layer's ``attention`` module's attention function, 0
-    for none: the module's own ``sliding_window`` where it keeps one (Qwen2 and Qwen3, Gemma 2 and 3,
-    gpt-oss: None on their full-attention layers), else its config's where its forward reads it
+    for none: the module's own ``sliding_window`` where it keeps one (Qwen2 and Qwen3, and the
+    other transformers models with per-layer windows: None on their full-attention layers), else its config's where its forward reads it
     (Mistral, Mixtral, Starcoder2: ``getattr(self.config, "sliding_window", None)``); Llama's reads
     none."""
     import inspect

@@ -12,8 +12,8 @@ fields inline; ``args: {seq_len: N}`` is the training sequence length (default: 
 - ``eager``: explicit ``QK^T``, softmax and ``AV`` operators over the repeated KV heads, with the
   s x s scores saved (Korthikanti et al. 2022, Sec. 4.1, without flash attention).
 Either way attention's FLOPs and heads appear in the operator view that tensor parallelism shards.
-A layer whose attention transformers gives a sliding window (Mistral's ``sliding_window``, the local
-layers of Gemma 2/3 and gpt-oss; parsim.model.attention.sliding_window_of) carries it
+A layer whose attention transformers gives a sliding window (Mistral's ``sliding_window``, Qwen2's
+layers past ``max_window_layers`` with ``use_sliding_window``; parsim.model.attention.sliding_window_of) carries it
 (``Decoder.attention_window``): extraction prices its fused attention at the window's share of the
 causal pairs, and on real tensors it runs with the banded mask.
 
