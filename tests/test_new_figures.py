@@ -299,7 +299,8 @@ def test_the_fourth_910b_set_is_the_set_drawn_its_hashes():
 def test_the_fifth_910b_set_is_the_set_drawn_its_hashes():
     """MindSpeed-LLM's pre-training table (tokens/s/p on an Atlas 900 A2 PoDc, PyTorch on torch_npu):
     51 rows of Llama-architecture models, 44 priced when drawn, 45 since Qwen2.5-32B's layer list
-    became its split and 46 since Mistral 7B's sliding window was priced, the five calibration models among them re-measured with other figures, none a
+    became its split and 46 since Mistral 7B's sliding window was priced, the five calibration
+    models among them re-measured with other figures, none a
     calibration row; with the model files they were drawn with."""
     assert_drawn_as_hashed(FIFTH, FIFTH_ROWS_SHA256, FIFTH_MODELS_SHA256, ASCEND_5)
     assert_a_910b_set(ASCEND_5, rows=51, priced=46, profiles=("atlas-900-a2",), publisher="MindSpeed-LLM")
@@ -745,7 +746,8 @@ def test_mcore_release_rows_are_the_set_drawn_held_out_as_first_priced():
     drawn = load_figures(MCORE_RELEASE)
     assert_drawn_as_hashed(MCORE_RELEASE, MCORE_RELEASE_ROWS_SHA256, MCORE_RELEASE_MODELS_SHA256)
     assert len(drawn.figures) == 3
-    assert {(dict(f.parallel)["tp"], dict(f.parallel)["etp"]) for f in drawn.figures if not f.excluded} == {(2, 2), (1, 1)}
+    layouts = {(dict(f.parallel)["tp"], dict(f.parallel)["etp"]) for f in drawn.figures if not f.excluded}
+    assert layouts == {(2, 2), (1, 1)}
     assert_held_out_as_pinned(drawn.figures, "mcore-release-0.9.0", {
         "mcore090-mixtral-8x22b-h100-128gpu-tp2-pp8-ep8": +0.062,
         "mcore090-mixtral-8x7b-h100-64gpu-tp1-pp4-vp8-ep8": +0.011})

@@ -98,9 +98,9 @@ def window_share(s: int, window: int = 0) -> float:
 def sliding_window_of(attention) -> int:
     """The window transformers hands a decoder layer's ``attention`` module's attention function, 0
     for none: the module's own ``sliding_window`` where it keeps one (Qwen2 and Qwen3, and the
-    other transformers models with per-layer windows: None on their full-attention layers), else its config's where its forward reads it
-    (Mistral, Mixtral, Starcoder2: ``getattr(self.config, "sliding_window", None)``); Llama's reads
-    none."""
+    other transformers models with per-layer windows: None on their full-attention layers), else
+    its config's where its forward reads it (Mistral, Mixtral, Starcoder2: ``getattr(self.config,
+    "sliding_window", None)``); Llama's reads none."""
     import inspect
 
     if attention is None:
@@ -278,7 +278,8 @@ def check_cp(graph, cp: int, where: str = "") -> int:
     window = attention_window(graph)
     if window:
         raise InfeasibleError(f"{where}: {graph.name}'s attention sees a {window}-token window of its {s}-token "
-                              "sequence, and parsim prices context parallelism for full causal attention only; use cp 1")
+                              "sequence, and parsim prices context parallelism for full causal attention only; "
+                              "use cp 1")
     if s % (2 * cp):
         raise InfeasibleError(f"{where}: the {s}-token sequence does not cut into 2 x cp = {2 * cp} equal chunks "
                               f"(the zigzag split); use cp in {', '.join(map(str, cp_options(s)))}")
