@@ -38,5 +38,5 @@ for path in FILES:
         again = 1.5 if cfg.recompute.value == "full" else 1.0      # a full recompute runs the forward pair again
         per_step = len(moe) / cfg.pp * cfg.microbatches * again
         adds = (whole - now) * per_step
-        print(f"{f.id[-58:]:58s} {cfg.tp:3d} {cfg.etp:3d} {cfg.ep:3d} {price_err(f) if False else '':>7s} "
+        print(f"{f.id[-58:]:58s} {cfg.tp:3d} {cfg.etp:3d} {cfg.ep:3d} "
               f"{est.step_time_s:8.2f} {now * per_step:9.3f} {whole * per_step:8.3f} {adds / est.step_time_s:+6.1%}")
