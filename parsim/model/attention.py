@@ -203,6 +203,11 @@ class Attention:
     scores_saved_bytes: float = 0.0
     window: int = 0             # fused: the keys a query sees at most (sliding-window attention), 0 every earlier one
 
+    @property
+    def windowed(self) -> bool:
+        """Whether a sliding window cuts this attention's work: one shorter than its sequence."""
+        return 0 < self.window < self.seq_len
+
 
 def attention_of(layer, extraction_batch: int) -> Attention | None:
     """The layer's attention (a parsim.model.graph.Layer's) from its operators, or None: a fused
@@ -288,12 +293,8 @@ def check_cp(graph, cp: int, where: str = "") -> int:
 
 def attention_window(graph) -> int:
     """The narrowest sliding window shorter than its sequence of any layer's fused attention; 0 for none."""
-    windows = []
-    for layer in graph.layers:
-        att = attention_of(layer, graph.extraction_batch)
-        if att is not None and 0 < att.window < att.seq_len:
-            windows.append(att.window)
-    return min(windows, default=0)
+    found = (attention_of(layer, graph.extraction_batch) for layer in graph.layers)
+    return min((att.window for att in found if att is not None and att.windowed), default=0)
 
 
 def cp_options(seq_len: int | None, at_most: int | None = None) -> list[int]:

@@ -119,19 +119,19 @@ def llama_param_count(cfg: dict) -> int:
     return V * h + L * layer + h + head
 
 
-def causal_mask(t: int, window: int = 0, device=None) -> torch.Tensor:
+def causal_mask(t: int, window: int = 0) -> torch.Tensor:
     """The additive causal mask (1, 1, t, t): 0 where query i sees key j (j <= i, and i - window < j
     under a sliding ``window``: transformers' sliding-window mask), -inf elsewhere."""
-    i = torch.arange(t, device=device)
+    i = torch.arange(t)
     seen = i[None, :] <= i[:, None]
     if window:
         seen &= i[None, :] > i[:, None] - window
-    return torch.zeros((t, t), device=device).masked_fill(~seen, float("-inf"))[None, None]
+    return torch.zeros((t, t)).masked_fill(~seen, float("-inf"))[None, None]
 
 
 class _Positions(nn.Module):
-    """cos, sin (1, T, d) of the rotary embedding and, for eager attention, the causal mask
-    (1, 1, T, T) for T positions, banded for each sliding window of ``windows``, computed once per
+    """cos, sin (1, T, d) of the rotary embedding, for eager attention the causal mask (1, 1, T, T)
+    for T positions, and the mask banded for each sliding window of ``windows``, computed once per
     model as transformers' model forward does, and read by every layer.  Fused attention takes
     ``is_causal`` instead of a mask, which extraction records as the fused kernel, its work at a
     windowed layer's share (parsim.model.attention.windowed); on real tensors a windowed layer
@@ -146,15 +146,13 @@ class _Positions(nn.Module):
         self.eager = eager
         self.register_buffer("mask", causal_mask(seq_len) if eager else None, persistent=False)
         for w in sorted(set(windows) - {0}):
-            self.register_buffer(f"mask_window_{w}", causal_mask(seq_len, w) if eager else None, persistent=False)
+            self.register_buffer(f"mask_window_{w}", causal_mask(seq_len, w), persistent=False)
 
     def take(self, t: int, dtype: torch.dtype, window: int = 0, meta: bool = False):
         """(cos, sin) and the mask for t positions: eager's buffer (banded under ``window``); for
-        fused attention none, but a banded one on real tensors when the window is shorter than t."""
-        if self.eager:
+        fused attention none, but the banded one on real tensors when the window is shorter than t."""
+        if self.eager or (window and window < t and not meta):
             mask = getattr(self, f"mask_window_{window}" if window else "mask")[..., :t, :t].to(dtype)
-        elif window and window < t and not meta:
-            mask = causal_mask(t, window, self.cos.device).to(dtype)
         else:
             mask = None
         return (self.cos[:, :t], self.sin[:, :t]), mask

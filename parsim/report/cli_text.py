@@ -55,9 +55,9 @@ def window_lines(graph) -> list[str]:
     from parsim.model.attention import attention_of, window_share
 
     found = [a for a in (attention_of(layer, graph.extraction_batch) for layer in graph.layers) if a is not None]
-    a = min((x for x in found if 0 < x.window < x.seq_len), key=lambda x: x.window, default=None)
+    a = min((x for x in found if x.windowed), key=lambda x: x.window, default=None)
     return [] if a is None else [
-        f"sliding window: {a.window} keys a query on {sum(0 < x.window < x.seq_len for x in found)} of {len(found)} "
+        f"sliding window: {a.window} keys a query on {sum(x.windowed for x in found)} of {len(found)} "
         f"attention layers (the config's, as transformers applies it); their fused attention priced at "
         f"{window_share(a.seq_len, a.window):.1%} of causal attention's work over {a.seq_len} tokens"]
 

@@ -12,7 +12,7 @@ from mutations import check  # noqa: E402  (runners/mutations.py; run from the r
 SW = "tests/test_sliding_window.py"
 MUTATIONS = [
     ("a windowed layer run on real tensors without its banded mask (full causal attention)",
-     "parsim/model/hf.py", "elif window and window < t and not meta:", "elif False:",
+     "parsim/model/hf.py", "if self.eager or (window and window < t and not meta):", "if self.eager:",
      SW + "::test_the_units_compute_what_transformers_computes_under_a_window"),
     ("a windowed layer's fused attention priced as full causal attention",
      "parsim/model/attention.py", "    if share >= 1.0:\n        return ops, kernels, 0.0, 0.0",
