@@ -126,9 +126,8 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
 def coverage(spec, held) -> str:
     """The bands scored on the rows they would have priced: each scored row's 90% band drawn from the
     other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
-    the row's measurement falls inside.  The bands rest on the development sources' residuals (a
-    held-out source's rows are in the table --residuals writes, marked, and in no band); those rows
-    are scored against the bands apart, a test of the bands as of the point predictions.  ``held``:
+    the row's measurement falls inside.  The bands rest on every row's residual, a held-out source's
+    as a development source's (parsim.sim.band); the two are counted apart, and together.  ``held``:
     (scored row, its PlanKind) of each row priced out of sample."""
     table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error), not spec.fitted_on(s.figure))
                   for s, k in held)
@@ -142,22 +141,24 @@ def coverage(spec, held) -> str:
         rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
                     + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
                        else "none: no other source ran on this device"))
+
+    def share(group, label):
+        by_family: dict[str, list[bool]] = {}
+        for _, family, hit, _ in group:
+            by_family.setdefault(family, []).append(hit)
+        inside = sum(hit for _, _, hit, _ in group)
+        return (f"{label}: {inside} of {len(group)} rows inside ({inside / len(group):.1%} against {LEVEL:.0%} "
+                f"nominal; averaged per family {statistics.mean(sum(v) / len(v) for v in by_family.values()):.1%}), "
+                f"median width (high / low - 1) {statistics.median(b[3] for b in group):.1%}")
+
     dev = [b for b in banded if b[0]]
     test = [b for b in banded if not b[0]]
-    by_family: dict[str, list[bool]] = {}
-    for _, family, hit, _ in dev:
-        by_family.setdefault(family, []).append(hit)
-    inside = sum(hit for _, _, hit, _ in dev)
-    per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
-    unbanded = sum(1 for s, _ in held if spec.fitted_on(s.figure)) - len(dev)
     text = (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
-            f"families' residuals: {inside} of {len(dev)} rows inside ({inside / len(dev):.1%} against {LEVEL:.0%} "
-            f"nominal; averaged per family {per_family:.1%}); {unbanded} rows have no band (no other "
-            f"source ran on their device); median width (high / low - 1) {statistics.median(b[3] for b in dev):.1%}\n")
+            f"families' residuals, every source's: {len(held) - len(banded)} rows have no band (no other source "
+            f"ran on their device)\n  " + share(banded, "every row") + "\n  " + share(dev, "development sources' rows")
+            + "\n")
     if test:
-        text += (f"Held-out sources against the same bands (the development residuals; none of theirs): "
-                 f"{sum(hit for _, _, hit, _ in test)} of {len(test)} rows inside; median width "
-                 f"{statistics.median(b[3] for b in test):.1%}\n")
+        text += "  " + share(test, "held-out sources' rows") + "\n"
     return text + "\n".join(rows) + "\n"
 
 
