@@ -139,6 +139,19 @@ def test_local_sorts_copy_the_dispatched_rows(tiny):
         assert sorted(k.phase for k in added) == (["F", "F", "I", "I"] if sorts else [])
 
 
+def test_with_the_experts_split_over_tp_each_rank_sorts_the_groups_rows(tiny):
+    """Under etp = tp the dispatcher gathers the expert-tp group's rows before the sort and scatters
+    them after the unsort (Megatron-Core's token_dispatcher.py at 3b85d982d5, L525-630), so a rank's
+    sorts copy etp ranks' rows: etp x the bytes, which the layer's tp share then prices at 1/tp."""
+    from parsim.cost.experts import expert_parallel_graph
+
+    def sorted_bytes(etp):
+        g = expert_parallel_graph(replace(tiny.graph, tp=etp, etp=etp), 2, 1.5)
+        return [k.bytes[1] for k in g.layers[1].kernels if k.op == "moe_sort_chunks"]
+    whole, split = sorted_bytes(1), sorted_bytes(2)
+    assert len(whole) == len(split) == 4 and split == [2 * b for b in whole]
+
+
 # ----------------------------------------------------------------------------- DeepSeek's recomputation
 
 def test_deepseek_recompute_drops_norms_up_projections_and_swiglus():

@@ -126,7 +126,7 @@ def _scaled_op(op: OpInfo, experts: int, ep: int, scale: float) -> OpInfo:
                    output_shape=shape(op.output_shape), saved_bytes=op.saved_bytes * scale / ep)
 
 
-def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int) -> list[Kernel]:
+def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int, etp: int) -> list[Kernel]:
     """The alltoall dispatcher's second permutation and its inverse, which a rank holding several
     experts runs on the rows the dispatch brought (Megatron-Core's MoEAlltoAllTokenDispatcher,
     ``sort_chunks_by_idxs`` after the dispatch, "Permutation 2: Sort tokens by local expert", and
@@ -134,12 +134,17 @@ def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int) -> list[
     each read and written once, R h x dtype bytes each way at R = the routed rows (E c of the
     extraction's grouped GEMMs, per sample) x the imbalance.  The first permutation and the
     unpermutation (tokens to rows and back) are in the extracted layer already (parsim.model.hf's
-    index_select and _Combine).  Unsharded, as the layer's kernels are (priced at its share)."""
+    index_select and _Combine).  Unsharded, as the layer's kernels are (priced at its share), but
+    for one thing: with the experts split over the tp group (etp = tp > 1) the dispatcher gathers
+    the group's rows before the sort and scatters them after the unsort (token_dispatcher.py at
+    Megatron-LM 3b85d982d5: the gather over the expert-tp group at L525-530 before the sort at L566,
+    the unsort at L615 before the reduce-scatter at L622-628), so each rank sorts etp ranks' rows,
+    etp x the share the layer's kernels are priced at: the bytes are x etp."""
     gemm = next((op for op in layer.ops if _expert_op(op) and op.kind == "BatchMatMul"), None)
     if gemm is None:
         return []
     e, c, h = gemm.input_shapes[0]
-    nbytes = 2.0 * e * c * h * ELEMENT_BYTES.get(gemm.dtype, 4) / extraction_batch * imbalance
+    nbytes = 2.0 * e * c * h * ELEMENT_BYTES.get(gemm.dtype, 4) / extraction_batch * imbalance * etp
     return [Kernel(phase, "moe_sort_chunks", "mem", bytes=(0.0, nbytes)) for phase in ("F", "F", "I", "I")]
 
 
@@ -168,9 +173,9 @@ def _ep_changes(layer: Layer, ep: int, imbalance: float, extraction_batch: int, 
     _, kernels, extra = parts[key]
     sorted_bytes = 0.0
     if ep < e:                              # several experts a rank: the local sorts, one tuple per kernels'
-        key = ("sorted", key, id(layer.ops), extraction_batch)      # entry, so that layers sharing it share
+        key = ("sorted", key, id(layer.ops), extraction_batch, etp)  # entry, so that layers sharing it share
         if key not in parts:                                        # the result (the cost model prices by id)
-            sort = _local_sorts(layer, imbalance, extraction_batch)
+            sort = _local_sorts(layer, imbalance, extraction_batch, etp)
             parts[key] = (layer.ops, kernels + tuple(sort), sum(k.bytes[1] for k in sort))
         _, kernels, sorted_bytes = parts[key]
     sorts = sorted_bytes * layer.tp_share * layer.seq_share
