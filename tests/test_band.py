@@ -78,19 +78,26 @@ def test_the_class_widens_until_it_holds_enough_sources():
     mixed = other + (_res(99, "x"),)
     band = step_band(1.0, PlanKind(A100, "fsdp", "dense"), mixed)
     assert band is not None and "mix and model as this plan's, widened" in band.source
+    # the mix before the device: nine sources of 3D plans on other devices, and nine A100 sources of other mixes
+    threed = tuple(_res(40 + i, f"t{i}", device="H100-SXM5-80GB") for i in range(MIN_FAMILIES))
+    a100 = tuple(_res(60 + i, f"z{i}", mix="fsdp", ratio=3.0) for i in range(MIN_FAMILIES))
+    band = step_band(1.0, PlanKind(A100, "3d", "dense"), threed + a100)
+    assert "(mix and model as this plan's, widened" in band.source and band.rows == tuple(r.id for r in threed)
 
 
-def test_a_widened_class_says_so_and_why_and_keeps_to_the_device_before_every_row():
+def test_a_widened_class_says_so_and_why_and_takes_every_row_before_a_devices_other_plans():
     """A class too small for a band widens, and the band's source says which rows it took and why:
-    an A100 MoE plan whose own class holds one source's four rows takes the A100 rows of every
-    mix and model (not the H100 ones) before it takes every row; a device with one row takes every row."""
+    an A100 MoE plan whose own class holds one source's four rows takes every row, the H100 ones
+    too, not the A100 rows of other mixes and models alone (a device's fitted numbers absorb its bias:
+    its other kinds of plan are no closer kin than every row); a device with one row takes every row."""
     moe = tuple(_res(i, "moe", mix="ep", model="moe") for i in range(4))
     a100 = tuple(_res(10 + i, f"a{i}") for i in range(MIN_FAMILIES))
     h100 = tuple(_res(20 + i, f"h{i}", device="H100-SXM5-80GB", ratio=2.0) for i in range(MIN_FAMILIES))
     band = step_band(1.0, PlanKind(A100, "ep", "moe"), moe + a100 + h100)
-    assert band.rows == tuple(r.id for r in moe + a100)
-    assert ("(device as this plan's, widened: 4 rows of 1 source share this plan's device, mix and model "
-            f"({A100}, ep, moe), under the {MIN_FAMILIES} sources a 90% band rests on)") in band.source
+    assert band.rows == tuple(r.id for r in moe + a100 + h100)
+    assert ("(every public row, of any device, mix and model: 4 rows of 1 source share this plan's device, mix and "
+            f"model ({A100}, ep, moe), and no narrower class holds the {MIN_FAMILIES} sources a 90% band rests "
+            "on)") in band.source
     lone = (_res(99, "npu", device="Ascend 910", mix="dp", model="conv"),)
     band = step_band(1.0, PlanKind("Ascend 910", "dp", "conv"), moe + a100 + h100 + lone)
     assert len(band.rows) == 4 + 2 * MIN_FAMILIES + 1
