@@ -15,13 +15,21 @@ import parsim.sim.band as band
 table = band.load_residuals()
 
 
-def device_first(kind):
-    yield "device, mix, model", lambda k: k == kind
-    yield "device, model", lambda k: (k.device, k.model) == (kind.device, kind.model)
-    yield "mix, model", lambda k: (k.mix, k.model) == (kind.mix, kind.model)
-    yield "model", lambda k: k.model == kind.model
-    yield "device", lambda k: k.device == kind.device
-    yield "every row", lambda k: True
+KEYS = {"device, mix, model": lambda k: (k.device, k.mix, k.model), "mix, model": lambda k: (k.mix, k.model),
+        "device, model": lambda k: (k.device, k.model), "model": lambda k: k.model, "device": lambda k: k.device,
+        "every row": lambda k: ()}
+
+
+def order(*labels):
+    """parsim.sim.band._classes's shape for the classes ``labels``, narrowest first."""
+    def classes(kind):
+        for label in labels:
+            yield label, lambda k, key=KEYS[label]: key(k) == key(kind)
+    return classes
+
+
+device_first = order("device, mix, model", "device, model", "mix, model", "model", "device", "every row")
+mix_first = order("device, mix, model", "mix, model", "device, model", "model", "device", "every row")
 
 
 def scored(classes):
@@ -33,15 +41,6 @@ def scored(classes):
         if b is not None:
             rows[r.id] = (r, b, b.contains(math.exp(r.log_ratio)))
     return kinds, rows
-
-
-def mix_first(kind):
-    yield "device, mix, model", lambda k: k == kind
-    yield "mix, model", lambda k: (k.mix, k.model) == (kind.mix, kind.model)
-    yield "device, model", lambda k: (k.device, k.model) == (kind.device, kind.model)
-    yield "model", lambda k: k.model == kind.model
-    yield "device", lambda k: k.device == kind.device
-    yield "every row", lambda k: True
 
 
 shipped = band._classes

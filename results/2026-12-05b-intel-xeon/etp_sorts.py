@@ -6,7 +6,6 @@ worktree of the commit before the change):
 
     python results/2026-12-05b-intel-xeon/etp_sorts.py /tmp/before .
 """
-import re
 import subprocess
 import sys
 
