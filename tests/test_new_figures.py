@@ -49,6 +49,7 @@ def repinned(first_priced: dict) -> dict:
     """A held-out source's pinned errors: as first priced, but where MOVED says."""
     return {k: MOVED.get(k, v) for k, v in first_priced.items()}
 
+
 ASCEND = load_figures("results/published/ascend_figures.yaml")
 NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
 SECOND = "results/published/mindformers2_figures.yaml"
@@ -764,7 +765,8 @@ PADDLENLP_MODELS_SHA256 = {
     "examples/llama2_13b/config.json": "ca133a37bfd7c5c3354037d6f08475db7b5fa48635088ab1d081bccb68f1d035",
     "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
     "examples/baichuan2_7b/config.json": "f983247b9d21a39e9b6cbcc210c3277004172397d167a9d99a91fe471a9df023",
-    "examples/qwen_7b/config.json": "abe16b8307329af882385ea2232c40b4033a83e0d9a1727c9977f2f300cca986",      # the excluded Qwen-7B row's
+    # the excluded Qwen-7B row's
+    "examples/qwen_7b/config.json": "abe16b8307329af882385ea2232c40b4033a83e0d9a1727c9977f2f300cca986",
 }
 
 

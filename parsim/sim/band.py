@@ -283,12 +283,13 @@ def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Res
         inside = sum(low <= r.log_ratio <= high for r in own)
         devices = ", ".join(sorted({r.kind.device for r in own}))
         if len(own) == 1:
-            clauses.append(f"; held-out source: 1 {kind.mix} {kind.model} row of {family} ({devices}), fitted on by "
-                           f"nothing, ran {ratios[0]:.2f}x its predicted step, {'in' if inside else 'out'}side this band")
+            clauses.append(f"; held-out source: 1 {kind.mix} {kind.model} row of {family} ({devices}), fitted on "
+                           f"by nothing, ran {ratios[0]:.2f}x its predicted step, "
+                           f"{'in' if inside else 'out'}side this band")
         else:
-            clauses.append(f"; held-out source: {len(own)} {kind.mix} {kind.model} rows of {family} ({devices}), fitted on "
-                           f"by nothing, ran {ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, {inside} of "
-                           f"{len(own)} inside this band")
+            clauses.append(f"; held-out source: {len(own)} {kind.mix} {kind.model} rows of {family} ({devices}), "
+                           f"fitted on by nothing, ran {ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, "
+                           f"{inside} of {len(own)} inside this band")
     return "".join(clauses)
 
 
