@@ -74,8 +74,9 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
                   f"{'-':>7}  {status} ({UNIT[f.metric]})", file=out)
             continue
         oos = s.out_of_sample
-        status = (f"excluded: {f.excluded}" if f.excluded
-                  else "scored" if spec.fitted_on(f) else "scored; a held-out source, fitted on by no fold")
+        status = (f"excluded: {f.excluded}" if f.excluded else "scored" if spec.fitted_on(f)
+                  else "scored; a held-out source, fitted on by no fold" if spec.held_out_row(f)
+                  else "scored; a development source kept out of the fit (fit.yaml's kept_out)")
         print(f"{f.id:<{w}} {s.family:<18} {f.profile:<18} {f.measured:>10.4g} {s.in_sample.predicted:>10.4g} "
               f"{_pct(s.in_sample.error):>7} {(f'{oos.predicted:.4g}' if oos else '-'):>13} "
               f"{_pct(oos.error if oos else None):>7}  {s.in_sample.config}; {status} ({UNIT[f.metric]})", file=out)
@@ -95,7 +96,7 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     print("  " + _summary("OVERALL", allo, alli), file=out)
     if spec.held_out:
         test = sorted(f for f in by_family if f in spec.held_out)
-        print("  " + _summary("development sources (fitted on by the other folds)",
+        print("  " + _summary("development sources (fitted on by the other folds but kept_out's)",
                               *pooled(f for f in by_family if f not in spec.held_out)), file=out)
         print("  " + _summary(f"held-out sources ({', '.join(test)}: drawn after the fit, fitted on by no fold)",
                               *pooled(test)), file=out)
@@ -126,10 +127,11 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
 def coverage(spec, held) -> str:
     """The bands scored on the rows they would have priced: each scored row's 90% band drawn from the
     other families' out-of-sample residuals only (parsim.sim.band.step_band, leave_out), and whether
-    the row's measurement falls inside.  The bands rest on every row's residual, a held-out source's
-    as a development source's (parsim.sim.band); the two are counted apart, and together.  ``held``:
+    the row's measurement falls inside.  The bands rest on the development sources' residuals (a
+    held-out source's rows are in the table --residuals writes, marked, and in no band); those rows
+    are scored against the bands apart, a test of the bands as of the point predictions.  ``held``:
     (scored row, its PlanKind) of each row priced out of sample."""
-    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error), not spec.fitted_on(s.figure))
+    table = tuple(Residual(s.figure.id, s.family, k, math.log1p(s.out_of_sample.error), spec.held_out_row(s.figure))
                   for s, k in held)
     banded, rows = [], []          # banded: (a development source's?, family, inside?, width) of each row with a band
     for s, k in held:
@@ -137,28 +139,26 @@ def coverage(spec, held) -> str:
         ratio = 1 + s.out_of_sample.error                       # measured step / predicted step
         hit = band is not None and band.contains(ratio)
         if band is not None:
-            banded.append((spec.fitted_on(s.figure), s.family, hit, band.high / band.low - 1))
+            banded.append((not spec.held_out_row(s.figure), s.family, hit, band.high / band.low - 1))
         rows.append(f"    {s.figure.id:<48} {str(k):<36} measured/predicted {ratio:6.3f}  band "
                     + (f"[{band.low:.3f}, {band.high:.3f}] {'in' if hit else 'OUT'}" if band
                        else "none: no other source ran on this device"))
-
-    def share(group, label):
-        by_family: dict[str, list[bool]] = {}
-        for _, family, hit, _ in group:
-            by_family.setdefault(family, []).append(hit)
-        inside = sum(hit for _, _, hit, _ in group)
-        return (f"{label}: {inside} of {len(group)} rows inside ({inside / len(group):.1%} against {LEVEL:.0%} "
-                f"nominal; averaged per family {statistics.mean(sum(v) / len(v) for v in by_family.values()):.1%}), "
-                f"median width (high / low - 1) {statistics.median(b[3] for b in group):.1%}")
-
     dev = [b for b in banded if b[0]]
     test = [b for b in banded if not b[0]]
+    by_family: dict[str, list[bool]] = {}
+    for _, family, hit, _ in dev:
+        by_family.setdefault(family, []).append(hit)
+    inside = sum(hit for _, _, hit, _ in dev)
+    per_family = statistics.mean(sum(v) / len(v) for v in by_family.values())
+    unbanded = sum(1 for s, _ in held if not spec.held_out_row(s.figure)) - len(dev)
     text = (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
-            f"families' residuals, every source's: {len(held) - len(banded)} rows have no band (no other source "
-            f"ran on their device)\n  " + share(banded, "every row") + "\n  " + share(dev, "development sources' rows")
-            + "\n")
+            f"families' residuals: {inside} of {len(dev)} rows inside ({inside / len(dev):.1%} against {LEVEL:.0%} "
+            f"nominal; averaged per family {per_family:.1%}); {unbanded} rows have no band (no other "
+            f"source ran on their device); median width (high / low - 1) {statistics.median(b[3] for b in dev):.1%}\n")
     if test:
-        text += "  " + share(test, "held-out sources' rows") + "\n"
+        text += (f"Held-out sources against the same bands (the development residuals; none of theirs): "
+                 f"{sum(hit for _, _, hit, _ in test)} of {len(test)} rows inside; median width "
+                 f"{statistics.median(b[3] for b in test):.1%}\n")
     return text + "\n".join(rows) + "\n"
 
 
@@ -206,7 +206,7 @@ def main() -> None:
             write_text(args.out, text)
         if args.residuals:
             write_text(args.residuals, residuals_yaml(
-                [(s.figure, s.family, k, s.out_of_sample.error, not spec.fitted_on(s.figure)) for s, k in held],
+                [(s.figure, s.family, k, s.out_of_sample.error, spec.held_out_row(s.figure)) for s, k in held],
                 COMMAND))
         if args.write_profiles:
             from parsim.profile.loso import write_profiles

@@ -208,10 +208,17 @@ def test_a_held_out_source_takes_part_in_no_fit_and_is_scored_at_the_shipped_val
             assert s.out_of_sample.step_time_s == step(s.figure, values) and s.fold_values == values
     fitted_on_z = FitSpec("t", SPEC.parameters, {}, prior_sigma=0.25, residual_sigma=0.1)
     assert loso.leave_one_source_out(fitted_on_z, FakeProfiles(), dev + test)[0]["mem"] < values["mem"]
+    # a kept-out source (a development source no fit uses) is priced alike, and is not held out
+    kept = FitSpec("t", SPEC.parameters, {}, prior_sigma=0.25, residual_sigma=0.1, kept_out=frozenset({"z"}))
+    assert loso.leave_one_source_out(kept, FakeProfiles(), dev + test)[0] == values
+    assert not kept.fitted_on(test[0]) and not kept.held_out_row(test[0]) and spec.held_out_row(test[0])
 
 
 def test_the_fit_spec_refuses_a_held_out_source_in_a_family(tmp_path):
     bad = tmp_path / "fit.yaml"
     bad.write_text("schema_version: 1\nfamilies: {f: [a, b]}\nheld_out: [b]\nparameters: []\n")
     with pytest.raises(InputError, match=r"fit.yaml: held_out: \['b'\] also sit in a family"):
+        load_fit_spec(bad)
+    bad.write_text("schema_version: 1\nheld_out: [b]\nkept_out: [b, c]\nparameters: []\n")
+    with pytest.raises(InputError, match=r"fit.yaml: kept_out: \['b'\] also sit in a family or in held_out"):
         load_fit_spec(bad)

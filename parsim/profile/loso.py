@@ -92,13 +92,20 @@ class FitSpec:
     prior_sigma: float = 0.25
     residual_sigma: float = 0.10
     held_out: frozenset = frozenset()                 # source keys no fit may use
+    # development sources no fit uses either: the model was changed in their view, so they are not held
+    # out, but fitted on they would charge their misses to a number a measurement pins (fit.yaml says why)
+    kept_out: frozenset = frozenset()
 
     def family(self, figure: Figure) -> str:
         return self.families.get(figure.source, figure.source)
 
     def fitted_on(self, figure: Figure) -> bool:
-        """Whether some fit may use the row: a held-out source's rows are only ever scored."""
-        return figure.source not in self.held_out
+        """Whether some fit may use the row: a held-out or kept-out source's rows are only ever scored."""
+        return figure.source not in self.held_out and figure.source not in self.kept_out
+
+    def held_out_row(self, figure: Figure) -> bool:
+        """Whether the row is a held-out source's: fitted on by no fit, and the model never changed for it."""
+        return figure.source in self.held_out
 
     @property
     def prior(self) -> dict[str, float]:
@@ -128,6 +135,12 @@ def load_fit_spec(path: str | os.PathLike) -> FitSpec:
     if set(held_out) & set(families):
         raise r.fail("held_out", f"{sorted(set(held_out) & set(families))} also sit in a family: a held-out "
                                  "source is fitted on by no fold, a family's by every other")
+    kept_out = r.get("kept_out", list, [])
+    if not all(isinstance(k, str) for k in kept_out):
+        raise r.fail("kept_out", "expected a list of source keys")
+    if set(kept_out) & (set(families) | set(held_out)):
+        raise r.fail("kept_out", f"{sorted(set(kept_out) & (set(families) | set(held_out)))} also sit in a family or "
+                                 "in held_out: a kept-out source is a development source no fold fits on")
     params, seen = [], set()
     for i, raw in enumerate(r.get("parameters", list)):
         p = Fields(raw, path, f"parameters[{i}].")
@@ -152,7 +165,8 @@ def load_fit_spec(path: str | os.PathLike) -> FitSpec:
                                 p.positive_float("prior_sigma", None)))
         p.done()
     r.done()
-    return FitSpec(path, tuple(params), families, prior_sigma, residual_sigma, frozenset(held_out))
+    return FitSpec(path, tuple(params), families, prior_sigma, residual_sigma, frozenset(held_out),
+                   frozenset(kept_out))
 
 
 class Profiles:
@@ -338,7 +352,7 @@ class Scored:
 def leave_one_source_out(spec: FitSpec, profiles: Profiles, figures, progress=None):
     """(all-family values, [Scored]) for ``figures``: rows that are excluded or unpriced are
     priced at the all-family fit only (or reported unpriced), and take no part in any fit; a
-    held-out source's rows are scored at the all-family fit, which none of them took part in."""
+    held-out or kept-out source's rows are scored at the all-family fit, which none of them took part in."""
     held, scored = [], []
     for f in figures:
         if f.excluded or not spec.fitted_on(f):

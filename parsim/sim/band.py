@@ -13,7 +13,7 @@ row priced out of sample (its source left out of the fit, parsim.profile.loso), 
 tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``, ``dense``).
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
 the class until the rows of at least MIN_FAMILIES source families remain (device, mix and model;
-mix and model; device and model; model; every row: the band's source says which, and why
+device and model; mix and model; model; device; every row: the band's source says which, and why
 it widened), and sets
 
     r_i = log(measured step / predicted step) of row i,   w_i = 1 / (rows of i's family),
@@ -35,17 +35,10 @@ benchmarks/bench_published.py scores the bands out of sample: each row's band dr
 own family.  A device with no public row (a CPU) gets no band, and says so.
 
 The rows of a held-out source (results/published/fit.yaml, ``held_out``: fitted on by no fit)
-are in the table, marked, and in the bands as every other row is.  Until the fifty-fifth sitting
-they were in no band, kept to test the bands; but a band stands for a new source's error, and the
-development sources' leave-one-source-out residuals understate it (the model's form was chosen
-with them in view): scored leave-one-family-out on the same table, the development residuals alone
-covered 174 of 179 development rows and only 129 of 164 held-out rows (78.7%), every out-of-sample
-residual 180 of 182 and 142 of 164 (86.6%), the rows' median band width 66.5% -> 93.4%
-(results/2026-12-05b-intel-xeon/band-pool.txt).  That choice was made looking at the held-out rows,
-so their coverage is in-sample for the rule; sources drawn after it test it.  Where held-out rows
-ran plans of the same parallelism mix and model as the plan's, on any device, the band's source
-still says how they fared against this band (``held_out_check``), so that a kind of plan a held-out
-source found the model wrong about says so wherever it is priced.
+are in the table, marked, and in no band: they test the bands.  Where some ran plans of the same
+parallelism mix and model as the plan's, on any device, the band's source says how they fared
+against this band (``held_out_check``), so that a kind of plan a held-out test found the model
+wrong about says so wherever it is priced.
 """
 
 from __future__ import annotations
@@ -149,7 +142,7 @@ class Residual:
     family: str
     kind: PlanKind
     log_ratio: float            # log(measured step / predicted step), out of sample
-    held_out: bool = False      # a held-out source's row: fitted on by no fit (it is in the bands all the same)
+    held_out: bool = False      # a held-out source's row: it tests the bands, and is in none
 
 
 def residuals_yaml(rows, command: str) -> str:
@@ -157,8 +150,8 @@ def residuals_yaml(rows, command: str) -> str:
     error, whether its source is held out), the error e giving measured step / predicted step = 1 + e."""
     lines = [f"# Out-of-sample residuals of the public rows, written by {command} --residuals",
              "# (each row priced with the profile numbers fitted on every other source: parsim.profile.loso);",
-             "# parsim.sim.band draws the step-time bands of simulate, plan and the report from them, every row;",
-             "# held_out marks a row of results/published/fit.yaml's held-out sources, fitted on by no fit.",
+             "# parsim.sim.band draws the step-time bands of simulate, plan and the report from them, all but",
+             "# the held_out rows (results/published/fit.yaml's held-out sources), which test the bands.",
              "schema_version: 1", f"level: {LEVEL}", "rows:"]
     for f, family, kind, err, held_out in rows:
         lines.append(f"  - {{id: {f.id}, family: {family}, device: \"{kind.device}\", mix: {kind.mix}, "
@@ -201,18 +194,11 @@ def load_residuals(path: str | os.PathLike | None = None) -> tuple[Residual, ...
 
 
 def _classes(kind: PlanKind):
-    """The classes a band may rest on, narrowest first.  The device narrows a class but never leads
-    it: each device's fitted numbers absorb its own bias, while a mix's mechanism (ZeRO-3's gathers,
-    tp's and ep's exchanges) and a model's are priced alike on every device, so a plan's mix and model
-    are its closer kin, and a device's rows of other mixes and models are no closer than every row.
-    Led by the device (device and model before mix and model, the device alone before every row),
-    every A100 plan sat beside DeepSpeed's ZeRO-3 of 2021 (1.4-3.95x its predicted steps) once the
-    held-out residuals joined the bands: 0.26-3.95x on a 3D plan, 0.26-3.79x on a convolution
-    (results/2026-12-05b-intel-xeon/band-order.txt)."""
     yield "device, mix, model", lambda k: k == kind
-    yield "mix, model", lambda k: (k.mix, k.model) == (kind.mix, kind.model)
     yield "device, model", lambda k: (k.device, k.model) == (kind.device, kind.model)
+    yield "mix, model", lambda k: (k.mix, k.model) == (kind.mix, kind.model)
     yield "model", lambda k: k.model == kind.model
+    yield "device", lambda k: k.device == kind.device
     yield "every row", lambda k: True
 
 
@@ -246,7 +232,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     """The band of a predicted step ``step_s`` of a plan of ``kind`` (module docstring); rows of
     the family ``leave_out`` are not used (to score a band on that family's rows).  None where no
     public row ran on the plan's device."""
-    pool = [r for r in residuals if r.family != leave_out]
+    pool = [r for r in residuals if r.family != leave_out and not r.held_out]
     if not any(r.kind.device == kind.device for r in pool):
         return None
     for label, match in _classes(kind):
@@ -283,13 +269,12 @@ def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Res
         inside = sum(low <= r.log_ratio <= high for r in own)
         devices = ", ".join(sorted({r.kind.device for r in own}))
         if len(own) == 1:
-            clauses.append(f"; held-out source: 1 {kind.mix} {kind.model} row of {family} ({devices}), fitted on "
-                           f"by nothing, ran {ratios[0]:.2f}x its predicted step, "
-                           f"{'in' if inside else 'out'}side this band")
+            clauses.append(f"; held-out test: 1 {kind.mix} {kind.model} row of {family} ({devices}), fitted on by "
+                           f"nothing, ran {ratios[0]:.2f}x its predicted step, {'in' if inside else 'out'}side this band")
         else:
-            clauses.append(f"; held-out source: {len(own)} {kind.mix} {kind.model} rows of {family} ({devices}), "
-                           f"fitted on by nothing, ran {ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, "
-                           f"{inside} of {len(own)} inside this band")
+            clauses.append(f"; held-out test: {len(own)} {kind.mix} {kind.model} rows of {family} ({devices}), fitted on "
+                           f"by nothing, ran {ratios[0]:.2f}-{ratios[-1]:.2f}x their predicted steps, {inside} of "
+                           f"{len(own)} inside this band")
     return "".join(clauses)
 
 

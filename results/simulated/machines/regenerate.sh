@@ -17,7 +17,7 @@ run llama3_70b_atlas-800t-a2_64x8.txt parsim plan examples/llama3_70b.yaml --clu
 run llama3_70b_dgx-h100_64x8.txt parsim plan examples/llama3_70b.yaml --cluster dgx-h100:64x8
 run llama3_70b_h100-pick_on_atlas-800t-a2.txt parsim simulate examples/llama3_70b.yaml --cluster atlas-800t-a2:64x8 \
     --dp 32 --tp 8 --tp-layout megatron-sp --tp-comm-overlap --pp 2 --zero 1 --microbatches 16 --schedule interleaved \
-    --chunks 5 --recompute none --placement dp-inner
+    --chunks 7 --recompute none --placement dp-inner
 # DeepSeek-V3 on one CloudMatrix384 (768 Ascend 910C dies), and on 96 DGX H100
 run deepseek_v3_cloudmatrix384.txt parsim plan examples/deepseek_v3.yaml --cluster cloudmatrix384:48x16
 run deepseek_v3_dgx-h100_96x8.txt parsim plan examples/deepseek_v3.yaml --cluster dgx-h100:96x8
