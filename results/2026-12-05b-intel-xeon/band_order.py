@@ -47,27 +47,28 @@ def scored(classes):
     return kinds, rows
 
 
-orders = {"device first": scored(device_first), "mix first": scored(mix_first),
-          "no device alone": scored(no_device_alone)}
-print(f"{'kind of plan':42s} " + "  ".join(f"{name:>24s}" for name in orders))
-for k in orders["device first"][0]:
-    cells = []
-    for kinds, _ in orders.values():
-        b = kinds[k]
-        cells.append(f"{b.low:.2f}-{b.high:.2f} {b.source.split('(')[1].split(' as')[0][:12]:>12s}" if b else "none")
-    print(f"{str(k):42s} " + "  ".join(f"{c:>24s}" for c in cells))
-for name, (_, rows) in orders.items():
-    for held in (False, True):
-        hits = [hit for r, _, hit in rows.values() if r.held_out == held]
-        print(f"{name}: {'held-out' if held else 'development'} rows inside {sum(hits)} of {len(hits)} "
-              f"({sum(hits) / len(hits):.1%})")
-    print(f"{name}: median width (high / low - 1) "
-          f"{statistics.median(b.high / b.low - 1 for _, b, _ in rows.values()):.1%}")
-a, b = orders["device first"][1], orders["no device alone"][1]
-print("rows the first and last score apart (device first -> no device alone):")
-for ident in a:
-    if a[ident][2] != b[ident][2]:
-        r = a[ident][0]
-        print(f"  {ident:48s} {'held-out' if r.held_out else 'development'} {str(r.kind):32s} "
-              f"measured/predicted {math.exp(r.log_ratio):.3f}: [{a[ident][1].low:.2f}, {a[ident][1].high:.2f}] "
-              f"-> [{b[ident][1].low:.2f}, {b[ident][1].high:.2f}]")
+if __name__ == "__main__":
+    orders = {"device first": scored(device_first), "mix first": scored(mix_first),
+              "no device alone": scored(no_device_alone)}
+    print(f"{'kind of plan':42s} " + "  ".join(f"{name:>24s}" for name in orders))
+    for k in orders["device first"][0]:
+        cells = []
+        for kinds, _ in orders.values():
+            b = kinds[k]
+            cells.append(f"{b.low:.2f}-{b.high:.2f} {b.source.split('(')[1].split(' as')[0][:12]:>12s}" if b else "none")
+        print(f"{str(k):42s} " + "  ".join(f"{c:>24s}" for c in cells))
+    for name, (_, rows) in orders.items():
+        for held in (False, True):
+            hits = [hit for r, _, hit in rows.values() if r.held_out == held]
+            print(f"{name}: {'held-out' if held else 'development'} rows inside {sum(hits)} of {len(hits)} "
+                  f"({sum(hits) / len(hits):.1%})")
+        print(f"{name}: median width (high / low - 1) "
+              f"{statistics.median(b.high / b.low - 1 for _, b, _ in rows.values()):.1%}")
+    a, b = orders["device first"][1], orders["no device alone"][1]
+    print("rows the first and last score apart (device first -> no device alone):")
+    for ident in a:
+        if a[ident][2] != b[ident][2]:
+            r = a[ident][0]
+            print(f"  {ident:48s} {'held-out' if r.held_out else 'development'} {str(r.kind):32s} "
+                  f"measured/predicted {math.exp(r.log_ratio):.3f}: [{a[ident][1].low:.2f}, {a[ident][1].high:.2f}] "
+                  f"-> [{b[ident][1].low:.2f}, {b[ident][1].high:.2f}]")

@@ -11,31 +11,21 @@ fewer held-out rows than the rule kept.  Prices nothing.
 import dataclasses
 import math
 import statistics
+import sys
 
 import parsim.sim.band as band
 
+sys.path.insert(0, "results/2026-12-05b-intel-xeon")
+from band_order import device_first, no_device_alone  # noqa: E402  (the same folder's; run from the repository root)
+
 table = band.load_residuals()
-KEYS = {"device, mix, model": lambda k: (k.device, k.mix, k.model), "mix, model": lambda k: (k.mix, k.model),
-        "device, model": lambda k: (k.device, k.model), "model": lambda k: k.model, "device": lambda k: k.device,
-        "every row": lambda k: ()}
-
-
-def order(*labels):
-    def classes(kind):
-        for label in labels:
-            yield label, lambda k, key=KEYS[label]: key(k) == key(kind)
-    return classes
-
-
-DEVICE_FIRST = order("device, mix, model", "device, model", "mix, model", "model", "device", "every row")
-MIX_FIRST = order("device, mix, model", "mix, model", "device, model", "model", "every row")
 DEVELOPMENT = tuple(r for r in table if not r.held_out)
 EVERY = tuple(dataclasses.replace(r, held_out=False) for r in table)     # step_band keeps held_out rows out
 kept = band._classes
-for name, pool, classes in (("development residuals, led by the device (kept)", DEVELOPMENT, DEVICE_FIRST),
-                            ("development residuals, mix first", DEVELOPMENT, MIX_FIRST),
-                            ("every residual, led by the device", EVERY, DEVICE_FIRST),
-                            ("every residual, mix first (tried)", EVERY, MIX_FIRST)):
+for name, pool, classes in (("development residuals, led by the device (kept)", DEVELOPMENT, device_first),
+                            ("development residuals, mix first", DEVELOPMENT, no_device_alone),
+                            ("every residual, led by the device", EVERY, device_first),
+                            ("every residual, mix first (tried)", EVERY, no_device_alone)):
     band._classes = classes
     out, widths = {False: [], True: []}, []
     for r in table:
