@@ -137,8 +137,8 @@ def _local_sorts(layer: Layer, imbalance: float, extraction_batch: int, etp: int
     index_select and _Combine).  Unsharded, as the layer's kernels are (priced at its share), but
     for one thing: with the experts split over the tp group (etp = tp > 1) the dispatcher gathers
     the group's rows before the sort and scatters them after the unsort (token_dispatcher.py at
-    Megatron-LM 3b85d982d5: the gather over the expert-tp group at L525-530 before the sort at L566,
-    the unsort at L615 before the reduce-scatter at L622-628), so each rank sorts etp ranks' rows,
+    Megatron-LM 3b85d982d5: the gather over the expert-tp group at L525-532 before the sort at L566,
+    the unsort at L615 before the reduce-scatter at L622-630), so each rank sorts etp ranks' rows,
     etp x the share the layer's kernels are priced at: the bytes are x etp."""
     gemm = next((op for op in layer.ops if _expert_op(op) and op.kind == "BatchMatMul"), None)
     if gemm is None:
