@@ -776,3 +776,128 @@ def test_colossalais_rows_are_the_set_drawn_held_out_as_first_priced():
     assert_drawn_as_hashed(COLOSSALAI, COLOSSALAI_ROWS_SHA256)
     assert len(drawn.figures) == 4 and not any(isinstance(dict(f.model)["hf"], str) for f in drawn.figures)
     assert_held_out_as_pinned(drawn.figures, "colossalai-readme-bench", {"colossalai-llama-7b-h200-8gpu-zero2": +0.064})
+
+
+BLOOM = "results/published/bloom_prequel_figures.yaml"
+# BigScience's BLOOM (tr11) topology benchmarks on Jean Zay (chronicles-prequel.md at 9e64edec2), drawn
+# 2026-12-05 (fifty-sixth sitting) by a helper who priced nothing; its models are inline GPT configs, inside
+# the rows the hash covers (hashed as reviewed: re-pointed to hardware_profiles/jean-zay-a100.yaml, and the
+# nine dp-1 rows at zero 0, before any pricing).
+BLOOM_ROWS_SHA256 = "c48bcea34fd502c3f8c51f0111abced66112e54623b93d985da55cac1eb94d8e"
+
+
+def test_blooms_topology_rows_are_the_set_drawn_held_out_as_first_priced():
+    """137 rows of Megatron-DeepSpeed topology trials on 8-384 A100 of Jean Zay (100 scored; 37 excluded: no
+    layers or heads printed, TFLOPs only, cells that contradict each other), held out of every fit, each
+    scored row at its error when first priced (results/2026-12-05c-intel-xeon/bloom-heldout.txt): 95 of the
+    100 priced fast, median +15%."""
+    drawn = load_figures(BLOOM)
+    assert_drawn_as_hashed(BLOOM, BLOOM_ROWS_SHA256, None, drawn)
+    assert len(drawn.figures) == 137
+    assert {f.profile for f in drawn.figures} == {"jean-zay-a100"}
+    assert_held_out_as_pinned(drawn.figures, "bigscience-tr11-prequel", BLOOM_FIRST_PRICED)
+
+
+# each scored BLOOM row's throughput error when first priced (results/2026-12-05c-intel-xeon/bloom-heldout.txt)
+BLOOM_FIRST_PRICED = {
+    "bloom-pre-l389-h14400-l8-a32-dp1tp8pp1-mbs1-gbs2048-fp16": +0.400,
+    "bloom-pre-l390-h14400-l80-a96-dp1tp8pp10-mbs1-gbs2048-fp16": +0.566,
+    "bloom-pre-l391-h14400-l80-a96-dp2tp8pp10-mbs1-gbs2048-fp16": +0.582,
+    "bloom-pre-l427-h14400-l8-a32-dp1tp8pp1-mbs1-gbs2048-bf16": +0.413,
+    "bloom-pre-l428-h14400-l80-a96-dp1tp8pp10-mbs1-gbs2048-bf16": +0.583,
+    "bloom-pre-l429-h14400-l80-a96-dp2tp8pp10-mbs1-gbs2048-bf16": +0.596,
+    "bloom-pre-l607-h14336-l72-a64-dp4tp8pp12-mbs1-gbs2048-fp16": +0.339,
+    "bloom-pre-l608-h14336-l72-a64-dp4tp8pp12-mbs2-gbs2048-fp16": +0.247,
+    "bloom-pre-l609-h14336-l72-a64-dp4tp8pp12-mbs4-gbs2048-fp16": +0.116,
+    "bloom-pre-l610-h14336-l72-a64-dp4tp8pp12-mbs8-gbs2048-fp16": +0.092,
+    "bloom-pre-l615-h14336-l72-a64-dp8tp8pp6-mbs1-gbs2048-fp16": +0.411,
+    "bloom-pre-l616-h14336-l72-a64-dp8tp8pp6-mbs2-gbs2048-fp16": +0.319,
+    "bloom-pre-l617-h14336-l72-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.190,
+    "bloom-pre-l632-h13824-l84-a64-dp4tp8pp12-mbs2-gbs2048-fp16": +0.250,
+    "bloom-pre-l633-h13824-l84-a64-dp4tp8pp12-mbs4-gbs2048-fp16": +0.122,
+    "bloom-pre-l634-h13824-l84-a64-dp8tp8pp6-mbs2-gbs2048-fp16": +0.318,
+    "bloom-pre-l635-h13824-l84-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.181,
+    "bloom-pre-l686-h12288-l96-a64-dp8tp8pp6-mbs2-gbs2048-fp16": +0.379,
+    "bloom-pre-l687-h12288-l96-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.208,
+    "bloom-pre-l695-h13312-l84-a64-dp4tp8pp12-mbs4-gbs2048-fp16": +0.125,
+    "bloom-pre-l696-h13312-l84-a64-dp8tp8pp6-mbs2-gbs2048-fp16": +0.344,
+    "bloom-pre-l697-h13312-l84-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.187,
+    "bloom-pre-l704-h13824-l78-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.176,
+    "bloom-pre-l711-h14336-l72-a64-dp4tp8pp12-mbs4-gbs2048-fp16": +0.117,
+    "bloom-pre-l712-h14336-l72-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.184,
+    "bloom-pre-l724-h14336-l72-a16-dp8tp8pp6-mbs4-gbs2048-fp16": +0.206,
+    "bloom-pre-l725-h14336-l72-a32-dp8tp8pp6-mbs4-gbs2048-fp16": +0.229,
+    "bloom-pre-l726-h14336-l72-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.177,
+    "bloom-pre-l727-h14336-l72-a112-dp8tp8pp6-mbs4-gbs2048-fp16": +0.337,
+    "bloom-pre-l728-h14336-l72-a128-dp8tp8pp6-mbs4-gbs2048-fp16": +0.195,
+    "bloom-pre-l729-h14336-l72-a256-dp8tp8pp6-mbs4-gbs2048-fp16": +0.200,
+    "bloom-pre-l739-h13824-l78-a96-dp8tp8pp6-mbs4-gbs2048-fp16": +0.195,
+    "bloom-pre-l740-h13824-l78-a128-dp8tp8pp6-mbs4-gbs2048-fp16": +0.539,
+    "bloom-pre-l751-h13312-l84-a128-dp8tp8pp6-mbs4-gbs2048-fp16": +0.214,
+    "bloom-pre-l760-h12288-l96-a96-dp8tp8pp6-mbs4-gbs2048-fp16": +0.406,
+    "bloom-pre-l761-h12288-l96-a128-dp8tp8pp6-mbs4-gbs2048-fp16": +0.227,
+    "bloom-pre-l775-h14336-l72-a64-dp8tp8pp6-mbs4-gbs1568-fp16": +0.405,
+    "bloom-pre-l776-h14336-l72-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.117,
+    "bloom-pre-l777-h14336-l72-a64-dp8tp8pp6-mbs6-gbs2016-fp16": +0.189,
+    "bloom-pre-l778-h14336-l72-a64-dp4tp8pp12-mbs4-gbs1568-fp16": +0.065,
+    "bloom-pre-l779-h14336-l72-a64-dp4tp8pp12-mbs4-gbs2048-fp16": +0.056,
+    "bloom-pre-l780-h14336-l72-a64-dp4tp8pp12-mbs2-gbs1568-fp16": +0.196,
+    "bloom-pre-l781-h14336-l72-a64-dp4tp8pp12-mbs2-gbs2048-fp16": +0.199,
+    "bloom-pre-l788-h14336-l72-a64-dp6tp8pp8-mbs4-gbs2016-fp16": +0.094,
+    "bloom-pre-l789-h14336-l72-a64-dp12tp8pp4-mbs2-gbs2016-fp16": +0.310,
+    "bloom-pre-l790-h14336-l72-a64-dp12tp8pp4-mbs4-gbs2016-fp16": +0.168,
+    "bloom-pre-l791-h14336-l72-a64-dp24tp8pp2-mbs1-gbs2016-fp16": +0.510,
+    "bloom-pre-l792-h14336-l72-a64-dp24tp8pp2-mbs2-gbs2016-fp16": +0.420,
+    "bloom-pre-l800-h14336-l72-a64-dp8tp4pp12-mbs4-gbs2048-fp16": -0.002,
+    "bloom-pre-l801-h14336-l72-a64-dp8tp4pp12-mbs2-gbs2048-fp16": +0.049,
+    "bloom-pre-l802-h14336-l72-a64-dp8tp4pp12-mbs2-gbs2048-fp16": +0.078,
+    "bloom-pre-l803-h14336-l72-a64-dp16tp4pp6-mbs4-gbs2048-fp16": +0.138,
+    "bloom-pre-l804-h14336-l72-a64-dp16tp4pp6-mbs2-gbs2048-fp16": +0.153,
+    "bloom-pre-l805-h14336-l72-a64-dp16tp2pp12-mbs2-gbs2048-fp16": +0.030,
+    "bloom-pre-l808-h14336-l72-a64-dp8tp2pp24-mbs1-gbs2048-fp16": -0.011,
+    "bloom-pre-l809-h14336-l72-a64-dp8tp2pp24-mbs2-gbs2048-fp16": -0.036,
+    "bloom-pre-l810-h14336-l72-a64-dp4tp4pp24-mbs1-gbs2048-fp16": +0.087,
+    "bloom-pre-l818-h12288-l96-a64-dp8tp1pp48-mbs1-gbs2048-fp16": -0.060,
+    "bloom-pre-l830-h13824-l78-a64-dp8tp4pp12-mbs1-gbs2048-fp16": +0.542,
+    "bloom-pre-l831-h13824-l78-a64-dp8tp4pp12-mbs2-gbs2048-fp16": +0.046,
+    "bloom-pre-l832-h13824-l78-a96-dp8tp4pp12-mbs2-gbs2048-fp16": +0.067,
+    "bloom-pre-l833-h13824-l78-a128-dp8tp4pp12-mbs2-gbs2048-fp16": +0.448,
+    "bloom-pre-l834-h13824-l78-a64-dp8tp4pp12-mbs4-gbs2048-fp16": +0.010,
+    "bloom-pre-l835-h13824-l78-a96-dp8tp4pp12-mbs4-gbs2048-fp16": +0.030,
+    "bloom-pre-l836-h13824-l78-a128-dp8tp4pp12-mbs4-gbs2048-fp16": +0.416,
+    "bloom-pre-l837-h13824-l78-a96-dp8tp8pp6-mbs4-gbs2048-fp16": +0.131,
+    "bloom-pre-l838-h13824-l78-a128-dp8tp8pp6-mbs4-gbs2048-fp16": +0.483,
+    "bloom-pre-l845-h14336-l72-a64-dp8tp4pp12-mbs2-gbs2048-fp16": +0.049,
+    "bloom-pre-l846-h14336-l72-a128-dp8tp4pp12-mbs2-gbs2048-fp16": +0.058,
+    "bloom-pre-l847-h14336-l72-a128-dp8tp4pp12-mbs4-gbs2048-fp16": +0.199,
+    "bloom-pre-l848-h14336-l72-a64-dp8tp8pp6-mbs4-gbs2048-fp16": +0.116,
+    "bloom-pre-l849-h14336-l72-a128-dp8tp8pp6-mbs4-gbs2048-fp16": +0.110,
+    "bloom-pre-l856-h13312-l84-a64-dp8tp4pp12-mbs2-gbs2048-fp16": -0.019,
+    "bloom-pre-l857-h13312-l84-a64-dp8tp4pp12-mbs4-gbs2048-fp16": +0.006,
+    "bloom-pre-l858-h13312-l84-a64-dp8tp8pp6-mbs2-gbs2048-fp16": +0.285,
+    "bloom-pre-l867-h13824-l78-a96-dp8tp4pp12-mbs2-gbs512-fp16": +0.121,
+    "bloom-pre-l868-h13824-l78-a96-dp8tp4pp12-mbs2-gbs1024-fp16": +0.090,
+    "bloom-pre-l869-h13824-l78-a96-dp8tp4pp12-mbs2-gbs1536-fp16": +0.072,
+    "bloom-pre-l881-h13824-l78-a96-dp8tp8pp6-mbs2-gbs2048-fp16": +0.315,
+    "bloom-pre-l882-h13824-l78-a96-dp8tp8pp6-mbs4-gbs2048-fp16": +0.132,
+    "bloom-pre-l884-h13824-l78-a96-dp16tp4pp6-mbs4-gbs2048-fp16": +0.099,
+    "bloom-pre-l891-h12288-l106-a96-dp8tp4pp12-mbs2-gbs2048-fp16": +0.069,
+    "bloom-pre-l892-h12288-l106-a64-dp8tp4pp12-mbs2-gbs2048-fp16": +0.070,
+    "bloom-pre-l906-h12288-l106-a64-dp8tp4pp12-mbs2-gbs2048-bf16": +0.113,
+    "bloom-pre-l907-h12288-l106-a96-dp8tp4pp12-mbs2-gbs2048-bf16": +0.116,
+    "bloom-pre-l908-h12288-l106-a128-dp8tp4pp12-mbs2-gbs2048-bf16": +0.119,
+    "bloom-pre-l909-h12288-l106-a96-dp8tp4pp12-mbs4-gbs2048-bf16": +0.056,
+    "bloom-pre-l919-h12288-l100-a64-dp8tp8pp6-mbs2-gbs2048-bf16": +0.369,
+    "bloom-pre-l920-h12288-l100-a64-dp8tp8pp6-mbs4-gbs2048-bf16": +0.154,
+    "bloom-pre-l928-h13312-l82-a64-dp4tp8pp12-mbs4-gbs2048-bf16": +0.077,
+    "bloom-pre-l929-h13312-l82-a64-dp8tp4pp12-mbs2-gbs2048-bf16": +0.099,
+    "bloom-pre-l930-h13312-l82-a104-dp8tp4pp12-mbs2-gbs2048-bf16": +0.284,
+    "bloom-pre-l931-h13312-l82-a128-dp8tp4pp12-mbs2-gbs2048-bf16": +0.115,
+    "bloom-pre-l932-h13312-l82-a64-dp8tp4pp12-mbs4-gbs2048-bf16": +0.030,
+    "bloom-pre-l939-h13312-l94-a128-dp8tp4pp12-mbs2-gbs2048-bf16": +0.122,
+    "bloom-pre-l946-h14336-l70-a64-dp4tp8pp12-mbs2-gbs2048-bf16": +0.228,
+    "bloom-pre-l947-h14336-l70-a64-dp8tp4pp12-mbs2-gbs2048-bf16": +0.098,
+    "bloom-pre-l948-h14336-l70-a112-dp8tp4pp12-mbs2-gbs2048-bf16": +0.105,
+    "bloom-pre-l949-h14336-l70-a128-dp8tp4pp12-mbs2-gbs2048-bf16": +0.111,
+    "bloom-pre-l950-h14336-l70-a64-dp8tp4pp12-mbs4-gbs2048-bf16": +0.026,
+}
