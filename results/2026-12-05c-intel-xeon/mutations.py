@@ -1,0 +1,28 @@
+"""The fifty-sixth sitting's new test, run against mutations of what it guards: the test must go red.
+Each mutation is applied to the working tree, the test run, the file restored.
+
+    python results/2026-12-05c-intel-xeon/mutations.py > results/2026-12-05c-intel-xeon/mutations.txt
+"""
+
+import sys
+
+sys.path.insert(0, "runners")
+from mutations import check  # noqa: E402  (runners/mutations.py; run from the repository root)
+
+BLOOM = "tests/test_new_figures.py::test_blooms_topology_rows_are_the_set_drawn_held_out_as_first_priced"
+MUTATIONS = [
+    ("the held-out bigscience-tr11-prequel source taken out of fit.yaml's held_out",
+     "results/published/fit.yaml", "\n  - bigscience-tr11-prequel ", "\n  # - bigscience-tr11-prequel ", BLOOM),
+    ("a pinned first-pricing error of bigscience-tr11-prequel moved by 0.05",
+     "tests/test_new_figures.py", '"bloom-pre-l950-h14336-l70-a64-dp8tp4pp12-mbs4-gbs2048-bf16": +0.026',
+     '"bloom-pre-l950-h14336-l70-a64-dp8tp4pp12-mbs4-gbs2048-bf16": +0.076', BLOOM),
+    ("a row of the drawn set changed (its measured step, by 0.01 s)",
+     "results/published/bloom_prequel_figures.yaml", "measured: {step_time_s: 769.99}",
+     "measured: {step_time_s: 769.98}", BLOOM),
+    ("jean-zay-a100's Omni-Path links at twice their bandwidth",
+     "hardware_profiles/jean-zay-a100.yaml", "nic_bandwidth_gb_per_s: 12.5", "nic_bandwidth_gb_per_s: 25", BLOOM),
+]
+
+
+if __name__ == "__main__":
+    sys.exit(check(MUTATIONS))
