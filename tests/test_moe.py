@@ -35,6 +35,11 @@ TINY_QWEN2 = {
     "max_position_embeddings": 16, "tie_word_embeddings": False, "norm_topk_prob": False,
 }
 
+# DeepSeek-V2's spelling of the tiny model (transformers' DeepseekV2ForCausalLM: MLA with a rotary embedding
+# given as one complex tensor, a group-limited router under its topk_method)
+TINY_DEEPSEEK_V2 = {**{k: v for k, v in TINY_DEEPSEEK.items() if k != "num_nextn_predict_layers"},
+                    "model_type": "deepseek_v2", "topk_method": "group_limited_greedy"}
+
 
 def _cfg(name):
     with open(os.path.join(ROOT, "examples", name, "config.json")) as f:
@@ -171,6 +176,20 @@ def test_tiny_deepseek_dense_first_layer_shared_expert_and_mla(tmp_path):
     assert g.fwd_flops == pytest.approx(_matmul_flops_closed_form(TINY_DEEPSEEK, s) + attention, rel=1e-12)
 
 
+def test_tiny_deepseek_v2_builds_with_its_complex_rotary_and_its_router_limit(tmp_path):
+    """transformers' DeepSeek-V2 gives its layers the rotary embedding as one complex tensor, not
+    (cos, sin); its router limits a token to topk_group of n_group groups only under topk_method
+    group_limited_greedy.  The model builds, counted as transformers and the config count it."""
+    g = _load(tmp_path, TINY_DEEPSEEK_V2).graph
+    assert g.param_count == _transformers_count(TINY_DEEPSEEK_V2) == param_count(TINY_DEEPSEEK_V2)[0]
+    assert g.active_param_count == param_count(TINY_DEEPSEEK_V2)[1]
+    assert [layer.experts for layer in g.layers[1:-1]] == [None] + [Experts(8, 2, 64, 32, 32, 8 * 64, 2, 1)] * 2
+    greedy = {**TINY_DEEPSEEK_V2, "topk_method": "greedy"}
+    free = _load(tmp_path, greedy).graph
+    assert [layer.experts for layer in free.layers[1:-1]] == [None] + [Experts(8, 2, 64, 32, 32, 8 * 64)] * 2
+    assert [config_experts(greedy, i) for i in range(3)] == [layer.experts for layer in free.layers[1:-1]]
+
+
 def test_deepseek_mtp_module_is_one_moe_layer_plus_its_projection_and_norms(tmp_path):
     """DeepSeek-V3 Sec. 2.2: an MTP depth adds a Transformer block, M (d x 2d) and RMSNorms (the
     two inputs', the module's final one); embedding and head shared (the checkpoint stores copies)."""
@@ -223,6 +242,8 @@ def test_mtp_layers_beyond_the_config_and_the_executor_are_refused(tmp_path):
     ("qwen3_30b_a3b", 30_532_122_624, 3_353_032_704, (30.5, 3.3, 0.1)),
     # DeepSeek-V3 report, abstract: 671B total, 37B activated per token
     ("deepseek_v3", 671_026_404_352, 37_552_282_624, (671, 37, 1)),
+    # DeepSeek-V2 report (arXiv 2405.04434), abstract: 236B total, 21B activated for each token
+    ("deepseek_v2", 235_741_434_880, 21_375_800_320, (236, 21, 1)),
 ])
 def test_published_moe_counts(name, total, active, published):
     cfg = _cfg(name)

@@ -901,3 +901,26 @@ BLOOM_FIRST_PRICED = {
     "bloom-pre-l949-h14336-l70-a128-dp8tp4pp12-mbs2-gbs2048-bf16": +0.111,
     "bloom-pre-l950-h14336-l70-a64-dp8tp4pp12-mbs4-gbs2048-bf16": +0.026,
 }
+
+
+XTUNER_DSV2 = "results/published/xtuner_dsv2_zero3_figures.yaml"
+# InternLM XTuner's MoE acceleration page (train_moe.rst at 29bb5b2eb, PR #765): DeepSeek-V2 236B under
+# DeepSpeed ZeRO-3 on 128 A100, drawn 2026-12-05 (fifty-sixth sitting) by a helper who priced nothing, first
+# priced the same sitting once parsim built DeepSeek-V2 (tests/test_moe.py), with the model file it reads.
+XTUNER_DSV2_ROWS_SHA256 = "8c97da2d309492e81506e3871943d9858bfb28caac285786e22b63b61840996f"
+XTUNER_DSV2_MODELS_SHA256 = {
+    "examples/deepseek_v2/config.json": "4cb37d1e07da958c0367cc9697cec37ae0a80ee9a7c922c37232d798fb311e3e",
+}
+
+
+def test_xtuners_deepseek_v2_rows_are_the_set_drawn_held_out_as_first_priced():
+    """Seven rows of DeepSeek-V2 fine-tuning under ZeRO-3 over 128 A100 (two scored: XTuner's own MoE path at
+    8K and 16K tokens of packed data; the Hugging Face baseline and the variable-length rows excluded), held
+    out of every fit, each scored row at its error when first priced
+    (results/2026-12-05c-intel-xeon/xtuner-dsv2-heldout.txt): 2.8x and 4.0x the measured throughput."""
+    drawn = load_figures(XTUNER_DSV2)
+    assert_drawn_as_hashed(XTUNER_DSV2, XTUNER_DSV2_ROWS_SHA256, XTUNER_DSV2_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 7
+    assert_held_out_as_pinned(drawn.figures, "xtuner-train-moe-pr765", {
+        "xtdsv2-a100-128gpu-shard10-8k-fixed": +3.038,
+        "xtdsv2-a100-128gpu-shard10-16k-fixed": +1.815})

@@ -130,7 +130,8 @@ def causal_mask(t: int, window: int = 0) -> torch.Tensor:
 
 
 class _Positions(nn.Module):
-    """cos, sin (1, T, d) of the rotary embedding, for eager attention the causal mask (1, 1, T, T)
+    """cos, sin (1, T, d) of the rotary embedding (DeepSeek-V2's: one complex tensor, which its
+    layers apply themselves), for eager attention the causal mask (1, 1, T, T)
     for T positions, and the mask banded for each sliding window of ``windows``, computed once per
     model as transformers' model forward does, and read by every layer.  Fused attention takes
     ``is_causal`` instead of a mask, which extraction records as the fused kernel, its work at a
@@ -140,7 +141,13 @@ class _Positions(nn.Module):
     def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int, eager: bool, windows=()):
         super().__init__()
         probe = torch.empty(1, seq_len, head_dim)
-        cos, sin = rotary(probe, torch.arange(seq_len)[None])
+        emb = rotary(probe, torch.arange(seq_len)[None])
+        # transformers' DeepSeek-V2 returns one complex tensor (freqs_cis), which its layers move to
+        # their device and apply themselves (modeling_deepseek_v2.apply_rotary_emb): kept out of the
+        # buffers, which a module's .to(dtype) would cast to a real dtype; every other model returns
+        # (cos, sin)
+        self.freqs = emb if isinstance(emb, torch.Tensor) else None
+        cos, sin = (None, None) if self.freqs is not None else emb
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
         self.eager = eager
@@ -155,7 +162,7 @@ class _Positions(nn.Module):
             mask = getattr(self, f"mask_window_{window}" if window else "mask")[..., :t, :t].to(dtype)
         else:
             mask = None
-        return (self.cos[:, :t], self.sin[:, :t]), mask
+        return (self.freqs[:, :t] if self.freqs is not None else (self.cos[:, :t], self.sin[:, :t])), mask
 
 
 class _Adopt(nn.Module):
@@ -189,7 +196,9 @@ def experts_of(layer: nn.Module) -> Experts | None:
     shared_gate = getattr(mlp, "shared_expert_gate", None)
     router = sum(p.numel() for p in gate.parameters(recurse=False)) + \
         (sum(p.numel() for p in shared_gate.parameters()) if shared_gate is not None else 0)
-    groups, limit = getattr(gate, "num_group", 1) or 1, getattr(gate, "topk_group", 0) or 0   # DeepSeek-V3's router
+    groups, limit = getattr(gate, "num_group", 1) or 1, getattr(gate, "topk_group", 0) or 0   # DeepSeek's routers
+    if getattr(gate, "topk_method", None) == "greedy":        # DeepSeek-V2's router without its group limit
+        groups, limit = 1, 0
     return Experts(experts=e, top_k=gate.top_k, hidden=h, intermediate=two_i // 2, shared_intermediate=shared_i,
                    router_params=router, groups=groups if limit and groups > 1 else 1,
                    group_limit=limit if limit and groups > 1 else 0)

@@ -18,7 +18,7 @@ down (I x h): 3 h I parameters (Shazeer 2020, "GLU Variants Improve Transformer"
 - forward FLOPs of a layer's GEMMs per token = 2 x its active matmul parameters (FLOPs = 2 x MACs):
   the router's E h, the active experts' 3 h I k, the shared experts' 3 h I_s, attention's projections.
 
-``config_experts`` reads a Hugging Face config (Mixtral, Qwen3-MoE, DeepSeek-V3 spellings);
+``config_experts`` reads a Hugging Face config (Mixtral, Qwen3-MoE, DeepSeek-V2 and -V3 spellings);
 ``parsim.model.hf`` records the same from the built module (``Experts`` per layer, on
 ``parsim.model.graph.Layer.experts``) and a test keeps the two equal.  ``mtp_param_count`` counts
 DeepSeek-V3's multi-token-prediction module, which transformers does not build.
@@ -156,8 +156,10 @@ def config_experts(cfg: dict, layer: int) -> Experts | None:
       decoder_sparse_step == 0; num_experts, moe_intermediate_size; qwen2_moe adds one shared
       expert of shared_expert_intermediate_size whose output a sigmoid gate (h -> 1,
       ``shared_expert_gate``, counted with the router) scales (transformers' Qwen2MoeSparseMoeBlock);
-    - ``deepseek_v3``: layers from first_k_dense_replace on; n_routed_experts,
-      moe_intermediate_size, n_shared_experts shared experts of that size each."""
+    - ``deepseek_v3`` and ``deepseek_v2``: layers from first_k_dense_replace on; n_routed_experts,
+      moe_intermediate_size, n_shared_experts shared experts of that size each; a token's experts
+      from topk_group of n_group groups (DeepSeek-V3 always in transformers' router; DeepSeek-V2's
+      device-limited routing, Sec. 2.1.3, under its topk_method group_limited_greedy only)."""
     kind = cfg.get("model_type")
     h = cfg["hidden_size"]
     k = cfg.get("num_experts_per_tok")
@@ -171,14 +173,17 @@ def config_experts(cfg: dict, layer: int) -> Experts | None:
             return None
         shared = _get(cfg, "shared_expert_intermediate_size", default=0) if kind == "qwen2_moe" else 0
         return Experts(e, k, h, cfg["moe_intermediate_size"], shared, e * h + (h if shared else 0))
-    if kind == "deepseek_v3":
+    if kind in ("deepseek_v3", "deepseek_v2"):
         if layer < _get(cfg, "first_k_dense_replace", default=0):
             return None
         e, inter = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
         # e_score_correction_bias (E) is a buffer in transformers: DeepSeek-V3 moves it by a rule,
         # not by gradients (aux-loss-free balancing, Sec. 2.1.2), so it is no trained parameter.
-        # transformers' DeepseekV3TopkRouter always limits a token to topk_group of n_group groups
+        # transformers' DeepseekV3TopkRouter always limits a token to topk_group of n_group groups;
+        # DeepseekV2TopkRouter only under topk_method group_limited_greedy (greedy: any expert)
         groups, limit = _get(cfg, "n_group", default=1), _get(cfg, "topk_group", default=0)
+        if kind == "deepseek_v2" and cfg.get("topk_method") != "group_limited_greedy":
+            groups, limit = 1, 0
         return Experts(e, k, h, inter, inter * _get(cfg, "n_shared_experts", default=0), e * h,
                        groups if limit and groups > 1 else 1, limit if limit and groups > 1 else 0)
     return None
