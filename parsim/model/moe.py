@@ -159,7 +159,7 @@ def config_experts(cfg: dict, layer: int) -> Experts | None:
     - ``deepseek_v3`` and ``deepseek_v2``: layers from first_k_dense_replace on; n_routed_experts,
       moe_intermediate_size, n_shared_experts shared experts of that size each; a token's experts
       from topk_group of n_group groups (DeepSeek-V3 always in transformers' router; DeepSeek-V2's
-      device-limited routing, Sec. 2.1.3, under its topk_method group_limited_greedy only)."""
+      device-limited routing, Sec. 2.2.2, under its topk_method group_limited_greedy only)."""
     kind = cfg.get("model_type")
     h = cfg["hidden_size"]
     k = cfg.get("num_experts_per_tok")
