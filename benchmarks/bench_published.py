@@ -145,32 +145,31 @@ def coverage(spec, held) -> str:
                        else "none: no other source ran on this device"))
     dev = [b for b in banded if b[0]]
     test = [b for b in banded if not b[0]]
-    inside = sum(hit for _, _, hit, _ in dev)
-    per_family = statistics.mean(_by_family(dev).values())
+    inside, families, width = _tally(dev)
     unbanded = sum(1 for s, _ in held if not spec.held_out_row(s.figure)) - len(dev)
     text = (f"Bands ({LEVEL:.0%}, parsim.sim.band) scored out of sample: each scored row's band drawn from the other "
             f"families' residuals: {inside} of {len(dev)} rows inside ({inside / len(dev):.1%} against {LEVEL:.0%} "
-            f"nominal; averaged per family {per_family:.1%}); {unbanded} rows have no band (no other "
-            f"source ran on their device); median width (high / low - 1) {statistics.median(b[3] for b in dev):.1%}\n")
+            f"nominal; averaged per family {statistics.mean(families.values()):.1%}); {unbanded} rows have no band "
+            f"(no other source ran on their device); median width (high / low - 1) {width:.1%}\n")
     if test:
-        families = _by_family(test)
-        hits = sum(hit for _, _, hit, _ in test)
+        hits, families, width = _tally(test)
         text += (f"Held-out sources against the same bands (the development residuals; none of theirs): "
                  f"{hits} of {len(test)} rows inside ({hits / len(test):.1%}; averaged per family "
                  f"{statistics.mean(families.values()):.1%} over {len(families)} families); median width "
-                 f"{statistics.median(b[3] for b in test):.1%}\n  by family, the share of its rows inside: "
+                 f"{width:.1%}\n  by family, the share of its rows inside: "
                  + ", ".join(f"{f} {v:.0%}" for f, v in sorted(families.items())) + "\n")
     return text + "\n".join(rows) + "\n"
 
 
-def _by_family(banded) -> dict[str, float]:
-    """Each family's share of its banded rows inside the band: averaged over the families, each family
-    counts once, as the bands count them (their exchangeable unit, parsim.sim.band), where the share of
-    rows lets the largest source decide."""
+def _tally(banded) -> tuple[int, dict[str, float], float]:
+    """Of rows with a band: how many fall inside it; each family's share of its rows inside (averaged
+    over the families, each counts once, as the bands count them: their exchangeable unit,
+    parsim.sim.band, where the share of rows lets the largest source decide); the median width."""
     by_family: dict[str, list[bool]] = {}
     for _, family, hit, _ in banded:
         by_family.setdefault(family, []).append(hit)
-    return {f: sum(v) / len(v) for f, v in by_family.items()}
+    return (sum(hit for _, _, hit, _ in banded), {f: sum(v) / len(v) for f, v in by_family.items()},
+            statistics.median(b[3] for b in banded))
 
 
 def quick(only: str, folder: str = FOLDER) -> None:
