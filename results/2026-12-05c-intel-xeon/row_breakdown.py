@@ -18,9 +18,17 @@ from parsim.sim.prices import Prices
 
 
 def main(ids: list[str]) -> None:
+    if not ids:
+        raise SystemExit("row_breakdown.py: error: give one or more row ids (the first column of "
+                         "results/published/bench_published.txt)")
     figures = load_all_figures()
     for ident in ids:
-        f = figures.by_id(ident)
+        try:
+            f = figures.by_id(ident)
+        except KeyError:
+            raise SystemExit(f"row_breakdown.py: error: {ident}: no row of results/published/*figures*.yaml has "
+                             "this id; give one as the first column of results/published/bench_published.txt "
+                             "prints it") from None
         spec, cluster, compute, cfg = figure_setup(f)
         est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
         r = max(est.ranks, key=lambda x: x.busy_s)
@@ -32,7 +40,7 @@ def main(ids: list[str]) -> None:
               f"{r.busy_s:.3f}, exposed communication {r.exposed_comm_s:.3f} (all-to-alls {r.ep_comm_s:.3f}), "
               f"bubble {r.bubble_s:.3f}, waiting {r.sync_wait_s:.3f}")
         prices = Prices(cluster.for_dtype(spec.training.dtype))
-        b = max(1, spec.training.global_batch_size // (cfg.dp * cfg.microbatches))
+        b = cfg.microbatch_size(spec.training.global_batch_size)
         graph = per_device_graph(spec.graph, cfg.tp, cfg.tp_layout, cfg.recompute, None, prices.cluster,
                                  spec.training, b, auto_memory_bytes(prices.cluster, cfg.pp), cp=cfg.cp, ep=cfg.ep,
                                  etp=cfg.etp, memo=prices.shard, recompute_only=cfg.recomputed_layers(len(spec.graph)))
