@@ -37,6 +37,7 @@ import sys
 
 from parsim.errors import ParsimError
 from parsim.fileio import write_text
+from parsim.profile.harness import by_stack, load_harnesses
 from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
 from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price
 from parsim.profile.published import row_kind
@@ -108,6 +109,11 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
     unpriced = sum(1 for s in scored if s.unpriced)
     print(f"  rows: {len(scored)} ({len(allo)} held, {excluded} excluded, {unpriced} not expressible) from "
           f"{len({s.family for s in scored})} families", file=out)
+    print("\nBy the stack that ran each family's rows (results/published/harnesses.yaml; + is a price too fast), "
+          "out of sample:", file=out)
+    stacks = load_harnesses()
+    for line in by_stack({f: e for f, (e, _) in by_family.items()}, stacks, spec.held_out):
+        print("  " + line, file=out)
     names = [p.name for p in spec.parameters]
     cw = {n: max(9, len(n) + 2) for n in names}
     print("\nFitted parameters (prior; all families; each fold, the family left out):", file=out)

@@ -26,6 +26,8 @@ from parsim.model.zoo import resnet50
 from parsim.plan import ParallelConfig
 from parsim.errors import DoesNotFitError, InfeasibleError, InputError
 from parsim.plan import CP_MODES
+from parsim.profile.harness import by_stack, load_harnesses
+from parsim.profile.loso import load_fit_spec
 from parsim.profile.published import (_thaw, figure_cluster, figure_spec, load_all_figures, load_figures, price,
                                       shipped_profile)
 from parsim.fmt import human_bytes
@@ -71,7 +73,6 @@ def test_the_committed_benchmark_is_current(ident):
 def test_the_shipped_profiles_hold_the_all_source_fit():
     """Every field results/published/fit.yaml fits holds, in its profile file, the value the
     benchmark's all-families line prints (a ratio parameter, that value times its base field)."""
-    from parsim.profile.loso import load_fit_spec
     from parsim.profile.profile_edit import get_field
 
     spec = load_fit_spec("results/published/fit.yaml")
@@ -88,8 +89,6 @@ def test_no_committed_output_calls_a_row_held_out():
     """Every public row either is scored out of sample (its source left out of the fit) or says why
     not; no output calls a development row held out (issue 37): "held-out" names only the sources
     results/published/fit.yaml keeps out of every fit, on their own rows and their own summary lines."""
-    from parsim.profile.loso import load_fit_spec
-
     spec = load_fit_spec("results/published/fit.yaml")
     held_out_rows = {f.id for f in ALL.figures if spec.held_out_row(f)}
     text = open(BENCH).read()
@@ -225,6 +224,32 @@ def test_a_calibration_row_is_never_scored_out_of_sample():
     scorable = {f.id: f for f in ALL.scorable()}
     for f in calibration:
         assert "in-sample by construction" in scorable[f.id].excluded, f.id
+
+
+def test_every_family_names_the_stack_that_ran_it():
+    """results/published/harnesses.yaml labels each family of the public rows, and no family that is not
+    one: the benchmark's per-stack lines (benchmarks/bench_published.py) count every scored row once."""
+    spec = load_fit_spec("results/published/fit.yaml")
+    assert set(load_harnesses()) == {spec.family(f) for f in ALL.figures}
+
+
+def test_a_stack_line_counts_its_rows_and_each_family_once():
+    """by_stack: MAPE over the stack's rows; the median of its families' medians, so one source's many
+    rows count as one family; + is a price too fast."""
+    errors = {"a": [0.1, 0.3, 0.5], "b": [-0.2], "c": [0.05]}
+    stacks = {"a": "deepspeed", "b": "deepspeed", "c": "megatron"}
+    lines = by_stack(errors, stacks, held_out=frozenset({"b"}))
+    assert lines[0] == ("megatron: 1 families (0 of them in no fit), 1 rows, out-of-sample MAPE 5.0%; median of the "
+                        "families' median errors +5.0%; 1 of 1 families priced fast (c +5.0%)")
+    assert lines[1] == ("deepspeed: 2 families (1 of them in no fit), 4 rows, out-of-sample MAPE 27.5%; median of the "
+                        "families' median errors +5.0%; 1 of 2 families priced fast (a +30.0%, b -20.0%)")
+
+
+def test_a_harness_table_with_an_unknown_stack_names_the_field(tmp_path):
+    path = tmp_path / "harnesses.yaml"
+    path.write_text("schema_version: 1\nfamilies:\n  llm-foundry: composer\n")
+    with pytest.raises(InputError, match=r"families\.llm-foundry.*megatron, deepspeed, torch-fsdp"):
+        load_harnesses(path)
 
 
 def test_the_figures_cover_the_public_rows():
