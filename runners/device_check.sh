@@ -9,7 +9,9 @@
 #      model was 6% and 34% off, results/2026-12-04e-amd-epyc/h200/rerun); then a BANDS section: each
 #      run's measured step against the analytical and the profiled model's 90% bands, and how many held;
 #   2. `parsim profile-device` on the device at hand (kernel tables and a hardware profile);
-#   3. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one.
+#   3. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one;
+#   4. attention's batched GEMMs timed by head dimension, aligned to 8 elements or not
+#      (runners/gemm_alignment.py).
 # The machine's own torch runs parsim from this checkout (PYTHONPATH): nothing is installed there.
 #
 #   bash runners/device_check.sh                                  # there: runs, a 3-minute grid, then seconds
@@ -95,4 +97,15 @@ for model, m in (("examples/resnet50_imagenet.yaml", "128"), ("examples/gpt_smal
         if code:
             print(f"(rc {code})", flush=True)
 PY
+# 4. attention's two batched GEMMs by head dimension, aligned to 8 elements or not (runners/gemm_alignment.py:
+# the alignment term parsim's kernel model lacks, results/2026-12-05d-intel-xeon/bloom-alignment.txt), into
+# compare.txt
+if [ "$DEVICE" = cuda ]; then
+    for dtype in bf16 fp16; do
+        python3 runners/gemm_alignment.py --device cuda --dtype "$dtype" || echo "(rc $?: gemm_alignment)"
+    done >> "$OUT/compare.txt" 2>&1
+else
+    python3 runners/gemm_alignment.py --device cpu --seq 128 --batch 4 --reps 3 >> "$OUT/compare.txt" 2>&1 \
+        || echo "(rc $?: gemm_alignment)" >> "$OUT/compare.txt"
+fi
 echo "wrote $(ls "$OUT" | tr '\n' ' ')"

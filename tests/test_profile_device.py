@@ -180,7 +180,8 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     with DEVICE=cpu on the quick grid: it writes the files the device tool brings back (at most 8,
     no deeper than two folders), its run trains a model and reports the prediction beside it, the
     same plan is priced by the profiled model, each run is scored against both models' bands, and
-    each of its four simulations prints a step."""
+    each of its four simulations prints a step, and attention's batched GEMMs are timed by head
+    dimension."""
     import os
     import subprocess
     import sys
@@ -207,6 +208,8 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     assert f"profiled bands: {int(inside)} of 1 runs inside" in bands and ("] in" if inside else "] OUT") in bands
     compare = (tmp_path / "compare.txt").read_text()
     assert compare.count("$ parsim simulate ") == 4 and compare.count("\nstep ") == 4 and "(rc " not in compare
+    # attention's batched GEMMs by head dimension (runners/gemm_alignment.py): every head dimension timed
+    assert "attention's batched GEMMs on cpu" in compare and compare.count("  head dim ") == 8
     assert "profile-device took" in (tmp_path / "profile-device.log").read_text()
 
 
