@@ -1,8 +1,9 @@
 """The Ultra-Scale Playbook's held-out rows (results/published/ultrascale_playbook_figures.yaml) as first
 priced (results/2026-12-05d-intel-xeon/ultrascale-heldout.txt), grouped by where the run's collectives cross
-nodes: tensor parallelism over more than a node's 8 GPUs, pipeline stages on more than one node, data
-parallelism over nodes.  Also each panel's rank agreement (Spearman) between parsim's and the measured
-tokens/s/GPU, and whether parsim's fastest row is the measured fastest.  Reads committed files; prices nothing.
+nodes: tensor parallelism over more than a node's 8 GPUs, pipeline stages on more than one node; and by the
+micro-batch size.  Also each panel's rank agreement (Spearman) between parsim's and the measured
+tokens/s/GPU, whether parsim's fastest row is the measured fastest, and the source's own MFU of the rows
+within 25% and beyond.  Reads committed files; prices nothing.
 
     python results/2026-12-05d-intel-xeon/ultrascale_groups.py
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 import re
 import statistics
 
+from parsim.profile.published import load_figures
+
 PRICED = "results/2026-12-05d-intel-xeon/ultrascale-heldout.txt"
+FIGURES = "results/published/ultrascale_playbook_figures.yaml"
 ROW = re.compile(r"ultrascale-(\w+)-n(\d+)-dp(\d+)-tp(\d+)-pp(\d+)-mbs(\d+)-ga(\d+)-z(\d)")
 
 
@@ -53,6 +57,12 @@ def main() -> None:
     for one in (True, False):
         e = [r["error"] for r in rows if (r["mbs"] == 1) == one]
         print(f"  mbs {'1' if one else '>1'}: {len(e)} rows, median error {statistics.median(e):+.1%}")
+    mfu = {f.id: dict(f.source_config)["mfu_percent"] for f in load_figures(FIGURES).figures}
+    print("\nThe source's own MFU (its hover text), rows within 25% against the rest:")
+    for within in (True, False):
+        m = [mfu[r["id"]] for r in rows if (abs(r["error"]) <= 0.25) == within]
+        print(f"  {'within 25%' if within else 'beyond 25%'}: {len(m)} rows, MFU median {statistics.median(m):.1f}%, "
+              f"range {min(m):.1f}-{max(m):.1f}%")
     print("\nThe rows within 25%:")
     for r in rows:
         if abs(r["error"]) <= 0.25:
