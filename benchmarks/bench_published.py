@@ -39,6 +39,7 @@ from parsim.errors import ParsimError
 from parsim.fileio import write_text
 from parsim.profile.harness import by_stack, load_harnesses
 from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
+from parsim.profile.picks import pick_groups, picks_text
 from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price
 from parsim.profile.published import row_kind
 from parsim.sim.band import LEVEL, RESIDUALS, Residual, residuals_yaml, step_band
@@ -113,6 +114,12 @@ def report(spec, scored, all_values, folds, surrogate_errors) -> str:
           "out of sample:", file=out)
     stacks = load_harnesses()
     for line in by_stack({f: e for f, (e, _) in by_family.items()}, stacks, spec.held_out):
+        print("  " + line, file=out)
+    print("\nPicks (parsim.profile.picks): where one family ran one model on one cluster more than one way, the row "
+          "parsim prices fastest, out of sample, against the measured fastest:", file=out)
+    groups = pick_groups([(s.figure, s.family, s.figure.measured, s.out_of_sample.predicted) for s in scored
+                          if s.out_of_sample is not None and not s.figure.excluded])
+    for line in picks_text(groups, spec.held_out):
         print("  " + line, file=out)
     names = [p.name for p in spec.parameters]
     cw = {n: max(9, len(n) + 2) for n in names}

@@ -28,7 +28,8 @@ from parsim.errors import DoesNotFitError, InfeasibleError, InputError
 from parsim.plan import CP_MODES
 from parsim.profile.harness import by_stack, load_harnesses
 from parsim.profile.loso import load_fit_spec
-from parsim.profile.published import (_thaw, figure_cluster, figure_spec, load_all_figures, load_figures, price,
+from parsim.profile.picks import pick_groups, picks_text
+from parsim.profile.published import (_freeze, _thaw, figure_cluster, figure_spec, load_all_figures, load_figures, price,
                                       shipped_profile)
 from parsim.fmt import human_bytes
 from parsim.search.planner import Constraints, plan
@@ -243,6 +244,33 @@ def test_a_stack_line_counts_its_rows_and_each_family_once():
                         "families' median errors +5.0%; 1 of 1 families priced fast (c +5.0%)")
     assert lines[1] == ("deepspeed: 2 families (1 of them in no fit), 4 rows, out-of-sample MAPE 27.5%; median of the "
                         "families' median errors +5.0%; 1 of 2 families priced fast (a +30.0%, b -20.0%)")
+
+
+def _row(ident, measured, metric="step_time_s", dtype="bf16", recompute="full", nodes=2):
+    """A public row as parsim.profile.published reads one, for the pick tests."""
+    model = {"model": "gpt", "args": {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 128, "vocab": 256},
+             "training": {"global_batch_size": 8, "dtype": dtype, "recompute": recompute}}
+    return replace(FIGURES.figures[0], id=ident, model=_freeze(model), profile="dgx-a100", nodes=nodes,
+                   devices_per_node=None, metric=metric, measured=measured, routing=())
+
+
+def test_a_pick_is_scored_by_the_measured_speed_of_the_row_parsim_prices_fastest():
+    """Three layouts of one model on one cluster, step times measured 10, 8 and 12 s and priced 9, 11 and 7 s:
+    parsim picks the third, which ran at 8/12 of the fastest's speed (regret 1/3); a row at random falls
+    short by (0.2 + 0 + 1/3) / 3.  A row that recomputes otherwise shares the group (the planner chooses
+    that too); one in another dtype or on another cluster size does not, and a group of one is no choice."""
+    rows = [(_row("a", 10.0), "fam", 10.0, 9.0), (_row("b", 8.0, recompute="selective"), "fam", 8.0, 11.0),
+            (_row("c", 12.0), "fam", 12.0, 7.0), (_row("d", 5.0, dtype="fp16"), "fam", 5.0, 1.0),
+            (_row("e", 5.0, nodes=4), "fam", 5.0, 1.0)]
+    (group,) = pick_groups(rows)
+    assert (group.rows, group.fastest, group.pick) == (("a", "b", "c"), "b", "c")
+    assert group.regret == pytest.approx(1 / 3) and group.random_regret == pytest.approx((0.2 + 1 / 3) / 3)
+    faster = pick_groups([(_row("x", 10.0, metric="tokens_per_s_per_gpu"), "fam", 10.0, 5.0),
+                          (_row("y", 20.0, metric="tokens_per_s_per_gpu"), "fam", 20.0, 6.0)])
+    assert faster[0].pick == faster[0].fastest == "y" and faster[0].regret == 0.0
+    lines = picks_text([group], held_out=frozenset({"fam"}))
+    assert lines[0].startswith("every family: 1 groups of 3 rows; parsim's pick the measured fastest in 0;")
+    assert "short of the fastest by a median 33.3%" in lines[1] and lines[2].startswith("  fam: 1 groups")
 
 
 def test_a_harness_table_with_an_unknown_stack_names_the_field(tmp_path):
