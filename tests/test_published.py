@@ -271,6 +271,7 @@ def test_a_pick_is_scored_by_the_measured_speed_of_the_row_parsim_prices_fastest
     lines = picks_text([group], held_out=frozenset({"fam"}))
     assert lines[0].startswith("every family: 1 groups of 3 rows; parsim's pick the measured fastest in 0;")
     assert "short of the fastest by a median 33.3%" in lines[1] and lines[2].startswith("  fam: 1 groups")
+    assert lines[0].endswith("a row at random falls short by a median 17.8% (mean 17.8%)")
 
 
 def test_a_harness_table_with_an_unknown_stack_names_the_field(tmp_path):

@@ -77,12 +77,12 @@ def picks_text(groups: list[PickGroup], held_out=frozenset()) -> list[str]:
     def line(label: str, gs: list[PickGroup]) -> str:
         if not gs:
             return f"{label}: no group of two rows or more"
-        regrets = [g.regret for g in gs]
+        regrets, randoms = [g.regret for g in gs], [g.random_regret for g in gs]
         return (f"{label}: {len(gs)} groups of {sum(len(g.rows) for g in gs)} rows; parsim's pick the measured "
                 f"fastest in {sum(g.pick == g.fastest for g in gs)}; its measured speed short of the fastest by "
                 f"a median {statistics.median(regrets):.1%} (mean {statistics.mean(regrets):.1%}, worst "
                 f"{max(regrets):.1%}), where a row at random falls short by a median "
-                f"{statistics.median(g.random_regret for g in gs):.1%}")
+                f"{statistics.median(randoms):.1%} (mean {statistics.mean(randoms):.1%})")
     lines = [line("every family", groups),
              line("the families fitted on by no fold", [g for g in groups if g.family in held_out])]
     for family in sorted({g.family for g in groups}):
