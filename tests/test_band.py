@@ -2,10 +2,13 @@
 classes, its source, and where simulate, plan and the report print it."""
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
 
+from parsim.errors import InputError
+from parsim.model.spec import load_model
 from parsim.sim.band import (LEVEL, MIN_FAMILIES, Interval, PlanKind, Residual, band_text, families_needed,
                              load_residuals, parallel_mix, residuals_yaml, step_band)
 
@@ -159,6 +162,44 @@ def test_a_held_out_sources_rows_are_in_no_band_and_say_how_they_fared():
     lone = (Residual("l0", "lone", PlanKind("Ascend 910B", "fsdp", "dense"), math.log(3.0), True),)
     assert ("; held-out test: 1 fsdp dense row of lone (Ascend 910B), fitted on by nothing, ran 3.00x its "
             "predicted step, outside this band") in step_band(2.0, kind, rows + lone).source
+
+
+def test_a_plans_stack_says_how_the_public_families_on_it_ran_and_moves_nothing():
+    """Training.stack adds a clause: each family on that stack counts once, by its median measured /
+    predicted step (in log, as the band); the interval stays where it was, and no stack adds nothing."""
+    ratios = [0.90, 0.95, 1.00, 1.02, 1.05, 1.08, 1.10, 1.12, 1.15, 1.20, 1.25, 1.40]
+    rows = tuple(_res(i, f"f{i}", ratio=r) for i, r in enumerate(ratios))
+    ds = (Residual("d0", "ds-a", PlanKind(A100, "3d", "dense"), math.log(1.2)),
+          Residual("d1", "ds-a", PlanKind(A100, "3d", "dense"), math.log(1.8)),
+          Residual("d2", "ds-b", PlanKind(A100, "fsdp", "dense"), math.log(0.9), True))
+    stacks = {**{f"f{i}": "megatron" for i in range(12)}, "ds-a": "deepspeed", "ds-b": "deepspeed"}
+    kind = PlanKind(A100, "3d", "dense")
+    plain = step_band(2.0, kind, rows + ds, stacks=stacks)
+    told = step_band(2.0, kind, rows + ds, stack="deepspeed", stacks=stacks)
+    assert (told.low, told.high, told.rows) == (plain.low, plain.high, plain.rows) and "stack" not in plain.source
+    assert told.source == plain.source + (
+        "; stack check: the 2 public families that ran on deepspeed ran 0.90-1.47x their predicted steps (each "
+        "family's median; median 1.18x), 1 of them slower than priced; this band does not include it")
+    assert step_band(2.0, kind, rows, stack="mindspore", stacks=stacks).source.endswith(
+        "; stack check: no public family ran on mindspore")
+
+
+def test_a_stated_stack_reaches_simulates_band_and_a_wrong_one_names_its_field(tmp_path, capsys):
+    """training.stack in a model.yaml: simulate's band says how the committed public families on that stack
+    ran (results/published/harnesses.yaml); a stack parsim does not know is one line naming the field."""
+    from parsim.cli import main
+
+    text = open("examples/megatron_39b.yaml").read()
+    assert "\ntraining:\n" in text
+    model = tmp_path / "m.yaml"
+    model.write_text(text.replace("\ntraining:\n", "\ntraining:\n  stack: deepspeed\n", 1))
+    assert main(["simulate", str(model), "--cluster", "dgx-a100:64x8", "--dp", "32", "--tp", "8", "--pp", "2",
+                 "--microbatches", "12", "--recompute"]) == 0
+    assert re.search(r"; stack check: the \d+ public families that ran on deepspeed ran [\d.]+-[\d.]+x their "
+                     r"predicted steps", capsys.readouterr().out)
+    model.write_text(text.replace("\ntraining:\n", "\ntraining:\n  stack: composer\n", 1))
+    with pytest.raises(InputError, match=r"training\.stack: must be one of megatron, deepspeed, torch-fsdp"):
+        load_model(model)
 
 
 def test_simulate_prints_the_band_and_plan_files_carry_it(tmp_path, capsys):

@@ -115,7 +115,7 @@ def cmd_simulate(args) -> int:
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)
-    est = with_band(est, spec.graph, cluster, cfg)        # else the public benchmark's out-of-sample band
+    est = with_band(est, spec.graph, cluster, cfg, stack=spec.training.stack)   # else the public benchmark's band
     if args.output:
         from parsim.plan import plan_from_candidate
         if from_config:
@@ -207,7 +207,7 @@ def cmd_plan(args) -> int:
                                                       overlap_grad_reduce=args.overlap_grad_reduce),
                   progress=None if not args.json else False, tp_compute=tp_compute, prices=prices,
                   rerank=reranker(spec, cluster, compute, tp_compute))
-    result = with_bands(result, spec.graph, cluster)       # the out-of-sample band where no profile gave one
+    result = with_bands(result, spec.graph, cluster, stack=spec.training.stack)   # where no profile gave one
     used = [(args.profile, compute)] + [(f"tp={tp} {layout} profile", m) for (tp, layout), m in tp_compute.items()]
     chosen = result.chosen
     if from_config and args.output:

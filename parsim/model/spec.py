@@ -79,6 +79,7 @@ from parsim.model import extracted
 from parsim.model.attention import KINDS as ATTENTION_KINDS, ZOO_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 from parsim.model.recompute import Recompute, read_recompute
+from parsim.profile.harness import STACKS
 
 SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
@@ -181,6 +182,9 @@ class Training:
     # MosaicML Composer's default (composer/trainer/dist_strategy.py, prepare_fsdp_module:
     # fsdp_config.get('backward_prefetch', 'BACKWARD_POST')), which llm-foundry's benchmarks ran.
     fsdp_backward_prefetch: str = "pre"
+    # The stack the plan will run on (parsim.profile.harness.STACKS); None: unstated.  It prices nothing:
+    # the step's band says how the public families on that stack ran against parsim's prices.
+    stack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -434,7 +438,8 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                         moe_dispatcher=t.choice("moe_dispatcher", MOE_DISPATCHERS, "alltoall"),
                         moe_capacity_factor=t.positive_float("moe_capacity_factor", None),
                         moe_pad_to_capacity=t.get("moe_pad_to_capacity", bool, False),
-                        fsdp_backward_prefetch=t.choice("fsdp_backward_prefetch", FSDP_BACKWARD_PREFETCH, "pre"))
+                        fsdp_backward_prefetch=t.choice("fsdp_backward_prefetch", FSDP_BACKWARD_PREFETCH, "pre"),
+                        stack=t.choice("stack", STACKS, None))
     if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
         raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
                                           f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")

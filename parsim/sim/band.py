@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,10 +229,11 @@ def _weighted_point(pairs: list[tuple[float, float]], share: float) -> float:
 
 
 def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], level: float = LEVEL,
-              leave_out: str = "") -> Interval | None:
+              leave_out: str = "", stack: str | None = None, stacks: dict[str, str] | None = None) -> Interval | None:
     """The band of a predicted step ``step_s`` of a plan of ``kind`` (module docstring); rows of
     the family ``leave_out`` are not used (to score a band on that family's rows).  None where no
-    public row ran on the plan's device."""
+    public row ran on the plan's device.  A plan's ``stack`` (Training.stack) adds how the public families
+    on it ran (``stack_check``; ``stacks``, family -> stack: the committed harness table by default)."""
     pool = [r for r in residuals if r.family != leave_out and not r.held_out]
     if not any(r.kind.device == kind.device for r in pool):
         return None
@@ -249,7 +251,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
                         min(1.0, level * (1 + 1 / len(families))))
     source = (f"{level:.0%} band from the out-of-sample residuals of {len(rows)} public rows of {len(families)} "
               f"sources ({_class_clause(label, kind, pool)}); median bias {math.expm1(m):+.1%}"
-              + held_out_check(kind, m - q, m + q, residuals, leave_out))
+              + held_out_check(kind, m - q, m + q, residuals, leave_out) + stack_check(stack, residuals, stacks))
     return Interval(step_s, step_s * math.exp(m - q), step_s * math.exp(m + q), level, source,
                     tuple(r.id for r in rows))
 
@@ -278,14 +280,41 @@ def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Res
     return "".join(clauses)
 
 
-def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | None = None):
-    """``estimate`` with its step-time band (None where no public row ran on the device)."""
+def stack_check(stack: str | None, residuals: tuple[Residual, ...], stacks: dict[str, str] | None = None) -> str:
+    """How the public families that ran on ``stack`` (results/published/harnesses.yaml) fared against
+    parsim's out-of-sample prices, each family's median measured / predicted step counting once: a clause
+    for the band's source, "" where the stack is unstated or no family ran on it.  It widens nothing: a
+    stack's families are too few for a band of their own (MIN_FAMILIES), and parsim prices every stack alike."""
+    if stack is None:
+        return ""
+    if stacks is None:
+        from parsim.hardware.cluster import profiles_dir
+        from parsim.profile.harness import HARNESSES, load_harnesses
+
+        path = profiles_dir().parent / HARNESSES
+        stacks = load_harnesses(path) if path.is_file() else {}
+    ratios: dict[str, list[float]] = {}
+    for r in residuals:
+        if stacks.get(r.family) == stack:
+            ratios.setdefault(r.family, []).append(r.log_ratio)
+    if not ratios:
+        return f"; stack check: no public family ran on {stack}"
+    medians = sorted(math.exp(statistics.median(v)) for v in ratios.values())
+    slower = sum(x > 1 for x in medians)
+    return (f"; stack check: the {len(medians)} public famil{'ies' if len(medians) > 1 else 'y'} that ran on {stack} "
+            f"ran {medians[0]:.2f}-{medians[-1]:.2f}x their predicted steps (each family's median; median "
+            f"{statistics.median(medians):.2f}x), {slower} of them slower than priced; this band does not include it")
+
+
+def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | None = None, stack: str | None = None):
+    """``estimate`` with its step-time band (None where no public row ran on the device); ``stack``, the plan's
+    (Training.stack), adds how the public families on it ran (stack_check)."""
     from dataclasses import replace
 
     if estimate.step_time_band is not None:          # a profiled prediction's own interval comes first
         return estimate
     table = load_residuals() if residuals is None else residuals
-    band = step_band(estimate.step_time_s, plan_kind(cluster.device.name, graph, cfg), table)
+    band = step_band(estimate.step_time_s, plan_kind(cluster.device.name, graph, cfg), table, stack=stack)
     return replace(estimate, step_time_band=band)
 
 
@@ -299,7 +328,7 @@ def band_text(band: Interval | None, device: str = "", unit: str = "s") -> str:
                if band.rows else ""))
 
 
-def with_bands(result, graph, cluster, residuals: tuple[Residual, ...] | None = None):
+def with_bands(result, graph, cluster, residuals: tuple[Residual, ...] | None = None, stack: str | None = None):
     """A planner's result (parsim.search.planner.PlanResult) with every candidate's step-time band."""
     from dataclasses import replace
 
@@ -307,7 +336,7 @@ def with_bands(result, graph, cluster, residuals: tuple[Residual, ...] | None = 
 
     def banded(cand):
         return None if cand is None else replace(cand, estimate=with_band(cand.estimate, graph, cluster, cand.config,
-                                                                           table))
+                                                                           table, stack))
     return replace(result, chosen=banded(result.chosen), ranked=tuple(banded(c) for c in result.ranked),
                    pareto=tuple(banded(c) for c in result.pareto), manual=banded(result.manual),
                    all_devices=banded(result.all_devices))
