@@ -93,6 +93,9 @@ def test_megatron_roundtrip(tmp_path, capsys, gpt_plan):
     plan, _ = gpt_plan
     a, b = _roundtrip(tmp_path, capsys, plan, "megatron", "dgx-h100:1x8")
     _same_plan(a, b)
+    # read from Megatron's arguments, the plan runs on Megatron's stack: its band says how those families ran
+    assert "stack check" not in a["estimate"]["step_time_band"]["source"]
+    assert "public families that ran on megatron ran" in b["estimate"]["step_time_band"]["source"]
     text = (tmp_path / "export.megatron").read_text()
     for line in ("--tensor-model-parallel-size 2", "--sequence-parallel", "--pipeline-model-parallel-size 2",
                  "--use-distributed-optimizer", "--recompute-granularity selective", "--micro-batch-size 2",
@@ -155,6 +158,7 @@ def test_torchtitan_roundtrip(tmp_path, capsys):
     assert p["bounds"] == [0, 4, 8]                  # torchtitan's split: embed + 3 layers | 3 layers + head
     a, b = _roundtrip(tmp_path, capsys, plan, "torchtitan", "dgx-h100:1x8")
     _same_plan(a, b)
+    assert "public families that ran on torch-fsdp ran" in b["estimate"]["step_time_band"]["source"]
 
 
 def test_deepspeed_roundtrip(tmp_path, capsys):
@@ -402,3 +406,13 @@ def test_deepspeed_refuses_mics(tmp_path, capsys):
     rc, _, err = _run(["simulate", "--from", "deepspeed", str(path), "--model",
                        os.path.join(ROOT, "examples", "gpt_tiny_local.yaml"), "--cluster", "local-cpu:2x2"], capsys)
     assert rc == 2 and err.count("\n") == 1 and "zero_optimization.mics_shard_size: 2: DeepSpeed 0.19" in err, err
+
+
+def test_every_reader_names_the_stack_its_framework_runs():
+    """A config read --from a framework is priced as the model.yaml says, and its band's stack check is that
+    framework's stack (parsim.profile.harness.STACKS) unless the model.yaml states another."""
+    from parsim.export import READERS
+    from parsim.export.commands import FRAMEWORK_STACK
+    from parsim.profile.harness import STACKS
+
+    assert set(FRAMEWORK_STACK) == set(READERS) and set(FRAMEWORK_STACK.values()) <= set(STACKS)

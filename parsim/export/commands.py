@@ -83,7 +83,9 @@ def imported_config(args, compute_model) -> FromConfig:
     if getattr(args, "dp_shard", 0):                   # simulate's --dp-shard overrides the config's HSDP
         p["dp_shard"] = args.dp_shard
     batch, m = _batch(imported, p, dp, path)
-    mapping["training"] = {**mapping.get("training", {}), **imported.training, "global_batch_size": batch}
+    # the stack the config is written for, where the model.yaml states none (the band's stack check)
+    mapping["training"] = {"stack": FRAMEWORK_STACK[framework], **mapping.get("training", {}), **imported.training,
+                           "global_batch_size": batch}
     mapping.pop("parallel", None)              # the config's parallel settings, not the model.yaml's hint
     spec = model_from_mapping(mapping, model_path)
     compute = compute_model(args, cluster, spec)
@@ -92,6 +94,11 @@ def imported_config(args, compute_model) -> FromConfig:
     cfg = resolve_config(spec, cluster, compute, dp=dp, microbatches=m, **p)
     return FromConfig(spec, cluster, compute, cfg, mapping)
 
+
+# The stack (parsim.profile.harness.STACKS) each reader's framework runs: torchtitan is torch's FSDP2, and
+# MindFormers runs on MindSpore.
+FRAMEWORK_STACK = {"megatron": "megatron", "torchtitan": "torch-fsdp", "deepspeed": "deepspeed",
+                   "mindformers": "mindspore", "mindspore": "mindspore"}
 
 # The config key of a reader's ``dp_replicate``: HSDP's replicas where the config leaves the dp to the
 # cluster (torchtitan's data_parallel_shard_degree -1; Megatron's dp, world / (tp x pp x cp)).
