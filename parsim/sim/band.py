@@ -38,7 +38,9 @@ The rows of a held-out source (results/published/fit.yaml, ``held_out``: fitted 
 are in the table, marked, and in no band: they test the bands.  Where some ran plans of the same
 parallelism mix and model as the plan's, on any device, the band's source says how they fared
 against this band (``held_out_check``), so that a kind of plan a held-out test found the model
-wrong about says so wherever it is priced.
+wrong about says so wherever it is priced.  A plan that states the stack it will run on (Training.stack)
+is told, in the same way, how the public families on that stack ran (``stack_check``,
+results/published/harnesses.yaml); that moves no bound.
 """
 
 from __future__ import annotations
@@ -280,19 +282,24 @@ def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Res
     return "".join(clauses)
 
 
+def load_stacks() -> dict[str, str]:
+    """family -> stack: the committed harness table beside hardware_profiles/ ({} where it is absent)."""
+    from parsim.hardware.cluster import profiles_dir
+    from parsim.profile.harness import HARNESSES, load_harnesses
+
+    path = profiles_dir().parent / HARNESSES
+    return load_harnesses(path) if path.is_file() else {}
+
+
 def stack_check(stack: str | None, residuals: tuple[Residual, ...], stacks: dict[str, str] | None = None) -> str:
-    """How the public families that ran on ``stack`` (results/published/harnesses.yaml) fared against
-    parsim's out-of-sample prices, each family's median measured / predicted step counting once: a clause
-    for the band's source, "" where the stack is unstated or no family ran on it.  It widens nothing: a
-    stack's families are too few for a band of their own (MIN_FAMILIES), and parsim prices every stack alike."""
+    """How the public families that ran on ``stack`` (``stacks``, family -> stack: load_stacks() by default)
+    fared against parsim's out-of-sample prices, each family's median measured / predicted step counting
+    once: a clause for the band's source; "" where the stack is unstated.  It widens nothing: a stack's
+    families are too few for a band of their own (MIN_FAMILIES), and parsim prices every stack alike."""
     if stack is None:
         return ""
     if stacks is None:
-        from parsim.hardware.cluster import profiles_dir
-        from parsim.profile.harness import HARNESSES, load_harnesses
-
-        path = profiles_dir().parent / HARNESSES
-        stacks = load_harnesses(path) if path.is_file() else {}
+        stacks = load_stacks()
     ratios: dict[str, list[float]] = {}
     for r in residuals:
         if stacks.get(r.family) == stack:
@@ -306,7 +313,8 @@ def stack_check(stack: str | None, residuals: tuple[Residual, ...], stacks: dict
             f"{statistics.median(medians):.2f}x), {slower} of them slower than priced; this band does not include it")
 
 
-def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | None = None, stack: str | None = None):
+def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | None = None, stack: str | None = None,
+              stacks: dict[str, str] | None = None):
     """``estimate`` with its step-time band (None where no public row ran on the device); ``stack``, the plan's
     (Training.stack), adds how the public families on it ran (stack_check)."""
     from dataclasses import replace
@@ -314,7 +322,8 @@ def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | N
     if estimate.step_time_band is not None:          # a profiled prediction's own interval comes first
         return estimate
     table = load_residuals() if residuals is None else residuals
-    band = step_band(estimate.step_time_s, plan_kind(cluster.device.name, graph, cfg), table, stack=stack)
+    band = step_band(estimate.step_time_s, plan_kind(cluster.device.name, graph, cfg), table, stack=stack,
+                     stacks=stacks)
     return replace(estimate, step_time_band=band)
 
 
@@ -333,10 +342,11 @@ def with_bands(result, graph, cluster, residuals: tuple[Residual, ...] | None = 
     from dataclasses import replace
 
     table = load_residuals() if residuals is None else residuals
+    stacks = load_stacks() if stack is not None else None
 
     def banded(cand):
         return None if cand is None else replace(cand, estimate=with_band(cand.estimate, graph, cluster, cand.config,
-                                                                           table, stack))
+                                                                           table, stack, stacks))
     return replace(result, chosen=banded(result.chosen), ranked=tuple(banded(c) for c in result.ranked),
                    pareto=tuple(banded(c) for c in result.pareto), manual=banded(result.manual),
                    all_devices=banded(result.all_devices))
