@@ -37,7 +37,8 @@ import sys
 
 from parsim.errors import ParsimError
 from parsim.fileio import write_text
-from parsim.profile.harness import by_stack, load_harnesses
+from parsim.model.stacks import load_harnesses
+from parsim.profile.harness import by_stack
 from parsim.profile.loso import Profiles, leave_one_source_out, load_fit_spec
 from parsim.profile.picks import pick_groups, picks_text
 from parsim.profile.published import FOLDER, UnpricedFigure, load_all_figures, price

@@ -410,9 +410,9 @@ def test_deepspeed_refuses_mics(tmp_path, capsys):
 
 def test_every_reader_names_the_stack_its_framework_runs():
     """A config read --from a framework is priced as the model.yaml says, and its band's stack check is that
-    framework's stack (parsim.profile.harness.STACKS) unless the model.yaml states another."""
+    framework's stack (parsim.model.stacks.STACKS) unless the model.yaml states another."""
     from parsim.export import READERS
     from parsim.export.commands import FRAMEWORK_STACK
-    from parsim.profile.harness import STACKS
+    from parsim.model.stacks import STACKS
 
     assert set(FRAMEWORK_STACK) == set(READERS) and set(FRAMEWORK_STACK.values()) <= set(STACKS)

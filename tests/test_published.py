@@ -26,7 +26,8 @@ from parsim.model.zoo import resnet50
 from parsim.plan import ParallelConfig
 from parsim.errors import DoesNotFitError, InfeasibleError, InputError
 from parsim.plan import CP_MODES
-from parsim.profile.harness import by_stack, load_harnesses
+from parsim.model.stacks import load_harnesses
+from parsim.profile.harness import by_stack
 from parsim.profile.loso import load_fit_spec
 from parsim.profile.picks import pick_groups, picks_text
 from parsim.profile.published import (_freeze, _thaw, figure_cluster, figure_spec, load_all_figures, load_figures, price,

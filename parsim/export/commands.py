@@ -95,7 +95,7 @@ def imported_config(args, compute_model) -> FromConfig:
     return FromConfig(spec, cluster, compute, cfg, mapping)
 
 
-# The stack (parsim.profile.harness.STACKS) each reader's framework runs: torchtitan is torch's FSDP2, and
+# The stack (parsim.model.stacks.STACKS) each reader's framework runs: torchtitan is torch's FSDP2, and
 # MindFormers runs on MindSpore.
 FRAMEWORK_STACK = {"megatron": "megatron", "torchtitan": "torch-fsdp", "deepspeed": "deepspeed",
                    "mindformers": "mindspore", "mindspore": "mindspore"}

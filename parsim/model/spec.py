@@ -79,7 +79,7 @@ from parsim.model import extracted
 from parsim.model.attention import KINDS as ATTENTION_KINDS, ZOO_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 from parsim.model.recompute import Recompute, read_recompute
-from parsim.profile.harness import STACKS
+from parsim.model.stacks import STACKS
 
 SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
@@ -182,7 +182,7 @@ class Training:
     # MosaicML Composer's default (composer/trainer/dist_strategy.py, prepare_fsdp_module:
     # fsdp_config.get('backward_prefetch', 'BACKWARD_POST')), which llm-foundry's benchmarks ran.
     fsdp_backward_prefetch: str = "pre"
-    # The stack the plan will run on (parsim.profile.harness.STACKS); None: unstated.  It prices nothing:
+    # The stack the plan will run on (parsim.model.stacks.STACKS); None: unstated.  It prices nothing:
     # the step's band says how the public families on that stack ran against parsim's prices.
     stack: str | None = None
 

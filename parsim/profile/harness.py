@@ -1,38 +1,20 @@
-"""The training stack that ran each public source family's rows, and the out-of-sample error per stack.
+"""The out-of-sample error per training stack: the stack that ran each public source family's rows.
 
 ``results/published/harnesses.yaml`` labels every family of the public benchmark (parsim.profile.loso's
-families) with one of STACKS, read from the family's figures file, which cites the source's own words for
-it.  parsim prices Megatron-Core-level kernels and collectives whatever stack a plan runs on; what separates
-two families that ran the same model on the same device is mostly their stack's own speed
-(results/2026-12-05c-intel-xeon/harness-spread.txt).  ``by_stack`` says, per stack, how far parsim's
-out-of-sample prices fall from the rows and in which direction: a diagnosis printed by
-benchmarks/bench_published.py.  A label, not a parameter: nothing is fitted to it and no prediction reads it.
+families) with one of parsim.model.stacks.STACKS (parsim.model.stacks.load_harnesses), read from the family's
+figures file, which cites the source's own words for it.  parsim prices Megatron-Core-level kernels and
+collectives whatever stack a plan runs on; what separates two families that ran the same model on the same
+device is mostly their stack's own speed (results/2026-12-05c-intel-xeon/harness-spread.txt).  ``by_stack``
+says, per stack, how far parsim's out-of-sample prices fall from the rows and in which direction: a diagnosis
+printed by benchmarks/bench_published.py.  A label, not a parameter: nothing is fitted to it and no price
+reads it.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 
-from parsim.inputs import Fields, load_file
-
-HARNESSES = "results/published/harnesses.yaml"
-SCHEMA_VERSION = 1
-# Megatron-LM and what is built on it; DeepSpeed's ZeRO or pipeline engine under the rows; torch's own FSDP;
-# MindSpore; a stack of its own (the file's header says which sources each takes)
-STACKS = ("megatron", "deepspeed", "torch-fsdp", "mindspore", "other")
-
-
-def load_harnesses(path: str | os.PathLike = HARNESSES) -> dict[str, str]:
-    """family -> stack, from the harness table; every error names the file and the field."""
-    path = os.fspath(path)
-    r = Fields(load_file(path, "a harness table YAML"), path)
-    r.schema_version(SCHEMA_VERSION)
-    fam = r.sub("families")
-    stacks = {name: fam.choice(name, STACKS) for name in list(fam.data)}
-    fam.done()
-    r.done()
-    return stacks
+from parsim.model.stacks import STACKS
 
 
 def by_stack(errors: dict[str, list[float]], stacks: dict[str, str], held_out=frozenset()) -> list[str]:

@@ -285,7 +285,7 @@ def held_out_check(kind: PlanKind, low: float, high: float, residuals: tuple[Res
 def load_stacks() -> dict[str, str]:
     """family -> stack: the committed harness table beside hardware_profiles/ ({} where it is absent)."""
     from parsim.hardware.cluster import profiles_dir
-    from parsim.profile.harness import HARNESSES, load_harnesses
+    from parsim.model.stacks import HARNESSES, load_harnesses
 
     path = profiles_dir().parent / HARNESSES
     return load_harnesses(path) if path.is_file() else {}

@@ -13,7 +13,7 @@ import math
 import re
 import statistics
 
-from parsim.profile.harness import load_harnesses
+from parsim.model.stacks import load_harnesses
 from parsim.profile.picks import pick_groups
 from parsim.profile.published import figure_setup, load_all_figures
 from parsim.sim.band import load_residuals
