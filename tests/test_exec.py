@@ -634,6 +634,17 @@ def test_dry_run_and_bad_plans(tmp_path, capfd):
     assert err.count("\n") == 1 and "schema_version" in err
 
 
+def test_the_failure_named_is_the_cause_whenever_the_ranks_are_seen_to_end():
+    """parsim.exec.launch._cause, which the launcher asks as it polls and once more where every rank ended
+    within one poll's sleep (a killed rank's peer exits within milliseconds, so both are often seen down
+    together): a rank killed by a signal comes before one that exited because its peer vanished."""
+    from parsim.exec.launch import _cause
+
+    assert _cause([(0, 1), (1, -9)]) == (1, -9)
+    assert _cause([(0, None), (1, 2), (2, 1)]) == (1, 2)
+    assert _cause([(0, 0), (1, None)]) is None
+
+
 def test_killed_rank_stops_the_run_with_a_clear_error(tmp_path):
     plan = make_plan(tmp_path, "p", "--dp", "1", "--pp", "2", "--microbatches", "2")
     timeout = 15

@@ -52,6 +52,14 @@ def _last_line(path: str) -> str:
     return (errors or lines or [""])[-1]
 
 
+def _cause(codes: list[tuple[int, int | None]]) -> tuple[int, int] | None:
+    """Of (rank, exit code or None while it runs), the failure that caused the others: the first failure
+    is the cause, and of failures seen together a rank killed by a signal comes before ranks that exited
+    because a peer vanished (gloo's "connection closed"), then the lowest rank.  None where none failed."""
+    down = [(r, code) for r, code in codes if code not in (None, 0)]
+    return min(down, key=lambda rc: (rc[1] >= 0, rc[0])) if down else None
+
+
 def _same(a: str, b: str) -> bool:
     """Two ranks' lines that say the same thing (every rank stops on a NaN loss with one message)."""
     def strip(line):
@@ -92,12 +100,9 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
     try:
         while any(p.poll() is None for p in procs):
             if failed is None:
-                # the first failure is the cause; within one poll round, a rank killed by a signal
-                # comes before ranks that exited because a peer vanished (gloo's "connection closed")
-                down = [(r, code) for r, code in ((r, p.poll()) for r, p in enumerate(procs)) if code not in (None, 0)]
-                if down:
-                    r, code = min(down, key=lambda rc: (rc[1] >= 0, rc[0]))
-                    failed = (r, code, time.monotonic())
+                cause = _cause([(r, p.poll()) for r, p in enumerate(procs)])
+                if cause is not None:
+                    failed = (*cause, time.monotonic())
             if failed and hung is None:
                 beats = {r: heartbeat.read(logdir, r) for r in range(nproc)}
                 h = heartbeat.laggard(beats, failed[0], [r for r, p in enumerate(procs) if p.poll() is None],
@@ -119,8 +124,9 @@ def launch(worker_args: list[str], nproc: int, timeout_s: float, threads: int = 
         print("parsim: interrupted", file=sys.stderr)
         return 130
     time.sleep(0.1)                       # let the tee thread drain rank 0's last lines
-    if failed is None:
-        failed = next(((r, p.returncode, 0.0) for r, p in enumerate(procs) if p.returncode), None)
+    if failed is None:            # every rank ended within one poll round's sleep
+        cause = _cause([(r, p.returncode) for r, p in enumerate(procs)])
+        failed = None if cause is None else (*cause, 0.0)
     if failed is None:
         shutil.rmtree(logdir, ignore_errors=True)
         return 0
