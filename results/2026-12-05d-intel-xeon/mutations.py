@@ -57,6 +57,9 @@ MUTATIONS = [
      "    python3 runners/gemm_alignment.py --device cpu --seq 128 --batch 4 --reps 3 >> \"$OUT/compare.txt\" 2>&1 \\",
      "    true \\",
      "tests/test_profile_device.py::test_the_prepared_gpu_check_runs_here_on_the_cpu"),
+    ("a rank that exited after its peer taken for the cause before the peer killed by a signal",
+     "parsim/exec/launch.py", "key=lambda rc: (rc[1] >= 0, rc[0])", "key=lambda rc: rc[0]",
+     "tests/test_exec.py::test_the_failure_named_is_the_cause_whenever_the_ranks_are_seen_to_end"),
 ]
 
 
