@@ -14,9 +14,11 @@ whether it is scored (in the out-of-sample figures; "scored" says nothing of whe
 developed on it, which the figures files' headers and docs/accuracy.md say), excluded (printed, not
 scored, with the reason) or not expressible (the
 simulator cannot price it, with the reason).  Then, per family and overall: rows, out-of-sample
-MAPE and max, rows beyond 25%, and the in-sample MAPE, labelled in-sample; the fitted values, all
-sources and each fold; and the surrogate's error on each scored row (the fit's linear model of
-the step against the exact pricing).
+MAPE and max, rows beyond 25%, and the in-sample MAPE, labelled in-sample; the same per training
+stack (parsim.profile.harness, on results/published/harnesses.yaml); the picks, how the measured speed
+of the row parsim prices fastest compares with the fastest where a family ran one model several ways
+(parsim.profile.picks); the fitted values, all sources and each fold; and the surrogate's error on
+each scored row (the fit's linear model of the step against the exact pricing).
 
 --residuals writes the out-of-sample residuals the step-time bands are drawn from
 (parsim.sim.band); --write-profiles writes the all-source values into hardware_profiles/ with

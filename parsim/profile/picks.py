@@ -3,8 +3,8 @@
 A planner needs its prices to order the plans it weighs, not to match each one's step: a source's own
 speed (its harness, its kernels) scales all of its rows alike and leaves the order where it was.  So
 among the public rows, each group of rows one source family measured for one model (shape, dtype,
-global batch) on one cluster (profile, nodes) in one metric, laid out more than one way, is a choice a
-planner could have faced.  ``pick_groups`` takes parsim's pick in each (the row it prices fastest, out
+global batch, a MoE row's routing) on one cluster (profile, nodes) in one metric, laid out more than one
+way, is a choice a planner could have faced.  ``pick_groups`` takes parsim's pick in each (the row it prices fastest, out
 of sample) and says how far the measured speed of that row falls from the group's measured fastest:
 
     regret = 1 - measured rate of parsim's pick / measured rate of the group's fastest row
