@@ -8,8 +8,8 @@ about 1.37x slower against parsim's price than the same layouts with aligned hea
 
     python runners/gemm_alignment.py [--device cuda] [--dtype bf16] [--seq 2048] [--batch 64] [--reps 20]
 
-Prints one line per head dimension: QK^T ([batch, seq, d] x [batch, d, seq]) and AV ([batch, seq, seq] x
-[batch, seq, d]), each its median time and TFLOP/s (2 x batch x seq x seq x d FLOPs each), and their
+Prints one line per head dimension: QK^T ([batch, seq, d] x the transpose of K's [batch, seq, d], as
+Megatron's baddbmm takes it) and AV ([batch, seq, seq] x [batch, seq, d]), each its median time and TFLOP/s (2 x batch x seq x seq x d FLOPs each), and their
 FLOP rate over the 128-dimension rate.
 """
 
@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     base = None
     for d in HEAD_DIMS:
         q = torch.randn(b, s, d, device=args.device, dtype=dtype)
-        k = torch.randn(b, d, s, device=args.device, dtype=dtype)
+        k = torch.randn(b, s, d, device=args.device, dtype=dtype).transpose(1, 2)   # as attention holds K
         p = torch.randn(b, s, s, device=args.device, dtype=dtype)
         flops = 2 * b * s * s * d
         qk = _timed(lambda: torch.bmm(q, k), args.device, args.reps)
