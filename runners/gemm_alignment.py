@@ -9,8 +9,8 @@ about 1.37x slower against parsim's price than the same layouts with aligned hea
     python runners/gemm_alignment.py [--device cuda] [--dtype bf16] [--seq 2048] [--batch 64] [--reps 20]
 
 Prints one line per head dimension: QK^T ([batch, seq, d] x the transpose of K's [batch, seq, d], as
-Megatron's baddbmm takes it) and AV ([batch, seq, seq] x [batch, seq, d]), each its median time and TFLOP/s (2 x batch x seq x seq x d FLOPs each), and their
-FLOP rate over the 128-dimension rate.
+Megatron's baddbmm takes it) and AV ([batch, seq, seq] x [batch, seq, d]), each its median time and
+TFLOP/s (2 x batch x seq x seq x d FLOPs each), and their FLOP rate over the 128-dimension rate.
 """
 
 from __future__ import annotations
