@@ -2,7 +2,9 @@
 classes, its source, and where simulate, plan and the report print it."""
 
 import math
+import random
 import re
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -27,21 +29,45 @@ def test_interval_holds_a_value_its_bounds_level_and_source():
     assert band.to_json() == {"value": 2.0, "low": 1.5, "high": 3.0, "level": 0.9, "source": "test", "rows": ["a", "b"]}
 
 
-def test_equal_families_give_the_conformal_quantile_of_the_centred_residuals():
-    """Forty rows, twenty families of two: every row weighs alike; the band is the prediction times
-    exp(m -+ q), m the median of the log ratios and q the smallest deviation whose share reaches
-    0.9 x (1 + 1/20): the 38th of 40, not the largest."""
-    ratios = [0.80 + 0.015 * i for i in range(39)] + [2.5]
-    rows = tuple(_res(i, f"f{i % 20}", ratio=r) for i, r in enumerate(ratios))
-    band = step_band(2.0, PlanKind(A100, "3d", "dense"), rows)
-    logs = sorted(math.log(r) for r in ratios)
-    m = logs[19]                                  # the weighted median: the 20th of 40 reaches half
-    dev = sorted(abs(x - m) for x in logs)
-    q = dev[math.ceil(40 * 0.9 * (1 + 1 / 20)) - 1]
-    assert math.ceil(40 * 0.9 * (1 + 1 / 20)) == 38
-    assert band.low == pytest.approx(2.0 * math.exp(m - q)) and band.high == pytest.approx(2.0 * math.exp(m + q))
-    assert not band.contains(2.0 * 2.5)           # the one far row is past the quantile
+def test_a_band_adds_a_sources_bias_quantile_to_the_spread_within_a_source():
+    """Twenty families of two rows, each pair at its family's bias b_f -+ d_f: m is the median of the
+    twenty biases; q_b the 19th smallest of the twenty |b_f - m| (ceil(21 x 0.9): not the far
+    family's); q_e the 18th smallest d_f (a family's two rows weigh one family: 0.9 x 20); the band is
+    the prediction times exp(m -+ (q_b + q_e))."""
+    biases = [math.log(0.9 + 0.01 * f) for f in range(19)] + [math.log(2.5)]
+    spreads = [0.01 * (f + 1) for f in range(20)]
+    kind = PlanKind(A100, "3d", "dense")
+    rows = tuple(Residual(f"r{f}{s}", f"f{f}", kind, b + s * d)
+                 for f, (b, d) in enumerate(zip(biases, spreads)) for s in (-1, 1))
+    band = step_band(2.0, kind, rows)
+    m = statistics.median(biases)
+    q_b = sorted(abs(b - m) for b in biases)[math.ceil(21 * 0.9) - 1]
+    q_e = sorted(spreads)[17]
+    assert math.ceil(21 * 0.9) == 19 and q_b < math.log(2.5) - m
+    assert band.low == pytest.approx(2.0 * math.exp(m - q_b - q_e))
+    assert band.high == pytest.approx(2.0 * math.exp(m + q_b + q_e))
+    assert not band.contains(2.0 * 2.5)           # the one far source is past the quantile
     assert len(band.rows) == 40 and "20 sources" in band.source and band.level == 0.9
+    assert (f"half-width x{math.exp(q_b + q_e):.2f}: x{math.exp(q_b):.2f} between sources' biases, "
+            f"x{math.exp(q_e):.2f} within a source") in band.source
+
+
+def test_a_new_sources_rows_fall_inside_as_often_as_the_two_parts_promise():
+    """Sources whose biases spread (sd 0.15 in log) wider than their rows about them (sd 0.05): a band
+    on 30 such sources covers a new source's rows at least 80% of the time (each part covers at 90%,
+    the union bound), and up to the 95% that two independent parts' sum gives."""
+    rng = random.Random(58)
+    kind = PlanKind(A100, "3d", "dense")
+    inside = total = 0
+    for trial in range(300):
+        rows = tuple(Residual(f"r{trial}-{f}-{i}", f"f{f}", kind, b + rng.gauss(0, 0.05))
+                     for f, b in enumerate(rng.gauss(0, 0.15) for _ in range(30)) for i in range(5))
+        band = step_band(1.0, kind, rows)
+        new_bias = rng.gauss(0, 0.15)
+        for _ in range(5):
+            inside += band.contains(math.exp(new_bias + rng.gauss(0, 0.05)))
+            total += 1
+    assert 0.85 <= inside / total <= 0.97
 
 
 def test_a_band_rests_on_the_fewest_families_whose_conformal_quantile_exists():
