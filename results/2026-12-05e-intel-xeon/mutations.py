@@ -1,0 +1,45 @@
+"""The fifty-eighth sitting's new tests, run against mutations of what they guard: each must go red.
+Each mutation is applied to the working tree, the test run, the file restored.
+
+    python results/2026-12-05e-intel-xeon/mutations.py > results/2026-12-05e-intel-xeon/mutations.txt
+"""
+
+import sys
+
+sys.path.insert(0, "runners")
+from mutations import check  # noqa: E402  (runners/mutations.py; run from the repository root)
+
+NEW = "tests/test_new_figures.py::"
+NEMO = NEW + "test_nemotron4s_rows_are_the_sets_drawn_held_out_as_first_priced"
+MSD = NEW + "test_megascales_megatron_baseline_rows_are_the_set_drawn_held_out_as_first_priced"
+LAMBDA = NEW + "test_lambdas_deepspeed_pipeline_rows_are_the_set_drawn_held_out_as_first_priced"
+CLOSED = "tests/test_band.py::test_a_band_adds_a_sources_bias_quantile_to_the_spread_within_a_source"
+COVER = "tests/test_band.py::test_a_new_sources_rows_fall_inside_as_often_as_the_two_parts_promise"
+MUTATIONS = [
+    ("the band without the spread within a source (q_b alone)",
+     "parsim/sim/band.py", "    q = q_b + q_e\n", "    q = q_b\n", CLOSED),
+    ("the band without the sources' biases (q_e alone)",
+     "parsim/sim/band.py", "    q = q_b + q_e\n", "    q = q_e\n", COVER),
+    ("the between-sources quantile without the finite-sample correction (ceil(F x level))",
+     "parsim/sim/band.py", "math.ceil((len(between) + 1) * level - 1e-9)", "math.ceil(len(between) * level - 1e-9)",
+     CLOSED),
+    ("the spread within a source measured from the median of every row, not the row's own source's bias",
+     "parsim/sim/band.py", "spread = [(abs(x - bias[f]), 1 / len(v))", "spread = [(abs(x - m), 1 / len(v))", CLOSED),
+    ("the held-out nemotron4-15b-report source taken out of fit.yaml's held_out",
+     "results/published/fit.yaml", "\n  - nemotron4-15b-report ", "\n  # - nemotron4-15b-report ", NEMO),
+    ("a pinned first-pricing error of nemotron4-340b-report moved by 0.05",
+     "tests/test_new_figures.py", '"nemotron4-340b-t2-dp64-6144gpu-gbs2304": +0.038',
+     '"nemotron4-340b-t2-dp64-6144gpu-gbs2304": +0.088', NEMO),
+    ("the held-out megascale-dense-baseline source taken out of fit.yaml's held_out",
+     "results/published/fit.yaml", "\n  - megascale-dense-baseline ", "\n  # - megascale-dense-baseline ", MSD),
+    ("a row of MegaScale's drawn set changed (its measured tokens/s/GPU)",
+     "results/published/megascale_dense_baseline_figures.yaml", "measured: {tokens_per_s_per_gpu: 119.368}",
+     "measured: {tokens_per_s_per_gpu: 119.369}", MSD),
+    ("Lambda's one-node row excluded as well",
+     "results/published/lambda_deepspeed_pp_figures.yaml",
+     "    measured: {samples_per_s: 6.381}\n",
+     "    measured: {samples_per_s: 6.381}\n    excluded: \"mutated\"\n", LAMBDA),
+]
+
+if __name__ == "__main__":
+    sys.exit(check(MUTATIONS))
