@@ -14,7 +14,7 @@ tensor or pipeline parallelism, ``cp``, ``dp``) and its model (``moe``, ``conv``
 Nothing is fitted at run time.  For a plan, ``step_band`` takes the rows of its kind, widening
 the class until the rows of at least MIN_FAMILIES source families remain (device, mix and model;
 device and model; mix and model; model; device; every row: the band's source says which, and why
-it widened), and sets, r_i = log(measured step / predicted step) of row i,
+it widened), and sets, with r_i = log(measured step / predicted step) of row i,
 
     b_f = the median of r over family f's rows,   m = the median of the F families' b_f,
     q_b = the ceil((F + 1) x level)-th smallest |b_f - m|          (between sources),
@@ -26,7 +26,7 @@ two-level split conformal prediction on log residuals (Vovk et al. 2005; Lei et 
 Wasserman & Ramdas 2022, "Distribution-free prediction sets for two-layer hierarchical models"): a
 new plan is a new source's, whose error is its source's bias plus its own, so a source's bias is
 scored once per source, the exchangeable unit (one source's forty rows are not forty independent
-draws), and a row's spread about its source's bias apart.  Each part covers at ``level``; their sum
+draws), and a row's spread about its source's bias is scored apart.  Each part covers at ``level``; their sum
 covers at least 1 - 2 (1 - level) by the union bound, and more where bias and spread are independent.
 Until the fifty-eighth sitting the band was one family-weighted quantile of |r_i - m|: it covered
 94.9% of development rows but 70.2% of held-out ones, whose sources' biases ran wider than the
