@@ -17,6 +17,7 @@ CLOSED = "tests/test_band.py::test_a_band_adds_a_sources_bias_quantile_to_the_sp
 DFA = NEW + "test_distflashattns_megatron_rows_are_the_set_drawn_held_out_as_first_priced"
 INTERNLM = NEW + "test_internlms_rows_are_the_set_drawn_held_out_as_first_priced"
 ZB = NEW + "test_zero_bubbles_baseline_rows_are_the_set_drawn_held_out_as_first_priced"
+KWAI = NEW + "test_kwais_megatron_rows_are_the_set_drawn_held_out_as_first_priced"
 COVER = "tests/test_band.py::test_a_new_sources_rows_fall_inside_as_often_as_the_two_parts_promise"
 MUTATIONS = [
     ("the band without the spread within a source (q_b alone)",
@@ -44,10 +45,10 @@ MUTATIONS = [
      "    measured: {samples_per_s: 6.381}\n    excluded: \"mutated\"\n", LAMBDA),
     ("DistFlashAttn's two-box rows back on dgx-a100's 8 x 200 Gb/s a node",
      "results/published/distflashattn_baselines_figures.yaml",
-     "    cluster: {profile: dgx-a100-ib100, nodes: 2}\n    parallel: {dp: 1, tp: 16, pp: 1, cp: 1, zero: 0, microbatches: 1, "
-     "tp_layout: megatron-sp}\n    measured: {step_time_s: 14.26}",
-     "    cluster: {profile: dgx-a100, nodes: 2}\n    parallel: {dp: 1, tp: 16, pp: 1, cp: 1, zero: 0, microbatches: 1, "
-     "tp_layout: megatron-sp}\n    measured: {step_time_s: 14.26}", DFA),
+     "    cluster: {profile: dgx-a100-ib100, nodes: 2}\n    parallel: {dp: 1, tp: 16, pp: 1, cp: 1, zero: 0, "
+     "microbatches: 1, tp_layout: megatron-sp}\n    measured: {step_time_s: 14.26}",
+     "    cluster: {profile: dgx-a100, nodes: 2}\n    parallel: {dp: 1, tp: 16, pp: 1, cp: 1, zero: 0, "
+     "microbatches: 1, tp_layout: megatron-sp}\n    measured: {step_time_s: 14.26}", DFA),
     ("the dgx-a100-ib100 profile with dgx-a100's eight NICs",
      "hardware_profiles/dgx-a100-ib100.yaml", "  nics_per_node: 1 ", "  nics_per_node: 8 ", DFA),
     ("the held-out internlm-train-perf source taken out of fit.yaml's held_out",
@@ -55,9 +56,15 @@ MUTATIONS = [
     ("InternLM's model file changed (one more layer)",
      "examples/internlm_7b/config.json", '"num_hidden_layers": 32', '"num_hidden_layers": 33', INTERNLM),
     ("a pinned first-pricing error of zero-bubble-paper moved by 0.05",
-     "tests/test_new_figures.py", '"zb-t12-14.6b-1f1b-p16-m16-b1": -0.044', '"zb-t12-14.6b-1f1b-p16-m16-b1": +0.006', ZB),
+     "tests/test_new_figures.py", '"zb-t12-14.6b-1f1b-p16-m16-b1": -0.044',
+     '"zb-t12-14.6b-1f1b-p16-m16-b1": +0.006', ZB),
     ("the held-out zero-bubble-paper source taken out of fit.yaml's held_out",
      "results/published/fit.yaml", "\n  - zero-bubble-paper ", "\n  # - zero-bubble-paper ", ZB),
+    ("the hgx-h800-roce100 profile with hgx-h800's 400 Gb/s NICs",
+     "hardware_profiles/hgx-h800-roce100.yaml", "  nic_bandwidth_gb_per_s: 12.5 ", "  nic_bandwidth_gb_per_s: 50 ",
+     KWAI),
+    ("the held-out kwai-atc24 source taken out of fit.yaml's held_out",
+     "results/published/fit.yaml", "\n  - kwai-atc24 ", "\n  # - kwai-atc24 ", KWAI),
 ]
 
 if __name__ == "__main__":
