@@ -1226,3 +1226,45 @@ def test_kwais_megatron_rows_are_the_set_drawn_held_out_as_first_priced():
     assert_drawn_as_hashed(KWAI_ATC24, KWAI_ATC24_ROWS_SHA256, None, drawn)
     assert len(drawn.figures) == 50 and {"hgx-h800", "hgx-h800-roce100"} <= {f.profile for f in drawn.figures}
     assert_held_out_as_pinned(drawn.figures, "kwai-atc24", KWAI_ATC24_FIRST_PRICED)
+
+
+YANDEX_FSDP = "results/published/yandex_fsdp_figures.yaml"
+# Yandex's YaFSDP README benchmark table (yandex/YaFSDP at a61a4a6), its PyTorch FSDP1 column, drawn 2026-12-05
+# (fifty-eighth sitting, fourth draw) by a helper who priced nothing; its rows read examples' model files.
+YANDEX_FSDP_ROWS_SHA256 = "c584807e960c692abbf34df64a27725b94cdc4de1bff85590cd5fd7536f924a1"
+YANDEX_FSDP_MODELS_SHA256 = {
+    "examples/codellama_34b/config.json": "a9647babdbaa48b18974360004d21763095cc27e500982969581410098b61ec2",
+    "examples/llama2_13b/config.json": "ca133a37bfd7c5c3354037d6f08475db7b5fa48635088ab1d081bccb68f1d035",
+    "examples/llama2_70b/config.json": "1b6f50e64839120e53b97aeb219b03cfe6728af6447d68630af35fe17f747cbe",
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+    "examples/llama3_70b/config.json": "75807d84c3a1f0637db824170ffa2dcf9d73aa49d4f53656b6710b7808601fb8",
+    "examples/llama3_8b/config.json": "3ecf9f07d09f6fdc0d91db46ec9b765a44ee78590cfb5bc293f7cdeb1b33e72b",
+}
+# each scored row's throughput error when first priced (results/2026-12-05e-intel-xeon/yandex-fsdp-heldout.txt)
+YANDEX_FSDP_FIRST_PRICED = {
+    "yandex-fsdp-llama2-7b-64gpu-s2048": +0.511,
+    "yandex-fsdp-llama2-7b-64gpu-s4096": +0.098,
+    "yandex-fsdp-llama2-7b-64gpu-s8192": +0.023,
+    "yandex-fsdp-llama2-7b-128gpu-s2048": +0.610,
+    "yandex-fsdp-llama2-7b-128gpu-s4096": +0.100,
+    "yandex-fsdp-llama2-7b-128gpu-s8192": +0.029,
+    "yandex-fsdp-llama2-13b-128gpu-s2048": +0.587,
+    "yandex-fsdp-llama2-13b-128gpu-s4096": +0.048,
+    "yandex-fsdp-llama2-34b-128gpu-s2048": +0.591,
+    "yandex-fsdp-llama2-34b-256gpu-s2048": +0.664,
+    "yandex-fsdp-llama2-34b-256gpu-s4096-ckpt5": +0.141,
+    "yandex-fsdp-llama2-70b-256gpu-s2048-ckpt10": +0.587,
+    "yandex-fsdp-llama2-70b-256gpu-s4096-ckpt50": +0.023,
+    "yandex-fsdp-llama3-8b-64gpu-s2048": +0.611,
+    "yandex-fsdp-llama3-8b-64gpu-s4096": +0.198,
+    "yandex-fsdp-llama3-70b-256gpu-s2048-ckpt20": +0.667,
+}
+
+
+def test_yandexs_fsdp_rows_are_the_set_drawn_held_out_as_first_priced():
+    """16 rows, all scored: Llama 2 and 3 under FSDP1 FULL_SHARD on 64-256 A100, their steps 51-67% longer than
+    priced at 2,048 tokens and 2-20% at 4,096-8,192."""
+    drawn = load_figures(YANDEX_FSDP)
+    assert_drawn_as_hashed(YANDEX_FSDP, YANDEX_FSDP_ROWS_SHA256, YANDEX_FSDP_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 16 and {f.profile for f in drawn.figures} == {"dgx-a100"}
+    assert_held_out_as_pinned(drawn.figures, "yandex-fsdp", YANDEX_FSDP_FIRST_PRICED)

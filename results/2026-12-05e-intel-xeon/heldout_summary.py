@@ -1,10 +1,10 @@
 """The expectations and the band rule committed before this sitting's held-out families were priced
-(results/2026-12-05e-intel-xeon/preregistered.md and its two addenda, before the second and third
-draws), checked on the residual table as the benchmark wrote it (results/published/residuals.yaml):
+(results/2026-12-05e-intel-xeon/preregistered.md and its three addenda, before the second, third and
+fourth draws), checked on the residual table as the benchmark wrote it (results/published/residuals.yaml):
 H1 (a DeepSpeed pipeline source runs slower than priced), H3 (the two-level band covers at least 80% of
 each draw's rows, averaged per family, and more than the one-level band it replaced), H4 (Megatron-stack
 sources within 0.90-1.20x), H5 (long sequences slower than priced at 128K tokens and beyond), H6 (a stack
-of its own slower than priced).  Reads committed files; prices nothing.
+of its own slower than priced), H7 (a fully sharded source on torch's FSDP within 0.90-1.15x).  Reads committed files; prices nothing.
 
     python results/2026-12-05e-intel-xeon/heldout_summary.py
 """
@@ -25,7 +25,8 @@ from band_rules import _class_rows, one_level  # noqa: E402  (the one-level rule
 FIRST = ("nemotron4-340b-report", "nemotron4-15b-report", "megascale-dense-baseline", "lambda-deepspeed-pp")
 SECOND = ("distflashattn-baselines", "internlm-train-perf", "zero-bubble-paper")
 THIRD = ("kwai-atc24",)
-NEW = FIRST + SECOND + THIRD
+FOURTH = ("yandex-fsdp",)
+NEW = FIRST + SECOND + THIRD + FOURTH
 MEGATRON = FIRST[:3] + ("distflashattn-baselines", "zero-bubble-paper", "kwai-atc24")
 LONG = tuple(f"dfa-megatron-{m}-{n}-{k}" for m in ("7b", "gqa") for n, ks in (("1x8", ("128k", "256k")),
                                                                               ("2x8", ("128k", "256k", "512k")))
@@ -64,6 +65,10 @@ def main() -> None:
     med = statistics.median(math.exp(r.log_ratio) for r in rows["internlm-train-perf"])
     print(f"H6, a stack of its own slower than priced: internlm-train-perf median {med:.3f}: "
           f"{'holds' if med > 1 else 'fails'} (no production-run report qualified; InternLM's trainer is the stack)")
+    med = statistics.median(math.exp(r.log_ratio) for r in rows["yandex-fsdp"])
+    print(f"H7, a fully sharded source on torch's FSDP within 0.90-1.15x: yandex-fsdp median {med:.3f}: "
+          f"{'holds' if 0.90 <= med <= 1.15 else 'fails'} (no ZeRO-3 source drawn); "
+          "H8 untested: no MoE source qualified")
     print("\nH3, the bands on the new families' rows (each family's rows against bands drawn from the development "
           "residuals; no held-out residual is in any band):")
     two, one = {}, {}
@@ -84,7 +89,7 @@ def main() -> None:
         print(f"  {name}: {sum(flat)} of {len(flat)} rows inside ({sum(flat) / len(flat):.1%}); averaged per family "
               f"{per:.1%} over {len(hits)}: " + ", ".join(f"{f} {sum(v)} of {len(v)}" for f, v in hits.items()))
     for name, draw in (("first draw", FIRST), ("second draw", SECOND), ("third draw", THIRD),
-                       ("all three draws", NEW)):
+                       ("fourth draw", FOURTH), ("all four draws", NEW)):
         per_two = statistics.mean(sum(two[f]) / len(two[f]) for f in draw if f in two)
         per_one = statistics.mean(sum(one[f]) / len(one[f]) for f in draw if f in one)
         print(f"H3, {name}: {'holds' if per_two >= 0.8 and per_two > per_one else 'fails'}: two-level {per_two:.1%} "
@@ -96,9 +101,9 @@ def main() -> None:
     play = ("ultrascale-playbook",)
     for label, leave in (("all", ()), ("without the Playbook", play), ("without the second draw", SECOND),
                          ("without the second draw and the Playbook", SECOND + play),
-                         ("without the second and third draws", SECOND + THIRD),
-                         ("without the second and third draws and the Playbook", SECOND + THIRD + play),
-                         ("without the three draws", NEW), ("without the three draws and the Playbook", NEW + play)):
+                         ("without the second to fourth draws", SECOND + THIRD + FOURTH),
+                         ("without the second to fourth draws and the Playbook", SECOND + THIRD + FOURTH + play),
+                         ("without the four draws", NEW), ("without the four draws and the Playbook", NEW + play)):
         errs = [abs(math.exp(r.log_ratio) - 1) for r in held if r.family not in leave]
         print(f"  {label}: {len(errs)} rows, MAPE "
               f"{statistics.mean(errs):.1%}, median absolute error {statistics.median(errs):.1%}, "

@@ -18,6 +18,7 @@ DFA = NEW + "test_distflashattns_megatron_rows_are_the_set_drawn_held_out_as_fir
 INTERNLM = NEW + "test_internlms_rows_are_the_set_drawn_held_out_as_first_priced"
 ZB = NEW + "test_zero_bubbles_baseline_rows_are_the_set_drawn_held_out_as_first_priced"
 KWAI = NEW + "test_kwais_megatron_rows_are_the_set_drawn_held_out_as_first_priced"
+YANDEX = NEW + "test_yandexs_fsdp_rows_are_the_set_drawn_held_out_as_first_priced"
 COVER = "tests/test_band.py::test_a_new_sources_rows_fall_inside_as_often_as_the_two_parts_promise"
 MUTATIONS = [
     ("the band without the spread within a source (q_b alone)",
@@ -65,6 +66,11 @@ MUTATIONS = [
      KWAI),
     ("the held-out kwai-atc24 source taken out of fit.yaml's held_out",
      "results/published/fit.yaml", "\n  - kwai-atc24 ", "\n  # - kwai-atc24 ", KWAI),
+    ("the held-out yandex-fsdp source taken out of fit.yaml's held_out",
+     "results/published/fit.yaml", "\n  - yandex-fsdp ", "\n  # - yandex-fsdp ", YANDEX),
+    ("a pinned first-pricing error of yandex-fsdp moved by 0.05",
+     "tests/test_new_figures.py", '"yandex-fsdp-llama3-8b-64gpu-s4096": +0.198', '"yandex-fsdp-llama3-8b-64gpu-s4096": +0.248',
+     YANDEX),
 ]
 
 if __name__ == "__main__":
