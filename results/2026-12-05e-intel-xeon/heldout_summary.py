@@ -4,7 +4,8 @@ fourth draws), checked on the residual table as the benchmark wrote it (results/
 H1 (a DeepSpeed pipeline source runs slower than priced), H3 (the two-level band covers at least 80% of
 each draw's rows, averaged per family, and more than the one-level band it replaced), H4 (Megatron-stack
 sources within 0.90-1.20x), H5 (long sequences slower than priced at 128K tokens and beyond), H6 (a stack
-of its own slower than priced), H7 (a fully sharded source on torch's FSDP within 0.90-1.15x).  Reads committed files; prices nothing.
+of its own slower than priced), H7 (a fully sharded source on torch's FSDP within 0.90-1.15x).  Reads
+committed files; prices nothing.
 
     python results/2026-12-05e-intel-xeon/heldout_summary.py
 """
@@ -88,12 +89,15 @@ def main() -> None:
         per = statistics.mean(sum(v) / len(v) for v in hits.values())
         print(f"  {name}: {sum(flat)} of {len(flat)} rows inside ({sum(flat) / len(flat):.1%}); averaged per family "
               f"{per:.1%} over {len(hits)}: " + ", ".join(f"{f} {sum(v)} of {len(v)}" for f, v in hits.items()))
-    for name, draw in (("first draw", FIRST), ("second draw", SECOND), ("third draw", THIRD),
-                       ("fourth draw", FOURTH), ("all four draws", NEW)):
+    # as committed: the first draw and the draws together, at least 80% and above the one-level rule; each later
+    # draw alone, at least 80% (preregistered.md's addenda)
+    for name, draw, above in (("first draw", FIRST, True), ("second draw", SECOND, False), ("third draw", THIRD, False),
+                              ("fourth draw", FOURTH, False), ("all four draws", NEW, True)):
         per_two = statistics.mean(sum(two[f]) / len(two[f]) for f in draw if f in two)
         per_one = statistics.mean(sum(one[f]) / len(one[f]) for f in draw if f in one)
-        print(f"H3, {name}: {'holds' if per_two >= 0.8 and per_two > per_one else 'fails'}: two-level {per_two:.1%} "
-              f"per family (at least 80% and above the one-level's {per_one:.1%} asked)")
+        ok = per_two >= 0.8 and (per_two > per_one or not above)
+        print(f"H3, {name}: {'holds' if ok else 'fails'}: two-level {per_two:.1%} per family (at least 80%"
+              f"{' and above the one-level' if above else ''} asked; the one-level's {per_one:.1%})")
 
     spec = load_fit_spec("results/published/fit.yaml")
     print("\nHeld-out sources' out-of-sample MAPE (rows pooled), with and without this sitting's draws:")

@@ -69,8 +69,8 @@ MUTATIONS = [
     ("the held-out yandex-fsdp source taken out of fit.yaml's held_out",
      "results/published/fit.yaml", "\n  - yandex-fsdp ", "\n  # - yandex-fsdp ", YANDEX),
     ("a pinned first-pricing error of yandex-fsdp moved by 0.05",
-     "tests/test_new_figures.py", '"yandex-fsdp-llama3-8b-64gpu-s4096": +0.198', '"yandex-fsdp-llama3-8b-64gpu-s4096": +0.248',
-     YANDEX),
+     "tests/test_new_figures.py", '"yandex-fsdp-llama3-8b-64gpu-s4096": +0.198',
+     '"yandex-fsdp-llama3-8b-64gpu-s4096": +0.248', YANDEX),
 ]
 
 if __name__ == "__main__":
