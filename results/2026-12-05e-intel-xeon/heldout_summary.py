@@ -102,6 +102,9 @@ def main() -> None:
     spec = load_fit_spec("results/published/fit.yaml")
     print("\nHeld-out sources' out-of-sample MAPE (rows pooled), with and without this sitting's draws:")
     held = [r for r in residuals if r.family in spec.held_out]
+    errs = [abs(math.exp(r.log_ratio) - 1) for r in held if r.family in NEW]
+    print(f"  this sitting's {len(NEW)} families alone: {len(errs)} rows, MAPE {statistics.mean(errs):.1%}, median "
+          f"absolute error {statistics.median(errs):.1%}, {sum(x > 0.25 for x in errs)} beyond 25%")
     play = ("ultrascale-playbook",)
     for label, leave in (("all", ()), ("without the Playbook", play), ("without the second draw", SECOND),
                          ("without the second draw and the Playbook", SECOND + play),
