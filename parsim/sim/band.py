@@ -62,14 +62,19 @@ LEVEL = 0.9                     # the bands' nominal coverage
 RESIDUALS = "results/published/residuals.yaml"
 
 
+def conformal_rank(n: int, level: float) -> int:
+    """Which of ``n`` exchangeable scores, counted from the smallest, a split-conformal band at ``level``
+    takes: the ceil((n + 1) level)-th (Lei et al. 2018, "Distribution-free predictive inference for
+    regression"; Dunn, Wasserman & Ramdas 2022, "Distribution-free prediction sets for two-layer
+    hierarchical models", for groups as the units).  Past ``n`` where ``n`` is too few."""
+    return math.ceil((n + 1) * level - 1e-9)
+
+
 def families_needed(level: float) -> int:
     """The fewest exchangeable units (source families) a split-conformal band at ``level`` can rest
-    on: the band is the ceil((F + 1) level)-th smallest of F scores, which exists only where that is
-    at most F (Lei et al. 2018, "Distribution-free predictive inference for regression";
-    Dunn, Wasserman & Ramdas 2022, "Distribution-free prediction sets for two-layer hierarchical
-    models", for groups as the units).  9 at 90%."""
+    on: the fewest whose conformal_rank exists among their scores.  9 at 90%."""
     f = 1
-    while math.ceil((f + 1) * level - 1e-9) > f:
+    while conformal_rank(f, level) > f:
         f += 1
     return f
 
@@ -259,7 +264,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     bias = {f: statistics.median(v) for f, v in by_family.items()}
     m = statistics.median(bias.values())
     between = sorted(abs(b - m) for b in bias.values())
-    q_b = between[min(len(between), math.ceil((len(between) + 1) * level - 1e-9)) - 1]
+    q_b = between[min(len(between), conformal_rank(len(between), level)) - 1]
     spread = [(abs(x - bias[f]), 1 / len(v)) for f, v in by_family.items() if len(v) > 1 for x in v]
     q_e = _weighted_point(spread, level) if spread else 0.0
     q = q_b + q_e

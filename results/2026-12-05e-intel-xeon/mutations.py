@@ -26,7 +26,7 @@ MUTATIONS = [
     ("the band without the sources' biases (q_e alone)",
      "parsim/sim/band.py", "    q = q_b + q_e\n", "    q = q_e\n", COVER),
     ("the between-sources quantile without the finite-sample correction (ceil(F x level))",
-     "parsim/sim/band.py", "math.ceil((len(between) + 1) * level - 1e-9)", "math.ceil(len(between) * level - 1e-9)",
+     "parsim/sim/band.py", "conformal_rank(len(between), level)", "math.ceil(len(between) * level - 1e-9)",
      CLOSED),
     ("the spread within a source measured from the median of every row, not the row's own source's bias",
      "parsim/sim/band.py", "spread = [(abs(x - bias[f]), 1 / len(v))", "spread = [(abs(x - m), 1 / len(v))", CLOSED),
