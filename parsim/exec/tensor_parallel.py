@@ -213,8 +213,42 @@ def local(t):
 
 
 def full(t):
-    """The whole tensor of a DTensor (a plain tensor as is); collective over its mesh."""
-    return t.full_tensor() if hasattr(t, "full_tensor") else t
+    """The whole tensor of a DTensor (a plain tensor as is); collective over its mesh: every rank of
+    it calls it.  Shards and replicas (``Shard``, ``Replicate``) are gathered with blocking c10d
+    all-gathers, innermost mesh dimension first (``_gathered``); other placements (FSDP2's
+    ``_StridedShard`` over tensor-parallel shards, ``Partial``) with ``DTensor.full_tensor``.  A
+    checkpoint needs no asynchrony, and ``full_tensor``'s functional collectives once crashed
+    natively in ``wait_tensor`` while a full suite saved FSDP2's shards on gloo
+    (results/2026-12-05e-intel-xeon/ci-rehearsals.txt, 5d03613)."""
+    if not hasattr(t, "full_tensor"):
+        return t
+    from torch.distributed.tensor import Replicate, Shard
+
+    if any(type(p) not in (Shard, Replicate) for p in t.placements):
+        return t.full_tensor()
+    whole = t.to_local()
+    for mesh_dim in reversed(range(t.device_mesh.ndim)):      # DTensor shards the outer mesh dimension first
+        p = t.placements[mesh_dim]
+        if isinstance(p, Shard):
+            whole = _gathered(whole, p.dim, t.device_mesh.get_group(mesh_dim))
+    return whole
+
+
+def _gathered(x: torch.Tensor, dim: int, group) -> torch.Tensor:
+    """The group's shards of one tensor, concatenated along ``dim`` in rank order: shards may be
+    uneven (torch.chunk's, some empty), so their lengths are gathered first and each shard is
+    padded to the longest for the all-gather."""
+    n = dist.get_world_size(group)
+    lengths = [torch.zeros(1, dtype=torch.int64, device=x.device) for _ in range(n)]
+    dist.all_gather(lengths, torch.tensor([x.shape[dim]], dtype=torch.int64, device=x.device), group=group)
+    lengths = [int(k) for k in lengths]
+    if max(lengths) == 0:
+        return x
+    padded = x.new_zeros(x.shape[:dim] + (max(lengths),) + x.shape[dim + 1:])
+    padded.narrow(dim, 0, x.shape[dim]).copy_(x)
+    parts = [torch.empty_like(padded) for _ in range(n)]
+    dist.all_gather(parts, padded, group=group)
+    return torch.cat([part.narrow(dim, 0, k) for part, k in zip(parts, lengths)], dim)
 
 
 def load_whole(module: nn.Module, state: dict) -> None:
