@@ -1268,3 +1268,35 @@ def test_yandexs_fsdp_rows_are_the_set_drawn_held_out_as_first_priced():
     assert_drawn_as_hashed(YANDEX_FSDP, YANDEX_FSDP_ROWS_SHA256, YANDEX_FSDP_MODELS_SHA256, drawn)
     assert len(drawn.figures) == 16 and {f.profile for f in drawn.figures} == {"dgx-a100"}
     assert_held_out_as_pinned(drawn.figures, "yandex-fsdp", YANDEX_FSDP_FIRST_PRICED)
+
+
+# NVIDIA JAX-Toolbox's Pax rows (the fifty-ninth sitting's draw): drawn by a helper who priced nothing,
+# reviewed (the three GPT 126M rows excluded by the source's words: data-loading-bound on a real dataset) and
+# committed before the first pricing (results/2026-12-05f-intel-xeon/jax-toolbox-pax-heldout.txt), the
+# expectations committed before that (results/2026-12-05f-intel-xeon/preregistered.md)
+JAX_PAX = "results/published/jax_toolbox_pax_figures.yaml"
+JAX_PAX_ROWS_SHA256 = "66d3e632e619a12538692d1cddefc0fe943e4e117b8bc0d6f8adac9757ccf916"
+JAX_PAX_MODELS_SHA256 = {
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+}
+# each scored row's throughput error when first priced (jax-toolbox-pax-heldout.txt)
+JAX_PAX_FIRST_PRICED = {
+    "jaxpax-gpt5b-a100-256gpu-bf16": +0.338,
+    "jaxpax-gpt5b-a100-256gpu-tebf16": +0.107,
+    "jaxpax-gpt175b-a100-256gpu-tebf16": -0.078,
+    "jaxpax-gpt5b-h100-256gpu-tebf16": +0.296,
+    "jaxpax-gpt175b-h100-256gpu-tebf16": +0.054,
+    "jaxpax-gpt5b-h100-256gpu-tefp8": +0.215,
+    "jaxpax-gpt175b-h100-256gpu-tefp8": -0.039,
+    "jaxpax-llama2-7b-sft-h100-16gpu-bf16": +0.077,
+    "jaxpax-llama2-7b-sft-h100-16gpu-tebf16": -0.133,
+}
+
+
+def test_jax_toolbox_pax_rows_are_the_set_drawn_held_out_as_first_priced():
+    """15 rows, 9 scored: GPT 5B and 175B under XLA's FSDP on 256 A100 or H100 and LLaMA-2 7B SFT on 16 H100,
+    their steps 0.87-1.34x the predicted; the 126M and LoRA rows excluded."""
+    drawn = load_figures(JAX_PAX)
+    assert_drawn_as_hashed(JAX_PAX, JAX_PAX_ROWS_SHA256, JAX_PAX_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 15 and {f.profile for f in drawn.figures} == {"dgx-a100", "dgx-h100"}
+    assert_held_out_as_pinned(drawn.figures, "jax-toolbox-pax-2404", JAX_PAX_FIRST_PRICED)
