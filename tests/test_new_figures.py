@@ -1300,3 +1300,30 @@ def test_jax_toolbox_pax_rows_are_the_set_drawn_held_out_as_first_priced():
     assert_drawn_as_hashed(JAX_PAX, JAX_PAX_ROWS_SHA256, JAX_PAX_MODELS_SHA256, drawn)
     assert len(drawn.figures) == 15 and {f.profile for f in drawn.figures} == {"dgx-a100", "dgx-h100"}
     assert_held_out_as_pinned(drawn.figures, "jax-toolbox-pax-2404", JAX_PAX_FIRST_PRICED)
+
+
+# Google MaxText's Llama-2 7B rows on A3 High (the fifty-ninth sitting's second draw): drawn by a helper who
+# priced nothing, reviewed and committed before the first pricing
+# (results/2026-12-05f-intel-xeon/maxtext-a3-heldout.txt), the addendum to the expectations committed before that
+MAXTEXT_A3 = "results/published/maxtext_a3_figures.yaml"
+MAXTEXT_A3_ROWS_SHA256 = "f1b764cb9af7a5e8837ed3530d93c0cf3635c77db2339f5282174d5cc2761d54"
+MAXTEXT_A3_MODELS_SHA256 = {
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+}
+# each scored row's step-time error when first priced (maxtext-a3-heldout.txt)
+MAXTEXT_A3_FIRST_PRICED = {
+    "maxtext-a3-llama2-7b-8gpu": +0.112,
+    "maxtext-a3-llama2-7b-16gpu": +0.262,
+    "maxtext-a3-llama2-7b-32gpu": +0.291,
+    "maxtext-a3-llama2-7b-64gpu": +0.276,
+    "maxtext-a3-llama2-7b-128gpu": +0.386,
+}
+
+
+def test_maxtexts_a3_rows_are_the_set_drawn_held_out_as_first_priced():
+    """5 rows, all scored: Llama-2 7B under MaxText's FSDP on 1-16 A3 High VMs, priced on ibm-h100-800g (TCPX not
+    modelled), their steps 1.11x the predicted on one VM and 1.26-1.39x across VMs."""
+    drawn = load_figures(MAXTEXT_A3)
+    assert_drawn_as_hashed(MAXTEXT_A3, MAXTEXT_A3_ROWS_SHA256, MAXTEXT_A3_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 5 and {f.profile for f in drawn.figures} == {"ibm-h100-800g"}
+    assert_held_out_as_pinned(drawn.figures, "maxtext-a3-llama2-7b", MAXTEXT_A3_FIRST_PRICED)
