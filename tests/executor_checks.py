@@ -2,10 +2,12 @@
 test module itself)."""
 
 import json
+import socket
 from collections import OrderedDict
 from pathlib import Path
 
 import torch
+import torch.multiprocessing as mp
 
 from parsim.exec.objective import ADAM_LR
 from parsim.exec.reference import distributed_params, reference_run
@@ -57,3 +59,15 @@ def assert_equals_reference(plan: str, out, steps: int, synthetic_size: int) -> 
         torch.testing.assert_close(got[key], ref[key], msg=key, **tolerance)
     torch.testing.assert_close(torch.tensor(measured["loss"]), torch.tensor(losses[len(losses) - len(measured["loss"]):]))
     return measured, got
+
+
+def spawned(worker, nprocs: int) -> dict:
+    """What ``worker(rank, port, results)`` left in ``results`` on each of ``nprocs`` processes, started by
+    torch's spawn with a free local port for their process group and a shared dict, copied out."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with mp.Manager() as m:
+        results = m.dict()
+        mp.spawn(worker, args=(port, results), nprocs=nprocs)
+        return dict(results)

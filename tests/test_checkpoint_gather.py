@@ -5,11 +5,11 @@ that was distributed, gathered by blocking c10d all-gathers, never by DTensor.fu
 functional collectives.  4 ranks on gloo, one thread each."""
 
 import os
-import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+
+from executor_checks import spawned
 
 # (name, mesh shape, placements as (kind, dim) per mesh dimension, tensor shape)
 CASES = [
@@ -54,13 +54,7 @@ def _worker(rank, port, results):
 
 @pytest.fixture(scope="module")
 def four_ranks():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with mp.Manager() as m:
-        results = m.dict()
-        mp.spawn(_worker, args=(port, results), nprocs=4)
-        return dict(results)
+    return spawned(_worker, 4)
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

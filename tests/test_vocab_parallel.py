@@ -5,11 +5,11 @@ prices it (parsim.shard.graph.loss_steps): three forward all-reduces of one fp32
 instead of a gather, the loss holding its slice."""
 
 import os
-import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+
+from executor_checks import spawned
 
 from parsim.cost.memory import loss_workspace_bytes
 from parsim.model.graph import LOSS_BYTES_PER_ELEMENT, VOCAB_PARALLEL_LOSS_BACKWARD_BUFFERS
@@ -61,13 +61,7 @@ def _worker(rank, port, results):
 
 @pytest.fixture(scope="module")
 def two_ranks():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with mp.Manager() as m:
-        results = m.dict()
-        mp.spawn(_worker, args=(port, results), nprocs=2)
-        return dict(results)
+    return spawned(_worker, 2)
 
 
 @pytest.mark.parametrize("name", ["unit", "large"])
