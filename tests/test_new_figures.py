@@ -1327,3 +1327,64 @@ def test_maxtexts_a3_rows_are_the_set_drawn_held_out_as_first_priced():
     assert_drawn_as_hashed(MAXTEXT_A3, MAXTEXT_A3_ROWS_SHA256, MAXTEXT_A3_MODELS_SHA256, drawn)
     assert len(drawn.figures) == 5 and {f.profile for f in drawn.figures} == {"ibm-h100-800g"}
     assert_held_out_as_pinned(drawn.figures, "maxtext-a3-llama2-7b", MAXTEXT_A3_FIRST_PRICED)
+
+
+# AWS's Megatron-Bridge token-dispatcher campaign (the fifty-ninth sitting's third draw): drawn by a helper who
+# priced nothing, reviewed and committed before the first pricing
+# (results/2026-12-05f-intel-xeon/aws-qwen3-30b-heldout.txt), the second addendum to the expectations before that
+AWS_QWEN3 = "results/published/aws_qwen3_30b_p5_figures.yaml"
+AWS_QWEN3_ROWS_SHA256 = "23bb091d5303f9efdb04051f3d0ccb0110cf6a92f5b4fcbd646439c4309221c4"
+AWS_QWEN3_MODELS_SHA256 = {
+    "examples/qwen3_30b_a3b/config.json": "98a4cf452e3d94b7b22d8ddd515a3fe028f76404529460935e26770c4ab2b094",
+}
+# each scored row's step-time error when first priced (aws-qwen3-30b-heldout.txt)
+AWS_QWEN3_FIRST_PRICED = {
+    "aws-p5-qwen3-30b-a3b-ep16-tp8pp4dp2-mb4-ovloff-nccl": +0.602,
+    "aws-p5-qwen3-30b-a3b-ep16-tp8pp4dp2-mb1-ovloff-nccl": +2.783,
+    "aws-p5-qwen3-30b-a3b-ep16-tp8pp4dp2-mb4-ovlon-nccl": +1.638,
+    "aws-p5-qwen3-30b-a3b-ep32-tp8pp2dp4-mb4-ovloff-nccl": +0.432,
+    "aws-p5-qwen3-30b-a3b-ep32-tp8pp2dp4-mb1-ovloff-nccl": +1.727,
+    "aws-p5-qwen3-30b-a3b-ep32-tp8pp2dp4-mb4-ovlon-nccl": +1.118,
+}
+
+
+def test_aws_qwen3_rows_are_the_set_drawn_held_out_as_first_priced():
+    """17 rows, 6 scored: Qwen3-30B-A3B on 64 H100 over EFA (priced on dgx-h100's InfiniBand), ep 16-32 with NCCL's
+    all-to-all, their steps 1.43-3.78x the predicted; the DeepEP arms excluded."""
+    drawn = load_figures(AWS_QWEN3)
+    assert_drawn_as_hashed(AWS_QWEN3, AWS_QWEN3_ROWS_SHA256, AWS_QWEN3_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 17 and {f.profile for f in drawn.figures} == {"dgx-h100"}
+    assert_held_out_as_pinned(drawn.figures, "aws-p5-qwen3-30b", AWS_QWEN3_FIRST_PRICED)
+
+
+# Ant Group's ATorch Llama-2-7B table (the fifty-ninth sitting's fourth draw): drawn by a helper who priced nothing,
+# reviewed (every row on hardware_profiles/a100-rdma800.yaml, written for its README's 800 Gb/s a node) and
+# committed before the first pricing (results/2026-12-05f-intel-xeon/atorch-heldout.txt), the third addendum to
+# the expectations before that
+ATORCH = "results/published/atorch_llama2_figures.yaml"
+ATORCH_ROWS_SHA256 = "9e858256a79e28eaa00577a5abeca51b478c5955b128d560a96594fd567af4c7"
+ATORCH_MODELS_SHA256 = {
+    "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
+}
+# each scored row's step-time error when first priced (atorch-heldout.txt)
+ATORCH_FIRST_PRICED = {
+    "atorch-llama2-7b-fsdp-8gpu-mbs4-gbs32": -0.070,
+    "atorch-llama2-7b-fsdp-16gpu-mbs4-gbs64": -0.041,
+    "atorch-llama2-7b-fsdp-32gpu-mbs4-gbs128": -0.036,
+    "atorch-llama2-7b-fsdp-64gpu-mbs4-gbs256": -0.032,
+    "atorch-llama2-7b-ds3d-tp1pp2dp4-8gpu-mbs8-gbs2048": -0.014,
+    "atorch-llama2-7b-ds3d-tp2pp1dp4-8gpu-mbs8-gbs2048": +0.163,
+    "atorch-llama2-7b-ds3d-tp2pp2dp2-8gpu-mbs8-gbs1024": +0.151,
+    "atorch-llama2-7b-ds3d-tp2pp2dp4-16gpu-mbs8-gbs2048": +0.157,
+    "atorch-llama2-7b-ds3d-tp2pp2dp8-32gpu-mbs8-gbs4096": +0.160,
+    "atorch-llama2-7b-ds3d-tp2pp2dp16-64gpu-mbs8-gbs8192": +0.163,
+}
+
+
+def test_atorchs_rows_are_the_set_drawn_held_out_as_first_priced():
+    """14 rows, 10 scored: Llama-2-7B under torch FSDP and DeepSpeed's pipeline engine on 8-64 A100, their steps
+    0.93-0.97x the predicted under FSDP and 0.99-1.16x under the pipeline engine; the LoRA rows excluded."""
+    drawn = load_figures(ATORCH)
+    assert_drawn_as_hashed(ATORCH, ATORCH_ROWS_SHA256, ATORCH_MODELS_SHA256, drawn)
+    assert len(drawn.figures) == 14 and {f.profile for f in drawn.figures} == {"a100-rdma800"}
+    assert_held_out_as_pinned(drawn.figures, "atorch-llama2-perf", ATORCH_FIRST_PRICED)
