@@ -19,7 +19,7 @@ import yaml
 from parsim.hardware.cluster import profile_path
 from parsim.profile.published import load_figures, price
 
-from drawn_sets import assert_drawn_as_hashed, assert_held_out_as_pinned
+from drawn_sets import assert_drawn_as_hashed, assert_held_out_as_pinned, file_sha256
 
 ASCEND = load_figures("results/published/ascend_figures.yaml")
 NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
@@ -1366,6 +1366,9 @@ ATORCH_ROWS_SHA256 = "9e858256a79e28eaa00577a5abeca51b478c5955b128d560a96594fd56
 ATORCH_MODELS_SHA256 = {
     "examples/llama2_7b/config.json": "94d4fc496d313f804d83881bf03084b176d4dd8c1a2d5feb4b3aedd7070f5721",
 }
+# the profile written for it before any pricing: its rows' prices barely feel its network (FSDP's gathers hide under
+# the compute), so the file itself is pinned
+A100_RDMA800_SHA256 = "c00d87dcd4b16040cc34bcdab43900545269d65d3d84ae126465b109b086bad2"
 # each scored row's step-time error when first priced (atorch-heldout.txt)
 ATORCH_FIRST_PRICED = {
     "atorch-llama2-7b-fsdp-8gpu-mbs4-gbs32": -0.070,
@@ -1387,4 +1390,5 @@ def test_atorchs_rows_are_the_set_drawn_held_out_as_first_priced():
     drawn = load_figures(ATORCH)
     assert_drawn_as_hashed(ATORCH, ATORCH_ROWS_SHA256, ATORCH_MODELS_SHA256, drawn)
     assert len(drawn.figures) == 14 and {f.profile for f in drawn.figures} == {"a100-rdma800"}
+    assert file_sha256(profile_path("a100-rdma800")) == A100_RDMA800_SHA256
     assert_held_out_as_pinned(drawn.figures, "atorch-llama2-perf", ATORCH_FIRST_PRICED)
