@@ -239,8 +239,8 @@ def _gathered(x: torch.Tensor, dim: int, group) -> torch.Tensor:
     uneven (torch.chunk's, some empty), so their lengths are gathered first and each shard is
     padded to the longest for the all-gather."""
     n = dist.get_world_size(group)
-    lengths = [torch.zeros(1, dtype=torch.int64, device=x.device) for _ in range(n)]
-    dist.all_gather(lengths, torch.tensor([x.shape[dim]], dtype=torch.int64, device=x.device), group=group)
+    lengths = [torch.zeros(1, dtype=torch.int32, device=x.device) for _ in range(n)]  # gloo, NCCL, HCCL gather int32
+    dist.all_gather(lengths, torch.tensor([x.shape[dim]], dtype=torch.int32, device=x.device), group=group)
     lengths = [int(k) for k in lengths]
     if max(lengths) == 0:
         return x
