@@ -57,3 +57,15 @@ def assert_held_out_as_pinned(figures, source, errors):
     for f in scored:
         assert not spec.fitted_on(f), f.id
         assert price(f).error == pytest.approx(errors[f.id], abs=0.02), f.id
+
+
+def assert_held_out_set(path, rows_digest, models_sha256, rows, profiles, source, errors):
+    """A held-out public set as drawn and first priced, in one call: its rows and model files hash as recorded
+    (assert_drawn_as_hashed), it has ``rows`` rows on exactly ``profiles``, and its scored rows are priced at
+    their pinned errors (assert_held_out_as_pinned)."""
+    from parsim.profile.published import load_figures
+
+    drawn = load_figures(path)
+    assert_drawn_as_hashed(path, rows_digest, models_sha256, drawn)
+    assert len(drawn.figures) == rows and {f.profile for f in drawn.figures} == set(profiles)
+    assert_held_out_as_pinned(drawn.figures, source, errors)

@@ -19,7 +19,7 @@ import yaml
 from parsim.hardware.cluster import profile_path
 from parsim.profile.published import load_figures, price
 
-from drawn_sets import assert_drawn_as_hashed, assert_held_out_as_pinned, file_sha256
+from drawn_sets import assert_drawn_as_hashed, assert_held_out_as_pinned, assert_held_out_set, file_sha256
 
 ASCEND = load_figures("results/published/ascend_figures.yaml")
 NVIDIA = load_figures("results/published/nvidia_new_figures.yaml")
@@ -1296,10 +1296,8 @@ JAX_PAX_FIRST_PRICED = {
 def test_jax_toolbox_pax_rows_are_the_set_drawn_held_out_as_first_priced():
     """15 rows, 9 scored: GPT 5B and 175B under XLA's FSDP on 256 A100 or H100 and LLaMA-2 7B SFT on 16 H100,
     their steps 0.87-1.34x the predicted; the 126M and LoRA rows excluded."""
-    drawn = load_figures(JAX_PAX)
-    assert_drawn_as_hashed(JAX_PAX, JAX_PAX_ROWS_SHA256, JAX_PAX_MODELS_SHA256, drawn)
-    assert len(drawn.figures) == 15 and {f.profile for f in drawn.figures} == {"dgx-a100", "dgx-h100"}
-    assert_held_out_as_pinned(drawn.figures, "jax-toolbox-pax-2404", JAX_PAX_FIRST_PRICED)
+    assert_held_out_set(JAX_PAX, JAX_PAX_ROWS_SHA256, JAX_PAX_MODELS_SHA256, 15, ("dgx-a100", "dgx-h100"),
+                        "jax-toolbox-pax-2404", JAX_PAX_FIRST_PRICED)
 
 
 # Google MaxText's Llama-2 7B rows on A3 High (the fifty-ninth sitting's second draw): drawn by a helper who
@@ -1323,10 +1321,8 @@ MAXTEXT_A3_FIRST_PRICED = {
 def test_maxtexts_a3_rows_are_the_set_drawn_held_out_as_first_priced():
     """5 rows, all scored: Llama-2 7B under MaxText's FSDP on 1-16 A3 High VMs, priced on ibm-h100-800g (TCPX not
     modelled), their steps 1.11x the predicted on one VM and 1.26-1.39x across VMs."""
-    drawn = load_figures(MAXTEXT_A3)
-    assert_drawn_as_hashed(MAXTEXT_A3, MAXTEXT_A3_ROWS_SHA256, MAXTEXT_A3_MODELS_SHA256, drawn)
-    assert len(drawn.figures) == 5 and {f.profile for f in drawn.figures} == {"ibm-h100-800g"}
-    assert_held_out_as_pinned(drawn.figures, "maxtext-a3-llama2-7b", MAXTEXT_A3_FIRST_PRICED)
+    assert_held_out_set(MAXTEXT_A3, MAXTEXT_A3_ROWS_SHA256, MAXTEXT_A3_MODELS_SHA256, 5, ("ibm-h100-800g",),
+                        "maxtext-a3-llama2-7b", MAXTEXT_A3_FIRST_PRICED)
 
 
 # AWS's Megatron-Bridge token-dispatcher campaign (the fifty-ninth sitting's third draw): drawn by a helper who
@@ -1351,10 +1347,8 @@ AWS_QWEN3_FIRST_PRICED = {
 def test_aws_qwen3_rows_are_the_set_drawn_held_out_as_first_priced():
     """17 rows, 6 scored: Qwen3-30B-A3B on 64 H100 over EFA (priced on dgx-h100's InfiniBand), ep 16-32 with NCCL's
     all-to-all, their steps 1.43-3.78x the predicted; the DeepEP arms excluded."""
-    drawn = load_figures(AWS_QWEN3)
-    assert_drawn_as_hashed(AWS_QWEN3, AWS_QWEN3_ROWS_SHA256, AWS_QWEN3_MODELS_SHA256, drawn)
-    assert len(drawn.figures) == 17 and {f.profile for f in drawn.figures} == {"dgx-h100"}
-    assert_held_out_as_pinned(drawn.figures, "aws-p5-qwen3-30b", AWS_QWEN3_FIRST_PRICED)
+    assert_held_out_set(AWS_QWEN3, AWS_QWEN3_ROWS_SHA256, AWS_QWEN3_MODELS_SHA256, 17, ("dgx-h100",),
+                        "aws-p5-qwen3-30b", AWS_QWEN3_FIRST_PRICED)
 
 
 # Ant Group's ATorch Llama-2-7B table (the fifty-ninth sitting's fourth draw): drawn by a helper who priced nothing,
@@ -1387,8 +1381,6 @@ ATORCH_FIRST_PRICED = {
 def test_atorchs_rows_are_the_set_drawn_held_out_as_first_priced():
     """14 rows, 10 scored: Llama-2-7B under torch FSDP and DeepSpeed's pipeline engine on 8-64 A100, their steps
     0.93-0.97x the predicted under FSDP and 0.99-1.16x under the pipeline engine; the LoRA rows excluded."""
-    drawn = load_figures(ATORCH)
-    assert_drawn_as_hashed(ATORCH, ATORCH_ROWS_SHA256, ATORCH_MODELS_SHA256, drawn)
-    assert len(drawn.figures) == 14 and {f.profile for f in drawn.figures} == {"a100-rdma800"}
     assert file_sha256(profile_path("a100-rdma800")) == A100_RDMA800_SHA256
-    assert_held_out_as_pinned(drawn.figures, "atorch-llama2-perf", ATORCH_FIRST_PRICED)
+    assert_held_out_set(ATORCH, ATORCH_ROWS_SHA256, ATORCH_MODELS_SHA256, 14, ("a100-rdma800",),
+                        "atorch-llama2-perf", ATORCH_FIRST_PRICED)
