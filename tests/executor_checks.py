@@ -2,6 +2,7 @@
 test module itself)."""
 
 import json
+import os
 import socket
 from collections import OrderedDict
 from pathlib import Path
@@ -62,12 +63,27 @@ def assert_equals_reference(plan: str, out, steps: int, synthetic_size: int) -> 
 
 
 def spawned(worker, nprocs: int) -> dict:
-    """What ``worker(rank, port, results)`` left in ``results`` on each of ``nprocs`` processes, started by
-    torch's spawn with a free local port for their process group and a shared dict, copied out."""
+    """What ``worker(rank)`` returned (a dict) on each of ``nprocs`` processes, merged: each started by torch's
+    spawn, one thread, in a gloo process group of them all on a free local port (``_gloo_rank``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with mp.Manager() as m:
         results = m.dict()
-        mp.spawn(worker, args=(port, results), nprocs=nprocs)
+        mp.spawn(_gloo_rank, args=(worker, port, nprocs, results), nprocs=nprocs)
         return dict(results)
+
+
+def _gloo_rank(rank, worker, port, nprocs, results):
+    """One process of ``spawned``: join the group, run the worker, hand back what it found, and leave
+    without the interpreter's teardown (parsim.exec.runtime.exit_without_teardown)."""
+    import torch.distributed as dist
+
+    from parsim.exec.runtime import exit_without_teardown
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=nprocs)
+    results.update(worker(rank))
+    dist.destroy_process_group()
+    exit_without_teardown(0)

@@ -4,8 +4,6 @@ uneven (torch.chunk's, some empty), on one and two mesh dimensions, come back eq
 that was distributed, gathered by blocking c10d all-gathers, never by DTensor.full_tensor's
 functional collectives.  4 ranks on gloo, one thread each."""
 
-import os
-
 import pytest
 import torch
 
@@ -24,17 +22,11 @@ CASES = [
 ]
 
 
-def _worker(rank, port, results):
-    import torch.distributed as dist
+def _worker(rank):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
-    from parsim.exec.runtime import exit_without_teardown
     from parsim.exec.tensor_parallel import full
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=4)
 
     def refused(self, *args, **kwargs):
         raise AssertionError("full() called DTensor.full_tensor for plain shards")
@@ -47,9 +39,7 @@ def _worker(rank, port, results):
         whole = torch.randn(shape)
         dt = distribute_tensor(whole, mesh, [Shard(d) if kind == "S" else Replicate() for kind, d in placements])
         found[(name, rank)] = (full(dt), whole, tuple(dt.to_local().shape))
-    results.update(found)
-    dist.destroy_process_group()
-    exit_without_teardown(0)
+    return found
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ rank's slice of the logits equals F.cross_entropy on the gathered logits, and th
 prices it (parsim.shard.graph.loss_steps): three forward all-reduces of one fp32 per token
 instead of a gather, the loss holding its slice."""
 
-import os
-
 import pytest
 import torch
 
@@ -24,18 +22,14 @@ TARGETS = [[0, 4, 5, 9], [3, 6, 1, 8]]
 MEMORY_ROWS, MEMORY_VOCAB = 64, 4096          # the backward's allocations, measured on a larger slice
 
 
-def _worker(rank, port, results):
+def _worker(rank):
     import torch.distributed as dist
     import torch.nn.functional as F
 
     from parsim.exec.objective import loss_fn
-    from parsim.exec.runtime import exit_without_teardown
     from parsim.exec.tensor_parallel import CollectiveCounter
     from parsim.exec.measure import profiled_peak_bytes
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
     group = dist.group.WORLD
     found = {}
     for name, scale in (("unit", 1.0), ("large", 60.0)):     # large: exp overflows without the max shift
@@ -54,9 +48,7 @@ def _worker(rank, port, results):
     mine = torch.randn(MEMORY_ROWS, MEMORY_VOCAB // 2, requires_grad=True)
     loss = loss_fn(mine, torch.randint(0, MEMORY_VOCAB, (MEMORY_ROWS,)), group)
     found[("backward_peak_bytes", rank)] = profiled_peak_bytes(loss.backward)
-    results.update(found)
-    dist.destroy_process_group()
-    exit_without_teardown(0)
+    return found
 
 
 @pytest.fixture(scope="module")
