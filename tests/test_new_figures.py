@@ -1066,10 +1066,8 @@ def test_megascales_megatron_baseline_rows_are_the_set_drawn_held_out_as_first_p
     """20 rows, 8 scored (MegaScale's own 8, three chart labels and the MFU-derived Table 3 row excluded): the
     Megatron-LM baseline's 175B from 256 to 12,288 GPUs, its steps -2% to +15% against their prices, the
     miss growing with the GPU count."""
-    drawn = load_figures(MEGASCALE_DENSE)
-    assert_drawn_as_hashed(MEGASCALE_DENSE, MEGASCALE_DENSE_ROWS_SHA256, None, drawn)
-    assert len(drawn.figures) == 20 and {f.profile for f in drawn.figures} == {"dgx-a100"}
-    assert_held_out_as_pinned(drawn.figures, "megascale-dense-baseline", MEGASCALE_DENSE_FIRST_PRICED)
+    assert_held_out_set(MEGASCALE_DENSE, MEGASCALE_DENSE_ROWS_SHA256, None, 20, ("dgx-a100",),
+                        "megascale-dense-baseline", MEGASCALE_DENSE_FIRST_PRICED)
 
 
 LAMBDA_DS_PP = "results/published/lambda_deepspeed_pp_figures.yaml"
@@ -1083,10 +1081,8 @@ LAMBDA_DS_PP_FIRST_PRICED = {"lambda-neox-l267-h4096-l44-a64-dp1tp2pp4-mbs4-gbs1
 def test_lambdas_deepspeed_pipeline_rows_are_the_set_drawn_held_out_as_first_priced():
     """4 rows, 1 scored (the three crossing nodes over TCP sockets of unstated speed excluded on review, before
     pricing): one node of 8 A100 under DeepSpeed's pipeline engine, its step 10.5% longer than priced."""
-    drawn = load_figures(LAMBDA_DS_PP)
-    assert_drawn_as_hashed(LAMBDA_DS_PP, LAMBDA_DS_PP_ROWS_SHA256, None, drawn)
-    assert len(drawn.figures) == 4 and {f.profile for f in drawn.figures} == {"ibm-a100-400g"}
-    assert_held_out_as_pinned(drawn.figures, "lambda-deepspeed-pp", LAMBDA_DS_PP_FIRST_PRICED)
+    assert_held_out_set(LAMBDA_DS_PP, LAMBDA_DS_PP_ROWS_SHA256, None, 4, ("ibm-a100-400g",),
+                        "lambda-deepspeed-pp", LAMBDA_DS_PP_FIRST_PRICED)
 
 
 DISTFLASHATTN = "results/published/distflashattn_baselines_figures.yaml"
@@ -1106,10 +1102,8 @@ def test_distflashattns_megatron_rows_are_the_set_drawn_held_out_as_first_priced
     """22 rows, 12 scored: one box's tp 8 rows 3.5-10.2% slower than priced, growing with the sequence; the two
     boxes' tp 16 rows 43-72% faster than priced on the one 100 Gb/s link the paper was read to give them
     (hardware_profiles/dgx-a100-ib100.yaml, written on review before pricing)."""
-    drawn = load_figures(DISTFLASHATTN)
-    assert_drawn_as_hashed(DISTFLASHATTN, DISTFLASHATTN_ROWS_SHA256, None, drawn)
-    assert len(drawn.figures) == 22 and {f.profile for f in drawn.figures} == {"dgx-a100", "dgx-a100-ib100"}
-    assert_held_out_as_pinned(drawn.figures, "distflashattn-baselines", DISTFLASHATTN_FIRST_PRICED)
+    assert_held_out_set(DISTFLASHATTN, DISTFLASHATTN_ROWS_SHA256, None, 22, ("dgx-a100", "dgx-a100-ib100"),
+                        "distflashattn-baselines", DISTFLASHATTN_FIRST_PRICED)
 
 
 INTERNLM = "results/published/internlm_train_perf_figures.yaml"
@@ -1148,10 +1142,8 @@ def test_internlms_rows_are_the_set_drawn_held_out_as_first_priced():
     """54 rows, 42 scored (six cells printed twice with contradictory packing, both copies excluded): InternLM-7B
     on 8-1,024 A100 under InternLM's own trainer, -1% to +57% against their prices; ZeRO-1 over every rank runs
     slower than priced as the ranks grow (+3% at 16 GPUs, +57% at 1,024), over groups of 8 or 4 within 0-18%."""
-    drawn = load_figures(INTERNLM)
-    assert_drawn_as_hashed(INTERNLM, INTERNLM_ROWS_SHA256, INTERNLM_MODELS_SHA256, drawn)
-    assert len(drawn.figures) == 54 and {f.profile for f in drawn.figures} == {"ibm-a100-400g"}
-    assert_held_out_as_pinned(drawn.figures, "internlm-train-perf", INTERNLM_FIRST_PRICED)
+    assert_held_out_set(INTERNLM, INTERNLM_ROWS_SHA256, INTERNLM_MODELS_SHA256, 54, ("ibm-a100-400g",),
+                        "internlm-train-perf", INTERNLM_FIRST_PRICED)
 
 
 ZERO_BUBBLE = "results/published/zero_bubble_paper_figures.yaml"
@@ -1191,10 +1183,8 @@ def test_zero_bubbles_baseline_rows_are_the_set_drawn_held_out_as_first_priced()
     """140 rows, 49 scored (the zero-bubble schedules parsim does not name, and eight cells the paper's tables
     contradict or 1F1B cannot run, excluded): 1F1B within -10% to +3% of its price, interleaved 1F1B 6-12%
     slower than priced."""
-    drawn = load_figures(ZERO_BUBBLE)
-    assert_drawn_as_hashed(ZERO_BUBBLE, ZERO_BUBBLE_ROWS_SHA256, None, drawn)
-    assert len(drawn.figures) == 140 and {f.profile for f in drawn.figures} == {"ibm-a100-400g"}
-    assert_held_out_as_pinned(drawn.figures, "zero-bubble-paper", ZERO_BUBBLE_FIRST_PRICED)
+    assert_held_out_set(ZERO_BUBBLE, ZERO_BUBBLE_ROWS_SHA256, None, 140, ("ibm-a100-400g",),
+                        "zero-bubble-paper", ZERO_BUBBLE_FIRST_PRICED)
 
 
 KWAI_ATC24 = "results/published/kwai_atc24_figures.yaml"
@@ -1264,10 +1254,8 @@ YANDEX_FSDP_FIRST_PRICED = {
 def test_yandexs_fsdp_rows_are_the_set_drawn_held_out_as_first_priced():
     """16 rows, all scored: Llama 2 and 3 under FSDP1 FULL_SHARD on 64-256 A100, their steps 51-67% longer than
     priced at 2,048 tokens and 2-20% at 4,096-8,192."""
-    drawn = load_figures(YANDEX_FSDP)
-    assert_drawn_as_hashed(YANDEX_FSDP, YANDEX_FSDP_ROWS_SHA256, YANDEX_FSDP_MODELS_SHA256, drawn)
-    assert len(drawn.figures) == 16 and {f.profile for f in drawn.figures} == {"dgx-a100"}
-    assert_held_out_as_pinned(drawn.figures, "yandex-fsdp", YANDEX_FSDP_FIRST_PRICED)
+    assert_held_out_set(YANDEX_FSDP, YANDEX_FSDP_ROWS_SHA256, YANDEX_FSDP_MODELS_SHA256, 16, ("dgx-a100",),
+                        "yandex-fsdp", YANDEX_FSDP_FIRST_PRICED)
 
 
 # NVIDIA JAX-Toolbox's Pax rows (the fifty-ninth sitting's draw): drawn by a helper who priced nothing,
