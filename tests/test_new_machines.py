@@ -18,7 +18,7 @@ from parsim.hardware.cluster import available_profiles, load_profile
 from parsim.hardware.numerics import MathMode, engines
 
 NEW = ("atlas-900-a2", "atlas-800t-a2", "cloudmatrix384", "dgx-h200", "grand-teton-h100", "dgx-b200", "gb200-nvl72",
-       "gb200-nvl576")
+       "gb200-nvl576", "aws-p5")
 
 # The numbers each new profile marks unconfirmed (key paths; the file's comments say why).  Adding one
 # without listing it here, or confirming one without striking it, fails test_unconfirmed_numbers_are_listed.
@@ -42,6 +42,7 @@ UNCONFIRMED = {
                  "network.latency_us"},
     "gb200-nvl72": {"node.group_link", "network.scale_up.latency_us", "network.latency_us"},
     "gb200-nvl576": {"patch.network.scale_up.latency_us"},
+    "aws-p5": {"patch.collective.net_overhead_us"},
 }
 _KEY = re.compile(r"^( *)([A-Za-z_]\w*):(.*)$")
 _NOT_NUMBERS = ("schema_version", "name", "description", "extends")
