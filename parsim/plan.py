@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.recompute import Recompute, read_recompute, recompute_mode
-from parsim.model.spec import ZERO_STAGES, shard_not_dividing, shard_without_zero
+from parsim.model.spec import ZERO_STAGES
 from parsim.schedule.generators import SCHEDULES
 
 PLACEMENTS = ("pp-inner", "dp-inner")
@@ -111,6 +111,13 @@ class ParallelConfig:
     # reduces every micro-step where partition_gradients, stage 2).  ZeRO-3 refuses it
     # (grad_reduce_refusal).
     overlap_grad_reduce: bool = True
+    # ZeRO-2/3 (FSDP) gradient accumulation without communication: every micro-batch but the last
+    # accumulates its gradients unsharded (FSDP2's set_requires_gradient_sync(False), FSDP1's
+    # no_sync(), which Hugging Face Accelerate and Lightning enter under gradient accumulation), and
+    # the last micro-batch's backward reduce-scatters the sum once; the parameters are still gathered
+    # for every micro-batch.  Memory holds the unsharded gradients through the step.  False, torch's
+    # own default and torchtitan's: every micro-batch reduce-scatters its gradients into the shards.
+    no_sync: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
@@ -313,9 +320,12 @@ def recompute_layers_text(counts=(), every: int = 0) -> str:
     return ""
 
 
-def grad_reduce_text(overlap: bool, zero: int) -> str:
+def grad_reduce_text(overlap: bool, zero: int, no_sync: bool = False) -> str:
     """Gradient reduction without overlap (ParallelConfig.overlap_grad_reduce false) as the reports
-    write it: after the backward (DDP, ZeRO-1) or on the compute stream (ZeRO-2); '' where it overlaps."""
+    write it: after the backward (DDP, ZeRO-1) or on the compute stream (ZeRO-2); FSDP's once a step
+    (ParallelConfig.no_sync); '' where it overlaps every micro-batch's, or ZeRO 0-1's once."""
+    if no_sync:
+        return "grads-last-microbatch"
     if overlap:
         return ""
     return "grads-on-compute-stream" if zero >= 2 else "grads-after-backward"
@@ -389,6 +399,7 @@ class Plan:
                          **({"recompute_every": c.recompute_every} if c.recompute_every else {}),
                          **({"dp_shard": c.dp_shard} if c.dp_shard else {}),
                          **({"overlap_grad_reduce": False} if not c.overlap_grad_reduce else {}),
+                         **({"no_sync": True} if c.no_sync else {}),
                          "microbatches": c.microbatches, "schedule": c.schedule,
                          "chunks": c.chunks, "placement": c.placement, "bounds": list(c.bounds),
                          "stages": [[self.layers[a], self.layers[b - 1]] for a, b in zip(c.bounds, c.bounds[1:])]},
@@ -426,9 +437,12 @@ class Plan:
                              recompute_layers=p.get("recompute_layers", (int, list), ()),
                              recompute_every=p.get("recompute_every", int, 0),
                              dp_shard=p.get("dp_shard", int, 0),
-                             overlap_grad_reduce=p.get("overlap_grad_reduce", bool, True))
+                             overlap_grad_reduce=p.get("overlap_grad_reduce", bool, True),
+                             no_sync=p.get("no_sync", bool, False))
         stages = p.get("stages", list, [])
         p.done()
+        from parsim.refusals import config_refusal
+
         why = config_refusal(cfg)
         if why:
             raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")
@@ -441,88 +455,6 @@ class Plan:
                    cluster, world, cfg, r.get("estimate", dict, {}), model["fp8"], model["sha256"])
         r.done()
         return plan
-
-
-def recompute_layers_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
-    """(field, why, in a line saying what to change) where ``recompute_layers`` does not apply to
-    cfg; None where it does."""
-    n = cfg.recompute_layers
-    if cfg.recompute_every:
-        if cfg.recompute is not Recompute.FULL:
-            return "recompute_every", (f"{cfg.recompute_every}: every N-th layer recomputes fully (torchtitan's "
-                                       f"selective_ac_option N); set recompute full or drop recompute_every")
-        if n:
-            return "recompute_every", "give recompute_every or recompute_layers, not both"
-        if cfg.recompute_every < 0:
-            return "recompute_every", f"{cfg.recompute_every}: expected a positive whole number"
-        return None
-    if not n:
-        return None
-    if cfg.recompute is not Recompute.FULL:
-        return "recompute_layers", (f"{list(n)}: counts the layers of each stage that recompute fully (Megatron's "
-                                    f"block method); set recompute full or drop recompute_layers")
-    if any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in n):
-        return "recompute_layers", f"{list(n)}: expected whole numbers of layers, 0 or more"
-    if len(n) not in (1, cfg.stages):
-        return "recompute_layers", (f"{list(n)}: give one count for every stage or one per stage ({cfg.stages} "
-                                    f"stages)")
-    return None
-
-
-def shard_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
-    """(field, why, in a line saying what to change) where ``dp_shard`` (HSDP) does not apply to
-    cfg; None where it does, or where it is not set."""
-    n = cfg.dp_shard
-    if not n:
-        return None
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        return "dp_shard", f"{n}: expected a whole number of data-parallel ranks, 1 or more (0: every dp rank)"
-    if cfg.dp % n:
-        return "dp_shard", shard_not_dividing(n, cfg.dp)
-    if not cfg.zero:
-        return "dp_shard", shard_without_zero(n)
-    if n * cfg.cp == 1:
-        return "dp_shard", "1 with cp = 1 leaves nothing to shard; use zero 0 (plain data parallelism) or dp_shard > 1"
-    if cfg.ep > 1:
-        return "dp_shard", (f"{n} with ep = {cfg.ep}: the routed experts shard over their own expert-data-parallel "
-                            f"group, which parsim does not price beside hybrid sharding; drop dp_shard or use ep 1")
-    return None
-
-
-def config_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
-    """The first of cfg's refusals, (field, why), that a plan.json or a resolved configuration is
-    checked against: the expert fold, the recomputed layers, the shard group, the gradients'
-    reduction; None where none applies."""
-    return fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg) or grad_reduce_refusal(cfg)
-
-
-def grad_reduce_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
-    """(field, why, in a line saying what to change) where ``overlap_grad_reduce`` false does not
-    apply to cfg (ZeRO-3: FSDP reduce-scatters each micro-batch's gradients during its backward on
-    its own stream, the only way parsim prices them); None where it does, or where it is true."""
-    if cfg.overlap_grad_reduce or cfg.zero < 3:
-        return None
-    return "overlap_grad_reduce", (f"false with zero {cfg.zero}: ZeRO-3 reduce-scatters each micro-batch's "
-                                   "gradients as its backward runs (FSDP), which parsim prices overlapped; use zero "
-                                   "0-2 (ZeRO-2: on the compute stream, DeepSpeed's overlap_comm false), or "
-                                   "overlap_grad_reduce true")
-
-
-def fold_refusal(cfg: ParallelConfig) -> tuple[str, str] | None:
-    """(field, why, in a line saying what to change) where the expert sizes do not fold into the
-    tp x cp x dp ranks (``ParallelConfig.fold``); None where they do.  The one check of the layout
-    (the model's own constraints, its experts dividing by ep: parsim.cost.experts.check_ep)."""
-    if cfg.etp not in (1, cfg.tp):
-        if cfg.tp == 1:
-            return "etp", f"{cfg.etp}: the expert tp splits experts beside attention's tp, and tp is 1; use etp 1"
-        return "etp", (f"{cfg.etp}: parsim prices an expert tensor-parallel size of 1 (experts whole beside "
-                       f"attention's tp) or tp = {cfg.tp} (experts split as attention is); choose etp 1 or {cfg.tp}")
-    if cfg.fold_ranks % cfg.expert_shards:
-        t = f"tp x cp x dp = {cfg.tp} x {cfg.cp} x {cfg.dp}" if cfg.tp > 1 else f"dp x cp = {cfg.dp} x {cfg.cp}"
-        return "ep", (f"{cfg.ep}{f' x etp {cfg.etp}' if cfg.etp > 1 else ''} does not divide {t} = {cfg.fold_ranks} "
-                      f"(the expert-parallel group is folded from those ranks); choose ep among the divisors of "
-                      f"{cfg.fold_ranks // cfg.etp}")
-    return None
 
 
 def plan_from_candidate(spec, cluster, cfg: ParallelConfig, estimate_json: dict) -> Plan:

@@ -557,6 +557,24 @@ def test_zero2_and_zero3_run_as_fsdp2_with_the_priced_collectives(tmp_path, capf
         assert predicted["params_bytes"] > 1.1 * half and (zero == 3 or predicted["params_bytes"] == 3 * half)
 
 
+@pytest.mark.parametrize("zero", [2, 3])
+def test_fsdp2_without_sync_reduce_scatters_once_a_step(tmp_path, capfd, zero):
+    """ParallelConfig.no_sync: FSDP2's set_requires_gradient_sync(False) on the first of two
+    micro-batches, the second's backward reduce-scattering their sum.  Two steps equal the
+    single-process reference, and the collectives FSDP2 issued are the simulator's: each unit's
+    reduce-scatter once a step, its all-gathers as without it."""
+    plan = make_plan(tmp_path, f"no-sync-{zero}", "--dp", "2", "--pp", "1", "--microbatches", "2", "--zero",
+                     str(zero), "--no-sync", model="examples/gpt_tiny_local.yaml")
+    out = tmp_path / "run"
+    assert run(plan, out, "--steps", "2") == 0
+    m = assert_same_as_reference(plan, out, 2)
+    saved = json.loads(open(plan).read())["estimate"]
+    counted = [Counter(tuple(c) for c in stage) for stage in m["sharded_collectives"]]
+    assert counted == [Counter(tuple(c) for c in stage) for stage in saved["sharded_collectives"]]
+    units = len(saved["grad_buckets_bytes"][0])            # FSDP2's units, each reduce-scattered once
+    assert sum(n for (op, _), n in counted[0].items() if op == "reduce_scatter") == units > 1
+
+
 def _tensors(state):
     if isinstance(state, dict):
         return [t for v in state.values() for t in _tensors(v)]

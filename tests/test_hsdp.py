@@ -17,7 +17,8 @@ from parsim.errors import InfeasibleError, InputError
 from parsim.fmt import human_time
 from parsim.hardware import load_cluster
 from parsim.model.spec import Training, load_model
-from parsim.plan import ParallelConfig, Plan, shard_refusal
+from parsim.plan import ParallelConfig, Plan
+from parsim.refusals import shard_refusal
 from parsim.sim import simulate
 
 from test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
@@ -192,7 +193,7 @@ def test_model_yaml_gives_the_shard_group_as_dp_shard_does(tmp_path, capsys):
 
 def test_the_planner_prices_its_ranked_plans_with_a_given_shard_group(tmp_path, capsys):
     """parsim plan --dp-shard 4 (or model.yaml's parallel.dp_shard): the search offers only the ZeRO
-    plans a group of 4 applies to (parsim.plan.shard_refusal: zero 1-3, 4 dividing dp) and prices its
+    plans a group of 4 applies to (parsim.refusals.shard_refusal: zero 1-3, 4 dividing dp) and prices its
     ranked plans again with the group, each as simulate prices it; a plan of dp 4 is ZeRO over every
     dp rank already.  --hybrid-shard beside it is refused in one line."""
     out = tmp_path / "plan.json"

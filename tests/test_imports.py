@@ -97,6 +97,7 @@ FLOORS = (
     ("errors",),
     ("inputs", "fileio", "fmt", "progress"),            # utilities: read inputs, write outputs, print numbers
     ("model", "hardware", "schedule", "validation_sets"),  # the ground
+    ("refusals",),                                    # where a parallel configuration does not apply
     ("cost", "plan"),
     ("shard",),
     ("sim", "exec"),

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from parsim.errors import InfeasibleError
-from parsim.plan import ParallelConfig, Plan, fold_refusal
+from parsim.plan import ParallelConfig, Plan
+from parsim.refusals import fold_refusal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "examples", "moe_tiny_local.yaml")

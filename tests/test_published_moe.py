@@ -67,7 +67,8 @@ def test_each_row_is_the_sources_configuration(figure):
 def test_which_rows_need_parallel_folding():
     """The Qwen3-235B rows run EP 32 over dp 16 with TP 2 (ETP 1: Megatron-Core's Parallel Folding),
     their expert groups across the tp ranks; every row folds (parsim.plan.ParallelConfig.fold)."""
-    from parsim.plan import ParallelConfig, fold_refusal
+    from parsim.plan import ParallelConfig
+    from parsim.refusals import fold_refusal
 
     folded = {f.id for f in FIGURES.figures if (dict(f.parallel)["dp"] * dict(f.parallel)["cp"]) % dict(f.parallel)["ep"]}
     assert folded == {"mbridge2509-qwen3-235b-a22b-h100-256gpu-tokendrop", "mbridge26041-qwen3-235b-a22b-h100-256gpu"}

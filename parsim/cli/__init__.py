@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "torch DDP and Megatron-Core's --overlap-grad-reduce run them), or with --no-overlap-grad-reduce "
                         "all after the rank's backward (Megatron-Core without the flag); default: the plan's or "
                         "imported config's, else overlapped")
+    p.add_argument("--no-sync", action="store_true", default=None,
+                   help="zero 2-3: FSDP reduce-scatters the gradients once a step, in the last micro-batch's "
+                        "backward, the earlier ones accumulating them unsharded (FSDP2's "
+                        "set_requires_gradient_sync(False), FSDP1's no_sync(), as Accelerate runs gradient "
+                        "accumulation); default: the plan's, else every micro-batch")
     _from_flags(p)
     from parsim.cost.comm import ALGORITHMS
     p.add_argument("--algorithm", choices=ALGORITHMS, default="auto",

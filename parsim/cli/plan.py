@@ -109,9 +109,11 @@ def cmd_simulate(args) -> int:
                              cp=args.cp, tp_comm_overlap=args.tp_comm_overlap, cp_mode=args.cp_mode, ep=args.ep,
                              ep_overlap=args.ep_overlap, etp=args.etp, recompute_layers=args.recompute_layers,
                              recompute_every=args.recompute_every, dp_shard=args.dp_shard,
-                             overlap_grad_reduce=args.overlap_grad_reduce is not False)
+                             overlap_grad_reduce=args.overlap_grad_reduce is not False, no_sync=args.no_sync)
     if args.overlap_grad_reduce is not None:      # beside a plan or an imported config: overrides theirs
         cfg = dataclasses.replace(cfg, overlap_grad_reduce=args.overlap_grad_reduce)
+    if args.no_sync:
+        cfg = dataclasses.replace(cfg, no_sync=True)
     est = simulate(spec.graph, spec.training, cluster, cfg, compute, algorithm=args.algorithm, strategies=spec.shard)
     step, memory = profiled_intervals(spec, cluster, cfg, compute, est.step_time_s, algorithm=args.algorithm)
     est = dataclasses.replace(est, step_time_band=step, peak_memory_band=memory)
@@ -241,7 +243,7 @@ def _after_backward_s(from_config, chosen, spec, cluster, compute) -> float | No
     """The pick's step with its gradient buckets reduced as the config read with --from reduces them
     (DDP and ZeRO-1 after the backward, ZeRO-2 on the compute stream), where it does so and the pick
     overlaps them; else None."""
-    from parsim.plan import grad_reduce_refusal
+    from parsim.refusals import grad_reduce_refusal
 
     c = chosen.config
     after = dataclasses.replace(c, overlap_grad_reduce=False)

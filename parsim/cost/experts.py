@@ -83,7 +83,7 @@ def check_ep(graph: LayerGraph, ep: int, etp: int = 1) -> None:
     """Raise InfeasibleError, one line saying what to change, where ``ep`` x ``etp`` cannot shard
     the model's experts: a model without experts, ep not dividing some MoE layer's experts or etp
     their intermediate size.  Whether ep x etp fold into the plan's ranks is the layout's rule
-    (parsim.plan.fold_refusal).  Any ZeRO stage goes with them: the experts shard over their own
+    (parsim.refusals.fold_refusal).  Any ZeRO stage goes with them: the experts shard over their own
     expert-data-parallel ranks (parsim.cost.memory.static_memory; ZeRO 2-3's units,
     parsim.sim.expert_grads.FsdpExperts)."""
     if ep == 1 and etp == 1:

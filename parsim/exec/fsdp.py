@@ -15,6 +15,8 @@ are the ones predicted, unit for unit.
   micro-batch's backward (``set_reshard_after_backward``, FSDP2's gradient-accumulation switch);
   its gradients are reduce-scattered after every micro-batch's backward, each rank keeping the
   sum of its shard.
+- Under either, ``ParallelConfig.no_sync`` reduce-scatters in the last micro-batch's backward only:
+  the earlier ones accumulate unsharded gradients (``set_requires_gradient_sync(False)``).
 
 The root unit keeps its parameters gathered from its forward through its backward under either
 stage (FSDP2 sets a root's ``reshard_after_forward`` to False: its parameters are needed again
@@ -54,11 +56,16 @@ def shard_stage(module: nn.Module, mesh, zero: int) -> None:
     fully_shard(module, mesh=mesh, reshard_after_forward=zero == 3)
 
 
-def before_microbatch(module: nn.Module, zero: int, i: int, microbatches: int) -> None:
+def before_microbatch(module: nn.Module, zero: int, i: int, microbatches: int, no_sync: bool = False) -> None:
     """ZeRO-2: keep the gathered parameters over the step's micro-batches, freeing them after the
-    last one's backward."""
+    last one's backward.  ``no_sync`` (ParallelConfig.no_sync): reduce-scatter the gradients in the
+    last micro-batch's backward only, every earlier one accumulating them unsharded (FSDP2's
+    ``set_requires_gradient_sync``)."""
+    last = i == microbatches - 1
     if zero == 2:
-        module.set_reshard_after_backward(i == microbatches - 1, recurse=True)
+        module.set_reshard_after_backward(last, recurse=True)
+    if no_sync:
+        module.set_requires_gradient_sync(last, recurse=True)
 
 
 class ShardedCollectives(TorchDispatchMode):

@@ -391,7 +391,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
         if cfg.pp == 1:
             model = modules[0]
             for i, (xi, yi) in enumerate(zip(x.chunk(cfg.microbatches), y.chunk(cfg.microbatches))):
-                fsdp.before_microbatch(model, cfg.zero, i, cfg.microbatches)
+                fsdp.before_microbatch(model, cfg.zero, i, cfg.microbatches, cfg.no_sync)
                 with rec.action(Action(0, Kind.F, i)):
                     loss = scaled_loss(model(xi), yi)
                 with rec.action(Action(0, Kind.B, i)):

@@ -35,6 +35,11 @@ def _header(plan, source: str, target: str) -> list[str]:
 
 def export_text(plan, spec, target: str, source: str) -> str:
     """The plan in ``target``'s own format."""
+    if plan.config.no_sync:       # every target reduces each micro-batch's gradients under ZeRO-2/3
+        from parsim.export.common import refuse
+
+        raise refuse(source, "parallel.no_sync", True, target, "reduce-scatters every micro-batch's gradients "
+                     "under ZeRO-2/3 (torchtitan's and Megatron's FSDP2, DeepSpeed, MindSpore); plan without --no-sync")
     header = _header(plan, source, target)
     if target == "megatron":
         from parsim.export import megatron

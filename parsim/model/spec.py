@@ -112,7 +112,7 @@ MAX_GLOBAL_BATCH = 2**20
 
 
 # Why an HSDP shard group of n data-parallel ranks does not apply, in a line saying what to change:
-# model.yaml's parallel.dp_shard at load time, and parsim.plan.shard_refusal for any ParallelConfig
+# model.yaml's parallel.dp_shard at load time, and parsim.refusals.shard_refusal for any ParallelConfig
 def shard_not_dividing(n: int, dp: int) -> str:
     return (f"{n} does not divide dp = {dp} (the shard groups replicate one another); choose dp_shard among the "
             f"divisors of {dp}")

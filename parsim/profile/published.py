@@ -200,7 +200,8 @@ PARALLEL_KEYS = {"dp": int, "tp": int, "pp": int, "cp": int, "ep": int, "zero": 
                  "chunks": int, "schedule": str, "recompute": bool, "recompute_layers": int, "recompute_every": int,
                  "tp_layout": str, "tp_comm_overlap": bool, "overlap_grad_reduce": bool,
                  "cp_mode": str, "etp": int, "ep_overlap": bool, "placement": str, "split": str,
-                 "dp_shard": int}          # HSDP's shard group (ParallelConfig.dp_shard), as --dp-shard
+                 "dp_shard": int,          # HSDP's shard group (ParallelConfig.dp_shard), as --dp-shard
+                 "no_sync": bool}          # FSDP's gradient sync in the last micro-batch only (ParallelConfig.no_sync)
 
 
 def _routing(f: Fields) -> tuple:
@@ -397,7 +398,7 @@ def describe(cfg) -> str:
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
             f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}"
-            f"{f' {grads}' if (grads := grad_reduce_text(cfg.overlap_grad_reduce, cfg.zero)) else ''}")
+            f"{f' {grads}' if (grads := grad_reduce_text(cfg.overlap_grad_reduce, cfg.zero, cfg.no_sync)) else ''}")
 
 
 def figure_imbalance(routing: tuple) -> float | None:

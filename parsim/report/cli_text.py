@@ -191,7 +191,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
     """``parsim simulate``: the configuration, the step, per-rank times and memory."""
     from parsim.report.timeline import timeline_grid
 
-    c = est.config
+    c, sync = est.config, est.config.get("no_sync", False)
     lines = [f"{spec.name} on {cluster.spec} ({precision(spec.training)}): dp={c['dp']} pp={c['pp']}"
              + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "")
              + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")
@@ -204,7 +204,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
                                                                c.get("recompute_every", 0))) else "")
              + (f" zero={c['zero']}" if c["zero"] else "")
              + (f" dp_shard={c['dp_shard']}" if c.get("dp_shard") else "")
-             + (f" {grads}" if (grads := grad_reduce_text(c.get("overlap_grad_reduce", True), c["zero"])) else "")
+             + (f" {grads}" if (grads := grad_reduce_text(c.get("overlap_grad_reduce", True), c["zero"], sync)) else "")
              + f" microbatches={c['microbatches']} "
              f"(size {c['microbatch_size']}) schedule={c['schedule']}"
              + (f" chunks={c['chunks']}" if c["chunks"] > 1 else "") + f" placement={c['placement']}",

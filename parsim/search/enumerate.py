@@ -48,7 +48,8 @@ from parsim.model.attention import attention_window, check_cp, cp_options, seque
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig, shard_refusal
+from parsim.plan import ParallelConfig
+from parsim.refusals import shard_refusal
 from parsim.schedule.generators import check_feasible
 from parsim.shard.builtin import LAYOUTS, SEARCHED
 from parsim.shard.prepare import expert_graph, per_device_graph
@@ -279,7 +280,7 @@ def zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, 
     exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp x cp
     > 1, the ranks it shards over (2-3 only where pp = 1, and 3 not under a split backward:
     parsim.sim.simulate refuses them).  A fixed shard group (``fixed_shard``, HSDP) takes the ZeRO
-    plans it applies to only (parsim.plan.shard_refusal): zero 1-3, its size dividing dp, ep 1."""
+    plans it applies to only (parsim.refusals.shard_refusal): zero 1-3, its size dividing dp, ep 1."""
     fixed = c.zero if c.zero is not None else spec.parallel.zero
     shards = dp * cp
     shard = fixed_shard(c, spec)

@@ -75,7 +75,7 @@ def shard_within_nodes(cand: Candidate, devices_per_node: int, cap_bytes: float,
     for shard in shard_sizes(cfg, devices_per_node) if cfg.zero and not cfg.dp_shard else ():
         try:
             trial = simulated(replace(cfg, dp_shard=shard))
-        except InfeasibleError:      # a layout hybrid sharding does not take (parsim.plan.shard_refusal)
+        except InfeasibleError:      # a layout hybrid sharding does not take (parsim.refusals.shard_refusal)
             return cand
         if trial.peak_memory_bytes <= cap_bytes and trial.estimate.step_time_s < best.estimate.step_time_s:
             best = trial
@@ -107,7 +107,7 @@ def fixed_sharded(ranked: list[Candidate], shard: int, top: int, cap_bytes: floa
             continue
         try:
             trial = simulated(replace(cand.config, dp_shard=shard))
-        except InfeasibleError:      # parsim.plan.shard_refusal
+        except InfeasibleError:      # parsim.refusals.shard_refusal
             continue
         if trial.peak_memory_bytes <= cap_bytes:
             trial = replace(trial, label=cand.label)

@@ -34,7 +34,8 @@ from parsim.fmt import human_bytes, memory_margin
 from parsim.hardware.cluster import Cluster
 from parsim.model.recompute import Recompute
 from parsim.model.spec import ModelSpec
-from parsim.plan import ParallelConfig, bounds_from_assignment, shard_refusal
+from parsim.plan import ParallelConfig, bounds_from_assignment
+from parsim.refusals import shard_refusal
 from parsim.progress import progress_bar
 from parsim.search.bound import BranchAndBound, Candidate
 from parsim.search.enumerate import (Constraints, check_usable, divisors, families, fixed_shard,

@@ -122,7 +122,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                    microbatches=None, schedule=None, chunks=None, split=None, placement="pp-inner",
                    tp=None, tp_layout=None, recompute=None, zero=None, cp=None, tp_comm_overlap=None,
                    cp_mode=None, ep=None, ep_overlap=False, etp=None, recompute_layers=(),
-                   recompute_every=0, dp_shard=0, overlap_grad_reduce=True) -> ParallelConfig:
+                   recompute_every=0, dp_shard=0, overlap_grad_reduce=True, no_sync=False) -> ParallelConfig:
     """``split``: None (manual if model.yaml has one for this pp, else balanced), "balanced",
     "uniform" (uniform_bounds: Megatron's default), "manual", or comma-separated boundaries such as
     "0,8,18".  A mixture of experts at tp > 1
@@ -132,7 +132,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     stage recomputes the same count.  ``recompute_every``: every N-th layer of a rank recomputed
     (ParallelConfig.recompute_every), full recomputation implied, balanced likewise.  ``dp_shard``:
     HSDP's shard group (ParallelConfig.dp_shard), 0 for ZeRO over every dp rank.
-    ``overlap_grad_reduce``: ParallelConfig.overlap_grad_reduce."""
+    ``overlap_grad_reduce``, ``no_sync``: ParallelConfig's."""
     hint = spec.parallel
     cluster = cluster.for_dtype(spec.training.dtype)     # collectives priced in the run's dtype
     pp = pp or hint.pp or (max(spec.manual_stages) + 1 if spec.manual_stages else 1)
@@ -149,7 +149,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
     extra = dict(tp_comm_overlap=bool(tp_comm_overlap), cp_mode=cp_mode or "ring", ep=ep or hint.ep or 1,
                  ep_overlap=bool(ep_overlap), etp=etp or hint.etp or 1, recompute_layers=recompute_layers or (),
                  recompute_every=recompute_every or 0, dp_shard=dp_shard or hint.dp_shard or 0,
-                 overlap_grad_reduce=overlap_grad_reduce)
+                 overlap_grad_reduce=overlap_grad_reduce, no_sync=bool(no_sync))
     check_cp(spec.graph, cp, f"--cp {cp}")
     dp = dp or hint.dp or max(1, cluster.world_size // (pp * tp * cp))
     microbatches = microbatches or hint.microbatches or max(1, pp)
@@ -160,7 +160,7 @@ def resolve_config(spec: ModelSpec, cluster: Cluster, compute: ComputeModel, *, 
                               f"stages, but {spec.path or spec.name} has {len(spec.graph)} cut units; use at most "
                               f"{len(spec.graph)}")
     from parsim.cost.experts import check_ep
-    from parsim.plan import config_refusal
+    from parsim.refusals import config_refusal
 
     probe = ParallelConfig(dp, pp, 1, chunks=chunks, tp=tp, recompute=recompute, zero=zero, cp=cp, **extra)
     why = config_refusal(probe)

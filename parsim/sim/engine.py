@@ -42,7 +42,9 @@ Semantics (as torch.distributed.pipelining runs with isend/irecv):
   before its forward, prefetched one unit ahead, the part compute does not hide delaying the
   compute action (``gather_s``, exposed communication): stage 2 before the step's first forward
   only (``gather_first_microbatch_only``), stage 3 before every forward and backward; FSDP2's
-  per-unit host time around the reduce-scatters (``hooks_s``) before every backward;
+  per-unit host time around the reduce-scatters (``hooks_s``) before every backward that
+  reduce-scatters (with ParallelConfig.no_sync only the last micro-batch's, whose backward reduces
+  the step's sum: ``buckets_every_microbatch`` false, the buckets as ZeRO 0-1 run them);
 - input (parsim.cost.input): stage 0's forward of micro-batch k first loads its samples on the
   compute stream (``input_s``, an inline loader), or waits until the node's loader stream has
   them ready (``input_ready_s[k]``, loader workers running ahead).
@@ -360,7 +362,7 @@ class _Step:
                 self.input_rank[r] += costs.input_s
             self.first_forward[mb] = t
         g = self.gather[k][s] if k in self.gather and (mb == 0 or not costs.gather_first_microbatch_only) else 0.0
-        if k in self.hooks:
+        if k in self.hooks and (costs.buckets_every_microbatch or mb == self.M - 1):    # the reduce-scatters' hooks
             g += self.hooks[k][s]
         if g:                               # ZeRO 2-3: parameters not yet gathered
             self.record(r, a, DP, t, t + g)

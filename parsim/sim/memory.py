@@ -129,6 +129,8 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
                            cfg.expert_dp, training.grad_reduce_dtype)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.shard_ranks
+    if cfg.no_sync:         # the unsharded gradients accumulated through the step, beside the shards reduced into
+        static["grads_bytes"] *= 1 + cfg.shard_ranks
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
     return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode, prices)
 

@@ -18,7 +18,8 @@ from parsim.hardware.cluster import Cluster
 from parsim.hardware.interaction import interaction_at
 from parsim.model.graph import DTYPE_BYTES, LayerGraph
 from parsim.model.spec import Training
-from parsim.plan import CP_MODES, ParallelConfig, fold_refusal, grad_reduce_refusal, shard_refusal
+from parsim.plan import CP_MODES, ParallelConfig
+from parsim.refusals import fold_refusal, grad_reduce_refusal, no_sync_refusal, shard_refusal
 from parsim.schedule.actions import Kind, whole_backward_in_w
 from parsim.schedule.generators import check_feasible
 from parsim.sim import engine, steady
@@ -32,7 +33,7 @@ from parsim.sim.prices import Prices
 
 def check_fold(graph: LayerGraph, cfg: ParallelConfig) -> None:
     """InfeasibleError, one line, where cfg's ep and etp do not fold into its ranks
-    (parsim.plan.fold_refusal) or do not shard the model's experts (parsim.cost.experts.check_ep)."""
+    (parsim.refusals.fold_refusal) or do not shard the model's experts (parsim.cost.experts.check_ep)."""
     why = fold_refusal(cfg)
     if why:
         raise InfeasibleError(f"{why[0]}={why[1]}")
@@ -52,7 +53,7 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     if cfg.zero and cfg.grad_ranks == 1:
         raise InfeasibleError(f"zero={cfg.zero} shards over the data-parallel (x context-parallel) ranks, but "
                               "dp=cp=1 leaves nothing to shard; use zero 0 or dp > 1")
-    why = shard_refusal(cfg) or grad_reduce_refusal(cfg)
+    why = shard_refusal(cfg) or grad_reduce_refusal(cfg) or no_sync_refusal(cfg)
     if why:
         raise InfeasibleError(f"{why[0]}={why[1]}")
     if cfg.dp_shard and graph.moe and cfg.experts_apart:
@@ -328,6 +329,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
             if zero >= 2:        # FSDP2's units (parsim.exec.fsdp), reduce-scattered every micro-batch
+                syncs = 1 if cfg.no_sync else m    # or the last only (no_sync: the sum of all, once)
                 shared = graph.sharing(idx)
                 units = fsdp_units(own, [i in shared for i in idx])
                 sizes = tuple(sum(own[i] for i in u) * per_param["grads"] for u in units)
@@ -342,8 +344,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                     ready = 1.0 if k == 0 else sum(last[: len(idx) - units[k][0]]) / total
                     bucket[(s, pos)] = (ready, reduced_s(unit_bytes[k]) + fsdp_experts.reduce_s[k])
                 buckets_per_stage[s] = len(order)
-                reduced_bytes(bucket_bytes[s], m)
-                sharded[s] += [c for x in bucket_bytes[s] for c in _reduction(x, n, R)] * m
+                reduced_bytes(bucket_bytes[s], syncs)
+                sharded[s] += [c for x in bucket_bytes[s] for c in _reduction(x, n, R)] * syncs
                 if fsdp_experts.on:
                     expert_buckets[s] = tuple(fsdp_experts.shard_bytes[k] for k in order if fsdp_experts.shard_bytes[k])
                 # the unsharded gradients live in each layer's backward (fsdp_held_grad_bytes)
@@ -372,7 +374,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                 runs_f = 1 if zero == 2 else m
                 comm_bytes[link] += (dp - R) * sum(x for x in gather_bytes if x) * cfg.tp * runs_f
                 sharded[s] += [("all_gather", x) for x in gather_bytes if x] * runs_f
-                fsdp_experts.count_bytes(comm_bytes, m, runs_f + (m if zero == 3 else 0))
+                fsdp_experts.count_bytes(comm_bytes, syncs, runs_f + (m if zero == 3 else 0))
                 if zero == 3:    # the root too (reshard_after_forward=True on it): its gather opens the backward
                     bwd = per_layer_gather[::-1]
                     bwd[0] += root_s
@@ -469,7 +471,8 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages, after_backward)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
                          w_held_bytes=w_held, reduce_after_backward=after_backward,
-                         buckets_every_microbatch=zero >= 2, after_optimizer_s=after_opt, gather_s=gather_s,
+                         buckets_every_microbatch=zero >= 2 and not cfg.no_sync, after_optimizer_s=after_opt,
+                         gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s,
                          a2a_s=a2a_s, a2a_overlap_cost=a2a_overlap_cost(cluster) if cfg.ep_overlap else None)
@@ -534,6 +537,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
               "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero,
               **({"dp_shard": cfg.dp_shard} if cfg.dp_shard else {}),
               **({"overlap_grad_reduce": False} if not cfg.overlap_grad_reduce else {}),
+              **({"no_sync": True} if cfg.no_sync else {}),
               "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}

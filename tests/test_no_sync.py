@@ -1,0 +1,98 @@
+"""FSDP's gradient accumulation without communication (ParallelConfig.no_sync: FSDP2's
+set_requires_gradient_sync(False) on every micro-batch but the last, FSDP1's no_sync()): the
+reduce-scatters priced once a step, the unsharded gradients held in memory, FSDP2's reduce hooks on
+the last backward only, the refusals, and the plan's inputs and outputs.  The executor against the
+single-process reference: tests/test_exec.py."""
+
+import json
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from parsim.cli import main
+from parsim.model.spec import Training
+from parsim.plan import ParallelConfig, Plan
+from parsim.refusals import config_refusal
+from parsim.sim import simulate
+
+from test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
+
+
+def _run(zero, no_sync, dp=4, m=3, cluster=IDEAL):
+    g = uniform_graph(4, params=1000)
+    cfg = ParallelConfig(dp=dp, pp=1, microbatches=m, bounds=(0, 4), zero=zero, no_sync=no_sync)
+    return simulate(g, Training(dp * m, "fp16", "adam"), cluster, cfg, UnitCost(1.0))
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_the_reduce_scatters_run_once_a_step_and_the_gathers_as_before(zero):
+    m = 3
+    every, once = _run(zero, False, m=m), _run(zero, True, m=m)
+    got, before = Counter(once.sharded_collectives[0]), Counter(every.sharded_collectives[0])
+    assert {k: v * m for k, v in got.items() if k[0] == "reduce_scatter"} == \
+        {k: v for k, v in before.items() if k[0] == "reduce_scatter"}
+    assert {k: v for k, v in got.items() if k[0] == "all_gather"} == \
+        {k: v for k, v in before.items() if k[0] == "all_gather"}
+    # ring bytes: each reduce-scatter's (dp - 1) x its buffer, m - 1 of them fewer a unit
+    units = sum(v for k, v in got.items() if k[0] == "reduce_scatter")
+    unit = next(k[1] for k in got if k[0] == "reduce_scatter")
+    assert sum(every.comm_bytes.values()) - sum(once.comm_bytes.values()) == pytest.approx(3 * unit * units * (m - 1))
+    assert once.config["no_sync"] is True and "no_sync" not in every.config
+    assert_step_adds_up(once)
+    assert once.step_time_s <= every.step_time_s
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_the_unsharded_gradients_are_held_beside_the_shards(zero):
+    dp = 4
+    every, once = _run(zero, False, dp=dp), _run(zero, True, dp=dp)
+    shard = every.ranks[0].memory.grads_bytes
+    assert once.ranks[0].memory.grads_bytes == pytest.approx(shard * (1 + dp))
+
+
+@pytest.mark.parametrize("zero", [2, 3])
+def test_fsdp2s_reduce_hooks_run_in_the_last_backward_only(zero):
+    """FSDP2's host time per unit around a reduce-scatter (Collectives.fsdp_reduce_scatter_overhead_s)
+    lands once a step under no_sync, m times without it."""
+    x, m, units = 1e-3, 3, 4
+    cluster = replace(IDEAL, profile=replace(IDEAL.profile, collectives=replace(
+        IDEAL.profile.collectives, fsdp_reduce_scatter_overhead_s=x)))
+    for no_sync, hooks in ((False, units * m), (True, units)):
+        base, slow = _run(zero, no_sync, dp=2, m=m), _run(zero, no_sync, dp=2, m=m, cluster=cluster)
+        assert slow.step_time_s - base.step_time_s == pytest.approx(hooks * x)
+
+
+@pytest.mark.parametrize("zero,overlap,words", [
+    (0, True, "below ZeRO-2 the gradients are reduced once a step already"),
+    (1, True, "below ZeRO-2 the gradients are reduced once a step already"),
+    (2, False, "with overlap_grad_reduce false"),
+])
+def test_no_sync_is_refused_where_it_does_not_apply(zero, overlap, words):
+    cfg = ParallelConfig(dp=2, pp=1, microbatches=2, bounds=(0, 4), zero=zero, overlap_grad_reduce=overlap,
+                         no_sync=True)
+    field, why = config_refusal(cfg)
+    assert field == "no_sync" and words in why
+
+
+def test_no_sync_in_plan_json_cli_and_reports(tmp_path, capsys):
+    plan = str(tmp_path / "plan.json")
+    assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu", "--dp", "2", "--pp", "1",
+                 "--microbatches", "2", "--zero", "3", "--no-sync", "-o", plan]) == 0
+    assert "grads-last-microbatch" in capsys.readouterr().out
+    saved = json.loads(open(plan).read())
+    assert saved["parallel"]["no_sync"] is True and saved["estimate"]["config"]["no_sync"] is True
+    assert Plan.from_json(saved, plan).config.no_sync
+    del saved["parallel"]["no_sync"]
+    assert not Plan.from_json(saved, plan).config.no_sync
+    # a plan at zero 1 with it: one line naming the file and the field
+    saved["parallel"].update(zero=1, no_sync=True)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(saved))
+    assert main(["simulate", str(bad)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "parallel.no_sync" in err[0]
+    # every export target reduces each micro-batch's gradients: refused in one line
+    assert main(["export", plan, "--to", "torchtitan"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "parallel.no_sync" in err[0]
