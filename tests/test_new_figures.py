@@ -1398,3 +1398,50 @@ def test_megatron_llamas_rows_are_the_set_drawn_held_out_as_first_priced():
     DeepSpeed ZeRO-2 row excluded (no settings)."""
     assert_held_out_set(MEGATRON_LLAMA, MEGATRON_LLAMA_ROWS_SHA256, MEGATRON_LLAMA_MODELS_SHA256, 6,
                         ("a100-rdma800",), "alibaba-megatron-llama", MEGATRON_LLAMA_FIRST_PRICED)
+
+
+# KempnerForge's FSDP2 reports (the sixtieth sitting's second draw): drawn by a helper who priced nothing, reviewed
+# (every zero 3 row no_sync: true, FSDP2's gradient sync once a step, which parsim expressed first, 56cf180) and
+# committed with the addendum to the expectations before the first pricing (kempnerforge-heldout.txt); on dgx-h200
+# at 4 GPUs a node
+KEMPNERFORGE = "results/published/kempnerforge_bench_figures.yaml"
+KEMPNERFORGE_ROWS_SHA256 = "2f2cfa1b1ce201fd9463130140979bc45eca645a8f286562dee762c34443cca9"
+KEMPNERFORGE_MODELS_SHA256 = {
+    "examples/llama3_8b/config.json": "3ecf9f07d09f6fdc0d91db46ec9b765a44ee78590cfb5bc293f7cdeb1b33e72b",
+    "examples/llama3_70b/config.json": "75807d84c3a1f0637db824170ffa2dcf9d73aa49d4f53656b6710b7808601fb8",
+}
+# each scored row's step-time error when first priced (kempnerforge-heldout.txt; + is a price too fast)
+KEMPNERFORGE_FIRST_PRICED = {
+    "kforge-mfu03-7b-2gpu-tp2": +0.202,
+    "kforge-mfu04-7b-4gpu-fsdp4": -0.128,
+    "kforge-mfu05-7b-4gpu-tp4": +0.083,
+    "kforge-mfu06-7b-4gpu-tp2fsdp2": +0.204,
+    "kforge-mfu07-7b-8gpu-tp4fsdp2": +0.179,
+    "kforge-mfu08-13b-8gpu-fsdp8": -0.060,
+    "kforge-mfu09-13b-8gpu-tp4fsdp2": +0.105,
+    "kforge-mfu10-7b-16gpu-tp4fsdp4": +0.238,
+    "kforge-mfu11-13b-16gpu-tp4fsdp4": +0.106,
+    "kforge-mfu12-7b-32gpu-tp4fsdp8": +0.303,
+    "kforge-mfu13-13b-32gpu-tp4fsdp8": +0.133,
+    "kforge-mfu14-70b-32gpu-tp4fsdp8": +0.226,
+    "kforge-weak-13b-8gpu-tp4fsdp2": +0.013,
+    "kforge-weak-13b-32gpu-tp4fsdp8": +0.070,
+    "kforge-weak-13b-64gpu-tp4fsdp16": +0.084,
+    "kforge-weak-13b-128gpu-tp4fsdp32": +0.102,
+    "kforge-weak-13b-160gpu-tp4fsdp40": +0.091,
+    "kforge-weak-70b-8gpu-tp4fsdp2": +0.837,
+    "kforge-weak-70b-32gpu-tp4fsdp8": +0.158,
+    "kforge-weak-70b-64gpu-tp4fsdp16": +0.129,
+    "kforge-weak-70b-96gpu-tp4fsdp24": +0.132,
+    "kforge-weak-70b-128gpu-tp4fsdp32": +0.106,
+    "kforge-weak-70b-160gpu-tp4fsdp40": +0.117,
+    "kforge-175b-360gpu-tp4fsdp90": -0.126,
+}
+
+
+def test_kempnerforges_rows_are_the_set_drawn_held_out_as_first_priced():
+    """26 rows, 24 scored: Llama-3-shaped 7B-175B under FSDP2 (beside TP 4 inside a node) on 2-360 H200, their steps
+    0.87-1.30x the predicted but the 70B's on 8 GPUs (1.84x, at 128.5 of 141 GB); two rows excluded (their
+    micro-batch not established)."""
+    assert_held_out_set(KEMPNERFORGE, KEMPNERFORGE_ROWS_SHA256, KEMPNERFORGE_MODELS_SHA256, 26, ("dgx-h200",),
+                        "kempnerforge-bench", KEMPNERFORGE_FIRST_PRICED)
