@@ -11,8 +11,8 @@ import pytest
 
 from parsim.errors import InputError
 from parsim.model.spec import load_model
-from parsim.sim.band import (LEVEL, MIN_FAMILIES, Interval, PlanKind, Residual, band_text, families_needed,
-                             load_residuals, parallel_mix, residuals_yaml, step_band)
+from parsim.sim.band import (LEVEL, MIN_FAMILIES, Interval, PlanKind, Residual, architecture, band_text,
+                             families_needed, load_residuals, parallel_mix, residuals_yaml, step_band)
 
 A100 = "A100-SXM4-80GB"
 
@@ -137,6 +137,25 @@ def test_no_band_for_a_device_no_public_row_ran_on_or_without_its_own_family():
     assert "no public row ran on local-cpu" in band_text(None, "local-cpu")
     only = tuple(_res(i, "only", device="Ascend 910") for i in range(MIN_FAMILIES))
     assert step_band(1.0, PlanKind("Ascend 910", "dp", "conv"), only + rows, leave_out="only") is None
+
+
+def test_a_device_no_row_ran_on_takes_its_architectures_rows_and_says_so():
+    """An H200 plan, no public row on H200: the H100 rows stand for its device's, the band the H100 plan's,
+    and its source says so; an H200 row of its own keeps the H200 plan to the exact device; an Ascend 910C
+    die takes the 910B's; a CPU has no architecture and no band."""
+    h100 = tuple(_res(i, f"h{i}", device="H100-SXM5-80GB", ratio=1.0 + i / 50) for i in range(MIN_FAMILIES))
+    a100 = tuple(_res(20 + i, f"a{i}", ratio=0.5) for i in range(MIN_FAMILIES))
+    h200 = step_band(1.0, PlanKind("H200-SXM-141GB", "3d", "dense"), h100 + a100)
+    same = step_band(1.0, PlanKind("H100-SXM5-80GB", "3d", "dense"), h100 + a100)
+    assert (h200.low, h200.high, h200.rows) == (same.low, same.high, same.rows)
+    assert ("no public row ran on H200-SXM-141GB: the rows of its architecture (Hopper: H100-SXM5-80GB) stand for "
+            "its device's") in h200.source and "architecture" not in same.source
+    own = (_res(99, "h200", device="H200-SXM-141GB"),)
+    assert "architecture" not in step_band(1.0, PlanKind("H200-SXM-141GB", "3d", "dense"), h100 + a100 + own).source
+    npu = tuple(_res(40 + i, f"n{i}", device="Ascend 910B") for i in range(MIN_FAMILIES))
+    assert "(Ascend 910: Ascend 910B)" in step_band(1.0, PlanKind("Ascend 910C die", "3d", "dense"), npu).source
+    assert architecture("x86_64-core") is None and architecture("B200-180GB") == architecture("GB200-B200-186GB")
+    assert step_band(1.0, PlanKind("x86_64-core", "3d", "dense"), h100 + a100) is None
 
 
 def test_the_mix_of_a_plan():

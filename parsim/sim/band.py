@@ -39,7 +39,9 @@ forty-sixth sitting every 910B tensor-parallel plan's band was 0.19-5.7x, one Mi
 and no wider than those few sources had missed where they agreed (H100 tensor-parallel plans
 0.88-1.11x, which held-out stacks ran outside): results/2026-12-03g-amd-epyc/band-families.txt.
 benchmarks/bench_published.py scores the bands out of sample: each row's band drawn without its
-own family.  A device with no public row (a CPU) gets no band, and says so.
+own family.  A device no public row ran on takes the rows of its architecture for its own (an H200 the
+H100's: ``architecture``, since the sixtieth sitting, when KempnerForge's H200 rows found every H200 plan
+without a band), and its band says so; a device of no architecture with rows (a CPU) gets no band, and says so.
 
 The rows of a held-out source (results/published/fit.yaml, ``held_out``: fitted on by no fit)
 are in the table, marked, and in no band: they test the bands.  Where some ran plans of the same
@@ -242,14 +244,44 @@ def _weighted_point(pairs: list[tuple[float, float]], share: float) -> float:
     return pairs[-1][0]
 
 
+# Device names by architecture, a prefix each (NVIDIA's Hopper, Ampere, Blackwell and Volta datasheets;
+# Huawei's Ascend 910 line): a plan on a device no public row ran on takes its architecture's rows for its
+# device's (step_band), as the H200 is the H100's die with more memory (NVIDIA H200 datasheet, 2023).
+ARCHITECTURES = (("Hopper", ("H100", "H800", "H200", "H20-")), ("Ampere", ("A100", "A800")),
+                 ("Blackwell", ("B200", "GB200", "B300", "GB300")), ("Volta", ("V100",)),
+                 ("Ascend 910", ("Ascend 910",)))
+
+
+def architecture(device: str) -> str | None:
+    """The architecture of a device name (ARCHITECTURES), None where it is none of them (a CPU)."""
+    return next((arch for arch, prefixes in ARCHITECTURES if device.startswith(prefixes)), None)
+
+
+def _device_pool(kind: PlanKind, pool: list) -> tuple[list, str]:
+    """(the rows a band of ``kind`` draws on, a clause saying where its device's rows came from): the pool as
+    it is where a row ran on the plan's device; else its architecture's rows counted as its device's, said so;
+    ([], "") where none of them either."""
+    if any(r.kind.device == kind.device for r in pool):
+        return pool, ""
+    arch = architecture(kind.device)
+    same = sorted({r.kind.device for r in pool if arch and architecture(r.kind.device) == arch})
+    if not same:
+        return [], ""
+    moved = [Residual(r.id, r.family, PlanKind(kind.device, r.kind.mix, r.kind.model), r.log_ratio, r.held_out)
+             if r.kind.device in same else r for r in pool]
+    return moved, (f"; no public row ran on {kind.device}: the rows of its architecture ({arch}: "
+                   f"{', '.join(same)}) stand for its device's")
+
+
 def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], level: float = LEVEL,
               leave_out: str = "", stack: str | None = None, stacks: dict[str, str] | None = None) -> Interval | None:
     """The band of a predicted step ``step_s`` of a plan of ``kind`` (module docstring); rows of
     the family ``leave_out`` are not used (to score a band on that family's rows).  None where no
-    public row ran on the plan's device.  A plan's ``stack`` (Training.stack) adds how the public families
-    on it ran (``stack_check``; ``stacks``, family -> stack: the committed harness table by default)."""
-    pool = [r for r in residuals if r.family != leave_out and not r.held_out]
-    if not any(r.kind.device == kind.device for r in pool):
+    public row ran on the plan's device or its architecture (``_device_pool``).  A plan's ``stack``
+    (Training.stack) adds how the public families on it ran (``stack_check``; ``stacks``, family -> stack:
+    the committed harness table by default)."""
+    pool, stand_in = _device_pool(kind, [r for r in residuals if r.family != leave_out and not r.held_out])
+    if not pool:
         return None
     for label, match in _classes(kind):
         rows = [r for r in pool if match(r.kind)]
@@ -269,7 +301,7 @@ def step_band(step_s: float, kind: PlanKind, residuals: tuple[Residual, ...], le
     q_e = _weighted_point(spread, level) if spread else 0.0
     q = q_b + q_e
     source = (f"{level:.0%} band from the out-of-sample residuals of {len(rows)} public rows of {len(families)} "
-              f"sources ({_class_clause(label, kind, pool)}); median bias {math.expm1(m):+.1%}, half-width "
+              f"sources ({_class_clause(label, kind, pool)}{stand_in}); median bias {math.expm1(m):+.1%}, half-width "
               f"x{math.exp(q):.2f}: x{math.exp(q_b):.2f} between sources' biases, x{math.exp(q_e):.2f} within a source"
               + held_out_check(kind, m - q, m + q, residuals, leave_out) + stack_check(stack, residuals, stacks))
     return Interval(step_s, step_s * math.exp(m - q), step_s * math.exp(m + q), level, source,
@@ -348,7 +380,8 @@ def with_band(estimate, graph, cluster, cfg, residuals: tuple[Residual, ...] | N
 def band_text(band: Interval | None, device: str = "", unit: str = "s") -> str:
     """One line for a report: the band and what it rests on."""
     if band is None:
-        return (f"no step-time band: no public row ran on {device}" if device else "no step-time band") + \
+        return (f"no step-time band: no public row ran on {device} or its architecture" if device
+                else "no step-time band") + \
             f" ({RESIDUALS})"
     return (f"{band.level:.0%} band [{band.low:.4g}, {band.high:.4g}] {unit}: {band.source}"
             + ("; rows: " + ", ".join(band.rows[:6]) + (f" and {len(band.rows) - 6} more" if len(band.rows) > 6 else "")
