@@ -19,10 +19,10 @@ from parsim.sim import simulate
 from test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
 
 
-def _run(zero, no_sync, dp=4, m=3, cluster=IDEAL):
+def _run(zero, no_sync, dp=4, m=3, cluster=IDEAL, training=None):
     g = uniform_graph(4, params=1000)
     cfg = ParallelConfig(dp=dp, pp=1, microbatches=m, bounds=(0, 4), zero=zero, no_sync=no_sync)
-    return simulate(g, Training(dp * m, "fp16", "adam"), cluster, cfg, UnitCost(1.0))
+    return simulate(g, training or Training(dp * m, "fp16", "adam"), cluster, cfg, UnitCost(1.0))
 
 
 @pytest.mark.parametrize("zero", [2, 3])
@@ -44,11 +44,16 @@ def test_the_reduce_scatters_run_once_a_step_and_the_gathers_as_before(zero):
 
 
 @pytest.mark.parametrize("zero", [2, 3])
-def test_the_unsharded_gradients_are_held_beside_the_shards(zero):
-    dp = 4
-    every, once = _run(zero, False, dp=dp), _run(zero, True, dp=dp)
+@pytest.mark.parametrize("reduce_dtype", [None, "fp32"])
+def test_the_unsharded_gradients_are_held_beside_the_shards(zero, reduce_dtype):
+    """Every parameter's gradient, unsharded, in the parameters' dtype (fp16 here: FSDP's unsharded parameters
+    make them), beside the shards in the reduce dtype."""
+    dp, params = 4, 4 * 1000
+    training = Training(dp * 3, "fp16", "adam", grad_reduce_dtype=reduce_dtype)
+    every, once = _run(zero, False, dp=dp, training=training), _run(zero, True, dp=dp, training=training)
     shard = every.ranks[0].memory.grads_bytes
-    assert once.ranks[0].memory.grads_bytes == pytest.approx(shard * (1 + dp))
+    assert shard == pytest.approx(params * (4 if reduce_dtype else 2) / dp)
+    assert once.ranks[0].memory.grads_bytes == pytest.approx(shard + params * 2)
 
 
 @pytest.mark.parametrize("zero", [2, 3])

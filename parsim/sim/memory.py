@@ -26,7 +26,7 @@ from operator import is_not
 import numpy as np
 
 from parsim.cost.experts import expert_param_count
-from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, static_memory
+from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, bytes_per_param, static_memory
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
@@ -129,8 +129,11 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
                            cfg.expert_dp, training.grad_reduce_dtype)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.shard_ranks
-    if cfg.no_sync:         # the unsharded gradients accumulated through the step, beside the shards reduced into
-        static["grads_bytes"] *= 1 + cfg.shard_ranks
+    if cfg.no_sync:         # the unsharded gradients accumulated through the step, beside the shards reduced into:
+        # in the parameters' dtype, as FSDP's unsharded parameters make them (FSDP2's param_dtype; the reduce
+        # dtype is the reduce-scatter's, at the last micro-batch)
+        width = bytes_per_param(training.dtype, training.optimizer)["params"]
+        static["grads_bytes"] += graph.held_param_count(held) * width
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
     return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode, prices)
 
