@@ -22,6 +22,7 @@ from parsim.errors import InfeasibleError
 from parsim.model.graph import DTYPE_BYTES
 from parsim.model.recompute import Recompute, read_recompute, recompute_mode
 from parsim.model.spec import ZERO_STAGES
+from parsim.refusals import config_refusal
 from parsim.schedule.generators import SCHEDULES
 
 PLACEMENTS = ("pp-inner", "dp-inner")
@@ -441,8 +442,6 @@ class Plan:
                              no_sync=p.get("no_sync", bool, False))
         stages = p.get("stages", list, [])
         p.done()
-        from parsim.refusals import config_refusal
-
         why = config_refusal(cfg)
         if why:
             raise InputError(f"{source}: parallel.{why[0]}: {why[1]}")

@@ -59,7 +59,7 @@ def shard_refusal(cfg) -> tuple[str, str] | None:
 def config_refusal(cfg) -> tuple[str, str] | None:
     """The first of cfg's refusals, (field, why), that a plan.json or a resolved configuration is
     checked against: the expert fold, the recomputed layers, the shard group, the gradients'
-    reduction; None where none applies."""
+    reduction and its sync; None where none applies."""
     return (fold_refusal(cfg) or recompute_layers_refusal(cfg) or shard_refusal(cfg) or grad_reduce_refusal(cfg)
             or no_sync_refusal(cfg))
 
