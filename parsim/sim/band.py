@@ -41,7 +41,8 @@ and no wider than those few sources had missed where they agreed (H100 tensor-pa
 benchmarks/bench_published.py scores the bands out of sample: each row's band drawn without its
 own family.  A device no public row ran on takes the rows of its architecture for its own (an H200 the
 H100's: ``architecture``, since the sixtieth sitting, when KempnerForge's H200 rows found every H200 plan
-without a band), and its band says so; a device of no architecture with rows (a CPU) gets no band, and says so.
+without a band), and its band says so; a device of an architecture no public row ran on (a CPU) gets no band,
+and says so.
 
 The rows of a held-out source (results/published/fit.yaml, ``held_out``: fitted on by no fit)
 are in the table, marked, and in no band: they test the bands.  Where some ran plans of the same
@@ -57,7 +58,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 LEVEL = 0.9                     # the bands' nominal coverage
@@ -267,8 +268,7 @@ def _device_pool(kind: PlanKind, pool: list) -> tuple[list, str]:
     same = sorted({r.kind.device for r in pool if arch and architecture(r.kind.device) == arch})
     if not same:
         return [], ""
-    moved = [Residual(r.id, r.family, PlanKind(kind.device, r.kind.mix, r.kind.model), r.log_ratio, r.held_out)
-             if r.kind.device in same else r for r in pool]
+    moved = [replace(r, kind=replace(r.kind, device=kind.device)) if r.kind.device in same else r for r in pool]
     return moved, (f"; no public row ran on {kind.device}: the rows of its architecture ({arch}: "
                    f"{', '.join(same)}) stand for its device's")
 
