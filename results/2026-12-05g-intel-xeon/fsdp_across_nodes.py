@@ -12,7 +12,7 @@ import math
 import statistics
 
 from parsim.profile.loso import load_fit_spec
-from parsim.profile.published import figure_setup, load_all_figures
+from parsim.profile.published import figure_setup, figure_tokens, load_all_figures
 from parsim.sim import simulate
 from parsim.sim.band import load_residuals
 
@@ -27,7 +27,7 @@ def main() -> None:
         spec, cluster, compute, cfg = figure_setup(f)
         est = simulate(spec.graph, spec.training, cluster, cfg, compute, keep_timeline=False)
         rank = max(est.ranks, key=lambda r: r.busy_s + r.exposed_comm_s)
-        seq = dict(dict(f.model).get("args") or ()).get("seq_len", 0)
+        seq = figure_tokens(f) // spec.training.global_batch_size          # the model's args.seq_len
         tokens = cfg.microbatch_size(spec.training.global_batch_size) * seq // cfg.cp
         rows.append((f.source, f.id, ratio[f.id], tokens, cfg.dp, rank.exposed_comm_s / est.step_time_s,
                      f.source in held))
