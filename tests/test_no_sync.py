@@ -6,7 +6,6 @@ single-process reference: tests/test_exec.py."""
 
 import json
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 
@@ -14,15 +13,14 @@ from parsim.cli import main
 from parsim.model.spec import Training
 from parsim.plan import ParallelConfig, Plan
 from parsim.refusals import config_refusal
-from parsim.sim import simulate
 
-from test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
+from test_sim import IDEAL, assert_step_adds_up
+from test_zero import _run as zero_run, _with_collectives
 
 
 def _run(zero, no_sync, dp=4, m=3, cluster=IDEAL, training=None):
-    g = uniform_graph(4, params=1000)
-    cfg = ParallelConfig(dp=dp, pp=1, microbatches=m, bounds=(0, 4), zero=zero, no_sync=no_sync)
-    return simulate(g, training or Training(dp * m, "fp16", "adam"), cluster, cfg, UnitCost(1.0))
+    """The estimate of tests/test_zero.py's uniform four-layer graph, with or without no_sync."""
+    return zero_run(zero, dp=dp, m=m, cluster=cluster, training=training, no_sync=no_sync)[2]
 
 
 @pytest.mark.parametrize("zero", [2, 3])
@@ -61,8 +59,7 @@ def test_fsdp2s_reduce_hooks_run_in_the_last_backward_only(zero):
     """FSDP2's host time per unit around a reduce-scatter (Collectives.fsdp_reduce_scatter_overhead_s)
     lands once a step under no_sync, m times without it."""
     x, m, units = 1e-3, 3, 4
-    cluster = replace(IDEAL, profile=replace(IDEAL.profile, collectives=replace(
-        IDEAL.profile.collectives, fsdp_reduce_scatter_overhead_s=x)))
+    cluster = _with_collectives(IDEAL, fsdp_reduce_scatter_overhead_s=x)
     for no_sync, hooks in ((False, units * m), (True, units)):
         base, slow = _run(zero, no_sync, dp=2, m=m), _run(zero, no_sync, dp=2, m=m, cluster=cluster)
         assert slow.step_time_s - base.step_time_s == pytest.approx(hooks * x)

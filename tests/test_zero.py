@@ -28,10 +28,12 @@ from test_sim import IDEAL, UnitCost, assert_step_adds_up, uniform_graph
 A100 = load_cluster("dgx-a100:1x8")
 
 
-def _run(zero, dp=4, m=1, pp=1, n_layers=4, params=1000, cluster=IDEAL, training=None):
+def _run(zero, dp=4, m=1, pp=1, n_layers=4, params=1000, cluster=IDEAL, training=None, **parallel):
+    """(graph, config, estimate) of a uniform graph at ZeRO stage ``zero``; ``parallel``: more ParallelConfig fields."""
     g = uniform_graph(n_layers, params=params)
     per = n_layers // pp
-    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=m, bounds=tuple(range(0, n_layers + 1, per)), zero=zero)
+    cfg = ParallelConfig(dp=dp, pp=pp, microbatches=m, bounds=tuple(range(0, n_layers + 1, per)), zero=zero,
+                         **parallel)
     return g, cfg, simulate(g, training or Training(dp * m, "fp16", "adam"), cluster, cfg, UnitCost(1.0))
 
 
