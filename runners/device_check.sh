@@ -8,17 +8,18 @@
 #      model (a PROFILED line: on the H200, 2026-12-04, it came within 4% and 11% where the analytical
 #      model was 6% and 34% off, results/2026-12-04e-amd-epyc/h200/rerun); then a BANDS section: each
 #      run's measured step against the analytical and the profiled model's 90% bands, and how many held;
-#   2. `parsim profile-device` on the device at hand (kernel tables and a hardware profile);
-#   3. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one;
-#   4. attention's batched GEMMs timed by head dimension, aligned to 8 elements or not
-#      (runners/gemm_alignment.py).
+#   2. attention's batched GEMMs timed by head dimension, aligned to 8 elements or not
+#      (runners/gemm_alignment.py), and fused attention timed by sequence length, causal or not, on
+#      each backend (runners/attention_seq.py), both into compare.txt: seconds, so before step 3;
+#   3. `parsim profile-device` on the device at hand (kernel tables and a hardware profile);
+#   4. ResNet-50 and a GPT simulated on one device with the measured profile and with the shipped one.
 # The machine's own torch runs parsim from this checkout (PYTHONPATH): nothing is installed there.
 #
 #   bash runners/device_check.sh                                  # there: runs, a 3-minute grid, then seconds
 #   DEVICE=cpu QUICK=1 OUT=/tmp/check bash runners/device_check.sh  # here: the script itself, in seconds
 #
 # Settings (environment): DEVICE cuda|cpu (cuda; profile-device refuses npu, not timed yet);
-# SHIPPED the shipped profile to compare with (dgx-h200, the lent kind's; local-cpu on the CPU);
+# SHIPPED the shipped profile to compare with (dgx-h100 on an H100, else dgx-h200; local-cpu on the CPU);
 # MODELS the model files to run (runners/gpu_models/*.yaml on a GPU: a 1.3B GPT, Llama 3.2 1B and
 # ResNet-50 on ImageNet, bf16; the tiny bf16 GPT on the CPU); STEPS the steps a run (20, 5 of them
 # warm-up); PEAK the datasheet peaks for --peak (H200 SXM: BF16/FP16 989 and FP32 67 TFLOPS dense,
@@ -32,7 +33,8 @@ set -euo pipefail
 DEVICE=${DEVICE:-cuda}
 cd "$(dirname "$0")/.."
 case "$DEVICE" in
-    cuda) SHIPPED=${SHIPPED:-dgx-h200}; PEAK=${PEAK:-fp16=989,fp32=67}; MODELS=${MODELS:-$(echo runners/gpu_models/*.yaml)} ;;
+    cuda) case "$(nvidia-smi -L 2>/dev/null)" in *H100*) gpu=dgx-h100 ;; *) gpu=dgx-h200 ;; esac
+          SHIPPED=${SHIPPED:-$gpu}; PEAK=${PEAK:-fp16=989,fp32=67}; MODELS=${MODELS:-$(echo runners/gpu_models/*.yaml)} ;;
     *)    SHIPPED=${SHIPPED:-local-cpu}; PEAK=${PEAK:-}; MODELS=${MODELS:-examples/gpt_tiny_local_bf16.yaml} ;;
 esac
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -72,7 +74,22 @@ rm -rf "$work"
 # each run's measured step against both models' 90% bands, and how many each held (runners/band_coverage.py)
 python3 runners/band_coverage.py "$OUT/runs.txt" >> "$OUT/runs.txt" 2>&1 || echo "(rc $?: band_coverage)" >> "$OUT/runs.txt"
 
-# 2. the device's kernel tables
+# 2. attention's two batched GEMMs by head dimension, aligned to 8 elements or not (runners/gemm_alignment.py:
+# the alignment term parsim's kernel model lacks, results/2026-12-05d-intel-xeon/bloom-alignment.txt), into
+# compare.txt; then fused attention by sequence length (runners/attention_seq.py: does the one rate parsim
+# prices it at hold from 2K to 64K tokens, causal or not?)
+if [ "$DEVICE" = cuda ]; then
+    for dtype in bf16 fp16; do
+        python3 runners/gemm_alignment.py --device cuda --dtype "$dtype" || echo "(rc $?: gemm_alignment)"
+    done >> "$OUT/compare.txt" 2>&1
+    { python3 runners/attention_seq.py --device cuda || echo "(rc $?: attention_seq)"; } >> "$OUT/compare.txt" 2>&1
+else
+    { python3 runners/gemm_alignment.py --device cpu --seq 128 --batch 4 --reps 3 || echo "(rc $?: gemm_alignment)"
+      python3 runners/attention_seq.py --device cpu --tokens 512 --heads 2 --head-dim 16 --seqs 128,256 --reps 2 \
+          || echo "(rc $?: attention_seq)"; } >> "$OUT/compare.txt" 2>&1
+fi
+
+# 3. the device's kernel tables
 flags=(--device "$DEVICE" -o "$OUT/measured.yaml" --name "measured-$DEVICE" --budget-minutes "${BUDGET:-3}")
 [ -n "$PEAK" ] && flags+=(--peak "$PEAK")
 [ "${QUICK:-0}" = 1 ] && flags+=(--quick)
@@ -80,10 +97,10 @@ start=$(date +%s)
 parsim profile-device "${flags[@]}" 2>&1 | tee "$OUT/profile-device.log"
 echo "profile-device took $(( $(date +%s) - start )) s" | tee -a "$OUT/profile-device.log"
 
-# 3. one device each: the measured profile's numbers against the shipped profile's, on two models
+# 4. one device each: the measured profile's numbers against the shipped profile's, on two models
 # (ResNet-50 at 256 images a micro-batch, its global batch of 32768 in 128; the GPT whole), in one
 # process so that each model is built once
-python3 - "$OUT/measured.yaml" "$SHIPPED:1x1" > "$OUT/compare.txt" 2>&1 <<'PY'
+python3 - "$OUT/measured.yaml" "$SHIPPED:1x1" >> "$OUT/compare.txt" 2>&1 <<'PY'
 import sys
 from parsim.cli import main
 for model, m in (("examples/resnet50_imagenet.yaml", "128"), ("examples/gpt_small_local.yaml", "1")):
@@ -97,15 +114,4 @@ for model, m in (("examples/resnet50_imagenet.yaml", "128"), ("examples/gpt_smal
         if code:
             print(f"(rc {code})", flush=True)
 PY
-# 4. attention's two batched GEMMs by head dimension, aligned to 8 elements or not (runners/gemm_alignment.py:
-# the alignment term parsim's kernel model lacks, results/2026-12-05d-intel-xeon/bloom-alignment.txt), into
-# compare.txt
-if [ "$DEVICE" = cuda ]; then
-    for dtype in bf16 fp16; do
-        python3 runners/gemm_alignment.py --device cuda --dtype "$dtype" || echo "(rc $?: gemm_alignment)"
-    done >> "$OUT/compare.txt" 2>&1
-else
-    python3 runners/gemm_alignment.py --device cpu --seq 128 --batch 4 --reps 3 >> "$OUT/compare.txt" 2>&1 \
-        || echo "(rc $?: gemm_alignment)" >> "$OUT/compare.txt"
-fi
 echo "wrote $(ls "$OUT" | tr '\n' ' ')"

@@ -104,6 +104,24 @@ def test_tiny_llama_extracts_exactly(tmp_path, attn):
     assert attention_heads(g) == (4, 2)
 
 
+def test_gqa_flops_count_under_torch_formulas_that_assert_equal_heads(tmp_path, monkeypatch):
+    """torch 2.11's sdpa formulas assert that K/V have the query's head count (2.13's broadcast them):
+    the H200 check's Llama 3.2 1B stopped there.  With such formulas standing in, the tiny Llama
+    (4 heads, 2 KV heads) still extracts its closed-form FLOPs."""
+    from torch.utils import flop_counter
+
+    def equal_heads(real):
+        def formula(*shapes):
+            assert len({s[1] for s in shapes}) == 1, f"shapes are incompatible: {shapes}"
+            return real(*shapes)
+        return formula
+    for name in ("sdpa_flop_count", "sdpa_backward_flop_count"):
+        monkeypatch.setattr(flop_counter, name, equal_heads(getattr(flop_counter, name)))
+    with open(TINY_CFG) as f:
+        c = json.load(f)
+    assert _tiny(tmp_path, "sdpa").fwd_flops == pytest.approx(_flops_closed_form(c, 16, "sdpa"), rel=1e-12)
+
+
 def test_tiny_llama_sdpa_saves_no_scores(tmp_path):
     """Fused attention (the default) keeps Q, K and V of its 2 KV heads, the output and the fp32
     logsumexp; eager keeps the probabilities (a s^2) and the KV heads repeated to 4, and the

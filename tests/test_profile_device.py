@@ -180,8 +180,8 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     with DEVICE=cpu on the quick grid: it writes the files the device tool brings back (at most 8,
     no deeper than two folders), its run trains a model and reports the prediction beside it, the
     same plan is priced by the profiled model, each run is scored against both models' bands, and
-    each of its four simulations prints a step, and attention's batched GEMMs are timed by head
-    dimension."""
+    each of its four simulations prints a step, attention's batched GEMMs are timed by head
+    dimension, and fused attention by sequence length."""
     import os
     import subprocess
     import sys
@@ -210,6 +210,8 @@ def test_the_prepared_gpu_check_runs_here_on_the_cpu(tmp_path):
     assert compare.count("$ parsim simulate ") == 4 and compare.count("\nstep ") == 4 and "(rc " not in compare
     # attention's batched GEMMs by head dimension (runners/gemm_alignment.py): every head dimension timed
     assert "attention's batched GEMMs on cpu" in compare and compare.count("  head dim ") == 8
+    # fused attention by sequence length (runners/attention_seq.py): two sequences, causal and not
+    assert "fused attention on cpu" in compare and compare.count(" TFLOP/s (forward ") == 4
     assert "profile-device took" in (tmp_path / "profile-device.log").read_text()
 
 

@@ -139,21 +139,29 @@ def windowed(ops: tuple, kernels: tuple, window: int, batch: int) -> tuple[tuple
 def register_flop_formulas() -> None:
     """FlopCounterMode's formulas for the fused CPU operator (torch counts the CUDA ones only)."""
     import torch
-    from torch.utils.flop_counter import (flop_registry, register_flop_formula, sdpa_backward_flop_count,
-                                          sdpa_flop_count)
+    from torch.utils import flop_counter
+    from torch.utils.flop_counter import flop_registry, register_flop_formula
 
     fwd, bwd = getattr(torch.ops.aten, FUSED_OP), getattr(torch.ops.aten, FUSED_BACKWARD_OP)
     if fwd in flop_registry:
         return
 
+    def heads_of(query, shape):
+        """Grouped K/V heads counted as the query's, which the kernel broadcasts them to: torch's
+        formulas take GQA shapes from 2.13 on, 2.11's assert equal heads (the H200 check's Llama).
+        torch's formulas are looked up when called, so that a test can stand in 2.11's."""
+        return (shape[0], query[1], *shape[2:])
+
     @register_flop_formula(fwd)
     def _forward(query, key, value, dropout_p=0.0, is_causal=False, *args, out_shape=None, **kwargs) -> int:
-        return sdpa_flop_count(query, key, value) // (2 if is_causal else 1)
+        count = flop_counter.sdpa_flop_count(query, heads_of(query, key), heads_of(query, value))
+        return count // (2 if is_causal else 1)
 
     @register_flop_formula(bwd)
     def _backward(grad_out, query, key, value, out, logsumexp, dropout_p=0.0, is_causal=False, *args,
                   out_shape=None, **kwargs) -> int:
-        return sdpa_backward_flop_count(grad_out, query, key, value) // (2 if is_causal else 1)
+        count = flop_counter.sdpa_backward_flop_count(grad_out, query, heads_of(query, key), heads_of(query, value))
+        return count // (2 if is_causal else 1)
 
 
 def fused_on_meta():
