@@ -18,11 +18,9 @@ throughput) exp(log ratio), log ratio = log(measured step / predicted step).
 from __future__ import annotations
 
 import importlib.util
-import math
 import statistics
 from pathlib import Path
 
-from parsim.profile.loso import load_fit_spec
 from parsim.profile.published import load_figures
 from parsim.sim.band import load_residuals
 
@@ -95,16 +93,7 @@ def main() -> None:
     torchtitan(residuals)
     print()
     draws_coverage(residuals, EARLIER + MINE, "thirteen (every band under the rule as it stands)")
-    spec = load_fit_spec("results/published/fit.yaml")
-    held = [r for r in residuals if r.family in spec.held_out]
-    print("\nHeld-out sources' out-of-sample MAPE (rows pooled):")
-    for label, keep in (("this sitting's two families", lambda f: f in MINE),
-                        ("all", lambda f: True), ("without the Playbook", lambda f: f != "ultrascale-playbook"),
-                        ("without this sitting's draws and the Playbook",
-                         lambda f: f not in MINE + ("ultrascale-playbook",))):
-        errs = [abs(math.exp(r.log_ratio) - 1) for r in held if keep(r.family)]
-        print(f"  {label}: {len(errs)} rows, MAPE {statistics.mean(errs):.1%}, median absolute error "
-              f"{statistics.median(errs):.1%}, {sum(x > 0.25 for x in errs)} beyond 25%")
+    _earlier.held_out_mapes(residuals, MINE, "two")
 
 
 if __name__ == "__main__":
