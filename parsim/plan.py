@@ -118,6 +118,8 @@ class ParallelConfig:
     # the last micro-batch's backward reduce-scatters the sum once; the parameters are still gathered
     # for every micro-batch.  Memory holds the unsharded gradients through the step.  False, torch's
     # own default and torchtitan's: every micro-batch reduce-scatters its gradients into the shards.
+    # Beside a pipeline (ZeRO-2 with pp > 1) the gradients are reduced once a step whatever this says
+    # (grads_reduced_once).
     no_sync: bool = False
 
     def __post_init__(self):
@@ -150,6 +152,14 @@ class ParallelConfig:
     def shard_replicas(self) -> int:
         """Shard groups holding the same shards (HSDP's replicate degree): 1 without ``dp_shard``."""
         return self.grad_ranks // self.shard_ranks
+
+    @property
+    def grads_reduced_once(self) -> bool:
+        """FSDP's gradients accumulated unsharded and reduced once a step: ``no_sync``, or ZeRO-2
+        beside a pipeline, as torch.distributed.pipelining runs FSDP2 stages: every backward without
+        gradient sync or reshard, then one reduce-scatter per stage after its last backward (torch
+        2.13, distributed/pipelining/stage.py: backward_maybe_with_nosync, perform_reduce_grad)."""
+        return self.no_sync or (self.zero >= 2 and self.pp > 1)
 
     @property
     def hybrid_sharded(self) -> bool:
@@ -324,7 +334,8 @@ def recompute_layers_text(counts=(), every: int = 0) -> str:
 def grad_reduce_text(overlap: bool, zero: int, no_sync: bool = False) -> str:
     """Gradient reduction without overlap (ParallelConfig.overlap_grad_reduce false) as the reports
     write it: after the backward (DDP, ZeRO-1) or on the compute stream (ZeRO-2); FSDP's once a step
-    (ParallelConfig.no_sync); '' where it overlaps every micro-batch's, or ZeRO 0-1's once."""
+    (``no_sync``: ParallelConfig.grads_reduced_once); '' where it overlaps every micro-batch's, or ZeRO
+    0-1's once."""
     if no_sync:
         return "grads-last-microbatch"
     if overlap:

@@ -6,7 +6,8 @@ parameter gathers, stage 0's loading, communication) draws or is named as a comp
 The kinds are test_plan_kinds.py's (dp; pp with each schedule; tp; recompute; ZeRO 1-3; cp), on
 the tiny GPT, with inline loading priced (parsim.cost.input) so stage 0's forwards have INPUT
 records, and two combinations (interleaved with ZeRO-1 and recompute over dp; ZeRO-3 with tp and
-recompute).  ZeRO-2 and -3 run with pp=1 only (parsim.sim.simulate refuses them with pp > 1)."""
+recompute).  ZeRO-3 runs with pp=1 only (parsim.sim.simulate refuses it with pp > 1; ZeRO-2 beside a
+pipeline: tests/test_fsdp_pipeline.py)."""
 
 from dataclasses import replace
 

@@ -305,9 +305,8 @@ def test_zero_needs_data_parallel_ranks_and_an_unsplit_backward_at_stage_3():
     cfg = ParallelConfig(dp=2, pp=1, microbatches=2, schedule="zbh1", chunks=2, bounds=(0, 2, 4), zero=3)
     with pytest.raises(InfeasibleError, match="zero=3 with zbh1"):
         simulate(g, Training(4), IDEAL, cfg, UnitCost())
-    for zero in (2, 3):      # as DeepSpeed's pipeline engine, which asserts it
-        with pytest.raises(InfeasibleError, match=f"zero={zero} with pp=2: ZeRO-2 and -3 run without pipeline"):
-            _run(zero, dp=2, pp=2, m=2)
+    with pytest.raises(InfeasibleError, match="zero=3 with pp=2: beside a pipeline"):     # tests/test_fsdp_pipeline.py
+        _run(3, dp=2, pp=2, m=2)
     assert _run(1, dp=2, pp=2, m=2)[2].step_time_s > 0
 
 
@@ -323,7 +322,7 @@ def test_planner_searches_zero_and_its_pruning_stays_exact():
     assert len({x.config.zero for x in full.ranked}) > 1
     fixed = plan(spec, cluster, compute, replace(c, zero=1), progress=False)
     assert {x.config.zero for x in fixed.ranked} == {1}
-    assert {x.config.zero for x in full.ranked} <= {0, 1}        # pp=4: no ZeRO-2 or -3 (DeepSpeed's rule)
+    assert {x.config.zero for x in full.ranked} <= {0, 1}        # pp=4: ZeRO-2 only where fixed (test_fsdp_pipeline)
 
 
 def test_lower_bound_holds_under_every_zero_stage():
@@ -336,7 +335,7 @@ def test_lower_bound_holds_under_every_zero_stage():
             b = spec.training.global_batch_size // dp // m
             for schedule, _ in schedules(pp, m, len(spec.graph), Constraints(chunk_options=())):
                 for zero in (1, 2, 3):
-                    if (zero == 3 and schedule == "zbh1") or (zero >= 2 and pp > 1):
+                    if (zero == 3 and schedule == "zbh1") or (zero == 3 and pp > 1):
                         continue
                     cfg = ParallelConfig(dp, pp, m, schedule, zero=zero)
                     links = boundary_links(A100, cfg)
@@ -379,12 +378,13 @@ def test_zero_in_plan_json_model_yaml_and_cli(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags,why,edit", [
-    # a plan edited by hand: parsim writes none (parsim.sim refuses ZeRO-2 and -3 with pp > 1)
-    (["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], "ZeRO-2 runs with pp=1 only", 2),
+    # a plan edited by hand: parsim writes none (parsim.sim refuses ZeRO-3 with pp > 1; ZeRO-2 beside a
+    # pipeline runs: tests/test_fsdp_pipeline.py)
+    (["--dp", "2", "--pp", "2", "--microbatches", "2", "--zero", "1"], "ZeRO-3 runs with pp=1 only", 3),
 ])
 def test_the_executor_refuses_what_it_does_not_run_before_launching(tmp_path, capsys, flags, why, edit):
-    """What parsim never writes and the executor does not run (ZeRO-2 and -3 with pp > 1): refused
-    in one line, never run as another stage in its place."""
+    """What parsim never writes and the executor does not run (ZeRO-3 with pp > 1): refused in one
+    line, never run as another stage in its place."""
     out = tmp_path / "plan.json"
     assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:2x2", *flags,
                  "-o", str(out)]) == 0

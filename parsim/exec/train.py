@@ -164,9 +164,10 @@ def check_run(opts: RunOptions):
         raise InputError(f"{spec.path or opts.plan}: training.fsdp_backward_prefetch: the executor's FSDP2 prefetches "
                          "the backward's next all-gather before the current unit's backward (pre); drop "
                          "fsdp_backward_prefetch to run the plan")
-    if cfg.zero > 1 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
-        raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only, as in DeepSpeed and Megatron; "
-                         "plan with --zero 1 or --pp 1")
+    if cfg.zero > 2 and cfg.pp > 1:   # parsim.sim refuses it too (check_config): not written by parsim
+        raise InputError(f"{opts.plan}: parallel.zero: ZeRO-{cfg.zero} runs with pp=1 only; beside a pipeline "
+                         "FSDP keeps the gathered parameters through the step, as torchtitan runs it: plan with "
+                         "--zero 2")
     if cfg.zero >= 2 and not cfg.overlap_grad_reduce:
         raise InputError(f"{opts.plan}: parallel.overlap_grad_reduce: false with zero {cfg.zero}: the executor runs "
                          "ZeRO-2 with torch FSDP2, which reduce-scatters on its own stream under the backward, not on "

@@ -198,6 +198,12 @@ def _zero_args(c, source: str) -> list[str]:
         raise refuse(source, "parallel.overlap_grad_reduce", False, TARGET, "runs ZeRO-2 as torch FSDP2, which "
                      "reduce-scatters under the backward on its own stream, not on the compute stream (DeepSpeed's "
                      "overlap_comm false); plan with --overlap-grad-reduce")
+    if c.zero > 1 and c.pp > 1:
+        # parsim prices FSDP beside a pipeline as torch.distributed.pipelining's FSDP2 stages run
+        # (torchtitan); Megatron's own pipeline schedules drive its gradient sync instead
+        raise refuse(source, "parallel.zero", c.zero, TARGET, "runs its own pipeline schedules, not torch's FSDP2 "
+                     "stages as parsim prices ZeRO-2 beside pp (torchtitan); plan with --zero 1 (its distributed "
+                     "optimizer) or export to torchtitan")
     if c.hybrid_sharded and c.zero > 1:
         # training.py builds torch FSDP2's config from reshard_after_forward alone, its mesh the whole
         # dp x cp group (torch_fully_sharded_data_parallel.py); Megatron-FSDP's HSDP is another code path

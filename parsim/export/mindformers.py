@@ -62,6 +62,12 @@ def import_config(raw: dict, source: str) -> Imported:
     if par.get("enable_parallel_optimizer", bool, False):
         optimizer = par.sub("parallel_optimizer_config", required=False)
         zero = 2 if optimizer.get("gradient_accumulation_shard", bool, False) else 1
+        if zero == 2 and pp > 1:
+            # MindSpore shards the accumulated gradients and reduce-scatters every micro-batch; parsim
+            # prices ZeRO-2 beside a pipeline as torchtitan runs it (unsharded, reduced once a step)
+            raise refuse(source, "parallel.parallel_optimizer_config.gradient_accumulation_shard", True,
+                         "parsim's MindFormers reader", "reads it without pipeline stages only: beside a pipeline "
+                         "parsim prices ZeRO-2 as torchtitan runs it; set it false (ZeRO-1)")
         # MindSpore's shard group (parsim.export.mindspore.weight_shard_size); MindSpore Transformers'
         # docs: "the number of replicas ... is data_parallel/optimizer_weight_shard_size"
         dp_shard = weight_shard_size(optimizer.get("optimizer_weight_shard_size", int, -1), dp, source,

@@ -150,9 +150,9 @@ def export_config(plan, spec, source: str) -> dict:
         # "If data_parallel_shard_degree is also greater than 1, the parallelism method used is HSDP")
         par["data_parallel_replicate_degree"] = c.shard_replicas
         par["data_parallel_shard_degree"] = c.dp // c.shard_replicas
-        # FSDP2 without resharding after forward keeps the parameters for the backward (ZeRO-2);
-        # torchtitan's "default" reshards unless pp > 1
-        par["fsdp_reshard_after_forward"] = "never" if c.zero == 2 else "always" if c.pp > 1 else "default"
+        # FSDP2 without resharding after forward keeps the parameters for the backward (ZeRO-2, and
+        # torchtitan's "default" under pp); "default" reshards at pp = 1 (ZeRO-3; simulate refuses it under pp)
+        par["fsdp_reshard_after_forward"] = "never" if c.zero == 2 else "default"
     else:
         raise refuse(source, "parallel.zero", c.zero, TARGET, "replicates (DDP, zero 0) or shards with FSDP2 "
                      "(zero 3; zero 2 under pp); plan with --zero 0 or 3")
@@ -237,10 +237,10 @@ def import_config(cfg: dict, source: str) -> Imported:
         raise refuse(source, "parallelism.expert_parallel_degree", ep, "torchtitan's llama3", "has no experts")
     reshard = g(("parallelism.fsdp_reshard_after_forward",), str, "default")
     sharded = shard != 1 or cp > 1
-    if sharded and pp > 1:
-        raise refuse(source, "parallelism.data_parallel_shard_degree", shard, "parsim", "prices FSDP (ZeRO 2 and 3) "
-                     "without pipeline parallelism only; price this config with data_parallel_shard_degree = 1 "
-                     "(--set parallelism.data_parallel_shard_degree=1)")
+    if sharded and pp > 1 and reshard == "always":
+        raise refuse(source, "parallelism.fsdp_reshard_after_forward", reshard, "parsim", "prices FSDP beside a "
+                     "pipeline with the gathered parameters kept through the step (torchtitan's default under pp); "
+                     "set it to default or never")
     zero = 0 if not sharded else 2 if reshard == "never" or (reshard == "default" and pp > 1) else 3
     schedule_name = g(("parallelism.pipeline_parallel_schedule", "experimental.pipeline_parallel_schedule"), str, "1F1B")
     by_name = {v.lower(): k for k, v in SCHEDULES.items()}

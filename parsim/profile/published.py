@@ -391,6 +391,7 @@ def figure_tokens(figure: Figure) -> int:
 def describe(cfg) -> str:
     tp = f"tp={cfg.tp}" + (" sp" if cfg.tp_layout == "megatron-sp" else "") + (" overlap" if cfg.tp_comm_overlap else "")
     cp = f" cp={cfg.cp}" + (f" {cfg.cp_mode}" if cfg.cp_mode != "ring" else "") if cfg.cp > 1 else ""
+    grads = grad_reduce_text(cfg.overlap_grad_reduce, cfg.zero, cfg.grads_reduced_once)
     return (f"dp={cfg.dp} {tp} pp={cfg.pp}{cp}"
             f"{f' ep={cfg.ep}' if cfg.ep > 1 else ''}{f' etp={cfg.etp}' if cfg.etp > 1 else ''}"
             f"{' ep-overlap' if cfg.ep_overlap else ''}{f' zero={cfg.zero}' if cfg.zero else ''}"
@@ -398,7 +399,7 @@ def describe(cfg) -> str:
             f" m={cfg.microbatches} {cfg.schedule}"
             f"{f' v={cfg.chunks}' if cfg.chunks > 1 else ''}{' recompute' if cfg.recompute else ''}"
             f"{f' ({part})' if (part := recompute_layers_text(cfg.recompute_layers, cfg.recompute_every)) else ''}"
-            f"{f' {grads}' if (grads := grad_reduce_text(cfg.overlap_grad_reduce, cfg.zero, cfg.no_sync)) else ''}")
+            f"{f' {grads}' if grads else ''}")
 
 
 def figure_imbalance(routing: tuple) -> float | None:

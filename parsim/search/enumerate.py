@@ -9,8 +9,8 @@ Search space:
   and the searched one (parsim.shard.auto), searched for each candidate's micro-batch size
   within the memory of its pp devices (parsim.shard.prepare.auto_memory_bytes);
 - ZeRO stages 0-3 where dp > 1 (unless the model or --zero fixes it; zero 3 not under ZB-H1's
-  split backward), each priced by the simulator, its memory bound shrunk per stage
-  (parsim.cost.memory.zero_fractions);
+  split backward; 2-3 with pp = 1 only, but a fixed zero 2 beside pipelines too), each priced by
+  the simulator, its memory bound shrunk per stage (parsim.cost.memory.zero_fractions);
 - activation recomputation off and on (unless the model or a flag fixes it); on only where the
   same candidate without it does not fit the memory bound or, simulated, the cap, since
   recomputing is never faster;
@@ -278,9 +278,11 @@ def ep_values(spec: ModelSpec, c: Constraints, dp: int, cp: int, tp: int, etp: i
 def zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, cp: int = 1, ep: int = 1):
     """(schedule, chunks, placement, zero) for each schedule: the placements where both dp and pp
     exceed 1, and the ZeRO stages: the one fixed (--zero, then model.yaml), else 0-3 where dp x cp
-    > 1, the ranks it shards over (2-3 only where pp = 1, and 3 not under a split backward:
-    parsim.sim.simulate refuses them).  A fixed shard group (``fixed_shard``, HSDP) takes the ZeRO
-    plans it applies to only (parsim.refusals.shard_refusal): zero 1-3, its size dividing dp, ep 1."""
+    > 1, the ranks it shards over (3 only where pp = 1, and not under a split backward: parsim.sim.simulate
+    refuses them; 2 beside a pipeline, torchtitan's FSDP under pp, only where it is the fixed stage: it runs
+    ZeRO-1's collectives there, once a step, and holds more).  A fixed shard group (``fixed_shard``, HSDP)
+    takes the ZeRO plans it applies to only (parsim.refusals.shard_refusal): zero 1-3, its size dividing dp,
+    ep 1."""
     fixed = c.zero if c.zero is not None else spec.parallel.zero
     shards = dp * cp
     shard = fixed_shard(c, spec)
@@ -289,8 +291,8 @@ def zero_variants(schedules, dp: int, pp: int, c: Constraints, spec: ModelSpec, 
     for schedule, v in schedules:
         for placement in (c.placements if dp > 1 and pp > 1 else c.placements[:1]):
             for zero in ((fixed,) if fixed is not None else (0, 1, 2, 3) if shards > 1 else (0,)):
-                if (zero and shards == 1) or (zero >= 2 and pp > 1) or (zero == 3 and schedule == "zbh1") \
-                        or (shard and not zero):
+                if (zero and shards == 1) or (zero >= 2 and pp > 1 and (zero == 3 or fixed is None)) \
+                        or (zero == 3 and schedule == "zbh1") or (shard and not zero):
                     continue
                 yield schedule, v, placement, zero
 

@@ -129,7 +129,7 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
                            cfg.expert_dp, training.grad_reduce_dtype)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.shard_ranks
-    if cfg.no_sync:         # the unsharded gradients accumulated through the step, beside the shards reduced into:
+    if cfg.grads_reduced_once:  # the unsharded gradients accumulated through the step, beside the shards reduced into:
         # in the parameters' dtype, as FSDP's unsharded parameters make them (FSDP2's param_dtype; the reduce
         # dtype is the reduce-scatter's, at the last micro-batch)
         width = bytes_per_param(training.dtype, training.optimizer)["params"]

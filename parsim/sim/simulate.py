@@ -60,11 +60,20 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
         raise InfeasibleError(f"dp_shard={cfg.dp_shard}: the routed experts shard over their own expert-data-parallel "
                               "group, which parsim does not price beside hybrid sharding; drop dp_shard")
     if cfg.zero >= 2 and cfg.pp > 1:
-        # DeepSpeed's pipeline engine asserts zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2
-        # and ZeRO-3 are incompatible with pipeline parallelism" (deepspeed/runtime/pipe/engine.py), and
-        # Megatron shards with pp only as its distributed optimizer (ZeRO-1)
-        raise InfeasibleError(f"zero={cfg.zero} with pp={cfg.pp}: ZeRO-2 and -3 run without pipeline parallelism, as in "
-                              "DeepSpeed and Megatron; use zero 1 or pp=1")
+        # FSDP beside a pipeline is priced as torchtitan runs it: FSDP2 stages driven by
+        # torch.distributed.pipelining, the parameters gathered at the step's first forward and kept
+        # (torchtitan's reshard_after_forward policy "default": False when pp is enabled, "to avoid
+        # per-microbatch all-gathers"), the gradients reduced once after the stage's last backward
+        # (ParallelConfig.grads_reduced_once).  DeepSpeed's pipeline engine refuses ZeRO-2/3
+        # (deepspeed/runtime/pipe/engine.py), and parsim.export refuses it for each framework but torchtitan.
+        if cfg.zero == 3:
+            raise InfeasibleError(f"zero=3 with pp={cfg.pp}: beside a pipeline parsim prices FSDP as torchtitan runs "
+                                  "it, the gathered parameters kept through the step (reshard_after_forward off "
+                                  "under pp), which is zero 2; use zero 2, zero 1 or pp=1")
+        if not cfg.overlap_grad_reduce:
+            raise InfeasibleError(f"overlap_grad_reduce=false with zero 2 and pp={cfg.pp}: beside a pipeline FSDP "
+                                  "reduce-scatters once after each stage's last backward, on its own stream; leave "
+                                  "overlap_grad_reduce true")
     check_tp_overlap(cfg, cluster)
     check_fold(graph, cfg)
     if cfg.ep_overlap and cfg.ep == 1:
@@ -329,7 +338,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             last = per_layer["W" if split else "B"][::-1]
             total = sum(last) or 1.0
             if zero >= 2:        # FSDP2's units (parsim.exec.fsdp), reduce-scattered every micro-batch
-                syncs = 1 if cfg.no_sync else m    # or the last only (no_sync: the sum of all, once)
+                syncs = 1 if cfg.grads_reduced_once else m    # or once (no_sync, a pipeline's: the sum of all)
                 shared = graph.sharing(idx)
                 units = fsdp_units(own, [i in shared for i in idx])
                 sizes = tuple(sum(own[i] for i in u) * per_param["grads"] for u in units)
@@ -459,7 +468,9 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
             overlap, contention = terms
     saved, w_held = stage_activation_bytes(graph, cfg, b, split)
     buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
-    after_backward = not cfg.overlap_grad_reduce and zero < 2     # every bucket after the rank's backward (engine)
+    # every bucket after the rank's backward (engine): without overlap below ZeRO-2, and FSDP beside a
+    # pipeline (torch.distributed.pipelining's perform_reduce_grad, after the stage's last backward)
+    after_backward = (not cfg.overlap_grad_reduce and zero < 2) or (zero >= 2 and cfg.pp > 1)
     if not cfg.overlap_grad_reduce and zero >= 2:
         # ZeRO-2 without overlap (DeepSpeed's overlap_comm false, ParallelConfig.overlap_grad_reduce):
         # each bucket as the backward readies it, on the compute stream, which waits for all of it
@@ -471,7 +482,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages, after_backward)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
                          w_held_bytes=w_held, reduce_after_backward=after_backward,
-                         buckets_every_microbatch=zero >= 2 and not cfg.no_sync, after_optimizer_s=after_opt,
+                         buckets_every_microbatch=zero >= 2 and not cfg.grads_reduced_once, after_optimizer_s=after_opt,
                          gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
                          busy_sender_delay_s=cluster.profile.collectives.busy_sender_delay_s,
