@@ -154,12 +154,18 @@ class ParallelConfig:
         return self.grad_ranks // self.shard_ranks
 
     @property
+    def fsdp_beside_pipeline(self) -> bool:
+        """FSDP (ZeRO 2-3) with pp > 1, priced and run as torchtitan runs it: FSDP2 stages driven by
+        torch.distributed.pipelining (parsim.sim.simulate.check_config allows ZeRO-2 there only)."""
+        return self.zero >= 2 and self.pp > 1
+
+    @property
     def grads_reduced_once(self) -> bool:
-        """FSDP's gradients accumulated unsharded and reduced once a step: ``no_sync``, or ZeRO-2
+        """FSDP's gradients accumulated unsharded and reduced once a step: ``no_sync``, or FSDP
         beside a pipeline, as torch.distributed.pipelining runs FSDP2 stages: every backward without
         gradient sync or reshard, then one reduce-scatter per stage after its last backward (torch
         2.13, distributed/pipelining/stage.py: backward_maybe_with_nosync, perform_reduce_grad)."""
-        return self.no_sync or (self.zero >= 2 and self.pp > 1)
+        return self.no_sync or self.fsdp_beside_pipeline
 
     @property
     def hybrid_sharded(self) -> bool:

@@ -38,7 +38,7 @@ def export_text(plan, spec, target: str, source: str) -> str:
     c = plan.config
     # every target reduces each micro-batch's gradients under ZeRO-2/3, but beside a pipeline, where
     # torchtitan's FSDP2 stages reduce once a step anyway (ParallelConfig.grads_reduced_once)
-    if c.no_sync and not (target == "torchtitan" and c.zero >= 2 and c.pp > 1):
+    if c.no_sync and not (target == "torchtitan" and c.fsdp_beside_pipeline):
         from parsim.export.common import refuse
 
         raise refuse(source, "parallel.no_sync", True, target, "reduce-scatters every micro-batch's gradients "

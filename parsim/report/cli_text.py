@@ -191,8 +191,7 @@ def simulate_lines(spec, cluster, est, grid: bool = False) -> list[str]:
     """``parsim simulate``: the configuration, the step, per-rank times and memory."""
     from parsim.report.timeline import timeline_grid
 
-    c = est.config
-    sync = c.get("no_sync", False) or (c["zero"] >= 2 and c["pp"] > 1)      # ParallelConfig.grads_reduced_once
+    c, sync = est.config, est.config.get("no_sync", False)
     lines = [f"{spec.name} on {cluster.spec} ({precision(spec.training)}): dp={c['dp']} pp={c['pp']}"
              + (f" tp={c['tp']} ({c['tp_layout']})" if c["tp"] > 1 else "")
              + (" tp-comm-overlap" if c.get("tp_comm_overlap") else "")

@@ -59,7 +59,7 @@ def check_config(graph: LayerGraph, training: Training, cluster: Cluster, cfg: P
     if cfg.dp_shard and graph.moe and cfg.experts_apart:
         raise InfeasibleError(f"dp_shard={cfg.dp_shard}: the routed experts shard over their own expert-data-parallel "
                               "group, which parsim does not price beside hybrid sharding; drop dp_shard")
-    if cfg.zero >= 2 and cfg.pp > 1:
+    if cfg.fsdp_beside_pipeline:
         # FSDP beside a pipeline is priced as torchtitan runs it: FSDP2 stages driven by
         # torch.distributed.pipelining, the parameters gathered at the step's first forward and kept
         # (torchtitan's reshard_after_forward policy "default": False when pp is enabled, "to avoid
@@ -470,7 +470,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
     buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
     # every bucket after the rank's backward (engine): without overlap below ZeRO-2, and FSDP beside a
     # pipeline (torch.distributed.pipelining's perform_reduce_grad, after the stage's last backward)
-    after_backward = (not cfg.overlap_grad_reduce and zero < 2) or (zero >= 2 and cfg.pp > 1)
+    after_backward = (not cfg.overlap_grad_reduce and zero < 2) or cfg.fsdp_beside_pipeline
     if not cfg.overlap_grad_reduce and zero >= 2:
         # ZeRO-2 without overlap (DeepSpeed's overlap_comm false, ParallelConfig.overlap_grad_reduce):
         # each bucket as the backward readies it, on the compute stream, which waits for all of it
@@ -548,7 +548,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
               "tp_comm_overlap": cfg.tp_comm_overlap, "cp_mode": cfg.cp_mode, "zero": cfg.zero,
               **({"dp_shard": cfg.dp_shard} if cfg.dp_shard else {}),
               **({"overlap_grad_reduce": False} if not cfg.overlap_grad_reduce else {}),
-              **({"no_sync": True} if cfg.no_sync else {}),
+              **({"no_sync": True} if cfg.grads_reduced_once else {}),     # the sync as run
               "microbatches": cfg.microbatches, "microbatch_size": b,
               "schedule": cfg.schedule, "chunks": cfg.chunks, "bounds": list(cfg.bounds), "placement": cfg.placement,
               "split": cfg.describe_split(graph.names), "cluster": cluster.spec, "model": graph.name}
