@@ -149,14 +149,15 @@ def test_a_mindformers_config_sharding_accumulated_gradients_beside_a_pipeline_i
     assert len(err) == 1 and "gradient_accumulation_shard" in err[0], err
 
 
-@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+@pytest.mark.parametrize("schedule", [["1f1b"], ["interleaved", "--chunks", "2"], ["zbh1"]])
 def test_the_executor_runs_it_equal_to_the_reference_with_the_priced_collectives(tmp_path, capfd, schedule):
-    """dp 2 x pp 2 at ZeRO-2 on 4 gloo ranks, FSDP2 stages under torch.distributed.pipelining: two steps
-    equal the single-process reference, and each stage's all-gathers and reduce-scatters (kind and
-    bytes) are the simulator's, each unit once a step."""
+    """dp 2 x pp 2 at ZeRO-2 on 4 gloo ranks, FSDP2 stages under torch.distributed.pipelining (one stage
+    a rank; two, interleaved; the split backward of ZB-H1): two steps equal the single-process reference,
+    and each stage's all-gathers and reduce-scatters (kind and bytes) are the simulator's, each unit once
+    a step."""
     plan = str(tmp_path / "plan.json")
     assert main(["simulate", "examples/gpt_tiny_local.yaml", "--cluster", "local-cpu:2x2", "--dp", "2", "--pp", "2",
-                 "--microbatches", "2", "--schedule", schedule, "--zero", "2", "-o", plan, "--json"]) == 0
+                 "--microbatches", "4", "--schedule", *schedule, "--zero", "2", "-o", plan, "--json"]) == 0
     out = tmp_path / "run"
     assert main(["run", plan, "--out", str(out), "--synthetic-size", "256", "--steps", "2"]) == 0
     measured, _ = assert_equals_reference(plan, out, 2, 256)

@@ -72,12 +72,16 @@ class ShardedCollectives(TorchDispatchMode):
     """The collectives FSDP2 issues, (op, bytes of the full buffer), in launch order: an
     all-gather's output, a reduce-scatter's input, and under HSDP the all-reduce of each shard
     over ``replicas`` (its process group; other all-reduces, a tensor-parallel one, are not
-    FSDP2's); the quantities ``Estimate.sharded_collectives`` prices."""
+    FSDP2's); the quantities ``Estimate.sharded_collectives`` prices.  ``stage_of()`` names the
+    stage whose action issues one now (stages.Recorder.stage; None: the rank's first stage), so
+    that a rank holding several stages (an interleaved pipeline) reports each stage's own."""
 
-    def __init__(self, replicas=None):
+    def __init__(self, replicas=None, stage_of=lambda: None):
         super().__init__()
         self.issued: list[tuple[str, int]] = []
+        self.stages: list[int | None] = []          # the stage of each entry of ``issued``
         self.replicas = replicas.group_name if replicas is not None else None
+        self.stage_of = stage_of
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
@@ -87,11 +91,16 @@ class ShardedCollectives(TorchDispatchMode):
 
                 if self.replicas is not None and dist.ProcessGroup.unbox(args[1]).group_name == self.replicas:
                     self.issued.append(("all_reduce", sum(t.numel() * t.element_size() for t in args[0])))
+                    self.stages.append(self.stage_of())
             else:
                 whole = args[0] if name == "_allgather_base_" else args[1]
                 self.issued.append((_OPS[name], whole.numel() * whole.element_size()))
+                self.stages.append(self.stage_of())
         return func(*args, **(kwargs or {}))
 
-    def take(self) -> list[tuple[str, int]]:
-        issued, self.issued = self.issued, []
-        return issued
+    def take(self, stage_ids=(0,)) -> list[list[tuple[str, int]]]:
+        """What each of ``stage_ids`` (the rank's stages, in order) issued, in launch order; emptied."""
+        out = [[c for c, s in zip(self.issued, self.stages) if (stage_ids[0] if s is None else s) == stage]
+               for stage in stage_ids]
+        self.issued, self.stages = [], []
+        return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections import OrderedDict
 
 import torch
@@ -16,6 +17,7 @@ from parsim.errors import InputError
 from parsim.model.extract import cut_units
 from parsim.model.spec import ModelSpec, build_module
 from parsim.plan import ParallelConfig, Plan, check_plan_matches
+from parsim.schedule.actions import Action, Kind
 
 SCHEDULE_CLASSES = {
     "gpipe": "ScheduleGPipe",
@@ -207,3 +209,81 @@ def check_order_matches(torch_schedule, ours, pipe_rank: int) -> None:
     if theirs != mine:
         raise RuntimeError(f"torch's {type(torch_schedule).__name__} order differs from the plan's on rank "
                            f"{pipe_rank}: {theirs[:6]} vs {mine[:6]}")
+
+
+class Recorder:
+    """(pipeline rank, action, stream, start_s, end_s) per action of the current step, and the stage
+    whose action, or whose gradient reduction, runs now (``stage``: None between them), which
+    fsdp.ShardedCollectives reads to say which of a rank's stages issued a collective."""
+
+    def __init__(self, pipe_rank: int):
+        self.pipe_rank, self.t0, self.records, self.stage = pipe_rank, 0.0, [], None
+
+    def start(self) -> None:
+        self.t0, self.records = time.perf_counter(), []
+
+    @contextlib.contextmanager
+    def on_stage(self, stage: int):
+        before, self.stage = self.stage, stage
+        try:
+            yield
+        finally:
+            self.stage = before
+
+    @contextlib.contextmanager
+    def action(self, action: Action, stream: str = "compute"):
+        t = time.perf_counter()
+        with self.on_stage(action.stage):
+            yield
+        self.records.append((self.pipe_rank, action, stream, t - self.t0, time.perf_counter() - self.t0))
+
+
+def instrument(stage, rec: Recorder) -> None:
+    """Time the stage's per-micro-batch calls under the simulator's action names, and mark as the
+    stage's what FSDP2 issues for it between them: its gradient reduction (the reduce-scatters beside a
+    pipeline, PipelineStage.perform_reduce_grad) and the all-gathers a multi-stage schedule starts
+    ahead of its compute (its UNSHARD actions call each FSDP module's unshard)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    fwd, bwd, wgt = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
+
+    def forward_one_chunk(chunk, *args, **kwargs):
+        with rec.action(Action(stage.stage_index, Kind.F, chunk)):
+            return fwd(chunk, *args, **kwargs)
+
+    def backward_one_chunk(chunk, loss=None, full_backward=True, last_backward=False):
+        with rec.action(Action(stage.stage_index, Kind.B if full_backward else Kind.I, chunk)):
+            return bwd(chunk, loss=loss, full_backward=full_backward, last_backward=last_backward)
+
+    def backward_weight_one_chunk(chunk, last_backward=False):
+        with rec.action(Action(stage.stage_index, Kind.W, chunk)):
+            return wgt(chunk, last_backward=last_backward)
+
+    stage.forward_one_chunk = forward_one_chunk
+    stage.backward_one_chunk = backward_one_chunk
+    stage.backward_weight_one_chunk = backward_weight_one_chunk
+    stage.perform_reduce_grad = _on_stage(stage.perform_reduce_grad, rec, stage.stage_index)
+    for module in stage.submod.modules():
+        if isinstance(module, FSDPModule):
+            module.unshard = _on_stage(module.unshard, rec, stage.stage_index)
+    # torch's metadata inference (the first step's extra forward and backward that find the shapes
+    # crossing each boundary) is no action of the plan: the collectives it issues are not the step's
+    for name in ("_prepare_forward_infra", "_prepare_backward_infra"):
+        setattr(stage, name, _uncounted(getattr(stage, name)))
+
+
+def _on_stage(call, rec: Recorder, stage: int):
+    """``call`` run as stage ``stage``'s (Recorder.stage)."""
+    def run(*args, **kwargs):
+        with rec.on_stage(stage):
+            return call(*args, **kwargs)
+    return run
+
+
+def _uncounted(infra):
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def call(*args, **kwargs):
+        with _disable_current_modes():     # tensor_parallel.CollectiveCounter
+            return infra(*args, **kwargs)
+    return call

@@ -50,7 +50,6 @@ Measured, as the simulator predicts it:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import time
@@ -66,7 +65,7 @@ from parsim.exec.data import check_data, input_kind, make_loader
 from parsim.exec.grad_sync import GradBuckets, TiedGrads, tied_holders
 from parsim.exec.measure import profiled_peak_bytes, record_run, static_bytes
 from parsim.exec.objective import loss_fn
-from parsim.exec.stages import (MULTI_STAGE, build_units, check_order_matches, local_stages,
+from parsim.exec.stages import (MULTI_STAGE, Recorder, build_units, check_order_matches, instrument, local_stages,
                                  memory_format, model_input, recompute_attention, recompute_units, recomputed_children,
                                  schedule_class, stage_module)
 from parsim.model.recompute import MODULE_MODES, Recompute
@@ -94,56 +93,6 @@ class RunOptions:
     checkpoint_every: int = 0
     synthetic_size: int = 50_000
     force: bool = False          # run a plan made for another cluster, or for a model file since changed
-
-
-class Recorder:
-    """(pipeline rank, action, stream, start_s, end_s) per action of the current step."""
-
-    def __init__(self, pipe_rank: int):
-        self.pipe_rank, self.t0, self.records = pipe_rank, 0.0, []
-
-    def start(self) -> None:
-        self.t0, self.records = time.perf_counter(), []
-
-    @contextlib.contextmanager
-    def action(self, action: Action, stream: str = "compute"):
-        t = time.perf_counter()
-        yield
-        self.records.append((self.pipe_rank, action, stream, t - self.t0, time.perf_counter() - self.t0))
-
-
-def instrument(stage, rec: Recorder) -> None:
-    """Time the stage's per-micro-batch calls under the simulator's action names."""
-    fwd, bwd, wgt = stage.forward_one_chunk, stage.backward_one_chunk, stage.backward_weight_one_chunk
-
-    def forward_one_chunk(chunk, *args, **kwargs):
-        with rec.action(Action(stage.stage_index, Kind.F, chunk)):
-            return fwd(chunk, *args, **kwargs)
-
-    def backward_one_chunk(chunk, loss=None, full_backward=True, last_backward=False):
-        with rec.action(Action(stage.stage_index, Kind.B if full_backward else Kind.I, chunk)):
-            return bwd(chunk, loss=loss, full_backward=full_backward, last_backward=last_backward)
-
-    def backward_weight_one_chunk(chunk, last_backward=False):
-        with rec.action(Action(stage.stage_index, Kind.W, chunk)):
-            return wgt(chunk, last_backward=last_backward)
-
-    stage.forward_one_chunk = forward_one_chunk
-    stage.backward_one_chunk = backward_one_chunk
-    stage.backward_weight_one_chunk = backward_weight_one_chunk
-    # torch's metadata inference (the first step's extra forward and backward that find the shapes
-    # crossing each boundary) is no action of the plan: the collectives it issues are not the step's
-    for name in ("_prepare_forward_infra", "_prepare_backward_infra"):
-        setattr(stage, name, _uncounted(getattr(stage, name)))
-
-
-def _uncounted(infra):
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    def call(*args, **kwargs):
-        with _disable_current_modes():     # tensor_parallel.CollectiveCounter
-            return infra(*args, **kwargs)
-    return call
 
 
 def check_run(opts: RunOptions):
@@ -492,11 +441,12 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
         elif step == start and (cfg.tp > 1 or cfg.zero >= 2):
             dist.barrier()                 # the first step counts the tp and FSDP collectives (untimed)
             across = fsdp_mesh.get_group("dp_replicate") if cfg.hybrid_sharded else None   # HSDP's all-reduces
-            with tensor_parallel.CollectiveCounter() as counter, fsdp.ShardedCollectives(across) as issued:
+            with tensor_parallel.CollectiveCounter() as counter, \
+                    fsdp.ShardedCollectives(across, lambda: rec.stage) as issued:
                 losses = run_step(x, y)
             collectives = dict(counter.counts) if cfg.tp > 1 else {}
-            if cfg.zero >= 2:              # pp=1: one stage
-                sharded[:] = [issued.take()]
+            if cfg.zero >= 2:              # each local stage's own (an interleaved pipeline holds several)
+                sharded[:] = issued.take(stage_ids)
             t = float("nan")
         else:
             dist.barrier()                 # every rank starts the step together, as the simulator does

@@ -167,7 +167,7 @@ def measure_fsdp_sync(units, loss_of, sample, microbatch: int, repeats: int) -> 
         for _ in range(WARMUP):
             backward(plain)
             backward(sharded)
-    reduce_scatter_bytes = [n for op, n in issued.take() if op == "reduce_scatter"]
+    reduce_scatter_bytes = [n for op, n in issued.take()[0] if op == "reduce_scatter"]
     per_backward = len(reduce_scatter_bytes) // WARMUP
     samples = [(backward(plain), backward(sharded)) for _ in range(repeats)]
     return summarize_fsdp(samples, microbatch, dp, reduce_scatter_bytes[:per_backward])
