@@ -213,8 +213,8 @@ def check_order_matches(torch_schedule, ours, pipe_rank: int) -> None:
 
 class Recorder:
     """(pipeline rank, action, stream, start_s, end_s) per action of the current step, and the stage
-    whose action, or whose gradient reduction, runs now (``stage``: None between them), which
-    fsdp.ShardedCollectives reads to say which of a rank's stages issued a collective."""
+    whose action, gradient reduction or prefetched all-gather runs now (``stage``: None between them),
+    which fsdp.ShardedCollectives reads to say which of a rank's stages issued a collective."""
 
     def __init__(self, pipe_rank: int):
         self.pipe_rank, self.t0, self.records, self.stage = pipe_rank, 0.0, [], None
