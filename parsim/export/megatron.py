@@ -198,7 +198,7 @@ def _zero_args(c, source: str) -> list[str]:
         raise refuse(source, "parallel.overlap_grad_reduce", False, TARGET, "runs ZeRO-2 as torch FSDP2, which "
                      "reduce-scatters under the backward on its own stream, not on the compute stream (DeepSpeed's "
                      "overlap_comm false); plan with --overlap-grad-reduce")
-    if c.zero > 1 and c.pp > 1:
+    if c.fsdp_beside_pipeline:
         # parsim prices FSDP beside a pipeline as torch.distributed.pipelining's FSDP2 stages run
         # (torchtitan); Megatron's own pipeline schedules drive its gradient sync instead
         raise refuse(source, "parallel.zero", c.zero, TARGET, "runs its own pipeline schedules, not torch's FSDP2 "

@@ -47,7 +47,7 @@ def export_settings(plan, spec, source: str, strategies: dict) -> dict:
     for key, bad, why in (("schedule", c.schedule == "zbh1", "schedules gpipe and 1f1b (interleaved with "
                                                             "pipeline_interleave) only"),
                           ("cp", c.cp > 1, "has no ring context parallelism"),
-                          ("zero", c.zero >= 2 and c.pp > 1,
+                          ("zero", c.fsdp_beside_pipeline,
                            "shards accumulated gradients beside a pipeline (gradient_accumulation_shard), not as "
                            "parsim prices ZeRO-2 there (torchtitan's FSDP stages); plan with --zero 1"),
                           ("ep", c.ep > 1, "shards experts through its MoE layers' config, not these settings"),
