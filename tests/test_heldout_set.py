@@ -3,7 +3,8 @@ hash to what was committed when the set was drawn, and their content (names, rul
 model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27, -27b and -27c
 are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
 were held out when drawn; 2026-11-28 and 2026-11-28b (dense) are development sets since their
-runs set the CPU intervals; 2026-11-28c and 2026-11-28d (dense) are held out, measuring one model.  Every model loads and extracts, its torch module runs one forward on the
+runs set the CPU intervals; 2026-11-28c (dense) is held out; 2026-11-28d (dense) was held out until the host-noise
+term of the CPU intervals, which its third report motivated; 2026-12-06 (dense) was drawn to measure that term.  Every model loads and extracts, its torch module runs one forward on the
 executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
 validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
 only from the runs its rule allows."""
@@ -35,7 +36,8 @@ SET_C = "results/heldout/2026-11-28.yaml"
 SET_D = "results/heldout/2026-11-28b.yaml"
 SET_E = "results/heldout/2026-11-28c.yaml"
 SET_F = "results/heldout/2026-11-28d.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F)
+SET_G = "results/heldout/2026-12-06.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -45,7 +47,8 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_C: {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32},      # every size any set used before
                      SET_D: {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32},
                      SET_E: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36},
-                     SET_F: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 22, 24, 28, 32, 36, 44}}
+                     SET_F: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 22, 24, 28, 32, 36, 44},
+                     SET_G: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 20, 22, 24, 26, 28, 32, 36, 44, 52}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -61,6 +64,10 @@ SHA256 = {
     SET_D: "c0b074a03213f3eb0be04788140d171e2ac2ca336d970cc1d3997e91ea709de9",
     SET_E: "e969e77b2887356d73d4b13aa9cea2521a1f17fe6e131b418cd337df68f7fd09",
     SET_F: "8bda0477fd8b95080dcadea5141550211c1a767144d25de2d43b82e8b4ab0289",
+    SET_G: "d880848539b96a09545d2836489d0064fcea1a3eab860663ebcba9a0e4119247",
+    "results/heldout/models/resnext_cifar.yaml": "aa02a50769b0f9edabb4ad404c1f8e667b3f60b27d3022c5e12b6d1e5e35dde1",
+    "results/heldout/models/stablelm_tiny.yaml": "99dcb7dd828e20e8a40a9a847505da0114b0bdde6865b04df923b451aa2ca5e2",
+    "results/heldout/models/nemotron_tiny.yaml": "c13e61a59f0bc201e6b04f198e8c19da71208e8d38562371c68d4e7e60cd5adc",
     "results/heldout/models/shufflenet_v2_cifar.yaml": "241e4ae69f1f86e97958128be9f5eeee43da6a1defe0e394f99dd7d7aa0bdd41",
     "results/heldout/models/cohere_tiny.yaml": "ac8a35203bda3e1900943cb5b4bf7c523fb1ce79518200fc6d97c98303ae5f48",
     "results/heldout/models/olmo2_tiny.yaml": "42558398e78e284fe6329a7a18a0e9d9bbcff4fab0c72720b531f60972e46e45",
@@ -121,6 +128,10 @@ CONTENT = {
         ("results/heldout/models/shufflenet_v2_cifar.yaml", 352042, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/cohere_tiny.yaml", 1585920, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/olmo2_tiny.yaml", 1722816, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_G: ("heldout-2026-12-06", [
+        ("results/heldout/models/resnext_cifar.yaml", 315946, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/stablelm_tiny.yaml", 1710720, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/nemotron_tiny.yaml", 1477248, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
