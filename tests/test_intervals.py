@@ -1,5 +1,6 @@
 """Every profiled prediction carries its interval (parsim.sim.interval): a profile's rounds
-redrawn (parsim.cost.profile_rounds), composed with the development residuals; the planner's
+redrawn (parsim.cost.profile_rounds), composed with the development residuals and the host's noise
+as the profile's canary saw it; the planner's
 ranking under the profile's noise (parsim.search.noise); validate's coverage.  No timing: the
 profiles are written by hand."""
 
@@ -15,14 +16,16 @@ from parsim.cost.profile_rounds import replicate_tables
 from parsim.plan import ParallelConfig
 from parsim.report.validation import Row, summary
 from parsim.search.noise import rank_under_noise, simplicity
-from parsim.sim.interval import Interval, compose, load_residuals, quantiles, residuals_for
+from parsim.sim.interval import (Interval, compose, host_log_errors, load_residuals, quantiles, residuals_for,
+                                  step_interval)
 
 MODEL = "tests/data/two_layers.yaml"
 
 
-def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4)):
+def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4), canary=None, device="cpu: x86_64"):
     """A two-layer profile taken in rounds: layer a's forward per round is ``fwd_rounds`` (one list
-    per round, one time per size), its backward twice that; layer b steady at a tenth."""
+    per round, one time per size), its backward twice that; layer b steady at a tenth; ``canary``:
+    the canary's readings per round and size (none by default)."""
     n = len(fwd_rounds)
     kept = kept or [[True] * len(sizes)] * n
 
@@ -31,10 +34,11 @@ def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4)):
         med = [float(np.median([r[j] for r, k in zip(rows, kept) if k[j]])) for j in range(len(sizes))]
         return {"name": name, "fwd_s": med, "bwd_s": [2 * t for t in med],
                 "round_s": {"fwd_s": rows, "bwd_s": [[2 * t for t in r] for r in rows]}}
-    data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": list(sizes),
+    data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": list(sizes), "device": device,
             "layers": [layer("a", 1.0), layer("b", 0.1)], "optimizer_s_per_param": 1e-9,
             "rounds": {"count": n, "kept": kept, "stopped": "rounds", "target": 0.02, "precision": [0.0] * len(sizes),
-                       "optimizer_s_per_param": [1e-9, 1.2e-9, 0.8e-9]}}
+                       "optimizer_s_per_param": [1e-9, 1.2e-9, 0.8e-9],
+                       **({"canary_s": canary} if canary is not None else {})}}
     path.write_text(json.dumps(data))
     return str(path)
 
@@ -52,6 +56,56 @@ def test_composing_a_point_with_residuals_gives_their_quantiles():
     assert lo == pytest.approx(0.82, abs=0.002) and hi == pytest.approx(1.18, abs=0.002)
     assert compose([2.0, 2.0], [], 0.9) == (2.0, 2.0)      # no residuals: the predictions' own spread
     assert quantiles([1, 2, 3, 4, 5], 0.5) == (2.0, 4.0)
+
+
+def test_the_hosts_noise_multiplies_in_as_a_third_independent_draw():
+    """compose with the host's log noise: none, or all zeros, leaves the pairs' quantiles exactly as they were;
+    a host slow half the time by 2x puts the 95th percentile of a steady prediction at 2x."""
+    errors = np.log(np.linspace(0.9, 1.1, 201))
+    assert compose([1.0, 1.1], errors) == compose([1.0, 1.1], errors, host=()) == \
+        compose([1.0, 1.1], errors, host=(0.0,) * 7)
+    lo, hi = compose([1.0], [], 0.9, n=100_000, host=(0.0, np.log(2.0)))
+    assert lo == 1.0 and hi == pytest.approx(2.0)
+
+
+def test_host_noise_is_the_cpu_profiles_canary_against_its_median(tmp_path):
+    """host_log_errors: log(reading / median) of every canary reading of a CPU profile; none from a profile
+    without readings, with one, or taken on an accelerator (its canary times the host's CPU, not the device)."""
+    fwd = [[1e-3, 2e-3, 4e-3]] * 3
+    canary = [[1e-3, 1e-3, 1e-3], [1e-3, 2e-3, 1e-3], [1e-3, 1e-3, 4e-3]]
+    table = load_profile_table(rounds_profile(tmp_path / "c.json", fwd, canary=canary))
+    assert table.rounds.canary_s == (1e-3,) * 4 + (2e-3,) + (1e-3,) * 3 + (4e-3,)
+    assert sorted(host_log_errors(table)) == pytest.approx([0.0] * 7 + [np.log(2), np.log(4)])
+    assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "n.json", fwd))) == ()
+    assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "g.json", fwd, canary=canary,
+                                                             device="cuda: NVIDIA H200"))) == ()
+    assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "o.json", fwd,
+                                                             canary=[[1e-3, 0, 0], [0, 0, 0], [0, 0, 0]]))) == ()
+    bad = json.loads((tmp_path / "c.json").read_text())
+    bad["rounds"]["canary_s"] = [[1e-3, "slow", 1e-3]]
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert main(["simulate", MODEL, "--cluster", "local-cpu", "--profile", str(tmp_path / "bad.json")]) == 2
+
+
+def test_a_noisy_hosts_profile_widens_the_interval_and_says_so(tmp_path, monkeypatch):
+    """step_interval on a steady prediction: a quiet canary leaves the band as the rounds and residuals give
+    it; a canary 1.5x its median in a third of the readings reaches 1.5x above the prediction, says how noisy
+    the host was, and with no residuals anywhere says that the profile's and the host's noise are all it has."""
+    fwd = [[1e-3, 2e-3, 4e-3]] * 3
+    quiet = load_profile_table(rounds_profile(tmp_path / "q.json", fwd, canary=[[1e-3] * 3] * 3))
+    noisy = load_profile_table(rounds_profile(tmp_path / "n.json", fwd, canary=[[1e-3, 1e-3, 1.5e-3]] * 3))
+    reps = [1.0] * 50
+    calm, wide = (step_interval(1.0, reps, t, "local-cpu", "dense") for t in (quiet, noisy))
+    res = load_residuals("local-cpu")
+    assert (calm.low, calm.high) == compose(reps, res.step["dense"])
+    assert wide.high > calm.high * 1.3 and wide.low == pytest.approx(calm.low, rel=0.02)
+    assert "the host's noise over the profile (9 canary readings, p90 +50% of their median)" in wide.source
+    assert "development runs" in wide.source
+    monkeypatch.setattr("parsim.sim.interval.residuals_path", lambda name: str(tmp_path / "none" / f"{name}.yaml"))
+    alone = step_interval(1.0, reps, noisy, "local-cpu", "dense")
+    assert (alone.low, alone.high) == (1.0, pytest.approx(1.5))
+    assert alone.source.endswith("the profile's and the host's noise only")
+    assert step_interval(1.0, reps, quiet, "local-cpu", "dense").high == 1.0
 
 
 def test_replicates_redraw_whole_rounds_and_drop_the_disturbed(tmp_path):

@@ -37,6 +37,7 @@ class ProfileRounds:
     optimizer_s_per_param: tuple[float, ...] = ()     # the optimizer's timed repeats, per parameter
     stopped: str = ""
     precision: tuple[float, ...] = ()                  # per size, the chain's relative interval half-width
+    canary_s: tuple[float, ...] = ()                   # every canary reading, rounds x sizes (the host's noise)
 
     @property
     def count(self) -> int:
@@ -73,7 +74,11 @@ def read_rounds(r, per_layer: dict, n_sizes: int, path: str) -> ProfileRounds | 
                        for row in kept):
         raise f.fail("kept", f"expected one list of {n_sizes} booleans per round")
     n = len(kept)
-    for key in ("canary_s", "foreign", "steal"):
+    canary = f.get("canary_s", list, [])
+    if any(not isinstance(row, list) or any(not isinstance(x, (int, float)) or x < 0 for x in row) for row in canary):
+        raise f.fail("canary_s", "expected one list of non-negative canary times (seconds) per round; "
+                                 "profile the model again")
+    for key in ("foreign", "steal"):
         f.get(key, list, None)                  # for the reader
     for key in ("count", ):
         f.get(key, int, None)
@@ -88,7 +93,7 @@ def read_rounds(r, per_layer: dict, n_sizes: int, path: str) -> ProfileRounds | 
             raise InputError(f"{path}: layers: {name!r}: round_s must hold the {n} rounds of rounds.kept; "
                              "profile the model again")
     return ProfileRounds(per_layer, tuple(tuple(row) for row in kept), tuple(float(x) for x in opt), stopped,
-                         tuple(float(x) for x in precision))
+                         tuple(float(x) for x in precision), tuple(float(x) for row in canary for x in row))
 
 
 def _kept_rounds(kept, j: int) -> list[int]:
