@@ -72,10 +72,10 @@ def test_host_noise_is_the_cpu_profiles_canary_against_its_median(tmp_path):
     """host_log_errors: log(reading / median) of every canary reading of a CPU profile; none from a profile
     without readings, with one, or taken on an accelerator (its canary times the host's CPU, not the device)."""
     fwd = [[1e-3, 2e-3, 4e-3]] * 3
-    canary = [[1e-3, 1e-3, 1e-3], [1e-3, 2e-3, 1e-3], [1e-3, 1e-3, 4e-3]]
+    canary = [[1e-3, 1e-3, 0.5e-3], [1e-3, 2e-3, 1e-3], [1e-3, 1e-3, 4e-3]]
     table = load_profile_table(rounds_profile(tmp_path / "c.json", fwd, canary=canary))
-    assert table.rounds.canary_s == (1e-3,) * 4 + (2e-3,) + (1e-3,) * 3 + (4e-3,)
-    assert sorted(host_log_errors(table)) == pytest.approx([0.0] * 7 + [np.log(2), np.log(4)])
+    assert table.rounds.canary_s == (1e-3, 1e-3, 0.5e-3, 1e-3, 2e-3) + (1e-3,) * 3 + (4e-3,)
+    assert sorted(host_log_errors(table)) == pytest.approx([np.log(0.5)] + [0.0] * 6 + [np.log(2), np.log(4)])
     assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "n.json", fwd))) == ()
     assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "g.json", fwd, canary=canary,
                                                              device="cuda: NVIDIA H200"))) == ()
@@ -238,11 +238,15 @@ def test_validate_counts_the_runs_inside_their_pass_interval():
 
 def test_plan_with_a_profile_in_rounds_ranks_its_best_under_the_noise(tmp_path, capsys):
     path = rounds_profile(tmp_path / "p.json", [[1e-3, 2e-3, 4e-3], [1.2e-3, 2.4e-3, 4.8e-3], [0.9e-3, 1.8e-3, 3.6e-3],
-                                                [1e-3, 2e-3, 4e-3], [1.1e-3, 2.2e-3, 4.4e-3]])
+                                                [1e-3, 2e-3, 4e-3], [1.1e-3, 2.2e-3, 4.4e-3]],
+                          canary=[[1e-3, 1e-3, 1.2e-3]] * 5)
     assert main(["plan", MODEL, "--cluster", "local-cpu", "--tp", "1", "--profile", path, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     top = [c for c in out["candidates"] if "rounds redrawn" in (c["estimate"]["step_time_band"] or {}).get("source", "")]
     assert top and "rounds redrawn" in out["plan"]["estimate"]["step_time_band"]["source"]
+    # the reranked plans carry the host's noise as simulate's do (parsim.sim.interval.step_interval)
+    assert all("the host's noise over the profile (15 canary readings, p90 +20%" in c["estimate"]["step_time_band"]
+               ["source"] for c in top)
     assert any("under the profile's noise" in line for line in out["explanation"])
     assert main(["plan", MODEL, "--cluster", "local-cpu", "--tp", "1", "--profile", path]) == 0
     printed = capsys.readouterr().out
