@@ -535,11 +535,11 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
         + (f", of the predictions over the passes' own profiles {out['median_profile_spread']:.1%}"
            if any(p != out["measured_per_pass"][0] for p in out.get("measured_per_pass", ())) else ""))
     if out.get("step_interval_runs"):
-        lines.append(f"intervals ({out['interval_level']:.0%}, each pass's profile x the development residuals): "
-                     f"{out['step_interval_coverage']:.0%} of {out['step_interval_runs']} runs inside their step "
-                     f"interval; peak memory inside {out['memory_interval_coverage']:.0%} of the plans; profile "
-                     f"repeatability: passes' predictions of a plan differ by {out['profile_repeatability']:.1%} "
-                     "(median)")
+        lines.append(f"intervals ({out['interval_level']:.0%}, each pass's profile x the development residuals x the "
+                     f"host's noise over the profile): {out['step_interval_coverage']:.0%} of "
+                     f"{out['step_interval_runs']} runs inside their step interval; peak memory inside "
+                     f"{out['memory_interval_coverage']:.0%} of the plans; profile repeatability: passes' predictions "
+                     f"of a plan differ by {out['profile_repeatability']:.1%} (median)")
     if out.get("runs_watched"):
         bad = out.get("disturbed_runs", [])
         lines.append(f"host: {len(bad)} of {out['runs_watched']} runs disturbed (other processes' CPU or hypervisor "
