@@ -7,7 +7,7 @@ GPU profile) gets its band from parsim.sim.band; this module gives one to a plan
 layer profile.
 
 For a prediction priced from a layer profile taken in rounds (parsim.profile.rounds), the
-interval composes two measured sources of error, each drawn independently:
+interval composes three measured sources of error, each drawn independently:
 
 1. the profile's own noise: the plan priced with each replicate of the profile (its rounds
    redrawn, parsim.cost.profile_rounds), so a profile taken while the host was disturbed, or one

@@ -1,7 +1,7 @@
 """A network for the held-out validation set 2026-12-06 (results/heldout/), of a family no earlier
 set holds, built as a plain ``nn.Sequential`` the way users write it, each child a cut unit
 (parsim.model.zoo): a ResNeXt (each block's 3x3 convolution split into groups).  The set's two
-other models, a GPT-NeoX-style and a Nemotron-style decoder, are ``hf:`` (parsim.model.hf).  Used
+other models, a StableLM-2-style and a Nemotron-style decoder, are ``hf:`` (parsim.model.hf).  Used
 from model.yaml with ``module: "parsim.model.zoo.heldout_e:<name>"``.
 
 Shapes: B images (B, 3, S, S); c channels.
