@@ -95,17 +95,18 @@ def test_a_noisy_hosts_profile_widens_the_interval_and_says_so(tmp_path, monkeyp
     quiet = load_profile_table(rounds_profile(tmp_path / "q.json", fwd, canary=[[1e-3] * 3] * 3))
     noisy = load_profile_table(rounds_profile(tmp_path / "n.json", fwd, canary=[[1e-3, 1e-3, 1.5e-3]] * 3))
     reps = [1.0] * 50
-    calm, wide = (step_interval(1.0, reps, t, "local-cpu", "dense") for t in (quiet, noisy))
     res = load_residuals("local-cpu")
+    calm, wide = (step_interval(1.0, reps, t, res, "dense") for t in (quiet, noisy))
     assert (calm.low, calm.high) == compose(reps, res.step["dense"])
     assert wide.high > calm.high * 1.3 and wide.low == pytest.approx(calm.low, rel=0.02)
     assert "the host's noise over the profile (9 canary readings, p90 +50% of their median)" in wide.source
     assert "development runs" in wide.source
     monkeypatch.setattr("parsim.sim.interval.residuals_path", lambda name: str(tmp_path / "none" / f"{name}.yaml"))
-    alone = step_interval(1.0, reps, noisy, "local-cpu", "dense")
+    assert residuals_for("local-cpu", "dense") is None
+    alone = step_interval(1.0, reps, noisy, None, "dense")
     assert (alone.low, alone.high) == (1.0, pytest.approx(1.5))
     assert alone.source.endswith("the profile's and the host's noise only")
-    assert step_interval(1.0, reps, quiet, "local-cpu", "dense").high == 1.0
+    assert step_interval(1.0, reps, quiet, None, "dense").high == 1.0
 
 
 def test_replicates_redraw_whole_rounds_and_drop_the_disturbed(tmp_path):

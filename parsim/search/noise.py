@@ -102,7 +102,7 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
     ``compute`` has no profile rounds to redraw."""
     from parsim.search.explain import short
     from parsim.sim import simulate
-    from parsim.sim.interval import replicate_models, residual_kind, step_interval
+    from parsim.sim.interval import replicate_models, residual_kind, residuals_for, step_interval
 
     replicates = replicate_models(compute)
     if not replicates:
@@ -115,13 +115,13 @@ def reranker(spec, cluster, compute, tp_compute=None, ep_compute=None, level: fl
                         keep_timeline=False).step_time_s
 
     kind = residual_kind(spec.graph)
+    residuals = residuals_for(cluster.profile.name, kind)
 
     def rerank(ranked):
         ranking, times = rank_under_noise(ranked, price, replicates, spec.training.global_batch_size, level)
         top = []
         for c in ranking.ranked:
-            band = step_interval(c.estimate.step_time_s, times[c.key()], compute.table, cluster.profile.name, kind,
-                                 level)
+            band = step_interval(c.estimate.step_time_s, times[c.key()], compute.table, residuals, kind, level)
             top.append(replace(c, p_best=ranking.p_best[c.key()], estimate=replace(c.estimate, step_time_band=band)))
         shown = {c.key() for c in top}
         lines = (f"the first {len(top)} rows are ranked by expected throughput over the profile's replicates, the "

@@ -86,12 +86,12 @@ def host_log_errors(table) -> tuple[float, ...]:
     return tuple(math.log(c / mid) for c in readings)
 
 
-def step_interval(step_s: float, replicate_steps, table, cluster_name: str, kind: str,
+def step_interval(step_s: float, replicate_steps, table, res: "Residuals | None", kind: str,
                   level: float = LEVEL) -> Interval:
     """A profiled plan's step interval from its step priced with each replicate of ``table``'s rounds
-    (``replicate_steps``), composed with the profiled model's errors on ``cluster_name`` for a model
-    of ``kind`` and the host's noise over the profile (module docstring)."""
-    res = residuals_for(cluster_name, kind)
+    (``replicate_steps``), composed with the profiled model's errors ``res`` (``residuals_for``, read
+    once by the caller) for a model of ``kind`` and the host's noise over the profile (module
+    docstring)."""
     host = host_log_errors(table)
     what = f"the profile's {table.rounds.count} rounds redrawn {len(replicate_steps)} times"
     if host:
@@ -202,8 +202,8 @@ def profiled_intervals(spec, cluster, cfg, compute, step_s: float, level: float 
     peak = max(simulate(spec.graph, spec.training, cluster, cfg, compute, strategies=spec.shard,
                         keep_timeline=False, **simulate_kw).peak_memory_bytes)
     kind = residual_kind(spec.graph)
-    step = step_interval(step_s, steps, compute.table, cluster.profile.name, kind, level)
     res = residuals_for(cluster.profile.name, kind)
+    step = step_interval(step_s, steps, compute.table, res, kind, level)
     memory = None
     if res is not None and res.memory.get(kind):
         mlo, mhi = compose([peak], res.memory[kind], level)

@@ -23,7 +23,7 @@ from dataclasses import replace
 from parsim.model.spec import load_model
 from parsim.plan import ParallelConfig
 from parsim.sim import simulate
-from parsim.sim.interval import residual_kind, step_interval
+from parsim.sim.interval import residual_kind, residuals_for, step_interval
 from parsim.validation import Measured, Pricing, check_shard_section, default_cases
 
 FOLDERS = sorted(glob.glob("results/2026-11-28-amd-epyc/heldout-2026-11-28*/*/validation.json")
@@ -50,6 +50,7 @@ def main() -> None:
         passes = d["passes"]
         spec = check_shard_section(load_model(d["model"]))
         kind = residual_kind(spec.graph)
+        res = residuals_for(d["cluster"], kind)
         pricing = [Pricing(spec, d["cluster"], d["set"], d["model"], measured_for(root, k)) for k in range(passes)]
         first = pricing[0]
         cases = default_cases(spec, first.cluster, first.compute_for(ParallelConfig(first.cluster.devices_per_node,
@@ -73,7 +74,7 @@ def main() -> None:
                                  keep_timeline=False).step_time_s for m in priced.replicates(model)]
                 quiet = replace(model.table, rounds=replace(model.table.rounds, canary_s=()))
                 for name, table in (("with", model.table), ("without", quiet)):
-                    band = step_interval(step, reps, table, priced.cluster.profile.name, kind)
+                    band = step_interval(step, reps, table, res, kind)
                     counts[name][0] += band.low <= measured <= band.high
                     counts[name][1] += 1
                     reach[name].append(band.high / step - 1)
