@@ -4,7 +4,8 @@ model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27,
 are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
 were held out when drawn; 2026-11-28 and 2026-11-28b (dense) are development sets since their
 runs set the CPU intervals; 2026-11-28c (dense) is held out; 2026-11-28d (dense) was held out until the host-noise
-term of the CPU intervals, which its third report motivated; 2026-12-06 (dense) was drawn to measure that term.  Every model loads and extracts, its torch module runs one forward on the
+term of the CPU intervals, which its third report motivated; 2026-12-06 (dense) was drawn to measure that term; 2026-12-06b (dense) was drawn before any change
+set 2026-12-06's second report could motivate.  Every model loads and extracts, its torch module runs one forward on the
 executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
 validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
 only from the runs its rule allows."""
@@ -37,7 +38,8 @@ SET_D = "results/heldout/2026-11-28b.yaml"
 SET_E = "results/heldout/2026-11-28c.yaml"
 SET_F = "results/heldout/2026-11-28d.yaml"
 SET_G = "results/heldout/2026-12-06.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G)
+SET_H = "results/heldout/2026-12-06b.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -48,7 +50,9 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_D: {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32},
                      SET_E: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 24, 28, 32, 36},
                      SET_F: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 22, 24, 28, 32, 36, 44},
-                     SET_G: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 20, 22, 24, 26, 28, 32, 36, 44, 52}}
+                     SET_G: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 20, 22, 24, 26, 28, 32, 36, 44, 52},
+                     SET_H: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 26, 28, 30, 32, 36, 44,
+                             52, 60}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -65,6 +69,10 @@ SHA256 = {
     SET_E: "e969e77b2887356d73d4b13aa9cea2521a1f17fe6e131b418cd337df68f7fd09",
     SET_F: "8bda0477fd8b95080dcadea5141550211c1a767144d25de2d43b82e8b4ab0289",
     SET_G: "d880848539b96a09545d2836489d0064fcea1a3eab860663ebcba9a0e4119247",
+    SET_H: "e8a9705ade3b0e80bde476563c7c4193723bcdcd54b8c90c623d4eee8acb91d7",
+    "results/heldout/models/densenet_bc_cifar.yaml": "d73b5d2235a3143f48aef2092e665fad33fc829514b7e8887176c3d4a7fb4da8",
+    "results/heldout/models/glm4_tiny.yaml": "04b0238fb21f582d2e2accd7803846cfeba4f4f60aefccb78d689c74dac9abfb",
+    "results/heldout/models/exaone4_tiny.yaml": "5a25ec140a9c6d50a69c4b49b885ea54d3ba50619d0c3af280cd799203e83bca",
     "results/heldout/models/resnext_cifar.yaml": "aa02a50769b0f9edabb4ad404c1f8e667b3f60b27d3022c5e12b6d1e5e35dde1",
     "results/heldout/models/stablelm_tiny.yaml": "99dcb7dd828e20e8a40a9a847505da0114b0bdde6865b04df923b451aa2ca5e2",
     "results/heldout/models/nemotron_tiny.yaml": "c13e61a59f0bc201e6b04f198e8c19da71208e8d38562371c68d4e7e60cd5adc",
@@ -132,6 +140,10 @@ CONTENT = {
         ("results/heldout/models/resnext_cifar.yaml", 315946, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/stablelm_tiny.yaml", 1710720, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/nemotron_tiny.yaml", 1477248, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_H: ("heldout-2026-12-06b", [
+        ("results/heldout/models/densenet_bc_cifar.yaml", 102730, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/glm4_tiny.yaml", 1650048, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/exaone4_tiny.yaml", 1783744, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
