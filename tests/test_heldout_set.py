@@ -3,12 +3,13 @@ hash to what was committed when the set was drawn, and their content (names, rul
 model sizes) is checked, not only their names.  Sets 2026-11-27, moe-2026-11-27, -27b and -27c
 are development sets since their first reports; 2026-11-27b (dense) and moe-2026-11-27d (MoE)
 were held out when drawn; 2026-11-28 and 2026-11-28b (dense) are development sets since their
-runs set the CPU intervals; 2026-11-28c (dense) is held out; 2026-11-28d (dense) was held out until the host-noise
-term of the CPU intervals, which its third report motivated; 2026-12-06 (dense) was drawn to measure that term; 2026-12-06b (dense) was drawn before any change
-set 2026-12-06's second report could motivate.  Every model loads and extracts, its torch module runs one forward on the
-executor's input kind, and every plan (the planner's pick too, kept to the set's sizes as
-validate keeps it) resolves and simulates.  Nothing here runs a plan: the set's figures come
-only from the runs its rule allows."""
+runs set the CPU intervals; 2026-11-28c (dense) is held out; 2026-11-28d (dense) was held out
+until the host-noise term of the CPU intervals, which its third report motivated; 2026-12-06
+(dense) was drawn to measure that term; 2026-12-06b (dense) was drawn before any change set
+2026-12-06's second report could motivate.  Every model loads and extracts, its torch module
+runs one forward on the executor's input kind, and every plan (the planner's pick too, kept to
+the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
+set's figures come only from the runs its rule allows."""
 
 import json
 

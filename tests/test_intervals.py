@@ -68,19 +68,23 @@ def test_the_hosts_noise_multiplies_in_as_a_third_independent_draw():
     assert lo == 1.0 and hi == pytest.approx(2.0)
 
 
-def test_host_noise_is_the_cpu_profiles_canary_against_its_median(tmp_path):
-    """host_log_errors: log(reading / median) of every canary reading of a CPU profile; none from a profile
-    without readings, with one, or taken on an accelerator (its canary times the host's CPU, not the device)."""
+def test_host_noise_is_each_rounds_canary_level_against_their_median(tmp_path):
+    """host_log_errors: log(level / median level) of each round's canary level (the median of its readings, one
+    per size, a zero left out) of a CPU profile; none from a profile without readings, with one round of them,
+    or taken on an accelerator (its canary times the host's CPU, not the device)."""
     fwd = [[1e-3, 2e-3, 4e-3]] * 3
-    canary = [[1e-3, 1e-3, 0.5e-3], [1e-3, 2e-3, 1e-3], [1e-3, 1e-3, 4e-3]]
+    canary = [[1e-3, 1e-3, 0.5e-3], [2e-3, 2e-3, 1e-3], [1e-3, 4e-3, 4e-3]]
     table = load_profile_table(rounds_profile(tmp_path / "c.json", fwd, canary=canary))
-    assert table.rounds.canary_s == (1e-3, 1e-3, 0.5e-3, 1e-3, 2e-3) + (1e-3,) * 3 + (4e-3,)
-    assert sorted(host_log_errors(table)) == pytest.approx([np.log(0.5)] + [0.0] * 6 + [np.log(2), np.log(4)])
+    assert table.rounds.canary_s == (1e-3, 1e-3, 0.5e-3, 2e-3, 2e-3, 1e-3, 1e-3, 4e-3, 4e-3)
+    assert table.rounds.canary_round_s == pytest.approx((1e-3, 2e-3, 4e-3))
+    assert host_log_errors(table) == pytest.approx((np.log(0.5), 0.0, np.log(2)))
+    gaps = load_profile_table(rounds_profile(tmp_path / "z.json", fwd, canary=[[1e-3, 0, 3e-3], [0] * 3, [2e-3] * 3]))
+    assert gaps.rounds.canary_round_s == pytest.approx((2e-3, 2e-3))
     assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "n.json", fwd))) == ()
     assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "g.json", fwd, canary=canary,
                                                              device="cuda: NVIDIA H200"))) == ()
     assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "o.json", fwd,
-                                                             canary=[[1e-3, 0, 0], [0, 0, 0], [0, 0, 0]]))) == ()
+                                                             canary=[[1e-3, 2e-3, 0], [0, 0, 0], [0, 0, 0]]))) == ()
     bad = json.loads((tmp_path / "c.json").read_text())
     bad["rounds"]["canary_s"] = [[1e-3, "slow", 1e-3]]
     (tmp_path / "bad.json").write_text(json.dumps(bad))
@@ -89,17 +93,22 @@ def test_host_noise_is_the_cpu_profiles_canary_against_its_median(tmp_path):
 
 def test_a_noisy_hosts_profile_widens_the_interval_and_says_so(tmp_path, monkeypatch):
     """step_interval on a steady prediction: a quiet canary leaves the band as the rounds and residuals give
-    it; a canary 1.5x its median in a third of the readings reaches 1.5x above the prediction, says how noisy
-    the host was, and with no residuals anywhere says that the profile's and the host's noise are all it has."""
-    fwd = [[1e-3, 2e-3, 4e-3]] * 3
-    quiet = load_profile_table(rounds_profile(tmp_path / "q.json", fwd, canary=[[1e-3] * 3] * 3))
-    noisy = load_profile_table(rounds_profile(tmp_path / "n.json", fwd, canary=[[1e-3, 1e-3, 1.5e-3]] * 3))
+    it; a canary at 1.5x its median in 3 of 10 rounds reaches 1.5x above the prediction, says how noisy the host
+    was, and with no residuals anywhere says that the profile's and the host's noise are all it has.  A canary
+    slow in one reading of every round is a burst within a round, not the host's level: it leaves the band."""
+    fwd = [[1e-3, 2e-3, 4e-3]] * 10
+    quiet = load_profile_table(rounds_profile(tmp_path / "q.json", fwd, canary=[[1e-3] * 3] * 10))
+    noisy = load_profile_table(rounds_profile(tmp_path / "n.json", fwd, canary=[[1e-3] * 3] * 7 + [[1.5e-3] * 3] * 3))
+    bursts = load_profile_table(rounds_profile(tmp_path / "b.json", fwd, canary=[[1e-3, 1e-3, 1.5e-3]] * 10))
     reps = [1.0] * 50
     res = load_residuals("local-cpu")
     calm, wide = (step_interval(1.0, reps, t, res, "dense") for t in (quiet, noisy))
     assert (calm.low, calm.high) == compose(reps, res.step["dense"])
     assert wide.high > calm.high * 1.3 and wide.low == pytest.approx(calm.low, rel=0.02)
-    assert "the host's noise over the profile (9 canary readings, p90 +50% of their median)" in wide.source
+    assert "the host's noise over the profile (the canary's level in 10 rounds, p90 +50% of their median)" \
+        in wide.source
+    assert (step_interval(1.0, reps, bursts, res, "dense").high, step_interval(1.0, reps, bursts, res, "dense").low) \
+        == (calm.high, calm.low)
     assert "development runs" in wide.source
     monkeypatch.setattr("parsim.sim.interval.residuals_path", lambda name: str(tmp_path / "none" / f"{name}.yaml"))
     assert residuals_for("local-cpu", "dense") is None
@@ -240,14 +249,14 @@ def test_validate_counts_the_runs_inside_their_pass_interval():
 def test_plan_with_a_profile_in_rounds_ranks_its_best_under_the_noise(tmp_path, capsys):
     path = rounds_profile(tmp_path / "p.json", [[1e-3, 2e-3, 4e-3], [1.2e-3, 2.4e-3, 4.8e-3], [0.9e-3, 1.8e-3, 3.6e-3],
                                                 [1e-3, 2e-3, 4e-3], [1.1e-3, 2.2e-3, 4.4e-3]],
-                          canary=[[1e-3, 1e-3, 1.2e-3]] * 5)
+                          canary=[[1e-3] * 3] * 3 + [[1.2e-3] * 3] * 2)
     assert main(["plan", MODEL, "--cluster", "local-cpu", "--tp", "1", "--profile", path, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     top = [c for c in out["candidates"] if "rounds redrawn" in (c["estimate"]["step_time_band"] or {}).get("source", "")]
     assert top and "rounds redrawn" in out["plan"]["estimate"]["step_time_band"]["source"]
     # the reranked plans carry the host's noise as simulate's do (parsim.sim.interval.step_interval)
-    assert all("the host's noise over the profile (15 canary readings, p90 +20%" in c["estimate"]["step_time_band"]
-               ["source"] for c in top)
+    said = "the host's noise over the profile (the canary's level in 5 rounds, p90 +20%"
+    assert all(said in c["estimate"]["step_time_band"]["source"] for c in top)
     assert any("under the profile's noise" in line for line in out["explanation"])
     assert main(["plan", MODEL, "--cluster", "local-cpu", "--tp", "1", "--profile", path]) == 0
     printed = capsys.readouterr().out

@@ -43,6 +43,14 @@ class ProfileRounds:
     def count(self) -> int:
         return len(self.kept)
 
+    @property
+    def canary_round_s(self) -> tuple[float, ...]:
+        """Each round's canary level: the median of that round's positive readings (one per size); a
+        round without any is left out."""
+        n = len(self.kept[0]) if self.kept else 0
+        rows = [[c for c in self.canary_s[i:i + n] if c > 0] for i in range(0, len(self.canary_s), n)] if n else []
+        return tuple(float(statistics.median(row)) for row in rows if row)
+
 
 def read_layer_rounds(f, kinds_present: tuple[str, ...], n_sizes: int) -> dict | None:
     """A layer row's ``round_s`` ({kind: [round][size]}), checked, or None where absent."""
