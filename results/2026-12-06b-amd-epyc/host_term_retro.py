@@ -40,6 +40,21 @@ def measured_for(root: str, k: int) -> Measured:
     return Measured(layers, (), coll if os.path.isfile(coll) else None)
 
 
+def each_run(d: dict, spec, first: Pricing):
+    """(plan label, pass index, measured step s, config) of every run of a validation.json ``d`` whose plan is
+    one of validate's cases for the set, its config as validate made it (``first``: pass 1's pricing)."""
+    passes = d["passes"]
+    cases = default_cases(spec, first.cluster, first.compute_for(ParallelConfig(first.cluster.devices_per_node, 1, 1)),
+                          d["set"], [], first.tp_models, first.profiled, first.ep_models)
+    by_label = {c.label: c for c in cases}
+    for plan in d["plans"]:
+        labels = [plan["label"]] + [x for x in plan.get("pooled_with", "").split(",") if x]
+        for i, measured in enumerate(statistics.median(s) for s in plan["measured_steps_s"] if s):
+            label, k = labels[i // passes], i % passes
+            if label in by_label:
+                yield label, k, measured, by_label[label].config
+
+
 def main() -> None:
     totals = {"with": [0, 0], "without": [0, 0]}
     print(f"{'evidence':78s} {'runs':>4s} {'inside, without':>15s} {'inside, with':>12s} "
@@ -52,32 +67,21 @@ def main() -> None:
         kind = residual_kind(spec.graph)
         res = residuals_for(d["cluster"], kind)
         pricing = [Pricing(spec, d["cluster"], d["set"], d["model"], measured_for(root, k)) for k in range(passes)]
-        first = pricing[0]
-        cases = default_cases(spec, first.cluster, first.compute_for(ParallelConfig(first.cluster.devices_per_node,
-                                                                                        1, 1)),
-                              d["set"], [], first.tp_models, first.profiled, first.ep_models)
-        by_label = {c.label: c for c in cases}
         counts = {"with": [0, 0], "without": [0, 0]}
         reach = {"with": [], "without": []}
-        for plan in d["plans"]:
-            labels = [plan["label"]] + [x for x in plan.get("pooled_with", "").split(",") if x]
-            runs = [statistics.median(s) for s in plan["measured_steps_s"] if s]
-            for i, measured in enumerate(runs):
-                label, k = labels[i // passes], i % passes
-                if label not in by_label:
-                    continue
-                priced, cfg = pricing[k], by_label[label].config
-                model = priced.compute_for(cfg)
-                step = simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
-                                keep_timeline=False).step_time_s
-                reps = [simulate(spec.graph, spec.training, priced.cluster, cfg, m, strategies=spec.shard,
-                                 keep_timeline=False).step_time_s for m in priced.replicates(model)]
-                quiet = replace(model.table, rounds=replace(model.table.rounds, canary_s=()))
-                for name, table in (("with", model.table), ("without", quiet)):
-                    band = step_interval(step, reps, table, res, kind)
-                    counts[name][0] += band.low <= measured <= band.high
-                    counts[name][1] += 1
-                    reach[name].append(band.high / step - 1)
+        for _, k, measured, cfg in each_run(d, spec, pricing[0]):
+            priced = pricing[k]
+            model = priced.compute_for(cfg)
+            step = simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
+                            keep_timeline=False).step_time_s
+            reps = [simulate(spec.graph, spec.training, priced.cluster, cfg, m, strategies=spec.shard,
+                             keep_timeline=False).step_time_s for m in priced.replicates(model)]
+            quiet = replace(model.table, rounds=replace(model.table.rounds, canary_s=()))
+            for name, table in (("with", model.table), ("without", quiet)):
+                band = step_interval(step, reps, table, res, kind)
+                counts[name][0] += band.low <= measured <= band.high
+                counts[name][1] += 1
+                reach[name].append(band.high / step - 1)
         for name in totals:
             totals[name][0] += counts[name][0]
             totals[name][1] += counts[name][1]

@@ -38,14 +38,14 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06b-amd-epyc"))
 
-from host_term_retro import FOLDERS, measured_for  # noqa: E402
+from host_term_retro import FOLDERS, each_run, measured_for  # noqa: E402
 
 from parsim.model.spec import load_model  # noqa: E402
 from parsim.plan import ParallelConfig  # noqa: E402
 from parsim.sim import simulate  # noqa: E402
 from parsim.sim.band import Interval  # noqa: E402
 from parsim.sim.interval import LEVEL, compose, quantiles, residual_kind, residuals_for, step_interval  # noqa: E402
-from parsim.validation import Pricing, check_shard_section, default_cases  # noqa: E402
+from parsim.validation import Pricing, check_shard_section  # noqa: E402
 
 HELDOUT = sorted(glob.glob("results/2026-12-06b-amd-epyc/heldout-2026-12-06/*/validation.json")
                  + glob.glob("results/2026-12-06c-intel-xeon/heldout-2026-12-06/*/validation.json"))
@@ -87,38 +87,27 @@ def interval_score(lo: float, hi: float, y: float, alpha: float = 1 - LEVEL) -> 
 
 
 def runs(path: str):
-    """(set kind, profile kind, measured, {variant: interval}) of each run of one evidence folder."""
+    """(profile kind, predicted step s, measured step s, {variant: interval}) of each run of one evidence folder."""
     root = os.path.dirname(path)
     d = json.load(open(path))
-    passes = d["passes"]
     spec = check_shard_section(load_model(d["model"]))
     kind = residual_kind(spec.graph)
     res = residuals_for(d["cluster"], kind)
-    pricing = [Pricing(spec, d["cluster"], d["set"], d["model"], measured_for(root, k)) for k in range(passes)]
-    first = pricing[0]
-    single = ParallelConfig(first.cluster.devices_per_node, 1, 1)
-    cases = default_cases(spec, first.cluster, first.compute_for(single), d["set"], [], first.tp_models,
-                          first.profiled, first.ep_models)
-    by_label = {c.label: c for c in cases}
-    for plan in d["plans"]:
-        labels = [plan["label"]] + [x for x in plan.get("pooled_with", "").split(",") if x]
-        for i, measured in enumerate(statistics.median(s) for s in plan["measured_steps_s"] if s):
-            label, k = labels[i // passes], i % passes
-            if label not in by_label:
-                continue
-            priced, cfg = pricing[k], by_label[label].config
-            model = priced.compute_for(cfg)
-            one = priced.compute_for(ParallelConfig(1, 1, 1)).table
-            step = simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
-                            keep_timeline=False).step_time_s
-            reps = [simulate(spec.graph, spec.training, priced.cluster, cfg, m, strategies=spec.shard,
-                             keep_timeline=False).step_time_s for m in priced.replicates(model)]
-            hosts = host_variants(model.table, one)
-            bands = {v: band(step, reps, res, kind, h) for v, h in hosts.items()}
-            shipped = step_interval(step, reps, model.table, res, kind)
-            assert (shipped.low, shipped.high) == (bands["round-medians"].low, bands["round-medians"].high)
-            procs = "2proc" if cfg.dp * cfg.pp > 1 else "1proc"
-            yield procs, step, measured, bands
+    pricing = [Pricing(spec, d["cluster"], d["set"], d["model"], measured_for(root, k)) for k in range(d["passes"])]
+    for _, k, measured, cfg in each_run(d, spec, pricing[0]):
+        priced = pricing[k]
+        model = priced.compute_for(cfg)
+        one = priced.compute_for(ParallelConfig(1, 1, 1)).table
+        step = simulate(spec.graph, spec.training, priced.cluster, cfg, model, strategies=spec.shard,
+                        keep_timeline=False).step_time_s
+        reps = [simulate(spec.graph, spec.training, priced.cluster, cfg, m, strategies=spec.shard,
+                         keep_timeline=False).step_time_s for m in priced.replicates(model)]
+        hosts = host_variants(model.table, one)
+        bands = {v: band(step, reps, res, kind, h) for v, h in hosts.items()}
+        shipped = step_interval(step, reps, model.table, res, kind)
+        assert (shipped.low, shipped.high) == (bands["round-medians"].low, bands["round-medians"].high)
+        procs = "2proc" if cfg.dp * cfg.pp > 1 else "1proc"
+        yield procs, step, measured, bands
 
 
 def main() -> None:

@@ -29,13 +29,12 @@ from dataclasses import replace
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06b-amd-epyc"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from host_term_retro import FOLDERS, measured_for  # noqa: E402
+from host_term_retro import FOLDERS, each_run, measured_for  # noqa: E402
 from host_term_variants import HELDOUT  # noqa: E402
 
 from parsim.model.spec import load_model  # noqa: E402
-from parsim.plan import ParallelConfig  # noqa: E402
 from parsim.sim import simulate  # noqa: E402
-from parsim.validation import Measured, Pricing, check_shard_section, default_cases  # noqa: E402
+from parsim.validation import Measured, Pricing, check_shard_section  # noqa: E402
 
 
 def all_rounds(src: str, dst: str) -> None:
@@ -71,24 +70,14 @@ def errors(path: str, tmp: str):
         ways[name] = [Pricing(spec, d["cluster"], d["set"], d["model"],
                               measured_for(root, k) if name == "kept" else rewritten(measured_for(root, k), tmp, k))
                       for k in range(passes)]
-    first = ways["kept"][0]
-    cases = default_cases(spec, first.cluster, first.compute_for(ParallelConfig(first.cluster.devices_per_node, 1, 1)),
-                          d["set"], [], first.tp_models, first.profiled, first.ep_models)
-    by_label = {c.label: c for c in cases}
-    for plan in d["plans"]:
-        labels = [plan["label"]] + [x for x in plan.get("pooled_with", "").split(",") if x]
-        for i, measured in enumerate(statistics.median(s) for s in plan["measured_steps_s"] if s):
-            label, k = labels[i // passes], i % passes
-            if label not in by_label:
-                continue
-            cfg = by_label[label].config
-            out = []
-            for name in ("kept", "all"):
-                priced = ways[name][k]
-                step = simulate(spec.graph, spec.training, priced.cluster, cfg, priced.compute_for(cfg),
-                                strategies=spec.shard, keep_timeline=False).step_time_s
-                out.append(math.log(measured / step))
-            yield label, out[0], out[1]
+    for label, k, measured, cfg in each_run(d, spec, ways["kept"][0]):
+        out = []
+        for name in ("kept", "all"):
+            priced = ways[name][k]
+            step = simulate(spec.graph, spec.training, priced.cluster, cfg, priced.compute_for(cfg),
+                            strategies=spec.shard, keep_timeline=False).step_time_s
+            out.append(math.log(measured / step))
+        yield label, out[0], out[1]
 
 
 def line(name: str, rows) -> str:
