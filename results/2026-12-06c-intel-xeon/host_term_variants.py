@@ -25,6 +25,9 @@ the change was chosen on, so that set is a development set from the change on (s
 
     python -W ignore results/2026-12-06c-intel-xeon/host_term_variants.py \
         > results/2026-12-06c-intel-xeon/host-term-variants.txt
+
+With validation.json paths as arguments it prints those runs alone (set 2026-12-06b's first report:
+../2026-12-06d-intel-xeon/host-term-variants-2026-12-06b.txt).
 """
 
 from __future__ import annotations
@@ -87,14 +90,15 @@ def interval_score(lo: float, hi: float, y: float, alpha: float = 1 - LEVEL) -> 
 
 
 def runs(path: str):
-    """(profile kind, predicted step s, measured step s, {variant: interval}) of each run of one evidence folder."""
+    """(profile kind, predicted step s, measured step s, {variant: interval}, plan label) of each run of one
+    evidence folder."""
     root = os.path.dirname(path)
     d = json.load(open(path))
     spec = check_shard_section(load_model(d["model"]))
     kind = residual_kind(spec.graph)
     res = residuals_for(d["cluster"], kind)
     pricing = [Pricing(spec, d["cluster"], d["set"], d["model"], measured_for(root, k)) for k in range(d["passes"])]
-    for _, k, measured, cfg in each_run(d, spec, pricing[0]):
+    for label, k, measured, cfg in each_run(d, spec, pricing[0]):
         priced = pricing[k]
         model = priced.compute_for(cfg)
         one = priced.compute_for(ParallelConfig(1, 1, 1)).table
@@ -107,12 +111,14 @@ def runs(path: str):
         shipped = step_interval(step, reps, model.table, res, kind)
         assert (shipped.low, shipped.high) == (bands["round-medians"].low, bands["round-medians"].high)
         procs = "2proc" if cfg.dp * cfg.pp > 1 else "1proc"
-        yield procs, step, measured, bands
+        yield procs, step, measured, bands, label
 
 
-def main() -> None:
-    for name, paths in (("development (in-sample)", FOLDERS),
-                        ("set 2026-12-06, both reports (the change was chosen on them)", HELDOUT)):
+def main(paths: list[str]) -> None:
+    groups = ((("development (in-sample)", FOLDERS),
+               ("set 2026-12-06, both reports (the change was chosen on them)", HELDOUT)) if not paths
+              else (("the validation.json files named", paths),))
+    for name, paths in groups:
         rows = [r for p in paths for r in runs(p)]
         print(f"## {name}: {len(rows)} runs from {len(paths)} evidence folders")
         print(f"{'profile':7s} {'variant':14s} {'runs':>5s} {'inside':>7s} {'share':>6s} {'upper reach (median)':>21s} "
@@ -120,13 +126,13 @@ def main() -> None:
         for procs in ("1proc", "2proc", "all"):
             sub = [r for r in rows if procs in ("all", r[0])]
             for v in VARIANTS:
-                inside = sum(b[v].low <= y <= b[v].high for _, _, y, b in sub)
-                reach = statistics.median(b[v].high / s - 1 for _, s, _, b in sub)
-                score = statistics.fmean(interval_score(b[v].low, b[v].high, y) / y for _, _, y, b in sub)
+                inside = sum(b[v].low <= y <= b[v].high for _, _, y, b, _ in sub)
+                reach = statistics.median(b[v].high / s - 1 for _, s, _, b, _ in sub)
+                score = statistics.fmean(interval_score(b[v].low, b[v].high, y) / y for _, _, y, b, _ in sub)
                 print(f"{procs:7s} {v:14s} {len(sub):5d} {inside:7d} {inside / len(sub):6.1%} {reach:+21.1%} "
                       f"{score:22.3f}")
         print(flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
