@@ -6,7 +6,8 @@ were held out when drawn; 2026-11-28 and 2026-11-28b (dense) are development set
 runs set the CPU intervals; 2026-11-28c (dense) is held out; 2026-11-28d (dense) was held out
 until the host-noise term of the CPU intervals, which its third report motivated; 2026-12-06
 (dense) was drawn to measure that term; 2026-12-06b (dense) was drawn before any change set
-2026-12-06's second report could motivate.  Every model loads and extracts, its torch module
+2026-12-06's second report could motivate; 2026-12-06c (dense) before any change set 2026-12-06b's first report
+could motivate.  Every model loads and extracts, its torch module
 runs one forward on the executor's input kind, and every plan (the planner's pick too, kept to
 the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
 set's figures come only from the runs its rule allows."""
@@ -40,7 +41,8 @@ SET_E = "results/heldout/2026-11-28c.yaml"
 SET_F = "results/heldout/2026-11-28d.yaml"
 SET_G = "results/heldout/2026-12-06.yaml"
 SET_H = "results/heldout/2026-12-06b.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H)
+SET_I = "results/heldout/2026-12-06c.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -53,7 +55,9 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_F: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16, 18, 20, 22, 24, 28, 32, 36, 44},
                      SET_G: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 18, 20, 22, 24, 26, 28, 32, 36, 44, 52},
                      SET_H: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 26, 28, 30, 32, 36, 44,
-                             52, 60}}
+                             52, 60},
+                     SET_I: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 22, 24, 26, 28, 30, 32, 34,
+                             36, 44, 52, 60, 68}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -71,6 +75,10 @@ SHA256 = {
     SET_F: "8bda0477fd8b95080dcadea5141550211c1a767144d25de2d43b82e8b4ab0289",
     SET_G: "d880848539b96a09545d2836489d0064fcea1a3eab860663ebcba9a0e4119247",
     SET_H: "e8a9705ade3b0e80bde476563c7c4193723bcdcd54b8c90c623d4eee8acb91d7",
+    SET_I: "a6492be42580e8943a45e13a25a696c340543cdd90f8e57d8ceb808eb3eec837",
+    "results/heldout/models/regnety_cifar.yaml": "889d9e2a7bbe07c9b5c59a2e2cb41a219638d65c420c158af0b9ffbff6e8ccb6",
+    "results/heldout/models/smollm3_tiny.yaml": "c6e290f3e586af7c61a64e988957c7ee454db3a70abc9c363d0890dc76db429d",
+    "results/heldout/models/olmo_tiny.yaml": "e9abfa393d8e003e12fd300d7d530e09166cffc2e2750c1814b97cec132ff126",
     "results/heldout/models/densenet_bc_cifar.yaml": "d73b5d2235a3143f48aef2092e665fad33fc829514b7e8887176c3d4a7fb4da8",
     "results/heldout/models/glm4_tiny.yaml": "04b0238fb21f582d2e2accd7803846cfeba4f4f60aefccb78d689c74dac9abfb",
     "results/heldout/models/exaone4_tiny.yaml": "5a25ec140a9c6d50a69c4b49b885ea54d3ba50619d0c3af280cd799203e83bca",
@@ -145,6 +153,10 @@ CONTENT = {
         ("results/heldout/models/densenet_bc_cifar.yaml", 102730, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/glm4_tiny.yaml", 1650048, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/exaone4_tiny.yaml", 1783744, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_I: ("heldout-2026-12-06c", [
+        ("results/heldout/models/regnety_cifar.yaml", 82732, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/smollm3_tiny.yaml", 1943232, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/olmo_tiny.yaml", 1818624, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
