@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from parsim.report.errorbars import distinguishable, interval, paired_ratio, plan_errors, replicates
+from parsim.report.errorbars import distinguishable, interval, mape_interval, paired_ratio, plan_errors, replicates
 from parsim.report.validation import Row, summary
 from parsim.validation import run_order
 
@@ -65,6 +65,35 @@ def test_a_small_error_inside_the_noise_is_not_distinguishable_and_a_large_one_i
     assert near["analytical_distinguishable"]
     lo, hi = s["mape_step_time_ci"]
     assert lo < s["mape_step_time"] < hi
+
+
+def test_the_mape_interval_is_the_least_and_greatest_mean_abs_error_the_plans_bonferroni_intervals_allow():
+    """Two plans, so each plan's interval is at 97.5%: one whose replicates spread evenly over [-0.1, +0.1]
+    (its interval [-0.0975, +0.0975], holding 0) and one at -0.2 in every replicate.  The least mean |error|
+    is (0 + 0.2) / 2, the greatest (0.0975 + 0.2) / 2; one plan alone gets its own 95% interval's ends."""
+    spread, fixed = np.linspace(-0.1, 0.1, 4001), np.full(4001, -0.2)
+    assert mape_interval([spread, fixed]) == pytest.approx((0.1, 0.14875))
+    assert mape_interval([spread]) == pytest.approx((0.0, 0.095))
+    assert mape_interval([fixed]) == pytest.approx((0.2, 0.2))
+    assert all(math.isnan(x) for x in mape_interval([]))
+
+
+def test_a_set_priced_exactly_inside_noisy_runs_has_its_mape_inside_its_interval():
+    """Four plans, each predicted at exactly its measured median, with 20% step-to-step noise: the MAPE is 0,
+    and the interval holds it (its lower end 0).  The percentile interval of the replicates' mean |error|, as
+    parsim drew it before, lies wholly above it: noise alone makes every replicate's |error| positive."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for label in "abcd":
+        steps = [list(1.0 + 0.2 * rng.standard_normal(12)) for _ in range(3)]
+        rows.append(_row(label, float(np.median([np.median(s) for s in steps])), steps))
+    s = summary(rows)
+    lo, hi = s["mape_step_time_ci"]
+    assert s["mape_step_time"] == pytest.approx(0.0, abs=1e-12) and lo == 0.0 < hi
+    rng = np.random.default_rng(0)
+    replicate_abs = np.mean([np.abs(r.predicted_step_s / replicates(r.measured_steps_s, rng=rng)[0] - 1)
+                             for r in rows], axis=0)
+    assert interval(replicate_abs)[0] > s["mape_step_time"]
 
 
 def test_rows_without_steps_get_no_interval():
