@@ -22,10 +22,10 @@ from parsim.sim.interval import (Interval, compose, host_log_errors, load_residu
 MODEL = "tests/data/two_layers.yaml"
 
 
-def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4), canary=None, device="cpu: x86_64"):
+def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4), canary=None, device="cpu: x86_64", processes=1):
     """A two-layer profile taken in rounds: layer a's forward per round is ``fwd_rounds`` (one list
     per round, one time per size), its backward twice that; layer b steady at a tenth; ``canary``:
-    the canary's readings per round and size (none by default)."""
+    the canary's readings per round and size (none by default); ``processes``: its concurrent_processes."""
     n = len(fwd_rounds)
     kept = kept or [[True] * len(sizes)] * n
 
@@ -36,6 +36,7 @@ def rounds_profile(path, fwd_rounds, kept=None, sizes=(1, 2, 4), canary=None, de
                 "round_s": {"fwd_s": rows, "bwd_s": [[2 * t for t in r] for r in rows]}}
     data = {"schema_version": 1, "kind": "layer-profile", "microbatch_sizes": list(sizes), "device": device,
             "layers": [layer("a", 1.0), layer("b", 0.1)], "optimizer_s_per_param": 1e-9,
+            "concurrent_processes": processes,
             "rounds": {"count": n, "kept": kept, "stopped": "rounds", "target": 0.02, "precision": [0.0] * len(sizes),
                        "optimizer_s_per_param": [1e-9, 1.2e-9, 0.8e-9],
                        **({"canary_s": canary} if canary is not None else {})}}
@@ -68,16 +69,25 @@ def test_the_hosts_noise_multiplies_in_as_a_third_independent_draw():
     assert lo == 1.0 and hi == pytest.approx(2.0)
 
 
-def test_host_noise_is_each_rounds_canary_level_against_their_median(tmp_path):
-    """host_log_errors: log(level / median level) of each round's canary level (the median of its readings, one
-    per size, a zero left out) of a CPU profile; none from a profile without readings, with one round of them,
-    or taken on an accelerator (its canary times the host's CPU, not the device)."""
+def test_host_noise_is_each_rounds_canary_level_in_one_process_and_every_reading_in_several(tmp_path):
+    """host_log_errors of a one-process CPU profile: log(level / median level) of each round's canary level (the
+    median of its readings, one per size, a zero left out); of a profile of two processes (the slower one's reading
+    of each measurement), log(reading / median reading) of every positive reading; none from a profile without
+    readings, with one round of them, or taken on an accelerator (its canary times the host's CPU, not the
+    device)."""
     fwd = [[1e-3, 2e-3, 4e-3]] * 3
     canary = [[1e-3, 1e-3, 0.5e-3], [2e-3, 2e-3, 1e-3], [1e-3, 4e-3, 4e-3]]
     table = load_profile_table(rounds_profile(tmp_path / "c.json", fwd, canary=canary))
     assert table.rounds.canary_s == (1e-3, 1e-3, 0.5e-3, 2e-3, 2e-3, 1e-3, 1e-3, 4e-3, 4e-3)
     assert table.rounds.canary_round_s == pytest.approx((1e-3, 2e-3, 4e-3))
+    assert table.rounds.processes == 1
     assert host_log_errors(table) == pytest.approx((np.log(0.5), 0.0, np.log(2)))
+    two = load_profile_table(rounds_profile(tmp_path / "two.json", fwd, canary=canary, processes=2))
+    assert two.rounds.processes == 2        # the median of the nine readings is 1e-3
+    assert host_log_errors(two) == pytest.approx(tuple(np.log([1, 1, 0.5, 2, 2, 1, 1, 4, 4])))
+    two_gaps = load_profile_table(rounds_profile(tmp_path / "tz.json", fwd, canary=[[1e-3, 0, 4e-3]] + [[0] * 3] * 2,
+                                                 processes=2))
+    assert host_log_errors(two_gaps) == pytest.approx((np.log(0.4), np.log(1.6)))     # their median 2.5e-3
     gaps = load_profile_table(rounds_profile(tmp_path / "z.json", fwd, canary=[[1e-3, 0, 3e-3], [0] * 3, [2e-3] * 3]))
     assert gaps.rounds.canary_round_s == pytest.approx((2e-3, 2e-3))
     assert host_log_errors(load_profile_table(rounds_profile(tmp_path / "n.json", fwd))) == ()
@@ -95,7 +105,8 @@ def test_a_noisy_hosts_profile_widens_the_interval_and_says_so(tmp_path, monkeyp
     """step_interval on a steady prediction: a quiet canary leaves the band as the rounds and residuals give
     it; a canary at 1.5x its median in 3 of 10 rounds reaches 1.5x above the prediction, says how noisy the host
     was, and with no residuals anywhere says that the profile's and the host's noise are all it has.  A canary
-    slow in one reading of every round is a burst within a round, not the host's level: it leaves the band."""
+    slow in one reading of every round is a burst within a round, not the host's level: in one process it leaves
+    the band; in a profile of two, whose ranks wait for each other, it widens it and says so."""
     fwd = [[1e-3, 2e-3, 4e-3]] * 10
     quiet = load_profile_table(rounds_profile(tmp_path / "q.json", fwd, canary=[[1e-3] * 3] * 10))
     noisy = load_profile_table(rounds_profile(tmp_path / "n.json", fwd, canary=[[1e-3] * 3] * 7 + [[1.5e-3] * 3] * 3))
@@ -108,6 +119,11 @@ def test_a_noisy_hosts_profile_widens_the_interval_and_says_so(tmp_path, monkeyp
     assert "the host's noise over the profile (the canary's level in 10 rounds, p90 +50% of their median)" \
         in wide.source
     assert (burst.low, burst.high) == (calm.low, calm.high)
+    ranks = load_profile_table(rounds_profile(tmp_path / "r.json", fwd, canary=[[1e-3, 1e-3, 1.5e-3]] * 10,
+                                              processes=2))
+    waited = step_interval(1.0, reps, ranks, res, "dense")
+    assert waited.high > calm.high * 1.2 and waited.low == pytest.approx(calm.low, rel=0.02)
+    assert "(30 canary readings, the slower process's of each, p90 +50% of their median)" in waited.source
     assert "development runs" in wide.source
     monkeypatch.setattr("parsim.sim.interval.residuals_path", lambda name: str(tmp_path / "none" / f"{name}.yaml"))
     assert residuals_for("local-cpu", "dense") is None

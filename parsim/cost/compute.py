@@ -346,7 +346,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
         r.get(key, str, "")
     device = r.get("device", str, "")
     threads = r.get("threads", int, 1)
-    r.get("concurrent_processes", int, 1)
+    processes = r.get("concurrent_processes", int, 1)
     r.get("optimizer", str, "")
     slowest = r.get("slowest_rank", list, [])
     if slowest and (len(slowest) != len(sizes) or any(not isinstance(x, (int, float)) or x < 1 for x in slowest)):
@@ -361,7 +361,7 @@ def load_profile_table(path: str | os.PathLike, here: Machine | None = None) -> 
                           torch=m.get("torch", str, ""), numpy=m.get("numpy", str, ""),
                           python=m.get("python", str, ""), date=m.get("date", str, ""))
         m.done()
-    rounds = read_rounds(r, round_rows, len(sizes), path)
+    rounds = read_rounds(r, round_rows, len(sizes), path, processes)
     grad_sync = _grad_sync(r.sub("grad_sync"), sizes) if r.has("grad_sync") else None
     fsdp_sync = _fsdp_sync(r.sub("fsdp_sync"), sizes) if r.has("fsdp_sync") else None
     table = ProfileTable(tuple(sizes), tuple(layers), r.choice("dtype", tuple(DTYPE_BYTES), "fp32"),

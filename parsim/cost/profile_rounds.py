@@ -38,6 +38,7 @@ class ProfileRounds:
     stopped: str = ""
     precision: tuple[float, ...] = ()                  # per size, the chain's relative interval half-width
     canary_s: tuple[float, ...] = ()                   # every canary reading, rounds x sizes (the host's noise)
+    processes: int = 1                                 # profilers run at once (concurrent_processes), as a run's ranks
 
     @property
     def count(self) -> int:
@@ -69,9 +70,10 @@ def read_layer_rounds(f, kinds_present: tuple[str, ...], n_sizes: int) -> dict |
     return out
 
 
-def read_rounds(r, per_layer: dict, n_sizes: int, path: str) -> ProfileRounds | None:
+def read_rounds(r, per_layer: dict, n_sizes: int, path: str, processes: int = 1) -> ProfileRounds | None:
     """The top-level ``rounds`` block with every layer's ``round_s``, or None where the profile has
-    none.  Every layer must have as many rounds as ``rounds.kept``."""
+    none.  Every layer must have as many rounds as ``rounds.kept``; ``processes``: the profile's
+    concurrent_processes."""
     if not r.has("rounds"):
         if any(v is not None for v in per_layer.values()):
             raise r.fail("rounds", "layers have round_s but the profile has no rounds block; profile the model again")
@@ -101,7 +103,7 @@ def read_rounds(r, per_layer: dict, n_sizes: int, path: str) -> ProfileRounds | 
             raise InputError(f"{path}: layers: {name!r}: round_s must hold the {n} rounds of rounds.kept; "
                              "profile the model again")
     return ProfileRounds(per_layer, tuple(tuple(row) for row in kept), tuple(float(x) for x in opt), stopped,
-                         tuple(float(x) for x in precision), tuple(float(x) for row in canary for x in row))
+                         tuple(float(x) for x in precision), tuple(float(x) for row in canary for x in row), processes)
 
 
 def _kept_rounds(kept, j: int) -> list[int]:

@@ -1,7 +1,7 @@
 """The host term of the CPU step intervals (parsim.sim.interval, source 3) taken apart by the profile that priced
 each run: one process (the single-process plans) or two (dp=2 and pp=2), on every run of the committed CPU
 evidence since profiles were taken in rounds.  For each run it prices the plan again from the profiles of its
-pass (as ../2026-12-06b-amd-epyc/host_term_retro.py does) and forms its 90% interval five ways:
+pass (as ../2026-12-06b-amd-epyc/host_term_retro.py does) and forms its 90% interval six ways:
 
 - ``none``: without the term;
 - ``readings``: the term as shipped at 0c93e1d, every canary reading of the plan's own profile (a two-process profile
@@ -11,11 +11,15 @@ pass (as ../2026-12-06b-amd-epyc/host_term_retro.py does) and forms its 90% inte
   host's slower movements only, the 2-ms bursts that a seconds-long run averages out left out;
 - ``kept-reference``: every reading of the plan's own profile, as log(reading / the median of the readings
   whose measurement the canary kept): the prediction rests on the kept measurements only
-  (parsim.profile.rounds), so the host's state it stands for is theirs, not the median over all readings.
+  (parsim.profile.rounds), so the host's state it stands for is theirs, not the median over all readings;
+- ``by-processes``: ``round-medians`` for a plan priced from a one-process profile, ``readings`` for one priced
+  from a profile of several processes (the profile's concurrent_processes).
 
-The variants were run on the development evidence and both reports of set 2026-12-06 before parsim changed;
-``round-medians`` is what parsim ships since (parsim.sim.interval.host_log_errors), and this script checks
-that its own spelling of that rule gives parsim's interval for every run.  The CPU devices only: the rules
+The first five were run on the development evidence and both reports of set 2026-12-06 before parsim changed;
+``round-medians`` is what parsim shipped from c98f155, and ``by-processes`` what it ships since the sixty-fifth
+sitting (parsim.sim.interval.host_log_errors), after set 2026-12-06b's first report
+(../2026-12-06d-intel-xeon/); this script checks that its own spelling of that rule gives parsim's interval for
+every run (host-term-variants.txt was written under c98f155, when it checked ``round-medians``).  The CPU devices only: the rules
 here do not check the profile's device, as every profile of this evidence is a CPU's.
 
 It prints, per profile kind and variant, the runs inside, the median upper reach above the prediction, and the
@@ -52,7 +56,7 @@ from parsim.validation import Pricing, check_shard_section  # noqa: E402
 
 HELDOUT = sorted(glob.glob("results/2026-12-06b-amd-epyc/heldout-2026-12-06/*/validation.json")
                  + glob.glob("results/2026-12-06c-intel-xeon/heldout-2026-12-06/*/validation.json"))
-VARIANTS = ("none", "readings", "one-process", "round-medians", "kept-reference")
+VARIANTS = ("none", "readings", "one-process", "round-medians", "kept-reference", "by-processes")
 
 
 def logs(values, ref=None) -> tuple[float, ...]:
@@ -66,17 +70,19 @@ def logs(values, ref=None) -> tuple[float, ...]:
 
 def host_variants(table, one) -> dict:
     """variant -> the host's log errors (module docstring) for a plan priced from ``table``; each rule spelled
-    here, so that this script reads the same whatever parsim ships (0c93e1d shipped ``readings``; from this
-    sitting's change on, ``round-medians``, which main() checks against parsim's own)."""
+    here, so that this script reads the same whatever parsim ships (0c93e1d shipped ``readings``, c98f155
+    ``round-medians``; since the sixty-fifth sitting ``by-processes``, which main() checks against parsim's own)."""
     r = table.rounds
     n = len(r.kept[0]) if r.kept else 0
     rows = [r.canary_s[i:i + n] for i in range(0, len(r.canary_s), n)] if n else []
     kept = [c for row, k in zip(rows, r.kept) for c, ok in zip(row, k) if ok and c > 0]
     readings = logs(r.canary_s)
-    return {"none": (), "readings": readings, "one-process": logs(one.rounds.canary_s),
-            "round-medians": logs([statistics.median(x for x in row if x > 0) for row in rows
-                                   if any(x > 0 for x in row)]),
-            "kept-reference": logs(r.canary_s, statistics.median(kept)) if kept and readings else ()}
+    out = {"none": (), "readings": readings, "one-process": logs(one.rounds.canary_s),
+           "round-medians": logs([statistics.median(x for x in row if x > 0) for row in rows
+                                  if any(x > 0 for x in row)]),
+           "kept-reference": logs(r.canary_s, statistics.median(kept)) if kept and readings else ()}
+    out["by-processes"] = out["readings"] if r.processes > 1 else out["round-medians"]
+    return out
 
 
 def band(step, reps, res, kind, host) -> Interval:
@@ -109,7 +115,7 @@ def runs(path: str):
         hosts = host_variants(model.table, one)
         bands = {v: band(step, reps, res, kind, h) for v, h in hosts.items()}
         shipped = step_interval(step, reps, model.table, res, kind)
-        assert (shipped.low, shipped.high) == (bands["round-medians"].low, bands["round-medians"].high)
+        assert (shipped.low, shipped.high) == (bands["by-processes"].low, bands["by-processes"].high)
         procs = "2proc" if cfg.dp * cfg.pp > 1 else "1proc"
         yield procs, step, measured, bands, label
 

@@ -45,7 +45,8 @@ def main() -> None:
             outside[rule] += not lo <= mape <= hi
             widths[rule].append(hi - lo)
         flag = "  <- outside as written" if not written[0] <= mape <= written[1] else ""
-        print(f"{path[8:98]:90s} {mape:6.1%} [{written[0]:5.1%}, {written[1]:5.1%}] [{now[0]:5.1%}, {now[1]:5.1%}]{flag}")
+        print(f"{path[8:98]:90s} {mape:6.1%} [{written[0]:5.1%}, {written[1]:5.1%}] "
+              f"[{now[0]:5.1%}, {now[1]:5.1%}]{flag}")
     print(f"{n} reports; MAPE outside its interval: as written {outside['written']}, now {outside['now']}; "
           f"median width as written {statistics.median(widths['written']):.1%}, "
           f"now {statistics.median(widths['now']):.1%}")
