@@ -88,22 +88,32 @@ def compose(predicted, log_errors, level: float = LEVEL, n: int = N_DRAWS, seed:
     return quantiles(draws, level)
 
 
-def host_readings(rounds) -> tuple[float, ...]:
-    """The canary readings the host term draws from (module docstring, source 3): each round's level for a
-    profile of one process, every positive reading for a profile of several; () without rounds."""
+def host_readings(rounds) -> tuple[tuple[float, ...], str]:
+    """The canary readings the host term draws from (module docstring, source 3), and what they are in
+    words: each round's level for a profile of one process, every positive reading for a profile of
+    several; ((), "") without rounds."""
     if rounds is None:
-        return ()
-    return tuple(c for c in rounds.canary_s if c > 0) if rounds.processes > 1 else rounds.canary_round_s
+        return (), ""
+    if rounds.processes > 1:
+        readings = tuple(c for c in rounds.canary_s if c > 0)
+        return readings, f"{len(readings)} canary readings, the slower process's of each"
+    levels = rounds.canary_round_s
+    return levels, f"the canary's level in {len(levels)} rounds"
+
+
+def _host_term(table) -> tuple[tuple[float, ...], str]:
+    """``host_log_errors`` and the words of ``host_readings`` for them; ((), "") where there is none."""
+    levels, words = host_readings(getattr(table, "rounds", None))
+    if len(levels) < 2 or not str(getattr(table, "device", "")).startswith("cpu"):
+        return (), ""
+    mid = float(np.median(levels))
+    return tuple(math.log(c / mid) for c in levels), words
 
 
 def host_log_errors(table) -> tuple[float, ...]:
     """The host's noise as a CPU profile saw it (module docstring, source 3): log(x / median x) over
     ``host_readings``; () where there are fewer than two or the profile was taken on an accelerator."""
-    levels = host_readings(getattr(table, "rounds", None))
-    if len(levels) < 2 or not str(getattr(table, "device", "")).startswith("cpu"):
-        return ()
-    mid = float(np.median(levels))
-    return tuple(math.log(c / mid) for c in levels)
+    return _host_term(table)[0]
 
 
 def step_interval(step_s: float, replicate_steps, table, res: "Residuals | None", kind: str,
@@ -112,11 +122,9 @@ def step_interval(step_s: float, replicate_steps, table, res: "Residuals | None"
     (``replicate_steps``), composed with the profiled model's errors ``res`` (``residuals_for``, read
     once by the caller) for a model of ``kind`` and the host's noise over the profile (module
     docstring)."""
-    host = host_log_errors(table)
+    host, seen = _host_term(table)
     what = f"the profile's {table.rounds.count} rounds redrawn {len(replicate_steps)} times"
     if host:
-        seen = (f"{len(host)} canary readings, the slower process's of each" if table.rounds.processes > 1
-                else f"the canary's level in {len(host)} rounds")
         what += (f", x the host's noise over the profile ({seen}, p90 "
                  f"{math.exp(float(np.quantile(host, 0.9))) - 1:+.0%} of their median)")
     if res is None:
