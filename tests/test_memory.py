@@ -7,6 +7,8 @@ fix the graph counted a block's output twice (its ReLU saves it, the next block'
 save it again as their input) and scaled BatchNorm's per-channel statistics with the batch.
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -237,7 +239,12 @@ def test_memory_breakdown_rows_sum_to_each_sides_total():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     model(torch.randn(4, 8, 8, 8)).sum().backward()
     opt.step()
-    held = static_bytes([model], [opt])
+    # a PipelineStage's receive buffers, one a micro-batch (the first stage has no input's, the last no gradient's)
+    recv = [SimpleNamespace(buffer=torch.empty(4, 8, 8, 8)) for _ in range(2)]
+    stage = SimpleNamespace(args_recv_info={k: (r,) for k, r in enumerate(recv)},
+                            grad_recv_info={0: (SimpleNamespace(buffer=None),)})
+    held = static_bytes([model], [opt], [stage])
+    assert held["pipeline_buffers_bytes"] == 2 * 4 * 8 * 8 * 8 * 4
     param_bytes = sum(p.numel() * 4 for p in model.parameters())
     assert held["params_bytes"] == held["grads_bytes"] == held["optimizer_bytes"] == param_bytes
     assert held["buffers_bytes"] == sum(b.untyped_storage().nbytes() for b in model.buffers())
@@ -252,13 +259,24 @@ def test_memory_breakdown_rows_sum_to_each_sides_total():
                                                       "comm_buffers")]
         assert sum(predicted) == pytest.approx(r["pred_total_bytes"]) == pytest.approx(rank.peak_memory_bytes)
         assert r["pred_step_bytes"] == pytest.approx(sum(predicted[3:]))
-        meas = [r[f"meas_{k}_bytes"] for k in ("params", "grads", "optimizer", "buffers", "inputs", "step")]
+        meas = [r[f"meas_{k}_bytes"] for k in ("params", "grads", "optimizer", "buffers", "inputs",
+                                                "pipeline_buffers", "step")]
         assert sum(meas) == r["meas_total_bytes"] == measured["peak_memory_bytes"][r["global_rank"]]
         assert r["error"] == pytest.approx((r["pred_total_bytes"] - r["meas_total_bytes"]) / r["meas_total_bytes"])
     table = memory_table(rows)
     assert len(table) == 2 and "pred_activations_mib" in table and "meas_step_mib" in table
     # a run without parts (CUDA) still gives the predicted side
     assert memory_breakdown("x", est, {"peak_memory_bytes": [5.0, 6.0]})[1]["meas_step_bytes"] is None
+
+
+def test_the_report_gives_each_pipeline_ranks_memory_error():
+    from parsim.report.validation import pipeline_rank_memory_line
+
+    rows = [{"plan": "single", "rank": 0, "error": 0.01},
+            {"plan": "gpipe", "rank": 0, "error": -0.003}, {"plan": "gpipe", "rank": 1, "error": 0.166},
+            {"plan": "1f1b", "rank": 0, "error": None}, {"plan": "1f1b", "rank": 1, "error": 0.128}]
+    assert pipeline_rank_memory_line(rows) == "peak memory by pipeline rank: gpipe rank 0 -0.3%, rank 1 +16.6%"
+    assert pipeline_rank_memory_line(rows[:1]) is None and pipeline_rank_memory_line([]) is None
 
 
 def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):

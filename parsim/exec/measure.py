@@ -17,13 +17,32 @@ from parsim.fileio import write_json
 from parsim.schedule.actions import Action
 
 
-def static_bytes(modules, optimizers) -> dict[str, int]:
-    """Bytes held between steps, by kind, each storage once (the first kind that holds it)."""
+def pipeline_receive_buffers(stages) -> list:
+    """The receive buffers torch.distributed.pipelining keeps across steps: a PipelineStage
+    allocates one for its input on every stage but the first, and one for its output's gradient on
+    every stage but the last, for each micro-batch, when its schedule first runs (torch 2.13,
+    torch/distributed/pipelining/stage.py: ``_setup_forward_recv_info``, ``_create_grad_recv_info``).
+    The input's buffer is the tensor the stage's forward runs on, and so what its first operator
+    saves for the backward."""
+    infos = (info for st in stages for table in (st.args_recv_info, st.grad_recv_info)
+             for received in table.values() for info in received)
+    return [info.buffer for info in infos if info.buffer is not None]
+
+
+def static_bytes(modules, optimizers, stages=()) -> dict[str, int]:
+    """Bytes held between steps, by kind, each storage once (the first kind that holds it).
+    ``stages``: the rank's PipelineStages, whose receive buffers (``pipeline_receive_buffers``)
+    are held from the first step on.  Until 2026-12-06 they were not counted, and as they are
+    allocated before the step, the step's profiled peak did not see them either: a pp = 2 run's
+    measured peak left out m boundary tensors on each rank (DenseNet-BC of set 2026-12-06b at
+    GPipe m = 2: its last stage measured 178 MiB without its 16 MiB of receive buffers;
+    results/2026-12-06e-intel-xeon/pipeline-memory-insample.txt)."""
     kinds = {
         "params_bytes": [p for m in modules for p in m.parameters()],
         "buffers_bytes": [b for m in modules for b in m.buffers()],
         "optimizer_bytes": [v for o in optimizers for st in o.state.values() for v in st.values() if torch.is_tensor(v)],
         "grads_bytes": [p.grad for m in modules for p in m.parameters() if p.grad is not None],
+        "pipeline_buffers_bytes": pipeline_receive_buffers(stages),
     }
     seen, out = set(), {}
     for kind, tensors in kinds.items():

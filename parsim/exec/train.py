@@ -293,7 +293,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
     steps_per_epoch = int(counts.item())
 
     rec = Recorder(pipe_rank)
-    sched = None
+    sched, stages = None, []
     if cfg.pp > 1:
         from torch.distributed.pipelining import PipelineStage
 
@@ -426,7 +426,7 @@ def _train(opts, plan, spec, cfg, env, kind, on_measured=None) -> int:
         if env.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(env.device)
         if profile_memory and env.device.type == "cpu":
-            held = static_bytes(modules, optimizers)
+            held = static_bytes(modules, optimizers, stages)
             # the batch this rank read (first stage: images, last: labels) is resident during the step
             # but allocated before it, so the profiler does not see it
             held["inputs_bytes"] = sum(t.untyped_storage().nbytes() for t in (x, y) if t is not None)

@@ -511,14 +511,13 @@ def profile_data_line(timing, repeats: int, output: str) -> str:
 
 
 def _ci(ci) -> str:
-    import math
-
     return "" if not ci or not all(map(math.isfinite, ci)) else f" [{ci[0]:.1%}, {ci[1]:.1%}]"
 
 
 def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     """``parsim validate``: the per-plan table and the summary metrics (parsim.report.validation)."""
     import pandas as pd
+    from parsim.report.validation import pipeline_rank_memory_line      # scipy: loaded where used
 
     with pd.option_context("display.width", 250):
         lines = [table.to_string(index=False)]
@@ -540,6 +539,7 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
                      f"{out['step_interval_runs']} runs inside their step interval; peak memory inside "
                      f"{out['memory_interval_coverage']:.0%} of the plans; profile repeatability: passes' predictions "
                      f"of a plan differ by {out['profile_repeatability']:.1%} (median)")
+    lines += [line for line in [pipeline_rank_memory_line(out.get("memory_breakdown", ()))] if line]
     if out.get("runs_watched"):
         bad = out.get("disturbed_runs", [])
         lines.append(f"host: {len(bad)} of {out['runs_watched']} runs disturbed (other processes' CPU or hypervisor "

@@ -230,7 +230,8 @@ def _beyond(ci) -> str:
 
 _PREDICTED = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "workspace_bytes",
               "comm_buffers_bytes")
-_HELD = ("params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "inputs_bytes")   # measured, before the step
+# measured, before the step (pipeline_buffers: torch.distributed.pipelining's receive buffers, kept across steps)
+_HELD = ("params_bytes", "grads_bytes", "optimizer_bytes", "buffers_bytes", "inputs_bytes", "pipeline_buffers_bytes")
 
 
 def memory_breakdown(label: str, est, measured: dict) -> list[dict]:
@@ -240,7 +241,7 @@ def memory_breakdown(label: str, est, measured: dict) -> list[dict]:
     activations in flight, the backward's workspace and the pipeline's send/receive buffers
     (parsim.cost.memory).  Measured (the executor, on CPU): the bytes held between steps by kind
     (parameters, gradients, optimizer state, BatchNorm's running statistics as ``buffers``, the
-    batch the rank read as ``inputs``), and
+    batch the rank read as ``inputs``, the pipeline's receive buffers as ``pipeline_buffers``), and
     ``step`` = the peak the step allocates above them, which the prediction's activations,
     workspace and buffers together stand for.  Each side's parts sum to its total; the measured
     side is empty (None) where the run reported no parts (CUDA: the allocator's peak only)."""
@@ -260,6 +261,20 @@ def memory_breakdown(label: str, est, measured: dict) -> list[dict]:
                      "pred_total_bytes": float(mem["total_bytes"]), "meas_total_bytes": total,
                      "error": (mem["total_bytes"] - total) / total if total else None})
     return rows
+
+
+def pipeline_rank_memory_line(rows) -> str | None:
+    """The peak-memory error of each pipeline rank, for the plans with several (``memory_breakdown``'s
+    rows): the table compares each side's largest rank, behind which another rank's miss hides
+    (set 2026-12-06b's DenseNet-BC under GPipe: its table said +16.6%, and its first rank's -0.3%
+    was in memory_breakdown.csv only).  None where no plan has two ranks with a measurement."""
+    by_plan: dict[str, list] = {}
+    for r in rows:
+        if r.get("error") is not None:
+            by_plan.setdefault(r["plan"], []).append(r)
+    parts = [f"{plan} " + ", ".join(f"rank {r['rank']} {r['error']:+.1%}" for r in ranks)
+             for plan, ranks in by_plan.items() if len(ranks) > 1]
+    return "peak memory by pipeline rank: " + "; ".join(parts) if parts else None
 
 
 def memory_table(rows: list[dict]):
