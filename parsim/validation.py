@@ -444,7 +444,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
                measured_per_pass=[asdict(p.measured) for p in pricing],
                steps=steps, set=which, passes=passes, run_order=[list(o) for o in order],
                set_definition=asdict(load_plan_set(which)) if is_set_file(which) else None, skipped=skipped,
-               memory_breakdown=breakdown, disturbed_runs=disturbed, runs_watched=len(watch.phases),
+               memory_breakdown=breakdown, pipeline_rank_memory=report.pipeline_rank_memory_line(breakdown),
+               disturbed_runs=disturbed, runs_watched=len(watch.phases),
                runs_host=[{"run": name, "foreign_cores": h.foreign, "steal_cores": h.steal}
                           for name, _, h in watch.phases],
                machine=asdict(this_machine()))      # where it was measured, for a plan report

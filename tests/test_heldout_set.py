@@ -7,7 +7,8 @@ runs set the CPU intervals; 2026-11-28c (dense) is held out; 2026-11-28d (dense)
 until the host-noise term of the CPU intervals, which its third report motivated; 2026-12-06
 (dense) was drawn to measure that term; 2026-12-06b (dense) was drawn before any change set
 2026-12-06's second report could motivate; 2026-12-06c (dense) before any change set 2026-12-06b's first report
-could motivate; 2026-12-06d (dense) before the pipeline memory's change set 2026-12-06b's DenseNet-BC motivated.  Every model loads and extracts, its torch module
+could motivate; 2026-12-06d (dense) before the pipeline memory's change set 2026-12-06b's DenseNet-BC
+motivated.  Every model loads and extracts, its torch module
 runs one forward on the executor's input kind, and every plan (the planner's pick too, kept to
 the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
 set's figures come only from the runs its rule allows."""
@@ -59,8 +60,8 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                              52, 60},
                      SET_I: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 22, 24, 26, 28, 30, 32, 34,
                              36, 44, 52, 60, 68},
-                     SET_J: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30, 32,
-                             34, 36, 38, 44, 52, 60, 68, 76}}
+                     SET_J: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30,
+                             32, 34, 36, 38, 44, 52, 60, 68, 76}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set

@@ -517,7 +517,6 @@ def _ci(ci) -> str:
 def validate_lines(table, out: dict, out_dir: str) -> list[str]:
     """``parsim validate``: the per-plan table and the summary metrics (parsim.report.validation)."""
     import pandas as pd
-    from parsim.report.validation import pipeline_rank_memory_line      # scipy: loaded where used
 
     with pd.option_context("display.width", 250):
         lines = [table.to_string(index=False)]
@@ -539,7 +538,7 @@ def validate_lines(table, out: dict, out_dir: str) -> list[str]:
                      f"{out['step_interval_runs']} runs inside their step interval; peak memory inside "
                      f"{out['memory_interval_coverage']:.0%} of the plans; profile repeatability: passes' predictions "
                      f"of a plan differ by {out['profile_repeatability']:.1%} (median)")
-    lines += [line for line in [pipeline_rank_memory_line(out.get("memory_breakdown", ()))] if line]
+    lines += [out["pipeline_rank_memory"]] if out.get("pipeline_rank_memory") else []
     if out.get("runs_watched"):
         bad = out.get("disturbed_runs", [])
         lines.append(f"host: {len(bad)} of {out['runs_watched']} runs disturbed (other processes' CPU or hypervisor "

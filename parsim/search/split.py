@@ -63,7 +63,8 @@ class StageMemory:
     workspace, ZB-H1's gradients held from I to W, the receive buffers of the other m - 1
     micro-batches, so that candidates with the same in-flight counts share a split, and what
     torch's PipelineStage keeps of a micro-batch beside its saved bytes, pipeline_held_bytes; with
-    v chunks it takes stage j's bytes v times for its rank's).  Changing it would change the splits, and so the plans; the plan's
+    v chunks it takes stage j's bytes v times for its rank's).  Changing it would change the splits,
+    and so the plans; the plan's
     exact check comes once its split is known (parsim.sim.memory.peak_floor_bytes, in plan())."""
 
     def __init__(self, bnd: "Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: np.ndarray,

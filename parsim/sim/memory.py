@@ -47,8 +47,8 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, f
     # 2026-12-06: pipeline_buffer_bytes) and, except where the I is empty and the W runs the whole
     # backward (whole_backward_in_w), the weight operators' output gradients
     # (PipelineStage.backward_one_chunk).
-    w_held = {s: (0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s))) * b
-              for s in range(S)} if split else {}
+    w_held = {s: (0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
+              * b for s in range(S)} if split else {}
     return saved, w_held
 
 

@@ -87,8 +87,9 @@ def main(paths):
                           ("planned", "fixed")):
         for rank in (0, 1):
             errs = [x[rule] / x[against] - 1 for x in unique if x["rank"] == rank]
-            print(f"{rule:<26} {against:<12} {rank:>4}  {statistics.median(errs):+9.1%}  {statistics.mean(map(abs, errs)):9.1%}"
-                  f"  {max(map(abs, errs)):8.1%}  {sum(abs(e) <= 0.10 for e in errs):>4}/{len(errs)}")
+            print(f"{rule:<26} {against:<12} {rank:>4}  {statistics.median(errs):+9.1%}"
+                  f"  {statistics.mean(map(abs, errs)):9.1%}  {max(map(abs, errs)):8.1%}"
+                  f"  {sum(abs(e) <= 0.10 for e in errs):>4}/{len(errs)}")
     print()
     print("report / plan / rank: error of the old rule against the old measurement, of the old and the planned "
           "rule against the measurement with the receive buffers")
