@@ -404,7 +404,6 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     spec, config = load_model(model), json.loads(open(plan).read())["parallel"]
     boundary = spec.graph.layers[config["bounds"][1] - 1].output_bytes * 8 if "pp2" in name else 0
     assert [p["pipeline_buffers_bytes"] for p in m["peak_memory_parts"]] == [boundary] * len(m["peak_memory_parts"])
-    assert [p["comm_buffers_bytes"] for p in saved["memory_breakdown"]] == [boundary] * len(saved["memory_breakdown"])
     params = spec.graph.param_count
     if "dp2" in name:
         assert sum(assert_grad_buckets_as_simulated(plan, m)[0]) == 2 * params      # bf16 gradients

@@ -97,7 +97,7 @@ def test_planner_stage_memory_uses_the_same_saved_bytes():
             assert vectorised == pytest.approx(spec.graph.stage_saved_bytes(A, B))
     mem = bnd.memory_fn("gpipe", 1, 2, 1, 8, 1)
     static = sum(l.param_count for l in spec.graph.layers[:5]) * 12
-    boundary = spec.graph.layers[4].output_bytes * 8       # one micro-batch's buffer: its output's gradient
+    boundary = 2 * spec.graph.layers[4].output_bytes * 8
     assert mem(0, 0, 5) == pytest.approx(static + boundary + 8 * spec.graph.stage_saved_bytes(0, 5))
     assert np.all(mem(np.arange(2), np.array([0, 5]), np.array([5, n])) > 0)
 
@@ -185,12 +185,9 @@ def test_a_single_rank_step_peak_is_activations_plus_the_loss_backward():
     assert mem.activations_bytes + mem.workspace_bytes == pytest.approx(measured, rel=1e-3)
 
 
-def test_pipeline_buffers_are_torchs_and_a_stage_keeps_its_output_until_its_backward():
-    """torch's PipelineStage (torch/distributed/pipelining/stage.py) keeps a receive buffer a
-    micro-batch for its input and for its output's gradient, and each micro-batch's output until
-    that micro-batch's backward; its first layer saves the receive buffer (parsim.cost.memory)."""
-    assert pipeline_buffer_bytes(1000.0, 0.0, 4) == 4000.0          # the last stage: its input's only
-    assert pipeline_buffer_bytes(1000.0, 500.0, 2) == 3000.0
+def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_no_outputs():
+    assert pipeline_buffer_bytes(1000.0, 1) == 0.0
+    assert pipeline_buffer_bytes(1000.0, 2) == 2000.0
     spec = load_model(BIG_VOCAB)
     cluster = load_cluster("local-cpu")
     bnd = split.Bounds(spec, spec.graph, cluster, AnalyticalCompute(cluster.device, "fp32"))
@@ -198,9 +195,10 @@ def test_pipeline_buffers_are_torchs_and_a_stage_keeps_its_output_until_its_back
     static = spec.graph.param_count * 12                 # fp32 momentum: 4 + 4 + 4 bytes per parameter
     single = static + b * spec.graph.stage_saved_bytes(0, n)
     assert bnd.memory_fn("1f1b", 1, 1, 1, b, 1)(0, 0, n) == pytest.approx(single)
-    # the planner's guide at pp = 2, GPipe, m = 4: one micro-batch's buffer on the last stage (its input's)
+    # pp = 2, GPipe, m = 4: the last stage's buffers hold its input's boundary (it sends no output);
+    # no micro-batch's logits outlive its backward (the executor steps with return_outputs=False)
     g, m = spec.graph, 4
-    last = g.held_param_count(range(2, n)) * 12 + g.layers[1].output_bytes * b + m * b * g.stage_saved_bytes(2, n)
+    last = g.held_param_count(range(2, n)) * 12 + 2 * g.layers[1].output_bytes * b + m * b * g.stage_saved_bytes(2, n)
     assert bnd.memory_fn("gpipe", m, 2, 1, b, 1)(1, 2, n) == pytest.approx(last)
     # the simulator's: 2 micro-batches of 1 sample
     from parsim.plan import ParallelConfig
@@ -209,18 +207,7 @@ def test_pipeline_buffers_are_torchs_and_a_stage_keeps_its_output_until_its_back
     est = simulate(g, spec.training, cluster, ParallelConfig(1, 2, 2, "gpipe", 1, (0, 2, n)))
     first, second = (r.memory for r in est.ranks)
     assert first.comm_buffers_bytes == second.comm_buffers_bytes == 2 * g.layers[1].output_bytes
-    # the last stage keeps each micro-batch's logits until its backward (the loss saves log_softmax's result,
-    # not them), and its first layer's saved input is the receive buffer
-    received = g.layers[2].input_saved_bytes
-    assert 0 < received <= g.layers[1].output_bytes < g.layers[-1].output_bytes
-    assert second.activations_bytes == pytest.approx(2 * (g.stage_saved_bytes(2, n) + g.layers[-1].output_bytes
-                                                          - received))
-    # the first stage keeps its output beside what its last layer saves of it (the next layer's shared input)
-    assert first.activations_bytes == pytest.approx(2 * (g.stage_saved_bytes(0, 2) + g.layers[1].output_bytes
-                                                         - g.layers[2].input_shared_bytes))
-    # one process: no PipelineStage, nothing kept beside the saved bytes
-    one = simulate(g, spec.training, cluster, ParallelConfig(1, 1, 2, "gpipe", 1, (0, n))).ranks[0].memory
-    assert one.comm_buffers_bytes == 0 and one.activations_bytes == pytest.approx(2 * g.stage_saved_bytes(0, n))
+    assert second.activations_bytes == 2 * g.stage_saved_bytes(2, n)
 
 
 def test_tensor_parallel_loss_holds_its_vocabulary_slice():

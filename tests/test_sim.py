@@ -100,16 +100,14 @@ def test_activations_in_flight(p, m):
     if m >= p:   # torch's Schedule1F1B needs m >= p; the min(m, p - s) form is exercised by m = p
         one = run(p, m, "1f1b")
         assert [r.max_inflight_microbatches for r in one.ranks] == [min(m, p - s) for s in range(p)]
-        # 100 saved bytes per layer, and each stage's 8-byte output, which torch's PipelineStage keeps
-        # until the micro-batch's backward (parsim.cost.memory.pipeline_held_bytes); the last stage's
-        # also holds the loss's, its 8-byte output in fp32 (no output outlives its backward:
-        # return_outputs=False)
-        assert one.stage_saved_bytes == (108.0,) * (p - 1) + (116.0,)
+        # 100 saved bytes per layer; the last stage's also holds the loss's, its 8-byte output in fp32,
+        # one micro-batch's at a time (its outputs do not outlive their backward: return_outputs=False)
+        assert one.stage_saved_bytes == (100.0,) * (p - 1) + (108.0,)
         assert [r.memory.activations_bytes for r in one.ranks] == [min(m, p - s) * one.stage_saved_bytes[s]
                                                                    for s in range(p)]
     gp = run(p, m, "gpipe")
     assert [r.max_inflight_microbatches for r in gp.ranks] == [m] * p
-    assert [r.memory.activations_bytes for r in gp.ranks] == [108.0 * m] * (p - 1) + [116.0 * m]
+    assert [r.memory.activations_bytes for r in gp.ranks] == [100.0 * m] * (p - 1) + [108.0 * m]
 
 
 def test_zero_bubble_beats_1f1b():
@@ -251,8 +249,7 @@ def test_resnet_dp4_pp2_bubble_falls_with_m_while_rank0_waits_on_rank1s_allreduc
 
 
 def test_split_backward_holds_output_gradients_from_i_to_w():
-    """Under ZB-H1 a micro-batch's I keeps, for its W, the gradient its stage received (in its receive
-    buffer, counted with the static buffers: parsim.cost.memory.pipeline_buffer_bytes) and (past
+    """Under ZB-H1 a micro-batch's I keeps, for its W, the gradient its stage received and (past
     the first stage, whose I is empty in torch) its weight operators' output gradients.  Replaying
     the simulated order gives the engine's activation peak exactly, and the held gradients raise
     the last stage's peak."""
@@ -262,8 +259,7 @@ def test_split_backward_holds_output_gradients_from_i_to_w():
     cfg = ParallelConfig(dp=1, pp=2, microbatches=4, schedule="zbh1", bounds=(0, 3, 6))
     e = simulate(g, spec.training, cluster, cfg)
     b = 2
-    held = [0.0, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
-    assert e.ranks[0].memory.comm_buffers_bytes == 4 * g.layers[2].output_bytes * b     # m gradients' buffers
+    held = [g.layers[2].output_bytes * b, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
     for r in range(2):
         act = peak = 0.0
         for rank, a, stream, *_ in e.timeline.records:

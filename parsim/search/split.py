@@ -51,8 +51,7 @@ class StageMemory:
     scalars or arrays, element-wise), v chunks on one device:
 
         (params x static bytes per param [+ ZeRO-2/3's unsharded gradients]
-         + one micro-batch's pipeline receive buffers ((input's + output's boundary activation) x b,
-           none at pp = 1: pipeline_buffer_bytes)
+         + pipeline buffers (2 x boundary activation x b, none at pp = 1: pipeline_buffer_bytes)
          + in-flight micro-batches of stage j x b x stage saved bytes) x v
 
     The partitioner asks for blocks of stages over their bands of the (start, stop) grid at once
@@ -60,11 +59,8 @@ class StageMemory:
     through views of each stage's band.
 
     It guides the split; it is not a bound on the simulated peak (it leaves out the backward's
-    workspace, ZB-H1's gradients held from I to W, the receive buffers of the other m - 1
-    micro-batches, so that candidates with the same in-flight counts share a split, and what
-    torch's PipelineStage keeps of a micro-batch beside its saved bytes, pipeline_held_bytes; with
-    v chunks it takes stage j's bytes v times for its rank's).  Changing it would change the splits,
-    and so the plans; the plan's
+    workspace and ZB-H1's gradients held from I to W, and with v chunks it takes stage j's bytes
+    v times for its rank's).  Changing it would change the splits, and so the plans; the plan's
     exact check comes once its split is known (parsim.sim.memory.peak_floor_bytes, in plan())."""
 
     def __init__(self, bnd: "Bounds", static_per_param: float, zero: int, b: int, v: int, inflight: np.ndarray,
@@ -89,11 +85,10 @@ class StageMemory:
             static = static + (bnd.expert_prefix[B] - bnd.expert_prefix[A]) * self.expert_extra
         if self.zero >= 2:                   # pp = 1 (zero_variants): the stage is the whole model
             static = static + bnd.fsdp_grad_bytes(self.b)
-        # one micro-batch's receive buffers: its input's boundary activation (but on the first stage), its
-        # output's gradient (but on the last)
-        received = np.where(A > 0, bnd.out[np.maximum(A - 1, 0)], 0.0)
-        sent = np.where(B < len(bnd.out), bnd.out[np.maximum(B - 1, 0)], 0.0)
-        base = static + (pipeline_buffer_bytes(received * self.b, sent * self.b, 1) if self.pp > 1 else 0.0)
+        end = B == len(bnd.out)
+        # a stage's buffers hold its output's boundary activation; the model's last stage's, its input's
+        edge = np.where(end, np.maximum(A - 1, 0), np.maximum(B - 1, 0))
+        base = static + pipeline_buffer_bytes(bnd.out[edge] * self.b, self.pp)
         saved = bnd.saved_prefix[B] - bnd.saved_prefix[A] + bnd.shared[A]
         if isinstance(A, np.ndarray):
             self._last = (A, B, base, saved)

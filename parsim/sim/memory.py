@@ -26,8 +26,7 @@ from operator import is_not
 import numpy as np
 
 from parsim.cost.experts import expert_param_count
-from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, pipeline_buffer_bytes,
-                                pipeline_held_bytes, static_memory)
+from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, bytes_per_param, static_memory
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
@@ -37,18 +36,14 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, f
     until its backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes
     and w_held_bytes)."""
     S, layers = cfg.stages, graph.layers
-    # with pp > 1, what torch's PipelineStage keeps of a micro-batch besides (the stage's output, less
-    # the received input its first layer saves: parsim.cost.memory.pipeline_held_bytes)
-    held = (lambda r: pipeline_held_bytes(graph, r.start, r.stop)) if cfg.pp > 1 else (lambda r: 0.0)
-    saved = {s: (graph.stage_saved_bytes(r.start, r.stop) + held(r)) * b for s, r in
-             ((s, cfg.stage_layers(s)) for s in range(S))}
+    saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
     # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
-    # arrived for the stage's output (its receive buffer, counted with the static buffers since
-    # 2026-12-06: pipeline_buffer_bytes) and, except where the I is empty and the W runs the whole
+    # arrived for the stage's output and, except where the I is empty and the W runs the whole
     # backward (whole_backward_in_w), the weight operators' output gradients
     # (PipelineStage.backward_one_chunk).
-    w_held = {s: (0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
-              * b for s in range(S)} if split else {}
+    w_held = {s: ((0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
+                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
+              for s in range(S)} if split else {}
     return saved, w_held
 
 
@@ -127,13 +122,10 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
     ``prices``: the run's pricing context, which keeps the workspaces."""
     layers, S = graph.layers, cfg.stages
     stages = range(pipe_rank, S, cfg.pp)
-    # each stage's receive buffers: the activation it receives (all but the first), the gradient of
-    # the output it sends (all but the last)
-    received = sum(layers[cfg.bounds[s] - 1].output_bytes for s in stages if s > 0) * b
-    sent = sum(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages if s < S - 1) * b
-    buffers = pipeline_buffer_bytes(received, sent, cfg.microbatches) if cfg.pp > 1 else 0.0
-    static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, buffers, cfg.zero,
-                           cfg.shard_ranks, sum(expert_param_count(layers[i], graph) for i in held),
+    # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
+    boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
+    static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, boundary, cfg.zero,
+                           cfg.shard_ranks, cfg.pp, sum(expert_param_count(layers[i], graph) for i in held),
                            cfg.expert_dp, training.grad_reduce_dtype)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.shard_ranks
