@@ -303,14 +303,16 @@ def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):
                        "peak_memory_bytes": [p["static_bytes"] + p["step_peak_bytes"] for p in parts]}, f)
         return 0
     monkeypatch.setattr(validation, "launch", fake_run)
-    validation.validate("tests/data/two_layers.yaml", "local-cpu", {2: "tests/data/profile_table.yaml"},
-                        str(tmp_path), log=lambda *a: None)
+    out = validation.validate("tests/data/two_layers.yaml", "local-cpu", {2: "tests/data/profile_table.yaml"},
+                              str(tmp_path), log=lambda *a: None)
     with open(tmp_path / "validation.json") as f:
         written = json.load(f)
     rows = written["memory_breakdown"]
     # validate's line of each pipeline rank's error (parsim.report.validation.pipeline_rank_memory_line)
     assert written["pipeline_rank_memory"] == "peak memory by pipeline rank: pp2 " + ", ".join(
         f"rank {r['rank']} {r['error']:+.1%}" for r in rows)
+    from parsim.report.cli_text import validate_lines
+    assert written["pipeline_rank_memory"] in validate_lines(out["table"], out, str(tmp_path))        # printed
     assert [(r["plan"], r["rank"], r["meas_total_bytes"]) for r in rows] == [("pp2", 0, 3.5 * 2**20), ("pp2", 1, 4 * 2**20)]
     with open(tmp_path / "memory_breakdown.csv") as f:
         table = list(csv.DictReader(f))
