@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from parsim.model.zoo.heldout_g import PoolHead      # global average pooling and a Linear
+
 
 # ----------------------------------------------------------------------------- Inception
 # Szegedy et al. 2015, "Going Deeper with Convolutions" (GoogLeNet), Sec. 4 and Fig. 2(b): an
@@ -41,15 +43,6 @@ class InceptionModule(nn.Module):
         return torch.cat([self.one(x), self.three(x), self.five(x), self.pool(x)], 1)
 
 
-class InceptionHead(nn.Module):
-    def __init__(self, cin: int, classes: int):
-        super().__init__()
-        self.fc = nn.Linear(cin, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:   # (B, c, s, s) -> (B, classes)
-        return self.fc(x.mean((2, 3)))
-
-
 # (c1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection) of each module; None: a 3x3 max pool of stride 2
 _MODULES = ((8, 12, 16, 4, 8, 4), (12, 16, 24, 4, 12, 8), None, (16, 16, 32, 8, 12, 12), (20, 20, 40, 8, 16, 12),
             None, (24, 24, 48, 8, 16, 16))
@@ -67,4 +60,4 @@ def inception_cifar(stem: int = 24, classes: int = 10) -> nn.Sequential:
             continue
         units.append(InceptionModule(cin, *widths))
         cin = units[-1].out_channels
-    return nn.Sequential(*units, InceptionHead(cin, classes))
+    return nn.Sequential(*units, PoolHead(cin, classes))
