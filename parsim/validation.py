@@ -335,6 +335,8 @@ def validate(model_path: str, cluster_spec: str, profiles: dict[int, str] | Call
     planner's pick included) are chosen with pass 0's.  With ``results_root``, the evidence (the
     small files and the profiles) is copied under it too (``write_evidence``)."""
     spec = check_shard_section(load_model(model_path))
+    # the executor runs a pipeline on torch's PipelineStage: its buffers priced (Training.pipeline_runtime)
+    spec = replace(spec, training=replace(spec.training, pipeline_runtime="torch"))
     if callable(profiles):
         measure = profiles
     else:

@@ -384,6 +384,11 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
         adam.write_text(open(model).read().replace("optimizer: momentum", "optimizer: adam"))
         assert adam.read_text() != open(model).read()
         model = str(adam)
+    if "pp2" in name:               # priced as the executor runs a pipeline, on torch's PipelineStage
+        runtime = tmp_path / "gpt_tiny_bf16_torch_pipeline.yaml"
+        runtime.write_text(open(model).read().replace("training: {", "training: {pipeline_runtime: torch, "))
+        assert runtime.read_text() != open(model).read()
+        model = str(runtime)
     plan = make_plan(tmp_path, name, *flags, model=model)
     out = tmp_path / "run"
     assert run(plan, out, "--steps", str(steps)) == 0
@@ -404,6 +409,7 @@ def test_bf16_runs_with_fp32_master_weights_as_priced(tmp_path, capfd, name, mod
     spec, config = load_model(model), json.loads(open(plan).read())["parallel"]
     boundary = spec.graph.layers[config["bounds"][1] - 1].output_bytes * 8 if "pp2" in name else 0
     assert [p["pipeline_buffers_bytes"] for p in m["peak_memory_parts"]] == [boundary] * len(m["peak_memory_parts"])
+    assert [p["comm_buffers_bytes"] for p in saved["memory_breakdown"]] == [boundary] * config["pp"]   # a pipeline rank
     params = spec.graph.param_count
     if "dp2" in name:
         assert sum(assert_grad_buckets_as_simulated(plan, m)[0]) == 2 * params      # bf16 gradients

@@ -13,6 +13,7 @@ import pytest
 from parsim.cli import main
 from parsim.export.megatron import parse_args_text
 from parsim.export.torchtitan import default_split
+from parsim.model.spec import load_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPT_SDPA = """schema_version: 1
@@ -159,6 +160,23 @@ def test_torchtitan_roundtrip(tmp_path, capsys):
     a, b = _roundtrip(tmp_path, capsys, plan, "torchtitan", "dgx-h100:1x8")
     _same_plan(a, b)
     assert "public families that ran on torch-fsdp ran" in b["estimate"]["step_time_band"]["source"]
+
+
+def test_a_torchtitan_pipeline_is_priced_on_torchs_pipeline_stage(tmp_path):
+    """torchtitan pipelines with torch.distributed.pipelining's PipelineStage, so a config read from it is priced
+    with that runtime's buffers (parsim.model.stacks.PIPELINE_RUNTIMES); a model.yaml states Megatron's by default."""
+    from types import SimpleNamespace
+
+    from parsim.cost.compute import AnalyticalCompute
+    from parsim.export.commands import imported_config
+
+    toml = tmp_path / "tt.toml"
+    toml.write_text(LLAMA_DEBUG_TOML)
+    args = SimpleNamespace(model=str(toml), from_framework="torchtitan", cluster="dgx-h100:1x8", from_model=None,
+                           set=[])
+    got = imported_config(args, lambda a, cluster, spec: AnalyticalCompute.for_training(cluster.device, spec.training))
+    assert (got.spec.training.pipeline_runtime, got.config.pp) == ("torch", 2)
+    assert load_model(os.path.join(ROOT, "examples", "gpt_tiny_local.yaml")).training.pipeline_runtime == "megatron"
 
 
 def test_deepspeed_roundtrip(tmp_path, capsys):

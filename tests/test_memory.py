@@ -16,7 +16,7 @@ from torch import nn
 
 from parsim.cost.compute import AnalyticalCompute
 from parsim.cost.memory import (backward_workspace_bytes, loss_workspace_bytes,
-                                pipeline_buffer_bytes)
+                                pipeline_buffer_bytes, torch_pipeline_buffer_bytes)
 from parsim.hardware import load_cluster
 from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.graph import Layer, LayerGraph
@@ -186,6 +186,8 @@ def test_a_single_rank_step_peak_is_activations_plus_the_loss_backward():
 
 
 def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_no_outputs():
+    """Under Megatron-LM's schedules (Training.pipeline_runtime's default): one micro-batch's boundary
+    activation in flight a direction, and no micro-batch's output kept beside its saved bytes."""
     assert pipeline_buffer_bytes(1000.0, 1) == 0.0
     assert pipeline_buffer_bytes(1000.0, 2) == 2000.0
     spec = load_model(BIG_VOCAB)
@@ -208,6 +210,43 @@ def test_pipeline_buffers_only_between_pipeline_ranks_and_the_last_stage_keeps_n
     first, second = (r.memory for r in est.ranks)
     assert first.comm_buffers_bytes == second.comm_buffers_bytes == 2 * g.layers[1].output_bytes
     assert second.activations_bytes == 2 * g.stage_saved_bytes(2, n)
+
+
+def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_output_until_its_backward():
+    """torch's PipelineStage (torch/distributed/pipelining/stage.py), the runtime parsim's executor
+    runs (Training.pipeline_runtime: torch): a receive buffer a micro-batch for a stage's input and
+    for its output's gradient, and each micro-batch's output kept until its backward; its first
+    layer saves the receive buffer (parsim.cost.memory)."""
+    from dataclasses import replace
+
+    from parsim.plan import ParallelConfig
+    from parsim.sim import simulate
+
+    assert torch_pipeline_buffer_bytes(1000.0, 0.0, 4) == 4000.0          # the last stage: its input's only
+    assert torch_pipeline_buffer_bytes(1000.0, 500.0, 2) == 3000.0
+    spec = load_model(BIG_VOCAB)
+    g, n, cluster = spec.graph, len(spec.graph), load_cluster("local-cpu")
+    training = replace(spec.training, pipeline_runtime="torch")
+    # 2 micro-batches of 1 sample, GPipe over two stages
+    est = simulate(g, training, cluster, ParallelConfig(1, 2, 2, "gpipe", 1, (0, 2, n)))
+    first, second = (r.memory for r in est.ranks)
+    assert first.comm_buffers_bytes == second.comm_buffers_bytes == 2 * g.layers[1].output_bytes
+    # the last stage keeps each micro-batch's logits until its backward (the loss saves log_softmax's result,
+    # not them), and its first layer's saved input is the receive buffer
+    received = g.layers[2].input_saved_bytes
+    assert 0 < received <= g.layers[1].output_bytes < g.layers[-1].output_bytes
+    assert second.activations_bytes == pytest.approx(2 * (g.stage_saved_bytes(2, n) + g.layers[-1].output_bytes
+                                                          - received))
+    # the first stage keeps its output beside what its last layer saves of it (the next layer's shared input)
+    assert first.activations_bytes == pytest.approx(2 * (g.stage_saved_bytes(0, 2) + g.layers[1].output_bytes
+                                                         - g.layers[2].input_shared_bytes))
+    # 4 micro-batches of 1 sample: four receive buffers a rank
+    four = simulate(g, replace(training, global_batch_size=4), cluster, ParallelConfig(1, 2, 4, "gpipe", 1, (0, 2, n)),
+                    keep_timeline=False)
+    assert [r.memory.comm_buffers_bytes for r in four.ranks] == [4 * g.layers[1].output_bytes] * 2
+    # one process: no PipelineStage, nothing kept beside the saved bytes
+    one = simulate(g, training, cluster, ParallelConfig(1, 1, 2, "gpipe", 1, (0, n))).ranks[0].memory
+    assert one.comm_buffers_bytes == 0 and one.activations_bytes == pytest.approx(2 * g.stage_saved_bytes(0, n))
 
 
 def test_tensor_parallel_loss_holds_its_vocabulary_slice():
@@ -314,6 +353,9 @@ def test_validate_writes_the_memory_breakdown(tmp_path, monkeypatch):
     from parsim.report.cli_text import validate_lines
     assert written["pipeline_rank_memory"] in validate_lines(out["table"], out, str(tmp_path))        # printed
     assert [(r["plan"], r["rank"], r["meas_total_bytes"]) for r in rows] == [("pp2", 0, 3.5 * 2**20), ("pp2", 1, 4 * 2**20)]
+    # priced as the executor runs a pipeline, on torch's PipelineStage: rank 0 keeps each of its two micro-batches'
+    # output (layer a's 4096 bytes a sample, 4 samples) beside the 16384 bytes a sample it saves
+    assert rows[0]["pred_activations_bytes"] == 2 * (16384 + 4096) * 4
     with open(tmp_path / "memory_breakdown.csv") as f:
         table = list(csv.DictReader(f))
     assert [t["plan"] for t in table] == ["pp2", "pp2"]

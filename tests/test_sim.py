@@ -37,11 +37,11 @@ def uniform_graph(n_layers=8, saved=100.0, params=10):
                                        for i in range(n_layers)))
 
 
-def run(p, m, schedule="1f1b", v=1, dp=1, layers_per_stage=1, optimizer_s=0.0):
+def run(p, m, schedule="1f1b", v=1, dp=1, layers_per_stage=1, optimizer_s=0.0, runtime="megatron"):
     g = uniform_graph(p * v * layers_per_stage)
     cfg = ParallelConfig(dp=dp, pp=p, microbatches=m, schedule=schedule, chunks=v,
                          bounds=tuple(range(0, len(g) + 1, layers_per_stage)))
-    return simulate(g, Training(global_batch_size=m * dp), IDEAL, cfg, UnitCost(optimizer_s))
+    return simulate(g, Training(global_batch_size=m * dp, pipeline_runtime=runtime), IDEAL, cfg, UnitCost(optimizer_s))
 
 
 def assert_step_adds_up(e):
@@ -108,6 +108,12 @@ def test_activations_in_flight(p, m):
     gp = run(p, m, "gpipe")
     assert [r.max_inflight_microbatches for r in gp.ranks] == [m] * p
     assert [r.memory.activations_bytes for r in gp.ranks] == [100.0 * m] * (p - 1) + [108.0 * m]
+    # torch's PipelineStage (Training.pipeline_runtime) also keeps each stage's 8-byte output until the
+    # micro-batch's backward (parsim.cost.memory.pipeline_held_bytes); the layers save none of their input
+    torch_gp = run(p, m, "gpipe", runtime="torch")
+    assert [r.memory.activations_bytes for r in torch_gp.ranks] == [108.0 * m] * (p - 1) + [116.0 * m]
+    if m >= p:
+        assert run(p, m, "1f1b", runtime="torch").stage_saved_bytes == (108.0,) * (p - 1) + (116.0,)
 
 
 def test_zero_bubble_beats_1f1b():
@@ -248,18 +254,24 @@ def test_resnet_dp4_pp2_bubble_falls_with_m_while_rank0_waits_on_rank1s_allreduc
         assert e.sync_wait_fraction > e.bubble_fraction
 
 
-def test_split_backward_holds_output_gradients_from_i_to_w():
-    """Under ZB-H1 a micro-batch's I keeps, for its W, the gradient its stage received and (past
-    the first stage, whose I is empty in torch) its weight operators' output gradients.  Replaying
-    the simulated order gives the engine's activation peak exactly, and the held gradients raise
-    the last stage's peak."""
+@pytest.mark.parametrize("runtime", ["megatron", "torch"])
+def test_split_backward_holds_output_gradients_from_i_to_w(runtime):
+    """Under ZB-H1 a micro-batch's I keeps, for its W, the gradient its stage received (under torch's
+    PipelineStage, in its receive buffer, counted with the static buffers) and (past the first
+    stage, whose I is empty in torch) its weight operators' output gradients.  Replaying the
+    simulated order gives the engine's activation peak exactly, and the held gradients raise the
+    last stage's peak."""
     spec = load_model("examples/gpt_tiny_local.yaml")
+    spec = replace(spec, training=replace(spec.training, pipeline_runtime=runtime))
     g, cluster = spec.graph, load_cluster("local-cpu:1x2")
     assert all(layer.w_held_bytes > 0 for layer in g.layers[1:]) and g.layers[0].w_held_bytes == 0   # embedding
     cfg = ParallelConfig(dp=1, pp=2, microbatches=4, schedule="zbh1", bounds=(0, 3, 6))
     e = simulate(g, spec.training, cluster, cfg)
     b = 2
-    held = [g.layers[2].output_bytes * b, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
+    gradient = g.layers[2].output_bytes * b                  # of stage 0's output, a micro-batch
+    held = [gradient if runtime == "megatron" else 0.0, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
+    if runtime == "torch":
+        assert e.ranks[0].memory.comm_buffers_bytes == 4 * gradient          # the m gradients' receive buffers
     for r in range(2):
         act = peak = 0.0
         for rank, a, stream, *_ in e.timeline.records:

@@ -23,11 +23,18 @@ The loss (cross-entropy in fp32, outside every layer) keeps log_softmax's result
 stage's activations (LayerGraph.loss_saved_bytes), and its backward, the first of the micro-batch's,
 holds two more of that size (loss_workspace_bytes): the peak of a model with many classes per
 sample (the GPT's 2048-token vocabulary), nothing for ResNet-50's ten classes.
-Communication buffers: pipeline send and receive buffers hold one micro-batch's boundary
-activation per direction (the last stage's: its input's); with pp = 1 there are none
-(pipeline_buffer_bytes).  The last stage keeps no micro-batch's output past its backward (the
-executor steps torch's schedules with return_outputs=False, as a training loop that reads only
-the losses does; Megatron computes the loss inside the last stage).  Gradients are counted once: parsim's executor keeps them as views
+Communication buffers, by the runtime whose schedules run the pipeline (Training.pipeline_runtime:
+parsim.model.stacks.PIPELINE_RUNTIMES), none at pp = 1.  Megatron-LM's: a receive is a new tensor a
+micro-batch, kept only as the stage's saved input, and a sent output is freed but for its autograd
+node (``deallocate_output_tensor``), so one micro-batch's boundary activation is in flight per
+direction (pipeline_buffer_bytes; the last stage's: its input's); the loss is computed inside the
+last stage.  torch.distributed.pipelining's PipelineStage (parsim's executor, torchtitan) holds
+more: a receive buffer a micro-batch for the activation a stage receives and one for the gradient
+of the output it sends, kept across steps (torch_pipeline_buffer_bytes), and each micro-batch's
+output until its backward beyond what autograd saves of it, its first layer saving the receive
+buffer rather than a tensor of its own (pipeline_held_bytes).  No micro-batch's output outlives
+its backward: the executor steps torch's schedules with return_outputs=False, as a training loop
+that reads only the losses does.  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
 torch's default (False) would add one more gradient's worth per rank when dp > 1.
 
@@ -97,19 +104,44 @@ class MemoryBreakdown:
 
 
 def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
-    """A pipeline rank's send and receive buffers: one micro-batch's ``boundary_bytes`` per
-    direction.  With pp = 1 the executor runs its micro-batches in a plain loop, no
-    PipelineStage (parsim.exec.train.run_step): none.  Counting two of the GPT's logits there
-    over-predicted dp=2's peak by 4 MiB (examples/gpt_small_local.yaml, micro-batch 2;
-    torch.profiler's allocation trace holds no buffer of that size but the loss's)."""
+    """A pipeline rank's send and receive buffers under Megatron-LM's schedules: one micro-batch's
+    ``boundary_bytes`` per direction (unconfirmed against a Megatron run's allocation trace).
+    With pp = 1 there is no pipeline (parsim.exec.train.run_step: a plain loop): none."""
     return 2 * boundary_bytes if pp > 1 else 0.0
 
 
-def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: float,
-                  zero: int = 0, dp: int = 1, pp: int = 2, expert_params: int = 0,
+def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microbatches: int) -> float:
+    """A pipeline rank's receive buffers under torch's PipelineStage: for each of the
+    ``microbatches``, one for the activation it receives (``received_bytes``, the previous stage's
+    output; 0 on the first stage) and one for the gradient of the output it sends (``sent_bytes``;
+    0 on the last), which PipelineStage allocates when its schedule first runs and keeps across
+    steps (torch 2.13, torch/distributed/pipelining/stage.py: ``_setup_forward_recv_info``,
+    ``_create_grad_recv_info``).  Callers pass 0 at pp = 1 (no PipelineStage).  Drawn from the
+    committed reports' pipeline ranks (results/2026-12-06e-intel-xeon/pipeline-memory-insample.txt:
+    within 10% on 121 of 126, against 98 with pipeline_buffer_bytes); set 2026-12-06d measures it."""
+    return microbatches * (received_bytes + sent_bytes)
+
+
+def pipeline_held_bytes(graph, start: int, stop: int) -> float:
+    """Per sample, what torch's PipelineStage keeps of a micro-batch of layers [start, stop) from its
+    forward until its backward, beyond their saved bytes (LayerGraph.stage_saved_bytes): the stage's
+    output, cached for the backward (``fwd_cache``; on the last stage the logits, which the loss does
+    not save: it saves log_softmax's result), less what the stage's last layer saves of it itself
+    (the next layer's ``input_shared_bytes``: a ReLU keeps its result); less, on every stage but the
+    first, the input its first layer saves, which is the receive buffer (torch_pipeline_buffer_bytes).
+    Negative where a stage's first layer saves more of its input than its last keeps of its output."""
+    layers = graph.layers
+    output = layers[stop - 1].output_bytes - (layers[stop].input_shared_bytes if stop < len(layers) else 0.0)
+    received = min(layers[start].input_saved_bytes, layers[start - 1].output_bytes) if start > 0 else 0.0
+    return output - received
+
+
+def static_memory(param_count: int, dtype: str, optimizer: str, buffer_bytes: float,
+                  zero: int = 0, dp: int = 1, expert_params: int = 0,
                   expert_dp: int = 1, grad_reduce_dtype: str | None = None) -> dict[str, float]:
     """Everything but activations, for a rank holding ``param_count`` parameters (its shards of
-    them under ZeRO stage ``zero`` over ``dp`` ranks) on one of ``pp`` pipeline ranks.  Under
+    them under ZeRO stage ``zero`` over ``dp`` ranks) and ``buffer_bytes`` of pipeline buffers
+    (pipeline_buffer_bytes, torch_pipeline_buffer_bytes).  Under
     expert parallelism ``expert_params`` of them are routed experts, sharded over the ``expert_dp``
     ranks holding the same experts instead (parsim.cost.experts; Megatron-Core's distributed
     optimizer shards the expert parameters over the expert-data-parallel group)."""
@@ -117,7 +149,7 @@ def static_memory(param_count: int, dtype: str, optimizer: str, boundary_bytes: 
     f, fe = zero_fractions(zero, dp), zero_fractions(zero, expert_dp)
     dense = param_count - expert_params
     return {k + "_bytes": (dense * f[k] + expert_params * fe[k]) * b[k] for k in ("params", "grads", "optimizer")} | \
-        {"comm_buffers_bytes": pipeline_buffer_bytes(boundary_bytes, pp)}
+        {"comm_buffers_bytes": buffer_bytes}
 
 
 def inflight_microbatches(schedule: str, m: int, p: int, stage: int, v: int = 1) -> float:

@@ -83,9 +83,11 @@ def imported_config(args, compute_model) -> FromConfig:
     if getattr(args, "dp_shard", 0):                   # simulate's --dp-shard overrides the config's HSDP
         p["dp_shard"] = args.dp_shard
     batch, m = _batch(imported, p, dp, path)
-    # the stack the config is written for, where the model.yaml states none (the band's stack check)
-    mapping["training"] = {"stack": FRAMEWORK_STACK[framework], **mapping.get("training", {}), **imported.training,
-                           "global_batch_size": batch}
+    # the stack the config is written for, where the model.yaml states none (the band's stack check), and
+    # torchtitan's pipeline runtime, torch.distributed.pipelining's (parsim.model.stacks.PIPELINE_RUNTIMES)
+    runtime = {"pipeline_runtime": "torch"} if framework == "torchtitan" else {}
+    mapping["training"] = {"stack": FRAMEWORK_STACK[framework], **runtime, **mapping.get("training", {}),
+                           **imported.training, "global_batch_size": batch}
     mapping.pop("parallel", None)              # the config's parallel settings, not the model.yaml's hint
     spec = model_from_mapping(mapping, model_path)
     compute = compute_model(args, cluster, spec)

@@ -45,6 +45,8 @@ Schema version 1 (every key is checked; unknown keys are errors)::
                                       # FSDP MixedPrecision(reduce_dtype=float32), Megatron's grad_reduce_in_fp32
       fsdp_backward_prefetch: post    # ZeRO-3: when the backward's next all-gather is issued: pre (default: torch
                                       # FSDP's BACKWARD_PRE, FSDP2's prefetch) | post (BACKWARD_POST, Composer's)
+      pipeline_runtime: torch         # whose schedules run pp > 1: megatron (default) | torch (torch.distributed.
+                                      # pipelining: parsim's executor, torchtitan); its buffers (parsim.cost.memory)
     parallel:                         # optional: a hand-chosen plan, like MindSpore's auto_parallel_context
       dp: 4
       pp: 2
@@ -79,7 +81,7 @@ from parsim.model import extracted
 from parsim.model.attention import KINDS as ATTENTION_KINDS, ZOO_KINDS
 from parsim.model.graph import DTYPE_BYTES, Layer, LayerGraph
 from parsim.model.recompute import Recompute, read_recompute
-from parsim.model.stacks import STACKS
+from parsim.model.stacks import PIPELINE_RUNTIMES, STACKS
 
 SCHEMA_VERSION = 1
 DTYPES = ("fp32", "fp16", "bf16")
@@ -104,10 +106,9 @@ def default_memory_format(dtype: str) -> str:
 ASCEND_PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 ZERO_STAGES = (0, 1, 2, 3)   # ZeRO: none; optimizer state; + gradients; + parameters (Rajbhandari et al. 2020)
 TP_LAYOUTS = ("megatron", "megatron-sp", "auto", "model")   # parsim.shard.builtin's, searched, the model's shard:
-# The largest global batch parsim takes, in samples.  The largest published ones are 65,536 (BERT
-# with LAMB: You et al. 2020, "Large Batch Optimization for Deep Learning") and 81,920 (ResNet-50
-# on ImageNet: Yamazaki et al. 2019, "Yet Another Accelerated SGD"); 2^20 leaves 12x headroom.
-# The planner enumerates the divisors of the batch, so the bound also bounds its search.
+# The largest global batch parsim takes, in samples.  The largest published ones are 65,536 (BERT with LAMB:
+# You et al. 2020, "Large Batch Optimization for Deep Learning") and 81,920 (ResNet-50 on ImageNet: Yamazaki
+# et al. 2019, "Yet Another Accelerated SGD"); 2^20 leaves 12x headroom, and bounds the planner's divisors.
 MAX_GLOBAL_BATCH = 2**20
 
 
@@ -185,6 +186,8 @@ class Training:
     # The stack the plan will run on (parsim.model.stacks.STACKS); None: unstated.  It prices nothing:
     # the step's band says how the public families on that stack ran against parsim's prices.
     stack: str | None = None
+    # Whose schedules run a pipeline: megatron | torch (parsim.model.stacks.PIPELINE_RUNTIMES; its buffers)
+    pipeline_runtime: str = "megatron"
 
 
 @dataclass(frozen=True)
@@ -439,7 +442,8 @@ def model_from_mapping(raw: Any, path: str, prefix: str = "") -> ModelSpec:
                         moe_capacity_factor=t.positive_float("moe_capacity_factor", None),
                         moe_pad_to_capacity=t.get("moe_pad_to_capacity", bool, False),
                         fsdp_backward_prefetch=t.choice("fsdp_backward_prefetch", FSDP_BACKWARD_PREFETCH, "pre"),
-                        stack=t.choice("stack", STACKS, None))
+                        stack=t.choice("stack", STACKS, None),
+                        pipeline_runtime=t.choice("pipeline_runtime", PIPELINE_RUNTIMES, "megatron"))
     if training.grad_reduce_dtype not in (None, "fp32", training.dtype):
         raise t.fail("grad_reduce_dtype", f"gradients are reduced in the training dtype ({training.dtype}) or in "
                                           f"fp32, not {training.grad_reduce_dtype}; use fp32 or drop it")

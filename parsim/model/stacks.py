@@ -19,6 +19,12 @@ SCHEMA_VERSION = 1
 # Megatron-LM and what is built on it; DeepSpeed's ZeRO or pipeline engine under the rows; torch's own FSDP;
 # MindSpore; a stack of its own (results/published/harnesses.yaml's header says which sources each takes)
 STACKS = ("megatron", "deepspeed", "torch-fsdp", "mindspore", "other")
+# Whose schedules run the pipeline (Training.pipeline_runtime), which decides what its buffers hold
+# (parsim.cost.memory).  "megatron", the default: Megatron-LM's (megatron/core/pipeline_parallel/schedules.py),
+# which NeMo, Megatron-Bridge and MindSpeed run: what production pipeline training on GPU and Ascend runs.
+# "torch": torch.distributed.pipelining's PipelineStage, which parsim's executor and torchtitan run; parsim
+# validate prices the plans it executes with it (parsim.validation); a plan for parsim run states it.
+PIPELINE_RUNTIMES = ("megatron", "torch")
 
 
 def load_harnesses(path: str | os.PathLike = HARNESSES) -> dict[str, str]:

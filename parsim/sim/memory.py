@@ -26,23 +26,30 @@ from operator import is_not
 import numpy as np
 
 from parsim.cost.experts import expert_param_count
-from parsim.cost.memory import MemoryBreakdown, backward_workspace_bytes, bytes_per_param, static_memory
+from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, pipeline_buffer_bytes,
+                                pipeline_held_bytes, static_memory, torch_pipeline_buffer_bytes)
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
 
-def stage_activation_bytes(graph, cfg, b: int, split: bool) -> tuple[dict[int, float], dict[int, float]]:
-    """Per stage, at ``b`` samples per micro-batch: (saved bytes a micro-batch keeps from its F
-    until its backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes
-    and w_held_bytes)."""
+def stage_activation_bytes(graph, cfg, b: int, split: bool, runtime: str) -> tuple[dict[int, float], dict[int, float]]:
+    """Per stage, at ``b`` samples per micro-batch, under the pipeline ``runtime``
+    (parsim.cost.memory.PIPELINE_RUNTIMES): (saved bytes a micro-batch keeps from its F until its
+    backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes and
+    w_held_bytes)."""
     S, layers = cfg.stages, graph.layers
-    saved = {s: graph.stage_saved_bytes(cfg.stage_layers(s).start, cfg.stage_layers(s).stop) * b for s in range(S)}
-    # Under a split backward, torch keeps from a micro-batch's I until its W the gradient that
-    # arrived for the stage's output and, except where the I is empty and the W runs the whole
-    # backward (whole_backward_in_w), the weight operators' output gradients
-    # (PipelineStage.backward_one_chunk).
+    torch_stage = runtime == "torch" and cfg.pp > 1
+    # torch's PipelineStage keeps a micro-batch's output besides, less the received input its first layer
+    # saves (parsim.cost.memory.pipeline_held_bytes)
+    held = (lambda r: pipeline_held_bytes(graph, r.start, r.stop)) if torch_stage else (lambda r: 0.0)
+    saved = {s: (graph.stage_saved_bytes(r.start, r.stop) + held(r)) * b
+             for s, r in ((s, cfg.stage_layers(s)) for s in range(S))}
+    # Under a split backward, a micro-batch's I keeps until its W the gradient that arrived for the
+    # stage's output (in torch's PipelineStage, its receive buffer: torch_pipeline_buffer_bytes) and,
+    # except where the I is empty and the W runs the whole backward (whole_backward_in_w), the weight
+    # operators' output gradients (PipelineStage.backward_one_chunk).
     w_held = {s: ((0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
-                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 else 0.0)) * b
+                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 and not torch_stage else 0.0)) * b
               for s in range(S)} if split else {}
     return saved, w_held
 
@@ -122,10 +129,17 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
     ``prices``: the run's pricing context, which keeps the workspaces."""
     layers, S = graph.layers, cfg.stages
     stages = range(pipe_rank, S, cfg.pp)
-    # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
-    boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
-    static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, boundary, cfg.zero,
-                           cfg.shard_ranks, cfg.pp, sum(expert_param_count(layers[i], graph) for i in held),
+    if training.pipeline_runtime == "torch":
+        # each stage's receive buffers, one a micro-batch: the activation it receives (all but the first),
+        # the gradient of the output it sends (all but the last)
+        received = sum(layers[cfg.bounds[s] - 1].output_bytes for s in stages if s > 0) * b
+        sent = sum(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages if s < S - 1) * b
+        buffers = torch_pipeline_buffer_bytes(received, sent, cfg.microbatches) if cfg.pp > 1 else 0.0
+    else:   # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
+        boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
+        buffers = pipeline_buffer_bytes(boundary, cfg.pp)
+    static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, buffers, cfg.zero,
+                           cfg.shard_ranks, sum(expert_param_count(layers[i], graph) for i in held),
                            cfg.expert_dp, training.grad_reduce_dtype)
     if cfg.zero == 2:       # FSDP2 gathers unsharded copies, held through the step, beside the shards it keeps
         static["params_bytes"] *= 1 + 1 / cfg.shard_ranks
@@ -160,7 +174,8 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
     by their activations' peak, the largest first (the planner asks only whether a plan fits);
     ``prices``: the run's pricing context (parsim.sim.prices)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward), prices)
+    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward,
+                                                                        training.pipeline_runtime), prices)
     worst = 0.0
     for r in sorted(range(cfg.pp), key=lambda r: -peaks[r]):
         worst = max(worst, _rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices))
@@ -172,7 +187,8 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
 def rank_floors_bytes(graph, training, cfg, schedule: Schedule, prices=None) -> list[float]:
     """Each pipeline rank's term of peak_floor_bytes (their largest is it)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward), prices)
+    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward,
+                                                                        training.pipeline_runtime), prices)
     return [_rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices) for r in range(cfg.pp)]
 
 

@@ -466,7 +466,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                                kernels.cpu_threads if kernels is not None and kernels.cpu_threads else 1)
         if terms is not None:
             overlap, contention = terms
-    saved, w_held = stage_activation_bytes(graph, cfg, b, split)
+    saved, w_held = stage_activation_bytes(graph, cfg, b, split, training.pipeline_runtime)
     buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
     # every bucket after the rank's backward (engine): without overlap below ZeRO-2, and FSDP beside a
     # pipeline (torch.distributed.pipelining's perform_reduce_grad, after the stage's last backward)
