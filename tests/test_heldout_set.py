@@ -8,7 +8,8 @@ until the host-noise term of the CPU intervals, which its third report motivated
 (dense) was drawn to measure that term; 2026-12-06b (dense) was drawn before any change set
 2026-12-06's second report could motivate; 2026-12-06c (dense) before any change set 2026-12-06b's first report
 could motivate; 2026-12-06d (dense) before the pipeline memory's change set 2026-12-06b's DenseNet-BC
-motivated.  Every model loads and extracts, its torch module
+motivated, a development set for it since its first report; 2026-12-06e (dense) before the gradient torch's
+1F1B keeps between two backwards' sends was priced.  Every model loads and extracts, its torch module
 runs one forward on the executor's input kind, and every plan (the planner's pick too, kept to
 the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
 set's figures come only from the runs its rule allows."""
@@ -44,7 +45,8 @@ SET_G = "results/heldout/2026-12-06.yaml"
 SET_H = "results/heldout/2026-12-06b.yaml"
 SET_I = "results/heldout/2026-12-06c.yaml"
 SET_J = "results/heldout/2026-12-06d.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J)
+SET_K = "results/heldout/2026-12-06e.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -61,7 +63,9 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_I: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 20, 22, 24, 26, 28, 30, 32, 34,
                              36, 44, 52, 60, 68},
                      SET_J: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30,
-                             32, 34, 36, 38, 44, 52, 60, 68, 76}}
+                             32, 34, 36, 38, 44, 52, 60, 68, 76},
+                     SET_K: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 26, 28,
+                             30, 32, 34, 36, 38, 42, 44, 52, 60, 68, 76, 84}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -81,6 +85,10 @@ SHA256 = {
     SET_H: "e8a9705ade3b0e80bde476563c7c4193723bcdcd54b8c90c623d4eee8acb91d7",
     SET_I: "a6492be42580e8943a45e13a25a696c340543cdd90f8e57d8ceb808eb3eec837",
     SET_J: "dbd3d8487e21e3fe3f04b0e50b4d9b078e86a0e069381af98eb6df5012ae8c66",
+    SET_K: "152da829c0f2b7b8b45ef9be8b06321a3d57a695e77dbf768f786e545c3d0ff1",
+    "results/heldout/models/preact_resnet_cifar.yaml": "fe47c4e3a64430fae54deacc855f6df7a7e6a25ffc5621306499684fdce0b82c",
+    "results/heldout/models/xception_cifar.yaml": "18c1643a18b41273b35889ae63d454caf768caa09d74507c8aba9750425d0e60",
+    "results/heldout/models/helium_tiny.yaml": "142547e7b40446ad453b60a064f0059e3514ecdccfa2e8bb28eacbddfd1fdcc6",
     "results/heldout/models/inception_cifar.yaml": "dd1ed5a98504b8b31fdb5d512626bd7cb396e0b454c98eb3903f8036d81137f1",
     "results/heldout/models/granite_tiny.yaml": "b92010f83c1e18d89e7353b109f3558f3104e8ef080a0960f78689b6fdc88b87",
     "results/heldout/models/arcee_tiny.yaml": "fb477838a7896b0d7f751678cf854e515b02f8fcc8a2efb09f9d2693f236ebe4",
@@ -169,6 +177,10 @@ CONTENT = {
         ("results/heldout/models/inception_cifar.yaml", 57530, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/granite_tiny.yaml", 1783488, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/arcee_tiny.yaml", 2459392, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_K: ("heldout-2026-12-06e", [
+        ("results/heldout/models/preact_resnet_cifar.yaml", 175066, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/xception_cifar.yaml", 42026, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
+        ("results/heldout/models/helium_tiny.yaml", 2188992, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
 }
 
 
