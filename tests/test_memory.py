@@ -222,8 +222,13 @@ def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_outp
     from parsim.plan import ParallelConfig
     from parsim.sim import simulate
 
-    assert torch_pipeline_buffer_bytes(1000.0, 0.0, 4) == 4000.0          # the last stage: its input's only
-    assert torch_pipeline_buffer_bytes(1000.0, 500.0, 2) == 3000.0
+    assert torch_pipeline_buffer_bytes(1000.0, 0.0, 4, "gpipe") == 4000.0          # the last stage: its input's only
+    assert torch_pipeline_buffer_bytes(1000.0, 500.0, 2, "gpipe") == 3000.0
+    # Schedule1F1B keeps the input gradient it sent last until the next backward's sends: one more of the
+    # received activation's size, from the second micro-batch on; the first stage sends none
+    assert torch_pipeline_buffer_bytes(1000.0, 0.0, 4, "1f1b") == 5000.0
+    assert torch_pipeline_buffer_bytes(0.0, 500.0, 4, "1f1b") == 2000.0
+    assert torch_pipeline_buffer_bytes(1000.0, 0.0, 1, "1f1b") == 1000.0
     spec = load_model(BIG_VOCAB)
     g, n, cluster = spec.graph, len(spec.graph), load_cluster("local-cpu")
     training = replace(spec.training, pipeline_runtime="torch")
@@ -244,6 +249,11 @@ def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_outp
     four = simulate(g, replace(training, global_batch_size=4), cluster, ParallelConfig(1, 2, 4, "gpipe", 1, (0, 2, n)),
                     keep_timeline=False)
     assert [r.memory.comm_buffers_bytes for r in four.ranks] == [4 * g.layers[1].output_bytes] * 2
+    # under 1F1B the last stage also keeps the gradient it sent last
+    one_f = simulate(g, replace(training, global_batch_size=4), cluster, ParallelConfig(1, 2, 4, "1f1b", 1, (0, 2, n)),
+                     keep_timeline=False)
+    assert [r.memory.comm_buffers_bytes for r in one_f.ranks] == [4 * g.layers[1].output_bytes,
+                                                                 5 * g.layers[1].output_bytes]
     # one process: no PipelineStage, nothing kept beside the saved bytes
     one = simulate(g, training, cluster, ParallelConfig(1, 1, 2, "gpipe", 1, (0, n))).ranks[0].memory
     assert one.comm_buffers_bytes == 0 and one.activations_bytes == pytest.approx(2 * g.stage_saved_bytes(0, n))

@@ -30,7 +30,8 @@ node (``deallocate_output_tensor``), so one micro-batch's boundary activation is
 direction (pipeline_buffer_bytes; the last stage's: its input's); the loss is computed inside the
 last stage.  torch.distributed.pipelining's PipelineStage (parsim's executor, torchtitan) holds
 more: a receive buffer a micro-batch for the activation a stage receives and one for the gradient
-of the output it sends, kept across steps (torch_pipeline_buffer_bytes), and each micro-batch's
+of the output it sends, kept across steps, under 1F1B with the gradient it sent last
+(torch_pipeline_buffer_bytes), and each micro-batch's
 output until its backward beyond what autograd saves of it, its first layer saving the receive
 buffer rather than a tensor of its own (pipeline_held_bytes).  No micro-batch's output outlives
 its backward: the executor steps torch's schedules with return_outputs=False, as a training loop
@@ -110,7 +111,8 @@ def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
     return 2 * boundary_bytes if pp > 1 else 0.0
 
 
-def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microbatches: int) -> float:
+def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microbatches: int,
+                                schedule: str) -> float:
     """A pipeline rank's receive buffers under torch's PipelineStage: for each of the
     ``microbatches``, one for the activation it receives (``received_bytes``, the previous stage's
     output; 0 on the first stage) and one for the gradient of the output it sends (``sent_bytes``;
@@ -118,8 +120,22 @@ def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microb
     steps (torch 2.13, torch/distributed/pipelining/stage.py: ``_setup_forward_recv_info``,
     ``_create_grad_recv_info``).  Callers pass 0 at pp = 1 (no PipelineStage).  Drawn from the
     committed reports' pipeline ranks (results/2026-12-06e-intel-xeon/pipeline-memory-insample.txt:
-    within 10% on 121 of 126, against 98 with pipeline_buffer_bytes); set 2026-12-06d measures it."""
-    return microbatches * (received_bytes + sent_bytes)
+    within 10% on 121 of 126, against 98 with pipeline_buffer_bytes); on held-out set 2026-12-06d,
+    11 of 12 (results/2026-12-06f-intel-xeon/heldout-1206d-memory.txt).
+
+    Under ``schedule`` 1f1b, beside them, the gradient of its input a stage sent last (the size of
+    the activation it receives): Schedule1F1B keeps it (its ``bwd_sends`` ops and ``send_work``)
+    until the next backward's sends replace it, so from the second micro-batch on a stage that
+    sends gradients holds one through its next forward and backward (torch 2.13,
+    torch/distributed/pipelining/schedules.py, ``Schedule1F1B._step_microbatches``).  On the
+    committed reports' 1F1B last stages, the rule above left 1.08-1.19 such gradients unpriced on
+    every decoder since set 2026-11-27b, and with it they come within 0.1% (in sample:
+    results/2026-12-06f-intel-xeon/pipeline-send-insample.txt); set 2026-12-06e measures it.
+    GPipe keeps its sent gradients until its backward ends, past the peak its forwards make; the
+    runtime's schedules (interleaved, zbh1) keep every send until the step ends, which is not
+    priced."""
+    held = received_bytes if schedule == "1f1b" and microbatches > 1 else 0.0
+    return microbatches * (received_bytes + sent_bytes) + held
 
 
 def pipeline_held_bytes(graph, start: int, stop: int) -> float:

@@ -134,7 +134,7 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
         # the gradient of the output it sends (all but the last)
         received = sum(layers[cfg.bounds[s] - 1].output_bytes for s in stages if s > 0) * b
         sent = sum(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages if s < S - 1) * b
-        buffers = torch_pipeline_buffer_bytes(received, sent, cfg.microbatches) if cfg.pp > 1 else 0.0
+        buffers = torch_pipeline_buffer_bytes(received, sent, cfg.microbatches, cfg.schedule) if cfg.pp > 1 else 0.0
     else:   # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
         boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
         buffers = pipeline_buffer_bytes(boundary, cfg.pp)
