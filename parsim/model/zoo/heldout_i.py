@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from parsim.model.zoo.heldout_f import DenseHead     # the last BN-ReLU, global average pooling and a Linear
 from parsim.model.zoo.heldout_g import PoolHead      # global average pooling and a Linear
 
 
@@ -36,17 +37,6 @@ class PreActBlock(nn.Module):
         return self.conv2(torch.relu(self.bn2(self.conv1(a)))) + skip
 
 
-class PreActHead(nn.Module):
-    """The last BN-ReLU, global average pooling and the classifier."""
-
-    def __init__(self, cin: int, classes: int):
-        super().__init__()
-        self.bn, self.fc = nn.BatchNorm2d(cin), nn.Linear(cin, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:     # (B, c, s, s) -> (B, classes)
-        return self.fc(torch.relu(self.bn(x)).mean((2, 3)))
-
-
 def preact_resnet_cifar(widths: tuple[int, ...] = (16, 32, 64), blocks: int = 2, classes: int = 10) -> nn.Sequential:
     """The stem one unit, each block one, the head one."""
     units: list[nn.Module] = [nn.Conv2d(3, widths[0], 3, 1, 1, bias=False)]
@@ -55,7 +45,7 @@ def preact_resnet_cifar(widths: tuple[int, ...] = (16, 32, 64), blocks: int = 2,
         for j in range(blocks):
             units.append(PreActBlock(cin, c, 2 if i > 0 and j == 0 else 1))
             cin = c
-    return nn.Sequential(*units, PreActHead(cin, classes))
+    return nn.Sequential(*units, DenseHead(cin, classes))
 
 
 # ----------------------------------------------------------------------------- Xception
