@@ -30,10 +30,10 @@ node (``deallocate_output_tensor``), so one micro-batch's boundary activation is
 direction (pipeline_buffer_bytes; the last stage's: its input's); the loss is computed inside the
 last stage.  torch.distributed.pipelining's PipelineStage (parsim's executor, torchtitan) holds
 more: a receive buffer a micro-batch for the activation a stage receives and one for the gradient
-of the output it sends, kept across steps, under 1F1B with the gradient it sent last
-(torch_pipeline_buffer_bytes), and each micro-batch's
-output until its backward beyond what autograd saves of it, its first layer saving the receive
-buffer rather than a tensor of its own (pipeline_held_bytes).  No micro-batch's output outlives
+of the output it sends, kept across steps, and under 1F1B the gradient it sent last
+(torch_pipeline_buffer_bytes); and each micro-batch's output until its backward beyond what
+autograd saves of it, its first layer saving the receive buffer rather than a tensor of its own
+(pipeline_held_bytes).  No micro-batch's output outlives
 its backward: the executor steps torch's schedules with return_outputs=False, as a training loop
 that reads only the losses does.  Gradients are counted once: parsim's executor keeps them as views
 into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);

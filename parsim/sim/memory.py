@@ -34,7 +34,7 @@ from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
 def stage_activation_bytes(graph, cfg, b: int, split: bool, runtime: str) -> tuple[dict[int, float], dict[int, float]]:
     """Per stage, at ``b`` samples per micro-batch, under the pipeline ``runtime``
-    (parsim.cost.memory.PIPELINE_RUNTIMES): (saved bytes a micro-batch keeps from its F until its
+    (parsim.model.stacks.PIPELINE_RUNTIMES): (saved bytes a micro-batch keeps from its F until its
     backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes and
     w_held_bytes)."""
     S, layers = cfg.stages, graph.layers
@@ -174,8 +174,8 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
     by their activations' peak, the largest first (the planner asks only whether a plan fits);
     ``prices``: the run's pricing context (parsim.sim.prices)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward,
-                                                                        training.pipeline_runtime), prices)
+    saved, w_held = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
+    peaks, _ = activation_peaks(schedule, saved, w_held, prices)
     worst = 0.0
     for r in sorted(range(cfg.pp), key=lambda r: -peaks[r]):
         worst = max(worst, _rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices))
@@ -187,8 +187,8 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
 def rank_floors_bytes(graph, training, cfg, schedule: Schedule, prices=None) -> list[float]:
     """Each pipeline rank's term of peak_floor_bytes (their largest is it)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    peaks, _ = activation_peaks(schedule, *stage_activation_bytes(graph, cfg, b, schedule.split_backward,
-                                                                        training.pipeline_runtime), prices)
+    saved, w_held = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
+    peaks, _ = activation_peaks(schedule, saved, w_held, prices)
     return [_rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices) for r in range(cfg.pp)]
 
 
