@@ -104,6 +104,13 @@ class MemoryBreakdown:
         return {**asdict(self), "total_bytes": self.total_bytes}
 
 
+def torch_pipeline_stage(runtime: str, pp: int) -> bool:
+    """Whether torch's PipelineStage holds a plan's pipeline: the torch runtime
+    (Training.pipeline_runtime) with pp > 1; at pp = 1 the executor runs its micro-batches in a
+    plain loop (parsim.exec.train.run_step)."""
+    return runtime == "torch" and pp > 1
+
+
 def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
     """A pipeline rank's send and receive buffers under Megatron-LM's schedules: one micro-batch's
     ``boundary_bytes`` per direction (unconfirmed against a Megatron run's allocation trace).
@@ -118,7 +125,7 @@ def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microb
     output; 0 on the first stage) and one for the gradient of the output it sends (``sent_bytes``;
     0 on the last), which PipelineStage allocates when its schedule first runs and keeps across
     steps (torch 2.13, torch/distributed/pipelining/stage.py: ``_setup_forward_recv_info``,
-    ``_create_grad_recv_info``).  Callers pass 0 at pp = 1 (no PipelineStage).  Drawn from the
+    ``_create_grad_recv_info``); only where torch_pipeline_stage holds.  Drawn from the
     committed reports' pipeline ranks (results/2026-12-06e-intel-xeon/pipeline-memory-insample.txt:
     within 10% on 121 of 126, against 98 with pipeline_buffer_bytes); on held-out set 2026-12-06d,
     11 of 12 (results/2026-12-06f-intel-xeon/heldout-1206d-memory.txt).

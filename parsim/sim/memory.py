@@ -27,7 +27,7 @@ import numpy as np
 
 from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, pipeline_buffer_bytes,
-                                pipeline_held_bytes, static_memory, torch_pipeline_buffer_bytes)
+                                pipeline_held_bytes, static_memory, torch_pipeline_buffer_bytes, torch_pipeline_stage)
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
@@ -38,7 +38,7 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool, runtime: str) -> tup
     backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes and
     w_held_bytes)."""
     S, layers = cfg.stages, graph.layers
-    torch_stage = runtime == "torch" and cfg.pp > 1
+    torch_stage = torch_pipeline_stage(runtime, cfg.pp)
     # torch's PipelineStage keeps a micro-batch's output besides, less the received input its first layer
     # saves (parsim.cost.memory.pipeline_held_bytes)
     held = (lambda r: pipeline_held_bytes(graph, r.start, r.stop)) if torch_stage else (lambda r: 0.0)
@@ -129,12 +129,12 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
     ``prices``: the run's pricing context, which keeps the workspaces."""
     layers, S = graph.layers, cfg.stages
     stages = range(pipe_rank, S, cfg.pp)
-    if training.pipeline_runtime == "torch":
+    if torch_pipeline_stage(training.pipeline_runtime, cfg.pp):
         # each stage's receive buffers, one a micro-batch: the activation it receives (all but the first),
         # the gradient of the output it sends (all but the last)
         received = sum(layers[cfg.bounds[s] - 1].output_bytes for s in stages if s > 0) * b
         sent = sum(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages if s < S - 1) * b
-        buffers = torch_pipeline_buffer_bytes(received, sent, cfg.microbatches, cfg.schedule) if cfg.pp > 1 else 0.0
+        buffers = torch_pipeline_buffer_bytes(received, sent, cfg.microbatches, cfg.schedule)
     else:   # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
         boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
         buffers = pipeline_buffer_bytes(boundary, cfg.pp)
@@ -174,8 +174,7 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
     by their activations' peak, the largest first (the planner asks only whether a plan fits);
     ``prices``: the run's pricing context (parsim.sim.prices)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    saved, w_held = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
-    peaks, _ = activation_peaks(schedule, saved, w_held, prices)
+    peaks = _activation_peaks(graph, training, cfg, schedule, b, prices)
     worst = 0.0
     for r in sorted(range(cfg.pp), key=lambda r: -peaks[r]):
         worst = max(worst, _rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices))
@@ -187,9 +186,14 @@ def peak_floor_bytes(graph, training, cfg, schedule: Schedule, stop_above: float
 def rank_floors_bytes(graph, training, cfg, schedule: Schedule, prices=None) -> list[float]:
     """Each pipeline rank's term of peak_floor_bytes (their largest is it)."""
     b = cfg.microbatch_size(training.global_batch_size)
-    saved, w_held = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
-    peaks, _ = activation_peaks(schedule, saved, w_held, prices)
+    peaks = _activation_peaks(graph, training, cfg, schedule, b, prices)
     return [_rank_floor_bytes(graph, training, cfg, b, r, peaks[r], prices) for r in range(cfg.pp)]
+
+
+def _activation_peaks(graph, training, cfg, schedule: Schedule, b: int, prices) -> list[float]:
+    """Each rank's activation peak, from its order of compute actions (activation_peaks)."""
+    saved, w_held = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
+    return activation_peaks(schedule, saved, w_held, prices)[0]
 
 
 def _rank_floor_bytes(graph, training, cfg, b: int, r: int, activations_bytes: float, prices) -> float:
