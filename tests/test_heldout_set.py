@@ -9,7 +9,8 @@ until the host-noise term of the CPU intervals, which its third report motivated
 2026-12-06's second report could motivate; 2026-12-06c (dense) before any change set 2026-12-06b's first report
 could motivate; 2026-12-06d (dense) before the pipeline memory's change set 2026-12-06b's DenseNet-BC
 motivated, a development set for it since its first report; 2026-12-06e (dense) before the gradient torch's
-1F1B keeps between two backwards' sends was priced.  Every model loads and extracts, its torch module
+1F1B keeps between two backwards' sends was priced; 2026-12-06f (dense) before the sends torch's runtime schedules
+keep until the step ends were priced.  Every model loads and extracts, its torch module
 runs one forward on the executor's input kind, and every plan (the planner's pick too, kept to
 the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
 set's figures come only from the runs its rule allows."""
@@ -46,7 +47,9 @@ SET_H = "results/heldout/2026-12-06b.yaml"
 SET_I = "results/heldout/2026-12-06c.yaml"
 SET_J = "results/heldout/2026-12-06d.yaml"
 SET_K = "results/heldout/2026-12-06e.yaml"
-FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K)
+SET_L = "results/heldout/2026-12-06f.yaml"
+FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
+          SET_L)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -65,7 +68,9 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_J: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 22, 24, 26, 28, 30,
                              32, 34, 36, 38, 44, 52, 60, 68, 76},
                      SET_K: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 26, 28,
-                             30, 32, 34, 36, 38, 42, 44, 52, 60, 68, 76, 84}}
+                             30, 32, 34, 36, 38, 42, 44, 52, 60, 68, 76, 84},
+                     SET_L: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 26,
+                             28, 30, 32, 34, 36, 38, 42, 44, 46, 52, 60, 68, 76, 84, 92}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -86,6 +91,10 @@ SHA256 = {
     SET_I: "a6492be42580e8943a45e13a25a696c340543cdd90f8e57d8ceb808eb3eec837",
     SET_J: "dbd3d8487e21e3fe3f04b0e50b4d9b078e86a0e069381af98eb6df5012ae8c66",
     SET_K: "152da829c0f2b7b8b45ef9be8b06321a3d57a695e77dbf768f786e545c3d0ff1",
+    SET_L: "61f49bd3c082f94050356b5c9ce0ac6cbba15d4879d80081d4298e5fbe0c3e49",
+    "results/heldout/models/convmixer_cifar.yaml": "1b69323f310c71688020c6c00cd84e55accc958cd6e5580794a0afe9638bd07d",
+    "results/heldout/models/seed_oss_tiny.yaml": "539a88b4453bf7f532fa7b22b891b96fa5a45221b0dd9b618065d09f32299ff0",
+    "results/heldout/models/ernie45_tiny.yaml": "635c1c3c41667a03057161187935f01315b72e8504f1fcae125b3aaeaa4ac825",
     "results/heldout/models/preact_resnet_cifar.yaml": "fe47c4e3a64430fae54deacc855f6df7a7e6a25ffc5621306499684fdce0b82c",
     "results/heldout/models/xception_cifar.yaml": "18c1643a18b41273b35889ae63d454caf768caa09d74507c8aba9750425d0e60",
     "results/heldout/models/helium_tiny.yaml": "142547e7b40446ad453b60a064f0059e3514ecdccfa2e8bb28eacbddfd1fdcc6",
@@ -126,6 +135,7 @@ SHA256 = {
     "examples/moe_tiny_local.yaml": "53c3ffed198edc247ee481b5205aa665f5175f98f3382875311b3a56b2056362",
     "examples/moe_tiny_local/config.json": "81e6f0dc0670640c99b112a4524e73663a642c1e90736afb7b4e646843dc1349",
 }
+L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
 CONTENT = {
@@ -181,6 +191,10 @@ CONTENT = {
         ("results/heldout/models/preact_resnet_cifar.yaml", 175066, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/xception_cifar.yaml", 42026, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"]),
         ("results/heldout/models/helium_tiny.yaml", 2188992, ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4"])]),
+    SET_L: ("heldout-2026-12-06f", [
+        ("results/heldout/models/convmixer_cifar.yaml", 55290, L_RUNTIME),
+        ("results/heldout/models/seed_oss_tiny.yaml", 2091968, L_RUNTIME),
+        ("results/heldout/models/ernie45_tiny.yaml", 1918656, L_RUNTIME)]),
 }
 
 
