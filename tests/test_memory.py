@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.memory import (backward_workspace_bytes, loss_workspace_bytes,
-                                pipeline_buffer_bytes, torch_pipeline_buffer_bytes)
+from parsim.cost.memory import (TORCH_RUNTIME_SCHEDULES, backward_workspace_bytes, loss_workspace_bytes,
+                                pipeline_buffer_bytes, runtime_sent_bytes, torch_pipeline_buffer_bytes)
 from parsim.hardware import load_cluster
 from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.graph import Layer, LayerGraph
@@ -257,6 +257,22 @@ def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_outp
     # one process: no PipelineStage, nothing kept beside the saved bytes
     one = simulate(g, training, cluster, ParallelConfig(1, 1, 2, "gpipe", 1, (0, n))).ranks[0].memory
     assert one.comm_buffers_bytes == 0 and one.activations_bytes == pytest.approx(2 * g.stage_saved_bytes(0, n))
+
+
+def test_the_runtime_schedules_are_the_ones_torch_runs_through_pipeline_schedule_runtime():
+    """runtime_sent_bytes applies to the schedules whose torch class keeps every send until the step ends
+    (a _PipelineScheduleRuntime), and to no other: the executor's classes decide it."""
+    from torch.distributed.pipelining import schedules
+
+    from parsim.exec.stages import SCHEDULE_CLASSES
+
+    runtime = {name for name, cls in SCHEDULE_CLASSES.items()
+               if issubclass(getattr(schedules, cls), schedules._PipelineScheduleRuntime)}
+    assert runtime == TORCH_RUNTIME_SCHEDULES
+    assert runtime_sent_bytes("torch", 2, "zbh1", 1000.0, 500.0) == (1000.0, 500.0)
+    assert runtime_sent_bytes("torch", 1, "zbh1", 1000.0, 500.0) == (0.0, 0.0)      # no PipelineStage
+    assert runtime_sent_bytes("megatron", 2, "interleaved", 1000.0, 500.0) == (0.0, 0.0)
+    assert runtime_sent_bytes("torch", 2, "1f1b", 1000.0, 500.0) == (0.0, 0.0)      # a buffer instead
 
 
 def test_tensor_parallel_loss_holds_its_vocabulary_slice():

@@ -37,8 +37,8 @@ def uniform_graph(n_layers=8, saved=100.0, params=10):
                                        for i in range(n_layers)))
 
 
-def run(p, m, schedule="1f1b", v=1, dp=1, layers_per_stage=1, optimizer_s=0.0, runtime="megatron"):
-    g = uniform_graph(p * v * layers_per_stage)
+def run(p, m, schedule="1f1b", v=1, dp=1, layers_per_stage=1, optimizer_s=0.0, runtime="megatron", saved=100.0):
+    g = uniform_graph(p * v * layers_per_stage, saved)
     cfg = ParallelConfig(dp=dp, pp=p, microbatches=m, schedule=schedule, chunks=v,
                          bounds=tuple(range(0, len(g) + 1, layers_per_stage)))
     return simulate(g, Training(global_batch_size=m * dp, pipeline_runtime=runtime), IDEAL, cfg, UnitCost(optimizer_s))
@@ -114,6 +114,28 @@ def test_activations_in_flight(p, m):
     assert [r.memory.activations_bytes for r in torch_gp.ranks] == [108.0 * m] * (p - 1) + [116.0 * m]
     if m >= p:
         assert run(p, m, "1f1b", runtime="torch").stage_saved_bytes == (108.0,) * (p - 1) + (116.0,)
+
+
+@pytest.mark.parametrize("schedule,v", [("interleaved", 2), ("zbh1", 1)])
+def test_torchs_runtime_schedules_keep_every_send_until_the_step_ends(schedule, v):
+    # torch runs these through _PipelineScheduleRuntime, which keeps each send's work, and its tensor, until
+    # the step ends (parsim.cost.memory.runtime_sent_bytes).  Layers that save nothing and output 8 bytes: a
+    # stage's F keeps its output until its backward, which leaves it (sent) and adds the input gradient it
+    # sends (all stages but the first); so each rank ends the step holding m of each of its stages' sends
+    p, m = 2, 4
+    S = p * v
+    e = run(p, m, schedule, v, runtime="torch", saved=0.0)
+    sends = [m * sum((8.0 if s > 0 else 0.0) + (8.0 if s < S - 1 else 0.0) for s in range(r, S, p)) for r in range(p)]
+    assert [sum(c for _, c in e.timeline.activation_changes(r)) for r in range(p)] == sends
+    # the first rank frees nothing it holds: its peak is the step's end
+    assert e.ranks[0].memory.activations_bytes == sends[0]
+    # the last rank: its last stage's F holds the loss's 8 bytes and its logits' 8 until its backward (W) frees
+    # them.  Interleaved, its last actions are stage 1's backwards, each adding its sends: it peaks at the end.
+    # ZB-H1 defers its last two W past the fourth I: two micro-batches' 16 beside every gradient sent.
+    assert e.ranks[1].memory.activations_bytes == sends[1] + (2 * 16.0 if schedule == "zbh1" else 0.0)
+    # Megatron's schedules, and torch's Schedule1F1B (whose one held gradient is a buffer), keep none
+    for other in (run(p, m, schedule, v, saved=0.0), run(p, m, "1f1b", runtime="torch", saved=0.0)):
+        assert all(abs(sum(c for _, c in other.timeline.activation_changes(r))) < 1e-9 for r in range(p))
 
 
 def test_zero_bubble_beats_1f1b():
@@ -258,9 +280,10 @@ def test_resnet_dp4_pp2_bubble_falls_with_m_while_rank0_waits_on_rank1s_allreduc
 def test_split_backward_holds_output_gradients_from_i_to_w(runtime):
     """Under ZB-H1 a micro-batch's I keeps, for its W, the gradient its stage received (under torch's
     PipelineStage, in its receive buffer, counted with the static buffers) and (past the first
-    stage, whose I is empty in torch) its weight operators' output gradients.  Replaying the
-    simulated order gives the engine's activation peak exactly, and the held gradients raise the
-    last stage's peak."""
+    stage, whose I is empty in torch) its weight operators' output gradients; under torch's runtime
+    its I leaves the input gradient it sends, and its W the output it sent, until the step ends
+    (parsim.cost.memory.runtime_sent_bytes).  Replaying the simulated order gives the engine's
+    activation peak exactly, and the held gradients raise the last stage's peak."""
     spec = load_model("examples/gpt_tiny_local.yaml")
     spec = replace(spec, training=replace(spec.training, pipeline_runtime=runtime))
     g, cluster = spec.graph, load_cluster("local-cpu:1x2")
@@ -270,6 +293,8 @@ def test_split_backward_holds_output_gradients_from_i_to_w(runtime):
     b = 2
     gradient = g.layers[2].output_bytes * b                  # of stage 0's output, a micro-batch
     held = [gradient if runtime == "megatron" else 0.0, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
+    # (input gradient, output) each stage's backward leaves sent: stage 0's output and stage 1's input gradient
+    sent = [(0.0, gradient), (gradient, 0.0)] if runtime == "torch" else [(0.0, 0.0)] * 2
     if runtime == "torch":
         assert e.ranks[0].memory.comm_buffers_bytes == 4 * gradient          # the m gradients' receive buffers
     for r in range(2):
@@ -277,8 +302,8 @@ def test_split_backward_holds_output_gradients_from_i_to_w(runtime):
         for rank, a, stream, *_ in e.timeline.records:
             if rank != r or stream != "compute":
                 continue
-            act += {Kind.F: e.stage_saved_bytes[r], Kind.I: held[r],
-                    Kind.W: -e.stage_saved_bytes[r] - held[r]}.get(a.kind, 0.0)
+            act += {Kind.F: e.stage_saved_bytes[r], Kind.I: held[r] + sent[r][0],
+                    Kind.W: sent[r][1] - e.stage_saved_bytes[r] - held[r]}.get(a.kind, 0.0)
             peak = max(peak, act)
         assert e.ranks[r].memory.activations_bytes == pytest.approx(peak, rel=1e-12)
     flat = replace(g, layers=tuple(replace(layer, w_held_bytes=0.0) for layer in g.layers))

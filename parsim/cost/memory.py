@@ -33,11 +33,13 @@ more: a receive buffer a micro-batch for the activation a stage receives and one
 of the output it sends, kept across steps, and under 1F1B the gradient it sent last
 (torch_pipeline_buffer_bytes); and each micro-batch's output until its backward beyond what
 autograd saves of it, its first layer saving the receive buffer rather than a tensor of its own
-(pipeline_held_bytes).  No micro-batch's output outlives
-its backward: the executor steps torch's schedules with return_outputs=False, as a training loop
-that reads only the losses does.  Gradients are counted once: parsim's executor keeps them as views
-into DDP's buckets (``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer);
-torch's default (False) would add one more gradient's worth per rank when dp > 1.
+(pipeline_held_bytes); under the schedules torch runs through _PipelineScheduleRuntime (interleaved,
+zbh1), every output and input gradient a stage sends, until the step ends (runtime_sent_bytes). The
+last stage's outputs do not outlive their backward: the executor steps torch's schedules with
+return_outputs=False, as a training loop that reads only the losses does. Gradients are counted
+once: parsim's executor keeps them as views into DDP's buckets (``gradient_as_bucket_view=True``, as
+Megatron's contiguous grad buffer); torch's default (False) would add one more gradient's worth per
+rank when dp > 1.
 
 ZeRO (Rajbhandari et al. 2020, Sec. 5.1, Fig. 1: (2 + 2 + K) Psi per rank at stage 0, then
 (2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd and (2 + 2 + K) Psi / Nd at stages 1, 2, 3):
@@ -111,6 +113,32 @@ def torch_pipeline_stage(runtime: str, pp: int) -> bool:
     return runtime == "torch" and pp > 1
 
 
+# The schedules parsim's executor runs through torch's _PipelineScheduleRuntime (parsim.exec.stages:
+# ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble; torchtitan runs the same classes).  It keeps every
+# send's work, and with it the tensor sent, until the step ends (torch 2.13,
+# torch/distributed/pipelining/schedules.py, _PipelineScheduleRuntime._step_microbatches: ``send_ops``, waited on
+# and dropped after the last action): runtime_sent_bytes.
+TORCH_RUNTIME_SCHEDULES = frozenset({"interleaved", "zbh1"})
+
+
+def runtime_sent_bytes(runtime: str, pp: int, schedule: str, received_bytes: float,
+                       output_bytes: float) -> tuple[float, float]:
+    """(input gradient, output) a stage's micro-batch leaves allocated until the step ends, where
+    torch's PipelineStage runs a TORCH_RUNTIME_SCHEDULES schedule: the gradient of its input
+    (``received_bytes``, the size of the activation it receives; 0 on the first stage), sent by its
+    backward (I when split), and its output (``output_bytes``; 0 on the last stage), sent by its F and
+    cached until its backward, which would otherwise free it (pipeline_held_bytes).  Both held by the
+    send's work until the step ends, they add up over the step's micro-batches.  (0, 0) elsewhere:
+    Schedule1F1B's one held gradient is torch_pipeline_buffer_bytes', GPipe's sends end before its peak,
+    Megatron-LM frees a sent output but for its autograd node.  In sample, on development runs of set
+    2026-12-06d's Granite-style decoder and Inception network (results/2026-12-06g-intel-xeon/
+    runtime-sends-insample.txt): interleaved ranks' mean |error| 6.47% -> 0.51%, ZB-H1's 10.96% -> 5.57%
+    (its last stages stay off: Granite +10.3%, Inception -10.9%); set 2026-12-06f measures it."""
+    if not torch_pipeline_stage(runtime, pp) or schedule not in TORCH_RUNTIME_SCHEDULES:
+        return 0.0, 0.0
+    return received_bytes, output_bytes
+
+
 def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
     """A pipeline rank's send and receive buffers under Megatron-LM's schedules: one micro-batch's
     ``boundary_bytes`` per direction (unconfirmed against a Megatron run's allocation trace).
@@ -139,8 +167,7 @@ def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microb
     every decoder since set 2026-11-27b, and with it they come within 0.1% (in sample:
     results/2026-12-06f-intel-xeon/pipeline-send-insample.txt); set 2026-12-06e measures it.
     GPipe keeps its sent gradients until its backward ends, past the peak its forwards make; the
-    runtime's schedules (interleaved, zbh1) keep every send until the step ends, which is not
-    priced."""
+    runtime's schedules (interleaved, zbh1) keep every send until the step ends (runtime_sent_bytes)."""
     held = received_bytes if schedule == "1f1b" and microbatches > 1 else 0.0
     return microbatches * (received_bytes + sent_bytes) + held
 

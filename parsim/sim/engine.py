@@ -110,6 +110,9 @@ class Costs:
     # under a split backward, bytes a micro-batch's I keeps for its W on each stage (the weight
     # operators' output gradients, Layer.w_held_bytes)
     w_held_bytes: dict[int, float] = field(default_factory=dict)
+    # under torch's runtime schedules, per stage: (input gradient, output) a micro-batch's backward leaves
+    # until the step ends (parsim.cost.memory.runtime_sent_bytes)
+    sent_bytes: dict[int, tuple[float, float]] = field(default_factory=dict)
     # ZeRO >= 2: the buckets run after every micro-batch's last backward (reduce-scatters)
     buckets_every_microbatch: bool = False
     # ParallelConfig.overlap_grad_reduce false: every bucket of a rank waits for the rank's compute
@@ -162,7 +165,8 @@ class Timeline:
     def activation_changes(self, rank: int) -> list[tuple[float, float]]:
         """(time_s, bytes) of each change to a rank's activations, in time order: an F or I adds
         its bytes (activation_deltas) when it starts, the backward that frees them removes them
-        when it ends; frees first at equal times, as the rank's order has them.  Only records on
+        (less what it leaves sent under torch's runtime schedules) when it ends; frees first at equal
+        times, as the rank's order has them.  Only records on
         the compute stream are the actions themselves: the same action's record on another stream
         (ZeRO's parameter gather before it, the samples loaded before stage 0's F) changes nothing.
         Replayed from zero, their running sum peaks at activation_peaks' value for the rank."""
@@ -242,9 +246,9 @@ def run(schedule: Schedule, costs: Costs, keep_records: bool = True, prices=None
     if stuck:
         raise ScheduleError("deadlock: " + "; ".join(stuck) + " (run parsim.schedule.validate for the grid)")
     # the activations' peaks follow from each rank's order of compute actions alone (parsim.sim.memory)
-    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, prices)
+    peak, max_inflight = activation_peaks(schedule, costs.saved_bytes, costs.w_held_bytes, costs.sent_bytes, prices)
     deltas = activation_deltas(schedule.num_stages, schedule.split_backward, costs.saved_bytes,
-                               costs.w_held_bytes) if keep_records else {}
+                               costs.w_held_bytes, costs.sent_bytes) if keep_records else {}
     return Timeline(step.records, step.t, step.busy, step.exposed, peak, max_inflight, step.last_bwd,
                     step.input_rank, step.first_forward, step.idle, step.last_compute, step.collective_waits, deltas,
                     step.hidden)

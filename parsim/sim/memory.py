@@ -6,8 +6,10 @@ of its layers, with the copies of tied weights and ZeRO's shares (static_memory;
 parallelism its share of the routed experts, ZeRO-sharded over the expert_dp ranks); its pipeline
 buffers; the backward's workspace (backward_workspace_bytes); and, at its peak, the activations
 of its micro-batches in flight.  That peak follows from the order of the rank's compute actions
-alone, not from their times (activation_peaks): a micro-batch's F adds its stage's saved bytes, a split backward's I adds what it holds for
-its W, and the backward that frees them (B, or W when split) removes both.
+alone, not from their times (activation_peaks): a micro-batch's F adds its stage's saved bytes, a split
+backward's I adds what it holds for its W, and the backward that frees them (B, or W when split) removes
+both; under torch's runtime schedules the sends a backward leaves until the step ends stay
+(runtime_sent_bytes).
 
 So every term but ZeRO's collective buffers is known from the plan without running it:
 peak_floor_bytes, the planner's last check before it simulates.  The simulator adds those
@@ -27,16 +29,18 @@ import numpy as np
 
 from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, pipeline_buffer_bytes,
-                                pipeline_held_bytes, static_memory, torch_pipeline_buffer_bytes, torch_pipeline_stage)
+                                pipeline_held_bytes, runtime_sent_bytes, static_memory, torch_pipeline_buffer_bytes,
+                                torch_pipeline_stage)
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
 
-def stage_activation_bytes(graph, cfg, b: int, split: bool, runtime: str) -> tuple[dict[int, float], dict[int, float]]:
+def stage_activation_bytes(graph, cfg, b: int, split: bool,
+                           runtime: str) -> tuple[dict[int, float], dict[int, float], dict[int, tuple[float, float]]]:
     """Per stage, at ``b`` samples per micro-batch, under the pipeline ``runtime``
     (parsim.model.stacks.PIPELINE_RUNTIMES): (saved bytes a micro-batch keeps from its F until its
-    backward, bytes a split backward's I keeps until its W: engine.Costs' saved_bytes and
-    w_held_bytes)."""
+    backward, bytes a split backward's I keeps until its W, the input gradient and output its backward
+    leaves until the step ends: engine.Costs' saved_bytes, w_held_bytes and sent_bytes)."""
     S, layers = cfg.stages, graph.layers
     torch_stage = torch_pipeline_stage(runtime, cfg.pp)
     # torch's PipelineStage keeps a micro-batch's output besides, less the received input its first layer
@@ -51,41 +55,47 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool, runtime: str) -> tup
     w_held = {s: ((0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
                   + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 and not torch_stage else 0.0)) * b
               for s in range(S)} if split else {}
-    return saved, w_held
+    received = [layers[cfg.bounds[s] - 1].output_bytes * b if s else 0.0 for s in range(S)]
+    output = [layers[cfg.bounds[s + 1] - 1].output_bytes * b if s < S - 1 else 0.0 for s in range(S)]
+    sent = {s: runtime_sent_bytes(runtime, cfg.pp, cfg.schedule, received[s], output[s]) for s in range(S)}
+    return saved, w_held, {s: v for s, v in sent.items() if any(v)}
 
 
-def activation_deltas(num_stages: int, split_backward: bool, saved_bytes: dict,
-                      w_held_bytes: dict) -> dict[Kind, tuple[float, ...]]:
+def activation_deltas(num_stages: int, split_backward: bool, saved_bytes: dict, w_held_bytes: dict,
+                      sent_bytes: dict | None = None) -> dict[Kind, tuple[float, ...]]:
     """What each compute action changes in its rank's activations, per kind, per stage (the
-    arguments as stage_activation_bytes gives them): an F adds its stage's saved bytes, a split backward's I what it holds for its W, and the backward that frees them
-    (B, or W when split) removes both.  The one rule: activation_peaks replays it over a rank's
-    order, the engine's Timeline.activation_changes over its timed compute records."""
+    arguments as stage_activation_bytes gives them): an F adds its stage's saved bytes, a split
+    backward's I what it holds for its W, and the backward that frees them (B, or W when split) removes
+    both; where ``sent_bytes`` names a stage (torch's runtime schedules: runtime_sent_bytes), its
+    backward (I when split) adds the input gradient it sends and the freeing one leaves its output.  The
+    one rule: activation_peaks replays it over a rank's order, the engine's
+    Timeline.activation_changes over its timed compute records."""
     stages = range(num_stages)
     saved = [saved_bytes.get(s, 0.0) for s in stages]
     w_held = [w_held_bytes.get(s, 0.0) for s in stages]
-    out = {Kind.F: tuple(saved),
-           Kind.W if split_backward else Kind.B: tuple(-(saved[s] + w_held[s]) for s in stages)}
-    if split_backward:
-        out[Kind.I] = tuple(w_held)
-    return out
+    grad, output = zip(*((sent_bytes or {}).get(s, (0.0, 0.0)) for s in stages)) if num_stages else ((), ())
+    free = tuple(output[s] - (saved[s] + w_held[s]) for s in stages)
+    if not split_backward:
+        return {Kind.F: tuple(saved), Kind.B: tuple(f + g for f, g in zip(free, grad))}
+    return {Kind.F: tuple(saved), Kind.I: tuple(h + g for h, g in zip(w_held, grad)), Kind.W: free}
 
 
-def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict,
+def activation_peaks(schedule: Schedule, saved_bytes: dict, w_held_bytes: dict, sent_bytes: dict | None = None,
                      prices=None) -> tuple[list[float], list[int]]:
     """Per rank, (the peak of its activations in bytes, the most micro-batches in flight), by
     replaying its compute actions in order (the arguments as stage_activation_bytes gives them;
     each action's bytes from activation_deltas): a running sum of each action's bytes (np.cumsum
-    adds along a row in order, as a loop would), its peak taken after each F and I (a backward
-    only frees).  ``prices``: the run's pricing context (parsim.sim.prices), which keeps each
-    schedule's events."""
+    adds along a row in order, as a loop would), its peak taken after every action (a backward
+    frees, but under torch's runtime schedules one that sends may add).  ``prices``: the run's
+    pricing context (parsim.sim.prices), which keeps each schedule's events."""
     split = schedule.split_backward
-    deltas = activation_deltas(schedule.num_stages, split, saved_bytes, w_held_bytes)
+    deltas = activation_deltas(schedule.num_stages, split, saved_bytes, w_held_bytes, sent_bytes)
     zeros = (0.0,) * schedule.num_stages
     # per action code (_events): what it adds to the rank's activations; code 3 pads
     adds = np.array([deltas[Kind.F], deltas.get(Kind.I, zeros), deltas[Kind.W if split else Kind.B], zeros])
     stage, code = _events(schedule) if prices is None else _kept(prices.table("activation events"), schedule)
     act = np.cumsum(adds[code, stage], axis=1)
-    peaks = np.maximum(np.where(code < 2, act, 0.0).max(axis=1, initial=0.0), 0.0)
+    peaks = np.maximum(act.max(axis=1, initial=0.0), 0.0)
     inflight = np.cumsum(_INFLIGHT[code], axis=1).max(axis=1, initial=0)
     return peaks.tolist(), inflight.tolist()
 
@@ -192,8 +202,8 @@ def rank_floors_bytes(graph, training, cfg, schedule: Schedule, prices=None) -> 
 
 def _activation_peaks(graph, training, cfg, schedule: Schedule, b: int, prices) -> list[float]:
     """Each rank's activation peak, from its order of compute actions (activation_peaks)."""
-    saved, w_held = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
-    return activation_peaks(schedule, saved, w_held, prices)[0]
+    saved, w_held, sent = stage_activation_bytes(graph, cfg, b, schedule.split_backward, training.pipeline_runtime)
+    return activation_peaks(schedule, saved, w_held, sent, prices)[0]
 
 
 def _rank_floor_bytes(graph, training, cfg, b: int, r: int, activations_bytes: float, prices) -> float:

@@ -466,7 +466,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
                                kernels.cpu_threads if kernels is not None and kernels.cpu_threads else 1)
         if terms is not None:
             overlap, contention = terms
-    saved, w_held = stage_activation_bytes(graph, cfg, b, split, training.pipeline_runtime)
+    saved, w_held, sent = stage_activation_bytes(graph, cfg, b, split, training.pipeline_runtime)
     buckets_of, tied_stages = tuple(sorted(buckets_per_stage.items())), tuple(sorted(tied_s))
     # every bucket after the rank's backward (engine): without overlap below ZeRO-2, and FSDP beside a
     # pipeline (torch.distributed.pipelining's perform_reduce_grad, after the stage's last backward)
@@ -481,7 +481,7 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         """The lowered schedule of k micro-batches."""
         return prices.lowered(cfg.schedule, cfg.pp, k, cfg.chunks, buckets_of, tied_stages, after_backward)
     costs = engine.Costs(compute_s, transfer_s, bucket, saved, overlap, contention=contention, tied=tied_s,
-                         w_held_bytes=w_held, reduce_after_backward=after_backward,
+                         w_held_bytes=w_held, sent_bytes=sent, reduce_after_backward=after_backward,
                          buckets_every_microbatch=zero >= 2 and not cfg.grads_reduced_once, after_optimizer_s=after_opt,
                          gather_s=gather_s,
                          gather_first_microbatch_only=zero == 2, hooks_s=hooks_s,
