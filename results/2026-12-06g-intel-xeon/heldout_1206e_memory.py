@@ -20,46 +20,24 @@ pipeline ranks within 10%.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
-from dataclasses import replace
 
-from parsim.cost.compute import AnalyticalCompute
-from parsim.hardware import load_cluster
-from parsim.model.spec import load_model
-from parsim.plan import ParallelConfig
-from parsim.sim import simulate
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-MIB = 2 ** 20
-
-
-def rank_totals(spec, cluster, cfg) -> list[float]:
-    training = replace(spec.training, pipeline_runtime="torch")
-    est = simulate(spec.graph, training, cluster, cfg, AnalyticalCompute.for_training(cluster.device, training),
-                   keep_timeline=False)
-    return [r.memory.total_bytes for r in est.ranks]
+from runtime_sends_insample import MIB, pipeline_plans, totals  # noqa: E402
 
 
 def ranks(path: str):
-    report = json.load(open(path))
-    spec, cluster = load_model(report["model"]), load_cluster(report["cluster"])
-    batch = spec.training.global_batch_size
-    plans = {p["label"]: p for p in report["plans"]}
-    rows = [r for r in report["memory_breakdown"] if r["plan"] in plans and plans[r["plan"]]["pp"] == 2]
-    for label in dict.fromkeys(r["plan"] for r in rows):
-        p = plans[label]
-        first = p["split"].split("|")[1].split("..")[0].strip()          # "layers.2..head", or "16..30"
-        cut = spec.graph.index(first) if first in spec.graph.names else int(first)
-        cfg = ParallelConfig(p["dp"], 2, p["microbatches"], p["schedule"], 1, (0, cut, len(spec.graph)))
-        analytical = rank_totals(spec, cluster, cfg)
-        b = cfg.microbatch_size(batch)
-        for r in (r for r in rows if r["plan"] == label):
+    for spec, cluster, label, cfg, rows in pipeline_plans(path):
+        analytical = totals(spec, cluster, cfg)
+        cut, b = cfg.bounds[1], cfg.microbatch_size(spec.training.global_batch_size)
+        for r in rows:
             k = r["rank"]
             new, measured = r["pred_total_bytes"], r["meas_total_bytes"]
-            sent = spec.graph.layers[cut - 1].output_bytes * b if p["schedule"] == "1f1b" and k == 1 and cfg.microbatches > 1 \
-                else 0.0
+            one_f = cfg.schedule == "1f1b" and k == 1 and cfg.microbatches > 1
+            sent = spec.graph.layers[cut - 1].output_bytes * b if one_f else 0.0
             yield dict(model=os.path.basename(os.path.dirname(path)), plan=label, rank=k, measured=measured, new=new,
                        old=new - sent, analytical_same=abs(analytical[k] - new) <= 1.0,
                        decoder=spec.source.kind == "hf")

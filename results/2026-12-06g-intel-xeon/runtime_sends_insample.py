@@ -12,7 +12,8 @@ and committed before these runs.
       parsim validate results/heldout/models/$m.yaml --set schedules --passes 1 --steps 4 --out /work/runs/dev-sends-$m
     done      # evidence moved to results/2026-12-06g-intel-xeon/dev-schedules/, each printed report as output.txt
     python -W ignore results/2026-12-06g-intel-xeon/runtime_sends_insample.py \\
-        results/2026-12-06g-intel-xeon/dev-schedules/*/validation.json > results/2026-12-06g-intel-xeon/runtime-sends-insample.txt
+        results/2026-12-06g-intel-xeon/dev-schedules/*/validation.json \\
+        > results/2026-12-06g-intel-xeon/runtime-sends-insample.txt
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def totals(spec, cluster, cfg) -> list[float]:
     return [r.memory.total_bytes for r in est.ranks]
 
 
-def ranks(path: str):
+def pipeline_plans(path: str):
+    """Each pp = 2, dp = 1 plan of a validate report: (spec, cluster, label, its ParallelConfig as the report split
+    it, its rows of the memory breakdown)."""
     report = json.load(open(path))
     spec, cluster = load_model(report["model"]), load_cluster(report["cluster"])
     plans = {p["label"]: p for p in report["plans"]}
@@ -48,16 +51,21 @@ def ranks(path: str):
     for label in dict.fromkeys(r["plan"] for r in rows):
         p = plans[label]
         v = 2 if p["schedule"] == "interleaved" else 1
-        cuts = [part.split("..")[0].strip() for part in p["split"].split("|")]
+        cuts = [part.split("..")[0].strip() for part in p["split"].split("|")]      # "embed..layers.1 | layers.2..head"
         bounds = tuple(spec.graph.index(c) if c in spec.graph.names else int(c) for c in cuts) + (len(spec.graph),)
-        cfg = ParallelConfig(1, 2, p["microbatches"], p["schedule"], v, bounds)
+        yield spec, cluster, label, ParallelConfig(1, 2, p["microbatches"], p["schedule"], v, bounds), \
+            [r for r in rows if r["plan"] == label]
+
+
+def ranks(path: str):
+    for spec, cluster, label, cfg, rows in pipeline_plans(path):
         with_rule = totals(spec, cluster, cfg)
         with mock.patch.object(parsim.sim.memory, "runtime_sent_bytes", lambda *a: (0.0, 0.0)):
             without = totals(spec, cluster, cfg)
-        for r in (r for r in rows if r["plan"] == label):
+        for r in rows:
             k = r["rank"]
-            yield dict(model=spec.name, plan=label, rank=k, measured=r["meas_total_bytes"], report=r["pred_total_bytes"],
-                       new=with_rule[k], old=without[k])
+            yield dict(model=spec.name, plan=label, rank=k, measured=r["meas_total_bytes"],
+                       report=r["pred_total_bytes"], new=with_rule[k], old=without[k])
 
 
 def main(paths: list[str]) -> None:

@@ -35,5 +35,5 @@ for name in ("convmixer_cifar", "seed_oss_tiny", "ernie45_tiny"):
             old = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
         for new_r, old_r in zip(est.ranks, old.ranks):
             new, before = new_r.memory.total_bytes, old_r.memory.total_bytes
-            print(f"{name:16s} {case.label:19s} rank {new_r.rank}  without {before / MIB:7.2f} MiB  with {new / MIB:7.2f}"
-                  f" MiB  {new / before - 1:+6.1%}")
+            print(f"{name:16s} {case.label:19s} rank {new_r.rank}  without {before / MIB:7.2f} MiB"
+                  f"  with {new / MIB:7.2f} MiB  {new / before - 1:+6.1%}")
