@@ -130,10 +130,10 @@ def runtime_sent_bytes(runtime: str, pp: int, schedule: str, received_bytes: flo
     cached until its backward, which would otherwise free it (pipeline_held_bytes).  Both held by the
     send's work until the step ends, they add up over the step's micro-batches.  (0, 0) elsewhere:
     Schedule1F1B's one held gradient is torch_pipeline_buffer_bytes', GPipe's sends end before its peak,
-    Megatron-LM frees a sent output but for its autograd node.  In sample, on development runs of set
-    2026-12-06d's Granite-style decoder and Inception network (results/2026-12-06g-intel-xeon/
-    runtime-sends-insample.txt): interleaved ranks' mean |error| 6.47% -> 0.51%, ZB-H1's 10.96% -> 5.57%
-    (its last stages stay off: Granite +10.3%, Inception -10.9%); set 2026-12-06f measures it."""
+    Megatron-LM frees a sent output but for its autograd node.  In sample, on development runs of four
+    models of sets 2026-12-06d and 2026-12-06e (results/2026-12-06g-intel-xeon/runtime-sends-insample.txt):
+    interleaved ranks' mean |error| 6.90% -> 0.48%, ZB-H1's 11.91% -> 7.11% (its last stages stay off,
+    +10% on decoders, -11% and -22% on convolution nets); set 2026-12-06f measures it."""
     if not torch_pipeline_stage(runtime, pp) or schedule not in TORCH_RUNTIME_SCHEDULES:
         return 0.0, 0.0
     return received_bytes, output_bytes

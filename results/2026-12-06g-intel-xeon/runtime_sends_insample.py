@@ -5,10 +5,12 @@ rule before: the reports' own prediction, checked here against the analytical mo
 both against the measured peak.  The peak of a plan without ZeRO follows from its order of actions alone, not from
 their times (parsim.sim.memory), so the analytical model prices it as the profiled one does.
 
-The models are development models (sets 2026-12-06d's, whose first report is read); set 2026-12-06f was drawn
-and committed before these runs.
+The models are development models (set 2026-12-06d's Granite-style and Inception, set 2026-12-06e's Helium-style
+and pre-activation ResNet, whose first reports are read); set 2026-12-06f was drawn and committed before these runs.
+The first two ran at bdafc82, before the change (their reports' prediction is the rule before's), the last two at
+d42465d, with it (their reports' prediction is the rule's).
 
-    for m in granite_tiny inception_cifar; do
+    for m in granite_tiny inception_cifar helium_tiny preact_resnet_cifar; do
       parsim validate results/heldout/models/$m.yaml --set schedules --passes 1 --steps 4 --out /work/runs/dev-sends-$m
     done      # evidence moved to results/2026-12-06g-intel-xeon/dev-schedules/, each printed report as output.txt
     python -W ignore results/2026-12-06g-intel-xeon/runtime_sends_insample.py \\
@@ -76,7 +78,8 @@ def main(paths: list[str]) -> None:
               f"  {x['old'] / MIB:11.2f}  {x['old'] / x['measured'] - 1:+6.1%}  {x['new'] / MIB:8.2f}"
               f"  {x['new'] / x['measured'] - 1:+6.1%}")
     same = sum(abs(x["old"] - x["report"]) <= 1.0 for x in found)
-    print(f"{len(found)} pipeline ranks; the analytical model without the rule gives the report's prediction on {same}")
+    print(f"{len(found)} pipeline ranks; the analytical model without the rule gives the report's prediction on {same}"
+          " (all but the interleaved and ZB-H1 ranks of the runs at d42465d, which price the rule)")
     for schedule in ("1f1b", "interleaved", "zbh1"):
         sel = [x for x in found if schedule in x["plan"]]
         if sel:
