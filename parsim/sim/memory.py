@@ -35,6 +35,14 @@ from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
 
+def boundary_bytes(graph, cfg, b: int) -> tuple[list[float], list[float]]:
+    """Per stage, at ``b`` samples per micro-batch: (the activation it receives, the previous stage's
+    output, 0 on the first stage; its output, 0 on the last): what crosses each pipeline boundary."""
+    S, layers = cfg.stages, graph.layers
+    return ([layers[cfg.bounds[s] - 1].output_bytes * b if s else 0.0 for s in range(S)],
+            [layers[cfg.bounds[s + 1] - 1].output_bytes * b if s < S - 1 else 0.0 for s in range(S)])
+
+
 def stage_activation_bytes(graph, cfg, b: int, split: bool,
                            runtime: str) -> tuple[dict[int, float], dict[int, float], dict[int, tuple[float, float]]]:
     """Per stage, at ``b`` samples per micro-batch, under the pipeline ``runtime``
@@ -48,15 +56,14 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool,
     held = (lambda r: pipeline_held_bytes(graph, r.start, r.stop)) if torch_stage else (lambda r: 0.0)
     saved = {s: (graph.stage_saved_bytes(r.start, r.stop) + held(r)) * b
              for s, r in ((s, cfg.stage_layers(s)) for s in range(S))}
+    received, output = boundary_bytes(graph, cfg, b)
     # Under a split backward, a micro-batch's I keeps until its W the gradient that arrived for the
     # stage's output (in torch's PipelineStage, its receive buffer: torch_pipeline_buffer_bytes) and,
     # except where the I is empty and the W runs the whole backward (whole_backward_in_w), the weight
     # operators' output gradients (PipelineStage.backward_one_chunk).
-    w_held = {s: ((0.0 if whole_backward_in_w(s, split) else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)))
-                  + (layers[cfg.bounds[s + 1] - 1].output_bytes if s < S - 1 and not torch_stage else 0.0)) * b
-              for s in range(S)} if split else {}
-    received = [layers[cfg.bounds[s] - 1].output_bytes * b if s else 0.0 for s in range(S)]
-    output = [layers[cfg.bounds[s + 1] - 1].output_bytes * b if s < S - 1 else 0.0 for s in range(S)]
+    w_held = {s: (0.0 if whole_backward_in_w(s, split)
+                  else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) * b)
+              + (0.0 if torch_stage else output[s]) for s in range(S)} if split else {}
     sent = {s: runtime_sent_bytes(runtime, cfg.pp, cfg.schedule, received[s], output[s]) for s in range(S)}
     return saved, w_held, {s: v for s, v in sent.items() if any(v)}
 
@@ -139,15 +146,14 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
     ``prices``: the run's pricing context, which keeps the workspaces."""
     layers, S = graph.layers, cfg.stages
     stages = range(pipe_rank, S, cfg.pp)
+    received, output = boundary_bytes(graph, cfg, b)
     if torch_pipeline_stage(training.pipeline_runtime, cfg.pp):
         # each stage's receive buffers, one a micro-batch: the activation it receives (all but the first),
         # the gradient of the output it sends (all but the last)
-        received = sum(layers[cfg.bounds[s] - 1].output_bytes for s in stages if s > 0) * b
-        sent = sum(layers[cfg.bounds[s + 1] - 1].output_bytes for s in stages if s < S - 1) * b
-        buffers = torch_pipeline_buffer_bytes(received, sent, cfg.microbatches, cfg.schedule)
+        buffers = torch_pipeline_buffer_bytes(sum(received[s] for s in stages), sum(output[s] for s in stages),
+                                              cfg.microbatches, cfg.schedule)
     else:   # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
-        boundary = max(layers[cfg.bounds[s + 1 if s < S - 1 else s] - 1].output_bytes for s in stages) * b
-        buffers = pipeline_buffer_bytes(boundary, cfg.pp)
+        buffers = pipeline_buffer_bytes(max(output[s] if s < S - 1 else received[s] for s in stages), cfg.pp)
     static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, buffers, cfg.zero,
                            cfg.shard_ranks, sum(expert_param_count(layers[i], graph) for i in held),
                            cfg.expert_dp, training.grad_reduce_dtype)
