@@ -10,8 +10,8 @@ H5: with the change, every one of the 18 pipeline ranks within 10%, and the two 
 ranks within 3%.
 
     python -W ignore results/2026-12-06g-intel-xeon/heldout_1206f_memory.py \\
-        results/2026-12-06g-intel-xeon/heldout-2026-12-06f/*/validation.json \\
-        > results/2026-12-06g-intel-xeon/heldout-1206f-memory.txt
+        results/2026-12-06h-intel-xeon/heldout-2026-12-06f/*/validation.json \\
+        > results/2026-12-06h-intel-xeon/heldout-1206f-memory.txt
 """
 
 from __future__ import annotations
