@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from parsim.cost.compute import AnalyticalCompute
-from parsim.cost.memory import (TORCH_RUNTIME_SCHEDULES, backward_workspace_bytes, loss_workspace_bytes,
-                                pipeline_buffer_bytes, runtime_sent_bytes, torch_pipeline_buffer_bytes)
+from parsim.cost.memory import (TORCH_RUNTIME_SCHEDULES, backward_workspace_bytes, last_stage_freed_at_i_bytes,
+                                loss_workspace_bytes, pipeline_buffer_bytes, runtime_sent_bytes,
+                                torch_pipeline_buffer_bytes)
 from parsim.hardware import load_cluster
 from parsim.model.extract import InputSpec, extract_graph
 from parsim.model.graph import Layer, LayerGraph
@@ -273,6 +274,36 @@ def test_the_runtime_schedules_are_the_ones_torch_runs_through_pipeline_schedule
     assert runtime_sent_bytes("torch", 1, "zbh1", 1000.0, 500.0) == (0.0, 0.0)      # no PipelineStage
     assert runtime_sent_bytes("megatron", 2, "interleaved", 1000.0, 500.0) == (0.0, 0.0)
     assert runtime_sent_bytes("torch", 2, "1f1b", 1000.0, 500.0) == (0.0, 0.0)      # a buffer instead
+
+
+def test_torch_last_stage_frees_its_logits_and_loss_at_the_i():
+    """What last_stage_freed_at_i_bytes rests on, checked on torch's own split backward: after the I
+    (stage_backward_input, as PipelineStage.backward_one_chunk calls it on a last stage: from the loss)
+    the loss is detached, so its graph and log_softmax's saved result are gone, and once the stage drops
+    its cached output nothing keeps the logits; the W (stage_backward_weight) still gives the weight
+    gradients a whole backward gives.  The rule itself: only under torch's PipelineStage."""
+    import weakref
+
+    from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+    torch.manual_seed(0)
+    head = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 32))
+    x, y = torch.randn(4, 8), torch.randint(0, 32, (4,))
+    reference = torch.autograd.grad(nn.functional.cross_entropy(head(x), y), list(head.parameters()))
+    received = x.clone().requires_grad_()                     # the activation the last stage received
+    logits = head(received)
+    loss = nn.functional.cross_entropy(logits, y)
+    gone = weakref.ref(logits)
+    _, groups = stage_backward_input([loss], None, [received], head.parameters())
+    assert loss.grad_fn is None and received.grad is not None
+    del logits                                                # fwd_cache's entry, popped at the I
+    assert gone() is None
+    stage_backward_weight(head.parameters(), groups)
+    for p, r in zip(head.parameters(), reference):
+        assert torch.allclose(p.grad, r, atol=1e-6)
+    assert last_stage_freed_at_i_bytes("torch", 2, 1000.0, 250.0) == 1250.0
+    assert last_stage_freed_at_i_bytes("torch", 1, 1000.0, 250.0) == 0.0         # no PipelineStage
+    assert last_stage_freed_at_i_bytes("megatron", 2, 1000.0, 250.0) == 0.0
 
 
 def test_tensor_parallel_loss_holds_its_vocabulary_slice():

@@ -129,10 +129,12 @@ def test_torchs_runtime_schedules_keep_every_send_until_the_step_ends(schedule, 
     assert [sum(c for _, c in e.timeline.activation_changes(r)) for r in range(p)] == sends
     # the first rank frees nothing it holds: its peak is the step's end
     assert e.ranks[0].memory.activations_bytes == sends[0]
-    # the last rank: its last stage's F holds the loss's 8 bytes and its logits' 8 until its backward (W) frees
+    # the last rank: its last stage's F holds the loss's 8 bytes and its logits' 8 until its backward frees
     # them.  Interleaved, its last actions are stage 1's backwards, each adding its sends: it peaks at the end.
-    # ZB-H1 defers its last two W past the fourth I: two micro-batches' 16 beside every gradient sent.
-    assert e.ranks[1].memory.activations_bytes == sends[1] + (2 * 16.0 if schedule == "zbh1" else 0.0)
+    # ZB-H1's last stage frees them at its I, not its W (torch pops the logits and detaches the loss there:
+    # last_stage_freed_at_i_bytes), so it peaks after its fourth F: that micro-batch's 16 beside the three
+    # gradients sent before it (before the rule, its two deferred Ws held 2 x 16 beside all four).
+    assert e.ranks[1].memory.activations_bytes == (3 * 8.0 + 16.0 if schedule == "zbh1" else sends[1])
     # Megatron's schedules, and torch's Schedule1F1B (whose one held gradient is a buffer), keep none
     for other in (run(p, m, schedule, v, saved=0.0), run(p, m, "1f1b", runtime="torch", saved=0.0)):
         assert all(abs(sum(c for _, c in other.timeline.activation_changes(r))) < 1e-9 for r in range(p))
@@ -282,7 +284,8 @@ def test_split_backward_holds_output_gradients_from_i_to_w(runtime):
     PipelineStage, in its receive buffer, counted with the static buffers) and (past the first
     stage, whose I is empty in torch) its weight operators' output gradients; under torch's runtime
     its I leaves the input gradient it sends, and its W the output it sent, until the step ends
-    (parsim.cost.memory.runtime_sent_bytes).  Replaying the simulated order gives the engine's
+    (parsim.cost.memory.runtime_sent_bytes), and the last stage's I frees the logits and the loss's
+    saved bytes (last_stage_freed_at_i_bytes).  Replaying the simulated order gives the engine's
     activation peak exactly, and the held gradients raise the last stage's peak."""
     spec = load_model("examples/gpt_tiny_local.yaml")
     spec = replace(spec, training=replace(spec.training, pipeline_runtime=runtime))
@@ -293,6 +296,8 @@ def test_split_backward_holds_output_gradients_from_i_to_w(runtime):
     b = 2
     gradient = g.layers[2].output_bytes * b                  # of stage 0's output, a micro-batch
     held = [gradient if runtime == "megatron" else 0.0, sum(layer.w_held_bytes for layer in g.layers[3:]) * b]
+    if runtime == "torch":
+        held[1] -= (g.layers[-1].output_bytes + g.loss_saved_bytes) * b      # the logits, log_softmax's result
     # (input gradient, output) each stage's backward leaves sent: stage 0's output and stage 1's input gradient
     sent = [(0.0, gradient), (gradient, 0.0)] if runtime == "torch" else [(0.0, 0.0)] * 2
     if runtime == "torch":

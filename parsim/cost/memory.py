@@ -34,8 +34,9 @@ of the output it sends, kept across steps, and under 1F1B the gradient it sent l
 (torch_pipeline_buffer_bytes); and each micro-batch's output until its backward beyond what
 autograd saves of it, its first layer saving the receive buffer rather than a tensor of its own
 (pipeline_held_bytes); under the schedules torch runs through _PipelineScheduleRuntime (interleaved,
-zbh1), every output and input gradient a stage sends, until the step ends (runtime_sent_bytes). The
-last stage's outputs do not outlive their backward: the executor steps torch's schedules with
+zbh1), every output and input gradient a stage sends, until the step ends (runtime_sent_bytes); and
+under a split backward its last stage frees its logits and the loss's saved bytes at the I, not the W
+(last_stage_freed_at_i_bytes). The last stage's outputs do not outlive their backward: the executor steps torch's schedules with
 return_outputs=False, as a training loop that reads only the losses does. Gradients are counted
 once: parsim's executor keeps them as views into DDP's buckets (``gradient_as_bucket_view=True``, as
 Megatron's contiguous grad buffer); torch's default (False) would add one more gradient's worth per
@@ -137,6 +138,22 @@ def runtime_sent_bytes(runtime: str, pp: int, schedule: str, received_bytes: flo
     if not torch_pipeline_stage(runtime, pp) or schedule not in TORCH_RUNTIME_SCHEDULES:
         return 0.0, 0.0
     return received_bytes, output_bytes
+
+
+def last_stage_freed_at_i_bytes(runtime: str, pp: int, logits_bytes: float, loss_saved_bytes: float) -> float:
+    """What torch's last pipeline stage frees at a micro-batch's I rather than at its W, under a split
+    backward: the logits (``logits_bytes``), which its ``fwd_cache`` held until
+    PipelineStage.backward_one_chunk popped the entry (on a last stage that is not also the first it
+    detaches them besides), and what the loss saved for its backward (``loss_saved_bytes``), freed when
+    stage_backward_input detaches the loss after the input gradients (torch 2.13,
+    torch/distributed/pipelining/stage.py and _backward.py).  The W keeps only what the weights'
+    gradients need: the layers' saved bytes and their weight operators' output gradients.  0 where
+    torch_pipeline_stage does not hold.  In sample, on the development runs' seven ZB-H1 last stages
+    (results/2026-12-06h-intel-xeon/zbh1-last-stage-insample.txt): three decoders' +10.3%, +10.8% and
+    +10.5% become -2.3%, -2.1% and -2.2%; a fourth's +1.7% becomes -11.2% (a decoder with dropout, low on
+    every plan, set 2026-12-06f's Seed-OSS-style); the three convolution nets', whose logits are ten
+    classes, stay at -10.9%, -22.0% and -18.6%.  Set 2026-12-06g measures it."""
+    return logits_bytes + loss_saved_bytes if torch_pipeline_stage(runtime, pp) else 0.0
 
 
 def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:

@@ -108,7 +108,8 @@ class Costs:
     # REDUCE_TIED per stage: (group, all-reduce seconds); a group's stages run it together
     tied: dict[int, tuple[str, float]] = field(default_factory=dict)
     # under a split backward, bytes a micro-batch's I keeps for its W on each stage (the weight
-    # operators' output gradients, Layer.w_held_bytes)
+    # operators' output gradients, Layer.w_held_bytes), net of what it frees (torch's last stage:
+    # parsim.cost.memory.last_stage_freed_at_i_bytes)
     w_held_bytes: dict[int, float] = field(default_factory=dict)
     # under torch's runtime schedules, per stage: (input gradient, output) a micro-batch's backward leaves
     # until the step ends (parsim.cost.memory.runtime_sent_bytes)

@@ -29,8 +29,8 @@ import numpy as np
 
 from parsim.cost.experts import expert_param_count
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, pipeline_buffer_bytes,
-                                pipeline_held_bytes, runtime_sent_bytes, static_memory, torch_pipeline_buffer_bytes,
-                                torch_pipeline_stage)
+                                last_stage_freed_at_i_bytes, pipeline_held_bytes, runtime_sent_bytes, static_memory,
+                                torch_pipeline_buffer_bytes, torch_pipeline_stage)
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
@@ -48,7 +48,8 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool,
     """Per stage, at ``b`` samples per micro-batch, under the pipeline ``runtime``
     (parsim.model.stacks.PIPELINE_RUNTIMES): (saved bytes a micro-batch keeps from its F until its
     backward, bytes a split backward's I keeps until its W, the input gradient and output its backward
-    leaves until the step ends: engine.Costs' saved_bytes, w_held_bytes and sent_bytes)."""
+    leaves until the step ends: engine.Costs' saved_bytes, w_held_bytes and sent_bytes).  The I's bytes
+    are net of what it frees: below zero on torch's last stage (last_stage_freed_at_i_bytes)."""
     S, layers = cfg.stages, graph.layers
     torch_stage = torch_pipeline_stage(runtime, cfg.pp)
     # torch's PipelineStage keeps a micro-batch's output besides, less the received input its first layer
@@ -64,6 +65,10 @@ def stage_activation_bytes(graph, cfg, b: int, split: bool,
     w_held = {s: (0.0 if whole_backward_in_w(s, split)
                   else sum(layers[i].w_held_bytes for i in cfg.stage_layers(s)) * b)
               + (0.0 if torch_stage else output[s]) for s in range(S)} if split else {}
+    if split:
+        # torch's last stage frees at the I its logits and what the loss saved, which the W freed before
+        w_held[S - 1] -= last_stage_freed_at_i_bytes(runtime, cfg.pp, layers[-1].output_bytes * b,
+                                                     graph.loss_saved_bytes * b)
     sent = {s: runtime_sent_bytes(runtime, cfg.pp, cfg.schedule, received[s], output[s]) for s in range(S)}
     return saved, w_held, {s: v for s, v in sent.items() if any(v)}
 
