@@ -22,18 +22,28 @@ from parsim.validation import default_cases
 SET = "results/heldout/2026-12-06f.yaml"
 MIB = 2 ** 20
 
-for name in ("convmixer_cifar", "seed_oss_tiny", "ernie45_tiny"):
-    spec = load_model(f"results/heldout/models/{name}.yaml")
-    training = replace(spec.training, pipeline_runtime="torch")
-    cluster = load_cluster("local-cpu")
-    compute = AnalyticalCompute.for_training(cluster.device, training)
-    for case in default_cases(spec, cluster, compute, SET):
-        if case.config.pp < 2:
-            continue
-        est = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
-        with mock.patch.object(parsim.sim.memory, "runtime_sent_bytes", lambda *a: (0.0, 0.0)):
-            old = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
-        for new_r, old_r in zip(est.ranks, old.ranks):
-            new, before = new_r.memory.total_bytes, old_r.memory.total_bytes
-            print(f"{name:16s} {case.label:19s} rank {new_r.rank}  without {before / MIB:7.2f} MiB"
-                  f"  with {new / MIB:7.2f} MiB  {new / before - 1:+6.1%}")
+
+def sizes(set_path: str, names: list[str], rule: str, off) -> None:
+    """Print each pipeline rank of the set's pp >= 2 plans (``names``: its models' files under
+    results/heldout/models/), its peak priced under torch's runtime as parsim prices it and with
+    ``parsim.sim.memory.<rule>`` replaced by ``off`` (the rule switched off)."""
+    width = max(map(len, names)) + 1
+    for name in names:
+        spec = load_model(f"results/heldout/models/{name}.yaml")
+        training = replace(spec.training, pipeline_runtime="torch")
+        cluster = load_cluster("local-cpu")
+        compute = AnalyticalCompute.for_training(cluster.device, training)
+        for case in default_cases(spec, cluster, compute, set_path):
+            if case.config.pp < 2:
+                continue
+            est = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
+            with mock.patch.object(parsim.sim.memory, rule, off):
+                old = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
+            for new_r, old_r in zip(est.ranks, old.ranks):
+                new, before = new_r.memory.total_bytes, old_r.memory.total_bytes
+                print(f"{name:{width}s} {case.label:19s} rank {new_r.rank}  without {before / MIB:7.2f} MiB"
+                      f"  with {new / MIB:7.2f} MiB  {new / before - 1:+6.1%}")
+
+
+if __name__ == "__main__":
+    sizes(SET, ["convmixer_cifar", "seed_oss_tiny", "ernie45_tiny"], "runtime_sent_bytes", lambda *a: (0.0, 0.0))
