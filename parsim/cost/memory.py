@@ -36,11 +36,11 @@ autograd saves of it, its first layer saving the receive buffer rather than a te
 (pipeline_held_bytes); under the schedules torch runs through _PipelineScheduleRuntime (interleaved,
 zbh1), every output and input gradient a stage sends, until the step ends (runtime_sent_bytes); and
 under a split backward its last stage frees its logits and the loss's saved bytes at the I, not the W
-(last_stage_freed_at_i_bytes). The last stage's outputs do not outlive their backward: the executor steps torch's schedules with
-return_outputs=False, as a training loop that reads only the losses does. Gradients are counted
-once: parsim's executor keeps them as views into DDP's buckets (``gradient_as_bucket_view=True``, as
-Megatron's contiguous grad buffer); torch's default (False) would add one more gradient's worth per
-rank when dp > 1.
+(last_stage_freed_at_i_bytes). The last stage's outputs do not outlive their backward: the executor
+steps torch's schedules with return_outputs=False, as a training loop that reads only the losses does.
+Gradients are counted once: parsim's executor keeps them as views into DDP's buckets
+(``gradient_as_bucket_view=True``, as Megatron's contiguous grad buffer); torch's default (False) would
+add one more gradient's worth per rank when dp > 1.
 
 ZeRO (Rajbhandari et al. 2020, Sec. 5.1, Fig. 1: (2 + 2 + K) Psi per rank at stage 0, then
 (2 + 2) Psi + K Psi / Nd, 2 Psi + (2 + K) Psi / Nd and (2 + 2 + K) Psi / Nd at stages 1, 2, 3):
