@@ -11,8 +11,9 @@ could motivate; 2026-12-06d (dense) before the pipeline memory's change set 2026
 motivated, a development set for it since its first report; 2026-12-06e (dense) before the gradient torch's
 1F1B keeps between two backwards' sends was priced; 2026-12-06f (dense) before the sends torch's runtime schedules
 keep until the step ends were priced; 2026-12-06g (dense) before what torch's last stage frees at a split
-backward's I was priced.  Every model loads and extracts, its torch module
-runs one forward on the executor's input kind, and every plan (the planner's pick too, kept to
+backward's I was priced; 2026-12-07 (dense) before attention's dropout was priced as a CPU runs it.
+Every model loads and extracts, its torch module runs one forward on the executor's input kind, and
+every plan (the planner's pick too, kept to
 the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
 set's figures come only from the runs its rule allows."""
 
@@ -50,8 +51,9 @@ SET_J = "results/heldout/2026-12-06d.yaml"
 SET_K = "results/heldout/2026-12-06e.yaml"
 SET_L = "results/heldout/2026-12-06f.yaml"
 SET_M = "results/heldout/2026-12-06g.yaml"
+SET_N = "results/heldout/2026-12-07.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M)
+          SET_L, SET_M, SET_N)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -74,7 +76,9 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_L: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 26,
                              28, 30, 32, 34, 36, 38, 42, 44, 46, 52, 60, 68, 76, 84, 92},
                      SET_M: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-                             26, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 60, 68, 76, 84, 92, 100}}
+                             26, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 60, 68, 76, 84, 92, 100},
+                     SET_N: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 60, 68, 76, 84, 92, 100, 108}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -97,6 +101,10 @@ SHA256 = {
     SET_K: "152da829c0f2b7b8b45ef9be8b06321a3d57a695e77dbf768f786e545c3d0ff1",
     SET_L: "61f49bd3c082f94050356b5c9ce0ac6cbba15d4879d80081d4298e5fbe0c3e49",
     SET_M: "2135ee38b604737e74d4e52acc840263be99536bae544813dc3e4b89bef8ab61",
+    SET_N: "ef82c63fbe7183962c71a825ad98f172cf0ffd68119ce710e226e27cc75ccf82",
+    "results/heldout/models/glm_tiny.yaml": "4183b382d3653832af5e17f3d0688b605e38ee56d18a3a865e106cf1609fb395",
+    "results/heldout/models/apertus_tiny.yaml": "e572d61b3d3ad6f01638e46ce69f2cafbd65c8ed276f68a9c10e92fc08d88b72",
+    "results/heldout/models/deepseek_v2_dense_tiny.yaml": "2a61e8b5498cf1bcca922d89c5c83339a455e1089bdea77fb1a3cc79f0f7506c",
     "results/heldout/models/mistral_tiny.yaml": "6381780321fb5f11f2851029608110f9d5d06a63a1cf63426df2e96c0e955dbe",
     "results/heldout/models/hunyuan_dense_tiny.yaml": "1b35fe341904a7ca79eaee71810046d93e904f6e489a5f3bdcf02b89c3c82cbf",
     "results/heldout/models/jais2_tiny.yaml": "32116bf13487467a55e66949d22717e0b21bd55eefdaebab567d2006780274fa",
@@ -145,6 +153,7 @@ SHA256 = {
 }
 L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 M_SPLIT = ["single", "dp2", "pp2-1f1b-m4", "pp2-zbh1-m4", "pp2-zbh1-m2"]                # set 2026-12-06g's plans
+N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]               # set 2026-12-07's plans
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
 CONTENT = {
@@ -208,6 +217,10 @@ CONTENT = {
         ("results/heldout/models/mistral_tiny.yaml", 1732000, M_SPLIT),
         ("results/heldout/models/hunyuan_dense_tiny.yaml", 2213824, M_SPLIT),
         ("results/heldout/models/jais2_tiny.yaml", 2319744, M_SPLIT)]),
+    SET_N: ("heldout-2026-12-07", [
+        ("results/heldout/models/glm_tiny.yaml", 1712480, N_DROPOUT),
+        ("results/heldout/models/apertus_tiny.yaml", 2090952, N_DROPOUT),
+        ("results/heldout/models/deepseek_v2_dense_tiny.yaml", 2287936, N_DROPOUT)]),
 }
 
 
