@@ -26,7 +26,12 @@ device, where parsim extracts, always the decomposed math path (QK^T, softmax, A
 ops: eager's operators and saved bytes).  ``fused_on_meta`` therefore routes the call on meta
 tensors to the fused CPU operator, which has meta kernels and an autograd formula, accepts
 GQA's fewer KV heads and a dropout probability (as the CUDA kernels do: a fused dropout keeps
-its RNG state, no mask), so that extraction records what a GPU runs: one kernel each way.
+its RNG state, no mask), so that extraction records what a GPU runs: one kernel each way.  A CPU
+runs attention with dropout unfused (``torch._fused_sdp_choice`` gives MATH at dropout 0.1,
+FLASH_ATTENTION at 0: results/2026-12-06h-intel-xeon/dropout-memory-seed-oss.txt), which keeps for
+backward the probabilities, the dropout mask and the dropped probabilities (and, with grouped KV
+heads, the keys and values expanded to every query head): extraction measures a unit with attention
+dropout both ways, and a CPU cluster's plans are priced with the second (LayerGraph.cpu_graph).
 
 FLOPs (FLOPs = 2 x MACs): forward QK^T and AV, 4 b h s_q s_k d; backward 2.5x that, the
 recomputed QK^T plus the four gradient GEMMs (torch.utils.flop_counter.sdpa_flop_count and
@@ -164,9 +169,19 @@ def register_flop_formulas() -> None:
         return count // (2 if is_causal else 1)
 
 
+def unfused_dropout(cluster) -> bool:
+    """Whether ``cluster``'s devices run attention with dropout through torch's decomposed math path
+    (module docstring): CPUs, the devices of a cluster whose collective library is gloo
+    (parsim.exec.groups.LIBRARY_DEVICES).  The fused kernels of GPUs (FlashAttention-2, torch's CUDA
+    flash and memory-efficient kernels) and Ascend's npu_fusion_attention take dropout."""
+    return cluster.profile.collectives.library == "gloo"
+
+
 def fused_on_meta():
     """A TorchFunctionMode under which ``scaled_dot_product_attention`` on meta tensors runs as
-    the fused operator (module docstring); other calls pass through."""
+    the fused operator (module docstring); other calls pass through.  The mode counts the calls
+    with dropout it sees (``dropout_calls``), and passes them through to the math path while its
+    ``fuse_dropout`` is off: what a CPU runs (unfused_dropout)."""
     import torch
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
@@ -175,12 +190,18 @@ def fused_on_meta():
     fused = getattr(torch.ops.aten, FUSED_OP)
 
     class _Fused(TorchFunctionMode):
+        dropout_calls, fuse_dropout = 0, True
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if func is not F.scaled_dot_product_attention or not args[0].is_meta:
                 return func(*args, **kwargs)
             q, k, v = args[:3]
             rest = dict(zip(("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"), args[3:]), **kwargs)
+            if float(rest.get("dropout_p", 0.0)) > 0:
+                self.dropout_calls += 1
+                if not self.fuse_dropout:
+                    return func(*args, **kwargs)
             if k.shape[1] != q.shape[1] and not rest.get("enable_gqa", False):
                 return func(*args, **kwargs)           # torch's own error for mismatched heads
             d_v = v.shape[-1]

@@ -27,7 +27,7 @@ Cut units, in order:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -411,9 +411,11 @@ def _flop_counter() -> FlopCounterMode:
 
 
 def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excluded: set[int],
-                  owned_params: set[int]):
-    """Forward then backward of one unit on meta; returns (stats dict, output tensor)."""
+                  owned_params: set[int], mode):
+    """Forward then backward of one unit on meta under ``mode`` (extract_graph's fused_on_meta);
+    returns (stats dict, output tensor)."""
     recorded = SavedStorages(excluded)
+    dropout_calls = mode.dropout_calls
     x = x.detach().requires_grad_(needs_input_grad)
     fwd_flops, fwd_bytes = _flop_counter(), _MemoryBoundBytes()
     tied = frozenset(_storage_key(p) for p in unit.parameters()) - owned_params
@@ -436,10 +438,18 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     kernels = unit_kernels(unit, x, needs_input_grad)
     # a unit whose attention sees a sliding window: its fused attention's work at the window's share
     ops, kernels, fwd_removed, bwd_removed = windowed(ops, kernels, getattr(unit, "attention_window", 0), x.shape[0])
+    saved_bytes = _batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded)
+    cpu_saved_bytes = saved_bytes
+    if mode.dropout_calls > dropout_calls:       # attention with dropout: as a CPU runs it too (unfused_dropout)
+        mode.fuse_dropout = False
+        try:
+            cpu_saved_bytes = _batch_scaled_saved_bytes(unit, x, _saved_storage_bytes(unit, x, excluded), excluded)
+        finally:
+            mode.fuse_dropout = True
     stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops() - fwd_removed,
                  bwd_flops=bwd_flops.get_total_flops() - bwd_removed,
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
-                 saved_bytes=_batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded),
+                 saved_bytes=saved_bytes, cpu_saved_bytes=cpu_saved_bytes,
                  output_bytes=y.numel() * y.element_size(),
                  ops=ops, ops_output=ops_output, input_saved_bytes=input_saved,
                  input_storage_saved_bytes=saved.get(_storage_key(x), 0),   # the input itself, no copy of it
@@ -460,10 +470,15 @@ def _batch_scaled_saved_bytes(unit: nn.Module, x: torch.Tensor, saved_bytes: int
     micro-batch: 80 kB per sample for ResNet-50 at extraction batch 2, 20 MB at micro-batch 256."""
     n = x.shape[0]
     x2 = torch.empty((2 * n, *x.shape[1:]), dtype=x.dtype, device=x.device).requires_grad_(x.requires_grad)
+    return float(_saved_storage_bytes(unit, x2, excluded) - saved_bytes)
+
+
+def _saved_storage_bytes(unit: nn.Module, x: torch.Tensor, excluded: set[int]) -> int:
+    """The bytes of the storages autograd saves in one forward of ``unit`` on ``x`` (SavedStorages)."""
     recorded = SavedStorages(excluded)
     with torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
-        unit(x2)
-    return float(sum(recorded.nbytes.values()) - saved_bytes)
+        unit(x)
+    return sum(recorded.nbytes.values())
 
 
 def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model", dtype: str = "fp32",
@@ -474,13 +489,14 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
     "more than one value per channel" check happy.  Terms that do not scale with the batch (a
     causal-mask buffer, BatchNorm's running statistics) are excluded or negligible.
     ``scaled_dot_product_attention`` is recorded as the fused kernel a GPU runs
-    (parsim.model.attention.fused_on_meta).
+    (parsim.model.attention.fused_on_meta); a unit whose attention has dropout is measured again
+    as a CPU runs it, its saved bytes kept in the graph's ``cpu_graph``.
     """
-    with fused_on_meta():
-        return _extract(model, input_spec, name, dtype, batch)
+    with fused_on_meta() as mode:
+        return _extract(model, input_spec, name, dtype, batch, mode)
 
 
-def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, batch: int) -> LayerGraph:
+def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, batch: int, mode) -> LayerGraph:
     float_dtype = TORCH_DTYPES[dtype]
     model = model.to(device="meta")
     if float_dtype != torch.float32:
@@ -495,6 +511,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
     layers = []
     single_value: list[str] = []          # units where a BatchNorm sees one value per channel per sample
     prev_output_saved = 0.0               # per sample: what the previous unit saves of its own output
+    cpu_extra = []                        # per sample, per layer: what a CPU saves beyond it (unfused_dropout)
 
     def bn_check(name):
         def hook(module, args):
@@ -516,7 +533,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
         owner_of.update((id(p), unit_name) for p in params)
         key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad, tuple(tied))
         if key not in cache:     # owned parameters: those not tied to an earlier unit's
-            cache[key] = _measure_unit(unit, x, needs_grad, excluded, {_storage_key(p) for p in params})
+            cache[key] = _measure_unit(unit, x, needs_grad, excluded, {_storage_key(p) for p in params}, mode)
         stats, y = cache[key]
         count = sum(p.numel() for p in params)
         experts = _experts(unit)
@@ -537,6 +554,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
             routed_bytes=(x.numel() * x.element_size() / batch
                           if experts is not None and y.shape != x.shape else 0.0)))
         prev_output_saved = stats["output_saved_bytes"] / batch
+        cpu_extra.append((stats["cpu_saved_bytes"] - stats["saved_bytes"]) / batch)
         x = torch.empty_like(y, device="meta")
     for h in handles:
         h.remove()
@@ -545,11 +563,15 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
     if single_value:
         reason = (f"BatchNorm in {', '.join(single_value[:3])} sees one value per channel per sample; "
                   "training-mode BatchNorm needs micro-batches of at least 2 samples")
-    return LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
-                      input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason,
-                      extraction_batch=batch, loss_kernels=loss,
-                      loss_logits_bytes=layers[-1].output_bytes if loss else 0.0,
-                      losses=1 + sum(_extra_losses(unit) for _, unit in units))
+    graph = LayerGraph(name=name, layers=tuple(layers), dtype=dtype if dtype in ("fp32", "fp16", "bf16") else "fp32",
+                       input_bytes=input_bytes, min_microbatch=2 if single_value else 1, min_microbatch_reason=reason,
+                       extraction_batch=batch, loss_kernels=loss,
+                       loss_logits_bytes=layers[-1].output_bytes if loss else 0.0,
+                       losses=1 + sum(_extra_losses(unit) for _, unit in units))
+    if not any(cpu_extra):
+        return graph
+    cpu = tuple(replace(layer, saved_bytes=layer.saved_bytes + extra) for layer, extra in zip(layers, cpu_extra))
+    return replace(graph, cpu_graph=replace(graph, layers=cpu))
 
 
 def _extra_losses(unit: nn.Module) -> int:

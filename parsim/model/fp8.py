@@ -146,7 +146,7 @@ def fp8_graph(graph):
         raise ValueError(f"FP8 GEMMs run beside bf16, not {graph.dtype}")
     width = 2
     return replace(graph, layers=tuple(fp8_layer(layer, graph.extraction_batch, width) for layer in graph.layers),
-                   fp8=True)
+                   fp8=True, cpu_graph=fp8_graph(graph.cpu_graph) if graph.cpu_graph is not None else None)
 
 
 def fp8_weight_params(layer) -> float:

@@ -323,6 +323,11 @@ class LayerGraph:
     # tokens, priced with the main loss on the last layer's device; Megatron-Core keeps its MTP
     # layers on the last pipeline stage)
     losses: int = 1
+    # The graph as a CPU runs it, where that differs (None: this graph): torch on a CPU runs attention
+    # with dropout unfused, which saves more for backward (parsim.model.attention.unfused_dropout);
+    # each layer's saved_bytes as extraction measured them so.  parsim.shard.prepare.per_device_graph
+    # takes it for a CPU cluster.
+    cpu_graph: "LayerGraph | None" = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         object.__setattr__(self, "recompute", recompute_mode(self.recompute))
