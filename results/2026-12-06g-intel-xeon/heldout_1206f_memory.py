@@ -25,12 +25,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtime_sends_insample import MIB, ranks  # noqa: E402
 
 
+def print_ranks(found: list[dict], model_width: int = 26, plan_width: int = 19) -> None:
+    """One line per rank (runtime_sends_insample.ranks' dicts): measured, without the rule, with it."""
+    print(f"{'model':{model_width}s} {'plan':{plan_width}s} rank  measured MiB  without MiB   error  with MiB   error")
+    for x in found:
+        print(f"{x['model']:{model_width}s} {x['plan']:{plan_width}s} {x['rank']:4d}  {x['measured'] / MIB:11.2f}"
+              f"  {x['old'] / MIB:11.2f}  {x['old'] / x['measured'] - 1:+6.1%}  {x['new'] / MIB:8.2f}"
+              f"  {x['new'] / x['measured'] - 1:+6.1%}")
+
+
 def main(paths: list[str]) -> None:
     found = [x for path in paths for x in ranks(path)]
-    print(f"{'model':26s} {'plan':19s} rank  measured MiB  without MiB   error  with MiB   error")
-    for x in found:
-        print(f"{x['model']:26s} {x['plan']:19s} {x['rank']:4d}  {x['measured'] / MIB:11.2f}  {x['old'] / MIB:11.2f}"
-              f"  {x['old'] / x['measured'] - 1:+6.1%}  {x['new'] / MIB:8.2f}  {x['new'] / x['measured'] - 1:+6.1%}")
+    print_ranks(found)
     same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
     print(f"{len(found)} pipeline ranks; the analytical model with the rule gives the report's prediction on {same}")
     runtime = [x for x in found if "interleaved" in x["plan"] or "zbh1" in x["plan"]]

@@ -59,10 +59,12 @@ def pipeline_plans(path: str):
             [r for r in rows if r["plan"] == label]
 
 
-def ranks(path: str):
+def ranks(path: str, rule: str = "runtime_sent_bytes", off=lambda *a: (0.0, 0.0)):
+    """Each pipeline rank of ``path``'s pp = 2 plans: its measured peak, the report's prediction, and the
+    analytical model's with ``parsim.sim.memory.<rule>`` (new) and with it replaced by ``off`` (old)."""
     for spec, cluster, label, cfg, rows in pipeline_plans(path):
         with_rule = totals(spec, cluster, cfg)
-        with mock.patch.object(parsim.sim.memory, "runtime_sent_bytes", lambda *a: (0.0, 0.0)):
+        with mock.patch.object(parsim.sim.memory, rule, off):
             without = totals(spec, cluster, cfg)
         for r in rows:
             k = r["rank"]

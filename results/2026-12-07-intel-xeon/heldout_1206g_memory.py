@@ -18,35 +18,18 @@ from __future__ import annotations
 import os
 import sys
 from statistics import fmean
-from unittest import mock
-
-import parsim.sim.memory
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06g-intel-xeon"))
 
-from runtime_sends_insample import MIB, pipeline_plans, totals  # noqa: E402
-
-
-def ranks(paths: list[str]):
-    for path in paths:
-        for spec, cluster, label, cfg, rows in pipeline_plans(path):
-            if not label.startswith("pp2-"):          # the set's plans; the pick is scored by H1-H3
-                continue
-            new = totals(spec, cluster, cfg)
-            with mock.patch.object(parsim.sim.memory, "last_stage_freed_at_i_bytes", lambda *a: 0.0):
-                old = totals(spec, cluster, cfg)
-            for r in rows:
-                k = r["rank"]
-                yield dict(model=spec.name, plan=label, rank=k, measured=r["meas_total_bytes"],
-                           report=r["pred_total_bytes"], new=new[k], old=old[k])
+from heldout_1206f_memory import print_ranks  # noqa: E402
+from runtime_sends_insample import ranks  # noqa: E402
 
 
 def main(paths: list[str]) -> None:
-    found = list(ranks(paths))
-    print(f"{'model':28s} {'plan':12s} rank  measured MiB  without MiB   error  with MiB   error")
-    for x in found:
-        print(f"{x['model']:28s} {x['plan']:12s} {x['rank']:4d}  {x['measured'] / MIB:11.2f}  {x['old'] / MIB:11.2f}"
-              f"  {x['old'] / x['measured'] - 1:+6.1%}  {x['new'] / MIB:8.2f}  {x['new'] / x['measured'] - 1:+6.1%}")
+    # the set's plans (the pick is scored by H1-H3), the last-stage rule switched off for "without"
+    found = [x for path in paths for x in ranks(path, "last_stage_freed_at_i_bytes", lambda *a: 0.0)
+             if x["plan"].startswith("pp2-")]
+    print_ranks(found, 28, 12)
     same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
     print(f"{len(found)} pipeline ranks; the analytical model with the change gives the report's prediction on {same}")
     last = [x for x in found if "zbh1" in x["plan"] and x["rank"] == 1]
