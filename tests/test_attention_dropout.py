@@ -10,7 +10,7 @@ import torch
 
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
-from parsim.model.extract import SavedStorages, cut_units
+from parsim.model.extract import _saved_storage_bytes, cut_units
 from parsim.model.spec import build_module, load_model
 from parsim.plan import ParallelConfig
 from parsim.shard.prepare import per_device_graph
@@ -31,11 +31,7 @@ def _saved_per_sample_on_cpu(module, unit, shape) -> float:
     excluded = {t.untyped_storage()._cdata for t in (*module.parameters(), *module.buffers())}
 
     def saved(n):
-        recorded = SavedStorages(excluded)
-        x = torch.randn(n, *shape, requires_grad=True)
-        with torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
-            unit(x)
-        return sum(recorded.nbytes.values())
+        return _saved_storage_bytes(unit, torch.randn(n, *shape, requires_grad=True), excluded)
     return (saved(4) - saved(2)) / 2
 
 

@@ -42,21 +42,23 @@ def totals(spec, cluster, cfg) -> list[float]:
     return [r.memory.total_bytes for r in est.ranks]
 
 
-def pipeline_plans(path: str):
-    """Each pp = 2, dp = 1 plan of a validate report: (spec, cluster, label, its ParallelConfig as the report split
-    it, its rows of the memory breakdown)."""
+def report_plans(path: str, keep=lambda p: p["pp"] == 2 and p["dp"] == 1):
+    """Each plan of a validate report that ``keep`` takes (by default the pp = 2, dp = 1 ones): (spec, cluster,
+    label, its ParallelConfig as the report split it, its rows of the memory breakdown)."""
     report = json.load(open(path))
     spec, cluster = load_model(report["model"]), load_cluster(report["cluster"])
     plans = {p["label"]: p for p in report["plans"]}
-    rows = [r for r in report["memory_breakdown"] if r["plan"] in plans and plans[r["plan"]]["pp"] == 2
-            and plans[r["plan"]]["dp"] == 1]
+    rows = [r for r in report["memory_breakdown"] if r["plan"] in plans and keep(plans[r["plan"]])]
     for label in dict.fromkeys(r["plan"] for r in rows):
         p = plans[label]
         v = 2 if p["schedule"] == "interleaved" else 1
         cuts = [part.split("..")[0].strip() for part in p["split"].split("|")]      # "embed..layers.1 | layers.2..head"
         bounds = tuple(spec.graph.index(c) if c in spec.graph.names else int(c) for c in cuts) + (len(spec.graph),)
-        yield spec, cluster, label, ParallelConfig(1, 2, p["microbatches"], p["schedule"], v, bounds), \
+        yield spec, cluster, label, ParallelConfig(p["dp"], p["pp"], p["microbatches"], p["schedule"], v, bounds), \
             [r for r in rows if r["plan"] == label]
+
+
+pipeline_plans = report_plans
 
 
 def ranks(path: str, rule: str = "runtime_sent_bytes", off=lambda *a: (0.0, 0.0)):

@@ -23,10 +23,10 @@ SET = "results/heldout/2026-12-06f.yaml"
 MIB = 2 ** 20
 
 
-def sizes(set_path: str, names: list[str], rule: str, off) -> None:
-    """Print each pipeline rank of the set's pp >= 2 plans (``names``: its models' files under
+def sizes(set_path: str, names: list[str], rule: str, off, where=parsim.sim.memory, min_pp: int = 2) -> None:
+    """Print each rank of the set's plans with pp >= ``min_pp`` (``names``: its models' files under
     results/heldout/models/), its peak priced under torch's runtime as parsim prices it and with
-    ``parsim.sim.memory.<rule>`` replaced by ``off`` (the rule switched off)."""
+    ``<where>.<rule>`` (by default parsim.sim.memory's) replaced by ``off`` (the rule switched off)."""
     width = max(map(len, names)) + 1
     for name in names:
         spec = load_model(f"results/heldout/models/{name}.yaml")
@@ -34,10 +34,10 @@ def sizes(set_path: str, names: list[str], rule: str, off) -> None:
         cluster = load_cluster("local-cpu")
         compute = AnalyticalCompute.for_training(cluster.device, training)
         for case in default_cases(spec, cluster, compute, set_path):
-            if case.config.pp < 2:
+            if case.config.pp < min_pp:
                 continue
             est = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
-            with mock.patch.object(parsim.sim.memory, rule, off):
+            with mock.patch.object(where, rule, off):
                 old = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
             for new_r, old_r in zip(est.ranks, old.ranks):
                 new, before = new_r.memory.total_bytes, old_r.memory.total_bytes
