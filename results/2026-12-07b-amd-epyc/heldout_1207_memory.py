@@ -1,0 +1,71 @@
+"""Set 2026-12-07's H4 and H5 (results/2026-12-07-intel-xeon/preregistered-2026-12-07.md): the peak memory of each
+rank of the set's plans (single, dp2, and each pp = 2 plan; the planner's pick is scored by H1-H3), priced with
+attention's dropout as a CPU runs it (LayerGraph.cpu_graph, fb8a2ce) and as the fused kernel a GPU runs (the rule
+switched off by patching parsim.shard.prepare.unfused_dropout), both against the same measurement.  Each plan is
+priced again with the analytical model (runtime_sends_insample.totals); the script checks the first against the
+report's profiled prediction (the peak of a plan without ZeRO follows from its order of actions alone).
+
+H4: over the 24 ranks, the mean |error| lower with the change than without it, and lower on each of the 3 models.
+H5: with the change, the single-process and dp2 peaks (9 ranks) within 3%, and every one of the 24 ranks within 10%.
+
+    python -W ignore results/2026-12-07b-amd-epyc/heldout_1207_memory.py \\
+        results/2026-12-07b-amd-epyc/heldout-2026-12-07/*/validation.json \\
+        > results/2026-12-07b-amd-epyc/heldout-1207-memory.txt
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from statistics import fmean
+from unittest import mock
+
+import parsim.shard.prepare
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06g-intel-xeon"))
+
+from heldout_1206f_memory import print_ranks  # noqa: E402
+from runtime_sends_insample import report_plans, totals  # noqa: E402
+
+
+def ranks(path: str):
+    """Each rank of the set's plans in ``path``: measured, the report's prediction, with the change (new) and
+    without it (old)."""
+    for spec, cluster, label, cfg, rows in report_plans(path, keep=lambda p: p["label"] != "planner"):
+        new = totals(spec, cluster, cfg)
+        with mock.patch.object(parsim.shard.prepare, "unfused_dropout", lambda *a: False):
+            old = totals(spec, cluster, cfg)
+        for r in rows:
+            k = r["rank"]
+            yield dict(model=spec.name, plan=label, rank=k, measured=r["meas_total_bytes"],
+                       report=r["pred_total_bytes"], new=new[k], old=old[k])
+
+
+def main(paths: list[str]) -> None:
+    found = [x for path in paths for x in ranks(path)]
+    print_ranks(found, 28, 14)
+    same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
+    print(f"{len(found)} ranks; the analytical model with the change gives the report's prediction on {same}")
+
+    def mean_error(sel, side):
+        return fmean(abs(x[side] / x["measured"] - 1) for x in sel)
+
+    lower = []
+    for model in dict.fromkeys(x["model"] for x in found):
+        sel = [x for x in found if x["model"] == model]
+        new, old = mean_error(sel, "new"), mean_error(sel, "old")
+        lower.append(new < old)
+        print(f"{model:28s} ({len(sel)} ranks): mean |error| with the change {new:.2%}, without it {old:.2%}")
+    new, old = mean_error(found, "new"), mean_error(found, "old")
+    print(f"all {len(found)} ranks: mean |error| with the change {new:.2%}, without it {old:.2%}; lower on "
+          f"{sum(lower)} of {len(lower)} models: H4 {'holds' if new < old and all(lower) else 'fails'}")
+    one = [abs(x["new"] / x["measured"] - 1) for x in found if x["plan"] in ("single", "dp2")]
+    every = [abs(x["new"] / x["measured"] - 1) for x in found]
+    holds = all(e <= 0.03 for e in one) and all(e <= 0.10 for e in every)
+    print(f"with the change: {sum(e <= 0.03 for e in one)} of {len(one)} single and dp2 ranks within 3% (max |error| "
+          f"{max(one):.1%}); {sum(e <= 0.10 for e in every)} of {len(every)} ranks within 10% (max |error| "
+          f"{max(every):.1%}): H5 {'holds' if holds else 'fails'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
