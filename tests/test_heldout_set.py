@@ -11,7 +11,8 @@ could motivate; 2026-12-06d (dense) before the pipeline memory's change set 2026
 motivated, a development set for it since its first report; 2026-12-06e (dense) before the gradient torch's
 1F1B keeps between two backwards' sends was priced; 2026-12-06f (dense) before the sends torch's runtime schedules
 keep until the step ends were priced; 2026-12-06g (dense) before what torch's last stage frees at a split
-backward's I was priced; 2026-12-07 (dense) before attention's dropout was priced as a CPU runs it.
+backward's I was priced; 2026-12-07 (dense) before attention's dropout was priced as a CPU runs it; 2026-12-07b
+(dense) before any change to the step time of pipeline schedules on a CPU.
 Every model loads and extracts, its torch module runs one forward on the executor's input kind, and
 every plan (the planner's pick too, kept to
 the set's sizes as validate keeps it) resolves and simulates.  Nothing here runs a plan: the
@@ -52,8 +53,9 @@ SET_K = "results/heldout/2026-12-06e.yaml"
 SET_L = "results/heldout/2026-12-06f.yaml"
 SET_M = "results/heldout/2026-12-06g.yaml"
 SET_N = "results/heldout/2026-12-07.yaml"
+SET_O = "results/heldout/2026-12-07b.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M, SET_N)
+          SET_L, SET_M, SET_N, SET_O)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -78,7 +80,10 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                      SET_M: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
                              26, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 60, 68, 76, 84, 92, 100},
                      SET_N: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-                             26, 27, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 60, 68, 76, 84, 92, 100, 108}}
+                             26, 27, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 60, 68, 76, 84, 92, 100, 108},
+                     SET_O: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 29, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 68, 76, 84, 92, 100,
+                             108, 116}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -102,6 +107,10 @@ SHA256 = {
     SET_L: "61f49bd3c082f94050356b5c9ce0ac6cbba15d4879d80081d4298e5fbe0c3e49",
     SET_M: "2135ee38b604737e74d4e52acc840263be99536bae544813dc3e4b89bef8ab61",
     SET_N: "ef82c63fbe7183962c71a825ad98f172cf0ffd68119ce710e226e27cc75ccf82",
+    SET_O: "f93bebadc9f29cac965aef2f71a91698e0c08c84a3d21559a0cbffa9d000a22e",
+    "results/heldout/models/internlm3_tiny.yaml": "cc9a692893fc384d8a35cfbb67ac9eef80959e1af8649f223dea024e4522d2cf",
+    "results/heldout/models/ministral_tiny.yaml": "9d40aa1c42fe0196ef9b0eb8073a32a1d174dd8dcd0231252dd525cbb5a60b59",
+    "results/heldout/models/bitnet_tiny.yaml": "bb67512ee4eb1d5efc7c00981f03796a7c2c1806dd8840ded1c1da2ec7e5a155",
     "results/heldout/models/glm_tiny.yaml": "4183b382d3653832af5e17f3d0688b605e38ee56d18a3a865e106cf1609fb395",
     "results/heldout/models/apertus_tiny.yaml": "e572d61b3d3ad6f01638e46ce69f2cafbd65c8ed276f68a9c10e92fc08d88b72",
     "results/heldout/models/deepseek_v2_dense_tiny.yaml": "2a61e8b5498cf1bcca922d89c5c83339a455e1089bdea77fb1a3cc79f0f7506c",
@@ -153,7 +162,7 @@ SHA256 = {
 }
 L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 M_SPLIT = ["single", "dp2", "pp2-1f1b-m4", "pp2-zbh1-m4", "pp2-zbh1-m2"]                # set 2026-12-06g's plans
-N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]               # set 2026-12-07's plans
+N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]       # sets 2026-12-07's and -07b's plans
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
 CONTENT = {
@@ -221,6 +230,10 @@ CONTENT = {
         ("results/heldout/models/glm_tiny.yaml", 1712480, N_DROPOUT),
         ("results/heldout/models/apertus_tiny.yaml", 2090952, N_DROPOUT),
         ("results/heldout/models/deepseek_v2_dense_tiny.yaml", 2287936, N_DROPOUT)]),
+    SET_O: ("heldout-2026-12-07b", [
+        ("results/heldout/models/internlm3_tiny.yaml", 2000944, N_DROPOUT),
+        ("results/heldout/models/ministral_tiny.yaml", 2238144, N_DROPOUT),
+        ("results/heldout/models/bitnet_tiny.yaml", 1821600, N_DROPOUT)]),
 }
 
 
