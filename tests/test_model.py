@@ -73,6 +73,27 @@ def test_gpt_params_closed_form(preset):
     assert len(g) == L + 2
 
 
+def test_the_zoo_initialises_values_on_a_device_and_nothing_on_meta():
+    """GPT-2's initialisation (weights N(0, 0.02), biases 0) and torchvision's (Kaiming-normal convs, BN 1 and 0)
+    where parameters hold values; on the meta device the same modules, with no initialisation to run."""
+    torch.manual_seed(0)
+    model = gpt(layers=2, hidden=64, heads=4, seq_len=16, vocab=512)
+    weights = torch.cat([m.weight.detach().flatten() for m in model.modules()
+                         if isinstance(m, (torch.nn.Linear, torch.nn.Embedding))])
+    assert weights.std().item() == pytest.approx(0.02, rel=0.02)
+    assert all(not m.bias.any() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    net = resnet50(10)
+    bn = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    assert all(m.weight.eq(1).all() and not m.bias.any() for m in bn)
+    conv = next(m for m in net.modules() if isinstance(m, torch.nn.Conv2d) and m.out_channels >= 256)
+    fan_out = conv.out_channels * conv.kernel_size[0] * conv.kernel_size[1]
+    assert conv.weight.std().item() == pytest.approx((2 / fan_out) ** 0.5, rel=0.05)
+    for build in (lambda: gpt(layers=2, hidden=64, heads=4, seq_len=16, vocab=512), lambda: resnet50(10)):
+        meta = _meta(build)
+        assert all(p.is_meta for p in meta.parameters())
+    assert sum(p.numel() for p in _meta(lambda: resnet50(10)).parameters()) == sum(p.numel() for p in net.parameters())
+
+
 def test_gpt_layer_flops_and_saved_activations_match_megatron():
     cfg = GPT_PRESETS["gpt3-175b"]
     # eager attention (not the zoo's fused default): the closed forms below are eager's

@@ -27,6 +27,7 @@ from torch import nn
 
 from parsim.model.attention import ZOO_KINDS
 from parsim.model.fused_softmax import masked_softmax
+from parsim.model.zoo.weights import has_values
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ def gpt(preset: str | None = None, **overrides) -> nn.Sequential:
     model.add_module("layers", nn.Sequential(*[Block(cfg) for _ in range(cfg.layers)]))
     model.add_module("head", Head(cfg, embed.wte))
     model.config = cfg
-    for m in model.modules():           # GPT-2's initialisation (Radford et al. 2019; nanoGPT's _init_weights)
+    # GPT-2's initialisation (Radford et al. 2019; nanoGPT's _init_weights), none on the meta device
+    for m in model.modules() if has_values(model) else ():
         if isinstance(m, (nn.Linear, nn.Embedding)):
             nn.init.normal_(m.weight, mean=0.0, std=0.02)
         if isinstance(m, nn.Linear) and m.bias is not None:

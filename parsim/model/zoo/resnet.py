@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from parsim.model.zoo.weights import has_values
+
 
 class Bottleneck(nn.Module):
     expansion = 4
@@ -73,11 +75,8 @@ def resnet50(num_classes: int = 1000, stem: str = "imagenet") -> nn.Sequential:
 
 
 def _init(model: nn.Module) -> None:
-    # torchvision's initialisation: Kaiming-normal convs, BN weight 1 / bias 0.  Not on the meta
-    # device (extraction's): there are no values to set, and kaiming_normal_ there runs through
-    # torch's Python decompositions, 53 times (load_model of ResNet-50: 3.6-3.8 s with them,
-    # 2.9-3.5 s without; results/2026-12-01d-amd-epyc/startup-ab.txt).
-    if next(model.parameters()).is_meta:
+    # torchvision's initialisation: Kaiming-normal convs, BN weight 1 / bias 0 (none on the meta device)
+    if not has_values(model):
         return
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
