@@ -61,12 +61,14 @@ def report_plans(path: str, keep=lambda p: p["pp"] == 2 and p["dp"] == 1):
 pipeline_plans = report_plans
 
 
-def ranks(path: str, rule: str = "runtime_sent_bytes", off=lambda *a: (0.0, 0.0)):
-    """Each pipeline rank of ``path``'s pp = 2 plans: its measured peak, the report's prediction, and the
-    analytical model's with ``parsim.sim.memory.<rule>`` (new) and with it replaced by ``off`` (old)."""
-    for spec, cluster, label, cfg, rows in pipeline_plans(path):
+def ranks(path: str, rule: str = "runtime_sent_bytes", off=lambda *a: (0.0, 0.0), where=parsim.sim.memory,
+          keep=lambda p: p["pp"] == 2 and p["dp"] == 1):
+    """Each rank of ``path``'s plans that ``keep`` takes (by default the pp = 2 ones): its measured peak, the
+    report's prediction, and the analytical model's with ``<where>.<rule>`` (new, ``where`` by default
+    parsim.sim.memory) and with it replaced by ``off`` (old)."""
+    for spec, cluster, label, cfg, rows in report_plans(path, keep):
         with_rule = totals(spec, cluster, cfg)
-        with mock.patch.object(parsim.sim.memory, rule, off):
+        with mock.patch.object(where, rule, off):
             without = totals(spec, cluster, cfg)
         for r in rows:
             k = r["rank"]

@@ -18,31 +18,19 @@ from __future__ import annotations
 import os
 import sys
 from statistics import fmean
-from unittest import mock
 
 import parsim.shard.prepare
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06g-intel-xeon"))
 
 from heldout_1206f_memory import print_ranks  # noqa: E402
-from runtime_sends_insample import report_plans, totals  # noqa: E402
-
-
-def ranks(path: str):
-    """Each rank of the set's plans in ``path``: measured, the report's prediction, with the change (new) and
-    without it (old)."""
-    for spec, cluster, label, cfg, rows in report_plans(path, keep=lambda p: p["label"] != "planner"):
-        new = totals(spec, cluster, cfg)
-        with mock.patch.object(parsim.shard.prepare, "unfused_dropout", lambda *a: False):
-            old = totals(spec, cluster, cfg)
-        for r in rows:
-            k = r["rank"]
-            yield dict(model=spec.name, plan=label, rank=k, measured=r["meas_total_bytes"],
-                       report=r["pred_total_bytes"], new=new[k], old=old[k])
+from runtime_sends_insample import ranks  # noqa: E402
 
 
 def main(paths: list[str]) -> None:
-    found = [x for path in paths for x in ranks(path)]
+    # the set's plans (the pick is scored by H1-H3), the CPU graph switched off for "without"
+    found = [x for path in paths for x in ranks(path, "unfused_dropout", lambda *a: False, parsim.shard.prepare,
+                                                 lambda p: p["label"] != "planner")]
     print_ranks(found, 28, 14)
     same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
     print(f"{len(found)} ranks; the analytical model with the change gives the report's prediction on {same}")
