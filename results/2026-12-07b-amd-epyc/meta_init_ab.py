@@ -31,7 +31,8 @@ def main(before: str, after: str) -> None:
                              capture_output=True, text=True).stdout.split()
         seconds, total = float(out[0]), float(out[1])
         seen.setdefault(checkout, []).append(seconds)
-        print(f"{'before' if checkout == before else 'after':6s} {seconds:6.1f} s  (sum of the 100 errors {total:+.6f})")
+        side = "before" if checkout == before else "after"
+        print(f"{side:6s} {seconds:6.1f} s  (sum of the 100 errors {total:+.6f})")
     b, a = seen[before], seen[after]
     print(f"after / before, pair by pair: {a[0] / b[0]:.2f}, {a[1] / b[1]:.2f}")
 

@@ -32,12 +32,11 @@ KINDS = ("F", "B", "I", "W", "OPTIMIZER")
 
 
 def per_kind(records, ranks: int) -> list[dict]:
-    """Per rank: seconds of each compute kind, from (rank, action, stream, t0, t1) records."""
+    """Per rank: seconds of each compute kind, from (rank, Action, stream, t0, t1) records."""
     out = [defaultdict(float) for _ in range(ranks)]
     for r, a, stream, t0, t1 in records:
-        kind = a.kind.value if hasattr(a, "kind") else str(a).lstrip("0123456789").rstrip("0123456789")
-        if stream == "compute" and kind in KINDS:
-            out[r][kind] += t1 - t0
+        if stream == "compute" and a.kind.value in KINDS:
+            out[r][a.kind.value] += t1 - t0
     return out
 
 
@@ -72,7 +71,8 @@ def main(dirs: list[str]) -> None:
 
     print("\npooled over the models and passes: measured / predicted seconds")
     for (label, rank, kind), (p, m) in sorted(pooled.items()):
-        print(f"{label:14s} rank {rank}  {kind:9s} {p * 1e3:8.0f} ms  {m * 1e3:8.0f} ms  {m / p if p else float('nan'):5.2f}")
+        print(f"{label:14s} rank {rank}  {kind:9s} {p * 1e3:8.0f} ms  {m * 1e3:8.0f} ms"
+              f"  {m / p if p else float('nan'):5.2f}")
 
 
 if __name__ == "__main__":
