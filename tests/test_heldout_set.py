@@ -54,8 +54,9 @@ SET_L = "results/heldout/2026-12-06f.yaml"
 SET_M = "results/heldout/2026-12-06g.yaml"
 SET_N = "results/heldout/2026-12-07.yaml"
 SET_O = "results/heldout/2026-12-07b.yaml"
+SET_P = "results/heldout/2026-12-07c.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M, SET_N, SET_O)
+          SET_L, SET_M, SET_N, SET_O, SET_P)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -83,7 +84,10 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                              26, 27, 28, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 60, 68, 76, 84, 92, 100, 108},
                      SET_O: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
                              26, 27, 28, 29, 30, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 68, 76, 84, 92, 100,
-                             108, 116}}
+                             108, 116},
+                     SET_P: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 29, 30, 31, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 62, 68, 76, 84, 92,
+                             100, 108, 116, 124}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -108,6 +112,10 @@ SHA256 = {
     SET_M: "2135ee38b604737e74d4e52acc840263be99536bae544813dc3e4b89bef8ab61",
     SET_N: "ef82c63fbe7183962c71a825ad98f172cf0ffd68119ce710e226e27cc75ccf82",
     SET_O: "f93bebadc9f29cac965aef2f71a91698e0c08c84a3d21559a0cbffa9d000a22e",
+    SET_P: "71d69931954dcbbb3757e192a40b63e03defb06f8495a9eb563b180655273a46",
+    "results/heldout/models/cohere2_tiny.yaml": "c0e4b2ebac1c3ae492456d56ae171c54da05814873ca43532985b90581ce2402",
+    "results/heldout/models/cwm_tiny.yaml": "81781bde4afafa47a9219e0ded755a103106b42e730b1aa270111ad3e0ad21c3",
+    "results/heldout/models/phi3_window_tiny.yaml": "770af6d02bb7bf8d452f161aaab898da1350a5854e0487e3cef761d77fc102bb",
     "results/heldout/models/internlm3_tiny.yaml": "cc9a692893fc384d8a35cfbb67ac9eef80959e1af8649f223dea024e4522d2cf",
     "results/heldout/models/ministral_tiny.yaml": "9d40aa1c42fe0196ef9b0eb8073a32a1d174dd8dcd0231252dd525cbb5a60b59",
     "results/heldout/models/bitnet_tiny.yaml": "bb67512ee4eb1d5efc7c00981f03796a7c2c1806dd8840ded1c1da2ec7e5a155",
@@ -162,7 +170,7 @@ SHA256 = {
 }
 L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 M_SPLIT = ["single", "dp2", "pp2-1f1b-m4", "pp2-zbh1-m4", "pp2-zbh1-m2"]                # set 2026-12-06g's plans
-N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]       # sets 2026-12-07's and -07b's plans
+N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]       # sets 2026-12-07's, -07b's, -07c's plans
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
 CONTENT = {
@@ -234,6 +242,10 @@ CONTENT = {
         ("results/heldout/models/internlm3_tiny.yaml", 2000944, N_DROPOUT),
         ("results/heldout/models/ministral_tiny.yaml", 2238144, N_DROPOUT),
         ("results/heldout/models/bitnet_tiny.yaml", 1821600, N_DROPOUT)]),
+    SET_P: ("heldout-2026-12-07c", [
+        ("results/heldout/models/cohere2_tiny.yaml", 1893312, N_DROPOUT),
+        ("results/heldout/models/cwm_tiny.yaml", 2336448, N_DROPOUT),
+        ("results/heldout/models/phi3_window_tiny.yaml", 1844640, N_DROPOUT)]),
 }
 
 
