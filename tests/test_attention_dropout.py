@@ -1,7 +1,9 @@
-"""Attention with dropout as a CPU runs it (parsim.model.attention.unfused_dropout): torch on a CPU
-sends scaled_dot_product_attention with dropout through its decomposed math path, which saves more
-for backward than the fused kernel a GPU runs; extraction measures such a unit both ways, and a CPU
-cluster's plans are priced with the second (LayerGraph.cpu_graph, parsim.shard.prepare)."""
+"""Attention as a CPU runs it (parsim.model.attention.cpu_attention): torch on a CPU sends
+scaled_dot_product_attention with dropout through its decomposed math path, and a layer whose sliding
+window is shorter than its sequence runs with its banded mask, with which transformers expands grouped KV
+heads to every query head; both save more for backward than the fused kernel a GPU runs.  Extraction
+measures such a unit both ways, and a CPU cluster's plans are priced with the second
+(LayerGraph.cpu_graph, parsim.shard.prepare)."""
 
 from dataclasses import replace
 
@@ -17,7 +19,9 @@ from parsim.shard.prepare import per_device_graph
 from parsim.sim import simulate
 
 DROPOUT = "results/heldout/models/seed_oss_tiny.yaml"      # attention_dropout 0.1 (and residual dropout 0.1)
-NO_DROPOUT = "results/heldout/models/mistral_tiny.yaml"
+NO_DROPOUT = "results/heldout/models/mistral_tiny.yaml"       # no dropout, no sliding window
+# 8 query heads over 2 KV heads of 24, 56 tokens; a window of 32 on layers 0-2, full attention on layer 3
+WINDOWED = "results/heldout/models/ministral_tiny.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +57,27 @@ def test_the_cpu_graph_saves_what_torch_on_this_cpu_saves(spec):
     assert [a.saved_bytes for a in cpu.layers if not a.name.startswith("layers.")] == \
         [a.saved_bytes for a in graph.layers if not a.name.startswith("layers.")]
     assert load_model(NO_DROPOUT).graph.cpu_graph is None               # nothing differs without dropout
+
+
+def test_a_windowed_layer_of_the_cpu_graph_saves_what_torch_on_this_cpu_saves():
+    """A decoder whose sliding window is shorter than its sequence: each windowed layer, run forward on
+    this CPU with its banded mask, keeps per sample what the CPU graph says, above the fused kernel's by at
+    least the keys and values expanded from 2 to 8 heads; the full-attention layer, the embedding and the
+    head are the same in both graphs."""
+    spec = load_model(WINDOWED)
+    torch.manual_seed(0)
+    module = build_module(spec.source, spec.path).train()
+    units = dict(cut_units(module))
+    graph, cpu = spec.graph, spec.graph.cpu_graph
+    assert cpu is not None and cpu.names == graph.names and cpu.cpu_graph is None
+    windowed = [i for i, name in enumerate(graph.names) if getattr(units[name], "attention_window", 0)]
+    assert [graph.names[i] for i in windowed] == ["layers.0", "layers.1", "layers.2"]
+    for i in windowed:
+        measured = _saved_per_sample_on_cpu(module, units[graph.names[i]], (56, 192))   # seq_len, hidden_size
+        assert cpu.layers[i].saved_bytes == pytest.approx(measured, rel=1e-9)
+        assert cpu.layers[i].saved_bytes - graph.layers[i].saved_bytes >= 2 * (8 - 2) * 56 * 24 * 4
+    assert [a.saved_bytes for i, a in enumerate(cpu.layers) if i not in windowed] == \
+        [a.saved_bytes for i, a in enumerate(graph.layers) if i not in windowed]
 
 
 def test_a_cpu_cluster_prices_the_cpu_graph_and_a_gpu_cluster_the_fused_one(spec):

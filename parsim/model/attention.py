@@ -32,6 +32,10 @@ FLASH_ATTENTION at 0: results/2026-12-06h-intel-xeon/dropout-memory-seed-oss.txt
 backward the probabilities, the dropout mask and the dropped probabilities (and, with grouped KV
 heads, the keys and values expanded to every query head): extraction measures a unit with attention
 dropout both ways, and a CPU cluster's plans are priced with the second (LayerGraph.cpu_graph).
+So too a layer whose sliding window is shorter than its sequence: on real tensors it runs with its
+banded mask (parsim.model.hf), with which transformers expands grouped KV heads to every query head
+before the kernel (its ``use_gqa_in_sdpa`` leaves the grouping to torch only without a mask), and the
+kernel saves the expanded keys and values; on meta, as fused attention takes a window, it gets no mask.
 
 FLOPs (FLOPs = 2 x MACs): forward QK^T and AV, 4 b h s_q s_k d; backward 2.5x that, the
 recomputed QK^T plus the four gradient GEMMs (torch.utils.flop_counter.sdpa_flop_count and
@@ -169,11 +173,14 @@ def register_flop_formulas() -> None:
         return count // (2 if is_causal else 1)
 
 
-def unfused_dropout(cluster) -> bool:
-    """Whether ``cluster``'s devices run attention with dropout through torch's decomposed math path
-    (module docstring): CPUs, the devices of a cluster whose collective library is gloo
+def cpu_attention(cluster) -> bool:
+    """Whether ``cluster``'s devices run attention as torch on a CPU does (module docstring): attention
+    with dropout through the decomposed math path, and a sliding window through its banded mask, with
+    grouped KV heads expanded to every query head; so a CPU cluster's plans are priced with
+    LayerGraph.cpu_graph.  CPUs are the devices of a cluster whose collective library is gloo
     (parsim.exec.groups.LIBRARY_DEVICES).  The fused kernels of GPUs (FlashAttention-2, torch's CUDA
-    flash and memory-efficient kernels) and Ascend's npu_fusion_attention take dropout."""
+    flash and memory-efficient kernels) and Ascend's npu_fusion_attention take dropout, and
+    FlashAttention-2 and Ascend's band mode a window, without a mask."""
     return cluster.profile.collectives.library == "gloo"
 
 
@@ -181,7 +188,7 @@ def fused_on_meta():
     """A TorchFunctionMode under which ``scaled_dot_product_attention`` on meta tensors runs as
     the fused operator (module docstring); other calls pass through.  The mode counts the calls
     with dropout it sees (``dropout_calls``), and passes them through to the math path while its
-    ``fuse_dropout`` is off: what a CPU runs (unfused_dropout)."""
+    ``fuse_dropout`` is off: what a CPU runs (cpu_attention)."""
     import torch
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode

@@ -440,12 +440,18 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     ops, kernels, fwd_removed, bwd_removed = windowed(ops, kernels, getattr(unit, "attention_window", 0), x.shape[0])
     saved_bytes = _batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded)
     cpu_saved_bytes = saved_bytes
-    if mode.dropout_calls > dropout_calls:       # attention with dropout: as a CPU runs it too (unfused_dropout)
+    # attention with dropout, or a sliding window shorter than the sequence: as a CPU runs it too (cpu_attention)
+    banded = 0 < getattr(unit, "attention_window", 0) < (x.shape[1] if x.dim() > 1 else 0)
+    if mode.dropout_calls > dropout_calls or banded:
         mode.fuse_dropout = False
+        if banded:
+            unit.banded_on_meta = True             # parsim.model.hf.Decoder: its banded mask on meta too
         try:
             cpu_saved_bytes = _batch_scaled_saved_bytes(unit, x, _saved_storage_bytes(unit, x, excluded), excluded)
         finally:
             mode.fuse_dropout = True
+            if banded:
+                del unit.banded_on_meta
     stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops() - fwd_removed,
                  bwd_flops=bwd_flops.get_total_flops() - bwd_removed,
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
@@ -489,8 +495,9 @@ def extract_graph(model: nn.Module, input_spec: InputSpec, *, name: str = "model
     "more than one value per channel" check happy.  Terms that do not scale with the batch (a
     causal-mask buffer, BatchNorm's running statistics) are excluded or negligible.
     ``scaled_dot_product_attention`` is recorded as the fused kernel a GPU runs
-    (parsim.model.attention.fused_on_meta); a unit whose attention has dropout is measured again
-    as a CPU runs it, its saved bytes kept in the graph's ``cpu_graph``.
+    (parsim.model.attention.fused_on_meta); a unit whose attention has dropout, or a sliding window
+    shorter than its sequence, is measured again as a CPU runs it (parsim.model.attention.cpu_attention),
+    its saved bytes kept in the graph's ``cpu_graph``.
     """
     with fused_on_meta() as mode:
         return _extract(model, input_spec, name, dtype, batch, mode)
@@ -511,7 +518,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
     layers = []
     single_value: list[str] = []          # units where a BatchNorm sees one value per channel per sample
     prev_output_saved = 0.0               # per sample: what the previous unit saves of its own output
-    cpu_extra = []                        # per sample, per layer: what a CPU saves beyond it (unfused_dropout)
+    cpu_extra = []                        # per sample, per layer: what a CPU saves beyond it (cpu_attention)
 
     def bn_check(name):
         def hook(module, args):

@@ -324,7 +324,8 @@ class LayerGraph:
     # layers on the last pipeline stage)
     losses: int = 1
     # The graph as a CPU runs it, where that differs (None: this graph): torch on a CPU runs attention
-    # with dropout unfused, which saves more for backward (parsim.model.attention.unfused_dropout);
+    # with dropout unfused, and a sliding window through its banded mask with grouped KV heads expanded,
+    # both of which save more for backward (parsim.model.attention.cpu_attention);
     # each layer's saved_bytes as extraction measured them so.  parsim.shard.prepare.per_device_graph
     # takes it for a CPU cluster.
     cpu_graph: "LayerGraph | None" = field(default=None, compare=False, repr=False)

@@ -263,8 +263,14 @@ class Decoder(_Adopt):
         # the keys a query sees at most (0: every earlier one), read by extraction (parsim.model.extract)
         object.__setattr__(self, "attention_window", sliding_window_of(getattr(layer, "self_attn", None)))
 
+    # On the meta device a windowed layer runs as fused attention takes it, without its banded mask
+    # (_Positions.take); extraction sets this to measure it as a CPU runs it, with the mask
+    # (parsim.model.extract, parsim.model.attention.cpu_attention).
+    banded_on_meta = False
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
-        pos, mask = self._positions.take(x.shape[1], x.dtype, self.attention_window, x.is_meta)
+        meta = x.is_meta and not self.banded_on_meta
+        pos, mask = self._positions.take(x.shape[1], x.dtype, self.attention_window, meta)
         return self._layer(x, attention_mask=mask, position_embeddings=pos)
 
 

@@ -12,7 +12,7 @@ from typing import Mapping
 from parsim.cost.context import context_parallel_graph
 from parsim.cost.experts import expert_parallel_graph, fold_experts, routing_imbalance
 from parsim.errors import InfeasibleError, InputError
-from parsim.model.attention import unfused_dropout
+from parsim.model.attention import cpu_attention
 from parsim.model.graph import LayerGraph
 from parsim.model.recompute import Recompute, recompute_mode
 from parsim.shard import builtin
@@ -160,14 +160,15 @@ def per_device_graph(graph: LayerGraph, tp: int = 1, tp_layout: str = "", recomp
     parsim.cost.experts.fold_experts).  Last, under expert parallelism (``ep`` > 1), one rank's
     share of the routed experts at ``training``'s routing imbalance
     (parsim.cost.experts.expert_parallel_graph).
-    On a CPU ``cluster``, the model's graph as a CPU runs it (LayerGraph.cpu_graph: attention with dropout).
+    On a CPU ``cluster``, the model's graph as a CPU runs it (LayerGraph.cpu_graph: attention with
+    dropout or a sliding window).
     A graph already prepared for these settings is returned as is.  ``memo``: the run's, which
     keeps every graph made (the planner asks many times); settings that give the same
     strategies share one graph.  ``recompute_only``: under full recomputation, the layers
     recomputed where not every one is (ParallelConfig.recomputed_layers; None: all)."""
     model_graph = graph.tp == 1 and not graph.recompute and graph.cp == 1 and graph.ep == 1
-    if model_graph and graph.cpu_graph is not None and cluster is not None and unfused_dropout(cluster):
-        graph = graph.cpu_graph              # what a CPU saves for its attention's dropout (LayerGraph.cpu_graph)
+    if model_graph and graph.cpu_graph is not None and cluster is not None and cpu_attention(cluster):
+        graph = graph.cpu_graph              # what a CPU saves for its attention (LayerGraph.cpu_graph)
     recompute = recompute_mode(recompute)
     only = recompute_only if recompute is Recompute.FULL else None
     etp = etp if getattr(graph, "moe", False) else 1          # a dense model has no experts to split

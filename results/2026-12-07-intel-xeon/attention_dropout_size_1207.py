@@ -20,5 +20,5 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from runtime_sends_size_1206f import sizes  # noqa: E402
 
 # "without": parsim.shard.prepare.per_device_graph never takes the CPU graph
-sizes("results/heldout/2026-12-07.yaml", ["glm_tiny", "apertus_tiny", "deepseek_v2_dense_tiny"], "unfused_dropout",
+sizes("results/heldout/2026-12-07.yaml", ["glm_tiny", "apertus_tiny", "deepseek_v2_dense_tiny"], "cpu_attention",
       lambda *a: False, where=parsim.shard.prepare, min_pp=1)

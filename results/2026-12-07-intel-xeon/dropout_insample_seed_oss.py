@@ -31,7 +31,7 @@ def main(path: str) -> None:
     # every plan but the pick, which validate pooled with the plan it is (dp2)
     for spec, cluster, label, cfg, rows in report_plans(path, keep=lambda p: True):
         cpu = totals(spec, cluster, cfg)
-        with mock.patch.object(parsim.shard.prepare, "unfused_dropout", lambda *a: False):
+        with mock.patch.object(parsim.shard.prepare, "cpu_attention", lambda *a: False):
             fused = totals(spec, cluster, cfg)
         for r in rows:
             k, measured = r["rank"], r["meas_total_bytes"]

@@ -1,9 +1,10 @@
 """Set 2026-12-07's H4 and H5 (results/2026-12-07-intel-xeon/preregistered-2026-12-07.md): the peak memory of each
 rank of the set's plans (single, dp2, and each pp = 2 plan; the planner's pick is scored by H1-H3), priced with
 attention's dropout as a CPU runs it (LayerGraph.cpu_graph, fb8a2ce) and as the fused kernel a GPU runs (the rule
-switched off by patching parsim.shard.prepare.unfused_dropout), both against the same measurement.  Each plan is
-priced again with the analytical model (runtime_sends_insample.totals); the script checks the first against the
-report's profiled prediction (the peak of a plan without ZeRO follows from its order of actions alone).
+switched off by patching parsim.shard.prepare.cpu_attention, named unfused_dropout until set 2026-12-07c's change),
+both against the same measurement.  Each plan is priced again with the analytical model
+(runtime_sends_insample.totals); the script checks the first against the report's profiled prediction (the peak of
+a plan without ZeRO follows from its order of actions alone).
 
 H4: over the 24 ranks, the mean |error| lower with the change than without it, and lower on each of the 3 models.
 H5: with the change, the single-process and dp2 peaks (9 ranks) within 3%, and every one of the 24 ranks within 10%.
@@ -29,7 +30,7 @@ from runtime_sends_insample import ranks  # noqa: E402
 
 def main(paths: list[str]) -> None:
     # the set's plans (the pick is scored by H1-H3), the CPU graph switched off for "without"
-    found = [x for path in paths for x in ranks(path, "unfused_dropout", lambda *a: False, parsim.shard.prepare,
+    found = [x for path in paths for x in ranks(path, "cpu_attention", lambda *a: False, parsim.shard.prepare,
                                                  lambda p: p["label"] != "planner")]
     print_ranks(found, 28, 14)
     same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
