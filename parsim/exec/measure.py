@@ -56,8 +56,10 @@ def static_bytes(modules, optimizers, stages=()) -> dict[str, int]:
     return out
 
 
-def profiled_peak_bytes(step_fn) -> int:
-    """Peak of bytes allocated during ``step_fn`` on CPU, from torch.profiler memory events."""
+def profiled_events(step_fn) -> list[dict]:
+    """torch.profiler's trace of ``step_fn`` on CPU, as its Chrome-trace events: the operators (``ph``
+    "X", with ``ts`` and ``dur``) and the allocator's ``[memory]`` events (``args``: ``Bytes``, ``Addr``,
+    ``Total Allocated``)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -66,8 +68,12 @@ def profiled_peak_bytes(step_fn) -> int:
         path = os.path.join(d, "trace.json")
         prof.export_chrome_trace(path)
         with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    totals = [e["args"].get("Total Allocated", 0) for e in events if e.get("name") == "[memory]"]
+            return json.load(f)["traceEvents"]
+
+
+def profiled_peak_bytes(step_fn) -> int:
+    """Peak of bytes allocated during ``step_fn`` on CPU, from torch.profiler memory events."""
+    totals = [e["args"].get("Total Allocated", 0) for e in profiled_events(step_fn) if e.get("name") == "[memory]"]
     return int(max(totals, default=0))
 
 

@@ -17,31 +17,18 @@ squared-ReLU or xIELU MLPs are priced 3-6% low while their single process is exa
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
 from collections import defaultdict
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from parsim.cost.memory import backward_workspace_bytes
+from parsim.exec.measure import profiled_events
 from parsim.exec.stages import DenseBoundary, sequential
 from parsim.model.extract import cut_units
 from parsim.model.spec import build_module, load_model
 
 MIB = 2 ** 20
-
-
-def trace_events(fn) -> list[dict]:
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            return json.load(f)["traceEvents"]
 
 
 def innermost(ops: list[dict], t: float) -> str:
@@ -74,7 +61,7 @@ def main(path: str, m: int = 1, stop: int | None = None) -> None:
     marks: dict = {}
     step()                                          # warm-up: oneDNN and the profiler's first-call allocations
     stage.zero_grad(set_to_none=False)
-    events = trace_events(step)
+    events = profiled_events(step)   # as the executor measures a step (parsim.exec.measure)
     ops = [e for e in events if e.get("ph") == "X" and "dur" in e]
     memory = sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"])
     totals = [e["args"]["Total Allocated"] for e in memory]
