@@ -98,6 +98,12 @@ def window_pairs(s: int, window: int = 0) -> float:
     return w * (w + 1) / 2 + (s - w) * w
 
 
+def window_cuts(window: int, s: int) -> bool:
+    """Whether a sliding ``window`` is shorter than the ``s`` positions it slides over: the only
+    windows that change what attention computes (a longer one sees every earlier key)."""
+    return 0 < window < s
+
+
 def window_share(s: int, window: int = 0) -> float:
     """Of causal attention's pairs over ``s`` positions, the share a ``window`` keeps (1 without one,
     or with one at least ``s`` long)."""
@@ -242,7 +248,7 @@ class Attention:
     @property
     def windowed(self) -> bool:
         """Whether a sliding window cuts this attention's work: one shorter than its sequence."""
-        return 0 < self.window < self.seq_len
+        return window_cuts(self.window, self.seq_len)
 
 
 def attention_of(layer, extraction_batch: int) -> Attention | None:

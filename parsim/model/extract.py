@@ -35,7 +35,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
-from parsim.model.attention import FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas, windowed
+from parsim.model.attention import (FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas, window_cuts,
+                                     windowed)
 from parsim.model.fused_ops import RMS_NORM_OP, ROPE_OP, SWIGLU_OP
 from parsim.model.graph import (FROM_ELSEWHERE, FROM_LAYER_INPUT, ConvWindow, Kernel, Layer, LayerGraph, OpInfo,
                                  weight_output_bytes)
@@ -436,12 +437,13 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
             y.backward(torch.empty_like(y))
     ops, ops_output, input_saved = recorder.finish(saved, y)
     kernels = unit_kernels(unit, x, needs_input_grad)
+    window = getattr(unit, "attention_window", 0)     # parsim.model.hf.Decoder's; a unit without one has none
     # a unit whose attention sees a sliding window: its fused attention's work at the window's share
-    ops, kernels, fwd_removed, bwd_removed = windowed(ops, kernels, getattr(unit, "attention_window", 0), x.shape[0])
+    ops, kernels, fwd_removed, bwd_removed = windowed(ops, kernels, window, x.shape[0])
     saved_bytes = _batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded)
     cpu_saved_bytes = saved_bytes
     # attention with dropout, or a sliding window shorter than the sequence: as a CPU runs it too (cpu_attention)
-    banded = 0 < getattr(unit, "attention_window", 0) < (x.shape[1] if x.dim() > 1 else 0)
+    banded = bool(window) and window_cuts(window, x.shape[1])
     if mode.dropout_calls > dropout_calls or banded:
         mode.fuse_dropout = False
         if banded:

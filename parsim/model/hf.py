@@ -56,7 +56,7 @@ import torch
 from torch import nn
 
 from parsim.errors import InputError
-from parsim.model.attention import KINDS, sliding_window_of
+from parsim.model.attention import KINDS, sliding_window_of, window_cuts
 from parsim.model.moe import Experts
 
 INSTALL = "pip install -e '.[hf]'"
@@ -158,7 +158,7 @@ class _Positions(nn.Module):
     def take(self, t: int, dtype: torch.dtype, window: int = 0, meta: bool = False):
         """(cos, sin) and the mask for t positions: eager's buffer (banded under ``window``); for
         fused attention none, but the banded one on real tensors when the window is shorter than t."""
-        if self.eager or (window and window < t and not meta):
+        if self.eager or (window_cuts(window, t) and not meta):
             mask = getattr(self, f"mask_window_{window}" if window else "mask")[..., :t, :t].to(dtype)
         else:
             mask = None

@@ -28,6 +28,22 @@ from heldout_1206f_memory import print_ranks  # noqa: E402
 from runtime_sends_insample import ranks  # noqa: E402
 
 
+def mean_error(sel: list[dict], side: str) -> float:
+    """The mean |error| of ``side`` ("new": with the change, "old": without) over the ranks ``sel``."""
+    return fmean(abs(x[side] / x["measured"] - 1) for x in sel)
+
+
+def per_model(found: list[dict]) -> list[bool]:
+    """Print each model's mean |error| with the change and without it; per model, whether it is lower with it."""
+    lower = []
+    for model in dict.fromkeys(x["model"] for x in found):
+        sel = [x for x in found if x["model"] == model]
+        new, old = mean_error(sel, "new"), mean_error(sel, "old")
+        lower.append(new < old)
+        print(f"{model:28s} ({len(sel)} ranks): mean |error| with the change {new:.2%}, without it {old:.2%}")
+    return lower
+
+
 def main(paths: list[str]) -> None:
     # the set's plans (the pick is scored by H1-H3), the CPU graph switched off for "without"
     found = [x for path in paths for x in ranks(path, "cpu_attention", lambda *a: False, parsim.shard.prepare,
@@ -35,16 +51,7 @@ def main(paths: list[str]) -> None:
     print_ranks(found, 28, 14)
     same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
     print(f"{len(found)} ranks; the analytical model with the change gives the report's prediction on {same}")
-
-    def mean_error(sel, side):
-        return fmean(abs(x[side] / x["measured"] - 1) for x in sel)
-
-    lower = []
-    for model in dict.fromkeys(x["model"] for x in found):
-        sel = [x for x in found if x["model"] == model]
-        new, old = mean_error(sel, "new"), mean_error(sel, "old")
-        lower.append(new < old)
-        print(f"{model:28s} ({len(sel)} ranks): mean |error| with the change {new:.2%}, without it {old:.2%}")
+    lower = per_model(found)
     new, old = mean_error(found, "new"), mean_error(found, "old")
     print(f"all {len(found)} ranks: mean |error| with the change {new:.2%}, without it {old:.2%}; lower on "
           f"{sum(lower)} of {len(lower)} models: H4 {'holds' if new < old and all(lower) else 'fails'}")

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import os
 import sys
-from statistics import fmean
 
 import parsim.shard.prepare
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-06g-intel-xeon"))
+for folder in ("2026-12-06g-intel-xeon", "2026-12-07b-amd-epyc"):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", folder))
 
 from heldout_1206f_memory import print_ranks  # noqa: E402
+from heldout_1207_memory import per_model  # noqa: E402
 from runtime_sends_insample import ranks  # noqa: E402
 
 
@@ -30,10 +31,7 @@ def main(paths: list[str]) -> None:
     print_ranks(found, 28, 14)
     same = sum(abs(x["old"] - x["report"]) <= 1.0 for x in found)
     print(f"{len(found)} ranks; without the change the analytical model gives the report's prediction on {same}")
-    for model in dict.fromkeys(x["model"] for x in found):
-        sel = [x for x in found if x["model"] == model]
-        new, old = (fmean(abs(x[side] / x["measured"] - 1) for x in sel) for side in ("new", "old"))
-        print(f"{model:28s} ({len(sel)} ranks): mean |error| with the change {new:.2%}, without it {old:.2%}")
+    per_model(found)
 
 
 if __name__ == "__main__":
