@@ -55,8 +55,9 @@ SET_M = "results/heldout/2026-12-06g.yaml"
 SET_N = "results/heldout/2026-12-07.yaml"
 SET_O = "results/heldout/2026-12-07b.yaml"
 SET_P = "results/heldout/2026-12-07c.yaml"
+SET_Q = "results/heldout/2026-12-07d.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M, SET_N, SET_O, SET_P)
+          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -87,7 +88,10 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                              108, 116},
                      SET_P: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
                              26, 27, 28, 29, 30, 31, 32, 34, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 62, 68, 76, 84, 92,
-                             100, 108, 116, 124}}
+                             100, 108, 116, 124},
+                     SET_Q: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 29, 30, 31, 32, 34, 35, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 62, 68, 70, 76,
+                             84, 92, 100, 108, 116, 124, 140}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -113,6 +117,10 @@ SHA256 = {
     SET_N: "ef82c63fbe7183962c71a825ad98f172cf0ffd68119ce710e226e27cc75ccf82",
     SET_O: "f93bebadc9f29cac965aef2f71a91698e0c08c84a3d21559a0cbffa9d000a22e",
     SET_P: "71d69931954dcbbb3757e192a40b63e03defb06f8495a9eb563b180655273a46",
+    SET_Q: "c77ebbacf40c4ba0cb9c13e71b57a236d1fe002776ec157c60db237b1ed34791",
+    "results/heldout/models/starcoder2_relu2_tiny.yaml": "e30a27ed8e950d7ba31b5d1da8eacba529961c07392f8567d9a3b934eb6fdb62",
+    "results/heldout/models/llama_relu2_tiny.yaml": "cc9c3f6c252460ecaa7780869cab38da4a751fa6ac755ba9382b8c36aa0e7496",
+    "results/heldout/models/qwen3_relu_tiny.yaml": "3a06f3bbae91fd19f1cf3c14b826740789e18138895e7e22bba3b523710e171c",
     "results/heldout/models/cohere2_tiny.yaml": "c0e4b2ebac1c3ae492456d56ae171c54da05814873ca43532985b90581ce2402",
     "results/heldout/models/cwm_tiny.yaml": "81781bde4afafa47a9219e0ded755a103106b42e730b1aa270111ad3e0ad21c3",
     "results/heldout/models/phi3_window_tiny.yaml": "770af6d02bb7bf8d452f161aaab898da1350a5854e0487e3cef761d77fc102bb",
@@ -170,7 +178,8 @@ SHA256 = {
 }
 L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 M_SPLIT = ["single", "dp2", "pp2-1f1b-m4", "pp2-zbh1-m4", "pp2-zbh1-m2"]                # set 2026-12-06g's plans
-N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]       # sets 2026-12-07's, -07b's, -07c's plans
+# sets 2026-12-07's, -07b's, -07c's and -07d's plans
+N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
 CONTENT = {
@@ -246,6 +255,10 @@ CONTENT = {
         ("results/heldout/models/cohere2_tiny.yaml", 1893312, N_DROPOUT),
         ("results/heldout/models/cwm_tiny.yaml", 2336448, N_DROPOUT),
         ("results/heldout/models/phi3_window_tiny.yaml", 1844640, N_DROPOUT)]),
+    SET_Q: ("heldout-2026-12-07d", [
+        ("results/heldout/models/starcoder2_relu2_tiny.yaml", 2073728, N_DROPOUT),
+        ("results/heldout/models/llama_relu2_tiny.yaml", 1803680, N_DROPOUT),
+        ("results/heldout/models/qwen3_relu_tiny.yaml", 1660416, N_DROPOUT)]),
 }
 
 

@@ -1,0 +1,59 @@
+"""Set 2026-12-07c's H4 and H5 (results/2026-12-07c-amd-epyc/preregistered-2026-12-07c.md): the peak memory of each
+rank of the set's plans (single, dp2, and each pp = 2 plan; the planner's pick is scored by H1-H3), priced with a
+sliding window shorter than its sequence as a CPU runs it (LayerGraph.cpu_graph: the banded mask, grouped KV heads
+expanded; bf80f80) and without it (parsim.shard.prepare.cpu_attention switched off, none of the set's models having
+attention dropout), both against the same measurement, as set 2026-12-07's H4/H5 were scored
+(heldout_1207_memory.py).  The script checks the first against the report's profiled prediction.
+
+H4: over the 16 ranks of the two models with grouped KV heads (Cohere2-style, CWM-style), the mean |error| lower
+with the change than without it, and lower on each of the two.  The Phi-3-mini-style model (as many KV heads as
+query heads) has nothing to expand: its ranks are printed as the check that they did not move.
+H5: with the change, every single-process and dp2 rank (6) within 3%, and every one of the 24 ranks within 10%.
+
+    python -W ignore results/2026-12-07d-amd-epyc/heldout_1207c_memory.py \\
+        results/2026-12-07d-amd-epyc/heldout-2026-12-07c/*/validation.json \\
+        > results/2026-12-07d-amd-epyc/heldout-1207c-memory.txt
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import parsim.shard.prepare
+
+for folder in ("2026-12-06g-intel-xeon", "2026-12-07b-amd-epyc"):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", folder))
+
+from heldout_1206f_memory import print_ranks  # noqa: E402
+from heldout_1207_memory import mean_error, per_model  # noqa: E402
+from runtime_sends_insample import ranks  # noqa: E402
+
+GROUPED_KV = ("heldout-cohere2-tiny", "heldout-cwm-tiny")
+
+
+def main(paths: list[str]) -> None:
+    found = [x for path in paths for x in ranks(path, "cpu_attention", lambda *a: False, parsim.shard.prepare,
+                                                 lambda p: p["label"] != "planner")]
+    print_ranks(found, 28, 14)
+    same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
+    print(f"{len(found)} ranks; the analytical model with the change gives the report's prediction on {same}")
+    lower = per_model(found)
+    grouped = [x for x in found if x["model"] in GROUPED_KV]
+    control = [x for x in found if x["model"] not in GROUPED_KV]
+    moved = sum(abs(x["new"] - x["old"]) > 1.0 for x in control)
+    print(f"the model without grouped KV heads: {moved} of {len(control)} ranks moved by the change")
+    new, old = mean_error(grouped, "new"), mean_error(grouped, "old")
+    each = [low for model, low in zip(dict.fromkeys(x["model"] for x in found), lower) if model in GROUPED_KV]
+    print(f"the {len(grouped)} ranks of the grouped-KV models: mean |error| with the change {new:.2%}, without it "
+          f"{old:.2%}; lower on {sum(each)} of {len(each)}: H4 {'holds' if new < old and all(each) else 'fails'}")
+    one = [abs(x["new"] / x["measured"] - 1) for x in found if x["plan"] in ("single", "dp2")]
+    every = [abs(x["new"] / x["measured"] - 1) for x in found]
+    holds = all(e <= 0.03 for e in one) and all(e <= 0.10 for e in every)
+    print(f"with the change: {sum(e <= 0.03 for e in one)} of {len(one)} single and dp2 ranks within 3% (max |error| "
+          f"{max(one):.1%}); {sum(e <= 0.10 for e in every)} of {len(every)} ranks within 10% (max |error| "
+          f"{max(every):.1%}): H5 {'holds' if holds else 'fails'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
