@@ -18,7 +18,9 @@ Workspace: while a weight op runs backward, weight-sized buffers exist beside ``
 in a convolution's backward on CPU: 9 MiB each for layer4's 3x3 convolution in torch.profiler's
 allocation trace), with the gradients flowing in and out; the micro-batch's later operators
 and layers have freed their saved activations by then, so the workspace is the largest such
-working set less what was freed before it (backward_workspace_bytes).
+working set less what was freed before it (backward_workspace_bytes); beside the weight ops, each
+layer's backward as measured on meta (Layer.bwd_rise_bytes), which sees the elementwise formulas'
+temporaries too (a squared ReLU's PowBackward0: backward_rise_sets).
 The loss (cross-entropy in fp32, outside every layer) keeps log_softmax's result with the last
 stage's activations (LayerGraph.loss_saved_bytes), and its backward, the first of the micro-batch's,
 holds two more of that size (loss_workspace_bytes): the peak of a model with many classes per
@@ -266,6 +268,19 @@ def _op_working_sets(layer, extraction_batch: int):
         yield _WEIGHT_BUFFERS.get(op.kind, 1) * weight_bytes, grads + layer.output_bytes - freed
 
 
+def backward_rise_sets(graph, layer) -> list[tuple[float, float]]:
+    """(bytes per step, bytes per sample) of ``layer``'s backward as measured on meta (Layer.bwd_rise_bytes: the
+    gradient entering it and every temporary autograd's formulas make, net of the saved tensors its nodes free),
+    where it holds for the rank: an unsharded layer (tp = cp = 1) without experts; none elsewhere (a sharded
+    layer's rise is not the measured one).  The weight operators' working sets (_op_working_sets) see only the
+    contractions: a squared ReLU's PowBackward0 holds three tensors of the MLP's hidden size beside the gradient
+    entering it (torch/csrc/autograd/FunctionsManual.cpp, pow_backward), where a development decoder's first
+    stage peaked 2.7-6.4 MiB above the priced workspace (results/2026-12-07c-amd-epyc/first-stage-trace.txt)."""
+    if graph.tp == graph.cp == 1 and layer.experts is None and layer.bwd_rise_bytes:
+        return [(layer.bwd_rise_fixed_bytes, layer.bwd_rise_bytes)]
+    return []
+
+
 def fsdp_held_grad_bytes(units: list[list[int]], unit_grad_bytes: list[float], layers: int) -> list[float]:
     """ZeRO-2 and -3: per layer position of a stage (``layers`` of them; ``units`` as
     parsim.cost.comm.fsdp_units groups them, ``unit_grad_bytes`` each unit's unsharded gradients),
@@ -315,8 +330,10 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
     backward ran first (autograd releases a node's saved tensors once it has run).  ``held_bytes``
     (layer -> bytes): what else is live while that layer's backward runs (ZeRO 2-3's unsharded
     gradients of the units being reduce-scattered), added to its working set.  A layer's
-    working set is the largest of its weight ops' (_op_working_sets), or, for a layer without an
-    operator view, one weight-gradient temporary plus its output and input gradients; a
+    working set is the largest of its weight ops' (_op_working_sets) and of its backward's rise
+    as measured on meta (Layer.bwd_rise_bytes: every temporary autograd's formulas make, such as
+    the three a squared ReLU's PowBackward0 holds; unsharded layers without experts), or, for a
+    layer without either, one weight-gradient temporary plus its output and input gradients; a
     recomputed layer adds the activations its backward re-creates (Korthikanti et al. 2022
     Sec. 5: one layer's worth at a time).  Never below zero.
 
@@ -339,6 +356,7 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
             # a tensor-parallel layer's ops describe the unsharded layer: its per-device numbers only;
             # a context-parallel rank holds 1/cp of each sample's tokens (parsim.cost.context)
             sets = list(_op_working_sets(layer, graph.extraction_batch * graph.cp)) if graph.tp == 1 else []
+            sets += backward_rise_sets(graph, layer)
             if not sets:
                 sets = [(layer.max_param_bytes, 2 * layer.output_bytes)]
             if layer.cp_kv_bytes:         # the ring's K, V and dK, dV chunks, beside the gradient entering

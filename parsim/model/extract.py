@@ -12,6 +12,9 @@ shape the previous unit produced:
 - bytes read and written by memory-bound operators from a ``TorchDispatchMode`` over every aten op
   that FlopCounterMode does not count (views excluded, they move nothing);
 - the boundary size from the unit's output;
+- how far the tensor storage alive rises in the unit's backward above what its forward left
+  (``Layer.bwd_rise_bytes``), from a ``TorchDispatchMode`` that counts each storage an op makes
+  until torch frees it (_LiveStorages);
 - the operator view for sharding (``Layer.ops``): the operators that matter, the module that ran
   each, where each input came from, and which saved bytes each output accounts for.
 
@@ -26,7 +29,9 @@ Cut units, in order:
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from dataclasses import dataclass, replace
 
 import torch
@@ -287,20 +292,89 @@ class _KernelRecorder(TorchDispatchMode):
         return out
 
 
-def _record_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> list[tuple]:
-    """One forward and backward of ``unit`` on ``x`` (meta), recording its kernels."""
+class _LiveStorages(TorchDispatchMode):
+    """The tensor storage alive, op by op: every storage an op makes (not a view, nor one of its inputs' storages,
+    as an in-place op's output is) counted from the op that made it until torch frees it, in ``events`` (storage
+    number, +bytes made or -bytes freed) in order.  A free is seen by a weak reference's callback: torch keeps a
+    storage's Python object for as long as the storage lives (PyObject preservation), which
+    torch.distributed._tools.mem_tracker's estimates rest on too.  The cyclic garbage collector is off while it
+    records, so that what is freed, and when, does not depend on when the collector happens to run (as
+    SavedStorages found for addresses)."""
+
+    def __init__(self):
+        super().__init__()
+        self.events: list[tuple[int, int]] = []
+        self.number: dict[int, int] = {}           # a live storage's address -> its number
+        self._refs: dict[int, object] = {}
+        self._gc = True
+
+    def __enter__(self):
+        self._gc = gc.isenabled()
+        gc.disable()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        if self._gc:
+            gc.enable()
+
+    def _freed(self, key: int, number: int, nbytes: int):
+        def callback(_):
+            self.events.append((number, -nbytes))
+            self.number.pop(key, None)
+            self._refs.pop(number, None)
+        return callback
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.is_view:
+            return out
+        inputs = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key = storage._cdata
+            if key in inputs or key in self.number:
+                continue
+            number, nbytes = len(self.events), storage.nbytes()
+            self.number[key] = number
+            self._refs[number] = weakref.ref(storage, self._freed(key, number, nbytes))
+            self.events.append((number, nbytes))
+        return out
+
+    def rise(self, start: int, kept: list[torch.Tensor]) -> int:
+        """The most bytes alive at once, from ``events[start]`` on, above what was alive there, storages of
+        ``kept`` (the parameters' gradients, held as static memory) left out."""
+        left_out = {self.number.get(t.untyped_storage()._cdata) for t in kept} - {None}
+        now = peak = 0
+        for number, nbytes in self.events[start:]:
+            if number not in left_out:
+                now += nbytes
+                peak = max(peak, now)
+        return peak
+
+
+def _record_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tuple[list[tuple], int]:
+    """One forward and backward of ``unit`` on ``x`` (meta), recording its kernels; and how far the storage
+    alive rises in the backward above what the forward left (its saved tensors and output): the gradient that
+    enters it, every temporary its backward's formulas make (a squared ReLU's PowBackward0 holds three of its
+    input's size: torch/csrc/autograd/FunctionsManual.cpp, pow_backward), less the saved tensors each node
+    frees once it has run; the parameters' gradients left out (static memory)."""
     for p in unit.parameters():
         p.grad = None              # the first micro-batch's gradients are assigned, not accumulated
     x = x.detach().requires_grad_(needs_input_grad)
-    rec = _KernelRecorder()
-    with rec:
+    rec, live = _KernelRecorder(), _LiveStorages()
+    with rec, live:
         y = unit(x)
         rec.phase = "B"
+        start = len(live.events)
         if y.requires_grad:
             y.backward(torch.empty_like(y))
+    rise = live.rise(start, [p.grad for p in unit.parameters() if p.grad is not None])
     for p in unit.parameters():
         p.grad = None
-    return rec.rows
+    return rec.rows, rise
 
 
 def _affine(q_lo: float, q_hi: float, b_lo: int, b_hi: int) -> tuple[float, float]:
@@ -310,13 +384,21 @@ def _affine(q_lo: float, q_hi: float, b_lo: int, b_hi: int) -> tuple[float, floa
 
 
 def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tuple[Kernel, ...]:
-    """The unit's kernels with every size affine in the batch, from recordings at x's batch B and 2B.
+    """The unit's kernels with every size affine in the batch (unit_recordings)."""
+    return unit_recordings(unit, x, needs_input_grad)[0]
+
+
+def unit_recordings(unit: nn.Module, x: torch.Tensor,
+                    needs_input_grad: bool) -> tuple[tuple[Kernel, ...], tuple[float, float]]:
+    """The unit's kernels with every size affine in the batch, and its backward's rise (_record_kernels) as
+    (bytes, bytes per sample), from recordings at x's batch B and 2B.
 
     A backward contraction whose K grows with the batch while M, N and the group count do not is
     a weight gradient (phase "W"); the rest of the backward is "I"."""
     b = x.shape[0]
-    lo = _record_kernels(unit, x, needs_input_grad)
-    hi = _record_kernels(unit, torch.empty((2 * b, *x.shape[1:]), dtype=x.dtype, device="meta"), needs_input_grad)
+    lo, rise_lo = _record_kernels(unit, x, needs_input_grad)
+    hi, rise_hi = _record_kernels(unit, torch.empty((2 * b, *x.shape[1:]), dtype=x.dtype, device="meta"),
+                                  needs_input_grad)
     if [r[:3] for r in lo] != [r[:3] for r in hi]:
         # The kernel sequence depends on the batch: take every size as proportional to it.
         hi = [(r[0], r[1], r[2], 2 * r[3], 2 * r[4], None if r[5] is None else (2 * r[5][0], *r[5][1:]), *r[6:])
@@ -333,7 +415,7 @@ def unit_kernels(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool) -> tu
             phase = "I"
         kernels.append(Kernel(phase, op, klass, _affine(f_lo, f_hi, b, 2 * b), _affine(by_lo, by_hi, b, 2 * b), gemm,
                               window, head_dim))
-    return tuple(kernels)
+    return tuple(kernels), _affine(rise_lo, rise_hi, b, 2 * b)
 
 
 class _Objective(nn.Module):
@@ -436,7 +518,7 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
         with bwd_flops, bwd_bytes:
             y.backward(torch.empty_like(y))
     ops, ops_output, input_saved = recorder.finish(saved, y)
-    kernels = unit_kernels(unit, x, needs_input_grad)
+    kernels, rise = unit_recordings(unit, x, needs_input_grad)
     window = getattr(unit, "attention_window", 0)     # parsim.model.hf.Decoder's; a unit without one has none
     # a unit whose attention sees a sliding window: its fused attention's work at the window's share
     ops, kernels, fwd_removed, bwd_removed = windowed(ops, kernels, window, x.shape[0])
@@ -454,7 +536,7 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
             mode.fuse_dropout = True
             if banded:
                 del unit.banded_on_meta
-    stats = dict(kernels=kernels, fwd_flops=fwd_flops.get_total_flops() - fwd_removed,
+    stats = dict(kernels=kernels, bwd_rise=rise, fwd_flops=fwd_flops.get_total_flops() - fwd_removed,
                  bwd_flops=bwd_flops.get_total_flops() - bwd_removed,
                  fwd_mem_bytes=fwd_bytes.bytes, bwd_mem_bytes=bwd_bytes.bytes,
                  saved_bytes=saved_bytes, cpu_saved_bytes=cpu_saved_bytes,
@@ -555,6 +637,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
             max_param_bytes=max((p.numel() * p.element_size() for p in unit.parameters()), default=0),
             ops=stats["ops"], ops_output=stats["ops_output"], input_saved_bytes=stats["input_saved_bytes"] / batch,
             kernels=stats["kernels"], tied=tuple(tied.items()), w_held_bytes=weight_output_bytes(stats["ops"]) / batch,
+            bwd_rise_fixed_bytes=stats["bwd_rise"][0], bwd_rise_bytes=stats["bwd_rise"][1],
             # the unit's input is the previous unit's output: one tensor, measured here on two storages
             input_shared_bytes=min(prev_output_saved, stats["input_storage_saved_bytes"] / batch),
             experts=experts,

@@ -226,6 +226,13 @@ class Layer:
     # (0: the output): a head holding a multi-token-prediction block routes its input's tokens and
     # outputs logits (parsim.model.hf.Head; parsim.cost.experts.local_tokens)
     routed_bytes: float = field(default=0.0, compare=False)
+    # How far the storage alive rises in this layer's backward above what its forward left, measured on meta
+    # (parsim.model.extract._record_kernels; affine in the batch: per step, per sample): the gradient entering
+    # it and every temporary its backward's formulas make, less the saved tensors freed as its nodes run, the
+    # parameters' gradients left out.  Sees what the weight operators' working sets do not (a squared ReLU's
+    # PowBackward0 keeps three tensors of its input's size: parsim.cost.memory.backward_workspace_bytes).
+    bwd_rise_fixed_bytes: float = field(default=0.0, compare=False)
+    bwd_rise_bytes: float = field(default=0.0, compare=False)
 
     @property
     def active_param_count(self) -> int:
@@ -235,7 +242,8 @@ class Layer:
     def to_dict(self) -> dict:
         d = asdict(self)
         for k in ("ops", "ops_output", "tp_comm", "input_saved_bytes", "input_shared_bytes", "kernels",
-                  "seq_share", "cp_kv_bytes", "attention_flops", "experts", "recompute_part", "routed_bytes"):
+                  "seq_share", "cp_kv_bytes", "attention_flops", "experts", "recompute_part", "routed_bytes",
+                  "bwd_rise_fixed_bytes", "bwd_rise_bytes"):
             d.pop(k)
         if self.experts is not None:
             d["active_param_count"] = self.active_param_count
