@@ -41,7 +41,7 @@ def test_fused_softmax_is_one_kernel_each_way_with_megatrons_bytes(graphs):
     layer = meg.layers[1]
     fwd = _between_qk_and_av(layer.kernels, "F")
     # QK^T one GEMM (M = N = s, K = d, a per sample), one fused softmax, the dropout, AV (matmul's
-    # _unsafe_view reshapes of its operands and output move nothing: parsim.model.extract._FREE_OPS)
+    # _unsafe_view reshapes of its operands and output move nothing: parsim.model.recording.FREE_OPS)
     assert [k.op for k in fwd] == ["bmm", MEGATRON_SOFTMAX_OP, "native_dropout", "clone", "bmm"]
     qk = fwd[0]
     assert qk.klass == "matmul" and qk.gemm_at(1) == (S, S, H // A, A)

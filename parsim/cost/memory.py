@@ -275,7 +275,10 @@ def backward_rise_sets(graph, layer) -> list[tuple[float, float]]:
     layer's rise is not the measured one).  The weight operators' working sets (_op_working_sets) see only the
     contractions: a squared ReLU's PowBackward0 holds three tensors of the MLP's hidden size beside the gradient
     entering it (torch/csrc/autograd/FunctionsManual.cpp, pow_backward), where a development decoder's first
-    stage peaked 2.7-6.4 MiB above the priced workspace (results/2026-12-07c-amd-epyc/first-stage-trace.txt)."""
+    stage peaked 2.7-6.4 MiB above the priced workspace (results/2026-12-07c-amd-epyc/first-stage-trace.txt).
+    Per decoder layer the meta rise is what torch allocates on a CPU, exactly; a convolution's backward on a CPU
+    allocates more than meta sees (oneDNN's own buffers: ResNet-50's blocks 33% to 325% above their meta rise,
+    results/2026-12-07d-amd-epyc/layer-rise-cpu.txt), which the weight ops' two buffers stand for."""
     if graph.tp == graph.cp == 1 and layer.experts is None and layer.bwd_rise_bytes:
         return [(layer.bwd_rise_fixed_bytes, layer.bwd_rise_bytes)]
     return []

@@ -227,7 +227,7 @@ class Layer:
     # outputs logits (parsim.model.hf.Head; parsim.cost.experts.local_tokens)
     routed_bytes: float = field(default=0.0, compare=False)
     # How far the storage alive rises in this layer's backward above what its forward left, measured on meta
-    # (parsim.model.extract._record_kernels; affine in the batch: per step, per sample): the gradient entering
+    # (parsim.model.recording._record_kernels; affine in the batch: per step, per sample): the gradient entering
     # it and every temporary its backward's formulas make, less the saved tensors freed as its nodes run, the
     # parameters' gradients left out.  Sees what the weight operators' working sets do not (a squared ReLU's
     # PowBackward0 keeps three tensors of its input's size: parsim.cost.memory.backward_workspace_bytes).

@@ -1,4 +1,4 @@
-"""What measuring each layer's backward rise on meta (parsim.model.extract._LiveStorages) costs at extraction:
+"""What measuring each layer's backward rise on meta (parsim.model.recording._LiveStorages) costs at extraction:
 DeepSeek-V3's graph (examples/deepseek_v3.yaml, 63 cut units) loaded in a fresh process from a checkout without the
 change (727839b) and one with it, alternated A B A B A B, on this 2-core AMD host with nothing else running.  Prints
 the wall time of import and extraction, and the rise of layers.3 (None where the checkout has no such field).

@@ -20,24 +20,15 @@ from __future__ import annotations
 import os
 import sys
 
-import parsim.shard.prepare
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-07b-amd-epyc"))
 
-for folder in ("2026-12-06g-intel-xeon", "2026-12-07b-amd-epyc"):
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", folder))
-
-from heldout_1206f_memory import print_ranks  # noqa: E402
-from heldout_1207_memory import mean_error, per_model  # noqa: E402
-from runtime_sends_insample import ranks  # noqa: E402
+from heldout_1207_memory import h5, mean_error, per_model, scored_ranks  # noqa: E402
 
 GROUPED_KV = ("heldout-cohere2-tiny", "heldout-cwm-tiny")
 
 
 def main(paths: list[str]) -> None:
-    found = [x for path in paths for x in ranks(path, "cpu_attention", lambda *a: False, parsim.shard.prepare,
-                                                 lambda p: p["label"] != "planner")]
-    print_ranks(found, 28, 14)
-    same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
-    print(f"{len(found)} ranks; the analytical model with the change gives the report's prediction on {same}")
+    found = scored_ranks(paths)
     lower = per_model(found)
     grouped = [x for x in found if x["model"] in GROUPED_KV]
     control = [x for x in found if x["model"] not in GROUPED_KV]
@@ -47,12 +38,7 @@ def main(paths: list[str]) -> None:
     each = [low for model, low in zip(dict.fromkeys(x["model"] for x in found), lower) if model in GROUPED_KV]
     print(f"the {len(grouped)} ranks of the grouped-KV models: mean |error| with the change {new:.2%}, without it "
           f"{old:.2%}; lower on {sum(each)} of {len(each)}: H4 {'holds' if new < old and all(each) else 'fails'}")
-    one = [abs(x["new"] / x["measured"] - 1) for x in found if x["plan"] in ("single", "dp2")]
-    every = [abs(x["new"] / x["measured"] - 1) for x in found]
-    holds = all(e <= 0.03 for e in one) and all(e <= 0.10 for e in every)
-    print(f"with the change: {sum(e <= 0.03 for e in one)} of {len(one)} single and dp2 ranks within 3% (max |error| "
-          f"{max(one):.1%}); {sum(e <= 0.10 for e in every)} of {len(every)} ranks within 10% (max |error| "
-          f"{max(every):.1%}): H5 {'holds' if holds else 'fails'}")
+    h5(found)
 
 
 if __name__ == "__main__":
