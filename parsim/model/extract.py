@@ -41,7 +41,7 @@ from parsim.model.attention import (FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta
 from parsim.model.fused_ops import RMS_NORM_OP, ROPE_OP, SWIGLU_OP
 from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
 from parsim.model.moe import Experts
-from parsim.model.recording import FREE_OPS, loss_kernels, unit_recordings
+from parsim.model.recording import FREE_OPS, loss_kernels, storage_key, unit_recordings
 
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
                 "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -131,7 +131,7 @@ class _OpRecorder(TorchDispatchMode):
         self.seen: dict[str, int] = {}
 
     def _from(self, t: torch.Tensor) -> int:
-        return self.producer.get(_storage_key(t), FROM_ELSEWHERE)
+        return self.producer.get(storage_key(t), FROM_ELSEWHERE)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -142,8 +142,8 @@ class _OpRecorder(TorchDispatchMode):
                 ins = [self._from(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
                 source = next((i for i in ins if i != FROM_ELSEWHERE), FROM_ELSEWHERE)
                 for t in outs:
-                    self.producer.setdefault(_storage_key(t), source)
-                    self.copies.add(_storage_key(t))
+                    self.producer.setdefault(storage_key(t), source)
+                    self.copies.add(storage_key(t))
                 self.keep += outs
             return out
         kind, positions = entry
@@ -158,16 +158,16 @@ class _OpRecorder(TorchDispatchMode):
         self.seen[base] = k + 1
         self.infos.append(dict(kind=kind, aten=aten, input_shapes=tuple(tuple(t.shape) for t in tensors),
                                output_shape=tuple(first.shape), dtype=str(first.dtype).replace("torch.", ""),
-                               param_inputs=tuple(_storage_key(t) in self.param_keys for t in tensors),
-                               tied_inputs=tuple(_storage_key(t) in self.tied_keys for t in tensors),
+                               param_inputs=tuple(storage_key(t) in self.param_keys for t in tensors),
+                               tied_inputs=tuple(storage_key(t) in self.tied_keys for t in tensors),
                                base=base, k=k, inputs_from=tuple(self._from(t) for t in tensors),
                                # a copy, or a view that reorders (a transpose: not contiguous)
-                               inputs_copied=tuple(_storage_key(t) in self.copies or not t.is_contiguous()
+                               inputs_copied=tuple(storage_key(t) in self.copies or not t.is_contiguous()
                                                    for t in tensors),
                                causal=kind == "Attention" and len(args) > 4 and bool(args[4]),
-                               out_key=_storage_key(first)))
+                               out_key=storage_key(first)))
         for t in outs:
-            self.producer.setdefault(_storage_key(t), len(self.infos) - 1)
+            self.producer.setdefault(storage_key(t), len(self.infos) - 1)
         self.keep += outs
         return out
 
@@ -197,10 +197,6 @@ class _OpRecorder(TorchDispatchMode):
             name = base if self.seen[base] == 1 else f"{base}#{k}"
             ops.append(OpInfo(**info, name=name, saved_bytes=by_producer.get(i, 0)))
         return tuple(ops), self._from(output), by_producer.get(FROM_LAYER_INPUT, 0)
-
-
-def _storage_key(t: torch.Tensor) -> int:
-    return t.untyped_storage()._cdata
 
 
 class SavedStorages:
@@ -266,8 +262,8 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     dropout_calls = mode.dropout_calls
     x = x.detach().requires_grad_(needs_input_grad)
     fwd_flops, fwd_bytes = _flop_counter(), _MemoryBoundBytes()
-    tied = frozenset(_storage_key(p) for p in unit.parameters()) - owned_params
-    recorder = _OpRecorder(owned_params, _storage_key(x), tied)
+    tied = frozenset(storage_key(p) for p in unit.parameters()) - owned_params
+    recorder = _OpRecorder(owned_params, storage_key(x), tied)
     handles = recorder.module_hooks(unit)
     try:
         with fwd_flops, fwd_bytes, recorder, torch.autograd.graph.saved_tensors_hooks(recorded.pack, lambda t: t):
@@ -290,7 +286,7 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
     saved_bytes = _batch_scaled_saved_bytes(unit, x, sum(saved.values()), excluded)
     cpu_saved_bytes = saved_bytes
     # attention with dropout, or a sliding window shorter than the sequence: as a CPU runs it too (cpu_attention)
-    banded = bool(window) and window_cuts(window, x.shape[1])
+    banded = window_cuts(window, x.shape[1])
     if mode.dropout_calls > dropout_calls or banded:
         mode.fuse_dropout = False
         if banded:
@@ -307,8 +303,8 @@ def _measure_unit(unit: nn.Module, x: torch.Tensor, needs_input_grad: bool, excl
                  saved_bytes=saved_bytes, cpu_saved_bytes=cpu_saved_bytes,
                  output_bytes=y.numel() * y.element_size(),
                  ops=ops, ops_output=ops_output, input_saved_bytes=input_saved,
-                 input_storage_saved_bytes=saved.get(_storage_key(x), 0),   # the input itself, no copy of it
-                 output_saved_bytes=saved.get(_storage_key(y), 0))
+                 input_storage_saved_bytes=saved.get(storage_key(x), 0),   # the input itself, no copy of it
+                 output_saved_bytes=saved.get(storage_key(y), 0))
     return stats, y.detach()
 
 
@@ -359,7 +355,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
         model = model.to(float_dtype)
     model.train()
     units = cut_units(model)
-    excluded = {_storage_key(t) for t in model.parameters()} | {_storage_key(t) for t in model.buffers()}
+    excluded = {storage_key(t) for t in model.parameters()} | {storage_key(t) for t in model.buffers()}
     owner_of: dict[int, str] = {}          # id of a parameter -> the first unit that uses it
     cache: dict[tuple, tuple[dict, torch.Tensor]] = {}
     x = input_spec.make(batch, float_dtype)
@@ -389,7 +385,7 @@ def _extract(model: nn.Module, input_spec: InputSpec, name: str, dtype: str, bat
         owner_of.update((id(p), unit_name) for p in params)
         key = (type(unit), repr(unit), attrs, tuple(x.shape), x.dtype, needs_grad, tuple(tied))
         if key not in cache:     # owned parameters: those not tied to an earlier unit's
-            cache[key] = _measure_unit(unit, x, needs_grad, excluded, {_storage_key(p) for p in params}, mode)
+            cache[key] = _measure_unit(unit, x, needs_grad, excluded, {storage_key(p) for p in params}, mode)
         stats, y = cache[key]
         count = sum(p.numel() for p in params)
         experts = _experts(unit)

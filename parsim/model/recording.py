@@ -29,6 +29,11 @@ FREE_OPS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_stri
             "lift_fresh", "_local_scalar_dense", "zeros", "ones", "full", "arange", "scalar_tensor", "_unsafe_view"}
 
 
+def storage_key(t: torch.Tensor) -> int:
+    """The address of ``t``'s storage, one key for all its views."""
+    return t.untyped_storage()._cdata
+
+
 def _gemm_dims(name: str, args, out) -> list[tuple[str, tuple[float, float, float, float], float]]:
     """(phase hint, (M, N, K, groups), FLOPs) of each GEMM a contraction runs; FLOPs = 2*M*N*K*groups.
     Convolutions are implicit GEMMs (Chetlur et al. 2014): forward M = N*Ho*Wo, N = Co/g,
@@ -147,7 +152,7 @@ class _LiveStorages(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         if func.is_view:
             return out
-        inputs = {t.untyped_storage()._cdata for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        inputs = {storage_key(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
         for t in tree_flatten(out)[0]:
             if not isinstance(t, torch.Tensor):
                 continue
@@ -164,7 +169,7 @@ class _LiveStorages(TorchDispatchMode):
     def rise(self, start: int, kept: list[torch.Tensor]) -> int:
         """The most bytes alive at once, from ``events[start]`` on, above what was alive there, storages of
         ``kept`` (the parameters' gradients, held as static memory) left out."""
-        left_out = {self.number.get(t.untyped_storage()._cdata) for t in kept} - {None}
+        left_out = {self.number.get(storage_key(t)) for t in kept} - {None}
         now = peak = 0
         for number, nbytes in self.events[start:]:
             if number not in left_out:
