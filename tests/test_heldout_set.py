@@ -56,8 +56,9 @@ SET_N = "results/heldout/2026-12-07.yaml"
 SET_O = "results/heldout/2026-12-07b.yaml"
 SET_P = "results/heldout/2026-12-07c.yaml"
 SET_Q = "results/heldout/2026-12-07d.yaml"
+SET_R = "results/heldout/2026-12-07e.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q)
+          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q, SET_R)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -91,7 +92,10 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                              100, 108, 116, 124},
                      SET_Q: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
                              26, 27, 28, 29, 30, 31, 32, 34, 35, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 62, 68, 70, 76,
-                             84, 92, 100, 108, 116, 124, 140}}
+                             84, 92, 100, 108, 116, 124, 140},
+                     SET_R: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 38, 42, 44, 46, 50, 52, 54, 58, 60, 62, 66, 68,
+                             70, 76, 84, 92, 100, 108, 116, 124, 132, 140}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -121,6 +125,10 @@ SHA256 = {
     "results/heldout/models/starcoder2_relu2_tiny.yaml": "e30a27ed8e950d7ba31b5d1da8eacba529961c07392f8567d9a3b934eb6fdb62",
     "results/heldout/models/llama_relu2_tiny.yaml": "cc9c3f6c252460ecaa7780869cab38da4a751fa6ac755ba9382b8c36aa0e7496",
     "results/heldout/models/qwen3_relu_tiny.yaml": "3a06f3bbae91fd19f1cf3c14b826740789e18138895e7e22bba3b523710e171c",
+    SET_R: "706914f6764a915c2349436039a41a570cd7ae25dc4124c6d4f87a1503c4564e",
+    "results/heldout/models/hyperclovax_tiny.yaml": "5c6e39134146f0c8a46bd66393ab84c7b19363b550843c767f40892fd49069c7",
+    "results/heldout/models/gemma2_tiny.yaml": "fa91172c36d0155bc539c9c61dd9a9b8cb3f90956e3657e576ff8023bae82b68",
+    "results/heldout/models/qwen2_control_tiny.yaml": "01113f1a35c6b4e48cb7cd79ab95a071057f2c4b690a14437508fb6444af4775",
     "results/heldout/models/cohere2_tiny.yaml": "c0e4b2ebac1c3ae492456d56ae171c54da05814873ca43532985b90581ce2402",
     "results/heldout/models/cwm_tiny.yaml": "81781bde4afafa47a9219e0ded755a103106b42e730b1aa270111ad3e0ad21c3",
     "results/heldout/models/phi3_window_tiny.yaml": "770af6d02bb7bf8d452f161aaab898da1350a5854e0487e3cef761d77fc102bb",
@@ -259,6 +267,10 @@ CONTENT = {
         ("results/heldout/models/starcoder2_relu2_tiny.yaml", 2073728, N_DROPOUT),
         ("results/heldout/models/llama_relu2_tiny.yaml", 1803680, N_DROPOUT),
         ("results/heldout/models/qwen3_relu_tiny.yaml", 1660416, N_DROPOUT)]),
+    SET_R: ("heldout-2026-12-07e", [
+        ("results/heldout/models/hyperclovax_tiny.yaml", 1822128, N_DROPOUT),
+        ("results/heldout/models/gemma2_tiny.yaml", 1661600, N_DROPOUT),
+        ("results/heldout/models/qwen2_control_tiny.yaml", 2067392, N_DROPOUT)]),
 }
 
 

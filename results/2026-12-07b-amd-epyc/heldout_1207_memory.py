@@ -44,11 +44,12 @@ def per_model(found: list[dict]) -> list[bool]:
     return lower
 
 
-def scored_ranks(paths: list[str]) -> list[dict]:
-    """The set's ranks (the planner's pick left out: H1-H3 score it), with the CPU graph and without it (the rule
-    switched off), printed, and checked against the reports' own predictions."""
-    found = [x for path in paths for x in ranks(path, "cpu_attention", lambda *a: False, parsim.shard.prepare,
-                                                 lambda p: p["label"] != "planner")]
+def scored_ranks(paths: list[str], rule: str = "cpu_attention", off=lambda *a: False,
+                 where=parsim.shard.prepare) -> list[dict]:
+    """The set's ranks (the planner's pick left out: H1-H3 score it), with the change and without it
+    (``<where>.<rule>`` replaced by ``off``; by default the CPU graph's rule switched off), printed, and checked
+    against the reports' own predictions."""
+    found = [x for path in paths for x in ranks(path, rule, off, where, lambda p: p["label"] != "planner")]
     print_ranks(found, 28, 14)
     same = sum(abs(x["new"] - x["report"]) <= 1.0 for x in found)
     print(f"{len(found)} ranks; the analytical model with the change gives the report's prediction on {same}")
