@@ -19,12 +19,15 @@ causal pairs, and on real tensors it runs with the banded mask.
 
 Cut units (thin wrappers whose submodules keep the Hugging Face names, so operator ids read
 ``layers.3/self_attn.q_proj:mm``):
-- ``embed``: ``embed_tokens``, token ids (B, T) -> (B, T, h);
+- ``embed``: ``embed_tokens``, token ids (B, T) -> (B, T, h), times the model's embedding multiplier where
+  transformers applies one outside the module (Granite, HyperCLOVA X: EMBEDDING_MULTIPLIED);
 - ``layers.i``: one decoder layer, (B, T, h) -> (B, T, h).  Rotary position embeddings live on
   the model, not the layer (transformers passes ``position_embeddings=(cos, sin)`` into each
   layer), so cos, sin and the causal mask for T positions are computed once, as buffers of the
   model, and handed to every layer;
-- ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V); before them, where the
+- ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V), the logits scaled (Granite,
+  HyperCLOVA X, Cohere: LOGITS_SCALED) or soft-capped (``final_logit_softcapping``: Gemma 2) as the
+  family's ForCausalLM does it; before them, where the
   config has one (``num_nextn_predict_layers``; ``args: {mtp_layers: 0}`` leaves it out),
   DeepSeek-V3's multi-token-prediction module (``head/mtp``: MultiTokenPrediction).  One unit, as
   Megatron-Core keeps its MTP layers on the last pipeline stage with the output layer (the
@@ -174,9 +177,44 @@ class _Adopt(nn.Module):
             self.add_module(name, child)
 
 
+# What transformers computes outside the decoder layers beyond Llama's embed_tokens -> layers -> norm -> lm_head,
+# which the cut units compute too, for the model parsim prices and runs to be the one transformers defines
+# (transformers 5, modeling_<model_type>.py; tests/test_hf_scalings.py compares the logits with transformers' own):
+# - <Family>Model.forward scales the embeddings, ``inputs_embeds = inputs_embeds * self.embedding_multiplier``
+#   (Granite's and HyperCLOVA X's maximal-update parametrization); Gemma's sqrt(hidden) is inside its embedding
+#   module (GemmaScaledWordEmbedding), so the cut has it already;
+EMBEDDING_MULTIPLIED = frozenset({"granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
+                                  "hyperclovax"})
+# - <Family>ForCausalLM.forward scales the logits by a config field: Granite divides, ``logits /
+#   self.config.logits_scaling``; HyperCLOVA X multiplies, ``self.lm_head(...) * self.config.logits_scaling``; Cohere
+#   multiplies, ``logits * self.logit_scale``;
+LOGITS_SCALED = {**{t: (torch.div, "logits_scaling") for t in ("granite", "granite_swa", "granitemoe",
+                                                               "granitemoe_swa", "granitemoeshared")},
+                 "hyperclovax": (torch.mul, "logits_scaling"),
+                 **{t: (torch.mul, "logit_scale") for t in ("cohere", "cohere2", "cohere2_moe")}}
+# - and where the config sets ``final_logit_softcapping`` (Gemma 2 and 3, VaultGemma), it caps them:
+#   ``logits / cap``, ``torch.tanh``, ``* cap``.
+
+
+def outer_scalings(cfg) -> tuple[float | None, tuple | None, float | None]:
+    """(the embedding multiplier, (torch.div or torch.mul, the logits' scale), the logits' cap) that the forward of
+    ``cfg``'s family (a transformers config) computes outside its decoder layers, each None where it has none."""
+    op, field = LOGITS_SCALED.get(cfg.model_type, (None, None))
+    return (cfg.embedding_multiplier if cfg.model_type in EMBEDDING_MULTIPLIED else None,
+            (op, getattr(cfg, field)) if op else None, getattr(cfg, "final_logit_softcapping", None))
+
+
 class Embed(_Adopt):
+    """``embed_tokens``, and after it the model's embedding multiplier where transformers applies one
+    (EMBEDDING_MULTIPLIED; ``multiplier`` None elsewhere)."""
+
+    def __init__(self, embed_tokens: nn.Module, multiplier: float | None = None):
+        super().__init__(embed_tokens=embed_tokens)
+        self.multiplier = multiplier
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:        # (B, T) -> (B, T, h)
-        return self.embed_tokens(ids)
+        x = self.embed_tokens(ids)
+        return x if self.multiplier is None else x * self.multiplier
 
 
 def experts_of(layer: nn.Module) -> Experts | None:
@@ -278,15 +316,23 @@ class Head(_Adopt):
     """The final norm and the output head, after the multi-token-prediction module where given
     (``mtp``: its ``losses`` and ``moe`` are the unit's)."""
 
-    def __init__(self, norm: nn.Module, lm_head: nn.Module, mtp: nn.Module | None = None):
+    def __init__(self, norm: nn.Module, lm_head: nn.Module, mtp: nn.Module | None = None,
+                 scale: tuple | None = None, softcap: float | None = None):
         super().__init__(norm=norm, lm_head=lm_head, **({"mtp": mtp} if mtp is not None else {}))
         self.losses = 0 if mtp is None else mtp.losses
         object.__setattr__(self, "moe", None if mtp is None else mtp.moe)
+        self.scale, self.softcap = scale, softcap       # (torch.div or torch.mul, value): LOGITS_SCALED
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:          # (B, T, h) -> (B, T, V)
         if "mtp" in self._modules:
             x = self.mtp(x)
-        return self.lm_head(self.norm(x))
+        logits = self.lm_head(self.norm(x))
+        if self.scale is not None:
+            op, value = self.scale
+            logits = op(logits, value)
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
 
 
 class _JoinLoss(torch.autograd.Function):
@@ -352,7 +398,8 @@ class CausalLM(nn.Module):
         windows = [sliding_window_of(getattr(layer, "self_attn", None)) for layer in inner.layers]
         self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager", windows)
         self.config = cfg
-        units = [("embed", Embed(embed_tokens=inner.embed_tokens))]
+        multiplier, scale, softcap = outer_scalings(cfg)
+        units = [("embed", Embed(inner.embed_tokens, multiplier))]
         units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]
         mtp = None
         if mtp_layers:
@@ -362,7 +409,8 @@ class CausalLM(nn.Module):
             mtp = self.mtp = MultiTokenPrediction(block, self.positions, embed_tokens=inner.embed_tokens,
                                                   lm_head=hf_model.lm_head, norm_class=type(inner.norm),
                                                   hidden=cfg.hidden_size, eps=cfg.rms_norm_eps)
-        units.append(("head", Head(norm=inner.norm, lm_head=hf_model.lm_head, mtp=mtp)))
+        units.append(("head", Head(norm=inner.norm, lm_head=hf_model.lm_head, mtp=mtp, scale=scale,
+                                   softcap=softcap)))
         object.__setattr__(self, "_units", units)
 
     def pipeline_units(self) -> list[tuple[str, nn.Module]]:
