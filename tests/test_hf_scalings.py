@@ -50,7 +50,8 @@ def test_a_family_without_scalings_runs_none():
     model = _model("granite")
     from parsim.model.hf import causal_lm
 
-    llama = dict(causal_lm({**TINY, "model_type": "llama"}, SEQ).pipeline_units())
+    # LlamaForCausalLM reads no cap, even where a config carries the field
+    llama = dict(causal_lm({**TINY, "model_type": "llama", "final_logit_softcapping": 0.5}, SEQ).pipeline_units())
     assert llama["embed"].multiplier is None and llama["head"].scale is None and llama["head"].softcap is None
     granite = dict(model.pipeline_units())
     assert granite["embed"].multiplier == 12.0 and granite["head"].scale == (torch.div, 16.0)

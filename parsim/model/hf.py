@@ -26,8 +26,8 @@ Cut units (thin wrappers whose submodules keep the Hugging Face names, so operat
   layer), so cos, sin and the causal mask for T positions are computed once, as buffers of the
   model, and handed to every layer;
 - ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V), the logits scaled (Granite,
-  HyperCLOVA X, Cohere: LOGITS_SCALED) or soft-capped (``final_logit_softcapping``: Gemma 2) as the
-  family's ForCausalLM does it; before them, where the
+  HyperCLOVA X, Cohere: LOGITS_SCALED) or soft-capped (Gemma 2: LOGITS_CAPPED) as the family's
+  ForCausalLM does it; before them, where the
   config has one (``num_nextn_predict_layers``; ``args: {mtp_layers: 0}`` leaves it out),
   DeepSeek-V3's multi-token-prediction module (``head/mtp``: MultiTokenPrediction).  One unit, as
   Megatron-Core keeps its MTP layers on the last pipeline stage with the output layer (the
@@ -192,8 +192,9 @@ LOGITS_SCALED = {**{t: (torch.div, "logits_scaling") for t in ("granite", "grani
                                                                "granitemoe_swa", "granitemoeshared")},
                  "hyperclovax": (torch.mul, "logits_scaling"),
                  **{t: (torch.mul, "logit_scale") for t in ("cohere", "cohere2", "cohere2_moe")}}
-# - and where the config sets ``final_logit_softcapping`` (Gemma 2 and 3, VaultGemma), it caps them:
-#   ``logits / cap``, ``torch.tanh``, ``* cap``.
+# - and Gemma 2's, Gemma 3's and VaultGemma's cap them where the config sets ``final_logit_softcapping``:
+#   ``logits / cap``, ``torch.tanh``, ``* cap`` (a family whose forward reads no such field ignores it).
+LOGITS_CAPPED = frozenset({"gemma2", "gemma3_text", "vaultgemma"})
 
 
 def outer_scalings(cfg) -> tuple[float | None, tuple | None, float | None]:
@@ -201,7 +202,8 @@ def outer_scalings(cfg) -> tuple[float | None, tuple | None, float | None]:
     ``cfg``'s family (a transformers config) computes outside its decoder layers, each None where it has none."""
     op, field = LOGITS_SCALED.get(cfg.model_type, (None, None))
     return (cfg.embedding_multiplier if cfg.model_type in EMBEDDING_MULTIPLIED else None,
-            (op, getattr(cfg, field)) if op else None, getattr(cfg, "final_logit_softcapping", None))
+            (op, getattr(cfg, field)) if op else None,
+            getattr(cfg, "final_logit_softcapping", None) if cfg.model_type in LOGITS_CAPPED else None)
 
 
 class Embed(_Adopt):
