@@ -56,6 +56,16 @@ def scored_ranks(paths: list[str], rule: str = "cpu_attention", off=lambda *a: F
     return found
 
 
+def h4(found: list[dict], lower: list[bool], chosen: tuple[str, ...], what: str) -> None:
+    """A set's H4: over the ranks of the models ``chosen`` (``what`` names them), the mean |error| lower with the
+    change than without it, and lower on each of them (``lower``: per model, as per_model gives it)."""
+    sel = [x for x in found if x["model"] in chosen]
+    new, old = mean_error(sel, "new"), mean_error(sel, "old")
+    each = [low for model, low in zip(dict.fromkeys(x["model"] for x in found), lower) if model in chosen]
+    print(f"the {len(sel)} ranks of the {what} models: mean |error| with the change {new:.2%}, without it "
+          f"{old:.2%}; lower on {sum(each)} of {len(each)}: H4 {'holds' if new < old and all(each) else 'fails'}")
+
+
 def h5(found: list[dict]) -> None:
     """H5: with the change, the single-process and dp2 ranks within 3%, and every rank within 10%."""
     one = [abs(x["new"] / x["measured"] - 1) for x in found if x["plan"] in ("single", "dp2")]

@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-07b-amd-epyc"))
 
-from heldout_1207_memory import h5, mean_error, per_model, scored_ranks  # noqa: E402
+from heldout_1207_memory import h4, h5, per_model, scored_ranks  # noqa: E402
 
 GROUPED_KV = ("heldout-cohere2-tiny", "heldout-cwm-tiny")
 
@@ -30,14 +30,10 @@ GROUPED_KV = ("heldout-cohere2-tiny", "heldout-cwm-tiny")
 def main(paths: list[str]) -> None:
     found = scored_ranks(paths)
     lower = per_model(found)
-    grouped = [x for x in found if x["model"] in GROUPED_KV]
     control = [x for x in found if x["model"] not in GROUPED_KV]
     moved = sum(abs(x["new"] - x["old"]) > 1.0 for x in control)
     print(f"the model without grouped KV heads: {moved} of {len(control)} ranks moved by the change")
-    new, old = mean_error(grouped, "new"), mean_error(grouped, "old")
-    each = [low for model, low in zip(dict.fromkeys(x["model"] for x in found), lower) if model in GROUPED_KV]
-    print(f"the {len(grouped)} ranks of the grouped-KV models: mean |error| with the change {new:.2%}, without it "
-          f"{old:.2%}; lower on {sum(each)} of {len(each)}: H4 {'holds' if new < old and all(each) else 'fails'}")
+    h4(found, lower, GROUPED_KV, "grouped-KV")
     h5(found)
 
 

@@ -23,23 +23,20 @@ import sys
 
 import parsim.cost.memory
 
+# H4's models; the third, the control, is H6's
+SQUARED_RELU = ("heldout-starcoder2-relu2-tiny", "heldout-llama-relu2-tiny")
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-07b-amd-epyc"))
 
-from heldout_1207_memory import h5, mean_error, per_model, scored_ranks  # noqa: E402
-
-SQUARED_RELU = ("heldout-starcoder2-relu2-tiny", "heldout-llama-relu2-tiny")
+from heldout_1207_memory import h4, h5, mean_error, per_model, scored_ranks  # noqa: E402
 
 
 def main(paths: list[str]) -> None:
     found = scored_ranks(paths, "backward_rise_sets", lambda *a: [], parsim.cost.memory)
     lower = per_model(found)
-    squared = [x for x in found if x["model"] in SQUARED_RELU]
-    control = [x for x in found if x["model"] not in SQUARED_RELU]
-    new, old = mean_error(squared, "new"), mean_error(squared, "old")
-    each = [low for model, low in zip(dict.fromkeys(x["model"] for x in found), lower) if model in SQUARED_RELU]
-    print(f"the {len(squared)} ranks of the squared-ReLU models: mean |error| with the change {new:.2%}, without it "
-          f"{old:.2%}; lower on {sum(each)} of {len(each)}: H4 {'holds' if new < old and all(each) else 'fails'}")
+    h4(found, lower, SQUARED_RELU, "squared-ReLU")
     h5(found)
+    control = [x for x in found if x["model"] not in SQUARED_RELU]
     new, old = mean_error(control, "new"), mean_error(control, "old")
     print(f"the control's {len(control)} ranks: mean |error| with the change {new:.2%}, without it {old:.2%} "
           f"({(new - old) * 100:+.2f} points): H6 {'holds' if abs(new - old) <= 0.005 else 'fails'}")
