@@ -4,14 +4,15 @@ import os
 
 if os.environ.get("PARSIM_TRACE_PEAK"):
     import json
+    import sys
 
     import parsim.exec.measure as measure
 
-    _events = measure.profiled_events
+    # where an allocation falls: the shortest operator spanning it, as the last sitting's first-stage trace reads it
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "2026-12-07c-amd-epyc"))
+    from first_stage_trace import innermost as _innermost
 
-    def _innermost(ops, t):
-        spans = sorted((e for e in ops if e["ts"] <= t <= e["ts"] + e["dur"]), key=lambda e: e["dur"])
-        return " < ".join(e["name"] for e in spans[:3]) or "(outside every operator)"
+    _events = measure.profiled_events
 
     def profiled_peak_bytes(step_fn):
         events = _events(step_fn)
