@@ -1,5 +1,5 @@
-"""What transformers computes outside a decoder's layers (parsim.model.hf: EMBEDDING_MULTIPLIED, LOGITS_SCALED,
-``final_logit_softcapping``): parsim's cut units give the logits transformers' own forward gives, for each family
+"""What transformers computes outside a decoder's layers (parsim.model.hf: EMBEDDING_MULTIPLIED, EMBEDDING_NORMED,
+LOGITS_SCALED, LOGITS_CAPPED): parsim's cut units give the logits transformers' own forward gives, for each family
 that scales its embeddings or its logits there, and extraction prices the scaling as the units run it."""
 
 import pytest
@@ -22,6 +22,8 @@ FAMILIES = {
     "cohere": ({"model_type": "cohere", "logit_scale": 0.0625}, "sdpa"),
     "gemma2": ({"model_type": "gemma2", "head_dim": 16, "query_pre_attn_scalar": 16, "sliding_window": 64,
                 "final_logit_softcapping": 0.5, "attn_logit_softcapping": 50.0}, "eager"),
+    # NanoChat's weight-free norm before the first layer as well as after the last, and its cap (15 published)
+    "nanochat": ({"model_type": "nanochat", "hidden_act": "relu2", "final_logit_softcapping": 0.5}, "sdpa"),
 }
 
 
@@ -43,6 +45,7 @@ def test_the_units_compute_the_logits_transformers_computes(family):
         # without the scalings the units compute another model: the test can fail
         units = dict(model.pipeline_units())
         units["embed"].multiplier, units["head"].scale, units["head"].softcap = None, None, None
+        units["embed"]._modules.pop("norm", None)
         assert (model(ids) - theirs).abs().max() > 1e-3
 
 
@@ -53,8 +56,12 @@ def test_a_family_without_scalings_runs_none():
     # LlamaForCausalLM reads no cap, even where a config carries the field
     llama = dict(causal_lm({**TINY, "model_type": "llama", "final_logit_softcapping": 0.5}, SEQ).pipeline_units())
     assert llama["embed"].multiplier is None and llama["head"].scale is None and llama["head"].softcap is None
+    assert not hasattr(llama["embed"], "norm")
     granite = dict(model.pipeline_units())
     assert granite["embed"].multiplier == 12.0 and granite["head"].scale == (torch.div, 16.0)
+    # NanoChat's embedding unit norms with the model's norm, the one its head applies (it holds no weight)
+    nanochat = dict(_model("nanochat").pipeline_units())
+    assert nanochat["embed"].norm is nanochat["head"].norm and not list(nanochat["embed"].norm.parameters())
 
 
 def test_extraction_prices_the_scalings():

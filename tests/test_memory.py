@@ -117,6 +117,10 @@ def test_workspace_subtracts_what_the_microbatch_already_freed():
     # a on a stage of its own frees nothing before it: 10 + 800
     assert backward_workspace_bytes(g, [range(0, 1), range(1, 2)], 4) == 1004
     assert backward_workspace_bytes(g, [range(0, 1)], 4) == 810
+    # on torch's PipelineStage the gradient entering a's backward there is the stage's receive buffer, priced
+    # among the pipeline buffers: 10 + (2 - 1) x 100 x 4; not on the model's last layer (the loss's gradient)
+    assert backward_workspace_bytes(g, [range(0, 1)], 4, buffered_grad=True) == 410
+    assert backward_workspace_bytes(g, [range(0, 2)], 4, buffered_grad=True) == 1004
     # a shared input is freed only with the layer that shares it, not before a's backward
     g2 = LayerGraph("g", (_layer("a", 50, 100, 10), _layer("b", 300, 1, 1000, shared=200)))
     assert backward_workspace_bytes(g2, [range(0, 2)], 4) == max(1004, 10 + 800 - (300 + 1 - 200) * 4)
@@ -230,6 +234,13 @@ def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_outp
     assert torch_pipeline_buffer_bytes(1000.0, 0.0, 4, "1f1b") == 5000.0
     assert torch_pipeline_buffer_bytes(0.0, 500.0, 4, "1f1b") == 2000.0
     assert torch_pipeline_buffer_bytes(1000.0, 0.0, 1, "1f1b") == 1000.0
+    # and a stage that sends its output keeps the last one its warmup sent (held by send_work) past its backward,
+    # where the steady state runs that backward: pp = 2's first stage (2 warmup forwards) from m = 2; pp = 4's
+    # first (4 warmup forwards) from m = 6, as its warmup - 2 = 2nd backward comes before the cooldown
+    assert torch_pipeline_buffer_bytes(0.0, 500.0, 4, "1f1b", warmup=2) == 2500.0
+    assert torch_pipeline_buffer_bytes(0.0, 500.0, 4, "1f1b", warmup=4) == 2000.0
+    assert torch_pipeline_buffer_bytes(0.0, 500.0, 6, "1f1b", warmup=4) == 3500.0
+    assert torch_pipeline_buffer_bytes(1000.0, 500.0, 4, "gpipe", warmup=2) == 6000.0     # GPipe holds none
     spec = load_model(BIG_VOCAB)
     g, n, cluster = spec.graph, len(spec.graph), load_cluster("local-cpu")
     training = replace(spec.training, pipeline_runtime="torch")
@@ -237,6 +248,11 @@ def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_outp
     est = simulate(g, training, cluster, ParallelConfig(1, 2, 2, "gpipe", 1, (0, 2, n)))
     first, second = (r.memory for r in est.ranks)
     assert first.comm_buffers_bytes == second.comm_buffers_bytes == 2 * g.layers[1].output_bytes
+    # a first stage's backward receives the gradient entering its last layer (here the embedding) into its receive
+    # buffer, which the workspace does not count again
+    embed_only = simulate(g, training, cluster, ParallelConfig(1, 2, 2, "gpipe", 1, (0, 1, n)), keep_timeline=False)
+    buffered = backward_workspace_bytes(g, [range(0, 1)], 1, buffered_grad=True)
+    assert embed_only.ranks[0].memory.workspace_bytes == buffered < backward_workspace_bytes(g, [range(0, 1)], 1)
     # the last stage keeps each micro-batch's logits until its backward (the loss saves log_softmax's result,
     # not them), and its first layer's saved input is the receive buffer
     received = g.layers[2].input_saved_bytes
@@ -250,14 +266,44 @@ def test_torchs_pipeline_stage_keeps_a_receive_buffer_a_microbatch_and_each_outp
     four = simulate(g, replace(training, global_batch_size=4), cluster, ParallelConfig(1, 2, 4, "gpipe", 1, (0, 2, n)),
                     keep_timeline=False)
     assert [r.memory.comm_buffers_bytes for r in four.ranks] == [4 * g.layers[1].output_bytes] * 2
-    # under 1F1B the last stage also keeps the gradient it sent last
+    # under 1F1B the last stage also keeps the gradient it sent last, the first the output its warmup sent first
     one_f = simulate(g, replace(training, global_batch_size=4), cluster, ParallelConfig(1, 2, 4, "1f1b", 1, (0, 2, n)),
                      keep_timeline=False)
-    assert [r.memory.comm_buffers_bytes for r in one_f.ranks] == [4 * g.layers[1].output_bytes,
-                                                                 5 * g.layers[1].output_bytes]
+    assert [r.memory.comm_buffers_bytes for r in one_f.ranks] == [5 * g.layers[1].output_bytes] * 2
     # one process: no PipelineStage, nothing kept beside the saved bytes
     one = simulate(g, training, cluster, ParallelConfig(1, 1, 2, "gpipe", 1, (0, n))).ranks[0].memory
     assert one.comm_buffers_bytes == 0 and one.activations_bytes == pytest.approx(2 * g.stage_saved_bytes(0, n))
+
+
+def _send_work_keeps_its_tensor(rank: int) -> dict:
+    """Rank 0 sends a tensor as PipelineStage's send ops do (dist.isend over gloo), waits on the work and drops its
+    own reference; whether the tensor is still alive with the work held, and after the work is dropped."""
+    import gc
+    import weakref
+
+    import torch.distributed as dist
+
+    if rank == 1:
+        dist.recv(torch.empty(1000), 0)
+        return {}
+    sent = torch.ones(1000)
+    alive = weakref.ref(sent)
+    work = dist.isend(sent, 1)
+    work.wait()
+    del sent
+    gc.collect()
+    held = alive() is not None
+    del work
+    gc.collect()
+    return {"held by the waited work": held, "freed with the work": alive() is None}
+
+
+def test_a_waited_send_work_keeps_its_tensor_until_it_is_dropped():
+    """What the sent output Schedule1F1B keeps rests on (torch_pipeline_buffer_bytes): its warmup's last fired
+    send stays in ``send_work``, waited on, until the cooldown, and gloo's send work holds the tensor sent."""
+    from executor_checks import spawned
+
+    assert spawned(_send_work_keeps_its_tensor, 2) == {"held by the waited work": True, "freed with the work": True}
 
 
 def test_the_runtime_schedules_are_the_ones_torch_runs_through_pipeline_schedule_runtime():

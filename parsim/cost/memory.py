@@ -166,7 +166,7 @@ def pipeline_buffer_bytes(boundary_bytes: float, pp: int) -> float:
 
 
 def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microbatches: int,
-                                schedule: str) -> float:
+                                schedule: str, warmup: int = 0) -> float:
     """A pipeline rank's receive buffers under torch's PipelineStage: for each of the
     ``microbatches``, one for the activation it receives (``received_bytes``, the previous stage's
     output; 0 on the first stage) and one for the gradient of the output it sends (``sent_bytes``;
@@ -185,9 +185,21 @@ def torch_pipeline_buffer_bytes(received_bytes: float, sent_bytes: float, microb
     committed reports' 1F1B last stages, the rule above left 1.08-1.19 such gradients unpriced on
     every decoder since set 2026-11-27b, and with it they come within 0.1% (in sample:
     results/2026-12-06f-intel-xeon/pipeline-send-insample.txt); set 2026-12-06e measures it.
+    And under 1F1B, a stage that sends its output (``sent_bytes`` > 0) and runs ``warmup`` forwards before its
+    first backward (Schedule1F1B's ``warmup_chunks``, min(m, stages - stage)) keeps one sent output past its
+    backward: the work of the last warmup send it fires (forward warmup - 2), waited on but held in ``send_work``
+    until the cooldown's first backward send replaces it, and with it the tensor sent (gloo's send work holds its
+    tensor).  It outlives its micro-batch's backward in the steady state's backwards from warmup - 2 on, which
+    exist where m - warmup >= warmup - 2, each with as many micro-batches in flight as the rank's peak.  A
+    development set's 1F1B first stages hold it beside two micro-batches' saved tensors at their peak (an
+    ``aten::add`` output no GPipe or ZB-H1 first stage holds: results/2026-12-07e-amd-epyc/first-stage-schedules.txt).
     GPipe keeps its sent gradients until its backward ends, past the peak its forwards make; the
     runtime's schedules (interleaved, zbh1) keep every send until the step ends (runtime_sent_bytes)."""
-    held = received_bytes if schedule == "1f1b" and microbatches > 1 else 0.0
+    held = 0.0
+    if schedule == "1f1b" and microbatches > 1:
+        held = received_bytes
+        if sent_bytes and warmup >= 2 and microbatches - warmup >= warmup - 2:
+            held += sent_bytes
     return microbatches * (received_bytes + sent_bytes) + held
 
 
@@ -326,7 +338,7 @@ def fsdp_gathered_param_bytes(units: list[list[int]], unit_param_bytes: list[flo
 
 
 def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[int, float] | None = None,
-                             cp_mode: str = "ring") -> float:
+                             cp_mode: str = "ring", buffered_grad: bool = False) -> float:
     """What a rank's backward adds above its activations' peak: the largest, over the layers of
     ``stages`` (layer ranges of ``graph``), of one layer's backward working set, less what that
     micro-batch has already freed -- the saved bytes of the layers after it in its stage, whose
@@ -351,7 +363,14 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
     before, it over-predicted the GPT's cp=2 peak (examples/gpt_small_local.yaml) by 4 MiB: the
     ring of the last block runs after the head's backward has freed more than it holds.  Under
     all-gather cp (``cp_mode``), the gathered K, V and dK, dV in place of the ring's chunks
-    (parsim.cost.context.cp_buffer_bytes)."""
+    (parsim.cost.context.cp_buffer_bytes).
+
+    ``buffered_grad`` (torch's PipelineStage: torch_pipeline_stage): the gradient entering the last layer of a
+    range that is not the model's last is the stage's receive buffer for its output's gradient, priced among the
+    pipeline buffers (torch_pipeline_buffer_bytes; PipelineStage.backward_one_chunk hands the buffer to autograd
+    as the output's gradient), not a tensor of the backward's own: that layer's working sets leave it out.  Counted
+    in both, it over-priced every GPipe and ZB-H1 first stage of a development set by one stage output a micro-batch
+    (+0.8% to +1.2%; results/2026-12-07e-amd-epyc/first-stage-schedules.txt)."""
     worst = 0.0
     for r in stages:
         for i in r:
@@ -369,6 +388,8 @@ def backward_workspace_bytes(graph, stages, microbatch: int, held_bytes: dict[in
             if i + 1 < r.stop:
                 freed -= graph.layers[i + 1].input_shared_bytes
             held = held_bytes.get(i, 0.0) if held_bytes else 0.0
+            if buffered_grad and i == r.stop - 1 and r.stop < len(graph.layers):
+                freed += layer.output_bytes             # the entering gradient: the receive buffer
             for per_step, per_sample in sets:
                 worst = max(worst, held + per_step + (per_sample + layer.recompute_bytes - freed) * microbatch)
         if r.stop == len(graph.layers):

@@ -20,13 +20,14 @@ causal pairs, and on real tensors it runs with the banded mask.
 Cut units (thin wrappers whose submodules keep the Hugging Face names, so operator ids read
 ``layers.3/self_attn.q_proj:mm``):
 - ``embed``: ``embed_tokens``, token ids (B, T) -> (B, T, h), times the model's embedding multiplier where
-  transformers applies one outside the module (Granite, HyperCLOVA X: EMBEDDING_MULTIPLIED);
+  transformers applies one outside the module (Granite, HyperCLOVA X: EMBEDDING_MULTIPLIED), or normed by the
+  model's final norm where its forward norms the embeddings too (NanoChat: EMBEDDING_NORMED);
 - ``layers.i``: one decoder layer, (B, T, h) -> (B, T, h).  Rotary position embeddings live on
   the model, not the layer (transformers passes ``position_embeddings=(cos, sin)`` into each
   layer), so cos, sin and the causal mask for T positions are computed once, as buffers of the
   model, and handed to every layer;
 - ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V), the logits scaled (Granite,
-  HyperCLOVA X, Cohere: LOGITS_SCALED) or soft-capped (Gemma 2: LOGITS_CAPPED) as the family's
+  HyperCLOVA X, Cohere: LOGITS_SCALED) or soft-capped (Gemma 2, NanoChat: LOGITS_CAPPED) as the family's
   ForCausalLM does it; before them, where the
   config has one (``num_nextn_predict_layers``; ``args: {mtp_layers: 0}`` leaves it out),
   DeepSeek-V3's multi-token-prediction module (``head/mtp``: MultiTokenPrediction).  One unit, as
@@ -185,6 +186,10 @@ class _Adopt(nn.Module):
 #   module (GemmaScaledWordEmbedding), so the cut has it already;
 EMBEDDING_MULTIPLIED = frozenset({"granite", "granite_swa", "granitemoe", "granitemoe_swa", "granitemoeshared",
                                   "hyperclovax"})
+# - NanoChatModel.forward norms the embeddings before the first layer with the norm it applies after the last,
+#   ``hidden_states = self.norm(hidden_states)  # Additional norm before the layers`` (a weight-free RMSNorm, so the
+#   embedding unit's copy shares nothing with the head's);
+EMBEDDING_NORMED = frozenset({"nanochat"})
 # - <Family>ForCausalLM.forward scales the logits by a config field: Granite divides, ``logits /
 #   self.config.logits_scaling``; HyperCLOVA X multiplies, ``self.lm_head(...) * self.config.logits_scaling``; Cohere
 #   multiplies, ``logits * self.logit_scale``;
@@ -192,9 +197,10 @@ LOGITS_SCALED = {**{t: (torch.div, "logits_scaling") for t in ("granite", "grani
                                                                "granitemoe_swa", "granitemoeshared")},
                  "hyperclovax": (torch.mul, "logits_scaling"),
                  **{t: (torch.mul, "logit_scale") for t in ("cohere", "cohere2", "cohere2_moe")}}
-# - and Gemma 2's, Gemma 3's and VaultGemma's cap them where the config sets ``final_logit_softcapping``:
-#   ``logits / cap``, ``torch.tanh``, ``* cap`` (a family whose forward reads no such field ignores it).
-LOGITS_CAPPED = frozenset({"gemma2", "gemma3_text", "vaultgemma"})
+# - and Gemma 2's, Gemma 3's, VaultGemma's and NanoChat's cap them where the config sets
+#   ``final_logit_softcapping``: ``logits / cap``, ``torch.tanh``, ``* cap`` (a family whose forward reads no such
+#   field ignores it).
+LOGITS_CAPPED = frozenset({"gemma2", "gemma3_text", "vaultgemma", "nanochat"})
 
 
 def outer_scalings(cfg) -> tuple[float | None, tuple | None, float | None]:
@@ -208,14 +214,17 @@ def outer_scalings(cfg) -> tuple[float | None, tuple | None, float | None]:
 
 class Embed(_Adopt):
     """``embed_tokens``, and after it the model's embedding multiplier where transformers applies one
-    (EMBEDDING_MULTIPLIED; ``multiplier`` None elsewhere)."""
+    (EMBEDDING_MULTIPLIED; ``multiplier`` None elsewhere), or the model's ``norm`` where its forward norms the
+    embeddings (EMBEDDING_NORMED; None elsewhere)."""
 
-    def __init__(self, embed_tokens: nn.Module, multiplier: float | None = None):
-        super().__init__(embed_tokens=embed_tokens)
+    def __init__(self, embed_tokens: nn.Module, multiplier: float | None = None, norm: nn.Module | None = None):
+        super().__init__(embed_tokens=embed_tokens, **({"norm": norm} if norm is not None else {}))
         self.multiplier = multiplier
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:        # (B, T) -> (B, T, h)
         x = self.embed_tokens(ids)
+        if "norm" in self._modules:
+            x = self.norm(x)
         return x if self.multiplier is None else x * self.multiplier
 
 
@@ -401,7 +410,8 @@ class CausalLM(nn.Module):
         self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager", windows)
         self.config = cfg
         multiplier, scale, softcap = outer_scalings(cfg)
-        units = [("embed", Embed(inner.embed_tokens, multiplier))]
+        units = [("embed", Embed(inner.embed_tokens, multiplier,
+                                 inner.norm if cfg.model_type in EMBEDDING_NORMED else None))]
         units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]
         mtp = None
         if mtp_layers:

@@ -156,7 +156,7 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
         # each stage's receive buffers, one a micro-batch: the activation it receives (all but the first),
         # the gradient of the output it sends (all but the last)
         buffers = torch_pipeline_buffer_bytes(sum(received[s] for s in stages), sum(output[s] for s in stages),
-                                              cfg.microbatches, cfg.schedule)
+                                              cfg.microbatches, cfg.schedule, min(cfg.microbatches, S - pipe_rank))
     else:   # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
         buffers = pipeline_buffer_bytes(max(output[s] if s < S - 1 else received[s] for s in stages), cfg.pp)
     static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, buffers, cfg.zero,
@@ -170,21 +170,24 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
         width = bytes_per_param(training.dtype, training.optimizer)["params"]
         static["grads_bytes"] += graph.held_param_count(held) * width
     static["params_bytes"] += fp8_static_bytes(graph, held)      # FP8 weight copies and scaling state
-    return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode, prices)
+    return static, _workspace_bytes(graph, tuple(cfg.stage_layers(s) for s in stages), b, cfg.cp_mode, prices,
+                                    torch_pipeline_stage(training.pipeline_runtime, cfg.pp))
 
 
-def _workspace_bytes(graph, ranges: tuple[range, ...], b: int, cp_mode: str = "ring", prices=None) -> float:
+def _workspace_bytes(graph, ranges: tuple[range, ...], b: int, cp_mode: str = "ring", prices=None,
+                     buffered_grad: bool = False) -> float:
     """backward_workspace_bytes, kept in the run's pricing context where there is one: the
     planner's floor and the simulation of the same plan ask for the same ranks, and candidates
     that differ in placement or ZeRO share splits (each layer's working set walks its
     operators).  Keyed by the graph's id, the graph held in the entry."""
     if prices is None:
-        return backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode)
+        return backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode, buffered_grad=buffered_grad)
     table = prices.table("backward workspaces")
-    key = (id(graph), ranges, b, cp_mode)
+    key = (id(graph), ranges, b, cp_mode, buffered_grad)
     hit = table.get(key)
     if hit is None:
-        hit = table[key] = (graph, backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode))
+        hit = table[key] = (graph, backward_workspace_bytes(graph, list(ranges), b, cp_mode=cp_mode,
+                                                            buffered_grad=buffered_grad))
     return hit[1]
 
 

@@ -12,7 +12,7 @@ from parsim.cost.context import allgather_exposed_s, ring_exposed_s, ring_sent_b
 from parsim.cost.experts import a2a_bytes, a2a_overlap_cost, check_ep, expert_param_count
 from parsim.cost.input import input_cost, loader_ready_s
 from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, fsdp_gathered_param_bytes,
-                                fsdp_held_grad_bytes, optimizer_bytes_moved_per_param)
+                                fsdp_held_grad_bytes, optimizer_bytes_moved_per_param, torch_pipeline_stage)
 from parsim.errors import InfeasibleError
 from parsim.hardware.cluster import Cluster
 from parsim.hardware.interaction import interaction_at
@@ -519,11 +519,13 @@ def _simulate(graph, training, prices, cfg, compute, algorithm, keep_timeline) -
         ranges = [cfg.stage_layers(s) for s in stages]
         if zero >= 2:       # the units' gradients being reduce-scattered: what they add to the backward's peak
             held_grads = {i: x for s in stages for i, x in reduce_buffer_bytes.get(s, {}).items()}
-            with_grads = backward_workspace_bytes(graph, ranges, b, held_grads, cfg.cp_mode)
+            buffered = torch_pipeline_stage(training.pipeline_runtime, cfg.pp)
+            with_grads = backward_workspace_bytes(graph, ranges, b, held_grads, cfg.cp_mode, buffered)
             static["comm_buffers_bytes"] += with_grads - workspace
         if zero == 3:       # and the gathered units' parameters, beside the shards
             gathered = {i: x + held_grads.get(i, 0.0) for s in stages for i, x in gathered_bytes.get(s, {}).items()}
-            static["params_bytes"] += backward_workspace_bytes(graph, ranges, b, gathered, cfg.cp_mode) - with_grads
+            static["params_bytes"] += backward_workspace_bytes(graph, ranges, b, gathered, cfg.cp_mode,
+                                                               buffered) - with_grads
         if zero == 1 and cluster.profile.collectives.library in REDUCE_SCATTER_BY_ALL_REDUCE:
             # the library reduce-scatters a copy of each bucket (cost.comm), and the executor waits on
             # the buckets only after the backward (parsim.exec.grad_sync.finish): every copy is live
