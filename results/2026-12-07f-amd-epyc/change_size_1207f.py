@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import sys
 from dataclasses import replace
 from unittest import mock
 
@@ -31,8 +33,11 @@ import parsim.sim.memory
 from parsim.cost.compute import AnalyticalCompute
 from parsim.hardware import load_cluster
 from parsim.model.spec import load_model
-from parsim.sim import simulate
 from parsim.validation import default_cases
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-07e-amd-epyc"))
+
+from outer_scalings_size_1207e import priced as priced_torch  # noqa: E402
 
 SET = "results/heldout/2026-12-07f.yaml"
 MODELS = ["nanochat_tiny", "iquestcoder_tiny", "diffllama_tiny"]
@@ -64,15 +69,10 @@ def cut_off(path: str):
 
 
 def priced(spec, cluster, cases, pipe: bool) -> list[tuple[float, list[float]]]:
-    """(step time in s, each rank's peak in bytes) of each case, under torch's pipeline runtime."""
-    training = replace(spec.training, pipeline_runtime="torch")
-    compute = AnalyticalCompute.for_training(cluster.device, training)
-    out = []
+    """(step time in s, each rank's peak in bytes) of each case, under torch's pipeline runtime
+    (outer_scalings_size_1207e.priced), with the pipeline stage's change or without it."""
     with contextlib.nullcontext() if pipe else pipe_off():
-        for case in cases:
-            est = simulate(spec.graph, training, cluster, case.config, compute, keep_timeline=False)
-            out.append((est.step_time_s, [r.memory.total_bytes for r in est.ranks]))
-    return out
+        return priced_torch(spec, cluster, cases)
 
 
 def main() -> None:

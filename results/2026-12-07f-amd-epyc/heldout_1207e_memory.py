@@ -4,7 +4,8 @@ the model's forward outside its layers (4701321: parsim.model.hf.outer_scalings,
 logits' scale and cap) and without it (the function giving none and the model extracted again, as
 outer_scalings_size_1207e.py sized it), both against the same measurement, which the executor made with the change.
 The script checks the first against the report's profiled prediction (the peak of a plan without ZeRO follows from
-its order of actions alone).
+its order of actions alone).  Its committed output was made at the code the set ran at (7b03119's parsim); from 735d246
+on, the GPipe and ZB-H1 first stages are priced one stage output lower (the set's report stands as made).
 
 H4: on the Gemma 2-style decoder's five ranks the change moves (the single process, dp2, the three last stages), the
 mean |error| lower with the change than without it, and lower on each of the five.
@@ -45,13 +46,18 @@ def without_scalings(path: str):
         return load_model(path)
 
 
-def ranks(path: str) -> list[dict]:
-    """Each rank of the report's plans but the planner's pick: measured, the report's prediction, the analytical
-    model's with the change (new) and without it (old)."""
+def ranks(path: str, keep=lambda p: p["label"] != "planner", without=None) -> list[dict]:
+    """Each rank of the report's plans that ``keep`` takes (by default all but the planner's pick): measured, the
+    report's prediction, the analytical model's with the change (new) and without it (old: ``without(spec,
+    cluster, cfg)``'s peaks, by default the model extracted again without the scalings)."""
     found, before = [], None
-    for spec, cluster, label, cfg, rows in report_plans(path, lambda p: p["label"] != "planner"):
-        before = before or without_scalings(spec.path)
-        new, old = totals(spec, cluster, cfg), totals(before, cluster, cfg)
+    for spec, cluster, label, cfg, rows in report_plans(path, keep):
+        if without is None:
+            before = before or without_scalings(spec.path)
+            old = totals(before, cluster, cfg)
+        else:
+            old = without(spec, cluster, cfg)
+        new = totals(spec, cluster, cfg)
         found += [dict(model=spec.name, plan=label, rank=r["rank"], measured=r["meas_total_bytes"],
                        report=r["pred_total_bytes"], new=new[r["rank"]], old=old[r["rank"]]) for r in rows]
     return found

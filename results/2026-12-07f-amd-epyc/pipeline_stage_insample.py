@@ -24,19 +24,19 @@ sys.path.insert(0, HERE)
 
 from change_size_1207f import pipe_off  # noqa: E402
 from heldout_1206f_memory import print_ranks  # noqa: E402
-from runtime_sends_insample import report_plans, totals  # noqa: E402
+from heldout_1207e_memory import ranks as report_ranks  # noqa: E402
+from runtime_sends_insample import totals  # noqa: E402
+
+
+def without_pipe(spec, cluster, cfg) -> list[float]:
+    """Each rank's peak with the pipeline stage's change switched off."""
+    with pipe_off():
+        return totals(spec, cluster, cfg)
 
 
 def ranks(path: str) -> list[dict]:
     """Each pp = 2 rank of the report: measured, the analytical model's with the change (new) and without (old)."""
-    found = []
-    for spec, cluster, label, cfg, rows in report_plans(path, lambda p: p["pp"] == 2 and p["dp"] == 1):
-        new = totals(spec, cluster, cfg)
-        with pipe_off():
-            old = totals(spec, cluster, cfg)
-        found += [dict(model=spec.name, plan=label, rank=r["rank"], measured=r["meas_total_bytes"],
-                       report=r["pred_total_bytes"], new=new[r["rank"]], old=old[r["rank"]]) for r in rows]
-    return found
+    return report_ranks(path, lambda p: p["pp"] == 2 and p["dp"] == 1, without_pipe)
 
 
 def main(paths: list[str]) -> None:
