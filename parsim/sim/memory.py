@@ -28,9 +28,9 @@ from operator import is_not
 import numpy as np
 
 from parsim.cost.experts import expert_param_count
-from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, pipeline_buffer_bytes,
-                                last_stage_freed_at_i_bytes, pipeline_held_bytes, runtime_sent_bytes, static_memory,
-                                torch_pipeline_buffer_bytes, torch_pipeline_stage)
+from parsim.cost.memory import (MemoryBreakdown, backward_workspace_bytes, bytes_per_param, inflight_microbatches,
+                                last_stage_freed_at_i_bytes, pipeline_buffer_bytes, pipeline_held_bytes,
+                                runtime_sent_bytes, static_memory, torch_pipeline_buffer_bytes, torch_pipeline_stage)
 from parsim.model.fp8 import fp8_static_bytes
 from parsim.schedule.actions import Kind, Schedule, whole_backward_in_w
 
@@ -155,8 +155,11 @@ def rank_memory(graph, training, cfg, b: int, pipe_rank: int, held: set[int],
     if torch_pipeline_stage(training.pipeline_runtime, cfg.pp):
         # each stage's receive buffers, one a micro-batch: the activation it receives (all but the first),
         # the gradient of the output it sends (all but the last)
+        # under 1F1B a rank's forwards before its first backward (Schedule1F1B's warmup_chunks) are its micro-batches
+        # in flight at its peak
+        warmup = int(inflight_microbatches("1f1b", cfg.microbatches, cfg.pp, pipe_rank))
         buffers = torch_pipeline_buffer_bytes(sum(received[s] for s in stages), sum(output[s] for s in stages),
-                                              cfg.microbatches, cfg.schedule, min(cfg.microbatches, S - pipe_rank))
+                                              cfg.microbatches, cfg.schedule, warmup)
     else:   # a stage's buffers hold its output's activation and gradient; the last stage's, its input's
         buffers = pipeline_buffer_bytes(max(output[s] if s < S - 1 else received[s] for s in stages), cfg.pp)
     static = static_memory(graph.held_param_count(held), training.dtype, training.optimizer, buffers, cfg.zero,
