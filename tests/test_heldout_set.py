@@ -58,8 +58,9 @@ SET_P = "results/heldout/2026-12-07c.yaml"
 SET_Q = "results/heldout/2026-12-07d.yaml"
 SET_R = "results/heldout/2026-12-07e.yaml"
 SET_S = "results/heldout/2026-12-07f.yaml"
+SET_T = "results/heldout/2026-12-07g.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q, SET_R, SET_S)
+          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q, SET_R, SET_S, SET_T)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -99,7 +100,10 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                              70, 76, 84, 92, 100, 108, 116, 124, 132, 140},
                      SET_S: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
                              26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 42, 44, 46, 50, 52, 54, 58, 60, 62, 66,
-                             68, 70, 74, 76, 84, 92, 100, 108, 116, 124, 132, 140, 148}}
+                             68, 70, 74, 76, 84, 92, 100, 108, 116, 124, 132, 140, 148},
+                     SET_T: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 42, 44, 46, 50, 52, 54, 58, 60, 62,
+                             66, 68, 70, 74, 76, 78, 84, 92, 100, 108, 116, 124, 132, 140, 148, 156}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -137,6 +141,10 @@ SHA256 = {
     "results/heldout/models/nanochat_tiny.yaml": "7c505f6a1f184d68f66a01624ccaba1491c7d300e826b966ea91040192dd5c3d",
     "results/heldout/models/iquestcoder_tiny.yaml": "1d256b4afcafa077b39e13192fcf040a0acaa738be2bc6078dd7bb426a25cf0a",
     "results/heldout/models/diffllama_tiny.yaml": "054c528f7f6a293668b3db76a241afad0610233b6c70c3fe4226079cdd4f9fc7",
+    SET_T: "6c4f9330c71dab0a18f3c5be648f93123d9158648ed997783d5b9afc47baf318",
+    "results/heldout/models/youtu_tiny.yaml": "847381931c5bc62b78fe4e3088978bf89ac94a2b84cf30910e247794a7d815f8",
+    "results/heldout/models/vaultgemma_tiny.yaml": "0bb6c9e0969533ffd4b902658b877c84c868d95e1cfb8fd4d313884d00a226a5",
+    "results/heldout/models/llama_bias_control_tiny.yaml": "aa8601d033bfb8104aef01f7efd8b9e4bab2f76999eaf4b3d794689b32f04e4d",
     "results/heldout/models/cohere2_tiny.yaml": "c0e4b2ebac1c3ae492456d56ae171c54da05814873ca43532985b90581ce2402",
     "results/heldout/models/cwm_tiny.yaml": "81781bde4afafa47a9219e0ded755a103106b42e730b1aa270111ad3e0ad21c3",
     "results/heldout/models/phi3_window_tiny.yaml": "770af6d02bb7bf8d452f161aaab898da1350a5854e0487e3cef761d77fc102bb",
@@ -194,7 +202,7 @@ SHA256 = {
 }
 L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 M_SPLIT = ["single", "dp2", "pp2-1f1b-m4", "pp2-zbh1-m4", "pp2-zbh1-m2"]                # set 2026-12-06g's plans
-# sets 2026-12-07's to -07f's plans
+# sets 2026-12-07's to -07g's plans
 N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
@@ -283,6 +291,10 @@ CONTENT = {
         ("results/heldout/models/nanochat_tiny.yaml", 2260992, N_DROPOUT),
         ("results/heldout/models/iquestcoder_tiny.yaml", 2213568, N_DROPOUT),
         ("results/heldout/models/diffllama_tiny.yaml", 1919168, N_DROPOUT)]),
+    SET_T: ("heldout-2026-12-07g", [
+        ("results/heldout/models/youtu_tiny.yaml", 2165056, N_DROPOUT),
+        ("results/heldout/models/vaultgemma_tiny.yaml", 1820352, N_DROPOUT),
+        ("results/heldout/models/llama_bias_control_tiny.yaml", 2073024, N_DROPOUT)]),
 }
 
 

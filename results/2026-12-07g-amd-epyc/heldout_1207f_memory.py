@@ -65,9 +65,10 @@ def main(paths: list[str]) -> None:
     f1b = [x for x in pipe if x["rank"] == 0 and "1f1b" in x["plan"]]
     f1b_same = sum(abs(x["new"] - x["old"]) <= 1.0 for x in f1b)
     holds = mean_error(first, "new") < mean_error(first, "old") and all(each.values()) and f1b_same == len(f1b) == 3
-    print(f"the {len(first)} GPipe and ZB-H1 first stages: mean |error| with the change {mean_error(first, 'new'):.2%}, "
-          f"without it {mean_error(first, 'old'):.2%}; lower on both of each model's two on "
-          f"{sum(each.values())} of {len(each)} models; the 1F1B first stages the same on {f1b_same} of {len(f1b)}: "
+    print(f"the {len(first)} GPipe and ZB-H1 first stages: mean |error| with the change "
+          f"{mean_error(first, 'new'):.2%}, without it {mean_error(first, 'old'):.2%}; lower on both of each "
+          f"model's two on {sum(each.values())} of {len(each)} models; the 1F1B first stages the same on {f1b_same} of "
+          f"{len(f1b)}: "
           f"H4 {'holds' if holds else 'fails'}")
     cut = [x for path in paths for x in ranks(path, SET_RANKS, without_cut)]
     print("\nwith both changes against NanoChat's cut switched off (H5, H6):")
