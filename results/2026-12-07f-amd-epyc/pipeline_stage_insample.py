@@ -39,20 +39,24 @@ def ranks(path: str) -> list[dict]:
     return report_ranks(path, lambda p: p["pp"] == 2 and p["dp"] == 1, without_pipe)
 
 
+def summary(found: list[dict], what: str) -> None:
+    """One line: ``what``, the ranks' count, and their mean |error| (and range) without the change and with it."""
+    line = []
+    for side in ("old", "new"):
+        errors = [x[side] / x["measured"] - 1 for x in found]
+        line.append(f"{'with' if side == 'new' else 'without':7s} mean |error| "
+                    f"{fmean(abs(e) for e in errors):5.2%} ({min(errors):+5.1%}..{max(errors):+5.1%})")
+    print(f"{what} ({len(found)}): " + "   ".join(line))
+
+
 def main(paths: list[str]) -> None:
     found = [x for path in paths for x in ranks(path)]
     print_ranks(found, 30, 14)
     for schedule in ("gpipe", "1f1b", "zbh1"):
         for rank, stage in ((0, "first"), (1, "last")):
             sel = [x for x in found if schedule in x["plan"] and x["rank"] == rank]
-            if not sel:
-                continue
-            line = []
-            for side in ("old", "new"):
-                errors = [x[side] / x["measured"] - 1 for x in sel]
-                line.append(f"{'with' if side == 'new' else 'without':7s} mean |error| "
-                            f"{fmean(abs(e) for e in errors):5.2%} ({min(errors):+5.1%}..{max(errors):+5.1%})")
-            print(f"{schedule:6s} {stage:5s} stages ({len(sel)}): " + "   ".join(line))
+            if sel:
+                summary(sel, f"{schedule:6s} {stage:5s} stages")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-from statistics import fmean
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "2026-12-06g-intel-xeon"))
@@ -21,6 +20,7 @@ sys.path.insert(0, HERE)
 
 from heldout_1206f_memory import print_ranks  # noqa: E402
 from heldout_1207e_memory import ranks as report_ranks  # noqa: E402
+from pipeline_stage_insample import summary  # noqa: E402
 from runtime_sends_insample import totals  # noqa: E402
 from w_held_size_1207g import held_off  # noqa: E402
 
@@ -29,15 +29,6 @@ def ranks(path: str) -> list[dict]:
     """Each ZB-H1 rank (pp = 2, dp = 1) of the report: measured, with the change (new) and without it (old)."""
     return report_ranks(path, lambda p: p["pp"] == 2 and p["dp"] == 1 and p["schedule"] == "zbh1",
                         lambda spec, cluster, cfg: totals(held_off(spec), cluster, cfg))
-
-
-def summary(found: list[dict], what: str) -> None:
-    line = []
-    for side in ("old", "new"):
-        errors = [x[side] / x["measured"] - 1 for x in found]
-        line.append(f"{'with' if side == 'new' else 'without':7s} mean |error| {fmean(abs(e) for e in errors):5.2%} "
-                    f"({min(errors):+5.1%}..{max(errors):+5.1%})")
-    print(f"{what} ({len(found)}): " + "   ".join(line))
 
 
 def main(paths: list[str]) -> None:
