@@ -12,8 +12,8 @@ master weights in the optimizer):
 
 Activations: each micro-batch in flight holds its stage's saved bytes (graph's saved_bytes x
 micro-batch size) from its forward until its backward frees them (W under a split backward);
-under a split backward its I also keeps the weight operators' output gradients for its W
-(Layer.w_held_bytes, torch's stage_backward_input).
+under a split backward its I also keeps, for its W, the gradients entering the operators where a weight
+meets the data (parsim.model.split_backward, Layer.w_held_bytes, torch's stage_backward_input).
 Workspace: while a weight op runs backward, weight-sized buffers exist beside ``.grad`` (two
 in a convolution's backward on CPU: 9 MiB each for layer4's 3x3 convolution in torch.profiler's
 allocation trace), with the gradients flowing in and out; the micro-batch's later operators

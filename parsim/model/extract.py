@@ -39,7 +39,8 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from parsim.model.attention import (FUSED_OP, MEGATRON_SOFTMAX_OP, fused_on_meta, register_flop_formulas, window_cuts,
                                      windowed)
 from parsim.model.fused_ops import RMS_NORM_OP, ROPE_OP, SWIGLU_OP
-from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo, weight_output_bytes
+from parsim.model.graph import FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo
+from parsim.model.split_backward import weight_output_bytes
 from parsim.model.moe import Experts
 from parsim.model.recording import FREE_OPS, loss_kernels, storage_key, unit_recordings
 
@@ -124,6 +125,7 @@ class _OpRecorder(TorchDispatchMode):
     def __init__(self, param_keys: set[int], input_key: int, tied_keys: frozenset[int] = frozenset()):
         super().__init__()
         self.param_keys, self.tied_keys, self.infos = param_keys, tied_keys, []
+        self.weights: set[int] = set(param_keys) | set(tied_keys)   # and the storages computed from them alone
         self.producer: dict[int, int] = {input_key: FROM_LAYER_INPUT}
         self.copies: set[int] = set()           # storages written by unrecorded ops (copies, transposes)
         self.modules: list[str] = []
@@ -133,12 +135,24 @@ class _OpRecorder(TorchDispatchMode):
     def _from(self, t: torch.Tensor) -> int:
         return self.producer.get(storage_key(t), FROM_ELSEWHERE)
 
+    def _weights_meet(self, args, outs: list[torch.Tensor]) -> bool:
+        """Whether an op's tensor arguments (``args`` flattened) hold a weight, or a tensor computed from weights
+        alone, beside one from the data path (OpInfo.joins_weight); where they hold weights and nothing from the
+        data path, ``outs`` are recorded as computed from weights alone (Gemma's 1 + w, DiffLlama's lambda)."""
+        keys = [storage_key(t) for t in args if isinstance(t, torch.Tensor)]
+        weight = any(k in self.weights for k in keys)
+        data = any(k not in self.weights and self.producer.get(k, FROM_ELSEWHERE) != FROM_ELSEWHERE for k in keys)
+        if weight and not data:
+            self.weights.update(storage_key(t) for t in outs)
+        return weight and data
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         entry = _OP_KINDS.get(func.overloadpacket.__name__)
         if entry is None:
             if not func.is_view:
+                self._weights_meet(tree_flatten((args, kwargs))[0], outs)
                 ins = [self._from(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
                 source = next((i for i in ins if i != FROM_ELSEWHERE), FROM_ELSEWHERE)
                 for t in outs:
@@ -156,10 +170,12 @@ class _OpRecorder(TorchDispatchMode):
         base = f"{module}:{aten}"
         k = self.seen.get(base, 0)
         self.seen[base] = k + 1
+        joins = self._weights_meet(tree_flatten((args, kwargs))[0], outs)
         self.infos.append(dict(kind=kind, aten=aten, input_shapes=tuple(tuple(t.shape) for t in tensors),
                                output_shape=tuple(first.shape), dtype=str(first.dtype).replace("torch.", ""),
                                param_inputs=tuple(storage_key(t) in self.param_keys for t in tensors),
                                tied_inputs=tuple(storage_key(t) in self.tied_keys for t in tensors),
+                               joins_weight=joins,
                                base=base, k=k, inputs_from=tuple(self._from(t) for t in tensors),
                                # a copy, or a view that reorders (a transpose: not contiguous)
                                inputs_copied=tuple(storage_key(t) in self.copies or not t.is_contiguous()

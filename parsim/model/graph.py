@@ -63,6 +63,9 @@ class OpInfo:
     tied_inputs: tuple[bool, ...] = ()          # which inputs are parameters an earlier layer owns (Layer.tied)
     causal: bool = False                        # Attention: causally masked (half the score blocks)
     window: int = 0                             # Attention: each query's keys at most (a sliding window), 0 every one
+    # a weight (own or tied; or a tensor computed from weights alone, as Gemma's RMSNorm scale 1 + w) meets the data
+    # path here, among any of the op's tensor arguments (a norm's affine weight too): weight_output_bytes
+    joins_weight: bool = False
 
     @property
     def module(self) -> str:
@@ -92,15 +95,6 @@ class OpInfo:
     def input_copied(self, j: int) -> bool:
         """Whether input j reached this op through a copy (unknown counts as a copy)."""
         return self.inputs_copied[j] if j < len(self.inputs_copied) else True
-
-
-def weight_output_bytes(ops, ways=lambda k: 1) -> float:
-    """Bytes of the outputs of the operators that take a weight (the layer's own or a tied one) and
-    a tensor from its data path (an embedding's integer indices carry no gradient, so it is left
-    out), op k's divided by ``ways(k)``, its output's split on one device.  Their gradients are
-    what a split backward holds from I to W (Layer.w_held_bytes)."""
-    return sum(op.output_elements * ELEMENT_BYTES.get(op.dtype, 4) / ways(k) for k, op in enumerate(ops)
-               if (any(op.param_inputs) or any(op.tied_inputs)) and op.kind != "Embedding")
 
 
 class ConvWindow(NamedTuple):
@@ -205,11 +199,12 @@ class Layer:
     # logits with the word embedding's weight.  A stage that holds this layer without its owner
     # keeps a copy (LayerGraph.held_param_count).
     tied: tuple[tuple[str, int], ...] = ()
-    # Per sample, under a split backward: the gradients of the outputs of the layer's weight
-    # operators, which the input-gradient step (I) keeps for the weight-gradient step (W) of the
-    # same micro-batch.  torch's stage_backward_input holds them at the nodes where a weight's path
-    # meets the input's (pipelining/_backward.py, the param groups' "intermediates"); Qi et al.
-    # 2023 (zero bubble), Sec. 2: W needs the output gradient.  Held from I until W.
+    # Per sample, under a split backward: the gradients of the outputs of the operators where a
+    # weight meets the data (parsim.model.split_backward), which the input-gradient step (I) keeps
+    # for the weight-gradient step (W) of the same micro-batch.  torch's stage_backward_input holds
+    # them at the nodes where a weight's path meets the input's (pipelining/_backward.py, the param
+    # groups' "intermediates"); Qi et al. 2023 (zero bubble), Sec. 2: W needs the output gradient.
+    # Held from I until W.
     w_held_bytes: float = field(default=0.0, compare=False)
     # Context parallelism (parsim.cost.context.context_parallel_graph): the share of each sequence's
     # tokens one device holds, 1/cp (a profiled or kernel-level cost model scales by it, as by

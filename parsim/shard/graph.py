@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
 from parsim.errors import InfeasibleError
-from parsim.model.graph import (ELEMENT_BYTES, FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo,
-                                weight_output_bytes)
+from parsim.model.graph import ELEMENT_BYTES, FROM_ELSEWHERE, FROM_LAYER_INPUT, Layer, LayerGraph, OpInfo
+from parsim.model.split_backward import weight_output_bytes
 from parsim.shard import strategy as st
 from parsim.shard.layout import Layout
 from parsim.shard.ops import (COMPUTE, CONTRACTIONS, PRIMARY, Strategy, edge_steps, follow, op_pieces, op_sharding,
