@@ -240,7 +240,7 @@ def _ascend_with_memory(tmp_path, memory_bytes: int, runtime_context_bytes: int 
 def test_a_plan_that_fits_the_raw_capacity_but_not_the_usable_memory_is_refused(cifar, tmp_path):
     """The fastest plan fits the device's raw memory; with a runtime context reserved the usable
     memory falls just below its peak, and the planner must pick what a cap there would pick.
-    --max-memory at the raw capacity is taken as given and brings the first pick back."""
+    --max-memory at the raw capacity is taken as given and brings the raw capacity's pick back."""
     # no searched layouts: a key means one graph, one peak; zero fixed: under the smaller cap a
     # memory-constrained split of a ZeRO candidate can simulate faster than the free pick's
     fixed = Constraints(tp=1, top=3, zero=0)
@@ -250,7 +250,11 @@ def test_a_plan_that_fits_the_raw_capacity_but_not_the_usable_memory_is_refused(
     raw, usable = int(peak * 1.1), int(peak) - 1
     exact = load_cluster(_ascend_with_memory(tmp_path, raw))
     fits_raw = plan(cifar, exact, _compute(exact, cifar), fixed, progress=False)
-    assert fits_raw.chosen.key() == free.chosen.key() and fits_raw.capacity_bytes == raw
+    # the free pick fits, so the pick under the raw capacity is it or faster: a cap sends candidates whose
+    # time-optimal split overruns it to the memory-constrained partition, whose split may simulate faster (here
+    # dp2 pp4 GPipe cut at 5, 11, 15: 5.03 ms and 145 MB, against the free pick's pp8 ZB-H1, 5.88 ms and 140 MB)
+    assert fits_raw.capacity_bytes == raw and fits_raw.chosen.peak_memory_bytes <= raw
+    assert fits_raw.chosen.estimate.step_time_s <= free.chosen.estimate.step_time_s
 
     reserved = load_cluster(_ascend_with_memory(tmp_path, raw, raw - usable))
     assert reserved.device.usable_memory_bytes == usable < peak <= raw
@@ -263,7 +267,7 @@ def test_a_plan_that_fits_the_raw_capacity_but_not_the_usable_memory_is_refused(
            "runtime context)" in line and line.endswith(f"margin {human_bytes(r.margin_bytes)}")
 
     given = plan(cifar, reserved, _compute(reserved, cifar), replace(fixed, max_memory_bytes=raw), progress=False)
-    assert given.capacity_bytes == raw and given.chosen.key() == free.chosen.key()
+    assert given.capacity_bytes == raw and given.chosen.key() == fits_raw.chosen.key()
     assert f"of the {human_bytes(raw)} cap given" in next(x for x in given.explanation if x.startswith("memory: "))
 
 

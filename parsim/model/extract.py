@@ -137,11 +137,13 @@ class _OpRecorder(TorchDispatchMode):
 
     def _weights_meet(self, args, outs: list[torch.Tensor]) -> bool:
         """Whether an op's tensor arguments (``args`` flattened) hold a weight, or a tensor computed from weights
-        alone, beside one from the data path (OpInfo.joins_weight); where they hold weights and nothing from the
-        data path, ``outs`` are recorded as computed from weights alone (Gemma's 1 + w, DiffLlama's lambda)."""
-        keys = [storage_key(t) for t in args if isinstance(t, torch.Tensor)]
-        weight = any(k in self.weights for k in keys)
-        data = any(k not in self.weights and self.producer.get(k, FROM_ELSEWHERE) != FROM_ELSEWHERE for k in keys)
+        alone, beside one from the data path that can carry a gradient (floating point: an embedding's token ids
+        carry none) (OpInfo.joins_weight); where they hold weights and no such tensor, ``outs`` are recorded as
+        computed from weights alone (Gemma's 1 + w, DiffLlama's lambda, an embedding's lookup)."""
+        tensors = [t for t in args if isinstance(t, torch.Tensor)]
+        weight = any(storage_key(t) in self.weights for t in tensors)
+        data = any(storage_key(t) not in self.weights and self._from(t) != FROM_ELSEWHERE
+                   and (t.is_floating_point() or t.is_complex()) for t in tensors)
         if weight and not data:
             self.weights.update(storage_key(t) for t in outs)
         return weight and data

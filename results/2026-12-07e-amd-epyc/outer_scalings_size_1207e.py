@@ -38,23 +38,33 @@ def priced(spec, cluster, cases) -> list[tuple[float, list[float]]]:
     return out
 
 
-def main() -> None:
+def print_sizes(models: list[str], set_path: str, before, width: int) -> None:
+    """Each case of the held-out set ``set_path`` for each model (results/heldout/models/<name>.yaml): its step time
+    and each rank's peak priced with the model as loaded and with ``before(spec)``, the model before the change."""
     cluster = load_cluster("local-cpu")
-    print(f"{'model':19s} {'plan':13s} {'step without':>12s} {'with':>9s} {'change':>7s}   rank: peak without -> with")
-    for name in MODELS:
-        path = f"results/heldout/models/{name}.yaml"
-        spec = load_model(path)
+    print(f"{'model':{width}s} {'plan':13s} {'step without':>12s} {'with':>9s} {'change':>7s}   "
+          "rank: peak without -> with")
+    for name in models:
+        spec = load_model(f"results/heldout/models/{name}.yaml")
         training = replace(spec.training, pipeline_runtime="torch")
-        cases = default_cases(spec, cluster, AnalyticalCompute.for_training(cluster.device, training), SET)
-        with mock.patch.object(parsim.model.hf, "outer_scalings", lambda cfg: (None, None, None)), \
-                mock.patch.dict(parsim.model.extracted._EXTRACTED, clear=True):
-            before = load_model(path)
+        cases = default_cases(spec, cluster, AnalyticalCompute.for_training(cluster.device, training), set_path)
         for case, (step, peaks), (step0, peaks0) in zip(cases, priced(spec, cluster, cases),
-                                                        priced(before, cluster, cases)):
+                                                        priced(before(spec), cluster, cases)):
             ranks = "  ".join(f"{k}: {p0 / MIB:6.2f} -> {p / MIB:6.2f} MiB {p / p0 - 1:+5.1%}"
                               for k, (p, p0) in enumerate(zip(peaks, peaks0)))
-            print(f"{name:19s} {case.label:13s} {step0 * 1e3:9.1f} ms {step * 1e3:6.1f} ms {step / step0 - 1:+6.1%}"
-                  f"   {ranks}")
+            print(f"{name:{width}s} {case.label:13s} {step0 * 1e3:9.1f} ms {step * 1e3:6.1f} ms "
+                  f"{step / step0 - 1:+6.1%}   {ranks}")
+
+
+def without_scalings(spec):
+    """The model extracted again with parsim's cut before the change (no outer scalings)."""
+    with mock.patch.object(parsim.model.hf, "outer_scalings", lambda cfg: (None, None, None)), \
+            mock.patch.dict(parsim.model.extracted._EXTRACTED, clear=True):
+        return load_model(spec.path)
+
+
+def main() -> None:
+    print_sizes(MODELS, SET, without_scalings, 19)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The size of the change set 2026-12-07g measures, before any of its plans was run: what a split backward holds from
-I to W where a weight meets the data path (Layer.w_held_bytes, parsim.model.graph.weight_output_bytes): with the change,
+I to W where a weight meets the data path (Layer.w_held_bytes, split_backward.weight_output_bytes): with the change,
 every autograd node where a weight (or a tensor computed from weights alone) joins the data, as torch's
 stage_backward_input keeps their gradients, the norms' affine weights and Gemma's 1 + w among them; without it (the
 rule before), the operators that take a weight themselves, among the inputs extraction records.  Each of the set's
@@ -17,19 +17,14 @@ import os
 import sys
 from dataclasses import replace
 
-from parsim.cost.compute import AnalyticalCompute
-from parsim.hardware import load_cluster
 from parsim.model.graph import ELEMENT_BYTES
-from parsim.model.spec import load_model
-from parsim.validation import default_cases
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "2026-12-07e-amd-epyc"))
 
-from outer_scalings_size_1207e import priced  # noqa: E402
+from outer_scalings_size_1207e import print_sizes  # noqa: E402
 
 SET = "results/heldout/2026-12-07g.yaml"
 MODELS = ["youtu_tiny", "vaultgemma_tiny", "llama_bias_control_tiny"]
-MIB = 2 ** 20
 
 
 def held_before(layer, batch: int) -> float:
@@ -51,19 +46,7 @@ def held_off(spec):
 
 
 def main() -> None:
-    cluster = load_cluster("local-cpu")
-    print(f"{'model':24s} {'plan':13s} {'step without':>12s} {'with':>9s} {'change':>7s}   rank: peak without -> with")
-    for name in MODELS:
-        path = f"results/heldout/models/{name}.yaml"
-        spec = load_model(path)
-        training = replace(spec.training, pipeline_runtime="torch")
-        cases = default_cases(spec, cluster, AnalyticalCompute.for_training(cluster.device, training), SET)
-        for case, (step, peaks), (step0, peaks0) in zip(cases, priced(spec, cluster, cases),
-                                                        priced(held_off(spec), cluster, cases)):
-            ranks = "  ".join(f"{k}: {p0 / MIB:6.2f} -> {p / MIB:6.2f} MiB {p / p0 - 1:+5.1%}"
-                              for k, (p, p0) in enumerate(zip(peaks, peaks0)))
-            print(f"{name:24s} {case.label:13s} {step0 * 1e3:9.1f} ms {step * 1e3:6.1f} ms {step / step0 - 1:+6.1%}"
-                  f"   {ranks}")
+    print_sizes(MODELS, SET, held_off, 24)
 
 
 if __name__ == "__main__":
