@@ -252,7 +252,8 @@ def test_a_plan_that_fits_the_raw_capacity_but_not_the_usable_memory_is_refused(
     fits_raw = plan(cifar, exact, _compute(exact, cifar), fixed, progress=False)
     # the free pick fits, so the pick under the raw capacity is it or faster: a cap sends candidates whose
     # time-optimal split overruns it to the memory-constrained partition, whose split may simulate faster (here
-    # dp2 pp4 GPipe cut at 5, 11, 15: 5.03 ms and 145 MB, against the free pick's pp8 ZB-H1, 5.88 ms and 140 MB)
+    # dp2 pp4 GPipe cut at 5, 11, 15: 5.03 ms and 138.5 MiB, against the free pick's pp8 ZB-H1, 5.88 ms and 133.8 MiB;
+    # results/2026-12-07h-amd-epyc/planner-free-split.txt)
     assert fits_raw.capacity_bytes == raw and fits_raw.chosen.peak_memory_bytes <= raw
     assert fits_raw.chosen.estimate.step_time_s <= free.chosen.estimate.step_time_s
 
