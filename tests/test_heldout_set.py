@@ -59,8 +59,9 @@ SET_Q = "results/heldout/2026-12-07d.yaml"
 SET_R = "results/heldout/2026-12-07e.yaml"
 SET_S = "results/heldout/2026-12-07f.yaml"
 SET_T = "results/heldout/2026-12-07g.yaml"
+SET_U = "results/heldout/2026-12-07h.yaml"
 FROZEN = (SET, SET_B, MOE, MOE_B, MOE_C, MOE_D, SET_C, SET_D, SET_E, SET_F, SET_G, SET_H, SET_I, SET_J, SET_K,
-          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q, SET_R, SET_S, SET_T)
+          SET_L, SET_M, SET_N, SET_O, SET_P, SET_Q, SET_R, SET_S, SET_T, SET_U)
 SETS = {path: load_plan_set(path) for path in FROZEN}
 # the micro-batch sizes profiled in development: ResNet-50 and the GPT (1..32); then set 2026-11-27's
 # bert-mini and llama-tiny (12, 6, 3), which became development rows.  The MoE sets' models are
@@ -103,7 +104,10 @@ DEVELOPMENT_SIZES = {SET: {1, 2, 4, 8, 16, 32}, SET_B: {1, 2, 3, 4, 6, 8, 12, 16
                              68, 70, 74, 76, 84, 92, 100, 108, 116, 124, 132, 140, 148},
                      SET_T: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
                              26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 42, 44, 46, 50, 52, 54, 58, 60, 62,
-                             66, 68, 70, 74, 76, 78, 84, 92, 100, 108, 116, 124, 132, 140, 148, 156}}
+                             66, 68, 70, 74, 76, 78, 84, 92, 100, 108, 116, 124, 132, 140, 148, 156},
+                     SET_U: {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                             26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 41, 42, 44, 46, 50, 52, 54, 58, 60,
+                             62, 66, 68, 70, 74, 76, 78, 82, 84, 92, 100, 108, 116, 124, 132, 140, 148, 156, 164}}
 
 # sha256 of each set file and of every file its models are read from, as committed when the set
 # was drawn (git log -- results/heldout/): a set whose file or model changed is no longer the set
@@ -145,6 +149,10 @@ SHA256 = {
     "results/heldout/models/youtu_tiny.yaml": "847381931c5bc62b78fe4e3088978bf89ac94a2b84cf30910e247794a7d815f8",
     "results/heldout/models/vaultgemma_tiny.yaml": "0bb6c9e0969533ffd4b902658b877c84c868d95e1cfb8fd4d313884d00a226a5",
     "results/heldout/models/llama_bias_control_tiny.yaml": "aa8601d033bfb8104aef01f7efd8b9e4bab2f76999eaf4b3d794689b32f04e4d",
+    SET_U: "2ec311be6826ae76cde17a0896b7ab50d29498d5c668c51d64d05e400d005e97",
+    "results/heldout/models/gemma3_tiny.yaml": "787907146e0cd49360310947cf151b5e92881ad60b76d3ac3ce34f51ddac2790",
+    "results/heldout/models/olmo3_tiny.yaml": "4f7fc04491397e8496c3b1223f85bbbf89159467eea07ff242d4f4c311142aa9",
+    "results/heldout/models/mistral_control_tiny.yaml": "9619ee5ebb1f6dc27f66d4e60ae01333b93e8b2e387abd06cfd73d68744c4fb6",
     "results/heldout/models/cohere2_tiny.yaml": "c0e4b2ebac1c3ae492456d56ae171c54da05814873ca43532985b90581ce2402",
     "results/heldout/models/cwm_tiny.yaml": "81781bde4afafa47a9219e0ded755a103106b42e730b1aa270111ad3e0ad21c3",
     "results/heldout/models/phi3_window_tiny.yaml": "770af6d02bb7bf8d452f161aaab898da1350a5854e0487e3cef761d77fc102bb",
@@ -202,7 +210,7 @@ SHA256 = {
 }
 L_RUNTIME = ["single", "dp2", "pp2-1f1b-m4", "pp2-interleaved-m4", "pp2-zbh1-m4"]     # set 2026-12-06f's plans
 M_SPLIT = ["single", "dp2", "pp2-1f1b-m4", "pp2-zbh1-m4", "pp2-zbh1-m2"]                # set 2026-12-06g's plans
-# sets 2026-12-07's to -07g's plans
+# sets 2026-12-07's to -07h's plans
 N_DROPOUT = ["single", "dp2", "pp2-gpipe-m2", "pp2-1f1b-m4", "pp2-zbh1-m4"]
 # (name, date, [(model, parameters, plan labels)]) of each set: the models built from code
 # (parsim.model.zoo.heldout, transformers' classes) must keep their size as well as their files
@@ -295,6 +303,10 @@ CONTENT = {
         ("results/heldout/models/youtu_tiny.yaml", 2165056, N_DROPOUT),
         ("results/heldout/models/vaultgemma_tiny.yaml", 1820352, N_DROPOUT),
         ("results/heldout/models/llama_bias_control_tiny.yaml", 2073024, N_DROPOUT)]),
+    SET_U: ("heldout-2026-12-07h", [
+        ("results/heldout/models/gemma3_tiny.yaml", 2610240, N_DROPOUT),
+        ("results/heldout/models/olmo3_tiny.yaml", 2067136, N_DROPOUT),
+        ("results/heldout/models/mistral_control_tiny.yaml", 2066112, N_DROPOUT)]),
 }
 
 

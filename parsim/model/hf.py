@@ -25,7 +25,8 @@ Cut units (thin wrappers whose submodules keep the Hugging Face names, so operat
 - ``layers.i``: one decoder layer, (B, T, h) -> (B, T, h).  Rotary position embeddings live on
   the model, not the layer (transformers passes ``position_embeddings=(cos, sin)`` into each
   layer), so cos, sin and the causal mask for T positions are computed once, as buffers of the
-  model, and handed to every layer;
+  model, and handed to every layer (one cos, sin per layer type where the model keeps a rotary
+  frequency per type, Gemma 3 and Olmo 3: each layer gets its type's);
 - ``head``: the final norm and ``lm_head``, (B, T, h) -> logits (B, T, V), the logits scaled (Granite,
   HyperCLOVA X, Cohere: LOGITS_SCALED) or soft-capped (Gemma 2, NanoChat: LOGITS_CAPPED) as the family's
   ForCausalLM does it; before them, where the
@@ -142,10 +143,15 @@ class _Positions(nn.Module):
     windowed layer's share (parsim.model.attention.windowed); on real tensors a windowed layer
     shorter than its sequence gets its banded mask, so that what runs is what the model computes."""
 
-    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int, eager: bool, windows=()):
+    def __init__(self, rotary: nn.Module, head_dim: int, seq_len: int, eager: bool, windows=(), layer_types=()):
         super().__init__()
-        probe = torch.empty(1, seq_len, head_dim)
-        emb = rotary(probe, torch.arange(seq_len)[None])
+        probe, positions = torch.empty(1, seq_len, head_dim), torch.arange(seq_len)[None]
+        # Gemma 3 and Olmo 3 keep one rotary frequency per layer type (Gemma 3: the sliding layers'
+        # base 10,000, the full ones' 1,000,000), and their model forward computes (cos, sin) for each
+        # type and hands a layer its type's (modeling_gemma3.Gemma3TextModel.forward): ``layer_types``,
+        # a type per layer, where the rotary module takes one
+        self.types = tuple(dict.fromkeys(layer_types)) if takes_layer_type(rotary) else ()
+        emb = rotary(probe, positions, self.types[0]) if self.types else rotary(probe, positions)
         # transformers' DeepSeek-V2 returns one complex tensor (freqs_cis), which its layers move to
         # their device and apply themselves (modeling_deepseek_v2.apply_rotary_emb): kept out of the
         # buffers, which a module's .to(dtype) would cast to a real dtype; every other model returns
@@ -154,19 +160,35 @@ class _Positions(nn.Module):
         cos, sin = (None, None) if self.freqs is not None else emb
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
+        for kind in self.types[1:]:
+            cos, sin = rotary(probe, positions, kind)
+            self.register_buffer(f"cos_{kind}", cos, persistent=False)
+            self.register_buffer(f"sin_{kind}", sin, persistent=False)
         self.eager = eager
         self.register_buffer("mask", causal_mask(seq_len) if eager else None, persistent=False)
         for w in sorted(set(windows) - {0}):
             self.register_buffer(f"mask_window_{w}", causal_mask(seq_len, w), persistent=False)
 
-    def take(self, t: int, dtype: torch.dtype, window: int = 0, meta: bool = False):
-        """(cos, sin) and the mask for t positions: eager's buffer (banded under ``window``); for
-        fused attention none, but the banded one on real tensors when the window is shorter than t."""
+    def take(self, t: int, dtype: torch.dtype, window: int = 0, meta: bool = False, layer_type: str | None = None):
+        """(cos, sin) and the mask for t positions, (cos, sin) of ``layer_type`` where the model keeps one per
+        type: eager's mask buffer (banded under ``window``); for fused attention none, but the banded one on real
+        tensors when the window is shorter than t."""
         if self.eager or (window_cuts(window, t) and not meta):
             mask = getattr(self, f"mask_window_{window}" if window else "mask")[..., :t, :t].to(dtype)
         else:
             mask = None
-        return (self.freqs[:, :t] if self.freqs is not None else (self.cos[:, :t], self.sin[:, :t])), mask
+        if self.freqs is not None:
+            return self.freqs[:, :t], mask
+        own = "" if not self.types or layer_type == self.types[0] else f"_{layer_type}"
+        return (getattr(self, "cos" + own)[:, :t], getattr(self, "sin" + own)[:, :t]), mask
+
+
+def takes_layer_type(rotary: nn.Module) -> bool:
+    """Whether a transformers rotary module computes (cos, sin) per layer type (its forward's
+    ``layer_type``: Gemma 3, Olmo 3), rather than one for every layer."""
+    import inspect
+
+    return "layer_type" in inspect.signature(rotary.forward).parameters
 
 
 class _Adopt(nn.Module):
@@ -304,10 +326,11 @@ class Decoder(_Adopt):
     """One decoder layer, given the model's rotary cos/sin and causal mask; ``moe`` its experts
     (None: dense)."""
 
-    def __init__(self, layer: nn.Module, positions: _Positions):
+    def __init__(self, layer: nn.Module, positions: _Positions, layer_type: str | None = None):
         super().__init__(**dict(layer.named_children()))
         object.__setattr__(self, "_layer", layer)        # not a child: its children are ours
         object.__setattr__(self, "_positions", positions)
+        object.__setattr__(self, "layer_type", layer_type)     # its rotary's, where the model keeps one per type
         object.__setattr__(self, "moe", experts_of(layer))
         # the keys a query sees at most (0: every earlier one), read by extraction (parsim.model.extract)
         object.__setattr__(self, "attention_window", sliding_window_of(getattr(layer, "self_attn", None)))
@@ -319,7 +342,7 @@ class Decoder(_Adopt):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:           # (B, T, h) -> (B, T, h)
         meta = x.is_meta and not self.banded_on_meta
-        pos, mask = self._positions.take(x.shape[1], x.dtype, self.attention_window, meta)
+        pos, mask = self._positions.take(x.shape[1], x.dtype, self.attention_window, meta, self.layer_type)
         return self._layer(x, attention_mask=mask, position_embeddings=pos)
 
 
@@ -407,12 +430,15 @@ class CausalLM(nn.Module):
         inner, cfg = hf_model.model, hf_model.config
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         windows = [sliding_window_of(getattr(layer, "self_attn", None)) for layer in inner.layers]
-        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager", windows)
+        types = list(getattr(cfg, "layer_types", None) or ()) if takes_layer_type(inner.rotary_emb) else []
+        self.positions = _Positions(inner.rotary_emb, head_dim, seq_len, cfg._attn_implementation == "eager", windows,
+                                    types)
         self.config = cfg
         multiplier, scale, softcap = outer_scalings(cfg)
         units = [("embed", Embed(inner.embed_tokens, multiplier,
                                  inner.norm if cfg.model_type in EMBEDDING_NORMED else None))]
-        units += [(f"layers.{i}", Decoder(layer, self.positions)) for i, layer in enumerate(inner.layers)]
+        units += [(f"layers.{i}", Decoder(layer, self.positions, types[i] if types else None))
+                  for i, layer in enumerate(inner.layers)]
         mtp = None
         if mtp_layers:
             # its block as the model's next layer would be (DeepSeek-V3: an MoE layer), in the
