@@ -149,8 +149,8 @@ class _Positions(nn.Module):
         # Gemma 3 and Olmo 3 keep one rotary frequency per layer type (Gemma 3: the sliding layers'
         # base 10,000, the full ones' 1,000,000), and their model forward computes (cos, sin) for each
         # type and hands a layer its type's (modeling_gemma3.Gemma3TextModel.forward): ``layer_types``,
-        # a type per layer, where the rotary module takes one
-        self.types = tuple(dict.fromkeys(layer_types)) if takes_layer_type(rotary) else ()
+        # a type per layer, given where the rotary module takes one (CausalLM: takes_layer_type)
+        self.types = tuple(dict.fromkeys(layer_types))
         emb = rotary(probe, positions, self.types[0]) if self.types else rotary(probe, positions)
         # transformers' DeepSeek-V2 returns one complex tensor (freqs_cis), which its layers move to
         # their device and apply themselves (modeling_deepseek_v2.apply_rotary_emb): kept out of the
